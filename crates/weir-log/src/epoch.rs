@@ -1,0 +1,230 @@
+//! The leader-epoch cache: for each leader epoch, the first offset written in
+//! it (KIP-101), persisted in `leader-epoch-checkpoint` in Kafka's text format:
+//!
+//! ```text
+//! 0            version
+//! 2            number of entries
+//! 0 0          epoch start-offset
+//! 3 1500
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use crate::checkpoint;
+use crate::error::LogError;
+use crate::storage::Storage;
+
+pub(crate) const FILE_NAME: &str = "leader-epoch-checkpoint";
+
+/// Kafka's "no epoch" and "no offset" answers to OffsetForLeaderEpoch.
+pub const UNDEFINED_EPOCH: i32 = -1;
+pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochEntry {
+    pub epoch: i32,
+    pub start_offset: u64,
+}
+
+pub(crate) struct LeaderEpochCache {
+    path: PathBuf,
+    entries: Vec<EpochEntry>,
+}
+
+impl LeaderEpochCache {
+    pub(crate) fn load(storage: &dyn Storage, dir: &Path) -> Result<Self, LogError> {
+        let path = dir.join(FILE_NAME);
+        let mut entries = Vec::new();
+        if let Some(text) = checkpoint::read(storage, &path)? {
+            let corrupt = |reason: &str| LogError::Corrupt {
+                path: path.clone(),
+                position: 0,
+                reason: reason.to_owned(),
+            };
+            let mut lines = text.lines();
+            if lines.next().map(str::trim) != Some("0") {
+                return Err(corrupt("unknown version"));
+            }
+            let count: usize = lines
+                .next()
+                .and_then(|l| l.trim().parse().ok())
+                .ok_or_else(|| corrupt("bad entry count"))?;
+            for _ in 0..count {
+                let line = lines.next().ok_or_else(|| corrupt("missing entry"))?;
+                let mut fields = line.split_whitespace();
+                let (Some(epoch), Some(offset)) = (
+                    fields.next().and_then(|f| f.parse().ok()),
+                    fields.next().and_then(|f| f.parse().ok()),
+                ) else {
+                    return Err(corrupt("bad entry"));
+                };
+                entries.push(EpochEntry {
+                    epoch,
+                    start_offset: offset,
+                });
+            }
+        }
+        Ok(Self { path, entries })
+    }
+
+    fn persist(&self, storage: &dyn Storage) -> Result<(), LogError> {
+        let mut text = format!("0\n{}\n", self.entries.len());
+        for e in &self.entries {
+            text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
+        }
+        checkpoint::write(storage, &self.path, &text)
+    }
+
+    pub(crate) fn entries(&self) -> &[EpochEntry] {
+        &self.entries
+    }
+
+    pub(crate) fn latest_epoch(&self) -> Option<i32> {
+        self.entries.last().map(|e| e.epoch)
+    }
+
+    /// Records that `epoch` starts at `start_offset`, if it is newer than the
+    /// latest epoch known.
+    pub(crate) fn assign(
+        &mut self,
+        storage: &dyn Storage,
+        epoch: i32,
+        start_offset: u64,
+    ) -> Result<(), LogError> {
+        if epoch < 0 || self.latest_epoch().is_some_and(|latest| epoch <= latest) {
+            return Ok(());
+        }
+        self.entries.push(EpochEntry {
+            epoch,
+            start_offset,
+        });
+        self.persist(storage)
+    }
+
+    /// The end offset of the largest epoch at or below `requested`, as
+    /// OffsetForLeaderEpoch answers it: `(epoch, end offset)`.
+    pub(crate) fn end_offset_for(&self, requested: i32, log_end_offset: u64) -> (i32, i64) {
+        let undefined = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+        if requested == UNDEFINED_EPOCH {
+            return undefined;
+        }
+        if self.latest_epoch() == Some(requested) {
+            return (requested, log_end_offset as i64);
+        }
+        let Some(higher) = self.entries.iter().find(|e| e.epoch > requested) else {
+            return undefined;
+        };
+        match self.entries.iter().rev().find(|e| e.epoch <= requested) {
+            Some(floor) => (floor.epoch, higher.start_offset as i64),
+            None => (requested, higher.start_offset as i64),
+        }
+    }
+
+    /// Forgets epochs that start at or after `offset` (the log was truncated).
+    pub(crate) fn truncate_from_end(
+        &mut self,
+        storage: &dyn Storage,
+        offset: u64,
+    ) -> Result<(), LogError> {
+        let before = self.entries.len();
+        self.entries.retain(|e| e.start_offset < offset);
+        if self.entries.len() != before {
+            self.persist(storage)?;
+        }
+        Ok(())
+    }
+
+    /// Moves the start of the log to `offset`: epochs wholly before it go, and
+    /// the epoch that covers it now starts there.
+    pub(crate) fn truncate_from_start(
+        &mut self,
+        storage: &dyn Storage,
+        offset: u64,
+    ) -> Result<(), LogError> {
+        let covering = self.entries.iter().rposition(|e| e.start_offset <= offset);
+        let Some(covering) = covering else {
+            return Ok(());
+        };
+        if covering == 0 && self.entries[0].start_offset == offset {
+            return Ok(());
+        }
+        self.entries.drain(..covering);
+        self.entries[0].start_offset = offset;
+        self.persist(storage)
+    }
+
+    /// Drops every entry (the log restarts empty).
+    pub(crate) fn clear(&mut self, storage: &dyn Storage) -> Result<(), LogError> {
+        if !self.entries.is_empty() {
+            self.entries.clear();
+            self.persist(storage)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimStorage;
+
+    fn cache(entries: &[(i32, u64)]) -> (SimStorage, LeaderEpochCache) {
+        let storage = SimStorage::new();
+        storage.create_dir_all(Path::new("/p")).unwrap();
+        let mut cache = LeaderEpochCache::load(&storage, Path::new("/p")).unwrap();
+        for &(epoch, offset) in entries {
+            cache.assign(&storage, epoch, offset).unwrap();
+        }
+        (storage, cache)
+    }
+
+    #[test]
+    fn end_offset_for_epoch_follows_kafka() {
+        let (_, cache) = cache(&[(1, 0), (3, 100), (5, 250)]);
+        let leo = 400;
+        // (requested, expected) — table from KIP-101/KIP-279 semantics.
+        let table = [
+            (UNDEFINED_EPOCH, (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)),
+            (0, (0, 0)),     // before the first epoch: its start
+            (1, (1, 100)),   // ends where epoch 3 starts
+            (2, (1, 100)),   // unknown epoch: the floor epoch's end
+            (3, (3, 250)),
+            (4, (3, 250)),
+            (5, (5, 400)),   // the latest epoch ends at the log end
+            (6, (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)),
+        ];
+        for (requested, expected) in table {
+            assert_eq!(cache.end_offset_for(requested, leo), expected, "epoch {requested}");
+        }
+    }
+
+    #[test]
+    fn assign_ignores_old_epochs_and_persists() {
+        let (storage, mut cache) = cache(&[(2, 10)]);
+        cache.assign(&storage, 1, 20).unwrap();
+        cache.assign(&storage, 2, 30).unwrap();
+        cache.assign(&storage, 4, 40).unwrap();
+        let reloaded = LeaderEpochCache::load(&storage, Path::new("/p")).unwrap();
+        assert_eq!(
+            reloaded.entries(),
+            &[
+                EpochEntry { epoch: 2, start_offset: 10 },
+                EpochEntry { epoch: 4, start_offset: 40 }
+            ]
+        );
+    }
+
+    #[test]
+    fn truncation_from_both_ends() {
+        let (storage, mut cache) = cache(&[(1, 0), (3, 100), (5, 250)]);
+        cache.truncate_from_end(&storage, 250).unwrap();
+        assert_eq!(cache.latest_epoch(), Some(3));
+        cache.truncate_from_start(&storage, 120).unwrap();
+        assert_eq!(
+            cache.entries(),
+            &[EpochEntry { epoch: 3, start_offset: 120 }]
+        );
+        let reloaded = LeaderEpochCache::load(&storage, Path::new("/p")).unwrap();
+        assert_eq!(reloaded.entries(), cache.entries());
+    }
+}

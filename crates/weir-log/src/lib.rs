@@ -1,0 +1,36 @@
+//! `weir-log`: the partition log of Weir.
+//!
+//! A partition is an append-only sequence of Kafka record batches (format
+//! v2) with monotonically increasing offsets, stored as segments on disk:
+//!
+//! - [`batch`] reads and validates batch headers without decompressing;
+//! - [`Log`] appends (assigning offsets), reads by offset or timestamp,
+//!   rolls segments, recovers after a crash, flushes with group commit,
+//!   enforces retention and truncates for replication;
+//! - [`storage`] is the narrow file interface all I/O goes through, and
+//!   [`sim`] an in-memory one for crash and fault tests.
+//!
+//! The on-disk format and the durability guarantees are specified in
+//! `DESIGN.md` next to this crate.
+
+pub mod batch;
+mod checkpoint;
+mod config;
+mod epoch;
+mod error;
+mod index;
+mod log;
+mod segment;
+pub mod sim;
+mod slice;
+pub mod storage;
+pub mod testing;
+
+pub use config::{Clock, LogConfig, ManualClock, SystemClock, TimestampType};
+pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+pub use error::LogError;
+pub use log::{
+    AppendInfo, CorruptBatch, Log, RetentionOutcome, TimestampOffset, CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+};
+pub use slice::LogSlice;

@@ -1,0 +1,960 @@
+//! The partition log: an ordered run of segments with one active (last)
+//! segment taking appends.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+
+use crate::batch::{self, BatchHeader, Origin, HEADER_SIZE};
+use crate::checkpoint;
+use crate::config::{Clock, LogConfig, SystemClock, TimestampType};
+use crate::epoch::{EpochEntry, LeaderEpochCache};
+use crate::error::{IoContext, LogError};
+use crate::segment::{self, PreparedBatch, Segment, DELETED_SUFFIX, LOG_SUFFIX};
+use crate::slice::LogSlice;
+use crate::storage::{FsStorage, Storage};
+
+/// Written by [`Log::close`]; its presence at open means every file was
+/// synced, indexes included, so nothing needs scanning.
+pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
+/// Base offset of the first segment recovery must scan after a crash.
+pub const RECOVERY_POINT_FILE: &str = "recovery-point";
+/// The log start offset, when DeleteRecords moved it inside a segment.
+pub const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: u64,
+    pub last_offset: u64,
+    /// Largest timestamp among the appended batches.
+    pub max_timestamp: i64,
+    /// The broker's clock at the append.
+    pub append_time_ms: i64,
+    /// `Some(append_time_ms)` when the log stamped the batches itself
+    /// (`message.timestamp.type = LogAppendTime`).
+    pub log_append_time_ms: Option<i64>,
+    pub batches: usize,
+    pub records: u64,
+    pub bytes: u64,
+}
+
+/// What a retention pass removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionOutcome {
+    pub deleted_segments: usize,
+    pub deleted_bytes: u64,
+    pub log_start_offset: u64,
+}
+
+/// A batch found by [`Log::verify`] to be corrupt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptBatch {
+    pub path: PathBuf,
+    pub position: u64,
+    pub reason: String,
+}
+
+/// Answer to [`Log::offset_for_timestamp`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampOffset {
+    pub offset: u64,
+    pub timestamp: i64,
+}
+
+struct PendingDelete {
+    due_ms: i64,
+    path: PathBuf,
+}
+
+struct State {
+    config: LogConfig,
+    segments: BTreeMap<u64, Segment>,
+    log_start_offset: u64,
+    /// Persisted in [`RECOVERY_POINT_FILE`].
+    recovery_point: u64,
+    /// Bumped by truncation, so a flush that raced with it keeps its hands
+    /// off the recovery point.
+    truncations: u64,
+    epochs: LeaderEpochCache,
+    unflushed_records: u64,
+    oldest_unflushed_ms: Option<i64>,
+    /// A segment file was created since the directory was last synced.
+    dir_dirty: bool,
+    pending_deletes: Vec<PendingDelete>,
+    /// Set after an I/O failure that left the files in doubt.
+    offline: Option<String>,
+}
+
+impl State {
+    fn active(&self) -> &Segment {
+        self.segments.values().next_back().expect("a log has a segment")
+    }
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments.values_mut().next_back().expect("a log has a segment")
+    }
+    fn log_end_offset(&self) -> u64 {
+        self.active().next_offset
+    }
+}
+
+struct FlushState {
+    durable_offset: u64,
+    in_progress: bool,
+}
+
+enum Mode {
+    /// A leader's append: the log assigns offsets and this leader epoch.
+    Leader(i32),
+    /// A follower's append: batches keep the offsets and epochs they carry.
+    Replicated,
+}
+
+/// One partition's log. All methods take `&self`: appends, reads and
+/// maintenance serialize on an internal lock, while fsyncs run outside it so
+/// that concurrent appenders share them (group commit).
+pub struct Log {
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+    flush: Mutex<FlushState>,
+    flushed: Condvar,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+impl Log {
+    /// Opens (or creates) the log in `dir` on the real file system.
+    pub fn open(dir: impl Into<PathBuf>, config: LogConfig) -> Result<Self, LogError> {
+        Self::open_with(dir, config, Arc::new(FsStorage), Arc::new(SystemClock))
+    }
+
+    /// Opens (or creates) the log in `dir`, recovering from an unclean
+    /// shutdown: segments from the recovery point on are scanned, a torn
+    /// tail is cut off, missing or inconsistent indexes are rebuilt.
+    pub fn open_with(
+        dir: impl Into<PathBuf>,
+        config: LogConfig,
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, LogError> {
+        config.validate()?;
+        let dir = dir.into();
+        storage.create_dir_all(&dir).context(&dir)?;
+        let names = storage.list(&dir).context(&dir)?;
+        for name in &names {
+            if name.ends_with(DELETED_SUFFIX) || name.ends_with(".tmp") {
+                let path = dir.join(name);
+                storage.remove(&path).context(&path)?;
+            }
+        }
+        let mut bases: Vec<u64> = names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".log"))
+            .filter(|stem| stem.len() == 20)
+            .filter_map(|stem| stem.parse().ok())
+            .collect();
+        bases.sort_unstable();
+
+        let clean_marker = dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = storage.exists(&clean_marker);
+        let recovery_point =
+            checkpoint::read_u64(&*storage, &dir.join(RECOVERY_POINT_FILE)).unwrap_or(0);
+        let interval = config.index_interval_bytes;
+
+        let mut segments = BTreeMap::new();
+        let mut first_scanned = None;
+        let mut cut_at = None;
+        for (i, &base) in bases.iter().enumerate() {
+            let last = i + 1 == bases.len();
+            let trusted = clean || bases.get(i + 1).is_some_and(|&next| next <= recovery_point);
+            let (mut segment, invalid) = if trusted {
+                Segment::open_trusted(&*storage, &dir, base, last, interval)?
+            } else {
+                first_scanned.get_or_insert(base);
+                Segment::recover(&*storage, &dir, base, interval)?
+            };
+            if let Some(invalid) = invalid {
+                if trusted {
+                    tracing::error!(
+                        segment = %segment.path(LOG_SUFFIX).display(),
+                        position = invalid.position,
+                        reason = %invalid.reason,
+                        "corrupt batch in a flushed segment; it and what follows in the segment will not be served"
+                    );
+                    segment.size = segment.log.len();
+                    segment.corrupt_from = Some(invalid);
+                } else {
+                    tracing::warn!(
+                        segment = %segment.path(LOG_SUFFIX).display(),
+                        position = invalid.position,
+                        reason = %invalid.reason,
+                        "truncating the unflushed tail of the log after an unclean shutdown"
+                    );
+                    let path = segment.path(LOG_SUFFIX);
+                    segment.log.truncate(invalid.position).context(&path)?;
+                    segments.insert(base, segment);
+                    cut_at = Some(i);
+                    break;
+                }
+            }
+            if !trusted {
+                segment.log_dirty = true;
+            }
+            segments.insert(base, segment);
+        }
+        if let Some(i) = cut_at {
+            for &base in &bases[i + 1..] {
+                for suffix in [LOG_SUFFIX, segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX] {
+                    let path = segment::file_path(&dir, base, suffix);
+                    if storage.exists(&path) {
+                        storage.remove(&path).context(&path)?;
+                    }
+                }
+            }
+        }
+
+        let persisted_start = checkpoint::read_u64(&*storage, &dir.join(LOG_START_OFFSET_FILE));
+        let mut dir_dirty = false;
+        if segments.is_empty() {
+            let base = persisted_start.unwrap_or(0);
+            segments.insert(base, Segment::create(&*storage, &dir, base)?);
+            dir_dirty = true;
+        }
+        // Every segment but the last is sealed: its indexes live in files.
+        let last_base = *segments.keys().next_back().expect("a segment");
+        for segment in segments.values_mut() {
+            if segment.base_offset != last_base && !segment.is_sealed() {
+                segment.seal(&*storage)?;
+            }
+        }
+        let first_base = *segments.keys().next().expect("a segment");
+        let log_end_offset = segments[&last_base].next_offset;
+        let log_start_offset = persisted_start
+            .unwrap_or(first_base)
+            .max(first_base)
+            .min(log_end_offset);
+
+        let mut epochs = LeaderEpochCache::load(&*storage, &dir)?;
+        epochs.truncate_from_end(&*storage, log_end_offset)?;
+        epochs.truncate_from_start(&*storage, log_start_offset)?;
+
+        if clean {
+            // Appends that follow must not be mistaken for clean data.
+            storage.remove(&clean_marker).context(&clean_marker)?;
+            storage.sync_dir(&dir).context(&dir)?;
+        }
+        let durable_offset = match first_scanned {
+            None => log_end_offset,
+            Some(base) => base.min(log_end_offset),
+        };
+        let recovery_point = recovery_point.min(first_scanned.unwrap_or(u64::MAX));
+        tracing::debug!(dir = %dir.display(), segments = segments.len(), log_start_offset, log_end_offset, clean, "log opened");
+        Ok(Self {
+            dir,
+            storage,
+            clock,
+            state: Mutex::new(State {
+                config,
+                segments,
+                log_start_offset,
+                recovery_point,
+                truncations: 0,
+                epochs,
+                unflushed_records: 0,
+                oldest_unflushed_ms: None,
+                dir_dirty,
+                pending_deletes: Vec::new(),
+                offline: None,
+            }),
+            flush: Mutex::new(FlushState {
+                durable_offset,
+                in_progress: false,
+            }),
+            flushed: Condvar::new(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.state.lock().config.clone()
+    }
+
+    /// Applies new settings from the next operation on.
+    pub fn set_config(&self, config: LogConfig) -> Result<(), LogError> {
+        config.validate()?;
+        self.state.lock().config = config;
+        Ok(())
+    }
+
+    pub fn log_start_offset(&self) -> u64 {
+        self.state.lock().log_start_offset
+    }
+
+    /// The offset the next appended record gets.
+    pub fn log_end_offset(&self) -> u64 {
+        self.state.lock().log_end_offset()
+    }
+
+    /// Offset below which every record is on stable storage.
+    pub fn durable_offset(&self) -> u64 {
+        self.flush.lock().durable_offset
+    }
+
+    /// Bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.state.lock().segments.values().map(|s| s.size).sum()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<u64> {
+        self.state.lock().segments.keys().copied().collect()
+    }
+
+    /// Appends producer batches as the leader: assigns offsets from the log
+    /// end and stamps `leader_epoch`; the bytes are otherwise stored as they
+    /// came (with LogAppendTime, the max timestamp and CRC are rewritten).
+    /// All batches are validated before anything is written.
+    pub fn append(&self, records: &[u8], leader_epoch: i32) -> Result<AppendInfo, LogError> {
+        self.append_inner(records, Mode::Leader(leader_epoch))
+    }
+
+    /// Appends batches copied from a leader, keeping their offsets and epochs.
+    pub fn append_replicated(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
+        self.append_inner(records, Mode::Replicated)
+    }
+
+    fn append_inner(&self, records: &[u8], mode: Mode) -> Result<AppendInfo, LogError> {
+        let now = self.clock.now_ms();
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        self.check_online(st)?;
+        let origin = match mode {
+            Mode::Leader(_) => Origin::Client,
+            Mode::Replicated => Origin::Log,
+        };
+        let log_append_time = matches!(mode, Mode::Leader(_))
+            && st.config.timestamp_type == TimestampType::LogAppendTime;
+        let mut next_offset = st.log_end_offset();
+        let mut prepared: Vec<PreparedBatch<'_>> = Vec::new();
+        let mut epochs = Vec::new();
+        let mut info = AppendInfo {
+            base_offset: next_offset,
+            last_offset: next_offset,
+            max_timestamp: segment::NO_TIMESTAMP,
+            append_time_ms: now,
+            log_append_time_ms: log_append_time.then_some(now),
+            batches: 0,
+            records: 0,
+            bytes: 0,
+        };
+        for batch in batch::batches(records, origin, st.config.max_message_bytes) {
+            let batch = batch?;
+            let h = batch.header;
+            let mut header: [u8; HEADER_SIZE] =
+                batch.bytes[..HEADER_SIZE].try_into().expect("header");
+            let body = &batch.bytes[HEADER_SIZE..];
+            let (base_offset, epoch) = match mode {
+                Mode::Leader(epoch) => {
+                    batch::assign_offset(&mut header, next_offset as i64, epoch);
+                    (next_offset, epoch)
+                }
+                Mode::Replicated => {
+                    if h.base_offset() < next_offset as i64 {
+                        return Err(LogError::NonContiguous {
+                            base_offset: h.base_offset(),
+                            log_end_offset: next_offset,
+                        });
+                    }
+                    (h.base_offset() as u64, h.partition_leader_epoch())
+                }
+            };
+            let max_timestamp = if log_append_time {
+                batch::set_log_append_time(&mut header, body, now);
+                now
+            } else {
+                h.max_timestamp()
+            };
+            let last_offset = base_offset + h.last_offset_delta() as u64;
+            if prepared.is_empty() {
+                info.base_offset = base_offset;
+            }
+            info.last_offset = last_offset;
+            info.max_timestamp = info.max_timestamp.max(max_timestamp);
+            info.records += h.record_count() as u64;
+            info.bytes += batch.bytes.len() as u64;
+            epochs.push((epoch, base_offset));
+            prepared.push(PreparedBatch {
+                header,
+                records: body,
+                base_offset,
+                last_offset,
+                max_timestamp,
+            });
+            next_offset = last_offset + 1;
+        }
+        if prepared.is_empty() {
+            return Err(LogError::EmptyAppend);
+        }
+        info.batches = prepared.len();
+
+        self.maybe_roll(st, &info, now)?;
+        let interval = st.config.index_interval_bytes;
+        if let Err((error, undone)) = st.active_mut().append(&prepared, interval, now) {
+            if !undone {
+                st.offline = Some(error.to_string());
+                tracing::error!(dir = %self.dir.display(), %error, "append failed and could not be undone; log offline");
+            }
+            return Err(error);
+        }
+        let st = &mut *st;
+        for (epoch, offset) in epochs {
+            st.epochs.assign(&*self.storage, epoch, offset)?;
+        }
+        st.unflushed_records += info.records;
+        let oldest = *st.oldest_unflushed_ms.get_or_insert(now);
+        let flush_due = st.unflushed_records >= st.config.flush_messages
+            || now.saturating_sub(oldest) >= st.config.flush_ms;
+        drop(guard);
+        if flush_due {
+            self.flush_to(info.last_offset + 1)?;
+        }
+        Ok(info)
+    }
+
+    fn check_online(&self, st: &State) -> Result<(), LogError> {
+        match &st.offline {
+            Some(reason) => Err(LogError::Offline {
+                dir: self.dir.clone(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn maybe_roll(&self, st: &mut State, info: &AppendInfo, now: i64) -> Result<(), LogError> {
+        let config = &st.config;
+        let active = st.active();
+        if active.is_empty() {
+            return Ok(());
+        }
+        let max_index_entries = (config.segment_index_bytes / 8) as usize;
+        let too_big = active.size + info.bytes > config.segment_bytes;
+        let too_old = active
+            .rolling_base_ms
+            .is_some_and(|base| now.saturating_sub(base) >= config.segment_ms);
+        let index_full = active.index_entries() >= max_index_entries;
+        let offsets_overflow = info.last_offset - active.base_offset > u64::from(u32::MAX);
+        if too_big || too_old || index_full || offsets_overflow {
+            self.roll_locked(st, info.base_offset)?;
+        }
+        Ok(())
+    }
+
+    fn roll_locked(&self, st: &mut State, new_base: u64) -> Result<(), LogError> {
+        st.active_mut().seal(&*self.storage)?;
+        let segment = Segment::create(&*self.storage, &self.dir, new_base)?;
+        st.segments.insert(new_base, segment);
+        st.dir_dirty = true;
+        tracing::debug!(dir = %self.dir.display(), new_base, "rolled segment");
+        Ok(())
+    }
+
+    /// Starts a new segment now (if the active one holds anything).
+    pub fn roll(&self) -> Result<(), LogError> {
+        let mut st = self.state.lock();
+        self.check_online(&st)?;
+        if !st.active().is_empty() {
+            let base = st.log_end_offset();
+            self.roll_locked(&mut st, base)?;
+        }
+        Ok(())
+    }
+
+    /// Reads whole batches starting with the one that contains
+    /// `from_offset`, up to `max_bytes` (but at least one batch), never
+    /// including a batch that reaches `upper_bound` (e.g. the high
+    /// watermark). Reads stay within one segment.
+    pub fn read(
+        &self,
+        from_offset: u64,
+        max_bytes: usize,
+        upper_bound: u64,
+    ) -> Result<LogSlice, LogError> {
+        let st = self.state.lock();
+        let log_end_offset = st.log_end_offset();
+        if from_offset < st.log_start_offset || from_offset > log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset: from_offset,
+                log_start_offset: st.log_start_offset,
+                log_end_offset,
+            });
+        }
+        let bound = upper_bound.min(log_end_offset);
+        if from_offset >= bound {
+            return Ok(LogSlice::empty());
+        }
+        let first_base = st
+            .segments
+            .range(..=from_offset)
+            .next_back()
+            .map_or(0, |(&base, _)| base);
+        for segment in st.segments.range(first_base..).map(|(_, s)| s) {
+            if segment.base_offset >= bound {
+                break;
+            }
+            let start = segment.locate(from_offset)?;
+            let readable_end = segment.readable_end();
+            if start >= readable_end {
+                match segment.corrupt_error() {
+                    Some(error) => return Err(error),
+                    None => continue,
+                }
+            }
+            let header = segment.read_header(start)?;
+            let header = BatchHeader::parse(&header, 0).expect("checked by read_header");
+            if header.last_offset() >= bound as i64 {
+                break;
+            }
+            let first_end = start + header.total_size() as u64;
+            let end_by_bound = if bound < segment.next_offset {
+                segment.locate(bound)?.min(readable_end)
+            } else {
+                readable_end
+            };
+            let limit = start.saturating_add(max_bytes as u64);
+            let end = if limit <= first_end {
+                first_end
+            } else if end_by_bound <= limit {
+                end_by_bound
+            } else {
+                segment.boundary_at_or_below(first_end, limit)?
+            };
+            return Ok(LogSlice::new(
+                segment.log.clone(),
+                segment.path(LOG_SUFFIX),
+                start,
+                end - start,
+                header.base_offset() as u64,
+            ));
+        }
+        Ok(LogSlice::empty())
+    }
+
+    /// The first record whose timestamp is at or after `timestamp`, with its
+    /// timestamp; `None` when every record is older.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<TimestampOffset>, LogError> {
+        let st = self.state.lock();
+        let log_start = st.log_start_offset;
+        for segment in st.segments.values() {
+            if segment.max_timestamp < timestamp || segment.next_offset <= log_start {
+                continue;
+            }
+            let from = segment.time_lookup_start(timestamp)?.max(log_start);
+            let mut position = segment.locate(from)?;
+            while position < segment.readable_end() {
+                let raw = segment.read_header(position)?;
+                let header = BatchHeader::parse(&raw, 0).expect("checked");
+                let size = header.total_size() as u64;
+                if header.max_timestamp() >= timestamp && header.last_offset() >= log_start as i64 {
+                    if let Some(found) =
+                        find_record_at_or_after(segment, position, size, timestamp, log_start)?
+                    {
+                        return Ok(Some(found));
+                    }
+                }
+                position += size;
+            }
+        }
+        Ok(None)
+    }
+
+    /// Makes everything appended so far durable.
+    pub fn flush(&self) -> Result<(), LogError> {
+        let end = self.log_end_offset();
+        self.flush_to(end)
+    }
+
+    /// Returns once every offset below `offset` is durable. Concurrent
+    /// callers share fsyncs: one sync covers everything appended before it
+    /// started (group commit).
+    pub fn flush_to(&self, offset: u64) -> Result<(), LogError> {
+        let mut flush = self.flush.lock();
+        loop {
+            if flush.durable_offset >= offset {
+                return Ok(());
+            }
+            self.check_online(&self.state.lock())?;
+            if flush.in_progress {
+                self.flushed.wait(&mut flush);
+                continue;
+            }
+            flush.in_progress = true;
+            drop(flush);
+            let result = self.sync_everything();
+            flush = self.flush.lock();
+            flush.in_progress = false;
+            self.flushed.notify_all();
+            match result {
+                Ok(synced_to) => flush.durable_offset = flush.durable_offset.max(synced_to),
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Flushes if `flush.messages` or `flush.ms` says it is time; for a
+    /// scheduler to call when no appends arrive.
+    pub fn flush_if_due(&self) -> Result<(), LogError> {
+        let due = {
+            let st = self.state.lock();
+            let now = self.clock.now_ms();
+            st.unflushed_records >= st.config.flush_messages
+                || st
+                    .oldest_unflushed_ms
+                    .is_some_and(|oldest| now.saturating_sub(oldest) >= st.config.flush_ms)
+        };
+        if due {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Syncs every dirty file; returns the log end offset it covered.
+    fn sync_everything(&self) -> Result<u64, LogError> {
+        let (files, target, new_recovery_point, dir_dirty, truncations) = {
+            let mut st = self.state.lock();
+            let mut files = Vec::new();
+            let active_base = st.active().base_offset;
+            for segment in st.segments.values_mut().rev() {
+                let clean_sealed = segment.base_offset != active_base
+                    && !segment.log_dirty
+                    && !segment.indexes_dirty;
+                if clean_sealed {
+                    break; // everything older was synced before
+                }
+                files.extend(segment.files_to_sync());
+                segment.log_dirty = false;
+                segment.indexes_dirty = false;
+            }
+            st.unflushed_records = 0;
+            st.oldest_unflushed_ms = None;
+            let dir_dirty = std::mem::take(&mut st.dir_dirty);
+            (files, st.log_end_offset(), active_base, dir_dirty, st.truncations)
+        };
+        let result: Result<(), LogError> = (|| {
+            if dir_dirty {
+                self.storage.sync_dir(&self.dir).context(&self.dir)?;
+            }
+            for (path, file) in &files {
+                file.sync().context(path)?;
+            }
+            Ok(())
+        })();
+        let mut st = self.state.lock();
+        if let Err(error) = result {
+            // After a failed fsync the kernel may have dropped the dirty
+            // pages: nothing written since the last good sync can be trusted.
+            st.offline = Some(error.to_string());
+            tracing::error!(dir = %self.dir.display(), %error, "fsync failed; log offline until reopened");
+            return Err(error);
+        }
+        if st.truncations == truncations && new_recovery_point > st.recovery_point {
+            self.write_recovery_point(&mut st, new_recovery_point)?;
+        }
+        Ok(target)
+    }
+
+    fn write_recovery_point(&self, st: &mut State, offset: u64) -> Result<(), LogError> {
+        checkpoint::write(
+            &*self.storage,
+            &self.dir.join(RECOVERY_POINT_FILE),
+            &format!("{offset}\n"),
+        )?;
+        st.recovery_point = offset;
+        Ok(())
+    }
+
+    /// Deletes segments by `retention.ms` (their newest timestamp),
+    /// `retention.bytes` and the log start offset, oldest first, never the
+    /// active segment nor one holding offsets at or above `upper_bound`.
+    /// Files are renamed `.deleted` and removed after `file.delete.delay.ms`.
+    pub fn enforce_retention(&self, upper_bound: u64) -> Result<RetentionOutcome, LogError> {
+        let now = self.clock.now_ms();
+        let mut st = self.state.lock();
+        self.remove_due_files(&mut st, now);
+        let config = st.config.clone();
+        let mut total: u64 = st.segments.values().map(|s| s.size).sum();
+        let bases: Vec<u64> = st.segments.keys().copied().collect();
+        let mut doomed = Vec::new();
+        for pair in bases.windows(2) {
+            let (base, next_base) = (pair[0], pair[1]);
+            if next_base > upper_bound {
+                break;
+            }
+            let segment = &st.segments[&base];
+            let expired =
+                config.retention_ms >= 0 && now.saturating_sub(segment.max_timestamp) > config.retention_ms;
+            let oversize = config.retention_bytes >= 0
+                && total.saturating_sub(segment.size) >= config.retention_bytes as u64;
+            let below_start = next_base <= st.log_start_offset;
+            if !(expired || oversize || below_start) {
+                break;
+            }
+            total -= segment.size;
+            doomed.push(base);
+        }
+        let mut outcome = RetentionOutcome::default();
+        for base in doomed {
+            let segment = st.segments.remove(&base).expect("listed");
+            outcome.deleted_segments += 1;
+            outcome.deleted_bytes += segment.size;
+            self.schedule_delete(&mut st, &segment, now)?;
+        }
+        if outcome.deleted_segments > 0 {
+            let first_base = *st.segments.keys().next().expect("active stays");
+            st.log_start_offset = st.log_start_offset.max(first_base);
+            let start = st.log_start_offset;
+            st.epochs.truncate_from_start(&*self.storage, start)?;
+            tracing::info!(dir = %self.dir.display(), segments = outcome.deleted_segments, bytes = outcome.deleted_bytes, log_start_offset = start, "retention deleted segments");
+        }
+        outcome.log_start_offset = st.log_start_offset;
+        Ok(outcome)
+    }
+
+    fn schedule_delete(&self, st: &mut State, segment: &Segment, now: i64) -> Result<(), LogError> {
+        let due_ms = now.saturating_add(st.config.file_delete_delay_ms);
+        for path in segment.mark_deleted(&*self.storage)? {
+            st.pending_deletes.push(PendingDelete { due_ms, path });
+        }
+        Ok(())
+    }
+
+    fn remove_due_files(&self, st: &mut State, now: i64) {
+        st.pending_deletes.retain(|pending| {
+            if pending.due_ms > now {
+                return true;
+            }
+            if let Err(error) = self.storage.remove(&pending.path) {
+                tracing::warn!(path = %pending.path.display(), %error, "could not remove deleted segment file");
+            }
+            false
+        });
+    }
+
+    /// Removes `.deleted` files whose delay has passed.
+    pub fn remove_deleted_files(&self) {
+        let now = self.clock.now_ms();
+        self.remove_due_files(&mut self.state.lock(), now);
+    }
+
+    /// Advances the log start offset to `offset` (DeleteRecords), deleting
+    /// segments that fall wholly below it. Returns the new log start offset.
+    pub fn delete_records_before(&self, offset: u64) -> Result<u64, LogError> {
+        let now = self.clock.now_ms();
+        let mut st = self.state.lock();
+        self.check_online(&st)?;
+        let log_end_offset = st.log_end_offset();
+        if offset > log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: st.log_start_offset,
+                log_end_offset,
+            });
+        }
+        if offset <= st.log_start_offset {
+            return Ok(st.log_start_offset);
+        }
+        checkpoint::write(
+            &*self.storage,
+            &self.dir.join(LOG_START_OFFSET_FILE),
+            &format!("{offset}\n"),
+        )?;
+        st.log_start_offset = offset;
+        st.epochs.truncate_from_start(&*self.storage, offset)?;
+        let bases: Vec<u64> = st.segments.keys().copied().collect();
+        for pair in bases.windows(2) {
+            if pair[1] > offset {
+                break;
+            }
+            let segment = st.segments.remove(&pair[0]).expect("listed");
+            self.schedule_delete(&mut st, &segment, now)?;
+        }
+        Ok(offset)
+    }
+
+    /// Removes every record at and above `offset` (a follower discarding a
+    /// divergent suffix). The batch containing `offset` goes entirely.
+    pub fn truncate_to(&self, offset: u64) -> Result<(), LogError> {
+        let now = self.clock.now_ms();
+        let mut st = self.state.lock();
+        self.check_online(&st)?;
+        if offset >= st.log_end_offset() {
+            return Ok(());
+        }
+        if offset < st.log_start_offset {
+            drop(st);
+            return self.truncate_fully_and_start_at(offset);
+        }
+        st.truncations += 1;
+        let keep_base = st
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(st.log_start_offset, |(&b, _)| b);
+        let later: Vec<u64> = st.segments.range(keep_base + 1..).map(|(&b, _)| b).collect();
+        for base in later {
+            let segment = st.segments.remove(&base).expect("listed");
+            self.schedule_delete(&mut st, &segment, now)?;
+        }
+        let segment = st.segments.get_mut(&keep_base).expect("kept");
+        let position = segment.locate(offset)?;
+        let removed_base = if position < segment.size {
+            let raw = segment.read_header(position)?;
+            BatchHeader::parse(&raw, 0).expect("checked").base_offset() as u64
+        } else {
+            offset
+        };
+        segment.truncate_to_position(&*self.storage, position)?;
+        segment.next_offset = segment.next_offset.max(offset.min(removed_base));
+        let log_end_offset = segment.next_offset;
+        if keep_base < st.recovery_point {
+            self.write_recovery_point(&mut st, keep_base)?;
+        }
+        st.epochs.truncate_from_end(&*self.storage, log_end_offset)?;
+        let mut flush = self.flush.lock();
+        flush.durable_offset = flush.durable_offset.min(log_end_offset);
+        tracing::info!(dir = %self.dir.display(), offset, log_end_offset, "truncated log");
+        Ok(())
+    }
+
+    /// Deletes everything and restarts the log empty at `offset` (a follower
+    /// whose leader's log starts beyond its own end).
+    pub fn truncate_fully_and_start_at(&self, offset: u64) -> Result<(), LogError> {
+        let now = self.clock.now_ms();
+        let mut st = self.state.lock();
+        self.check_online(&st)?;
+        st.truncations += 1;
+        let segments = std::mem::take(&mut st.segments);
+        for segment in segments.values() {
+            self.schedule_delete(&mut st, segment, now)?;
+        }
+        st.segments
+            .insert(offset, Segment::create(&*self.storage, &self.dir, offset)?);
+        st.dir_dirty = true;
+        checkpoint::write(
+            &*self.storage,
+            &self.dir.join(LOG_START_OFFSET_FILE),
+            &format!("{offset}\n"),
+        )?;
+        st.log_start_offset = offset;
+        self.write_recovery_point(&mut st, offset)?;
+        st.epochs.clear(&*self.storage)?;
+        self.flush.lock().durable_offset = offset;
+        Ok(())
+    }
+
+    /// The latest leader epoch with its start offset.
+    pub fn latest_epoch(&self) -> Option<EpochEntry> {
+        self.state.lock().epochs.entries().last().copied()
+    }
+
+    /// The leader-epoch cache, oldest first.
+    pub fn epoch_entries(&self) -> Vec<EpochEntry> {
+        self.state.lock().epochs.entries().to_vec()
+    }
+
+    /// OffsetForLeaderEpoch: the largest epoch at or below `epoch` and the
+    /// offset where it ended (the log end for the latest epoch).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        let st = self.state.lock();
+        st.epochs.end_offset_for(epoch, st.log_end_offset())
+    }
+
+    /// Checks every batch of every segment (CRC included). Corrupt batches
+    /// are reported and, from then on, never served.
+    pub fn verify(&self) -> Result<Vec<CorruptBatch>, LogError> {
+        let mut st = self.state.lock();
+        let interval = st.config.index_interval_bytes;
+        let mut found = Vec::new();
+        for segment in st.segments.values_mut() {
+            if let Some(invalid) = segment.verify(interval)? {
+                found.push(CorruptBatch {
+                    path: segment.path(LOG_SUFFIX),
+                    position: invalid.position,
+                    reason: invalid.reason.clone(),
+                });
+                segment.corrupt_from = Some(invalid);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Shuts the log down cleanly: everything synced, indexes written, and a
+    /// marker left so that the next open needs no scan.
+    pub fn close(self) -> Result<(), LogError> {
+        {
+            let mut st = self.state.lock();
+            self.check_online(&st)?;
+            st.active_mut().write_indexes(&*self.storage)?;
+        }
+        self.flush()?;
+        let st = self.state.lock();
+        self.check_online(&st)?;
+        checkpoint::write(&*self.storage, &self.dir.join(CLEAN_SHUTDOWN_FILE), "")?;
+        let now = self.clock.now_ms();
+        drop(st);
+        let mut st = self.state.lock();
+        self.remove_due_files(&mut st, now);
+        Ok(())
+    }
+
+}
+
+/// Scans the batch at `position` for its first record at or after
+/// `timestamp` with an offset at or above `log_start`.
+fn find_record_at_or_after(
+    segment: &Segment,
+    position: u64,
+    size: u64,
+    timestamp: i64,
+    log_start: u64,
+) -> Result<Option<TimestampOffset>, LogError> {
+    let path = segment.path(LOG_SUFFIX);
+    let mut bytes = vec![0u8; size as usize];
+    segment.log.read_exact_at(&mut bytes, position).context(&path)?;
+    let header = BatchHeader::parse(&bytes, 0).expect("checked");
+    if header.is_log_append_time() {
+        return Ok(Some(TimestampOffset {
+            offset: (header.base_offset() as u64).max(log_start),
+            timestamp: header.max_timestamp(),
+        }));
+    }
+    let mut buf = Bytes::from(bytes);
+    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).map_err(|e| {
+        LogError::Corrupt {
+            path: path.clone(),
+            position,
+            reason: format!("cannot decode records: {e}"),
+        }
+    })?;
+    Ok(set
+        .records
+        .iter()
+        .find(|r| r.timestamp >= timestamp && r.offset >= log_start as i64)
+        .map(|r| TimestampOffset {
+            offset: r.offset as u64,
+            timestamp: r.timestamp,
+        }))
+}
+
