@@ -55,7 +55,9 @@ const DELETE_HORIZON_BIT: i16 = 0x40;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BatchError {
-    #[error("record batch at byte {position}: magic {magic}, only format v2 (magic 2) is supported")]
+    #[error(
+        "record batch at byte {position}: magic {magic}, only format v2 (magic 2) is supported"
+    )]
     WrongMagic { position: usize, magic: i8 },
     #[error("record batch at byte {position}: CRC mismatch (stored {stored:#010x}, computed {computed:#010x})")]
     CrcMismatch {

@@ -27,7 +27,8 @@ pub(crate) fn read(storage: &dyn Storage, path: &Path) -> Result<Option<String>,
 pub(crate) fn write(storage: &dyn Storage, path: &Path, text: &str) -> Result<(), LogError> {
     let tmp = path.with_extension("tmp");
     let file = storage.create(&tmp).context(&tmp)?;
-    file.append(&[IoSlice::new(text.as_bytes())]).context(&tmp)?;
+    file.append(&[IoSlice::new(text.as_bytes())])
+        .context(&tmp)?;
     file.sync().context(&tmp)?;
     storage.rename(&tmp, path).context(path)?;
     if let Some(dir) = path.parent() {

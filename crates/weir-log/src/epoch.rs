@@ -185,16 +185,20 @@ mod tests {
         // (requested, expected) — table from KIP-101/KIP-279 semantics.
         let table = [
             (UNDEFINED_EPOCH, (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)),
-            (0, (0, 0)),     // before the first epoch: its start
-            (1, (1, 100)),   // ends where epoch 3 starts
-            (2, (1, 100)),   // unknown epoch: the floor epoch's end
+            (0, (0, 0)),   // before the first epoch: its start
+            (1, (1, 100)), // ends where epoch 3 starts
+            (2, (1, 100)), // unknown epoch: the floor epoch's end
             (3, (3, 250)),
             (4, (3, 250)),
-            (5, (5, 400)),   // the latest epoch ends at the log end
+            (5, (5, 400)), // the latest epoch ends at the log end
             (6, (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)),
         ];
         for (requested, expected) in table {
-            assert_eq!(cache.end_offset_for(requested, leo), expected, "epoch {requested}");
+            assert_eq!(
+                cache.end_offset_for(requested, leo),
+                expected,
+                "epoch {requested}"
+            );
         }
     }
 
@@ -208,8 +212,14 @@ mod tests {
         assert_eq!(
             reloaded.entries(),
             &[
-                EpochEntry { epoch: 2, start_offset: 10 },
-                EpochEntry { epoch: 4, start_offset: 40 }
+                EpochEntry {
+                    epoch: 2,
+                    start_offset: 10
+                },
+                EpochEntry {
+                    epoch: 4,
+                    start_offset: 40
+                }
             ]
         );
     }
@@ -222,7 +232,10 @@ mod tests {
         cache.truncate_from_start(&storage, 120).unwrap();
         assert_eq!(
             cache.entries(),
-            &[EpochEntry { epoch: 3, start_offset: 120 }]
+            &[EpochEntry {
+                epoch: 3,
+                start_offset: 120
+            }]
         );
         let reloaded = LeaderEpochCache::load(&storage, Path::new("/p")).unwrap();
         assert_eq!(reloaded.entries(), cache.entries());

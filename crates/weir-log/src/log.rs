@@ -91,10 +91,16 @@ struct State {
 
 impl State {
     fn active(&self) -> &Segment {
-        self.segments.values().next_back().expect("a log has a segment")
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log has a segment")
     }
     fn active_mut(&mut self) -> &mut Segment {
-        self.segments.values_mut().next_back().expect("a log has a segment")
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log has a segment")
     }
     fn log_end_offset(&self) -> u64 {
         self.active().next_offset
@@ -127,7 +133,9 @@ pub struct Log {
 
 impl std::fmt::Debug for Log {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Log").field("dir", &self.dir).finish_non_exhaustive()
+        f.debug_struct("Log")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
     }
 }
 
@@ -213,7 +221,11 @@ impl Log {
         }
         if let Some(i) = cut_at {
             for &base in &bases[i + 1..] {
-                for suffix in [LOG_SUFFIX, segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX] {
+                for suffix in [
+                    LOG_SUFFIX,
+                    segment::INDEX_SUFFIX,
+                    segment::TIME_INDEX_SUFFIX,
+                ] {
                     let path = segment::file_path(&dir, base, suffix);
                     if storage.exists(&path) {
                         storage.remove(&path).context(&path)?;
@@ -554,7 +566,10 @@ impl Log {
 
     /// The first record whose timestamp is at or after `timestamp`, with its
     /// timestamp; `None` when every record is older.
-    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<TimestampOffset>, LogError> {
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<TimestampOffset>, LogError> {
         let st = self.state.lock();
         let log_start = st.log_start_offset;
         for segment in st.segments.values() {
@@ -650,7 +665,13 @@ impl Log {
             st.unflushed_records = 0;
             st.oldest_unflushed_ms = None;
             let dir_dirty = std::mem::take(&mut st.dir_dirty);
-            (files, st.log_end_offset(), active_base, dir_dirty, st.truncations)
+            (
+                files,
+                st.log_end_offset(),
+                active_base,
+                dir_dirty,
+                st.truncations,
+            )
         };
         let result: Result<(), LogError> = (|| {
             if dir_dirty {
@@ -703,8 +724,8 @@ impl Log {
                 break;
             }
             let segment = &st.segments[&base];
-            let expired =
-                config.retention_ms >= 0 && now.saturating_sub(segment.max_timestamp) > config.retention_ms;
+            let expired = config.retention_ms >= 0
+                && now.saturating_sub(segment.max_timestamp) > config.retention_ms;
             let oversize = config.retention_bytes >= 0
                 && total.saturating_sub(segment.size) >= config.retention_bytes as u64;
             let below_start = next_base <= st.log_start_offset;
@@ -812,7 +833,11 @@ impl Log {
             .range(..=offset)
             .next_back()
             .map_or(st.log_start_offset, |(&b, _)| b);
-        let later: Vec<u64> = st.segments.range(keep_base + 1..).map(|(&b, _)| b).collect();
+        let later: Vec<u64> = st
+            .segments
+            .range(keep_base + 1..)
+            .map(|(&b, _)| b)
+            .collect();
         for base in later {
             let segment = st.segments.remove(&base).expect("listed");
             self.schedule_delete(&mut st, &segment, now)?;
@@ -831,7 +856,8 @@ impl Log {
         if keep_base < st.recovery_point {
             self.write_recovery_point(&mut st, keep_base)?;
         }
-        st.epochs.truncate_from_end(&*self.storage, log_end_offset)?;
+        st.epochs
+            .truncate_from_end(&*self.storage, log_end_offset)?;
         let mut flush = self.flush.lock();
         flush.durable_offset = flush.durable_offset.min(log_end_offset);
         tracing::info!(dir = %self.dir.display(), offset, log_end_offset, "truncated log");
@@ -918,7 +944,6 @@ impl Log {
         self.remove_due_files(&mut st, now);
         Ok(())
     }
-
 }
 
 /// Scans the batch at `position` for its first record at or after
@@ -932,7 +957,10 @@ fn find_record_at_or_after(
 ) -> Result<Option<TimestampOffset>, LogError> {
     let path = segment.path(LOG_SUFFIX);
     let mut bytes = vec![0u8; size as usize];
-    segment.log.read_exact_at(&mut bytes, position).context(&path)?;
+    segment
+        .log
+        .read_exact_at(&mut bytes, position)
+        .context(&path)?;
     let header = BatchHeader::parse(&bytes, 0).expect("checked");
     if header.is_log_append_time() {
         return Ok(Some(TimestampOffset {
@@ -957,4 +985,3 @@ fn find_record_at_or_after(
             timestamp: r.timestamp,
         }))
 }
-

@@ -158,7 +158,12 @@ impl Segment {
             let at = (position - chunk_start) as usize;
             let size = match BatchHeader::parse(&chunk[at..], position as usize) {
                 Ok(header) => header.total_size() as u64,
-                Err(e) => return Ok(Some(InvalidBatch { position, reason: e.to_string() })),
+                Err(e) => {
+                    return Ok(Some(InvalidBatch {
+                        position,
+                        reason: e.to_string(),
+                    }))
+                }
             };
             if size > remaining {
                 return Ok(Some(InvalidBatch {
@@ -172,11 +177,16 @@ impl Segment {
                 chunk = read_chunk(&*self.log, position, want).context(&path)?;
             }
             let at = (position - chunk_start) as usize;
-            let batch = match batch::validate(&chunk[at..], position as usize, Origin::Log, usize::MAX)
-            {
-                Ok(batch) => batch,
-                Err(e) => return Ok(Some(InvalidBatch { position, reason: e.to_string() })),
-            };
+            let batch =
+                match batch::validate(&chunk[at..], position as usize, Origin::Log, usize::MAX) {
+                    Ok(batch) => batch,
+                    Err(e) => {
+                        return Ok(Some(InvalidBatch {
+                            position,
+                            reason: e.to_string(),
+                        }))
+                    }
+                };
             let header = batch.header;
             if header.base_offset() < self.next_offset as i64
                 || header.last_offset() - self.base_offset as i64 > u32::MAX as i64
@@ -250,8 +260,14 @@ impl Segment {
             let count = (index_file.len() / 8) as usize;
             let time_count = (time_file.len() / 12) as usize;
             (
-                Index::File { file: index_file, count },
-                Index::File { file: time_file, count: time_count },
+                Index::File {
+                    file: index_file,
+                    count,
+                },
+                Index::File {
+                    file: time_file,
+                    count: time_count,
+                },
             )
         };
         self.offset_index = offset_index;
@@ -259,8 +275,16 @@ impl Segment {
         let Some(first) = self.offset_index.get(0).ok() else {
             return Ok(self.size == 0);
         };
-        let last = self.offset_index.last().context(&index_path)?.unwrap_or(first);
-        if first != (OffsetEntry { relative_offset: 0, position: 0 })
+        let last = self
+            .offset_index
+            .last()
+            .context(&index_path)?
+            .unwrap_or(first);
+        if first
+            != (OffsetEntry {
+                relative_offset: 0,
+                position: 0,
+            })
             || u64::from(last.position) >= self.size
         {
             return Ok(false);
@@ -302,11 +326,14 @@ impl Segment {
             reason,
         };
         if position + HEADER_SIZE as u64 > self.size {
-            return Err(corrupt("batch header runs past the end of the segment".into()));
+            return Err(corrupt(
+                "batch header runs past the end of the segment".into(),
+            ));
         }
         let mut buf = [0u8; HEADER_SIZE];
         self.log.read_exact_at(&mut buf, position).context(&path)?;
-        let header = BatchHeader::parse(&buf, position as usize).map_err(|e| corrupt(e.to_string()))?;
+        let header =
+            BatchHeader::parse(&buf, position as usize).map_err(|e| corrupt(e.to_string()))?;
         if position + header.total_size() as u64 > self.size {
             return Err(corrupt("batch runs past the end of the segment".into()));
         }
@@ -443,7 +470,9 @@ impl Segment {
         let mut position = from.max(indexed);
         while position < limit {
             let header = self.read_header(position)?;
-            let size = BatchHeader::parse(&header, 0).expect("checked").total_size() as u64;
+            let size = BatchHeader::parse(&header, 0)
+                .expect("checked")
+                .total_size() as u64;
             if position + size > limit {
                 break;
             }
@@ -539,13 +568,19 @@ impl Segment {
         }
         self.indexes_dirty = false;
         self.size = position;
-        if self.corrupt_from.as_ref().is_some_and(|c| c.position >= position) {
+        if self
+            .corrupt_from
+            .as_ref()
+            .is_some_and(|c| c.position >= position)
+        {
             self.corrupt_from = None;
         }
         // Recompute what follows the last surviving index entry.
         let last = offsets.last().context(&path)?;
         let walk_from = last.map_or(0, |e| u64::from(e.position));
-        self.next_offset = last.map_or(self.base_offset, |e| self.base_offset + u64::from(e.relative_offset));
+        self.next_offset = last.map_or(self.base_offset, |e| {
+            self.base_offset + u64::from(e.relative_offset)
+        });
         let mut headers = Vec::new();
         let mut p = walk_from;
         while p < position {
@@ -595,7 +630,10 @@ impl Segment {
     }
 
     /// Full CRC check of the segment, as recovery does it.
-    pub(crate) fn verify(&self, index_interval_bytes: u64) -> Result<Option<InvalidBatch>, LogError> {
+    pub(crate) fn verify(
+        &self,
+        index_interval_bytes: u64,
+    ) -> Result<Option<InvalidBatch>, LogError> {
         let mut copy = Self::empty(&self.dir, self.base_offset, self.log.clone());
         let invalid = copy.scan(index_interval_bytes)?;
         Ok(invalid.filter(|i| i.position < self.size))

@@ -137,9 +137,10 @@ impl SimStorage {
     pub fn set_contents(&self, path: &Path, data: Vec<u8>) {
         let mut state = self.shared.state.lock();
         let synced_len = data.len();
-        state
-            .files
-            .insert(path.to_owned(), Arc::new(Mutex::new(Node { data, synced_len })));
+        state.files.insert(
+            path.to_owned(),
+            Arc::new(Mutex::new(Node { data, synced_len })),
+        );
     }
 
     fn file(&self, path: &Path) -> Arc<dyn StorageFile> {
@@ -230,9 +231,7 @@ impl Storage for SimStorage {
             return Err(io::Error::other("simulated EIO on directory sync"));
         }
         let mut state = self.shared.state.lock();
-        state
-            .unsynced_creations
-            .retain(|p| p.parent() != Some(dir));
+        state.unsynced_creations.retain(|p| p.parent() != Some(dir));
         Ok(())
     }
 }

@@ -53,7 +53,10 @@ pub trait StorageFile: Send + Sync + 'static {
             if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!("read past the end of the file at {}", position + done as u64),
+                    format!(
+                        "read past the end of the file at {}",
+                        position + done as u64
+                    ),
                 ));
             }
             done += n;

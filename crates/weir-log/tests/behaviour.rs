@@ -1,0 +1,768 @@
+//! The log's documented behaviour, one rule per test, on the in-memory
+//! storage with a manual clock.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use weir_log::batch::BatchHeader;
+use weir_log::sim::SimStorage;
+use weir_log::testing::BatchBuilder;
+use weir_log::{Log, LogConfig, LogError, ManualClock, TimestampType};
+
+const DIR: &str = "/data/topic-0";
+const T0: i64 = 1_700_000_000_000;
+
+struct Harness {
+    storage: SimStorage,
+    clock: Arc<ManualClock>,
+    config: LogConfig,
+}
+
+impl Harness {
+    fn new(config: LogConfig) -> Self {
+        Self {
+            storage: SimStorage::new(),
+            clock: Arc::new(ManualClock::new(T0)),
+            config,
+        }
+    }
+
+    fn open(&self) -> Log {
+        Log::open_with(
+            DIR,
+            self.config.clone(),
+            Arc::new(self.storage.clone()),
+            self.clock.clone(),
+        )
+        .unwrap()
+    }
+
+    fn files(&self, suffix: &str) -> Vec<String> {
+        use weir_log::storage::Storage;
+        let mut names: Vec<String> = self
+            .storage
+            .list(Path::new(DIR))
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.ends_with(suffix))
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1024,
+        index_interval_bytes: 128,
+        ..LogConfig::default()
+    }
+}
+
+/// Base offsets of the batches in a read.
+fn batch_offsets(bytes: &[u8]) -> Vec<u64> {
+    let mut offsets = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let header = BatchHeader::parse(rest, 0).unwrap();
+        offsets.push(header.base_offset() as u64);
+        rest = &rest[header.total_size()..];
+    }
+    offsets
+}
+
+/// Base offsets of every batch in the log, reading segment after segment.
+fn all_batch_offsets(log: &Log) -> Vec<u64> {
+    let mut offsets = Vec::new();
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let slice = log.read(next, usize::MAX, u64::MAX).unwrap();
+        let bytes = slice.to_bytes().unwrap();
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let header = BatchHeader::parse(rest, 0).unwrap();
+            offsets.push(header.base_offset() as u64);
+            next = header.next_offset() as u64;
+            rest = &rest[header.total_size()..];
+        }
+    }
+    offsets
+}
+
+#[test]
+fn append_assigns_consecutive_offsets_and_stamps_the_epoch() {
+    let h = Harness::new(LogConfig::default());
+    let log = h.open();
+    let mut two = BatchBuilder::new(3).build();
+    two.extend(BatchBuilder::new(2).build());
+    let info = log.append(&two, 4).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (0, 4));
+    assert_eq!((info.batches, info.records), (2, 5));
+    assert_eq!(info.log_append_time_ms, None);
+    let info = log.append(&BatchBuilder::new(1).build(), 4).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (5, 5));
+    let bytes = log
+        .read(0, usize::MAX, u64::MAX)
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    assert_eq!(batch_offsets(&bytes), vec![0, 3, 5]);
+    let header = BatchHeader::parse(&bytes, 0).unwrap();
+    assert_eq!(header.partition_leader_epoch(), 4);
+    // Bytes after the offset and epoch are stored as they came.
+    let first_len = BatchHeader::parse(&two, 0).unwrap().total_size();
+    assert_eq!(&bytes[16..first_len], &two[16..first_len]);
+    assert_eq!(log.log_end_offset(), 6);
+}
+
+#[test]
+fn an_invalid_batch_rejects_the_whole_append() {
+    let h = Harness::new(LogConfig::default());
+    let log = h.open();
+    let mut buf = BatchBuilder::new(1).build();
+    let mut bad = BatchBuilder::new(1).build();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    buf.extend(bad);
+    assert!(matches!(
+        log.append(&buf, 0),
+        Err(LogError::InvalidBatch(
+            weir_log::batch::BatchError::CrcMismatch { .. }
+        ))
+    ));
+    assert!(matches!(log.append(&[], 0), Err(LogError::EmptyAppend)));
+    assert_eq!(log.log_end_offset(), 0);
+    let too_big = BatchBuilder::new(1).value_size(2_000_000).build();
+    assert!(matches!(
+        log.append(&too_big, 0),
+        Err(LogError::InvalidBatch(
+            weir_log::batch::BatchError::TooLarge { .. }
+        ))
+    ));
+}
+
+#[test]
+fn log_append_time_stamps_batches_with_the_broker_clock() {
+    let h = Harness::new(LogConfig {
+        timestamp_type: TimestampType::LogAppendTime,
+        ..LogConfig::default()
+    });
+    let log = h.open();
+    let info = log
+        .append(&BatchBuilder::new(2).timestamp(5).build(), 0)
+        .unwrap();
+    assert_eq!(info.log_append_time_ms, Some(T0));
+    let bytes = log
+        .read(0, usize::MAX, u64::MAX)
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    // The CRC was recomputed: the stored batch validates.
+    let batch =
+        weir_log::batch::validate(&bytes, 0, weir_log::batch::Origin::Log, usize::MAX).unwrap();
+    assert!(batch.header.is_log_append_time());
+    assert_eq!(batch.header.max_timestamp(), T0);
+}
+
+#[test]
+fn segments_roll_on_size_and_are_named_by_base_offset() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    let batch = BatchBuilder::sized(1, 300).build();
+    for _ in 0..10 {
+        log.append(&batch, 0).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 3, "{bases:?}");
+    assert_eq!(bases[0], 0);
+    assert_eq!(h.files(".log")[1], format!("{:020}.log", bases[1]));
+    // Sealed segments have index files; every segment stays under segment.bytes.
+    assert_eq!(h.files(".index").len(), bases.len() - 1);
+    assert_eq!(h.files(".timeindex").len(), bases.len() - 1);
+    for base in &bases {
+        let size = h
+            .storage
+            .contents(&Path::new(DIR).join(format!("{base:020}.log")))
+            .unwrap()
+            .len();
+        assert!(size <= 1024, "segment {base} has {size} bytes");
+    }
+}
+
+#[test]
+fn segments_roll_on_age() {
+    let h = Harness::new(LogConfig {
+        segment_ms: 60_000,
+        ..LogConfig::default()
+    });
+    let log = h.open();
+    log.append(&BatchBuilder::new(1).timestamp(T0).build(), 0)
+        .unwrap();
+    h.clock.advance(59_000);
+    log.append(&BatchBuilder::new(1).timestamp(T0).build(), 0)
+        .unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0]);
+    h.clock.advance(1_000);
+    log.append(&BatchBuilder::new(1).timestamp(T0).build(), 0)
+        .unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 2]);
+}
+
+#[test]
+fn segments_roll_when_the_index_is_full() {
+    let h = Harness::new(LogConfig {
+        segment_index_bytes: 3 * 8,
+        index_interval_bytes: 1,
+        ..LogConfig::default()
+    });
+    let log = h.open();
+    for _ in 0..7 {
+        log.append(&BatchBuilder::new(1).build(), 0).unwrap();
+    }
+    assert_eq!(log.segment_base_offsets(), vec![0, 3, 6]);
+}
+
+#[test]
+fn read_returns_whole_batches_from_the_one_containing_the_offset() {
+    let h = Harness::new(LogConfig::default());
+    let log = h.open();
+    for _ in 0..5 {
+        log.append(&BatchBuilder::new(10).build(), 0).unwrap();
+    }
+    let one = BatchBuilder::new(10).build().len();
+    // Offset 15 lives in the batch starting at 10.
+    let slice = log.read(15, one * 2, u64::MAX).unwrap();
+    assert_eq!(slice.first_offset(), 10);
+    assert_eq!(batch_offsets(&slice.to_bytes().unwrap()), vec![10, 20]);
+    // max_bytes between two batch sizes: whole batches only.
+    let slice = log.read(15, one * 2 + one / 2, u64::MAX).unwrap();
+    assert_eq!(batch_offsets(&slice.to_bytes().unwrap()), vec![10, 20]);
+    // At least one batch even when it is larger than max_bytes.
+    let slice = log.read(0, 1, u64::MAX).unwrap();
+    assert_eq!(batch_offsets(&slice.to_bytes().unwrap()), vec![0]);
+}
+
+#[test]
+fn read_never_passes_the_upper_bound() {
+    let h = Harness::new(LogConfig::default());
+    let log = h.open();
+    for _ in 0..5 {
+        log.append(&BatchBuilder::new(10).build(), 0).unwrap();
+    }
+    let slice = log.read(0, usize::MAX, 30).unwrap();
+    assert_eq!(batch_offsets(&slice.to_bytes().unwrap()), vec![0, 10, 20]);
+    // Nothing readable below the bound: empty, not an error.
+    assert!(log.read(30, usize::MAX, 30).unwrap().is_empty());
+    assert!(log.read(35, usize::MAX, 30).unwrap().is_empty());
+    // At the log end: empty; past it: out of range.
+    assert!(log.read(50, usize::MAX, u64::MAX).unwrap().is_empty());
+    assert!(matches!(
+        log.read(51, usize::MAX, u64::MAX),
+        Err(LogError::OffsetOutOfRange {
+            offset: 51,
+            log_start_offset: 0,
+            log_end_offset: 50
+        })
+    ));
+}
+
+#[test]
+fn read_of_a_real_file_exposes_its_descriptor_for_sendfile() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    log.append(&BatchBuilder::new(3).build(), 0).unwrap();
+    let slice = log.read(0, usize::MAX, u64::MAX).unwrap();
+    assert!(slice.raw_fd().is_some());
+    assert_eq!(slice.position(), 0);
+    assert_eq!(
+        slice.path().unwrap(),
+        dir.path().join("00000000000000000000.log")
+    );
+}
+
+#[test]
+fn reads_cross_into_the_next_segment() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    let batch = BatchBuilder::sized(2, 300).build();
+    for _ in 0..10 {
+        log.append(&batch, 0).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    // Reads stay within one segment, and every offset is reachable.
+    let mut offset = 0;
+    while offset < log.log_end_offset() {
+        let slice = log.read(offset, usize::MAX, u64::MAX).unwrap();
+        let offsets = batch_offsets(&slice.to_bytes().unwrap());
+        assert_eq!(offsets[0], offset);
+        assert!(bases.contains(&offsets[0]) || offsets[0] > 0);
+        offset = offsets.last().unwrap() + 2;
+    }
+    assert_eq!(offset, 20);
+}
+
+#[test]
+fn offset_for_timestamp_finds_the_first_record_at_or_after() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    // Batches of 3 records with timestamps 1000*i + {0,1,2}.
+    for i in 0..20 {
+        log.append(&BatchBuilder::new(3).timestamp(1000 * i).build(), 0)
+            .unwrap();
+    }
+    let lookup = |ts| {
+        log.offset_for_timestamp(ts)
+            .unwrap()
+            .map(|t| (t.offset, t.timestamp))
+    };
+    assert_eq!(lookup(-5), Some((0, 0)));
+    assert_eq!(lookup(0), Some((0, 0)));
+    assert_eq!(lookup(1), Some((1, 1)));
+    assert_eq!(lookup(3), Some((3, 1000)));
+    assert_eq!(lookup(7001), Some((22, 7001)));
+    assert_eq!(lookup(19_002), Some((59, 19_002)));
+    assert_eq!(lookup(19_003), None);
+    // Compressed batches are inflated to find the record.
+    log.append(
+        &BatchBuilder::new(4)
+            .timestamp(50_000)
+            .compression(kafka_protocol::records::Compression::Gzip)
+            .build(),
+        0,
+    )
+    .unwrap();
+    assert_eq!(lookup(50_002), Some((62, 50_002)));
+}
+
+#[test]
+fn clean_close_reopens_without_scanning_and_keeps_everything() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    let batch = BatchBuilder::sized(2, 200).build();
+    for _ in 0..20 {
+        log.append(&batch, 3).unwrap();
+    }
+    let before = log
+        .read(0, usize::MAX, u64::MAX)
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    let bases = log.segment_base_offsets();
+    log.close().unwrap();
+    assert_eq!(h.files("clean-shutdown").len(), 1);
+    let log = h.open();
+    // The marker is consumed at open so a later crash is recovered.
+    assert!(h.files("clean-shutdown").is_empty());
+    assert_eq!(log.log_end_offset(), 40);
+    assert_eq!(log.segment_base_offsets(), bases);
+    assert_eq!(
+        log.read(0, usize::MAX, u64::MAX)
+            .unwrap()
+            .to_bytes()
+            .unwrap(),
+        before
+    );
+    assert_eq!(log.latest_epoch().unwrap().epoch, 3);
+    let info = log.append(&batch, 3).unwrap();
+    assert_eq!(info.base_offset, 40);
+}
+
+#[test]
+fn retention_by_time_deletes_old_segments_but_never_the_active_one() {
+    let h = Harness::new(LogConfig {
+        retention_ms: 10_000,
+        file_delete_delay_ms: 1_000,
+        ..small_segments()
+    });
+    let log = h.open();
+    for i in 0..12 {
+        log.append(&BatchBuilder::sized(1, 300).timestamp(T0 + i).build(), 0)
+            .unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 2);
+    h.clock.advance(5_000);
+    assert_eq!(log.enforce_retention(u64::MAX).unwrap().deleted_segments, 0);
+    h.clock.advance(6_000);
+    let outcome = log.enforce_retention(u64::MAX).unwrap();
+    assert_eq!(outcome.deleted_segments, bases.len() - 1);
+    assert_eq!(log.segment_base_offsets(), vec![*bases.last().unwrap()]);
+    assert_eq!(log.log_start_offset(), *bases.last().unwrap());
+    assert!(matches!(
+        log.read(0, 100, u64::MAX),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    // Deletion is asynchronous: files are renamed, then removed after the delay.
+    assert_eq!(h.files(".log.deleted").len(), bases.len() - 1);
+    h.clock.advance(1_000);
+    log.remove_deleted_files();
+    assert!(h.files(".deleted").is_empty());
+}
+
+#[test]
+fn retention_respects_the_upper_bound() {
+    let h = Harness::new(LogConfig {
+        retention_ms: 0,
+        ..small_segments()
+    });
+    let log = h.open();
+    for _ in 0..12 {
+        log.append(&BatchBuilder::sized(1, 300).timestamp(T0).build(), 0)
+            .unwrap();
+    }
+    h.clock.advance(1);
+    let bases = log.segment_base_offsets();
+    // Only segments wholly below the bound (the high watermark) may go.
+    let outcome = log.enforce_retention(bases[2]).unwrap();
+    assert_eq!(outcome.deleted_segments, 2);
+    assert_eq!(log.log_start_offset(), bases[2]);
+}
+
+#[test]
+fn retention_by_size_keeps_at_most_retention_bytes() {
+    let h = Harness::new(LogConfig {
+        retention_bytes: 2048,
+        retention_ms: -1,
+        ..small_segments()
+    });
+    let log = h.open();
+    for _ in 0..30 {
+        log.append(&BatchBuilder::sized(1, 300).build(), 0).unwrap();
+    }
+    let outcome = log.enforce_retention(u64::MAX).unwrap();
+    assert!(outcome.deleted_segments > 0);
+    // As in Kafka, a segment goes only if what remains still holds
+    // retention.bytes: the log keeps between retention.bytes and that plus
+    // one segment.
+    let size = log.size_bytes();
+    assert!((2048..2048 + 1024).contains(&size), "{size} bytes left");
+}
+
+#[test]
+fn readers_keep_reading_a_segment_retention_deleted() {
+    let h = Harness::new(LogConfig {
+        retention_ms: 0,
+        ..small_segments()
+    });
+    let log = h.open();
+    for _ in 0..8 {
+        log.append(&BatchBuilder::sized(1, 300).timestamp(T0).build(), 0)
+            .unwrap();
+    }
+    let slice = log.read(0, usize::MAX, u64::MAX).unwrap();
+    h.clock.advance(1);
+    assert!(log.enforce_retention(u64::MAX).unwrap().deleted_segments > 0);
+    assert_eq!(batch_offsets(&slice.to_bytes().unwrap())[0], 0);
+}
+
+#[test]
+fn delete_records_moves_the_log_start_and_survives_reopen() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    for _ in 0..12 {
+        log.append(&BatchBuilder::sized(2, 300).build(), 0).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    let target = bases[1] + 1;
+    assert_eq!(log.delete_records_before(target).unwrap(), target);
+    assert_eq!(log.log_start_offset(), target);
+    assert_eq!(log.segment_base_offsets()[0], bases[1]);
+    assert!(matches!(
+        log.read(target - 1, 1, u64::MAX),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    assert!(!log.read(target, 1, u64::MAX).unwrap().is_empty());
+    // Never backwards, never past the end.
+    assert_eq!(log.delete_records_before(1).unwrap(), target);
+    assert!(log.delete_records_before(1000).is_err());
+    drop(log);
+    let log = h.open();
+    assert_eq!(log.log_start_offset(), target);
+}
+
+#[test]
+fn truncate_to_removes_everything_from_the_offset_on() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    for epoch in 0..12 {
+        log.append(&BatchBuilder::sized(2, 300).build(), epoch / 4)
+            .unwrap();
+    }
+    assert_eq!(log.epoch_entries().len(), 3);
+    log.truncate_to(10).unwrap();
+    assert_eq!(log.log_end_offset(), 10);
+    assert_eq!(log.epoch_entries().len(), 2); // epoch 2 started at 16
+    assert_eq!(*all_batch_offsets(&log).last().unwrap(), 8);
+    assert!(log.segment_base_offsets().iter().all(|&b| b <= 10));
+    let info = log.append(&BatchBuilder::new(1).build(), 5).unwrap();
+    assert_eq!(info.base_offset, 10);
+    // The truncation holds across an unclean reopen.
+    drop(log);
+    let log = h.open();
+    assert_eq!(log.log_end_offset(), 11);
+    assert_eq!(log.latest_epoch().unwrap().epoch, 5);
+}
+
+#[test]
+fn truncate_fully_restarts_the_log_at_an_offset() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    for _ in 0..5 {
+        log.append(&BatchBuilder::new(2).build(), 1).unwrap();
+    }
+    log.truncate_fully_and_start_at(500).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 500));
+    assert!(log.epoch_entries().is_empty());
+    assert_eq!(
+        log.append(&BatchBuilder::new(1).build(), 2)
+            .unwrap()
+            .base_offset,
+        500
+    );
+    drop(log);
+    let log = h.open();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 501));
+}
+
+#[test]
+fn replicated_appends_keep_offsets_and_epochs() {
+    let leader = Harness::new(LogConfig::default());
+    let leader_log = leader.open();
+    leader_log.append(&BatchBuilder::new(3).build(), 1).unwrap();
+    leader_log.append(&BatchBuilder::new(2).build(), 2).unwrap();
+    let bytes = leader_log
+        .read(0, usize::MAX, u64::MAX)
+        .unwrap()
+        .to_bytes()
+        .unwrap();
+    let follower = Harness::new(LogConfig::default());
+    let follower_log = follower.open();
+    let info = follower_log.append_replicated(&bytes).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (0, 4));
+    assert_eq!(follower_log.epoch_entries(), leader_log.epoch_entries());
+    assert_eq!(
+        follower_log
+            .read(0, usize::MAX, u64::MAX)
+            .unwrap()
+            .to_bytes()
+            .unwrap(),
+        bytes
+    );
+    // Offsets that do not continue the log are refused.
+    assert!(matches!(
+        follower_log.append_replicated(&bytes),
+        Err(LogError::NonContiguous {
+            base_offset: 0,
+            log_end_offset: 5
+        })
+    ));
+}
+
+#[test]
+fn end_offset_for_epoch_answers_from_the_cache() {
+    let h = Harness::new(LogConfig::default());
+    let log = h.open();
+    log.append(&BatchBuilder::new(3).build(), 1).unwrap();
+    log.append(&BatchBuilder::new(2).build(), 3).unwrap();
+    assert_eq!(log.end_offset_for_epoch(1), (1, 3));
+    assert_eq!(log.end_offset_for_epoch(2), (1, 3));
+    assert_eq!(log.end_offset_for_epoch(3), (3, 5));
+    assert_eq!(log.end_offset_for_epoch(4), (-1, -1));
+}
+
+#[test]
+fn flush_messages_syncs_after_that_many_records() {
+    let h = Harness::new(LogConfig {
+        flush_messages: 5,
+        ..LogConfig::default()
+    });
+    let log = h.open();
+    log.append(&BatchBuilder::new(4).build(), 0).unwrap();
+    assert_eq!(log.durable_offset(), 0);
+    log.append(&BatchBuilder::new(1).build(), 0).unwrap();
+    assert_eq!(log.durable_offset(), 5);
+}
+
+#[test]
+fn flush_ms_syncs_once_the_oldest_unflushed_record_is_that_old() {
+    let h = Harness::new(LogConfig {
+        flush_ms: 1_000,
+        ..LogConfig::default()
+    });
+    let log = h.open();
+    log.append(&BatchBuilder::new(1).build(), 0).unwrap();
+    log.flush_if_due().unwrap();
+    assert_eq!(log.durable_offset(), 0);
+    h.clock.advance(1_000);
+    log.flush_if_due().unwrap();
+    assert_eq!(log.durable_offset(), 1);
+}
+
+/// Storage whose file syncs wait at a gate, to line up concurrent flushes.
+struct GatedStorage {
+    inner: SimStorage,
+    gate: Arc<Gate>,
+}
+
+#[derive(Default)]
+struct Gate {
+    state: std::sync::Mutex<(bool, usize)>, // (open, syncs waiting)
+    changed: std::sync::Condvar,
+}
+
+impl Gate {
+    fn pass(&self) {
+        let mut state = self.state.lock().unwrap();
+        state.1 += 1;
+        self.changed.notify_all();
+        while !state.0 {
+            state = self.changed.wait(state).unwrap();
+        }
+    }
+    fn wait_for_syncs(&self, n: usize) {
+        let mut state = self.state.lock().unwrap();
+        while state.1 < n {
+            state = self.changed.wait(state).unwrap();
+        }
+    }
+    fn set_open(&self, open: bool) {
+        self.state.lock().unwrap().0 = open;
+        self.changed.notify_all();
+    }
+}
+
+struct GatedFile {
+    inner: Arc<dyn weir_log::storage::StorageFile>,
+    gate: Arc<Gate>,
+}
+
+impl weir_log::storage::StorageFile for GatedFile {
+    fn read_at(&self, buf: &mut [u8], position: u64) -> std::io::Result<usize> {
+        self.inner.read_at(buf, position)
+    }
+    fn append(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<()> {
+        self.inner.append(bufs)
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn truncate(&self, len: u64) -> std::io::Result<()> {
+        self.inner.truncate(len)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.gate.pass();
+        self.inner.sync()
+    }
+    fn raw_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        None
+    }
+}
+
+impl weir_log::storage::Storage for GatedStorage {
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn open(&self, path: &Path) -> std::io::Result<Arc<dyn weir_log::storage::StorageFile>> {
+        let inner = self.inner.open(path)?;
+        Ok(Arc::new(GatedFile {
+            inner,
+            gate: self.gate.clone(),
+        }))
+    }
+    fn create(&self, path: &Path) -> std::io::Result<Arc<dyn weir_log::storage::StorageFile>> {
+        let inner = self.inner.create(path)?;
+        Ok(Arc::new(GatedFile {
+            inner,
+            gate: self.gate.clone(),
+        }))
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+}
+
+#[test]
+fn concurrent_durable_appends_share_one_fsync() {
+    let sim = SimStorage::new();
+    let gate = Arc::new(Gate::default());
+    gate.set_open(true);
+    let storage = GatedStorage {
+        inner: sim.clone(),
+        gate: gate.clone(),
+    };
+    let clock = Arc::new(ManualClock::new(T0));
+    let log =
+        Arc::new(Log::open_with(DIR, LogConfig::default(), Arc::new(storage), clock).unwrap());
+    log.append(&BatchBuilder::new(1).build(), 0).unwrap();
+    log.flush().unwrap();
+    gate.set_open(false);
+    let syncs_before = sim.sync_count();
+    let writers = 8;
+    std::thread::scope(|scope| {
+        // The first appender's fsync is held at the gate...
+        let first = log.clone();
+        scope.spawn(move || {
+            let info = first.append(&BatchBuilder::new(1).build(), 0).unwrap();
+            first.flush_to(info.last_offset + 1).unwrap();
+        });
+        gate.wait_for_syncs(1);
+        // ...while the others append and ask for durability.
+        let (appended, all_appended) = std::sync::mpsc::channel();
+        for _ in 1..writers {
+            let log = log.clone();
+            let appended = appended.clone();
+            scope.spawn(move || {
+                let info = log.append(&BatchBuilder::new(1).build(), 0).unwrap();
+                appended.send(()).unwrap();
+                log.flush_to(info.last_offset + 1).unwrap();
+                assert!(log.durable_offset() > info.last_offset);
+            });
+        }
+        for _ in 1..writers {
+            all_appended.recv().unwrap();
+        }
+        gate.set_open(true);
+    });
+    assert_eq!(log.durable_offset(), 1 + writers as u64);
+    // One fsync for the first appender, one shared by the seven others.
+    assert_eq!(sim.sync_count() - syncs_before, 2);
+}
+
+#[test]
+fn invalid_configs_are_refused() {
+    for config in [
+        LogConfig {
+            segment_bytes: 10,
+            ..LogConfig::default()
+        },
+        LogConfig {
+            segment_bytes: u64::from(u32::MAX),
+            ..LogConfig::default()
+        },
+        LogConfig {
+            flush_messages: 0,
+            ..LogConfig::default()
+        },
+    ] {
+        let h = Harness::new(config);
+        let result = Log::open_with(
+            DIR,
+            h.config.clone(),
+            Arc::new(h.storage.clone()),
+            h.clock.clone(),
+        );
+        assert!(matches!(result, Err(LogError::InvalidConfig(_))));
+    }
+}
