@@ -856,6 +856,16 @@ impl Log {
         if keep_base < st.recovery_point {
             self.write_recovery_point(&mut st, keep_base)?;
         }
+        if st.log_start_offset > log_end_offset {
+            // The batch holding the log start went too: the log now starts
+            // where it ends, also after a reopen.
+            checkpoint::write(
+                &*self.storage,
+                &self.dir.join(LOG_START_OFFSET_FILE),
+                &format!("{log_end_offset}\n"),
+            )?;
+            st.log_start_offset = log_end_offset;
+        }
         st.epochs
             .truncate_from_end(&*self.storage, log_end_offset)?;
         let mut flush = self.flush.lock();

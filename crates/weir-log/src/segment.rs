@@ -272,9 +272,11 @@ impl Segment {
         };
         self.offset_index = offset_index;
         self.time_index = time_index;
-        let Some(first) = self.offset_index.get(0).ok() else {
+        // An empty active segment was closed cleanly with empty indexes.
+        if self.offset_index.len() == 0 {
             return Ok(self.size == 0);
-        };
+        }
+        let first = self.offset_index.get(0).context(&index_path)?;
         let last = self
             .offset_index
             .last()
