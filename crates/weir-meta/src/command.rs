@@ -1,0 +1,74 @@
+//! The commands that change the metadata image, and what applying one
+//! returns.
+//!
+//! A command carries everything `apply` needs (ids, assignments, counts),
+//! so applying the same sequence of commands to two images always gives
+//! the same result: they are the entries of the replicated log.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::BrokerInfo;
+
+/// One change to the metadata image.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Adds a broker, or replaces the registration with the same id.
+    RegisterBroker(BrokerInfo),
+    /// Creates a topic with an explicit replica assignment.
+    CreateTopic {
+        /// The topic name.
+        name: String,
+        /// The topic id, chosen by the proposer (never nil, never reused).
+        id: uuid::Uuid,
+        /// The number of partitions; must equal `replicas.len()`.
+        partitions: i32,
+        /// Per partition, the replica broker ids; the first is the leader.
+        replicas: Vec<Vec<i32>>,
+        /// Topic-level config overrides.
+        configs: BTreeMap<String, String>,
+        /// Whether this is an internal topic.
+        internal: bool,
+    },
+    /// Deletes a topic.
+    DeleteTopic {
+        /// The topic name.
+        name: String,
+    },
+    /// Adds partitions to a topic.
+    CreatePartitions {
+        /// The topic name.
+        name: String,
+        /// One replica list per added partition, in partition order.
+        new_replicas: Vec<Vec<i32>>,
+    },
+    /// Sets and removes topic-level config overrides.
+    AlterTopicConfigs {
+        /// The topic name.
+        name: String,
+        /// Overrides to set (replacing any previous value).
+        set: BTreeMap<String, String>,
+        /// Overrides to remove (back to the broker default).
+        delete: Vec<String>,
+    },
+    /// Hands out the block `[next_producer_id, next_producer_id + count)`.
+    AllocateProducerIds {
+        /// The block size, at least 1.
+        count: i64,
+    },
+}
+
+/// What a successfully applied command produced.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The command changed the image; nothing to report.
+    Done,
+    /// The producer ids `[first, first + count)` now belong to the caller.
+    ProducerIds {
+        /// The first id of the block.
+        first: i64,
+        /// The block size.
+        count: i64,
+    },
+}

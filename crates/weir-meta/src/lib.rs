@@ -1,0 +1,61 @@
+//! `weir-meta`: the cluster metadata of Weir.
+//!
+//! Brokers, topics, partitions (replicas, ISR, leader epochs), topic config
+//! overrides and the producer id allocator form one [`MetadataImage`]. It
+//! changes only by applying [`Command`]s, and applying is deterministic:
+//! no I/O, no clock, no randomness. Anything that varies (topic ids,
+//! replica assignments, block sizes) is decided by whoever proposes the
+//! command and travels inside it. That is what lets the commands become
+//! the entries of a replicated (Raft) log later: every node that applies
+//! the same entries holds the same image.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use weir_meta::{Applied, BrokerInfo, Command, MetadataImage};
+//!
+//! let mut image = MetadataImage::default();
+//! image.apply(&Command::RegisterBroker(BrokerInfo {
+//!     id: 1, host: "localhost".into(), port: 9092, rack: None,
+//! }))?;
+//! image.apply(&Command::CreateTopic {
+//!     name: "orders".into(),
+//!     id: uuid::Uuid::from_u128(7),
+//!     partitions: 2,
+//!     replicas: vec![vec![1], vec![1]],
+//!     configs: BTreeMap::from([("retention.ms".into(), "3600000".into())]),
+//!     internal: false,
+//! })?;
+//! assert_eq!(image.topic("orders").unwrap().partitions.len(), 2);
+//! assert_eq!(
+//!     image.apply(&Command::AllocateProducerIds { count: 1000 })?,
+//!     Applied::ProducerIds { first: 0, count: 1000 },
+//! );
+//! assert_eq!(image.applied_index(), 3);
+//! # Ok::<(), weir_meta::MetaError>(())
+//! ```
+//!
+//! The modules:
+//!
+//! - [`MetadataImage`] validates and applies commands, and answers queries;
+//! - [`topic_config`] is the registry of Kafka topic configs (types,
+//!   defaults, broker synonyms, validation);
+//! - [`topic_name`] holds Kafka's topic naming rules;
+//! - [`MetaStore`] keeps the image on local disk as a command log plus
+//!   snapshots, and replays them on open. Its format and crash reasoning
+//!   are specified in `DESIGN.md` next to this crate.
+#![deny(missing_docs)]
+
+mod command;
+mod error;
+mod image;
+mod log_file;
+mod model;
+mod store;
+pub mod topic_config;
+pub mod topic_name;
+
+pub use command::{Applied, Command};
+pub use error::MetaError;
+pub use image::MetadataImage;
+pub use model::{BrokerInfo, PartitionInfo, TopicInfo};
+pub use store::{MetaStore, StoreOptions, LOG_FILE_NAME, SNAPSHOT_FILE_NAME};

@@ -1,0 +1,69 @@
+//! The records the metadata image is made of.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A broker as it registered itself.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct BrokerInfo {
+    /// The broker id (`node.id`), never negative.
+    pub id: i32,
+    /// The host clients connect to.
+    pub host: String,
+    /// The port of the Kafka listener.
+    pub port: u16,
+    /// The rack, for rack-aware replica placement.
+    pub rack: Option<String>,
+}
+
+/// One partition of a topic.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// The partition index, from 0.
+    pub partition: i32,
+    /// The broker id of the leader.
+    pub leader: i32,
+    /// Bumped on every leader change; 0 at creation.
+    pub leader_epoch: i32,
+    /// The assigned replicas, preferred leader first.
+    pub replicas: Vec<i32>,
+    /// The in-sync replicas.
+    pub isr: Vec<i32>,
+}
+
+/// A topic.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct TopicInfo {
+    /// The topic name.
+    pub name: String,
+    /// The topic id, fixed at creation and never reused.
+    pub id: uuid::Uuid,
+    /// The partitions, indexed by partition number.
+    pub partitions: Vec<PartitionInfo>,
+    /// Topic-level config overrides only; everything else takes its default
+    /// from the broker (see [`crate::topic_config`]).
+    pub configs: BTreeMap<String, String>,
+    /// An internal topic (`__consumer_offsets`, `__transaction_state`).
+    pub internal: bool,
+}
+
+impl TopicInfo {
+    /// The partition with this index.
+    pub fn partition(&self, partition: i32) -> Option<&PartitionInfo> {
+        usize::try_from(partition)
+            .ok()
+            .and_then(|i| self.partitions.get(i))
+    }
+
+    /// The number of partitions.
+    pub fn partition_count(&self) -> i32 {
+        // The image never lets a topic grow past i32::MAX partitions.
+        self.partitions.len() as i32
+    }
+
+    /// The number of replicas of each partition.
+    pub fn replication_factor(&self) -> usize {
+        self.partitions.first().map_or(0, |p| p.replicas.len())
+    }
+}
