@@ -180,8 +180,24 @@ impl Log {
 
         let mut segments = BTreeMap::new();
         let mut first_scanned = None;
-        let mut cut_at = None;
+        // The next offset of the previous segment, when it was scanned.
+        let mut scanned_end = None;
+        // Index in `bases` of the first segment recovery throws away.
+        let mut drop_from = None;
         for (i, &base) in bases.iter().enumerate() {
+            // A segment must start where the scanned one before it ends: if it
+            // starts later, the crash lost the unflushed end of that segment
+            // (its successor's directory entry reached the disk first), and
+            // nothing after it was flushed either.
+            if let Some(end) = scanned_end.filter(|&end| end != base) {
+                tracing::warn!(
+                    segment = %segment::file_path(&dir, base, LOG_SUFFIX).display(),
+                    expected_base = end,
+                    "dropping segments that follow a tail lost in an unclean shutdown"
+                );
+                drop_from = Some(i);
+                break;
+            }
             let last = i + 1 == bases.len();
             let trusted = clean || bases.get(i + 1).is_some_and(|&next| next <= recovery_point);
             let (mut segment, invalid) = if trusted {
@@ -190,6 +206,10 @@ impl Log {
                 first_scanned.get_or_insert(base);
                 Segment::recover(&*storage, &dir, base, interval)?
             };
+            if !trusted {
+                segment.log_dirty = true;
+                scanned_end = Some(segment.next_offset);
+            }
             if let Some(invalid) = invalid {
                 if trusted {
                     tracing::error!(
@@ -210,31 +230,30 @@ impl Log {
                     let path = segment.path(LOG_SUFFIX);
                     segment.log.truncate(invalid.position).context(&path)?;
                     segments.insert(base, segment);
-                    cut_at = Some(i);
+                    drop_from = Some(i + 1);
                     break;
                 }
             }
-            if !trusted {
-                segment.log_dirty = true;
-            }
             segments.insert(base, segment);
         }
-        if let Some(i) = cut_at {
-            for &base in &bases[i + 1..] {
-                for suffix in [
-                    LOG_SUFFIX,
-                    segment::INDEX_SUFFIX,
-                    segment::TIME_INDEX_SUFFIX,
-                ] {
-                    let path = segment::file_path(&dir, base, suffix);
-                    if storage.exists(&path) {
-                        storage.remove(&path).context(&path)?;
-                    }
-                }
+        if let Some(i) = drop_from {
+            for &base in &bases[i..] {
+                remove_segment_files(&*storage, &dir, base)?;
             }
         }
 
         let persisted_start = checkpoint::read_u64(&*storage, &dir.join(LOG_START_OFFSET_FILE));
+        let recovered_end = segments.values().next_back().map(|s| s.next_offset);
+        if let Some(start) = persisted_start.filter(|&s| recovered_end.is_some_and(|end| end < s)) {
+            // DeleteRecords moved the log start past what survived the crash.
+            // The offsets below it are gone for good and must not be handed
+            // out again, so the log restarts empty there (as Kafka's does).
+            tracing::warn!(dir = %dir.display(), log_start_offset = start, "log end recovered below the log start; restarting the log empty at the log start");
+            for &base in segments.keys() {
+                remove_segment_files(&*storage, &dir, base)?;
+            }
+            segments.clear();
+        }
         let mut dir_dirty = false;
         if segments.is_empty() {
             let base = persisted_start.unwrap_or(0);
@@ -954,6 +973,21 @@ impl Log {
         self.remove_due_files(&mut st, now);
         Ok(())
     }
+}
+
+/// Removes a segment's files, those that exist.
+fn remove_segment_files(storage: &dyn Storage, dir: &Path, base: u64) -> Result<(), LogError> {
+    for suffix in [
+        LOG_SUFFIX,
+        segment::INDEX_SUFFIX,
+        segment::TIME_INDEX_SUFFIX,
+    ] {
+        let path = segment::file_path(dir, base, suffix);
+        if storage.exists(&path) {
+            storage.remove(&path).context(&path)?;
+        }
+    }
+    Ok(())
 }
 
 /// Scans the batch at `position` for its first record at or after

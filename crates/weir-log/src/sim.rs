@@ -91,8 +91,9 @@ impl SimStorage {
                     let keep = (rng.next() % (unsynced_tail.len() as u64 + 1)) as usize;
                     data.extend_from_slice(&unsynced_tail[..keep]);
                     if keep > 0 && rng.next() % 3 == 0 {
+                        // Only unsynced bytes can be torn.
                         let garbage = (rng.next() % 16 + 1) as usize;
-                        let from = data.len().saturating_sub(garbage);
+                        let from = data.len().saturating_sub(garbage).max(node.synced_len);
                         for byte in &mut data[from..] {
                             *byte = rng.next() as u8;
                         }
