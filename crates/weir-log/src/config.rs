@@ -71,9 +71,9 @@ impl LogConfig {
                 i32::MAX
             ));
         }
-        if self.segment_index_bytes < 8 {
+        if self.segment_index_bytes < 4 {
             return invalid(format!(
-                "segment.index.bytes {} must be at least 8",
+                "segment.index.bytes {} must be at least 4",
                 self.segment_index_bytes
             ));
         }
@@ -85,12 +85,6 @@ impl LogConfig {
         }
         if self.flush_ms < 0 {
             return invalid(format!("flush.ms {} must not be negative", self.flush_ms));
-        }
-        if self.max_message_bytes < crate::batch::HEADER_SIZE {
-            return invalid(format!(
-                "max.message.bytes {} is below the batch header size",
-                self.max_message_bytes
-            ));
         }
         Ok(())
     }

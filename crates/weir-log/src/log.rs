@@ -487,7 +487,9 @@ impl Log {
             .is_some_and(|base| now.saturating_sub(base) >= config.segment_ms);
         let index_full = active.index_entries() >= max_index_entries;
         let offsets_overflow = info.last_offset - active.base_offset > u64::from(u32::MAX);
-        if too_big || too_old || index_full || offsets_overflow {
+        // Nothing after a corrupt batch is served, so appends go elsewhere.
+        let corrupt = active.corrupt_from.is_some();
+        if too_big || too_old || index_full || offsets_overflow || corrupt {
             self.roll_locked(st, info.base_offset)?;
         }
         Ok(())

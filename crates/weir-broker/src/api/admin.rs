@@ -1,0 +1,240 @@
+//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions.
+
+use std::collections::{BTreeMap, HashSet};
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use weir_meta::MetaError;
+
+use super::RequestContext;
+use crate::broker::{Broker, BrokerError};
+use crate::topic_configs;
+
+type Failure = (ResponseError, String);
+
+fn failure(error: BrokerError) -> Failure {
+    let code = match &error {
+        BrokerError::Meta(MetaError::TopicAlreadyExists(_)) => ResponseError::TopicAlreadyExists,
+        BrokerError::Meta(MetaError::UnknownTopic(_)) => ResponseError::UnknownTopicOrPartition,
+        BrokerError::Meta(MetaError::InvalidTopicName { .. }) => {
+            ResponseError::InvalidTopicException
+        }
+        BrokerError::Meta(MetaError::InvalidPartitions(_)) => ResponseError::InvalidPartitions,
+        BrokerError::Meta(MetaError::InvalidReplicationFactor(_)) => {
+            ResponseError::InvalidReplicationFactor
+        }
+        BrokerError::Meta(MetaError::InvalidConfig { .. }) => ResponseError::InvalidConfig,
+        _ => {
+            tracing::error!(%error, "admin request failed");
+            ResponseError::UnknownServerError
+        }
+    };
+    (code, error.to_string())
+}
+
+/// Only this node can hold replicas until the cluster exists.
+fn check_replication(broker: &Broker, factor: i16) -> Result<(), Failure> {
+    if factor == -1 || factor == 1 {
+        return Ok(());
+    }
+    let brokers = broker.with_image(|image| image.brokers().count());
+    Err((
+        ResponseError::InvalidReplicationFactor,
+        format!(
+            "Unable to replicate the partition {factor} time(s): the target replication factor \
+             of {factor} cannot be reached because only {brokers} broker(s) are registered."
+        ),
+    ))
+}
+
+pub(super) fn create_topics(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: CreateTopicsRequest,
+) -> CreateTopicsResponse {
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<String> = request
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|n| !seen.insert(n.clone()))
+        .collect();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.to_string();
+            let result = CreatableTopicResult::default().with_name(topic.name.clone());
+            let outcome = (|| {
+                if duplicates.contains(&name) {
+                    return Err((
+                        ResponseError::InvalidRequest,
+                        format!(
+                            "Create topics request from client contains a duplicate topic {name}"
+                        ),
+                    ));
+                }
+                let replication = if topic.assignments.is_empty() {
+                    topic.replication_factor
+                } else {
+                    topic
+                        .assignments
+                        .iter()
+                        .map(|a| a.broker_ids.len() as i16)
+                        .max()
+                        .unwrap_or(1)
+                };
+                check_replication(broker, replication)?;
+                if let Some(a) = topic
+                    .assignments
+                    .iter()
+                    .find(|a| a.broker_ids.iter().any(|b| b.0 != broker.config().node_id))
+                {
+                    return Err((
+                        ResponseError::InvalidReplicaAssignment,
+                        format!(
+                            "partition {} is assigned to an unknown broker",
+                            a.partition_index
+                        ),
+                    ));
+                }
+                let partitions = match (topic.assignments.len(), topic.num_partitions) {
+                    (0, -1) => broker.config().num_partitions,
+                    (0, n) => n,
+                    (n, -1) => n as i32,
+                    _ => {
+                        return Err((
+                            ResponseError::InvalidRequest,
+                            "both num_partitions and assignments were given".to_owned(),
+                        ))
+                    }
+                };
+                let configs: BTreeMap<String, String> = topic
+                    .configs
+                    .iter()
+                    .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+                    .collect();
+                broker
+                    .create_topic(&name, partitions, configs, request.validate_only)
+                    .map_err(failure)
+            })();
+            match outcome {
+                Ok(info) => {
+                    let configs = topic_configs::effective(broker.config(), &info.configs)
+                        .into_iter()
+                        .map(|c| {
+                            CreatableTopicConfigs::default()
+                                .with_name(StrBytes::from_static_str(c.def.name))
+                                .with_value(Some(StrBytes::from_string(c.value)))
+                                .with_config_source(c.source as i8)
+                        })
+                        .collect();
+                    result
+                        .with_topic_id(info.id)
+                        .with_num_partitions(info.partitions.len() as i32)
+                        .with_replication_factor(1)
+                        .with_configs(Some(configs))
+                }
+                Err((code, message)) => result
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message)))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1),
+            }
+        })
+        .collect();
+    CreateTopicsResponse::default().with_topics(topics)
+}
+
+pub(super) fn delete_topics(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
+    // v0–v5 name topics in `topic_names`; v6 in `topics`, by name or id.
+    let mut wanted: Vec<(Option<String>, uuid::Uuid)> = request
+        .topic_names
+        .iter()
+        .map(|n| (Some(n.0.to_string()), uuid::Uuid::nil()))
+        .collect();
+    wanted.extend(
+        request
+            .topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
+    );
+    let responses = wanted
+        .into_iter()
+        .map(|(name, id)| {
+            let name = name.or_else(|| {
+                broker.with_image(|image| image.topic_by_id(id).map(|t| t.name.clone()))
+            });
+            let result = DeletableTopicResult::default()
+                .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
+                .with_topic_id(id);
+            let Some(name) = name else {
+                return result.with_error_code(ResponseError::UnknownTopicId.code());
+            };
+            match broker.delete_topic(&name) {
+                Ok(id) => result.with_topic_id(id),
+                Err(error) => {
+                    let (code, message) = failure(error);
+                    result
+                        .with_error_code(code.code())
+                        .with_error_message(Some(StrBytes::from_string(message)))
+                }
+            }
+        })
+        .collect();
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+pub(super) fn create_partitions(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let results = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.to_string();
+            let result = CreatePartitionsTopicResult::default().with_name(topic.name);
+            let outcome = (|| {
+                if let Some(assignments) = &topic.assignments {
+                    let replication = assignments.iter().map(|a| a.broker_ids.len()).max();
+                    check_replication(broker, replication.unwrap_or(1) as i16)?;
+                    if assignments
+                        .iter()
+                        .flat_map(|a| &a.broker_ids)
+                        .any(|b| b.0 != broker.config().node_id)
+                    {
+                        return Err((
+                            ResponseError::InvalidReplicaAssignment,
+                            "assignment names an unknown broker".to_owned(),
+                        ));
+                    }
+                }
+                broker
+                    .create_partitions(&name, topic.count, request.validate_only)
+                    .map_err(failure)
+            })();
+            match outcome {
+                Ok(()) => result,
+                Err((code, message)) => result
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            }
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(results)
+}

@@ -1,0 +1,69 @@
+//! ListOffsets: earliest, latest, and the first offset at or after a
+//! timestamp.
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::broker::Broker;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+
+pub(super) fn handle(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: ListOffsetsRequest,
+) -> ListOffsetsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.to_string();
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let response = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1);
+                    let Some(partition) = broker.partition(&name, p.partition_index) else {
+                        return response
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let found = match p.timestamp {
+                        LATEST => Ok(Some((-1, partition.high_watermark() as i64))),
+                        EARLIEST => Ok(Some((-1, partition.log.log_start_offset() as i64))),
+                        ts if ts >= 0 => partition
+                            .log
+                            .offset_for_timestamp(ts)
+                            .map(|found| found.map(|f| (f.timestamp, f.offset as i64))),
+                        _ => {
+                            return response
+                                .with_error_code(ResponseError::UnsupportedVersion.code())
+                        }
+                    };
+                    match found {
+                        Ok(Some((timestamp, offset))) => response
+                            .with_timestamp(timestamp)
+                            .with_offset(offset)
+                            .with_leader_epoch(0),
+                        Ok(None) => response,
+                        Err(error) => {
+                            tracing::error!(topic = %name, partition = p.partition_index, %error, "offset lookup failed");
+                            response.with_error_code(ResponseError::KafkaStorageError.code())
+                        }
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,111 @@
+//! Metadata: brokers, topics and partition leaders; auto-creates topics
+//! when allowed.
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use weir_meta::{MetaError, TopicInfo};
+
+use super::RequestContext;
+use crate::broker::{Broker, BrokerError};
+
+pub(super) fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: MetadataRequest,
+) -> MetadataResponse {
+    // v0: an empty list means every topic; v1+: null does.
+    let wanted: Option<Vec<String>> = match request.topics {
+        None => None,
+        Some(topics) if topics.is_empty() && ctx.version == 0 => None,
+        Some(topics) => Some(
+            topics
+                .into_iter()
+                .filter_map(|t| t.name.map(|n| n.0.to_string()))
+                .collect(),
+        ),
+    };
+    let auto_create = broker.config().auto_create_topics_enable
+        && (ctx.version < 4 || request.allow_auto_topic_creation);
+    let mut topics = Vec::new();
+    match wanted {
+        None => broker.with_image(|image| {
+            topics.extend(image.topics().map(topic_response));
+        }),
+        Some(names) => {
+            for name in names {
+                let known = broker.with_image(|image| image.topic(&name).map(topic_response));
+                let response = match known {
+                    Some(topic) => topic,
+                    None if auto_create => auto_create_topic(broker, &name),
+                    None => error_topic(&name, ResponseError::UnknownTopicOrPartition),
+                };
+                topics.push(response);
+            }
+        }
+    }
+    let brokers = broker.with_image(|image| {
+        image
+            .brokers()
+            .map(|b| {
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(b.id))
+                    .with_host(StrBytes::from_string(b.host.clone()))
+                    .with_port(i32::from(b.port))
+                    .with_rack(b.rack.clone().map(StrBytes::from_string))
+            })
+            .collect()
+    });
+    MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id().to_owned())))
+        .with_controller_id(BrokerId(broker.config().node_id))
+        .with_topics(topics)
+}
+
+fn auto_create_topic(broker: &Broker, name: &str) -> MetadataResponseTopic {
+    let partitions = broker.config().num_partitions;
+    match broker.create_topic(name, partitions, Default::default(), false) {
+        Ok(topic) => topic_response(&topic),
+        // Another request created it first.
+        Err(BrokerError::Meta(MetaError::TopicAlreadyExists(_))) => broker
+            .with_image(|image| image.topic(name).map(topic_response))
+            .unwrap_or_else(|| error_topic(name, ResponseError::LeaderNotAvailable)),
+        Err(BrokerError::Meta(MetaError::InvalidTopicName { .. })) => {
+            error_topic(name, ResponseError::InvalidTopicException)
+        }
+        Err(error) => {
+            tracing::warn!(topic = name, %error, "auto-creating topic failed");
+            error_topic(name, ResponseError::UnknownServerError)
+        }
+    }
+}
+
+fn topic_response(topic: &TopicInfo) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p.partition)
+                .with_leader_id(BrokerId(p.leader))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
+                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
+        .with_topic_id(topic.id)
+        .with_is_internal(topic.internal)
+        .with_partitions(partitions)
+}
+
+fn error_topic(name: &str, error: ResponseError) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_error_code(error.code())
+        .with_name(Some(TopicName(StrBytes::from_string(name.to_owned()))))
+}

@@ -1,0 +1,223 @@
+//! Request routing: decode the header, check the version, hand the request
+//! to its API family, encode the response. One module per API family.
+
+mod admin;
+mod api_versions;
+mod cluster;
+mod configs;
+mod fetch;
+mod list_offsets;
+mod metadata;
+mod produce;
+mod producer_id;
+
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::future::BoxFuture;
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::broker::Broker;
+
+/// The versions of each API whose semantics Weir implements, and which it
+/// therefore advertises in ApiVersions.
+pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 11),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 6),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|&(_, min, max)| (min, max))
+}
+
+/// What a request produces: a response ready now, a response that needs
+/// waiting for (run as its own task), or nothing (acks=0).
+pub(crate) enum Reply {
+    Now(Option<Bytes>),
+    Later(BoxFuture<'static, Option<Bytes>>),
+}
+
+/// A request the connection cannot go on after.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RequestError {
+    #[error("request shorter than a header ({0} bytes)")]
+    TooShort(usize),
+    #[error("unknown API key {0}")]
+    UnknownApiKey(i16),
+    #[error("{key:?} version {version} is not supported")]
+    UnsupportedVersion { key: ApiKey, version: i16 },
+    #[error("malformed {key:?} v{version} request: {reason}")]
+    Malformed {
+        key: ApiKey,
+        version: i16,
+        reason: String,
+    },
+}
+
+/// Who asked, and how to answer.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestContext {
+    pub(crate) key: ApiKey,
+    pub(crate) version: i16,
+    pub(crate) correlation_id: i32,
+}
+
+impl RequestContext {
+    /// Frames `body` with the response header for this request.
+    pub(crate) fn respond<R: Encodable>(&self, body: &R) -> Bytes {
+        encode_response(self.key, self.version, self.correlation_id, body)
+    }
+}
+
+fn encode_response<R: Encodable>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+) -> Bytes {
+    let header_version = key.response_header_version(version);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let mut buf = BytesMut::with_capacity(64);
+    buf.put_i32(0);
+    header
+        .encode(&mut buf, header_version)
+        .expect("response header encodes");
+    body.encode(&mut buf, version)
+        .expect("responses are built within their version's schema");
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    buf.freeze()
+}
+
+/// The API's name for metrics, from the first bytes of a request.
+pub(crate) fn api_name(body: &[u8]) -> &'static str {
+    body.get(..2)
+        .and_then(|b| ApiKey::try_from(i16::from_be_bytes([b[0], b[1]])).ok())
+        .map_or("Unknown", api_key_name)
+}
+
+fn api_key_name(key: ApiKey) -> &'static str {
+    match key {
+        ApiKey::Produce => "Produce",
+        ApiKey::Fetch => "Fetch",
+        ApiKey::ListOffsets => "ListOffsets",
+        ApiKey::Metadata => "Metadata",
+        ApiKey::ApiVersions => "ApiVersions",
+        ApiKey::CreateTopics => "CreateTopics",
+        ApiKey::DeleteTopics => "DeleteTopics",
+        ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::CreatePartitions => "CreatePartitions",
+        ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::DescribeCluster => "DescribeCluster",
+        _ => "Other",
+    }
+}
+
+pub(crate) fn dispatch(broker: &Arc<Broker>, mut body: Bytes) -> Result<Reply, RequestError> {
+    if body.len() < 8 {
+        return Err(RequestError::TooShort(body.len()));
+    }
+    let raw_key = i16::from_be_bytes([body[0], body[1]]);
+    let version = i16::from_be_bytes([body[2], body[3]]);
+    let key = ApiKey::try_from(raw_key).map_err(|_| RequestError::UnknownApiKey(raw_key))?;
+    let supported =
+        supported_versions(key).is_some_and(|(min, max)| (min..=max).contains(&version));
+    if !supported {
+        if key == ApiKey::ApiVersions {
+            // Kafka answers an ApiVersions it cannot parse with a v0 error
+            // response listing what it supports, so the client can retry.
+            let correlation_id = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
+            let response = api_versions::unsupported_version_response();
+            return Ok(Reply::Now(Some(encode_response(
+                key,
+                0,
+                correlation_id,
+                &response,
+            ))));
+        }
+        return Err(RequestError::UnsupportedVersion { key, version });
+    }
+    let malformed = |reason: anyhow::Error| RequestError::Malformed {
+        key,
+        version,
+        reason: reason.to_string(),
+    };
+    let header =
+        RequestHeader::decode(&mut body, key.request_header_version(version)).map_err(malformed)?;
+    let ctx = RequestContext {
+        key,
+        version,
+        correlation_id: header.correlation_id,
+    };
+    macro_rules! decode {
+        () => {
+            Decodable::decode(&mut body, version).map_err(malformed)?
+        };
+    }
+    let broker = broker.clone();
+    Ok(match key {
+        ApiKey::ApiVersions => Reply::Now(Some(ctx.respond(&api_versions::handle(&ctx)))),
+        ApiKey::Metadata => Reply::Now(Some(ctx.respond(&metadata::handle(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::Produce => Reply::Now(produce::handle(&broker, &ctx, decode!())),
+        ApiKey::Fetch => {
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let response = fetch::handle(&broker, &ctx, request).await;
+                Some(ctx.respond(&response))
+            }))
+        }
+        ApiKey::ListOffsets => Reply::Now(Some(ctx.respond(&list_offsets::handle(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::CreateTopics => Reply::Now(Some(ctx.respond(&admin::create_topics(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::DeleteTopics => Reply::Now(Some(ctx.respond(&admin::delete_topics(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::CreatePartitions => Reply::Now(Some(ctx.respond(&admin::create_partitions(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::InitProducerId => Reply::Now(Some(ctx.respond(&producer_id::handle(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::DescribeConfigs => Reply::Now(Some(ctx.respond(&configs::describe_configs(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::DescribeCluster => Reply::Now(Some(ctx.respond(&cluster::describe_cluster(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        _ => return Err(RequestError::UnsupportedVersion { key, version }),
+    })
+}

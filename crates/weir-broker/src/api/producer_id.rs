@@ -1,0 +1,31 @@
+//! InitProducerId for idempotent producers: a fresh producer id at epoch 0.
+
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::broker::Broker;
+
+pub(super) fn handle(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let response = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    if request.transactional_id.is_some() {
+        // No transaction coordinator yet: refuse clearly rather than hand
+        // out a producer id that transactional requests would then fail on.
+        return response.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
+    match broker.allocate_producer_id() {
+        Ok(id) => response
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
+        Err(error) => {
+            tracing::error!(%error, "producer id allocation failed");
+            response.with_error_code(ResponseError::UnknownServerError.code())
+        }
+    }
+}

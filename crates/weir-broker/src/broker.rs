@@ -1,0 +1,303 @@
+//! The broker's shared state: settings, the metadata store, and the
+//! partitions it hosts.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetaStore, MetadataImage, TopicInfo};
+
+use crate::config::BrokerConfig;
+use crate::metrics::Metrics;
+use crate::partition::{log_config, Partition};
+
+/// Producer ids are taken from the metadata store in blocks of this size.
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    #[error("partition {topic}-{partition}: {source}")]
+    Log {
+        topic: String,
+        partition: i32,
+        #[source]
+        source: weir_log::LogError,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub struct Broker {
+    config: BrokerConfig,
+    cluster_id: String,
+    meta: Mutex<MetaStore>,
+    partitions: RwLock<HashMap<String, Vec<Arc<Partition>>>>,
+    producer_ids: Mutex<std::ops::Range<i64>>,
+    metrics: Metrics,
+    serving: AtomicBool,
+}
+
+impl Broker {
+    /// Opens the data directory: metadata, then every partition's log.
+    pub fn open(config: BrokerConfig) -> Result<Arc<Self>, BrokerError> {
+        let io = |path: &std::path::Path| {
+            let path = path.display().to_string();
+            move |source| BrokerError::Io { path, source }
+        };
+        std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
+        let cluster_id = load_cluster_id(&config.data_dir)?;
+        let mut meta = MetaStore::open(&config.data_dir.join("meta"))?;
+        let me = BrokerInfo {
+            id: config.node_id,
+            host: config.advertised_host.clone(),
+            port: config.advertised_port,
+            rack: None,
+        };
+        if meta.image().broker(config.node_id) != Some(&me) {
+            meta.submit(Command::RegisterBroker(me))?;
+        }
+        let mut partitions = HashMap::new();
+        for topic in meta.image().topics() {
+            partitions.insert(topic.name.clone(), open_partitions(&config, topic, 0)?);
+        }
+        Ok(Arc::new(Self {
+            config,
+            cluster_id,
+            meta: Mutex::new(meta),
+            partitions: RwLock::new(partitions),
+            producer_ids: Mutex::new(0..0),
+            metrics: Metrics::default(),
+            serving: AtomicBool::new(false),
+        }))
+    }
+
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// True once the listener accepts connections, false again at shutdown.
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(Ordering::Acquire)
+    }
+
+    pub fn set_serving(&self, serving: bool) {
+        self.serving.store(serving, Ordering::Release);
+    }
+
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    /// Runs `f` over the current metadata image.
+    pub fn with_image<T>(&self, f: impl FnOnce(&MetadataImage) -> T) -> T {
+        f(self.meta.lock().image())
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        let partitions = self.partitions.read();
+        partitions
+            .get(topic)?
+            .get(usize::try_from(partition).ok()?)
+            .cloned()
+    }
+
+    pub fn partitions_of(&self, topic: &str) -> Option<Vec<Arc<Partition>>> {
+        self.partitions.read().get(topic).cloned()
+    }
+
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions
+            .read()
+            .values()
+            .flat_map(|ps| ps.iter().cloned())
+            .collect()
+    }
+
+    /// Creates a topic with every replica on this node. With
+    /// `validate_only` nothing changes.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<TopicInfo, BrokerError> {
+        let command = Command::CreateTopic {
+            name: name.to_owned(),
+            id: uuid::Uuid::new_v4(),
+            partitions,
+            replicas: (0..partitions.max(0))
+                .map(|_| vec![self.config.node_id])
+                .collect(),
+            configs,
+            internal: name.starts_with("__"),
+        };
+        let mut meta = self.meta.lock();
+        if validate_only {
+            let mut scratch = meta.image().clone();
+            scratch.apply(&command)?;
+            return Ok(scratch.topic(name).cloned().expect("just created"));
+        }
+        meta.submit(command)?;
+        let topic = meta.image().topic(name).cloned().expect("just created");
+        let opened = open_partitions(&self.config, &topic, 0)?;
+        self.partitions.write().insert(name.to_owned(), opened);
+        tracing::info!(topic = name, partitions, "created topic");
+        Ok(topic)
+    }
+
+    /// Adds partitions to a topic, up to `total`.
+    pub fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        let mut meta = self.meta.lock();
+        let current = meta
+            .image()
+            .topic(name)
+            .map_or(0, |t| t.partitions.len() as i32);
+        let command = Command::CreatePartitions {
+            name: name.to_owned(),
+            new_replicas: (current..total.max(current))
+                .map(|_| vec![self.config.node_id])
+                .collect(),
+        };
+        if validate_only || total <= current {
+            let mut scratch = meta.image().clone();
+            scratch.apply(&command)?;
+            return Ok(());
+        }
+        meta.submit(command)?;
+        let topic = meta.image().topic(name).cloned().expect("exists");
+        let added = open_partitions(&self.config, &topic, current as usize)?;
+        self.partitions
+            .write()
+            .entry(name.to_owned())
+            .or_default()
+            .extend(added);
+        Ok(())
+    }
+
+    /// Deletes a topic and its data.
+    pub fn delete_topic(&self, name: &str) -> Result<uuid::Uuid, BrokerError> {
+        let mut meta = self.meta.lock();
+        let id = meta
+            .image()
+            .topic(name)
+            .map(|t| t.id)
+            .ok_or_else(|| MetaError::UnknownTopic(name.to_owned()))?;
+        meta.submit(Command::DeleteTopic {
+            name: name.to_owned(),
+        })?;
+        let removed = self.partitions.write().remove(name).unwrap_or_default();
+        for partition in removed {
+            let dir = partition.log.dir().to_owned();
+            drop(partition);
+            if let Err(error) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), %error, "could not remove deleted partition");
+            }
+        }
+        tracing::info!(topic = name, "deleted topic");
+        Ok(id)
+    }
+
+    /// A fresh producer id for an idempotent producer.
+    pub fn allocate_producer_id(&self) -> Result<i64, BrokerError> {
+        let mut ids = self.producer_ids.lock();
+        if ids.is_empty() {
+            let applied = self.meta.lock().submit(Command::AllocateProducerIds {
+                count: PRODUCER_ID_BLOCK,
+            })?;
+            if let Applied::ProducerIds { first, count } = applied {
+                *ids = first..first + count;
+            }
+        }
+        Ok(ids.next().expect("block just allocated"))
+    }
+
+    /// Flushes and closes every log cleanly.
+    pub fn shutdown(&self) {
+        let partitions: Vec<Arc<Partition>> = self
+            .partitions
+            .write()
+            .drain()
+            .flat_map(|(_, ps)| ps)
+            .collect();
+        for partition in partitions {
+            let name = format!("{}-{}", partition.topic, partition.index);
+            match Arc::try_unwrap(partition) {
+                Ok(partition) => {
+                    if let Err(error) = partition.log.close() {
+                        tracing::error!(partition = %name, %error, "clean close failed");
+                    }
+                }
+                Err(partition) => {
+                    // Still referenced by a request: flush, skip the marker.
+                    if let Err(error) = partition.log.flush() {
+                        tracing::error!(partition = %name, %error, "flush failed");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn open_partitions(
+    config: &BrokerConfig,
+    topic: &TopicInfo,
+    from: usize,
+) -> Result<Vec<Arc<Partition>>, BrokerError> {
+    let log_config = log_config(config, &topic.configs);
+    topic.partitions[from..]
+        .iter()
+        .map(|p| {
+            Partition::open(
+                &config.data_dir,
+                &topic.name,
+                topic.id,
+                p.partition,
+                log_config.clone(),
+            )
+            .map(Arc::new)
+            .map_err(|source| BrokerError::Log {
+                topic: topic.name.clone(),
+                partition: p.partition,
+                source,
+            })
+        })
+        .collect()
+}
+
+/// The cluster id, made once and kept in the data directory. Kafka's are 16
+/// random bytes in URL-safe base64 without padding.
+fn load_cluster_id(data_dir: &std::path::Path) -> Result<String, BrokerError> {
+    use base64::Engine;
+    let path = data_dir.join("cluster-id");
+    let io = |source| BrokerError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => Ok(id.trim().to_owned()),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(e)),
+        _ => {
+            let id = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(uuid::Uuid::new_v4().as_bytes());
+            std::fs::write(&path, &id).map_err(io)?;
+            Ok(id)
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Broker settings. Every Kafka broker config keeps its Kafka name; the binary
+//! turns each name into a flag (`--log-retention-ms`), an environment
+//! variable (`WEIR_LOG_RETENTION_MS`) and a TOML key (`"log.retention.ms"`).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// A broker config Weir understands, with Kafka's default.
+#[derive(Debug, Clone, Copy)]
+pub struct BrokerConfigDef {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+/// The Kafka broker configs Weir supports.
+pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
+    BrokerConfigDef {
+        name: "num.partitions",
+        default: "1",
+        doc: "Partitions of an auto-created topic, or of one created without a count",
+    },
+    BrokerConfigDef {
+        name: "auto.create.topics.enable",
+        default: "true",
+        doc: "Create a topic when a client asks for metadata of an unknown one",
+    },
+    BrokerConfigDef {
+        name: "log.segment.bytes",
+        default: "1073741824",
+        doc: "Default segment.bytes of topics",
+    },
+    BrokerConfigDef {
+        name: "log.retention.ms",
+        default: "604800000",
+        doc: "Default retention.ms of topics (-1: keep forever)",
+    },
+    BrokerConfigDef {
+        name: "log.retention.bytes",
+        default: "-1",
+        doc: "Default retention.bytes of topics (-1: no limit)",
+    },
+    BrokerConfigDef {
+        name: "log.retention.check.interval.ms",
+        default: "300000",
+        doc: "How often retention is enforced",
+    },
+    BrokerConfigDef {
+        name: "message.max.bytes",
+        default: "1048588",
+        doc: "Default max.message.bytes of topics: the largest record batch accepted",
+    },
+    BrokerConfigDef {
+        name: "socket.request.max.bytes",
+        default: "104857600",
+        doc: "Largest request accepted; larger frames close the connection",
+    },
+    BrokerConfigDef {
+        name: "log.flush.interval.messages",
+        default: "9223372036854775807",
+        doc: "Default flush.messages of topics: fsync after this many records",
+    },
+    BrokerConfigDef {
+        name: "log.flush.interval.ms",
+        default: "9223372036854775807",
+        doc: "Default flush.ms of topics: fsync when unflushed data is this old",
+    },
+    BrokerConfigDef {
+        name: "connections.max.idle.ms",
+        default: "600000",
+        doc: "Close connections idle this long",
+    },
+    BrokerConfigDef {
+        name: "queued.max.request.bytes",
+        default: "536870912",
+        doc: "Memory for requests being read or processed, across all connections",
+    },
+];
+
+/// Why a config value was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid value {value:?} for {name}: {reason}")]
+pub struct ConfigError {
+    pub name: String,
+    pub value: String,
+    pub reason: String,
+}
+
+/// The broker's settings.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// Host and port clients are told to connect to.
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub http_listen: SocketAddr,
+    pub num_partitions: i32,
+    pub auto_create_topics_enable: bool,
+    pub log_segment_bytes: u64,
+    pub log_retention_ms: i64,
+    pub log_retention_bytes: i64,
+    pub log_retention_check_interval_ms: u64,
+    pub message_max_bytes: usize,
+    pub socket_request_max_bytes: usize,
+    pub log_flush_interval_messages: u64,
+    pub log_flush_interval_ms: i64,
+    pub connections_max_idle_ms: u64,
+    pub queued_max_request_bytes: usize,
+    /// The Kafka-named values in force, for DescribeConfigs.
+    pub values: BTreeMap<String, String>,
+    /// Names set explicitly (not defaults).
+    pub overridden: Vec<String>,
+}
+
+impl BrokerConfig {
+    /// Builds the settings from Kafka-named values over the defaults.
+    pub fn new(
+        node_id: i32,
+        data_dir: PathBuf,
+        listen: SocketAddr,
+        advertised: Option<(String, u16)>,
+        http_listen: SocketAddr,
+        values: &BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        let mut merged = BTreeMap::new();
+        for def in BROKER_CONFIGS {
+            merged.insert(def.name.to_owned(), def.default.to_owned());
+        }
+        for (name, value) in values {
+            if !merged.contains_key(name) {
+                return Err(ConfigError {
+                    name: name.clone(),
+                    value: value.clone(),
+                    reason: "unknown broker config".into(),
+                });
+            }
+            merged.insert(name.clone(), value.clone());
+        }
+        let get = |name: &str| merged[name].as_str();
+        let (advertised_host, advertised_port) =
+            advertised.unwrap_or_else(|| (listen.ip().to_string(), listen.port()));
+        Ok(Self {
+            node_id,
+            data_dir,
+            listen,
+            advertised_host,
+            advertised_port,
+            http_listen,
+            num_partitions: parse_in(get, "num.partitions", 1..=1_000_000)?,
+            auto_create_topics_enable: parse(get, "auto.create.topics.enable")?,
+            log_segment_bytes: parse_in(get, "log.segment.bytes", 14..=i32::MAX as u64)?,
+            log_retention_ms: parse_in(get, "log.retention.ms", -1..=i64::MAX)?,
+            log_retention_bytes: parse_in(get, "log.retention.bytes", -1..=i64::MAX)?,
+            log_retention_check_interval_ms: parse_in(
+                get,
+                "log.retention.check.interval.ms",
+                1..=u64::MAX,
+            )?,
+            message_max_bytes: parse_in(get, "message.max.bytes", 0..=i32::MAX as usize)?,
+            socket_request_max_bytes: parse_in(
+                get,
+                "socket.request.max.bytes",
+                1..=i32::MAX as usize,
+            )?,
+            log_flush_interval_messages: parse_in(
+                get,
+                "log.flush.interval.messages",
+                1..=u64::MAX,
+            )?,
+            log_flush_interval_ms: parse_in(get, "log.flush.interval.ms", 0..=i64::MAX)?,
+            connections_max_idle_ms: parse_in(get, "connections.max.idle.ms", 1..=u64::MAX)?,
+            queued_max_request_bytes: parse_in(
+                get,
+                "queued.max.request.bytes",
+                1024 * 1024..=tokio::sync::Semaphore::MAX_PERMITS,
+            )?,
+            overridden: values.keys().cloned().collect(),
+            values: merged,
+        })
+    }
+}
+
+fn parse<'a, T: std::str::FromStr>(
+    get: impl Fn(&str) -> &'a str,
+    name: &str,
+) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    let value = get(name);
+    value.trim().parse().map_err(|e: T::Err| ConfigError {
+        name: name.to_owned(),
+        value: value.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+fn parse_in<'a, T>(
+    get: impl Fn(&str) -> &'a str,
+    name: &str,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, ConfigError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+    T::Err: std::fmt::Display,
+{
+    let value: T = parse(&get, name)?;
+    if !range.contains(&value) {
+        return Err(ConfigError {
+            name: name.to_owned(),
+            value: value.to_string(),
+            reason: format!("must be between {} and {}", range.start(), range.end()),
+        });
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(values: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
+        let values = values
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        BrokerConfig::new(
+            1,
+            "d".into(),
+            "127.0.0.1:9092".parse().unwrap(),
+            None,
+            "127.0.0.1:9644".parse().unwrap(),
+            &values,
+        )
+    }
+
+    #[test]
+    fn defaults_are_kafkas() {
+        let config = build(&[]).unwrap();
+        assert_eq!(config.num_partitions, 1);
+        assert!(config.auto_create_topics_enable);
+        assert_eq!(config.log_segment_bytes, 1 << 30);
+        assert_eq!(config.log_retention_ms, 7 * 24 * 3600 * 1000);
+        assert_eq!(config.message_max_bytes, 1_048_588);
+        assert_eq!(config.socket_request_max_bytes, 100 * 1024 * 1024);
+        assert_eq!(config.advertised_host, "127.0.0.1");
+    }
+
+    #[test]
+    fn values_override_and_are_checked() {
+        let config = build(&[("num.partitions", "6"), ("log.retention.ms", "-1")]).unwrap();
+        assert_eq!((config.num_partitions, config.log_retention_ms), (6, -1));
+        let err = build(&[("num.partitions", "zero")]).unwrap_err();
+        assert_eq!(err.name, "num.partitions");
+        assert!(build(&[("num.partitions", "0")]).is_err());
+        assert!(build(&[("no.such.config", "1")]).is_err());
+    }
+}

@@ -1,0 +1,85 @@
+//! The HTTP endpoint: readiness, Prometheus metrics, cluster description.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+
+use crate::broker::Broker;
+use crate::metrics::PartitionLabels;
+
+pub fn router(broker: Arc<Broker>) -> Router {
+    Router::new()
+        .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .route("/v1/cluster", get(cluster))
+        .with_state(broker)
+}
+
+async fn ready(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+    if broker.is_serving() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting\n")
+    }
+}
+
+async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+    let metrics = broker.metrics();
+    metrics.log_end_offset.clear();
+    for partition in broker.all_partitions() {
+        let labels = PartitionLabels {
+            topic: partition.topic.clone(),
+            partition: partition.index.to_string(),
+        };
+        metrics
+            .log_end_offset
+            .get_or_create(&labels)
+            .set(partition.log.log_end_offset() as i64);
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics.encode(),
+    )
+}
+
+#[derive(Serialize)]
+struct ClusterView {
+    node_id: i32,
+    controller_id: i32,
+    cluster_id: String,
+    brokers: Vec<BrokerView>,
+}
+
+#[derive(Serialize)]
+struct BrokerView {
+    id: i32,
+    host: String,
+    port: u16,
+}
+
+async fn cluster(State(broker): State<Arc<Broker>>) -> Json<ClusterView> {
+    let brokers = broker.with_image(|image| {
+        image
+            .brokers()
+            .map(|b| BrokerView {
+                id: b.id,
+                host: b.host.clone(),
+                port: b.port,
+            })
+            .collect()
+    });
+    Json(ClusterView {
+        node_id: broker.config().node_id,
+        controller_id: broker.config().node_id,
+        cluster_id: broker.cluster_id().to_owned(),
+        brokers,
+    })
+}

@@ -1,0 +1,15 @@
+//! `weir-broker`: the Kafka protocol server of Weir.
+
+mod api;
+pub mod broker;
+pub mod config;
+pub mod http;
+pub mod maintenance;
+pub mod metrics;
+pub mod net;
+pub mod partition;
+pub mod producer_state;
+pub mod topic_configs;
+
+pub use broker::{Broker, BrokerError};
+pub use config::{BrokerConfig, BrokerConfigDef, ConfigError, BROKER_CONFIGS};

@@ -1,0 +1,89 @@
+//! Prometheus metrics of one broker (no global registry, so several brokers
+//! can live in one process).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiLabels {
+    pub api: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PartitionLabels {
+    pub topic: String,
+    pub partition: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<ApiLabels, Counter>,
+    pub request_seconds: Family<ApiLabels, Histogram>,
+    pub bytes_in: Counter,
+    pub bytes_out: Counter,
+    pub records_appended: Counter,
+    pub log_end_offset: Family<PartitionLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("weir");
+        let requests = Family::<ApiLabels, Counter>::default();
+        let request_seconds = Family::<ApiLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
+        });
+        let bytes_in = Counter::default();
+        let bytes_out = Counter::default();
+        let records_appended = Counter::default();
+        let log_end_offset = Family::<PartitionLabels, Gauge>::default();
+        registry.register("requests", "Requests handled, by API", requests.clone());
+        registry.register(
+            "request_duration_seconds",
+            "Time from a request's arrival to its response, by API",
+            request_seconds.clone(),
+        );
+        registry.register("bytes_in", "Request bytes received", bytes_in.clone());
+        registry.register("bytes_out", "Response bytes sent", bytes_out.clone());
+        registry.register(
+            "records_appended",
+            "Records appended to partition logs",
+            records_appended.clone(),
+        );
+        registry.register(
+            "log_end_offset",
+            "Log end offset of each partition",
+            log_end_offset.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            request_seconds,
+            bytes_in,
+            bytes_out,
+            records_appended,
+            log_end_offset,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn observe_request(&self, api: &str, seconds: f64) {
+        let labels = ApiLabels {
+            api: api.to_owned(),
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.request_seconds.get_or_create(&labels).observe(seconds);
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

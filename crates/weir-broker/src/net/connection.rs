@@ -1,0 +1,112 @@
+//! One client connection: frames are read in order, each request's
+//! synchronous part (appends) runs in arrival order, the rest runs as its own
+//! task, and responses are written strictly in request order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinHandle;
+
+use super::frame::{read_frame, Budgets, FrameError, Reservation};
+use crate::api::{self, Reply};
+use crate::broker::Broker;
+
+/// Requests of one connection being processed at once.
+const MAX_IN_FLIGHT: usize = 64;
+
+pub(crate) async fn serve(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    global_budget: Arc<Semaphore>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let peer = stream.peer_addr().ok();
+    let _ = stream.set_nodelay(true);
+    let (mut reader, writer) = stream.into_split();
+    let (queue, pending) = mpsc::channel::<(JoinHandle<Option<Bytes>>, Reservation)>(MAX_IN_FLIGHT);
+    let writer_task = tokio::spawn(write_responses(writer, pending));
+    let config = broker.config();
+    let budgets = Budgets {
+        connection: Arc::new(Semaphore::new(config.socket_request_max_bytes.max(1))),
+        global: global_budget,
+    };
+    let idle = Duration::from_millis(config.connections_max_idle_ms);
+    loop {
+        let frame = tokio::select! {
+            frame = tokio::time::timeout(idle, read_frame(&mut reader, config.socket_request_max_bytes, &budgets)) => frame,
+            _ = shutdown.changed() => break,
+        };
+        let (body, reservation) = match frame {
+            Err(_) => {
+                tracing::debug!(?peer, "closing idle connection");
+                break;
+            }
+            Ok(Ok(Some(frame))) => frame,
+            Ok(Ok(None)) | Ok(Err(FrameError::Closed)) => break,
+            Ok(Err(error)) => {
+                tracing::info!(?peer, %error, "closing connection");
+                break;
+            }
+        };
+        let started = std::time::Instant::now();
+        broker.metrics().bytes_in.inc_by(body.len() as u64 + 4);
+        let api_name = api::api_name(&body);
+        let reply = match api::dispatch(&broker, body) {
+            Ok(reply) => reply,
+            Err(error) => {
+                tracing::info!(?peer, %error, "closing connection after an unparseable request");
+                break;
+            }
+        };
+        let metered = broker.clone();
+        let task = tokio::spawn(async move {
+            let response = match reply {
+                Reply::Now(response) => response,
+                Reply::Later(future) => future.await,
+            };
+            let metrics = metered.metrics();
+            metrics.observe_request(api_name, started.elapsed().as_secs_f64());
+            if let Some(response) = &response {
+                metrics.bytes_out.inc_by(response.len() as u64);
+            }
+            response
+        });
+        if queue.send((task, reservation)).await.is_err() {
+            break; // the writer failed: the peer is gone
+        }
+    }
+    drop(queue);
+    let _ = writer_task.await;
+}
+
+async fn write_responses(
+    writer: tokio::net::tcp::OwnedWriteHalf,
+    mut pending: mpsc::Receiver<(JoinHandle<Option<Bytes>>, Reservation)>,
+) {
+    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+    while let Some((task, reservation)) = pending.recv().await {
+        let response = match task.await {
+            Ok(response) => response,
+            Err(error) => {
+                tracing::error!(%error, "request handler failed; closing connection");
+                return;
+            }
+        };
+        drop(reservation);
+        if let Some(response) = response {
+            if writer.write_all(&response).await.is_err() {
+                return;
+            }
+        }
+        // Flush when no other response is ready, so pipelined responses
+        // share a write.
+        if pending.is_empty() && writer.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = writer.shutdown().await;
+}

@@ -1,0 +1,40 @@
+//! The Kafka listener: accept loop and connections.
+
+mod connection;
+mod frame;
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::broker::Broker;
+
+/// Accepts connections until `shutdown` turns true, then waits for the
+/// connections to answer what they already read.
+pub async fn run_listener(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let global_budget = Arc::new(Semaphore::new(broker.config().queued_max_request_bytes));
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(connection::serve(broker.clone(), stream, global_budget.clone(), shutdown.clone()));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}

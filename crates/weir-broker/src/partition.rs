@@ -1,0 +1,199 @@
+//! One partition this broker hosts: its log, the idempotent-producer state,
+//! and a signal that wakes fetches waiting for new data.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use weir_log::batch::{BatchError, BatchHeader};
+use weir_log::{AppendInfo, Log, LogConfig, LogError, TimestampType};
+
+use crate::config::BrokerConfig;
+use crate::producer_state::{BatchMetadata, IncomingBatch, ProducerStates, SequenceCheck};
+
+/// Why a produce to this partition failed, in Kafka's terms.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("produce requests must carry exactly one record batch per partition, got {0}")]
+    BatchCount(usize),
+    #[error("out of order sequence number: expected {expected}, got {got}")]
+    OutOfOrderSequence { expected: i32, got: i32 },
+    #[error("producer epoch {got} is older than the current epoch {current}")]
+    InvalidProducerEpoch { current: i16, got: i16 },
+}
+
+/// A successful produce: where the batch is, or was already.
+#[derive(Debug, Clone, Copy)]
+pub struct Appended {
+    pub base_offset: u64,
+    pub log_append_time_ms: Option<i64>,
+    pub records: u64,
+    pub bytes: u64,
+    pub duplicate: bool,
+}
+
+pub struct Partition {
+    pub topic: String,
+    pub topic_id: uuid::Uuid,
+    pub index: i32,
+    pub log: Log,
+    end_offset: watch::Sender<u64>,
+    producers: Mutex<ProducerStates>,
+}
+
+impl Partition {
+    pub fn open(
+        data_dir: &Path,
+        topic: &str,
+        topic_id: uuid::Uuid,
+        index: i32,
+        config: LogConfig,
+    ) -> Result<Self, LogError> {
+        let log = Log::open(data_dir.join(format!("{topic}-{index}")), config)?;
+        let (end_offset, _) = watch::channel(log.log_end_offset());
+        Ok(Self {
+            topic: topic.to_owned(),
+            topic_id,
+            index,
+            log,
+            end_offset,
+            producers: Mutex::new(ProducerStates::default()),
+        })
+    }
+
+    /// The offset below which consumers may read. On a single node every
+    /// appended record is fully replicated at once.
+    pub fn high_watermark(&self) -> u64 {
+        self.log.log_end_offset()
+    }
+
+    /// Fires whenever the high watermark moves.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.end_offset.subscribe()
+    }
+
+    /// Appends one producer batch, de-duplicating idempotent retries.
+    pub fn append(&self, records: &[u8], leader_epoch: i32) -> Result<Appended, AppendError> {
+        let header = single_batch_header(records)?;
+        let producer = (header.producer_id() >= 0).then(|| {
+            let first_seq = header.base_sequence();
+            IncomingBatch {
+                producer_id: header.producer_id(),
+                epoch: header.producer_epoch(),
+                first_seq,
+                last_seq: first_seq.wrapping_add(header.last_offset_delta()),
+            }
+        });
+        let mut producers = self.producers.lock();
+        if let Some(batch) = &producer {
+            match producers.check(batch) {
+                SequenceCheck::Append => {}
+                SequenceCheck::Duplicate(existing) => {
+                    return Ok(Appended {
+                        base_offset: existing.base_offset,
+                        log_append_time_ms: (self.log.config().timestamp_type
+                            == TimestampType::LogAppendTime)
+                            .then_some(existing.timestamp),
+                        records: 0,
+                        bytes: 0,
+                        duplicate: true,
+                    })
+                }
+                SequenceCheck::OutOfOrder { expected, got } => {
+                    return Err(AppendError::OutOfOrderSequence { expected, got })
+                }
+                SequenceCheck::FencedEpoch { current, got } => {
+                    return Err(AppendError::InvalidProducerEpoch { current, got })
+                }
+            }
+        }
+        let info: AppendInfo = self.log.append(records, leader_epoch)?;
+        if let Some(batch) = &producer {
+            producers.record(
+                batch,
+                BatchMetadata {
+                    first_seq: batch.first_seq,
+                    last_seq: batch.last_seq,
+                    base_offset: info.base_offset,
+                    last_offset: info.last_offset,
+                    timestamp: info.log_append_time_ms.unwrap_or(info.max_timestamp),
+                },
+            );
+        }
+        drop(producers);
+        self.end_offset.send_replace(info.last_offset + 1);
+        Ok(Appended {
+            base_offset: info.base_offset,
+            log_append_time_ms: info.log_append_time_ms,
+            records: info.records,
+            bytes: info.bytes,
+            duplicate: false,
+        })
+    }
+}
+
+/// The header of the one batch a produce request may carry per partition.
+fn single_batch_header(records: &[u8]) -> Result<BatchHeader<'_>, AppendError> {
+    let header = BatchHeader::parse(records, 0).map_err(|e| AppendError::Log(e.into()))?;
+    let size = header.total_size();
+    if size > records.len() {
+        return Err(AppendError::Log(LogError::InvalidBatch(
+            BatchError::Truncated {
+                position: 0,
+                needed: size,
+                available: records.len(),
+            },
+        )));
+    }
+    if size < records.len() {
+        let mut count = 1;
+        let mut rest = &records[size..];
+        while let Ok(next) = BatchHeader::parse(rest, 0) {
+            count += 1;
+            rest = &rest[next.total_size().min(rest.len())..];
+        }
+        return Err(AppendError::BatchCount(count.max(2)));
+    }
+    Ok(header)
+}
+
+/// The log settings of a topic: its overrides over the broker's defaults.
+pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
+    let mut config = LogConfig {
+        segment_bytes: broker.log_segment_bytes,
+        retention_ms: broker.log_retention_ms,
+        retention_bytes: broker.log_retention_bytes,
+        max_message_bytes: broker.message_max_bytes,
+        flush_messages: broker.log_flush_interval_messages,
+        flush_ms: broker.log_flush_interval_ms,
+        ..LogConfig::default()
+    };
+    for (name, value) in overrides {
+        let value = value.trim();
+        let number = value.parse::<i64>().ok();
+        match (name.as_str(), number) {
+            ("segment.bytes", Some(n)) => config.segment_bytes = n as u64,
+            ("segment.ms", Some(n)) => config.segment_ms = n,
+            ("segment.index.bytes", Some(n)) => config.segment_index_bytes = n as u64,
+            ("index.interval.bytes", Some(n)) => config.index_interval_bytes = n as u64,
+            ("max.message.bytes", Some(n)) => config.max_message_bytes = n as usize,
+            ("retention.ms", Some(n)) => config.retention_ms = n,
+            ("retention.bytes", Some(n)) => config.retention_bytes = n,
+            ("flush.messages", Some(n)) => config.flush_messages = n as u64,
+            ("flush.ms", Some(n)) => config.flush_ms = n,
+            ("file.delete.delay.ms", Some(n)) => config.file_delete_delay_ms = n,
+            ("message.timestamp.type", _) => {
+                config.timestamp_type = if value == "LogAppendTime" {
+                    TimestampType::LogAppendTime
+                } else {
+                    TimestampType::CreateTime
+                }
+            }
+            _ => {}
+        }
+    }
+    config
+}

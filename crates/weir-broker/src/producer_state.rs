@@ -1,0 +1,256 @@
+//! Idempotent-producer state of one partition: for each producer id, its
+//! epoch and the last five batches it wrote, so that a retried batch is
+//! answered with its original offset instead of being appended twice.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+/// How many recent batches are remembered per producer (Kafka's
+/// `max.in.flight.requests.per.connection` limit for idempotence).
+pub const CACHED_BATCHES: usize = 5;
+
+/// A batch already in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchMetadata {
+    pub first_seq: i32,
+    pub last_seq: i32,
+    pub base_offset: u64,
+    pub last_offset: u64,
+    pub timestamp: i64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProducerEntry {
+    pub epoch: i16,
+    pub batches: VecDeque<BatchMetadata>,
+}
+
+/// What to do with an incoming batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceCheck {
+    /// Append it.
+    Append,
+    /// Already in the log: acknowledge with the original offsets.
+    Duplicate(BatchMetadata),
+    /// Sequence gap or a new epoch not starting at 0.
+    OutOfOrder { expected: i32, got: i32 },
+    /// The producer's epoch is older than the one seen.
+    FencedEpoch { current: i16, got: i16 },
+}
+
+/// An incoming batch as far as idempotence cares.
+#[derive(Debug, Clone, Copy)]
+pub struct IncomingBatch {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub first_seq: i32,
+    pub last_seq: i32,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProducerStates {
+    producers: HashMap<i64, ProducerEntry>,
+}
+
+impl ProducerStates {
+    /// Decides, as Kafka does, whether a batch is new, a retry, or invalid.
+    pub fn check(&self, batch: &IncomingBatch) -> SequenceCheck {
+        let Some(entry) = self.producers.get(&batch.producer_id) else {
+            // Unknown producer (new, or its state expired): any sequence.
+            return SequenceCheck::Append;
+        };
+        if batch.epoch < entry.epoch {
+            return SequenceCheck::FencedEpoch {
+                current: entry.epoch,
+                got: batch.epoch,
+            };
+        }
+        if batch.epoch > entry.epoch {
+            return if batch.first_seq == 0 {
+                SequenceCheck::Append
+            } else {
+                SequenceCheck::OutOfOrder {
+                    expected: 0,
+                    got: batch.first_seq,
+                }
+            };
+        }
+        if let Some(dup) = entry
+            .batches
+            .iter()
+            .find(|b| b.first_seq == batch.first_seq && b.last_seq == batch.last_seq)
+        {
+            return SequenceCheck::Duplicate(*dup);
+        }
+        let Some(last) = entry.batches.back() else {
+            // A freshly bumped epoch starts at sequence 0.
+            return if batch.first_seq == 0 {
+                SequenceCheck::Append
+            } else {
+                SequenceCheck::OutOfOrder {
+                    expected: 0,
+                    got: batch.first_seq,
+                }
+            };
+        };
+        let expected = if last.last_seq == i32::MAX {
+            0
+        } else {
+            last.last_seq + 1
+        };
+        if batch.first_seq == expected {
+            SequenceCheck::Append
+        } else {
+            SequenceCheck::OutOfOrder {
+                expected,
+                got: batch.first_seq,
+            }
+        }
+    }
+
+    /// Records a batch that was appended (or replayed from the log).
+    pub fn record(&mut self, batch: &IncomingBatch, metadata: BatchMetadata) {
+        let entry = self.producers.entry(batch.producer_id).or_default();
+        if batch.epoch != entry.epoch {
+            entry.epoch = batch.epoch;
+            entry.batches.clear();
+        }
+        if entry.batches.len() == CACHED_BATCHES {
+            entry.batches.pop_front();
+        }
+        entry.batches.push_back(metadata);
+    }
+
+    /// Notes a new epoch for a producer (InitProducerId bumped it).
+    pub fn bump_epoch(&mut self, producer_id: i64, epoch: i16) {
+        let entry = self.producers.entry(producer_id).or_default();
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.producers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.producers.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(epoch: i16, first_seq: i32, last_seq: i32) -> IncomingBatch {
+        IncomingBatch {
+            producer_id: 7,
+            epoch,
+            first_seq,
+            last_seq,
+        }
+    }
+
+    fn meta(first_seq: i32, last_seq: i32, base_offset: u64) -> BatchMetadata {
+        BatchMetadata {
+            first_seq,
+            last_seq,
+            base_offset,
+            last_offset: base_offset + (last_seq - first_seq) as u64,
+            timestamp: 0,
+        }
+    }
+
+    /// Appends batches of `len` records starting at sequence 0.
+    fn with_batches(count: i32, len: i32) -> ProducerStates {
+        let mut states = ProducerStates::default();
+        for i in 0..count {
+            let (first, last) = (i * len, i * len + len - 1);
+            assert_eq!(states.check(&batch(0, first, last)), SequenceCheck::Append);
+            states.record(&batch(0, first, last), meta(first, last, first as u64 * 10));
+        }
+        states
+    }
+
+    #[test]
+    fn sequence_rules() {
+        let states = with_batches(7, 2); // sequences 0..=13
+        let table = [
+            // (epoch, first, last, expected)
+            (0, 14, 15, SequenceCheck::Append),
+            (
+                0,
+                16,
+                17,
+                SequenceCheck::OutOfOrder {
+                    expected: 14,
+                    got: 16,
+                },
+            ),
+            (0, 12, 13, SequenceCheck::Duplicate(meta(12, 13, 120))),
+            (0, 4, 5, SequenceCheck::Duplicate(meta(4, 5, 40))),
+            // Older than the last five: not recognised as a duplicate.
+            (
+                0,
+                2,
+                3,
+                SequenceCheck::OutOfOrder {
+                    expected: 14,
+                    got: 2,
+                },
+            ),
+            (1, 0, 3, SequenceCheck::Append),
+            (
+                1,
+                5,
+                6,
+                SequenceCheck::OutOfOrder {
+                    expected: 0,
+                    got: 5,
+                },
+            ),
+            (
+                -1,
+                14,
+                15,
+                SequenceCheck::FencedEpoch {
+                    current: 0,
+                    got: -1,
+                },
+            ),
+        ];
+        for (epoch, first, last, expected) in table {
+            assert_eq!(
+                states.check(&batch(epoch, first, last)),
+                expected,
+                "epoch {epoch} seq {first}..={last}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_producers_may_start_anywhere() {
+        let states = ProducerStates::default();
+        assert_eq!(states.check(&batch(3, 500, 510)), SequenceCheck::Append);
+    }
+
+    #[test]
+    fn sequences_wrap_after_i32_max() {
+        let mut states = ProducerStates::default();
+        states.record(&batch(0, i32::MAX - 1, i32::MAX), meta(0, 1, 0));
+        assert_eq!(states.check(&batch(0, 0, 4)), SequenceCheck::Append);
+    }
+
+    #[test]
+    fn an_epoch_bump_clears_the_cache() {
+        let mut states = with_batches(2, 1);
+        states.bump_epoch(7, 1);
+        assert_eq!(
+            states.check(&batch(0, 2, 2)),
+            SequenceCheck::FencedEpoch { current: 1, got: 0 }
+        );
+        assert_eq!(states.check(&batch(1, 0, 0)), SequenceCheck::Append);
+    }
+}

@@ -1,0 +1,236 @@
+//! `weir serve`: settings from defaults, a TOML file, `WEIR_*` variables and
+//! flags (each later one wins), then the Kafka listener, the HTTP endpoint
+//! and background upkeep until SIGTERM or Ctrl-C.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::{Arg, ArgMatches, Args};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use weir_broker::{Broker, BrokerConfig, BROKER_CONFIGS};
+
+#[derive(Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// Where partition logs and metadata live.
+    #[arg(long, env = "WEIR_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Kafka listener address.
+    #[arg(long, env = "WEIR_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Host:port advertised to clients (defaults to the listener's).
+    #[arg(long, env = "WEIR_ADVERTISED_ADDR")]
+    advertised_addr: Option<String>,
+    /// HTTP listener: /ready, /metrics, /v1/cluster.
+    #[arg(long, env = "WEIR_HTTP_LISTEN")]
+    http_listen: Option<SocketAddr>,
+    /// This node's id.
+    #[arg(long, env = "WEIR_NODE_ID")]
+    node_id: Option<i32>,
+    /// A TOML file of settings: the flag names above and Kafka broker
+    /// config names as keys.
+    #[arg(long, env = "WEIR_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+/// Adds one flag per supported Kafka broker config: `log.retention.ms`
+/// becomes `--log-retention-ms` and `WEIR_LOG_RETENTION_MS`.
+pub(crate) fn add_broker_config_args(mut command: clap::Command) -> clap::Command {
+    for def in BROKER_CONFIGS {
+        let flag = def.name.replace('.', "-");
+        let env = format!("WEIR_{}", def.name.replace('.', "_").to_uppercase());
+        command = command.arg(
+            Arg::new(def.name)
+                .long(flag)
+                .env(env)
+                .value_name("VALUE")
+                .help(format!(
+                    "{} [Kafka: {}; default {}]",
+                    def.doc, def.name, def.default
+                )),
+        );
+    }
+    command
+}
+
+/// Settings from the TOML file, as strings keyed by name.
+fn read_config_file(path: &PathBuf) -> anyhow::Result<BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .with_context(|| format!("config file {} is not valid TOML", path.display()))?;
+    table
+        .into_iter()
+        .map(|(key, value)| {
+            let value = match value {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                other => bail!("config key {key:?}: unsupported value {other}"),
+            };
+            Ok((key, value))
+        })
+        .collect()
+}
+
+struct Settings {
+    data_dir: PathBuf,
+    listen: SocketAddr,
+    advertised: Option<(String, u16)>,
+    http_listen: SocketAddr,
+    node_id: i32,
+    kafka: BTreeMap<String, String>,
+}
+
+fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
+    let mut file = match &args.config {
+        Some(path) => read_config_file(path)?,
+        None => BTreeMap::new(),
+    };
+    let mut take = |key: &str| file.remove(key);
+    let data_dir = args
+        .data_dir
+        .or_else(|| take("data-dir").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("./weir-data"));
+    let parse_addr = |value: Option<String>, key: &str| -> anyhow::Result<Option<SocketAddr>> {
+        value
+            .map(|v| {
+                v.parse()
+                    .with_context(|| format!("{key}: invalid address {v:?}"))
+            })
+            .transpose()
+    };
+    let listen = match args.listen {
+        Some(addr) => addr,
+        None => parse_addr(take("listen"), "listen")?.unwrap_or(([127, 0, 0, 1], 9092).into()),
+    };
+    let http_listen = match args.http_listen {
+        Some(addr) => addr,
+        None => {
+            parse_addr(take("http-listen"), "http-listen")?.unwrap_or(([127, 0, 0, 1], 9644).into())
+        }
+    };
+    let node_id = match args.node_id {
+        Some(id) => id,
+        None => take("node-id")
+            .map(|v| v.parse().with_context(|| format!("node-id: invalid {v:?}")))
+            .transpose()?
+            .unwrap_or(1),
+    };
+    let advertised = args
+        .advertised_addr
+        .or_else(|| take("advertised-addr"))
+        .map(|value| {
+            let (host, port) = value
+                .rsplit_once(':')
+                .with_context(|| format!("advertised-addr {value:?} must be HOST:PORT"))?;
+            let port = port
+                .parse()
+                .with_context(|| format!("advertised-addr {value:?}: invalid port"))?;
+            anyhow::Ok((host.to_owned(), port))
+        })
+        .transpose()?;
+    let mut kafka = file;
+    for def in BROKER_CONFIGS {
+        if let Some(value) = matches.get_one::<String>(def.name) {
+            kafka.insert(def.name.to_owned(), value.clone());
+        }
+    }
+    Ok(Settings {
+        data_dir,
+        listen,
+        advertised,
+        http_listen,
+        node_id,
+        kafka,
+    })
+}
+
+pub(crate) fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
+    let settings = settings(args, matches)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(settings))
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let listen = listener.local_addr()?;
+    let http_listener = TcpListener::bind(settings.http_listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (HTTP)", settings.http_listen))?;
+    let http_addr = http_listener.local_addr()?;
+    let advertised = settings
+        .advertised
+        .unwrap_or_else(|| (listen.ip().to_string(), listen.port()));
+    let config = BrokerConfig::new(
+        settings.node_id,
+        settings.data_dir.clone(),
+        listen,
+        Some(advertised),
+        http_addr,
+        &settings.kafka,
+    )?;
+    let broker = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || Broker::open(config))
+            .await?
+            .with_context(|| {
+                format!("cannot open data directory {}", settings.data_dir.display())
+            })?
+    };
+    let (stop, stopped) = watch::channel(false);
+    let http = tokio::spawn({
+        let router = weir_broker::http::router(broker.clone());
+        let mut stopped = stopped.clone();
+        async move {
+            axum::serve(http_listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.changed().await;
+                })
+                .await
+        }
+    });
+    let maintenance = tokio::spawn(weir_broker::maintenance::run(
+        broker.clone(),
+        stopped.clone(),
+    ));
+    let kafka = tokio::spawn(weir_broker::net::run_listener(
+        broker.clone(),
+        listener,
+        stopped.clone(),
+    ));
+    broker.set_serving(true);
+    println!(
+        "weir ready: kafka={listen} http={http_addr} node={} data={}",
+        config.node_id,
+        config.data_dir.display()
+    );
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    broker.set_serving(false);
+    let _ = stop.send(true);
+    let _ = kafka.await;
+    let _ = maintenance.await;
+    let _ = http.await;
+    tokio::task::spawn_blocking(move || broker.shutdown()).await?;
+    tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}

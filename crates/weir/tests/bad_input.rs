@@ -1,0 +1,191 @@
+//! Malformed and hostile input: the broker answers with an error or closes
+//! that one connection, stays up, and other clients are not affected.
+
+mod common;
+
+use std::io::Write;
+use std::time::Duration;
+
+use common::raw::Raw;
+use common::Weir;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+/// A healthy client can still produce and read metadata.
+fn assert_serving(weir: &Weir) {
+    let mut raw = Raw::connect(&weir.kafka);
+    let response: MetadataResponse = raw.call(
+        ApiKey::Metadata,
+        9,
+        &MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("healthy"))))]))
+            .with_allow_auto_topic_creation(true),
+    );
+    assert_eq!(response.topics[0].error_code, 0);
+    let (code, _) = produce(
+        &mut raw,
+        "healthy",
+        weir_log::testing::BatchBuilder::new(2).build(),
+    );
+    assert_eq!(code, 0);
+}
+
+fn produce(raw: &mut Raw, topic: &'static str, records: Vec<u8>) -> (i16, Option<String>) {
+    let request = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str(topic)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records.into()))])]);
+    let response: ProduceResponse = raw.call(ApiKey::Produce, 9, &request);
+    let p = &response.responses[0].partition_responses[0];
+    (
+        p.error_code,
+        p.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = (body.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
+#[test]
+fn broken_frames_close_only_their_connection() {
+    let weir = Weir::start(&["--socket-request-max-bytes", "1048576"]);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("negative size", (-5i32).to_be_bytes().to_vec()),
+        ("zero size", 0i32.to_be_bytes().to_vec()),
+        (
+            "over socket.request.max.bytes",
+            (2 * 1024 * 1024i32).to_be_bytes().to_vec(),
+        ),
+        ("truncated header", frame(&[0, 3, 0])),
+        (
+            "unknown api key",
+            frame(&[0x03, 0xE7, 0, 0, 0, 0, 0, 1, 0, 0]),
+        ),
+        (
+            "unsupported version",
+            frame(&[0, 0, 0x7f, 0, 0, 0, 0, 1, 0, 0]),
+        ),
+        // Metadata v1 with a topic array of 2^31-1 entries in a tiny frame.
+        (
+            "huge array count",
+            frame(&[0, 3, 0, 1, 0, 0, 0, 7, 0, 0, 0x7f, 0xff, 0xff, 0xff]),
+        ),
+        (
+            "random bytes",
+            frame(&[0xde, 0xad, 0xbe, 0xef, 0x12, 0x34, 0x56, 0x78, 0x9a]),
+        ),
+        // A TLS ClientHello's first bytes on the plaintext port.
+        (
+            "tls client hello",
+            vec![
+                0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+            ],
+        ),
+    ];
+    for (name, bytes) in cases {
+        let mut raw = Raw::connect(&weir.kafka);
+        raw.send_bytes(&bytes).unwrap();
+        assert!(raw.is_closed(), "{name}: connection must be closed");
+        assert_serving(&weir);
+    }
+}
+
+#[test]
+fn unknown_api_versions_version_gets_a_v0_error_listing_versions() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    // ApiVersions v99: header v2 layout, which the broker cannot parse.
+    raw.send_bytes(&frame(&[0, 18, 0, 99, 0, 0, 0, 42, 0, 0, 0]))
+        .unwrap();
+    let mut response = raw.read_frame().expect("a response, not a close");
+    let correlation = i32::from_be_bytes(response[..4].try_into().unwrap());
+    assert_eq!(correlation, 42);
+    let body = response.split_off(4);
+    let mut body = body;
+    let decoded: ApiVersionsResponse =
+        kafka_protocol::protocol::Decodable::decode(&mut body, 0).unwrap();
+    assert_eq!(decoded.error_code, ResponseError::UnsupportedVersion.code());
+    assert!(decoded
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == ApiKey::Produce as i16));
+    // The same connection can then negotiate.
+    let ok: ApiVersionsResponse = raw.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert_eq!(ok.error_code, 0);
+}
+
+#[test]
+fn invalid_batches_get_per_partition_errors() {
+    let weir = Weir::start(&["--message-max-bytes", "2000"]);
+    let mut raw = Raw::connect(&weir.kafka);
+    assert_serving(&weir);
+    let mut corrupt = weir_log::testing::BatchBuilder::new(3).build();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    assert_eq!(
+        produce(&mut raw, "healthy", corrupt).0,
+        ResponseError::CorruptMessage.code()
+    );
+    let big = weir_log::testing::BatchBuilder::new(1)
+        .value_size(5000)
+        .build();
+    assert_eq!(
+        produce(&mut raw, "healthy", big).0,
+        ResponseError::MessageTooLarge.code()
+    );
+    let inconsistent = weir_log::testing::BatchBuilder::new(3)
+        .record_count_override(1)
+        .build();
+    assert_eq!(
+        produce(&mut raw, "healthy", inconsistent).0,
+        ResponseError::InvalidRecord.code()
+    );
+    let mut two = weir_log::testing::BatchBuilder::new(1).build();
+    two.extend(weir_log::testing::BatchBuilder::new(1).build());
+    assert_eq!(
+        produce(&mut raw, "healthy", two).0,
+        ResponseError::InvalidRecord.code()
+    );
+    let (code, _) = produce(
+        &mut raw,
+        "no-such-topic-here",
+        weir_log::testing::BatchBuilder::new(1).build(),
+    );
+    assert_eq!(code, ResponseError::UnknownTopicOrPartition.code());
+    // Nothing invalid was stored.
+    assert_serving(&weir);
+}
+
+#[test]
+fn half_sent_frames_do_not_block_other_clients() {
+    let weir = Weir::start(&[]);
+    let mut stalled = Vec::new();
+    for _ in 0..200 {
+        let mut stream = std::net::TcpStream::connect(&weir.kafka).unwrap();
+        // Announce 50 MiB, send 10 bytes, and hold the connection open.
+        stream
+            .write_all(&(50 * 1024 * 1024i32).to_be_bytes())
+            .unwrap();
+        stream.write_all(&[0, 3, 0, 9, 0, 0, 0, 1, 0, 0]).unwrap();
+        stalled.push(stream);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_serving(&weir);
+    let (status, metrics) = weir.http_get("/metrics");
+    assert_eq!(status, 200);
+    assert!(metrics.contains("weir_requests_total"));
+}

@@ -1,0 +1,155 @@
+//! Starts the real `weir` binary on ephemeral ports with a temporary data
+//! directory, and talks to it.
+
+#![allow(dead_code, unreachable_pub)]
+
+pub mod raw;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Weir {
+    child: Option<Child>,
+    pub data_dir: PathBuf,
+    pub kafka: String,
+    pub http: String,
+    extra_args: Vec<String>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Weir {
+    /// Starts a broker in a fresh temporary directory.
+    pub fn start(extra_args: &[&str]) -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let data_dir = tmp.path().join("data");
+        let mut weir = Self::start_in(&data_dir, extra_args, None, &[]);
+        weir._tmp = Some(tmp);
+        weir
+    }
+
+    /// Starts a broker in a fresh temporary directory with extra
+    /// environment variables.
+    pub fn start_with_env(extra_args: &[&str], envs: &[(&str, &str)]) -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let data_dir = tmp.path().join("data");
+        let mut weir = Self::start_in(&data_dir, extra_args, None, envs);
+        weir._tmp = Some(tmp);
+        weir
+    }
+
+    /// Starts a broker on `data_dir`, on `port` if given.
+    pub fn start_in(
+        data_dir: &Path,
+        extra_args: &[&str],
+        port: Option<u16>,
+        envs: &[(&str, &str)],
+    ) -> Self {
+        let listen = format!("127.0.0.1:{}", port.unwrap_or(0));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--listen", &listen, "--http-listen", "127.0.0.1:0"])
+            .args(extra_args)
+            .env("WEIR_LOG", "warn")
+            .envs(envs.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start weir");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read ready line");
+        assert!(
+            line.starts_with("weir ready:"),
+            "unexpected first line: {line:?}"
+        );
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .unwrap_or_else(|| panic!("{name} missing in {line:?}"))
+                .to_owned()
+        };
+        Self {
+            kafka: field("kafka"),
+            http: field("http"),
+            child: Some(child),
+            data_dir: data_dir.to_owned(),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            _tmp: None,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.kafka.rsplit(':').next().unwrap().parse().unwrap()
+    }
+
+    /// SIGTERM, and the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        wait_with_timeout(&mut child, Duration::from_secs(30))
+    }
+
+    /// kill -9 (nothing if already killed).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("kill");
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops (cleanly or not) and starts again on the same port and data.
+    pub fn restart(&mut self, clean: bool) {
+        if clean {
+            assert!(self.stop().success(), "clean stop must exit 0");
+        } else {
+            self.kill();
+        }
+        let extra: Vec<&str> = self.extra_args.iter().map(String::as_str).collect();
+        let tmp = self._tmp.take();
+        let mut next = Self::start_in(&self.data_dir, &extra, Some(self.port()), &[]);
+        next._tmp = tmp;
+        *self = next;
+    }
+
+    pub fn http_get(&self, path: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&self.http).expect("connect http");
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let status = response[9..12].parse().unwrap();
+        let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+        (status, body)
+    }
+}
+
+impl Drop for Weir {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("weir did not stop within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

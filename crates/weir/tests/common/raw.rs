@@ -1,0 +1,87 @@
+//! A bare Kafka protocol connection for tests that need exact bytes.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+pub struct Raw {
+    pub stream: TcpStream,
+    next_correlation: i32,
+}
+
+impl Raw {
+    pub fn connect(addr: &str) -> Self {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Self {
+            stream,
+            next_correlation: 1,
+        }
+    }
+
+    /// Sends raw frame bytes (size prefix included).
+    pub fn send_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Encodes and sends a request; returns its correlation id.
+    pub fn send<R: Encodable>(&mut self, key: ApiKey, version: i16, request: &R) -> i32 {
+        let correlation_id = self.next_correlation;
+        self.next_correlation += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("raw-test")));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, key.request_header_version(version))
+            .unwrap();
+        request.encode(&mut body, version).unwrap();
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        self.stream.write_all(&frame).unwrap();
+        correlation_id
+    }
+
+    /// Reads one response frame; `None` if the broker closed the connection.
+    pub fn read_frame(&mut self) -> Option<Bytes> {
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size).ok()?;
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut body).ok()?;
+        Some(Bytes::from(body))
+    }
+
+    pub fn receive<R: Decodable>(&mut self, key: ApiKey, version: i16, correlation_id: i32) -> R {
+        let mut frame = self.read_frame().expect("response");
+        let header =
+            ResponseHeader::decode(&mut frame, key.response_header_version(version)).unwrap();
+        assert_eq!(header.correlation_id, correlation_id);
+        R::decode(&mut frame, version).unwrap()
+    }
+
+    pub fn call<Q: Encodable, R: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Q,
+    ) -> R {
+        let id = self.send(key, version, request);
+        self.receive(key, version, id)
+    }
+
+    /// True if the broker closed the connection (read returns EOF or reset).
+    pub fn is_closed(&mut self) -> bool {
+        let mut buf = [0u8; 1];
+        matches!(self.stream.read(&mut buf), Ok(0) | Err(_))
+    }
+}

@@ -1,0 +1,378 @@
+//! Produce and fetch through librdkafka (the `rdkafka` crate) against the
+//! real `weir` binary.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::Weir;
+use futures::executor::block_on;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+
+fn producer(weir: &Weir, settings: &[(&str, &str)]) -> FutureProducer {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &weir.kafka)
+        .set("message.timeout.ms", "30000")
+        .set("linger.ms", "5");
+    for (k, v) in settings {
+        config.set(*k, *v);
+    }
+    config.create().expect("producer")
+}
+
+fn create_topic(weir: &Weir, name: &str, partitions: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .create()
+        .expect("admin");
+    let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    let results = block_on(admin.create_topics([&topic], &AdminOptions::new())).expect("create");
+    for result in results {
+        result.expect("topic created");
+    }
+}
+
+/// Sends every (key, value) and waits for all delivery reports; returns
+/// (partition, offset) per record.
+fn produce_all(
+    producer: &FutureProducer,
+    topic: &str,
+    records: &[(Option<String>, String)],
+) -> Vec<(i32, i64)> {
+    let mut pending = Vec::with_capacity(records.len());
+    for (key, value) in records {
+        loop {
+            let mut record = FutureRecord::to(topic).payload(value.as_str());
+            if let Some(key) = key {
+                record = record.key(key.as_str());
+            }
+            match producer.send_result(record) {
+                Ok(delivery) => {
+                    pending.push(delivery);
+                    break;
+                }
+                Err((e, _)) => {
+                    assert!(
+                        matches!(
+                            e,
+                            rdkafka::error::KafkaError::MessageProduction(
+                                rdkafka::types::RDKafkaErrorCode::QueueFull
+                            )
+                        ),
+                        "{e}"
+                    );
+                    producer.poll(Duration::from_millis(10));
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(60)).expect("flush");
+    pending
+        .into_iter()
+        .map(|d| {
+            let delivered = block_on(d).expect("delivery future").expect("delivered");
+            (delivered.partition, delivered.offset)
+        })
+        .collect()
+}
+
+/// Reads `count` records from every partition of `topic` from the start.
+fn consume_all(
+    weir: &Weir,
+    topic: &str,
+    partitions: i32,
+    count: usize,
+) -> Vec<(i32, i64, Option<String>, String)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .set("group.id", "unused")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..partitions {
+        assignment
+            .add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).expect("assign");
+    let mut out = Vec::with_capacity(count);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while out.len() < count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "consumed only {} of {count}",
+            out.len()
+        );
+        if let Some(message) = consumer.poll(Duration::from_millis(500)) {
+            let m = message.expect("fetch");
+            out.push((
+                m.partition(),
+                m.offset(),
+                m.key().map(|k| String::from_utf8(k.to_vec()).unwrap()),
+                String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn keyed_records_stay_in_order_on_one_partition() {
+    let weir = Weir::start(&[]);
+    create_topic(&weir, "keyed", 6);
+    let producer = producer(&weir, &[("acks", "1")]);
+    let total = 100_000;
+    let records: Vec<(Option<String>, String)> = (0..total)
+        .map(|i| {
+            let key = format!("key-{}", i % 500);
+            (Some(key.clone()), format!("{key}:{i}"))
+        })
+        .collect();
+    let delivered = produce_all(&producer, "keyed", &records);
+    assert_eq!(delivered.len(), total);
+    let consumed = consume_all(&weir, "keyed", 6, total);
+    let mut partition_of: HashMap<String, i32> = HashMap::new();
+    let mut last_seq: HashMap<String, i64> = HashMap::new();
+    for (partition, _, key, value) in &consumed {
+        let key = key.clone().unwrap();
+        assert_eq!(
+            *partition_of.entry(key.clone()).or_insert(*partition),
+            *partition,
+            "key {key} on two partitions"
+        );
+        let seq: i64 = value.rsplit(':').next().unwrap().parse().unwrap();
+        let previous = last_seq.insert(key.clone(), seq).unwrap_or(-1);
+        assert!(seq > previous, "key {key}: {seq} after {previous}");
+    }
+    assert_eq!(consumed.len(), total);
+    let used: std::collections::HashSet<i32> = partition_of.values().copied().collect();
+    assert_eq!(used.len(), 6, "500 keys spread over every partition");
+}
+
+#[test]
+fn every_codec_round_trips() {
+    let weir = Weir::start(&[]);
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        let topic = format!("codec-{codec}");
+        create_topic(&weir, &topic, 1);
+        let producer = producer(&weir, &[("compression.codec", codec), ("linger.ms", "50")]);
+        let records: Vec<(Option<String>, String)> = (0..2_000)
+            .map(|i| (None, format!("{codec} record {i} {}", "x".repeat(i % 300))))
+            .collect();
+        produce_all(&producer, &topic, &records);
+        let consumed = consume_all(&weir, &topic, 1, records.len());
+        let values: Vec<&String> = consumed.iter().map(|c| &c.3).collect();
+        let expected: Vec<&String> = records.iter().map(|r| &r.1).collect();
+        assert_eq!(values, expected, "codec {codec}");
+    }
+}
+
+#[test]
+fn acks_levels_all_deliver() {
+    let weir = Weir::start(&[]);
+    create_topic(&weir, "acks", 1);
+    let mut expected = Vec::new();
+    for acks in ["0", "1", "all"] {
+        let producer = producer(&weir, &[("acks", acks)]);
+        let records: Vec<(Option<String>, String)> = (0..500)
+            .map(|i| (None, format!("acks={acks} {i}")))
+            .collect();
+        let delivered = produce_all(&producer, "acks", &records);
+        if acks != "0" {
+            assert!(delivered.iter().all(|(_, offset)| *offset >= 0));
+        }
+        expected.extend(records.into_iter().map(|r| r.1));
+    }
+    let consumed = consume_all(&weir, "acks", 1, expected.len());
+    let values: Vec<String> = consumed.into_iter().map(|c| c.3).collect();
+    assert_eq!(values, expected);
+}
+
+#[test]
+fn headers_and_keys_survive() {
+    let weir = Weir::start(&[]);
+    create_topic(&weir, "headers", 1);
+    let producer = producer(&weir, &[]);
+    let headers = OwnedHeaders::new()
+        .insert(Header {
+            key: "trace",
+            value: Some("abc"),
+        })
+        .insert(Header {
+            key: "empty",
+            value: None::<&str>,
+        });
+    let delivery = producer
+        .send_result(
+            FutureRecord::to("headers")
+                .key("k")
+                .payload("v")
+                .headers(headers),
+        )
+        .unwrap();
+    producer.flush(Duration::from_secs(10)).unwrap();
+    block_on(delivery).unwrap().unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .set("group.id", "unused")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("headers", 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let message = loop {
+        if let Some(m) = consumer.poll(Duration::from_millis(500)) {
+            break m.unwrap().detach();
+        }
+    };
+    assert_eq!(message.key(), Some(&b"k"[..]));
+    let headers = message.headers().unwrap();
+    assert_eq!(headers.count(), 2);
+    assert_eq!(headers.get(0).key, "trace");
+    assert_eq!(headers.get(0).value, Some(&b"abc"[..]));
+    assert_eq!(headers.get(1).value, None);
+}
+
+#[test]
+fn consume_from_a_timestamp() {
+    let weir = Weir::start(&[]);
+    create_topic(&weir, "times", 1);
+    let producer = producer(&weir, &[]);
+    let base = 1_800_000_000_000i64;
+    let mut pending = Vec::new();
+    for i in 0..100i64 {
+        let value = format!("t{i}");
+        pending.push(
+            producer
+                .send_result(
+                    FutureRecord::<(), _>::to("times")
+                        .payload(&value)
+                        .timestamp(base + i * 1000),
+                )
+                .unwrap(),
+        );
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+    for d in pending {
+        block_on(d).unwrap().unwrap();
+    }
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .set("group.id", "unused")
+        .create()
+        .unwrap();
+    let mut query = TopicPartitionList::new();
+    query
+        .add_partition_offset("times", 0, Offset::Offset(base + 42_500))
+        .unwrap();
+    let found = consumer
+        .offsets_for_times(query, Duration::from_secs(10))
+        .unwrap();
+    let offset = found.find_partition("times", 0).unwrap().offset();
+    assert_eq!(offset, Offset::Offset(43));
+    let mut beyond = TopicPartitionList::new();
+    beyond
+        .add_partition_offset("times", 0, Offset::Offset(base + 1_000_000))
+        .unwrap();
+    let found = consumer
+        .offsets_for_times(beyond, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(
+        found.find_partition("times", 0).unwrap().offset(),
+        Offset::End
+    );
+}
+
+#[test]
+fn a_clean_restart_keeps_everything() {
+    let mut weir = Weir::start(&[]);
+    create_topic(&weir, "durable", 3);
+    let producer_handle = producer(&weir, &[("acks", "all")]);
+    let records: Vec<(Option<String>, String)> = (0..3_000)
+        .map(|i| (Some(format!("k{}", i % 7)), format!("v{i}")))
+        .collect();
+    produce_all(&producer_handle, "durable", &records);
+    drop(producer_handle);
+    weir.restart(true);
+    let consumed = consume_all(&weir, "durable", 3, records.len());
+    assert_eq!(consumed.len(), records.len());
+    // And appends continue after the restart.
+    let producer_handle = producer(&weir, &[]);
+    let more = produce_all(&producer_handle, "durable", &[(None, "after".into())]);
+    assert!(more[0].1 >= 0);
+}
+
+#[test]
+fn kill_9_under_acks_all_loses_no_acknowledged_record() {
+    let mut weir = Weir::start(&[]);
+    create_topic(&weir, "crash", 1);
+    let producer_handle = producer(&weir, &[("acks", "all"), ("message.timeout.ms", "5000")]);
+    let mut acknowledged = Vec::new();
+    let mut pending = Vec::new();
+    for i in 0..20_000 {
+        let value = format!("r{i}");
+        if let Ok(d) =
+            producer_handle.send_result(FutureRecord::<(), _>::to("crash").payload(&value))
+        {
+            pending.push((value, d));
+        }
+        if i == 10_000 {
+            producer_handle.flush(Duration::from_secs(10)).unwrap();
+            weir.kill();
+        }
+    }
+    let _ = producer_handle.flush(Duration::from_secs(10));
+    for (value, d) in pending {
+        if let Ok(Ok(delivered)) = block_on(d) {
+            acknowledged.push((delivered.offset, value));
+        }
+    }
+    drop(producer_handle);
+    assert!(acknowledged.len() > 10_000);
+    weir.restart(false);
+    let consumed = consume_all(&weir, "crash", 1, acknowledged.len());
+    let by_offset: HashMap<i64, String> = consumed.into_iter().map(|c| (c.1, c.3)).collect();
+    for (offset, value) in acknowledged {
+        assert_eq!(
+            by_offset.get(&offset),
+            Some(&value),
+            "acknowledged record at {offset}"
+        );
+    }
+}
+
+#[test]
+fn unknown_topics_are_auto_created_only_when_enabled() {
+    let weir = Weir::start(&[
+        "--auto-create-topics-enable",
+        "false",
+        "--num-partitions",
+        "2",
+    ]);
+    let producer_handle = producer(&weir, &[("message.timeout.ms", "2000")]);
+    let delivery = producer_handle
+        .send_result(FutureRecord::<(), _>::to("nope").payload("x"))
+        .unwrap();
+    let result = block_on(delivery).unwrap();
+    assert!(result.is_err(), "produce to an unknown topic must fail");
+    let weir = Weir::start(&["--num-partitions", "2"]);
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .set("allow.auto.create.topics", "true")
+        .create()
+        .unwrap();
+    let metadata = consumer
+        .fetch_metadata(Some("auto"), Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(metadata.topics()[0].partitions().len(), 2);
+}

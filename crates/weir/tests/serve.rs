@@ -1,0 +1,142 @@
+//! `weir serve`: settings under their Kafka names, the HTTP endpoint, and a
+//! clean shutdown.
+
+mod common;
+
+use std::process::Command;
+
+use common::raw::Raw;
+use common::Weir;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+fn broker_config(weir: &Weir, name: &'static str) -> (String, i8) {
+    let mut raw = Raw::connect(&weir.kafka);
+    let response: DescribeConfigsResponse = raw.call(
+        ApiKey::DescribeConfigs,
+        4,
+        &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_static_str("1"))
+            .with_configuration_keys(Some(vec![StrBytes::from_static_str(name)]))]),
+    );
+    let config = &response.results[0].configs[0];
+    (
+        config.value.as_ref().unwrap().to_string(),
+        config.config_source,
+    )
+}
+
+#[test]
+fn kafka_config_names_work_as_flags_env_and_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("weir.toml");
+    std::fs::write(
+        &toml,
+        "\"log.retention.ms\" = 1234\n\"num.partitions\" = 3\n\"message.max.bytes\" = 5000\n",
+    )
+    .unwrap();
+    let weir = Weir::start_with_env(
+        &[
+            "--config",
+            toml.to_str().unwrap(),
+            "--message-max-bytes",
+            "6000",
+        ],
+        &[("WEIR_NUM_PARTITIONS", "4")],
+    );
+    // TOML alone; TOML under an environment variable; TOML under a flag.
+    assert_eq!(broker_config(&weir, "log.retention.ms"), ("1234".into(), 4));
+    assert_eq!(broker_config(&weir, "num.partitions").0, "4");
+    assert_eq!(broker_config(&weir, "message.max.bytes").0, "6000");
+    // Untouched: Kafka's default.
+    assert_eq!(
+        broker_config(&weir, "log.segment.bytes"),
+        ("1073741824".into(), 5)
+    );
+}
+
+#[test]
+fn invalid_settings_are_refused_with_a_clear_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "serve",
+            "--num-partitions",
+            "zero",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("num.partitions"), "{stderr}");
+}
+
+#[test]
+fn http_ready_metrics_and_cluster() {
+    let weir = Weir::start(&[]);
+    let (status, body) = weir.http_get("/ready");
+    assert_eq!((status, body.trim()), (200, "ready"));
+    let (status, body) = weir.http_get("/v1/cluster");
+    assert_eq!(status, 200);
+    assert!(body.contains("\"node_id\":1"), "{body}");
+    assert!(body.contains("\"controller_id\":1"), "{body}");
+    assert!(
+        body.contains(&format!("\"port\":{}", weir.port())),
+        "{body}"
+    );
+    // Produce something so per-partition and per-API metrics exist.
+    let mut raw = Raw::connect(&weir.kafka);
+    let _: kafka_protocol::messages::MetadataResponse = raw.call(
+        ApiKey::Metadata,
+        9,
+        &kafka_protocol::messages::MetadataRequest::default()
+            .with_topics(Some(vec![
+                kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                    .with_name(Some(kafka_protocol::messages::TopicName(
+                        StrBytes::from_static_str("m"),
+                    ))),
+            ]))
+            .with_allow_auto_topic_creation(true),
+    );
+    let (status, metrics) = weir.http_get("/metrics");
+    assert_eq!(status, 200);
+    for needle in [
+        "weir_requests_total{api=\"Metadata\"}",
+        "weir_request_duration_seconds_bucket{",
+        "weir_bytes_in_total",
+        "weir_bytes_out_total",
+        "weir_records_appended_total",
+        "weir_log_end_offset{topic=\"m\",partition=\"0\"} 0",
+    ] {
+        assert!(metrics.contains(needle), "missing {needle} in\n{metrics}");
+    }
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly() {
+    let mut weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let _: kafka_protocol::messages::MetadataResponse = raw.call(
+        ApiKey::Metadata,
+        9,
+        &kafka_protocol::messages::MetadataRequest::default()
+            .with_topics(Some(vec![
+                kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                    .with_name(Some(kafka_protocol::messages::TopicName(
+                        StrBytes::from_static_str("c"),
+                    ))),
+            ]))
+            .with_allow_auto_topic_creation(true),
+    );
+    drop(raw);
+    let status = weir.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(weir
+        .data_dir
+        .join("c-0")
+        .join(weir_log::CLEAN_SHUTDOWN_FILE)
+        .exists());
+}
