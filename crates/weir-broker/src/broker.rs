@@ -238,6 +238,9 @@ impl Broker {
             .collect();
         for partition in partitions {
             let name = format!("{}-{}", partition.topic, partition.index);
+            if let Err(error) = partition.snapshot_producer_state() {
+                tracing::warn!(partition = %name, %error, "producer state snapshot failed");
+            }
             match Arc::try_unwrap(partition) {
                 Ok(partition) => {
                     if let Err(error) = partition.log.close() {

@@ -1,4 +1,5 @@
-//! Background upkeep: retention and time-based flushes.
+//! Background upkeep: retention, producer-state snapshots and time-based
+//! flushes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +34,11 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
 
 fn enforce_retention(broker: &Broker) {
     for partition in broker.all_partitions() {
+        // Bounds how much log a restart after a crash replays to rebuild
+        // idempotent-producer state.
+        if let Err(error) = partition.snapshot_producer_state() {
+            tracing::warn!(topic = %partition.topic, partition = partition.index, %error, "producer state snapshot failed");
+        }
         let high_watermark = partition.high_watermark();
         match partition.log.enforce_retention(high_watermark) {
             Ok(outcome) if outcome.deleted_segments > 0 => tracing::info!(

@@ -53,6 +53,7 @@ impl Partition {
         config: LogConfig,
     ) -> Result<Self, LogError> {
         let log = Log::open(data_dir.join(format!("{topic}-{index}")), config)?;
+        let producers = load_producer_state(&log)?;
         let (end_offset, _) = watch::channel(log.log_end_offset());
         Ok(Self {
             topic: topic.to_owned(),
@@ -60,8 +61,26 @@ impl Partition {
             index,
             log,
             end_offset,
-            producers: Mutex::new(ProducerStates::default()),
+            producers: Mutex::new(producers),
         })
+    }
+
+    /// Writes the idempotent-producer state with the offset it covers, so
+    /// the next start replays only the log after it.
+    pub fn snapshot_producer_state(&self) -> std::io::Result<()> {
+        let producers = self.producers.lock();
+        let snapshot = ProducerSnapshot {
+            offset: self.log.log_end_offset(),
+            producers: producers.clone(),
+        };
+        drop(producers);
+        let path = self.log.dir().join(PRODUCER_SNAPSHOT_FILE);
+        let tmp = path.with_extension("tmp");
+        let bytes = serde_json::to_vec(&snapshot).map_err(std::io::Error::other)?;
+        let mut file = std::fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut file, &bytes)?;
+        file.sync_data()?;
+        std::fs::rename(&tmp, &path)
     }
 
     /// The offset below which consumers may read. On a single node every
@@ -133,6 +152,66 @@ impl Partition {
             duplicate: false,
         })
     }
+}
+
+/// Idempotent-producer state snapshot, in the partition's directory.
+pub const PRODUCER_SNAPSHOT_FILE: &str = "producer-state.json";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ProducerSnapshot {
+    /// The log end offset the snapshot covers.
+    offset: u64,
+    producers: ProducerStates,
+}
+
+/// Rebuilds producer state: the snapshot, if it is usable, then every batch
+/// after it.
+fn load_producer_state(log: &Log) -> Result<ProducerStates, LogError> {
+    let path = log.dir().join(PRODUCER_SNAPSHOT_FILE);
+    let log_end = log.log_end_offset();
+    let snapshot = std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<ProducerSnapshot>(&bytes).ok())
+        .filter(|s| s.offset <= log_end && s.offset >= log.log_start_offset());
+    let (mut producers, mut offset) = match snapshot {
+        Some(s) => (s.producers, s.offset),
+        None => (ProducerStates::default(), log.log_start_offset()),
+    };
+    while offset < log_end {
+        let slice = log.read(offset, 1 << 20, log_end)?;
+        if slice.is_empty() {
+            break;
+        }
+        let bytes = slice.to_bytes().map_err(|source| LogError::Io {
+            path: slice.path().map(Path::to_owned).unwrap_or_default(),
+            source,
+        })?;
+        let mut rest = &bytes[..];
+        while let Ok(header) = BatchHeader::parse(rest, 0) {
+            if header.producer_id() >= 0 && !header.is_control() {
+                let first_seq = header.base_sequence();
+                let batch = IncomingBatch {
+                    producer_id: header.producer_id(),
+                    epoch: header.producer_epoch(),
+                    first_seq,
+                    last_seq: first_seq.wrapping_add(header.last_offset_delta()),
+                };
+                producers.record(
+                    &batch,
+                    BatchMetadata {
+                        first_seq,
+                        last_seq: batch.last_seq,
+                        base_offset: header.base_offset() as u64,
+                        last_offset: header.last_offset() as u64,
+                        timestamp: header.max_timestamp(),
+                    },
+                );
+            }
+            offset = header.next_offset() as u64;
+            rest = &rest[header.total_size().min(rest.len())..];
+        }
+    }
+    Ok(producers)
 }
 
 /// The header of the one batch a produce request may carry per partition.

@@ -64,10 +64,7 @@ fn produce(raw: &mut Raw, records: Bytes) -> (i16, i64) {
     (p.error_code, p.base_offset)
 }
 
-#[test]
-fn retried_batches_are_not_appended_twice() {
-    let weir = Weir::start(&[]);
-    let mut raw = Raw::connect(&weir.kafka);
+fn create_topic(raw: &mut Raw) {
     let created: CreateTopicsResponse = raw.call(
         ApiKey::CreateTopics,
         5,
@@ -77,6 +74,9 @@ fn retried_batches_are_not_appended_twice() {
             .with_replication_factor(1)]),
     );
     assert_eq!(created.topics[0].error_code, 0);
+}
+
+fn init_producer(raw: &mut Raw) -> (i64, i16) {
     let init: InitProducerIdResponse = raw.call(
         ApiKey::InitProducerId,
         1,
@@ -85,8 +85,16 @@ fn retried_batches_are_not_appended_twice() {
             .with_transaction_timeout_ms(60_000),
     );
     assert_eq!(init.error_code, 0);
-    let (pid, epoch) = (init.producer_id.0, init.producer_epoch);
-    assert!(pid >= 0);
+    assert!(init.producer_id.0 >= 0);
+    (init.producer_id.0, init.producer_epoch)
+}
+
+#[test]
+fn retried_batches_are_not_appended_twice() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    create_topic(&mut raw);
+    let (pid, epoch) = init_producer(&mut raw);
 
     assert_eq!(produce(&mut raw, batch(pid, epoch, 0, 3)), (0, 0));
     assert_eq!(produce(&mut raw, batch(pid, epoch, 3, 2)), (0, 3));
@@ -115,4 +123,30 @@ fn retried_batches_are_not_appended_twice() {
     assert_eq!(produce(&mut raw, batch(pid, epoch + 1, 0, 1)), (0, 7));
     let (code, _) = produce(&mut raw, batch(pid, epoch, 6, 1));
     assert_eq!(code, ResponseError::InvalidProducerEpoch.code());
+}
+
+#[test]
+fn producer_state_survives_restarts() {
+    let mut weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    create_topic(&mut raw);
+    let (pid, epoch) = init_producer(&mut raw);
+    assert_eq!(produce(&mut raw, batch(pid, epoch, 0, 2)), (0, 0));
+    assert_eq!(produce(&mut raw, batch(pid, epoch, 2, 2)), (0, 2));
+    drop(raw);
+    // After a clean restart (snapshot) the retry is still recognised...
+    weir.restart(true);
+    let mut raw = Raw::connect(&weir.kafka);
+    assert_eq!(produce(&mut raw, batch(pid, epoch, 2, 2)), (0, 2));
+    assert_eq!(produce(&mut raw, batch(pid, epoch, 4, 1)), (0, 4));
+    drop(raw);
+    // ...and after kill -9 (snapshot plus replay of the log after it).
+    weir.restart(false);
+    let mut raw = Raw::connect(&weir.kafka);
+    assert_eq!(produce(&mut raw, batch(pid, epoch, 4, 1)), (0, 4));
+    let (code, _) = produce(&mut raw, batch(pid, epoch, 7, 1));
+    assert_eq!(code, ResponseError::OutOfOrderSequenceNumber.code());
+    // New producer ids never collide with ones handed out before.
+    let (other, _) = init_producer(&mut raw);
+    assert_ne!(other, pid);
 }
