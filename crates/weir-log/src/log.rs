@@ -480,7 +480,9 @@ impl Log {
         if active.is_empty() {
             return Ok(());
         }
-        let max_index_entries = (config.segment_index_bytes / 8) as usize;
+        // Kafka accepts a 4-byte index; it still holds the one entry a
+        // segment always has.
+        let max_index_entries = ((config.segment_index_bytes / 8) as usize).max(1);
         let too_big = active.size + info.bytes > config.segment_bytes;
         let too_old = active
             .rolling_base_ms
