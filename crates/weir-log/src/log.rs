@@ -618,6 +618,24 @@ impl Log {
         Ok(None)
     }
 
+    /// The first record carrying the largest timestamp in the log
+    /// (ListOffsets with `MAX_TIMESTAMP`); `None` for a log without
+    /// timestamps.
+    pub fn max_timestamp_offset(&self) -> Result<Option<TimestampOffset>, LogError> {
+        let max = {
+            let st = self.state.lock();
+            st.segments
+                .values()
+                .filter(|s| s.next_offset > st.log_start_offset)
+                .map(|s| s.max_timestamp)
+                .max()
+        };
+        match max {
+            Some(timestamp) if timestamp >= 0 => self.offset_for_timestamp(timestamp),
+            _ => Ok(None),
+        }
+    }
+
     /// Makes everything appended so far durable.
     pub fn flush(&self) -> Result<(), LogError> {
         let end = self.log_end_offset();

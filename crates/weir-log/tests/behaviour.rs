@@ -335,6 +335,20 @@ fn offset_for_timestamp_finds_the_first_record_at_or_after() {
 }
 
 #[test]
+fn max_timestamp_offset_finds_the_newest_record() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    assert_eq!(log.max_timestamp_offset().unwrap(), None);
+    for ts in [5_000, 9_000, 7_000, 9_000] {
+        log.append(&BatchBuilder::new(3).timestamp(ts).build(), 0)
+            .unwrap();
+    }
+    // Batch 1 (offsets 3..=5) holds 9000, 9001, 9002 first.
+    let found = log.max_timestamp_offset().unwrap().unwrap();
+    assert_eq!((found.offset, found.timestamp), (5, 9_002));
+}
+
+#[test]
 fn clean_close_reopens_without_scanning_and_keeps_everything() {
     let h = Harness::new(small_segments());
     let log = h.open();

@@ -1,5 +1,5 @@
-//! ListOffsets: earliest, latest, and the first offset at or after a
-//! timestamp.
+//! ListOffsets: earliest, latest, the first offset at or after a
+//! timestamp, and the record with the largest timestamp.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -12,6 +12,7 @@ use crate::broker::Broker;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
 
 pub(super) fn handle(
     broker: &Broker,
@@ -38,6 +39,10 @@ pub(super) fn handle(
                     let found = match p.timestamp {
                         LATEST => Ok(Some((-1, partition.high_watermark() as i64))),
                         EARLIEST => Ok(Some((-1, partition.log.log_start_offset() as i64))),
+                        MAX_TIMESTAMP => partition
+                            .log
+                            .max_timestamp_offset()
+                            .map(|found| found.map(|f| (f.timestamp, f.offset as i64))),
                         ts if ts >= 0 => partition
                             .log
                             .offset_for_timestamp(ts)

@@ -25,7 +25,7 @@ use crate::broker::Broker;
 pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 11),
     (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 6),
+    (ApiKey::ListOffsets, 1, 7),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
