@@ -98,7 +98,10 @@ impl LeaderEpochCache {
             epoch,
             start_offset,
         });
-        self.persist(storage)
+        // Unrecorded, the epoch must still count as new to the next attempt.
+        self.persist(storage).inspect_err(|_| {
+            self.entries.pop();
+        })
     }
 
     /// The end offset of the largest epoch at or below `requested`, as

@@ -149,22 +149,20 @@ impl<E: Entry> Index<E> {
         Ok(buf.chunks_exact(E::SIZE).map(E::decode).collect())
     }
 
-    /// Writes in-memory entries to `file` (which must be empty) and makes the
-    /// index file-backed.
-    pub(crate) fn seal(&mut self, file: Arc<dyn StorageFile>) -> io::Result<()> {
+    /// Replaces the contents of `file` with the entries of an in-memory
+    /// index. The index stays in memory until [`Index::use_file`].
+    pub(crate) fn write_to(&self, file: &dyn StorageFile) -> io::Result<()> {
+        let bytes = self.encode_all()?;
+        file.truncate(0)?;
+        file.append(&[IoSlice::new(&bytes)])
+    }
+
+    /// Makes the index file-backed by `file`, which [`Index::write_to`] filled.
+    pub(crate) fn use_file(&mut self, file: Arc<dyn StorageFile>) {
         if let Index::Memory(entries) = self {
-            let mut bytes = Vec::with_capacity(entries.len() * E::SIZE);
-            for entry in entries.iter() {
-                entry.encode(&mut bytes);
-            }
-            file.truncate(0)?;
-            file.append(&[IoSlice::new(&bytes)])?;
-            *self = Index::File {
-                file,
-                count: bytes.len() / E::SIZE,
-            };
+            let count = entries.len();
+            *self = Index::File { file, count };
         }
-        Ok(())
     }
 
     /// The encoded entries, to write out an in-memory index.
@@ -217,7 +215,8 @@ mod tests {
         let file = storage.create(Path::new("/d/x.index")).unwrap();
         let mut index = Index::Memory(entries());
         let memory = Index::Memory(entries());
-        index.seal(file.clone()).unwrap();
+        index.write_to(&*file).unwrap();
+        index.use_file(file.clone());
         assert!(matches!(index, Index::File { count: 100, .. }));
         for target in [0, 5, 10, 333, 989, 990, 5000] {
             assert_eq!(

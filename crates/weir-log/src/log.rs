@@ -440,6 +440,12 @@ impl Log {
         }
         info.batches = prepared.len();
 
+        // New epochs are recorded before the batches are written, so that a
+        // failure to record one leaves nothing appended. An epoch whose
+        // batches then fail to be written starts at the log end: harmless.
+        for (epoch, offset) in epochs {
+            st.epochs.assign(&*self.storage, epoch, offset)?;
+        }
         self.maybe_roll(st, &info, now)?;
         let interval = st.config.index_interval_bytes;
         if let Err((error, undone)) = st.active_mut().append(&prepared, interval, now) {
@@ -448,10 +454,6 @@ impl Log {
                 tracing::error!(dir = %self.dir.display(), %error, "append failed and could not be undone; log offline");
             }
             return Err(error);
-        }
-        let st = &mut *st;
-        for (epoch, offset) in epochs {
-            st.epochs.assign(&*self.storage, epoch, offset)?;
         }
         st.unflushed_records += info.records;
         let oldest = *st.oldest_unflushed_ms.get_or_insert(now);
@@ -498,8 +500,16 @@ impl Log {
     }
 
     fn roll_locked(&self, st: &mut State, new_base: u64) -> Result<(), LogError> {
-        st.active_mut().seal(&*self.storage)?;
+        // The new file first: if sealing then fails, the old segment stays
+        // active (an active segment must not be sealed).
         let segment = Segment::create(&*self.storage, &self.dir, new_base)?;
+        if let Err(error) = st.active_mut().seal(&*self.storage) {
+            let path = segment.path(LOG_SUFFIX);
+            if let Err(e) = self.storage.remove(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not remove unused segment file");
+            }
+            return Err(error);
+        }
         st.segments.insert(new_base, segment);
         st.dir_dirty = true;
         tracing::debug!(dir = %self.dir.display(), new_base, "rolled segment");
@@ -874,16 +884,10 @@ impl Log {
             .range(..=offset)
             .next_back()
             .map_or(st.log_start_offset, |(&b, _)| b);
-        let later: Vec<u64> = st
-            .segments
-            .range(keep_base + 1..)
-            .map(|(&b, _)| b)
-            .collect();
-        for base in later {
-            let segment = st.segments.remove(&base).expect("listed");
-            self.schedule_delete(&mut st, &segment, now)?;
-        }
-        let segment = st.segments.get_mut(&keep_base).expect("kept");
+        // Reads and the recovery point first: until files change, a failure
+        // leaves the log as it was. (Recovery scanning from an earlier
+        // segment than needed is always safe.)
+        let segment = &st.segments[&keep_base];
         let position = segment.locate(offset)?;
         let removed_base = if position < segment.size {
             let raw = segment.read_header(position)?;
@@ -891,26 +895,41 @@ impl Log {
         } else {
             offset
         };
-        segment.truncate_to_position(&*self.storage, position)?;
-        segment.next_offset = segment.next_offset.max(offset.min(removed_base));
-        let log_end_offset = segment.next_offset;
         if keep_base < st.recovery_point {
             self.write_recovery_point(&mut st, keep_base)?;
         }
-        if st.log_start_offset > log_end_offset {
-            // The batch holding the log start went too: the log now starts
-            // where it ends, also after a reopen.
-            checkpoint::write(
-                &*self.storage,
-                &self.dir.join(LOG_START_OFFSET_FILE),
-                &format!("{log_end_offset}\n"),
-            )?;
-            st.log_start_offset = log_end_offset;
-        }
-        st.epochs
-            .truncate_from_end(&*self.storage, log_end_offset)?;
+        let result = (|| -> Result<u64, LogError> {
+            let later: Vec<u64> = st
+                .segments
+                .range(keep_base + 1..)
+                .map(|(&b, _)| b)
+                .collect();
+            for base in later {
+                let segment = st.segments.remove(&base).expect("listed");
+                self.schedule_delete(&mut st, &segment, now)?;
+            }
+            let segment = st.segments.get_mut(&keep_base).expect("kept");
+            segment.truncate_to_position(&*self.storage, position)?;
+            segment.next_offset = segment.next_offset.max(offset.min(removed_base));
+            let log_end_offset = segment.next_offset;
+            if st.log_start_offset > log_end_offset {
+                // The batch holding the log start went too: the log now starts
+                // where it ends, also after a reopen.
+                checkpoint::write(
+                    &*self.storage,
+                    &self.dir.join(LOG_START_OFFSET_FILE),
+                    &format!("{log_end_offset}\n"),
+                )?;
+                st.log_start_offset = log_end_offset;
+            }
+            st.epochs
+                .truncate_from_end(&*self.storage, log_end_offset)?;
+            Ok(log_end_offset)
+        })();
         let mut flush = self.flush.lock();
-        flush.durable_offset = flush.durable_offset.min(log_end_offset);
+        flush.durable_offset = flush.durable_offset.min(st.log_end_offset());
+        // Half done, files and state disagree.
+        let log_end_offset = result.map_err(|error| self.go_offline(&mut st, error))?;
         tracing::info!(dir = %self.dir.display(), offset, log_end_offset, "truncated log");
         Ok(())
     }
@@ -922,23 +941,42 @@ impl Log {
         let mut st = self.state.lock();
         self.check_online(&st)?;
         st.truncations += 1;
-        let segments = std::mem::take(&mut st.segments);
-        for segment in segments.values() {
-            self.schedule_delete(&mut st, segment, now)?;
-        }
-        st.segments
-            .insert(offset, Segment::create(&*self.storage, &self.dir, offset)?);
+        // Until the new segment exists, a failure puts the old ones back
+        // (still readable through their open files).
+        let old = std::mem::take(&mut st.segments);
+        let created = old
+            .values()
+            .try_for_each(|segment| self.schedule_delete(&mut st, segment, now))
+            .and_then(|()| Segment::create(&*self.storage, &self.dir, offset));
+        let segment = match created {
+            Ok(segment) => segment,
+            Err(error) => {
+                st.segments = old;
+                return Err(self.go_offline(&mut st, error));
+            }
+        };
+        st.segments.insert(offset, segment);
         st.dir_dirty = true;
-        checkpoint::write(
-            &*self.storage,
-            &self.dir.join(LOG_START_OFFSET_FILE),
-            &format!("{offset}\n"),
-        )?;
         st.log_start_offset = offset;
-        self.write_recovery_point(&mut st, offset)?;
-        st.epochs.clear(&*self.storage)?;
         self.flush.lock().durable_offset = offset;
-        Ok(())
+        let result = (|| {
+            checkpoint::write(
+                &*self.storage,
+                &self.dir.join(LOG_START_OFFSET_FILE),
+                &format!("{offset}\n"),
+            )?;
+            self.write_recovery_point(&mut st, offset)?;
+            st.epochs.clear(&*self.storage)
+        })();
+        result.map_err(|error| self.go_offline(&mut st, error))
+    }
+
+    /// Takes the log offline after a failure that left files and state in
+    /// doubt: only a reopen, which runs recovery, brings it back.
+    fn go_offline(&self, st: &mut State, error: LogError) -> LogError {
+        st.offline = Some(error.to_string());
+        tracing::error!(dir = %self.dir.display(), %error, "log offline until reopened");
+        error
     }
 
     /// The latest leader epoch with its start offset.

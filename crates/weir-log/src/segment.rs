@@ -498,13 +498,22 @@ impl Segment {
     /// Seals the segment: writes its index files (with a final time entry)
     /// and keeps them file-backed from now on.
     pub(crate) fn seal(&mut self, storage: &dyn Storage) -> Result<(), LogError> {
+        if self.is_sealed() {
+            return Ok(());
+        }
         self.maybe_push_time_entry();
         let index_path = self.path(INDEX_SUFFIX);
         let time_path = self.path(TIME_INDEX_SUFFIX);
+        // Both files are written before either index switches to its file:
+        // a failure (ENOSPC) leaves the segment active with whole indexes.
         let index_file = storage.create(&index_path).context(&index_path)?;
-        self.offset_index.seal(index_file).context(&index_path)?;
+        self.offset_index
+            .write_to(&*index_file)
+            .context(&index_path)?;
         let time_file = storage.create(&time_path).context(&time_path)?;
-        self.time_index.seal(time_file).context(&time_path)?;
+        self.time_index.write_to(&*time_file).context(&time_path)?;
+        self.offset_index.use_file(index_file);
+        self.time_index.use_file(time_file);
         self.indexes_dirty = true;
         Ok(())
     }
