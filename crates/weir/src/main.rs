@@ -1,6 +1,7 @@
 //! The `weir` binary: `weir serve` runs a node; the other subcommands are
 //! the operator's CLI.
 
+mod cli;
 mod serve;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -16,6 +17,12 @@ struct Cli {
 enum Command {
     /// Run a node (broker) serving the Kafka protocol.
     Serve(serve::ServeArgs),
+    /// Create, list, describe and delete topics.
+    Topic(cli::topic::TopicArgs),
+    /// Write stdin to a topic, one record per line.
+    Produce(cli::produce::ProduceArgs),
+    /// Print a topic's records, one per line.
+    Consume(cli::consume::ConsumeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -38,6 +45,9 @@ fn main() -> std::process::ExitCode {
             let serve_matches = matches.subcommand_matches("serve").expect("serve");
             serve::run(args, serve_matches)
         }
+        Command::Topic(args) => cli::topic::run(args),
+        Command::Produce(args) => cli::produce::run(args),
+        Command::Consume(args) => cli::consume::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

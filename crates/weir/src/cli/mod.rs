@@ -1,0 +1,81 @@
+//! The operator's CLI: `weir topic`, `weir produce`, `weir consume`. Each
+//! command is a Kafka client (through `weir-client`) of the broker named
+//! by `--bootstrap`.
+
+pub(crate) mod consume;
+pub(crate) mod produce;
+pub(crate) mod topic;
+
+use std::future::Future;
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use weir_client::{Client, ClientError, ResponseError, TopicMetadata};
+
+/// Where the broker is.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct Connection {
+    /// A broker's Kafka address, HOST:PORT (several separated by commas).
+    #[arg(
+        long,
+        global = true,
+        env = "WEIR_BOOTSTRAP",
+        default_value = "127.0.0.1:9092",
+        value_name = "HOST:PORT"
+    )]
+    pub(crate) bootstrap: String,
+}
+
+impl Connection {
+    pub(crate) async fn connect(&self) -> anyhow::Result<Client> {
+        Ok(Client::connect(&self.bootstrap).await?)
+    }
+}
+
+/// Runs a command on a single-threaded runtime.
+pub(crate) fn block_on<F: Future<Output = anyhow::Result<()>>>(future: F) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(future)
+}
+
+/// A client error about `topic`, said the way an operator thinks of it.
+pub(crate) fn topic_error(error: ClientError, topic: &str) -> anyhow::Error {
+    match error.kafka_error() {
+        Some(ResponseError::UnknownTopicOrPartition) => {
+            anyhow!("topic '{topic}' does not exist")
+        }
+        Some(ResponseError::TopicAlreadyExists) => anyhow!("topic '{topic}' already exists"),
+        _ => anyhow::Error::new(error),
+    }
+}
+
+/// The metadata of one topic, or "topic 'x' does not exist".
+pub(crate) async fn topic_metadata(
+    client: &mut Client,
+    topic: &str,
+) -> anyhow::Result<TopicMetadata> {
+    let metadata = client
+        .metadata(Some(&[topic.to_owned()]))
+        .await
+        .map_err(|e| topic_error(e, topic))?;
+    metadata
+        .topic(topic)
+        .cloned()
+        .ok_or_else(|| anyhow!("topic '{topic}' does not exist"))
+}
+
+/// Checks `--partition` against the topic.
+pub(crate) fn check_partition(topic: &TopicMetadata, partition: i32) -> anyhow::Result<()> {
+    let count = topic.partitions.len();
+    if !topic.partitions.iter().any(|p| p.partition == partition) {
+        anyhow::bail!(
+            "topic '{}' has no partition {partition} (it has {count}: 0 to {})",
+            topic.name,
+            count.saturating_sub(1)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,197 @@
+//! `weir topic create|list|describe|delete`.
+
+use std::fmt::Write as _;
+
+use anyhow::bail;
+use clap::{Args, Subcommand};
+use weir_client::{ConfigResource, ConfigSource, EARLIEST, LATEST};
+
+use super::{block_on, topic_error, topic_metadata, Connection};
+
+#[derive(Args, Debug)]
+pub(crate) struct TopicArgs {
+    #[command(flatten)]
+    connection: Connection,
+    #[command(subcommand)]
+    command: TopicCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum TopicCommand {
+    /// Create a topic.
+    Create {
+        name: String,
+        /// Number of partitions (default: the broker's `num.partitions`).
+        #[arg(long, short = 'p')]
+        partitions: Option<i32>,
+        /// A topic config override, KEY=VALUE (e.g. retention.ms=86400000);
+        /// repeat for several.
+        #[arg(long = "config", short = 'c', value_name = "KEY=VALUE", value_parser = parse_config)]
+        configs: Vec<(String, String)>,
+    },
+    /// List topic names, one per line.
+    List,
+    /// Show a topic's partitions, offsets and non-default configs.
+    Describe { name: String },
+    /// Delete a topic and all its records.
+    Delete { name: String },
+}
+
+fn parse_config(arg: &str) -> Result<(String, String), String> {
+    match arg.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_owned(), value.to_owned()))
+        }
+        _ => Err(format!("expected KEY=VALUE, got {arg:?}")),
+    }
+}
+
+pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
+    block_on(async move {
+        let mut client = args.connection.connect().await?;
+        match args.command {
+            TopicCommand::Create {
+                name,
+                partitions,
+                configs,
+            } => {
+                if partitions.is_some_and(|p| p < 1) {
+                    bail!("--partitions must be at least 1");
+                }
+                let created = client
+                    .create_topic(&name, partitions.unwrap_or(-1), &configs)
+                    .await
+                    .map_err(|e| topic_error(e, &name))?;
+                let n = created.partitions;
+                let plural = if n == 1 { "" } else { "s" };
+                println!("Created topic {name} with {n} partition{plural}");
+            }
+            TopicCommand::List => {
+                let metadata = client.metadata(None).await?;
+                let mut out = String::new();
+                for topic in &metadata.topics {
+                    writeln!(out, "{}", topic.name)?;
+                }
+                print!("{out}");
+            }
+            TopicCommand::Describe { name } => {
+                print!("{}", describe(&mut client, &name).await?);
+            }
+            TopicCommand::Delete { name } => {
+                client
+                    .delete_topic(&name)
+                    .await
+                    .map_err(|e| topic_error(e, &name))?;
+                println!("Deleted topic {name}");
+            }
+        }
+        Ok(())
+    })
+}
+
+async fn describe(client: &mut weir_client::Client, name: &str) -> anyhow::Result<String> {
+    let topic = topic_metadata(client, name).await?;
+    let mut rows = vec![[
+        "PARTITION".to_owned(),
+        "LEADER".to_owned(),
+        "REPLICAS".to_owned(),
+        "ISR".to_owned(),
+        "LOG-START".to_owned(),
+        "LOG-END".to_owned(),
+    ]];
+    let list = |ids: &[i32]| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+    for p in &topic.partitions {
+        let start = client
+            .list_offsets(name, p.partition, EARLIEST)
+            .await
+            .map_err(|e| topic_error(e, name))?;
+        let end = client
+            .list_offsets(name, p.partition, LATEST)
+            .await
+            .map_err(|e| topic_error(e, name))?;
+        let leader = if p.leader < 0 {
+            "none".to_owned()
+        } else {
+            p.leader.to_string()
+        };
+        rows.push([
+            p.partition.to_string(),
+            leader,
+            list(&p.replicas),
+            list(&p.isr),
+            start.to_string(),
+            end.to_string(),
+        ]);
+    }
+    let configs = client
+        .describe_configs(ConfigResource::Topic(name.to_owned()))
+        .await
+        .map_err(|e| topic_error(e, name))?;
+
+    let mut out = String::new();
+    writeln!(out, "Topic:      {name}")?;
+    if !topic.topic_id.is_nil() {
+        writeln!(out, "Topic ID:   {}", topic.topic_id)?;
+    }
+    writeln!(out, "Partitions: {}", topic.partitions.len())?;
+    if topic.is_internal {
+        writeln!(out, "Internal:   yes")?;
+    }
+    writeln!(out)?;
+    let widths: Vec<usize> = (0..6)
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    for row in &rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                write!(line, "{cell:<width$}  ", width = widths[i])?;
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    writeln!(out)?;
+    let overrides: Vec<_> = configs.iter().filter(|c| !c.is_default()).collect();
+    if overrides.is_empty() {
+        writeln!(out, "Configs: all defaults")?;
+    } else {
+        writeln!(out, "Configs (non-default):")?;
+        for config in overrides {
+            let value = match (&config.value, config.is_sensitive) {
+                (_, true) => "(sensitive)".to_owned(),
+                (Some(v), false) => v.clone(),
+                (None, false) => "(null)".to_owned(),
+            };
+            let source = match config.source {
+                ConfigSource::DynamicTopic => "topic",
+                ConfigSource::StaticBroker => "broker config",
+                ConfigSource::DynamicBroker | ConfigSource::DynamicDefaultBroker => "broker",
+                _ => "other",
+            };
+            writeln!(out, "  {}={value}  ({source})", config.name)?;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_config;
+
+    #[test]
+    fn configs_are_key_equals_value() {
+        assert_eq!(
+            parse_config("retention.ms=1000"),
+            Ok(("retention.ms".into(), "1000".into()))
+        );
+        assert_eq!(parse_config("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert_eq!(
+            parse_config("cleanup.policy="),
+            Ok(("cleanup.policy".into(), "".into()))
+        );
+        assert!(parse_config("retention.ms").is_err());
+        assert!(parse_config("=1").is_err());
+    }
+}
