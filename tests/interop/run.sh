@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Interop checks: third-party Kafka clients against a real weir broker.
+#
+# Usage: bash tests/interop/run.sh
+#
+# Expects an already built target/release/weir (or WEIR_BIN) and the clients
+# installed (kcat; python3 with kafka-python, confluent-kafka, lz4,
+# python-snappy, zstandard; see .ci/run). Starts one broker on ephemeral
+# ports in a temporary directory, runs each client script against it, stops
+# the broker with SIGTERM and checks that it exits 0 and logged no panic.
+# Each script prints `PASS: name` / `FAIL: name: reason` per check; the
+# totals end in `interop: N passed, M failed`, and the exit status is 1 if
+# any check failed.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+weir=${WEIR_BIN:-$root/target/release/weir}
+python=${PYTHON:-python3}
+script_timeout=${INTEROP_SCRIPT_TIMEOUT:-120} # per client script, a backstop to their own limits
+export PYTHONDONTWRITEBYTECODE=1 # leave no __pycache__ in the source tree
+
+passed=0
+failed=0
+failures=()
+pass() {
+  passed=$((passed + 1))
+  echo "PASS: $1"
+}
+fail() {
+  failed=$((failed + 1))
+  failures+=("$1")
+  echo "FAIL: $1${2:+: $2}"
+}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/weir-interop.XXXXXX")
+broker_pid=
+cleanup() {
+  if [[ -n "$broker_pid" ]] && kill -0 "$broker_pid" 2>/dev/null; then
+    kill -KILL "$broker_pid" 2>/dev/null
+    wait "$broker_pid" 2>/dev/null
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+summary() {
+  echo
+  if ((failed > 0)); then
+    echo "failed checks:"
+    printf '  - %s\n' "${failures[@]}"
+  fi
+  echo "interop: $passed passed, $failed failed"
+}
+
+broker_log_tail() {
+  echo "    broker log (last lines):"
+  tail -n "${1:-20}" "$work/broker.log" | sed -e 's/^/    | /'
+}
+
+# ---------------------------------------------------------------- broker
+
+if [[ ! -x "$weir" ]]; then
+  fail "weir binary present" "$weir not found; build it with: cargo build --release -p weir --bin weir"
+  summary
+  exit 1
+fi
+
+# The broker's own settings come from flags only: drop WEIR_* from the environment.
+while read -r var; do unset "$var"; done < <(env | grep -o '^WEIR_[A-Z_]*' || true)
+
+"$weir" serve --data-dir "$work/data" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+  >"$work/broker.out" 2>"$work/broker.log" &
+broker_pid=$!
+
+ready=
+for _ in $(seq 1 300); do # up to 30 s
+  ready=$(grep -m 1 '^weir ready: ' "$work/broker.out" 2>/dev/null || true)
+  [[ -n "$ready" ]] && break
+  kill -0 "$broker_pid" 2>/dev/null || break
+  sleep 0.1
+done
+kafka_addr=$(sed -n 's/^weir ready: .*kafka=\([^ ]*\).*/\1/p' <<<"$ready")
+http_addr=$(sed -n 's/^weir ready: .*http=\([^ ]*\).*/\1/p' <<<"$ready")
+if [[ -z "$kafka_addr" || -z "$http_addr" ]]; then
+  if kill -0 "$broker_pid" 2>/dev/null; then
+    why="no 'weir ready: kafka=... http=...' line within 30 s"
+  else
+    wait "$broker_pid"
+    why="the broker exited with status $? before printing 'weir ready: kafka=... http=...'"
+    broker_pid=
+  fi
+  fail "broker prints its ready line" "$why (stdout: $(head -c 300 "$work/broker.out"))"
+  broker_log_tail
+  summary
+  exit 1
+fi
+pass "broker prints its ready line ($ready)"
+
+if "$python" - "$http_addr" <<'EOF'; then
+import sys, urllib.request
+with urllib.request.urlopen(f"http://{sys.argv[1]}/ready", timeout=10) as r:
+    sys.exit(0 if r.status == 200 else 1)
+EOF
+  pass "HTTP /ready answers 200"
+else
+  fail "HTTP /ready answers 200"
+fi
+
+# ---------------------------------------------------------------- clients
+
+# Runs one client script; counts its PASS/FAIL lines. A script that exits
+# non-zero without reporting a failure (a crash, a timeout) counts as one.
+run_client() {
+  local label=$1
+  shift
+  echo
+  echo "== $label"
+  local out=$work/$label.out rc
+  timeout -k 10 "$script_timeout" "$@" >"$out" 2>&1
+  rc=$?
+  cat "$out"
+  local p f
+  p=$(grep -c '^PASS: ' "$out")
+  f=$(grep -c '^FAIL: ' "$out")
+  passed=$((passed + p))
+  failed=$((failed + f))
+  while IFS= read -r line; do failures+=("${line#FAIL: }"); done < <(grep '^FAIL: ' "$out")
+  if ((rc != 0 && f == 0)); then
+    if ((rc == 124 || rc == 137)); then
+      fail "$label" "timed out after ${script_timeout} s"
+    else
+      fail "$label" "exited $rc without reporting a failed check"
+    fi
+  elif ((rc == 0 && f > 0)); then
+    fail "$label" "reported failed checks but exited 0"
+  fi
+  if ! kill -0 "$broker_pid" 2>/dev/null; then
+    fail "broker still running after $label"
+    broker_log_tail
+  fi
+}
+
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+"$python" -c 'import kafka, lz4, snappy, zstandard' 2>/dev/null || missing+=("python: kafka-python lz4 python-snappy zstandard")
+"$python" -c 'import confluent_kafka' 2>/dev/null || missing+=("python: confluent-kafka")
+if ((${#missing[@]} > 0)); then
+  fail "client tools installed" "missing: ${missing[*]} (see .ci/run for the install steps)"
+fi
+
+if command -v kcat >/dev/null 2>&1; then
+  run_client kcat bash "$here/kcat_check.sh" "$kafka_addr" "$work/broker.log"
+fi
+if "$python" -c 'import kafka, lz4, snappy, zstandard' 2>/dev/null; then
+  run_client kafka-python "$python" "$here/kafka_python_check.py" "$kafka_addr"
+fi
+if "$python" -c 'import confluent_kafka' 2>/dev/null; then
+  run_client confluent-kafka "$python" "$here/confluent_check.py" "$kafka_addr"
+fi
+
+# ---------------------------------------------------------------- shutdown
+
+echo
+echo "== broker"
+if kill -0 "$broker_pid" 2>/dev/null; then
+  kill -TERM "$broker_pid"
+  rc=
+  for _ in $(seq 1 300); do # up to 30 s
+    if ! kill -0 "$broker_pid" 2>/dev/null; then
+      wait "$broker_pid"
+      rc=$?
+      break
+    fi
+    sleep 0.1
+  done
+  if [[ -z "$rc" ]]; then
+    fail "broker stops on SIGTERM" "still running 30 s after SIGTERM"
+    broker_log_tail 5
+    if command -v gdb >/dev/null 2>&1; then
+      echo "    where its threads are (weir frames only):"
+      timeout 60 gdb -p "$broker_pid" -batch -ex 'thread apply all bt 30' 2>/dev/null |
+        grep -E '^Thread |in weir|weir_[a-z_]+::' | sed -e 's/ (.*) at / at /' -e 's/^/    | /' | cut -c1-200 | head -n 30
+    fi
+  elif ((rc == 0)); then
+    pass "broker stops on SIGTERM with exit status 0"
+  else
+    fail "broker stops on SIGTERM" "exit status $rc"
+    broker_log_tail
+  fi
+  broker_pid=
+else
+  wait "$broker_pid"
+  fail "broker stops on SIGTERM" "it had already exited with status $? before SIGTERM"
+  broker_log_tail
+  broker_pid=
+fi
+
+panics=$(grep -c 'panicked at' "$work/broker.log")
+if ((panics == 0)); then
+  pass "broker log has no panic"
+else
+  fail "broker log has no panic" "$panics panics; first:"
+  grep -m 1 -A1 'panicked at' "$work/broker.log" | sed -e 's/^/    | /'
+fi
+
+summary
+((failed == 0))
