@@ -35,7 +35,12 @@ fail() {
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/weir-interop.XXXXXX")
 broker_pid=
+client_pid=
 cleanup() {
+  if [[ -n "$client_pid" ]]; then
+    kill -TERM "$client_pid" 2>/dev/null # timeout(1) passes it on to the client
+    wait "$client_pid" 2>/dev/null
+  fi
   if [[ -n "$broker_pid" ]] && kill -0 "$broker_pid" 2>/dev/null; then
     kill -KILL "$broker_pid" 2>/dev/null
     wait "$broker_pid" 2>/dev/null
@@ -43,6 +48,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap "exit 143" INT TERM
 
 summary() {
   echo
@@ -117,8 +123,12 @@ run_client() {
   echo
   echo "== $label"
   local out=$work/$label.out rc
-  timeout -k 10 "$script_timeout" "$@" >"$out" 2>&1
+  # In the background so that a signal to this script is handled at once.
+  timeout -k 10 "$script_timeout" "$@" >"$out" 2>&1 &
+  client_pid=$!
+  wait "$client_pid"
   rc=$?
+  client_pid=
   cat "$out"
   local p f
   p=$(grep -c '^PASS: ' "$out")
@@ -182,6 +192,8 @@ if kill -0 "$broker_pid" 2>/dev/null; then
       timeout 60 gdb -p "$broker_pid" -batch -ex 'thread apply all bt 30' 2>/dev/null |
         grep -E '^Thread |in weir|weir_[a-z_]+::' | sed -e 's/ (.*) at / at /' -e 's/^/    | /' | cut -c1-200 | head -n 30
     fi
+    kill -KILL "$broker_pid" 2>/dev/null
+    wait "$broker_pid" 2>/dev/null
   elif ((rc == 0)); then
     pass "broker stops on SIGTERM with exit status 0"
   else
