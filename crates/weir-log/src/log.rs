@@ -81,6 +81,9 @@ struct State {
     truncations: u64,
     epochs: LeaderEpochCache,
     unflushed_records: u64,
+    /// A segment was sealed since the last flush: syncing it lets the
+    /// recovery point move past it.
+    rolled_since_flush: bool,
     oldest_unflushed_ms: Option<i64>,
     /// A segment file was created since the directory was last synced.
     dir_dirty: bool,
@@ -107,9 +110,14 @@ impl State {
     }
 }
 
+/// Lock order: `state` may be held while taking `flush`, never the
+/// reverse.
 struct FlushState {
     durable_offset: u64,
     in_progress: bool,
+    /// Bumped by truncation: a sync that started before one must not move
+    /// the durable offset past the new log end.
+    truncations: u64,
 }
 
 enum Mode {
@@ -301,6 +309,7 @@ impl Log {
                 truncations: 0,
                 epochs,
                 unflushed_records: 0,
+                rolled_since_flush: false,
                 oldest_unflushed_ms: None,
                 dir_dirty,
                 pending_deletes: Vec::new(),
@@ -309,6 +318,7 @@ impl Log {
             flush: Mutex::new(FlushState {
                 durable_offset,
                 in_progress: false,
+                truncations: 0,
             }),
             flushed: Condvar::new(),
         })
@@ -512,6 +522,7 @@ impl Log {
         }
         st.segments.insert(new_base, segment);
         st.dir_dirty = true;
+        st.rolled_since_flush = true;
         tracing::debug!(dir = %self.dir.display(), new_base, "rolled segment");
         Ok(())
     }
@@ -588,7 +599,7 @@ impl Log {
             };
             return Ok(LogSlice::new(
                 segment.log.clone(),
-                segment.path(LOG_SUFFIX),
+                segment.log_path().clone(),
                 start,
                 end - start,
                 header.base_offset() as u64,
@@ -656,53 +667,71 @@ impl Log {
     /// callers share fsyncs: one sync covers everything appended before it
     /// started (group commit).
     pub fn flush_to(&self, offset: u64) -> Result<(), LogError> {
+        self.sync_up_to(offset, true)
+    }
+
+    /// Group commit up to `offset`; with `include_active` false only sealed
+    /// segments are synced (which covers offsets below the active one).
+    fn sync_up_to(&self, offset: u64, include_active: bool) -> Result<(), LogError> {
         let mut flush = self.flush.lock();
         loop {
             if flush.durable_offset >= offset {
                 return Ok(());
             }
-            self.check_online(&self.state.lock())?;
             if flush.in_progress {
                 self.flushed.wait(&mut flush);
                 continue;
             }
             flush.in_progress = true;
             drop(flush);
-            let result = self.sync_everything();
+            let online = self.check_online(&self.state.lock());
+            let result = online.and_then(|()| self.sync_dirty(include_active));
             flush = self.flush.lock();
             flush.in_progress = false;
             self.flushed.notify_all();
             match result {
-                Ok(synced_to) => flush.durable_offset = flush.durable_offset.max(synced_to),
+                Ok((synced_to, truncations)) if truncations == flush.truncations => {
+                    flush.durable_offset = flush.durable_offset.max(synced_to)
+                }
+                Ok(_) => {} // a truncation intervened; the next sync covers it
                 Err(error) => return Err(error),
             }
         }
     }
 
-    /// Flushes if `flush.messages` or `flush.ms` says it is time; for a
-    /// scheduler to call when no appends arrive.
+    /// For a scheduler to call every so often: flushes if `flush.messages`
+    /// or `flush.ms` says it is time, and otherwise syncs segments sealed
+    /// since the last flush, so that a crash rescans only the active one.
     pub fn flush_if_due(&self) -> Result<(), LogError> {
-        let due = {
+        let (due, rolled, active_base) = {
             let st = self.state.lock();
             let now = self.clock.now_ms();
-            st.unflushed_records >= st.config.flush_messages
+            let due = st.unflushed_records >= st.config.flush_messages
                 || st
                     .oldest_unflushed_ms
-                    .is_some_and(|oldest| now.saturating_sub(oldest) >= st.config.flush_ms)
+                    .is_some_and(|oldest| now.saturating_sub(oldest) >= st.config.flush_ms);
+            (due, st.rolled_since_flush, st.active().base_offset)
         };
         if due {
             self.flush()?;
+        } else if rolled {
+            self.sync_up_to(active_base, false)?;
         }
         Ok(())
     }
 
-    /// Syncs every dirty file; returns the log end offset it covered.
-    fn sync_everything(&self) -> Result<u64, LogError> {
+    /// Syncs every dirty file (but the active segment's unless
+    /// `include_active`); returns the offset it made durable and the
+    /// truncation count when it started.
+    fn sync_dirty(&self, include_active: bool) -> Result<(u64, u64), LogError> {
         let (files, target, new_recovery_point, dir_dirty, truncations) = {
             let mut st = self.state.lock();
             let mut files = Vec::new();
             let active_base = st.active().base_offset;
             for segment in st.segments.values_mut().rev() {
+                if segment.base_offset == active_base && !include_active {
+                    continue;
+                }
                 let clean_sealed = segment.base_offset != active_base
                     && !segment.log_dirty
                     && !segment.indexes_dirty;
@@ -713,16 +742,16 @@ impl Log {
                 segment.log_dirty = false;
                 segment.indexes_dirty = false;
             }
-            st.unflushed_records = 0;
-            st.oldest_unflushed_ms = None;
+            st.rolled_since_flush = false;
+            let target = if include_active {
+                st.unflushed_records = 0;
+                st.oldest_unflushed_ms = None;
+                st.log_end_offset()
+            } else {
+                active_base
+            };
             let dir_dirty = std::mem::take(&mut st.dir_dirty);
-            (
-                files,
-                st.log_end_offset(),
-                active_base,
-                dir_dirty,
-                st.truncations,
-            )
+            (files, target, active_base, dir_dirty, st.truncations)
         };
         let result: Result<(), LogError> = (|| {
             if dir_dirty {
@@ -744,7 +773,7 @@ impl Log {
         if st.truncations == truncations && new_recovery_point > st.recovery_point {
             self.write_recovery_point(&mut st, new_recovery_point)?;
         }
-        Ok(target)
+        Ok((target, truncations))
     }
 
     fn write_recovery_point(&self, st: &mut State, offset: u64) -> Result<(), LogError> {
@@ -878,7 +907,6 @@ impl Log {
             drop(st);
             return self.truncate_fully_and_start_at(offset);
         }
-        st.truncations += 1;
         let keep_base = st
             .segments
             .range(..=offset)
@@ -898,6 +926,9 @@ impl Log {
         if keep_base < st.recovery_point {
             self.write_recovery_point(&mut st, keep_base)?;
         }
+        // From here on the flush state hears of the truncation, whatever
+        // happens.
+        st.truncations += 1;
         let result = (|| -> Result<u64, LogError> {
             let later: Vec<u64> = st
                 .segments
@@ -927,6 +958,7 @@ impl Log {
             Ok(log_end_offset)
         })();
         let mut flush = self.flush.lock();
+        flush.truncations = st.truncations;
         flush.durable_offset = flush.durable_offset.min(st.log_end_offset());
         // Half done, files and state disagree.
         let log_end_offset = result.map_err(|error| self.go_offline(&mut st, error))?;
@@ -940,7 +972,6 @@ impl Log {
         let now = self.clock.now_ms();
         let mut st = self.state.lock();
         self.check_online(&st)?;
-        st.truncations += 1;
         // Until the new segment exists, a failure puts the old ones back
         // (still readable through their open files).
         let old = std::mem::take(&mut st.segments);
@@ -958,7 +989,12 @@ impl Log {
         st.segments.insert(offset, segment);
         st.dir_dirty = true;
         st.log_start_offset = offset;
-        self.flush.lock().durable_offset = offset;
+        st.truncations += 1;
+        {
+            let mut flush = self.flush.lock();
+            flush.truncations = st.truncations;
+            flush.durable_offset = offset;
+        }
         let result = (|| {
             checkpoint::write(
                 &*self.storage,

@@ -2,7 +2,7 @@
 
 use std::io;
 use std::os::unix::io::RawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,7 +15,7 @@ use crate::storage::StorageFile;
 /// readable even if retention deletes the segment meanwhile.
 #[derive(Clone)]
 pub struct LogSlice {
-    file: Option<(Arc<dyn StorageFile>, PathBuf)>,
+    file: Option<(Arc<dyn StorageFile>, Arc<Path>)>,
     position: u64,
     len: u64,
     first_offset: u64,
@@ -44,7 +44,7 @@ impl LogSlice {
 
     pub(crate) fn new(
         file: Arc<dyn StorageFile>,
-        path: PathBuf,
+        path: Arc<Path>,
         position: u64,
         len: u64,
         first_offset: u64,
@@ -77,7 +77,7 @@ impl LogSlice {
     }
 
     pub fn path(&self) -> Option<&Path> {
-        self.file.as_ref().map(|(_, p)| p.as_path())
+        self.file.as_ref().map(|(_, p)| &**p)
     }
 
     /// The file descriptor for `sendfile`; `None` for an empty slice or a

@@ -19,9 +19,13 @@ fn topic() -> TopicName {
 }
 
 fn list(raw: &mut Raw, partition: i32, timestamp: i64) -> (i16, i64, i64) {
+    list_v(raw, 7, partition, timestamp)
+}
+
+fn list_v(raw: &mut Raw, version: i16, partition: i32, timestamp: i64) -> (i16, i64, i64) {
     let response: ListOffsetsResponse = raw.call(
         ApiKey::ListOffsets,
-        7,
+        version,
         &ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_topics(vec![ListOffsetsTopic::default()
@@ -74,6 +78,10 @@ fn every_kind_of_lookup() {
     assert_eq!(list(&mut raw, 0, 2_000), (0, 5_000, 2));
     assert_eq!(list(&mut raw, 0, 9_999), (0, -1, -1));
     assert_eq!(list(&mut raw, 0, -3), (0, 5_001, 3));
+    // Every advertised version answers (v1–v3 have no leader epoch field).
+    for version in 1..=7 {
+        assert_eq!(list_v(&mut raw, version, 0, -1), (0, -1, 6), "v{version}");
+    }
     assert_eq!(
         list(&mut raw, 7, -1).0,
         ResponseError::UnknownTopicOrPartition.code()

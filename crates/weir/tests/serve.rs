@@ -131,6 +131,28 @@ fn sigterm_shuts_down_cleanly() {
             ]))
             .with_allow_auto_topic_creation(true),
     );
+    // Unflushed data to flush on the way out.
+    let produced: kafka_protocol::messages::ProduceResponse = raw.call(
+        ApiKey::Produce,
+        9,
+        &kafka_protocol::messages::ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![
+                kafka_protocol::messages::produce_request::TopicProduceData::default()
+                    .with_name(kafka_protocol::messages::TopicName(
+                        StrBytes::from_static_str("c"),
+                    ))
+                    .with_partition_data(vec![
+                        kafka_protocol::messages::produce_request::PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(
+                                weir_log::testing::BatchBuilder::new(3).build().into(),
+                            )),
+                    ]),
+            ]),
+    );
+    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
     drop(raw);
     let status = weir.stop();
     assert!(status.success(), "{status:?}");

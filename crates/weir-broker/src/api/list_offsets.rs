@@ -16,7 +16,7 @@ const MAX_TIMESTAMP: i64 = -3;
 
 pub(super) fn handle(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let topics = request
@@ -53,10 +53,15 @@ pub(super) fn handle(
                         }
                     };
                     match found {
-                        Ok(Some((timestamp, offset))) => response
-                            .with_timestamp(timestamp)
-                            .with_offset(offset)
-                            .with_leader_epoch(0),
+                        Ok(Some((timestamp, offset))) => {
+                            let response = response.with_timestamp(timestamp).with_offset(offset);
+                            // The field exists from v4 on.
+                            if ctx.version >= 4 {
+                                response.with_leader_epoch(0)
+                            } else {
+                                response
+                            }
+                        }
                         Ok(None) => response,
                         Err(error) => {
                             tracing::error!(topic = %name, partition = p.partition_index, %error, "offset lookup failed");
