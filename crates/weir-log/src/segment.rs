@@ -50,6 +50,9 @@ pub(crate) struct InvalidBatch {
 pub(crate) struct Segment {
     pub(crate) base_offset: u64,
     dir: PathBuf,
+    /// Built once: reads and appends name it only when they fail, and read
+    /// results share it.
+    log_path: Arc<Path>,
     pub(crate) log: Arc<dyn StorageFile>,
     offset_index: Index<OffsetEntry>,
     time_index: Index<TimeEntry>,
@@ -86,6 +89,7 @@ impl Segment {
         Self {
             base_offset,
             dir: dir.to_owned(),
+            log_path: file_path(dir, base_offset, LOG_SUFFIX).into(),
             log,
             offset_index: Index::Memory(Vec::new()),
             time_index: Index::Memory(Vec::new()),
@@ -103,6 +107,18 @@ impl Segment {
 
     pub(crate) fn path(&self, suffix: &str) -> PathBuf {
         file_path(&self.dir, self.base_offset, suffix)
+    }
+
+    pub(crate) fn log_path(&self) -> &Arc<Path> {
+        &self.log_path
+    }
+
+    /// Names the file behind an I/O error, building the path only then.
+    fn io_error(&self, suffix: &'static str) -> impl FnOnce(std::io::Error) -> LogError + '_ {
+        move |source| LogError::Io {
+            path: self.path(suffix),
+            source,
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -321,9 +337,8 @@ impl Segment {
 
     /// Reads and checks the header of the batch at `position`.
     pub(crate) fn read_header(&self, position: u64) -> Result<[u8; HEADER_SIZE], LogError> {
-        let path = self.path(LOG_SUFFIX);
         let corrupt = |reason: String| LogError::Corrupt {
-            path: path.clone(),
+            path: self.log_path.to_path_buf(),
             position,
             reason,
         };
@@ -333,7 +348,9 @@ impl Segment {
             ));
         }
         let mut buf = [0u8; HEADER_SIZE];
-        self.log.read_exact_at(&mut buf, position).context(&path)?;
+        self.log
+            .read_exact_at(&mut buf, position)
+            .context(&self.log_path)?;
         let header =
             BatchHeader::parse(&buf, position as usize).map_err(|e| corrupt(e.to_string()))?;
         if position + header.total_size() as u64 > self.size {
@@ -395,13 +412,13 @@ impl Segment {
         index_interval_bytes: u64,
         now_ms: i64,
     ) -> Result<(), (LogError, bool)> {
-        let path = self.path(LOG_SUFFIX);
         let slices: Vec<IoSlice<'_>> = batches
             .iter()
             .flat_map(|b| [IoSlice::new(&b.header), IoSlice::new(b.records)])
             .collect();
         if let Err(e) = self.log.append(&slices) {
             let undone = self.log.truncate(self.size).is_ok();
+            let path = self.log_path.to_path_buf();
             return Err((LogError::Io { path, source: e }, undone));
         }
         if self.rolling_base_ms.is_none() {
@@ -432,7 +449,7 @@ impl Segment {
         let start = self
             .offset_index
             .floor(|e| e.relative_offset <= relative)
-            .context(&self.path(INDEX_SUFFIX))?
+            .map_err(self.io_error(INDEX_SUFFIX))?
             .map_or(0, |e| u64::from(e.position));
         let mut position = start;
         while position < self.readable_end() {
@@ -468,7 +485,7 @@ impl Segment {
         let indexed = self
             .offset_index
             .floor(|e| u64::from(e.position) <= limit)
-            .context(&self.path(INDEX_SUFFIX))?
+            .map_err(self.io_error(INDEX_SUFFIX))?
             .map_or(0, |e| u64::from(e.position));
         let mut position = from.max(indexed);
         while position < limit {
@@ -490,7 +507,7 @@ impl Segment {
         let entry = self
             .time_index
             .floor(|e| e.timestamp < timestamp)
-            .context(&self.path(TIME_INDEX_SUFFIX))?;
+            .map_err(self.io_error(TIME_INDEX_SUFFIX))?;
         Ok(entry.map_or(self.base_offset, |e| {
             self.base_offset + u64::from(e.relative_offset)
         }))
