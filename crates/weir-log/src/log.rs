@@ -273,6 +273,7 @@ impl Log {
         for segment in segments.values_mut() {
             if segment.base_offset != last_base && !segment.is_sealed() {
                 segment.seal(&*storage)?;
+                dir_dirty = true; // new index files
             }
         }
         let first_base = *segments.keys().next().expect("a segment");
@@ -736,7 +737,9 @@ impl Log {
                     && !segment.log_dirty
                     && !segment.indexes_dirty;
                 if clean_sealed {
-                    break; // everything older was synced before
+                    // Not a reason to stop: open may have rebuilt the
+                    // indexes of an older segment.
+                    continue;
                 }
                 files.extend(segment.files_to_sync());
                 segment.log_dirty = false;

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use weir_log::sim::SimStorage;
+use weir_log::sim::{CrashMode, SimStorage};
 use weir_log::storage::Storage;
 use weir_log::{Log, LogConfig, LogError, ManualClock};
 
@@ -413,4 +413,31 @@ fn missing_or_truncated_index_files_are_rebuilt() {
             }
         }
     }
+}
+
+/// Index files rebuilt at open are made durable by the next flush, like a
+/// rolled segment's, even when later segments needed nothing.
+#[test]
+fn rebuilt_index_files_are_synced_by_the_next_flush() {
+    let (mut fixture, log) = Fixture::new(60, 0);
+    let segments = log.segment_base_offsets();
+    assert!(segments.len() >= 4, "{segments:?}");
+    drop(log);
+    fixture
+        .storage
+        .remove(&segment_path(segments[0], "index"))
+        .unwrap();
+    let log = fixture.open();
+    fixture.append(&log, 1, 10);
+    log.flush().unwrap();
+    fixture.storage.crash(CrashMode::DropUnsynced);
+    drop(log);
+    for &base in &segments[..segments.len() - 1] {
+        for suffix in ["index", "timeindex"] {
+            let path = segment_path(base, suffix);
+            let data = fixture.storage.contents(&path);
+            assert!(data.is_some_and(|d| !d.is_empty()), "{path:?} lost");
+        }
+    }
+    assert_reads_exactly(&fixture.open(), &fixture.batches);
 }
