@@ -29,6 +29,8 @@ enum Op {
         new_epoch: bool,
     },
     Flush,
+    /// Syncs segments sealed since the last flush (nothing is due).
+    FlushIfDue,
     Roll,
     CleanReopen,
     DeleteRecordsBefore(u32),
@@ -64,6 +66,7 @@ fn op() -> impl Strategy<Value = Op> {
         10 => (batches(), prop::bool::weighted(0.15))
             .prop_map(|(batches, new_epoch)| Op::Append { batches, new_epoch }),
         3 => Just(Op::Flush),
+        2 => Just(Op::FlushIfDue),
         2 => Just(Op::Roll),
         1 => Just(Op::CleanReopen),
         1 => any::<u32>().prop_map(Op::DeleteRecordsBefore),
@@ -162,6 +165,7 @@ impl Harness {
                 self.log().flush().unwrap();
                 self.flushed_end = self.log_end;
             }
+            Op::FlushIfDue => self.log().flush_if_due().unwrap(),
             Op::Roll => self.log().roll().unwrap(),
             Op::CleanReopen => {
                 self.log.take().unwrap().close().unwrap();
@@ -206,6 +210,13 @@ impl Harness {
                 self.crash_and_recover(*mode, &maybe);
             }
         }
+        // What the log says is durable must survive a crash.
+        let durable = self.log().durable_offset();
+        assert!(
+            durable <= self.log_end,
+            "durable offset {durable} past the end"
+        );
+        self.flushed_end = self.flushed_end.max(durable);
     }
 
     /// Crashes, reopens and checks the recovered log; `maybe` are batches of
