@@ -239,7 +239,10 @@ mod tests {
     #[test]
     fn sequences_wrap_after_i32_max() {
         let mut states = ProducerStates::default();
-        states.record(&batch(0, i32::MAX - 1, i32::MAX), meta(0, 1, 0));
+        states.record(
+            &batch(0, i32::MAX - 1, i32::MAX),
+            meta(i32::MAX - 1, i32::MAX, 0),
+        );
         assert_eq!(states.check(&batch(0, 0, 4)), SequenceCheck::Append);
     }
 

@@ -691,10 +691,17 @@ impl Log {
             flush.in_progress = false;
             self.flushed.notify_all();
             match result {
-                Ok((synced_to, truncations)) if truncations == flush.truncations => {
-                    flush.durable_offset = flush.durable_offset.max(synced_to)
+                // A truncation during the sync: the next one covers the rest.
+                Ok((_, truncations)) if truncations != flush.truncations => {}
+                Ok((synced_to, _)) => {
+                    flush.durable_offset = flush.durable_offset.max(synced_to);
+                    // This sync started after the call and covered the whole
+                    // log: if that ends below `offset`, a truncation removed
+                    // the rest, and there is nothing more to make durable.
+                    if synced_to < offset {
+                        return Ok(());
+                    }
                 }
-                Ok(_) => {} // a truncation intervened; the next sync covers it
                 Err(error) => return Err(error),
             }
         }

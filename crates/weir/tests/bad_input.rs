@@ -173,6 +173,8 @@ fn invalid_batches_get_per_partition_errors() {
 #[test]
 fn half_sent_frames_do_not_block_other_clients() {
     let weir = Weir::start(&[]);
+    assert_serving(&weir);
+    let rss_before = weir.rss_kib();
     let mut stalled = Vec::new();
     for _ in 0..200 {
         let mut stream = std::net::TcpStream::connect(&weir.kafka).unwrap();
@@ -185,7 +187,19 @@ fn half_sent_frames_do_not_block_other_clients() {
     }
     std::thread::sleep(Duration::from_millis(200));
     assert_serving(&weir);
+    // 200 frames announced at 50 MiB each (10 GiB) hold only what arrived.
+    let grown = weir.rss_kib().saturating_sub(rss_before);
+    assert!(grown < 64 * 1024, "resident memory grew by {grown} KiB");
     let (status, metrics) = weir.http_get("/metrics");
     assert_eq!(status, 200);
     assert!(metrics.contains("weir_requests_total"));
+}
+
+#[test]
+fn idle_connections_are_closed() {
+    let weir = Weir::start(&["--connections-max-idle-ms", "300"]);
+    let mut idle = Raw::connect(&weir.kafka);
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert!(idle.is_closed(), "an idle connection must be closed");
+    assert_serving(&weir);
 }

@@ -84,6 +84,17 @@ impl Weir {
         }
     }
 
+    /// Resident memory of the broker process, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let pid = self.child.as_ref().expect("running").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+
     pub fn port(&self) -> u16 {
         self.kafka.rsplit(':').next().unwrap().parse().unwrap()
     }

@@ -1,0 +1,217 @@
+//! Fetch semantics: long-poll woken by appends, byte limits, offsets out of
+//! range, and the log start offset in responses.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::raw::Raw;
+use common::Weir;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use weir_log::batch::BatchHeader;
+use weir_log::testing::BatchBuilder;
+
+const TOPIC: &str = "fetching";
+
+fn name() -> TopicName {
+    TopicName(StrBytes::from_static_str(TOPIC))
+}
+
+/// Creates the topic with `partitions` partitions through CreateTopics.
+fn create(raw: &mut Raw, partitions: i32) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let response: CreateTopicsResponse = raw.call(
+        ApiKey::CreateTopics,
+        5,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(name())
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)]),
+    );
+    assert_eq!(response.topics[0].error_code, 0);
+}
+
+fn produce(raw: &mut Raw, partition: i32, batch: Vec<u8>) -> i64 {
+    let response: ProduceResponse = raw.call(
+        ApiKey::Produce,
+        9,
+        &ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name())
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(batch.into()))])]),
+    );
+    let p = &response.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, 0);
+    p.base_offset
+}
+
+fn fetch_request(
+    partitions: &[(i32, i64, i32)],
+    max_bytes: i32,
+    min_bytes: i32,
+    max_wait_ms: i32,
+) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(min_bytes)
+        .with_max_bytes(max_bytes)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name())
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|&(partition, offset, partition_max)| {
+                        FetchPartition::default()
+                            .with_partition(partition)
+                            .with_fetch_offset(offset)
+                            .with_partition_max_bytes(partition_max)
+                    })
+                    .collect(),
+            )])
+}
+
+fn batch_offsets(records: &[u8]) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut rest = records;
+    while let Ok(header) = BatchHeader::parse(rest, 0) {
+        out.push(header.base_offset());
+        rest = &rest[header.total_size()..];
+    }
+    out
+}
+
+#[test]
+fn a_waiting_fetch_is_woken_by_an_append() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    create(&mut raw, 1);
+    let started = Instant::now();
+    let id = raw.send(
+        ApiKey::Fetch,
+        11,
+        &fetch_request(&[(0, 0, 1 << 20)], 1 << 20, 1, 30_000),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let mut producer = Raw::connect(&weir.kafka);
+    produce(&mut producer, 0, BatchBuilder::new(2).build());
+    let response: FetchResponse = raw.receive(ApiKey::Fetch, 11, id);
+    let data = &response.responses[0].partitions[0];
+    assert_eq!(batch_offsets(data.records.as_ref().unwrap()), vec![0]);
+    assert_eq!(data.high_watermark, 2);
+    // Woken by the append, not by the 30 s timeout.
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // With nothing new, the fetch answers empty after max_wait_ms.
+    let response: FetchResponse = raw.call(
+        ApiKey::Fetch,
+        11,
+        &fetch_request(&[(0, 2, 1 << 20)], 1 << 20, 1, 200),
+    );
+    assert!(response.responses[0].partitions[0]
+        .records
+        .as_ref()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn byte_limits_and_offset_errors() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    create(&mut raw, 2);
+    let batch = BatchBuilder::new(1).value_size(1000).build();
+    let size = batch.len() as i32;
+    for _ in 0..10 {
+        produce(&mut raw, 0, batch.clone());
+        produce(&mut raw, 1, batch.clone());
+    }
+    // Partition limit: whole batches within it.
+    let response: FetchResponse = raw.call(
+        ApiKey::Fetch,
+        11,
+        &fetch_request(&[(0, 0, size * 3 + 10), (1, 0, size * 2)], 1 << 20, 1, 0),
+    );
+    let parts = &response.responses[0].partitions;
+    assert_eq!(
+        batch_offsets(parts[0].records.as_ref().unwrap()),
+        vec![0, 1, 2]
+    );
+    assert_eq!(
+        batch_offsets(parts[1].records.as_ref().unwrap()),
+        vec![0, 1]
+    );
+    // Response limit: the first partition still gets one batch beyond it,
+    // later ones nothing that does not fit.
+    let response: FetchResponse = raw.call(
+        ApiKey::Fetch,
+        11,
+        &fetch_request(&[(0, 4, 1 << 20), (1, 4, 1 << 20)], 10, 1, 0),
+    );
+    let parts = &response.responses[0].partitions;
+    assert_eq!(batch_offsets(parts[0].records.as_ref().unwrap()), vec![4]);
+    assert!(parts[1].records.as_ref().unwrap().is_empty());
+    // Past the end: OFFSET_OUT_OF_RANGE, with the offsets to reset to.
+    let response: FetchResponse = raw.call(
+        ApiKey::Fetch,
+        11,
+        &fetch_request(&[(0, 11, 1 << 20)], 1 << 20, 1, 0),
+    );
+    let data = &response.responses[0].partitions[0];
+    assert_eq!(data.error_code, ResponseError::OffsetOutOfRange.code());
+    assert_eq!((data.high_watermark, data.log_start_offset), (10, 0));
+    // Unknown partition.
+    let response: FetchResponse = raw.call(
+        ApiKey::Fetch,
+        11,
+        &fetch_request(&[(5, 0, 1 << 20)], 1 << 20, 1, 0),
+    );
+    assert_eq!(
+        response.responses[0].partitions[0].error_code,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+}
+
+#[test]
+fn deleting_a_topic_removes_its_data() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    create(&mut raw, 2);
+    produce(&mut raw, 1, BatchBuilder::new(1).build());
+    assert!(weir.data_dir.join(format!("{TOPIC}-1")).exists());
+    use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse};
+    let response: DeleteTopicsResponse = raw.call(
+        ApiKey::DeleteTopics,
+        5,
+        &DeleteTopicsRequest::default().with_topic_names(vec![name()]),
+    );
+    assert_eq!(response.responses[0].error_code, 0);
+    assert!(!weir.data_dir.join(format!("{TOPIC}-0")).exists());
+    assert!(!weir.data_dir.join(format!("{TOPIC}-1")).exists());
+    let metadata: MetadataResponse = raw.call(
+        ApiKey::Metadata,
+        9,
+        &MetadataRequest::default()
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(name()))
+            ]))
+            .with_allow_auto_topic_creation(false),
+    );
+    assert_eq!(
+        metadata.topics[0].error_code,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+}
