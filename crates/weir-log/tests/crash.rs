@@ -281,7 +281,7 @@ impl Harness {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 256,
+        cases: 512,
         failure_persistence: None,
         ..ProptestConfig::default()
     })]

@@ -468,7 +468,7 @@ fn run(config: LogConfig, ops: Vec<(Op, u16)>) {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 128,
+        cases: 256,
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
