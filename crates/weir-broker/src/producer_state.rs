@@ -66,39 +66,22 @@ impl ProducerStates {
                 got: batch.epoch,
             };
         }
-        if batch.epoch > entry.epoch {
-            return if batch.first_seq == 0 {
-                SequenceCheck::Append
-            } else {
-                SequenceCheck::OutOfOrder {
-                    expected: 0,
-                    got: batch.first_seq,
-                }
-            };
-        }
-        if let Some(dup) = entry
-            .batches
-            .iter()
-            .find(|b| b.first_seq == batch.first_seq && b.last_seq == batch.last_seq)
-        {
-            return SequenceCheck::Duplicate(*dup);
-        }
-        let Some(last) = entry.batches.back() else {
-            // A freshly bumped epoch starts at sequence 0.
-            return if batch.first_seq == 0 {
-                SequenceCheck::Append
-            } else {
-                SequenceCheck::OutOfOrder {
-                    expected: 0,
-                    got: batch.first_seq,
-                }
-            };
+        // A new epoch, or one freshly bumped, starts at sequence 0.
+        let expected = match entry.batches.back() {
+            _ if batch.epoch > entry.epoch => 0,
+            None => 0,
+            Some(last) if last.last_seq == i32::MAX => 0,
+            Some(last) => last.last_seq + 1,
         };
-        let expected = if last.last_seq == i32::MAX {
-            0
-        } else {
-            last.last_seq + 1
-        };
+        if batch.epoch == entry.epoch {
+            if let Some(dup) = entry
+                .batches
+                .iter()
+                .find(|b| b.first_seq == batch.first_seq && b.last_seq == batch.last_seq)
+            {
+                return SequenceCheck::Duplicate(*dup);
+            }
+        }
         if batch.first_seq == expected {
             SequenceCheck::Append
         } else {

@@ -16,6 +16,8 @@ pub struct BatchBuilder {
     compression: Compression,
     record_count_override: Option<i32>,
     key_prefix: Option<String>,
+    /// Producer id, epoch and base sequence of an idempotent producer.
+    producer: Option<(i64, i16, i32)>,
 }
 
 impl BatchBuilder {
@@ -28,6 +30,7 @@ impl BatchBuilder {
             compression: Compression::None,
             record_count_override: None,
             key_prefix: None,
+            producer: None,
         }
     }
 
@@ -53,6 +56,13 @@ impl BatchBuilder {
         self
     }
 
+    /// Marks the batch as written by an idempotent producer, its first record
+    /// carrying `base_sequence`.
+    pub fn producer(mut self, id: i64, epoch: i16, base_sequence: i32) -> Self {
+        self.producer = Some((id, epoch, base_sequence));
+        self
+    }
+
     /// Writes a different record count into the header (CRC kept valid), to
     /// build inconsistent batches.
     pub fn record_count_override(mut self, count: i32) -> Self {
@@ -69,18 +79,19 @@ impl BatchBuilder {
     }
 
     pub fn build(&self) -> Vec<u8> {
+        // Only the base sequence is encoded; without a producer it is -1.
+        let (producer_id, producer_epoch, base_sequence) = self.producer.unwrap_or((-1, -1, -1));
         let records: Vec<Record> = (0..self.count)
             .map(|i| Record {
                 transactional: false,
                 control: false,
                 delete_horizon: false,
                 partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
+                producer_id,
+                producer_epoch,
                 timestamp_type: TimestampType::Creation,
                 offset: i as i64,
-                // Only the base sequence is encoded: -1, "no producer id".
-                sequence: i as i32 - 1,
+                sequence: base_sequence + i as i32,
                 timestamp: self.timestamp + i as i64,
                 key: self
                     .key_prefix

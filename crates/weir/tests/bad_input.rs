@@ -8,50 +8,19 @@ use std::time::Duration;
 
 use common::raw::Raw;
 use common::Weir;
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
-    ProduceRequest, ProduceResponse, TopicName,
-};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
+use weir_log::testing::BatchBuilder;
 
 /// A healthy client can still produce and read metadata.
 fn assert_serving(weir: &Weir) {
     let mut raw = Raw::connect(&weir.kafka);
-    let response: MetadataResponse = raw.call(
-        ApiKey::Metadata,
-        9,
-        &MetadataRequest::default()
-            .with_topics(Some(vec![MetadataRequestTopic::default()
-                .with_name(Some(TopicName(StrBytes::from_static_str("healthy"))))]))
-            .with_allow_auto_topic_creation(true),
-    );
-    assert_eq!(response.topics[0].error_code, 0);
-    let (code, _) = produce(
-        &mut raw,
-        "healthy",
-        weir_log::testing::BatchBuilder::new(2).build(),
-    );
-    assert_eq!(code, 0);
+    assert_eq!(raw.topic_metadata("healthy").topics[0].error_code, 0);
+    assert_eq!(raw.produce("healthy", 0, BatchBuilder::new(2).build()).0, 0);
 }
 
-fn produce(raw: &mut Raw, topic: &'static str, records: Vec<u8>) -> (i16, Option<String>) {
-    let request = ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str(topic)))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(records.into()))])]);
-    let response: ProduceResponse = raw.call(ApiKey::Produce, 9, &request);
-    let p = &response.responses[0].partition_responses[0];
-    (
-        p.error_code,
-        p.error_message.as_ref().map(|m| m.to_string()),
-    )
+fn produce(raw: &mut Raw, topic: &str, records: Vec<u8>) -> (i16, i64) {
+    raw.produce(topic, 0, records)
 }
 
 fn frame(body: &[u8]) -> Vec<u8> {
@@ -133,38 +102,30 @@ fn invalid_batches_get_per_partition_errors() {
     let weir = Weir::start(&["--message-max-bytes", "2000"]);
     let mut raw = Raw::connect(&weir.kafka);
     assert_serving(&weir);
-    let mut corrupt = weir_log::testing::BatchBuilder::new(3).build();
+    let mut corrupt = BatchBuilder::new(3).build();
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0xff;
     assert_eq!(
         produce(&mut raw, "healthy", corrupt).0,
         ResponseError::CorruptMessage.code()
     );
-    let big = weir_log::testing::BatchBuilder::new(1)
-        .value_size(5000)
-        .build();
+    let big = BatchBuilder::new(1).value_size(5000).build();
     assert_eq!(
         produce(&mut raw, "healthy", big).0,
         ResponseError::MessageTooLarge.code()
     );
-    let inconsistent = weir_log::testing::BatchBuilder::new(3)
-        .record_count_override(1)
-        .build();
+    let inconsistent = BatchBuilder::new(3).record_count_override(1).build();
     assert_eq!(
         produce(&mut raw, "healthy", inconsistent).0,
         ResponseError::InvalidRecord.code()
     );
-    let mut two = weir_log::testing::BatchBuilder::new(1).build();
-    two.extend(weir_log::testing::BatchBuilder::new(1).build());
+    let mut two = BatchBuilder::new(1).build();
+    two.extend(BatchBuilder::new(1).build());
     assert_eq!(
         produce(&mut raw, "healthy", two).0,
         ResponseError::InvalidRecord.code()
     );
-    let (code, _) = produce(
-        &mut raw,
-        "no-such-topic-here",
-        weir_log::testing::BatchBuilder::new(1).build(),
-    );
+    let (code, _) = produce(&mut raw, "no-such-topic-here", BatchBuilder::new(1).build());
     assert_eq!(code, ResponseError::UnknownTopicOrPartition.code());
     // Nothing invalid was stored.
     assert_serving(&weir);

@@ -9,10 +9,8 @@ use common::raw::Raw;
 use common::Weir;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
-    ProduceRequest, ProduceResponse, TopicName,
+    ApiKey, BrokerId, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -41,21 +39,9 @@ fn create(raw: &mut Raw, partitions: i32) {
 }
 
 fn produce(raw: &mut Raw, partition: i32, batch: Vec<u8>) -> i64 {
-    let response: ProduceResponse = raw.call(
-        ApiKey::Produce,
-        9,
-        &ProduceRequest::default()
-            .with_acks(1)
-            .with_timeout_ms(5000)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(name())
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(partition)
-                    .with_records(Some(batch.into()))])]),
-    );
-    let p = &response.responses[0].partition_responses[0];
-    assert_eq!(p.error_code, 0);
-    p.base_offset
+    let (code, base_offset) = raw.produce(TOPIC, partition, batch);
+    assert_eq!(code, 0);
+    base_offset
 }
 
 fn fetch_request(

@@ -3,65 +3,25 @@
 
 mod common;
 
-use bytes::{Bytes, BytesMut};
 use common::raw::Raw;
 use common::Weir;
-use indexmap::IndexMap;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, InitProducerIdRequest,
-    InitProducerIdResponse, ProduceRequest, ProduceResponse, TopicName,
+    InitProducerIdResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use kafka_protocol::ResponseError;
+use weir_log::testing::BatchBuilder;
 
-fn batch(producer_id: i64, epoch: i16, first_seq: i32, count: i32) -> Bytes {
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: first_seq + i,
-            timestamp: 1_700_000_000_000,
-            key: None,
-            value: Some(Bytes::from(format!("seq {}", first_seq + i))),
-            headers: IndexMap::new(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+fn batch(producer_id: i64, epoch: i16, first_seq: i32, count: usize) -> Vec<u8> {
+    BatchBuilder::new(count)
+        .producer(producer_id, epoch, first_seq)
+        .build()
 }
 
-fn produce(raw: &mut Raw, records: Bytes) -> (i16, i64) {
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str("idem")))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(records))])]);
-    let response: ProduceResponse = raw.call(ApiKey::Produce, 9, &request);
-    let p = &response.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
+fn produce(raw: &mut Raw, records: Vec<u8>) -> (i16, i64) {
+    raw.produce("idem", 0, records)
 }
 
 fn create_topic(raw: &mut Raw) {

@@ -5,10 +5,8 @@ mod common;
 use common::raw::Raw;
 use common::Weir;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse,
-    TopicName,
+    ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -43,34 +41,12 @@ fn every_kind_of_lookup() {
     let weir = Weir::start(&[]);
     let mut raw = Raw::connect(&weir.kafka);
     // A metadata request creates the topic.
-    let _: kafka_protocol::messages::MetadataResponse = raw.call(
-        ApiKey::Metadata,
-        9,
-        &kafka_protocol::messages::MetadataRequest::default()
-            .with_topics(Some(vec![
-                kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-                    .with_name(Some(topic())),
-            ]))
-            .with_allow_auto_topic_creation(true),
-    );
+    raw.topic_metadata("offsets");
     assert_eq!(list(&mut raw, 0, -1), (0, -1, 0));
     assert_eq!(list(&mut raw, 0, -3), (0, -1, -1));
     for ts in [1_000, 5_000, 3_000] {
-        let response: ProduceResponse = raw.call(
-            ApiKey::Produce,
-            9,
-            &ProduceRequest::default()
-                .with_acks(1)
-                .with_timeout_ms(5000)
-                .with_topic_data(vec![TopicProduceData::default()
-                    .with_name(topic())
-                    .with_partition_data(vec![PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(
-                            BatchBuilder::new(2).timestamp(ts).build().into(),
-                        ))])]),
-        );
-        assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+        let records = BatchBuilder::new(2).timestamp(ts).build();
+        assert_eq!(raw.produce("offsets", 0, records).0, 0);
     }
     assert_eq!(list(&mut raw, 0, -2), (0, -1, 0));
     assert_eq!(list(&mut raw, 0, -1), (0, -1, 6));

@@ -87,20 +87,8 @@ fn http_ready_metrics_and_cluster() {
         body.contains(&format!("\"port\":{}", weir.port())),
         "{body}"
     );
-    // Produce something so per-partition and per-API metrics exist.
-    let mut raw = Raw::connect(&weir.kafka);
-    let _: kafka_protocol::messages::MetadataResponse = raw.call(
-        ApiKey::Metadata,
-        9,
-        &kafka_protocol::messages::MetadataRequest::default()
-            .with_topics(Some(vec![
-                kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-                    .with_name(Some(kafka_protocol::messages::TopicName(
-                        StrBytes::from_static_str("m"),
-                    ))),
-            ]))
-            .with_allow_auto_topic_creation(true),
-    );
+    // A topic, so per-partition and per-API metrics exist.
+    Raw::connect(&weir.kafka).topic_metadata("m");
     let (status, metrics) = weir.http_get("/metrics");
     assert_eq!(status, 200);
     for needle in [
@@ -119,40 +107,10 @@ fn http_ready_metrics_and_cluster() {
 fn sigterm_shuts_down_cleanly() {
     let mut weir = Weir::start(&[]);
     let mut raw = Raw::connect(&weir.kafka);
-    let _: kafka_protocol::messages::MetadataResponse = raw.call(
-        ApiKey::Metadata,
-        9,
-        &kafka_protocol::messages::MetadataRequest::default()
-            .with_topics(Some(vec![
-                kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-                    .with_name(Some(kafka_protocol::messages::TopicName(
-                        StrBytes::from_static_str("c"),
-                    ))),
-            ]))
-            .with_allow_auto_topic_creation(true),
-    );
+    raw.topic_metadata("c");
     // Unflushed data to flush on the way out.
-    let produced: kafka_protocol::messages::ProduceResponse = raw.call(
-        ApiKey::Produce,
-        9,
-        &kafka_protocol::messages::ProduceRequest::default()
-            .with_acks(1)
-            .with_timeout_ms(5000)
-            .with_topic_data(vec![
-                kafka_protocol::messages::produce_request::TopicProduceData::default()
-                    .with_name(kafka_protocol::messages::TopicName(
-                        StrBytes::from_static_str("c"),
-                    ))
-                    .with_partition_data(vec![
-                        kafka_protocol::messages::produce_request::PartitionProduceData::default()
-                            .with_index(0)
-                            .with_records(Some(
-                                weir_log::testing::BatchBuilder::new(3).build().into(),
-                            )),
-                    ]),
-            ]),
-    );
-    assert_eq!(produced.responses[0].partition_responses[0].error_code, 0);
+    let records = weir_log::testing::BatchBuilder::new(3).build();
+    assert_eq!(raw.produce("c", 0, records).0, 0);
     drop(raw);
     let status = weir.stop();
     assert!(status.success(), "{status:?}");

@@ -85,3 +85,38 @@ impl Raw {
         matches!(self.stream.read(&mut buf), Ok(0) | Err(_))
     }
 }
+
+impl Raw {
+    /// Produces one partition's records (acks=all); returns the error code
+    /// and base offset.
+    pub fn produce(&mut self, topic: &str, partition: i32, records: Vec<u8>) -> (i16, i64) {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(records.into()))])]);
+        let response: ProduceResponse = self.call(ApiKey::Produce, 9, &request);
+        let p = &response.responses[0].partition_responses[0];
+        (p.error_code, p.base_offset)
+    }
+
+    /// Metadata for one topic, creating it if auto-creation allows.
+    pub fn topic_metadata(&mut self, topic: &str) -> kafka_protocol::messages::MetadataResponse {
+        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+        use kafka_protocol::messages::{MetadataRequest, TopicName};
+        self.call(
+            ApiKey::Metadata,
+            9,
+            &MetadataRequest::default()
+                .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+                    TopicName(StrBytes::from_string(topic.to_owned())),
+                ))]))
+                .with_allow_auto_topic_creation(true),
+        )
+    }
+}
