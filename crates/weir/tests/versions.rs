@@ -1,0 +1,182 @@
+//! Every API version ApiVersions advertises answers a valid request with a
+//! response that decodes at that version.
+
+mod common;
+
+use common::raw::Raw;
+use common::Weir;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use weir_log::testing::BatchBuilder;
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+/// The versions the broker advertises for `key`.
+fn advertised(raw: &mut Raw, key: ApiKey) -> std::ops::RangeInclusive<i16> {
+    let versions: ApiVersionsResponse =
+        raw.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let entry = versions
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == key as i16)
+        .unwrap_or_else(|| panic!("{key:?} not advertised"));
+    entry.min_version..=entry.max_version
+}
+
+#[test]
+fn every_advertised_version_answers() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("sweep");
+    assert_eq!(raw.produce("sweep", 0, BatchBuilder::new(2).build()).0, 0);
+
+    let versions: ApiVersionsResponse =
+        raw.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let keys: Vec<i16> = versions.api_keys.iter().map(|k| k.api_key).collect();
+    let mut checked = 0;
+    for key in keys {
+        let key = ApiKey::try_from(key).unwrap();
+        for version in advertised(&mut raw, key) {
+            let label = format!("{key:?} v{version}");
+            match key {
+                ApiKey::ApiVersions => {
+                    let r: ApiVersionsResponse =
+                        raw.call(key, version, &ApiVersionsRequest::default());
+                    assert_eq!(r.error_code, 0, "{label}");
+                }
+                ApiKey::Metadata => {
+                    let request = MetadataRequest::default().with_topics(Some(vec![
+                        MetadataRequestTopic::default().with_name(Some(name("sweep"))),
+                    ]));
+                    let r: MetadataResponse = raw.call(key, version, &request);
+                    assert_eq!(r.topics[0].error_code, 0, "{label}");
+                    assert_eq!(r.topics[0].partitions.len(), 1, "{label}");
+                }
+                ApiKey::Produce => {
+                    let request = ProduceRequest::default()
+                        .with_acks(1)
+                        .with_timeout_ms(5000)
+                        .with_topic_data(vec![TopicProduceData::default()
+                            .with_name(name("sweep"))
+                            .with_partition_data(vec![PartitionProduceData::default()
+                                .with_index(0)
+                                .with_records(Some(BatchBuilder::new(1).build().into()))])]);
+                    let r: ProduceResponse = raw.call(key, version, &request);
+                    assert_eq!(
+                        r.responses[0].partition_responses[0].error_code, 0,
+                        "{label}"
+                    );
+                }
+                ApiKey::Fetch => {
+                    let request = FetchRequest::default()
+                        .with_replica_id(BrokerId(-1))
+                        .with_max_wait_ms(0)
+                        .with_min_bytes(1)
+                        .with_max_bytes(1 << 20)
+                        .with_session_epoch(-1)
+                        .with_topics(vec![FetchTopic::default()
+                            .with_topic(name("sweep"))
+                            .with_partitions(vec![FetchPartition::default()
+                                .with_partition(0)
+                                .with_fetch_offset(0)
+                                .with_partition_max_bytes(1 << 20)])]);
+                    let r: FetchResponse = raw.call(key, version, &request);
+                    let data = &r.responses[0].partitions[0];
+                    assert_eq!(data.error_code, 0, "{label}");
+                    assert!(!data.records.as_ref().unwrap().is_empty(), "{label}");
+                }
+                ApiKey::ListOffsets => {
+                    let request = ListOffsetsRequest::default()
+                        .with_replica_id(BrokerId(-1))
+                        .with_topics(vec![ListOffsetsTopic::default()
+                            .with_name(name("sweep"))
+                            .with_partitions(vec![ListOffsetsPartition::default()
+                                .with_partition_index(0)
+                                .with_timestamp(-1)])]);
+                    let r: ListOffsetsResponse = raw.call(key, version, &request);
+                    assert_eq!(r.topics[0].partitions[0].error_code, 0, "{label}");
+                    assert!(r.topics[0].partitions[0].offset > 0, "{label}");
+                }
+                ApiKey::CreateTopics => {
+                    let topic = format!("created-v{version}");
+                    let request =
+                        CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                            .with_name(name(&topic))
+                            .with_num_partitions(1)
+                            .with_replication_factor(1)]);
+                    let r: CreateTopicsResponse = raw.call(key, version, &request);
+                    assert_eq!(r.topics[0].error_code, 0, "{label}");
+                }
+                ApiKey::CreatePartitions => {
+                    let topic = format!("grown-v{version}");
+                    raw.topic_metadata(&topic);
+                    let request = CreatePartitionsRequest::default()
+                        .with_timeout_ms(5000)
+                        .with_topics(vec![CreatePartitionsTopic::default()
+                            .with_name(name(&topic))
+                            .with_count(2)]);
+                    let r: CreatePartitionsResponse = raw.call(key, version, &request);
+                    assert_eq!(r.results[0].error_code, 0, "{label}");
+                }
+                ApiKey::DeleteTopics => {
+                    let topic = format!("doomed-v{version}");
+                    raw.topic_metadata(&topic);
+                    let request = if version >= 6 {
+                        DeleteTopicsRequest::default().with_topics(vec![DeleteTopicState::default(
+                        )
+                        .with_name(Some(name(&topic)))])
+                    } else {
+                        DeleteTopicsRequest::default().with_topic_names(vec![name(&topic)])
+                    };
+                    let r: DeleteTopicsResponse =
+                        raw.call(key, version, &request.with_timeout_ms(5000));
+                    assert_eq!(r.responses[0].error_code, 0, "{label}");
+                }
+                ApiKey::InitProducerId => {
+                    let request = InitProducerIdRequest::default()
+                        .with_transactional_id(None)
+                        .with_transaction_timeout_ms(60_000);
+                    let r: InitProducerIdResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert!(r.producer_id.0 >= 0, "{label}");
+                }
+                ApiKey::DescribeConfigs => {
+                    let request = DescribeConfigsRequest::default().with_resources(vec![
+                        DescribeConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_static_str("sweep"))
+                            .with_configuration_keys(None),
+                    ]);
+                    let r: DescribeConfigsResponse = raw.call(key, version, &request);
+                    assert_eq!(r.results[0].error_code, 0, "{label}");
+                    assert!(
+                        r.results[0]
+                            .configs
+                            .iter()
+                            .any(|c| c.name.as_str() == "retention.ms"),
+                        "{label}"
+                    );
+                }
+                ApiKey::DescribeCluster => {
+                    let r: DescribeClusterResponse =
+                        raw.call(key, version, &DescribeClusterRequest::default());
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert_eq!(r.brokers.len(), 1, "{label}");
+                }
+                other => panic!("{other:?} is advertised but this test does not cover it"),
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 50, "only {checked} versions checked");
+}
