@@ -37,11 +37,27 @@ pub(crate) fn write(storage: &dyn Storage, path: &Path, text: &str) -> Result<()
     Ok(())
 }
 
-/// Reads a file holding one decimal number; a missing or unreadable one
-/// gives `None` (callers fall back to the safe default).
+/// Reads a file holding one decimal number, for hints whose loss is safe: a
+/// missing or unreadable one gives `None`.
 pub(crate) fn read_u64(storage: &dyn Storage, path: &Path) -> Option<u64> {
     match read(storage, path) {
         Ok(Some(text)) => text.trim().parse().ok(),
         _ => None,
     }
+}
+
+/// Reads a file holding one decimal number that must not be lost: missing
+/// gives `None`, unreadable is an error.
+pub(crate) fn read_u64_strict(storage: &dyn Storage, path: &Path) -> Result<Option<u64>, LogError> {
+    let Some(text) = read(storage, path)? else {
+        return Ok(None);
+    };
+    text.trim()
+        .parse()
+        .map(Some)
+        .map_err(|_| LogError::Corrupt {
+            path: path.to_owned(),
+            position: 0,
+            reason: format!("expected an offset, found {:?}", text.trim()),
+        })
 }

@@ -250,7 +250,10 @@ impl Log {
             }
         }
 
-        let persisted_start = checkpoint::read_u64(&*storage, &dir.join(LOG_START_OFFSET_FILE));
+        // Unlike the recovery point, a lost log start would expose deleted
+        // records: an unreadable file stops the open.
+        let persisted_start =
+            checkpoint::read_u64_strict(&*storage, &dir.join(LOG_START_OFFSET_FILE))?;
         let recovered_end = segments.values().next_back().map(|s| s.next_offset);
         if let Some(start) = persisted_start.filter(|&s| recovered_end.is_some_and(|end| end < s)) {
             // DeleteRecords moved the log start past what survived the crash.

@@ -441,3 +441,33 @@ fn rebuilt_index_files_are_synced_by_the_next_flush() {
     }
     assert_reads_exactly(&fixture.open(), &fixture.batches);
 }
+
+#[test]
+fn an_unreadable_log_start_offset_stops_the_open() {
+    use std::sync::Arc;
+    let storage = weir_log::sim::SimStorage::new();
+    let clock = Arc::new(weir_log::ManualClock::new(0));
+    let dir = std::path::Path::new("/logs/p-0");
+    let open = || {
+        weir_log::Log::open_with(
+            dir,
+            weir_log::LogConfig::default(),
+            Arc::new(storage.clone()),
+            clock.clone(),
+        )
+    };
+    let log = open().unwrap();
+    for _ in 0..3 {
+        log.append(&weir_log::testing::BatchBuilder::new(2).build(), 0)
+            .unwrap();
+    }
+    log.delete_records_before(3).unwrap();
+    drop(log);
+    storage.set_contents(&dir.join(weir_log::LOG_START_OFFSET_FILE), b"3x\n".to_vec());
+    match open() {
+        Err(weir_log::LogError::Corrupt { path, .. }) => {
+            assert!(path.ends_with(weir_log::LOG_START_OFFSET_FILE))
+        }
+        other => panic!("expected a corrupt log start offset, got {other:?}"),
+    }
+}
