@@ -10,6 +10,8 @@ use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetaStore, MetadataImag
 
 use crate::config::BrokerConfig;
 use crate::metrics::Metrics;
+use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
+use crate::partition::AppendError;
 use crate::partition::{log_config, Partition};
 
 /// Producer ids are taken from the metadata store in blocks of this size.
@@ -42,6 +44,7 @@ pub struct Broker {
     producer_ids: Mutex<std::ops::Range<i64>>,
     metrics: Metrics,
     serving: AtomicBool,
+    offsets: OffsetStore,
 }
 
 impl Broker {
@@ -67,6 +70,16 @@ impl Broker {
         for topic in meta.image().topics() {
             partitions.insert(topic.name.clone(), open_partitions(&config, topic, 0)?);
         }
+        let offsets = match partitions.get(OFFSETS_TOPIC) {
+            Some(offset_partitions) => {
+                OffsetStore::load(offset_partitions).map_err(|source| BrokerError::Log {
+                    topic: OFFSETS_TOPIC.to_owned(),
+                    partition: -1,
+                    source,
+                })?
+            }
+            None => OffsetStore::default(),
+        };
         Ok(Arc::new(Self {
             config,
             cluster_id,
@@ -75,11 +88,63 @@ impl Broker {
             producer_ids: Mutex::new(0..0),
             metrics: Metrics::default(),
             serving: AtomicBool::new(false),
+            offsets,
         }))
     }
 
     pub fn config(&self) -> &BrokerConfig {
         &self.config
+    }
+
+    pub fn offsets(&self) -> &OffsetStore {
+        &self.offsets
+    }
+
+    /// The partition of `__consumer_offsets` that holds `group`, creating
+    /// the topic on first use.
+    pub fn offsets_partition(&self, group: &str) -> Result<Arc<Partition>, BrokerError> {
+        let count = match self.partitions_of(OFFSETS_TOPIC) {
+            Some(partitions) => partitions.len() as i32,
+            None => {
+                let configs = [
+                    // Until compaction exists, nothing may expire offsets.
+                    ("cleanup.policy", "compact"),
+                    ("retention.ms", "-1"),
+                    ("segment.bytes", "104857600"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+                let partitions = self.config.offsets_topic_num_partitions;
+                match self.create_topic(OFFSETS_TOPIC, partitions, configs, false) {
+                    Ok(topic) => topic.partitions.len() as i32,
+                    Err(BrokerError::Meta(MetaError::TopicAlreadyExists(_))) => self
+                        .partitions_of(OFFSETS_TOPIC)
+                        .map_or(partitions, |p| p.len() as i32),
+                    Err(error) => return Err(error),
+                }
+            }
+        };
+        let index = crate::offsets::records::partition_for(group, count);
+        Ok(self
+            .partition(OFFSETS_TOPIC, index)
+            .expect("partitions of __consumer_offsets exist once created"))
+    }
+
+    /// Commits (or, with `None`, deletes) a group's offsets.
+    pub fn commit_offsets(
+        &self,
+        group: &str,
+        changes: Vec<OffsetChange>,
+        now_ms: i64,
+    ) -> Result<(), AppendError> {
+        let partition = self.offsets_partition(group).map_err(|error| {
+            AppendError::Log(weir_log::LogError::Offline {
+                dir: self.config.data_dir.join(OFFSETS_TOPIC),
+                reason: error.to_string(),
+            })
+        })?;
+        self.offsets.commit(&partition, group, changes, now_ms)
     }
 
     pub fn metrics(&self) -> &Metrics {
@@ -203,6 +268,21 @@ impl Broker {
             name: name.to_owned(),
         })?;
         let removed = self.partitions.write().remove(name).unwrap_or_default();
+        drop(meta);
+        // Committed offsets of a deleted topic go with it.
+        for (group, partitions) in self.offsets.commits_of_topic(name) {
+            let changes = partitions
+                .into_iter()
+                .map(|partition| OffsetChange {
+                    topic: name.to_owned(),
+                    partition,
+                    value: None,
+                })
+                .collect();
+            if let Err(error) = self.commit_offsets(&group, changes, now_ms()) {
+                tracing::warn!(group, topic = name, %error, "could not delete committed offsets");
+            }
+        }
         for partition in removed {
             let dir = partition.log.dir().to_owned();
             drop(partition);
@@ -303,4 +383,11 @@ fn load_cluster_id(data_dir: &std::path::Path) -> Result<String, BrokerError> {
             Ok(id)
         }
     }
+}
+
+/// Wall-clock milliseconds, for commit timestamps.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -76,6 +76,11 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         default: "536870912",
         doc: "Memory for requests being read or processed, across all connections",
     },
+    BrokerConfigDef {
+        name: "offsets.topic.num.partitions",
+        default: "50",
+        doc: "Partitions of __consumer_offsets, fixed when it is first created",
+    },
 ];
 
 /// Why a config value was refused.
@@ -109,6 +114,7 @@ pub struct BrokerConfig {
     pub log_flush_interval_ms: i64,
     pub connections_max_idle_ms: u64,
     pub queued_max_request_bytes: usize,
+    pub offsets_topic_num_partitions: i32,
     /// The Kafka-named values in force, for DescribeConfigs.
     pub values: BTreeMap<String, String>,
     /// Names set explicitly (not defaults).
@@ -176,6 +182,11 @@ impl BrokerConfig {
                 get,
                 "queued.max.request.bytes",
                 1024 * 1024..=tokio::sync::Semaphore::MAX_PERMITS,
+            )?,
+            offsets_topic_num_partitions: parse_in(
+                get,
+                "offsets.topic.num.partitions",
+                1..=10_000,
             )?,
             overridden: values.keys().cloned().collect(),
             values: merged,

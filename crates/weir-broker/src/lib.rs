@@ -7,6 +7,7 @@ pub mod http;
 pub mod maintenance;
 pub mod metrics;
 pub mod net;
+pub mod offsets;
 pub mod partition;
 pub mod producer_state;
 pub mod topic_configs;

@@ -173,6 +173,64 @@ fn every_advertised_version_answers() {
                     assert_eq!(r.error_code, 0, "{label}");
                     assert_eq!(r.brokers.len(), 1, "{label}");
                 }
+                ApiKey::FindCoordinator => {
+                    let request = if version >= 4 {
+                        FindCoordinatorRequest::default()
+                            .with_coordinator_keys(vec![StrBytes::from_static_str("sweep-group")])
+                    } else {
+                        FindCoordinatorRequest::default()
+                            .with_key(StrBytes::from_static_str("sweep-group"))
+                    };
+                    let r: FindCoordinatorResponse = raw.call(key, version, &request);
+                    let (error, node) = if version >= 4 {
+                        (r.coordinators[0].error_code, r.coordinators[0].node_id.0)
+                    } else {
+                        (r.error_code, r.node_id.0)
+                    };
+                    assert_eq!((error, node), (0, 1), "{label}");
+                }
+                ApiKey::OffsetCommit => {
+                    use kafka_protocol::messages::offset_commit_request::{
+                        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+                    };
+                    let request = OffsetCommitRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("sweep-group")))
+                        .with_generation_id_or_member_epoch(-1)
+                        .with_topics(vec![OffsetCommitRequestTopic::default()
+                            .with_name(name("sweep"))
+                            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(i64::from(version))])]);
+                    let r: OffsetCommitResponse = raw.call(key, version, &request);
+                    assert_eq!(r.topics[0].partitions[0].error_code, 0, "{label}");
+                }
+                ApiKey::OffsetFetch => {
+                    use kafka_protocol::messages::offset_fetch_request::{
+                        OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+                    };
+                    let group = GroupId(StrBytes::from_static_str("sweep-group"));
+                    let committed = if version >= 8 {
+                        let request = OffsetFetchRequest::default().with_groups(vec![
+                            OffsetFetchRequestGroup::default()
+                                .with_group_id(group)
+                                .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                                    .with_name(name("sweep"))
+                                    .with_partition_indexes(vec![0])])),
+                        ]);
+                        let r: OffsetFetchResponse = raw.call(key, version, &request);
+                        r.groups[0].topics[0].partitions[0].committed_offset
+                    } else {
+                        let request = OffsetFetchRequest::default()
+                            .with_group_id(group)
+                            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                                .with_name(name("sweep"))
+                                .with_partition_indexes(vec![0])]));
+                        let r: OffsetFetchResponse = raw.call(key, version, &request);
+                        r.topics[0].partitions[0].committed_offset
+                    };
+                    // The last OffsetCommit version swept committed its own number.
+                    assert_eq!(committed, 9, "{label}");
+                }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }
             checked += 1;

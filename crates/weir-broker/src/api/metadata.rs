@@ -11,6 +11,7 @@ use weir_meta::{MetaError, TopicInfo};
 
 use super::RequestContext;
 use crate::broker::{Broker, BrokerError};
+use crate::offsets::OFFSETS_TOPIC;
 
 pub(super) fn handle(
     broker: &Broker,
@@ -67,6 +68,19 @@ pub(super) fn handle(
 }
 
 fn auto_create_topic(broker: &Broker, name: &str) -> MetadataResponseTopic {
+    if name == OFFSETS_TOPIC {
+        // Created with its own partition count and configs, never the
+        // defaults of an ordinary topic.
+        return match broker.offsets_partition("") {
+            Ok(_) => broker
+                .with_image(|image| image.topic(name).map(topic_response))
+                .unwrap_or_else(|| error_topic(name, ResponseError::LeaderNotAvailable)),
+            Err(error) => {
+                tracing::warn!(%error, "creating __consumer_offsets failed");
+                error_topic(name, ResponseError::CoordinatorNotAvailable)
+            }
+        };
+    }
     let partitions = broker.config().num_partitions;
     match broker.create_topic(name, partitions, Default::default(), false) {
         Ok(topic) => topic_response(&topic),

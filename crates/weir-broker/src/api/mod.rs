@@ -8,6 +8,7 @@ mod configs;
 mod fetch;
 mod list_offsets;
 mod metadata;
+mod offsets;
 mod produce;
 mod producer_id;
 
@@ -34,6 +35,9 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -122,6 +126,9 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::CreatePartitions => "CreatePartitions",
         ApiKey::DescribeConfigs => "DescribeConfigs",
         ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::FindCoordinator => "FindCoordinator",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
         _ => "Other",
     }
 }
@@ -214,6 +221,21 @@ pub(crate) fn dispatch(broker: &Arc<Broker>, mut body: Bytes) -> Result<Reply, R
             decode!(),
         )))),
         ApiKey::DescribeCluster => Reply::Now(Some(ctx.respond(&cluster::describe_cluster(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::FindCoordinator => Reply::Now(Some(ctx.respond(&offsets::find_coordinator(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::OffsetCommit => Reply::Now(Some(ctx.respond(&offsets::offset_commit(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::OffsetFetch => Reply::Now(Some(ctx.respond(&offsets::offset_fetch(
             &broker,
             &ctx,
             decode!(),

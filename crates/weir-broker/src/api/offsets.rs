@@ -1,0 +1,298 @@
+//! FindCoordinator, OffsetCommit and OffsetFetch: committed offsets of
+//! groups whose consumers assign partitions themselves.
+
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::broker::{now_ms, Broker};
+use crate::offsets::records::CommittedOffset;
+use crate::offsets::{OffsetChange, MAX_METADATA_BYTES};
+
+const GROUP_KEY: i8 = 0;
+
+pub(super) fn find_coordinator(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let keys = if ctx.version >= 4 {
+        request.coordinator_keys
+    } else {
+        vec![request.key]
+    };
+    let coordinators: Vec<Coordinator> = keys
+        .into_iter()
+        .map(|key| {
+            let coordinator = Coordinator::default().with_key(key.clone());
+            let refuse = |error: ResponseError, message: String| {
+                coordinator
+                    .clone()
+                    .with_node_id(BrokerId(-1))
+                    .with_error_code(error.code())
+                    .with_error_message(Some(StrBytes::from_string(message)))
+            };
+            if request.key_type != GROUP_KEY {
+                return refuse(
+                    ResponseError::CoordinatorNotAvailable,
+                    "transactions are not supported yet".to_owned(),
+                );
+            }
+            if let Err(error) = broker.offsets_partition(&key) {
+                tracing::error!(%error, "cannot create __consumer_offsets");
+                return refuse(ResponseError::CoordinatorNotAvailable, error.to_string());
+            }
+            let config = broker.config();
+            coordinator
+                .with_node_id(BrokerId(config.node_id))
+                .with_host(StrBytes::from_string(config.advertised_host.clone()))
+                .with_port(i32::from(config.advertised_port))
+        })
+        .collect();
+    if ctx.version >= 4 {
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    let only = coordinators.into_iter().next().unwrap_or_default();
+    FindCoordinatorResponse::default()
+        .with_error_code(only.error_code)
+        .with_error_message(if ctx.version >= 1 {
+            only.error_message
+        } else {
+            None
+        })
+        .with_node_id(only.node_id)
+        .with_host(only.host)
+        .with_port(only.port)
+}
+
+pub(super) fn offset_commit(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: OffsetCommitRequest,
+) -> OffsetCommitResponse {
+    let group = request.group_id.0.to_string();
+    // Without group membership, only "simple" commits (no generation, no
+    // member) are valid, as Kafka accepts for a group with no members.
+    let group_error = if group.is_empty() {
+        Some(ResponseError::InvalidGroupId)
+    } else if request.generation_id_or_member_epoch >= 0 {
+        Some(ResponseError::IllegalGeneration)
+    } else if !request.member_id.is_empty() {
+        Some(ResponseError::UnknownMemberId)
+    } else {
+        None
+    };
+    let now = now_ms();
+    let mut changes = Vec::new();
+    let mut responses: Vec<(TopicName, Vec<(i32, ResponseError)>)> = Vec::new();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let partitions = topic
+            .partitions
+            .into_iter()
+            .map(|p| {
+                let metadata = p
+                    .committed_metadata
+                    .map(|m| m.to_string())
+                    .unwrap_or_default();
+                let error = if let Some(error) = group_error {
+                    error
+                } else if broker.partition(&name, p.partition_index).is_none() {
+                    ResponseError::UnknownTopicOrPartition
+                } else if metadata.len() > MAX_METADATA_BYTES {
+                    ResponseError::OffsetMetadataTooLarge
+                } else {
+                    changes.push(OffsetChange {
+                        topic: name.clone(),
+                        partition: p.partition_index,
+                        value: Some(CommittedOffset {
+                            offset: p.committed_offset,
+                            leader_epoch: if ctx.version >= 6 {
+                                p.committed_leader_epoch
+                            } else {
+                                -1
+                            },
+                            metadata,
+                            commit_timestamp: now,
+                        }),
+                    });
+                    // Filled in once the commit is written.
+                    ResponseError::UnknownServerError
+                };
+                (p.partition_index, error)
+            })
+            .collect();
+        responses.push((topic.name, partitions));
+    }
+    let written = if changes.is_empty() {
+        Ok(())
+    } else {
+        broker.commit_offsets(&group, changes, now)
+    };
+    let pending_outcome = match &written {
+        Ok(()) => None,
+        Err(error) => {
+            tracing::error!(group, %error, "offset commit failed");
+            Some(ResponseError::CoordinatorNotAvailable)
+        }
+    };
+    let topics = responses
+        .into_iter()
+        .map(|(name, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|(index, error)| {
+                    let code = match error {
+                        ResponseError::UnknownServerError => {
+                            pending_outcome.map_or(0, |e| e.code())
+                        }
+                        other => other.code(),
+                    };
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(index)
+                        .with_error_code(code)
+                })
+                .collect();
+            OffsetCommitResponseTopic::default()
+                .with_name(name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// A group's committed offsets for the requested partitions (all it has
+/// when `topics` is `None`): `(topic, [(partition, committed)])`.
+type FetchedOffsets = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
+
+fn fetch_group(
+    broker: &Broker,
+    group: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> FetchedOffsets {
+    let store = broker.offsets();
+    match topics {
+        Some(topics) => topics
+            .into_iter()
+            .map(|(topic, partitions)| {
+                let found = partitions
+                    .into_iter()
+                    .map(|p| (p, store.committed(group, &topic, p)))
+                    .collect();
+                (topic, found)
+            })
+            .collect(),
+        None => {
+            let mut by_topic: std::collections::BTreeMap<
+                String,
+                Vec<(i32, Option<CommittedOffset>)>,
+            > = Default::default();
+            for ((topic, partition), committed) in store.group_offsets(group) {
+                by_topic
+                    .entry(topic)
+                    .or_default()
+                    .push((partition, Some(committed)));
+            }
+            by_topic.into_iter().collect()
+        }
+    }
+}
+
+pub(super) fn offset_fetch(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: OffsetFetchRequest,
+) -> OffsetFetchResponse {
+    let name = |topic: String| TopicName(StrBytes::from_string(topic));
+    let metadata = |c: &Option<CommittedOffset>| {
+        Some(StrBytes::from_string(
+            c.as_ref().map(|c| c.metadata.clone()).unwrap_or_default(),
+        ))
+    };
+    let epoch = |c: &Option<CommittedOffset>| {
+        if ctx.version >= 5 {
+            c.as_ref().map_or(-1, |c| c.leader_epoch)
+        } else {
+            -1
+        }
+    };
+    if ctx.version >= 8 {
+        let groups = request
+            .groups
+            .into_iter()
+            .map(|g| {
+                let group = g.group_id.0.to_string();
+                let topics = g.topics.map(|topics| {
+                    topics
+                        .into_iter()
+                        .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                        .collect()
+                });
+                let topics = fetch_group(broker, &group, topics)
+                    .into_iter()
+                    .map(|(topic, partitions)| {
+                        OffsetFetchResponseTopics::default()
+                            .with_name(name(topic))
+                            .with_partitions(
+                                partitions
+                                    .into_iter()
+                                    .map(|(p, c)| {
+                                        OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(
+                                                c.as_ref().map_or(-1, |c| c.offset),
+                                            )
+                                            .with_committed_leader_epoch(epoch(&c))
+                                            .with_metadata(metadata(&c))
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id)
+                    .with_topics(topics)
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let group = request.group_id.0.to_string();
+    let topics = request.topics.map(|topics| {
+        topics
+            .into_iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+            .collect()
+    });
+    let topics = fetch_group(broker, &group, topics)
+        .into_iter()
+        .map(|(topic, partitions)| {
+            OffsetFetchResponseTopic::default()
+                .with_name(name(topic))
+                .with_partitions(
+                    partitions
+                        .into_iter()
+                        .map(|(p, c)| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(c.as_ref().map_or(-1, |c| c.offset))
+                                .with_committed_leader_epoch(epoch(&c))
+                                .with_metadata(metadata(&c))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetFetchResponse::default().with_topics(topics)
+}
