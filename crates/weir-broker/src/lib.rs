@@ -3,6 +3,7 @@
 mod api;
 pub mod broker;
 pub mod config;
+pub mod group;
 pub mod http;
 pub mod maintenance;
 pub mod metrics;
