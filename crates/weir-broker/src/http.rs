@@ -10,13 +10,16 @@ use axum::{Json, Router};
 use serde::Serialize;
 
 use crate::broker::Broker;
-use crate::metrics::PartitionLabels;
+use crate::lag::{self, GroupLag};
+use crate::metrics::{GroupPartitionLabels, PartitionLabels};
 
 pub fn router(broker: Arc<Broker>) -> Router {
     Router::new()
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
         .route("/v1/cluster", get(cluster))
+        .route("/v1/groups", get(groups))
+        .route("/v1/groups/{group}", get(group))
         .with_state(broker)
 }
 
@@ -40,6 +43,29 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
             .log_end_offset
             .get_or_create(&labels)
             .set(partition.log.log_end_offset() as i64);
+    }
+    metrics.consumer_group_lag.clear();
+    metrics.consumer_group_lag_seconds.clear();
+    let broker_for_lag = broker.clone();
+    let lags = tokio::task::spawn_blocking(move || lag::groups(&broker_for_lag, None))
+        .await
+        .unwrap_or_default();
+    for group in lags {
+        for p in group.partitions {
+            let labels = GroupPartitionLabels {
+                group: group.group.clone(),
+                topic: p.topic,
+                partition: p.partition.to_string(),
+            };
+            metrics
+                .consumer_group_lag
+                .get_or_create(&labels)
+                .set(p.lag as i64);
+            metrics
+                .consumer_group_lag_seconds
+                .get_or_create(&labels)
+                .set(p.lag_seconds);
+        }
     }
     (
         [(
@@ -82,4 +108,20 @@ async fn cluster(State(broker): State<Arc<Broker>>) -> Json<ClusterView> {
         cluster_id: broker.cluster_id().to_owned(),
         brokers,
     })
+}
+
+async fn groups(State(broker): State<Arc<Broker>>) -> Json<Vec<GroupLag>> {
+    let lags = tokio::task::spawn_blocking(move || lag::groups(&broker, None)).await;
+    Json(lags.unwrap_or_default())
+}
+
+async fn group(
+    State(broker): State<Arc<Broker>>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> axum::response::Response {
+    let lags = tokio::task::spawn_blocking(move || lag::groups(&broker, Some(&name))).await;
+    match lags.unwrap_or_default().into_iter().next() {
+        Some(group) => Json(group).into_response(),
+        None => (StatusCode::NOT_FOUND, "no such group\n").into_response(),
+    }
 }

@@ -5,6 +5,7 @@ pub mod broker;
 pub mod config;
 pub mod group;
 pub mod http;
+pub mod lag;
 pub mod maintenance;
 pub mod metrics;
 pub mod net;

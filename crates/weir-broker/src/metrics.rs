@@ -7,6 +7,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ApiLabels {
@@ -19,6 +20,13 @@ pub struct PartitionLabels {
     pub partition: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupPartitionLabels {
+    pub group: String,
+    pub topic: String,
+    pub partition: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub requests: Family<ApiLabels, Counter>,
@@ -27,6 +35,8 @@ pub struct Metrics {
     pub bytes_out: Counter,
     pub records_appended: Counter,
     pub log_end_offset: Family<PartitionLabels, Gauge>,
+    pub consumer_group_lag: Family<GroupPartitionLabels, Gauge>,
+    pub consumer_group_lag_seconds: Family<GroupPartitionLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -40,6 +50,9 @@ impl Default for Metrics {
         let bytes_out = Counter::default();
         let records_appended = Counter::default();
         let log_end_offset = Family::<PartitionLabels, Gauge>::default();
+        let consumer_group_lag = Family::<GroupPartitionLabels, Gauge>::default();
+        let consumer_group_lag_seconds =
+            Family::<GroupPartitionLabels, Gauge<f64, AtomicU64>>::default();
         registry.register("requests", "Requests handled, by API", requests.clone());
         registry.register(
             "request_duration_seconds",
@@ -58,6 +71,16 @@ impl Default for Metrics {
             "Log end offset of each partition",
             log_end_offset.clone(),
         );
+        registry.register(
+            "consumer_group_lag",
+            "Records between a group's committed offset and the high watermark",
+            consumer_group_lag.clone(),
+        );
+        registry.register(
+            "consumer_group_lag_seconds",
+            "Age of the oldest record a group has not consumed, from its timestamp",
+            consumer_group_lag_seconds.clone(),
+        );
         Self {
             registry,
             requests,
@@ -66,6 +89,8 @@ impl Default for Metrics {
             bytes_out,
             records_appended,
             log_end_offset,
+            consumer_group_lag,
+            consumer_group_lag_seconds,
         }
     }
 }

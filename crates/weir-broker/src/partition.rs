@@ -94,6 +94,38 @@ impl Partition {
         self.end_offset.subscribe()
     }
 
+    /// The timestamp of the record at `offset` (or the first one after it),
+    /// if it is below the high watermark.
+    pub fn timestamp_at(&self, offset: u64) -> Result<Option<i64>, LogError> {
+        let slice = self.log.read(offset, 1, self.high_watermark())?;
+        if slice.is_empty() {
+            return Ok(None);
+        }
+        let bytes = slice.to_bytes().map_err(|source| LogError::Io {
+            path: slice.path().map(Path::to_owned).unwrap_or_default(),
+            source,
+        })?;
+        let header = BatchHeader::parse(&bytes, 0)?;
+        if header.is_log_append_time() {
+            return Ok(Some(header.max_timestamp()));
+        }
+        let size = header.total_size().min(bytes.len());
+        let mut batch = bytes.slice(..size);
+        let records =
+            kafka_protocol::records::RecordBatchDecoder::decode(&mut batch).map_err(|e| {
+                LogError::Corrupt {
+                    path: slice.path().map(Path::to_owned).unwrap_or_default(),
+                    position: slice.position(),
+                    reason: format!("cannot decode records: {e}"),
+                }
+            })?;
+        Ok(records
+            .records
+            .iter()
+            .find(|r| r.offset >= offset as i64)
+            .map(|r| r.timestamp))
+    }
+
     /// Appends one producer batch, de-duplicating idempotent retries.
     pub fn append(&self, records: &[u8], leader_epoch: i32) -> Result<Appended, AppendError> {
         let header = single_batch_header(records)?;

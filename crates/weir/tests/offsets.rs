@@ -135,3 +135,43 @@ fn commits_to_unknown_partitions_fail_alone_and_deleted_topics_take_their_offset
     assert_eq!(committed(&weir, "g", "doomed", 1), vec![Offset::Invalid]);
     assert_eq!(committed(&weir, "g", "kept", 1), vec![Offset::Offset(3)]);
 }
+
+#[test]
+fn lag_is_exported_without_any_client() {
+    let weir = Weir::start(&[]);
+    create_topic(&weir, "lagging", 2);
+    commit(&weir, "slow", &[("lagging", 0, 4), ("lagging", 1, 10)]).unwrap();
+    let (status, metrics) = weir.http_get("/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains(
+            "weir_consumer_group_lag{group=\"slow\",topic=\"lagging\",partition=\"0\"} 6"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics
+        .contains("weir_consumer_group_lag{group=\"slow\",topic=\"lagging\",partition=\"1\"} 0"));
+    // The records were stamped in 2023: the oldest unconsumed one is old.
+    let seconds: f64 = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with(
+                "weir_consumer_group_lag_seconds{group=\"slow\",topic=\"lagging\",partition=\"0\"}",
+            )
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .expect("lag seconds of partition 0");
+    assert!(seconds > 86_400.0, "{seconds}");
+    let (status, body) = weir.http_get("/v1/groups");
+    assert_eq!(status, 200);
+    assert!(body.contains("\"group\":\"slow\""), "{body}");
+    assert!(body.contains("\"lag\":6"), "{body}");
+    let (status, body) = weir.http_get("/v1/groups/slow");
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("\"committed_offset\":4") && body.contains("\"log_end_offset\":10"),
+        "{body}"
+    );
+    assert_eq!(weir.http_get("/v1/groups/nobody").0, 404);
+}

@@ -163,6 +163,13 @@ impl OffsetStore {
             .unwrap_or_default()
     }
 
+    /// Names of the groups that hold committed offsets, sorted.
+    pub fn groups(&self) -> Vec<String> {
+        let mut groups: Vec<String> = self.groups.lock().keys().cloned().collect();
+        groups.sort();
+        groups
+    }
+
     /// Groups holding offsets of `topic`, with those partitions.
     pub fn commits_of_topic(&self, topic: &str) -> Vec<(String, Vec<i32>)> {
         let groups = self.groups.lock();

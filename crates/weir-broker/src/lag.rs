@@ -1,0 +1,78 @@
+//! Consumer lag from the broker's own view: committed offsets against the
+//! high watermark, and the age of the oldest record not yet consumed.
+
+use serde::Serialize;
+
+use crate::broker::{now_ms, Broker};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupLag {
+    pub group: String,
+    /// Sum of the partitions' lag.
+    pub lag: u64,
+    pub partitions: Vec<PartitionLag>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: i32,
+    pub committed_offset: i64,
+    /// The end consumers can read to (the high watermark).
+    pub log_end_offset: u64,
+    /// Records between the committed offset and the log end.
+    pub lag: u64,
+    /// Age of the oldest unconsumed record, from its timestamp; 0 without lag.
+    pub lag_seconds: f64,
+}
+
+/// Lag of every group with committed offsets, or of one group.
+pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
+    let store = broker.offsets();
+    let names = match only {
+        Some(group) => vec![group.to_owned()],
+        None => store.groups(),
+    };
+    let now = now_ms();
+    names
+        .into_iter()
+        .filter_map(|group| {
+            let committed = store.group_offsets(&group);
+            if committed.is_empty() {
+                return None;
+            }
+            let partitions: Vec<PartitionLag> = committed
+                .into_iter()
+                .filter_map(|((topic, partition), offset)| {
+                    let log = broker.partition(&topic, partition)?;
+                    let end = log.high_watermark();
+                    let lag = end.saturating_sub(offset.offset.max(0) as u64);
+                    let oldest = if lag > 0 {
+                        log.timestamp_at(offset.offset.max(0) as u64)
+                            .unwrap_or_else(|error| {
+                                tracing::warn!(%topic, partition, %error, "cannot read the oldest unconsumed record");
+                                None
+                            })
+                    } else {
+                        None
+                    };
+                    Some(PartitionLag {
+                        topic,
+                        partition,
+                        committed_offset: offset.offset,
+                        log_end_offset: end,
+                        lag,
+                        lag_seconds: oldest
+                            .filter(|ts| *ts >= 0)
+                            .map_or(0.0, |ts| (now - ts).max(0) as f64 / 1000.0),
+                    })
+                })
+                .collect();
+            Some(GroupLag {
+                lag: partitions.iter().map(|p| p.lag).sum(),
+                group,
+                partitions,
+            })
+        })
+        .collect()
+}
