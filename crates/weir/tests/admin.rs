@@ -1,0 +1,89 @@
+//! Topic administration errors, as Kafka reports them.
+
+mod common;
+
+use common::raw::Raw;
+use common::Weir;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::{
+    ApiKey, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+fn create(raw: &mut Raw, topic: CreatableTopic, validate_only: bool) -> (i16, Option<String>) {
+    let response: CreateTopicsResponse = raw.call(
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default()
+            .with_topics(vec![topic])
+            .with_validate_only(validate_only),
+    );
+    let result = &response.topics[0];
+    (
+        result.error_code,
+        result.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+
+fn topic(name: &'static str, partitions: i32, replication: i16) -> CreatableTopic {
+    CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_static_str(name)))
+        .with_num_partitions(partitions)
+        .with_replication_factor(replication)
+}
+
+#[test]
+fn create_topics_reports_each_problem() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let (code, message) = create(&mut raw, topic("replicated", 3, 3), false);
+    assert_eq!(code, ResponseError::InvalidReplicationFactor.code());
+    assert!(message.unwrap().contains("only 1 broker"));
+    let bad_config = topic("configured", 1, 1).with_configs(vec![CreatableTopicConfig::default()
+        .with_name(StrBytes::from_static_str("retention.ms"))
+        .with_value(Some(StrBytes::from_static_str("soon")))]);
+    let (code, message) = create(&mut raw, bad_config, false);
+    assert_eq!(code, ResponseError::InvalidConfig.code());
+    assert!(message.unwrap().contains("retention.ms"));
+    let unknown_config =
+        topic("configured", 1, 1).with_configs(vec![CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str("no.such.config"))
+            .with_value(Some(StrBytes::from_static_str("1")))]);
+    assert_eq!(
+        create(&mut raw, unknown_config, false).0,
+        ResponseError::InvalidConfig.code()
+    );
+    assert_eq!(
+        create(&mut raw, topic("bad/name", 1, 1), false).0,
+        ResponseError::InvalidTopicException.code()
+    );
+    assert_eq!(
+        create(&mut raw, topic("none", 0, 1), false).0,
+        ResponseError::InvalidPartitions.code()
+    );
+    // validate_only checks without creating.
+    assert_eq!(create(&mut raw, topic("dry", 2, 1), true).0, 0);
+    assert_eq!(create(&mut raw, topic("dry", 2, 1), false).0, 0);
+    assert_eq!(
+        create(&mut raw, topic("dry", 2, 1), false).0,
+        ResponseError::TopicAlreadyExists.code()
+    );
+    // Partitions only grow.
+    let response: CreatePartitionsResponse = raw.call(
+        ApiKey::CreatePartitions,
+        3,
+        &CreatePartitionsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("dry")))
+                .with_count(1)]),
+    );
+    assert_eq!(
+        response.results[0].error_code,
+        ResponseError::InvalidPartitions.code()
+    );
+    assert_eq!(raw.topic_metadata("dry").topics[0].partitions.len(), 2);
+}
