@@ -175,3 +175,47 @@ fn lag_is_exported_without_any_client() {
     );
     assert_eq!(weir.http_get("/v1/groups/nobody").0, 404);
 }
+
+#[test]
+fn groups_are_listed_described_and_deleted() {
+    let weir = Weir::start(&[]);
+    create_topic(&weir, "listed", 1);
+    commit(&weir, "alpha", &[("listed", 0, 1)]).unwrap();
+    commit(&weir, "beta", &[("listed", 0, 2)]).unwrap();
+    let consumer = consumer(&weir, "observer");
+    let list = consumer
+        .fetch_group_list(None, Duration::from_secs(10))
+        .expect("group list");
+    let mut names: Vec<(String, String)> = list
+        .groups()
+        .iter()
+        .map(|g| (g.name().to_owned(), g.state().to_owned()))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![
+            ("alpha".into(), "Empty".into()),
+            ("beta".into(), "Empty".into())
+        ]
+    );
+    // DeleteGroups removes the group and its offsets.
+    let mut raw = common::raw::Raw::connect(&weir.kafka);
+    use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
+    use kafka_protocol::protocol::StrBytes;
+    let deleted: DeleteGroupsResponse = raw.call(
+        ApiKey::DeleteGroups,
+        2,
+        &DeleteGroupsRequest::default()
+            .with_groups_names(vec![GroupId(StrBytes::from_static_str("alpha"))]),
+    );
+    assert_eq!(deleted.results[0].error_code, 0);
+    assert_eq!(
+        committed(&weir, "alpha", "listed", 1),
+        vec![Offset::Invalid]
+    );
+    assert_eq!(
+        committed(&weir, "beta", "listed", 1),
+        vec![Offset::Offset(2)]
+    );
+}

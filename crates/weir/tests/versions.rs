@@ -231,6 +231,36 @@ fn every_advertised_version_answers() {
                     // The last OffsetCommit version swept committed its own number.
                     assert_eq!(committed, 9, "{label}");
                 }
+                ApiKey::ListGroups => {
+                    let r: ListGroupsResponse =
+                        raw.call(key, version, &ListGroupsRequest::default());
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert!(
+                        r.groups
+                            .iter()
+                            .any(|g| g.group_id.0.as_str() == "sweep-group"),
+                        "{label}"
+                    );
+                }
+                ApiKey::DescribeGroups => {
+                    let request = DescribeGroupsRequest::default()
+                        .with_groups(vec![GroupId(StrBytes::from_static_str("sweep-group"))]);
+                    let r: DescribeGroupsResponse = raw.call(key, version, &request);
+                    assert_eq!(r.groups[0].error_code, 0, "{label}");
+                    assert_eq!(r.groups[0].group_state.as_str(), "Empty", "{label}");
+                }
+                ApiKey::DeleteGroups => {
+                    // Deleting a group nobody has is refused at every version.
+                    let request = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(
+                        StrBytes::from_static_str("no-such-group"),
+                    )]);
+                    let r: DeleteGroupsResponse = raw.call(key, version, &request);
+                    assert_eq!(
+                        r.results[0].error_code,
+                        kafka_protocol::ResponseError::GroupIdNotFound.code(),
+                        "{label}"
+                    );
+                }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }
             checked += 1;

@@ -6,6 +6,7 @@ mod api_versions;
 mod cluster;
 mod configs;
 mod fetch;
+mod groups;
 mod list_offsets;
 mod metadata;
 mod offsets;
@@ -38,6 +39,9 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::OffsetCommit, 2, 9),
     (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::ListGroups, 0, 4),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -129,6 +133,9 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::FindCoordinator => "FindCoordinator",
         ApiKey::OffsetCommit => "OffsetCommit",
         ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::ListGroups => "ListGroups",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::DeleteGroups => "DeleteGroups",
         _ => "Other",
     }
 }
@@ -236,6 +243,21 @@ pub(crate) fn dispatch(broker: &Arc<Broker>, mut body: Bytes) -> Result<Reply, R
             decode!(),
         )))),
         ApiKey::OffsetFetch => Reply::Now(Some(ctx.respond(&offsets::offset_fetch(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::ListGroups => Reply::Now(Some(ctx.respond(&groups::list_groups(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::DescribeGroups => Reply::Now(Some(ctx.respond(&groups::describe_groups(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::DeleteGroups => Reply::Now(Some(ctx.respond(&groups::delete_groups(
             &broker,
             &ctx,
             decode!(),
