@@ -210,24 +210,25 @@ fn fetch_group(
     }
 }
 
+/// The fields of one partition's answer, shared by the v1–v7 and v8+
+/// response shapes: offset, leader epoch, metadata.
+fn answer(version: i16, committed: &Option<CommittedOffset>) -> (i64, i32, Option<StrBytes>) {
+    match committed {
+        Some(c) => (
+            c.offset,
+            if version >= 5 { c.leader_epoch } else { -1 },
+            Some(StrBytes::from_string(c.metadata.clone())),
+        ),
+        None => (-1, -1, Some(StrBytes::default())),
+    }
+}
+
 pub(super) fn offset_fetch(
     broker: &Broker,
     ctx: &RequestContext,
     request: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     let name = |topic: String| TopicName(StrBytes::from_string(topic));
-    let metadata = |c: &Option<CommittedOffset>| {
-        Some(StrBytes::from_string(
-            c.as_ref().map(|c| c.metadata.clone()).unwrap_or_default(),
-        ))
-    };
-    let epoch = |c: &Option<CommittedOffset>| {
-        if ctx.version >= 5 {
-            c.as_ref().map_or(-1, |c| c.leader_epoch)
-        } else {
-            -1
-        }
-    };
     if ctx.version >= 8 {
         let groups = request
             .groups
@@ -243,22 +244,17 @@ pub(super) fn offset_fetch(
                 let topics = fetch_group(broker, &group, topics)
                     .into_iter()
                     .map(|(topic, partitions)| {
+                        let partitions = partitions.into_iter().map(|(p, c)| {
+                            let (offset, epoch, metadata) = answer(ctx.version, &c);
+                            OffsetFetchResponsePartitions::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(offset)
+                                .with_committed_leader_epoch(epoch)
+                                .with_metadata(metadata)
+                        });
                         OffsetFetchResponseTopics::default()
                             .with_name(name(topic))
-                            .with_partitions(
-                                partitions
-                                    .into_iter()
-                                    .map(|(p, c)| {
-                                        OffsetFetchResponsePartitions::default()
-                                            .with_partition_index(p)
-                                            .with_committed_offset(
-                                                c.as_ref().map_or(-1, |c| c.offset),
-                                            )
-                                            .with_committed_leader_epoch(epoch(&c))
-                                            .with_metadata(metadata(&c))
-                                    })
-                                    .collect(),
-                            )
+                            .with_partitions(partitions.collect())
                     })
                     .collect();
                 OffsetFetchResponseGroup::default()
@@ -278,20 +274,17 @@ pub(super) fn offset_fetch(
     let topics = fetch_group(broker, &group, topics)
         .into_iter()
         .map(|(topic, partitions)| {
+            let partitions = partitions.into_iter().map(|(p, c)| {
+                let (offset, epoch, metadata) = answer(ctx.version, &c);
+                OffsetFetchResponsePartition::default()
+                    .with_partition_index(p)
+                    .with_committed_offset(offset)
+                    .with_committed_leader_epoch(epoch)
+                    .with_metadata(metadata)
+            });
             OffsetFetchResponseTopic::default()
                 .with_name(name(topic))
-                .with_partitions(
-                    partitions
-                        .into_iter()
-                        .map(|(p, c)| {
-                            OffsetFetchResponsePartition::default()
-                                .with_partition_index(p)
-                                .with_committed_offset(c.as_ref().map_or(-1, |c| c.offset))
-                                .with_committed_leader_epoch(epoch(&c))
-                                .with_metadata(metadata(&c))
-                        })
-                        .collect(),
-                )
+                .with_partitions(partitions.collect())
         })
         .collect();
     OffsetFetchResponse::default().with_topics(topics)
