@@ -32,6 +32,7 @@ mod client;
 mod error;
 mod fetch;
 mod frame;
+mod groups;
 mod offsets;
 mod partitioner;
 mod produce;
@@ -46,6 +47,10 @@ pub use admin::{
 pub use client::{Client, ClientConfig};
 pub use error::ClientError;
 pub use fetch::{ConsumedRecord, FetchTarget, FetchedPartition};
+pub use groups::{
+    decode_consumer_assignment, AssignmentError, CommittedOffset, Coordinator, GroupDescription,
+    GroupMember, ListedGroup, TopicPartitions, CONSUMER_PROTOCOL_TYPE, DEAD,
+};
 pub use kafka_protocol::records::Compression;
 pub use kafka_protocol::ResponseError;
 pub use offsets::{EARLIEST, LATEST};

@@ -1,0 +1,585 @@
+//! Consumer groups as an operator sees them: FindCoordinator, ListGroups,
+//! DescribeGroups, OffsetFetch, OffsetCommit (as a consumer that assigns
+//! partitions itself) and DeleteGroups, plus decoding the partition
+//! assignment of a consumer group's members.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::{
+    ApiKey, ConsumerProtocolAssignment, DeleteGroupsRequest, DeleteGroupsResponse,
+    DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    GroupId, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Message, StrBytes};
+use kafka_protocol::ResponseError;
+
+use crate::admin::with_subject;
+use crate::error::{check, ClientError};
+use crate::Client;
+
+/// FindCoordinator's key type for a consumer group.
+const GROUP_KEY_TYPE: i8 = 0;
+
+/// The `protocol_type` of groups of Kafka consumers, whose member
+/// assignments follow the ConsumerProtocol.
+pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+
+/// The state DescribeGroups gives a group the coordinator does not know.
+pub const DEAD: &str = "Dead";
+
+/// The broker that coordinates a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Coordinator {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+}
+
+impl Coordinator {
+    /// `host:port`, with an IPv6 host in brackets.
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// One group of a ListGroups answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedGroup {
+    pub group_id: String,
+    /// Empty for a group that has never had members (only committed
+    /// offsets).
+    pub protocol_type: String,
+    /// `Empty`, `Stable`, `PreparingRebalance`, …; `None` when the broker
+    /// answered with ListGroups before v4, which has no state.
+    pub state: Option<String>,
+}
+
+/// A group as DescribeGroups tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDescription {
+    pub group_id: String,
+    /// `Empty`, `Stable`, `PreparingRebalance`, `CompletingRebalance`, or
+    /// [`DEAD`] for a group the coordinator does not know.
+    pub state: String,
+    /// [`CONSUMER_PROTOCOL_TYPE`] for Kafka consumers; empty for a group
+    /// with no members.
+    pub protocol_type: String,
+    /// The chosen protocol, e.g. the assignor `range`; empty while none is.
+    pub protocol: String,
+    pub members: Vec<GroupMember>,
+}
+
+impl GroupDescription {
+    /// True when the coordinator does not know the group.
+    pub fn is_dead(&self) -> bool {
+        self.state == DEAD
+    }
+
+    /// True when its members are Kafka consumers, whose assignments
+    /// [`GroupMember::consumer_assignment`] can decode.
+    pub fn is_consumer_group(&self) -> bool {
+        self.protocol_type == CONSUMER_PROTOCOL_TYPE
+    }
+}
+
+/// A member of a described group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMember {
+    pub member_id: String,
+    /// The static membership id, if the member has one.
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    /// The member's address as the broker saw it, e.g. `/127.0.0.1`.
+    pub client_host: String,
+    /// The protocol metadata the member joined with.
+    pub metadata: Bytes,
+    /// The member's assignment from the group leader; for a consumer group
+    /// a ConsumerProtocol Assignment.
+    pub assignment: Bytes,
+}
+
+impl GroupMember {
+    /// The partitions assigned to this member of a consumer group,
+    /// sorted: see [`decode_consumer_assignment`].
+    pub fn consumer_assignment(&self) -> Result<Vec<(String, i32)>, AssignmentError> {
+        decode_consumer_assignment(&self.assignment)
+    }
+}
+
+/// A member assignment that is not a ConsumerProtocol Assignment.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a consumer protocol assignment: {0}")]
+pub struct AssignmentError(String);
+
+/// Decodes a member assignment as Kafka's ConsumerProtocol Assignment (an
+/// int16 version, then the assigned topics and partitions and the user
+/// data) into sorted `(topic, partition)` pairs. Empty bytes are no
+/// assignment. A version newer than this client knows is read as the
+/// newest it knows, as the Java client does: later versions only append
+/// fields.
+pub fn decode_consumer_assignment(bytes: &[u8]) -> Result<Vec<(String, i32)>, AssignmentError> {
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut buf = bytes;
+    let Some((version, rest)) = buf.split_first_chunk::<2>() else {
+        return Err(AssignmentError("shorter than its version".to_owned()));
+    };
+    let version = i16::from_be_bytes(*version);
+    if version < 0 {
+        return Err(AssignmentError(format!("negative version {version}")));
+    }
+    buf = rest;
+    let version = version.min(ConsumerProtocolAssignment::VERSIONS.max);
+    let assignment = ConsumerProtocolAssignment::decode(&mut buf, version)
+        .map_err(|e| AssignmentError(e.to_string()))?;
+    let mut partitions: Vec<(String, i32)> = assignment
+        .assigned_partitions
+        .into_iter()
+        .flat_map(|t| {
+            let topic = t.topic.0.to_string();
+            t.partitions.into_iter().map(move |p| (topic.clone(), p))
+        })
+        .collect();
+    partitions.sort();
+    partitions.dedup();
+    Ok(partitions)
+}
+
+/// A committed offset of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    /// The leader epoch committed with the offset, if any.
+    pub leader_epoch: Option<i32>,
+    pub metadata: Option<String>,
+}
+
+/// The partitions to fetch committed offsets of: `(topic, partitions)`.
+pub type TopicPartitions = [(String, Vec<i32>)];
+
+fn group_id(group: &str) -> GroupId {
+    GroupId(StrBytes::from_string(group.to_owned()))
+}
+
+fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_owned()))
+}
+
+fn text(s: Option<StrBytes>) -> Option<String> {
+    s.map(|s| s.to_string())
+}
+
+impl Client {
+    /// The coordinator of `group`.
+    pub async fn find_coordinator(&mut self, group: &str) -> Result<Coordinator, ClientError> {
+        let version = self.require_version(ApiKey::FindCoordinator)?;
+        let mut request = FindCoordinatorRequest::default().with_key_type(GROUP_KEY_TYPE);
+        if version >= 4 {
+            request = request.with_coordinator_keys(vec![StrBytes::from_string(group.to_owned())]);
+        } else {
+            request = request.with_key(StrBytes::from_string(group.to_owned()));
+        }
+        let response: FindCoordinatorResponse = self
+            .call_version(ApiKey::FindCoordinator, version, &request)
+            .await?;
+        let (code, message, node_id, host, port) = if version >= 4 {
+            let found = response
+                .coordinators
+                .into_iter()
+                .find(|c| c.key.as_str() == group)
+                .ok_or_else(|| self.missing("FindCoordinator", group))?;
+            (
+                found.error_code,
+                found.error_message,
+                found.node_id,
+                found.host,
+                found.port,
+            )
+        } else {
+            (
+                response.error_code,
+                response.error_message,
+                response.node_id,
+                response.host,
+                response.port,
+            )
+        };
+        check(code, text(message)).map_err(|e| with_subject(e, "group", group))?;
+        Ok(Coordinator {
+            node_id: node_id.0,
+            host: host.to_string(),
+            port,
+        })
+    }
+
+    /// Every group this broker coordinates, sorted by id.
+    pub async fn list_groups(&mut self) -> Result<Vec<ListedGroup>, ClientError> {
+        let version = self.require_version(ApiKey::ListGroups)?;
+        let response: ListGroupsResponse = self
+            .call_version(ApiKey::ListGroups, version, &ListGroupsRequest::default())
+            .await?;
+        check(response.error_code, None)?;
+        let mut groups: Vec<ListedGroup> = response
+            .groups
+            .into_iter()
+            .map(|g| ListedGroup {
+                group_id: g.group_id.0.to_string(),
+                protocol_type: g.protocol_type.to_string(),
+                state: (version >= 4).then(|| g.group_state.to_string()),
+            })
+            .collect();
+        groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(groups)
+    }
+
+    /// Describes `groups`, in the order asked. A group the coordinator
+    /// does not know is [`DEAD`] with no members (newer brokers answer
+    /// GROUP_ID_NOT_FOUND for it, older ones the state alone); any other
+    /// error of a group fails the call.
+    pub async fn describe_groups(
+        &mut self,
+        groups: &[&str],
+    ) -> Result<Vec<GroupDescription>, ClientError> {
+        let version = self.require_version(ApiKey::DescribeGroups)?;
+        let request = DescribeGroupsRequest::default()
+            .with_groups(groups.iter().map(|g| group_id(g)).collect());
+        let response: DescribeGroupsResponse = self
+            .call_version(ApiKey::DescribeGroups, version, &request)
+            .await?;
+        let mut described: BTreeMap<String, GroupDescription> = BTreeMap::new();
+        for group in response.groups {
+            let id = group.group_id.0.to_string();
+            let description = if group.error_code == ResponseError::GroupIdNotFound.code() {
+                GroupDescription {
+                    group_id: id.clone(),
+                    state: DEAD.to_owned(),
+                    protocol_type: String::new(),
+                    protocol: String::new(),
+                    members: Vec::new(),
+                }
+            } else {
+                check(group.error_code, text(group.error_message))
+                    .map_err(|e| with_subject(e, "group", &id))?;
+                GroupDescription {
+                    group_id: id.clone(),
+                    state: group.group_state.to_string(),
+                    protocol_type: group.protocol_type.to_string(),
+                    protocol: group.protocol_data.to_string(),
+                    members: group
+                        .members
+                        .into_iter()
+                        .map(|m| GroupMember {
+                            member_id: m.member_id.to_string(),
+                            group_instance_id: text(m.group_instance_id),
+                            client_id: m.client_id.to_string(),
+                            client_host: m.client_host.to_string(),
+                            metadata: m.member_metadata,
+                            assignment: m.member_assignment,
+                        })
+                        .collect(),
+                }
+            };
+            described.insert(id, description);
+        }
+        groups
+            .iter()
+            .map(|g| {
+                described
+                    .remove(*g)
+                    .ok_or_else(|| self.missing("DescribeGroups", g))
+            })
+            .collect()
+    }
+
+    /// The offsets `group` has committed, sorted by topic and partition:
+    /// for `topics` (topic and partitions), or for everything it has
+    /// committed with `None`. Partitions without a committed offset are
+    /// left out; a partition the broker reports an error for fails the
+    /// call.
+    pub async fn offset_fetch(
+        &mut self,
+        group: &str,
+        topics: Option<&TopicPartitions>,
+    ) -> Result<Vec<CommittedOffset>, ClientError> {
+        let version = self.require_version(ApiKey::OffsetFetch)?;
+        if topics.is_none() && version < 2 {
+            return Err(ClientError::UnsupportedApi {
+                addr: self.addr().to_owned(),
+                api: "OffsetFetch of all topics (v2 or later; it offers v1)".to_owned(),
+            });
+        }
+        let request = if version >= 8 {
+            let topics = topics.map(|topics| {
+                topics
+                    .iter()
+                    .map(|(topic, partitions)| {
+                        OffsetFetchRequestTopics::default()
+                            .with_name(topic_name(topic))
+                            .with_partition_indexes(partitions.clone())
+                    })
+                    .collect()
+            });
+            OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+                .with_group_id(group_id(group))
+                .with_topics(topics)])
+        } else {
+            let topics = topics.map(|topics| {
+                topics
+                    .iter()
+                    .map(|(topic, partitions)| {
+                        OffsetFetchRequestTopic::default()
+                            .with_name(topic_name(topic))
+                            .with_partition_indexes(partitions.clone())
+                    })
+                    .collect()
+            });
+            OffsetFetchRequest::default()
+                .with_group_id(group_id(group))
+                .with_topics(topics)
+        };
+        let response: OffsetFetchResponse = self
+            .call_version(ApiKey::OffsetFetch, version, &request)
+            .await?;
+        // (topic, partition, offset, leader epoch, metadata, error code)
+        let mut found: Vec<(String, i32, i64, i32, Option<StrBytes>, i16)> = Vec::new();
+        if version >= 8 {
+            let answer = response
+                .groups
+                .into_iter()
+                .find(|g| g.group_id.0.as_str() == group)
+                .ok_or_else(|| self.missing("OffsetFetch", group))?;
+            check(answer.error_code, None).map_err(|e| with_subject(e, "group", group))?;
+            for topic in answer.topics {
+                let name = topic.name.0.to_string();
+                for p in topic.partitions {
+                    found.push((
+                        name.clone(),
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.metadata,
+                        p.error_code,
+                    ));
+                }
+            }
+        } else {
+            check(response.error_code, None).map_err(|e| with_subject(e, "group", group))?;
+            for topic in response.topics {
+                let name = topic.name.0.to_string();
+                for p in topic.partitions {
+                    found.push((
+                        name.clone(),
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.metadata,
+                        p.error_code,
+                    ));
+                }
+            }
+        }
+        let mut offsets = Vec::with_capacity(found.len());
+        for (topic, partition, offset, leader_epoch, metadata, code) in found {
+            check(code, None)
+                .map_err(|e| with_subject(e, "partition", &format!("{topic}-{partition}")))?;
+            if offset < 0 {
+                continue;
+            }
+            offsets.push(CommittedOffset {
+                topic,
+                partition,
+                offset,
+                leader_epoch: (version >= 5 && leader_epoch >= 0).then_some(leader_epoch),
+                metadata: text(metadata),
+            });
+        }
+        offsets.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        Ok(offsets)
+    }
+
+    /// Commits `offsets` (topic, partition, offset) for `group` as a
+    /// consumer that assigns partitions itself (no generation, no member
+    /// id), which a coordinator accepts only while the group has no
+    /// members. The first partition the broker refuses fails the call;
+    /// the other partitions of the request may have been committed.
+    pub async fn offset_commit_simple(
+        &mut self,
+        group: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<(), ClientError> {
+        let version = self.require_version(ApiKey::OffsetCommit)?;
+        let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+        for (topic, partition, offset) in offsets {
+            by_topic.entry(topic.as_str()).or_default().push(
+                OffsetCommitRequestPartition::default()
+                    .with_partition_index(*partition)
+                    .with_committed_offset(*offset),
+            );
+        }
+        let request = OffsetCommitRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id_or_member_epoch(-1)
+            .with_member_id(StrBytes::default())
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(topic, partitions)| {
+                        OffsetCommitRequestTopic::default()
+                            .with_name(topic_name(topic))
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
+            );
+        let response: OffsetCommitResponse = self
+            .call_version(ApiKey::OffsetCommit, version, &request)
+            .await?;
+        for topic in response.topics {
+            for p in topic.partitions {
+                check(p.error_code, None).map_err(|e| {
+                    let partition = format!("{}-{}", topic.name.0.as_str(), p.partition_index);
+                    with_subject(e, "partition", &partition)
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes `groups` and their committed offsets: for each, in the
+    /// order asked, `Ok` or the broker's error (GROUP_ID_NOT_FOUND,
+    /// NON_EMPTY_GROUP, …).
+    pub async fn delete_groups(
+        &mut self,
+        groups: &[&str],
+    ) -> Result<Vec<(String, Result<(), ClientError>)>, ClientError> {
+        let version = self.require_version(ApiKey::DeleteGroups)?;
+        let request = DeleteGroupsRequest::default()
+            .with_groups_names(groups.iter().map(|g| group_id(g)).collect());
+        let response: DeleteGroupsResponse = self
+            .call_version(ApiKey::DeleteGroups, version, &request)
+            .await?;
+        let mut codes: BTreeMap<String, i16> = response
+            .results
+            .into_iter()
+            .map(|r| (r.group_id.0.to_string(), r.error_code))
+            .collect();
+        groups
+            .iter()
+            .map(|g| {
+                let code = codes
+                    .remove(*g)
+                    .ok_or_else(|| self.missing("DeleteGroups", g))?;
+                let result = check(code, None).map_err(|e| with_subject(e, "group", g));
+                Ok((g.to_string(), result))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
+    use kafka_protocol::protocol::Encodable;
+
+    use super::*;
+
+    fn assignment(version: i16, topics: &[(&str, &[i32])]) -> Vec<u8> {
+        let body = ConsumerProtocolAssignment::default()
+            .with_assigned_partitions(
+                topics
+                    .iter()
+                    .map(|(t, ps)| {
+                        TopicPartition::default()
+                            .with_topic(topic_name(t))
+                            .with_partitions(ps.to_vec())
+                    })
+                    .collect(),
+            )
+            .with_user_data(Some(Bytes::from_static(b"user")));
+        let mut buf = BytesMut::new();
+        buf.put_i16(version);
+        body.encode(&mut buf, version.min(3)).unwrap();
+        buf.to_vec()
+    }
+
+    #[test]
+    fn assignments_decode_to_sorted_topic_partitions() {
+        let bytes = assignment(0, &[("orders", &[2, 0]), ("audit", &[1])]);
+        assert_eq!(
+            decode_consumer_assignment(&bytes).unwrap(),
+            vec![
+                ("audit".to_owned(), 1),
+                ("orders".to_owned(), 0),
+                ("orders".to_owned(), 2)
+            ]
+        );
+        for version in [1, 2, 3] {
+            let bytes = assignment(version, &[("t", &[0])]);
+            assert_eq!(
+                decode_consumer_assignment(&bytes).unwrap(),
+                vec![("t".to_owned(), 0)],
+                "v{version}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_assignment_is_no_partitions() {
+        assert_eq!(decode_consumer_assignment(&[]).unwrap(), vec![]);
+        let bytes = assignment(1, &[]);
+        assert_eq!(decode_consumer_assignment(&bytes).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn newer_versions_are_read_as_the_newest_known() {
+        // A future version that appends a field after the user data.
+        let mut bytes = assignment(3, &[("t", &[4, 5])]);
+        bytes[..2].copy_from_slice(&7i16.to_be_bytes());
+        bytes.extend_from_slice(&[0, 0, 0, 9]);
+        assert_eq!(
+            decode_consumer_assignment(&bytes).unwrap(),
+            vec![("t".to_owned(), 4), ("t".to_owned(), 5)]
+        );
+    }
+
+    #[test]
+    fn undecodable_assignments_are_errors() {
+        assert!(decode_consumer_assignment(&[0]).is_err());
+        assert!(decode_consumer_assignment(&(-1i16).to_be_bytes()).is_err());
+        // Claims one topic but ends after the version.
+        assert!(decode_consumer_assignment(&[0, 0, 0, 0, 0, 1]).is_err());
+        // A topic name longer than what follows.
+        let mut bytes = assignment(0, &[("orders", &[0])]);
+        bytes.truncate(9);
+        assert!(decode_consumer_assignment(&bytes).is_err());
+        // Not the consumer protocol at all.
+        assert!(decode_consumer_assignment(b"\x00\x00garbage!").is_err());
+    }
+
+    #[test]
+    fn coordinator_addresses_bracket_ipv6_hosts() {
+        let at = |host: &str| Coordinator {
+            node_id: 1,
+            host: host.to_owned(),
+            port: 9092,
+        };
+        assert_eq!(at("127.0.0.1").addr(), "127.0.0.1:9092");
+        assert_eq!(at("broker-1").addr(), "broker-1:9092");
+        assert_eq!(at("::1").addr(), "[::1]:9092");
+    }
+}
