@@ -23,6 +23,8 @@ enum Command {
     Produce(cli::produce::ProduceArgs),
     /// Print a topic's records, one per line.
     Consume(cli::consume::ConsumeArgs),
+    /// List, describe and delete consumer groups; reset their offsets.
+    Group(cli::group::GroupArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -49,6 +51,7 @@ fn main() -> std::process::ExitCode {
         Command::Topic(args) => cli::topic::run(args),
         Command::Produce(args) => cli::produce::run(args),
         Command::Consume(args) => cli::consume::run(args),
+        Command::Group(args) => cli::group::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,11 +1,13 @@
-//! The operator's CLI: `weir topic`, `weir produce`, `weir consume`. Each
-//! command is a Kafka client (through `weir-client`) of the broker named
-//! by `--bootstrap`.
+//! The operator's CLI: `weir topic`, `weir produce`, `weir consume`,
+//! `weir group`. Each command is a Kafka client (through `weir-client`) of
+//! the broker named by `--bootstrap`.
 
 pub(crate) mod consume;
+pub(crate) mod group;
 pub(crate) mod produce;
 pub(crate) mod topic;
 
+use std::fmt::Write as _;
 use std::future::Future;
 
 use anyhow::{anyhow, Context};
@@ -78,4 +80,29 @@ pub(crate) fn check_partition(topic: &TopicMetadata, partition: i32) -> anyhow::
         );
     }
     Ok(())
+}
+
+/// `rows` (the first one the header) as left-aligned columns two spaces
+/// apart, one line each, without trailing spaces.
+pub(crate) fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            let _ = write!(line, "{cell:<width$}  ", width = widths[i]);
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }

@@ -1,0 +1,752 @@
+//! `weir group list|describe|reset-offsets|delete`: consumer groups, their
+//! committed offsets and lag, like Kafka's `kafka-consumer-groups.sh`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use anyhow::{anyhow, bail, Context};
+use clap::{ArgGroup, Args, Subcommand};
+use weir_client::{
+    Client, ClientError, GroupDescription, ResponseError, TopicMetadata, EARLIEST, LATEST,
+};
+
+use super::{block_on, check_partition, table, topic_error, topic_metadata, Connection};
+
+/// The state of a group with no members, whose offsets may be reset.
+const EMPTY: &str = "Empty";
+
+#[derive(Args, Debug)]
+pub(crate) struct GroupArgs {
+    #[command(flatten)]
+    connection: Connection,
+    #[command(subcommand)]
+    command: GroupCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum GroupCommand {
+    /// List every group with its state.
+    List,
+    /// Show a group's state and members and, per partition, its committed
+    /// offset, the log end offset, the lag and the member consuming it.
+    Describe {
+        /// The group's id.
+        group: String,
+    },
+    /// Set a group's committed offsets; only while it has no active
+    /// members.
+    ResetOffsets(ResetArgs),
+    /// Delete a group and its committed offsets; only while it has no
+    /// active members.
+    Delete {
+        /// The group's id.
+        group: String,
+    },
+}
+
+#[derive(Args, Debug)]
+#[command(group(
+    ArgGroup::new("target")
+        .required(true)
+        .args(["to_earliest", "to_latest", "to_offset", "to_datetime"])
+))]
+struct ResetArgs {
+    /// The group's id.
+    group: String,
+    /// A topic whose offsets to reset: TOPIC for all its partitions, or
+    /// TOPIC:P,P,… for some; repeat for several.
+    #[arg(
+        long = "topic",
+        required = true,
+        value_name = "TOPIC[:PARTITIONS]",
+        value_parser = parse_topic_spec
+    )]
+    topics: Vec<TopicSpec>,
+    /// To the log start offset.
+    #[arg(long)]
+    to_earliest: bool,
+    /// To the log end offset.
+    #[arg(long)]
+    to_latest: bool,
+    /// To this offset, or the nearest end of the log if it is outside it.
+    #[arg(long, value_name = "OFFSET", value_parser = clap::value_parser!(i64).range(0..))]
+    to_offset: Option<i64>,
+    /// To the first record at or after this time (the log end if there is
+    /// none): RFC 3339 like 2026-11-30T10:00:00Z or
+    /// 2026-11-30T10:00:00.000+01:00; without a zone, UTC.
+    #[arg(long, value_name = "DATETIME", value_parser = parse_datetime)]
+    to_datetime: Option<i64>,
+    /// Print the new offsets without committing them.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// Where `reset-offsets` moves each partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ResetTo {
+    Earliest,
+    Latest,
+    Offset(i64),
+    /// Milliseconds since the Unix epoch.
+    Time(i64),
+}
+
+impl ResetArgs {
+    fn reset_to(&self) -> ResetTo {
+        match (self.to_offset, self.to_datetime) {
+            (Some(offset), _) => ResetTo::Offset(offset),
+            (_, Some(time)) => ResetTo::Time(time),
+            _ if self.to_earliest => ResetTo::Earliest,
+            _ => ResetTo::Latest,
+        }
+    }
+}
+
+/// A `--topic` argument: a topic, and some of its partitions or (`None`)
+/// all of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TopicSpec {
+    topic: String,
+    partitions: Option<Vec<i32>>,
+}
+
+fn parse_topic_spec(arg: &str) -> Result<TopicSpec, String> {
+    let invalid = || format!("expected TOPIC or TOPIC:PARTITION,PARTITION,…, got {arg:?}");
+    let (topic, partitions) = match arg.split_once(':') {
+        None => (arg, None),
+        Some((topic, list)) => {
+            let mut partitions = list
+                .split(',')
+                .map(|p| p.trim().parse::<i32>().ok().filter(|&p| p >= 0))
+                .collect::<Option<Vec<i32>>>()
+                .ok_or_else(invalid)?;
+            partitions.sort_unstable();
+            partitions.dedup();
+            (topic, Some(partitions))
+        }
+    };
+    let topic = topic.trim();
+    if topic.is_empty() {
+        return Err(invalid());
+    }
+    Ok(TopicSpec {
+        topic: topic.to_owned(),
+        partitions,
+    })
+}
+
+/// Milliseconds since the Unix epoch of an RFC 3339 date and time
+/// (`2026-11-30T10:00:00Z`, `2026-11-30T10:00:00.250+01:00`), or of
+/// Kafka's `2026-11-30T10:00:00.000`, which has no zone and is taken as
+/// UTC. Fractions finer than milliseconds are dropped.
+fn parse_datetime(arg: &str) -> Result<i64, String> {
+    let invalid = |why: &str| {
+        format!(
+            "{why}: expected a date and time like 2026-11-30T10:00:00Z, \
+             2026-11-30T10:00:00.000 or 2026-11-30T10:00:00+01:00, got {arg:?}"
+        )
+    };
+    let mut text = Text(arg.as_bytes());
+    let syntax = || invalid("not a date and time");
+    let year = text.number(4).ok_or_else(syntax)?;
+    text.expect(b"-").ok_or_else(syntax)?;
+    let month = text.number(2).ok_or_else(syntax)?;
+    text.expect(b"-").ok_or_else(syntax)?;
+    let day = text.number(2).ok_or_else(syntax)?;
+    text.expect(b"Tt ").ok_or_else(syntax)?;
+    let hour = text.number(2).ok_or_else(syntax)?;
+    text.expect(b":").ok_or_else(syntax)?;
+    let minute = text.number(2).ok_or_else(syntax)?;
+    text.expect(b":").ok_or_else(syntax)?;
+    let second = text.number(2).ok_or_else(syntax)?;
+    let mut millis = 0;
+    if text.expect(b".,").is_some() {
+        let digits = text.digits();
+        if digits.is_empty() || digits.len() > 9 {
+            return Err(syntax());
+        }
+        millis = digits
+            .iter()
+            .chain(std::iter::repeat(&b'0'))
+            .take(3)
+            .fold(0, |n, d| n * 10 + i64::from(d - b'0'));
+    }
+    let offset_minutes = match text.expect(b"Zz+-") {
+        None => 0,
+        Some(b'Z' | b'z') => 0,
+        Some(sign) => {
+            let hours = text.number(2).ok_or_else(syntax)?;
+            let minutes = if text.is_empty() {
+                0
+            } else {
+                let _ = text.expect(b":");
+                text.number(2).ok_or_else(syntax)?
+            };
+            if hours > 23 || minutes > 59 {
+                return Err(invalid("no such zone offset"));
+            }
+            let minutes = hours * 60 + minutes;
+            if sign == b'-' {
+                -minutes
+            } else {
+                minutes
+            }
+        }
+    };
+    if !text.is_empty() {
+        return Err(syntax());
+    }
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return Err(invalid("no such date or time"));
+    }
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+        - offset_minutes * 60;
+    let at = seconds * 1000 + millis;
+    if at < 0 {
+        return Err(invalid("before 1970"));
+    }
+    Ok(at)
+}
+
+/// What is left of an argument being parsed.
+struct Text<'a>(&'a [u8]);
+
+impl Text<'_> {
+    /// Exactly `len` ASCII digits.
+    fn number(&mut self, len: usize) -> Option<i64> {
+        let digits = self.0.get(..len)?;
+        if !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        self.0 = &self.0[len..];
+        Some(digits.iter().fold(0, |n, d| n * 10 + i64::from(d - b'0')))
+    }
+
+    /// All the ASCII digits that come next.
+    fn digits(&mut self) -> &[u8] {
+        let len = self.0.iter().take_while(|c| c.is_ascii_digit()).count();
+        let (digits, rest) = self.0.split_at(len);
+        self.0 = rest;
+        digits
+    }
+
+    /// One of `any`, which it returns.
+    fn expect(&mut self, any: &[u8]) -> Option<u8> {
+        let (&first, rest) = self.0.split_first()?;
+        if !any.contains(&first) {
+            return None;
+        }
+        self.0 = rest;
+        Some(first)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar
+/// (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+pub(crate) fn run(args: GroupArgs) -> anyhow::Result<()> {
+    block_on(async move {
+        let out = match args.command {
+            GroupCommand::List => list(&args.connection).await?,
+            GroupCommand::Describe { group } => describe(&args.connection, &group).await?,
+            GroupCommand::ResetOffsets(reset) => reset_offsets(&args.connection, reset).await?,
+            GroupCommand::Delete { group } => {
+                let mut clients = Clients::open(&args.connection, &group).await?;
+                let results = clients
+                    .coordinator()
+                    .delete_groups(&[&group])
+                    .await
+                    .map_err(|e| group_error(e, &group))?;
+                for (_, result) in results {
+                    result.map_err(|e| group_error(e, &group))?;
+                }
+                format!("Deleted group {group}\n")
+            }
+        };
+        print!("{out}");
+        Ok(())
+    })
+}
+
+/// A client error about `group`, said the way an operator thinks of it.
+fn group_error(error: ClientError, group: &str) -> anyhow::Error {
+    match error.kafka_error() {
+        Some(ResponseError::GroupIdNotFound) => anyhow!("group {group} does not exist"),
+        Some(ResponseError::NonEmptyGroup) => {
+            anyhow!("group {group} has active members; stop its consumers first")
+        }
+        _ => anyhow::Error::new(error),
+    }
+}
+
+/// A connection to the bootstrap broker, for topic metadata and offsets,
+/// and one to the group's coordinator when that is another broker.
+struct Clients {
+    bootstrap: Client,
+    coordinator: Option<Client>,
+}
+
+impl Clients {
+    async fn open(connection: &Connection, group: &str) -> anyhow::Result<Self> {
+        let mut bootstrap = connection.connect().await?;
+        let found = bootstrap
+            .find_coordinator(group)
+            .await
+            .map_err(|e| group_error(e, group))?;
+        let addr = found.addr();
+        let coordinator = if addr == bootstrap.addr() {
+            None
+        } else {
+            let client = Client::connect_with(&addr, bootstrap.config().clone())
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot reach the coordinator of group {group} (node {})",
+                        found.node_id
+                    )
+                })?;
+            Some(client)
+        };
+        Ok(Self {
+            bootstrap,
+            coordinator,
+        })
+    }
+
+    fn coordinator(&mut self) -> &mut Client {
+        match &mut self.coordinator {
+            Some(client) => client,
+            None => &mut self.bootstrap,
+        }
+    }
+
+    async fn describe(&mut self, group: &str) -> anyhow::Result<GroupDescription> {
+        self.coordinator()
+            .describe_groups(&[group])
+            .await
+            .map_err(|e| group_error(e, group))?
+            .into_iter()
+            .next()
+            .with_context(|| format!("no description of group {group}"))
+    }
+}
+
+/// Every broker's groups, sorted, with their states.
+async fn list(connection: &Connection) -> anyhow::Result<String> {
+    let mut bootstrap = connection.connect().await?;
+    let brokers = bootstrap.metadata(Some(&[])).await?.brokers;
+    let mut states: BTreeMap<String, String> = BTreeMap::new();
+    for broker in brokers {
+        let addr = format!("{}:{}", broker.host, broker.port);
+        let mut other;
+        let client = if addr == bootstrap.addr() {
+            &mut bootstrap
+        } else {
+            other = Client::connect_with(&addr, bootstrap.config().clone())
+                .await
+                .with_context(|| format!("cannot list the groups of node {}", broker.node_id))?;
+            &mut other
+        };
+        let listed = client.list_groups().await?;
+        // Brokers too old to say a group's state in ListGroups say it in
+        // DescribeGroups.
+        let unknown: Vec<&str> = listed
+            .iter()
+            .filter(|g| g.state.is_none())
+            .map(|g| g.group_id.as_str())
+            .collect();
+        let described = if unknown.is_empty() {
+            Vec::new()
+        } else {
+            client.describe_groups(&unknown).await?
+        };
+        for group in &listed {
+            let state = group.state.clone().or_else(|| {
+                described
+                    .iter()
+                    .find(|d| d.group_id == group.group_id)
+                    .map(|d| d.state.clone())
+            });
+            states.insert(group.group_id.clone(), state.unwrap_or_default());
+        }
+    }
+    let mut rows = vec![vec!["GROUP".to_owned(), "STATE".to_owned()]];
+    rows.extend(states.into_iter().map(|(group, state)| vec![group, state]));
+    Ok(table(&rows))
+}
+
+/// One row of `describe`: a partition, or a member with none.
+#[derive(Default)]
+struct Row {
+    committed: Option<i64>,
+    /// Index into the group's members.
+    member: Option<usize>,
+}
+
+async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String> {
+    let mut clients = Clients::open(connection, group).await?;
+    let description = clients.describe(group).await?;
+    let committed = clients
+        .coordinator()
+        .offset_fetch(group, None)
+        .await
+        .map_err(|e| group_error(e, group))?;
+    if description.is_dead() && committed.is_empty() {
+        bail!("group {group} does not exist");
+    }
+
+    let mut rows: BTreeMap<(String, i32), Row> = BTreeMap::new();
+    for offset in committed {
+        rows.entry((offset.topic, offset.partition))
+            .or_default()
+            .committed = Some(offset.offset);
+    }
+    let mut unassigned: Vec<usize> = Vec::new();
+    for (index, member) in description.members.iter().enumerate() {
+        let assigned = if description.is_consumer_group() {
+            member.consumer_assignment().unwrap_or_else(|error| {
+                tracing::warn!(group, member = %member.member_id, %error, "cannot read a member's assignment");
+                Vec::new()
+            })
+        } else {
+            Vec::new()
+        };
+        if assigned.is_empty() {
+            unassigned.push(index);
+        }
+        for partition in assigned {
+            rows.entry(partition).or_default().member = Some(index);
+        }
+    }
+
+    let member_cells = |member: Option<usize>| -> [String; 3] {
+        match member.map(|i| &description.members[i]) {
+            Some(m) => [
+                m.member_id.clone(),
+                m.client_host.clone(),
+                m.client_id.clone(),
+            ],
+            None => ["-".to_owned(), "-".to_owned(), "-".to_owned()],
+        }
+    };
+    let mut lines = vec![[
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    .map(str::to_owned)
+    .to_vec()];
+    for ((topic, partition), row) in &rows {
+        let end = match clients
+            .bootstrap
+            .list_offsets(topic, *partition, LATEST)
+            .await
+        {
+            Ok(end) => Some(end),
+            // A topic deleted since, say: no log end to show.
+            Err(error) if error.kafka_error().is_some() => None,
+            Err(error) => return Err(error.into()),
+        };
+        let show = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        let lag = row.committed.zip(end).map(|(c, e)| e - c);
+        let mut line = vec![
+            topic.clone(),
+            partition.to_string(),
+            show(row.committed),
+            show(end),
+            show(lag),
+        ];
+        line.extend(member_cells(row.member));
+        lines.push(line);
+    }
+    for index in unassigned {
+        let mut line = vec!["-".to_owned(); 5];
+        line.extend(member_cells(Some(index)));
+        lines.push(line);
+    }
+
+    let members = description.members.len();
+    let mut out = String::new();
+    writeln!(
+        out,
+        "Group {group}: state {}, {members} member{}",
+        description.state,
+        if members == 1 { "" } else { "s" }
+    )?;
+    writeln!(out)?;
+    out.push_str(&table(&lines));
+    Ok(out)
+}
+
+async fn reset_offsets(connection: &Connection, args: ResetArgs) -> anyhow::Result<String> {
+    let group = args.group.as_str();
+    let mut clients = Clients::open(connection, group).await?;
+    let description = clients.describe(group).await?;
+    if description.state != EMPTY && !description.is_dead() {
+        bail!(
+            "offsets can only be reset while group {group} is inactive (state is {}); \
+             stop its consumers first",
+            description.state
+        );
+    }
+
+    // Topic → partitions (None: all), the union of every --topic.
+    let mut wanted: BTreeMap<&str, Option<BTreeSet<i32>>> = BTreeMap::new();
+    for spec in &args.topics {
+        let entry = wanted
+            .entry(spec.topic.as_str())
+            .or_insert_with(|| Some(BTreeSet::new()));
+        match (&spec.partitions, entry.as_mut()) {
+            (Some(partitions), Some(set)) => set.extend(partitions),
+            _ => *entry = None,
+        }
+    }
+    let mut partitions: Vec<(String, Vec<i32>)> = Vec::new();
+    for (topic, chosen) in wanted {
+        let metadata: TopicMetadata = topic_metadata(&mut clients.bootstrap, topic).await?;
+        let chosen: Vec<i32> = match chosen {
+            None => metadata.partitions.iter().map(|p| p.partition).collect(),
+            Some(chosen) => {
+                for &partition in &chosen {
+                    check_partition(&metadata, partition)?;
+                }
+                chosen.into_iter().collect()
+            }
+        };
+        partitions.push((topic.to_owned(), chosen));
+    }
+
+    let previous: BTreeMap<(String, i32), i64> = clients
+        .coordinator()
+        .offset_fetch(group, Some(&partitions))
+        .await
+        .map_err(|e| group_error(e, group))?
+        .into_iter()
+        .map(|c| ((c.topic, c.partition), c.offset))
+        .collect();
+
+    let to = args.reset_to();
+    let mut plan: Vec<(String, i32, i64)> = Vec::new();
+    for (topic, chosen) in &partitions {
+        for &partition in chosen {
+            let offset = new_offset(&mut clients.bootstrap, topic, partition, to).await?;
+            plan.push((topic.clone(), partition, offset));
+        }
+    }
+
+    if !args.dry_run {
+        clients
+            .coordinator()
+            .offset_commit_simple(group, &plan)
+            .await
+            .map_err(|e| group_error(e, group))?;
+    }
+
+    let mut lines = vec![["TOPIC", "PARTITION", "NEW-OFFSET", "PREVIOUS-OFFSET"]
+        .map(str::to_owned)
+        .to_vec()];
+    for (topic, partition, offset) in plan {
+        let before = previous
+            .get(&(topic.clone(), partition))
+            .map_or_else(|| "-".to_owned(), i64::to_string);
+        lines.push(vec![
+            topic,
+            partition.to_string(),
+            offset.to_string(),
+            before,
+        ]);
+    }
+    let mut out = String::new();
+    if args.dry_run {
+        writeln!(
+            out,
+            "Dry run, nothing committed. New offsets of group {group} would be:"
+        )?;
+    } else {
+        writeln!(out, "Committed new offsets of group {group}:")?;
+    }
+    writeln!(out)?;
+    out.push_str(&table(&lines));
+    Ok(out)
+}
+
+/// The offset `to` means in one partition.
+async fn new_offset(
+    client: &mut Client,
+    topic: &str,
+    partition: i32,
+    to: ResetTo,
+) -> anyhow::Result<i64> {
+    let mut list = async |timestamp: i64| {
+        client
+            .list_offsets(topic, partition, timestamp)
+            .await
+            .map_err(|e| topic_error(e, topic))
+    };
+    Ok(match to {
+        ResetTo::Earliest => list(EARLIEST).await?,
+        ResetTo::Latest => list(LATEST).await?,
+        ResetTo::Offset(offset) => {
+            let start = list(EARLIEST).await?;
+            let end = list(LATEST).await?;
+            if offset < start {
+                tracing::warn!(
+                    "offset {offset} is before the log start of {topic}-{partition}; using {start}"
+                );
+                start
+            } else if offset > end {
+                tracing::warn!(
+                    "offset {offset} is past the log end of {topic}-{partition}; using {end}"
+                );
+                end
+            } else {
+                offset
+            }
+        }
+        // No record at or after the time: the log end, as Kafka does.
+        ResetTo::Time(time) => match list(time).await? {
+            offset if offset >= 0 => offset,
+            _ => list(LATEST).await?,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(topic: &str, partitions: Option<Vec<i32>>) -> TopicSpec {
+        TopicSpec {
+            topic: topic.to_owned(),
+            partitions,
+        }
+    }
+
+    #[test]
+    fn topics_are_whole_or_some_partitions() {
+        assert_eq!(parse_topic_spec("orders"), Ok(spec("orders", None)));
+        assert_eq!(
+            parse_topic_spec("orders:0,2"),
+            Ok(spec("orders", Some(vec![0, 2])))
+        );
+        assert_eq!(
+            parse_topic_spec("orders:3, 1,3"),
+            Ok(spec("orders", Some(vec![1, 3])))
+        );
+        assert_eq!(
+            parse_topic_spec("a.b-c_d:7"),
+            Ok(spec("a.b-c_d", Some(vec![7])))
+        );
+        for bad in [
+            "",
+            ":0",
+            "orders:",
+            "orders:0,",
+            "orders:x",
+            "orders:-1",
+            "t:1:2",
+        ] {
+            assert!(parse_topic_spec(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn datetimes_with_zones_are_exact() {
+        let cases = [
+            ("1970-01-01T00:00:00Z", 0),
+            ("2026-11-30T10:00:00Z", 1_796_032_800_000),
+            ("2026-11-30t10:00:00z", 1_796_032_800_000),
+            ("2026-11-30 10:00:00Z", 1_796_032_800_000),
+            ("2026-11-30T11:00:00+01:00", 1_796_032_800_000),
+            ("2026-11-30T11:00:00+0100", 1_796_032_800_000),
+            ("2026-11-30T11:00:00+01", 1_796_032_800_000),
+            ("2026-11-30T05:30:00-04:30", 1_796_032_800_000),
+            ("2026-11-30T10:00:00.5Z", 1_796_032_800_500),
+            ("2026-11-30T10:00:00.123456789Z", 1_796_032_800_123),
+            ("2026-11-30T10:00:00,250Z", 1_796_032_800_250),
+            ("2024-02-29T00:00:00Z", 1_709_164_800_000),
+            ("2000-03-01T00:00:00Z", 951_868_800_000),
+            ("1999-12-31T23:59:59.999Z", 946_684_799_999),
+        ];
+        for (text, millis) in cases {
+            assert_eq!(parse_datetime(text), Ok(millis), "{text}");
+        }
+    }
+
+    #[test]
+    fn kafka_datetimes_without_a_zone_are_utc() {
+        assert_eq!(
+            parse_datetime("2026-11-30T10:00:00.000"),
+            Ok(1_796_032_800_000)
+        );
+        assert_eq!(parse_datetime("2026-11-30T10:00:00"), Ok(1_796_032_800_000));
+    }
+
+    #[test]
+    fn impossible_or_malformed_datetimes_are_refused() {
+        for bad in [
+            "",
+            "2026-11-30",
+            "2026-11-30T10:00",
+            "2026-11-30T10:00:00Zjunk",
+            "2026-11-30T10:00:00.Z",
+            "2026-11-30T10:00:00.1234567890Z",
+            "2026-11-30T10:00:00+1",
+            "2026-11-30T10:00:00+01:0",
+            "2026-13-01T00:00:00Z",
+            "2026-00-01T00:00:00Z",
+            "2025-02-29T00:00:00Z",
+            "2026-04-31T00:00:00Z",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30T10:60:00Z",
+            "2026-11-30T10:00:60Z",
+            "2026-11-30T10:00:00+24:00",
+            "26-11-30T10:00:00Z",
+            "1969-12-31T23:59:59Z",
+            "1970-01-01T00:30:00+01:00",
+            "yesterday",
+        ] {
+            assert!(parse_datetime(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn days_count_from_the_epoch() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(1969, 12, 31), -1);
+        assert_eq!(days_from_civil(2000, 1, 1), 10_957);
+        assert_eq!(days_from_civil(2100, 3, 1), 47_541);
+    }
+}
