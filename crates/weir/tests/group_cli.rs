@@ -1,0 +1,505 @@
+//! `weir group list|describe|reset-offsets|delete` run as a process
+//! against the real broker, with offsets committed through weir-client.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::Weir;
+use weir_client::Client;
+use weir_log::testing::BatchBuilder;
+
+/// 2024-05-01T12:00:00Z in milliseconds.
+const MAY_FIRST_NOON: i64 = 1_714_564_800_000;
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn ok(self) -> Self {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "command failed\nstdout: {}\nstderr: {}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// A failure with exactly one line on stderr, which is returned.
+    fn failed_with_one_line(self) -> String {
+        assert!(
+            matches!(self.code, Some(c) if c != 0),
+            "expected a failure, got {:?}\nstdout: {}\nstderr: {}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "stderr: {:?}", self.stderr);
+        lines[0].to_owned()
+    }
+
+    /// A usage error from the argument parser: exit code 2.
+    fn usage_error(self) -> String {
+        assert_eq!(
+            self.code,
+            Some(2),
+            "stdout: {}\nstderr: {}",
+            self.stdout,
+            self.stderr
+        );
+        self.stderr
+    }
+
+    /// The lines of the table that starts with the line starting with
+    /// `header`, each split into its cells.
+    fn table(&self, header: &str) -> Vec<Vec<&str>> {
+        self.stdout
+            .lines()
+            .skip_while(|l| !l.starts_with(header))
+            .take_while(|l| !l.is_empty())
+            .map(|l| l.split_whitespace().collect())
+            .collect()
+    }
+}
+
+/// `weir ARGS --bootstrap <broker>`; killed after a minute.
+fn cli(broker: &Weir, args: &[&str]) -> Out {
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .args(["--bootstrap", &broker.kafka])
+        .env("WEIR_LOG", "warn")
+        .env_remove("WEIR_BOOTSTRAP")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run weir");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let output = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(output) => output.expect("wait for weir"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("weir {args:?} did not finish within a minute");
+        }
+    };
+    Out {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// Commits offsets as a consumer that assigns partitions itself.
+fn commit(broker: &Weir, group: &str, offsets: &[(&str, i32, i64)]) {
+    let offsets: Vec<(String, i32, i64)> = offsets
+        .iter()
+        .map(|&(t, p, o)| (t.to_owned(), p, o))
+        .collect();
+    block_on(async {
+        let mut client = Client::connect(&broker.kafka).await.unwrap();
+        client.offset_commit_simple(group, &offsets).await.unwrap();
+    });
+}
+
+/// What `group` has committed: (topic, partition) → offset.
+fn committed(broker: &Weir, group: &str) -> BTreeMap<(String, i32), i64> {
+    block_on(async {
+        let mut client = Client::connect(&broker.kafka).await.unwrap();
+        client
+            .offset_fetch(group, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| ((c.topic, c.partition), c.offset))
+            .collect()
+    })
+}
+
+fn offsets(entries: &[(&str, i32, i64)]) -> BTreeMap<(String, i32), i64> {
+    entries
+        .iter()
+        .map(|&(t, p, o)| ((t.to_owned(), p), o))
+        .collect()
+}
+
+/// `count` records on `partition`, one second apart from `first` (ms).
+fn produce_timed(broker: &Weir, topic: &str, partition: i32, first: i64, count: i64) {
+    let mut raw = common::raw::Raw::connect(&broker.kafka);
+    for i in 0..count {
+        let batch = BatchBuilder::new(1).timestamp(first + i * 1000).build();
+        assert_eq!(raw.produce(topic, partition, batch).0, 0);
+    }
+}
+
+fn produce_lines(broker: &Weir, topic: &str, partition: i32, count: usize) {
+    let input: String = (0..count).map(|i| format!("m{i}\n")).collect();
+    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["produce", topic, "--partition", &partition.to_string()])
+        .args(["--bootstrap", &broker.kafka])
+        .env("WEIR_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("run weir produce");
+    let mut stdin = child.stdin.as_ref().expect("stdin");
+    std::io::Write::write_all(&mut stdin, input.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+}
+
+#[test]
+fn list_and_describe_show_committed_offsets_log_ends_and_lag() {
+    let broker = Weir::start(&[]);
+    cli(&broker, &["topic", "create", "orders", "-p", "3"]).ok();
+    cli(&broker, &["topic", "create", "audit", "-p", "1"]).ok();
+    produce_lines(&broker, "orders", 0, 5);
+    produce_lines(&broker, "orders", 1, 3);
+    produce_lines(&broker, "audit", 0, 4);
+
+    let out = cli(&broker, &["group", "list"]).ok();
+    assert_eq!(out.stdout, "GROUP  STATE\n");
+
+    commit(
+        &broker,
+        "billing",
+        &[("orders", 0, 2), ("orders", 1, 3), ("audit", 0, 1)],
+    );
+    commit(&broker, "reporting", &[("orders", 2, 0)]);
+
+    let out = cli(&broker, &["group", "list"]).ok();
+    assert_eq!(
+        out.table("GROUP"),
+        vec![
+            vec!["GROUP", "STATE"],
+            vec!["billing", "Empty"],
+            vec!["reporting", "Empty"],
+        ]
+    );
+
+    let out = cli(&broker, &["group", "describe", "billing"]).ok();
+    assert_eq!(
+        out.stdout.lines().next(),
+        Some("Group billing: state Empty, 0 members"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.table("TOPIC"),
+        vec![
+            vec![
+                "TOPIC",
+                "PARTITION",
+                "CURRENT-OFFSET",
+                "LOG-END-OFFSET",
+                "LAG",
+                "CONSUMER-ID",
+                "HOST",
+                "CLIENT-ID"
+            ],
+            vec!["audit", "0", "1", "4", "3", "-", "-", "-"],
+            vec!["orders", "0", "2", "5", "3", "-", "-", "-"],
+            vec!["orders", "1", "3", "3", "0", "-", "-", "-"],
+        ],
+        "{}",
+        out.stdout
+    );
+
+    // The log end moves on; the lag with it.
+    produce_lines(&broker, "orders", 2, 6);
+    let out = cli(&broker, &["group", "describe", "reporting"]).ok();
+    assert_eq!(
+        out.table("TOPIC")[1..],
+        [vec!["orders", "2", "0", "6", "6", "-", "-", "-"]],
+        "{}",
+        out.stdout
+    );
+
+    let line = cli(&broker, &["group", "describe", "ghost"]).failed_with_one_line();
+    assert_eq!(line, "error: group ghost does not exist");
+}
+
+#[test]
+fn reset_offsets_to_each_kind_of_target() {
+    let broker = Weir::start(&[]);
+    cli(&broker, &["topic", "create", "events", "-p", "2"]).ok();
+    // Partition 0: ten records stamped 12:00:00 to 12:00:09 on May 1st
+    // 2024; partition 1: four, 12:00:00 to 12:00:03.
+    produce_timed(&broker, "events", 0, MAY_FIRST_NOON, 10);
+    produce_timed(&broker, "events", 1, MAY_FIRST_NOON, 4);
+    commit(&broker, "g", &[("events", 0, 7)]);
+    let reset = |target: &[&str], topics: &[&str]| {
+        let mut args = vec!["group", "reset-offsets", "g"];
+        for topic in topics {
+            args.extend(["--topic", topic]);
+        }
+        args.extend(target);
+        cli(&broker, &args).ok()
+    };
+    let header = vec!["TOPIC", "PARTITION", "NEW-OFFSET", "PREVIOUS-OFFSET"];
+
+    // A dry run shows the plan and commits nothing.
+    let out = reset(&["--to-earliest", "--dry-run"], &["events"]);
+    assert!(
+        out.stdout
+            .starts_with("Dry run, nothing committed. New offsets of group g would be:\n"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.table("TOPIC"),
+        vec![
+            header.clone(),
+            vec!["events", "0", "0", "7"],
+            vec!["events", "1", "0", "-"],
+        ]
+    );
+    assert_eq!(committed(&broker, "g"), offsets(&[("events", 0, 7)]));
+
+    // Some partitions only.
+    let out = reset(&["--to-earliest"], &["events:1"]);
+    assert!(
+        out.stdout
+            .starts_with("Committed new offsets of group g:\n"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.table("TOPIC"),
+        vec![header.clone(), vec!["events", "1", "0", "-"]]
+    );
+    assert_eq!(
+        committed(&broker, "g"),
+        offsets(&[("events", 0, 7), ("events", 1, 0)])
+    );
+
+    let out = reset(&["--to-latest"], &["events"]);
+    assert_eq!(
+        out.table("TOPIC"),
+        vec![
+            header.clone(),
+            vec!["events", "0", "10", "7"],
+            vec!["events", "1", "4", "0"],
+        ]
+    );
+    assert_eq!(
+        committed(&broker, "g"),
+        offsets(&[("events", 0, 10), ("events", 1, 4)])
+    );
+
+    // An offset inside the log is taken as it is; past the end, it is the
+    // end. Repeated --topic options add up.
+    reset(&["--to-offset", "3"], &["events:0", "events:1"]);
+    assert_eq!(
+        committed(&broker, "g"),
+        offsets(&[("events", 0, 3), ("events", 1, 3)])
+    );
+    let out = reset(&["--to-offset", "50"], &["events"]);
+    assert_eq!(
+        out.table("TOPIC"),
+        vec![
+            header.clone(),
+            vec!["events", "0", "10", "3"],
+            vec!["events", "1", "4", "3"],
+        ]
+    );
+    assert_eq!(
+        committed(&broker, "g"),
+        offsets(&[("events", 0, 10), ("events", 1, 4)])
+    );
+
+    // By time: the first record at or after it, or the log end when there
+    // is none. The same instant in any zone, and Kafka's zoneless form as
+    // UTC.
+    for time in [
+        "2024-05-01T12:00:03.500Z",
+        "2024-05-01T14:00:03.500+02:00",
+        "2024-05-01T12:00:03.500",
+    ] {
+        reset(&["--to-offset", "0"], &["events"]);
+        let out = reset(&["--to-datetime", time], &["events"]);
+        assert_eq!(
+            out.table("TOPIC"),
+            vec![
+                header.clone(),
+                vec!["events", "0", "4", "0"],
+                vec!["events", "1", "4", "0"],
+            ],
+            "{time}"
+        );
+        assert_eq!(
+            committed(&broker, "g"),
+            offsets(&[("events", 0, 4), ("events", 1, 4)]),
+            "{time}"
+        );
+    }
+    reset(&["--to-datetime", "2024-05-01T12:00:02Z"], &["events"]);
+    assert_eq!(
+        committed(&broker, "g"),
+        offsets(&[("events", 0, 2), ("events", 1, 2)])
+    );
+    reset(&["--to-datetime", "2020-01-01T00:00:00Z"], &["events"]);
+    assert_eq!(
+        committed(&broker, "g"),
+        offsets(&[("events", 0, 0), ("events", 1, 0)])
+    );
+    reset(&["--to-datetime", "2030-01-01T00:00:00Z"], &["events"]);
+    assert_eq!(
+        committed(&broker, "g"),
+        offsets(&[("events", 0, 10), ("events", 1, 4)])
+    );
+
+    // The group's state is unchanged: no members, offsets only.
+    let out = cli(&broker, &["group", "describe", "g"]).ok();
+    assert!(
+        out.stdout.starts_with("Group g: state Empty, 0 members\n"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_reset_can_start_a_group_and_delete_ends_it() {
+    let broker = Weir::start(&[]);
+    cli(&broker, &["topic", "create", "t", "-p", "1"]).ok();
+    produce_lines(&broker, "t", 0, 3);
+
+    // An unknown group may be given offsets: that makes it.
+    let out = cli(
+        &broker,
+        &[
+            "group",
+            "reset-offsets",
+            "fresh",
+            "--topic",
+            "t",
+            "--to-latest",
+        ],
+    )
+    .ok();
+    assert_eq!(
+        out.table("TOPIC")[1..],
+        [vec!["t", "0", "3", "-"]],
+        "{}",
+        out.stdout
+    );
+    assert_eq!(committed(&broker, "fresh"), offsets(&[("t", 0, 3)]));
+    let out = cli(&broker, &["group", "list"]).ok();
+    assert_eq!(
+        out.table("GROUP"),
+        vec![vec!["GROUP", "STATE"], vec!["fresh", "Empty"]]
+    );
+
+    let out = cli(&broker, &["group", "delete", "fresh"]).ok();
+    assert_eq!(out.stdout, "Deleted group fresh\n");
+    assert_eq!(committed(&broker, "fresh"), BTreeMap::new());
+    let out = cli(&broker, &["group", "list"]).ok();
+    assert_eq!(out.stdout, "GROUP  STATE\n");
+    for args in [
+        &["group", "delete", "fresh"][..],
+        &["group", "describe", "fresh"],
+    ] {
+        let line = cli(&broker, args).failed_with_one_line();
+        assert_eq!(line, "error: group fresh does not exist", "{args:?}");
+    }
+}
+
+#[test]
+fn reset_offsets_arguments_are_checked() {
+    let broker = Weir::start(&[]);
+    cli(&broker, &["topic", "create", "t", "-p", "2"]).ok();
+    commit(&broker, "g", &[("t", 0, 0)]);
+    let reset = |extra: &[&str]| {
+        let mut args = vec!["group", "reset-offsets", "g"];
+        args.extend(extra);
+        cli(&broker, &args)
+    };
+
+    // Exactly one target, and at least one topic.
+    let stderr = reset(&["--topic", "t"]).usage_error();
+    assert!(
+        stderr.contains("the following required arguments were not provided"),
+        "{stderr}"
+    );
+    let stderr = reset(&["--topic", "t", "--to-earliest", "--to-latest"]).usage_error();
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    let stderr = reset(&[
+        "--topic",
+        "t",
+        "--to-offset",
+        "1",
+        "--to-datetime",
+        "2024-01-01T00:00:00Z",
+    ])
+    .usage_error();
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    let stderr = reset(&["--to-earliest"]).usage_error();
+    assert!(stderr.contains("--topic"), "{stderr}");
+
+    // Malformed values.
+    for (args, value) in [
+        (&["--topic", "t", "--to-offset=-1"][..], "'-1'"),
+        (&["--topic", "t:x", "--to-latest"], "'t:x'"),
+        (
+            &["--topic", "t", "--to-datetime", "yesterday"],
+            "'yesterday'",
+        ),
+        (
+            &["--topic", "t", "--to-datetime", "2026-02-30T00:00:00Z"],
+            "'2026-02-30T00:00:00Z'",
+        ),
+    ] {
+        let stderr = reset(args).usage_error();
+        assert!(
+            stderr.starts_with(&format!("error: invalid value {value}")),
+            "{args:?}: {stderr}"
+        );
+    }
+
+    // Topics and partitions that do not exist; nothing is committed.
+    let line = reset(&["--topic", "ghost", "--to-latest"]).failed_with_one_line();
+    assert_eq!(line, "error: topic 'ghost' does not exist");
+    let line = reset(&["--topic", "t:1,2", "--to-latest"]).failed_with_one_line();
+    assert_eq!(
+        line,
+        "error: topic 't' has no partition 2 (it has 2: 0 to 1)"
+    );
+    assert_eq!(committed(&broker, "g"), offsets(&[("t", 0, 0)]));
+
+    // Nothing listens on a port just released.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["group", "list", "--bootstrap", &addr])
+        .env("WEIR_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("error: cannot connect to {addr}: Connection refused\n")
+    );
+}
