@@ -9,6 +9,7 @@ use parking_lot::{Mutex, RwLock};
 use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetaStore, MetadataImage, TopicInfo};
 
 use crate::config::BrokerConfig;
+use crate::group_coordinator::GroupCoordinator;
 use crate::metrics::Metrics;
 use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::partition::AppendError;
@@ -45,6 +46,7 @@ pub struct Broker {
     metrics: Metrics,
     serving: AtomicBool,
     offsets: OffsetStore,
+    groups: GroupCoordinator,
 }
 
 impl Broker {
@@ -80,6 +82,7 @@ impl Broker {
             }
             None => OffsetStore::default(),
         };
+        let groups = GroupCoordinator::new(config.group_config(), offsets.group_metadata());
         Ok(Arc::new(Self {
             config,
             cluster_id,
@@ -89,6 +92,7 @@ impl Broker {
             metrics: Metrics::default(),
             serving: AtomicBool::new(false),
             offsets,
+            groups,
         }))
     }
 
@@ -98,6 +102,10 @@ impl Broker {
 
     pub fn offsets(&self) -> &OffsetStore {
         &self.offsets
+    }
+
+    pub fn groups(&self) -> &GroupCoordinator {
+        &self.groups
     }
 
     /// The partition of `__consumer_offsets` that holds `group`, creating

@@ -81,6 +81,36 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         default: "50",
         doc: "Partitions of __consumer_offsets, fixed when it is first created",
     },
+    BrokerConfigDef {
+        name: "offsets.retention.minutes",
+        default: "10080",
+        doc: "How long committed offsets of a group without members are kept",
+    },
+    BrokerConfigDef {
+        name: "offsets.retention.check.interval.ms",
+        default: "600000",
+        doc: "How often committed offsets are checked for expiry",
+    },
+    BrokerConfigDef {
+        name: "group.initial.rebalance.delay.ms",
+        default: "3000",
+        doc: "How long the first rebalance of an empty group waits for more members",
+    },
+    BrokerConfigDef {
+        name: "group.min.session.timeout.ms",
+        default: "6000",
+        doc: "The smallest session timeout a group member may ask for",
+    },
+    BrokerConfigDef {
+        name: "group.max.session.timeout.ms",
+        default: "1800000",
+        doc: "The largest session timeout a group member may ask for",
+    },
+    BrokerConfigDef {
+        name: "group.max.size",
+        default: "2147483647",
+        doc: "The most members a consumer group may have",
+    },
 ];
 
 /// Why a config value was refused.
@@ -115,6 +145,12 @@ pub struct BrokerConfig {
     pub connections_max_idle_ms: u64,
     pub queued_max_request_bytes: usize,
     pub offsets_topic_num_partitions: i32,
+    pub offsets_retention_minutes: u64,
+    pub offsets_retention_check_interval_ms: u64,
+    pub group_initial_rebalance_delay_ms: u64,
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
+    pub group_max_size: i32,
     /// The Kafka-named values in force, for DescribeConfigs.
     pub values: BTreeMap<String, String>,
     /// Names set explicitly (not defaults).
@@ -188,9 +224,46 @@ impl BrokerConfig {
                 "offsets.topic.num.partitions",
                 1..=10_000,
             )?,
+            offsets_retention_minutes: parse_in(
+                get,
+                "offsets.retention.minutes",
+                1..=i32::MAX as u64,
+            )?,
+            offsets_retention_check_interval_ms: parse_in(
+                get,
+                "offsets.retention.check.interval.ms",
+                1..=u64::MAX,
+            )?,
+            group_initial_rebalance_delay_ms: parse_in(
+                get,
+                "group.initial.rebalance.delay.ms",
+                0..=i32::MAX as u64,
+            )?,
+            group_min_session_timeout_ms: parse_in(
+                get,
+                "group.min.session.timeout.ms",
+                0..=i32::MAX,
+            )?,
+            group_max_session_timeout_ms: parse_in(
+                get,
+                "group.max.session.timeout.ms",
+                0..=i32::MAX,
+            )?,
+            group_max_size: parse_in(get, "group.max.size", 1..=i32::MAX)?,
             overridden: values.keys().cloned().collect(),
             values: merged,
         })
+    }
+
+    /// The settings of the group membership protocol.
+    pub fn group_config(&self) -> crate::group::GroupConfig {
+        crate::group::GroupConfig {
+            initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms: self.group_min_session_timeout_ms,
+            max_session_timeout_ms: self.group_max_session_timeout_ms,
+            max_size: self.group_max_size as usize,
+            ..crate::group::GroupConfig::default()
+        }
     }
 }
 

@@ -4,6 +4,7 @@ mod api;
 pub mod broker;
 pub mod config;
 pub mod group;
+pub mod group_coordinator;
 pub mod http;
 pub mod lag;
 pub mod maintenance;

@@ -1,12 +1,18 @@
-//! Background upkeep: retention, producer-state snapshots and time-based
-//! flushes.
+//! Background upkeep: retention, producer-state snapshots, time-based
+//! flushes, and the expiry and checkpoints of `__consumer_offsets`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::broker::Broker;
+use crate::broker::{now_ms, Broker};
+use crate::offsets::OFFSETS_TOPIC;
+
+/// A `__consumer_offsets` partition is checkpointed once its log holds at
+/// least this many records, and this many times its live records.
+const CHECKPOINT_MIN_RECORDS: u64 = 10_000;
+const CHECKPOINT_RATIO: u64 = 4;
 
 /// How often `flush.ms` is checked.
 const FLUSH_CHECK_INTERVAL: Duration = Duration::from_millis(500);
@@ -15,6 +21,9 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let retention_every = Duration::from_millis(broker.config().log_retention_check_interval_ms);
     let mut retention = tokio::time::interval(retention_every);
     let mut flush = tokio::time::interval(FLUSH_CHECK_INTERVAL);
+    let offsets_every = Duration::from_millis(broker.config().offsets_retention_check_interval_ms);
+    let mut offsets = tokio::time::interval(offsets_every);
+    offsets.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -22,6 +31,10 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             _ = retention.tick() => {
                 let broker = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || enforce_retention(&broker)).await;
+            }
+            _ = offsets.tick() => {
+                let broker = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || upkeep_offsets(&broker)).await;
             }
             _ = flush.tick() => {
                 let broker = broker.clone();
@@ -51,6 +64,37 @@ fn enforce_retention(broker: &Broker) {
             Ok(_) => {}
             Err(error) => {
                 tracing::error!(topic = %partition.topic, partition = partition.index, %error, "retention failed")
+            }
+        }
+    }
+}
+
+/// Expires old offsets, then checkpoints every `__consumer_offsets`
+/// partition whose log holds mostly superseded records.
+fn upkeep_offsets(broker: &Broker) {
+    let retention_ms = broker.config().offsets_retention_minutes * 60_000;
+    broker
+        .groups()
+        .expire_offsets(broker, retention_ms, now_ms() as u64);
+    let Some(partitions) = broker.partitions_of(OFFSETS_TOPIC) else {
+        return;
+    };
+    let count = partitions.len() as i32;
+    for partition in partitions {
+        let in_log = partition.log.log_end_offset() - partition.log.log_start_offset();
+        let live = broker.offsets().live_records(partition.index, count) as u64;
+        if in_log < CHECKPOINT_MIN_RECORDS || in_log < CHECKPOINT_RATIO * live {
+            continue;
+        }
+        match broker.offsets().checkpoint(&partition, count, now_ms()) {
+            Ok(rewritten) => tracing::info!(
+                partition = partition.index,
+                superseded = in_log - live,
+                rewritten,
+                "checkpointed __consumer_offsets"
+            ),
+            Err(error) => {
+                tracing::warn!(partition = partition.index, %error, "__consumer_offsets checkpoint failed")
             }
         }
     }

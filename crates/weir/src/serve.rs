@@ -187,6 +187,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
                 format!("cannot open data directory {}", settings.data_dir.display())
             })?
     };
+    broker.groups().start(&broker);
     let (stop, stopped) = watch::channel(false);
     let http = tokio::spawn({
         let router = weir_broker::http::router(broker.clone());

@@ -33,9 +33,36 @@ fn advertised(raw: &mut Raw, key: ApiKey) -> std::ops::RangeInclusive<i16> {
     entry.min_version..=entry.max_version
 }
 
+/// Joins `group` as its only member with JoinGroup `version` (asking again
+/// with the member id handed back, from v4 on); returns the member id and
+/// generation.
+fn join(raw: &mut Raw, group: &str, version: i16) -> (StrBytes, i32) {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    let request = |member_id: StrBytes| {
+        JoinGroupRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+            .with_session_timeout_ms(10_000)
+            .with_rebalance_timeout_ms(10_000)
+            .with_member_id(member_id)
+            .with_protocol_type(StrBytes::from_static_str("consumer"))
+            .with_protocols(vec![
+                JoinGroupRequestProtocol::default().with_name(StrBytes::from_static_str("range"))
+            ])
+    };
+    let mut r: JoinGroupResponse =
+        raw.call(ApiKey::JoinGroup, version, &request(StrBytes::default()));
+    if version >= 4 {
+        assert_eq!(r.error_code, 79, "JoinGroup v{version}: MEMBER_ID_REQUIRED");
+        r = raw.call(ApiKey::JoinGroup, version, &request(r.member_id));
+    }
+    assert_eq!(r.error_code, 0, "JoinGroup v{version}");
+    assert_eq!(r.leader, r.member_id, "JoinGroup v{version}");
+    (r.member_id, r.generation_id)
+}
+
 #[test]
 fn every_advertised_version_answers() {
-    let weir = Weir::start(&[]);
+    let weir = Weir::start(&["--group-initial-rebalance-delay-ms", "0"]);
     let mut raw = Raw::connect(&weir.kafka);
     raw.topic_metadata("sweep");
     assert_eq!(raw.produce("sweep", 0, BatchBuilder::new(2).build()).0, 0);
@@ -260,6 +287,70 @@ fn every_advertised_version_answers() {
                         kafka_protocol::ResponseError::GroupIdNotFound.code(),
                         "{label}"
                     );
+                }
+                ApiKey::JoinGroup => {
+                    join(&mut raw, &format!("join-v{version}"), version);
+                }
+                ApiKey::SyncGroup => {
+                    use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+                    let group = format!("sync-v{version}");
+                    let (member_id, generation) = join(&mut raw, &group, 5);
+                    let request = SyncGroupRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_string(group)))
+                        .with_generation_id(generation)
+                        .with_member_id(member_id.clone())
+                        .with_assignments(vec![SyncGroupRequestAssignment::default()
+                            .with_member_id(member_id)
+                            .with_assignment(vec![7u8].into())]);
+                    let r: SyncGroupResponse = raw.call(key, version, &request);
+                    assert_eq!(
+                        (r.error_code, &r.assignment[..]),
+                        (0, &[7u8][..]),
+                        "{label}"
+                    );
+                }
+                ApiKey::Heartbeat => {
+                    let group = format!("heartbeat-v{version}");
+                    let (member_id, generation) = join(&mut raw, &group, 5);
+                    let request = HeartbeatRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_string(group)))
+                        .with_generation_id(generation)
+                        .with_member_id(member_id);
+                    let r: HeartbeatResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                }
+                ApiKey::LeaveGroup => {
+                    use kafka_protocol::messages::leave_group_request::MemberIdentity;
+                    let group = format!("leave-v{version}");
+                    let (member_id, _) = join(&mut raw, &group, 5);
+                    let request = LeaveGroupRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_string(group)));
+                    let request = if version >= 3 {
+                        request
+                            .with_members(vec![MemberIdentity::default().with_member_id(member_id)])
+                    } else {
+                        request.with_member_id(member_id)
+                    };
+                    let r: LeaveGroupResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                    if version >= 3 {
+                        assert_eq!(r.members[0].error_code, 0, "{label}");
+                    }
+                }
+                ApiKey::OffsetDelete => {
+                    use kafka_protocol::messages::offset_delete_request::{
+                        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+                    };
+                    let request = OffsetDeleteRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("sweep-group")))
+                        .with_topics(vec![OffsetDeleteRequestTopic::default()
+                            .with_name(name("sweep"))
+                            .with_partitions(vec![
+                                OffsetDeleteRequestPartition::default().with_partition_index(0)
+                            ])]);
+                    let r: OffsetDeleteResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert_eq!(r.topics[0].partitions[0].error_code, 0, "{label}");
                 }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }

@@ -1,9 +1,10 @@
-//! ListGroups, DescribeGroups and DeleteGroups. Membership is not served
-//! yet, so every group is one of committed offsets only: Kafka lists such a
-//! group as Empty, with no protocol type and no members.
+//! ListGroups, DescribeGroups and DeleteGroups. A group is known if the
+//! coordinator hosts it (it has or had members) or if it holds committed
+//! offsets only; Kafka shows the latter as Empty, without protocol type.
 
+use bytes::Bytes;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
-use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
@@ -13,10 +14,13 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::broker::{now_ms, Broker};
-use crate::offsets::OffsetChange;
+use crate::broker::Broker;
+use crate::group::GroupState;
+use crate::group_coordinator::GroupAdminError;
 
-const EMPTY: &str = "Empty";
+fn text(s: String) -> StrBytes {
+    StrBytes::from_string(s)
+}
 
 pub(super) fn list_groups(
     broker: &Broker,
@@ -30,20 +34,23 @@ pub(super) fn list_groups(
                 .iter()
                 .any(|s| s.eq_ignore_ascii_case(state))
     };
-    let groups = if wanted(EMPTY) {
-        broker
-            .offsets()
-            .groups()
-            .into_iter()
-            .map(|group| {
-                ListedGroup::default()
-                    .with_group_id(GroupId(StrBytes::from_string(group)))
-                    .with_group_state(StrBytes::from_static_str(EMPTY))
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let mut groups = broker.groups().list();
+    for group in broker.offsets().groups() {
+        if !groups.iter().any(|(name, _, _)| *name == group) {
+            groups.push((group, GroupState::Empty, String::new()));
+        }
+    }
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
+    let groups = groups
+        .into_iter()
+        .filter(|(_, state, _)| wanted(state.as_str()))
+        .map(|(group, state, protocol_type)| {
+            ListedGroup::default()
+                .with_group_id(GroupId(text(group)))
+                .with_protocol_type(text(protocol_type))
+                .with_group_state(StrBytes::from_static_str(state.as_str()))
+        })
+        .collect();
     ListGroupsResponse::default().with_groups(groups)
 }
 
@@ -56,12 +63,35 @@ pub(super) fn describe_groups(
         .groups
         .into_iter()
         .map(|group| {
+            let described = DescribedGroup::default().with_group_id(group.clone());
+            if let Some(summary) = broker.groups().describe(&group) {
+                let members = summary
+                    .members
+                    .into_iter()
+                    .map(|m| {
+                        DescribedGroupMember::default()
+                            .with_member_id(text(m.member_id))
+                            .with_group_instance_id(m.group_instance_id.map(text))
+                            .with_client_id(text(m.client_id))
+                            .with_client_host(text(m.client_host))
+                            .with_member_metadata(Bytes::from(m.metadata))
+                            .with_member_assignment(Bytes::from(m.assignment))
+                    })
+                    .collect();
+                return described
+                    .with_group_state(StrBytes::from_static_str(summary.state.as_str()))
+                    .with_protocol_type(text(summary.protocol_type))
+                    .with_protocol_data(text(summary.protocol_name))
+                    .with_members(members);
+            }
             let known = !broker.offsets().group_offsets(&group.0).is_empty();
             // Kafka describes a group it does not know as Dead, without error.
-            let state = if known { EMPTY } else { "Dead" };
-            DescribedGroup::default()
-                .with_group_id(group)
-                .with_group_state(StrBytes::from_static_str(state))
+            let state = if known {
+                GroupState::Empty
+            } else {
+                GroupState::Dead
+            };
+            described.with_group_state(StrBytes::from_static_str(state.as_str()))
         })
         .collect();
     DescribeGroupsResponse::default().with_groups(groups)
@@ -76,26 +106,14 @@ pub(super) fn delete_groups(
         .groups_names
         .into_iter()
         .map(|group| {
-            let offsets = broker.offsets().group_offsets(&group.0);
             let result = DeletableGroupResult::default().with_group_id(group.clone());
-            if offsets.is_empty() {
-                return result.with_error_code(ResponseError::GroupIdNotFound.code());
-            }
-            let changes = offsets
-                .into_iter()
-                .map(|((topic, partition), _)| OffsetChange {
-                    topic,
-                    partition,
-                    value: None,
-                })
-                .collect();
-            match broker.commit_offsets(&group.0, changes, now_ms()) {
-                Ok(()) => result,
-                Err(error) => {
-                    tracing::error!(group = %group.0.as_str(), %error, "deleting a group failed");
-                    result.with_error_code(ResponseError::CoordinatorNotAvailable.code())
-                }
-            }
+            let error = match broker.groups().delete(broker, &group.0) {
+                Ok(()) => return result,
+                Err(GroupAdminError::NotFound) => ResponseError::GroupIdNotFound,
+                Err(GroupAdminError::NotEmpty) => ResponseError::NonEmptyGroup,
+                Err(_) => ResponseError::CoordinatorNotAvailable,
+            };
+            result.with_error_code(error.code())
         })
         .collect();
     DeleteGroupsResponse::default().with_results(results)

@@ -8,6 +8,7 @@ mod configs;
 mod fetch;
 mod groups;
 mod list_offsets;
+mod membership;
 mod metadata;
 mod offsets;
 mod produce;
@@ -42,6 +43,11 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -81,6 +87,10 @@ pub(crate) struct RequestContext {
     pub(crate) key: ApiKey,
     pub(crate) version: i16,
     pub(crate) correlation_id: i32,
+    /// The client's `client.id`, empty if it sent none.
+    pub(crate) client_id: String,
+    /// The client's address as Kafka shows it ("/127.0.0.1").
+    pub(crate) client_host: String,
 }
 
 impl RequestContext {
@@ -136,11 +146,20 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::ListGroups => "ListGroups",
         ApiKey::DescribeGroups => "DescribeGroups",
         ApiKey::DeleteGroups => "DeleteGroups",
+        ApiKey::JoinGroup => "JoinGroup",
+        ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::Heartbeat => "Heartbeat",
+        ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::OffsetDelete => "OffsetDelete",
         _ => "Other",
     }
 }
 
-pub(crate) fn dispatch(broker: &Arc<Broker>, mut body: Bytes) -> Result<Reply, RequestError> {
+pub(crate) fn dispatch(
+    broker: &Arc<Broker>,
+    mut body: Bytes,
+    peer: Option<std::net::SocketAddr>,
+) -> Result<Reply, RequestError> {
     if body.len() < 8 {
         return Err(RequestError::TooShort(body.len()));
     }
@@ -175,6 +194,12 @@ pub(crate) fn dispatch(broker: &Arc<Broker>, mut body: Bytes) -> Result<Reply, R
         key,
         version,
         correlation_id: header.correlation_id,
+        client_id: header
+            .client_id
+            .as_ref()
+            .map(|id| id.to_string())
+            .unwrap_or_default(),
+        client_host: peer.map(|p| format!("/{}", p.ip())).unwrap_or_default(),
     };
     macro_rules! decode {
         () => {
@@ -262,6 +287,39 @@ pub(crate) fn dispatch(broker: &Arc<Broker>, mut body: Bytes) -> Result<Reply, R
             &ctx,
             decode!(),
         )))),
+        ApiKey::OffsetDelete => Reply::Now(Some(ctx.respond(&offsets::offset_delete(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::JoinGroup => {
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let response = membership::join_group(&broker, &ctx, request).await;
+                Some(ctx.respond(&response))
+            }))
+        }
+        ApiKey::SyncGroup => {
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let response = membership::sync_group(&broker, &ctx, request).await;
+                Some(ctx.respond(&response))
+            }))
+        }
+        ApiKey::Heartbeat => {
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let response = membership::heartbeat(&broker, &ctx, request).await;
+                Some(ctx.respond(&response))
+            }))
+        }
+        ApiKey::LeaveGroup => {
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let response = membership::leave_group(&broker, &ctx, request).await;
+                Some(ctx.respond(&response))
+            }))
+        }
         _ => return Err(RequestError::UnsupportedVersion { key, version }),
     })
 }

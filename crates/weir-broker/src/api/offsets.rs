@@ -1,9 +1,12 @@
-//! FindCoordinator, OffsetCommit and OffsetFetch: committed offsets of
-//! groups whose consumers assign partitions themselves.
+//! FindCoordinator, OffsetCommit, OffsetFetch and OffsetDelete: the
+//! committed offsets of groups.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -11,17 +14,24 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{
     BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, OffsetCommitRequest,
-    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
+    OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::broker::{now_ms, Broker};
+use crate::group_coordinator::{Committer, GroupAdminError};
 use crate::offsets::records::CommittedOffset;
 use crate::offsets::{OffsetChange, MAX_METADATA_BYTES};
 
 const GROUP_KEY: i8 = 0;
+
+/// The protocol's error for a code this module produces.
+fn kafka_error(code: i16) -> ResponseError {
+    ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
+}
 
 pub(super) fn find_coordinator(
     broker: &Broker,
@@ -83,16 +93,19 @@ pub(super) fn offset_commit(
     request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.to_string();
-    // Without group membership, only "simple" commits (no generation, no
-    // member) are valid, as Kafka accepts for a group with no members.
+    let committer = Committer {
+        member_id: &request.member_id,
+        generation_id: request.generation_id_or_member_epoch,
+        group_instance_id: request.group_instance_id.as_deref(),
+    };
     let group_error = if group.is_empty() {
         Some(ResponseError::InvalidGroupId)
-    } else if request.generation_id_or_member_epoch >= 0 {
-        Some(ResponseError::IllegalGeneration)
-    } else if !request.member_id.is_empty() {
-        Some(ResponseError::UnknownMemberId)
     } else {
-        None
+        broker
+            .groups()
+            .validate_commit(&group, committer)
+            .err()
+            .map(|e| kafka_error(e.code()))
     };
     let now = now_ms();
     let mut changes = Vec::new();
@@ -139,14 +152,15 @@ pub(super) fn offset_commit(
     let written = if changes.is_empty() {
         Ok(())
     } else {
-        broker.commit_offsets(&group, changes, now)
+        // Checked again with the write: a rebalance may have begun since.
+        broker
+            .groups()
+            .commit_offsets(broker, &group, committer, changes, now)
     };
-    let pending_outcome = match &written {
+    let pending_outcome = match written {
         Ok(()) => None,
-        Err(error) => {
-            tracing::error!(group, %error, "offset commit failed");
-            Some(ResponseError::CoordinatorNotAvailable)
-        }
+        Err(GroupAdminError::Membership(error)) => Some(kafka_error(error.code())),
+        Err(_) => Some(ResponseError::CoordinatorNotAvailable),
     };
     let topics = responses
         .into_iter()
@@ -288,4 +302,68 @@ pub(super) fn offset_fetch(
         })
         .collect();
     OffsetFetchResponse::default().with_topics(topics)
+}
+
+pub(super) fn offset_delete(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
+    let group = request.group_id.0.to_string();
+    if group.is_empty() {
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::InvalidGroupId.code());
+    }
+    let mut requested = Vec::new();
+    let mut unknown = Vec::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            let key = (topic.name.0.to_string(), p.partition_index);
+            if broker.partition(&key.0, key.1).is_some() {
+                requested.push(key);
+            } else {
+                unknown.push(key);
+            }
+        }
+    }
+    let refused = match broker.groups().delete_offsets(broker, &group, requested) {
+        Ok(refused) => refused,
+        Err(error) => {
+            let code = match error {
+                GroupAdminError::NotFound => ResponseError::GroupIdNotFound,
+                GroupAdminError::NotEmpty => ResponseError::NonEmptyGroup,
+                GroupAdminError::Membership(e) => kafka_error(e.code()),
+                GroupAdminError::Unavailable => ResponseError::CoordinatorNotAvailable,
+            };
+            return OffsetDeleteResponse::default().with_error_code(code.code());
+        }
+    };
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.to_string();
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let key = (name.clone(), p.partition_index);
+                    let code = if unknown.contains(&key) {
+                        ResponseError::UnknownTopicOrPartition.code()
+                    } else if refused.contains(&key) {
+                        ResponseError::GroupSubscribedToTopic.code()
+                    } else {
+                        0
+                    };
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                })
+                .collect();
+            OffsetDeleteResponseTopic::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetDeleteResponse::default().with_topics(topics)
 }

@@ -205,6 +205,11 @@ impl GroupEngine {
         self.generation_id
     }
 
+    /// When the group last changed state (Kafka's currentStateTimestamp).
+    pub fn state_timestamp_ms(&self) -> Option<u64> {
+        self.state_timestamp_ms
+    }
+
     pub fn protocol_type(&self) -> Option<&str> {
         self.protocol_type.as_deref()
     }

@@ -55,7 +55,7 @@ pub(crate) async fn serve(
         let started = std::time::Instant::now();
         broker.metrics().bytes_in.inc_by(body.len() as u64 + 4);
         let api_name = api::api_name(&body);
-        let reply = match api::dispatch(&broker, body) {
+        let reply = match api::dispatch(&broker, body, peer) {
             Ok(reply) => reply,
             Err(error) => {
                 tracing::info!(?peer, %error, "closing connection after an unparseable request");

@@ -1,10 +1,12 @@
-//! Committed consumer offsets, kept as records in `__consumer_offsets`: a
-//! group's commits go to partition `partition_for(group, N)`, and the
-//! in-memory view is rebuilt from those records at start.
+//! The contents of `__consumer_offsets`: committed offsets and group
+//! metadata, kept as records in Kafka's schemas. A group's records go to
+//! partition `partition_for(group, N)`; the in-memory view is rebuilt from
+//! those records at start.
 //!
-//! Group membership (JoinGroup/SyncGroup) is not served yet, so commits come
-//! from "simple" consumers that assign partitions themselves (generation -1,
-//! no member id), as Kafka allows for groups without members.
+//! Until the log cleaner exists, [`OffsetStore::checkpoint`] keeps the topic
+//! small: it re-appends the live records of a partition and moves the log
+//! start past everything older, so loading reads little more than the live
+//! state.
 
 pub mod records;
 
@@ -19,6 +21,7 @@ use parking_lot::Mutex;
 use weir_log::batch::BatchHeader;
 use weir_log::LogError;
 
+use crate::group::GroupSnapshot;
 use crate::partition::{AppendError, Partition};
 use records::{CommittedOffset, RecordKey};
 
@@ -28,12 +31,22 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Kafka's `offset.metadata.max.bytes`.
 pub const MAX_METADATA_BYTES: usize = 4096;
 
+/// Records per batch when a checkpoint rewrites a partition's live state.
+const CHECKPOINT_BATCH_RECORDS: usize = 500;
+
 type GroupOffsets = BTreeMap<(String, i32), CommittedOffset>;
 
-/// Committed offsets of every group, by group.
+/// Committed offsets and the last written metadata of every group.
 #[derive(Default)]
 pub struct OffsetStore {
-    groups: Mutex<HashMap<String, GroupOffsets>>,
+    contents: Mutex<Contents>,
+}
+
+#[derive(Default)]
+struct Contents {
+    offsets: HashMap<String, GroupOffsets>,
+    /// The encoded GroupMetadataValue last written for each group.
+    metadata: HashMap<String, Bytes>,
 }
 
 /// One change to a group's offsets: a commit, or a deletion (`None`).
@@ -43,44 +56,111 @@ pub struct OffsetChange {
     pub value: Option<CommittedOffset>,
 }
 
+/// One record of `__consumer_offsets`, ready to append.
+struct Entry {
+    key: Bytes,
+    value: Option<Bytes>,
+}
+
+impl Contents {
+    fn apply(&mut self, key: RecordKey, value: Option<Bytes>) {
+        match key {
+            RecordKey::Offset {
+                group,
+                topic,
+                partition,
+            } => {
+                let offsets = self.offsets.entry(group.clone()).or_default();
+                match value.map(|v| records::decode_offset_value(&v)) {
+                    Some(Ok(value)) => {
+                        offsets.insert((topic, partition), value);
+                    }
+                    Some(Err(error)) => {
+                        tracing::warn!(%error, "skipping an unreadable offset commit")
+                    }
+                    None => {
+                        offsets.remove(&(topic, partition));
+                    }
+                }
+                if offsets.is_empty() {
+                    self.offsets.remove(&group);
+                }
+            }
+            RecordKey::GroupMetadata { group } => match value {
+                Some(value) => {
+                    self.metadata.insert(group, value);
+                }
+                None => {
+                    self.metadata.remove(&group);
+                }
+            },
+        }
+    }
+
+    /// The live records of the groups for which `owns` is true.
+    fn live_entries(&self, owns: impl Fn(&str) -> bool) -> Vec<Entry> {
+        let mut entries = Vec::new();
+        for (group, value) in &self.metadata {
+            if owns(group) {
+                entries.push(Entry {
+                    key: records::encode_group_key(group),
+                    value: Some(value.clone()),
+                });
+            }
+        }
+        for (group, offsets) in &self.offsets {
+            if owns(group) {
+                for ((topic, partition), value) in offsets {
+                    entries.push(Entry {
+                        key: records::encode_offset_key(group, topic, *partition),
+                        value: Some(records::encode_offset_value(value)),
+                    });
+                }
+            }
+        }
+        entries
+    }
+}
+
 impl OffsetStore {
-    /// Rebuilds the offsets from the records of `__consumer_offsets`.
+    /// Rebuilds the view from the records of `__consumer_offsets`.
     pub fn load(partitions: &[Arc<Partition>]) -> Result<Self, LogError> {
-        let store = Self::default();
-        let mut groups = store.groups.lock();
-        let mut records = 0usize;
+        let mut contents = Contents::default();
+        let mut count = 0usize;
         for partition in partitions {
             for_each_record(partition, |key, value| {
-                records += 1;
+                count += 1;
                 match records::decode_key(&key) {
-                    Ok(RecordKey::Offset {
-                        group,
-                        topic,
-                        partition,
-                    }) => {
-                        let offsets = groups.entry(group).or_default();
-                        match value.map(|v| records::decode_offset_value(&v)) {
-                            Some(Ok(value)) => {
-                                offsets.insert((topic, partition), value);
-                            }
-                            Some(Err(error)) => {
-                                tracing::warn!(%error, "skipping an unreadable offset commit")
-                            }
-                            None => {
-                                offsets.remove(&(topic, partition));
-                            }
-                        }
-                    }
-                    // Group metadata records are for the group coordinator.
-                    Ok(RecordKey::GroupMetadata { .. }) => {}
+                    Ok(key) => contents.apply(key, value),
                     Err(error) => tracing::warn!(%error, "skipping an unreadable record"),
                 }
             })?;
         }
-        groups.retain(|_, offsets| !offsets.is_empty());
-        tracing::info!(groups = groups.len(), records, "loaded committed offsets");
-        drop(groups);
-        Ok(store)
+        tracing::info!(
+            groups_with_offsets = contents.offsets.len(),
+            groups_with_metadata = contents.metadata.len(),
+            records = count,
+            "loaded __consumer_offsets"
+        );
+        Ok(Self {
+            contents: Mutex::new(contents),
+        })
+    }
+
+    /// The last metadata written for each group, decoded.
+    pub fn group_metadata(&self) -> Vec<(String, GroupSnapshot)> {
+        let contents = self.contents.lock();
+        contents
+            .metadata
+            .iter()
+            .filter_map(|(group, value)| match records::decode_group_value(value) {
+                Ok(snapshot) => Some((group.clone(), snapshot)),
+                Err(error) => {
+                    tracing::warn!(group, %error, "skipping unreadable group metadata");
+                    None
+                }
+            })
+            .collect()
     }
 
     /// Writes `changes` to the group's partition, then applies them.
@@ -91,64 +171,115 @@ impl OffsetStore {
         changes: Vec<OffsetChange>,
         now_ms: i64,
     ) -> Result<(), AppendError> {
-        if changes.is_empty() {
-            return Ok(());
-        }
-        let records: Vec<Record> = changes
+        let entries = changes
             .iter()
-            .enumerate()
-            .map(|(i, change)| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                // Only the base sequence is encoded: -1, no producer.
-                sequence: i as i32 - 1,
-                timestamp: now_ms,
-                key: Some(records::encode_offset_key(
-                    group,
-                    &change.topic,
-                    change.partition,
-                )),
+            .map(|change| Entry {
+                key: records::encode_offset_key(group, &change.topic, change.partition),
                 value: change.value.as_ref().map(records::encode_offset_value),
-                headers: Default::default(),
             })
             .collect();
-        let mut batch = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut batch,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .expect("offset commit records encode");
+        self.write(partition, entries, now_ms)
+    }
+
+    /// Writes a group's metadata record, or its tombstone for `None`.
+    pub fn write_group(
+        &self,
+        partition: &Partition,
+        group: &str,
+        snapshot: Option<&GroupSnapshot>,
+        now_ms: i64,
+    ) -> Result<(), AppendError> {
+        let entry = Entry {
+            key: records::encode_group_key(group),
+            value: snapshot.map(records::encode_group_value),
+        };
+        self.write(partition, vec![entry], now_ms)
+    }
+
+    /// Removes a group: tombstones for its offsets and its metadata.
+    pub fn delete_group(
+        &self,
+        partition: &Partition,
+        group: &str,
+        now_ms: i64,
+    ) -> Result<(), AppendError> {
+        let mut entries: Vec<Entry> = self
+            .group_offsets(group)
+            .into_iter()
+            .map(|((topic, p), _)| Entry {
+                key: records::encode_offset_key(group, &topic, p),
+                value: None,
+            })
+            .collect();
+        if self.contents.lock().metadata.contains_key(group) {
+            entries.push(Entry {
+                key: records::encode_group_key(group),
+                value: None,
+            });
+        }
+        self.write(partition, entries, now_ms)
+    }
+
+    /// Appends `entries` as one batch and applies them to the view.
+    fn write(
+        &self,
+        partition: &Partition,
+        entries: Vec<Entry>,
+        now_ms: i64,
+    ) -> Result<(), AppendError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let batch = encode_batch(&entries, now_ms);
         // The lock spans the append so that the view applies changes in log
         // order.
-        let mut groups = self.groups.lock();
+        let mut contents = self.contents.lock();
         partition.append(&batch, 0)?;
-        let offsets = groups.entry(group.to_owned()).or_default();
-        for change in changes {
-            let key = (change.topic, change.partition);
-            match change.value {
-                Some(value) => offsets.insert(key, value),
-                None => offsets.remove(&key),
-            };
-        }
-        if offsets.is_empty() {
-            groups.remove(group);
+        for entry in entries {
+            let key = records::decode_key(&entry.key).expect("keys written here decode");
+            contents.apply(key, entry.value);
         }
         Ok(())
     }
 
+    /// Re-appends the live records of the groups stored in `partition`
+    /// (index `index` of `count`), then moves its log start past everything
+    /// older. A crash before the log start moves leaves both copies, which
+    /// load to the same state. Returns the records rewritten.
+    pub fn checkpoint(
+        &self,
+        partition: &Partition,
+        count: i32,
+        now_ms: i64,
+    ) -> Result<usize, AppendError> {
+        let contents = self.contents.lock();
+        let entries =
+            contents.live_entries(|group| records::partition_for(group, count) == partition.index);
+        let rewrite_start = partition.log.log_end_offset();
+        for chunk in entries.chunks(CHECKPOINT_BATCH_RECORDS) {
+            partition.append(&encode_batch(chunk, now_ms), 0)?;
+        }
+        partition.log.delete_records_before(rewrite_start)?;
+        Ok(entries.len())
+    }
+
+    /// How many live records the groups of partition `index` of `count` hold.
+    pub fn live_records(&self, index: i32, count: i32) -> usize {
+        let contents = self.contents.lock();
+        let owns = |group: &str| records::partition_for(group, count) == index;
+        contents.metadata.keys().filter(|g| owns(g)).count()
+            + contents
+                .offsets
+                .iter()
+                .filter(|(g, _)| owns(g))
+                .map(|(_, o)| o.len())
+                .sum::<usize>()
+    }
+
     pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
-        let groups = self.groups.lock();
-        groups
+        let contents = self.contents.lock();
+        contents
+            .offsets
             .get(group)?
             .get(&(topic.to_owned(), partition))
             .cloned()
@@ -156,8 +287,9 @@ impl OffsetStore {
 
     /// Every committed offset of a group, by topic and partition.
     pub fn group_offsets(&self, group: &str) -> Vec<((String, i32), CommittedOffset)> {
-        let groups = self.groups.lock();
-        groups
+        let contents = self.contents.lock();
+        contents
+            .offsets
             .get(group)
             .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default()
@@ -165,15 +297,16 @@ impl OffsetStore {
 
     /// Names of the groups that hold committed offsets, sorted.
     pub fn groups(&self) -> Vec<String> {
-        let mut groups: Vec<String> = self.groups.lock().keys().cloned().collect();
+        let mut groups: Vec<String> = self.contents.lock().offsets.keys().cloned().collect();
         groups.sort();
         groups
     }
 
     /// Groups holding offsets of `topic`, with those partitions.
     pub fn commits_of_topic(&self, topic: &str) -> Vec<(String, Vec<i32>)> {
-        let groups = self.groups.lock();
-        groups
+        let contents = self.contents.lock();
+        contents
+            .offsets
             .iter()
             .filter_map(|(group, offsets)| {
                 let partitions: Vec<i32> = offsets
@@ -185,6 +318,41 @@ impl OffsetStore {
             })
             .collect()
     }
+}
+
+/// One uncompressed batch of `entries`, without producer.
+fn encode_batch(entries: &[Entry], now_ms: i64) -> BytesMut {
+    let records: Vec<Record> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // Only the base sequence is encoded: -1, no producer.
+            sequence: i as i32 - 1,
+            timestamp: now_ms,
+            key: Some(entry.key.clone()),
+            value: entry.value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut batch = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut batch,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("__consumer_offsets records encode");
+    batch
 }
 
 /// Calls `f(key, value)` for every record of a partition, oldest first.

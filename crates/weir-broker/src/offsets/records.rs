@@ -7,12 +7,22 @@
 //! key   v2    (group metadata): version i16, group string
 //! value v3    (offset commit):  version i16, offset i64, leader epoch i32,
 //!                               metadata string, commit timestamp i64
+//! value v3    (group metadata): version i16, protocol type string,
+//!                               generation i32, protocol string?, leader string?,
+//!                               current state timestamp i64, members [
+//!                                 member id string, group instance id string?,
+//!                                 client id string, client host string,
+//!                                 rebalance timeout i32, session timeout i32,
+//!                                 subscription bytes, assignment bytes ]
 //! ```
 //!
-//! Strings are an i16 length and UTF-8 bytes. A null value is a tombstone.
-//! Values v0–v2 (older Kafka) are read too.
+//! Strings are an i16 length (-1 for null) and UTF-8 bytes; bytes an i32
+//! length; arrays an i32 count. A null value is a tombstone. Older value
+//! versions (Kafka before 2.3) are read too.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::group::{GroupSnapshot, MemberSnapshot};
 
 /// A committed offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +52,8 @@ pub struct RecordError(String);
 
 const OFFSET_KEY_VERSION: i16 = 1;
 const OFFSET_VALUE_VERSION: i16 = 3;
+const GROUP_KEY_VERSION: i16 = 2;
+const GROUP_VALUE_VERSION: i16 = 3;
 
 pub fn encode_offset_key(group: &str, topic: &str, partition: i32) -> Bytes {
     let mut buf = BytesMut::with_capacity(8 + group.len() + topic.len());
@@ -60,6 +72,85 @@ pub fn encode_offset_value(value: &CommittedOffset) -> Bytes {
     put_string(&mut buf, &value.metadata);
     buf.put_i64(value.commit_timestamp);
     buf.freeze()
+}
+
+pub fn encode_group_key(group: &str) -> Bytes {
+    let mut buf = BytesMut::with_capacity(4 + group.len());
+    buf.put_i16(GROUP_KEY_VERSION);
+    put_string(&mut buf, group);
+    buf.freeze()
+}
+
+pub fn encode_group_value(group: &GroupSnapshot) -> Bytes {
+    let mut buf = BytesMut::with_capacity(64);
+    buf.put_i16(GROUP_VALUE_VERSION);
+    put_string(&mut buf, group.protocol_type.as_deref().unwrap_or_default());
+    buf.put_i32(group.generation_id);
+    put_nullable_string(&mut buf, group.protocol_name.as_deref());
+    put_nullable_string(&mut buf, group.leader.as_deref());
+    buf.put_i64(group.current_state_timestamp_ms.map_or(-1, |t| t as i64));
+    buf.put_i32(group.members.len() as i32);
+    for m in &group.members {
+        put_string(&mut buf, &m.member_id);
+        put_nullable_string(&mut buf, m.group_instance_id.as_deref());
+        put_string(&mut buf, &m.client_id);
+        put_string(&mut buf, &m.client_host);
+        buf.put_i32(m.rebalance_timeout_ms);
+        buf.put_i32(m.session_timeout_ms);
+        put_bytes(&mut buf, &m.metadata);
+        put_bytes(&mut buf, &m.assignment);
+    }
+    buf.freeze()
+}
+
+pub fn decode_group_value(mut buf: &[u8]) -> Result<GroupSnapshot, RecordError> {
+    let version = get_i16(&mut buf)?;
+    if !(0..=3).contains(&version) {
+        return Err(RecordError(format!(
+            "unknown group metadata value version {version}"
+        )));
+    }
+    let protocol_type = get_string(&mut buf)?;
+    let generation_id = get_i32(&mut buf)?;
+    let protocol_name = get_nullable_string(&mut buf)?;
+    let leader = get_nullable_string(&mut buf)?;
+    let timestamp = if version >= 2 { get_i64(&mut buf)? } else { -1 };
+    let count = get_i32(&mut buf)?;
+    let mut members = Vec::new();
+    for _ in 0..count.max(0) {
+        let member_id = get_string(&mut buf)?;
+        let group_instance_id = if version >= 3 {
+            get_nullable_string(&mut buf)?
+        } else {
+            None
+        };
+        let client_id = get_string(&mut buf)?;
+        let client_host = get_string(&mut buf)?;
+        let rebalance_timeout_ms = if version >= 1 {
+            Some(get_i32(&mut buf)?)
+        } else {
+            None
+        };
+        let session_timeout_ms = get_i32(&mut buf)?;
+        members.push(MemberSnapshot {
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms: rebalance_timeout_ms.unwrap_or(session_timeout_ms),
+            session_timeout_ms,
+            metadata: get_bytes(&mut buf)?,
+            assignment: get_bytes(&mut buf)?,
+        });
+    }
+    Ok(GroupSnapshot {
+        protocol_type: (!protocol_type.is_empty()).then_some(protocol_type),
+        generation_id,
+        protocol_name,
+        leader,
+        current_state_timestamp_ms: u64::try_from(timestamp).ok(),
+        members,
+    })
 }
 
 pub fn decode_key(mut buf: &[u8]) -> Result<RecordKey, RecordError> {
@@ -113,6 +204,18 @@ fn put_string(buf: &mut BytesMut, s: &str) {
     buf.put_slice(s.as_bytes());
 }
 
+fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>) {
+    match s {
+        Some(s) => put_string(buf, s),
+        None => buf.put_i16(-1),
+    }
+}
+
+fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
+    buf.put_i32(b.len() as i32);
+    buf.put_slice(b);
+}
+
 fn need(buf: &[u8], n: usize) -> Result<(), RecordError> {
     if buf.len() < n {
         return Err(RecordError(format!("{n} bytes needed, {} left", buf.len())));
@@ -144,6 +247,23 @@ fn get_string(buf: &mut &[u8]) -> Result<String, RecordError> {
         .to_owned();
     buf.advance(len);
     Ok(s)
+}
+
+fn get_nullable_string(buf: &mut &[u8]) -> Result<Option<String>, RecordError> {
+    if buf.len() >= 2 && i16::from_be_bytes([buf[0], buf[1]]) == -1 {
+        buf.advance(2);
+        return Ok(None);
+    }
+    get_string(buf).map(Some)
+}
+
+fn get_bytes(buf: &mut &[u8]) -> Result<Vec<u8>, RecordError> {
+    let len = get_i32(buf)?;
+    let len = usize::try_from(len).map_err(|_| RecordError("null bytes".into()))?;
+    need(buf, len)?;
+    let bytes = buf[..len].to_vec();
+    buf.advance(len);
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -209,10 +329,47 @@ mod tests {
     }
 
     #[test]
+    fn group_metadata_round_trips() {
+        let group = GroupSnapshot {
+            protocol_type: Some("consumer".into()),
+            generation_id: 4,
+            protocol_name: Some("range".into()),
+            leader: Some("m-1".into()),
+            current_state_timestamp_ms: Some(1_700_000_000_000),
+            members: vec![MemberSnapshot {
+                member_id: "m-1".into(),
+                group_instance_id: Some("i-1".into()),
+                client_id: "app".into(),
+                client_host: "/127.0.0.1".into(),
+                rebalance_timeout_ms: 300_000,
+                session_timeout_ms: 45_000,
+                metadata: vec![1, 2, 3],
+                assignment: vec![4, 5],
+            }],
+        };
+        let value = encode_group_value(&group);
+        assert_eq!(decode_group_value(&value).unwrap(), group);
+        assert_eq!(
+            decode_key(&encode_group_key("g")).unwrap(),
+            RecordKey::GroupMetadata { group: "g".into() }
+        );
+        // An empty group: no protocol, no leader, no members.
+        let empty = GroupSnapshot {
+            generation_id: 5,
+            ..GroupSnapshot::default()
+        };
+        let value = encode_group_value(&empty);
+        assert_eq!(&value[..8], &[0, 3, 0, 0, 0, 0, 0, 5]);
+        assert_eq!(decode_group_value(&value).unwrap(), empty);
+    }
+
+    #[test]
     fn malformed_records_are_errors() {
         assert!(decode_key(&[0]).is_err());
         assert!(decode_key(&[0, 9, 0, 0]).is_err());
         assert!(decode_offset_value(&[0, 3, 0, 0]).is_err());
+        assert!(decode_group_value(&[0, 3, 0, 0]).is_err());
+        assert!(decode_group_value(&[0, 9]).is_err());
     }
 
     #[test]

@@ -1,0 +1,655 @@
+//! The group coordinator: hosts a [`GroupEngine`] for every group whose
+//! `__consumer_offsets` partition lives on this broker and does the engine's
+//! I/O: it parks requests until the engine answers them, arms timers that feed
+//! [`Event::Timer`] back, and writes group metadata records before the
+//! responses that depend on them.
+//!
+//! One mutex covers every hosted group; it is held only while an event is
+//! applied and its commands executed (an append to `__consumer_offsets` at
+//! most), never across an await. Lock order: this mutex, then the
+//! [`OffsetStore`](crate::offsets::OffsetStore)'s.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::broker::{now_ms, Broker};
+use crate::group::{
+    Command, Event, GroupConfig, GroupEngine, GroupError, GroupSnapshot, GroupState, Heartbeat,
+    JoinGroup, JoinResponse, LeaveGroup, LeaveResponse, LeftMember, RequestId, Response, SyncGroup,
+    SyncResponse, TimerKey,
+};
+use crate::offsets::OffsetChange;
+use crate::partition::Partition;
+
+/// Why a group could not be deleted or its offsets changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum GroupAdminError {
+    #[error("the group does not exist")]
+    NotFound,
+    #[error("the group has active members")]
+    NotEmpty,
+    #[error(transparent)]
+    Membership(#[from] GroupError),
+    #[error("__consumer_offsets could not be written")]
+    Unavailable,
+}
+
+/// Who commits offsets, as an OffsetCommit request names itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Committer<'a> {
+    pub member_id: &'a str,
+    pub generation_id: i32,
+    pub group_instance_id: Option<&'a str>,
+}
+
+/// What DescribeGroups and ListGroups report of a group.
+#[derive(Debug, Clone)]
+pub struct GroupSummary {
+    pub state: GroupState,
+    pub protocol_type: String,
+    /// The selected protocol while Stable, empty otherwise (as Kafka reports).
+    pub protocol_name: String,
+    pub members: Vec<MemberSummary>,
+}
+
+#[derive(Debug, Clone)]
+pub struct MemberSummary {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    /// Only while Stable.
+    pub metadata: Vec<u8>,
+    /// Only while Stable.
+    pub assignment: Vec<u8>,
+}
+
+struct HostedGroup {
+    engine: GroupEngine,
+    /// Requests parked in the engine, by id.
+    waiting: HashMap<RequestId, oneshot::Sender<Response>>,
+    /// Armed timers with the token that tells a firing timer it is current.
+    timers: HashMap<TimerKey, (u64, JoinHandle<()>)>,
+}
+
+impl HostedGroup {
+    fn new(engine: GroupEngine) -> Self {
+        Self {
+            engine,
+            waiting: HashMap::new(),
+            timers: HashMap::new(),
+        }
+    }
+
+    fn disarm_all(&mut self) {
+        for (_, (_, handle)) in self.timers.drain() {
+            handle.abort();
+        }
+    }
+}
+
+pub struct GroupCoordinator {
+    config: GroupConfig,
+    groups: Mutex<HashMap<String, HostedGroup>>,
+    next_id: AtomicU64,
+}
+
+impl GroupCoordinator {
+    /// A coordinator hosting the groups whose metadata was loaded from
+    /// `__consumer_offsets`. Their session timers start with [`start`](Self::start).
+    pub fn new(config: GroupConfig, loaded: Vec<(String, GroupSnapshot)>) -> Self {
+        let now = now_ms() as u64;
+        let groups = loaded
+            .into_iter()
+            .map(|(group, snapshot)| {
+                let engine = GroupEngine::load(group.clone(), config.clone(), snapshot, now);
+                (group, HostedGroup::new(engine))
+            })
+            .collect();
+        Self {
+            config,
+            groups: Mutex::new(groups),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// Arms the timers of the loaded groups, so that members that do not come
+    /// back after a restart expire. Needs the Tokio runtime.
+    pub fn start(&self, broker: &Arc<Broker>) {
+        let mut groups = self.groups.lock();
+        for (group, hosted) in groups.iter_mut() {
+            self.execute(broker, group, hosted, None);
+        }
+    }
+
+    pub async fn join(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        request: JoinGroup,
+    ) -> JoinResponse {
+        let member_id = request.member_id.clone();
+        let fresh_uuid = uuid::Uuid::new_v4();
+        let outcome = self
+            .submit(broker, group, true, |request_id, now_ms| Event::Join {
+                request_id,
+                now_ms,
+                request,
+                fresh_uuid,
+            })
+            .await;
+        match outcome {
+            Ok(Some(Response::Join(response))) => response,
+            Ok(_) => join_error(&member_id, GroupError::CoordinatorNotAvailable),
+            Err(error) => join_error(&member_id, error),
+        }
+    }
+
+    pub async fn sync(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        request: SyncGroup,
+    ) -> SyncResponse {
+        let outcome = self
+            .submit(broker, group, false, |request_id, now_ms| Event::Sync {
+                request_id,
+                now_ms,
+                request,
+            })
+            .await;
+        match outcome {
+            Ok(Some(Response::Sync(response))) => response,
+            Ok(None) => sync_error(GroupError::UnknownMemberId),
+            Ok(Some(_)) => sync_error(GroupError::CoordinatorNotAvailable),
+            Err(error) => sync_error(error),
+        }
+    }
+
+    pub async fn heartbeat(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        request: Heartbeat,
+    ) -> Result<(), GroupError> {
+        let outcome = self
+            .submit(broker, group, false, |request_id, now_ms| {
+                Event::Heartbeat {
+                    request_id,
+                    now_ms,
+                    request,
+                }
+            })
+            .await?;
+        match outcome {
+            Some(Response::Heartbeat(result)) => result,
+            None => Err(GroupError::UnknownMemberId),
+            Some(_) => Err(GroupError::CoordinatorNotAvailable),
+        }
+    }
+
+    pub async fn leave(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        request: LeaveGroup,
+    ) -> LeaveResponse {
+        let members = request.members.clone();
+        let outcome = self
+            .submit(broker, group, false, |request_id, now_ms| Event::Leave {
+                request_id,
+                now_ms,
+                request,
+            })
+            .await;
+        match outcome {
+            Ok(Some(Response::Leave(response))) => response,
+            // Kafka answers a leave from an unknown group member by member.
+            Ok(None) => LeaveResponse {
+                error: None,
+                members: members
+                    .into_iter()
+                    .map(|m| LeftMember {
+                        member_id: m.member_id,
+                        group_instance_id: m.group_instance_id,
+                        error: Some(GroupError::UnknownMemberId),
+                    })
+                    .collect(),
+            },
+            Ok(Some(_)) => LeaveResponse {
+                error: Some(GroupError::CoordinatorNotAvailable),
+                members: Vec::new(),
+            },
+            Err(error) => LeaveResponse {
+                error: Some(error),
+                members: Vec::new(),
+            },
+        }
+    }
+
+    /// Feeds one request to the group's engine and waits for its answer.
+    /// `Ok(None)` when the group is not hosted and `create` is false.
+    async fn submit(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        create: bool,
+        event: impl FnOnce(RequestId, u64) -> Event,
+    ) -> Result<Option<Response>, GroupError> {
+        let partition = broker.offsets_partition(group).map_err(|error| {
+            tracing::error!(%error, "cannot open __consumer_offsets");
+            GroupError::CoordinatorNotAvailable
+        })?;
+        let answer = {
+            let mut groups = self.groups.lock();
+            if !groups.contains_key(group) {
+                if !create {
+                    return Ok(None);
+                }
+                let engine = GroupEngine::new(group, self.config.clone());
+                groups.insert(group.to_owned(), HostedGroup::new(engine));
+            }
+            let hosted = groups.get_mut(group).expect("inserted above");
+            let request_id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (reply, answer) = oneshot::channel();
+            hosted.waiting.insert(request_id, reply);
+            hosted.engine.handle(event(request_id, now_ms() as u64));
+            self.execute(broker, group, hosted, Some(&partition));
+            answer
+        };
+        // The sender goes only if the group is dropped with the request parked.
+        answer
+            .await
+            .map(Some)
+            .map_err(|_| GroupError::CoordinatorNotAvailable)
+    }
+
+    /// Runs the engine's pending commands in order.
+    fn execute(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        hosted: &mut HostedGroup,
+        partition: Option<&Partition>,
+    ) {
+        let mut persist_failed = false;
+        for command in hosted.engine.take_commands() {
+            match command {
+                Command::Respond {
+                    request_id,
+                    response,
+                } => {
+                    // A response that follows unwritten metadata must not
+                    // confirm it.
+                    let response = if persist_failed {
+                        fail(response, GroupError::CoordinatorNotAvailable)
+                    } else {
+                        response
+                    };
+                    if let Some(reply) = hosted.waiting.remove(&request_id) {
+                        let _ = reply.send(response);
+                    }
+                }
+                Command::ScheduleTimer { key, at_ms } => {
+                    let token = self.next_id.fetch_add(1, Ordering::Relaxed);
+                    let delay = Duration::from_millis(at_ms.saturating_sub(now_ms() as u64));
+                    let broker_ref = Arc::downgrade(broker);
+                    let (group, timer) = (group.to_owned(), key.clone());
+                    let handle = tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        if let Some(broker) = broker_ref.upgrade() {
+                            broker.groups().fire(&broker, &group, timer, token);
+                        }
+                    });
+                    if let Some((_, previous)) = hosted.timers.insert(key, (token, handle)) {
+                        previous.abort();
+                    }
+                }
+                Command::CancelTimer { key } => {
+                    if let Some((_, handle)) = hosted.timers.remove(&key) {
+                        handle.abort();
+                    }
+                }
+                Command::PersistGroup(snapshot) => {
+                    let written = match partition {
+                        Some(partition) => broker
+                            .offsets()
+                            .write_group(partition, group, Some(&snapshot), now_ms())
+                            .map_err(|e| e.to_string()),
+                        None => broker
+                            .offsets_partition(group)
+                            .map_err(|e| e.to_string())
+                            .and_then(|partition| {
+                                broker
+                                    .offsets()
+                                    .write_group(&partition, group, Some(&snapshot), now_ms())
+                                    .map_err(|e| e.to_string())
+                            }),
+                    };
+                    if let Err(error) = written {
+                        tracing::error!(group, error, "cannot write group metadata");
+                        persist_failed = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A timer armed by [`execute`](Self::execute) has fired.
+    fn fire(&self, broker: &Arc<Broker>, group: &str, key: TimerKey, token: u64) {
+        let mut groups = self.groups.lock();
+        let Some(hosted) = groups.get_mut(group) else {
+            return;
+        };
+        if hosted.timers.get(&key).map(|(t, _)| *t) == Some(token) {
+            hosted.timers.remove(&key);
+        }
+        hosted.engine.handle(Event::Timer {
+            key,
+            now_ms: now_ms() as u64,
+        });
+        self.execute(broker, group, hosted, None);
+    }
+
+    /// The state of a hosted group.
+    pub fn state(&self, group: &str) -> Option<GroupState> {
+        self.groups.lock().get(group).map(|h| h.engine.state())
+    }
+
+    /// Every hosted group with its state and protocol type.
+    pub fn list(&self) -> Vec<(String, GroupState, String)> {
+        let groups = self.groups.lock();
+        groups
+            .iter()
+            .map(|(name, hosted)| {
+                let engine = &hosted.engine;
+                (
+                    name.clone(),
+                    engine.state(),
+                    engine.protocol_type().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// What DescribeGroups reports of a hosted group.
+    pub fn describe(&self, group: &str) -> Option<GroupSummary> {
+        let groups = self.groups.lock();
+        let engine = &groups.get(group)?.engine;
+        let stable = engine.state() == GroupState::Stable;
+        let protocol = engine.protocol_name().unwrap_or_default();
+        Some(GroupSummary {
+            state: engine.state(),
+            protocol_type: engine.protocol_type().unwrap_or_default().to_owned(),
+            protocol_name: if stable {
+                protocol.to_owned()
+            } else {
+                String::new()
+            },
+            members: engine
+                .members()
+                .iter()
+                .map(|m| MemberSummary {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: if stable {
+                        m.metadata(protocol).to_vec()
+                    } else {
+                        Vec::new()
+                    },
+                    assignment: if stable {
+                        m.assignment.clone()
+                    } else {
+                        Vec::new()
+                    },
+                })
+                .collect(),
+        })
+    }
+
+    /// Whether a commit from `committer` is accepted now, as Kafka decides:
+    /// a group nobody manages takes commits without a generation only.
+    pub fn validate_commit(&self, group: &str, committer: Committer<'_>) -> Result<(), GroupError> {
+        let groups = self.groups.lock();
+        Self::check_commit(groups.get(group), committer)
+    }
+
+    fn check_commit(
+        hosted: Option<&HostedGroup>,
+        committer: Committer<'_>,
+    ) -> Result<(), GroupError> {
+        match hosted {
+            Some(hosted) => hosted.engine.validate_offset_commit(
+                committer.member_id,
+                committer.generation_id,
+                committer.group_instance_id,
+            ),
+            None if committer.generation_id < 0 => Ok(()),
+            None => Err(GroupError::IllegalGeneration),
+        }
+    }
+
+    /// Validates and writes a commit atomically with respect to rebalances.
+    pub fn commit_offsets(
+        &self,
+        broker: &Broker,
+        group: &str,
+        committer: Committer<'_>,
+        changes: Vec<OffsetChange>,
+        now_ms: i64,
+    ) -> Result<(), GroupAdminError> {
+        let groups = self.groups.lock();
+        Self::check_commit(groups.get(group), committer)?;
+        broker
+            .commit_offsets(group, changes, now_ms)
+            .map_err(|error| {
+                tracing::error!(group, %error, "offset commit failed");
+                GroupAdminError::Unavailable
+            })
+    }
+
+    /// OffsetDelete: removes the group's offsets of `partitions`, except
+    /// those of topics its members subscribe to, which are returned. A group
+    /// with members of another protocol than "consumer" keeps everything.
+    pub fn delete_offsets(
+        &self,
+        broker: &Broker,
+        group: &str,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<Vec<(String, i32)>, GroupAdminError> {
+        let groups = self.groups.lock();
+        let committed = broker.offsets().group_offsets(group);
+        let subscribed = match groups.get(group).map(|h| &h.engine) {
+            None if committed.is_empty() => return Err(GroupAdminError::NotFound),
+            None => Vec::new(),
+            Some(engine) => match engine.state() {
+                GroupState::Dead => return Err(GroupAdminError::NotFound),
+                GroupState::Empty => Vec::new(),
+                _ if engine.protocol_type() == Some("consumer") => subscribed_topics(engine),
+                _ => return Err(GroupAdminError::NotEmpty),
+            },
+        };
+        let (refused, deleted): (Vec<_>, Vec<_>) = partitions
+            .into_iter()
+            .partition(|(topic, _)| subscribed.contains(topic));
+        let changes = deleted
+            .into_iter()
+            .filter(|key| committed.iter().any(|(k, _)| k == key))
+            .map(|(topic, partition)| OffsetChange {
+                topic,
+                partition,
+                value: None,
+            })
+            .collect();
+        broker
+            .commit_offsets(group, changes, now_ms())
+            .map_err(|error| {
+                tracing::error!(group, %error, "deleting offsets failed");
+                GroupAdminError::Unavailable
+            })?;
+        Ok(refused)
+    }
+
+    /// DeleteGroups: removes an empty group, its offsets and its metadata.
+    pub fn delete(&self, broker: &Broker, group: &str) -> Result<(), GroupAdminError> {
+        let mut groups = self.groups.lock();
+        match groups.get(group).map(|h| h.engine.state()) {
+            Some(GroupState::Empty) => {}
+            Some(GroupState::Dead) => return Err(GroupAdminError::NotFound),
+            Some(_) => return Err(GroupAdminError::NotEmpty),
+            None if broker.offsets().group_offsets(group).is_empty() => {
+                return Err(GroupAdminError::NotFound)
+            }
+            None => {}
+        }
+        let partition = broker.offsets_partition(group).map_err(|error| {
+            tracing::error!(group, %error, "cannot open __consumer_offsets");
+            GroupAdminError::Unavailable
+        })?;
+        broker
+            .offsets()
+            .delete_group(&partition, group, now_ms())
+            .map_err(|error| {
+                tracing::error!(group, %error, "deleting a group failed");
+                GroupAdminError::Unavailable
+            })?;
+        if let Some(mut hosted) = groups.remove(group) {
+            hosted.disarm_all();
+        }
+        Ok(())
+    }
+
+    /// Expires committed offsets older than `retention_ms` (Kafka's
+    /// `offsets.retention.minutes`): for a group with members none; for an
+    /// empty consumer group all of them once it has been empty that long; for
+    /// a group nobody manages each offset by its commit time. An empty group
+    /// left without offsets is removed. Returns the offsets expired.
+    pub fn expire_offsets(&self, broker: &Broker, retention_ms: u64, now_ms: u64) -> usize {
+        let mut expired = 0;
+        let mut candidates = broker.offsets().groups();
+        candidates.extend(self.groups.lock().keys().cloned());
+        candidates.sort();
+        candidates.dedup();
+        for group in candidates {
+            let mut groups = self.groups.lock();
+            let since_empty = match groups.get(&group) {
+                Some(hosted) if hosted.engine.state() != GroupState::Empty => continue,
+                Some(hosted) if hosted.engine.protocol_type().is_some() => {
+                    Some(hosted.engine.state_timestamp_ms().unwrap_or(0))
+                }
+                _ => None,
+            };
+            let changes: Vec<OffsetChange> = broker
+                .offsets()
+                .group_offsets(&group)
+                .into_iter()
+                .filter(|(_, committed)| {
+                    let reference = since_empty
+                        .unwrap_or_else(|| u64::try_from(committed.commit_timestamp).unwrap_or(0));
+                    reference.saturating_add(retention_ms) <= now_ms
+                })
+                .map(|((topic, partition), _)| OffsetChange {
+                    topic,
+                    partition,
+                    value: None,
+                })
+                .collect();
+            let count = changes.len();
+            if count > 0 {
+                if let Err(error) = broker.commit_offsets(&group, changes, now_ms as i64) {
+                    tracing::warn!(group, %error, "cannot expire offsets");
+                    continue;
+                }
+                tracing::info!(group, offsets = count, "expired committed offsets");
+                expired += count;
+            }
+            let empty_and_unused = groups
+                .get(&group)
+                .is_some_and(|h| h.engine.state() == GroupState::Empty)
+                && broker.offsets().group_offsets(&group).is_empty();
+            if empty_and_unused {
+                match broker.offsets_partition(&group).map(|partition| {
+                    broker
+                        .offsets()
+                        .delete_group(&partition, &group, now_ms as i64)
+                }) {
+                    Ok(Ok(())) => {
+                        if let Some(mut hosted) = groups.remove(&group) {
+                            hosted.disarm_all();
+                        }
+                    }
+                    Ok(Err(error)) => tracing::warn!(group, %error, "cannot remove group"),
+                    Err(error) => tracing::warn!(group, %error, "cannot remove group"),
+                }
+            }
+        }
+        expired
+    }
+}
+
+fn join_error(member_id: &str, error: GroupError) -> JoinResponse {
+    JoinResponse {
+        error: Some(error),
+        generation_id: -1,
+        member_id: member_id.to_owned(),
+        ..JoinResponse::default()
+    }
+}
+
+fn sync_error(error: GroupError) -> SyncResponse {
+    SyncResponse {
+        error: Some(error),
+        ..SyncResponse::default()
+    }
+}
+
+/// The response with `error` in place of its outcome.
+fn fail(response: Response, error: GroupError) -> Response {
+    match response {
+        Response::Join(join) => Response::Join(join_error(&join.member_id, error)),
+        Response::Sync(_) => Response::Sync(sync_error(error)),
+        Response::Heartbeat(_) => Response::Heartbeat(Err(error)),
+        Response::Leave(leave) => Response::Leave(leave),
+    }
+}
+
+/// The topics the members of a consumer group subscribe to.
+fn subscribed_topics(engine: &GroupEngine) -> Vec<String> {
+    let protocol = engine.protocol_name().unwrap_or_default();
+    let mut topics: Vec<String> = engine
+        .members()
+        .iter()
+        .flat_map(|m| consumer_subscription(m.metadata(protocol)))
+        .collect();
+    topics.sort();
+    topics.dedup();
+    topics
+}
+
+/// The topics of a consumer's subscription (ConsumerProtocolSubscription),
+/// empty if the metadata is not one.
+fn consumer_subscription(metadata: &[u8]) -> Vec<String> {
+    use kafka_protocol::messages::ConsumerProtocolSubscription;
+    use kafka_protocol::protocol::Decodable;
+    if metadata.len() < 2 {
+        return Vec::new();
+    }
+    let version = i16::from_be_bytes([metadata[0], metadata[1]]);
+    let mut body = bytes::Bytes::copy_from_slice(&metadata[2..]);
+    match ConsumerProtocolSubscription::decode(&mut body, version.clamp(0, 3)) {
+        Ok(subscription) => subscription
+            .topics
+            .into_iter()
+            .map(|t| t.to_string())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}

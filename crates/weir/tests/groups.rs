@@ -1,0 +1,614 @@
+//! Consumer groups through librdkafka: partitions shared among members,
+//! rebalances when members come and go, static membership, cooperative
+//! rebalancing, and groups that survive broker restarts.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::raw::Raw;
+use common::Weir;
+use kafka_protocol::messages::{
+    ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest,
+    JoinGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::client::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::message::Message;
+use weir_log::testing::BatchBuilder;
+
+/// Brokers in these tests start the first rebalance at once instead of
+/// waiting `group.initial.rebalance.delay.ms` for more members.
+const BROKER_ARGS: &[&str] = &["--group-initial-rebalance-delay-ms", "0"];
+
+fn str(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+/// Creates `topic` with `partitions` partitions of `per_partition` records.
+fn create_topic(weir: &Weir, topic: &str, partitions: i32, per_partition: usize) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let mut raw = Raw::connect(&weir.kafka);
+    let response: CreateTopicsResponse = raw.call(
+        ApiKey::CreateTopics,
+        5,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(str(topic)))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)]),
+    );
+    assert_eq!(response.topics[0].error_code, 0);
+    if per_partition > 0 {
+        for p in 0..partitions {
+            let (error, _) = raw.produce(topic, p, BatchBuilder::new(per_partition).build());
+            assert_eq!(error, 0);
+        }
+    }
+}
+
+/// Counts the rebalances a member goes through.
+#[derive(Default, Clone)]
+struct Rebalances {
+    revocations: Arc<AtomicUsize>,
+    assignments: Arc<AtomicUsize>,
+}
+
+impl ClientContext for Rebalances {}
+
+impl ConsumerContext for Rebalances {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Revoke(_) => self.revocations.fetch_add(1, Ordering::SeqCst),
+            Rebalance::Assign(_) => self.assignments.fetch_add(1, Ordering::SeqCst),
+            Rebalance::Error(_) => 0,
+        };
+    }
+}
+
+fn consumer_config(weir: &Weir, group: &str, extra: &[(&str, &str)]) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &weir.kafka)
+        .set("group.id", group)
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500");
+    for (k, v) in extra {
+        config.set(*k, *v);
+    }
+    config
+}
+
+/// A group member polling on its own thread, recording what it reads.
+struct Member {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    rebalances: Rebalances,
+    /// (partition, offset) of every record read.
+    read: Arc<Mutex<Vec<(i32, i64)>>>,
+    assignment: Arc<Mutex<BTreeSet<i32>>>,
+}
+
+impl Member {
+    fn start(weir: &Weir, group: &str, topic: &str, extra: &[(&str, &str)]) -> Self {
+        let rebalances = Rebalances::default();
+        let consumer: BaseConsumer<Rebalances> = consumer_config(weir, group, extra)
+            .create_with_context(rebalances.clone())
+            .expect("consumer");
+        consumer.subscribe(&[topic]).expect("subscribe");
+        let stop = Arc::new(AtomicBool::new(false));
+        let read = Arc::new(Mutex::new(Vec::new()));
+        let assignment = Arc::new(Mutex::new(BTreeSet::new()));
+        let thread = std::thread::spawn({
+            let (stop, read, assignment) = (stop.clone(), read.clone(), assignment.clone());
+            move || {
+                while !stop.load(Ordering::SeqCst) {
+                    // Errors (a restarting broker) are transient: librdkafka retries.
+                    if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
+                        read.lock()
+                            .unwrap()
+                            .push((message.partition(), message.offset()));
+                    }
+                    if let Ok(current) = consumer.assignment() {
+                        *assignment.lock().unwrap() =
+                            current.elements().iter().map(|e| e.partition()).collect();
+                    }
+                }
+                let _ = consumer.commit_consumer_state(CommitMode::Sync);
+                // Dropping the consumer closes it: a dynamic member leaves
+                // the group, a static one does not.
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+            rebalances,
+            read,
+            assignment,
+        }
+    }
+
+    fn assignment(&self) -> BTreeSet<i32> {
+        self.assignment.lock().unwrap().clone()
+    }
+
+    fn read(&self) -> Vec<(i32, i64)> {
+        self.read.lock().unwrap().clone()
+    }
+
+    fn close(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            thread.join().unwrap();
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until the members' assignments split `0..partitions` among them
+/// as evenly as the counts allow (members beyond the partition count idle),
+/// and returns them. Members joining one after another may pass through
+/// uneven splits on the way.
+fn wait_for_split(members: &[&Member], partitions: i32) -> Vec<BTreeSet<i32>> {
+    let busy = members.len().min(partitions as usize);
+    let most = (partitions as usize).div_ceil(busy);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let split = members.iter().map(|m| m.assignment()).collect::<Vec<_>>();
+        let total: usize = split.iter().map(BTreeSet::len).sum();
+        let union: BTreeSet<i32> = split.iter().flatten().copied().collect();
+        let balanced = split.iter().filter(|s| !s.is_empty()).count() == busy
+            && split.iter().all(|s| s.len() <= most);
+        if total == partitions as usize && union == (0..partitions).collect() && balanced {
+            return split;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "partitions never split evenly among the members: {split:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn describe(weir: &Weir, group: &str) -> DescribeGroupsResponse {
+    Raw::connect(&weir.kafka).call(
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(str(group))]),
+    )
+}
+
+fn every_record_read_once(members: &[&Member], partitions: i32, per_partition: i64) {
+    let mut seen: BTreeMap<(i32, i64), usize> = BTreeMap::new();
+    for member in members {
+        for record in member.read() {
+            *seen.entry(record).or_default() += 1;
+        }
+    }
+    let expected: BTreeSet<(i32, i64)> = (0..partitions)
+        .flat_map(|p| (0..per_partition).map(move |o| (p, o)))
+        .collect();
+    assert_eq!(seen.keys().copied().collect::<BTreeSet<_>>(), expected);
+    let duplicates: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(duplicates.is_empty(), "records read twice: {duplicates:?}");
+}
+
+fn group_shares_partitions(members: usize) {
+    let weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "events", 6, 50);
+    let started: Vec<Member> = (0..members)
+        .map(|_| Member::start(&weir, "readers", "events", &[]))
+        .collect();
+    let refs: Vec<&Member> = started.iter().collect();
+    // Range assignment: as even as the counts allow; extra members idle.
+    wait_for_split(&refs, 6);
+    wait_until("every record is read", Duration::from_secs(30), || {
+        refs.iter().map(|m| m.read().len()).sum::<usize>() >= 300
+    });
+    every_record_read_once(&refs, 6, 50);
+    let described = describe(&weir, "readers");
+    let group = &described.groups[0];
+    assert_eq!(group.error_code, 0);
+    assert_eq!(group.group_state.as_str(), "Stable");
+    assert_eq!(group.protocol_type.as_str(), "consumer");
+    assert_eq!(group.members.len(), members);
+    for member in &group.members {
+        assert!(member.client_host.starts_with("/127.0.0.1"), "{member:?}");
+        assert!(!member.member_assignment.is_empty());
+    }
+}
+
+#[test]
+fn three_members_split_six_partitions() {
+    group_shares_partitions(3);
+}
+
+#[test]
+fn six_members_take_one_partition_each() {
+    group_shares_partitions(6);
+}
+
+#[test]
+fn eight_members_leave_two_idle() {
+    group_shares_partitions(8);
+}
+
+#[test]
+fn a_closed_member_hands_its_partitions_over_and_commits_carry_on() {
+    let weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "jobs", 4, 0);
+    let first = Member::start(&weir, "workers", "jobs", &[]);
+    let second = Member::start(&weir, "workers", "jobs", &[]);
+    wait_for_split(&[&first, &second], 4);
+    let mut raw = Raw::connect(&weir.kafka);
+    for p in 0..4 {
+        raw.produce("jobs", p, BatchBuilder::new(10).build());
+    }
+    wait_until("the first batch is read", Duration::from_secs(20), || {
+        first.read().len() + second.read().len() >= 40
+    });
+    let first_read = first.read();
+    first.close(); // commits, then leaves the group
+    wait_until(
+        "the second member owns every partition",
+        Duration::from_secs(20),
+        || second.assignment().len() == 4,
+    );
+    for p in 0..4 {
+        raw.produce("jobs", p, BatchBuilder::new(10).build());
+    }
+    wait_until("the second batch is read", Duration::from_secs(20), || {
+        second.read().iter().filter(|(_, o)| *o >= 10).count() >= 40
+    });
+    // Nothing the first member committed is read again.
+    let second_read: BTreeSet<(i32, i64)> = second.read().into_iter().collect();
+    for record in &first_read {
+        assert!(!second_read.contains(record), "{record:?} read twice");
+    }
+    assert_eq!(first_read.len() + second_read.len(), 80);
+}
+
+/// A member that joined with the raw protocol and then went silent.
+fn join_silently(weir: &Weir, group: &str, topic: &str) -> (Raw, String, i32) {
+    let mut raw = Raw::connect(&weir.kafka);
+    // ConsumerProtocolSubscription v0: version, topics, user data.
+    let mut subscription = vec![0, 0, 0, 0, 0, 1];
+    subscription.extend((topic.len() as i16).to_be_bytes());
+    subscription.extend(topic.as_bytes());
+    subscription.extend((-1i32).to_be_bytes());
+    let join = |member_id: &str| {
+        JoinGroupRequest::default()
+            .with_group_id(GroupId(str(group)))
+            .with_session_timeout_ms(6000)
+            .with_rebalance_timeout_ms(10_000)
+            .with_member_id(str(member_id))
+            .with_protocol_type(str("consumer"))
+            .with_protocols(vec![
+                kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default()
+                    .with_name(str("range"))
+                    .with_metadata(subscription.clone().into()),
+            ])
+    };
+    let first: JoinGroupResponse = raw.call(ApiKey::JoinGroup, 5, &join(""));
+    assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED first (KIP-394)");
+    let member_id = first.member_id.to_string();
+    let joined: JoinGroupResponse = raw.call(ApiKey::JoinGroup, 5, &join(&member_id));
+    assert_eq!(joined.error_code, 0);
+    assert_eq!(joined.leader, joined.member_id, "the only member leads");
+    // Assign every partition to itself: ConsumerProtocolAssignment v0.
+    let mut assignment = vec![0, 0, 0, 0, 0, 1];
+    assignment.extend((topic.len() as i16).to_be_bytes());
+    assignment.extend(topic.as_bytes());
+    assignment.extend(2i32.to_be_bytes());
+    assignment.extend(0i32.to_be_bytes());
+    assignment.extend(1i32.to_be_bytes());
+    assignment.extend((-1i32).to_be_bytes());
+    let synced: SyncGroupResponse = raw.call(
+        ApiKey::SyncGroup,
+        3,
+        &SyncGroupRequest::default()
+            .with_group_id(GroupId(str(group)))
+            .with_generation_id(joined.generation_id)
+            .with_member_id(str(&member_id))
+            .with_assignments(vec![
+                kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment::default()
+                    .with_member_id(str(&member_id))
+                    .with_assignment(assignment.clone().into()),
+            ]),
+    );
+    assert_eq!(synced.error_code, 0);
+    assert_eq!(&synced.assignment[..], &assignment[..]);
+    (raw, member_id, joined.generation_id)
+}
+
+#[test]
+fn a_silent_member_expires_after_its_session_timeout() {
+    let weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "tasks", 2, 5);
+    let (mut raw, member_id, generation) = join_silently(&weir, "crew", "tasks");
+    let heartbeat = |raw: &mut Raw, generation: i32| -> i16 {
+        let response: HeartbeatResponse = raw.call(
+            ApiKey::Heartbeat,
+            3,
+            &HeartbeatRequest::default()
+                .with_group_id(GroupId(str("crew")))
+                .with_generation_id(generation)
+                .with_member_id(str(&member_id)),
+        );
+        response.error_code
+    };
+    assert_eq!(heartbeat(&mut raw, generation), 0);
+    assert_eq!(
+        heartbeat(&mut raw, generation + 1),
+        22,
+        "ILLEGAL_GENERATION"
+    );
+    // A librdkafka member joins: the group rebalances, waiting for the
+    // silent member, which never rejoins and is dropped once its session
+    // times out; then the new member owns both partitions.
+    let joined_at = Instant::now();
+    let member = Member::start(&weir, "crew", "tasks", &[]);
+    wait_until(
+        "the live member owns both partitions",
+        Duration::from_secs(30),
+        || member.assignment().len() == 2,
+    );
+    let took = joined_at.elapsed();
+    assert!(
+        took >= Duration::from_secs(5),
+        "expired too early: {took:?}"
+    );
+    wait_until("every record is read", Duration::from_secs(20), || {
+        member.read().len() == 10
+    });
+    assert_eq!(heartbeat(&mut raw, generation), 25, "UNKNOWN_MEMBER_ID");
+    let described = describe(&weir, "crew");
+    assert_eq!(described.groups[0].members.len(), 1);
+}
+
+#[test]
+fn two_groups_read_the_same_topic_independently() {
+    let weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "shared", 3, 20);
+    let billing = Member::start(&weir, "billing", "shared", &[]);
+    let audit = Member::start(&weir, "audit", "shared", &[]);
+    wait_until(
+        "both groups read everything",
+        Duration::from_secs(30),
+        || billing.read().len() == 60 && audit.read().len() == 60,
+    );
+    every_record_read_once(&[&billing], 3, 20);
+    every_record_read_once(&[&audit], 3, 20);
+    let listed: ListGroupsResponse =
+        Raw::connect(&weir.kafka).call(ApiKey::ListGroups, 4, &ListGroupsRequest::default());
+    let names: BTreeSet<String> = listed
+        .groups
+        .iter()
+        .map(|g| g.group_id.to_string())
+        .collect();
+    assert!(
+        names.contains("billing") && names.contains("audit"),
+        "{names:?}"
+    );
+    for group in &listed.groups {
+        assert_eq!(group.group_state.as_str(), "Stable");
+        assert_eq!(group.protocol_type.as_str(), "consumer");
+    }
+    let stable_only: ListGroupsResponse = Raw::connect(&weir.kafka).call(
+        ApiKey::ListGroups,
+        4,
+        &ListGroupsRequest::default().with_states_filter(vec![str("Empty")]),
+    );
+    assert!(stable_only.groups.is_empty());
+}
+
+#[test]
+fn a_restarted_broker_keeps_the_group_and_its_offsets() {
+    let mut weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "ledger", 2, 30);
+    let member = Member::start(&weir, "bookkeepers", "ledger", &[]);
+    wait_until("everything is read", Duration::from_secs(30), || {
+        member.read().len() == 60
+    });
+    member.close(); // commits and leaves: the group is Empty
+    let mut raw = Raw::connect(&weir.kafka);
+    for p in 0..2 {
+        raw.produce("ledger", p, BatchBuilder::new(5).build());
+    }
+    weir.restart(false); // kill -9
+    let described = describe(&weir, "bookkeepers");
+    assert_eq!(described.groups[0].group_state.as_str(), "Empty");
+    assert_eq!(described.groups[0].protocol_type.as_str(), "consumer");
+    let member = Member::start(&weir, "bookkeepers", "ledger", &[]);
+    wait_until("the new records are read", Duration::from_secs(30), || {
+        member.read().len() == 10
+    });
+    // It resumed from the commits: only the 5 new records per partition.
+    assert!(
+        member.read().iter().all(|(_, o)| *o >= 30),
+        "{:?}",
+        member.read()
+    );
+}
+
+#[test]
+fn a_member_keeps_its_generation_across_a_clean_broker_restart() {
+    let mut weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "stream", 2, 0);
+    let member = Member::start(&weir, "steady", "stream", &[]);
+    wait_for_split(&[&member], 2);
+    let assignments = member.rebalances.assignments.load(Ordering::SeqCst);
+    weir.restart(true);
+    // The group comes back Stable with its member; the member's heartbeats
+    // carry on with the same generation, so there is no rebalance.
+    assert_eq!(
+        describe(&weir, "steady").groups[0].group_state.as_str(),
+        "Stable"
+    );
+    let mut raw = Raw::connect(&weir.kafka);
+    for p in 0..2 {
+        raw.produce("stream", p, BatchBuilder::new(5).build());
+    }
+    wait_until("the new records are read", Duration::from_secs(30), || {
+        member.read().len() == 10
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        member.rebalances.assignments.load(Ordering::SeqCst),
+        assignments
+    );
+}
+
+#[test]
+fn a_restarted_static_member_rejoins_without_a_rebalance() {
+    let weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "orders", 4, 0);
+    let other = Member::start(&weir, "static", "orders", &[("group.instance.id", "a")]);
+    let restarted = Member::start(&weir, "static", "orders", &[("group.instance.id", "b")]);
+    let before = wait_for_split(&[&other, &restarted], 4);
+    std::thread::sleep(Duration::from_secs(1));
+    let rebalances = other.rebalances.assignments.load(Ordering::SeqCst);
+    // A static member does not leave the group on close (KIP-345)...
+    restarted.close();
+    let back = Member::start(&weir, "static", "orders", &[("group.instance.id", "b")]);
+    // ...and coming back within the session timeout gets its old partitions.
+    wait_until("the static member is back", Duration::from_secs(20), || {
+        back.assignment() == before[1]
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(other.assignment(), before[0]);
+    assert_eq!(
+        other.rebalances.assignments.load(Ordering::SeqCst),
+        rebalances,
+        "the other member saw a rebalance"
+    );
+}
+
+#[test]
+fn cooperative_sticky_members_move_only_what_they_must() {
+    let weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "sticky", 6, 20);
+    let cooperative = [("partition.assignment.strategy", "cooperative-sticky")];
+    let first = Member::start(&weir, "coop", "sticky", &cooperative);
+    wait_for_split(&[&first], 6);
+    let second = Member::start(&weir, "coop", "sticky", &cooperative);
+    wait_for_split(&[&first, &second], 6);
+    wait_until("every record is read", Duration::from_secs(30), || {
+        first.read().len() + second.read().len() >= 120
+    });
+    every_record_read_once(&[&first, &second], 6, 20);
+}
+
+#[test]
+fn groups_with_members_are_described_and_protected_from_deletion() {
+    let weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "audit", 2, 3);
+    let member = Member::start(
+        &weir,
+        "inspectors",
+        "audit",
+        &[("client.id", "inspector-1")],
+    );
+    wait_until("everything is read", Duration::from_secs(30), || {
+        member.read().len() == 6
+    });
+    let described = describe(&weir, "inspectors");
+    let group = &described.groups[0];
+    assert_eq!(group.protocol_data.as_str(), "range");
+    assert_eq!(group.members[0].client_id.as_str(), "inspector-1");
+    let mut raw = Raw::connect(&weir.kafka);
+    let delete = |raw: &mut Raw| -> i16 {
+        let response: DeleteGroupsResponse = raw.call(
+            ApiKey::DeleteGroups,
+            2,
+            &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(str("inspectors"))]),
+        );
+        response.results[0].error_code
+    };
+    assert_eq!(delete(&mut raw), 68, "NON_EMPTY_GROUP");
+    // OffsetDelete refuses the offsets of a subscribed topic.
+    let offset_delete = |raw: &mut Raw| -> OffsetDeleteResponse {
+        use kafka_protocol::messages::offset_delete_request::{
+            OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+        };
+        raw.call(
+            ApiKey::OffsetDelete,
+            0,
+            &OffsetDeleteRequest::default()
+                .with_group_id(GroupId(str("inspectors")))
+                .with_topics(vec![OffsetDeleteRequestTopic::default()
+                    .with_name(TopicName(str("audit")))
+                    .with_partitions(vec![
+                        OffsetDeleteRequestPartition::default().with_partition_index(0)
+                    ])]),
+        )
+    };
+    member.close();
+    wait_until("the group is empty", Duration::from_secs(10), || {
+        describe(&weir, "inspectors").groups[0].group_state.as_str() == "Empty"
+    });
+    let deleted = offset_delete(&mut raw);
+    assert_eq!(deleted.error_code, 0);
+    assert_eq!(deleted.topics[0].partitions[0].error_code, 0);
+    assert_eq!(delete(&mut raw), 0);
+    assert_eq!(
+        describe(&weir, "inspectors").groups[0].group_state.as_str(),
+        "Dead"
+    );
+    assert_eq!(delete(&mut raw), 69, "GROUP_ID_NOT_FOUND");
+}
+
+#[test]
+fn offsets_of_a_subscribed_topic_cannot_be_deleted() {
+    let weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "watched", 1, 2);
+    let member = Member::start(&weir, "watchers", "watched", &[]);
+    wait_until("everything is read", Duration::from_secs(30), || {
+        member.read().len() == 2
+    });
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
+    let response: OffsetDeleteResponse = Raw::connect(&weir.kafka).call(
+        ApiKey::OffsetDelete,
+        0,
+        &OffsetDeleteRequest::default()
+            .with_group_id(GroupId(str("watchers")))
+            .with_topics(vec![OffsetDeleteRequestTopic::default()
+                .with_name(TopicName(str("watched")))
+                .with_partitions(vec![
+                    OffsetDeleteRequestPartition::default().with_partition_index(0)
+                ])]),
+    );
+    assert_eq!(response.error_code, 0);
+    assert_eq!(
+        response.topics[0].partitions[0].error_code, 86,
+        "GROUP_SUBSCRIBED_TO_TOPIC"
+    );
+}
