@@ -1,0 +1,118 @@
+//! Upkeep of `__consumer_offsets` on a broker opened in process: offsets of
+//! groups without members expire after `offsets.retention.minutes`, and a
+//! checkpoint keeps the topic small without losing any live commit.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use weir_broker::broker::now_ms;
+use weir_broker::offsets::records::CommittedOffset;
+use weir_broker::offsets::{OffsetChange, OFFSETS_TOPIC};
+use weir_broker::{Broker, BrokerConfig};
+
+fn open(dir: &std::path::Path) -> Arc<Broker> {
+    let values: BTreeMap<String, String> =
+        [("offsets.topic.num.partitions".to_owned(), "3".to_owned())].into();
+    let config = BrokerConfig::new(
+        1,
+        dir.to_owned(),
+        "127.0.0.1:9092".parse().unwrap(),
+        None,
+        "127.0.0.1:0".parse().unwrap(),
+        &values,
+    )
+    .unwrap();
+    Broker::open(config).unwrap()
+}
+
+fn commit(broker: &Broker, group: &str, topic: &str, partition: i32, offset: i64, at_ms: i64) {
+    let change = OffsetChange {
+        topic: topic.to_owned(),
+        partition,
+        value: Some(CommittedOffset {
+            offset,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: at_ms,
+        }),
+    };
+    broker.commit_offsets(group, vec![change], at_ms).unwrap();
+}
+
+const DAY_MS: u64 = 24 * 3600 * 1000;
+
+#[test]
+fn offsets_of_groups_without_members_expire_by_commit_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    let now = now_ms();
+    commit(&broker, "old", "t", 0, 10, now - 8 * DAY_MS as i64);
+    commit(&broker, "mixed", "t", 0, 20, now - 8 * DAY_MS as i64);
+    commit(&broker, "mixed", "t", 1, 30, now);
+    commit(&broker, "fresh", "t", 0, 40, now);
+    let retention = 7 * DAY_MS;
+    let expired = broker
+        .groups()
+        .expire_offsets(&broker, retention, now as u64);
+    assert_eq!(expired, 2);
+    let offsets = broker.offsets();
+    assert!(offsets.group_offsets("old").is_empty());
+    assert_eq!(offsets.committed("mixed", "t", 0), None);
+    assert_eq!(offsets.committed("mixed", "t", 1).unwrap().offset, 30);
+    assert_eq!(offsets.committed("fresh", "t", 0).unwrap().offset, 40);
+    assert_eq!(
+        offsets.groups(),
+        vec!["fresh".to_owned(), "mixed".to_owned()]
+    );
+    // Expiry is written as tombstones: a reopened broker agrees.
+    broker.shutdown();
+    drop(broker);
+    let broker = open(dir.path());
+    assert_eq!(
+        broker.offsets().groups(),
+        vec!["fresh".to_owned(), "mixed".to_owned()]
+    );
+    assert_eq!(broker.offsets().committed("mixed", "t", 0), None);
+    // Nothing is due a second time.
+    assert_eq!(
+        broker
+            .groups()
+            .expire_offsets(&broker, retention, now as u64),
+        0
+    );
+}
+
+#[test]
+fn a_checkpoint_drops_superseded_records_and_keeps_every_live_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    let now = now_ms();
+    for i in 0..2_000 {
+        commit(&broker, "busy", "t", i % 4, i64::from(i), now);
+    }
+    commit(&broker, "quiet", "t", 0, 7, now);
+    let count = broker.partitions_of(OFFSETS_TOPIC).unwrap().len() as i32;
+    let mut before = 0;
+    let mut after = 0;
+    for partition in broker.partitions_of(OFFSETS_TOPIC).unwrap() {
+        let log = &partition.log;
+        before += log.log_end_offset() - log.log_start_offset();
+        let live = broker.offsets().live_records(partition.index, count);
+        let rewritten = broker.offsets().checkpoint(&partition, count, now).unwrap();
+        assert_eq!(rewritten, live);
+        after += log.log_end_offset() - log.log_start_offset();
+    }
+    assert_eq!(before, 2_001);
+    assert_eq!(after, 5, "four partitions of busy and one of quiet");
+    broker.shutdown();
+    drop(broker);
+    let broker = open(dir.path());
+    for p in 0..4 {
+        let committed = broker.offsets().committed("busy", "t", p).unwrap();
+        assert_eq!(committed.offset, 1_996 + i64::from(p));
+    }
+    assert_eq!(
+        broker.offsets().committed("quiet", "t", 0).unwrap().offset,
+        7
+    );
+}
