@@ -503,3 +503,144 @@ fn reset_offsets_arguments_are_checked() {
         format!("error: cannot connect to {addr}: Connection refused\n")
     );
 }
+
+/// `weir group describe` polled until `ready` holds for its output.
+fn describe_until(broker: &Weir, group: &str, ready: impl Fn(&Out) -> bool) -> Out {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = cli(broker, &["group", "describe", group]);
+        if out.code == Some(0) && ready(&out) {
+            return out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting\nstdout: {}\nstderr: {}",
+            out.stdout,
+            out.stderr
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_group_with_a_live_consumer_shows_its_member_and_refuses_resets() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+
+    let broker = Weir::start(&["--group-initial-rebalance-delay-ms", "0"]);
+    cli(&broker, &["topic", "create", "live", "-p", "2"]).ok();
+    produce_lines(&broker, "live", 0, 3);
+    produce_lines(&broker, "live", 1, 2);
+
+    // One member reads everything, committing as it goes, until told to
+    // stop; then it leaves the group.
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumer = {
+        let kafka = broker.kafka.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            block_on(async move {
+                let consumer: StreamConsumer = ClientConfig::new()
+                    .set("bootstrap.servers", &kafka)
+                    .set("group.id", "readers")
+                    .set("client.id", "reader-1")
+                    .set("auto.offset.reset", "earliest")
+                    .set("enable.auto.commit", "false")
+                    .create()
+                    .expect("consumer");
+                consumer.subscribe(&["live"]).expect("subscribe");
+                while !stop.load(Ordering::Relaxed) {
+                    let next = tokio::time::timeout(Duration::from_millis(200), consumer.recv());
+                    if let Ok(Ok(message)) = next.await {
+                        consumer
+                            .commit_message(&message, CommitMode::Sync)
+                            .expect("commit");
+                    }
+                }
+                consumer.unsubscribe();
+            })
+        })
+    };
+
+    // Both partitions are the member's, read to the end.
+    let out = describe_until(&broker, "readers", |out| {
+        let rows = out.table("TOPIC");
+        out.stdout
+            .starts_with("Group readers: state Stable, 1 member\n")
+            && rows.len() == 3
+            && rows[1][..5] == ["live", "0", "3", "3", "0"]
+            && rows[2][..5] == ["live", "1", "2", "2", "0"]
+    });
+    let member = block_on(async {
+        let mut client = Client::connect(&broker.kafka).await.unwrap();
+        let mut described = client.describe_groups(&["readers"]).await.unwrap();
+        described.remove(0).members.remove(0)
+    });
+    assert_eq!(member.client_id, "reader-1");
+    for row in &out.table("TOPIC")[1..] {
+        assert_eq!(
+            row[5..],
+            [
+                member.member_id.as_str(),
+                member.client_host.as_str(),
+                "reader-1"
+            ],
+            "{}",
+            out.stdout
+        );
+    }
+
+    let line = cli(
+        &broker,
+        &[
+            "group",
+            "reset-offsets",
+            "readers",
+            "--topic",
+            "live",
+            "--to-earliest",
+        ],
+    )
+    .failed_with_one_line();
+    assert_eq!(
+        line,
+        "error: offsets can only be reset while group readers is inactive (state is Stable); \
+         stop its consumers first"
+    );
+    let line = cli(&broker, &["group", "delete", "readers"]).failed_with_one_line();
+    assert_eq!(
+        line,
+        "error: group readers has active members; stop its consumers first"
+    );
+    assert_eq!(
+        committed(&broker, "readers"),
+        offsets(&[("live", 0, 3), ("live", 1, 2)])
+    );
+
+    // Once the member has left, the offsets are the operator's.
+    stop.store(true, Ordering::Relaxed);
+    consumer.join().unwrap();
+    describe_until(&broker, "readers", |out| {
+        out.stdout
+            .starts_with("Group readers: state Empty, 0 members\n")
+    });
+    cli(
+        &broker,
+        &[
+            "group",
+            "reset-offsets",
+            "readers",
+            "--topic",
+            "live",
+            "--to-earliest",
+        ],
+    )
+    .ok();
+    assert_eq!(
+        committed(&broker, "readers"),
+        offsets(&[("live", 0, 0), ("live", 1, 0)])
+    );
+}
