@@ -9,6 +9,7 @@ use parking_lot::{Mutex, RwLock};
 use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetaStore, MetadataImage, TopicInfo};
 
 use crate::config::BrokerConfig;
+use crate::group::GroupSnapshot;
 use crate::group_coordinator::GroupCoordinator;
 use crate::metrics::Metrics;
 use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
@@ -146,13 +147,30 @@ impl Broker {
         changes: Vec<OffsetChange>,
         now_ms: i64,
     ) -> Result<(), AppendError> {
-        let partition = self.offsets_partition(group).map_err(|error| {
+        let partition = self.group_partition(group)?;
+        self.offsets.commit(&partition, group, changes, now_ms)
+    }
+
+    /// Writes a group's metadata record.
+    pub fn write_group(&self, group: &str, snapshot: &GroupSnapshot) -> Result<(), AppendError> {
+        let partition = self.group_partition(group)?;
+        self.offsets
+            .write_group(&partition, group, Some(snapshot), now_ms())
+    }
+
+    /// Removes a group's offsets and metadata from `__consumer_offsets`.
+    pub fn delete_group(&self, group: &str, now_ms: i64) -> Result<(), AppendError> {
+        let partition = self.group_partition(group)?;
+        self.offsets.delete_group(&partition, group, now_ms)
+    }
+
+    fn group_partition(&self, group: &str) -> Result<Arc<Partition>, AppendError> {
+        self.offsets_partition(group).map_err(|error| {
             AppendError::Log(weir_log::LogError::Offline {
                 dir: self.config.data_dir.join(OFFSETS_TOPIC),
                 reason: error.to_string(),
             })
-        })?;
-        self.offsets.commit(&partition, group, changes, now_ms)
+        })
     }
 
     pub fn metrics(&self) -> &Metrics {

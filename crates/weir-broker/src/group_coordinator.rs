@@ -25,7 +25,6 @@ use crate::group::{
     SyncResponse, TimerKey,
 };
 use crate::offsets::OffsetChange;
-use crate::partition::Partition;
 
 /// Why a group could not be deleted or its offsets changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -124,7 +123,7 @@ impl GroupCoordinator {
     pub fn start(&self, broker: &Arc<Broker>) {
         let mut groups = self.groups.lock();
         for (group, hosted) in groups.iter_mut() {
-            self.execute(broker, group, hosted, None);
+            self.execute(broker, group, hosted);
         }
     }
 
@@ -242,7 +241,8 @@ impl GroupCoordinator {
         create: bool,
         event: impl FnOnce(RequestId, u64) -> Event,
     ) -> Result<Option<Response>, GroupError> {
-        let partition = broker.offsets_partition(group).map_err(|error| {
+        // Creates __consumer_offsets on first use, before any group state.
+        broker.offsets_partition(group).map_err(|error| {
             tracing::error!(%error, "cannot open __consumer_offsets");
             GroupError::CoordinatorNotAvailable
         })?;
@@ -260,7 +260,7 @@ impl GroupCoordinator {
             let (reply, answer) = oneshot::channel();
             hosted.waiting.insert(request_id, reply);
             hosted.engine.handle(event(request_id, now_ms() as u64));
-            self.execute(broker, group, hosted, Some(&partition));
+            self.execute(broker, group, hosted);
             answer
         };
         // The sender goes only if the group is dropped with the request parked.
@@ -271,13 +271,7 @@ impl GroupCoordinator {
     }
 
     /// Runs the engine's pending commands in order.
-    fn execute(
-        &self,
-        broker: &Arc<Broker>,
-        group: &str,
-        hosted: &mut HostedGroup,
-        partition: Option<&Partition>,
-    ) {
+    fn execute(&self, broker: &Arc<Broker>, group: &str, hosted: &mut HostedGroup) {
         let mut persist_failed = false;
         for command in hosted.engine.take_commands() {
             match command {
@@ -317,23 +311,8 @@ impl GroupCoordinator {
                     }
                 }
                 Command::PersistGroup(snapshot) => {
-                    let written = match partition {
-                        Some(partition) => broker
-                            .offsets()
-                            .write_group(partition, group, Some(&snapshot), now_ms())
-                            .map_err(|e| e.to_string()),
-                        None => broker
-                            .offsets_partition(group)
-                            .map_err(|e| e.to_string())
-                            .and_then(|partition| {
-                                broker
-                                    .offsets()
-                                    .write_group(&partition, group, Some(&snapshot), now_ms())
-                                    .map_err(|e| e.to_string())
-                            }),
-                    };
-                    if let Err(error) = written {
-                        tracing::error!(group, error, "cannot write group metadata");
+                    if let Err(error) = broker.write_group(group, &snapshot) {
+                        tracing::error!(group, %error, "cannot write group metadata");
                         persist_failed = true;
                     }
                 }
@@ -354,7 +333,7 @@ impl GroupCoordinator {
             key,
             now_ms: now_ms() as u64,
         });
-        self.execute(broker, group, hosted, None);
+        self.execute(broker, group, hosted);
     }
 
     /// The state of a hosted group.
@@ -510,17 +489,10 @@ impl GroupCoordinator {
             }
             None => {}
         }
-        let partition = broker.offsets_partition(group).map_err(|error| {
-            tracing::error!(group, %error, "cannot open __consumer_offsets");
+        broker.delete_group(group, now_ms()).map_err(|error| {
+            tracing::error!(group, %error, "deleting a group failed");
             GroupAdminError::Unavailable
         })?;
-        broker
-            .offsets()
-            .delete_group(&partition, group, now_ms())
-            .map_err(|error| {
-                tracing::error!(group, %error, "deleting a group failed");
-                GroupAdminError::Unavailable
-            })?;
         if let Some(mut hosted) = groups.remove(group) {
             hosted.disarm_all();
         }
@@ -576,18 +548,13 @@ impl GroupCoordinator {
                 .is_some_and(|h| h.engine.state() == GroupState::Empty)
                 && broker.offsets().group_offsets(&group).is_empty();
             if empty_and_unused {
-                match broker.offsets_partition(&group).map(|partition| {
-                    broker
-                        .offsets()
-                        .delete_group(&partition, &group, now_ms as i64)
-                }) {
-                    Ok(Ok(())) => {
+                match broker.delete_group(&group, now_ms as i64) {
+                    Ok(()) => {
                         if let Some(mut hosted) = groups.remove(&group) {
                             hosted.disarm_all();
                         }
                     }
-                    Ok(Err(error)) => tracing::warn!(group, %error, "cannot remove group"),
-                    Err(error) => tracing::warn!(group, %error, "cannot remove group"),
+                    Err(error) => tracing::warn!(group, %error, "cannot remove an empty group"),
                 }
             }
         }
