@@ -329,12 +329,11 @@ fn reset_offsets_to_each_kind_of_target() {
     );
 
     // By time: the first record at or after it, or the log end when there
-    // is none. The same instant in any zone, and Kafka's zoneless form as
-    // UTC.
+    // is none. The same instant in any zone.
     for time in [
         "2024-05-01T12:00:03.500Z",
         "2024-05-01T14:00:03.500+02:00",
-        "2024-05-01T12:00:03.500",
+        "2024-05-01T08:00:03.500-0400",
     ] {
         reset(&["--to-offset", "0"], &["events"]);
         let out = reset(&["--to-datetime", time], &["events"]);
