@@ -4,10 +4,14 @@
 use serde::Serialize;
 
 use crate::broker::{now_ms, Broker};
+use crate::group::GroupState;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupLag {
     pub group: String,
+    /// Kafka's name of the group's state ("Stable", "Empty", ...).
+    pub state: &'static str,
+    pub members: usize,
     /// Sum of the partitions' lag.
     pub lag: u64,
     pub partitions: Vec<PartitionLag>,
@@ -26,21 +30,29 @@ pub struct PartitionLag {
     pub lag_seconds: f64,
 }
 
-/// Lag of every group with committed offsets, or of one group.
+/// Lag of every group with members or committed offsets, or of one group.
 pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
     let store = broker.offsets();
     let names = match only {
         Some(group) => vec![group.to_owned()],
-        None => store.groups(),
+        None => {
+            let mut names = store.groups();
+            names.extend(broker.groups().list().into_iter().map(|(name, _, _)| name));
+            names.sort();
+            names.dedup();
+            names
+        }
     };
     let now = now_ms();
     names
         .into_iter()
         .filter_map(|group| {
             let committed = store.group_offsets(&group);
-            if committed.is_empty() {
-                return None;
-            }
+            let (state, members) = match broker.groups().describe(&group) {
+                Some(summary) => (summary.state, summary.members.len()),
+                None if committed.is_empty() => return None,
+                None => (GroupState::Empty, 0),
+            };
             let partitions: Vec<PartitionLag> = committed
                 .into_iter()
                 .filter_map(|((topic, partition), offset)| {
@@ -71,6 +83,8 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
             Some(GroupLag {
                 lag: partitions.iter().map(|p| p.lag).sum(),
                 group,
+                state: state.as_str(),
+                members,
                 partitions,
             })
         })

@@ -6,13 +6,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use weir_broker::broker::now_ms;
+use weir_broker::group::{GroupState, JoinGroup, LeaveGroup, LeavingMember, Protocol, SyncGroup};
+use weir_broker::group_coordinator::Committer;
 use weir_broker::offsets::records::CommittedOffset;
 use weir_broker::offsets::{OffsetChange, OFFSETS_TOPIC};
 use weir_broker::{Broker, BrokerConfig};
 
 fn open(dir: &std::path::Path) -> Arc<Broker> {
-    let values: BTreeMap<String, String> =
-        [("offsets.topic.num.partitions".to_owned(), "3".to_owned())].into();
+    let values: BTreeMap<String, String> = [
+        ("offsets.topic.num.partitions", "3"),
+        ("group.initial.rebalance.delay.ms", "0"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
     let config = BrokerConfig::new(
         1,
         dir.to_owned(),
@@ -115,4 +122,101 @@ fn a_checkpoint_drops_superseded_records_and_keeps_every_live_commit() {
         broker.offsets().committed("quiet", "t", 0).unwrap().offset,
         7
     );
+}
+
+#[tokio::test]
+async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_enough() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    let groups = broker.groups();
+    let joined = groups
+        .join(
+            &broker,
+            "app",
+            JoinGroup {
+                member_id: String::new(),
+                group_instance_id: None,
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                protocol_type: "consumer".into(),
+                protocols: vec![Protocol::new("range", vec![])],
+                session_timeout_ms: 10_000,
+                rebalance_timeout_ms: 10_000,
+                require_known_member_id: false,
+                supports_skip_assignment: false,
+            },
+        )
+        .await;
+    assert_eq!(joined.error, None);
+    let synced = groups
+        .sync(
+            &broker,
+            "app",
+            SyncGroup {
+                member_id: joined.member_id.clone(),
+                group_instance_id: None,
+                generation_id: joined.generation_id,
+                protocol_type: None,
+                protocol_name: None,
+                assignments: vec![(joined.member_id.clone(), vec![1])],
+            },
+        )
+        .await;
+    assert_eq!(synced.error, None);
+    let committer = Committer {
+        member_id: &joined.member_id,
+        generation_id: joined.generation_id,
+        group_instance_id: None,
+    };
+    // The commit is old, but the group is active: nothing expires.
+    let long_ago = now_ms() - 30 * DAY_MS as i64;
+    let change = OffsetChange {
+        topic: "t".into(),
+        partition: 0,
+        value: Some(CommittedOffset {
+            offset: 5,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: long_ago,
+        }),
+    };
+    groups
+        .commit_offsets(&broker, "app", committer, vec![change], long_ago)
+        .unwrap();
+    let retention = 60_000;
+    assert_eq!(
+        groups.expire_offsets(&broker, retention, now_ms() as u64 + retention),
+        0
+    );
+    let left = groups
+        .leave(
+            &broker,
+            "app",
+            LeaveGroup {
+                members: vec![LeavingMember {
+                    member_id: joined.member_id.clone(),
+                    group_instance_id: None,
+                }],
+            },
+        )
+        .await;
+    assert_eq!(left.members[0].error, None);
+    assert_eq!(groups.state("app"), Some(GroupState::Empty));
+    // Retention counts from when the group became empty, not from the commit.
+    let emptied = now_ms() as u64;
+    assert_eq!(
+        groups.expire_offsets(&broker, retention, emptied + 1_000),
+        0
+    );
+    assert_eq!(
+        groups.expire_offsets(&broker, retention, emptied + retention + 1_000),
+        1
+    );
+    // Empty and without offsets, the group itself goes, also from the log.
+    assert_eq!(groups.state("app"), None);
+    broker.shutdown();
+    drop(broker);
+    let broker = open(dir.path());
+    assert_eq!(broker.groups().state("app"), None);
+    assert!(broker.offsets().group_offsets("app").is_empty());
 }

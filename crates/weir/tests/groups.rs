@@ -233,6 +233,11 @@ fn group_shares_partitions(members: usize) {
         .map(|_| Member::start(&weir, "readers", "events", &[]))
         .collect();
     let refs: Vec<&Member> = started.iter().collect();
+    wait_until("every member has joined", Duration::from_secs(30), || {
+        let described = describe(&weir, "readers");
+        let group = &described.groups[0];
+        group.group_state.as_str() == "Stable" && group.members.len() == members
+    });
     // Range assignment: as even as the counts allow; extra members idle.
     wait_for_split(&refs, 6);
     // Records written once the split is settled are each read by the one
@@ -555,6 +560,11 @@ fn groups_with_members_are_described_and_protected_from_deletion() {
     let group = &described.groups[0];
     assert_eq!(group.protocol_data.as_str(), "range");
     assert_eq!(group.members[0].client_id.as_str(), "inspector-1");
+    // The HTTP view shows the same group, with its lag.
+    let (status, body) = weir.http_get("/v1/groups/inspectors");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""state":"Stable""#), "{body}");
+    assert!(body.contains(r#""members":1"#), "{body}");
     let mut raw = Raw::connect(&weir.kafka);
     let delete = |raw: &mut Raw| -> i16 {
         let response: DeleteGroupsResponse = raw.call(
