@@ -1,0 +1,357 @@
+//! `null-broker`: the least a Kafka broker can be for a producer. It
+//! answers ApiVersions, Metadata (every topic asked for exists, with N
+//! partitions led by this one node) and Produce (every partition
+//! acknowledged at once with increasing base offsets, nothing stored;
+//! acks=0 gets no response), and closes the connection on anything else.
+//!
+//! The same client benchmarked against it and against a real broker gives
+//! the client's own ceiling on this machine, and so how much of the
+//! difference is the broker's.
+//!
+//! Each connection is one task: it decodes every complete request in its
+//! input buffer, appends the responses to an output buffer in request order
+//! and writes them in one go, so pipelined requests get pipelined answers.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{bail, Context as _};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, BrokerId, MetadataRequest, MetadataResponse, ProduceRequest,
+    ProduceResponse, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::ResponseError;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The APIs served, with the versions advertised: those librdkafka 2.12
+/// uses for producing (it caps them at its own maximum).
+const SERVED: [(ApiKey, i16, i16); 3] = [
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::Produce, 3, 9),
+];
+
+/// This node's id.
+const NODE_ID: i32 = 1;
+
+/// The largest request accepted (Kafka's `socket.request.max.bytes`).
+const MAX_REQUEST: usize = 100 * 1024 * 1024;
+
+/// Runs until the process is stopped (Ctrl-C exits cleanly).
+pub(crate) fn run(listen: &str, partitions: i32) -> anyhow::Result<()> {
+    anyhow::ensure!(partitions >= 1, "--partitions must be at least 1");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(async {
+        let listener = TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        let address = advertised(listener.local_addr()?);
+        println!("weir-bench null-broker ready: kafka={address} partitions={partitions}");
+        let state = Arc::new(State::new(address, partitions));
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let (stream, _) = accepted.context("accepting a connection")?;
+                    let state = state.clone();
+                    tokio::spawn(async move {
+                        if let Err(error) = serve(stream, &state).await {
+                            eprintln!("weir-bench null-broker: connection closed: {error:#}");
+                        }
+                    });
+                }
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+            }
+        }
+    })
+}
+
+/// The address clients are told to use: the listener's, with loopback in
+/// place of an unspecified IP.
+fn advertised(mut address: SocketAddr) -> SocketAddr {
+    if address.ip().is_unspecified() {
+        address.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    address
+}
+
+/// The broker's only state: the next offset of every partition it was sent.
+#[derive(Debug)]
+struct State {
+    address: SocketAddr,
+    partitions: i32,
+    next_offsets: Mutex<HashMap<String, Vec<i64>>>,
+}
+
+impl State {
+    fn new(address: SocketAddr, partitions: i32) -> Self {
+        Self {
+            address,
+            partitions,
+            next_offsets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn metadata(&self, request: MetadataRequest) -> MetadataResponse {
+        let broker = MetadataResponseBroker::default()
+            .with_node_id(BrokerId(NODE_ID))
+            .with_host(StrBytes::from_string(self.address.ip().to_string()))
+            .with_port(i32::from(self.address.port()));
+        // Every topic asked for exists; a request for all topics gets none.
+        let topics = request
+            .topics
+            .unwrap_or_default()
+            .into_iter()
+            .map(|topic| match topic.name {
+                Some(name) => MetadataResponseTopic::default()
+                    .with_topic_id(topic_id(&name))
+                    .with_name(Some(name))
+                    .with_partitions(
+                        (0..self.partitions)
+                            .map(|index| {
+                                MetadataResponsePartition::default()
+                                    .with_partition_index(index)
+                                    .with_leader_id(BrokerId(NODE_ID))
+                                    .with_replica_nodes(vec![BrokerId(NODE_ID)])
+                                    .with_isr_nodes(vec![BrokerId(NODE_ID)])
+                            })
+                            .collect(),
+                    ),
+                None => MetadataResponseTopic::default()
+                    .with_topic_id(topic.topic_id)
+                    .with_error_code(ResponseError::UnknownTopicId.code()),
+            })
+            .collect();
+        MetadataResponse::default()
+            .with_brokers(vec![broker])
+            .with_cluster_id(Some(StrBytes::from_static_str("weir-bench-null")))
+            .with_controller_id(BrokerId(NODE_ID))
+            .with_topics(topics)
+    }
+
+    fn produce(&self, request: ProduceRequest) -> ProduceResponse {
+        let mut next_offsets = self.next_offsets.lock().expect("offsets lock");
+        let responses = request
+            .topic_data
+            .into_iter()
+            .map(|topic| {
+                if !next_offsets.contains_key(topic.name.0.as_str()) {
+                    next_offsets
+                        .insert(topic.name.0.to_string(), vec![0; self.partitions as usize]);
+                }
+                let offsets = next_offsets
+                    .get_mut(topic.name.0.as_str())
+                    .expect("just inserted");
+                let partitions = topic
+                    .partition_data
+                    .into_iter()
+                    .map(|data| {
+                        let response = PartitionProduceResponse::default()
+                            .with_index(data.index)
+                            .with_log_append_time_ms(-1);
+                        let Some(next) = usize::try_from(data.index)
+                            .ok()
+                            .and_then(|i| offsets.get_mut(i))
+                        else {
+                            return response
+                                .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                        };
+                        let base = *next;
+                        *next += record_count(data.records.as_deref().unwrap_or_default());
+                        response.with_base_offset(base)
+                    })
+                    .collect();
+                TopicProduceResponse::default()
+                    .with_name(topic.name)
+                    .with_partition_responses(partitions)
+            })
+            .collect();
+        ProduceResponse::default().with_responses(responses)
+    }
+}
+
+/// A topic id made from the name, the same for every request.
+fn topic_id(name: &str) -> uuid::Uuid {
+    // FNV-1a, twice with different offsets: stable across runs and builds.
+    let fnv = |seed: u64| {
+        name.bytes().fold(seed, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    uuid::Uuid::from_u64_pair(fnv(0xcbf2_9ce4_8422_2325), fnv(0x8422_2325_cbf2_9ce4) | 1)
+}
+
+/// The offsets a record set takes: `lastOffsetDelta + 1` of each v2 batch
+/// (a trailing partial batch, or an older message format, counts one).
+fn record_count(mut records: &[u8]) -> i64 {
+    // baseOffset 8, batchLength 4, partitionLeaderEpoch 4, magic 1, crc 4,
+    // attributes 2, then lastOffsetDelta.
+    const BATCH_LENGTH: usize = 8;
+    const MAGIC: usize = 16;
+    const LAST_OFFSET_DELTA: usize = 23;
+    let mut count = 0;
+    while records.len() >= LAST_OFFSET_DELTA + 4 && records[MAGIC] == 2 {
+        let length = i32::from_be_bytes(
+            records[BATCH_LENGTH..BATCH_LENGTH + 4]
+                .try_into()
+                .expect("4 bytes"),
+        );
+        let delta = i32::from_be_bytes(
+            records[LAST_OFFSET_DELTA..LAST_OFFSET_DELTA + 4]
+                .try_into()
+                .expect("4 bytes"),
+        );
+        count += i64::from(delta.max(0)) + 1;
+        let Some(next) = usize::try_from(length)
+            .ok()
+            .and_then(|length| records.get(12 + length..))
+        else {
+            return count;
+        };
+        records = next;
+    }
+    count + i64::from(!records.is_empty())
+}
+
+/// The versions served, with `error_code` (0 for none).
+fn api_versions(error_code: i16) -> ApiVersionsResponse {
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(
+            SERVED
+                .iter()
+                .map(|&(key, min, max)| {
+                    ApiVersion::default()
+                        .with_api_key(key as i16)
+                        .with_min_version(min)
+                        .with_max_version(max)
+                })
+                .collect(),
+        )
+}
+
+fn served(key: ApiKey, version: i16) -> bool {
+    SERVED
+        .iter()
+        .any(|&(k, min, max)| k == key && (min..=max).contains(&version))
+}
+
+/// One connection: requests in, responses out, in order.
+async fn serve(stream: TcpStream, state: &State) -> anyhow::Result<()> {
+    stream.set_nodelay(true)?;
+    let (mut reader, mut writer) = stream.into_split();
+    let mut input = BytesMut::with_capacity(256 * 1024);
+    let mut output = BytesMut::with_capacity(64 * 1024);
+    loop {
+        let mut open = true;
+        while open && input.len() >= 4 {
+            let size = i32::from_be_bytes(input[..4].try_into().expect("4 bytes"));
+            let Some(size) = usize::try_from(size).ok().filter(|&s| s <= MAX_REQUEST) else {
+                bail!("request of {size} bytes");
+            };
+            if input.len() < 4 + size {
+                input.reserve(4 + size - input.len());
+                break;
+            }
+            input.advance(4);
+            let request = input.split_to(size).freeze();
+            open = respond(state, request, &mut output)?;
+        }
+        if !output.is_empty() {
+            writer.write_all(&output).await?;
+            output.clear();
+        }
+        if !open {
+            return Ok(());
+        }
+        if input.capacity() - input.len() < 16 * 1024 {
+            input.reserve(64 * 1024);
+        }
+        if reader.read_buf(&mut input).await? == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// Appends the response to `request` (if it gets one) to `output`; false
+/// if the connection is to be closed.
+fn respond(state: &State, mut request: Bytes, output: &mut BytesMut) -> anyhow::Result<bool> {
+    if request.len() < 8 {
+        bail!("request shorter than a header");
+    }
+    let raw_key = i16::from_be_bytes([request[0], request[1]]);
+    let version = i16::from_be_bytes([request[2], request[3]]);
+    let correlation_id = i32::from_be_bytes([request[4], request[5], request[6], request[7]]);
+    let key = match ApiKey::try_from(raw_key) {
+        Ok(ApiKey::ApiVersions) if !served(ApiKey::ApiVersions, version) => {
+            // Kafka's answer to an ApiVersions it does not know: v0 with
+            // UNSUPPORTED_VERSION and the versions it has, so the client
+            // asks again with one of them.
+            let body = api_versions(ResponseError::UnsupportedVersion.code());
+            encode(output, ApiKey::ApiVersions, 0, correlation_id, &body);
+            return Ok(true);
+        }
+        Ok(key) if served(key, version) => key,
+        _ => {
+            eprintln!(
+                "weir-bench null-broker: closing a connection: API key {raw_key} v{version} is not served"
+            );
+            return Ok(false);
+        }
+    };
+    RequestHeader::decode(&mut request, key.request_header_version(version))
+        .context("decoding a request header")?;
+    match key {
+        ApiKey::ApiVersions => {
+            let body = api_versions(0);
+            encode(output, key, version, correlation_id, &body);
+        }
+        ApiKey::Metadata => {
+            let body = MetadataRequest::decode(&mut request, version)
+                .context("decoding a Metadata request")?;
+            encode(output, key, version, correlation_id, &state.metadata(body));
+        }
+        ApiKey::Produce => {
+            let body = ProduceRequest::decode(&mut request, version)
+                .context("decoding a Produce request")?;
+            let acks = body.acks;
+            let response = state.produce(body);
+            if acks != 0 {
+                encode(output, key, version, correlation_id, &response);
+            }
+        }
+        _ => unreachable!("only served APIs get here"),
+    }
+    Ok(true)
+}
+
+/// Appends a size-prefixed response to `output`.
+fn encode<R: Encodable>(
+    output: &mut BytesMut,
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+) {
+    let start = output.len();
+    output.put_i32(0);
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(output, key.response_header_version(version))
+        .expect("response header encodes");
+    body.encode(output, version)
+        .expect("responses are built within their version's schema");
+    let size = (output.len() - start - 4) as i32;
+    output[start..start + 4].copy_from_slice(&size.to_be_bytes());
+}
