@@ -148,6 +148,10 @@ run "consume-100B" weir consume --topic "produce-100B-acks1-weir" --records $((r
 run "consume-1KiB" weir consume --topic "produce-1KiB-acks1-weir" --records $((records_1k * repeat))
 run "e2e-$((e2e_rate / 1000))k-acksall" weir e2e --topic e2e --rate "$e2e_rate" \
   --duration "$e2e_duration" --acks all --record-size 100
+# The same without librdkafka's default linger.ms of 5, which sets most of
+# the latency above.
+run "e2e-$((e2e_rate / 1000))k-acksall-linger0" weir e2e --topic e2e --rate "$e2e_rate" \
+  --duration "$e2e_duration" --acks all --record-size 100 --linger-ms 0
 
 echo "load at end: $(load)" | tee -a "$out/machine.txt" >&2
 
