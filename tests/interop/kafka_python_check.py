@@ -11,6 +11,14 @@ back from the beginning and compares it field by field. The record batches
 the consumer fetches are inspected too: they must carry the producer's
 compression codec, producer id/epoch and sequence numbers. Then offset
 lookups: beginning/end offsets and offsets_for_times (ListOffsets).
+
+Consumer groups: two KafkaConsumers with one group_id split a topic's
+partitions and receive every record exactly once; commit, close, and a new
+consumer of the group resumes after the commits; KafkaAdminClient's
+list_groups (with a state filter), describe_groups, list_group_offsets and
+delete_groups (NonEmptyGroupError while members are active). These are the
+kafka-python 3 names of list_consumer_groups, describe_consumer_groups,
+list_consumer_group_offsets and delete_consumer_groups.
 """
 
 import sys
@@ -19,6 +27,7 @@ import time
 from interop_util import (
     CODEC_IDS,
     CODECS,
+    CheckFailed,
     Checks,
     compare_records,
     bootstrap_from_argv,
@@ -29,6 +38,8 @@ from interop_util import (
 
 import kafka
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.structs import OffsetAndMetadata
 from kafka.record import memory_records
 
 RECORDS_PER_CODEC = 30
@@ -203,6 +214,304 @@ def offsets_lookup(bootstrap):
         consumer.close(autocommit=False)
 
 
+# ---------------------------------------------------------------- consumer groups
+
+GROUP_WAIT_S = 20  # bound for a group to settle and its records to arrive
+
+
+def make_admin(bootstrap):
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_MS)
+
+
+def make_topic(admin, topic, partitions):
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)], timeout_ms=TIMEOUT_MS)
+
+
+def produce_values(bootstrap, topic, values):
+    """values: {partition: [value, ...]}; returns {partition: {offset: value}}."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, request_timeout_ms=TIMEOUT_MS, max_block_ms=TIMEOUT_MS)
+    try:
+        futures = [
+            (v, producer.send(topic, key=f"k-{v}".encode(), value=v.encode(), partition=p))
+            for p, vals in values.items()
+            for v in vals
+        ]
+        producer.flush(timeout=TIMEOUT_MS / 1000)
+        out = {p: {} for p in values}
+        for v, f in futures:
+            md = f.get(timeout=TIMEOUT_MS / 1000)
+            out[md.partition][md.offset] = v
+        return out
+    finally:
+        producer.close(timeout=5)
+
+
+def record_values(tag, partitions, count):
+    return {p: [f"{tag}-p{p}-{i}" for i in range(count)] for p in range(partitions)}
+
+
+def merge_expected(*maps):
+    out = {}
+    for mp in maps:
+        for p, offs in mp.items():
+            out.setdefault(p, {}).update(offs)
+    return out
+
+
+def total(expected):
+    return sum(len(offs) for offs in expected.values())
+
+
+class GroupMember:
+    """A KafkaConsumer subscribed in a group. Offsets are committed by the
+    client's auto commit, which kafka-python also runs before a rebalance
+    gives partitions up: the next owner starts right after the records this
+    one received. Records are remembered with the assignment at the time."""
+
+    def __init__(self, bootstrap, group, client_id, topic, **extra):
+        self.name = client_id
+        self.topic = topic
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            client_id=client_id,
+            auto_offset_reset="earliest",
+            enable_auto_commit=True,
+            # 6000 ms is the broker's smallest session timeout.
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+            fetch_max_wait_ms=100,
+            request_timeout_ms=TIMEOUT_MS + 5000,
+            **extra,
+        )
+        # Topic metadata before the first JoinGroup: kafka-python 3.0.12 loses
+        # a completed rebalance when the leader joined without it (an empty
+        # first assignment, then a rejoin for the metadata change that
+        # finishes while poll() has already timed out: the member never takes
+        # its partitions nor heartbeats again).
+        expect(self.consumer.partitions_for_topic(topic), f"{client_id}: no metadata for {topic}")
+        self.consumer.subscribe([topic])
+        self.received = []  # (partition, offset, value, assigned at the time)
+        self.closed = False
+
+    @property
+    def assignment(self):
+        return {tp.partition for tp in self.consumer.assignment()}
+
+    def poll_once(self, timeout_ms):
+        batches = self.consumer.poll(timeout_ms=timeout_ms)
+        assigned = self.assignment
+        for tp, msgs in batches.items():
+            for m in msgs:
+                self.received.append((tp.partition, m.offset, m.value.decode(), tp.partition in assigned))
+
+    def commit_positions(self):
+        """Commits the position (the offset after the last record received) of every assigned partition."""
+        offsets = {
+            tp: OffsetAndMetadata(self.consumer.position(tp), "", -1) for tp in self.consumer.assignment()
+        }
+        self.consumer.commit(offsets)
+        return {tp.partition: oam.offset for tp, oam in offsets.items()}
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self.consumer.close(autocommit=False, timeout_ms=TIMEOUT_MS)
+
+
+def pump(members, done, what, timeout_s=GROUP_WAIT_S):
+    """Polls every member in turn until done() holds; fails after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            state = "; ".join(f"{m.name}: assigned {sorted(m.assignment)}, {len(m.received)} records" for m in members)
+            raise CheckFailed(f"{what} not reached within {timeout_s} s ({state})")
+        for m in members:
+            m.poll_once(100)
+
+
+def pump_for(members, seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for m in members:
+            m.poll_once(100)
+
+
+def split_evenly(members, partitions):
+    sets = [m.assignment for m in members]
+    return all(sets) and sum(len(s) for s in sets) == len(set().union(*sets)) and set().union(*sets) == set(partitions)
+
+
+def received_once(members, expected, what):
+    """expected: {partition: {offset: value}}; every one received exactly once, nothing else."""
+    got = {}
+    for m in members:
+        for partition, offset, value, assigned in m.received:
+            expect(assigned, f"{m.name} received {partition}@{offset} without partition {partition} assigned")
+            key = (partition, offset)
+            expect(key not in got, f"{what}: record {partition}@{offset} received twice ({got.get(key)} and {m.name})")
+            got[key] = m.name
+            want = expected.get(partition, {}).get(offset)
+            expect(want is not None, f"{what}: unexpected record {partition}@{offset} {value!r} ({m.name})")
+            expect_eq(value, want, f"{what}: value of {partition}@{offset}")
+    missing = sorted((p, o) for p, offs in expected.items() for o in offs if (p, o) not in got)
+    expect(not missing, f"{what}: {len(missing)} records never received, first {missing[:5]}")
+
+
+def check_group_split(bootstrap):
+    topic, group, parts = "kp-group-split", "kp-split", range(4)
+    admin = make_admin(bootstrap)
+    try:
+        make_topic(admin, topic, 4)
+    finally:
+        admin.close()
+    expected = produce_values(bootstrap, topic, record_values("before", 4, 8))
+    members = [GroupMember(bootstrap, group, f"kp-split-{n}", topic) for n in ("a", "b")]
+    try:
+        pump(
+            members,
+            lambda: split_evenly(members, parts) and sum(len(m.received) for m in members) >= total(expected),
+            "two members owning disjoint partitions that cover the topic, every record received",
+        )
+        owners = {p: m.name for m in members for p in m.assignment}
+        expected = merge_expected(expected, produce_values(bootstrap, topic, record_values("after", 4, 5)))
+        pump(
+            members,
+            lambda: sum(len(m.received) for m in members) >= total(expected),
+            "the records written after the rebalance",
+        )
+        pump_for(members, 1.0)
+        received_once(members, expected, "two members of one group")
+        expect(split_evenly(members, parts), f"assignments changed: {[sorted(m.assignment) for m in members]}")
+        for m in members:
+            late = {p for p, _, v, _ in m.received if v.startswith("after-")}
+            expect(late, f"{m.name} received none of the records written after the rebalance")
+            expect(
+                all(owners[p] == m.name for p in late),
+                f"{m.name} received later records of partitions {sorted(late)}, owners were {owners}",
+            )
+    finally:
+        for m in members:
+            m.close()
+
+
+def check_group_resume(bootstrap):
+    topic, group = "kp-group-resume", "kp-resume"
+    admin = make_admin(bootstrap)
+    try:
+        make_topic(admin, topic, 4)
+    finally:
+        admin.close()
+    first = produce_values(bootstrap, topic, record_values("first", 4, 6))
+    reader = GroupMember(bootstrap, group, "kp-resume-1", topic)
+    try:
+        pump([reader], lambda: len(reader.received) >= total(first), "the first reader receiving every record")
+        received_once([reader], first, "first reader")
+        expect_eq(reader.commit_positions(), {p: 6 for p in range(4)}, "positions committed")
+        for p in range(4):
+            tp = TopicPartition(topic, p)
+            expect_eq(reader.consumer.committed(tp, timeout_ms=TIMEOUT_MS), 6, f"committed({tp})")
+    finally:
+        reader.close()
+    second = produce_values(bootstrap, topic, record_values("second", 4, 3))
+    resumed = GroupMember(bootstrap, group, "kp-resume-2", topic)
+    try:
+        pump([resumed], lambda: len(resumed.received) >= total(second), "the new member receiving the new records")
+        pump_for([resumed], 1.0)
+        received_once([resumed], second, "new member after the commit (nothing before the committed offsets)")
+        expect_eq(sorted(resumed.assignment), [0, 1, 2, 3], "new member's assignment")
+    finally:
+        resumed.close()
+
+
+def listed(admin, group, **kwargs):
+    return {g["group_id"]: g for g in admin.list_groups(**kwargs)}.get(group)
+
+
+def check_group_admin(bootstrap):
+    topic, group = "kp-group-admin", "kp-admin-group"
+    admin = make_admin(bootstrap)
+    members = []
+    try:
+        make_topic(admin, topic, 4)
+        expected = produce_values(bootstrap, topic, record_values("admin", 4, 5))
+        members = [GroupMember(bootstrap, group, f"kp-admin-{n}", topic) for n in ("a", "b")]
+        pump(
+            members,
+            lambda: split_evenly(members, range(4)) and sum(len(m.received) for m in members) >= total(expected),
+            "two members sharing the topic, every record received",
+        )
+        received_once(members, expected, "admin group")
+        for m in members:
+            m.commit_positions()
+        want_offsets = {TopicPartition(topic, p): 5 for p in range(4)}
+
+        g = listed(admin, group)
+        expect(g is not None, f"{group} missing from list_groups()")
+        expect_eq((g.get("protocol_type"), g.get("group_state")), ("consumer", "Stable"), "list_groups() entry")
+        expect(
+            listed(admin, group, states_filter=["Stable"]) is not None,
+            "list_groups(states_filter=[Stable]) leaves out the group",
+        )
+        expect(
+            listed(admin, group, states_filter=["Empty"]) is None,
+            "list_groups(states_filter=[Empty]) lists the active group",
+        )
+
+        desc = admin.describe_groups([group])[group]
+        expect_eq(desc.get("error"), None, "describe_groups error")
+        expect_eq(
+            (desc["group_state"], desc["protocol_type"], desc["protocol_data"]),
+            ("Stable", "consumer", "range"),
+            "describe_groups state, protocol type, assignor",
+        )
+        described = {}
+        for md in desc["members"]:
+            expect(md["client_host"], f"member {md['member_id']} has no host")
+            expect(
+                md["member_id"].startswith(md["client_id"] + "-"),
+                f"member id {md['member_id']!r} (client {md['client_id']!r})",
+            )
+            # kafka-python decodes the ConsumerProtocol subscription and assignment.
+            expect_eq(md["member_metadata"]["topics"], [topic], f"{md['client_id']} subscription")
+            described[md["client_id"]] = sorted(
+                (t["topic"], p) for t in md["member_assignment"]["assigned_partitions"] for p in t["partitions"]
+            )
+        expect_eq(described, {m.name: sorted((topic, p) for p in m.assignment) for m in members}, "described members")
+
+        offsets = admin.list_group_offsets(group)[group]
+        expect_eq({tp: oam.offset for tp, oam in offsets.items()}, want_offsets, "list_group_offsets (whole group)")
+        some = [TopicPartition(topic, 0), TopicPartition(topic, 2)]
+        offsets = admin.list_group_offsets({group: some})[group]
+        expect_eq(
+            {tp: oam.offset for tp, oam in offsets.items()},
+            {tp: 5 for tp in some},
+            "list_group_offsets (two partitions)",
+        )
+
+        expect_eq(admin.delete_groups([group]), {group: "NonEmptyGroupError"}, "delete_groups with active members")
+
+        for m in members:
+            m.close()
+        deadline = time.monotonic() + TIMEOUT_MS / 1000
+        while (g := listed(admin, group)) is None or g.get("group_state") != "Empty":
+            expect(time.monotonic() < deadline, f"list_groups() entry after the members closed: {g}")
+            time.sleep(0.2)
+        desc = admin.describe_groups([group])[group]
+        expect_eq((desc["group_state"], desc["members"]), ("Empty", []), "describe_groups after close")
+        offsets = admin.list_group_offsets(group)[group]
+        expect_eq({tp: oam.offset for tp, oam in offsets.items()}, want_offsets, "list_group_offsets after close")
+
+        expect_eq(admin.delete_groups([group]), {group: "OK"}, "delete_groups once the members are closed")
+        expect(listed(admin, group) is None, f"{group} still listed after delete_groups")
+        expect_eq(admin.list_group_offsets(group)[group], {}, "list_group_offsets after delete")
+        expect_eq(admin.delete_groups([group]), {group: "GroupIdNotFoundError"}, "deleting the deleted group again")
+    finally:
+        for m in members:
+            m.close()
+        admin.close()
+
+
 def main():
     bootstrap = bootstrap_from_argv("kafka_python_check.py")
     checks = Checks("kafka_python_check.py", deadline_s=60)
@@ -220,6 +529,21 @@ def main():
             recorder_ok,
         )
     checks.run("kafka-python: beginning/end offsets and offsets_for_times (ListOffsets)", offsets_lookup, bootstrap)
+    checks.run(
+        "kafka-python group: two consumers split a 4-partition topic, every record consumed exactly once",
+        check_group_split,
+        bootstrap,
+    )
+    checks.run(
+        "kafka-python group: commit, close, a new consumer resumes after the committed offsets",
+        check_group_resume,
+        bootstrap,
+    )
+    checks.run(
+        "kafka-python admin: list_groups/describe_groups/list_group_offsets/delete_groups (NonEmptyGroup while active)",
+        check_group_admin,
+        bootstrap,
+    )
     checks.finish()
 
 

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # kcat (librdkafka) against a running weir broker.
 #
-# Usage: kcat_check.sh HOST:PORT [BROKER_LOG]
+# Usage: kcat_check.sh HOST:PORT [BROKER_LOG [WEIR_CLI]]
 #
 # Prints one `PASS: name` or `FAIL: name: reason` line per check (and
 # `NOTE: ...` lines that are not failures); exits 1 if any check failed.
 # BROKER_LOG, if given, is searched for panics to explain a failure.
+# WEIR_CLI, the weir binary, creates the multi-partition topic for the group
+# checks (default: target/release/weir of this checkout).
 #
 # Checks: `kcat -L` (text and JSON); `kcat -P` with keys (-K:), headers (-H)
 # and every codec kcat has (-z none|gzip|snappy|lz4|zstd), read back with
 # `kcat -C -e -p 0` and a -f format string showing key, value, headers and
-# offset; the idempotent producer; a bulk write; and reading from
-# `-o beginning` and `-o -1`, which go through ListOffsets.
+# offset; the idempotent producer; a bulk write; reading from
+# `-o beginning` and `-o -1`, which go through ListOffsets; and the balanced
+# consumer `-G` (consumer group): it reads a multi-partition topic, commits
+# on exit, and a later run in the same group resumes from the commits.
 set -uo pipefail
 
-B=${1:?usage: kcat_check.sh HOST:PORT [BROKER_LOG]}
+B=${1:?usage: kcat_check.sh HOST:PORT [BROKER_LOG [WEIR_CLI]]}
 BROKER_LOG=${2:-}
+WEIR_CLI=${3:-$(cd "$(dirname "$0")/../.." && pwd)/target/release/weir}
 KCAT=${KCAT:-kcat}
 T=30 # seconds allowed for any one kcat invocation
 
@@ -110,14 +115,10 @@ for codec in none gzip snappy lz4 zstd; do
   if [[ $wire != "$want_wire " ]]; then
     reason=$(grep -o 'Broker does not support compression type.*' "$work/produce-$codec.log" | head -n 1)
     case "$codec" in
-      gzip | snappy)
-        # librdkafka < 2.11.1 enables gzip/snappy only if the broker accepts
-        # Produce v0 exactly; weir (like Apache Kafka 4.0) starts at v3.
+      gzip | snappy | lz4)
+        # librdkafka < 2.11.1 enables gzip/snappy/lz4 only if the broker
+        # accepts Produce v0 exactly; weir (like Apache Kafka 4.0) starts at v3.
         note "kcat/$kcat_version sent $codec batches as '${wire% }': \"$reason\" (client bug fixed in librdkafka 2.11.1, #5130: it requires Produce v0, weir advertises Produce 3-11)"
-        ;;
-      lz4)
-        # librdkafka enables lz4 only if the broker has FindCoordinator.
-        note "kcat/$kcat_version sent lz4 batches as '${wire% }': \"$reason\" (librdkafka turns lz4 on only when the broker advertises FindCoordinator; weir has no consumer groups yet)"
         ;;
       *)
         fail "$name" "batches went on the wire as '${wire% }', expected $want_wire ${reason:+($reason)}"
@@ -208,6 +209,99 @@ read_with_offset() {
 read_with_offset beginning "$work/want-none"
 tail -n 1 "$work/want-none" >"$work/want-last"
 read_with_offset -1 "$work/want-last"
+
+# ---------------------------------------------------------------- balanced consumer (-G)
+
+# kcat -G is librdkafka's KafkaConsumer: FindCoordinator, JoinGroup,
+# SyncGroup, Heartbeat, OffsetFetch, OffsetCommit (auto commit, and on close)
+# and LeaveGroup. auto.offset.reset=earliest everywhere, so that a run that
+# reads nothing shows the committed offsets at work, not a reset to the end.
+GROUP_TOPIC=kc-group
+GROUP=kc-group-1
+GROUP_PARTS=3
+GROUP_FMT='%p|%o|%k|%s\n'
+kcat_group() {
+  timeout "$T" "$KCAT" -b "$B" -G "$GROUP" -X auto.offset.reset=earliest \
+    -X session.timeout.ms=6000 -X heartbeat.interval.ms=500 -f "$GROUP_FMT" "$@" "$GROUP_TOPIC"
+}
+
+# Writes COUNT records to each partition, starting at FIRST; appends the
+# lines kcat -G should print for them to $work/want-group.
+produce_group() {
+  local first=$1 count=$2 p i
+  for ((p = 0; p < GROUP_PARTS; p++)); do
+    : >"$work/in-group"
+    for ((i = first; i < first + count; i++)); do
+      printf 'p%d-key-%d:p%d-value-%d\n' "$p" "$i" "$p" "$i" >>"$work/in-group"
+      printf '%d|%d|p%d-key-%d|p%d-value-%d\n' "$p" "$i" "$p" "$i" "$p" "$i" >>"$work/want-group"
+    done
+    timeout "$T" "$KCAT" -b "$B" -P -t "$GROUP_TOPIC" -p "$p" -K: <"$work/in-group" 2>>"$work/produce-group.log" || return 1
+  done
+}
+
+# The topic needs several partitions: made with the weir CLI when it is at
+# hand (kcat cannot create topics), else auto-created with the broker's
+# default partition count.
+if [[ ! -x "$WEIR_CLI" ]]; then
+  why="no weir CLI at $WEIR_CLI"
+elif ! "$WEIR_CLI" topic create "$GROUP_TOPIC" --partitions "$GROUP_PARTS" --bootstrap "$B" >/dev/null 2>"$work/create-group.log"; then
+  why="weir topic create: $(head -c 200 "$work/create-group.log")"
+else
+  why=
+fi
+if [[ -n "$why" ]]; then
+  note "could not create $GROUP_TOPIC with $GROUP_PARTS partitions ($why); using an auto-created topic"
+  GROUP_PARTS=$(timeout "$T" "$KCAT" -b "$B" -L -t "$GROUP_TOPIC" 2>/dev/null | grep -c '^ *partition ')
+  ((GROUP_PARTS > 0)) || GROUP_PARTS=1
+fi
+
+N_GROUP=$((4 * GROUP_PARTS))
+name="kcat -G (balanced consumer) -c $N_GROUP reads every record of a $GROUP_PARTS-partition topic once, then exits"
+: >"$work/want-group"
+if ! produce_group 0 4; then
+  fail "$name" "kcat -P exited non-zero"
+  show <"$work/produce-group.log"
+elif ! kcat_group -c "$N_GROUP" >"$work/got-group" 2>"$work/consume-group.log"; then
+  fail "$name" "kcat -G exited non-zero or was still running after $T s"
+  show <"$work/consume-group.log"
+elif ! diff -u <(sort "$work/want-group") <(sort "$work/got-group") >"$work/diff-group"; then
+  fail "$name" "records read differ from those written"
+  show 15 <"$work/diff-group"
+elif ! grep -q "assigned: .*$GROUP_TOPIC \[$((GROUP_PARTS - 1))\]" "$work/consume-group.log"; then
+  fail "$name" "kcat did not report the assignment of every partition"
+  show <"$work/consume-group.log"
+else
+  pass "$name"
+fi
+
+name="kcat -G -e again in the same group: nothing already consumed (offsets committed on close)"
+if ! kcat_group -e >"$work/got-group2" 2>"$work/consume-group2.log"; then
+  fail "$name" "kcat -G -e exited non-zero or was still running after $T s"
+  show <"$work/consume-group2.log"
+elif [[ -s "$work/got-group2" ]]; then
+  fail "$name" "read $(wc -l <"$work/got-group2") records again"
+  show 5 <"$work/got-group2"
+elif ! grep -q 'Reached end of topic' "$work/consume-group2.log"; then
+  fail "$name" "kcat exited without reaching the end of the partitions"
+  show <"$work/consume-group2.log"
+else
+  pass "$name"
+fi
+
+name="kcat -G -e after more writes: exactly the new records, from the committed offsets"
+: >"$work/want-group"
+if ! produce_group 4 2; then
+  fail "$name" "kcat -P exited non-zero"
+  show <"$work/produce-group.log"
+elif ! kcat_group -e >"$work/got-group3" 2>"$work/consume-group3.log"; then
+  fail "$name" "kcat -G -e exited non-zero or was still running after $T s"
+  show <"$work/consume-group3.log"
+elif ! diff -u <(sort "$work/want-group") <(sort "$work/got-group3") >"$work/diff-group3"; then
+  fail "$name" "records read differ from the ones written since the last run"
+  show 15 <"$work/diff-group3"
+else
+  pass "$name"
+fi
 
 # ---------------------------------------------------------------- metadata, JSON
 

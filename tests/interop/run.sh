@@ -75,7 +75,11 @@ fi
 # The broker's own settings come from flags only: drop WEIR_* from the environment.
 while read -r var; do unset "$var"; done < <(env | grep -o '^WEIR_[A-Z_]*' || true)
 
+# No wait before a new group's first rebalance (Kafka's
+# group.initial.rebalance.delay.ms, 3 s by default): the consumer group checks
+# start many short-lived groups.
 "$weir" serve --data-dir "$work/data" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+  --group-initial-rebalance-delay-ms 0 \
   >"$work/broker.out" 2>"$work/broker.log" &
 broker_pid=$!
 
@@ -160,7 +164,7 @@ if ((${#missing[@]} > 0)); then
 fi
 
 if command -v kcat >/dev/null 2>&1; then
-  run_client kcat bash "$here/kcat_check.sh" "$kafka_addr" "$work/broker.log"
+  run_client kcat bash "$here/kcat_check.sh" "$kafka_addr" "$work/broker.log" "$weir"
 fi
 if "$python" -c 'import kafka, lz4, snappy, zstandard' 2>/dev/null; then
   run_client kafka-python "$python" "$here/kafka_python_check.py" "$kafka_addr"
