@@ -193,7 +193,8 @@ fn topic_id(name: &str) -> uuid::Uuid {
 }
 
 /// The offsets a record set takes: `lastOffsetDelta + 1` of each v2 batch
-/// (a trailing partial batch, or an older message format, counts one).
+/// whose header is there (anything after it too short for a header, or in
+/// an older message format, counts one).
 fn record_count(mut records: &[u8]) -> i64 {
     // baseOffset 8, batchLength 4, partitionLeaderEpoch 4, magic 1, crc 4,
     // attributes 2, then lastOffsetDelta.
@@ -354,4 +355,229 @@ fn encode<R: Encodable>(
         .expect("responses are built within their version's schema");
     let size = (output.len() - start - 4) as i32;
     output[start..start + 4].copy_from_slice(&size.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::ApiVersionsRequest;
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    fn batch(out: &mut BytesMut, records: usize) {
+        let records: Vec<Record> = (0..records)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: -1,
+                timestamp: 0,
+                key: None,
+                value: Some(Bytes::from_static(b"value")),
+                headers: Default::default(),
+            })
+            .collect();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(out, &records, &options).unwrap();
+    }
+
+    #[test]
+    fn record_sets_take_one_offset_per_record() {
+        let mut records = BytesMut::new();
+        batch(&mut records, 3);
+        assert_eq!(record_count(&records), 3);
+        let first = records.len();
+        batch(&mut records, 5);
+        assert_eq!(record_count(&records), 8);
+        // A batch cut short counts what its header says; a piece too
+        // short for a header counts one.
+        assert_eq!(record_count(&records[..records.len() - 1]), 8);
+        assert_eq!(record_count(&records[..first + 10]), 4);
+        assert_eq!(record_count(&[]), 0);
+    }
+
+    /// A request frame body (without the size prefix).
+    fn request<R: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &R) -> Bytes {
+        let mut buf = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .encode(&mut buf, key.request_header_version(version))
+            .unwrap();
+        body.encode(&mut buf, version).unwrap();
+        buf.freeze()
+    }
+
+    /// The response in `output`: correlation id and body.
+    fn response<R: Decodable>(output: &mut BytesMut, key: ApiKey, version: i16) -> (i32, R) {
+        let size = output.get_i32() as usize;
+        let mut frame = output.split_to(size).freeze();
+        let header =
+            ResponseHeader::decode(&mut frame, key.response_header_version(version)).unwrap();
+        (
+            header.correlation_id,
+            R::decode(&mut frame, version).unwrap(),
+        )
+    }
+
+    fn state() -> State {
+        State::new("127.0.0.1:9999".parse().unwrap(), 2)
+    }
+
+    #[test]
+    fn api_versions_lists_what_is_served_and_answers_newer_versions_with_v0() {
+        let state = state();
+        let mut output = BytesMut::new();
+        let body = ApiVersionsRequest::default();
+        assert!(respond(
+            &state,
+            request(ApiKey::ApiVersions, 3, 7, &body),
+            &mut output
+        )
+        .unwrap());
+        let (id, versions): (_, ApiVersionsResponse) =
+            response(&mut output, ApiKey::ApiVersions, 3);
+        assert_eq!(id, 7);
+        assert_eq!(versions.error_code, 0);
+        let keys: Vec<_> = versions
+            .api_keys
+            .iter()
+            .map(|v| (v.api_key, v.min_version, v.max_version))
+            .collect();
+        assert_eq!(keys, vec![(18, 0, 3), (3, 0, 12), (0, 3, 9)]);
+
+        assert!(respond(
+            &state,
+            request(ApiKey::ApiVersions, 4, 8, &body),
+            &mut output
+        )
+        .unwrap());
+        let (id, versions): (_, ApiVersionsResponse) =
+            response(&mut output, ApiKey::ApiVersions, 0);
+        assert_eq!(id, 8);
+        assert_eq!(
+            versions.error_code,
+            ResponseError::UnsupportedVersion.code()
+        );
+        assert_eq!(versions.api_keys.len(), 3);
+    }
+
+    #[test]
+    fn every_topic_asked_for_exists_and_produce_offsets_increase() {
+        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::TopicName;
+
+        let state = state();
+        let mut output = BytesMut::new();
+        let name = TopicName(StrBytes::from_static_str("t"));
+        let metadata = MetadataRequest::default().with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name.clone())),
+        ]));
+        assert!(respond(
+            &state,
+            request(ApiKey::Metadata, 12, 1, &metadata),
+            &mut output
+        )
+        .unwrap());
+        let (_, metadata): (_, MetadataResponse) = response(&mut output, ApiKey::Metadata, 12);
+        assert_eq!(metadata.brokers.len(), 1);
+        assert_eq!(metadata.brokers[0].port, 9999);
+        let topic = &metadata.topics[0];
+        assert_eq!(topic.error_code, 0);
+        assert_eq!(topic.name.as_ref(), Some(&name));
+        assert_eq!(topic.topic_id, topic_id("t"));
+        assert_eq!(topic.partitions.len(), 2);
+        assert!(topic
+            .partitions
+            .iter()
+            .all(|p| p.leader_id == BrokerId(NODE_ID)));
+
+        let mut records = BytesMut::new();
+        batch(&mut records, 4);
+        let records = records.freeze();
+        let produce = |acks: i16| {
+            ProduceRequest::default()
+                .with_acks(acks)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(name.clone())
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(1)
+                            .with_records(Some(records.clone())),
+                        PartitionProduceData::default()
+                            .with_index(2)
+                            .with_records(Some(records.clone())),
+                    ])])
+        };
+        for (correlation_id, base) in [(2, 0), (3, 4)] {
+            let frame = request(ApiKey::Produce, 9, correlation_id, &produce(1));
+            assert!(respond(&state, frame, &mut output).unwrap());
+            let (id, response): (_, ProduceResponse) = response(&mut output, ApiKey::Produce, 9);
+            assert_eq!(id, correlation_id);
+            let partitions = &response.responses[0].partition_responses;
+            assert_eq!(
+                (partitions[0].error_code, partitions[0].base_offset),
+                (0, base)
+            );
+            assert_eq!(
+                partitions[1].error_code,
+                ResponseError::UnknownTopicOrPartition.code()
+            );
+        }
+        // acks=0: counted, not answered.
+        assert!(respond(
+            &state,
+            request(ApiKey::Produce, 9, 4, &produce(0)),
+            &mut output
+        )
+        .unwrap());
+        assert!(output.is_empty());
+        assert!(respond(
+            &state,
+            request(ApiKey::Produce, 9, 5, &produce(1)),
+            &mut output
+        )
+        .unwrap());
+        let (_, response): (_, ProduceResponse) = response(&mut output, ApiKey::Produce, 9);
+        assert_eq!(response.responses[0].partition_responses[0].base_offset, 12);
+    }
+
+    #[test]
+    fn anything_else_closes_the_connection() {
+        let state = state();
+        let mut output = BytesMut::new();
+        let fetch = kafka_protocol::messages::FetchRequest::default();
+        assert!(!respond(&state, request(ApiKey::Fetch, 12, 1, &fetch), &mut output).unwrap());
+        let produce = ProduceRequest::default();
+        assert!(!respond(
+            &state,
+            request(ApiKey::Produce, 10, 1, &produce),
+            &mut output
+        )
+        .unwrap());
+        assert!(output.is_empty());
+        assert!(respond(&state, Bytes::from_static(&[0, 18]), &mut output).is_err());
+    }
+
+    #[test]
+    fn topic_ids_are_stable_and_distinct() {
+        assert_eq!(topic_id("a"), topic_id("a"));
+        assert_ne!(topic_id("a"), topic_id("b"));
+        assert!(!topic_id("").is_nil());
+        assert_eq!(
+            advertised("0.0.0.0:9093".parse().unwrap()),
+            "127.0.0.1:9093".parse().unwrap()
+        );
+    }
 }
