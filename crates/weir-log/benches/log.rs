@@ -19,7 +19,7 @@ use std::fs::{self, File};
 use std::hint::black_box;
 use std::io;
 use std::io::IoSlice;
-use std::os::unix::io::RawFd;
+use std::os::unix::io::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -406,8 +406,8 @@ impl StorageFile for CountingFile {
     fn sync(&self) -> io::Result<()> {
         self.counter.time(|| self.inner.sync())
     }
-    fn raw_fd(&self) -> Option<RawFd> {
-        self.inner.raw_fd()
+    fn as_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.inner.as_fd()
     }
     fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
         self.inner.read_exact_at(buf, position)

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{self, IoSlice};
-use std::os::unix::io::RawFd;
+use std::os::unix::io::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -303,7 +303,7 @@ impl StorageFile for SimFile {
         Ok(())
     }
 
-    fn raw_fd(&self) -> Option<RawFd> {
+    fn as_fd(&self) -> Option<BorrowedFd<'_>> {
         None
     }
 }

@@ -1,7 +1,7 @@
 //! The result of a read: a region of one segment file.
 
 use std::io;
-use std::os::unix::io::RawFd;
+use std::os::unix::io::BorrowedFd;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use bytes::Bytes;
 use crate::storage::StorageFile;
 
 /// Whole batches, as a byte range of a segment's `.log` file. A server can
-/// hand [`LogSlice::raw_fd`] and the range to `sendfile`, or take the bytes
+/// hand [`LogSlice::as_fd`] and the range to `sendfile`, or take the bytes
 /// with [`LogSlice::to_bytes`]. The slice keeps the file open, so it stays
 /// readable even if retention deletes the segment meanwhile.
 #[derive(Clone)]
@@ -29,6 +29,13 @@ impl std::fmt::Debug for LogSlice {
             .field("len", &self.len)
             .field("first_offset", &self.first_offset)
             .finish()
+    }
+}
+
+impl Default for LogSlice {
+    /// An empty slice.
+    fn default() -> Self {
+        Self::empty()
     }
 }
 
@@ -82,8 +89,8 @@ impl LogSlice {
 
     /// The file descriptor for `sendfile`; `None` for an empty slice or a
     /// file that is not a real one.
-    pub fn raw_fd(&self) -> Option<RawFd> {
-        self.file.as_ref().and_then(|(f, _)| f.raw_fd())
+    pub fn as_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.file.as_ref().and_then(|(f, _)| f.as_fd())
     }
 
     /// Reads the bytes of the slice.

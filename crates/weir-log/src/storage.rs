@@ -7,7 +7,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::FileExt;
-use std::os::unix::io::{AsRawFd, RawFd};
+use std::os::unix::io::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -43,7 +43,7 @@ pub trait StorageFile: Send + Sync + 'static {
     /// Makes everything appended so far durable (fdatasync).
     fn sync(&self) -> io::Result<()>;
     /// The descriptor, for `sendfile`; `None` when the file is not a real one.
-    fn raw_fd(&self) -> Option<RawFd>;
+    fn as_fd(&self) -> Option<BorrowedFd<'_>>;
 
     /// Reads exactly `buf.len()` bytes at `position`.
     fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
@@ -196,7 +196,7 @@ impl StorageFile for FsFile {
         self.file.sync_data().map_err(|e| self.with_path(e))
     }
 
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.file.as_raw_fd())
+    fn as_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.file.as_fd())
     }
 }

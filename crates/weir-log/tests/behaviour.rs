@@ -272,7 +272,7 @@ fn read_of_a_real_file_exposes_its_descriptor_for_sendfile() {
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
     log.append(&BatchBuilder::new(3).build(), 0).unwrap();
     let slice = log.read(0, usize::MAX, u64::MAX).unwrap();
-    assert!(slice.raw_fd().is_some());
+    assert!(slice.as_fd().is_some());
     assert_eq!(slice.position(), 0);
     assert_eq!(
         slice.path().unwrap(),
@@ -667,7 +667,7 @@ impl weir_log::storage::StorageFile for GatedFile {
         self.gate.pass();
         self.inner.sync()
     }
-    fn raw_fd(&self) -> Option<std::os::unix::io::RawFd> {
+    fn as_fd(&self) -> Option<std::os::unix::io::BorrowedFd<'_>> {
         None
     }
 }

@@ -48,7 +48,7 @@ fn assert_holds(log: &Log, batches: &[Stored]) {
         let found = log.offset_for_timestamp(b.first_ts).unwrap().unwrap();
         assert_eq!((found.offset, found.timestamp), (b.base, b.first_ts));
         let slice = log.read(b.last, 1, u64::MAX).unwrap();
-        assert!(slice.raw_fd().is_some());
+        assert!(slice.as_fd().is_some());
         assert_eq!(
             split(&slice.to_bytes().unwrap()),
             vec![(b.base, b.bytes.clone())]

@@ -4,16 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::messages::FetchRequest;
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use weir_log::LogError;
+use weir_log::{LogError, LogSlice};
 
+use super::fetch_response::{self, FetchedPartition};
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::net::Outgoing;
 use crate::partition::Partition;
 
 struct Target {
@@ -25,10 +25,10 @@ struct Target {
 
 pub(super) async fn handle(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: FetchRequest,
-) -> FetchResponse {
-    let topics: Vec<(kafka_protocol::messages::TopicName, Vec<Target>)> = request
+) -> Outgoing {
+    let topics: Vec<(String, Vec<Target>)> = request
         .topics
         .into_iter()
         .map(|topic| {
@@ -43,7 +43,7 @@ pub(super) async fn handle(
                     partition: broker.partition(&name, p.partition),
                 })
                 .collect();
-            (topic.topic, targets)
+            (name, targets)
         })
         .collect();
     let mut watchers: Vec<watch::Receiver<u64>> = topics
@@ -61,9 +61,7 @@ pub(super) async fn handle(
         let (responses, bytes, has_error) = read_all(&topics, max_bytes);
         let timed_out = Instant::now() >= deadline;
         if bytes >= min_bytes.max(1) || has_error || timed_out || watchers.is_empty() {
-            return FetchResponse::default()
-                .with_session_id(0)
-                .with_responses(responses);
+            return fetch_response::encode(ctx.version, ctx.correlation_id, &responses);
         }
         let any_append =
             futures::future::select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
@@ -72,10 +70,9 @@ pub(super) async fn handle(
     }
 }
 
-fn read_all(
-    topics: &[(kafka_protocol::messages::TopicName, Vec<Target>)],
-    max_bytes: usize,
-) -> (Vec<FetchableTopicResponse>, usize, bool) {
+type Fetched<'a> = Vec<(&'a str, Vec<FetchedPartition>)>;
+
+fn read_all(topics: &[(String, Vec<Target>)], max_bytes: usize) -> (Fetched<'_>, usize, bool) {
     let mut total = 0usize;
     let mut has_error = false;
     let mut responses = Vec::with_capacity(topics.len());
@@ -84,58 +81,50 @@ fn read_all(
         for target in targets {
             let data = read_partition(target, max_bytes.saturating_sub(total), total > 0);
             has_error |= data.error_code != 0;
-            total += data.records.as_ref().map_or(0, Bytes::len);
+            total += data.records.len() as usize;
             partitions.push(data);
         }
-        responses.push(
-            FetchableTopicResponse::default()
-                .with_topic(name.clone())
-                .with_partitions(partitions),
-        );
+        responses.push((name.as_str(), partitions));
     }
     (responses, total, has_error)
 }
 
 /// Reads one partition within `budget` bytes. Only the first partition
 /// with data may exceed the budget (to make progress past a large batch).
-fn read_partition(target: &Target, budget: usize, have_data: bool) -> PartitionData {
-    let data = PartitionData::default().with_partition_index(target.index);
+fn read_partition(target: &Target, budget: usize, have_data: bool) -> FetchedPartition {
     let Some(partition) = &target.partition else {
-        return data.with_error_code(ResponseError::UnknownTopicOrPartition.code());
+        return FetchedPartition::error(
+            target.index,
+            ResponseError::UnknownTopicOrPartition.code(),
+        );
     };
     let high_watermark = partition.high_watermark();
-    let log_start = partition.log.log_start_offset();
-    let data = data
-        .with_high_watermark(high_watermark as i64)
-        .with_last_stable_offset(high_watermark as i64)
-        .with_log_start_offset(log_start as i64);
+    let mut data = FetchedPartition {
+        index: target.index,
+        error_code: 0,
+        high_watermark: high_watermark as i64,
+        last_stable_offset: high_watermark as i64,
+        log_start_offset: partition.log.log_start_offset() as i64,
+        records: LogSlice::default(),
+    };
     let Ok(offset) = u64::try_from(target.fetch_offset) else {
-        return data.with_error_code(ResponseError::OffsetOutOfRange.code());
+        data.error_code = ResponseError::OffsetOutOfRange.code();
+        return data;
     };
     let limit = target.max_bytes.min(budget);
     if limit == 0 && have_data {
-        return data.with_records(Some(Bytes::new()));
+        return data;
     }
-    let read = partition
-        .log
-        .read(offset, limit.max(1), high_watermark)
-        .and_then(|slice| {
-            if have_data && slice.len() as usize > limit {
-                return Ok(Bytes::new());
-            }
-            slice.to_bytes().map_err(|source| LogError::Io {
-                path: slice.path().map(|p| p.to_owned()).unwrap_or_default(),
-                source,
-            })
-        });
-    match read {
-        Ok(records) => data.with_records(Some(records)),
+    match partition.log.read(offset, limit.max(1), high_watermark) {
+        Ok(slice) if have_data && slice.len() as usize > limit => {}
+        Ok(slice) => data.records = slice,
         Err(LogError::OffsetOutOfRange { .. }) => {
-            data.with_error_code(ResponseError::OffsetOutOfRange.code())
+            data.error_code = ResponseError::OffsetOutOfRange.code();
         }
         Err(error) => {
             tracing::error!(topic = %partition.topic, partition = target.index, %error, "fetch failed");
-            data.with_error_code(ResponseError::KafkaStorageError.code())
+            data.error_code = ResponseError::KafkaStorageError.code();
         }
     }
+    data
 }

@@ -6,6 +6,7 @@ mod api_versions;
 mod cluster;
 mod configs;
 mod fetch;
+mod fetch_response;
 mod groups;
 mod list_offsets;
 mod membership;
@@ -22,6 +23,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
+use crate::net::Outgoing;
 
 /// The versions of each API whose semantics Weir implements, and which it
 /// therefore advertises in ApiVersions.
@@ -60,8 +62,8 @@ pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
 /// What a request produces: a response ready now, a response that needs
 /// waiting for (run as its own task), or nothing (acks=0).
 pub(crate) enum Reply {
-    Now(Option<Bytes>),
-    Later(BoxFuture<'static, Option<Bytes>>),
+    Now(Option<Outgoing>),
+    Later(BoxFuture<'static, Option<Outgoing>>),
 }
 
 /// A request the connection cannot go on after.
@@ -95,8 +97,8 @@ pub(crate) struct RequestContext {
 
 impl RequestContext {
     /// Frames `body` with the response header for this request.
-    pub(crate) fn respond<R: Encodable>(&self, body: &R) -> Bytes {
-        encode_response(self.key, self.version, self.correlation_id, body)
+    pub(crate) fn respond<R: Encodable>(&self, body: &R) -> Outgoing {
+        encode_response(self.key, self.version, self.correlation_id, body).into()
     }
 }
 
@@ -174,12 +176,9 @@ pub(crate) fn dispatch(
             // response listing what it supports, so the client can retry.
             let correlation_id = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
             let response = api_versions::unsupported_version_response();
-            return Ok(Reply::Now(Some(encode_response(
-                key,
-                0,
-                correlation_id,
-                &response,
-            ))));
+            return Ok(Reply::Now(Some(
+                encode_response(key, 0, correlation_id, &response).into(),
+            )));
         }
         return Err(RequestError::UnsupportedVersion { key, version });
     }
@@ -218,8 +217,7 @@ pub(crate) fn dispatch(
         ApiKey::Fetch => {
             let request = decode!();
             Reply::Later(Box::pin(async move {
-                let response = fetch::handle(&broker, &ctx, request).await;
-                Some(ctx.respond(&response))
+                Some(fetch::handle(&broker, &ctx, request).await)
             }))
         }
         ApiKey::ListOffsets => Reply::Now(Some(ctx.respond(&list_offsets::handle(

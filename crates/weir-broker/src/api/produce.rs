@@ -20,7 +20,7 @@ pub(super) fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     request: ProduceRequest,
-) -> Option<bytes::Bytes> {
+) -> Option<crate::net::Outgoing> {
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let invalid_acks = !matches!(request.acks, -1..=1);
     for topic in request.topic_data {

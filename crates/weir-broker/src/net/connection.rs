@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::frame::{read_frame, Budgets, FrameError, Reservation};
+use super::outgoing::Outgoing;
 use crate::api::{self, Reply};
 use crate::broker::Broker;
 
@@ -27,7 +27,8 @@ pub(crate) async fn serve(
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
-    let (queue, pending) = mpsc::channel::<(JoinHandle<Option<Bytes>>, Reservation)>(MAX_IN_FLIGHT);
+    let (queue, pending) =
+        mpsc::channel::<(JoinHandle<Option<Outgoing>>, Reservation)>(MAX_IN_FLIGHT);
     let writer_task = tokio::spawn(write_responses(writer, pending));
     let config = broker.config();
     let budgets = Budgets {
@@ -85,7 +86,7 @@ pub(crate) async fn serve(
 
 async fn write_responses(
     writer: tokio::net::tcp::OwnedWriteHalf,
-    mut pending: mpsc::Receiver<(JoinHandle<Option<Bytes>>, Reservation)>,
+    mut pending: mpsc::Receiver<(JoinHandle<Option<Outgoing>>, Reservation)>,
 ) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     while let Some((task, reservation)) = pending.recv().await {
@@ -98,7 +99,8 @@ async fn write_responses(
         };
         drop(reservation);
         if let Some(response) = response {
-            if writer.write_all(&response).await.is_err() {
+            if let Err(error) = response.write_to(&mut writer).await {
+                tracing::debug!(%error, "cannot write a response; closing connection");
                 return;
             }
         }

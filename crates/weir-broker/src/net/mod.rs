@@ -2,6 +2,9 @@
 
 mod connection;
 mod frame;
+mod outgoing;
+
+pub(crate) use outgoing::{Chunk, Outgoing};
 
 use std::sync::Arc;
 

@@ -1,0 +1,118 @@
+//! A response on its way to the client: encoded bytes, with regions of
+//! segment files in between that go from the page cache to the socket with
+//! `sendfile`, never through the broker's memory.
+
+use std::io;
+
+use bytes::Bytes;
+use tokio::io::{AsyncWriteExt, BufWriter, Interest};
+use tokio::net::tcp::OwnedWriteHalf;
+use weir_log::LogSlice;
+
+/// One piece of a response.
+pub(crate) enum Chunk {
+    Bytes(Bytes),
+    File(LogSlice),
+}
+
+/// A whole response frame, size prefix included.
+pub(crate) struct Outgoing {
+    chunks: Vec<Chunk>,
+    len: usize,
+}
+
+impl From<Bytes> for Outgoing {
+    fn from(bytes: Bytes) -> Self {
+        Self {
+            len: bytes.len(),
+            chunks: vec![Chunk::Bytes(bytes)],
+        }
+    }
+}
+
+impl Outgoing {
+    /// A frame of `chunks`; see [`with_size_prefix`](Self::with_size_prefix).
+    pub(crate) fn from_chunks(chunks: Vec<Chunk>) -> Self {
+        let len = chunks
+            .iter()
+            .map(|chunk| match chunk {
+                Chunk::Bytes(bytes) => bytes.len(),
+                Chunk::File(slice) => slice.len() as usize,
+            })
+            .sum();
+        Self { chunks, len }
+    }
+
+    /// The same with the frame's size in front, as the protocol frames it.
+    pub(crate) fn with_size_prefix(mut self) -> Self {
+        let size = Bytes::copy_from_slice(&(self.len as i32).to_be_bytes());
+        self.chunks.insert(0, Chunk::Bytes(size));
+        self.len += 4;
+        self
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The frame as one buffer, file regions read in.
+    #[cfg(test)]
+    pub(crate) fn to_bytes(&self) -> io::Result<Bytes> {
+        if let [Chunk::Bytes(bytes)] = &self.chunks[..] {
+            return Ok(bytes.clone());
+        }
+        let mut out = Vec::with_capacity(self.len);
+        for chunk in &self.chunks {
+            match chunk {
+                Chunk::Bytes(bytes) => out.extend_from_slice(bytes),
+                Chunk::File(slice) => out.extend_from_slice(&slice.to_bytes()?),
+            }
+        }
+        Ok(out.into())
+    }
+
+    /// Writes the frame. Buffered bytes are flushed before a file region is
+    /// spliced in after them.
+    pub(crate) async fn write_to(self, writer: &mut BufWriter<OwnedWriteHalf>) -> io::Result<()> {
+        for chunk in self.chunks {
+            match chunk {
+                Chunk::Bytes(bytes) => writer.write_all(&bytes).await?,
+                Chunk::File(slice) => {
+                    if slice.as_fd().is_none() {
+                        writer.write_all(&slice.to_bytes()?).await?;
+                        continue;
+                    }
+                    writer.flush().await?;
+                    send_file(writer.get_ref(), &slice).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sends a file region with `sendfile`, waiting whenever the socket is full.
+async fn send_file(socket: &OwnedWriteHalf, slice: &LogSlice) -> io::Result<()> {
+    let file = slice.as_fd().expect("checked by the caller");
+    let socket = socket.as_ref();
+    let mut position = slice.position() as i64;
+    let mut remaining = slice.len() as usize;
+    while remaining > 0 {
+        let sent = socket
+            .async_io(Interest::WRITABLE, || {
+                nix::sys::sendfile::sendfile64(socket, file, Some(&mut position), remaining)
+                    .map_err(io::Error::from)
+            })
+            .await?;
+        if sent == 0 {
+            // The file is shorter than the region promised in the frame:
+            // the connection cannot go on.
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "segment file ended inside a fetch response",
+            ));
+        }
+        remaining -= sent;
+    }
+    Ok(())
+}
