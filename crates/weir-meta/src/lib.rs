@@ -42,7 +42,10 @@
 //! - [`topic_name`] holds Kafka's topic naming rules;
 //! - [`MetaStore`] keeps the image on local disk as a command log plus
 //!   snapshots, and replays them on open. Its format and crash reasoning
-//!   are specified in `DESIGN.md` next to this crate.
+//!   are specified in `DESIGN.md` next to this crate;
+//! - [`Controller`] makes the image the state machine of a Raft quorum of
+//!   controllers (openraft, kept inside the crate), with its log, vote and
+//!   snapshots on local disk and its RPC over TCP.
 #![deny(missing_docs)]
 
 mod command;
@@ -50,6 +53,7 @@ mod error;
 mod image;
 mod log_file;
 mod model;
+mod raft;
 mod store;
 pub mod topic_config;
 pub mod topic_name;
@@ -58,4 +62,7 @@ pub use command::{Applied, Command};
 pub use error::MetaError;
 pub use image::MetadataImage;
 pub use model::{BrokerInfo, PartitionInfo, TopicInfo};
+pub use raft::{
+    Controller, ControllerConfig, ControllerError, ControllerStatus, Role, SubmitError,
+};
 pub use store::{MetaStore, StoreOptions, LOG_FILE_NAME, SNAPSHOT_FILE_NAME};

@@ -11,6 +11,8 @@
 
 use std::path::Path;
 
+use serde::de::DeserializeOwned;
+
 use crate::command::Command;
 use crate::error::MetaError;
 
@@ -75,9 +77,9 @@ pub(crate) fn encode_record(payload: &[u8]) -> Vec<u8> {
 
 /// The records of a log file, read from its bytes.
 #[derive(Debug)]
-pub(crate) struct Scan {
-    /// Each record's byte position and command, in order.
-    pub(crate) records: Vec<(u64, Command)>,
+pub(crate) struct Scan<T = Command> {
+    /// Each record's byte position and decoded payload, in order.
+    pub(crate) records: Vec<(u64, T)>,
     /// The length of the file up to the end of the last good record.
     pub(crate) valid_len: u64,
     /// What was found after `valid_len` when it is a torn write to drop.
@@ -89,12 +91,23 @@ pub(crate) struct Scan {
 /// [`Scan::torn`]; any other damage is a `Corrupt` error naming the file,
 /// the record and its byte position.
 pub(crate) fn scan(bytes: &[u8], path: &Path) -> Result<Scan, MetaError> {
+    scan_records(bytes, HEADER_LEN, path)
+}
+
+/// Reads the records that start at byte `start` (after a file header of
+/// that length), each payload a JSON `T`, with the torn-tail rules of
+/// [`scan`].
+pub(crate) fn scan_records<T: DeserializeOwned>(
+    bytes: &[u8],
+    start: usize,
+    path: &Path,
+) -> Result<Scan<T>, MetaError> {
     let corrupt = |reason: String| MetaError::Corrupt {
         path: path.to_owned(),
         reason,
     };
     let mut records = Vec::new();
-    let mut pos = HEADER_LEN.min(bytes.len());
+    let mut pos = start.min(bytes.len());
     let mut torn = None;
     while pos < bytes.len() {
         let rest = &bytes[pos..];
@@ -150,9 +163,9 @@ pub(crate) fn scan(bytes: &[u8], path: &Path) -> Result<Scan, MetaError> {
                 "record {number} at byte {pos}: checksum mismatch (stored {stored_crc:#010x}, computed {computed_crc:#010x})"
             )));
         }
-        let command: Command = serde_json::from_slice(payload).map_err(|e| {
+        let command: T = serde_json::from_slice(payload).map_err(|e| {
             corrupt(format!(
-                "record {number} at byte {pos}: the checksum matches but the command does not decode: {e}"
+                "record {number} at byte {pos}: the checksum matches but the payload does not decode: {e}"
             ))
         })?;
         records.push((pos as u64, command));

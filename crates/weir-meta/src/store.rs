@@ -385,7 +385,7 @@ fn read_snapshot(path: &Path) -> Result<Option<MetadataImage>, MetaError> {
     Ok(Some(image))
 }
 
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), MetaError> {
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), MetaError> {
     let mut file = OpenOptions::new()
         .write(true)
         .create(true)
@@ -396,7 +396,7 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), MetaError> {
     file.sync_all().context(path)
 }
 
-fn remove_if_exists(path: &Path) -> Result<(), MetaError> {
+pub(crate) fn remove_if_exists(path: &Path) -> Result<(), MetaError> {
     match fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -407,7 +407,7 @@ fn remove_if_exists(path: &Path) -> Result<(), MetaError> {
     }
 }
 
-fn sync_dir(dir: &Path) -> Result<(), MetaError> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), MetaError> {
     sync_dir_io(dir).context(dir)
 }
 

@@ -1,0 +1,646 @@
+//! The durable Raft log of a controller: `raft.log` (entries) and
+//! `raft.state` (vote and purge point) in the controller's directory.
+//!
+//! `raft.log` is a 16-byte header (magic `WEIRRLOG`, version, crc32c of
+//! both) followed by records framed like `metadata.log`: length, crc32c,
+//! one JSON entry. Entries are appended and fsynced before openraft is
+//! told they are durable; a torn final record is cut on open. Truncating a
+//! conflicting suffix shortens the file; purging a prefix first records the
+//! purge point in `raft.state`, then rewrites the log without the purged
+//! entries (temporary file, fsync, rename). `raft.state` is always
+//! replaced whole (temporary file, fsync, rename, directory fsync). The
+//! entries that are not purged are also kept in memory: the metadata log
+//! is small, and snapshots bound it. See `DESIGN.md`.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use openraft::storage::{LogFlushed, RaftLogStorage};
+use openraft::{ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, StorageIOError};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::error::{IoContext, MetaError};
+use crate::log_file::{self, MAX_PAYLOAD_LEN};
+use crate::store::{remove_if_exists, sync_dir, write_synced};
+
+use super::types::{Entry, LogId, StorageError, TypeConfig, Vote};
+
+/// The log file's name.
+pub(crate) const RAFT_LOG_FILE: &str = "raft.log";
+/// The vote and purge point's file name.
+pub(crate) const RAFT_STATE_FILE: &str = "raft.state";
+const RAFT_LOG_TMP: &str = "raft.log.tmp";
+const RAFT_STATE_TMP: &str = "raft.state.tmp";
+const MAGIC: &[u8; 8] = b"WEIRRLOG";
+const VERSION: u32 = 1;
+const HEADER_LEN: usize = 16;
+
+/// Index → (byte position in `raft.log`, entry).
+type Entries = BTreeMap<u64, (u64, Entry)>;
+
+/// A freshly written `raft.log`.
+struct Rewritten {
+    /// Open for appending.
+    file: File,
+    len: u64,
+    /// Index → byte position.
+    positions: Vec<(u64, u64)>,
+}
+
+/// What `raft.state` holds.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+struct HardState {
+    /// The last vote this node cast or granted.
+    vote: Option<Vote>,
+    /// Entries up to this id are gone (covered by a snapshot).
+    purged: Option<LogId>,
+}
+
+/// The Raft log storage; clones share the same log (one serves as the
+/// log reader of replication tasks).
+#[derive(Clone, Debug)]
+pub(crate) struct LogStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    log_path: PathBuf,
+    state_path: PathBuf,
+    /// `raft.log`, open for appending.
+    file: File,
+    /// The length of `raft.log` up to the end of the last entry.
+    file_len: u64,
+    /// The entries after `state.purged`.
+    entries: Entries,
+    state: HardState,
+    /// Set when a write failed: what is on disk is uncertain, so nothing
+    /// more is written until the log is reopened.
+    failed: Option<String>,
+}
+
+impl LogStore {
+    /// Opens (creating if needed) the log in `dir`, dropping a torn final
+    /// record. Any other damage is [`MetaError::Corrupt`].
+    pub(crate) fn open(dir: &Path) -> Result<LogStore, MetaError> {
+        fs::create_dir_all(dir).context(dir)?;
+        for leftover in [RAFT_LOG_TMP, RAFT_STATE_TMP] {
+            remove_if_exists(&dir.join(leftover))?;
+        }
+        let log_path = dir.join(RAFT_LOG_FILE);
+        let state_path = dir.join(RAFT_STATE_FILE);
+        let state = read_state(&state_path)?.unwrap_or_default();
+        let purged_index = state.purged.as_ref().map(|id| id.index);
+
+        let (file, file_len, entries) = match fs::read(&log_path) {
+            Ok(bytes) => {
+                let (len, entries) = load_log(&log_path, &bytes, purged_index)?;
+                let file = OpenOptions::new()
+                    .append(true)
+                    .open(&log_path)
+                    .context(&log_path)?;
+                (file, len, entries)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let file = write_log_file(dir, &BTreeMap::new())?.file;
+                (file, HEADER_LEN as u64, BTreeMap::new())
+            }
+            Err(source) => {
+                return Err(MetaError::Io {
+                    path: log_path,
+                    source,
+                })
+            }
+        };
+        info!(
+            dir = %dir.display(),
+            entries = entries.len(),
+            purged = ?state.purged,
+            vote = ?state.vote,
+            "raft log opened"
+        );
+        Ok(LogStore {
+            inner: Arc::new(Mutex::new(Inner {
+                dir: dir.to_owned(),
+                log_path,
+                state_path,
+                file,
+                file_len,
+                entries,
+                state,
+                failed: None,
+            })),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves plain data behind; the
+        // `failed` flag covers half-done writes.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Inner {
+    /// The error to return while the log refuses writes.
+    fn offline(&self) -> Option<StorageError> {
+        self.failed.as_ref().map(|reason| {
+            storage_error(
+                ErrorSubject::Logs,
+                ErrorVerb::Write,
+                &MetaError::Offline {
+                    dir: self.dir.clone(),
+                    reason: reason.clone(),
+                },
+            )
+        })
+    }
+
+    fn fail(&mut self, subject: ErrorSubject<u64>, e: MetaError) -> StorageError {
+        warn!(dir = %self.dir.display(), error = %e, "raft log write failed; the log refuses writes until reopened");
+        self.failed = Some(e.to_string());
+        storage_error(subject, ErrorVerb::Write, &e)
+    }
+
+    fn last_log_id(&self) -> Option<LogId> {
+        self.entries
+            .last_key_value()
+            .map(|(_, (_, e))| e.log_id)
+            .or(self.state.purged)
+    }
+
+    fn save_state(&self) -> Result<(), MetaError> {
+        let json = serde_json::to_vec(&self.state).map_err(|e| MetaError::Corrupt {
+            path: self.state_path.clone(),
+            reason: format!("the raft state cannot be encoded: {e}"),
+        })?;
+        let tmp = self.dir.join(RAFT_STATE_TMP);
+        write_synced(&tmp, &log_file::encode_record(&json))?;
+        fs::rename(&tmp, &self.state_path).context(&self.state_path)?;
+        sync_dir(&self.dir)
+    }
+
+    fn append(&mut self, entries: Vec<Entry>) -> Result<(), MetaError> {
+        let mut next = self.last_log_id().map(|id| id.index + 1);
+        let mut buf = Vec::new();
+        let mut placed = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let index = entry.log_id.index;
+            if next.is_some_and(|n| n != index) {
+                return Err(MetaError::Corrupt {
+                    path: self.log_path.clone(),
+                    reason: format!(
+                        "entry {index} appended where entry {} belongs",
+                        next.unwrap_or_default()
+                    ),
+                });
+            }
+            next = Some(index + 1);
+            let payload = encode_entry(&entry, &self.log_path)?;
+            let pos = self.file_len + buf.len() as u64;
+            buf.extend_from_slice(&log_file::encode_record(&payload));
+            placed.push((index, pos, entry));
+        }
+        self.file.write_all(&buf).context(&self.log_path)?;
+        self.file.sync_data().context(&self.log_path)?;
+        self.file_len += buf.len() as u64;
+        for (index, pos, entry) in placed {
+            self.entries.insert(index, (pos, entry));
+        }
+        Ok(())
+    }
+
+    fn truncate(&mut self, since: u64) -> Result<(), MetaError> {
+        let Some((_, (pos, _))) = self.entries.range(since..).next() else {
+            return Ok(());
+        };
+        let pos = *pos;
+        self.file.set_len(pos).context(&self.log_path)?;
+        self.file.sync_all().context(&self.log_path)?;
+        self.file_len = pos;
+        self.entries.split_off(&since);
+        Ok(())
+    }
+
+    fn purge(&mut self, upto: LogId) -> Result<(), MetaError> {
+        if self.state.purged.is_some_and(|p| p.index >= upto.index) {
+            return Ok(());
+        }
+        // The purge point first: should a crash leave the old file, the
+        // entries it still holds up to `upto` are skipped on open.
+        self.state.purged = Some(upto);
+        self.save_state()?;
+        self.entries = self.entries.split_off(&(upto.index + 1));
+        let rewritten = write_log_file(&self.dir, &self.entries)?;
+        self.file = rewritten.file;
+        self.file_len = rewritten.len;
+        for (index, pos) in rewritten.positions {
+            if let Some(slot) = self.entries.get_mut(&index) {
+                slot.0 = pos;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn storage_error(subject: ErrorSubject<u64>, verb: ErrorVerb, e: &MetaError) -> StorageError {
+    StorageIOError::new(subject, verb, e).into()
+}
+
+fn encode_entry(entry: &Entry, path: &Path) -> Result<Vec<u8>, MetaError> {
+    let payload = serde_json::to_vec(entry).map_err(|e| MetaError::Corrupt {
+        path: path.to_owned(),
+        reason: format!("entry {} cannot be encoded: {e}", entry.log_id),
+    })?;
+    if payload.len() > MAX_PAYLOAD_LEN {
+        return Err(MetaError::InvalidRequest(format!(
+            "The entry takes {} bytes, more than the {MAX_PAYLOAD_LEN} a raft log record holds.",
+            payload.len()
+        )));
+    }
+    Ok(payload)
+}
+
+fn encode_header() -> [u8; HEADER_LEN] {
+    let mut header = [0u8; HEADER_LEN];
+    header[..8].copy_from_slice(MAGIC);
+    header[8..12].copy_from_slice(&VERSION.to_be_bytes());
+    let crc = crc32c::crc32c(&header[..12]);
+    header[12..].copy_from_slice(&crc.to_be_bytes());
+    header
+}
+
+/// Writes `entries` as a fresh `raft.log` (temporary file, fsync, rename,
+/// directory fsync); returns it open for appending, its length and each
+/// entry's position.
+fn write_log_file(dir: &Path, entries: &Entries) -> Result<Rewritten, MetaError> {
+    let tmp = dir.join(RAFT_LOG_TMP);
+    let path = dir.join(RAFT_LOG_FILE);
+    let mut buf = encode_header().to_vec();
+    let mut positions = Vec::with_capacity(entries.len());
+    for (index, (_, entry)) in entries {
+        positions.push((*index, buf.len() as u64));
+        buf.extend_from_slice(&log_file::encode_record(&encode_entry(entry, &path)?));
+    }
+    write_synced(&tmp, &buf)?;
+    fs::rename(&tmp, &path).context(&path)?;
+    sync_dir(dir)?;
+    let file = OpenOptions::new().append(true).open(&path).context(&path)?;
+    Ok(Rewritten {
+        file,
+        len: buf.len() as u64,
+        positions,
+    })
+}
+
+/// Reads `raft.log`: checks the header, scans the records, cuts a torn
+/// tail, and keeps the entries after `purged`, which must be contiguous.
+fn load_log(path: &Path, bytes: &[u8], purged: Option<u64>) -> Result<(u64, Entries), MetaError> {
+    let corrupt = |reason: String| MetaError::Corrupt {
+        path: path.to_owned(),
+        reason,
+    };
+    if bytes.len() < HEADER_LEN {
+        return Err(corrupt(format!(
+            "the file is {} bytes long, shorter than its {HEADER_LEN}-byte header",
+            bytes.len()
+        )));
+    }
+    if bytes[..HEADER_LEN] != encode_header() {
+        return Err(corrupt(
+            "bad header at byte 0: not a version 1 Weir raft log".to_owned(),
+        ));
+    }
+    let scan = log_file::scan_records::<Entry>(bytes, HEADER_LEN, path)?;
+    let mut entries = BTreeMap::new();
+    let mut expected = purged.map(|p| p + 1);
+    for (k, (pos, entry)) in scan.records.into_iter().enumerate() {
+        let index = entry.log_id.index;
+        if purged.is_some_and(|p| index <= p) {
+            continue;
+        }
+        if expected.is_some_and(|e| e != index) {
+            return Err(corrupt(format!(
+                "record {} at byte {pos} holds entry {index} where entry {} belongs",
+                k + 1,
+                expected.unwrap_or_default()
+            )));
+        }
+        expected = Some(index + 1);
+        entries.insert(index, (pos, entry));
+    }
+    if let Some(what) = &scan.torn {
+        warn!(
+            path = %path.display(),
+            valid_len = scan.valid_len,
+            "dropping a torn final record of the raft log: {what}"
+        );
+        let file = OpenOptions::new().write(true).open(path).context(path)?;
+        file.set_len(scan.valid_len).context(path)?;
+        file.sync_all().context(path)?;
+    }
+    Ok((scan.valid_len, entries))
+}
+
+fn read_state(path: &Path) -> Result<Option<HardState>, MetaError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(MetaError::Io {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    // Written whole through a rename: anything but exactly one intact
+    // record is damage, never a torn write.
+    let scan = log_file::scan_records::<HardState>(&bytes, 0, path)?;
+    match (scan.torn, scan.records.len()) {
+        (None, 1) => Ok(scan.records.into_iter().next().map(|(_, s)| s)),
+        _ => Err(MetaError::Corrupt {
+            path: path.to_owned(),
+            reason: "expected exactly one intact record".to_owned(),
+        }),
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let inner = self.lock();
+        Ok(inner
+            .entries
+            .range(range)
+            .map(|(_, (_, e))| e.clone())
+            .collect())
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let inner = self.lock();
+        Ok(LogState {
+            last_purged_log_id: inner.state.purged,
+            last_log_id: inner.last_log_id(),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
+        let mut inner = self.lock();
+        if let Some(e) = inner.offline() {
+            return Err(e);
+        }
+        let previous = inner.state.vote.replace(*vote);
+        if let Err(e) = inner.save_state() {
+            inner.state.vote = previous;
+            return Err(inner.fail(ErrorSubject::Vote, e));
+        }
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
+        Ok(self.lock().state.vote)
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        {
+            let mut inner = self.lock();
+            if let Some(e) = inner.offline() {
+                return Err(e);
+            }
+            if let Err(e) = inner.append(entries) {
+                return Err(inner.fail(ErrorSubject::Logs, e));
+            }
+        }
+        callback.log_io_completed(Ok(()));
+        Ok(())
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut inner = self.lock();
+        if let Some(e) = inner.offline() {
+            return Err(e);
+        }
+        if let Err(e) = inner.truncate(log_id.index) {
+            return Err(inner.fail(ErrorSubject::Logs, e));
+        }
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut inner = self.lock();
+        if let Some(e) = inner.offline() {
+            return Err(e);
+        }
+        if let Err(e) = inner.purge(log_id) {
+            return Err(inner.fail(ErrorSubject::Logs, e));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::storage::RaftLogStorageExt;
+    use openraft::testing::log_id;
+    use openraft::{EntryPayload, Vote};
+
+    use super::*;
+    use crate::command::Command;
+
+    fn entry(term: u64, index: u64) -> Entry {
+        Entry {
+            log_id: log_id(term, 1, index),
+            payload: EntryPayload::Normal(Command::AllocateProducerIds {
+                count: index as i64 + 1,
+            }),
+        }
+    }
+
+    async fn all(store: &mut LogStore) -> Vec<Entry> {
+        store.try_get_log_entries(..).await.unwrap()
+    }
+
+    fn indexes(entries: &[Entry]) -> Vec<(u64, u64)> {
+        entries
+            .iter()
+            .map(|e| (e.log_id.leader_id.term, e.log_id.index))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn appended_entries_and_vote_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(store.get_log_state().await.unwrap(), LogState::default());
+        store
+            .blocking_append((1..=5).map(|i| entry(1, i)))
+            .await
+            .unwrap();
+        let vote = Vote::new_committed(3, 2);
+        store.save_vote(&vote).await.unwrap();
+        drop(store);
+
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(store.read_vote().await.unwrap(), Some(vote));
+        let entries = all(&mut store).await;
+        assert_eq!(entries, (1..=5).map(|i| entry(1, i)).collect::<Vec<_>>());
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id, Some(log_id(1, 1, 5)));
+        assert_eq!(state.last_purged_log_id, None);
+        let some = store.try_get_log_entries(2..4).await.unwrap();
+        assert_eq!(indexes(&some), vec![(1, 2), (1, 3)]);
+    }
+
+    #[tokio::test]
+    async fn truncate_drops_the_suffix_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = LogStore::open(dir.path()).unwrap();
+        store
+            .blocking_append((1..=6).map(|i| entry(1, i)))
+            .await
+            .unwrap();
+        store.truncate(log_id(1, 1, 4)).await.unwrap();
+        store
+            .blocking_append((4..=5).map(|i| entry(2, i)))
+            .await
+            .unwrap();
+        drop(store);
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(
+            indexes(&all(&mut store).await),
+            vec![(1, 1), (1, 2), (1, 3), (2, 4), (2, 5)]
+        );
+    }
+
+    #[tokio::test]
+    async fn purge_drops_the_prefix_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = LogStore::open(dir.path()).unwrap();
+        store
+            .blocking_append((0..=9).map(|i| entry(1, i)))
+            .await
+            .unwrap();
+        store.purge(log_id(1, 1, 6)).await.unwrap();
+        assert_eq!(
+            indexes(&all(&mut store).await),
+            vec![(1, 7), (1, 8), (1, 9)]
+        );
+        // Truncation after a purge uses the rewritten file's positions.
+        store.truncate(log_id(1, 1, 9)).await.unwrap();
+        store.blocking_append([entry(2, 9)]).await.unwrap();
+        drop(store);
+
+        let mut store = LogStore::open(dir.path()).unwrap();
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id, Some(log_id(1, 1, 6)));
+        assert_eq!(state.last_log_id, Some(log_id(2, 1, 9)));
+        assert_eq!(
+            indexes(&all(&mut store).await),
+            vec![(1, 7), (1, 8), (2, 9)]
+        );
+
+        // Purging past the end (an installed snapshot) empties the log.
+        store.purge(log_id(3, 1, 20)).await.unwrap();
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id, Some(log_id(3, 1, 20)));
+        store.blocking_append([entry(3, 21)]).await.unwrap();
+        drop(store);
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(indexes(&all(&mut store).await), vec![(3, 21)]);
+    }
+
+    #[tokio::test]
+    async fn entries_before_the_purge_point_are_skipped_after_a_crash() {
+        // A crash after `raft.state` recorded the purge but before the log
+        // was rewritten leaves the old entries in the file.
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = LogStore::open(dir.path()).unwrap();
+        store
+            .blocking_append((1..=5).map(|i| entry(1, i)))
+            .await
+            .unwrap();
+        let old_log = fs::read(dir.path().join(RAFT_LOG_FILE)).unwrap();
+        store.purge(log_id(1, 1, 3)).await.unwrap();
+        drop(store);
+        fs::write(dir.path().join(RAFT_LOG_FILE), old_log).unwrap();
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(indexes(&all(&mut store).await), vec![(1, 4), (1, 5)]);
+    }
+
+    #[tokio::test]
+    async fn a_torn_final_record_is_cut_and_damage_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RAFT_LOG_FILE);
+        let mut store = LogStore::open(dir.path()).unwrap();
+        store
+            .blocking_append((1..=3).map(|i| entry(1, i)))
+            .await
+            .unwrap();
+        drop(store);
+        let full = fs::read(&path).unwrap();
+
+        // Cut anywhere inside the last record: the first two survive.
+        let second_end = {
+            let scan = log_file::scan_records::<Entry>(&full, HEADER_LEN, &path).unwrap();
+            scan.records[2].0 as usize
+        };
+        for cut in [second_end + 1, second_end + 8, full.len() - 1] {
+            fs::write(&path, &full[..cut]).unwrap();
+            let mut store = LogStore::open(dir.path()).unwrap();
+            assert_eq!(indexes(&all(&mut store).await), vec![(1, 1), (1, 2)]);
+            assert_eq!(fs::metadata(&path).unwrap().len(), second_end as u64);
+            store.blocking_append([entry(1, 3)]).await.unwrap();
+        }
+
+        // A flipped byte inside an earlier record is corruption.
+        let mut damaged = full.clone();
+        damaged[HEADER_LEN + 12] ^= 0x20;
+        fs::write(&path, &damaged).unwrap();
+        assert!(matches!(
+            LogStore::open(dir.path()),
+            Err(MetaError::Corrupt { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_damaged_state_file_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = LogStore::open(dir.path()).unwrap();
+        store.save_vote(&Vote::new(1, 1)).await.unwrap();
+        drop(store);
+        let path = dir.path().join(RAFT_STATE_FILE);
+        let mut bytes = fs::read(&path).unwrap();
+        let last = bytes.len() - 2;
+        bytes[last] ^= 0x01;
+        fs::write(&path, bytes).unwrap();
+        assert!(matches!(
+            LogStore::open(dir.path()),
+            Err(MetaError::Corrupt { .. })
+        ));
+    }
+}

@@ -1,0 +1,169 @@
+//! The openraft type configuration of the controller quorum, and the
+//! serializable result of applying one entry.
+//!
+//! Nothing here leaves the `raft` module: the rest of the crate, and the
+//! broker, see only [`Command`], [`Applied`] and [`MetaError`].
+
+use std::fmt;
+use std::io::Cursor;
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::{Applied, Command};
+use crate::error::MetaError;
+
+openraft::declare_raft_types!(
+    /// The controller quorum's Raft types: node ids are `u64`, a node is
+    /// known by its controller address, entries carry [`Command`]s, and
+    /// applying one yields an [`ApplyResult`].
+    pub(crate) TypeConfig:
+        D = Command,
+        R = ApplyResult,
+        NodeId = u64,
+        Node = ControllerNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// A Raft node id.
+pub(crate) type NodeId = u64;
+/// A log entry of the controller quorum.
+pub(crate) type Entry = openraft::Entry<TypeConfig>;
+/// A log id (term and index).
+pub(crate) type LogId = openraft::LogId<NodeId>;
+/// A vote.
+pub(crate) type Vote = openraft::Vote<NodeId>;
+/// What the log and the state machine return when the disk fails.
+pub(crate) type StorageError = openraft::StorageError<NodeId>;
+/// The membership (voters, learners and their addresses) with the id of the
+/// entry that set it.
+pub(crate) type StoredMembership = openraft::StoredMembership<NodeId, ControllerNode>;
+/// The description of a snapshot.
+pub(crate) type SnapshotMeta = openraft::SnapshotMeta<NodeId, ControllerNode>;
+/// A snapshot: its description and its bytes.
+pub(crate) type Snapshot = openraft::Snapshot<TypeConfig>;
+/// The Raft handle.
+pub(crate) type Raft = openraft::Raft<TypeConfig>;
+
+/// A member of the controller quorum as Raft knows it: where its
+/// controller listener is (`host:port`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ControllerNode {
+    /// The controller listener, `host:port`.
+    pub(crate) addr: String,
+}
+
+impl fmt::Display for ControllerNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.addr)
+    }
+}
+
+/// The result of applying one committed entry. A command that fails
+/// validation is still applied (the log position is consumed, the image is
+/// unchanged); its error travels back to the proposer.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ApplyResult(pub(crate) Result<Applied, Rejection>);
+
+/// A [`MetaError`] from validation, in a form that serializes.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Rejection {
+    TopicAlreadyExists(String),
+    UnknownTopic(String),
+    InvalidTopicName {
+        name: String,
+        reason: String,
+    },
+    InvalidPartitions(String),
+    InvalidReplicationFactor(String),
+    InvalidConfig {
+        key: String,
+        reason: String,
+    },
+    InvalidRequest(String),
+    ProducerIdsExhausted {
+        next: i64,
+        count: i64,
+    },
+    /// Anything else (apply never produces storage errors): the message.
+    Other(String),
+}
+
+impl From<&MetaError> for Rejection {
+    fn from(e: &MetaError) -> Self {
+        match e {
+            MetaError::TopicAlreadyExists(n) => Rejection::TopicAlreadyExists(n.clone()),
+            MetaError::UnknownTopic(n) => Rejection::UnknownTopic(n.clone()),
+            MetaError::InvalidTopicName { name, reason } => Rejection::InvalidTopicName {
+                name: name.clone(),
+                reason: reason.clone(),
+            },
+            MetaError::InvalidPartitions(m) => Rejection::InvalidPartitions(m.clone()),
+            MetaError::InvalidReplicationFactor(m) => {
+                Rejection::InvalidReplicationFactor(m.clone())
+            }
+            MetaError::InvalidConfig { key, reason } => Rejection::InvalidConfig {
+                key: key.clone(),
+                reason: reason.clone(),
+            },
+            MetaError::InvalidRequest(m) => Rejection::InvalidRequest(m.clone()),
+            MetaError::ProducerIdsExhausted { next, count } => Rejection::ProducerIdsExhausted {
+                next: *next,
+                count: *count,
+            },
+            other => Rejection::Other(other.to_string()),
+        }
+    }
+}
+
+impl From<Rejection> for MetaError {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::TopicAlreadyExists(n) => MetaError::TopicAlreadyExists(n),
+            Rejection::UnknownTopic(n) => MetaError::UnknownTopic(n),
+            Rejection::InvalidTopicName { name, reason } => {
+                MetaError::InvalidTopicName { name, reason }
+            }
+            Rejection::InvalidPartitions(m) => MetaError::InvalidPartitions(m),
+            Rejection::InvalidReplicationFactor(m) => MetaError::InvalidReplicationFactor(m),
+            Rejection::InvalidConfig { key, reason } => MetaError::InvalidConfig { key, reason },
+            Rejection::InvalidRequest(m) | Rejection::Other(m) => MetaError::InvalidRequest(m),
+            Rejection::ProducerIdsExhausted { next, count } => {
+                MetaError::ProducerIdsExhausted { next, count }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejection_round_trip_keeps_code_and_message() {
+        let errors = [
+            MetaError::TopicAlreadyExists("a".into()),
+            MetaError::UnknownTopic("b".into()),
+            MetaError::InvalidTopicName {
+                name: "..".into(),
+                reason: "bad".into(),
+            },
+            MetaError::InvalidPartitions("p".into()),
+            MetaError::InvalidReplicationFactor("r".into()),
+            MetaError::InvalidConfig {
+                key: "k".into(),
+                reason: "v".into(),
+            },
+            MetaError::InvalidRequest("x".into()),
+            MetaError::ProducerIdsExhausted { next: 5, count: 7 },
+        ];
+        for e in errors {
+            let wire = serde_json::to_string(&ApplyResult(Err(Rejection::from(&e)))).unwrap();
+            let back: ApplyResult = serde_json::from_str(&wire).unwrap();
+            let back = MetaError::from(back.0.unwrap_err());
+            assert_eq!(back.to_string(), e.to_string());
+            assert_eq!(back.kafka_error_code(), e.kafka_error_code());
+        }
+    }
+}
