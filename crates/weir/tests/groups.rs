@@ -67,6 +67,8 @@ fn produce_each(weir: &Weir, topic: &str, partitions: i32, per_partition: usize)
 struct Rebalances {
     revocations: Arc<AtomicUsize>,
     assignments: Arc<AtomicUsize>,
+    /// How many partitions each revocation took away.
+    revoked: Arc<Mutex<Vec<usize>>>,
 }
 
 impl ClientContext for Rebalances {}
@@ -74,7 +76,10 @@ impl ClientContext for Rebalances {}
 impl ConsumerContext for Rebalances {
     fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
-            Rebalance::Revoke(_) => self.revocations.fetch_add(1, Ordering::SeqCst),
+            Rebalance::Revoke(partitions) => {
+                self.revoked.lock().unwrap().push(partitions.count());
+                self.revocations.fetch_add(1, Ordering::SeqCst)
+            }
             Rebalance::Assign(_) => self.assignments.fetch_add(1, Ordering::SeqCst),
             Rebalance::Error(_) => 0,
         };
@@ -536,6 +541,11 @@ fn cooperative_sticky_members_move_only_what_they_must() {
     wait_for_split(&[&first], 6);
     let second = Member::start(&weir, "coop", "sticky", &cooperative);
     wait_for_split(&[&first, &second], 6);
+    // Incremental: the first member gave up only the three partitions that
+    // moved, never all six, and kept the rest throughout.
+    let revoked = first.rebalances.revoked.lock().unwrap().clone();
+    assert!(revoked.iter().all(|&n| n > 0 && n <= 3), "{revoked:?}");
+    assert_eq!(revoked.iter().sum::<usize>(), 3, "{revoked:?}");
     produce_each(&weir, "sticky", 6, 20);
     wait_until("every record is read", Duration::from_secs(30), || {
         first.read().len() + second.read().len() >= 120
@@ -634,4 +644,29 @@ fn offsets_of_a_subscribed_topic_cannot_be_deleted() {
         response.topics[0].partitions[0].error_code, 86,
         "GROUP_SUBSCRIBED_TO_TOPIC"
     );
+}
+
+#[test]
+fn reset_to_earliest_replays_the_topic() {
+    let weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "history", 2, 10);
+    let member = Member::start(&weir, "replayers", "history", &[]);
+    wait_until("everything is read", Duration::from_secs(30), || {
+        member.read().len() == 20
+    });
+    member.close();
+    wait_until("the group is empty", Duration::from_secs(10), || {
+        describe(&weir, "replayers").groups[0].group_state.as_str() == "Empty"
+    });
+    let reset = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["group", "reset-offsets", "replayers", "--topic", "history"])
+        .args(["--to-earliest", "--bootstrap", &weir.kafka])
+        .output()
+        .unwrap();
+    assert!(reset.status.success(), "{reset:?}");
+    let again = Member::start(&weir, "replayers", "history", &[]);
+    wait_until("everything is read again", Duration::from_secs(30), || {
+        again.read().len() == 20
+    });
+    every_record_read_once(&[&again], 2, 10);
 }
