@@ -1,0 +1,430 @@
+//! The controller quorum end to end: real controllers on loopback TCP with
+//! their files in temporary directories.
+//!
+//! No timing assertions: every wait is bounded generously and polls.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use weir_meta::{
+    Applied, BrokerInfo, Command, Controller, ControllerConfig, MetaError, MetadataImage, Role,
+    SubmitError,
+};
+
+/// The longest any single wait may take.
+const WAIT: Duration = Duration::from_secs(20);
+
+fn config() -> ControllerConfig {
+    ControllerConfig {
+        heartbeat_interval: Duration::from_millis(150),
+        election_timeout_min: Duration::from_millis(600),
+        election_timeout_max: Duration::from_millis(1200),
+        rpc_timeout: Duration::from_secs(2),
+        snapshot_every: 8,
+        logs_to_keep: 2,
+        submit_timeout: Duration::from_secs(10),
+    }
+}
+
+fn broker(id: i32) -> Command {
+    Command::RegisterBroker(BrokerInfo {
+        id,
+        host: format!("broker-{id}"),
+        port: 9092,
+        rack: None,
+    })
+}
+
+struct Node {
+    id: u64,
+    dir: PathBuf,
+    addr: SocketAddr,
+    controller: Option<Controller>,
+}
+
+struct Cluster {
+    _tmp: TempDir,
+    voters: Vec<(u64, SocketAddr)>,
+    nodes: Vec<Node>,
+}
+
+impl Cluster {
+    /// Starts voters `1..=n`, in reverse id order (the initializer last).
+    async fn start(n: u64) -> Cluster {
+        // RUST_LOG=info (or debug) shows what the controllers do.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let tmp = tempfile::tempdir().unwrap();
+        let mut listeners = Vec::new();
+        for id in 1..=n {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            listeners.push((id, listener));
+        }
+        let voters: Vec<(u64, SocketAddr)> = listeners
+            .iter()
+            .map(|(id, l)| (*id, l.local_addr().unwrap()))
+            .collect();
+        let mut nodes = Vec::new();
+        for (id, listener) in listeners.into_iter().rev() {
+            let dir = tmp.path().join(format!("controller-{id}"));
+            let addr = listener.local_addr().unwrap();
+            let controller = Controller::start_on(config(), id, &dir, listener, &voters)
+                .await
+                .unwrap();
+            nodes.push(Node {
+                id,
+                dir,
+                addr,
+                controller: Some(controller),
+            });
+        }
+        nodes.sort_by_key(|n| n.id);
+        Cluster {
+            _tmp: tmp,
+            voters,
+            nodes,
+        }
+    }
+
+    fn node(&self, id: u64) -> &Controller {
+        self.nodes[(id - 1) as usize]
+            .controller
+            .as_ref()
+            .expect("node is running")
+    }
+
+    fn running(&self) -> impl Iterator<Item = &Controller> {
+        self.nodes.iter().filter_map(|n| n.controller.as_ref())
+    }
+
+    async fn stop(&mut self, id: u64) {
+        let controller = self.nodes[(id - 1) as usize].controller.take().unwrap();
+        controller.shutdown().await.unwrap();
+    }
+
+    /// Restarts a stopped node on its old address and directory.
+    async fn restart(&mut self, id: u64) {
+        let node = &self.nodes[(id - 1) as usize];
+        let (dir, addr) = (node.dir.clone(), node.addr);
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let controller = loop {
+            match Controller::start_with(config(), id, &dir, addr, &self.voters).await {
+                Ok(c) => break c,
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    eprintln!("restart of {id} failed, retrying: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("restart of {id} failed: {e}"),
+            }
+        };
+        self.nodes[(id - 1) as usize].controller = Some(controller);
+    }
+
+    /// Waits until every running node names the same leader, and that
+    /// leader says it leads.
+    async fn wait_leader(&self) -> u64 {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let leaders: Vec<Option<u64>> = self.running().map(|c| c.status().leader_id).collect();
+            if let Some(Some(leader)) = leaders.first() {
+                let agreed = leaders.iter().all(|l| *l == Some(*leader));
+                let running = self.nodes[(*leader - 1) as usize].controller.as_ref();
+                if agreed && running.is_some_and(|c| c.status().role == Role::Leader) {
+                    return *leader;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no agreed leader within {WAIT:?}: {leaders:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Submits to the current leader, retrying while leadership moves.
+    /// Only for idempotent commands (a timed-out attempt may have applied).
+    async fn submit(&self, cmd: Command) -> Result<Applied, MetaError> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let leader = self.wait_leader().await;
+            match self.node(leader).submit(cmd.clone()).await {
+                Ok(applied) => return Ok(applied),
+                Err(SubmitError::Rejected(e)) => return Err(e),
+                Err(e) => {
+                    assert!(e.is_retriable());
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "submit kept failing: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Waits until the controller's image satisfies `pred`.
+async fn wait_image(c: &Controller, what: &str, pred: impl Fn(&MetadataImage) -> bool) {
+    let mut rx = c.image();
+    let waited = tokio::time::timeout(WAIT, rx.wait_for(|image| pred(image))).await;
+    assert!(
+        matches!(waited, Ok(Ok(_))),
+        "controller {}: {what} not seen within {WAIT:?}; status {:?}",
+        c.node_id(),
+        c.status()
+    );
+}
+
+fn broker_count(image: &MetadataImage) -> usize {
+    image.brokers().count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_voter_elects_itself_and_applies_commands() {
+    let cluster = Cluster::start(1).await;
+    assert_eq!(cluster.wait_leader().await, 1);
+    let c = cluster.node(1);
+    assert_eq!(c.submit(broker(7)).await.unwrap(), Applied::Done);
+    assert_eq!(
+        c.submit(Command::AllocateProducerIds { count: 10 })
+            .await
+            .unwrap(),
+        Applied::ProducerIds {
+            first: 0,
+            count: 10
+        }
+    );
+    let image = c.image().borrow().clone();
+    assert_eq!(image.broker(7).unwrap().host, "broker-7");
+    assert_eq!(image.next_producer_id(), 10);
+    assert_eq!(image.applied_index(), 2);
+
+    let status = c.status();
+    assert_eq!(status.role, Role::Leader);
+    assert_eq!(status.leader_id, Some(1));
+    assert!(status.term >= 1);
+    assert_eq!(status.voters, vec![(1, cluster.voters[0].1.to_string())]);
+    assert!(status.applied_index >= Some(2));
+    c.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_voters_elect_one_leader_and_replicate_to_every_image() {
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader().await;
+    for id in 1..=5 {
+        cluster.submit(broker(id)).await.unwrap();
+    }
+    for c in cluster.running() {
+        wait_image(c, "5 brokers", |i| broker_count(i) == 5).await;
+    }
+    let images: Vec<MetadataImage> = cluster
+        .running()
+        .map(|c| (**c.image().borrow()).clone())
+        .collect();
+    assert!(images.windows(2).all(|w| w[0] == w[1]));
+    for c in cluster.running() {
+        let status = c.status();
+        let voters: Vec<u64> = status.voters.iter().map(|(id, _)| *id).collect();
+        assert_eq!(voters, vec![1, 2, 3]);
+        if status.node_id != leader {
+            assert_ne!(status.role, Role::Leader);
+        }
+    }
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_on_a_follower_names_the_leader() {
+    let cluster = Cluster::start(3).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let leader = cluster.wait_leader().await;
+        let follower = cluster.running().find(|c| c.node_id() != leader).unwrap();
+        match follower.submit(broker(1)).await {
+            Err(SubmitError::NotLeader {
+                leader: Some((id, addr)),
+            }) => {
+                assert_ne!(id, follower.node_id());
+                let expected = cluster.voters.iter().find(|(v, _)| *v == id).unwrap().1;
+                assert_eq!(addr, expected.to_string());
+                break;
+            }
+            // The follower may not have heard of the leader yet.
+            Err(SubmitError::NotLeader { leader: None }) => {}
+            other => panic!("a follower accepted or failed oddly: {other:?}"),
+        }
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_command_returns_its_error_and_changes_nothing() {
+    let cluster = Cluster::start(3).await;
+    cluster.submit(broker(1)).await.unwrap();
+    let leader = cluster.node(cluster.wait_leader().await);
+    wait_image(leader, "broker 1", |i| broker_count(i) == 1).await;
+    let before = leader.image().borrow().clone();
+
+    let err = cluster
+        .submit(Command::DeleteTopic {
+            name: "missing".into(),
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MetaError::UnknownTopic(ref n) if n == "missing"));
+    assert_eq!(err.kafka_error_code(), 3);
+    assert_eq!(err.to_string(), "Topic 'missing' does not exist.");
+
+    // Two partitions, the second on an unregistered broker: neither is
+    // created.
+    let err = cluster
+        .submit(Command::CreateTopic {
+            name: "orders".into(),
+            id: uuid::Uuid::from_u128(9),
+            partitions: 2,
+            replicas: vec![vec![1], vec![2]],
+            configs: Default::default(),
+            internal: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kafka_error_code(), 38, "{err}");
+    let leader = cluster.node(cluster.wait_leader().await);
+    assert_eq!(*leader.image().borrow().as_ref(), *before.as_ref());
+
+    // The quorum goes on: a valid command after the rejected ones applies
+    // on every node, and no node applied the rejected ones.
+    cluster
+        .submit(Command::CreateTopic {
+            name: "orders".into(),
+            id: uuid::Uuid::from_u128(9),
+            partitions: 1,
+            replicas: vec![vec![1]],
+            configs: Default::default(),
+            internal: false,
+        })
+        .await
+        .unwrap();
+    for c in cluster.running() {
+        wait_image(c, "topic orders", |i| i.topic("orders").is_some()).await;
+        let image = c.image().borrow().clone();
+        assert_eq!(image.topic("orders").unwrap().partitions.len(), 1);
+        assert_eq!(image.applied_index(), before.applied_index() + 1);
+    }
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_leader_elects_another_and_keeps_earlier_commits() {
+    let mut cluster = Cluster::start(3).await;
+    for id in 1..=3 {
+        cluster.submit(broker(id)).await.unwrap();
+    }
+    let old = cluster.wait_leader().await;
+    cluster.stop(old).await;
+
+    let new = cluster.wait_leader().await;
+    assert_ne!(new, old);
+    let c = cluster.node(new);
+    wait_image(c, "3 brokers", |i| broker_count(i) == 3).await;
+    cluster.submit(broker(4)).await.unwrap();
+    for c in cluster.running() {
+        wait_image(c, "4 brokers", |i| broker_count(i) == 4).await;
+    }
+
+    // The old leader comes back as a follower and catches up.
+    cluster.restart(old).await;
+    wait_image(cluster.node(old), "4 brokers", |i| broker_count(i) == 4).await;
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_follower_recovers_from_disk_and_catches_up() {
+    let mut cluster = Cluster::start(3).await;
+    for id in 1..=20 {
+        cluster.submit(broker(id)).await.unwrap();
+    }
+    let leader = cluster.wait_leader().await;
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    {
+        let c = cluster.node(follower);
+        wait_image(c, "20 brokers", |i| broker_count(i) == 20).await;
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while c.status().snapshot_index.is_none() {
+            assert!(tokio::time::Instant::now() < deadline, "no snapshot built");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    cluster.stop(follower).await;
+
+    // Enough commands while it is away that the leader snapshots and
+    // purges past its log end.
+    for id in 21..=40 {
+        cluster.submit(broker(id)).await.unwrap();
+    }
+
+    cluster.restart(follower).await;
+    let c = cluster.node(follower);
+    // The snapshot on disk is loaded before anything is replicated.
+    assert!(broker_count(&c.image().borrow()) > 0);
+    wait_image(c, "40 brokers", |i| broker_count(i) == 40).await;
+    let leader = cluster.node(cluster.wait_leader().await);
+    wait_image(leader, "40 brokers", |i| broker_count(i) == 40).await;
+    assert_eq!(
+        *c.image().borrow().as_ref(),
+        *leader.image().borrow().as_ref()
+    );
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_single_voter_recovers_everything_from_disk() {
+    let mut cluster = Cluster::start(1).await;
+    let mut expected_ids = 0;
+    for id in 1..=19 {
+        cluster.submit(broker(id)).await.unwrap();
+    }
+    let c = cluster.node(1);
+    assert_eq!(
+        c.submit(Command::AllocateProducerIds { count: 5 })
+            .await
+            .unwrap(),
+        Applied::ProducerIds { first: 0, count: 5 }
+    );
+    expected_ids += 5;
+    let before = (**c.image().borrow()).clone();
+    cluster.stop(1).await;
+
+    cluster.restart(1).await;
+    assert_eq!(cluster.wait_leader().await, 1);
+    let c = cluster.node(1);
+    wait_image(c, "the image before the restart", |i| *i == before).await;
+    assert_eq!(
+        c.submit(Command::AllocateProducerIds { count: 1 })
+            .await
+            .unwrap(),
+        Applied::ProducerIds {
+            first: expected_ids,
+            count: 1
+        }
+    );
+    c.shutdown().await.unwrap();
+}
