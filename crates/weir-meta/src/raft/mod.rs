@@ -22,6 +22,7 @@ mod types;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -208,13 +209,14 @@ pub struct ControllerStatus {
 /// One member of the controller quorum: its Raft node, its controller
 /// listener, and the metadata image it has applied.
 ///
-/// Call [`Controller::shutdown`] before dropping it; dropping only stops
-/// the listener.
+/// [`Controller::shutdown`] stops it and waits; dropping it without that
+/// stops the listener at once and Raft in the background.
 pub struct Controller {
     node_id: u64,
     raft: Raft,
     image: watch::Receiver<Arc<MetadataImage>>,
     server: Mutex<Option<JoinHandle<()>>>,
+    stopped: AtomicBool,
     local_addr: SocketAddr,
     submit_timeout: Duration,
 }
@@ -310,6 +312,7 @@ impl Controller {
             raft,
             image,
             server: Mutex::new(Some(server)),
+            stopped: AtomicBool::new(false),
             local_addr,
             submit_timeout: config.submit_timeout,
         };
@@ -445,6 +448,9 @@ impl Controller {
             // that the address can be bound again at once.
             let _ = server.await;
         }
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
         self.raft
             .shutdown()
             .await
@@ -473,6 +479,14 @@ impl Drop for Controller {
             .take()
         {
             server.abort();
+        }
+        if !self.stopped.swap(true, Ordering::SeqCst) {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let raft = self.raft.clone();
+                runtime.spawn(async move {
+                    let _ = raft.shutdown().await;
+                });
+            }
         }
     }
 }

@@ -330,3 +330,139 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use openraft::testing::log_id;
+    use openraft::Membership;
+
+    use super::*;
+    use crate::command::Command;
+    use crate::model::BrokerInfo;
+    use crate::raft::types::ControllerNode;
+
+    fn normal(index: u64, cmd: Command) -> Entry {
+        Entry {
+            log_id: log_id(1, 1, index),
+            payload: EntryPayload::Normal(cmd),
+        }
+    }
+
+    fn broker(id: i32) -> Command {
+        Command::RegisterBroker(BrokerInfo {
+            id,
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+        })
+    }
+
+    fn membership() -> Membership<u64, ControllerNode> {
+        Membership::new(
+            vec![BTreeSet::from([1])],
+            BTreeMap::from([(
+                1,
+                ControllerNode {
+                    addr: "127.0.0.1:1".into(),
+                },
+            )]),
+        )
+    }
+
+    #[tokio::test]
+    async fn apply_reports_rejections_and_publishes_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut sm, mut rx) = StateMachine::open(dir.path()).unwrap();
+        let results = sm
+            .apply([
+                Entry {
+                    log_id: log_id(0, 0, 0),
+                    payload: EntryPayload::Membership(membership()),
+                },
+                normal(1, broker(1)),
+                normal(
+                    2,
+                    Command::DeleteTopic {
+                        name: "none".into(),
+                    },
+                ),
+                normal(3, Command::AllocateProducerIds { count: 3 }),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(
+            results,
+            vec![
+                ApplyResult(Ok(Applied::Done)),
+                ApplyResult(Ok(Applied::Done)),
+                ApplyResult(Err(Rejection::UnknownTopic("none".into()))),
+                ApplyResult(Ok(Applied::ProducerIds { first: 0, count: 3 })),
+            ]
+        );
+        assert!(rx.has_changed().unwrap());
+        let image = rx.borrow_and_update().clone();
+        assert_eq!(image.applied_index(), 2);
+        let (applied, stored) = sm.applied_state().await.unwrap();
+        assert_eq!(applied, Some(log_id(1, 1, 3)));
+        assert_eq!(stored.log_id(), &Some(log_id(0, 0, 0)));
+    }
+
+    #[tokio::test]
+    async fn snapshots_survive_reopen_and_install_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut sm, _rx) = StateMachine::open(dir.path()).unwrap();
+        sm.apply([
+            Entry {
+                log_id: log_id(0, 0, 0),
+                payload: EntryPayload::Membership(membership()),
+            },
+            normal(1, broker(1)),
+            normal(2, broker(2)),
+        ])
+        .await
+        .unwrap();
+        let snapshot = sm
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        assert_eq!(snapshot.meta.last_log_id, Some(log_id(1, 1, 2)));
+        let image = sm.lock().image.clone();
+        drop(sm);
+
+        let (mut reopened, rx) = StateMachine::open(dir.path()).unwrap();
+        assert_eq!(**rx.borrow(), image);
+        let (applied, _) = reopened.applied_state().await.unwrap();
+        assert_eq!(applied, Some(log_id(1, 1, 2)));
+        let current = reopened.get_current_snapshot().await.unwrap().unwrap();
+        assert_eq!(current.meta, snapshot.meta);
+
+        let other = tempfile::tempdir().unwrap();
+        let (mut follower, mut rx) = StateMachine::open(other.path()).unwrap();
+        follower
+            .install_snapshot(&current.meta, current.snapshot)
+            .await
+            .unwrap();
+        assert_eq!(**rx.borrow_and_update(), image);
+        let (applied, stored) = follower.applied_state().await.unwrap();
+        assert_eq!(applied, Some(log_id(1, 1, 2)));
+        assert_eq!(stored.log_id(), &Some(log_id(0, 0, 0)));
+        drop(follower);
+        let (_, rx) = StateMachine::open(other.path()).unwrap();
+        assert_eq!(**rx.borrow(), image);
+
+        // A damaged snapshot file is reported, never half loaded.
+        let path = other.path().join(RAFT_SNAPSHOT_FILE);
+        let mut bytes = fs::read(&path).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x01;
+        fs::write(&path, bytes).unwrap();
+        assert!(matches!(
+            StateMachine::open(other.path()),
+            Err(MetaError::Corrupt { .. })
+        ));
+    }
+}
