@@ -428,3 +428,27 @@ async fn a_restarted_single_voter_recovers_everything_from_disk() {
     );
     c.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_the_controller_port_is_dropped_and_the_quorum_goes_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let cluster = Cluster::start(1).await;
+    cluster.wait_leader().await;
+    let addr = cluster.node(1).local_addr();
+    for garbage in [
+        &[0xff, 0xff, 0xff, 0xff][..],
+        &[0, 0, 0, 5, b'h', b'e', b'l', b'l', b'o'][..],
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(garbage).await.unwrap();
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(WAIT, stream.read(&mut buf)).await;
+        assert!(
+            matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+            "the connection stays open: {read:?}"
+        );
+    }
+    cluster.submit(broker(1)).await.unwrap();
+    cluster.node(1).shutdown().await.unwrap();
+}
