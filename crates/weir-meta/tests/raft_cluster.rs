@@ -452,3 +452,73 @@ async fn garbage_on_the_controller_port_is_dropped_and_the_quorum_goes_on() {
     cluster.submit(broker(1)).await.unwrap();
     cluster.node(1).shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_joins_becomes_a_voter_and_a_voter_leaves() {
+    let mut cluster = Cluster::start(3).await;
+    cluster.submit(broker(1)).await.unwrap();
+
+    // Node 4 knows the original voters but is not one: it waits.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let dir = cluster._tmp.path().join("controller-4");
+    let controller = Controller::start_on(config(), 4, &dir, listener, &cluster.voters)
+        .await
+        .unwrap();
+
+    let leader = cluster.wait_leader().await;
+    cluster.node(leader).add_learner(4, addr).await.unwrap();
+    // Only now does node 4 hear of the leader.
+    cluster.nodes.push(Node {
+        id: 4,
+        dir,
+        addr,
+        controller: Some(controller),
+    });
+    wait_image(cluster.node(4), "broker 1", |i| broker_count(i) == 1).await;
+    assert_eq!(cluster.node(4).status().role, Role::Learner);
+
+    let leader = cluster.wait_leader().await;
+    cluster
+        .node(leader)
+        .change_voters(&[1, 2, 3, 4])
+        .await
+        .unwrap();
+    let gone = (1..=3).find(|id| *id != leader).unwrap();
+    let remaining: Vec<u64> = (1..=4).filter(|id| *id != gone).collect();
+    cluster
+        .node(cluster.wait_leader().await)
+        .change_voters(&remaining)
+        .await
+        .unwrap();
+    cluster.stop(gone).await;
+
+    cluster.submit(broker(2)).await.unwrap();
+    for c in cluster.running() {
+        wait_image(c, "2 brokers", |i| broker_count(i) == 2).await;
+    }
+    let deadline = tokio::time::Instant::now() + WAIT;
+    for c in cluster.running() {
+        loop {
+            let voters: Vec<u64> = c.status().voters.iter().map(|(id, _)| *id).collect();
+            if voters == remaining {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "controller {}: voters {voters:?}",
+                c.node_id()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let err = cluster
+        .node(cluster.wait_leader().await)
+        .change_voters(&[1, 2, 3, 4, 9])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SubmitError::MembershipChange(_)), "{err}");
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}

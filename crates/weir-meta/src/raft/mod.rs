@@ -150,6 +150,10 @@ pub enum SubmitError {
     /// unchanged. The error carries the Kafka code and message.
     #[error(transparent)]
     Rejected(MetaError),
+    /// A membership change that cannot be made (a voter that is not a
+    /// member, another change still in progress, ...).
+    #[error("the controller membership cannot be changed: {0}")]
+    MembershipChange(String),
     /// The quorum is not working (shut down, or storage failed); retry on
     /// another controller.
     #[error("the controller quorum is unavailable: {0}")]
@@ -165,7 +169,10 @@ pub enum SubmitError {
 impl SubmitError {
     /// True when trying again (perhaps on the leader) may succeed.
     pub fn is_retriable(&self) -> bool {
-        !matches!(self, SubmitError::Rejected(_))
+        !matches!(
+            self,
+            SubmitError::Rejected(_) | SubmitError::MembershipChange(_)
+        )
     }
 }
 
@@ -351,7 +358,42 @@ impl Controller {
         match write {
             Err(_) => Err(SubmitError::Timeout(self.submit_timeout)),
             Ok(Ok(response)) => response.data.0.map_err(|r| SubmitError::Rejected(r.into())),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+            Ok(Err(e)) => Err(self.write_error(e)),
+        }
+    }
+
+    /// Adds controller `id`, listening on `addr`, as a learner: it
+    /// replicates the log without voting. Waits until it has caught up
+    /// (within the submit timeout). Only the leader accepts this.
+    pub async fn add_learner(&self, id: u64, addr: SocketAddr) -> Result<(), SubmitError> {
+        let node = ControllerNode {
+            addr: addr.to_string(),
+        };
+        let change = self.raft.add_learner(id, node, true);
+        match tokio::time::timeout(self.submit_timeout, change).await {
+            Err(_) => Err(SubmitError::Timeout(self.submit_timeout)),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(self.write_error(e)),
+        }
+    }
+
+    /// Makes `voters` the voters of the quorum (through a joint
+    /// configuration); each must already be a member, as a voter or a
+    /// learner. Voters left out are removed from the membership. Only the
+    /// leader accepts this.
+    pub async fn change_voters(&self, voters: &[u64]) -> Result<(), SubmitError> {
+        let voters: std::collections::BTreeSet<u64> = voters.iter().copied().collect();
+        let change = self.raft.change_membership(voters, false);
+        match tokio::time::timeout(self.submit_timeout, change).await {
+            Err(_) => Err(SubmitError::Timeout(self.submit_timeout)),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(self.write_error(e)),
+        }
+    }
+
+    fn write_error(&self, e: RaftError<u64, ClientWriteError<u64, ControllerNode>>) -> SubmitError {
+        match e {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
                 let leader = f.leader_id.map(|id| {
                     let addr = f
                         .leader_node
@@ -360,10 +402,12 @@ impl Controller {
                         .unwrap_or_default();
                     (id, addr)
                 });
-                Err(SubmitError::NotLeader { leader })
+                SubmitError::NotLeader { leader }
             }
-            Ok(Err(RaftError::APIError(e))) => Err(SubmitError::Unavailable(e.to_string())),
-            Ok(Err(RaftError::Fatal(e))) => Err(SubmitError::Unavailable(e.to_string())),
+            RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
+                SubmitError::MembershipChange(e.to_string())
+            }
+            RaftError::Fatal(e) => SubmitError::Unavailable(e.to_string()),
         }
     }
 
