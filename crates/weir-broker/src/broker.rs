@@ -282,6 +282,45 @@ impl Broker {
         Ok(())
     }
 
+    /// Sets and removes a topic's config overrides, then applies the
+    /// result to its partitions at once. With `validate_only` nothing changes.
+    pub fn alter_topic_configs(
+        &self,
+        name: &str,
+        set: BTreeMap<String, String>,
+        delete: Vec<String>,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        let command = Command::AlterTopicConfigs {
+            name: name.to_owned(),
+            set,
+            delete,
+        };
+        let mut meta = self.meta.lock();
+        if validate_only {
+            return Ok(meta.image().validate(&command)?);
+        }
+        meta.submit(command)?;
+        let overrides = meta
+            .image()
+            .topic(name)
+            .map(|t| t.configs.clone())
+            .unwrap_or_default();
+        let config = log_config(&self.config, &overrides);
+        for partition in self.partitions_of(name).unwrap_or_default() {
+            partition
+                .log
+                .set_config(config.clone())
+                .map_err(|source| BrokerError::Log {
+                    topic: name.to_owned(),
+                    partition: partition.index,
+                    source,
+                })?;
+        }
+        tracing::info!(topic = name, ?overrides, "altered topic configs");
+        Ok(())
+    }
+
     /// Deletes a topic and its data.
     pub fn delete_topic(&self, name: &str) -> Result<uuid::Uuid, BrokerError> {
         let mut meta = self.meta.lock();

@@ -352,6 +352,52 @@ fn every_advertised_version_answers() {
                     assert_eq!(r.error_code, 0, "{label}");
                     assert_eq!(r.topics[0].partitions[0].error_code, 0, "{label}");
                 }
+                ApiKey::DeleteRecords => {
+                    use kafka_protocol::messages::delete_records_request::{
+                        DeleteRecordsPartition, DeleteRecordsTopic,
+                    };
+                    let request = DeleteRecordsRequest::default()
+                        .with_timeout_ms(1000)
+                        .with_topics(vec![DeleteRecordsTopic::default()
+                            .with_name(name("sweep"))
+                            .with_partitions(vec![DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(0)])]);
+                    let r: DeleteRecordsResponse = raw.call(key, version, &request);
+                    let p = &r.topics[0].partitions[0];
+                    assert_eq!((p.error_code, p.low_watermark), (0, 0), "{label}");
+                }
+                ApiKey::AlterConfigs => {
+                    use kafka_protocol::messages::alter_configs_request::{
+                        AlterConfigsResource, AlterableConfig,
+                    };
+                    let request = AlterConfigsRequest::default().with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_static_str("sweep"))
+                            .with_configs(vec![AlterableConfig::default()
+                                .with_name(StrBytes::from_static_str("retention.ms"))
+                                .with_value(Some(StrBytes::from_static_str("86400000")))]),
+                    ]);
+                    let r: AlterConfigsResponse = raw.call(key, version, &request);
+                    assert_eq!(r.responses[0].error_code, 0, "{label}");
+                }
+                ApiKey::IncrementalAlterConfigs => {
+                    use kafka_protocol::messages::incremental_alter_configs_request::{
+                        AlterConfigsResource, AlterableConfig,
+                    };
+                    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                        AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_static_str("sweep"))
+                            .with_configs(vec![AlterableConfig::default()
+                                .with_name(StrBytes::from_static_str("retention.bytes"))
+                                .with_config_operation(0)
+                                .with_value(Some(StrBytes::from_static_str("1000000")))]),
+                    ]);
+                    let r: IncrementalAlterConfigsResponse = raw.call(key, version, &request);
+                    assert_eq!(r.responses[0].error_code, 0, "{label}");
+                }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }
             checked += 1;

@@ -1,4 +1,5 @@
-//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions.
+//! Topic administration: CreateTopics, DeleteTopics, CreatePartitions,
+//! DeleteRecords.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -6,10 +7,14 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
+    DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -19,9 +24,9 @@ use super::RequestContext;
 use crate::broker::{Broker, BrokerError};
 use crate::topic_configs;
 
-type Failure = (ResponseError, String);
+pub(super) type Failure = (ResponseError, String);
 
-fn failure(error: BrokerError) -> Failure {
+pub(super) fn failure(error: BrokerError) -> Failure {
     let code = match &error {
         BrokerError::Meta(MetaError::TopicAlreadyExists(_)) => ResponseError::TopicAlreadyExists,
         BrokerError::Meta(MetaError::UnknownTopic(_)) => ResponseError::UnknownTopicOrPartition,
@@ -33,6 +38,7 @@ fn failure(error: BrokerError) -> Failure {
             ResponseError::InvalidReplicationFactor
         }
         BrokerError::Meta(MetaError::InvalidConfig { .. }) => ResponseError::InvalidConfig,
+        BrokerError::Meta(MetaError::InvalidRequest(_)) => ResponseError::InvalidRequest,
         _ => {
             tracing::error!(%error, "admin request failed");
             ResponseError::UnknownServerError
@@ -237,4 +243,68 @@ pub(super) fn create_partitions(
         })
         .collect();
     CreatePartitionsResponse::default().with_results(results)
+}
+
+/// DeleteRecords: moves each partition's log start offset up to the given
+/// offset (-1: the high watermark); whole segments below it are deleted.
+pub(super) fn delete_records(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.as_str();
+            let compact_only = broker.with_image(|image| {
+                image.topic(name).is_some_and(|t| {
+                    let effective = topic_configs::effective(broker.config(), &t.configs);
+                    effective
+                        .iter()
+                        .any(|c| c.def.name == "cleanup.policy" && c.value == "compact")
+                })
+            });
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let result = DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_low_watermark(-1);
+                    let Some(partition) = broker.partition(name, p.partition_index) else {
+                        return result
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    if compact_only {
+                        // Kafka refuses it too: the cleaner owns a compacted log's start.
+                        return result.with_error_code(ResponseError::PolicyViolation.code());
+                    }
+                    let high_watermark = partition.high_watermark();
+                    let offset = if p.offset == -1 {
+                        high_watermark
+                    } else {
+                        match u64::try_from(p.offset) {
+                            Ok(offset) if offset <= high_watermark => offset,
+                            _ => {
+                                return result
+                                    .with_error_code(ResponseError::OffsetOutOfRange.code())
+                            }
+                        }
+                    };
+                    match partition.log.delete_records_before(offset) {
+                        Ok(log_start) => result.with_low_watermark(log_start as i64),
+                        Err(error) => {
+                            tracing::error!(topic = name, partition = p.partition_index, %error, "delete records failed");
+                            result.with_error_code(ResponseError::KafkaStorageError.code())
+                        }
+                    }
+                })
+                .collect();
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    DeleteRecordsResponse::default().with_topics(topics)
 }

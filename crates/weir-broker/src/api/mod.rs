@@ -50,6 +50,9 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -153,6 +156,9 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::Heartbeat => "Heartbeat",
         ApiKey::LeaveGroup => "LeaveGroup",
         ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::DeleteRecords => "DeleteRecords",
+        ApiKey::AlterConfigs => "AlterConfigs",
+        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         _ => "Other",
     }
 }
@@ -285,6 +291,19 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
+        ApiKey::DeleteRecords => Reply::Now(Some(ctx.respond(&admin::delete_records(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::AlterConfigs => Reply::Now(Some(ctx.respond(&configs::alter_configs(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::IncrementalAlterConfigs => Reply::Now(Some(ctx.respond(
+            &configs::incremental_alter_configs(&broker, &ctx, decode!()),
+        ))),
         ApiKey::OffsetDelete => Reply::Now(Some(ctx.respond(&offsets::offset_delete(
             &broker,
             &ctx,
