@@ -325,6 +325,51 @@ impl Client {
             .collect())
     }
 
+    /// Sets and removes a topic's config overrides in one request
+    /// (IncrementalAlterConfigs SET and DELETE), validated by the broker.
+    pub async fn alter_topic_configs(
+        &mut self,
+        topic: &str,
+        set: &[(String, String)],
+        delete: &[String],
+    ) -> Result<(), ClientError> {
+        use kafka_protocol::messages::incremental_alter_configs_request::{
+            AlterConfigsResource, AlterableConfig,
+        };
+        use kafka_protocol::messages::{
+            IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+        };
+        const SET: i8 = 0;
+        const DELETE: i8 = 1;
+        let version = self.require_version(ApiKey::IncrementalAlterConfigs)?;
+        let configs = set
+            .iter()
+            .map(|(name, value)| (name, SET, Some(StrBytes::from_string(value.clone()))))
+            .chain(delete.iter().map(|name| (name, DELETE, None)))
+            .map(|(name, operation, value)| {
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_string(name.clone()))
+                    .with_config_operation(operation)
+                    .with_value(value)
+            })
+            .collect();
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(ConfigResource::Topic(String::new()).kafka_type())
+                .with_resource_name(StrBytes::from_string(topic.to_owned()))
+                .with_configs(configs),
+        ]);
+        let response: IncrementalAlterConfigsResponse = self
+            .call_version(ApiKey::IncrementalAlterConfigs, version, &request)
+            .await?;
+        let result = response
+            .responses
+            .into_iter()
+            .next()
+            .ok_or_else(|| self.missing("IncrementalAlterConfigs", topic))?;
+        check(result.error_code, text(result.error_message))
+    }
+
     pub(crate) fn missing(&self, api: &str, subject: &str) -> ClientError {
         ClientError::Protocol {
             addr: self.addr().to_owned(),

@@ -584,3 +584,70 @@ fn errors_are_one_line_and_exit_non_zero() {
         "error: --partitions must be at least 1"
     );
 }
+
+#[test]
+fn topic_alter_config_sets_and_deletes_overrides() {
+    let broker = Weir::start(&[]);
+    cli(
+        &broker,
+        &[
+            "topic",
+            "create",
+            "prices",
+            "--config",
+            "retention.ms=3600000",
+        ],
+        b"",
+    )
+    .ok();
+    let out = cli(
+        &broker,
+        &[
+            "topic",
+            "alter-config",
+            "prices",
+            "--set",
+            "cleanup.policy=compact",
+            "--set",
+            "segment.bytes=1048576",
+            "--delete",
+            "retention.ms",
+        ],
+        b"",
+    )
+    .ok();
+    assert_eq!(out.stdout, "Altered configs of topic prices\n");
+    let text = cli(&broker, &["topic", "describe", "prices"], b"")
+        .ok()
+        .stdout;
+    assert!(text.contains("cleanup.policy=compact"), "{text}");
+    assert!(text.contains("segment.bytes=1048576"), "{text}");
+    assert!(!text.contains("retention.ms"), "{text}");
+    // An invalid value is refused with the broker's reason, and nothing changes.
+    let error = cli(
+        &broker,
+        &[
+            "topic",
+            "alter-config",
+            "prices",
+            "--set",
+            "segment.bytes=-5",
+            "--set",
+            "retention.ms=1",
+        ],
+        b"",
+    )
+    .failed_with_one_line();
+    assert!(error.contains("segment.bytes"), "{error}");
+    let text = cli(&broker, &["topic", "describe", "prices"], b"")
+        .ok()
+        .stdout;
+    assert!(!text.contains("retention.ms"), "{text}");
+    let error = cli(
+        &broker,
+        &["topic", "alter-config", "nope", "--set", "retention.ms=1"],
+        b"",
+    )
+    .failed_with_one_line();
+    assert!(error.contains("does not exist"), "{error}");
+}

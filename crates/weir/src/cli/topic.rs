@@ -35,6 +35,18 @@ enum TopicCommand {
     Describe { name: String },
     /// Delete a topic and all its records.
     Delete { name: String },
+    /// Change a topic's config overrides while it is in use; the broker
+    /// validates every change and applies them all or none.
+    AlterConfig {
+        name: String,
+        /// Set an override, KEY=VALUE; repeat for several.
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_config)]
+        set: Vec<(String, String)>,
+        /// Remove an override (back to the broker's default); repeat for
+        /// several.
+        #[arg(long = "delete", value_name = "KEY")]
+        delete: Vec<String>,
+    },
 }
 
 fn parse_config(arg: &str) -> Result<(String, String), String> {
@@ -76,6 +88,16 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
             }
             TopicCommand::Describe { name } => {
                 print!("{}", describe(&mut client, &name).await?);
+            }
+            TopicCommand::AlterConfig { name, set, delete } => {
+                if set.is_empty() && delete.is_empty() {
+                    bail!("nothing to change: give --set KEY=VALUE or --delete KEY");
+                }
+                client
+                    .alter_topic_configs(&name, &set, &delete)
+                    .await
+                    .map_err(|e| topic_error(e, &name))?;
+                println!("Altered configs of topic {name}");
             }
             TopicCommand::Delete { name } => {
                 client
