@@ -35,8 +35,11 @@ use super::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 pub(crate) const RAFT_LOG_FILE: &str = "raft.log";
 /// The vote and purge point's file name.
 pub(crate) const RAFT_STATE_FILE: &str = "raft.state";
+/// The last known commit point's file name (a hint, never fsynced).
+pub(crate) const RAFT_COMMITTED_FILE: &str = "raft.committed";
 const RAFT_LOG_TMP: &str = "raft.log.tmp";
 const RAFT_STATE_TMP: &str = "raft.state.tmp";
+const RAFT_COMMITTED_TMP: &str = "raft.committed.tmp";
 const MAGIC: &[u8; 8] = b"WEIRRLOG";
 const VERSION: u32 = 1;
 const HEADER_LEN: usize = 16;
@@ -81,6 +84,8 @@ struct Inner {
     /// The entries after `state.purged`.
     entries: Entries,
     state: HardState,
+    /// The last commit point openraft reported (a hint for restarts).
+    committed: Option<LogId>,
     /// Set when a write failed: what is on disk is uncertain, so nothing
     /// more is written until the log is reopened.
     failed: Option<String>,
@@ -91,13 +96,14 @@ impl LogStore {
     /// record. Any other damage is [`MetaError::Corrupt`].
     pub(crate) fn open(dir: &Path) -> Result<LogStore, MetaError> {
         fs::create_dir_all(dir).context(dir)?;
-        for leftover in [RAFT_LOG_TMP, RAFT_STATE_TMP] {
+        for leftover in [RAFT_LOG_TMP, RAFT_STATE_TMP, RAFT_COMMITTED_TMP] {
             remove_if_exists(&dir.join(leftover))?;
         }
         let log_path = dir.join(RAFT_LOG_FILE);
         let state_path = dir.join(RAFT_STATE_FILE);
         let state = read_state(&state_path)?.unwrap_or_default();
         let purged_index = state.purged.as_ref().map(|id| id.index);
+        let committed = read_committed(&dir.join(RAFT_COMMITTED_FILE));
 
         let (file, file_len, entries) = match fs::read(&log_path) {
             Ok(bytes) => {
@@ -135,6 +141,7 @@ impl LogStore {
                 file_len,
                 entries,
                 state,
+                committed,
                 failed: None,
             })),
         })
@@ -348,6 +355,31 @@ fn load_log(path: &Path, bytes: &[u8], purged: Option<u64>) -> Result<(u64, Entr
     Ok((scan.valid_len, entries))
 }
 
+/// Writes the commit point to `raft.committed` (temporary file, rename, no
+/// fsync). It only lets a restart apply what was committed before it
+/// hears from a leader: losing it, or finding an older one, is harmless,
+/// and every entry up to it is already durable in the log.
+fn write_committed(dir: &Path, committed: &Option<LogId>) -> io::Result<()> {
+    let json = serde_json::to_vec(committed).map_err(io::Error::other)?;
+    let tmp = dir.join(RAFT_COMMITTED_TMP);
+    fs::write(&tmp, log_file::encode_record(&json))?;
+    fs::rename(&tmp, dir.join(RAFT_COMMITTED_FILE))
+}
+
+/// The commit point of `raft.committed`; `None` when absent or damaged.
+fn read_committed(path: &Path) -> Option<LogId> {
+    let bytes = fs::read(path).ok()?;
+    match log_file::scan_records::<Option<LogId>>(&bytes, 0, path) {
+        Ok(scan) if scan.torn.is_none() && scan.records.len() == 1 => {
+            scan.records.into_iter().next().and_then(|(_, c)| c)
+        }
+        _ => {
+            warn!(path = %path.display(), "ignoring an unreadable commit point");
+            None
+        }
+    }
+}
+
 fn read_state(path: &Path) -> Result<Option<HardState>, MetaError> {
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
@@ -415,6 +447,24 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
         Ok(self.lock().state.vote)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        let mut inner = self.lock();
+        if committed > inner.committed {
+            inner.committed = committed;
+            if let Err(e) = write_committed(&inner.dir, &committed) {
+                warn!(dir = %inner.dir.display(), error = %e, "cannot record the commit point");
+            }
+        }
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        let inner = self.lock();
+        // Never past the log: what is not in it cannot be applied.
+        let last = inner.last_log_id();
+        Ok(inner.committed.min(last))
     }
 
     async fn append<I>(
@@ -514,6 +564,30 @@ mod tests {
         assert_eq!(state.last_purged_log_id, None);
         let some = store.try_get_log_entries(2..4).await.unwrap();
         assert_eq!(indexes(&some), vec![(1, 2), (1, 3)]);
+    }
+
+    #[tokio::test]
+    async fn the_commit_point_survives_reopen_but_never_passes_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = LogStore::open(dir.path()).unwrap();
+        store
+            .blocking_append((1..=4).map(|i| entry(1, i)))
+            .await
+            .unwrap();
+        store.save_committed(Some(log_id(1, 1, 3))).await.unwrap();
+        // Older values never overwrite newer ones.
+        store.save_committed(Some(log_id(1, 1, 2))).await.unwrap();
+        drop(store);
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(store.read_committed().await.unwrap(), Some(log_id(1, 1, 3)));
+        store.truncate(log_id(1, 1, 3)).await.unwrap();
+        assert_eq!(store.read_committed().await.unwrap(), Some(log_id(1, 1, 2)));
+        drop(store);
+
+        // A damaged hint is ignored.
+        fs::write(dir.path().join(RAFT_COMMITTED_FILE), b"garbage").unwrap();
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(store.read_committed().await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -2,7 +2,8 @@
 //! (openraft), behind a small handle, [`Controller`].
 //!
 //! Files, all in the controller's directory: `raft.log` (entries),
-//! `raft.state` (vote, purge point), `raft.snapshot` (the last snapshot).
+//! `raft.state` (vote, purge point), `raft.committed` (the last commit
+//! point, a hint), `raft.snapshot` (the last snapshot).
 //! The modules:
 //!
 //! - `types`: the openraft type configuration and the result of an apply;
