@@ -46,6 +46,7 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
     }
     metrics.consumer_group_lag.clear();
     metrics.consumer_group_lag_seconds.clear();
+    metrics.consumer_group_lost_to_retention.clear();
     let broker_for_lag = broker.clone();
     let lags = tokio::task::spawn_blocking(move || lag::groups(&broker_for_lag, None))
         .await
@@ -65,6 +66,10 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
                 .consumer_group_lag_seconds
                 .get_or_create(&labels)
                 .set(p.lag_seconds);
+            metrics
+                .consumer_group_lost_to_retention
+                .get_or_create(&labels)
+                .set(p.lost_to_retention as i64);
         }
     }
     (

@@ -28,6 +28,10 @@ pub struct PartitionLag {
     pub lag: u64,
     /// Age of the oldest unconsumed record, from its timestamp; 0 without lag.
     pub lag_seconds: f64,
+    /// Records the group never read because retention (or DeleteRecords)
+    /// removed them first: how far the committed offset is below the log
+    /// start. The group resumes at the log start (`auto.offset.reset`).
+    pub lost_to_retention: u64,
 }
 
 /// Lag of every group with members or committed offsets, or of one group.
@@ -58,9 +62,11 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
                 .filter_map(|((topic, partition), offset)| {
                     let log = broker.partition(&topic, partition)?;
                     let end = log.high_watermark();
-                    let lag = end.saturating_sub(offset.offset.max(0) as u64);
+                    let committed = offset.offset.max(0) as u64;
+                    let lag = end.saturating_sub(committed);
+                    let lost_to_retention = log.log.log_start_offset().saturating_sub(committed);
                     let oldest = if lag > 0 {
-                        log.timestamp_at(offset.offset.max(0) as u64)
+                        log.timestamp_at(committed.max(log.log.log_start_offset()))
                             .unwrap_or_else(|error| {
                                 tracing::warn!(%topic, partition, %error, "cannot read the oldest unconsumed record");
                                 None
@@ -77,6 +83,7 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
                         lag_seconds: oldest
                             .filter(|ts| *ts >= 0)
                             .map_or(0.0, |ts| (now - ts).max(0) as f64 / 1000.0),
+                        lost_to_retention,
                     })
                 })
                 .collect();

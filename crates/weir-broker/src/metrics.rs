@@ -37,6 +37,7 @@ pub struct Metrics {
     pub log_end_offset: Family<PartitionLabels, Gauge>,
     pub consumer_group_lag: Family<GroupPartitionLabels, Gauge>,
     pub consumer_group_lag_seconds: Family<GroupPartitionLabels, Gauge<f64, AtomicU64>>,
+    pub consumer_group_lost_to_retention: Family<GroupPartitionLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -53,6 +54,7 @@ impl Default for Metrics {
         let consumer_group_lag = Family::<GroupPartitionLabels, Gauge>::default();
         let consumer_group_lag_seconds =
             Family::<GroupPartitionLabels, Gauge<f64, AtomicU64>>::default();
+        let consumer_group_lost_to_retention = Family::<GroupPartitionLabels, Gauge>::default();
         registry.register("requests", "Requests handled, by API", requests.clone());
         registry.register(
             "request_duration_seconds",
@@ -81,6 +83,11 @@ impl Default for Metrics {
             "Age of the oldest record a group has not consumed, from its timestamp",
             consumer_group_lag_seconds.clone(),
         );
+        registry.register(
+            "consumer_group_lost_to_retention",
+            "Records a group never read because retention deleted them first",
+            consumer_group_lost_to_retention.clone(),
+        );
         Self {
             registry,
             requests,
@@ -91,6 +98,7 @@ impl Default for Metrics {
             log_end_offset,
             consumer_group_lag,
             consumer_group_lag_seconds,
+            consumer_group_lost_to_retention,
         }
     }
 }

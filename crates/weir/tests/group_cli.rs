@@ -643,3 +643,41 @@ fn a_group_with_a_live_consumer_shows_its_member_and_refuses_resets() {
         offsets(&[("live", 0, 0), ("live", 1, 0)])
     );
 }
+
+#[test]
+fn describe_flags_records_lost_to_retention() {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::{
+        ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let broker = Weir::start(&[]);
+    cli(
+        &broker,
+        &["topic", "create", "expiring", "--partitions", "1"],
+    )
+    .ok();
+    produce_lines(&broker, "expiring", 0, 10);
+    commit(&broker, "late", &[("expiring", 0, 2)]);
+    let out = cli(&broker, &["group", "describe", "late"]).ok();
+    assert!(!out.stdout.contains("Lost to retention"), "{}", out.stdout);
+    let response: DeleteRecordsResponse = common::raw::Raw::connect(&broker.kafka).call(
+        ApiKey::DeleteRecords,
+        2,
+        &DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("expiring")))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(6)])]),
+    );
+    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+    let out = cli(&broker, &["group", "describe", "late"]).ok();
+    assert!(
+        out.stdout
+            .contains("Lost to retention: expiring-0: 4 records"),
+        "{}",
+        out.stdout
+    );
+}

@@ -219,3 +219,38 @@ fn groups_are_listed_described_and_deleted() {
         vec![Offset::Offset(2)]
     );
 }
+
+#[test]
+fn records_deleted_before_a_group_read_them_are_flagged_as_lost() {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::{
+        ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let weir = Weir::start(&[]);
+    create_topic(&weir, "expiring", 1);
+    commit(&weir, "late", &[("expiring", 0, 4)]).unwrap();
+    let mut raw = common::raw::Raw::connect(&weir.kafka);
+    let response: DeleteRecordsResponse = raw.call(
+        ApiKey::DeleteRecords,
+        2,
+        &DeleteRecordsRequest::default().with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("expiring")))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(7)])]),
+    );
+    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+    let (_, metrics) = weir.http_get("/metrics");
+    assert!(
+        metrics.contains(
+            "weir_consumer_group_lost_to_retention{group=\"late\",topic=\"expiring\",partition=\"0\"} 3"
+        ),
+        "{metrics}"
+    );
+    let (_, body) = weir.http_get("/v1/groups/late");
+    assert!(body.contains("\"lost_to_retention\":3"), "{body}");
+    assert!(body.contains("\"lag\":6"), "{body}");
+}

@@ -364,6 +364,7 @@ async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String
     ]
     .map(str::to_owned)
     .to_vec()];
+    let mut lost = Vec::new();
     for ((topic, partition), row) in &rows {
         let end = match clients
             .bootstrap
@@ -375,6 +376,20 @@ async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String
             Err(error) if error.kafka_error().is_some() => None,
             Err(error) => return Err(error.into()),
         };
+        if let (Some(committed), Some(_)) = (row.committed, end) {
+            let start = clients
+                .bootstrap
+                .list_offsets(topic, *partition, EARLIEST)
+                .await?;
+            if committed < start {
+                lost.push(format!(
+                    "{topic}-{partition}: {} records deleted by retention before the group \
+                     read them (committed offset {committed}, log start {start}); it resumes \
+                     as its auto.offset.reset says",
+                    start - committed
+                ));
+            }
+        }
         let show = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
         let lag = row.committed.zip(end).map(|(c, e)| e - c);
         let mut line = vec![
@@ -403,6 +418,12 @@ async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String
     )?;
     writeln!(out)?;
     out.push_str(&table(&lines));
+    if !lost.is_empty() {
+        writeln!(out)?;
+        for line in lost {
+            writeln!(out, "Lost to retention: {line}")?;
+        }
+    }
     Ok(out)
 }
 
