@@ -270,6 +270,27 @@ impl Client {
         })
     }
 
+    /// Grows a topic to `total` partitions.
+    pub async fn create_partitions(&mut self, name: &str, total: i32) -> Result<(), ClientError> {
+        use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+        use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+        let version = self.require_version(ApiKey::CreatePartitions)?;
+        let request = CreatePartitionsRequest::default()
+            .with_timeout_ms(ADMIN_TIMEOUT_MS)
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(topic_name(name))
+                .with_count(total)]);
+        let response: CreatePartitionsResponse = self
+            .call_version(ApiKey::CreatePartitions, version, &request)
+            .await?;
+        let result = response
+            .results
+            .into_iter()
+            .find(|r| r.name.0.as_str() == name)
+            .ok_or_else(|| self.missing("CreatePartitions", name))?;
+        check(result.error_code, text(result.error_message))
+    }
+
     /// Deletes a topic by name.
     pub async fn delete_topic(&mut self, name: &str) -> Result<(), ClientError> {
         let version = self.require_version(ApiKey::DeleteTopics)?;

@@ -651,3 +651,64 @@ fn topic_alter_config_sets_and_deletes_overrides() {
     .failed_with_one_line();
     assert!(error.contains("does not exist"), "{error}");
 }
+
+#[test]
+fn adding_partitions_to_a_keyed_topic_needs_force() {
+    let broker = Weir::start(&[]);
+    cli(
+        &broker,
+        &["topic", "create", "plain", "--partitions", "2"],
+        b"",
+    )
+    .ok();
+    cli(&broker, &["produce", "plain"], b"a\nb\n").ok();
+    let out = cli(
+        &broker,
+        &["topic", "add-partitions", "plain", "--partitions", "4"],
+        b"",
+    )
+    .ok();
+    assert_eq!(out.stdout, "Topic plain now has 4 partitions\n");
+
+    cli(
+        &broker,
+        &["topic", "create", "keyed", "--partitions", "2"],
+        b"",
+    )
+    .ok();
+    cli(
+        &broker,
+        &["produce", "keyed", "--key-separator", ":"],
+        b"alice:1\nbob:2\n",
+    )
+    .ok();
+    let error = cli(
+        &broker,
+        &["topic", "add-partitions", "keyed", "-p", "3"],
+        b"",
+    )
+    .failed_with_one_line();
+    assert!(
+        error.contains("keyed records") && error.contains("--force"),
+        "{error}"
+    );
+    let text = cli(&broker, &["topic", "describe", "keyed"], b"")
+        .ok()
+        .stdout;
+    assert!(!text.contains("\n  2 "), "nothing added: {text}");
+    let out = cli(
+        &broker,
+        &["topic", "add-partitions", "keyed", "-p", "3", "--force"],
+        b"",
+    )
+    .ok();
+    assert_eq!(out.stdout, "Topic keyed now has 3 partitions\n");
+    assert!(out.stderr.contains("warning"), "{}", out.stderr);
+    let error = cli(
+        &broker,
+        &["topic", "add-partitions", "keyed", "-p", "2"],
+        b"",
+    )
+    .failed_with_one_line();
+    assert!(error.contains("already has 3"), "{error}");
+}

@@ -35,6 +35,17 @@ enum TopicCommand {
     Describe { name: String },
     /// Delete a topic and all its records.
     Delete { name: String },
+    /// Grow a topic to more partitions. Keys then map to other partitions
+    /// than before, so a topic holding keyed records needs --force.
+    AddPartitions {
+        name: String,
+        /// The new total number of partitions.
+        #[arg(long, short = 'p')]
+        partitions: i32,
+        /// Add them even though the topic has keyed records.
+        #[arg(long)]
+        force: bool,
+    },
     /// Change a topic's config overrides while it is in use; the broker
     /// validates every change and applies them all or none.
     AlterConfig {
@@ -89,6 +100,32 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
             TopicCommand::Describe { name } => {
                 print!("{}", describe(&mut client, &name).await?);
             }
+            TopicCommand::AddPartitions {
+                name,
+                partitions,
+                force,
+            } => {
+                let current = topic_metadata(&mut client, &name).await?.partitions.len();
+                if partitions as usize <= current {
+                    bail!("topic {name} already has {current} partitions; give a larger total");
+                }
+                if has_keyed_records(&mut client, &name, current as i32).await? {
+                    let why = format!(
+                        "topic {name} holds keyed records: with {partitions} partitions instead \
+                         of {current}, most keys map to a different partition (murmur2(key) % \
+                         partitions), so a key's new records no longer follow its old ones"
+                    );
+                    if !force {
+                        bail!("{why}; add --force to add the partitions anyway");
+                    }
+                    eprintln!("warning: {why}");
+                }
+                client
+                    .create_partitions(&name, partitions)
+                    .await
+                    .map_err(|e| topic_error(e, &name))?;
+                println!("Topic {name} now has {partitions} partitions");
+            }
             TopicCommand::AlterConfig { name, set, delete } => {
                 if set.is_empty() && delete.is_empty() {
                     bail!("nothing to change: give --set KEY=VALUE or --delete KEY");
@@ -109,6 +146,29 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// Whether the latest records of any partition carry keys: a sample of
+/// each partition's tail, which is where keyed topics show their keys.
+async fn has_keyed_records(
+    client: &mut weir_client::Client,
+    topic: &str,
+    partitions: i32,
+) -> anyhow::Result<bool> {
+    const SAMPLE: i64 = 100;
+    for partition in 0..partitions {
+        let start = client.list_offsets(topic, partition, EARLIEST).await?;
+        let end = client.list_offsets(topic, partition, LATEST).await?;
+        if end <= start {
+            continue;
+        }
+        let from = start.max(end - SAMPLE);
+        let records = client.fetch(topic, partition, from, 1 << 20, 0).await?;
+        if records.iter().any(|r| r.key.is_some()) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 async fn describe(client: &mut weir_client::Client, name: &str) -> anyhow::Result<String> {
