@@ -8,9 +8,11 @@
 //! conflicting suffix shortens the file; purging a prefix first records the
 //! purge point in `raft.state`, then rewrites the log without the purged
 //! entries (temporary file, fsync, rename). `raft.state` is always
-//! replaced whole (temporary file, fsync, rename, directory fsync). The
-//! entries that are not purged are also kept in memory: the metadata log
-//! is small, and snapshots bound it. See `DESIGN.md`.
+//! replaced whole (temporary file, fsync, rename, directory fsync);
+//! `raft.committed` is a hint written without fsync. The entries that are
+//! not purged are also kept in memory (the metadata log is small, and
+//! snapshots bound it), where readers see them once they are durable. File
+//! work runs on a blocking thread. See `DESIGN.md`.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -44,7 +46,7 @@ const MAGIC: &[u8; 8] = b"WEIRRLOG";
 const VERSION: u32 = 1;
 const HEADER_LEN: usize = 16;
 
-/// Index → (byte position in `raft.log`, entry).
+/// Index → (byte position in `raft.log`, entry), as loaded.
 type Entries = BTreeMap<u64, (u64, Entry)>;
 
 /// A freshly written `raft.log`.
@@ -53,11 +55,11 @@ struct Rewritten {
     file: File,
     len: u64,
     /// Index → byte position.
-    positions: Vec<(u64, u64)>,
+    positions: BTreeMap<u64, u64>,
 }
 
 /// What `raft.state` holds.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct HardState {
     /// The last vote this node cast or granted.
     vote: Option<Vote>,
@@ -67,13 +69,29 @@ struct HardState {
 
 /// The Raft log storage; clones share the same log (one serves as the
 /// log reader of replication tasks).
+///
+/// Two locks: `mem` (what readers see) is only held briefly; `disk` is held
+/// while files are written and synced, on a blocking thread, so neither
+/// readers nor the async runtime wait for an fsync.
 #[derive(Clone, Debug)]
 pub(crate) struct LogStore {
-    inner: Arc<Mutex<Inner>>,
+    mem: Arc<Mutex<Mem>>,
+    disk: Arc<Mutex<Disk>>,
 }
 
+/// The durable state as readers see it: only what is already on disk.
 #[derive(Debug)]
-struct Inner {
+struct Mem {
+    /// The entries after `state.purged`.
+    entries: BTreeMap<u64, Entry>,
+    state: HardState,
+    /// The last commit point openraft reported (a hint for restarts).
+    committed: Option<LogId>,
+}
+
+/// The files.
+#[derive(Debug)]
+struct Disk {
     dir: PathBuf,
     log_path: PathBuf,
     state_path: PathBuf,
@@ -81,11 +99,11 @@ struct Inner {
     file: File,
     /// The length of `raft.log` up to the end of the last entry.
     file_len: u64,
-    /// The entries after `state.purged`.
-    entries: Entries,
+    /// Index → byte position in `raft.log` of the entries after the purge
+    /// point.
+    positions: BTreeMap<u64, u64>,
+    /// What `raft.state` holds.
     state: HardState,
-    /// The last commit point openraft reported (a hint for restarts).
-    committed: Option<LogId>,
     /// Set when a write failed: what is on disk is uncertain, so nothing
     /// more is written until the log is reopened.
     failed: Option<String>,
@@ -105,7 +123,7 @@ impl LogStore {
         let purged_index = state.purged.as_ref().map(|id| id.index);
         let committed = read_committed(&dir.join(RAFT_COMMITTED_FILE));
 
-        let (file, file_len, entries) = match fs::read(&log_path) {
+        let (file, file_len, loaded) = match fs::read(&log_path) {
             Ok(bytes) => {
                 let (len, entries) = load_log(&log_path, &bytes, purged_index)?;
                 let file = OpenOptions::new()
@@ -115,7 +133,7 @@ impl LogStore {
                 (file, len, entries)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let file = write_log_file(dir, &BTreeMap::new())?.file;
+                let file = write_log_file(dir, &[])?.file;
                 (file, HEADER_LEN as u64, BTreeMap::new())
             }
             Err(source) => {
@@ -127,34 +145,72 @@ impl LogStore {
         };
         info!(
             dir = %dir.display(),
-            entries = entries.len(),
+            entries = loaded.len(),
             purged = ?state.purged,
             vote = ?state.vote,
+            committed = ?committed,
             "raft log opened"
         );
+        let positions = loaded.iter().map(|(i, (pos, _))| (*i, *pos)).collect();
+        let entries = loaded.into_iter().map(|(i, (_, e))| (i, e)).collect();
         Ok(LogStore {
-            inner: Arc::new(Mutex::new(Inner {
+            mem: Arc::new(Mutex::new(Mem {
+                entries,
+                state,
+                committed,
+            })),
+            disk: Arc::new(Mutex::new(Disk {
                 dir: dir.to_owned(),
                 log_path,
                 state_path,
                 file,
                 file_len,
-                entries,
+                positions,
                 state,
-                committed,
                 failed: None,
             })),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn mem(&self) -> MutexGuard<'_, Mem> {
         // A panic while holding the lock leaves plain data behind; the
         // `failed` flag covers half-done writes.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.mem.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `op` on the files on a blocking thread. A failure makes the
+    /// log refuse every later write.
+    async fn on_disk<T, F>(&self, subject: ErrorSubject<u64>, op: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Disk) -> Result<T, MetaError> + Send + 'static,
+    {
+        let disk = Arc::clone(&self.disk);
+        let task_subject = subject.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let mut disk = disk.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(e) = disk.offline() {
+                return Err(Box::new(e));
+            }
+            op(&mut disk).map_err(|e| Box::new(disk.fail(task_subject, e)))
+        });
+        match task.await {
+            Ok(result) => result.map_err(|e| *e),
+            Err(e) => Err(StorageIOError::new(subject, ErrorVerb::Write, &e).into()),
+        }
     }
 }
 
-impl Inner {
+impl Mem {
+    fn last_log_id(&self) -> Option<LogId> {
+        self.entries
+            .last_key_value()
+            .map(|(_, e)| e.log_id)
+            .or(self.state.purged)
+    }
+}
+
+impl Disk {
     /// The error to return while the log refuses writes.
     fn offline(&self) -> Option<StorageError> {
         self.failed.as_ref().map(|reason| {
@@ -175,83 +231,61 @@ impl Inner {
         storage_error(subject, ErrorVerb::Write, &e)
     }
 
-    fn last_log_id(&self) -> Option<LogId> {
-        self.entries
-            .last_key_value()
-            .map(|(_, (_, e))| e.log_id)
-            .or(self.state.purged)
-    }
-
-    fn save_state(&self) -> Result<(), MetaError> {
-        let json = serde_json::to_vec(&self.state).map_err(|e| MetaError::Corrupt {
+    fn save_state(&mut self, state: HardState) -> Result<(), MetaError> {
+        let json = serde_json::to_vec(&state).map_err(|e| MetaError::Corrupt {
             path: self.state_path.clone(),
             reason: format!("the raft state cannot be encoded: {e}"),
         })?;
         let tmp = self.dir.join(RAFT_STATE_TMP);
         write_synced(&tmp, &log_file::encode_record(&json))?;
         fs::rename(&tmp, &self.state_path).context(&self.state_path)?;
-        sync_dir(&self.dir)
+        sync_dir(&self.dir)?;
+        self.state = state;
+        Ok(())
     }
 
-    fn append(&mut self, entries: Vec<Entry>) -> Result<(), MetaError> {
-        let mut next = self.last_log_id().map(|id| id.index + 1);
+    /// Appends the entries (already checked to follow the log) with one
+    /// write, then fsyncs.
+    fn append(&mut self, entries: &[Entry]) -> Result<(), MetaError> {
         let mut buf = Vec::new();
         let mut placed = Vec::with_capacity(entries.len());
         for entry in entries {
-            let index = entry.log_id.index;
-            if next.is_some_and(|n| n != index) {
-                return Err(MetaError::Corrupt {
-                    path: self.log_path.clone(),
-                    reason: format!(
-                        "entry {index} appended where entry {} belongs",
-                        next.unwrap_or_default()
-                    ),
-                });
-            }
-            next = Some(index + 1);
-            let payload = encode_entry(&entry, &self.log_path)?;
-            let pos = self.file_len + buf.len() as u64;
+            let payload = encode_entry(entry, &self.log_path)?;
+            placed.push((entry.log_id.index, self.file_len + buf.len() as u64));
             buf.extend_from_slice(&log_file::encode_record(&payload));
-            placed.push((index, pos, entry));
         }
         self.file.write_all(&buf).context(&self.log_path)?;
         self.file.sync_data().context(&self.log_path)?;
         self.file_len += buf.len() as u64;
-        for (index, pos, entry) in placed {
-            self.entries.insert(index, (pos, entry));
-        }
+        self.positions.extend(placed);
         Ok(())
     }
 
     fn truncate(&mut self, since: u64) -> Result<(), MetaError> {
-        let Some((_, (pos, _))) = self.entries.range(since..).next() else {
+        let Some((_, pos)) = self.positions.range(since..).next() else {
             return Ok(());
         };
         let pos = *pos;
         self.file.set_len(pos).context(&self.log_path)?;
         self.file.sync_all().context(&self.log_path)?;
         self.file_len = pos;
-        self.entries.split_off(&since);
+        self.positions.split_off(&since);
         Ok(())
     }
 
-    fn purge(&mut self, upto: LogId) -> Result<(), MetaError> {
-        if self.state.purged.is_some_and(|p| p.index >= upto.index) {
-            return Ok(());
-        }
+    /// Records the purge point, then rewrites the log with `kept` (the
+    /// entries after it).
+    fn purge(&mut self, upto: LogId, kept: &[Entry]) -> Result<(), MetaError> {
         // The purge point first: should a crash leave the old file, the
         // entries it still holds up to `upto` are skipped on open.
-        self.state.purged = Some(upto);
-        self.save_state()?;
-        self.entries = self.entries.split_off(&(upto.index + 1));
-        let rewritten = write_log_file(&self.dir, &self.entries)?;
+        self.save_state(HardState {
+            purged: Some(upto),
+            ..self.state
+        })?;
+        let rewritten = write_log_file(&self.dir, kept)?;
         self.file = rewritten.file;
         self.file_len = rewritten.len;
-        for (index, pos) in rewritten.positions {
-            if let Some(slot) = self.entries.get_mut(&index) {
-                slot.0 = pos;
-            }
-        }
+        self.positions = rewritten.positions;
         Ok(())
     }
 }
@@ -286,13 +320,13 @@ fn encode_header() -> [u8; HEADER_LEN] {
 /// Writes `entries` as a fresh `raft.log` (temporary file, fsync, rename,
 /// directory fsync); returns it open for appending, its length and each
 /// entry's position.
-fn write_log_file(dir: &Path, entries: &Entries) -> Result<Rewritten, MetaError> {
+fn write_log_file(dir: &Path, entries: &[Entry]) -> Result<Rewritten, MetaError> {
     let tmp = dir.join(RAFT_LOG_TMP);
     let path = dir.join(RAFT_LOG_FILE);
     let mut buf = encode_header().to_vec();
-    let mut positions = Vec::with_capacity(entries.len());
-    for (index, (_, entry)) in entries {
-        positions.push((*index, buf.len() as u64));
+    let mut positions = BTreeMap::new();
+    for entry in entries {
+        positions.insert(entry.log_id.index, buf.len() as u64);
         buf.extend_from_slice(&log_file::encode_record(&encode_entry(entry, &path)?));
     }
     write_synced(&tmp, &buf)?;
@@ -408,11 +442,11 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        let inner = self.lock();
-        Ok(inner
+        Ok(self
+            .mem()
             .entries
             .range(range)
-            .map(|(_, (_, e))| e.clone())
+            .map(|(_, e)| e.clone())
             .collect())
     }
 }
@@ -421,10 +455,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
-        let inner = self.lock();
+        let mem = self.mem();
         Ok(LogState {
-            last_purged_log_id: inner.state.purged,
-            last_log_id: inner.last_log_id(),
+            last_purged_log_id: mem.state.purged,
+            last_log_id: mem.last_log_id(),
         })
     }
 
@@ -433,38 +467,44 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
-        let mut inner = self.lock();
-        if let Some(e) = inner.offline() {
-            return Err(e);
-        }
-        let previous = inner.state.vote.replace(*vote);
-        if let Err(e) = inner.save_state() {
-            inner.state.vote = previous;
-            return Err(inner.fail(ErrorSubject::Vote, e));
-        }
+        let vote = *vote;
+        self.on_disk(ErrorSubject::Vote, move |disk| {
+            disk.save_state(HardState {
+                vote: Some(vote),
+                ..disk.state
+            })
+        })
+        .await?;
+        self.mem().state.vote = Some(vote);
         Ok(())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
-        Ok(self.lock().state.vote)
+        Ok(self.mem().state.vote)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        let mut inner = self.lock();
-        if committed > inner.committed {
-            inner.committed = committed;
-            if let Err(e) = write_committed(&inner.dir, &committed) {
-                warn!(dir = %inner.dir.display(), error = %e, "cannot record the commit point");
+        {
+            let mut mem = self.mem();
+            if committed <= mem.committed {
+                return Ok(());
             }
+            mem.committed = committed;
         }
-        Ok(())
+        // A hint: a failure is logged, never fatal.
+        self.on_disk(ErrorSubject::Store, move |disk| {
+            if let Err(e) = write_committed(&disk.dir, &committed) {
+                warn!(dir = %disk.dir.display(), error = %e, "cannot record the commit point");
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
-        let inner = self.lock();
+        let mem = self.mem();
         // Never past the log: what is not in it cannot be applied.
-        let last = inner.last_log_id();
-        Ok(inner.committed.min(last))
+        Ok(mem.committed.min(mem.last_log_id()))
     }
 
     async fn append<I>(
@@ -477,13 +517,26 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let entries: Vec<Entry> = entries.into_iter().collect();
-        {
-            let mut inner = self.lock();
-            if let Some(e) = inner.offline() {
-                return Err(e);
+        let mut next = self.mem().last_log_id().map(|id| id.index + 1);
+        for entry in &entries {
+            let index = entry.log_id.index;
+            if let Some(expected) = next.filter(|n| *n != index) {
+                let e = MetaError::InvalidRequest(format!(
+                    "entry {index} appended where entry {expected} belongs"
+                ));
+                return Err(storage_error(ErrorSubject::Logs, ErrorVerb::Write, &e));
             }
-            if let Err(e) = inner.append(entries) {
-                return Err(inner.fail(ErrorSubject::Logs, e));
+            next = Some(index + 1);
+        }
+        let entries = self
+            .on_disk(ErrorSubject::Logs, move |disk| {
+                disk.append(&entries).map(|()| entries)
+            })
+            .await?;
+        {
+            let mut mem = self.mem();
+            for entry in entries {
+                mem.entries.insert(entry.log_id.index, entry);
             }
         }
         callback.log_io_completed(Ok(()));
@@ -491,24 +544,29 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let mut inner = self.lock();
-        if let Some(e) = inner.offline() {
-            return Err(e);
-        }
-        if let Err(e) = inner.truncate(log_id.index) {
-            return Err(inner.fail(ErrorSubject::Logs, e));
-        }
+        let since = log_id.index;
+        self.on_disk(ErrorSubject::Logs, move |disk| disk.truncate(since))
+            .await?;
+        self.mem().entries.split_off(&since);
         Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let mut inner = self.lock();
-        if let Some(e) = inner.offline() {
-            return Err(e);
-        }
-        if let Err(e) = inner.purge(log_id) {
-            return Err(inner.fail(ErrorSubject::Logs, e));
-        }
+        let kept: Vec<Entry> = {
+            let mem = self.mem();
+            if mem.state.purged.is_some_and(|p| p.index >= log_id.index) {
+                return Ok(());
+            }
+            mem.entries
+                .range(log_id.index + 1..)
+                .map(|(_, e)| e.clone())
+                .collect()
+        };
+        self.on_disk(ErrorSubject::Logs, move |disk| disk.purge(log_id, &kept))
+            .await?;
+        let mut mem = self.mem();
+        mem.state.purged = Some(log_id);
+        mem.entries = mem.entries.split_off(&(log_id.index + 1));
         Ok(())
     }
 }
