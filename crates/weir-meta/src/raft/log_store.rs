@@ -775,4 +775,154 @@ mod tests {
             Err(MetaError::Corrupt { .. })
         ));
     }
+
+    /// What the log should hold: entry index → term, and the purge point.
+    #[derive(Debug, Default)]
+    struct Model {
+        entries: BTreeMap<u64, u64>,
+        purged: Option<(u64, u64)>,
+        vote: Option<Vote<u64>>,
+        term: u64,
+    }
+
+    impl Model {
+        fn last(&self) -> Option<(u64, u64)> {
+            self.entries
+                .last_key_value()
+                .map(|(i, t)| (*t, *i))
+                .or(self.purged)
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Append { count: u8, new_term: bool },
+        Truncate { back: u8 },
+        Purge { at: u8 },
+        Vote { term: u8 },
+        Reopen,
+        TearLast { keep: u16 },
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (1u8..5, any::<bool>()).prop_map(|(count, new_term)| Op::Append { count, new_term }),
+            1 => any::<u8>().prop_map(|back| Op::Truncate { back }),
+            1 => any::<u8>().prop_map(|at| Op::Purge { at }),
+            1 => any::<u8>().prop_map(|term| Op::Vote { term }),
+            1 => Just(Op::Reopen),
+            1 => any::<u16>().prop_map(|keep| Op::TearLast { keep }),
+        ]
+    }
+
+    async fn check(store: &mut LogStore, model: &Model) {
+        let got: Vec<(u64, u64)> = all(store)
+            .await
+            .iter()
+            .map(|e| (e.log_id.index, e.log_id.leader_id.term))
+            .collect();
+        let want: Vec<(u64, u64)> = model.entries.iter().map(|(i, t)| (*i, *t)).collect();
+        assert_eq!(got, want);
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(
+            state.last_purged_log_id,
+            model.purged.map(|(t, i)| log_id(t, 1, i))
+        );
+        assert_eq!(
+            state.last_log_id,
+            model.last().map(|(t, i)| log_id(t, 1, i))
+        );
+        assert_eq!(store.read_vote().await.unwrap(), model.vote);
+    }
+
+    async fn run_ops(ops: Vec<Op>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RAFT_LOG_FILE);
+        let mut store = LogStore::open(dir.path()).unwrap();
+        let mut model = Model {
+            term: 1,
+            ..Model::default()
+        };
+        for op in ops {
+            match op {
+                Op::Append { count, new_term } => {
+                    if new_term {
+                        model.term += 1;
+                    }
+                    let first = model.last().map_or(0, |(_, i)| i + 1);
+                    let entries: Vec<Entry> = (first..first + u64::from(count))
+                        .map(|i| entry(model.term, i))
+                        .collect();
+                    store.blocking_append(entries).await.unwrap();
+                    for i in first..first + u64::from(count) {
+                        model.entries.insert(i, model.term);
+                    }
+                }
+                Op::Truncate { back } => {
+                    let Some((&first, _)) = model.entries.first_key_value() else {
+                        continue;
+                    };
+                    let len = model.entries.len() as u64;
+                    let since = first + u64::from(back) % len;
+                    let term = model.entries[&since];
+                    store.truncate(log_id(term, 1, since)).await.unwrap();
+                    model.entries.split_off(&since);
+                }
+                Op::Purge { at } => {
+                    let Some((&first, _)) = model.entries.first_key_value() else {
+                        continue;
+                    };
+                    let len = model.entries.len() as u64;
+                    let upto = first + u64::from(at) % len;
+                    let term = model.entries[&upto];
+                    store.purge(log_id(term, 1, upto)).await.unwrap();
+                    model.purged = Some((term, upto));
+                    model.entries = model.entries.split_off(&(upto + 1));
+                }
+                Op::Vote { term } => {
+                    let vote = Vote::new(u64::from(term), 2);
+                    store.save_vote(&vote).await.unwrap();
+                    model.vote = Some(vote);
+                }
+                Op::Reopen => {
+                    drop(store);
+                    store = LogStore::open(dir.path()).unwrap();
+                }
+                Op::TearLast { keep } => {
+                    // A crash in the middle of the last append: a prefix
+                    // of its record is on disk; recovery drops it.
+                    let Some((&last, _)) = model.entries.last_key_value() else {
+                        continue;
+                    };
+                    drop(store);
+                    let bytes = fs::read(&path).unwrap();
+                    let scan = log_file::scan_records::<Entry>(&bytes, HEADER_LEN, &path).unwrap();
+                    let start = scan.records.last().unwrap().0 as usize;
+                    let cut = start + usize::from(keep) % (bytes.len() - start);
+                    fs::write(&path, &bytes[..cut]).unwrap();
+                    store = LogStore::open(dir.path()).unwrap();
+                    model.entries.remove(&last);
+                }
+            }
+            check(&mut store, &model).await;
+        }
+        drop(store);
+        let mut store = LogStore::open(dir.path()).unwrap();
+        check(&mut store, &model).await;
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Any sequence of appends, truncations, purges, votes, reopens
+        /// and torn final appends leaves the log equal to the model.
+        #[test]
+        fn the_log_matches_a_model(ops in proptest::collection::vec(op(), 1..40)) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(run_ops(ops));
+        }
+    }
 }
