@@ -145,6 +145,8 @@ for size in 100 1024; do
 done
 # Each produce topic of Weir holds repeat × records records; read them all.
 run "consume-100B" weir consume --topic "produce-100B-acks1-weir" --records $((records_100b * repeat))
+# The null broker serves an endless log of 100 B records: the client's ceiling.
+run "consume-100B" null consume --topic "endless" --records $((records_100b * repeat))
 run "consume-1KiB" weir consume --topic "produce-1KiB-acks1-weir" --records $((records_1k * repeat))
 run "e2e-$((e2e_rate / 1000))k-acksall" weir e2e --topic e2e --rate "$e2e_rate" \
   --duration "$e2e_duration" --acks all --record-size 100

@@ -142,6 +142,9 @@ struct NullBrokerArgs {
     /// Partitions of every topic.
     #[arg(long, default_value_t = 1)]
     partitions: i32,
+    /// Value size of the records every fetch returns.
+    #[arg(long, default_value_t = 100)]
+    record_size: usize,
 }
 
 /// `30s`, `1m`, `500ms`, `2h` or plain (possibly fractional) seconds.
@@ -184,7 +187,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Consume(args) => consume::run(&cli.bootstrap, &args, cli.json)?,
         Command::E2e(args) => e2e::run(&cli.bootstrap, &args, cli.json)?,
         Command::NullBroker(args) => {
-            null_broker::run(&args.listen, args.partitions)?;
+            null_broker::run(&args.listen, args.partitions, args.record_size)?;
             return Ok(ExitCode::SUCCESS);
         }
     };

@@ -1,8 +1,11 @@
-//! `null-broker`: the least a Kafka broker can be for a producer. It
+//! `null-broker`: the least a Kafka broker can be for a client. It
 //! answers ApiVersions, Metadata (every topic asked for exists, with N
-//! partitions led by this one node) and Produce (every partition
+//! partitions led by this one node), Produce (every partition
 //! acknowledged at once with increasing base offsets, nothing stored;
-//! acks=0 gets no response), and closes the connection on anything else.
+//! acks=0 gets no response), ListOffsets (every log starts at 0) and Fetch
+//! (an endless log: copies of one prebuilt batch of records of
+//! `--record-size` bytes, renumbered from the offset asked for), and closes
+//! the connection on anything else.
 //!
 //! The same client benchmarked against it and against a real broker gives
 //! the client's own ceiling on this machine, and so how much of the
@@ -24,8 +27,9 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, RequestHeader, ResponseHeader,
+    ApiKey, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest,
+    ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+    RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
@@ -34,11 +38,19 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// The APIs served, with the versions advertised: those librdkafka 2.12
 /// uses for producing (it caps them at its own maximum).
-const SERVED: [(ApiKey, i16, i16); 3] = [
+const SERVED: [(ApiKey, i16, i16); 5] = [
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::Produce, 3, 9),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Fetch, 4, 11),
 ];
+
+/// The size of the batch a fetch returns copies of.
+const FETCH_BATCH_BYTES: usize = 256 * 1024;
+
+/// The high watermark of the endless log: far beyond any benchmark.
+const ENDLESS: i64 = 1 << 50;
 
 /// This node's id.
 const NODE_ID: i32 = 1;
@@ -47,7 +59,7 @@ const NODE_ID: i32 = 1;
 const MAX_REQUEST: usize = 100 * 1024 * 1024;
 
 /// Runs until the process is stopped (Ctrl-C exits cleanly).
-pub(crate) fn run(listen: &str, partitions: i32) -> anyhow::Result<()> {
+pub(crate) fn run(listen: &str, partitions: i32, record_size: usize) -> anyhow::Result<()> {
     anyhow::ensure!(partitions >= 1, "--partitions must be at least 1");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -59,7 +71,7 @@ pub(crate) fn run(listen: &str, partitions: i32) -> anyhow::Result<()> {
             .with_context(|| format!("listening on {listen}"))?;
         let address = advertised(listener.local_addr()?);
         println!("weir-bench null-broker ready: kafka={address} partitions={partitions}");
-        let state = Arc::new(State::new(address, partitions));
+        let state = Arc::new(State::new(address, partitions).with_fetch_batch(record_size));
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
@@ -92,6 +104,9 @@ struct State {
     address: SocketAddr,
     partitions: i32,
     next_offsets: Mutex<HashMap<String, Vec<i64>>>,
+    /// The batch fetches return, and how many records it holds.
+    fetch_batch: Bytes,
+    fetch_batch_records: i64,
 }
 
 impl State {
@@ -100,7 +115,110 @@ impl State {
             address,
             partitions,
             next_offsets: Mutex::new(HashMap::new()),
+            fetch_batch: Bytes::new(),
+            fetch_batch_records: 0,
         }
+    }
+
+    /// Fetches return copies of one batch of records of `record_size` bytes.
+    fn with_fetch_batch(mut self, record_size: usize) -> Self {
+        use kafka_protocol::records::{
+            Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+        };
+        let count = (FETCH_BATCH_BYTES / (record_size + 16)).max(1);
+        let value = Bytes::from(vec![b'x'; record_size]);
+        let records: Vec<Record> = (0..count)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                // One batch needs offset - sequence constant; only the base
+                // sequence (-1: no producer) is encoded.
+                sequence: i as i32 - 1,
+                timestamp: 0,
+                key: None,
+                value: Some(value.clone()),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut batch = BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut batch, &records, &options).expect("a batch encodes");
+        self.fetch_batch = batch.freeze();
+        self.fetch_batch_records = count as i64;
+        self
+    }
+
+    /// Every log starts at offset 0 and never ends.
+    fn list_offsets(&self, request: ListOffsetsRequest) -> ListOffsetsResponse {
+        use kafka_protocol::messages::list_offsets_response::{
+            ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+        };
+        let topics = request
+            .topics
+            .into_iter()
+            .map(|topic| {
+                let partitions = topic
+                    .partitions
+                    .into_iter()
+                    .map(|p| {
+                        let offset = if p.timestamp == -1 { ENDLESS } else { 0 };
+                        ListOffsetsPartitionResponse::default()
+                            .with_partition_index(p.partition_index)
+                            .with_timestamp(-1)
+                            .with_offset(offset)
+                    })
+                    .collect();
+                ListOffsetsTopicResponse::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions)
+            })
+            .collect();
+        ListOffsetsResponse::default().with_topics(topics)
+    }
+
+    /// Copies of the prebuilt batch, renumbered from the fetch offset, up to
+    /// the partition's byte limit (at least one).
+    fn fetch(&self, request: FetchRequest) -> FetchResponse {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        let topics = request
+            .topics
+            .into_iter()
+            .map(|topic| {
+                let partitions = topic
+                    .partitions
+                    .into_iter()
+                    .map(|p| {
+                        let limit = p.partition_max_bytes.max(0) as usize;
+                        let copies = (limit / self.fetch_batch.len()).max(1);
+                        let mut records = BytesMut::with_capacity(copies * self.fetch_batch.len());
+                        for copy in 0..copies as i64 {
+                            let base = p.fetch_offset + copy * self.fetch_batch_records;
+                            records.put_i64(base);
+                            records.put_slice(&self.fetch_batch[8..]);
+                        }
+                        PartitionData::default()
+                            .with_partition_index(p.partition)
+                            .with_high_watermark(ENDLESS)
+                            .with_last_stable_offset(ENDLESS)
+                            .with_log_start_offset(0)
+                            .with_records(Some(records.freeze()))
+                    })
+                    .collect();
+                FetchableTopicResponse::default()
+                    .with_topic(topic.topic)
+                    .with_partitions(partitions)
+            })
+            .collect();
+        FetchResponse::default().with_responses(topics)
     }
 
     fn metadata(&self, request: MetadataRequest) -> MetadataResponse {
@@ -332,6 +450,22 @@ fn respond(state: &State, mut request: Bytes, output: &mut BytesMut) -> anyhow::
                 encode(output, key, version, correlation_id, &response);
             }
         }
+        ApiKey::ListOffsets => {
+            let body = ListOffsetsRequest::decode(&mut request, version)
+                .context("decoding a ListOffsets request")?;
+            encode(
+                output,
+                key,
+                version,
+                correlation_id,
+                &state.list_offsets(body),
+            );
+        }
+        ApiKey::Fetch => {
+            let body =
+                FetchRequest::decode(&mut request, version).context("decoding a Fetch request")?;
+            encode(output, key, version, correlation_id, &state.fetch(body));
+        }
         _ => unreachable!("only served APIs get here"),
     }
     Ok(true)
@@ -454,7 +588,10 @@ mod tests {
             .iter()
             .map(|v| (v.api_key, v.min_version, v.max_version))
             .collect();
-        assert_eq!(keys, vec![(18, 0, 3), (3, 0, 12), (0, 3, 9)]);
+        assert_eq!(
+            keys,
+            vec![(18, 0, 3), (3, 0, 12), (0, 3, 9), (2, 1, 7), (1, 4, 11)]
+        );
 
         assert!(respond(
             &state,
@@ -469,7 +606,7 @@ mod tests {
             versions.error_code,
             ResponseError::UnsupportedVersion.code()
         );
-        assert_eq!(versions.api_keys.len(), 3);
+        assert_eq!(versions.api_keys.len(), SERVED.len());
     }
 
     #[test]
@@ -557,8 +694,13 @@ mod tests {
     fn anything_else_closes_the_connection() {
         let state = state();
         let mut output = BytesMut::new();
-        let fetch = kafka_protocol::messages::FetchRequest::default();
-        assert!(!respond(&state, request(ApiKey::Fetch, 12, 1, &fetch), &mut output).unwrap());
+        let delete = kafka_protocol::messages::DeleteTopicsRequest::default();
+        assert!(!respond(
+            &state,
+            request(ApiKey::DeleteTopics, 4, 1, &delete),
+            &mut output
+        )
+        .unwrap());
         let produce = ProduceRequest::default();
         assert!(!respond(
             &state,
@@ -568,6 +710,44 @@ mod tests {
         .unwrap());
         assert!(output.is_empty());
         assert!(respond(&state, Bytes::from_static(&[0, 18]), &mut output).is_err());
+    }
+
+    #[test]
+    fn fetches_read_an_endless_log_from_the_offset_asked_for() {
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        use kafka_protocol::records::RecordBatchDecoder;
+        let state = state().with_fetch_batch(100);
+        let fetch = FetchRequest::default().with_topics(vec![FetchTopic::default()
+            .with_topic(kafka_protocol::messages::TopicName(
+                StrBytes::from_static_str("t"),
+            ))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(1234)
+                .with_partition_max_bytes(1 << 20)])]);
+        let response = state.fetch(fetch);
+        let partition = &response.responses[0].partitions[0];
+        assert!(state.fetch_batch_records > 1000);
+        assert_eq!(partition.high_watermark, ENDLESS);
+        let mut records = partition.records.clone().unwrap();
+        let mut next = 1234;
+        while records.has_remaining() {
+            let set = RecordBatchDecoder::decode(&mut records).unwrap();
+            for record in set.records {
+                assert_eq!(record.offset, next);
+                assert_eq!(record.value.unwrap().len(), 100);
+                next += 1;
+            }
+        }
+        assert_eq!(next - 1234, 4 * state.fetch_batch_records);
+        let offsets = state.list_offsets(ListOffsetsRequest::default().with_topics(vec![
+                kafka_protocol::messages::list_offsets_request::ListOffsetsTopic::default()
+                    .with_partitions(vec![
+                    kafka_protocol::messages::list_offsets_request::ListOffsetsPartition::default()
+                        .with_timestamp(-2),
+                ]),
+            ]));
+        assert_eq!(offsets.topics[0].partitions[0].offset, 0);
     }
 
     #[test]
