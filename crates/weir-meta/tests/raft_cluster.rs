@@ -54,6 +54,14 @@ struct Cluster {
 impl Cluster {
     /// Starts voters `1..=n`, in reverse id order (the initializer last).
     async fn start(n: u64) -> Cluster {
+        let order: Vec<u64> = (1..=n).rev().collect();
+        Self::start_in_order(&order, Duration::ZERO).await
+    }
+
+    /// Starts voters `1..=order.len()` in this order, pausing between
+    /// starts.
+    async fn start_in_order(order: &[u64], pause: Duration) -> Cluster {
+        let n = order.len() as u64;
         // RUST_LOG=info (or debug) shows what the controllers do.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -70,7 +78,11 @@ impl Cluster {
             .map(|(id, l)| (*id, l.local_addr().unwrap()))
             .collect();
         let mut nodes = Vec::new();
-        for (id, listener) in listeners.into_iter().rev() {
+        let mut listeners: std::collections::BTreeMap<u64, TcpListener> =
+            listeners.into_iter().collect();
+        for id in order {
+            let (id, listener) = (*id, listeners.remove(id).unwrap());
+            tokio::time::sleep(pause).await;
             let dir = tmp.path().join(format!("controller-{id}"));
             let addr = listener.local_addr().unwrap();
             let controller = Controller::start_on(config(), id, &dir, listener, &voters)
@@ -238,6 +250,20 @@ async fn three_voters_elect_one_leader_and_replicate_to_every_image() {
     }
     for c in cluster.running() {
         c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_voters_start_in_any_order() {
+    for order in [[1, 2, 3], [2, 1, 3]] {
+        let cluster = Cluster::start_in_order(&order, Duration::from_millis(700)).await;
+        cluster.submit(broker(1)).await.unwrap();
+        for c in cluster.running() {
+            wait_image(c, "broker 1", |i| broker_count(i) == 1).await;
+        }
+        for c in cluster.running() {
+            c.shutdown().await.unwrap();
+        }
     }
 }
 
