@@ -134,14 +134,6 @@ fn unsupported_resource(resource_type: i8) -> Failure {
     )
 }
 
-/// The outcome of one resource, as both responses carry it.
-fn outcome(result: Result<(), Failure>) -> (i16, Option<StrBytes>) {
-    match result {
-        Ok(()) => (0, None),
-        Err((code, message)) => (code.code(), Some(StrBytes::from_string(message))),
-    }
-}
-
 /// The topic's current overrides, or UNKNOWN_TOPIC_OR_PARTITION.
 fn overrides_of(broker: &Broker, topic: &str) -> Result<BTreeMap<String, String>, Failure> {
     broker
@@ -152,6 +144,35 @@ fn overrides_of(broker: &Broker, topic: &str) -> Result<BTreeMap<String, String>
                 format!("topic {topic} does not exist"),
             )
         })
+}
+
+/// Overrides to set and to delete on a topic.
+type Changes = (BTreeMap<String, String>, Vec<String>);
+
+/// Alters one resource with the changes `plan` makes of its current
+/// overrides; the error code and message for its response.
+fn alter_resource(
+    broker: &Broker,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    plan: impl FnOnce(&BTreeMap<String, String>) -> Result<Changes, Failure>,
+) -> (i16, Option<StrBytes>) {
+    let result = match resource_type {
+        TOPIC => overrides_of(broker, name)
+            .and_then(|current| plan(&current))
+            .and_then(|(set, delete)| {
+                broker
+                    .alter_topic_configs(name, set, delete, validate_only)
+                    .map_err(failure)
+            }),
+        BROKER => Err(broker_configs_are_static()),
+        other => Err(unsupported_resource(other)),
+    };
+    match result {
+        Ok(()) => (0, None),
+        Err((code, message)) => (code.code(), Some(StrBytes::from_string(message))),
+    }
 }
 
 /// AlterConfigs: the given configs replace all of a topic's overrides.
@@ -165,27 +186,25 @@ pub(super) fn alter_configs(
         .resources
         .into_iter()
         .map(|resource| {
-            let result = match resource.resource_type {
-                TOPIC => (|| {
-                    let topic = resource.resource_name.as_str();
-                    let current = overrides_of(broker, topic)?;
+            let (code, message) = alter_resource(
+                broker,
+                resource.resource_type,
+                resource.resource_name.as_str(),
+                request.validate_only,
+                |current| {
                     let set: BTreeMap<String, String> = resource
                         .configs
                         .iter()
                         .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
                         .collect();
                     let delete = current
-                        .into_keys()
-                        .filter(|name| !set.contains_key(name))
+                        .keys()
+                        .filter(|name| !set.contains_key(*name))
+                        .cloned()
                         .collect();
-                    broker
-                        .alter_topic_configs(topic, set, delete, request.validate_only)
-                        .map_err(failure)
-                })(),
-                BROKER => Err(broker_configs_are_static()),
-                other => Err(unsupported_resource(other)),
-            };
-            let (code, message) = outcome(result);
+                    Ok((set, delete))
+                },
+            );
             AlterConfigsResourceResponse::default()
                 .with_error_code(code)
                 .with_error_message(message)
@@ -213,24 +232,18 @@ pub(super) fn incremental_alter_configs(
         .resources
         .into_iter()
         .map(|resource| {
-            let result = match resource.resource_type {
-                TOPIC => {
-                    let topic = resource.resource_name.as_str();
-                    let changes = resource
-                        .configs
-                        .iter()
-                        .map(|c| (c.name.as_str(), c.config_operation, c.value.as_deref()))
-                        .collect::<Vec<_>>();
-                    incremental_changes(broker, topic, &changes).and_then(|(set, delete)| {
-                        broker
-                            .alter_topic_configs(topic, set, delete, request.validate_only)
-                            .map_err(failure)
-                    })
-                }
-                BROKER => Err(broker_configs_are_static()),
-                other => Err(unsupported_resource(other)),
-            };
-            let (code, message) = outcome(result);
+            let changes = resource
+                .configs
+                .iter()
+                .map(|c| (c.name.as_str(), c.config_operation, c.value.as_deref()))
+                .collect::<Vec<_>>();
+            let (code, message) = alter_resource(
+                broker,
+                resource.resource_type,
+                resource.resource_name.as_str(),
+                request.validate_only,
+                |current| incremental_changes(broker, current, &changes),
+            );
             AlterConfigsResourceResponse::default()
                 .with_error_code(code)
                 .with_error_message(message)
@@ -244,10 +257,9 @@ pub(super) fn incremental_alter_configs(
 /// The overrides to set and delete for `(name, operation, value)` changes.
 fn incremental_changes(
     broker: &Broker,
-    topic: &str,
+    current: &BTreeMap<String, String>,
     changes: &[(&str, i8, Option<&str>)],
-) -> Result<(BTreeMap<String, String>, Vec<String>), Failure> {
-    let current = overrides_of(broker, topic)?;
+) -> Result<Changes, Failure> {
     let invalid = |message: String| (ResponseError::InvalidConfig, message);
     let mut set = BTreeMap::new();
     let mut delete = Vec::new();
@@ -279,7 +291,7 @@ fn incremental_changes(
                 }
                 let now = match current.get(name) {
                     Some(value) => value.clone(),
-                    None => topic_configs::effective(broker.config(), &current)
+                    None => topic_configs::effective(broker.config(), current)
                         .into_iter()
                         .find(|c| c.def.name == name)
                         .map(|c| c.value)
