@@ -551,3 +551,30 @@ async fn a_learner_joins_becomes_a_voter_and_a_voter_leaves() {
         c.shutdown().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_quorum_restarts_from_disk() {
+    let mut cluster = Cluster::start(3).await;
+    for id in 1..=12 {
+        cluster.submit(broker(id)).await.unwrap();
+    }
+    for c in cluster.running() {
+        wait_image(c, "12 brokers", |i| broker_count(i) == 12).await;
+    }
+    let before = (**cluster.node(1).image().borrow()).clone();
+    for id in 1..=3 {
+        cluster.stop(id).await;
+    }
+    for id in [2, 3, 1] {
+        cluster.restart(id).await;
+    }
+    cluster.wait_leader().await;
+    for c in cluster.running() {
+        wait_image(c, "the image before the restart", |i| *i == before).await;
+    }
+    cluster.submit(broker(13)).await.unwrap();
+    for c in cluster.running() {
+        wait_image(c, "13 brokers", |i| broker_count(i) == 13).await;
+        c.shutdown().await.unwrap();
+    }
+}

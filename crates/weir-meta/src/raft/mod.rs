@@ -219,6 +219,28 @@ pub struct ControllerStatus {
 ///
 /// [`Controller::shutdown`] stops it and waits; dropping it without that
 /// stops the listener at once and Raft in the background.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use weir_meta::{Command, Controller, SubmitError};
+///
+/// let voters = [(1, "127.0.0.1:9093".parse()?)];
+/// let controller =
+///     Controller::start(1, "weir-data/controller".as_ref(), voters[0].1, &voters).await?;
+/// controller.wait_for_leader(Duration::from_secs(10)).await;
+/// match controller.submit(Command::AllocateProducerIds { count: 1000 }).await {
+///     Ok(applied) => println!("{applied:?}"),
+///     Err(SubmitError::NotLeader { leader }) => println!("ask {leader:?}"),
+///     Err(SubmitError::Rejected(e)) => println!("{} {e}", e.kafka_error_code()),
+///     Err(e) => println!("retry later: {e}"),
+/// }
+/// let image = controller.image().borrow().clone();
+/// println!("{} topics", image.topic_count());
+/// controller.shutdown().await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Controller {
     node_id: u64,
     raft: Raft,
