@@ -67,6 +67,7 @@ wait_ready() {
 }
 
 "$weir" serve --data-dir "$work/data" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+  --controller-listen 127.0.0.1:0 \
   >"$work/weir.out" 2>"$work/weir.out.err" &
 weir_pid=$!
 "$bench" null-broker --listen 127.0.0.1:0 >"$work/null.out" 2>"$work/null.out.err" &

@@ -79,6 +79,7 @@ while read -r var; do unset "$var"; done < <(env | grep -o '^WEIR_[A-Z_]*' || tr
 # group.initial.rebalance.delay.ms, 3 s by default): the consumer group checks
 # start many short-lived groups.
 "$weir" serve --data-dir "$work/data" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+  --controller-listen 127.0.0.1:0 \
   --group-initial-rebalance-delay-ms 0 \
   >"$work/broker.out" 2>"$work/broker.log" &
 broker_pid=$!

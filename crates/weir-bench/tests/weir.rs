@@ -27,6 +27,8 @@ fn start_weir(extra_args: &[&str]) -> Option<(Server, tempfile::TempDir)> {
         data.to_str().expect("utf-8 path"),
         "--listen",
         "127.0.0.1:0",
+        "--controller-listen",
+        "127.0.0.1:0",
         "--http-listen",
         "127.0.0.1:0",
     ];

@@ -6,11 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetaStore, MetadataImage, TopicInfo};
+use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetadataImage, TopicInfo};
 
 use crate::config::BrokerConfig;
 use crate::group::GroupSnapshot;
 use crate::group_coordinator::GroupCoordinator;
+use crate::metadata::{Metadata, MetadataError};
 use crate::metrics::Metrics;
 use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::partition::AppendError;
@@ -23,6 +24,8 @@ const PRODUCER_ID_BLOCK: i64 = 1000;
 pub enum BrokerError {
     #[error(transparent)]
     Meta(#[from] MetaError),
+    #[error(transparent)]
+    Controller(MetadataError),
     #[error("partition {topic}-{partition}: {source}")]
     Log {
         topic: String,
@@ -38,10 +41,22 @@ pub enum BrokerError {
     },
 }
 
+impl From<MetadataError> for BrokerError {
+    fn from(error: MetadataError) -> Self {
+        match error {
+            // A refused command keeps its Kafka error.
+            MetadataError::Rejected(error) => BrokerError::Meta(error),
+            other => BrokerError::Controller(other),
+        }
+    }
+}
+
 pub struct Broker {
     config: BrokerConfig,
     cluster_id: String,
-    meta: Mutex<MetaStore>,
+    meta: Metadata,
+    /// Serializes changes to the metadata with the partitions they open.
+    admin: Mutex<()>,
     partitions: RwLock<HashMap<String, Vec<Arc<Partition>>>>,
     producer_ids: Mutex<std::ops::Range<i64>>,
     metrics: Metrics,
@@ -59,7 +74,17 @@ impl Broker {
         };
         std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
         let cluster_id = load_cluster_id(&config.data_dir)?;
-        let mut meta = MetaStore::open(&config.data_dir.join("meta"))?;
+        let controller_dir = config.data_dir.join("controller");
+        let listener = std::net::TcpListener::bind(config.controller_listen).map_err(io(
+            std::path::Path::new(&config.controller_listen.to_string()),
+        ))?;
+        let mut voters = config.controllers.clone();
+        if voters.is_empty() {
+            let addr = listener.local_addr().map_err(io(&controller_dir))?;
+            voters.push((config.node_id as u64, addr));
+        }
+        let meta = Metadata::start(&controller_dir, config.node_id, listener, voters)?;
+        meta.import_local_store(&config.data_dir.join("meta"))?;
         let me = BrokerInfo {
             id: config.node_id,
             host: config.advertised_host.clone(),
@@ -87,7 +112,8 @@ impl Broker {
         Ok(Arc::new(Self {
             config,
             cluster_id,
-            meta: Mutex::new(meta),
+            meta,
+            admin: Mutex::new(()),
             partitions: RwLock::new(partitions),
             producer_ids: Mutex::new(0..0),
             metrics: Metrics::default(),
@@ -192,7 +218,7 @@ impl Broker {
 
     /// Runs `f` over the current metadata image.
     pub fn with_image<T>(&self, f: impl FnOnce(&MetadataImage) -> T) -> T {
-        f(self.meta.lock().image())
+        f(&self.meta.image())
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
@@ -234,14 +260,19 @@ impl Broker {
             configs,
             internal: name.starts_with("__"),
         };
-        let mut meta = self.meta.lock();
+        let _admin = self.admin.lock();
         if validate_only {
-            let mut scratch = meta.image().clone();
+            let mut scratch = (*self.meta.image()).clone();
             scratch.apply(&command)?;
             return Ok(scratch.topic(name).cloned().expect("just created"));
         }
-        meta.submit(command)?;
-        let topic = meta.image().topic(name).cloned().expect("just created");
+        self.meta.submit(command)?;
+        let topic = self
+            .meta
+            .image()
+            .topic(name)
+            .cloned()
+            .expect("just created");
         let opened = open_partitions(&self.config, &topic, 0)?;
         self.partitions.write().insert(name.to_owned(), opened);
         tracing::info!(topic = name, partitions, "created topic");
@@ -255,8 +286,9 @@ impl Broker {
         total: i32,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
-        let mut meta = self.meta.lock();
-        let current = meta
+        let _admin = self.admin.lock();
+        let current = self
+            .meta
             .image()
             .topic(name)
             .map_or(0, |t| t.partitions.len() as i32);
@@ -267,12 +299,12 @@ impl Broker {
                 .collect(),
         };
         if validate_only || total <= current {
-            let mut scratch = meta.image().clone();
+            let mut scratch = (*self.meta.image()).clone();
             scratch.apply(&command)?;
             return Ok(());
         }
-        meta.submit(command)?;
-        let topic = meta.image().topic(name).cloned().expect("exists");
+        self.meta.submit(command)?;
+        let topic = self.meta.image().topic(name).cloned().expect("exists");
         let added = open_partitions(&self.config, &topic, current as usize)?;
         self.partitions
             .write()
@@ -296,12 +328,13 @@ impl Broker {
             set,
             delete,
         };
-        let mut meta = self.meta.lock();
+        let _admin = self.admin.lock();
         if validate_only {
-            return Ok(meta.image().validate(&command)?);
+            return Ok(self.meta.image().validate(&command)?);
         }
-        meta.submit(command)?;
-        let overrides = meta
+        self.meta.submit(command)?;
+        let overrides = self
+            .meta
             .image()
             .topic(name)
             .map(|t| t.configs.clone())
@@ -323,17 +356,18 @@ impl Broker {
 
     /// Deletes a topic and its data.
     pub fn delete_topic(&self, name: &str) -> Result<uuid::Uuid, BrokerError> {
-        let mut meta = self.meta.lock();
-        let id = meta
+        let admin = self.admin.lock();
+        let id = self
+            .meta
             .image()
             .topic(name)
             .map(|t| t.id)
             .ok_or_else(|| MetaError::UnknownTopic(name.to_owned()))?;
-        meta.submit(Command::DeleteTopic {
+        self.meta.submit(Command::DeleteTopic {
             name: name.to_owned(),
         })?;
         let removed = self.partitions.write().remove(name).unwrap_or_default();
-        drop(meta);
+        drop(admin);
         // Committed offsets of a deleted topic go with it.
         for (group, partitions) in self.offsets.commits_of_topic(name) {
             let changes = partitions
@@ -363,7 +397,7 @@ impl Broker {
     pub fn allocate_producer_id(&self) -> Result<i64, BrokerError> {
         let mut ids = self.producer_ids.lock();
         if ids.is_empty() {
-            let applied = self.meta.lock().submit(Command::AllocateProducerIds {
+            let applied = self.meta.submit(Command::AllocateProducerIds {
                 count: PRODUCER_ID_BLOCK,
             })?;
             if let Applied::ProducerIds { first, count } = applied {
@@ -373,8 +407,18 @@ impl Broker {
         Ok(ids.next().expect("block just allocated"))
     }
 
-    /// Flushes and closes every log cleanly.
+    /// The controller quorum as this node sees it.
+    pub fn controller_status(&self) -> weir_meta::ControllerStatus {
+        self.meta.status()
+    }
+
+    /// Flushes and closes every log cleanly, then stops the controller.
     pub fn shutdown(&self) {
+        self.close_partitions();
+        self.meta.shutdown();
+    }
+
+    fn close_partitions(&self) {
         let partitions: Vec<Arc<Partition>> = self
             .partitions
             .write()

@@ -151,6 +151,11 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
     pub group_max_size: i32,
+    /// The controller listener (Raft between controllers).
+    pub controller_listen: SocketAddr,
+    /// The voters of the controller quorum, id and controller address;
+    /// empty for a quorum of this node alone, at `controller_listen`.
+    pub controllers: Vec<(u64, SocketAddr)>,
     /// The Kafka-named values in force, for DescribeConfigs.
     pub values: BTreeMap<String, String>,
     /// Names set explicitly (not defaults).
@@ -250,6 +255,8 @@ impl BrokerConfig {
                 0..=i32::MAX,
             )?,
             group_max_size: parse_in(get, "group.max.size", 1..=i32::MAX)?,
+            controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            controllers: Vec::new(),
             overridden: values.keys().cloned().collect(),
             values: merged,
         })

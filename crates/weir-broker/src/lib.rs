@@ -8,6 +8,7 @@ pub mod group_coordinator;
 pub mod http;
 pub mod lag;
 pub mod maintenance;
+pub mod metadata;
 pub mod metrics;
 pub mod net;
 pub mod offsets;

@@ -29,6 +29,17 @@ pub(crate) struct ServeArgs {
     /// This node's id.
     #[arg(long, env = "WEIR_NODE_ID")]
     node_id: Option<i32>,
+    /// Controller listener: Raft between the controllers
+    /// (default 127.0.0.1:9093).
+    #[arg(long, env = "WEIR_CONTROLLER_LISTEN")]
+    controller_listen: Option<SocketAddr>,
+    /// The voters of the controller quorum, ID@HOST:PORT,… (default: this
+    /// node alone, at its controller listener).
+    #[arg(long, env = "WEIR_CONTROLLERS", value_name = "ID@HOST:PORT,...")]
+    controllers: Option<String>,
+    /// What this node does: broker, controller, or both (the default).
+    #[arg(long, env = "WEIR_ROLES", value_name = "ROLES")]
+    roles: Option<String>,
     /// A TOML file of settings: the flag names above and Kafka broker
     /// config names as keys.
     #[arg(long, env = "WEIR_CONFIG")]
@@ -83,7 +94,31 @@ struct Settings {
     advertised: Option<(String, u16)>,
     http_listen: SocketAddr,
     node_id: i32,
+    controller_listen: SocketAddr,
+    controllers: Vec<(u64, SocketAddr)>,
     kafka: BTreeMap<String, String>,
+}
+
+/// `1@host:9093,2@host:9093`: controller ids and addresses.
+fn parse_controllers(value: &str) -> anyhow::Result<Vec<(u64, SocketAddr)>> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(|voter| {
+            let (id, addr) = voter
+                .split_once('@')
+                .with_context(|| format!("controllers: {voter:?} is not ID@HOST:PORT"))?;
+            let id = id
+                .parse()
+                .with_context(|| format!("controllers: invalid id in {voter:?}"))?;
+            let addr = std::net::ToSocketAddrs::to_socket_addrs(addr)
+                .ok()
+                .and_then(|mut addrs| addrs.next())
+                .with_context(|| format!("controllers: invalid address in {voter:?}"))?;
+            Ok((id, addr))
+        })
+        .collect()
 }
 
 fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
@@ -121,6 +156,30 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
             .transpose()?
             .unwrap_or(1),
     };
+    let controller_listen = match args.controller_listen {
+        Some(addr) => addr,
+        None => parse_addr(take("controller-listen"), "controller-listen")?
+            .unwrap_or(([127, 0, 0, 1], 9093).into()),
+    };
+    let controllers = match args.controllers.or_else(|| take("controllers")) {
+        Some(value) => parse_controllers(&value)?,
+        None => Vec::new(),
+    };
+    if !controllers.is_empty() && !controllers.iter().any(|(id, _)| *id == node_id as u64) {
+        bail!(
+            "node {node_id} is not among --controllers; nodes that are brokers only are not \
+             supported yet: give every node the controller role"
+        );
+    }
+    let roles = args
+        .roles
+        .or_else(|| take("roles"))
+        .unwrap_or_else(|| "broker,controller".to_owned());
+    let mut roles: Vec<&str> = roles.split(',').map(str::trim).collect();
+    roles.sort_unstable();
+    if roles != ["broker", "controller"] {
+        bail!("roles {roles:?}: only nodes that are both broker and controller are supported yet");
+    }
     let advertised = args
         .advertised_addr
         .or_else(|| take("advertised-addr"))
@@ -146,6 +205,8 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         advertised,
         http_listen,
         node_id,
+        controller_listen,
+        controllers,
         kafka,
     })
 }
@@ -171,7 +232,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let advertised = settings
         .advertised
         .unwrap_or_else(|| (listen.ip().to_string(), listen.port()));
-    let config = BrokerConfig::new(
+    let mut config = BrokerConfig::new(
         settings.node_id,
         settings.data_dir.clone(),
         listen,
@@ -179,6 +240,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         http_addr,
         &settings.kafka,
     )?;
+    config.controller_listen = settings.controller_listen;
+    config.controllers = settings.controllers;
     let broker = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || Broker::open(config))

@@ -120,3 +120,40 @@ fn sigterm_shuts_down_cleanly() {
         .join(weir_log::CLEAN_SHUTDOWN_FILE)
         .exists());
 }
+
+#[test]
+fn the_controller_quorum_is_configured_by_flags() {
+    // This node as the one voter, named explicitly: the same as the default.
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let controller = format!("127.0.0.1:{port}");
+    let voters = format!("1@{controller}");
+    let mut weir = Weir::start(&["--controllers", &voters, "--controller-listen", &controller]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("kept");
+    weir.restart(true);
+    let mut raw = Raw::connect(&weir.kafka);
+    let metadata = raw.topic_metadata("kept");
+    assert_eq!(metadata.topics[0].error_code, 0);
+    // What is not built yet is refused with the reason.
+    for (args, reason) in [
+        (vec!["--roles", "broker"], "only nodes that are both"),
+        (
+            vec!["--controllers", "2@127.0.0.1:1"],
+            "not among --controllers",
+        ),
+        (vec!["--controllers", "x@y"], "controllers"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+    }
+}

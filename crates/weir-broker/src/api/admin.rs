@@ -39,6 +39,8 @@ pub(super) fn failure(error: BrokerError) -> Failure {
         }
         BrokerError::Meta(MetaError::InvalidConfig { .. }) => ResponseError::InvalidConfig,
         BrokerError::Meta(MetaError::InvalidRequest(_)) => ResponseError::InvalidRequest,
+        // Retriable: the client refreshes its metadata and tries again.
+        BrokerError::Controller(_) => ResponseError::NotController,
         _ => {
             tracing::error!(%error, "admin request failed");
             ResponseError::UnknownServerError

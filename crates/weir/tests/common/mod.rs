@@ -52,6 +52,12 @@ impl Weir {
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--listen", &listen, "--http-listen", "127.0.0.1:0"])
+            .args(
+                Some(["--controller-listen", "127.0.0.1:0"])
+                    .filter(|_| !extra_args.contains(&"--controller-listen"))
+                    .into_iter()
+                    .flatten(),
+            )
             .args(extra_args)
             .env("WEIR_LOG", "warn")
             .envs(envs.iter().copied())

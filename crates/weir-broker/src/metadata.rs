@@ -1,0 +1,178 @@
+//! The broker's handle on the controller quorum: it submits metadata
+//! commands and reads the committed image, from synchronous code.
+//!
+//! The Raft node runs on its own small runtime, so that the broker's
+//! request handlers (synchronous, on the broker's runtime) can wait for a
+//! command to commit the way they waited for the local store's fsync before,
+//! without starting a runtime inside a runtime.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use weir_meta::{
+    Applied, Command, Controller, ControllerError, ControllerStatus, MetaError, MetaStore,
+    MetadataImage, SubmitError,
+};
+
+/// How long a starting node waits for the quorum to have a leader.
+const LEADER_WAIT: Duration = Duration::from_secs(30);
+
+/// Why the quorum could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    #[error(transparent)]
+    Rejected(#[from] MetaError),
+    #[error("the controller quorum could not take the change: {0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Controller(#[from] ControllerError),
+}
+
+pub struct Metadata {
+    runtime: Option<tokio::runtime::Runtime>,
+    controller: Arc<Controller>,
+}
+
+impl Metadata {
+    /// Starts this node's controller in `dir`, on `listener`, in the quorum
+    /// of `voters`, and waits until the quorum has a leader.
+    pub fn start(
+        dir: &Path,
+        node_id: i32,
+        listener: std::net::TcpListener,
+        voters: Vec<(u64, SocketAddr)>,
+    ) -> Result<Self, MetadataError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("weir-controller")
+            .enable_all()
+            .build()
+            .map_err(|e| MetadataError::Unavailable(format!("cannot start a runtime: {e}")))?;
+        let dir = dir.to_owned();
+        let controller = run_on(&runtime, async move {
+            listener
+                .set_nonblocking(true)
+                .map_err(|e| MetadataError::Unavailable(e.to_string()))?;
+            let listener = tokio::net::TcpListener::from_std(listener)
+                .map_err(|e| MetadataError::Unavailable(e.to_string()))?;
+            let config = weir_meta::ControllerConfig::default();
+            let controller =
+                Controller::start_on(config, node_id as u64, &dir, listener, &voters).await?;
+            if controller.wait_for_leader(LEADER_WAIT).await.is_none() {
+                return Err(MetadataError::Unavailable(format!(
+                    "no controller leader after {LEADER_WAIT:?}; are the other --controllers up?"
+                )));
+            }
+            Ok(controller)
+        })?;
+        Ok(Self {
+            runtime: Some(runtime),
+            controller: Arc::new(controller),
+        })
+    }
+
+    /// Submits a command and waits until it is committed and applied here.
+    pub fn submit(&self, command: Command) -> Result<Applied, MetadataError> {
+        let controller = self.controller.clone();
+        let outcome = run_on(
+            self.runtime(),
+            async move { controller.submit(command).await },
+        );
+        outcome.map_err(|error| match error {
+            SubmitError::Rejected(error) => MetadataError::Rejected(error),
+            other => MetadataError::Unavailable(other.to_string()),
+        })
+    }
+
+    /// The committed image, as this node has applied it.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.controller.image().borrow().clone()
+    }
+
+    pub fn status(&self) -> ControllerStatus {
+        self.controller.status()
+    }
+
+    /// Replays the metadata of a data directory written before the
+    /// controller quorum existed (`meta/`) into an empty quorum, keeping
+    /// topic ids, then sets the old directory aside.
+    pub fn import_local_store(&self, dir: &Path) -> Result<(), MetadataError> {
+        if !dir.join(weir_meta::LOG_FILE_NAME).exists()
+            && !dir.join(weir_meta::SNAPSHOT_FILE_NAME).exists()
+        {
+            return Ok(());
+        }
+        let image = self.image();
+        if image.topics().next().is_none() {
+            let old = MetaStore::open(dir)?;
+            for broker in old.image().brokers() {
+                self.submit(Command::RegisterBroker(broker.clone()))?;
+            }
+            for topic in old.image().topics() {
+                self.submit(Command::CreateTopic {
+                    name: topic.name.clone(),
+                    id: topic.id,
+                    partitions: topic.partitions.len() as i32,
+                    replicas: topic
+                        .partitions
+                        .iter()
+                        .map(|p| p.replicas.clone())
+                        .collect(),
+                    configs: topic.configs.clone(),
+                    internal: topic.internal,
+                })?;
+            }
+            let next = old.image().next_producer_id();
+            if next > 0 {
+                self.submit(Command::AllocateProducerIds { count: next })?;
+            }
+            tracing::info!(
+                topics = old.image().topics().count(),
+                "imported the metadata of the local store into the controller quorum"
+            );
+        }
+        let aside = dir.with_extension("imported");
+        std::fs::rename(dir, &aside)
+            .map_err(|e| MetadataError::Unavailable(format!("{}: {e}", dir.display())))?;
+        Ok(())
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("present until dropped")
+    }
+
+    /// Stops the controller and waits for it.
+    pub fn shutdown(&self) {
+        let controller = self.controller.clone();
+        if let Err(error) = run_on(self.runtime(), async move { controller.shutdown().await }) {
+            tracing::warn!(%error, "controller shutdown");
+        }
+    }
+}
+
+impl Drop for Metadata {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks; this one may be dropped on another
+        // runtime's thread.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Runs `future` on `runtime` and blocks this thread until it is done;
+/// callable from synchronous code on any thread, a runtime's included.
+fn run_on<T: Send + 'static>(
+    runtime: &tokio::runtime::Runtime,
+    future: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    let (done, outcome) = mpsc::channel();
+    runtime.spawn(async move {
+        let _ = done.send(future.await);
+    });
+    outcome
+        .recv()
+        .expect("the controller runtime runs until dropped")
+}
