@@ -84,9 +84,29 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
 #[derive(Serialize)]
 struct ClusterView {
     node_id: i32,
-    controller_id: i32,
+    /// The active controller (the Raft leader), -1 while there is none.
+    controller_id: i64,
     cluster_id: String,
     brokers: Vec<BrokerView>,
+    /// The controller quorum as this node sees it.
+    controller: ControllerView,
+}
+
+#[derive(Serialize)]
+struct ControllerView {
+    role: String,
+    leader_id: Option<u64>,
+    term: u64,
+    last_log_index: Option<u64>,
+    applied_index: Option<u64>,
+    snapshot_index: Option<u64>,
+    voters: Vec<VoterView>,
+}
+
+#[derive(Serialize)]
+struct VoterView {
+    id: u64,
+    address: String,
 }
 
 #[derive(Serialize)]
@@ -107,11 +127,25 @@ async fn cluster(State(broker): State<Arc<Broker>>) -> Json<ClusterView> {
             })
             .collect()
     });
+    let status = broker.controller_status();
     Json(ClusterView {
         node_id: broker.config().node_id,
-        controller_id: broker.config().node_id,
+        controller_id: status.leader_id.map_or(-1, |id| id as i64),
         cluster_id: broker.cluster_id().to_owned(),
         brokers,
+        controller: ControllerView {
+            role: format!("{:?}", status.role).to_lowercase(),
+            leader_id: status.leader_id,
+            term: status.term,
+            last_log_index: status.last_log_index,
+            applied_index: status.applied_index,
+            snapshot_index: status.snapshot_index,
+            voters: status
+                .voters
+                .into_iter()
+                .map(|(id, address)| VoterView { id, address })
+                .collect(),
+        },
     })
 }
 

@@ -83,6 +83,10 @@ fn http_ready_metrics_and_cluster() {
     assert_eq!(status, 200);
     assert!(body.contains("\"node_id\":1"), "{body}");
     assert!(body.contains("\"controller_id\":1"), "{body}");
+    // This node is the quorum's one voter, and its leader.
+    assert!(body.contains("\"role\":\"leader\""), "{body}");
+    assert!(body.contains("\"leader_id\":1"), "{body}");
+    assert!(body.contains("\"voters\":[{\"id\":1,"), "{body}");
     assert!(
         body.contains(&format!("\"port\":{}", weir.port())),
         "{body}"
