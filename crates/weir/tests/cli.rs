@@ -4,99 +4,17 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
+use common::cli::{block_on, run, Out};
 use common::Weir;
 use weir_client::{murmur2_partition, Client, EARLIEST, LATEST};
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn ok(self) -> Self {
-        assert_eq!(
-            self.code,
-            Some(0),
-            "command failed\nstdout: {}\nstderr: {}",
-            self.stdout,
-            self.stderr
-        );
-        self
-    }
-
-    /// A failure with exactly one line on stderr, which is returned.
-    fn failed_with_one_line(self) -> String {
-        assert!(
-            matches!(self.code, Some(c) if c != 0),
-            "expected a failure, got {:?}\nstdout: {}\nstderr: {}",
-            self.code,
-            self.stdout,
-            self.stderr
-        );
-        let lines: Vec<&str> = self.stderr.lines().collect();
-        assert_eq!(lines.len(), 1, "stderr: {:?}", self.stderr);
-        lines[0].to_owned()
-    }
-
-    fn lines(&self) -> Vec<&str> {
-        self.stdout.lines().collect()
-    }
-}
-
-/// Runs `weir ARGS` with `input` on stdin; kills it after a minute.
-fn weir(args: &[&str], input: &[u8]) -> Out {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .env("WEIR_LOG", "warn")
-        .env_remove("WEIR_BOOTSTRAP")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run weir");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input = input.to_vec();
-    std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let output = match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(output) => output.expect("wait for weir"),
-        Err(_) => {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("weir {args:?} did not finish within a minute");
-        }
-    };
-    Out {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
 
 /// `weir ARGS --bootstrap <broker>`.
 fn cli(broker: &Weir, args: &[&str], input: &[u8]) -> Out {
     let mut all = args.to_vec();
     all.extend(["--bootstrap", &broker.kafka]);
-    weir(&all, input)
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
+    run(&all, input)
 }
 
 #[test]
@@ -366,7 +284,7 @@ fn consume_from_an_offset_for_a_count() {
     // producing until the waiting consumer has one.
     let kafka = broker.kafka.clone();
     let consumer = std::thread::spawn(move || {
-        weir(
+        run(
             &[
                 "consume",
                 "log",
@@ -409,7 +327,7 @@ fn consume_waits_for_records_without_a_count_limit_reached() {
     .ok();
     let kafka = broker.kafka.clone();
     let consumer = std::thread::spawn(move || {
-        weir(
+        run(
             &["consume", "slow", "--count", "3", "--bootstrap", &kafka],
             b"",
         )
@@ -561,7 +479,7 @@ fn errors_are_one_line_and_exit_non_zero() {
     for args in [&["topic", "list"][..], &["produce", "t"], &["consume", "t"]] {
         let mut args = args.to_vec();
         args.extend(["--bootstrap", &addr]);
-        let line = weir(&args, b"x\n").failed_with_one_line();
+        let line = run(&args, b"x\n").failed_with_one_line();
         assert_eq!(
             line,
             format!("error: cannot connect to {addr}: Connection refused"),

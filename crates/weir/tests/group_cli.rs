@@ -4,10 +4,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
+use common::cli::{block_on, run, Out};
 use common::Weir;
 use weir_client::Client;
 use weir_log::testing::BatchBuilder;
@@ -15,99 +15,11 @@ use weir_log::testing::BatchBuilder;
 /// 2024-05-01T12:00:00Z in milliseconds.
 const MAY_FIRST_NOON: i64 = 1_714_564_800_000;
 
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn ok(self) -> Self {
-        assert_eq!(
-            self.code,
-            Some(0),
-            "command failed\nstdout: {}\nstderr: {}",
-            self.stdout,
-            self.stderr
-        );
-        self
-    }
-
-    /// A failure with exactly one line on stderr, which is returned.
-    fn failed_with_one_line(self) -> String {
-        assert!(
-            matches!(self.code, Some(c) if c != 0),
-            "expected a failure, got {:?}\nstdout: {}\nstderr: {}",
-            self.code,
-            self.stdout,
-            self.stderr
-        );
-        let lines: Vec<&str> = self.stderr.lines().collect();
-        assert_eq!(lines.len(), 1, "stderr: {:?}", self.stderr);
-        lines[0].to_owned()
-    }
-
-    /// A usage error from the argument parser: exit code 2.
-    fn usage_error(self) -> String {
-        assert_eq!(
-            self.code,
-            Some(2),
-            "stdout: {}\nstderr: {}",
-            self.stdout,
-            self.stderr
-        );
-        self.stderr
-    }
-
-    /// The lines of the table that starts with the line starting with
-    /// `header`, each split into its cells.
-    fn table(&self, header: &str) -> Vec<Vec<&str>> {
-        self.stdout
-            .lines()
-            .skip_while(|l| !l.starts_with(header))
-            .take_while(|l| !l.is_empty())
-            .map(|l| l.split_whitespace().collect())
-            .collect()
-    }
-}
-
 /// `weir ARGS --bootstrap <broker>`; killed after a minute.
 fn cli(broker: &Weir, args: &[&str]) -> Out {
-    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .args(["--bootstrap", &broker.kafka])
-        .env("WEIR_LOG", "warn")
-        .env_remove("WEIR_BOOTSTRAP")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run weir");
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let output = match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(output) => output.expect("wait for weir"),
-        Err(_) => {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            panic!("weir {args:?} did not finish within a minute");
-        }
-    };
-    Out {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
+    let mut all = args.to_vec();
+    all.extend(["--bootstrap", &broker.kafka]);
+    run(&all, b"")
 }
 
 /// Commits offsets as a consumer that assigns partitions itself.
@@ -154,18 +66,10 @@ fn produce_timed(broker: &Weir, topic: &str, partition: i32, first: i64, count: 
 
 fn produce_lines(broker: &Weir, topic: &str, partition: i32, count: usize) {
     let input: String = (0..count).map(|i| format!("m{i}\n")).collect();
-    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["produce", topic, "--partition", &partition.to_string()])
-        .args(["--bootstrap", &broker.kafka])
-        .env("WEIR_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("run weir produce");
-    let mut stdin = child.stdin.as_ref().expect("stdin");
-    std::io::Write::write_all(&mut stdin, input.as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success());
+    let partition = partition.to_string();
+    let mut all = vec!["produce", topic, "--partition", &partition];
+    all.extend(["--bootstrap", &broker.kafka]);
+    run(&all, input.as_bytes()).ok();
 }
 
 #[test]

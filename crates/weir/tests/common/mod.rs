@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod cli;
 pub mod raw;
 
 use std::io::{BufRead, BufReader};
