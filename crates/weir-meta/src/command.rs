@@ -14,8 +14,27 @@ use crate::model::BrokerInfo;
 /// One change to the metadata image.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub enum Command {
-    /// Adds a broker, or replaces the registration with the same id.
+    /// Adds a broker, or replaces the registration with the same id, and
+    /// unfences it: it rejoins the ISR of its partitions and leads those
+    /// that had no leader and can have it (see `DESIGN.md`).
     RegisterBroker(BrokerInfo),
+    /// The broker missed its heartbeats: it is fenced, leaves the ISRs
+    /// (except as the last member) and its leaderships move to other
+    /// in-sync replicas.
+    FenceBroker {
+        /// The broker id; it must be registered.
+        id: i32,
+    },
+    /// The broker is about to stop cleanly. The same effect as
+    /// [`Command::FenceBroker`]: its leaderships move away before it goes.
+    ControlledShutdown {
+        /// The broker id; it must be registered.
+        id: i32,
+    },
+    /// Moves leadership back to each partition's preferred replica (the
+    /// first one) where it is in sync and not fenced, and gives a leader
+    /// to leaderless partitions that have an unfenced in-sync replica.
+    ElectPreferredLeaders,
     /// Creates a topic with an explicit replica assignment.
     CreateTopic {
         /// The topic name.

@@ -12,15 +12,20 @@ use uuid::Uuid;
 use crate::command::{Applied, Command};
 use crate::error::MetaError;
 use crate::model::{BrokerInfo, PartitionInfo, TopicInfo};
+use crate::placement;
 use crate::topic_config;
 use crate::topic_name::{collision_key, validate_topic_name};
 
-/// The cluster metadata: brokers, topics with their partitions and config
-/// overrides, and the producer id allocator.
+/// The cluster metadata: brokers (and which of them are fenced), topics
+/// with their partitions and config overrides, and the producer id
+/// allocator.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(try_from = "ImageData")]
 pub struct MetadataImage {
     brokers: BTreeMap<i32, BrokerInfo>,
+    /// Registered brokers that may not lead or join an ISR until they
+    /// register again.
+    fenced: BTreeSet<i32>,
     topics: BTreeMap<String, TopicInfo>,
     next_producer_id: i64,
     applied_index: u64,
@@ -36,6 +41,9 @@ pub struct MetadataImage {
 #[derive(Deserialize)]
 struct ImageData {
     brokers: BTreeMap<i32, BrokerInfo>,
+    /// Absent from images written before fencing existed.
+    #[serde(default)]
+    fenced: BTreeSet<i32>,
     topics: BTreeMap<String, TopicInfo>,
     next_producer_id: i64,
     applied_index: u64,
@@ -47,6 +55,7 @@ impl TryFrom<ImageData> for MetadataImage {
     fn try_from(data: ImageData) -> Result<Self, String> {
         let mut image = MetadataImage {
             brokers: data.brokers,
+            fenced: data.fenced,
             topics: data.topics,
             next_producer_id: data.next_producer_id,
             applied_index: data.applied_index,
@@ -57,6 +66,13 @@ impl TryFrom<ImageData> for MetadataImage {
             if *id != broker.id {
                 return Err(format!("broker {} is stored under id {id}", broker.id));
             }
+        }
+        if let Some(id) = image
+            .fenced
+            .iter()
+            .find(|id| !image.brokers.contains_key(id))
+        {
+            return Err(format!("broker {id} is fenced but not registered"));
         }
         for (name, topic) in &image.topics {
             if *name != topic.name {
@@ -103,6 +119,10 @@ impl MetadataImage {
     pub fn validate(&self, cmd: &Command) -> Result<(), MetaError> {
         match cmd {
             Command::RegisterBroker(broker) => self.check_broker(broker),
+            Command::FenceBroker { id } | Command::ControlledShutdown { id } => {
+                self.registered_broker(*id).map(|_| ())
+            }
+            Command::ElectPreferredLeaders => Ok(()),
             Command::CreateTopic {
                 name,
                 id,
@@ -127,6 +147,24 @@ impl MetadataImage {
         let applied = match cmd {
             Command::RegisterBroker(broker) => {
                 self.brokers.insert(broker.id, broker.clone());
+                self.unfence(broker.id);
+                Applied::Done
+            }
+            Command::FenceBroker { id } | Command::ControlledShutdown { id } => {
+                self.fence(*id);
+                Applied::Done
+            }
+            Command::ElectPreferredLeaders => {
+                let fenced = &self.fenced;
+                for p in self
+                    .topics
+                    .values_mut()
+                    .flat_map(|t| t.partitions.iter_mut())
+                {
+                    if let Some((leader, isr)) = preferred_change(p, fenced) {
+                        change_partition(p, leader, isr);
+                    }
+                }
                 Applied::Done
             }
             Command::CreateTopic {
@@ -210,14 +248,64 @@ impl MetadataImage {
         self.topics.len()
     }
 
-    /// All registered brokers, by id.
+    /// All registered brokers, fenced or not, by id.
     pub fn brokers(&self) -> impl Iterator<Item = &BrokerInfo> {
         self.brokers.values()
     }
 
-    /// The broker with this id.
+    /// The broker with this id, fenced or not.
     pub fn broker(&self, id: i32) -> Option<&BrokerInfo> {
         self.brokers.get(&id)
+    }
+
+    /// True if broker `id` is registered and fenced: it missed its
+    /// heartbeats or shut down, and leads nothing until it registers again.
+    pub fn is_fenced(&self, id: i32) -> bool {
+        self.fenced.contains(&id)
+    }
+
+    /// The fenced brokers' ids, ascending.
+    pub fn fenced_brokers(&self) -> impl Iterator<Item = i32> + '_ {
+        self.fenced.iter().copied()
+    }
+
+    /// The registered brokers that are not fenced, by id: those that may
+    /// lead partitions and receive new replicas.
+    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerInfo> {
+        self.brokers
+            .values()
+            .filter(|b| !self.fenced.contains(&b.id))
+    }
+
+    /// The number of partitions, over all topics, that broker `id` leads.
+    pub fn partitions_led_by(&self, id: i32) -> usize {
+        self.partitions().filter(|(_, p)| p.leader == id).count()
+    }
+
+    /// The partitions without a leader (`leader == -1`), as (topic,
+    /// partition), by topic name then partition.
+    pub fn offline_partitions(&self) -> Vec<(String, i32)> {
+        self.partitions()
+            .filter(|(_, p)| p.leader == -1)
+            .map(|(t, p)| (t.name.clone(), p.partition))
+            .collect()
+    }
+
+    /// The partitions whose ISR is smaller than their replica list, as
+    /// (topic, partition), by topic name then partition.
+    pub fn under_replicated_partitions(&self) -> Vec<(String, i32)> {
+        self.partitions()
+            .filter(|(_, p)| p.isr.len() < p.replicas.len())
+            .map(|(t, p)| (t.name.clone(), p.partition))
+            .collect()
+    }
+
+    /// How many partitions [`Command::ElectPreferredLeaders`] would change
+    /// now; the controller submits it only when this is above zero.
+    pub fn preferred_leader_imbalance(&self) -> usize {
+        self.partitions()
+            .filter(|(_, p)| preferred_change(p, &self.fenced).is_some())
+            .count()
     }
 
     /// The first producer id the next `AllocateProducerIds` hands out.
@@ -249,10 +337,12 @@ impl MetadataImage {
     }
 
     /// A replica assignment for `count` new partitions numbered from
-    /// `first_partition`, spreading leaders and followers round-robin over
-    /// the registered brokers (sorted by id). `start` rotates the layout;
-    /// the caller picks it (at random, or from the topic count) so that
-    /// this function stays deterministic.
+    /// `first_partition`, over the live (registered, unfenced) brokers,
+    /// rack-aware as Kafka's (see `placement.rs`): leaders round robin,
+    /// followers shifted, the replicas of a partition on distinct racks as
+    /// far as the racks allow. `start` rotates the layout; the caller picks
+    /// it (at random, or from the topic count) so that this function stays
+    /// deterministic.
     pub fn assign_replicas(
         &self,
         first_partition: i32,
@@ -260,41 +350,93 @@ impl MetadataImage {
         replication_factor: i32,
         start: usize,
     ) -> Result<Vec<Vec<i32>>, MetaError> {
-        if count < 1 {
-            return Err(MetaError::InvalidPartitions(
-                "Number of partitions must be larger than 0.".to_owned(),
-            ));
-        }
-        if replication_factor < 1 {
-            return Err(MetaError::InvalidReplicationFactor(
-                "Replication factor must be larger than 0.".to_owned(),
-            ));
-        }
-        let brokers: Vec<i32> = self.brokers.keys().copied().collect();
-        let n = brokers.len();
-        let rf = replication_factor as usize;
-        if rf > n {
-            return Err(MetaError::InvalidReplicationFactor(format!(
-                "Replication factor: {rf} larger than available brokers: {n}."
-            )));
-        }
-        let first = usize::try_from(first_partition).map_err(|_| {
-            MetaError::InvalidPartitions(format!(
-                "Invalid first partition index {first_partition}."
-            ))
-        })?;
-        let spread = (n - 1).max(1);
-        let assignment = (first..first + count as usize)
-            .map(|p| {
-                let leader = (start + p) % n;
-                let shift = (start / n + p / n) % spread;
-                let mut replicas = vec![brokers[leader]];
-                replicas
-                    .extend((0..rf - 1).map(|j| brokers[(leader + 1 + (shift + j) % spread) % n]));
-                replicas
-            })
+        let brokers: Vec<(i32, Option<&str>)> = self
+            .live_brokers()
+            .map(|b| (b.id, b.rack.as_deref()))
             .collect();
-        Ok(assignment)
+        placement::assign(&brokers, first_partition, count, replication_factor, start)
+    }
+
+    /// Every partition with its topic.
+    fn partitions(&self) -> impl Iterator<Item = (&TopicInfo, &PartitionInfo)> {
+        self.topics
+            .values()
+            .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+    }
+
+    fn registered_broker(&self, id: i32) -> Result<&BrokerInfo, MetaError> {
+        self.brokers
+            .get(&id)
+            .ok_or_else(|| MetaError::InvalidRequest(format!("Broker {id} is not registered.")))
+    }
+
+    /// `RegisterBroker`: the broker is no longer fenced. It rejoins the ISR
+    /// of every partition that has a leader, and leaderless partitions
+    /// get a leader if one can be elected now (it, when it was their last
+    /// in-sync replica).
+    fn unfence(&mut self, id: i32) {
+        self.fenced.remove(&id);
+        let fenced = &self.fenced;
+        for topic in self.topics.values_mut() {
+            let unclean = unclean_election_enabled(&topic.configs);
+            for p in topic.partitions.iter_mut() {
+                if !p.replicas.contains(&id) {
+                    continue;
+                }
+                let mut isr = p.isr.clone();
+                let mut leader = p.leader;
+                let mut revived = false;
+                if leader == -1 {
+                    if let Some((l, new_isr)) = elect(&p.replicas, &isr, fenced, unclean) {
+                        (leader, isr, revived) = (l, new_isr, true);
+                    }
+                }
+                // Interim rule, until followers fetch: a replica counts as
+                // in sync as soon as it is back and its partition has a
+                // leader, since nothing yet tracks how far behind it is.
+                // Later a replica rejoins only once it has caught up.
+                if revived {
+                    // Replicas that came back while the partition had no
+                    // leader had nothing to rejoin until now.
+                    rejoin_live_replicas(&p.replicas, &mut isr, fenced);
+                } else if leader != -1 && !isr.contains(&id) {
+                    isr.push(id);
+                }
+                change_partition(p, leader, isr);
+            }
+        }
+    }
+
+    /// `FenceBroker` and `ControlledShutdown`: the broker leaves every ISR
+    /// (but stays as the last member, so that it can be elected cleanly
+    /// when it returns) and its leaderships move to in-sync replicas.
+    fn fence(&mut self, id: i32) {
+        if !self.fenced.insert(id) {
+            // Already fenced: it leads nothing and is only ever the last
+            // member of an ISR, so there is nothing to move.
+            return;
+        }
+        let fenced = &self.fenced;
+        for topic in self.topics.values_mut() {
+            let unclean = unclean_election_enabled(&topic.configs);
+            for p in topic.partitions.iter_mut() {
+                if !p.replicas.contains(&id) {
+                    continue;
+                }
+                let mut isr = p.isr.clone();
+                if isr != [id] {
+                    isr.retain(|r| *r != id);
+                }
+                let mut leader = p.leader;
+                if leader == id {
+                    match elect(&p.replicas, &isr, fenced, unclean) {
+                        Some((l, new_isr)) => (leader, isr) = (l, new_isr),
+                        None => leader = -1,
+                    }
+                }
+                change_partition(p, leader, isr);
+            }
+        }
     }
 
     fn existing_topic(&self, name: &str) -> Result<&TopicInfo, MetaError> {
@@ -402,7 +544,8 @@ impl MetadataImage {
     }
 
     /// One partition's replica list: non-empty, no broker twice, every
-    /// broker registered, and as long as the other partitions' lists.
+    /// broker registered and not fenced, and as long as the other
+    /// partitions' lists.
     fn check_replicas(&self, replicas: &[i32], replication_factor: usize) -> Result<(), MetaError> {
         let invalid = |msg: String| Err(MetaError::InvalidReplicationFactor(msg));
         if replicas.is_empty() {
@@ -420,6 +563,11 @@ impl MetadataImage {
             if !self.brokers.contains_key(&id) {
                 return invalid(format!(
                     "The manual partition assignment includes broker {id}, but no such broker is registered."
+                ));
+            }
+            if self.fenced.contains(&id) {
+                return invalid(format!(
+                    "The manual partition assignment includes broker {id}, which is fenced or in controlled shutdown."
                 ));
             }
         }
@@ -483,8 +631,84 @@ fn new_partitions(first: usize, replicas: &[Vec<i32>]) -> Vec<PartitionInfo> {
             partition: (first + i) as i32,
             leader: replicas.first().copied().unwrap_or(-1),
             leader_epoch: 0,
+            partition_epoch: 0,
             replicas: replicas.clone(),
             isr: replicas.clone(),
         })
         .collect()
+}
+
+/// True if the topic overrides `unclean.leader.election.enable` to true
+/// (the broker default, false, is the only default the image knows).
+fn unclean_election_enabled(configs: &BTreeMap<String, String>) -> bool {
+    configs
+        .get("unclean.leader.election.enable")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// A leader for a partition whose replicas are `replicas` and whose ISR
+/// would be `isr`, and the ISR that goes with it: the first replica (in
+/// replica order, so the preferred one when possible) that is in sync and
+/// not fenced. Failing that, with unclean election enabled, the first
+/// unfenced replica, alone in the ISR: it may lack acknowledged records,
+/// which the topic accepted to lose rather than stay offline.
+fn elect(
+    replicas: &[i32],
+    isr: &[i32],
+    fenced: &BTreeSet<i32>,
+    unclean: bool,
+) -> Option<(i32, Vec<i32>)> {
+    let live = |r: &&i32| !fenced.contains(*r);
+    if let Some(&leader) = replicas.iter().filter(live).find(|r| isr.contains(r)) {
+        return Some((leader, isr.to_vec()));
+    }
+    if unclean {
+        if let Some(&leader) = replicas.iter().find(live) {
+            return Some((leader, vec![leader]));
+        }
+    }
+    None
+}
+
+/// What `ElectPreferredLeaders` does to one partition, if anything: the
+/// preferred replica takes over when it is in sync and not fenced, and a
+/// leaderless partition gets a clean leader if it has one.
+fn preferred_change(p: &PartitionInfo, fenced: &BTreeSet<i32>) -> Option<(i32, Vec<i32>)> {
+    if p.leader == -1 {
+        let (leader, mut isr) = elect(&p.replicas, &p.isr, fenced, false)?;
+        rejoin_live_replicas(&p.replicas, &mut isr, fenced);
+        return Some((leader, isr));
+    }
+    let preferred = *p.replicas.first()?;
+    (preferred != p.leader && p.isr.contains(&preferred) && !fenced.contains(&preferred))
+        .then(|| (preferred, p.isr.clone()))
+}
+
+/// Appends to `isr`, in replica order, the unfenced replicas missing from
+/// it: what a partition that just got a leader back does under the interim
+/// rule (see `MetadataImage::unfence`).
+fn rejoin_live_replicas(replicas: &[i32], isr: &mut Vec<i32>, fenced: &BTreeSet<i32>) {
+    for r in replicas {
+        if !fenced.contains(r) && !isr.contains(r) {
+            isr.push(*r);
+        }
+    }
+}
+
+/// Sets a partition's leader and ISR, bumping each epoch once if its part
+/// changed: the leader epoch for a new leader, the partition epoch for a
+/// new leader or ISR.
+fn change_partition(p: &mut PartitionInfo, leader: i32, isr: Vec<i32>) {
+    let leader_changed = p.leader != leader;
+    let isr_changed = p.isr != isr;
+    if leader_changed {
+        p.leader = leader;
+        p.leader_epoch = p.leader_epoch.saturating_add(1);
+    }
+    if isr_changed {
+        p.isr = isr;
+    }
+    if leader_changed || isr_changed {
+        p.partition_epoch = p.partition_epoch.saturating_add(1);
+    }
 }

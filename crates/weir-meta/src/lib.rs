@@ -16,6 +16,7 @@
 //! let mut image = MetadataImage::default();
 //! image.apply(&Command::RegisterBroker(BrokerInfo {
 //!     id: 1, host: "localhost".into(), port: 9092, rack: None,
+//!     incarnation: uuid::Uuid::from_u128(1),
 //! }))?;
 //! image.apply(&Command::CreateTopic {
 //!     name: "orders".into(),
@@ -53,6 +54,7 @@ mod error;
 mod image;
 mod log_file;
 mod model;
+mod placement;
 mod raft;
 mod store;
 pub mod topic_config;

@@ -15,6 +15,12 @@ pub struct BrokerInfo {
     pub port: u16,
     /// The rack, for rack-aware replica placement.
     pub rack: Option<String>,
+    /// A fresh id for every start of the broker process: the controller
+    /// tells a restarted broker from the one it replaces by it (heartbeats
+    /// of an older incarnation are not accepted). Registrations written
+    /// before this field existed read as the nil UUID.
+    #[serde(default)]
+    pub incarnation: uuid::Uuid,
 }
 
 /// One partition of a topic.
@@ -22,13 +28,21 @@ pub struct BrokerInfo {
 pub struct PartitionInfo {
     /// The partition index, from 0.
     pub partition: i32,
-    /// The broker id of the leader.
+    /// The broker id of the leader, or -1 when the partition has none
+    /// (offline).
     pub leader: i32,
-    /// Bumped on every leader change; 0 at creation.
+    /// Bumped on every leader change (to -1 included); 0 at creation.
     pub leader_epoch: i32,
+    /// Bumped on every change of the leader or of the ISR, so that a
+    /// request to change the partition can be checked against the state
+    /// it was based on; 0 at creation.
+    #[serde(default)]
+    pub partition_epoch: i32,
     /// The assigned replicas, preferred leader first.
     pub replicas: Vec<i32>,
-    /// The in-sync replicas.
+    /// The in-sync replicas. Never empty: the last member stays even
+    /// when its broker is fenced, so that it can lead again when it
+    /// returns (a clean election).
     pub isr: Vec<i32>,
 }
 

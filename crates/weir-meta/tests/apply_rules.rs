@@ -14,6 +14,7 @@ fn broker(id: i32) -> Command {
         host: format!("host{id}"),
         port: 9092,
         rack: None,
+        incarnation: uuid::Uuid::from_u128(1),
     })
 }
 
@@ -579,6 +580,7 @@ fn cases() -> Vec<Case> {
                 host: "h".into(),
                 port: 1,
                 rack: None,
+                incarnation: uuid::Uuid::from_u128(1),
             }),
             Want::Err(42, "negative"),
         ),
@@ -590,6 +592,7 @@ fn cases() -> Vec<Case> {
                 host: String::new(),
                 port: 1,
                 rack: None,
+                incarnation: uuid::Uuid::from_u128(1),
             }),
             Want::Err(42, "empty host"),
         ),
@@ -601,6 +604,7 @@ fn cases() -> Vec<Case> {
                 host: "h".into(),
                 port: 0,
                 rack: None,
+                incarnation: uuid::Uuid::from_u128(1),
             }),
             Want::Err(42, "port 0"),
         ),
@@ -612,6 +616,7 @@ fn cases() -> Vec<Case> {
                 host: "new".into(),
                 port: 19092,
                 rack: Some("r1".into()),
+                incarnation: uuid::Uuid::from_u128(1),
             }),
             want: ok(),
             then: Some(|image| {

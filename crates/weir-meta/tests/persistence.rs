@@ -17,6 +17,7 @@ fn broker(id: i32) -> Command {
         host: format!("host{id}"),
         port: 9092,
         rack: Some(format!("rack{}", id % 2)),
+        incarnation: uuid::Uuid::from_u128(1),
     })
 }
 

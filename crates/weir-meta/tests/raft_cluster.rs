@@ -35,6 +35,7 @@ fn broker(id: i32) -> Command {
         host: format!("broker-{id}"),
         port: 9092,
         rack: None,
+        incarnation: uuid::Uuid::from_u128(1),
     })
 }
 

@@ -64,8 +64,23 @@ fn configs() -> impl Strategy<Value = BTreeMap<String, String>> {
 
 fn command() -> impl Strategy<Value = Command> {
     prop_oneof![
-        3 => (0..5i32, prop::option::of("r[0-2]")).prop_map(|(id, rack)| {
-            Command::RegisterBroker(BrokerInfo { id, host: format!("h{id}"), port: 9092, rack })
+        3 => (0..5i32, prop::option::of("r[0-2]"), 0..3u128).prop_map(|(id, rack, incarnation)| {
+            Command::RegisterBroker(BrokerInfo {
+                id,
+                host: format!("h{id}"),
+                port: 9092,
+                rack,
+                incarnation: Uuid::from_u128(incarnation),
+            })
+        }),
+        // Unknown ids (4, 5) too, which are rejected.
+        2 => (0..6i32).prop_map(|id| Command::FenceBroker { id }),
+        1 => (0..6i32).prop_map(|id| Command::ControlledShutdown { id }),
+        1 => Just(Command::ElectPreferredLeaders),
+        1 => (name(), any::<bool>()).prop_map(|(name, on)| Command::AlterTopicConfigs {
+            name,
+            set: BTreeMap::from([("unclean.leader.election.enable".to_owned(), on.to_string())]),
+            delete: Vec::new(),
         }),
         4 => (name(), 0..6u128, -1..4i32, prop::collection::vec(replicas(), 0..4), configs(), any::<bool>())
             .prop_map(|(name, id, partitions, replicas, configs, internal)| Command::CreateTopic {
@@ -98,6 +113,45 @@ fn command() -> impl Strategy<Value = Command> {
     ]
 }
 
+/// The rules fencing and election keep, whatever the commands: an ISR is
+/// a non-empty set of replicas in which only a last member may be fenced;
+/// a leader is an unfenced ISR member; and (the interim rule while
+/// followers do not fetch) a partition with a leader has every unfenced
+/// replica in its ISR.
+fn check_partitions(image: &MetadataImage) -> Result<(), String> {
+    for topic in image.topics() {
+        for p in &topic.partitions {
+            let at = format!("{}-{}: {p:?}", topic.name, p.partition);
+            let mut isr = p.isr.clone();
+            isr.sort_unstable();
+            isr.dedup();
+            if isr.is_empty() || isr.len() != p.isr.len() {
+                return Err(format!("{at}: empty ISR or a member twice"));
+            }
+            if !p.isr.iter().all(|r| p.replicas.contains(r)) {
+                return Err(format!("{at}: ISR member that is not a replica"));
+            }
+            if p.isr.len() > 1 && p.isr.iter().any(|r| image.is_fenced(*r)) {
+                return Err(format!("{at}: fenced ISR member besides others"));
+            }
+            if p.leader != -1 && (!p.isr.contains(&p.leader) || image.is_fenced(p.leader)) {
+                return Err(format!("{at}: leader out of the ISR or fenced"));
+            }
+            let live_missing = p
+                .replicas
+                .iter()
+                .any(|r| !image.is_fenced(*r) && !p.isr.contains(r));
+            if p.leader != -1 && live_missing {
+                return Err(format!("{at}: unfenced replica out of the ISR"));
+            }
+            if p.leader_epoch < 0 || p.partition_epoch < p.leader_epoch {
+                return Err(format!("{at}: epochs"));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What the test does between commands.
 #[derive(Clone, Debug)]
 enum Step {
@@ -128,7 +182,13 @@ proptest! {
         let mut model = MetadataImage::default();
         // Brokers 0..3 first, so that topics can be created from the start.
         let brokers = (0..3).map(|id| {
-            Step::Submit(Command::RegisterBroker(BrokerInfo { id, host: format!("h{id}"), port: 9092, rack: None }))
+            Step::Submit(Command::RegisterBroker(BrokerInfo {
+                id,
+                host: format!("h{id}"),
+                port: 9092,
+                rack: None,
+                incarnation: Uuid::nil(),
+            }))
         });
         for step in brokers.chain(steps) {
             match step {
@@ -152,6 +212,9 @@ proptest! {
                 }
             }
             prop_assert_eq!(store.image(), &model);
+            if let Err(e) = check_partitions(&model) {
+                prop_assert!(false, "{}", e);
+            }
         }
         drop(store);
         let reopened = MetaStore::open_with(dir.path(), options).unwrap();

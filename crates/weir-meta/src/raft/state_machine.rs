@@ -356,6 +356,7 @@ mod tests {
             host: "h".into(),
             port: 9092,
             rack: None,
+            incarnation: uuid::Uuid::from_u128(1),
         })
     }
 
