@@ -46,7 +46,10 @@
 //!   are specified in `DESIGN.md` next to this crate;
 //! - [`Controller`] makes the image the state machine of a Raft quorum of
 //!   controllers (openraft, kept inside the crate), with its log, vote and
-//!   snapshots on local disk and its RPC over TCP.
+//!   snapshots on local disk and its RPC over TCP. Any controller takes
+//!   commands and broker heartbeats and sends them on to the leader; the
+//!   leader fences brokers that stop heartbeating and moves leadership
+//!   back to preferred replicas.
 #![deny(missing_docs)]
 
 mod command;
@@ -65,6 +68,7 @@ pub use error::MetaError;
 pub use image::MetadataImage;
 pub use model::{BrokerInfo, PartitionInfo, TopicInfo};
 pub use raft::{
-    Controller, ControllerConfig, ControllerError, ControllerStatus, Role, SubmitError,
+    Controller, ControllerConfig, ControllerError, ControllerStatus, HeartbeatReply, Role,
+    SubmitError,
 };
 pub use store::{MetaStore, StoreOptions, LOG_FILE_NAME, SNAPSHOT_FILE_NAME};

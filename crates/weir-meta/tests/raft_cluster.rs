@@ -9,14 +9,17 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 use tokio::net::TcpListener;
+use uuid::Uuid;
 use weir_meta::{
-    Applied, BrokerInfo, Command, Controller, ControllerConfig, MetaError, MetadataImage, Role,
-    SubmitError,
+    Applied, BrokerInfo, Command, Controller, ControllerConfig, HeartbeatReply, MetaError,
+    MetadataImage, Role, SubmitError,
 };
 
 /// The longest any single wait may take.
 const WAIT: Duration = Duration::from_secs(20);
 
+/// Short Raft timings; broker sessions long enough that brokers which
+/// never heartbeat are not fenced during a test.
 fn config() -> ControllerConfig {
     ControllerConfig {
         heartbeat_interval: Duration::from_millis(150),
@@ -26,7 +29,26 @@ fn config() -> ControllerConfig {
         snapshot_every: 8,
         logs_to_keep: 2,
         submit_timeout: Duration::from_secs(10),
+        broker_session_timeout: Duration::from_secs(3600),
+        leader_imbalance_check_interval: None,
     }
+}
+
+/// `config` with short broker sessions and frequent preferred leader
+/// elections, for the tests of fencing.
+fn membership_config() -> ControllerConfig {
+    ControllerConfig {
+        broker_session_timeout: SESSION,
+        leader_imbalance_check_interval: Some(Duration::from_secs(1)),
+        ..config()
+    }
+}
+
+/// The broker session timeout of `membership_config`.
+const SESSION: Duration = Duration::from_secs(2);
+
+fn incarnation(id: i32) -> Uuid {
+    Uuid::from_u128(1000 + id as u128)
 }
 
 fn broker(id: i32) -> Command {
@@ -35,7 +57,7 @@ fn broker(id: i32) -> Command {
         host: format!("broker-{id}"),
         port: 9092,
         rack: None,
-        incarnation: uuid::Uuid::from_u128(1),
+        incarnation: incarnation(id),
     })
 }
 
@@ -48,6 +70,7 @@ struct Node {
 
 struct Cluster {
     _tmp: TempDir,
+    config: ControllerConfig,
     voters: Vec<(u64, SocketAddr)>,
     nodes: Vec<Node>,
 }
@@ -55,13 +78,26 @@ struct Cluster {
 impl Cluster {
     /// Starts voters `1..=n`, in reverse id order (the initializer last).
     async fn start(n: u64) -> Cluster {
+        Self::start_with(n, config()).await
+    }
+
+    /// `start` with these settings.
+    async fn start_with(n: u64, config: ControllerConfig) -> Cluster {
         let order: Vec<u64> = (1..=n).rev().collect();
-        Self::start_in_order(&order, Duration::ZERO).await
+        Self::start_in_order_with(&order, Duration::ZERO, config).await
     }
 
     /// Starts voters `1..=order.len()` in this order, pausing between
     /// starts.
     async fn start_in_order(order: &[u64], pause: Duration) -> Cluster {
+        Self::start_in_order_with(order, pause, config()).await
+    }
+
+    async fn start_in_order_with(
+        order: &[u64],
+        pause: Duration,
+        config: ControllerConfig,
+    ) -> Cluster {
         let n = order.len() as u64;
         // RUST_LOG=info (or debug) shows what the controllers do.
         let _ = tracing_subscriber::fmt()
@@ -86,7 +122,7 @@ impl Cluster {
             tokio::time::sleep(pause).await;
             let dir = tmp.path().join(format!("controller-{id}"));
             let addr = listener.local_addr().unwrap();
-            let controller = Controller::start_on(config(), id, &dir, listener, &voters)
+            let controller = Controller::start_on(config.clone(), id, &dir, listener, &voters)
                 .await
                 .unwrap();
             nodes.push(Node {
@@ -99,6 +135,7 @@ impl Cluster {
         nodes.sort_by_key(|n| n.id);
         Cluster {
             _tmp: tmp,
+            config,
             voters,
             nodes,
         }
@@ -126,7 +163,7 @@ impl Cluster {
         let (dir, addr) = (node.dir.clone(), node.addr);
         let deadline = tokio::time::Instant::now() + WAIT;
         let controller = loop {
-            match Controller::start_with(config(), id, &dir, addr, &self.voters).await {
+            match Controller::start_with(self.config.clone(), id, &dir, addr, &self.voters).await {
                 Ok(c) => break c,
                 Err(e) if tokio::time::Instant::now() < deadline => {
                     eprintln!("restart of {id} failed, retrying: {e}");
@@ -269,28 +306,269 @@ async fn three_voters_start_in_any_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn submit_on_a_follower_names_the_leader() {
+async fn submit_on_a_follower_is_forwarded_and_visible_there_on_return() {
     let cluster = Cluster::start(3).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let leader = cluster.wait_leader().await;
-        let follower = cluster.running().find(|c| c.node_id() != leader).unwrap();
-        match follower.submit(broker(1)).await {
-            Err(SubmitError::NotLeader {
-                leader: Some((id, addr)),
-            }) => {
-                assert_ne!(id, follower.node_id());
-                let expected = cluster.voters.iter().find(|(v, _)| *v == id).unwrap().1;
-                assert_eq!(addr, expected.to_string());
-                break;
-            }
-            // The follower may not have heard of the leader yet.
-            Err(SubmitError::NotLeader { leader: None }) => {}
-            other => panic!("a follower accepted or failed oddly: {other:?}"),
-        }
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let leader = cluster.wait_leader().await;
+    assert!(cluster.node(leader).is_leader());
+    let follower = cluster.running().find(|c| c.node_id() != leader).unwrap();
+    assert!(!follower.is_leader());
+    for id in 1..=5 {
+        assert_eq!(follower.submit(broker(id)).await.unwrap(), Applied::Done);
+        // No waiting: the follower applied it before answering.
+        assert!(
+            follower.image().borrow().broker(id).is_some(),
+            "broker {id} not in the follower's image"
+        );
     }
+    assert_eq!(
+        follower
+            .submit(Command::AllocateProducerIds { count: 10 })
+            .await
+            .unwrap(),
+        Applied::ProducerIds {
+            first: 0,
+            count: 10
+        }
+    );
+    assert_eq!(follower.image().borrow().next_producer_id(), 10);
+    // Exactly once: the leader's image agrees.
+    let leader = cluster.node(leader);
+    wait_image(leader, "5 brokers", |i| broker_count(i) == 5).await;
+    assert_eq!(leader.image().borrow().next_producer_id(), 10);
+    assert_eq!(leader.image().borrow().applied_index(), 6);
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_rejection_keeps_its_error_code_and_message() {
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader().await;
+    let follower = cluster.running().find(|c| c.node_id() != leader).unwrap();
+    follower.submit(broker(1)).await.unwrap();
+    let before = follower.image().borrow().clone();
+
+    let table: Vec<(Command, i16, &str)> =
+        vec![
+        (
+            Command::DeleteTopic {
+                name: "missing".into(),
+            },
+            3,
+            "Topic 'missing' does not exist.",
+        ),
+        (
+            Command::CreateTopic {
+                name: "orders".into(),
+                id: Uuid::from_u128(9),
+                partitions: 1,
+                replicas: vec![vec![1, 2]],
+                configs: Default::default(),
+                internal: false,
+            },
+            38,
+            "The manual partition assignment includes broker 2, but no such broker is registered.",
+        ),
+        (Command::FenceBroker { id: 5 }, 42, "Broker 5 is not registered."),
+    ];
+    for (cmd, code, message) in table {
+        match follower.submit(cmd.clone()).await {
+            Err(SubmitError::Rejected(e)) => {
+                assert_eq!(e.kafka_error_code(), code, "{cmd:?}: {e}");
+                assert_eq!(e.to_string(), message, "{cmd:?}");
+            }
+            other => panic!("{cmd:?}: want a rejection, got {other:?}"),
+        }
+    }
+    assert_eq!(**follower.image().borrow(), *before);
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_survivor_forwards_to_the_new_leader_after_the_leader_stops() {
+    let mut cluster = Cluster::start(3).await;
+    cluster.submit(broker(1)).await.unwrap();
+    let old = cluster.wait_leader().await;
+    cluster.stop(old).await;
+
+    // At once, before any new election: the survivor still names the old
+    // leader, finds it gone, and keeps trying until a new one takes it.
+    let survivor = cluster.running().next().unwrap();
+    let started = tokio::time::Instant::now();
+    survivor.submit(broker(2)).await.unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert!(survivor.image().borrow().broker(2).is_some());
+    let new = cluster.wait_leader().await;
+    assert_ne!(new, old);
+    for c in cluster.running() {
+        wait_image(c, "2 brokers", |i| broker_count(i) == 2).await;
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_on_a_follower_are_answered_by_the_leader() {
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader().await;
+    let follower = cluster.running().find(|c| c.node_id() != leader).unwrap();
+    cluster.submit(broker(7)).await.unwrap();
+    wait_image(follower, "broker 7", |i| i.broker(7).is_some()).await;
+
+    let table = [
+        (7, incarnation(7), HeartbeatReply::Alive),
+        (7, Uuid::from_u128(1), HeartbeatReply::UnknownBroker),
+        (8, incarnation(8), HeartbeatReply::UnknownBroker),
+    ];
+    for (id, inc, want) in table {
+        assert_eq!(
+            follower.heartbeat(id, inc).await.unwrap(),
+            want,
+            "{id} {inc}"
+        );
+        assert_eq!(cluster.node(leader).heartbeat(id, inc).await.unwrap(), want);
+    }
+    follower
+        .submit(Command::FenceBroker { id: 7 })
+        .await
+        .unwrap();
+    assert_eq!(
+        follower.heartbeat(7, incarnation(7)).await.unwrap(),
+        HeartbeatReply::Fenced
+    );
+    // Registering again (the broker's answer to `Fenced`) unfences it.
+    follower.submit(broker(7)).await.unwrap();
+    assert_eq!(
+        follower.heartbeat(7, incarnation(7)).await.unwrap(),
+        HeartbeatReply::Alive
+    );
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+/// Heartbeats `live` brokers every 200 ms, through the running controllers
+/// in turn (followers included), for at least `at_least` and until `pred`
+/// holds on every running controller's image. Every heartbeat must be
+/// answered `Alive`: a broker that keeps heartbeating is never fenced.
+/// Returns how long it took.
+async fn heartbeat_until(
+    cluster: &Cluster,
+    live: &[i32],
+    at_least: Duration,
+    what: &str,
+    pred: impl Fn(&MetadataImage) -> bool,
+) -> Duration {
+    let started = tokio::time::Instant::now();
+    let controllers: Vec<&Controller> = cluster.running().collect();
+    let mut turn = 0;
+    loop {
+        for &id in live {
+            let via = controllers[turn % controllers.len()];
+            turn += 1;
+            let reply = via.heartbeat(id, incarnation(id)).await.unwrap();
+            assert_eq!(
+                reply,
+                HeartbeatReply::Alive,
+                "broker {id} through controller {}",
+                via.node_id()
+            );
+        }
+        let elapsed = started.elapsed();
+        if elapsed >= at_least && controllers.iter().all(|c| pred(&c.image().borrow())) {
+            return elapsed;
+        }
+        assert!(elapsed < WAIT, "{what} not seen within {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_broker_is_fenced_and_its_leaderships_move() {
+    let cluster = Cluster::start_with(3, membership_config()).await;
+    let leader = cluster.wait_leader().await;
+    let follower = cluster.running().find(|c| c.node_id() != leader).unwrap();
+    for id in 1..=3 {
+        follower.submit(broker(id)).await.unwrap();
+    }
+    let replicas = follower
+        .image()
+        .borrow()
+        .assign_replicas(0, 3, 3, 0)
+        .unwrap();
+    follower
+        .submit(Command::CreateTopic {
+            name: "t".into(),
+            id: Uuid::from_u128(1),
+            partitions: 3,
+            replicas,
+            configs: Default::default(),
+            internal: false,
+        })
+        .await
+        .unwrap();
+    let p0 = |image: &MetadataImage| image.topic("t").unwrap().partitions[0].clone();
+    let before = p0(&follower.image().borrow());
+    let silent = before.leader;
+    let others: Vec<i32> = (1..=3).filter(|id| *id != silent).collect();
+
+    // Heartbeating brokers stay live for several sessions.
+    heartbeat_until(&cluster, &[1, 2, 3], 2 * SESSION, "two sessions", |i| {
+        i.fenced_brokers().count() == 0
+    })
+    .await;
+
+    // One goes silent: fenced after a session, and partition 0, which it
+    // led, gets a new leader from its ISR.
+    let took = heartbeat_until(&cluster, &others, Duration::ZERO, "the fence", |i| {
+        let p = p0(i);
+        i.is_fenced(silent) && p.leader != silent && p.leader != -1
+    })
+    .await;
+    let tick = SESSION / 8;
+    assert!(
+        took + Duration::from_millis(500) >= SESSION,
+        "fenced after {took:?}, before the session of {SESSION:?} ended"
+    );
+    assert!(
+        took <= SESSION + tick + Duration::from_secs(3),
+        "fenced only after {took:?}"
+    );
+    let image = follower.image().borrow().clone();
+    let after = p0(&image);
+    assert!(others.contains(&after.leader), "{after:?}");
+    assert!(after.leader_epoch > before.leader_epoch, "{after:?}");
+    assert!(after.partition_epoch > before.partition_epoch, "{after:?}");
+    assert!(!after.isr.contains(&silent), "{after:?}");
+    assert_eq!(image.partitions_led_by(silent), 0);
+    assert_eq!(image.live_brokers().count(), 2);
+    assert_eq!(
+        follower
+            .heartbeat(silent, incarnation(silent))
+            .await
+            .unwrap(),
+        HeartbeatReply::Fenced
+    );
+
+    // It comes back: registering unfences it, it rejoins the ISRs, and the
+    // periodic preferred leader election gives partition 0 back to it.
+    follower.submit(broker(silent)).await.unwrap();
+    heartbeat_until(
+        &cluster,
+        &[1, 2, 3],
+        Duration::ZERO,
+        "leadership back",
+        |i| {
+            let p = p0(i);
+            p.leader == silent && p.isr.len() == 3 && i.preferred_leader_imbalance() == 0
+        },
+    )
+    .await;
+    let back = p0(&follower.image().borrow());
+    assert!(back.leader_epoch > after.leader_epoch, "{back:?}");
     for c in cluster.running() {
         c.shutdown().await.unwrap();
     }

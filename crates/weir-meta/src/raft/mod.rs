@@ -10,10 +10,15 @@
 //! - `log_store`: the durable Raft log;
 //! - `state_machine`: applies entries to the image, builds and installs
 //!   snapshots;
-//! - `network` and `server`: controller RPC over TCP.
+//! - `network` and `server`: controller RPC over TCP;
+//! - `forward`: commands and broker heartbeats sent on to the leader;
+//! - `leader`: what the active controller does: proposing, broker
+//!   sessions, fencing silent brokers, restoring preferred leaders.
 //!
 //! Nothing outside this module names an openraft type.
 
+mod forward;
+mod leader;
 mod log_store;
 mod network;
 mod server;
@@ -29,19 +34,27 @@ use std::time::Duration;
 
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{ServerState, SnapshotPolicy};
+use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tracing::info;
+use tokio::time::Instant;
+use tracing::{debug, info};
 
 use crate::command::{Applied, Command};
 use crate::error::MetaError;
 use crate::image::MetadataImage;
 
+use self::forward::{CallError, Forwarder};
+use self::leader::Shared;
 use self::log_store::LogStore;
-use self::network::Network;
+use self::network::{Network, RpcRequest, RpcResponse};
 use self::state_machine::StateMachine;
-use self::types::{ControllerNode, Raft};
+use self::types::{ControllerNode, WriteOutcome};
+
+/// How long a forwarded call waits before trying again when no leader is
+/// known or the one it tried was not (or no longer) the leader.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// Timing and snapshot settings of a [`Controller`].
 #[derive(Clone, Debug)]
@@ -66,8 +79,17 @@ pub struct ControllerConfig {
     /// snapshot.
     pub logs_to_keep: u64,
     /// How long [`Controller::submit`] waits for its command to be
-    /// committed and applied.
+    /// committed and applied (finding the leader included), and
+    /// [`Controller::heartbeat`] for an answer.
     pub submit_timeout: Duration,
+    /// A broker that has not heartbeated to the active controller for this
+    /// long is fenced (Kafka's `broker.session.timeout.ms`).
+    pub broker_session_timeout: Duration,
+    /// How often the active controller moves leadership back to preferred
+    /// replicas when some partition is led by another replica (Kafka's
+    /// `leader.imbalance.check.interval.seconds`); `None` never does
+    /// (`auto.leader.rebalance.enable=false`).
+    pub leader_imbalance_check_interval: Option<Duration>,
 }
 
 impl Default for ControllerConfig {
@@ -80,12 +102,26 @@ impl Default for ControllerConfig {
             snapshot_every: 1000,
             logs_to_keep: 100,
             submit_timeout: Duration::from_secs(10),
+            broker_session_timeout: Duration::from_secs(9),
+            leader_imbalance_check_interval: Some(Duration::from_secs(300)),
         }
     }
 }
 
 impl ControllerConfig {
+    /// Checks the settings of this crate, then builds openraft's (which
+    /// checks its own).
     fn to_openraft(&self) -> Result<openraft::Config, ControllerError> {
+        if self.broker_session_timeout.is_zero() {
+            return Err(ControllerError::Config(
+                "the broker session timeout must be positive".to_owned(),
+            ));
+        }
+        if self.leader_imbalance_check_interval == Some(Duration::ZERO) {
+            return Err(ControllerError::Config(
+                "the leader imbalance check interval must be positive".to_owned(),
+            ));
+        }
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let config = openraft::Config {
             cluster_name: "weir".to_owned(),
@@ -133,12 +169,15 @@ pub enum ControllerError {
     Raft(String),
 }
 
-/// Why [`Controller::submit`] did not apply a command.
+/// Why [`Controller::submit`] did not apply a command (or another call on
+/// the quorum failed).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SubmitError {
-    /// This controller is not the leader; the leader's id and controller
-    /// address, when known. Nothing was proposed.
+    /// This controller is not the leader, for the calls only the leader
+    /// takes ([`Controller::add_learner`], [`Controller::change_voters`]);
+    /// the leader's id and controller address, when known. Nothing was
+    /// proposed.
     #[error("this controller is not the leader{}", match leader {
         Some((id, addr)) => format!("; the leader is controller {id} at {addr}"),
         None => "; no leader is known".to_owned(),
@@ -155,10 +194,15 @@ pub enum SubmitError {
     /// member, another change still in progress, ...).
     #[error("the controller membership cannot be changed: {0}")]
     MembershipChange(String),
-    /// The quorum is not working (shut down, or storage failed); retry on
-    /// another controller.
+    /// The quorum is not working (shut down, or storage failed), or the
+    /// connection to the leader failed after a command was forwarded: the
+    /// command may or may not be applied.
     #[error("the controller quorum is unavailable: {0}")]
     Unavailable(String),
+    /// No leader could be reached within the submit timeout (none elected,
+    /// or none answering). Nothing was proposed.
+    #[error("no controller leader could be reached within {0:?}; nothing was proposed")]
+    NoLeader(Duration),
     /// No answer within the submit timeout (no quorum reachable, say). The
     /// command may still be applied later: the outcome is unknown.
     #[error(
@@ -175,6 +219,20 @@ impl SubmitError {
             SubmitError::Rejected(_) | SubmitError::MembershipChange(_)
         )
     }
+}
+
+/// What the active controller answered to a broker heartbeat.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeartbeatReply {
+    /// The broker is registered with this incarnation and not fenced; its
+    /// session is renewed.
+    Alive,
+    /// The broker is registered with this incarnation but fenced (it
+    /// missed heartbeats, or shut down): it must register again.
+    Fenced,
+    /// No broker with this id is registered, or it registered with another
+    /// incarnation (an older or newer process): it must register again.
+    UnknownBroker,
 }
 
 /// The role of a controller in the quorum.
@@ -217,13 +275,19 @@ pub struct ControllerStatus {
 /// One member of the controller quorum: its Raft node, its controller
 /// listener, and the metadata image it has applied.
 ///
+/// Commands and broker heartbeats may be given to any member: one that is
+/// not the leader sends them on to the leader. While a member is the leader
+/// it also fences brokers that stop heartbeating and, periodically, moves
+/// leadership back to preferred replicas.
+///
 /// [`Controller::shutdown`] stops it and waits; dropping it without that
-/// stops the listener at once and Raft in the background.
+/// stops the listener and the background task at once and Raft in the
+/// background.
 ///
 /// ```no_run
 /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use weir_meta::{Command, Controller, SubmitError};
+/// use weir_meta::{Command, Controller, HeartbeatReply, SubmitError};
 ///
 /// let voters = [(1, "127.0.0.1:9093".parse()?)];
 /// let controller =
@@ -231,9 +295,12 @@ pub struct ControllerStatus {
 /// controller.wait_for_leader(Duration::from_secs(10)).await;
 /// match controller.submit(Command::AllocateProducerIds { count: 1000 }).await {
 ///     Ok(applied) => println!("{applied:?}"),
-///     Err(SubmitError::NotLeader { leader }) => println!("ask {leader:?}"),
 ///     Err(SubmitError::Rejected(e)) => println!("{} {e}", e.kafka_error_code()),
 ///     Err(e) => println!("retry later: {e}"),
+/// }
+/// let incarnation = uuid::Uuid::from_u128(42);
+/// if controller.heartbeat(1, incarnation).await? != HeartbeatReply::Alive {
+///     println!("register broker 1 again");
 /// }
 /// let image = controller.image().borrow().clone();
 /// println!("{} topics", image.topic_count());
@@ -243,12 +310,12 @@ pub struct ControllerStatus {
 /// ```
 pub struct Controller {
     node_id: u64,
-    raft: Raft,
-    image: watch::Receiver<Arc<MetadataImage>>,
+    shared: Arc<Shared>,
+    forwarder: Forwarder,
     server: Mutex<Option<JoinHandle<()>>>,
+    monitor: Mutex<Option<JoinHandle<()>>>,
     stopped: AtomicBool,
     local_addr: SocketAddr,
-    submit_timeout: Duration,
 }
 
 impl std::fmt::Debug for Controller {
@@ -333,30 +400,37 @@ impl Controller {
             node_id,
             connect_timeout: config.rpc_timeout,
         };
-        let raft = Raft::new(node_id, raft_config, network, log_store, state_machine)
+        let raft = types::Raft::new(node_id, raft_config, network, log_store, state_machine)
             .await
             .map_err(|e| ControllerError::Raft(e.to_string()))?;
-        let server = server::spawn(listener, raft.clone(), config.rpc_timeout);
+        let shared = Arc::new(Shared::new(node_id, raft, image, config.submit_timeout));
+        let server = server::spawn(listener, shared.clone(), config.rpc_timeout);
+        let monitor = tokio::spawn(leader::monitor(
+            shared.clone(),
+            config.broker_session_timeout,
+            config.leader_imbalance_check_interval,
+        ));
         let controller = Controller {
             node_id,
-            raft,
-            image,
+            shared,
+            forwarder: Forwarder::new(config.rpc_timeout, config.rpc_timeout),
             server: Mutex::new(Some(server)),
+            monitor: Mutex::new(Some(monitor)),
             stopped: AtomicBool::new(false),
             local_addr,
-            submit_timeout: config.submit_timeout,
         };
 
         let initializer = members.keys().next().copied();
         if initializer == Some(node_id) {
             let initialized = controller
+                .shared
                 .raft
                 .is_initialized()
                 .await
                 .map_err(|e| ControllerError::Raft(e.to_string()))?;
             if !initialized {
                 info!(node_id, voters = ?members.keys().collect::<Vec<_>>(), "initializing the controller quorum");
-                match controller.raft.initialize(members).await {
+                match controller.shared.raft.initialize(members).await {
                     Ok(()) => {}
                     // Another voter's entries or vote arrived first: the
                     // quorum exists already.
@@ -375,14 +449,152 @@ impl Controller {
     }
 
     /// Proposes `cmd` to the quorum and waits until it is committed and
-    /// applied here. Only the leader accepts commands.
+    /// applied on this node, so that [`image`](Self::image) shows it when
+    /// this returns.
+    ///
+    /// Any controller takes commands: one that is not the leader sends the
+    /// command on to the leader, retrying while no leader is known or
+    /// leadership moves, within the submit timeout. A command is retried
+    /// only when it certainly was not proposed; if the outcome is unknown
+    /// (the leader's connection failed after the command was sent, or no
+    /// answer in time) the error says so ([`SubmitError::Unavailable`],
+    /// [`SubmitError::Timeout`]) and the caller decides.
     pub async fn submit(&self, cmd: Command) -> Result<Applied, SubmitError> {
-        let write = tokio::time::timeout(self.submit_timeout, self.raft.client_write(cmd)).await;
-        match write {
-            Err(_) => Err(SubmitError::Timeout(self.submit_timeout)),
-            Ok(Ok(response)) => response.data.0.map_err(|r| SubmitError::Rejected(r.into())),
-            Ok(Err(e)) => Err(self.write_error(e)),
+        self.check_running()?;
+        let timeout = self.shared.submit_timeout;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (outcome, forwarded) = match self.leader() {
+                Some((id, _)) if id == self.node_id => {
+                    (self.shared.write(cmd.clone(), deadline).await, false)
+                }
+                Some((id, addr)) => (self.forward(id, &addr, &cmd, deadline).await?, true),
+                None => (WriteOutcome::NotLeader, false),
+            };
+            match outcome {
+                WriteOutcome::Committed { index, result } => {
+                    if forwarded && result.is_ok() {
+                        self.wait_applied(index, deadline).await?;
+                    }
+                    return result.map_err(|r| SubmitError::Rejected(r.into()));
+                }
+                WriteOutcome::NotLeader => {}
+                WriteOutcome::Unavailable(reason) => return Err(SubmitError::Unavailable(reason)),
+                WriteOutcome::Timeout => return Err(SubmitError::Timeout(timeout)),
+            }
+            if !pause_before_retry(deadline).await {
+                return Err(SubmitError::NoLeader(timeout));
+            }
         }
+    }
+
+    /// Sends `cmd` to the leader `id` at `addr`. A call that failed before
+    /// the command was sent whole is `NotLeader` (nothing was proposed:
+    /// try again); one that failed after is an error.
+    async fn forward(
+        &self,
+        id: u64,
+        addr: &str,
+        cmd: &Command,
+        deadline: Instant,
+    ) -> Result<WriteOutcome, SubmitError> {
+        let request = RpcRequest::Submit(cmd.clone());
+        match self.forwarder.call(addr, &request, deadline, false).await {
+            Ok(RpcResponse::Submit(outcome)) => {
+                debug!(leader = id, %addr, ?outcome, "forwarded a command");
+                Ok(outcome)
+            }
+            Ok(other) => Err(SubmitError::Unavailable(format!(
+                "controller {id} at {addr} answered a forwarded command with {other:?}; \
+                 the command may or may not be applied"
+            ))),
+            Err(CallError::NotSent(e)) => {
+                debug!(leader = id, %addr, error = %e, "could not forward a command; retrying");
+                Ok(WriteOutcome::NotLeader)
+            }
+            Err(CallError::NoAnswer(e)) => Err(SubmitError::Unavailable(format!(
+                "the connection to controller {id} at {addr} failed after a command was \
+                 forwarded to it ({e}); the command may or may not be applied"
+            ))),
+            Err(CallError::Timeout) => Err(SubmitError::Timeout(self.shared.submit_timeout)),
+        }
+    }
+
+    /// Waits until this node has applied the log up to `index`.
+    async fn wait_applied(&self, index: u64, deadline: Instant) -> Result<(), SubmitError> {
+        let mut metrics = self.shared.raft.metrics();
+        let applied = metrics.wait_for(|m| m.last_applied.is_some_and(|id| id.index >= index));
+        let waited = tokio::time::timeout_at(deadline, applied)
+            .await
+            .map(|r| r.map(|_| ()));
+        match waited {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(SubmitError::Unavailable(
+                "this controller stopped before applying the committed command".to_owned(),
+            )),
+            // Committed, but not visible here yet: the caller cannot rely
+            // on reading it back, so it is not reported as done.
+            Err(_) => Err(SubmitError::Timeout(self.shared.submit_timeout)),
+        }
+    }
+
+    /// A heartbeat of broker `broker_id`, running as `incarnation`, for the
+    /// active controller; any controller takes it and sends it on to the
+    /// leader, retrying within the submit timeout. On
+    /// [`HeartbeatReply::Fenced`] or [`HeartbeatReply::UnknownBroker`] the
+    /// broker should register again.
+    pub async fn heartbeat(
+        &self,
+        broker_id: i32,
+        incarnation: uuid::Uuid,
+    ) -> Result<HeartbeatReply, SubmitError> {
+        self.check_running()?;
+        let timeout = self.shared.submit_timeout;
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.leader() {
+                Some((id, _)) if id == self.node_id => {
+                    if let Some(reply) = self.shared.heartbeat(broker_id, incarnation) {
+                        return Ok(reply);
+                    }
+                }
+                Some((id, addr)) => {
+                    let request = RpcRequest::Heartbeat {
+                        broker_id,
+                        incarnation,
+                    };
+                    // A heartbeat may be repeated, so any failure is retried.
+                    match self.forwarder.call(&addr, &request, deadline, true).await {
+                        Ok(RpcResponse::Heartbeat(Some(reply))) => return Ok(reply),
+                        Ok(RpcResponse::Heartbeat(None)) => {}
+                        Ok(other) => debug!(leader = id, %addr, ?other, "odd heartbeat answer"),
+                        Err(e) => debug!(leader = id, %addr, error = ?e, "heartbeat not forwarded"),
+                    }
+                }
+                None => {}
+            }
+            if !pause_before_retry(deadline).await {
+                return Err(SubmitError::NoLeader(timeout));
+            }
+        }
+    }
+
+    /// Refuses calls after [`shutdown`](Self::shutdown): forwarding would
+    /// still work, but this node could not apply the result.
+    fn check_running(&self) -> Result<(), SubmitError> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err(SubmitError::Unavailable(format!(
+                "controller {} is shut down",
+                self.node_id
+            )));
+        }
+        Ok(())
+    }
+
+    /// True while this controller is the Raft leader (the active
+    /// controller).
+    pub fn is_leader(&self) -> bool {
+        self.shared.is_leader()
     }
 
     /// Adds controller `id`, listening on `addr`, as a learner: it
@@ -392,9 +604,10 @@ impl Controller {
         let node = ControllerNode {
             addr: addr.to_string(),
         };
-        let change = self.raft.add_learner(id, node, true);
-        match tokio::time::timeout(self.submit_timeout, change).await {
-            Err(_) => Err(SubmitError::Timeout(self.submit_timeout)),
+        let change = self.shared.raft.add_learner(id, node, true);
+        let timeout = self.shared.submit_timeout;
+        match tokio::time::timeout(timeout, change).await {
+            Err(_) => Err(SubmitError::Timeout(timeout)),
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(self.write_error(e)),
         }
@@ -406,9 +619,10 @@ impl Controller {
     /// leader accepts this.
     pub async fn change_voters(&self, voters: &[u64]) -> Result<(), SubmitError> {
         let voters: std::collections::BTreeSet<u64> = voters.iter().copied().collect();
-        let change = self.raft.change_membership(voters, false);
-        match tokio::time::timeout(self.submit_timeout, change).await {
-            Err(_) => Err(SubmitError::Timeout(self.submit_timeout)),
+        let change = self.shared.raft.change_membership(voters, false);
+        let timeout = self.shared.submit_timeout;
+        match tokio::time::timeout(timeout, change).await {
+            Err(_) => Err(SubmitError::Timeout(timeout)),
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(self.write_error(e)),
         }
@@ -437,7 +651,7 @@ impl Controller {
     /// The image as of the last applied entry; `changed()` on the receiver
     /// wakes after each apply that changed it.
     pub fn image(&self) -> watch::Receiver<Arc<MetadataImage>> {
-        self.image.clone()
+        self.shared.image.clone()
     }
 
     /// This controller's node id.
@@ -452,7 +666,7 @@ impl Controller {
 
     /// This controller's view of the quorum.
     pub fn status(&self) -> ControllerStatus {
-        let m = self.raft.metrics().borrow().clone();
+        let m = self.shared.raft.metrics().borrow().clone();
         ControllerStatus {
             node_id: self.node_id,
             role: match m.state {
@@ -486,13 +700,13 @@ impl Controller {
 
     /// The leader this controller knows of, with its controller address.
     pub fn leader(&self) -> Option<(u64, String)> {
-        let id = self.raft.metrics().borrow().current_leader?;
+        let id = self.shared.raft.metrics().borrow().current_leader?;
         Some((id, self.address_of(id).unwrap_or_default()))
     }
 
     /// Waits up to `timeout` until a leader is known; returns its id.
     pub async fn wait_for_leader(&self, timeout: Duration) -> Option<u64> {
-        let mut metrics = self.raft.metrics();
+        let mut metrics = self.shared.raft.metrics();
         let wait = async {
             loop {
                 if let Some(id) = metrics.borrow_and_update().current_leader {
@@ -506,8 +720,18 @@ impl Controller {
         tokio::time::timeout(timeout, wait).await.ok().flatten()
     }
 
-    /// Stops Raft and the controller listener. Idempotent.
+    /// Stops Raft, the controller listener and the leader's background
+    /// task. Idempotent.
     pub async fn shutdown(&self) -> Result<(), ControllerError> {
+        let monitor = self
+            .monitor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(monitor) = monitor {
+            monitor.abort();
+            let _ = monitor.await;
+        }
         let server = self.server.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(server) = server {
             server.abort();
@@ -518,7 +742,8 @@ impl Controller {
         if self.stopped.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.raft
+        self.shared
+            .raft
             .shutdown()
             .await
             .map_err(|e| ControllerError::Raft(e.to_string()))?;
@@ -527,7 +752,8 @@ impl Controller {
     }
 
     fn address_of(&self, id: u64) -> Option<String> {
-        self.raft
+        self.shared
+            .raft
             .metrics()
             .borrow()
             .membership_config
@@ -539,6 +765,14 @@ impl Controller {
 
 impl Drop for Controller {
     fn drop(&mut self) {
+        if let Some(monitor) = self
+            .monitor
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            monitor.abort();
+        }
         if let Some(server) = self
             .server
             .get_mut()
@@ -549,11 +783,22 @@ impl Drop for Controller {
         }
         if !self.stopped.swap(true, Ordering::SeqCst) {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let raft = self.raft.clone();
+                let raft = self.shared.raft.clone();
                 runtime.spawn(async move {
                     let _ = raft.shutdown().await;
                 });
             }
         }
     }
+}
+
+/// Sleeps a little before a forwarded call is tried again; false if the
+/// deadline is reached first.
+async fn pause_before_retry(deadline: Instant) -> bool {
+    let now = Instant::now();
+    if now >= deadline {
+        return false;
+    }
+    tokio::time::sleep_until(deadline.min(now + RETRY_PAUSE)).await;
+    Instant::now() < deadline
 }

@@ -1,5 +1,7 @@
-//! Controller RPC, the client side: one TCP connection per peer, opened
-//! on first use and again after any failure.
+//! Controller RPC, the client side of Raft's own traffic: one TCP
+//! connection per peer, opened on first use and again after any failure.
+//! (Commands and heartbeats forwarded to the leader go through
+//! `forward.rs`, on connections of their own.)
 //!
 //! A frame is a big-endian `u32` length and that many bytes of JSON: an
 //! [`RpcRequest`] from the caller, an [`RpcResponse`] back. One request is
@@ -24,7 +26,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::debug;
 
-use super::types::{ControllerNode, NodeId, TypeConfig};
+use crate::command::Command;
+
+use super::types::{ControllerNode, NodeId, TypeConfig, WriteOutcome};
+use super::HeartbeatReply;
 
 /// The largest frame either side accepts.
 pub(crate) const MAX_FRAME_LEN: usize = 64 << 20;
@@ -35,6 +40,13 @@ pub(crate) enum RpcRequest {
     Vote(VoteRequest<NodeId>),
     AppendEntries(AppendEntriesRequest<TypeConfig>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// A command for the leader to propose (never forwarded further).
+    Submit(Command),
+    /// A broker heartbeat for the leader to record.
+    Heartbeat {
+        broker_id: i32,
+        incarnation: uuid::Uuid,
+    },
 }
 
 /// The answer to an [`RpcRequest`] of the same name.
@@ -45,6 +57,9 @@ pub(crate) enum RpcResponse {
     InstallSnapshot(
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
     ),
+    Submit(WriteOutcome),
+    /// `None`: the node is not the leader.
+    Heartbeat(Option<HeartbeatReply>),
 }
 
 /// Writes one frame.

@@ -1,33 +1,39 @@
 //! Controller RPC, the server side: accepts connections on the controller
-//! listener and hands each request to Raft, answering in order.
+//! listener and hands each request to Raft (or, for forwarded commands and
+//! heartbeats, to the leader's side of this node), answering in order.
 //!
 //! The accept task owns every connection task: aborting it (on shutdown)
 //! closes them all.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{debug, warn};
 
+use super::leader::Shared;
 use super::network::{read_frame, write_frame, RpcRequest, RpcResponse};
-use super::types::Raft;
 
 /// Starts serving controller RPC on `listener`.
-pub(crate) fn spawn(listener: TcpListener, raft: Raft, body_timeout: Duration) -> JoinHandle<()> {
-    tokio::spawn(accept_loop(listener, raft, body_timeout))
+pub(crate) fn spawn(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    body_timeout: Duration,
+) -> JoinHandle<()> {
+    tokio::spawn(accept_loop(listener, shared, body_timeout))
 }
 
-async fn accept_loop(listener: TcpListener, raft: Raft, body_timeout: Duration) {
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, body_timeout: Duration) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     debug!(%peer, "controller connection accepted");
-                    let raft = raft.clone();
+                    let shared = shared.clone();
                     connections.spawn(async move {
-                        if let Err(e) = serve(stream, raft, body_timeout).await {
+                        if let Err(e) = serve(stream, &shared, body_timeout).await {
                             debug!(%peer, error = %e, "controller connection closed");
                         }
                     });
@@ -43,8 +49,13 @@ async fn accept_loop(listener: TcpListener, raft: Raft, body_timeout: Duration) 
     }
 }
 
-async fn serve(mut stream: TcpStream, raft: Raft, body_timeout: Duration) -> std::io::Result<()> {
+async fn serve(
+    mut stream: TcpStream,
+    shared: &Shared,
+    body_timeout: Duration,
+) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
+    let raft = &shared.raft;
     while let Some(request) = read_frame::<RpcRequest>(&mut stream, body_timeout).await? {
         let response = match request {
             RpcRequest::Vote(rpc) => RpcResponse::Vote(raft.vote(rpc).await),
@@ -54,6 +65,17 @@ async fn serve(mut stream: TcpStream, raft: Raft, body_timeout: Duration) -> std
             RpcRequest::InstallSnapshot(rpc) => {
                 RpcResponse::InstallSnapshot(raft.install_snapshot(rpc).await)
             }
+            // Proposed here or refused: a forwarded command is never
+            // forwarded again (the sender retries with the leader it
+            // learns of), so it cannot bounce between nodes.
+            RpcRequest::Submit(cmd) => {
+                let deadline = tokio::time::Instant::now() + shared.submit_timeout;
+                RpcResponse::Submit(shared.write(cmd, deadline).await)
+            }
+            RpcRequest::Heartbeat {
+                broker_id,
+                incarnation,
+            } => RpcResponse::Heartbeat(shared.heartbeat(broker_id, incarnation)),
         };
         write_frame(&mut stream, &response).await?;
     }

@@ -66,6 +66,25 @@ impl fmt::Display for ControllerNode {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ApplyResult(pub(crate) Result<Applied, Rejection>);
 
+/// What the leader did with a proposed command: the answer to a local
+/// write, and to one forwarded over the controller RPC.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum WriteOutcome {
+    /// Committed and applied on the leader at this Raft log index, with
+    /// this result (a rejection consumes its log position too).
+    Committed {
+        index: u64,
+        result: Result<Applied, Rejection>,
+    },
+    /// The node is not the leader; nothing was proposed, so trying again
+    /// elsewhere is safe.
+    NotLeader,
+    /// Raft stopped or refused; the command may or may not be committed.
+    Unavailable(String),
+    /// Not committed within the leader's submit timeout; it may still be.
+    Timeout,
+}
+
 /// A [`MetaError`] from validation, in a form that serializes.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Rejection {

@@ -1,0 +1,292 @@
+//! What only the active controller (the Raft leader) does: proposing
+//! commands through its own Raft node, answering broker heartbeats, and
+//! the monitor that fences silent brokers and restores preferred leaders.
+//!
+//! Broker sessions live in memory on the leader only. A controller that
+//! becomes leader gives every broker a full session from that moment, so a
+//! change of leader never fences a broker that was heartbeating to the old
+//! one.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::ServerState;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::command::Command;
+use crate::image::MetadataImage;
+
+use super::types::{Raft, WriteOutcome};
+use super::HeartbeatReply;
+
+/// The state a controller shares with its RPC server and its monitor.
+pub(crate) struct Shared {
+    pub(crate) node_id: u64,
+    pub(crate) raft: Raft,
+    pub(crate) image: watch::Receiver<Arc<MetadataImage>>,
+    pub(crate) submit_timeout: Duration,
+    sessions: Mutex<Sessions>,
+}
+
+/// Broker sessions, as the leader sees them.
+#[derive(Default)]
+struct Sessions {
+    /// When each broker last heartbeated (or registered) here.
+    last_seen: BTreeMap<i32, Instant>,
+    /// The term this node leads in, and when it noticed.
+    leading: Option<(u64, Instant)>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        node_id: u64,
+        raft: Raft,
+        image: watch::Receiver<Arc<MetadataImage>>,
+        submit_timeout: Duration,
+    ) -> Shared {
+        Shared {
+            node_id,
+            raft,
+            image,
+            submit_timeout,
+            sessions: Mutex::new(Sessions::default()),
+        }
+    }
+
+    fn sessions(&self) -> MutexGuard<'_, Sessions> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True while this node is the Raft leader.
+    pub(crate) fn is_leader(&self) -> bool {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        m.state == ServerState::Leader && m.current_leader == Some(self.node_id)
+    }
+
+    /// Since when this node has been leading, or `None` if it is not the
+    /// leader. The start is reset whenever the term changes, which is
+    /// every time this node wins an election.
+    fn leading_since(&self) -> Option<Instant> {
+        let term = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            (m.state == ServerState::Leader && m.current_leader == Some(self.node_id))
+                .then_some(m.current_term)
+        };
+        let mut sessions = self.sessions();
+        match (term, sessions.leading) {
+            (None, _) => {
+                sessions.leading = None;
+                None
+            }
+            (Some(term), Some((led, since))) if led == term => Some(since),
+            (Some(term), _) => {
+                let now = Instant::now();
+                sessions.leading = Some((term, now));
+                info!(
+                    node_id = self.node_id,
+                    term, "this controller is now the active controller"
+                );
+                Some(now)
+            }
+        }
+    }
+
+    /// Proposes `cmd` through this node's Raft and waits (until
+    /// `deadline`) for it to be committed and applied here. Never
+    /// forwards: a node that is not the leader answers `NotLeader`, and
+    /// then nothing was proposed.
+    pub(crate) async fn write(&self, cmd: Command, deadline: Instant) -> WriteOutcome {
+        let registered = match &cmd {
+            Command::RegisterBroker(b) => Some(b.id),
+            _ => None,
+        };
+        let write = tokio::time::timeout_at(deadline, self.raft.client_write(cmd)).await;
+        match write {
+            Err(_) => WriteOutcome::Timeout,
+            Ok(Ok(response)) => {
+                if let (Some(id), Ok(_)) = (registered, &response.data.0) {
+                    // Registering counts as the broker's first heartbeat.
+                    self.sessions().last_seen.insert(id, Instant::now());
+                }
+                WriteOutcome::Committed {
+                    index: response.log_id.index,
+                    result: response.data.0,
+                }
+            }
+            // openraft answers this before proposing, or when the entry
+            // was truncated away by a new leader: either way it is not,
+            // and will never be, committed.
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => {
+                WriteOutcome::NotLeader
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => {
+                WriteOutcome::Unavailable(e.to_string())
+            }
+            Ok(Err(RaftError::Fatal(e))) => WriteOutcome::Unavailable(e.to_string()),
+        }
+    }
+
+    /// Answers a broker heartbeat if this node is the leader; `None`
+    /// otherwise.
+    pub(crate) fn heartbeat(
+        &self,
+        broker_id: i32,
+        incarnation: uuid::Uuid,
+    ) -> Option<HeartbeatReply> {
+        self.leading_since()?;
+        let image = self.image.borrow().clone();
+        let reply = match image.broker(broker_id) {
+            Some(b) if b.incarnation == incarnation => {
+                if image.is_fenced(broker_id) {
+                    HeartbeatReply::Fenced
+                } else {
+                    self.sessions().last_seen.insert(broker_id, Instant::now());
+                    HeartbeatReply::Alive
+                }
+            }
+            _ => HeartbeatReply::UnknownBroker,
+        };
+        debug!(broker_id, %incarnation, ?reply, "broker heartbeat");
+        Some(reply)
+    }
+
+    /// The live brokers whose session expired at `now`: no heartbeat
+    /// within `timeout`, counting from when this node became leader at the
+    /// earliest. With how long each has been silent.
+    fn expired(
+        &self,
+        image: &MetadataImage,
+        since: Instant,
+        now: Instant,
+        timeout: Duration,
+    ) -> Vec<(i32, Duration)> {
+        let sessions = self.sessions();
+        image
+            .live_brokers()
+            .filter_map(|b| {
+                let seen = sessions
+                    .last_seen
+                    .get(&b.id)
+                    .map_or(since, |&seen| seen.max(since));
+                let silent = now.saturating_duration_since(seen);
+                (silent > timeout).then_some((b.id, silent))
+            })
+            .collect()
+    }
+}
+
+/// How often the monitor looks at the sessions: an eighth of the session
+/// timeout, so that a silent broker is fenced at most that much late, and
+/// no more often than every 100 ms.
+pub(crate) fn monitor_tick(session_timeout: Duration) -> Duration {
+    (session_timeout / 8).max(Duration::from_millis(100))
+}
+
+/// The leader's background duties, forever (the controller aborts the
+/// task on shutdown): fence brokers whose session expired, and every
+/// `imbalance_interval` move leadership back to preferred replicas when
+/// some partition is led by another one.
+pub(crate) async fn monitor(
+    shared: Arc<Shared>,
+    session_timeout: Duration,
+    imbalance_interval: Option<Duration>,
+) {
+    let mut ticks = tokio::time::interval(monitor_tick(session_timeout));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut led_since: Option<Instant> = None;
+    let mut next_balance: Option<Instant> = None;
+    loop {
+        ticks.tick().await;
+        let Some(since) = shared.leading_since() else {
+            led_since = None;
+            continue;
+        };
+        if led_since != Some(since) {
+            // A new term of leadership: the imbalance check waits a full
+            // interval, as brokers get a full session.
+            led_since = Some(since);
+            next_balance = imbalance_interval.map(|i| since + i);
+        }
+        let now = Instant::now();
+        let image = shared.image.borrow().clone();
+        for (id, silent) in shared.expired(&image, since, now, session_timeout) {
+            info!(
+                broker_id = id,
+                silent_ms = silent.as_millis() as u64,
+                session_timeout_ms = session_timeout.as_millis() as u64,
+                "fencing broker: no heartbeat within the session timeout"
+            );
+            if !propose(&shared, Command::FenceBroker { id }).await {
+                break;
+            }
+        }
+        if let (Some(at), Some(interval)) = (next_balance, imbalance_interval) {
+            if now >= at {
+                next_balance = Some(now + interval);
+                let image = shared.image.borrow().clone();
+                let imbalance = image.preferred_leader_imbalance();
+                if imbalance > 0 {
+                    info!(
+                        partitions = imbalance,
+                        "moving leadership back to preferred replicas"
+                    );
+                    propose(&shared, Command::ElectPreferredLeaders).await;
+                }
+            }
+        }
+    }
+}
+
+/// Proposes a command of the monitor; false if this node stopped leading
+/// (the next leader's monitor takes over).
+async fn propose(shared: &Shared, cmd: Command) -> bool {
+    let deadline = Instant::now() + shared.submit_timeout;
+    match shared.write(cmd.clone(), deadline).await {
+        WriteOutcome::Committed { result: Ok(_), .. } => true,
+        WriteOutcome::Committed {
+            result: Err(rejection),
+            ..
+        } => {
+            warn!(
+                ?cmd,
+                ?rejection,
+                "the controller's own command was rejected"
+            );
+            true
+        }
+        WriteOutcome::NotLeader => false,
+        // Retried at the next tick if still needed.
+        WriteOutcome::Unavailable(reason) => {
+            warn!(?cmd, %reason, "the controller could not propose its command");
+            false
+        }
+        WriteOutcome::Timeout => {
+            warn!(?cmd, "the controller's command was not committed in time");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_is_an_eighth_of_the_session_but_at_least_100ms() {
+        let table = [
+            (Duration::from_secs(9), Duration::from_millis(1125)),
+            (Duration::from_secs(2), Duration::from_millis(250)),
+            (Duration::from_millis(800), Duration::from_millis(100)),
+            (Duration::from_millis(100), Duration::from_millis(100)),
+        ];
+        for (session, tick) in table {
+            assert_eq!(monitor_tick(session), tick, "{session:?}");
+        }
+    }
+}
