@@ -823,6 +823,9 @@ fn command_json_round_trip() {
             alter("t", &[("a", "b")], &["c"]),
             add_partitions("t", &[&[1]]),
             delete("t"),
+            Command::FenceBroker { id: 2 },
+            Command::ControlledShutdown { id: 3 },
+            Command::ElectPreferredLeaders,
         ],
     ) {
         let json = serde_json::to_string(&cmd).unwrap();
