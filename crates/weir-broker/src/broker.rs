@@ -1,11 +1,11 @@
 //! The broker's shared state: settings, the metadata store, and the
 //! partitions it hosts.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetadataImage, TopicInfo};
 
 use crate::config::BrokerConfig;
@@ -14,8 +14,8 @@ use crate::group_coordinator::GroupCoordinator;
 use crate::metadata::{Metadata, MetadataError};
 use crate::metrics::Metrics;
 use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
-use crate::partition::AppendError;
-use crate::partition::{log_config, Partition};
+use crate::partition::{AppendError, Partition};
+use crate::replica_manager::{NotServed, ReplicaManager};
 
 /// Producer ids are taken from the metadata store in blocks of this size.
 const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -55,9 +55,13 @@ pub struct Broker {
     config: BrokerConfig,
     cluster_id: String,
     meta: Metadata,
+    /// This node as it registers with the controller.
+    registration: BrokerInfo,
     /// Serializes changes to the metadata with the partitions they open.
     admin: Mutex<()>,
-    partitions: RwLock<HashMap<String, Vec<Arc<Partition>>>>,
+    replicas: ReplicaManager,
+    /// The heartbeat and image-following tasks.
+    membership: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     producer_ids: Mutex<std::ops::Range<i64>>,
     metrics: Metrics,
     serving: AtomicBool,
@@ -66,7 +70,8 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Opens the data directory: metadata, then every partition's log.
+    /// Joins the controller quorum, registers this node, and opens every
+    /// partition the metadata assigns to it.
     pub fn open(config: BrokerConfig) -> Result<Arc<Self>, BrokerError> {
         let io = |path: &std::path::Path| {
             let path = path.display().to_string();
@@ -83,44 +88,97 @@ impl Broker {
             let addr = listener.local_addr().map_err(io(&controller_dir))?;
             voters.push((config.node_id as u64, addr));
         }
-        let meta = Metadata::start(&controller_dir, config.node_id, listener, voters)?;
+        let meta = Metadata::start(
+            &controller_dir,
+            config.node_id,
+            listener,
+            voters,
+            config.controller_settings(),
+        )?;
         meta.import_local_store(&config.data_dir.join("meta"))?;
-        let me = BrokerInfo {
+        let registration = BrokerInfo {
             id: config.node_id,
             host: config.advertised_host.clone(),
             port: config.advertised_port,
-            rack: None,
+            rack: config.broker_rack.clone(),
+            incarnation: uuid::Uuid::new_v4(),
         };
-        if meta.image().broker(config.node_id) != Some(&me) {
-            meta.submit(Command::RegisterBroker(me))?;
-        }
-        let mut partitions = HashMap::new();
-        for topic in meta.image().topics() {
-            partitions.insert(topic.name.clone(), open_partitions(&config, topic, 0)?);
-        }
-        let offsets = match partitions.get(OFFSETS_TOPIC) {
-            Some(offset_partitions) => {
-                OffsetStore::load(offset_partitions).map_err(|source| BrokerError::Log {
-                    topic: OFFSETS_TOPIC.to_owned(),
-                    partition: -1,
-                    source,
-                })?
+        meta.submit(Command::RegisterBroker(registration.clone()))?;
+        let replicas = ReplicaManager::new(config.node_id);
+        replicas.reconcile(&config, &meta.image());
+        let offsets = OffsetStore::load(&replicas.of_topic(OFFSETS_TOPIC)).map_err(|source| {
+            BrokerError::Log {
+                topic: OFFSETS_TOPIC.to_owned(),
+                partition: -1,
+                source,
             }
-            None => OffsetStore::default(),
-        };
+        })?;
         let groups = GroupCoordinator::new(config.group_config(), offsets.group_metadata());
-        Ok(Arc::new(Self {
+        let broker = Arc::new(Self {
             config,
             cluster_id,
             meta,
+            registration,
             admin: Mutex::new(()),
-            partitions: RwLock::new(partitions),
+            replicas,
+            membership: Mutex::new(Vec::new()),
             producer_ids: Mutex::new(0..0),
             metrics: Metrics::default(),
             serving: AtomicBool::new(false),
             offsets,
             groups,
-        }))
+        });
+        broker.start_membership();
+        // Changes committed between the first reconcile and now.
+        broker.reconcile();
+        Ok(broker)
+    }
+
+    /// Keeps this node's membership alive (heartbeats to the active
+    /// controller, registering again after being fenced) and its replicas
+    /// in step with every metadata change, until
+    /// [`controlled_shutdown`](Self::controlled_shutdown) or
+    /// [`shutdown`](Self::shutdown).
+    fn start_membership(self: &Arc<Self>) {
+        let heartbeats = self.meta.keep_alive(
+            self.registration.clone(),
+            std::time::Duration::from_millis(self.config.broker_heartbeat_interval_ms),
+        );
+        let broker = Arc::downgrade(self);
+        let follower = self.meta.follow_changes(move || match broker.upgrade() {
+            Some(broker) => {
+                broker.reconcile();
+                true
+            }
+            None => false,
+        });
+        self.membership.lock().extend([heartbeats, follower]);
+    }
+
+    fn stop_membership(&self) {
+        for task in self.membership.lock().drain(..) {
+            task.abort();
+        }
+    }
+
+    /// Applies the current image to the hosted replicas.
+    pub fn reconcile(&self) {
+        let outcome = self.replicas.reconcile(&self.config, &self.meta.image());
+        for topic in outcome.removed_topics {
+            self.forget_offsets_of(&topic);
+        }
+    }
+
+    /// Hands this node's leaderships to other in-sync replicas and leaves
+    /// the ISRs, before a clean exit.
+    pub fn controlled_shutdown(&self) -> Result<(), BrokerError> {
+        // A heartbeat after this would register the node again.
+        self.stop_membership();
+        self.meta.submit(Command::ControlledShutdown {
+            id: self.config.node_id,
+        })?;
+        self.reconcile();
+        Ok(())
     }
 
     pub fn config(&self) -> &BrokerConfig {
@@ -135,35 +193,73 @@ impl Broker {
         &self.groups
     }
 
-    /// The partition of `__consumer_offsets` that holds `group`, creating
-    /// the topic on first use.
-    pub fn offsets_partition(&self, group: &str) -> Result<Arc<Partition>, BrokerError> {
-        let count = match self.partitions_of(OFFSETS_TOPIC) {
-            Some(partitions) => partitions.len() as i32,
-            None => {
-                let configs = [
-                    // Until compaction exists, nothing may expire offsets.
-                    ("cleanup.policy", "compact"),
-                    ("retention.ms", "-1"),
-                    ("segment.bytes", "104857600"),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect();
-                let partitions = self.config.offsets_topic_num_partitions;
-                match self.create_topic(OFFSETS_TOPIC, partitions, configs, false) {
-                    Ok(topic) => topic.partitions.len() as i32,
-                    Err(BrokerError::Meta(MetaError::TopicAlreadyExists(_))) => self
-                        .partitions_of(OFFSETS_TOPIC)
-                        .map_or(partitions, |p| p.len() as i32),
-                    Err(error) => return Err(error),
-                }
-            }
+    /// The index of the `__consumer_offsets` partition that holds `group`
+    /// and the broker leading it (-1: none at the moment), creating the
+    /// topic on first use.
+    pub fn coordinator_of(&self, group: &str) -> Result<(i32, i32), BrokerError> {
+        let count = match self
+            .with_image(|image| image.topic(OFFSETS_TOPIC).map(|t| t.partition_count()))
+        {
+            Some(count) => count,
+            None => self.create_offsets_topic()?,
         };
         let index = crate::offsets::records::partition_for(group, count);
-        Ok(self
-            .partition(OFFSETS_TOPIC, index)
-            .expect("partitions of __consumer_offsets exist once created"))
+        let leader = self.with_image(|image| {
+            image
+                .topic(OFFSETS_TOPIC)
+                .and_then(|t| t.partition(index))
+                .map_or(-1, |p| p.leader)
+        });
+        Ok((index, leader))
+    }
+
+    /// NOT_COORDINATOR (or COORDINATOR_NOT_AVAILABLE) unless this node
+    /// leads the `__consumer_offsets` partition of `group`.
+    pub fn check_coordinator(&self, group: &str) -> Result<(), i16> {
+        match self.coordinator_of(group) {
+            Ok((_, leader)) if leader == self.config.node_id => Ok(()),
+            Ok((_, leader)) if leader >= 0 => Err(16), // NOT_COORDINATOR
+            Ok(_) => Err(15),                          // COORDINATOR_NOT_AVAILABLE
+            Err(error) => {
+                tracing::warn!(%error, "cannot find the coordinator of a group");
+                Err(15)
+            }
+        }
+    }
+
+    /// Creates `__consumer_offsets` with `offsets.topic.replication.factor`
+    /// replicas (fewer while the cluster has fewer live brokers); returns
+    /// its partition count.
+    fn create_offsets_topic(&self) -> Result<i32, BrokerError> {
+        let configs = [
+            // Until compaction exists, nothing may expire offsets.
+            ("cleanup.policy", "compact"),
+            ("retention.ms", "-1"),
+            ("segment.bytes", "104857600"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let live = self.with_image(|image| image.live_brokers().count()) as i32;
+        let replication_factor = self
+            .config
+            .offsets_topic_replication_factor
+            .min(live.max(1));
+        let partitions = self.config.offsets_topic_num_partitions;
+        match self.create_topic(
+            OFFSETS_TOPIC,
+            partitions,
+            Some(replication_factor),
+            None,
+            configs,
+            false,
+        ) {
+            Ok(topic) => Ok(topic.partition_count()),
+            Err(BrokerError::Meta(MetaError::TopicAlreadyExists(_))) => Ok(self
+                .with_image(|image| image.topic(OFFSETS_TOPIC).map(|t| t.partition_count()))
+                .unwrap_or(partitions)),
+            Err(error) => Err(error),
+        }
     }
 
     /// Commits (or, with `None`, deletes) a group's offsets.
@@ -190,13 +286,20 @@ impl Broker {
         self.offsets.delete_group(&partition, group, now_ms)
     }
 
+    /// The local `__consumer_offsets` partition of `group`, which this
+    /// node must lead.
     fn group_partition(&self, group: &str) -> Result<Arc<Partition>, AppendError> {
-        self.offsets_partition(group).map_err(|error| {
+        let offline = |reason: String| {
             AppendError::Log(weir_log::LogError::Offline {
                 dir: self.config.data_dir.join(OFFSETS_TOPIC),
-                reason: error.to_string(),
+                reason,
             })
-        })
+        };
+        let (index, _) = self
+            .coordinator_of(group)
+            .map_err(|error| offline(error.to_string()))?;
+        self.with_image(|image| self.replicas.leader(image, OFFSETS_TOPIC, index))
+            .map_err(|not_served| offline(format!("group {group}: {not_served}")))
     }
 
     pub fn metrics(&self) -> &Metrics {
@@ -221,101 +324,132 @@ impl Broker {
         f(&self.meta.image())
     }
 
+    /// The partition, if a replica of it is here (leader or not).
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        let partitions = self.partitions.read();
-        partitions
-            .get(topic)?
-            .get(usize::try_from(partition).ok()?)
-            .cloned()
+        self.replicas.get(topic, partition)
     }
 
-    pub fn partitions_of(&self, topic: &str) -> Option<Vec<Arc<Partition>>> {
-        self.partitions.read().get(topic).cloned()
+    /// The partition, if this node leads it: what produce and consumer
+    /// fetches need.
+    pub fn leader_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Partition>, NotServed> {
+        self.with_image(|image| self.replicas.leader(image, topic, partition))
+    }
+
+    /// The replicas of `topic` hosted here.
+    pub fn partitions_of(&self, topic: &str) -> Vec<Arc<Partition>> {
+        self.replicas.of_topic(topic)
     }
 
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
-        self.partitions
-            .read()
-            .values()
-            .flat_map(|ps| ps.iter().cloned())
-            .collect()
+        self.replicas.all()
     }
 
-    /// Creates a topic with every replica on this node. With
+    /// Commits `command` through the controller quorum, then brings the
+    /// local replicas in line, so the caller sees its change here at once.
+    fn submit(&self, command: Command) -> Result<Applied, BrokerError> {
+        let applied = self.meta.submit(command)?;
+        self.reconcile();
+        Ok(applied)
+    }
+
+    /// Creates a topic. Replicas come from `assignment` (one list per
+    /// partition) when given, else are placed over the live brokers with
+    /// `replication_factor` (default `default.replication.factor`). With
     /// `validate_only` nothing changes.
     pub fn create_topic(
         &self,
         name: &str,
         partitions: i32,
+        replication_factor: Option<i32>,
+        assignment: Option<Vec<Vec<i32>>>,
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<TopicInfo, BrokerError> {
+        let _admin = self.admin.lock();
+        let image = self.meta.image();
+        let replicas = match assignment {
+            Some(assignment) => assignment,
+            None => image.assign_replicas(
+                0,
+                partitions,
+                replication_factor.unwrap_or(self.config.default_replication_factor),
+                placement_start(),
+            )?,
+        };
         let command = Command::CreateTopic {
             name: name.to_owned(),
             id: uuid::Uuid::new_v4(),
             partitions,
-            replicas: (0..partitions.max(0))
-                .map(|_| vec![self.config.node_id])
-                .collect(),
+            replicas,
             configs,
             internal: name.starts_with("__"),
         };
-        let _admin = self.admin.lock();
         if validate_only {
-            let mut scratch = (*self.meta.image()).clone();
+            let mut scratch = (*image).clone();
             scratch.apply(&command)?;
             return Ok(scratch.topic(name).cloned().expect("just created"));
         }
-        self.meta.submit(command)?;
+        self.submit(command)?;
         let topic = self
             .meta
             .image()
             .topic(name)
             .cloned()
-            .expect("just created");
-        let opened = open_partitions(&self.config, &topic, 0)?;
-        self.partitions.write().insert(name.to_owned(), opened);
-        tracing::info!(topic = name, partitions, "created topic");
+            .ok_or_else(|| MetaError::UnknownTopic(name.to_owned()))?;
+        tracing::info!(
+            topic = name,
+            partitions,
+            replication_factor = topic.replication_factor(),
+            "created topic"
+        );
         Ok(topic)
     }
 
-    /// Adds partitions to a topic, up to `total`.
+    /// Adds partitions to a topic, up to `total`, placed like the topic's
+    /// first partitions unless `assignment` says where.
     pub fn create_partitions(
         &self,
         name: &str,
         total: i32,
+        assignment: Option<Vec<Vec<i32>>>,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
         let _admin = self.admin.lock();
-        let current = self
-            .meta
-            .image()
+        let image = self.meta.image();
+        let topic = image
             .topic(name)
-            .map_or(0, |t| t.partitions.len() as i32);
+            .ok_or_else(|| MetaError::UnknownTopic(name.to_owned()))?;
+        let current = topic.partition_count();
+        let new_replicas = match assignment {
+            Some(assignment) => assignment,
+            None if total > current => image.assign_replicas(
+                current,
+                total - current,
+                topic.replication_factor() as i32,
+                placement_start(),
+            )?,
+            None => Vec::new(),
+        };
         let command = Command::CreatePartitions {
             name: name.to_owned(),
-            new_replicas: (current..total.max(current))
-                .map(|_| vec![self.config.node_id])
-                .collect(),
+            new_replicas,
         };
         if validate_only || total <= current {
-            let mut scratch = (*self.meta.image()).clone();
+            let mut scratch = (*image).clone();
             scratch.apply(&command)?;
             return Ok(());
         }
-        self.meta.submit(command)?;
-        let topic = self.meta.image().topic(name).cloned().expect("exists");
-        let added = open_partitions(&self.config, &topic, current as usize)?;
-        self.partitions
-            .write()
-            .entry(name.to_owned())
-            .or_default()
-            .extend(added);
+        self.submit(command)?;
         Ok(())
     }
 
-    /// Sets and removes a topic's config overrides, then applies the
-    /// result to its partitions at once. With `validate_only` nothing changes.
+    /// Sets and removes a topic's config overrides; every replica applies
+    /// them as soon as it sees the change. With `validate_only` nothing
+    /// changes.
     pub fn alter_topic_configs(
         &self,
         name: &str,
@@ -332,65 +466,47 @@ impl Broker {
         if validate_only {
             return Ok(self.meta.image().validate(&command)?);
         }
-        self.meta.submit(command)?;
-        let overrides = self
-            .meta
-            .image()
-            .topic(name)
-            .map(|t| t.configs.clone())
-            .unwrap_or_default();
-        let config = log_config(&self.config, &overrides);
-        for partition in self.partitions_of(name).unwrap_or_default() {
-            partition
-                .log
-                .set_config(config.clone())
-                .map_err(|source| BrokerError::Log {
-                    topic: name.to_owned(),
-                    partition: partition.index,
-                    source,
-                })?;
-        }
-        tracing::info!(topic = name, ?overrides, "altered topic configs");
+        self.submit(command)?;
+        tracing::info!(topic = name, "altered topic configs");
         Ok(())
     }
 
-    /// Deletes a topic and its data.
+    /// Deletes a topic; every replica removes its data when it sees the
+    /// change.
     pub fn delete_topic(&self, name: &str) -> Result<uuid::Uuid, BrokerError> {
-        let admin = self.admin.lock();
+        let _admin = self.admin.lock();
         let id = self
             .meta
             .image()
             .topic(name)
             .map(|t| t.id)
             .ok_or_else(|| MetaError::UnknownTopic(name.to_owned()))?;
-        self.meta.submit(Command::DeleteTopic {
+        self.submit(Command::DeleteTopic {
             name: name.to_owned(),
         })?;
-        let removed = self.partitions.write().remove(name).unwrap_or_default();
-        drop(admin);
-        // Committed offsets of a deleted topic go with it.
-        for (group, partitions) in self.offsets.commits_of_topic(name) {
+        tracing::info!(topic = name, "deleted topic");
+        Ok(id)
+    }
+
+    /// Committed offsets of a deleted topic go with it, in the groups this
+    /// node coordinates.
+    fn forget_offsets_of(&self, topic: &str) {
+        for (group, partitions) in self.offsets.commits_of_topic(topic) {
+            if self.check_coordinator(&group).is_err() {
+                continue;
+            }
             let changes = partitions
                 .into_iter()
                 .map(|partition| OffsetChange {
-                    topic: name.to_owned(),
+                    topic: topic.to_owned(),
                     partition,
                     value: None,
                 })
                 .collect();
             if let Err(error) = self.commit_offsets(&group, changes, now_ms()) {
-                tracing::warn!(group, topic = name, %error, "could not delete committed offsets");
+                tracing::warn!(group, topic, %error, "could not delete committed offsets");
             }
         }
-        for partition in removed {
-            let dir = partition.log.dir().to_owned();
-            drop(partition);
-            if let Err(error) = std::fs::remove_dir_all(&dir) {
-                tracing::warn!(dir = %dir.display(), %error, "could not remove deleted partition");
-            }
-        }
-        tracing::info!(topic = name, "deleted topic");
-        Ok(id)
     }
 
     /// A fresh producer id for an idempotent producer.
@@ -407,24 +523,35 @@ impl Broker {
         Ok(ids.next().expect("block just allocated"))
     }
 
+    /// The broker id reported as the controller: the active controller's,
+    /// or this node's while the quorum has no leader.
+    pub fn controller_id(&self) -> i32 {
+        self.meta
+            .status()
+            .leader_id
+            .and_then(|id| i32::try_from(id).ok())
+            .unwrap_or(self.config.node_id)
+    }
+
     /// The controller quorum as this node sees it.
     pub fn controller_status(&self) -> weir_meta::ControllerStatus {
         self.meta.status()
     }
 
+    /// The metadata image this node has applied.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.meta.image()
+    }
+
     /// Flushes and closes every log cleanly, then stops the controller.
     pub fn shutdown(&self) {
+        self.stop_membership();
         self.close_partitions();
         self.meta.shutdown();
     }
 
     fn close_partitions(&self) {
-        let partitions: Vec<Arc<Partition>> = self
-            .partitions
-            .write()
-            .drain()
-            .flat_map(|(_, ps)| ps)
-            .collect();
+        let partitions = self.replicas.drain();
         for partition in partitions {
             let name = format!("{}-{}", partition.topic, partition.index);
             if let Err(error) = partition.snapshot_producer_state() {
@@ -447,30 +574,10 @@ impl Broker {
     }
 }
 
-fn open_partitions(
-    config: &BrokerConfig,
-    topic: &TopicInfo,
-    from: usize,
-) -> Result<Vec<Arc<Partition>>, BrokerError> {
-    let log_config = log_config(config, &topic.configs);
-    topic.partitions[from..]
-        .iter()
-        .map(|p| {
-            Partition::open(
-                &config.data_dir,
-                &topic.name,
-                topic.id,
-                p.partition,
-                log_config.clone(),
-            )
-            .map(Arc::new)
-            .map_err(|source| BrokerError::Log {
-                topic: topic.name.clone(),
-                partition: p.partition,
-                source,
-            })
-        })
-        .collect()
+/// Where round-robin placement starts: random, as in Kafka, so that
+/// topics created one after another do not all lead on the same broker.
+fn placement_start() -> usize {
+    (uuid::Uuid::new_v4().as_u128() % 1_000_003) as usize
 }
 
 /// The cluster id, made once and kept in the data directory. Kafka's are 16

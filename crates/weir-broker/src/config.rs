@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// A broker config Weir understands, with Kafka's default.
 #[derive(Debug, Clone, Copy)]
@@ -111,6 +112,41 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         default: "2147483647",
         doc: "The most members a consumer group may have",
     },
+    BrokerConfigDef {
+        name: "broker.rack",
+        default: "",
+        doc: "This broker's rack, for rack-aware replica placement (empty: none)",
+    },
+    BrokerConfigDef {
+        name: "broker.session.timeout.ms",
+        default: "9000",
+        doc: "A broker that sends no heartbeat to the active controller for this long is fenced",
+    },
+    BrokerConfigDef {
+        name: "broker.heartbeat.interval.ms",
+        default: "2000",
+        doc: "How often a broker heartbeats to the active controller",
+    },
+    BrokerConfigDef {
+        name: "default.replication.factor",
+        default: "1",
+        doc: "Replicas of a topic created without a replication factor",
+    },
+    BrokerConfigDef {
+        name: "offsets.topic.replication.factor",
+        default: "3",
+        doc: "Replicas of __consumer_offsets (fewer while the cluster has fewer live brokers)",
+    },
+    BrokerConfigDef {
+        name: "auto.leader.rebalance.enable",
+        default: "true",
+        doc: "Move leadership back to each partition's preferred replica when it is in sync",
+    },
+    BrokerConfigDef {
+        name: "leader.imbalance.check.interval.seconds",
+        default: "300",
+        doc: "How often the active controller looks for partitions to give back to their preferred leader",
+    },
 ];
 
 /// Why a config value was refused.
@@ -151,6 +187,13 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
     pub group_max_size: i32,
+    pub broker_rack: Option<String>,
+    pub broker_session_timeout_ms: u64,
+    pub broker_heartbeat_interval_ms: u64,
+    pub default_replication_factor: i32,
+    pub offsets_topic_replication_factor: i32,
+    pub auto_leader_rebalance_enable: bool,
+    pub leader_imbalance_check_interval_seconds: u64,
     /// The controller listener (Raft between controllers).
     pub controller_listen: SocketAddr,
     /// The voters of the controller quorum, id and controller address;
@@ -255,11 +298,49 @@ impl BrokerConfig {
                 0..=i32::MAX,
             )?,
             group_max_size: parse_in(get, "group.max.size", 1..=i32::MAX)?,
+            broker_rack: Some(get("broker.rack").trim().to_owned()).filter(|r| !r.is_empty()),
+            broker_session_timeout_ms: parse_in(
+                get,
+                "broker.session.timeout.ms",
+                1..=i32::MAX as u64,
+            )?,
+            broker_heartbeat_interval_ms: parse_in(
+                get,
+                "broker.heartbeat.interval.ms",
+                1..=i32::MAX as u64,
+            )?,
+            default_replication_factor: parse_in(
+                get,
+                "default.replication.factor",
+                1..=i16::MAX as i32,
+            )?,
+            offsets_topic_replication_factor: parse_in(
+                get,
+                "offsets.topic.replication.factor",
+                1..=i16::MAX as i32,
+            )?,
+            auto_leader_rebalance_enable: parse(get, "auto.leader.rebalance.enable")?,
+            leader_imbalance_check_interval_seconds: parse_in(
+                get,
+                "leader.imbalance.check.interval.seconds",
+                1..=u32::MAX as u64,
+            )?,
             controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             controllers: Vec::new(),
             overridden: values.keys().cloned().collect(),
             values: merged,
         })
+    }
+
+    /// The settings of this node's controller.
+    pub fn controller_settings(&self) -> weir_meta::ControllerConfig {
+        weir_meta::ControllerConfig {
+            broker_session_timeout: Duration::from_millis(self.broker_session_timeout_ms),
+            leader_imbalance_check_interval: self
+                .auto_leader_rebalance_enable
+                .then(|| Duration::from_secs(self.leader_imbalance_check_interval_seconds)),
+            ..weir_meta::ControllerConfig::default()
+        }
     }
 
     /// The settings of the group membership protocol.

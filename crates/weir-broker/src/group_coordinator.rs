@@ -242,7 +242,7 @@ impl GroupCoordinator {
         event: impl FnOnce(RequestId, u64) -> Event,
     ) -> Result<Option<Response>, GroupError> {
         // Creates __consumer_offsets on first use, before any group state.
-        broker.offsets_partition(group).map_err(|error| {
+        broker.coordinator_of(group).map_err(|error| {
             tracing::error!(%error, "cannot open __consumer_offsets");
             GroupError::CoordinatorNotAvailable
         })?;

@@ -88,8 +88,18 @@ struct ClusterView {
     controller_id: i64,
     cluster_id: String,
     brokers: Vec<BrokerView>,
+    /// Partitions with no leader (every in-sync replica is down).
+    offline_partitions: Vec<PartitionRef>,
+    /// Partitions whose ISR is smaller than their replica set.
+    under_replicated_partitions: Vec<PartitionRef>,
     /// The controller quorum as this node sees it.
     controller: ControllerView,
+}
+
+#[derive(Serialize)]
+struct PartitionRef {
+    topic: String,
+    partition: i32,
 }
 
 #[derive(Serialize)]
@@ -114,25 +124,40 @@ struct BrokerView {
     id: i32,
     host: String,
     port: u16,
+    rack: Option<String>,
+    /// Fenced: missed its heartbeats or shut down; leads nothing.
+    fenced: bool,
+    /// The partitions it leads.
+    leaders: usize,
 }
 
 async fn cluster(State(broker): State<Arc<Broker>>) -> Json<ClusterView> {
-    let brokers = broker.with_image(|image| {
-        image
-            .brokers()
-            .map(|b| BrokerView {
-                id: b.id,
-                host: b.host.clone(),
-                port: b.port,
-            })
+    let image = broker.image();
+    let brokers = image
+        .brokers()
+        .map(|b| BrokerView {
+            id: b.id,
+            host: b.host.clone(),
+            port: b.port,
+            rack: b.rack.clone(),
+            fenced: image.is_fenced(b.id),
+            leaders: image.partitions_led_by(b.id),
+        })
+        .collect();
+    let refs = |partitions: Vec<(String, i32)>| {
+        partitions
+            .into_iter()
+            .map(|(topic, partition)| PartitionRef { topic, partition })
             .collect()
-    });
+    };
     let status = broker.controller_status();
     Json(ClusterView {
         node_id: broker.config().node_id,
         controller_id: status.leader_id.map_or(-1, |id| id as i64),
         cluster_id: broker.cluster_id().to_owned(),
         brokers,
+        offline_partitions: refs(image.offline_partitions()),
+        under_replicated_partitions: refs(image.under_replicated_partitions()),
         controller: ControllerView {
             role: format!("{:?}", status.role).to_lowercase(),
             leader_id: status.leader_id,

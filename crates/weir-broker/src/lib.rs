@@ -14,6 +14,7 @@ pub mod net;
 pub mod offsets;
 pub mod partition;
 pub mod producer_state;
+pub mod replica_manager;
 pub mod topic_configs;
 
 pub use broker::{Broker, BrokerError};

@@ -76,11 +76,17 @@ fn upkeep_offsets(broker: &Broker) {
     broker
         .groups()
         .expire_offsets(broker, retention_ms, now_ms() as u64);
-    let Some(partitions) = broker.partitions_of(OFFSETS_TOPIC) else {
+    let Some(count) =
+        broker.with_image(|image| image.topic(OFFSETS_TOPIC).map(|t| t.partition_count()))
+    else {
         return;
     };
-    let count = partitions.len() as i32;
-    for partition in partitions {
+    // Only a partition's leader writes to it.
+    let led = broker
+        .partitions_of(OFFSETS_TOPIC)
+        .into_iter()
+        .filter(|p| broker.leader_partition(OFFSETS_TOPIC, p.index).is_ok());
+    for partition in led {
         let in_log = partition.log.log_end_offset() - partition.log.log_start_offset();
         let live = broker.offsets().live_records(partition.index, count) as u64;
         if in_log < CHECKPOINT_MIN_RECORDS || in_log < CHECKPOINT_RATIO * live {

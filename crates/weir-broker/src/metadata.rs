@@ -12,8 +12,8 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use weir_meta::{
-    Applied, Command, Controller, ControllerError, ControllerStatus, MetaError, MetaStore,
-    MetadataImage, SubmitError,
+    Applied, BrokerInfo, Command, Controller, ControllerError, ControllerStatus, HeartbeatReply,
+    MetaError, MetaStore, MetadataImage, SubmitError,
 };
 
 /// How long a starting node waits for the quorum to have a leader.
@@ -43,6 +43,7 @@ impl Metadata {
         node_id: i32,
         listener: std::net::TcpListener,
         voters: Vec<(u64, SocketAddr)>,
+        settings: weir_meta::ControllerConfig,
     ) -> Result<Self, MetadataError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -57,9 +58,8 @@ impl Metadata {
                 .map_err(|e| MetadataError::Unavailable(e.to_string()))?;
             let listener = tokio::net::TcpListener::from_std(listener)
                 .map_err(|e| MetadataError::Unavailable(e.to_string()))?;
-            let config = weir_meta::ControllerConfig::default();
             let controller =
-                Controller::start_on(config, node_id as u64, &dir, listener, &voters).await?;
+                Controller::start_on(settings, node_id as u64, &dir, listener, &voters).await?;
             if controller.wait_for_leader(LEADER_WAIT).await.is_none() {
                 return Err(MetadataError::Unavailable(format!(
                     "no controller leader after {LEADER_WAIT:?}; are the other --controllers up?"
@@ -83,6 +83,55 @@ impl Metadata {
         outcome.map_err(|error| match error {
             SubmitError::Rejected(error) => MetadataError::Rejected(error),
             other => MetadataError::Unavailable(other.to_string()),
+        })
+    }
+
+    /// Heartbeats to the active controller every `interval` for as long as
+    /// the returned task runs, registering `me` again whenever the
+    /// controller answers that this incarnation is fenced or unknown.
+    pub fn keep_alive(&self, me: BrokerInfo, interval: Duration) -> tokio::task::JoinHandle<()> {
+        let controller = self.controller.clone();
+        self.runtime().spawn(async move {
+            let mut ticks = tokio::time::interval(interval);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                match controller.heartbeat(me.id, me.incarnation).await {
+                    Ok(HeartbeatReply::Alive) => {}
+                    Ok(reply) => {
+                        tracing::info!(
+                            broker = me.id,
+                            ?reply,
+                            "registering again with the controller"
+                        );
+                        if let Err(error) =
+                            controller.submit(Command::RegisterBroker(me.clone())).await
+                        {
+                            tracing::warn!(%error, "registration failed; retrying");
+                        }
+                    }
+                    Err(error) => tracing::debug!(%error, "heartbeat to the controller failed"),
+                }
+            }
+        })
+    }
+
+    /// Runs `on_change` (blocking code is fine) after every applied change
+    /// to the image, until it returns false or the task is aborted.
+    pub fn follow_changes(
+        &self,
+        on_change: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let mut image = self.controller.image();
+        let on_change = Arc::new(on_change);
+        self.runtime().spawn(async move {
+            while image.changed().await.is_ok() {
+                let on_change = on_change.clone();
+                match tokio::task::spawn_blocking(move || on_change()).await {
+                    Ok(true) => {}
+                    _ => break,
+                }
+            }
         })
     }
 

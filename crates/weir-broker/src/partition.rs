@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use weir_log::batch::{BatchError, BatchHeader};
 use weir_log::{AppendInfo, Log, LogConfig, LogError, TimestampType};
@@ -25,6 +25,29 @@ pub enum AppendError {
     InvalidProducerEpoch { current: i16, got: i16 },
 }
 
+/// The partition's leadership as the metadata image last said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaState {
+    /// The leader's broker id; -1 while the partition has none.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    /// The number of in-sync replicas, the leader included.
+    pub isr_size: usize,
+    /// The topic's `min.insync.replicas`.
+    pub min_insync_replicas: usize,
+}
+
+impl Default for ReplicaState {
+    fn default() -> Self {
+        Self {
+            leader: -1,
+            leader_epoch: 0,
+            isr_size: 0,
+            min_insync_replicas: 1,
+        }
+    }
+}
+
 /// A successful produce: where the batch is, or was already.
 #[derive(Debug, Clone, Copy)]
 pub struct Appended {
@@ -42,6 +65,7 @@ pub struct Partition {
     pub log: Log,
     end_offset: watch::Sender<u64>,
     producers: Mutex<ProducerStates>,
+    replica_state: RwLock<ReplicaState>,
 }
 
 impl Partition {
@@ -62,7 +86,16 @@ impl Partition {
             log,
             end_offset,
             producers: Mutex::new(producers),
+            replica_state: RwLock::new(ReplicaState::default()),
         })
+    }
+
+    pub fn replica_state(&self) -> ReplicaState {
+        *self.replica_state.read()
+    }
+
+    pub fn set_replica_state(&self, state: ReplicaState) {
+        *self.replica_state.write() = state;
     }
 
     /// Writes the idempotent-producer state with the offset it covers, so

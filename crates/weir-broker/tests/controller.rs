@@ -30,6 +30,7 @@ fn a_data_directory_of_the_local_store_is_imported() {
             host: "127.0.0.1".into(),
             port: 9092,
             rack: None,
+            incarnation: uuid::Uuid::nil(),
         }))
         .unwrap();
         old.submit(Command::CreateTopic {

@@ -98,10 +98,10 @@ fn a_checkpoint_drops_superseded_records_and_keeps_every_live_commit() {
         commit(&broker, "busy", "t", i % 4, i64::from(i), now);
     }
     commit(&broker, "quiet", "t", 0, 7, now);
-    let count = broker.partitions_of(OFFSETS_TOPIC).unwrap().len() as i32;
+    let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
     let mut before = 0;
     let mut after = 0;
-    for partition in broker.partitions_of(OFFSETS_TOPIC).unwrap() {
+    for partition in broker.partitions_of(OFFSETS_TOPIC) {
         let log = &partition.log;
         before += log.log_end_offset() - log.log_start_offset();
         let live = broker.offsets().live_records(partition.index, count);

@@ -279,7 +279,14 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         config.data_dir.display()
     );
     wait_for_signal().await;
-    tracing::info!("shutting down");
+    tracing::info!("shutting down: handing leaderships to other replicas");
+    let handover = {
+        let broker = broker.clone();
+        tokio::task::spawn_blocking(move || broker.controlled_shutdown()).await?
+    };
+    if let Err(error) = handover {
+        tracing::warn!(%error, "controlled shutdown failed; leaderships move when this broker's session expires");
+    }
     broker.set_serving(false);
     let _ = stop.send(true);
     let _ = kafka.await;

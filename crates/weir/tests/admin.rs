@@ -41,7 +41,9 @@ fn create_topics_reports_each_problem() {
     let mut raw = Raw::connect(&weir.kafka);
     let (code, message) = create(&mut raw, topic("replicated", 3, 3), false);
     assert_eq!(code, ResponseError::InvalidReplicationFactor.code());
-    assert!(message.unwrap().contains("only 1 broker"));
+    assert!(message
+        .unwrap()
+        .contains("larger than available brokers: 1"));
     let bad_config = topic("configured", 1, 1).with_configs(vec![CreatableTopicConfig::default()
         .with_name(StrBytes::from_static_str("retention.ms"))
         .with_value(Some(StrBytes::from_static_str("soon")))]);

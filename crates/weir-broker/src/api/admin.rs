@@ -49,19 +49,26 @@ pub(super) fn failure(error: BrokerError) -> Failure {
     (code, error.to_string())
 }
 
-/// Only this node can hold replicas until the cluster exists.
-fn check_replication(broker: &Broker, factor: i16) -> Result<(), Failure> {
-    if factor == -1 || factor == 1 {
-        return Ok(());
+/// A manual assignment as one replica list per partition, in partition
+/// order; partitions must be numbered from 0 without gaps.
+fn manual_assignment(
+    first_partition: i32,
+    assignments: impl Iterator<Item = (i32, Vec<i32>)>,
+) -> Result<Vec<Vec<i32>>, Failure> {
+    let mut assignments: Vec<(i32, Vec<i32>)> = assignments.collect();
+    assignments.sort_by_key(|(index, _)| *index);
+    for (expected, (index, _)) in (first_partition..).zip(&assignments) {
+        if *index != expected {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                format!("Partitions must be numbered consecutively from {first_partition}; partition {expected} is missing."),
+            ));
+        }
     }
-    let brokers = broker.with_image(|image| image.brokers().count());
-    Err((
-        ResponseError::InvalidReplicationFactor,
-        format!(
-            "Unable to replicate the partition {factor} time(s): the target replication factor \
-             of {factor} cannot be reached because only {brokers} broker(s) are registered."
-        ),
-    ))
+    Ok(assignments
+        .into_iter()
+        .map(|(_, replicas)| replicas)
+        .collect())
 }
 
 pub(super) fn create_topics(
@@ -91,30 +98,32 @@ pub(super) fn create_topics(
                         ),
                     ));
                 }
-                let replication = if topic.assignments.is_empty() {
-                    topic.replication_factor
-                } else {
-                    topic
-                        .assignments
-                        .iter()
-                        .map(|a| a.broker_ids.len() as i16)
-                        .max()
-                        .unwrap_or(1)
+                let replication_factor = match topic.replication_factor {
+                    -1 => None,
+                    factor if factor > 0 && topic.assignments.is_empty() => Some(i32::from(factor)),
+                    _ if !topic.assignments.is_empty() => None,
+                    _ => {
+                        return Err((
+                            ResponseError::InvalidReplicationFactor,
+                            "Replication factor must be larger than 0, or -1 to use the default value.".to_owned(),
+                        ))
+                    }
                 };
-                check_replication(broker, replication)?;
-                if let Some(a) = topic
-                    .assignments
-                    .iter()
-                    .find(|a| a.broker_ids.iter().any(|b| b.0 != broker.config().node_id))
-                {
+                let assignment = if topic.assignments.is_empty() {
+                    None
+                } else if topic.replication_factor != -1 {
                     return Err((
-                        ResponseError::InvalidReplicaAssignment,
-                        format!(
-                            "partition {} is assigned to an unknown broker",
-                            a.partition_index
-                        ),
+                        ResponseError::InvalidRequest,
+                        "Both replicationFactor and manual assignments were set. Only one of the two can be set.".to_owned(),
                     ));
-                }
+                } else {
+                    Some(manual_assignment(
+                        0,
+                        topic.assignments.iter().map(|a| {
+                            (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect())
+                        }),
+                    )?)
+                };
                 let partitions = match (topic.assignments.len(), topic.num_partitions) {
                     (0, -1) => broker.config().num_partitions,
                     (0, n) => n,
@@ -132,7 +141,14 @@ pub(super) fn create_topics(
                     .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
                     .collect();
                 broker
-                    .create_topic(&name, partitions, configs, request.validate_only)
+                    .create_topic(
+                        &name,
+                        partitions,
+                        replication_factor,
+                        assignment,
+                        configs,
+                        request.validate_only,
+                    )
                     .map_err(failure)
             })();
             match outcome {
@@ -149,7 +165,7 @@ pub(super) fn create_topics(
                     result
                         .with_topic_id(info.id)
                         .with_num_partitions(info.partitions.len() as i32)
-                        .with_replication_factor(1)
+                        .with_replication_factor(info.replication_factor() as i16)
                         .with_configs(Some(configs))
                 }
                 Err((code, message)) => result
@@ -218,22 +234,24 @@ pub(super) fn create_partitions(
             let name = topic.name.0.to_string();
             let result = CreatePartitionsTopicResult::default().with_name(topic.name);
             let outcome = (|| {
-                if let Some(assignments) = &topic.assignments {
-                    let replication = assignments.iter().map(|a| a.broker_ids.len()).max();
-                    check_replication(broker, replication.unwrap_or(1) as i16)?;
-                    if assignments
-                        .iter()
-                        .flat_map(|a| &a.broker_ids)
-                        .any(|b| b.0 != broker.config().node_id)
-                    {
-                        return Err((
-                            ResponseError::InvalidReplicaAssignment,
-                            "assignment names an unknown broker".to_owned(),
-                        ));
+                let assignment = match &topic.assignments {
+                    Some(assignments) if !assignments.is_empty() => {
+                        let current = broker
+                            .with_image(|image| image.topic(&name).map(|t| t.partition_count()))
+                            .unwrap_or(0);
+                        Some(manual_assignment(
+                            current,
+                            (current..).zip(
+                                assignments
+                                    .iter()
+                                    .map(|a| a.broker_ids.iter().map(|b| b.0).collect()),
+                            ),
+                        )?)
                     }
-                }
+                    _ => None,
+                };
                 broker
-                    .create_partitions(&name, topic.count, request.validate_only)
+                    .create_partitions(&name, topic.count, assignment, request.validate_only)
                     .map_err(failure)
             })();
             match outcome {
@@ -274,9 +292,9 @@ pub(super) fn delete_records(
                     let result = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
-                    let Some(partition) = broker.partition(name, p.partition_index) else {
-                        return result
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    let partition = match broker.leader_partition(name, p.partition_index) {
+                        Ok(partition) => partition,
+                        Err(not_served) => return result.with_error_code(not_served.code()),
                     };
                     if compact_only {
                         // Kafka refuses it too: the cleaner owns a compacted log's start.

@@ -15,12 +15,13 @@ use super::RequestContext;
 use crate::broker::Broker;
 use crate::net::Outgoing;
 use crate::partition::Partition;
+use crate::replica_manager::NotServed;
 
 struct Target {
     index: i32,
     fetch_offset: i64,
     max_bytes: usize,
-    partition: Option<Arc<Partition>>,
+    partition: Result<Arc<Partition>, NotServed>,
 }
 
 pub(super) async fn handle(
@@ -40,7 +41,7 @@ pub(super) async fn handle(
                     index: p.partition,
                     fetch_offset: p.fetch_offset,
                     max_bytes: p.partition_max_bytes.max(0) as usize,
-                    partition: broker.partition(&name, p.partition),
+                    partition: broker.leader_partition(&name, p.partition),
                 })
                 .collect();
             (name, targets)
@@ -49,7 +50,7 @@ pub(super) async fn handle(
     let mut watchers: Vec<watch::Receiver<u64>> = topics
         .iter()
         .flat_map(|(_, targets)| targets.iter())
-        .filter_map(|t| t.partition.as_ref().map(|p| p.subscribe()))
+        .filter_map(|t| t.partition.as_ref().ok().map(|p| p.subscribe()))
         .collect();
     let max_bytes = usize::try_from(request.max_bytes).unwrap_or(usize::MAX);
     let min_bytes = request.min_bytes.max(0) as usize;
@@ -92,11 +93,9 @@ fn read_all(topics: &[(String, Vec<Target>)], max_bytes: usize) -> (Fetched<'_>,
 /// Reads one partition within `budget` bytes. Only the first partition
 /// with data may exceed the budget (to make progress past a large batch).
 fn read_partition(target: &Target, budget: usize, have_data: bool) -> FetchedPartition {
-    let Some(partition) = &target.partition else {
-        return FetchedPartition::error(
-            target.index,
-            ResponseError::UnknownTopicOrPartition.code(),
-        );
+    let partition = match &target.partition {
+        Ok(partition) => partition,
+        Err(not_served) => return FetchedPartition::error(target.index, not_served.code()),
     };
     let high_watermark = partition.high_watermark();
     let mut data = FetchedPartition {

@@ -44,6 +44,8 @@ pub(super) fn list_groups(
     let groups = groups
         .into_iter()
         .filter(|(_, state, _)| wanted(state.as_str()))
+        // Each broker lists the groups it coordinates; clients ask them all.
+        .filter(|(group, _, _)| broker.check_coordinator(group).is_ok())
         .map(|(group, state, protocol_type)| {
             ListedGroup::default()
                 .with_group_id(GroupId(text(group)))
@@ -64,6 +66,9 @@ pub(super) fn describe_groups(
         .into_iter()
         .map(|group| {
             let described = DescribedGroup::default().with_group_id(group.clone());
+            if let Err(code) = broker.check_coordinator(&group) {
+                return described.with_error_code(code);
+            }
             if let Some(summary) = broker.groups().describe(&group) {
                 let members = summary
                     .members
@@ -107,6 +112,9 @@ pub(super) fn delete_groups(
         .into_iter()
         .map(|group| {
             let result = DeletableGroupResult::default().with_group_id(group.clone());
+            if let Err(code) = broker.check_coordinator(&group) {
+                return result.with_error_code(code);
+            }
             let error = match broker.groups().delete(broker, &group.0) {
                 Ok(()) => return result,
                 Err(GroupAdminError::NotFound) => ResponseError::GroupIdNotFound,

@@ -32,9 +32,9 @@ pub(super) fn handle(
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1);
-                    let Some(partition) = broker.partition(&name, p.partition_index) else {
-                        return response
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    let partition = match broker.leader_partition(&name, p.partition_index) {
+                        Ok(partition) => partition,
+                        Err(not_served) => return response.with_error_code(not_served.code()),
                     };
                     let found = match p.timestamp {
                         LATEST => Ok(Some((-1, partition.high_watermark() as i64))),
@@ -57,7 +57,7 @@ pub(super) fn handle(
                             let response = response.with_timestamp(timestamp).with_offset(offset);
                             // The field exists from v4 on.
                             if ctx.version >= 4 {
-                                response.with_leader_epoch(0)
+                                response.with_leader_epoch(partition.replica_state().leader_epoch)
                             } else {
                                 response
                             }

@@ -45,6 +45,13 @@ pub(super) async fn join_group(
             .with_protocol_name(protocol_name(None))
             .with_member_id(request.member_id);
     }
+    if let Err(code) = broker.check_coordinator(&request.group_id) {
+        return JoinGroupResponse::default()
+            .with_error_code(code)
+            .with_generation_id(-1)
+            .with_protocol_name(protocol_name(None))
+            .with_member_id(request.member_id);
+    }
     let join = JoinGroup {
         member_id: request.member_id.to_string(),
         group_instance_id: request.group_instance_id.map(|id| id.to_string()),
@@ -97,6 +104,9 @@ pub(super) async fn sync_group(
     if request.group_id.is_empty() {
         return SyncGroupResponse::default().with_error_code(invalid_group_id());
     }
+    if let Err(code) = broker.check_coordinator(&request.group_id) {
+        return SyncGroupResponse::default().with_error_code(code);
+    }
     let sync = SyncGroup {
         member_id: request.member_id.to_string(),
         group_instance_id: request.group_instance_id.map(|id| id.to_string()),
@@ -125,6 +135,9 @@ pub(super) async fn heartbeat(
     if request.group_id.is_empty() {
         return HeartbeatResponse::default().with_error_code(invalid_group_id());
     }
+    if let Err(code) = broker.check_coordinator(&request.group_id) {
+        return HeartbeatResponse::default().with_error_code(code);
+    }
     let heartbeat = Heartbeat {
         member_id: request.member_id.to_string(),
         group_instance_id: request.group_instance_id.map(|id| id.to_string()),
@@ -144,6 +157,9 @@ pub(super) async fn leave_group(
 ) -> LeaveGroupResponse {
     if request.group_id.is_empty() {
         return LeaveGroupResponse::default().with_error_code(invalid_group_id());
+    }
+    if let Err(code) = broker.check_coordinator(&request.group_id) {
+        return LeaveGroupResponse::default().with_error_code(code);
     }
     let members = if ctx.version >= 3 {
         request

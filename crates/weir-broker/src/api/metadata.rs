@@ -7,7 +7,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use weir_meta::{MetaError, TopicInfo};
+use weir_meta::{MetaError, MetadataImage, TopicInfo};
 
 use super::RequestContext;
 use crate::broker::{Broker, BrokerError};
@@ -34,11 +34,12 @@ pub(super) fn handle(
     let mut topics = Vec::new();
     match wanted {
         None => broker.with_image(|image| {
-            topics.extend(image.topics().map(topic_response));
+            topics.extend(image.topics().map(|t| topic_response(image, t)));
         }),
         Some(names) => {
             for name in names {
-                let known = broker.with_image(|image| image.topic(&name).map(topic_response));
+                let known =
+                    broker.with_image(|image| image.topic(&name).map(|t| topic_response(image, t)));
                 let response = match known {
                     Some(topic) => topic,
                     None if auto_create => auto_create_topic(broker, &name),
@@ -48,9 +49,10 @@ pub(super) fn handle(
             }
         }
     }
+    // Clients connect only to brokers that are alive, as in Kafka.
     let brokers = broker.with_image(|image| {
         image
-            .brokers()
+            .live_brokers()
             .map(|b| {
                 MetadataResponseBroker::default()
                     .with_node_id(BrokerId(b.id))
@@ -63,7 +65,7 @@ pub(super) fn handle(
     MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id().to_owned())))
-        .with_controller_id(BrokerId(broker.config().node_id))
+        .with_controller_id(BrokerId(broker.controller_id()))
         .with_topics(topics)
 }
 
@@ -71,9 +73,9 @@ fn auto_create_topic(broker: &Broker, name: &str) -> MetadataResponseTopic {
     if name == OFFSETS_TOPIC {
         // Created with its own partition count and configs, never the
         // defaults of an ordinary topic.
-        return match broker.offsets_partition("") {
+        return match broker.coordinator_of("") {
             Ok(_) => broker
-                .with_image(|image| image.topic(name).map(topic_response))
+                .with_image(|image| image.topic(name).map(|t| topic_response(image, t)))
                 .unwrap_or_else(|| error_topic(name, ResponseError::LeaderNotAvailable)),
             Err(error) => {
                 tracing::warn!(%error, "creating __consumer_offsets failed");
@@ -82,14 +84,16 @@ fn auto_create_topic(broker: &Broker, name: &str) -> MetadataResponseTopic {
         };
     }
     let partitions = broker.config().num_partitions;
-    match broker.create_topic(name, partitions, Default::default(), false) {
-        Ok(topic) => topic_response(&topic),
-        // Another request created it first.
-        Err(BrokerError::Meta(MetaError::TopicAlreadyExists(_))) => broker
-            .with_image(|image| image.topic(name).map(topic_response))
+    match broker.create_topic(name, partitions, None, None, Default::default(), false) {
+        Ok(_) | Err(BrokerError::Meta(MetaError::TopicAlreadyExists(_))) => broker
+            .with_image(|image| image.topic(name).map(|t| topic_response(image, t)))
             .unwrap_or_else(|| error_topic(name, ResponseError::LeaderNotAvailable)),
         Err(BrokerError::Meta(MetaError::InvalidTopicName { .. })) => {
             error_topic(name, ResponseError::InvalidTopicException)
+        }
+        Err(BrokerError::Meta(MetaError::InvalidReplicationFactor(reason))) => {
+            tracing::warn!(topic = name, reason, "cannot auto-create topic");
+            error_topic(name, ResponseError::InvalidReplicationFactor)
         }
         Err(error) => {
             tracing::warn!(topic = name, %error, "auto-creating topic failed");
@@ -98,17 +102,31 @@ fn auto_create_topic(broker: &Broker, name: &str) -> MetadataResponseTopic {
     }
 }
 
-fn topic_response(topic: &TopicInfo) -> MetadataResponseTopic {
+fn topic_response(image: &MetadataImage, topic: &TopicInfo) -> MetadataResponseTopic {
     let partitions = topic
         .partitions
         .iter()
         .map(|p| {
+            let offline = p
+                .replicas
+                .iter()
+                .copied()
+                .filter(|id| image.is_fenced(*id))
+                .map(BrokerId)
+                .collect();
+            let error = if p.leader < 0 {
+                ResponseError::LeaderNotAvailable.code()
+            } else {
+                0
+            };
             MetadataResponsePartition::default()
+                .with_error_code(error)
                 .with_partition_index(p.partition)
                 .with_leader_id(BrokerId(p.leader))
                 .with_leader_epoch(p.leader_epoch)
                 .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
                 .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+                .with_offline_replicas(offline)
         })
         .collect();
     MetadataResponseTopic::default()

@@ -33,6 +33,15 @@ fn kafka_error(code: i16) -> ResponseError {
     ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
 }
 
+fn partition_exists(broker: &Broker, topic: &str, partition: i32) -> bool {
+    broker.with_image(|image| {
+        image
+            .topic(topic)
+            .and_then(|t| t.partition(partition))
+            .is_some()
+    })
+}
+
 pub(super) fn find_coordinator(
     broker: &Broker,
     ctx: &RequestContext,
@@ -60,15 +69,27 @@ pub(super) fn find_coordinator(
                     "transactions are not supported yet".to_owned(),
                 );
             }
-            if let Err(error) = broker.offsets_partition(&key) {
-                tracing::error!(%error, "cannot create __consumer_offsets");
-                return refuse(ResponseError::CoordinatorNotAvailable, error.to_string());
-            }
-            let config = broker.config();
+            let leader = match broker.coordinator_of(&key) {
+                Ok((_, leader)) => leader,
+                Err(error) => {
+                    tracing::error!(%error, "cannot create __consumer_offsets");
+                    return refuse(ResponseError::CoordinatorNotAvailable, error.to_string());
+                }
+            };
+            let Some(node) =
+                broker.with_image(|image| image.live_brokers().find(|b| b.id == leader).cloned())
+            else {
+                return refuse(
+                    ResponseError::CoordinatorNotAvailable,
+                    format!(
+                        "the __consumer_offsets partition of {key:?} has no leader at the moment"
+                    ),
+                );
+            };
             coordinator
-                .with_node_id(BrokerId(config.node_id))
-                .with_host(StrBytes::from_string(config.advertised_host.clone()))
-                .with_port(i32::from(config.advertised_port))
+                .with_node_id(BrokerId(node.id))
+                .with_host(StrBytes::from_string(node.host))
+                .with_port(i32::from(node.port))
         })
         .collect();
     if ctx.version >= 4 {
@@ -100,6 +121,8 @@ pub(super) fn offset_commit(
     };
     let group_error = if group.is_empty() {
         Some(ResponseError::InvalidGroupId)
+    } else if let Err(code) = broker.check_coordinator(&group) {
+        Some(kafka_error(code))
     } else {
         broker
             .groups()
@@ -122,7 +145,7 @@ pub(super) fn offset_commit(
                     .unwrap_or_default();
                 let error = if let Some(error) = group_error {
                     error
-                } else if broker.partition(&name, p.partition_index).is_none() {
+                } else if !partition_exists(broker, &name, p.partition_index) {
                     ResponseError::UnknownTopicOrPartition
                 } else if metadata.len() > MAX_METADATA_BYTES {
                     ResponseError::OffsetMetadataTooLarge
@@ -249,6 +272,11 @@ pub(super) fn offset_fetch(
             .into_iter()
             .map(|g| {
                 let group = g.group_id.0.to_string();
+                if let Err(code) = broker.check_coordinator(&group) {
+                    return OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_error_code(code);
+                }
                 let topics = g.topics.map(|topics| {
                     topics
                         .into_iter()
@@ -279,6 +307,24 @@ pub(super) fn offset_fetch(
         return OffsetFetchResponse::default().with_groups(groups);
     }
     let group = request.group_id.0.to_string();
+    if let Err(code) = broker.check_coordinator(&group) {
+        if ctx.version >= 2 {
+            return OffsetFetchResponse::default().with_error_code(code);
+        }
+        // Before v2 only partitions carry an error.
+        let topics = request.topics.unwrap_or_default().into_iter().map(|t| {
+            let partitions = t.partition_indexes.into_iter().map(|p| {
+                OffsetFetchResponsePartition::default()
+                    .with_partition_index(p)
+                    .with_committed_offset(-1)
+                    .with_error_code(code)
+            });
+            OffsetFetchResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(partitions.collect())
+        });
+        return OffsetFetchResponse::default().with_topics(topics.collect());
+    }
     let topics = request.topics.map(|topics| {
         topics
             .into_iter()
@@ -314,12 +360,15 @@ pub(super) fn offset_delete(
         return OffsetDeleteResponse::default()
             .with_error_code(ResponseError::InvalidGroupId.code());
     }
+    if let Err(code) = broker.check_coordinator(&group) {
+        return OffsetDeleteResponse::default().with_error_code(code);
+    }
     let mut requested = Vec::new();
     let mut unknown = Vec::new();
     for topic in &request.topics {
         for p in &topic.partitions {
             let key = (topic.name.0.to_string(), p.partition_index);
-            if broker.partition(&key.0, key.1).is_some() {
+            if partition_exists(broker, &key.0, key.1) {
                 requested.push(key);
             } else {
                 unknown.push(key);

@@ -1,5 +1,7 @@
-//! Produce: validate and append each partition's batch. On a single node
-//! every acks level is satisfied once the batch is in the log.
+//! Produce: validate and append each partition's batch on its leader.
+//! Followers do not copy data yet, so acks=all is refused for a partition
+//! whose ISR holds more than its leader rather than acknowledged as
+//! replicated.
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -11,9 +13,6 @@ use weir_log::LogError;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::partition::AppendError;
-
-/// The leader epoch stamped on batches this node appends.
-const LEADER_EPOCH: i32 = 0;
 
 /// Returns `None` for acks=0: the client expects no response.
 pub(super) fn handle(
@@ -36,7 +35,13 @@ pub(super) fn handle(
                     Some("transactions are not supported yet".into()),
                 )
             } else {
-                produce_partition(broker, &name, data.index, data.records.as_deref())
+                produce_partition(
+                    broker,
+                    &name,
+                    data.index,
+                    request.acks,
+                    data.records.as_deref(),
+                )
             };
             partitions.push(response);
         }
@@ -56,11 +61,39 @@ fn produce_partition(
     broker: &Broker,
     topic: &str,
     index: i32,
+    acks: i16,
     records: Option<&[u8]>,
 ) -> PartitionProduceResponse {
-    let Some(partition) = broker.partition(topic, index) else {
-        return error(index, ResponseError::UnknownTopicOrPartition, None);
+    let partition = match broker.leader_partition(topic, index) {
+        Ok(partition) => partition,
+        Err(not_served) => {
+            let code = ResponseError::try_from_code(not_served.code())
+                .unwrap_or(ResponseError::UnknownServerError);
+            return error(index, code, None);
+        }
     };
+    let state = partition.replica_state();
+    if acks == -1 && state.isr_size < state.min_insync_replicas {
+        return error(
+            index,
+            ResponseError::NotEnoughReplicas,
+            Some(format!(
+                "the ISR has {} replica(s), fewer than min.insync.replicas={}",
+                state.isr_size, state.min_insync_replicas
+            )),
+        );
+    }
+    if acks == -1 && state.isr_size > 1 {
+        return error(
+            index,
+            ResponseError::NotEnoughReplicas,
+            Some(
+                "acks=all needs replication to followers, which this version does not do; \
+                 use acks=1 or a replication factor of 1"
+                    .into(),
+            ),
+        );
+    }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return error(
             index,
@@ -68,7 +101,7 @@ fn produce_partition(
             Some("no records".into()),
         );
     };
-    match partition.append(records, LEADER_EPOCH) {
+    match partition.append(records, state.leader_epoch) {
         Ok(appended) => {
             broker.metrics().records_appended.inc_by(appended.records);
             PartitionProduceResponse::default()

@@ -47,8 +47,28 @@ impl Weir {
         port: Option<u16>,
         envs: &[(&str, &str)],
     ) -> Self {
+        Self::spawn(data_dir, extra_args, port, envs).ready()
+    }
+
+    /// Starts a broker in a fresh temporary directory without waiting for
+    /// it to be ready (nodes of a cluster wait for each other).
+    pub fn launch(extra_args: &[String]) -> Launch {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let data_dir = tmp.path().join("data");
+        let extra: Vec<&str> = extra_args.iter().map(String::as_str).collect();
+        let mut launch = Self::spawn(&data_dir, &extra, None, &[]);
+        launch.tmp = Some(tmp);
+        launch
+    }
+
+    fn spawn(
+        data_dir: &Path,
+        extra_args: &[&str],
+        port: Option<u16>,
+        envs: &[(&str, &str)],
+    ) -> Launch {
         let listen = format!("127.0.0.1:{}", port.unwrap_or(0));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
@@ -66,29 +86,16 @@ impl Weir {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start weir");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read ready line");
-        assert!(
-            line.starts_with("weir ready:"),
-            "unexpected first line: {line:?}"
-        );
-        let field = |name: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(&format!("{name}=")))
-                .unwrap_or_else(|| panic!("{name} missing in {line:?}"))
-                .to_owned()
-        };
-        Self {
-            kafka: field("kafka"),
-            http: field("http"),
-            child: Some(child),
+        Launch {
+            child,
             data_dir: data_dir.to_owned(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
-            _tmp: None,
+            tmp: None,
         }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// Resident memory of the broker process, in KiB.
@@ -146,6 +153,43 @@ impl Weir {
         let status = response[9..12].parse().unwrap();
         let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
         (status, body)
+    }
+}
+
+/// A broker process started but not known to be ready yet.
+pub struct Launch {
+    child: Child,
+    data_dir: PathBuf,
+    extra_args: Vec<String>,
+    tmp: Option<tempfile::TempDir>,
+}
+
+impl Launch {
+    /// Waits for the ready line.
+    pub fn ready(mut self) -> Weir {
+        let stdout = self.child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read ready line");
+        assert!(
+            line.starts_with("weir ready:"),
+            "unexpected first line: {line:?}"
+        );
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .unwrap_or_else(|| panic!("{name} missing in {line:?}"))
+                .to_owned()
+        };
+        Weir {
+            kafka: field("kafka"),
+            http: field("http"),
+            child: Some(self.child),
+            data_dir: self.data_dir,
+            extra_args: self.extra_args,
+            _tmp: self.tmp,
+        }
     }
 }
 

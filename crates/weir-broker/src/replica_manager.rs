@@ -1,0 +1,269 @@
+//! The partitions this node hosts, kept in step with the metadata image:
+//! a replica assigned here is opened, a topic deleted (or recreated under a
+//! new id) loses its data, config overrides are applied live, and each
+//! partition learns its leader, leader epoch and ISR.
+//!
+//! Every node runs [`ReplicaManager::reconcile`] after each image change,
+//! so a change committed through any node reaches the data of all of them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use weir_meta::{MetadataImage, TopicInfo};
+
+use crate::config::BrokerConfig;
+use crate::partition::{log_config, Partition, ReplicaState};
+
+/// Why a partition cannot be served here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotServed {
+    #[error("this topic or partition does not exist")]
+    UnknownTopicOrPartition,
+    #[error("this broker is not the partition's leader")]
+    NotLeader,
+    #[error("the partition has no leader at the moment")]
+    LeaderNotAvailable,
+}
+
+impl NotServed {
+    /// Kafka's error code.
+    pub fn code(self) -> i16 {
+        match self {
+            NotServed::UnknownTopicOrPartition => 3,
+            NotServed::LeaderNotAvailable => 5,
+            NotServed::NotLeader => 6,
+        }
+    }
+}
+
+/// A topic with at least one replica here.
+struct HostedTopic {
+    id: uuid::Uuid,
+    /// The config overrides the logs were last configured with.
+    overrides: BTreeMap<String, String>,
+    partitions: BTreeMap<i32, Arc<Partition>>,
+}
+
+/// What one [`ReplicaManager::reconcile`] changed.
+#[derive(Debug, Default)]
+pub struct Reconciled {
+    /// Topics whose data was removed here because the image no longer has
+    /// them (or has another topic of the same name).
+    pub removed_topics: Vec<String>,
+    /// Partitions this node became leader of.
+    pub led: Vec<(String, i32)>,
+}
+
+pub struct ReplicaManager {
+    node_id: i32,
+    topics: RwLock<HashMap<String, HostedTopic>>,
+    /// One reconciliation at a time: it opens and deletes directories.
+    reconciling: Mutex<()>,
+}
+
+impl ReplicaManager {
+    pub fn new(node_id: i32) -> Self {
+        Self {
+            node_id,
+            topics: RwLock::new(HashMap::new()),
+            reconciling: Mutex::new(()),
+        }
+    }
+
+    /// The partition, if a replica of it is here.
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        self.topics
+            .read()
+            .get(topic)?
+            .partitions
+            .get(&partition)
+            .cloned()
+    }
+
+    /// The partition, if this node is its leader.
+    pub fn leader(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Partition>, NotServed> {
+        if let Some(hosted) = self.get(topic, partition) {
+            let state = hosted.replica_state();
+            if state.leader == self.node_id {
+                return Ok(hosted);
+            }
+            if state.leader < 0 {
+                return Err(NotServed::LeaderNotAvailable);
+            }
+            return Err(NotServed::NotLeader);
+        }
+        match image.topic(topic).and_then(|t| t.partition(partition)) {
+            None => Err(NotServed::UnknownTopicOrPartition),
+            Some(p) if p.leader < 0 => Err(NotServed::LeaderNotAvailable),
+            // Led here by the image, but not opened yet: a moment away.
+            Some(p) if p.leader == self.node_id => Err(NotServed::LeaderNotAvailable),
+            Some(_) => Err(NotServed::NotLeader),
+        }
+    }
+
+    /// The replicas of `topic` hosted here, by partition.
+    pub fn of_topic(&self, topic: &str) -> Vec<Arc<Partition>> {
+        self.topics
+            .read()
+            .get(topic)
+            .map(|t| t.partitions.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Partition>> {
+        self.topics
+            .read()
+            .values()
+            .flat_map(|t| t.partitions.values().cloned())
+            .collect()
+    }
+
+    /// Brings the hosted replicas in line with `image`. Failures to open
+    /// or delete a partition are logged and retried at the next change.
+    pub fn reconcile(&self, config: &BrokerConfig, image: &MetadataImage) -> Reconciled {
+        let _one_at_a_time = self.reconciling.lock();
+        let mut outcome = Reconciled::default();
+        let gone: Vec<(String, Vec<Arc<Partition>>)> = {
+            let mut topics = self.topics.write();
+            let stale: Vec<String> = topics
+                .iter()
+                .filter(|(name, hosted)| image.topic(name).is_none_or(|t| t.id != hosted.id))
+                .map(|(name, _)| name.clone())
+                .collect();
+            stale
+                .into_iter()
+                .filter_map(|name| {
+                    let hosted = topics.remove(&name)?;
+                    Some((name, hosted.partitions.into_values().collect()))
+                })
+                .collect()
+        };
+        for (name, partitions) in gone {
+            remove_data(partitions);
+            tracing::info!(topic = name, "removed the data of a deleted topic");
+            outcome.removed_topics.push(name);
+        }
+        for topic in image.topics() {
+            self.reconcile_topic(config, topic, &mut outcome);
+        }
+        outcome
+    }
+
+    fn reconcile_topic(&self, config: &BrokerConfig, topic: &TopicInfo, outcome: &mut Reconciled) {
+        let assigned: Vec<_> = topic
+            .partitions
+            .iter()
+            .filter(|p| p.replicas.contains(&self.node_id))
+            .collect();
+        let (mut opened, overrides_changed, unassigned) = {
+            let topics = self.topics.read();
+            let hosted = topics.get(&topic.name);
+            let opened: BTreeMap<i32, Arc<Partition>> =
+                hosted.map(|h| h.partitions.clone()).unwrap_or_default();
+            let changed = hosted.is_some_and(|h| h.overrides != topic.configs);
+            let unassigned: Vec<i32> = opened
+                .keys()
+                .filter(|i| !assigned.iter().any(|p| p.partition == **i))
+                .copied()
+                .collect();
+            (opened, changed, unassigned)
+        };
+        if assigned.is_empty() && opened.is_empty() {
+            return;
+        }
+        let log_config = log_config(config, &topic.configs);
+        if overrides_changed {
+            for partition in opened.values() {
+                if let Err(error) = partition.log.set_config(log_config.clone()) {
+                    tracing::warn!(topic = topic.name, partition = partition.index, %error, "cannot apply altered configs");
+                }
+            }
+        }
+        let mut removed = Vec::new();
+        for index in unassigned {
+            removed.extend(opened.remove(&index));
+        }
+        let min_insync_replicas = topic
+            .configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(1);
+        for p in assigned {
+            let partition = match opened.get(&p.partition) {
+                Some(partition) => partition.clone(),
+                None => match Partition::open(
+                    &config.data_dir,
+                    &topic.name,
+                    topic.id,
+                    p.partition,
+                    log_config.clone(),
+                ) {
+                    Ok(partition) => {
+                        let partition = Arc::new(partition);
+                        opened.insert(p.partition, partition.clone());
+                        partition
+                    }
+                    Err(error) => {
+                        tracing::error!(topic = topic.name, partition = p.partition, %error, "cannot open partition");
+                        continue;
+                    }
+                },
+            };
+            let state = ReplicaState {
+                leader: p.leader,
+                leader_epoch: p.leader_epoch,
+                isr_size: p.isr.len(),
+                min_insync_replicas,
+            };
+            let before = partition.replica_state();
+            if before != state {
+                if state.leader == self.node_id && before.leader != self.node_id {
+                    outcome.led.push((topic.name.clone(), p.partition));
+                }
+                tracing::debug!(
+                    topic = topic.name,
+                    partition = p.partition,
+                    leader = state.leader,
+                    epoch = state.leader_epoch,
+                    "partition state"
+                );
+                partition.set_replica_state(state);
+            }
+        }
+        self.topics.write().insert(
+            topic.name.clone(),
+            HostedTopic {
+                id: topic.id,
+                overrides: topic.configs.clone(),
+                partitions: opened,
+            },
+        );
+        remove_data(removed);
+    }
+
+    /// Takes every partition out, for a clean shutdown.
+    pub fn drain(&self) -> Vec<Arc<Partition>> {
+        self.topics
+            .write()
+            .drain()
+            .flat_map(|(_, t)| t.partitions.into_values())
+            .collect()
+    }
+}
+
+/// Deletes the directories of partitions no longer hosted here.
+fn remove_data(partitions: Vec<Arc<Partition>>) {
+    for partition in partitions {
+        let dir = partition.log.dir().to_owned();
+        drop(partition);
+        if let Err(error) = std::fs::remove_dir_all(&dir) {
+            tracing::warn!(dir = %dir.display(), %error, "could not remove partition data");
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! Three `weir serve` processes forming one cluster on loopback: replica
+//! placement, clients following partition leaders, controller failover,
+//! fencing of a killed broker and its return, and the leadership handover
+//! of a clean shutdown.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::Weir;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::util::Timeout;
+
+/// Short enough to keep the tests quick, long enough for a loaded machine.
+const SESSION_TIMEOUT_MS: u64 = 4000;
+
+struct Cluster {
+    nodes: Vec<Weir>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Cluster {
+    /// Starts nodes 1..=3, each broker and controller, all at once (a node
+    /// is ready only once a majority of the controllers is up).
+    fn start(extra: &[&str]) -> Self {
+        let controller_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let voters = controller_ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let session = SESSION_TIMEOUT_MS.to_string();
+        let own_session = extra.contains(&"--broker-session-timeout-ms");
+        let launches: Vec<_> = controller_ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| {
+                let mut args: Vec<String> = [
+                    "--node-id",
+                    &(i + 1).to_string(),
+                    "--controllers",
+                    &voters,
+                    "--controller-listen",
+                    &format!("127.0.0.1:{port}"),
+                    "--broker-heartbeat-interval-ms",
+                    "500",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+                if !own_session {
+                    args.extend(["--broker-session-timeout-ms".to_owned(), session.clone()]);
+                }
+                args.extend(extra.iter().map(|s| s.to_string()));
+                Weir::launch(&args)
+            })
+            .collect();
+        let nodes = launches.into_iter().map(|l| l.ready()).collect();
+        Self { nodes }
+    }
+
+    fn node(&self, id: i32) -> &Weir {
+        &self.nodes[(id - 1) as usize]
+    }
+
+    fn node_mut(&mut self, id: i32) -> &mut Weir {
+        &mut self.nodes[(id - 1) as usize]
+    }
+
+    fn bootstrap(&self) -> String {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running())
+            .map(|n| n.kafka.clone())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The active controller as node `via` reports it.
+    fn controller(&self, via: i32) -> i64 {
+        let (_, body) = self.node(via).http_get("/v1/cluster");
+        json_number(&body, "controller_id")
+    }
+}
+
+fn json_number(body: &str, field: &str) -> i64 {
+    let key = format!("\"{field}\":");
+    let at = body
+        .find(&key)
+        .unwrap_or_else(|| panic!("{field} in {body}"))
+        + key.len();
+    body[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '-')
+        .collect::<String>()
+        .parse()
+        .unwrap()
+}
+
+fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client")
+}
+
+fn create_topic(bootstrap: &str, name: &str, partitions: i32, replicas: i32) {
+    let admin = admin(bootstrap);
+    let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replicas));
+    let results = common::cli::block_on(admin.create_topics(
+        &[topic],
+        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(20))),
+    ))
+    .expect("create topics");
+    for result in results {
+        result.expect("topic created");
+    }
+}
+
+/// Leader, replicas and ISR of each partition of `topic`, per the cluster
+/// metadata seen through `bootstrap`.
+#[derive(Debug, Clone, PartialEq)]
+struct PartitionView {
+    leader: i32,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+}
+
+fn partitions(bootstrap: &str, topic: &str) -> Vec<PartitionView> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("consumer");
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Timeout::After(Duration::from_secs(10)))
+        .expect("metadata");
+    let topic = &metadata.topics()[0];
+    let mut views: Vec<(i32, PartitionView)> = topic
+        .partitions()
+        .iter()
+        .map(|p| {
+            (
+                p.id(),
+                PartitionView {
+                    leader: p.leader(),
+                    replicas: p.replicas().to_vec(),
+                    isr: p.isr().to_vec(),
+                },
+            )
+        })
+        .collect();
+    views.sort_by_key(|(id, _)| *id);
+    views.into_iter().map(|(_, v)| v).collect()
+}
+
+fn brokers(bootstrap: &str) -> BTreeSet<i32> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("consumer");
+    let metadata = consumer
+        .fetch_metadata(None, Timeout::After(Duration::from_secs(10)))
+        .expect("metadata");
+    metadata.brokers().iter().map(|b| b.id()).collect()
+}
+
+fn wait_until<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn producer(bootstrap: &str, acks: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", acks)
+        .set("enable.idempotence", "false")
+        .set("message.timeout.ms", "10000")
+        .set("linger.ms", "0")
+        .create()
+        .expect("producer")
+}
+
+/// Sends one record to each partition; returns the error of each.
+fn send_each(producer: &FutureProducer, topic: &str, partitions: i32, value: &str) -> Vec<String> {
+    let sends: Vec<_> = (0..partitions)
+        .map(|p| {
+            producer.send(
+                FutureRecord::<(), str>::to(topic)
+                    .partition(p)
+                    .payload(value),
+                Duration::from_secs(10),
+            )
+        })
+        .collect();
+    sends
+        .into_iter()
+        .filter_map(|send| {
+            common::cli::block_on(send)
+                .err()
+                .map(|(e, _)| e.to_string())
+        })
+        .collect()
+}
+
+/// Reads every partition of `topic` from the start; returns the values.
+fn read_all(bootstrap: &str, topic: &str, partitions: i32, expected: usize) -> Vec<String> {
+    use rdkafka::message::Message;
+    use rdkafka::TopicPartitionList;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "cluster-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..partitions {
+        assignment
+            .add_partition_offset(topic, p, rdkafka::Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let mut values = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while values.len() < expected && Instant::now() < deadline {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            let value = message
+                .payload()
+                .map(|v| String::from_utf8_lossy(v).into_owned());
+            values.push(value.unwrap_or_default());
+        }
+    }
+    values
+}
+
+#[test]
+fn replicas_and_leaders_spread_over_three_brokers_and_clients_follow_leaders() {
+    let cluster = Cluster::start(&[]);
+    let bootstrap = cluster.bootstrap();
+    assert_eq!(brokers(&bootstrap), BTreeSet::from([1, 2, 3]));
+    create_topic(&cluster.node(1).kafka, "spread", 6, 3);
+    let views = partitions(&bootstrap, "spread");
+    assert_eq!(views.len(), 6);
+    let mut leads: BTreeMap<i32, usize> = BTreeMap::new();
+    for view in &views {
+        let replicas: BTreeSet<i32> = view.replicas.iter().copied().collect();
+        assert_eq!(replicas, BTreeSet::from([1, 2, 3]), "{view:?}");
+        assert_eq!(view.leader, view.replicas[0], "preferred leader: {view:?}");
+        *leads.entry(view.leader).or_default() += 1;
+    }
+    assert_eq!(leads, BTreeMap::from([(1, 2), (2, 2), (3, 2)]));
+
+    // librdkafka bootstraps from one node and sends each partition's
+    // records to its leader.
+    let producer = producer(&cluster.node(2).kafka, "1");
+    assert_eq!(
+        send_each(&producer, "spread", 6, "v1"),
+        Vec::<String>::new()
+    );
+    let values = read_all(&cluster.node(3).kafka, "spread", 6, 6);
+    assert_eq!(values.len(), 6, "{values:?}");
+
+    // Followers do not copy data yet: acks=all must not be acknowledged.
+    let strict = producer_all(&cluster.node(1).kafka);
+    let errors = send_each(&strict, "spread", 1, "v2");
+    assert_eq!(errors.len(), 1, "acks=all must fail on an RF=3 partition");
+    assert!(errors[0].contains("NotEnoughReplicas"), "{errors:?}");
+
+    // A topic with more replicas than brokers is refused.
+    let admin = admin(&bootstrap);
+    let results = common::cli::block_on(admin.create_topics(
+        &[NewTopic::new("too-wide", 1, TopicReplication::Fixed(4))],
+        &AdminOptions::new(),
+    ))
+    .unwrap();
+    let error = results[0].as_ref().unwrap_err();
+    assert_eq!(
+        error.1,
+        rdkafka::types::RDKafkaErrorCode::InvalidReplicationFactor
+    );
+}
+
+fn producer_all(bootstrap: &str) -> FutureProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .set("enable.idempotence", "false")
+        .set("retries", "0")
+        .set("message.timeout.ms", "5000")
+        .create()
+        .expect("producer")
+}
+
+#[test]
+fn killing_the_active_controller_elects_another_that_serves() {
+    let mut cluster = Cluster::start(&[]);
+    let controller = cluster.controller(1) as i32;
+    assert!((1..=3).contains(&controller), "controller {controller}");
+    let survivor = if controller == 1 { 2 } else { 1 };
+    let killed = Instant::now();
+    cluster.node_mut(controller).kill();
+    let new_controller = wait_until("a new controller", Duration::from_secs(15), || {
+        let id = cluster.controller(survivor) as i32;
+        (id > 0 && id != controller).then_some(id)
+    });
+    eprintln!(
+        "controller {controller} killed; controller {new_controller} elected after {:?}",
+        killed.elapsed()
+    );
+    // A metadata change after the failover works. The new controller
+    // gives every broker a full session before fencing it, as Kafka does;
+    // once the dead one is fenced, placement leaves it out.
+    let bootstrap = cluster.bootstrap();
+    wait_until(
+        "the killed broker to be fenced",
+        Duration::from_millis(SESSION_TIMEOUT_MS + 10_000),
+        || (!brokers(&bootstrap).contains(&controller)).then_some(()),
+    );
+    eprintln!("broker {controller} fenced after {:?}", killed.elapsed());
+    create_topic(&cluster.node(survivor).kafka, "after-failover", 2, 2);
+    for view in partitions(&bootstrap, "after-failover") {
+        assert!(!view.replicas.contains(&controller), "{view:?}");
+    }
+    let producer = producer(&bootstrap, "1");
+    assert_eq!(
+        send_each(&producer, "after-failover", 2, "x"),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_killed_broker_is_fenced_its_leaderships_move_and_it_rejoins() {
+    let mut cluster = Cluster::start(&["--leader-imbalance-check-interval-seconds", "1"]);
+    create_topic(&cluster.node(1).kafka, "moving", 3, 3);
+    let controller = cluster.controller(1) as i32;
+    // Kill a broker that is not the active controller, so that this
+    // measures fencing, not controller failover.
+    let victim = (1..=3).find(|id| *id != controller).unwrap();
+    let watcher = (1..=3).find(|id| *id != victim).unwrap();
+    let before = partitions(&cluster.bootstrap(), "moving");
+    let led: Vec<usize> = (0..3).filter(|p| before[*p].leader == victim).collect();
+    assert!(!led.is_empty(), "{before:?}");
+
+    let killed = Instant::now();
+    cluster.node_mut(victim).kill();
+    let bootstrap = cluster.node(watcher).kafka.clone();
+    let after = wait_until(
+        "leaderships to move",
+        Duration::from_millis(SESSION_TIMEOUT_MS + 10_000),
+        || {
+            let views = partitions(&bootstrap, "moving");
+            views
+                .iter()
+                .all(|v| v.leader >= 0 && v.leader != victim && !v.isr.contains(&victim))
+                .then_some(views)
+        },
+    );
+    eprintln!(
+        "broker {victim} killed; its leaderships moved after {:?}",
+        killed.elapsed()
+    );
+    assert!(!brokers(&bootstrap).contains(&victim));
+    for p in &led {
+        assert!(before[*p].isr.contains(&after[*p].leader));
+    }
+    let producer = producer(&bootstrap, "1");
+    assert_eq!(send_each(&producer, "moving", 3, "y"), Vec::<String>::new());
+
+    // It comes back under the same id: registered, in the ISR again, and
+    // the preferred leader of its partitions once more.
+    cluster.node_mut(victim).restart(false);
+    wait_until(
+        "the broker to lead its partitions again",
+        Duration::from_secs(20),
+        || {
+            let views = partitions(&bootstrap, "moving");
+            views
+                .iter()
+                .all(|v| v.isr.len() == 3 && v.leader == v.replicas[0])
+                .then_some(())
+        },
+    );
+    assert!(brokers(&bootstrap).contains(&victim));
+}
+
+#[test]
+fn sigterm_hands_leadership_over_before_exit() {
+    // A session far longer than the test: only the handover can move the
+    // leaderships in time.
+    let mut cluster = Cluster::start(&["--broker-session-timeout-ms", "60000"]);
+    create_topic(&cluster.node(1).kafka, "handover", 3, 3);
+    let controller = cluster.controller(1) as i32;
+    let leaving = (1..=3).find(|id| *id != controller).unwrap();
+    let watcher = (1..=3).find(|id| *id != leaving).unwrap();
+    let before = partitions(&cluster.bootstrap(), "handover");
+    assert!(before.iter().any(|v| v.leader == leaving), "{before:?}");
+
+    assert!(cluster.node_mut(leaving).stop().success());
+    let stopped = Instant::now();
+    let views = partitions(&cluster.node(watcher).kafka, "handover");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(30),
+        "metadata took too long"
+    );
+    for view in &views {
+        assert_ne!(view.leader, leaving, "{views:?}");
+        assert!(view.leader >= 0, "{views:?}");
+        assert!(!view.isr.contains(&leaving), "{views:?}");
+    }
+}
