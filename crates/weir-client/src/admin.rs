@@ -18,6 +18,19 @@ use crate::Client;
 /// How long the broker may take over an admin request.
 const ADMIN_TIMEOUT_MS: i32 = 30_000;
 
+/// The controller quorum, as DescribeQuorum reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumStatus {
+    /// The active controller; -1 while there is none.
+    pub leader_id: i32,
+    /// The Raft term.
+    pub term: i32,
+    /// The last committed entry of the metadata log.
+    pub commit_index: i64,
+    /// The voters' ids.
+    pub voters: Vec<i32>,
+}
+
 /// The cluster as one broker sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Metadata {
@@ -223,6 +236,37 @@ impl Client {
         Ok(result)
     }
 
+    /// The controller quorum's leader, term, commit index and voters.
+    pub async fn describe_quorum(&mut self) -> Result<QuorumStatus, ClientError> {
+        use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+        use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse};
+        let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(topic_name("__cluster_metadata"))
+            .with_partitions(vec![PartitionData::default()])]);
+        let response: DescribeQuorumResponse = self.call(ApiKey::DescribeQuorum, &request).await?;
+        check(response.error_code, text(response.error_message))?;
+        let partition = response
+            .topics
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .next()
+            .ok_or_else(|| ClientError::Protocol {
+                addr: self.addr().to_owned(),
+                reason: "DescribeQuorum answered without the metadata log".to_owned(),
+            })?;
+        check(partition.error_code, text(partition.error_message))?;
+        Ok(QuorumStatus {
+            leader_id: partition.leader_id.0,
+            term: partition.leader_epoch,
+            commit_index: partition.high_watermark,
+            voters: partition
+                .current_voters
+                .iter()
+                .map(|v| v.replica_id.0)
+                .collect(),
+        })
+    }
+
     /// Creates a topic with `partitions` partitions, the broker's default
     /// replication factor, and `configs` as topic config overrides.
     pub async fn create_topic(
@@ -231,12 +275,28 @@ impl Client {
         partitions: i32,
         configs: &[(String, String)],
     ) -> Result<CreatedTopic, ClientError> {
+        self.create_topic_replicated(name, partitions, -1, configs)
+            .await
+    }
+
+    /// [`create_topic`](Self::create_topic) with `replication_factor`
+    /// replicas of each partition (-1: the broker's default).
+    pub async fn create_topic_replicated(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: &[(String, String)],
+    ) -> Result<CreatedTopic, ClientError> {
         let version = self.require_version(ApiKey::CreateTopics)?;
         let topic = CreatableTopic::default()
             .with_name(topic_name(name))
             .with_num_partitions(partitions)
             // -1 (the broker's default) needs v4.
-            .with_replication_factor(if version >= 4 { -1 } else { 1 })
+            .with_replication_factor(match replication_factor {
+                -1 if version < 4 => 1,
+                factor => factor,
+            })
             .with_configs(
                 configs
                     .iter()

@@ -42,7 +42,7 @@ mod tests;
 
 pub use admin::{
     BrokerMetadata, ConfigEntry, ConfigResource, ConfigSource, CreatedTopic, Metadata,
-    PartitionMetadata, TopicMetadata,
+    PartitionMetadata, QuorumStatus, TopicMetadata,
 };
 pub use client::{Client, ClientConfig};
 pub use error::ClientError;

@@ -25,6 +25,9 @@ enum Command {
     Consume(cli::consume::ConsumeArgs),
     /// List, describe and delete consumer groups; reset their offsets.
     Group(cli::group::GroupArgs),
+    /// Show the cluster: brokers, the active controller, partitions that
+    /// need attention.
+    Cluster(cli::cluster::ClusterArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -52,6 +55,7 @@ fn main() -> std::process::ExitCode {
         Command::Produce(args) => cli::produce::run(args),
         Command::Consume(args) => cli::consume::run(args),
         Command::Group(args) => cli::group::run(args),
+        Command::Cluster(args) => cli::cluster::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -200,6 +200,22 @@ fn every_advertised_version_answers() {
                     assert_eq!(r.error_code, 0, "{label}");
                     assert_eq!(r.brokers.len(), 1, "{label}");
                 }
+                ApiKey::DescribeQuorum => {
+                    use kafka_protocol::messages::describe_quorum_request::{
+                        PartitionData, TopicData,
+                    };
+                    let request =
+                        DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+                            .with_topic_name(name("__cluster_metadata"))
+                            .with_partitions(vec![PartitionData::default()])]);
+                    let r: DescribeQuorumResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                    let quorum = &r.topics[0].partitions[0];
+                    assert_eq!(quorum.leader_id.0, 1, "{label}");
+                    assert!(quorum.leader_epoch >= 1, "{label}");
+                    assert!(quorum.high_watermark >= 1, "{label}");
+                    assert_eq!(quorum.current_voters.len(), 1, "{label}");
+                }
                 ApiKey::FindCoordinator => {
                     let request = if version >= 4 {
                         FindCoordinatorRequest::default()

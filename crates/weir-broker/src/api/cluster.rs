@@ -1,7 +1,15 @@
-//! DescribeCluster: the brokers and the controller.
+//! DescribeCluster (the brokers and the controller) and DescribeQuorum
+//! (the controller quorum's Raft state, as `kafka-metadata-quorum.sh`
+//! shows it).
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use kafka_protocol::messages::describe_quorum_response::{
+    Listener, Node, PartitionData, ReplicaState, TopicData,
+};
+use kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, DescribeQuorumRequest,
+    DescribeQuorumResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
@@ -14,7 +22,7 @@ pub(super) fn describe_cluster(
 ) -> DescribeClusterResponse {
     let brokers = broker.with_image(|image| {
         image
-            .brokers()
+            .live_brokers()
             .map(|b| {
                 DescribeClusterBroker::default()
                     .with_broker_id(BrokerId(b.id))
@@ -26,6 +34,71 @@ pub(super) fn describe_cluster(
     });
     DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_string(broker.cluster_id().to_owned()))
-        .with_controller_id(BrokerId(broker.config().node_id))
+        .with_controller_id(BrokerId(broker.controller_id()))
         .with_brokers(brokers)
+}
+
+/// The name Kafka gives the controller quorum's log.
+const METADATA_TOPIC: &str = "__cluster_metadata";
+
+pub(super) fn describe_quorum(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: DescribeQuorumRequest,
+) -> DescribeQuorumResponse {
+    let asked_for_metadata_log = request.topics.iter().any(|t| {
+        t.topic_name.0.as_str() == METADATA_TOPIC
+            && t.partitions.iter().any(|p| p.partition_index == 0)
+    });
+    if !asked_for_metadata_log {
+        return DescribeQuorumResponse::default()
+            .with_error_code(kafka_protocol::ResponseError::UnknownTopicOrPartition.code());
+    }
+    let status = broker.controller_status();
+    let index = |i: Option<u64>| i.map_or(-1, |i| i as i64);
+    let voters = status
+        .voters
+        .iter()
+        .map(|(id, _)| {
+            // Only this node's own log end is known here.
+            let log_end = if *id == status.node_id {
+                index(status.last_log_index)
+            } else {
+                -1
+            };
+            ReplicaState::default()
+                .with_replica_id(BrokerId(*id as i32))
+                .with_log_end_offset(log_end)
+                .with_last_fetch_timestamp(-1)
+                .with_last_caught_up_timestamp(-1)
+        })
+        .collect();
+    let partition = PartitionData::default()
+        .with_partition_index(0)
+        .with_leader_id(BrokerId(status.leader_id.map_or(-1, |id| id as i32)))
+        .with_leader_epoch(status.term as i32)
+        .with_high_watermark(index(status.applied_index))
+        .with_current_voters(voters);
+    let mut response = DescribeQuorumResponse::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+        .with_partitions(vec![partition])]);
+    if ctx.version >= 2 {
+        let nodes = status
+            .voters
+            .iter()
+            .filter_map(|(id, addr)| {
+                let addr: std::net::SocketAddr = addr.parse().ok()?;
+                Some(
+                    Node::default()
+                        .with_node_id(BrokerId(*id as i32))
+                        .with_listeners(vec![Listener::default()
+                            .with_name(StrBytes::from_static_str("CONTROLLER"))
+                            .with_host(StrBytes::from_string(addr.ip().to_string()))
+                            .with_port(addr.port())]),
+                )
+            })
+            .collect();
+        response = response.with_nodes(nodes);
+    }
+    response
 }

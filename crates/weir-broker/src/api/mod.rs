@@ -145,6 +145,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::CreatePartitions => "CreatePartitions",
         ApiKey::DescribeConfigs => "DescribeConfigs",
         ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::DescribeQuorum => "DescribeQuorum",
         ApiKey::FindCoordinator => "FindCoordinator",
         ApiKey::OffsetCommit => "OffsetCommit",
         ApiKey::OffsetFetch => "OffsetFetch",
@@ -257,6 +258,11 @@ pub(crate) fn dispatch(
             decode!(),
         )))),
         ApiKey::DescribeCluster => Reply::Now(Some(ctx.respond(&cluster::describe_cluster(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::DescribeQuorum => Reply::Now(Some(ctx.respond(&cluster::describe_quorum(
             &broker,
             &ctx,
             decode!(),

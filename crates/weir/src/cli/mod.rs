@@ -1,7 +1,8 @@
 //! The operator's CLI: `weir topic`, `weir produce`, `weir consume`,
-//! `weir group`. Each command is a Kafka client (through `weir-client`) of
+//! `weir group`, `weir cluster`. Each command is a Kafka client (through `weir-client`) of
 //! the broker named by `--bootstrap`.
 
+pub(crate) mod cluster;
 pub(crate) mod consume;
 pub(crate) mod group;
 pub(crate) mod produce;

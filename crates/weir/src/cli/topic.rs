@@ -24,6 +24,10 @@ enum TopicCommand {
         /// Number of partitions (default: the broker's `num.partitions`).
         #[arg(long, short = 'p')]
         partitions: Option<i32>,
+        /// Replicas of each partition (default: the broker's
+        /// `default.replication.factor`).
+        #[arg(long, short = 'r')]
+        replication_factor: Option<i16>,
         /// A topic config override, KEY=VALUE (e.g. retention.ms=86400000);
         /// repeat for several.
         #[arg(long = "config", short = 'c', value_name = "KEY=VALUE", value_parser = parse_config)]
@@ -76,13 +80,22 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
             TopicCommand::Create {
                 name,
                 partitions,
+                replication_factor,
                 configs,
             } => {
                 if partitions.is_some_and(|p| p < 1) {
                     bail!("--partitions must be at least 1");
                 }
+                if replication_factor.is_some_and(|r| r < 1) {
+                    bail!("--replication-factor must be at least 1");
+                }
                 let created = client
-                    .create_topic(&name, partitions.unwrap_or(-1), &configs)
+                    .create_topic_replicated(
+                        &name,
+                        partitions.unwrap_or(-1),
+                        replication_factor.unwrap_or(-1),
+                        &configs,
+                    )
                     .await
                     .map_err(|e| topic_error(e, &name))?;
                 let n = created.partitions;
