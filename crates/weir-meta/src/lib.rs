@@ -49,7 +49,9 @@
 //!   snapshots on local disk and its RPC over TCP. Any controller takes
 //!   commands and broker heartbeats and sends them on to the leader; the
 //!   leader fences brokers that stop heartbeating and moves leadership
-//!   back to preferred replicas.
+//!   back to preferred replicas. Brokers that are not controllers hold the
+//!   image as Raft learners ([`Controller::start_learner`]): they follow
+//!   the committed log without voting.
 #![deny(missing_docs)]
 
 mod command;

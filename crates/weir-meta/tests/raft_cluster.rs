@@ -11,8 +11,8 @@ use tempfile::TempDir;
 use tokio::net::TcpListener;
 use uuid::Uuid;
 use weir_meta::{
-    Applied, BrokerInfo, Command, Controller, ControllerConfig, HeartbeatReply, MetaError,
-    MetadataImage, Role, SubmitError,
+    Applied, BrokerInfo, Command, Controller, ControllerConfig, ControllerError, HeartbeatReply,
+    MetaError, MetadataImage, Role, SubmitError,
 };
 
 /// The longest any single wait may take.
@@ -173,6 +173,34 @@ impl Cluster {
             }
         };
         self.nodes[(id - 1) as usize].controller = Some(controller);
+    }
+
+    /// Starts learner `id` (the next id after the voters and earlier
+    /// learners) on a fresh port, or restarts it on its directory and a
+    /// new port. Returns once it has joined and caught up.
+    async fn start_learner(&mut self, id: u64) -> &Controller {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let dir = self._tmp.path().join(format!("controller-{id}"));
+        let controller =
+            Controller::start_learner(self.config.clone(), id, &dir, listener, &self.voters)
+                .await
+                .unwrap();
+        let node = Node {
+            id,
+            dir,
+            addr,
+            controller: Some(controller),
+        };
+        let at = (id - 1) as usize;
+        if at == self.nodes.len() {
+            self.nodes.push(node);
+        } else {
+            assert!(self.nodes[at].controller.is_none(), "{id} is running");
+            assert_eq!(self.nodes[at].id, id);
+            self.nodes[at] = node;
+        }
+        self.node(id)
     }
 
     /// Waits until every running node names the same leader, and that
@@ -404,8 +432,12 @@ async fn a_survivor_forwards_to_the_new_leader_after_the_leader_stops() {
     assert!(survivor.image().borrow().broker(2).is_some());
     let new = cluster.wait_leader().await;
     assert_ne!(new, old);
+    // Every node first: one stopped early could keep another from
+    // learning that the last entry committed.
     for c in cluster.running() {
         wait_image(c, "2 brokers", |i| broker_count(i) == 2).await;
+    }
+    for c in cluster.running() {
         c.shutdown().await.unwrap();
     }
 }
@@ -852,8 +884,246 @@ async fn a_whole_quorum_restarts_from_disk() {
         wait_image(c, "the image before the restart", |i| *i == before).await;
     }
     cluster.submit(broker(13)).await.unwrap();
+    // Every node first: one stopped early could keep another from
+    // learning that the last entry committed.
     for c in cluster.running() {
         wait_image(c, "13 brokers", |i| broker_count(i) == 13).await;
+    }
+    for c in cluster.running() {
         c.shutdown().await.unwrap();
     }
+}
+
+fn voter_ids(c: &Controller) -> Vec<u64> {
+    c.status().voters.iter().map(|(id, _)| *id).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_holds_every_command_committed_before_and_after_it_joined() {
+    let mut cluster = Cluster::start(3).await;
+    // Enough that the leader has snapshotted and purged: the learner
+    // starts from a snapshot, then the log.
+    for id in 1..=12 {
+        cluster.submit(broker(id)).await.unwrap();
+    }
+    let learner = cluster.start_learner(4).await;
+    // No waiting: it returns once caught up.
+    assert_eq!(broker_count(&learner.image().borrow()), 12);
+    let status = learner.status();
+    assert_eq!(status.role, Role::Learner);
+    assert_eq!(status.voters.len(), 3);
+    assert!(!learner.is_leader());
+
+    for id in 13..=20 {
+        cluster.submit(broker(id)).await.unwrap();
+    }
+    let leader = cluster.node(cluster.wait_leader().await);
+    wait_image(leader, "20 brokers", |i| broker_count(i) == 20).await;
+    let learner = cluster.node(4);
+    wait_image(learner, "20 brokers", |i| broker_count(i) == 20).await;
+    assert_eq!(
+        *learner.image().borrow().as_ref(),
+        *leader.image().borrow().as_ref()
+    );
+    // Joining never made it a voter.
+    for c in cluster.running() {
+        assert_eq!(voter_ids(c), vec![1, 2, 3], "controller {}", c.node_id());
+    }
+    assert_eq!(cluster.node(4).status().role, Role::Learner);
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_and_a_heartbeat_on_a_learner_go_to_the_leader() {
+    let mut cluster = Cluster::start(3).await;
+    cluster.wait_leader().await;
+    let learner = cluster.start_learner(4).await;
+    for id in 1..=3 {
+        assert_eq!(learner.submit(broker(id)).await.unwrap(), Applied::Done);
+        // Applied here before the answer.
+        assert!(learner.image().borrow().broker(id).is_some());
+    }
+    assert_eq!(
+        learner
+            .submit(Command::AllocateProducerIds { count: 10 })
+            .await
+            .unwrap(),
+        Applied::ProducerIds {
+            first: 0,
+            count: 10
+        }
+    );
+    match learner.submit(Command::FenceBroker { id: 9 }).await {
+        Err(SubmitError::Rejected(e)) => {
+            assert_eq!(e.kafka_error_code(), 42);
+            assert_eq!(e.to_string(), "Broker 9 is not registered.");
+        }
+        other => panic!("want a rejection, got {other:?}"),
+    }
+    assert_eq!(
+        learner.heartbeat(1, incarnation(1)).await.unwrap(),
+        HeartbeatReply::Alive
+    );
+    assert_eq!(
+        learner.heartbeat(8, incarnation(8)).await.unwrap(),
+        HeartbeatReply::UnknownBroker
+    );
+    let before = learner.image().borrow().clone();
+    // Exactly once: the leader holds the same image.
+    let leader = cluster.node(cluster.wait_leader().await);
+    wait_image(leader, "3 brokers", |i| broker_count(i) == 3).await;
+    assert_eq!(*leader.image().borrow().as_ref(), *before);
+    assert_eq!(before.applied_index(), 4);
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_learner_catches_up_on_a_new_address() {
+    let mut cluster = Cluster::start(3).await;
+    cluster.submit(broker(1)).await.unwrap();
+    let old_addr = cluster.start_learner(4).await.local_addr();
+    cluster.stop(4).await;
+
+    // While it is away, enough commands that the leader purges past the
+    // learner's log end.
+    for id in 2..=20 {
+        cluster.submit(broker(id)).await.unwrap();
+    }
+    let learner = cluster.start_learner(4).await;
+    assert_ne!(learner.local_addr(), old_addr);
+    assert_eq!(broker_count(&learner.image().borrow()), 20);
+    assert_eq!(learner.status().role, Role::Learner);
+    // The leader replicates to the new address.
+    cluster.submit(broker(21)).await.unwrap();
+    wait_image(cluster.node(4), "21 brokers", |i| broker_count(i) == 21).await;
+
+    // Restarting on the same address joins again at once: the learner is
+    // re-added as it is.
+    let addr = cluster.node(4).local_addr();
+    cluster.stop(4).await;
+    let listener = TcpListener::bind(addr).await.unwrap();
+    let started = tokio::time::Instant::now();
+    let learner = Controller::start_learner(
+        cluster.config.clone(),
+        4,
+        &cluster.nodes[3].dir,
+        listener,
+        &cluster.voters,
+    )
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(broker_count(&learner.image().borrow()), 21);
+    cluster.nodes[3].controller = Some(learner);
+    cluster.submit(broker(22)).await.unwrap();
+    wait_image(cluster.node(4), "22 brokers", |i| broker_count(i) == 22).await;
+    for c in cluster.running() {
+        assert_eq!(voter_ids(c), vec![1, 2, 3], "controller {}", c.node_id());
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_follows_the_new_leader_when_the_leader_stops() {
+    let mut cluster = Cluster::start(3).await;
+    cluster.submit(broker(1)).await.unwrap();
+    cluster.start_learner(4).await;
+    let old = cluster.wait_leader().await;
+    cluster.stop(old).await;
+
+    let survivor = (1..=3).find(|id| *id != old).unwrap();
+    cluster.node(survivor).submit(broker(2)).await.unwrap();
+    wait_image(cluster.node(4), "broker 2", |i| i.broker(2).is_some()).await;
+    // The learner names the new leader, and its commands reach it.
+    let new = cluster.wait_leader().await;
+    assert_ne!(new, old);
+    assert_eq!(cluster.node(4).status().leader_id, Some(new));
+    cluster.node(4).submit(broker(3)).await.unwrap();
+    for c in cluster.running() {
+        wait_image(c, "3 brokers", |i| broker_count(i) == 3).await;
+    }
+    assert_eq!(cluster.node(4).status().role, Role::Learner);
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_that_is_a_voter_or_unreachable_is_refused() {
+    let cluster = Cluster::start(3).await;
+    cluster.submit(broker(1)).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+
+    // In its own voter list: refused before anything is opened.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dir = tmp.path().join("as-voter-2");
+    let err = Controller::start_learner(config(), 2, &dir, listener, &cluster.voters)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ControllerError::Config(_)), "{err}");
+    assert!(err.to_string().contains("voter list"), "{err}");
+    assert!(!dir.exists());
+
+    // A voter of the running quorum, left out of the list it was given:
+    // the leader refuses, and the voter stays one.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dir = tmp.path().join("as-voter-3");
+    let err = Controller::start_learner(config(), 3, &dir, listener, &cluster.voters[..2])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ControllerError::Config(_)), "{err}");
+    assert!(err.to_string().contains("is a voter"), "{err}");
+
+    // A wildcard address cannot be replicated to.
+    let listener = TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let dir = tmp.path().join("wildcard");
+    let err = Controller::start_learner(config(), 4, &dir, listener, &cluster.voters)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ControllerError::Config(_)), "{err}");
+    assert!(err.to_string().contains("--controller-listen"), "{err}");
+
+    cluster.submit(broker(2)).await.unwrap();
+    for c in cluster.running() {
+        wait_image(c, "2 brokers", |i| broker_count(i) == 2).await;
+        assert_eq!(voter_ids(c), vec![1, 2, 3], "controller {}", c.node_id());
+        assert_ne!(c.status().role, Role::Learner);
+    }
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learner_with_no_voter_answering_gives_up_naming_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut voters = Vec::new();
+    for id in 1..=2 {
+        // Bound, then closed: nobody listens there.
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        voters.push((id, closed.local_addr().unwrap()));
+    }
+    let config = ControllerConfig {
+        submit_timeout: Duration::from_secs(1),
+        ..config()
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let started = tokio::time::Instant::now();
+    let err = Controller::start_learner(config, 4, &tmp.path().join("learner"), listener, &voters)
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert!(matches!(err, ControllerError::Raft(_)), "{err}");
+    let message = err.to_string();
+    for (_, voter) in &voters {
+        assert!(message.contains(&voter.to_string()), "{message}");
+    }
+    // It shut down: its listener is free again.
+    TcpListener::bind(addr).await.unwrap();
 }

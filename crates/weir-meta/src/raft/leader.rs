@@ -1,6 +1,7 @@
 //! What only the active controller (the Raft leader) does: proposing
-//! commands through its own Raft node, answering broker heartbeats, and
-//! the monitor that fences silent brokers and restores preferred leaders.
+//! commands through its own Raft node, answering broker heartbeats,
+//! admitting learners, and the monitor that fences silent brokers and
+//! restores preferred leaders.
 //!
 //! Broker sessions live in memory on the leader only. A controller that
 //! becomes leader gives every broker a full session from that moment, so a
@@ -11,8 +12,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use openraft::error::{ClientWriteError, RaftError};
-use openraft::ServerState;
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::{ChangeMembers, ServerState};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -20,7 +21,7 @@ use tracing::{debug, info, warn};
 use crate::command::Command;
 use crate::image::MetadataImage;
 
-use super::types::{Raft, WriteOutcome};
+use super::types::{ControllerNode, JoinOutcome, Raft, WriteOutcome};
 use super::HeartbeatReply;
 
 /// The state a controller shares with its RPC server and its monitor.
@@ -154,6 +155,90 @@ impl Shared {
         };
         debug!(broker_id, %incarnation, ?reply, "broker heartbeat");
         Some(reply)
+    }
+
+    /// Makes node `id` a learner reachable at `addr`, if this node is the
+    /// leader and `id` is not a voter; waits (until `deadline`) for the
+    /// membership entry to commit. A node that is a learner already is
+    /// added again (openraft accepts it; the membership is unchanged), or,
+    /// if its address changed, gets its new address.
+    pub(crate) async fn admit_learner(
+        &self,
+        id: u64,
+        addr: String,
+        deadline: Instant,
+    ) -> JoinOutcome {
+        let (is_voter, known_addr) = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            if !(m.state == ServerState::Leader && m.current_leader == Some(self.node_id)) {
+                let leader = m.current_leader.map(|l| {
+                    let addr = m.membership_config.membership().get_node(&l);
+                    (l, addr.map(|n| n.addr.clone()).unwrap_or_default())
+                });
+                return JoinOutcome::NotLeader { leader };
+            }
+            let membership = m.membership_config.membership();
+            let is_voter = membership.voter_ids().any(|v| v == id);
+            (is_voter, membership.get_node(&id).map(|n| n.addr.clone()))
+        };
+        if is_voter {
+            // Nothing on this path may change who votes: a voter asking
+            // to be a learner is misconfigured, not to be demoted.
+            return JoinOutcome::Refused(format!(
+                "controller {id} is a voter of the controller quorum, so it cannot join as a \
+                 learner; give brokers that are not controllers ids the voters do not use"
+            ));
+        }
+        let node = ControllerNode { addr: addr.clone() };
+        let change = match known_addr {
+            Some(old) if old != addr => {
+                info!(learner = id, %old, new = %addr, "updating a learner's controller address");
+                // `add_learner` keeps a known node's address; `SetNodes`
+                // replaces it (safe for a learner: it has no vote).
+                let nodes = BTreeMap::from([(id, node)]);
+                let change = self
+                    .raft
+                    .change_membership(ChangeMembers::SetNodes(nodes), true);
+                tokio::time::timeout_at(deadline, change).await
+            }
+            known => {
+                if known.is_none() {
+                    info!(learner = id, %addr, "adding a learner");
+                }
+                // Blocking: openraft returns once replication to the learner
+                // is under way and not far behind.
+                let change = self.raft.add_learner(id, node, true);
+                tokio::time::timeout_at(deadline, change).await
+            }
+        };
+        match change {
+            Ok(Ok(response)) => {
+                let applied = self.raft.metrics().borrow().last_applied.map(|l| l.index);
+                let index = response.log_id.index.max(applied.unwrap_or(0));
+                debug!(learner = id, index, "learner admitted");
+                JoinOutcome::Joined { index }
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                let leader = f
+                    .leader_id
+                    .map(|l| (l, f.leader_node.map(|n| n.addr).unwrap_or_default()));
+                JoinOutcome::NotLeader { leader }
+            }
+            // Another membership change is not committed yet: worth asking
+            // again.
+            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                ChangeMembershipError::InProgress(e),
+            )))) => JoinOutcome::Unavailable(e.to_string()),
+            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => {
+                JoinOutcome::Refused(e.to_string())
+            }
+            Ok(Err(RaftError::Fatal(e))) => JoinOutcome::Unavailable(e.to_string()),
+            Err(_) => JoinOutcome::Unavailable(format!(
+                "adding learner {id} was not done within {:?}",
+                self.submit_timeout
+            )),
+        }
     }
 
     /// The live brokers whose session expired at `now`: no heartbeat

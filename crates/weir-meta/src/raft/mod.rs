@@ -13,7 +13,12 @@
 //! - `network` and `server`: controller RPC over TCP;
 //! - `forward`: commands and broker heartbeats sent on to the leader;
 //! - `leader`: what the active controller does: proposing, broker
-//!   sessions, fencing silent brokers, restoring preferred leaders.
+//!   sessions, admitting learners, fencing silent brokers, restoring
+//!   preferred leaders.
+//!
+//! A node is a voter ([`Controller::start_on`]) or a learner
+//! ([`Controller::start_learner`]), which replicates the log and applies
+//! it to its image without voting.
 //!
 //! Nothing outside this module names an openraft type.
 
@@ -50,7 +55,7 @@ use self::leader::Shared;
 use self::log_store::LogStore;
 use self::network::{Network, RpcRequest, RpcResponse};
 use self::state_machine::StateMachine;
-use self::types::{ControllerNode, WriteOutcome};
+use self::types::{ControllerNode, JoinOutcome, WriteOutcome};
 
 /// How long a forwarded call waits before trying again when no leader is
 /// known or the one it tried was not (or no longer) the leader.
@@ -272,11 +277,11 @@ pub struct ControllerStatus {
     pub voters: Vec<(u64, String)>,
 }
 
-/// One member of the controller quorum: its Raft node, its controller
-/// listener, and the metadata image it has applied.
+/// One member of the controller quorum, a voter or a learner: its Raft
+/// node, its controller listener, and the metadata image it has applied.
 ///
 /// Commands and broker heartbeats may be given to any member: one that is
-/// not the leader sends them on to the leader. While a member is the leader
+/// not the leader (a learner included) sends them on to the leader. While a member is the leader
 /// it also fences brokers that stop heartbeating and, periodically, moves
 /// leadership back to preferred replicas.
 ///
@@ -335,7 +340,10 @@ impl Controller {
     /// If this node is a voter, has no Raft state yet, and has the
     /// smallest id among the voters, it initializes the quorum with all
     /// the voters as members; the others wait to hear from it. So nodes may
-    /// start in any order, and a single voter makes a one-node quorum.
+    /// start in any order, and a single voter makes a one-node quorum. A
+    /// node that is not a voter waits until the leader adds it
+    /// ([`add_learner`](Self::add_learner));
+    /// [`start_learner`](Self::start_learner) asks for that itself.
     pub async fn start(
         node_id: u64,
         dir: &Path,
@@ -379,47 +387,8 @@ impl Controller {
         listener: TcpListener,
         voters: &[(u64, SocketAddr)],
     ) -> Result<Controller, ControllerError> {
-        let mut members = BTreeMap::new();
-        for (id, addr) in voters {
-            let node = ControllerNode {
-                addr: addr.to_string(),
-            };
-            if members.insert(*id, node).is_some() {
-                return Err(ControllerError::Config(format!(
-                    "controller {id} appears twice in the voter list"
-                )));
-            }
-        }
-        let local_addr = listener
-            .local_addr()
-            .map_err(|e| ControllerError::Config(format!("the listener has no address: {e}")))?;
-        let raft_config = Arc::new(config.to_openraft()?);
-        let log_store = LogStore::open(dir)?;
-        let (state_machine, image) = StateMachine::open(dir)?;
-        let network = Network {
-            node_id,
-            connect_timeout: config.rpc_timeout,
-        };
-        let raft = types::Raft::new(node_id, raft_config, network, log_store, state_machine)
-            .await
-            .map_err(|e| ControllerError::Raft(e.to_string()))?;
-        let shared = Arc::new(Shared::new(node_id, raft, image, config.submit_timeout));
-        let server = server::spawn(listener, shared.clone(), config.rpc_timeout);
-        let monitor = tokio::spawn(leader::monitor(
-            shared.clone(),
-            config.broker_session_timeout,
-            config.leader_imbalance_check_interval,
-        ));
-        let controller = Controller {
-            node_id,
-            shared,
-            forwarder: Forwarder::new(config.rpc_timeout, config.rpc_timeout),
-            server: Mutex::new(Some(server)),
-            monitor: Mutex::new(Some(monitor)),
-            stopped: AtomicBool::new(false),
-            local_addr,
-        };
-
+        let members = voter_members(voters)?;
+        let controller = Self::launch(config, node_id, dir, listener).await?;
         let initializer = members.keys().next().copied();
         if initializer == Some(node_id) {
             let initialized = controller
@@ -444,21 +413,255 @@ impl Controller {
                 }
             }
         }
-        info!(node_id, addr = %local_addr, dir = %dir.display(), "controller started");
+        info!(node_id, addr = %controller.local_addr, dir = %dir.display(), "controller started");
         Ok(controller)
+    }
+
+    /// Starts node `node_id`, which is not one of `voters`, as a learner:
+    /// it holds the metadata image, replicated from the leader, without
+    /// voting. Its files are in `dir` and its controller listener is
+    /// `listener`, as for a voter; it never initializes a quorum.
+    ///
+    /// It asks the voters (each in turn, following the leader they name)
+    /// to add it as a learner at `listener`'s address, and returns once
+    /// the leader has done so and this node has applied the log up to the
+    /// leader's applied index at that moment: [`image`](Self::image) then
+    /// shows every command committed before the join. A restart (on the
+    /// same directory) joins again, with its new address if it changed.
+    /// Within the submit timeout, else [`ControllerError::Raft`] naming
+    /// the voters tried and their last answers.
+    ///
+    /// [`submit`](Self::submit) and [`heartbeat`](Self::heartbeat) on a
+    /// learner go to the leader, like on a follower.
+    ///
+    /// Refused with [`ControllerError::Config`]: `node_id` among the
+    /// voters (here, or in the leader's membership); a wildcard listener
+    /// address (0.0.0.0, ::), which the leader could not connect to.
+    pub async fn start_learner(
+        config: ControllerConfig,
+        node_id: u64,
+        dir: &Path,
+        listener: TcpListener,
+        voters: &[(u64, SocketAddr)],
+    ) -> Result<Controller, ControllerError> {
+        let members = voter_members(voters)?;
+        if members.is_empty() {
+            return Err(ControllerError::Config(format!(
+                "controller {node_id} cannot join as a learner: the voter list is empty"
+            )));
+        }
+        if members.contains_key(&node_id) {
+            return Err(ControllerError::Config(format!(
+                "node {node_id} is in the voter list, so it cannot start as a learner; \
+                 a broker that is not a controller needs an id no voter uses"
+            )));
+        }
+        let local_addr = listener
+            .local_addr()
+            .map_err(|e| ControllerError::Config(format!("the listener has no address: {e}")))?;
+        if local_addr.ip().is_unspecified() {
+            // The leader replicates to the address given here.
+            return Err(ControllerError::Config(format!(
+                "the controller listener of learner {node_id} is bound to {local_addr}, which \
+                 the controllers cannot connect to; --controller-listen must be an address the \
+                 controllers can reach"
+            )));
+        }
+        let submit_timeout = config.submit_timeout;
+        let controller = Self::launch(config, node_id, dir, listener).await?;
+        let deadline = Instant::now() + submit_timeout;
+        let joined = match controller.join_as_learner(voters, deadline).await {
+            Ok(index) => controller.wait_caught_up(index, deadline).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = joined {
+            controller.shutdown().await.ok();
+            return Err(e);
+        }
+        info!(node_id, addr = %local_addr, dir = %dir.display(), "learner started");
+        Ok(controller)
+    }
+
+    /// Opens the files in `dir` and starts the Raft node, the RPC server
+    /// on `listener` and the monitor: everything but bootstrapping or
+    /// joining.
+    async fn launch(
+        config: ControllerConfig,
+        node_id: u64,
+        dir: &Path,
+        listener: TcpListener,
+    ) -> Result<Controller, ControllerError> {
+        let local_addr = listener
+            .local_addr()
+            .map_err(|e| ControllerError::Config(format!("the listener has no address: {e}")))?;
+        let raft_config = Arc::new(config.to_openraft()?);
+        let log_store = LogStore::open(dir)?;
+        let (state_machine, image) = StateMachine::open(dir)?;
+        let network = Network {
+            node_id,
+            connect_timeout: config.rpc_timeout,
+        };
+        let raft = types::Raft::new(node_id, raft_config, network, log_store, state_machine)
+            .await
+            .map_err(|e| ControllerError::Raft(e.to_string()))?;
+        let shared = Arc::new(Shared::new(node_id, raft, image, config.submit_timeout));
+        let server = server::spawn(listener, shared.clone(), config.rpc_timeout);
+        let monitor = tokio::spawn(leader::monitor(
+            shared.clone(),
+            config.broker_session_timeout,
+            config.leader_imbalance_check_interval,
+        ));
+        Ok(Controller {
+            node_id,
+            shared,
+            forwarder: Forwarder::new(config.rpc_timeout, config.rpc_timeout),
+            server: Mutex::new(Some(server)),
+            monitor: Mutex::new(Some(monitor)),
+            stopped: AtomicBool::new(false),
+            local_addr,
+        })
+    }
+
+    /// Asks the voters to make this node a learner, until one that leads
+    /// has (then returns the index to catch up to) or `deadline` passes.
+    /// Every voter is tried in turn; a voter that names the leader sends
+    /// the next try there.
+    async fn join_as_learner(
+        &self,
+        voters: &[(u64, SocketAddr)],
+        deadline: Instant,
+    ) -> Result<u64, ControllerError> {
+        let request = RpcRequest::JoinAsLearner {
+            node_id: self.node_id,
+            addr: self.local_addr.to_string(),
+        };
+        // The last answer from each address, for the error if none works.
+        let mut last: BTreeMap<String, String> = BTreeMap::new();
+        let mut hint: Option<String> = None;
+        loop {
+            // The leader named last, then the leader this node knows of
+            // (after a restart), then every voter.
+            let known = self.leader().map(|(_, addr)| addr);
+            let mut targets: Vec<String> = Vec::new();
+            let candidates = hint.take().into_iter().chain(known);
+            for addr in candidates.chain(voters.iter().map(|(_, addr)| addr.to_string())) {
+                if !addr.is_empty() && !targets.contains(&addr) {
+                    targets.push(addr);
+                }
+            }
+            for addr in targets {
+                // Joining twice is harmless, so any failure is retried and
+                // idle connections may be reused.
+                let answer = match self.forwarder.call(&addr, &request, deadline, true).await {
+                    Ok(RpcResponse::JoinAsLearner(outcome)) => outcome,
+                    Ok(other) => JoinOutcome::Unavailable(format!("unexpected answer {other:?}")),
+                    Err(CallError::NotSent(e)) => {
+                        JoinOutcome::Unavailable(format!("unreachable: {e}"))
+                    }
+                    Err(CallError::NoAnswer(e)) => {
+                        JoinOutcome::Unavailable(format!("no answer: {e}"))
+                    }
+                    Err(CallError::Timeout) => {
+                        JoinOutcome::Unavailable("no answer in time".to_owned())
+                    }
+                };
+                debug!(node_id = self.node_id, %addr, ?answer, "asked to join as a learner");
+                match answer {
+                    JoinOutcome::Joined { index } => {
+                        info!(node_id = self.node_id, via = %addr, index, "joined the controller quorum as a learner");
+                        return Ok(index);
+                    }
+                    JoinOutcome::Refused(reason) => {
+                        return Err(ControllerError::Config(format!(
+                            "controller {addr} refused node {} as a learner: {reason}",
+                            self.node_id
+                        )));
+                    }
+                    JoinOutcome::NotLeader { leader } => {
+                        let named = match &leader {
+                            Some((id, leader_addr)) => {
+                                format!("not the leader; it names {id} at {leader_addr}")
+                            }
+                            None => "not the leader; it knows of none".to_owned(),
+                        };
+                        last.insert(addr.clone(), named);
+                        if let Some((_, leader_addr)) = leader {
+                            if !leader_addr.is_empty() && leader_addr != addr {
+                                hint = Some(leader_addr);
+                                break;
+                            }
+                        }
+                    }
+                    JoinOutcome::Unavailable(reason) => {
+                        last.insert(addr.clone(), reason);
+                    }
+                }
+                if Instant::now() >= deadline {
+                    break;
+                }
+            }
+            if !pause_before_retry(deadline).await {
+                let mut tried: Vec<String> = voters
+                    .iter()
+                    .map(|(id, addr)| {
+                        let answer = last.remove(&addr.to_string());
+                        let answer = answer.as_deref().unwrap_or("not tried");
+                        format!("controller {id} at {addr} ({answer})")
+                    })
+                    .collect();
+                // Leaders named by the voters but not in the list.
+                tried.extend(
+                    last.iter()
+                        .map(|(addr, answer)| format!("{addr} ({answer})")),
+                );
+                return Err(ControllerError::Raft(format!(
+                    "node {} could not join the controller quorum as a learner within {:?}; \
+                     tried {}",
+                    self.node_id,
+                    self.shared.submit_timeout,
+                    tried.join(", ")
+                )));
+            }
+        }
+    }
+
+    /// Waits until this node has applied the log up to `index` (the
+    /// leader's applied index when it admitted this learner).
+    async fn wait_caught_up(&self, index: u64, deadline: Instant) -> Result<(), ControllerError> {
+        let mut metrics = self.shared.raft.metrics();
+        let applied = metrics.wait_for(|m| m.last_applied.is_some_and(|id| id.index >= index));
+        let waited = tokio::time::timeout_at(deadline, applied)
+            .await
+            .map(|r| r.map(|_| ()));
+        match waited {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(ControllerError::Raft(format!(
+                "learner {} stopped before catching up with the leader",
+                self.node_id
+            ))),
+            Err(_) => {
+                let applied = self.status().applied_index;
+                Err(ControllerError::Raft(format!(
+                    "learner {} joined the controller quorum but applied only up to {applied:?} \
+                     of {index} within {:?}",
+                    self.node_id, self.shared.submit_timeout
+                )))
+            }
+        }
     }
 
     /// Proposes `cmd` to the quorum and waits until it is committed and
     /// applied on this node, so that [`image`](Self::image) shows it when
     /// this returns.
     ///
-    /// Any controller takes commands: one that is not the leader sends the
-    /// command on to the leader, retrying while no leader is known or
-    /// leadership moves, within the submit timeout. A command is retried
-    /// only when it certainly was not proposed; if the outcome is unknown
-    /// (the leader's connection failed after the command was sent, or no
-    /// answer in time) the error says so ([`SubmitError::Unavailable`],
-    /// [`SubmitError::Timeout`]) and the caller decides.
+    /// Any controller takes commands (a learner too): one that is not the
+    /// leader sends the command on to the leader, retrying while no leader
+    /// is known or leadership moves, within the submit timeout. A command
+    /// is retried only when it certainly was not proposed; if the outcome
+    /// is unknown (the leader's connection failed after the command was
+    /// sent, or no answer in time) the error says so
+    /// ([`SubmitError::Unavailable`], [`SubmitError::Timeout`]) and the
+    /// caller decides.
     pub async fn submit(&self, cmd: Command) -> Result<Applied, SubmitError> {
         self.check_running()?;
         let timeout = self.shared.submit_timeout;
@@ -790,6 +993,24 @@ impl Drop for Controller {
             }
         }
     }
+}
+
+/// The voter list as openraft's members; an id listed twice is refused.
+fn voter_members(
+    voters: &[(u64, SocketAddr)],
+) -> Result<BTreeMap<u64, ControllerNode>, ControllerError> {
+    let mut members = BTreeMap::new();
+    for (id, addr) in voters {
+        let node = ControllerNode {
+            addr: addr.to_string(),
+        };
+        if members.insert(*id, node).is_some() {
+            return Err(ControllerError::Config(format!(
+                "controller {id} appears twice in the voter list"
+            )));
+        }
+    }
+    Ok(members)
 }
 
 /// Sleeps a little before a forwarded call is tried again; false if the

@@ -28,7 +28,7 @@ use tracing::debug;
 
 use crate::command::Command;
 
-use super::types::{ControllerNode, NodeId, TypeConfig, WriteOutcome};
+use super::types::{ControllerNode, JoinOutcome, NodeId, TypeConfig, WriteOutcome};
 use super::HeartbeatReply;
 
 /// The largest frame either side accepts.
@@ -47,6 +47,12 @@ pub(crate) enum RpcRequest {
         broker_id: i32,
         incarnation: uuid::Uuid,
     },
+    /// A node that is not a voter asks the leader to make it a learner
+    /// reachable at `addr` (`host:port`), or to update its address.
+    JoinAsLearner {
+        node_id: NodeId,
+        addr: String,
+    },
 }
 
 /// The answer to an [`RpcRequest`] of the same name.
@@ -60,6 +66,7 @@ pub(crate) enum RpcResponse {
     Submit(WriteOutcome),
     /// `None`: the node is not the leader.
     Heartbeat(Option<HeartbeatReply>),
+    JoinAsLearner(JoinOutcome),
 }
 
 /// Writes one frame.

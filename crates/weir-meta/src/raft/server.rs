@@ -1,6 +1,7 @@
 //! Controller RPC, the server side: accepts connections on the controller
-//! listener and hands each request to Raft (or, for forwarded commands and
-//! heartbeats, to the leader's side of this node), answering in order.
+//! listener and hands each request to Raft (or, for forwarded commands,
+//! heartbeats and learners asking to join, to the leader's side of this
+//! node), answering in order.
 //!
 //! The accept task owns every connection task: aborting it (on shutdown)
 //! closes them all.
@@ -76,6 +77,10 @@ async fn serve(
                 broker_id,
                 incarnation,
             } => RpcResponse::Heartbeat(shared.heartbeat(broker_id, incarnation)),
+            RpcRequest::JoinAsLearner { node_id, addr } => {
+                let deadline = tokio::time::Instant::now() + shared.submit_timeout;
+                RpcResponse::JoinAsLearner(shared.admit_learner(node_id, addr, deadline).await)
+            }
         };
         write_frame(&mut stream, &response).await?;
     }

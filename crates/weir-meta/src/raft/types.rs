@@ -85,6 +85,23 @@ pub(crate) enum WriteOutcome {
     Timeout,
 }
 
+/// What the leader did with a node's request to join as a learner.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum JoinOutcome {
+    /// The node is a learner with this address, in a membership entry
+    /// committed at or before `index`: once the learner has applied
+    /// `index`, its image holds everything the leader had applied.
+    Joined { index: u64 },
+    /// The node asked is not the leader; nothing changed. The leader it
+    /// knows of (id, controller address), if any.
+    NotLeader { leader: Option<(u64, String)> },
+    /// Refused for good: the id is a voter.
+    Refused(String),
+    /// Not done now (a membership change in progress, Raft stopping, no
+    /// answer in time); asking again may succeed.
+    Unavailable(String),
+}
+
 /// A [`MetaError`] from validation, in a form that serializes.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Rejection {
