@@ -93,6 +93,7 @@ impl Broker {
             config.node_id,
             listener,
             voters,
+            config.is_controller,
             config.controller_settings(),
         )?;
         meta.import_local_store(&config.data_dir.join("meta"))?;

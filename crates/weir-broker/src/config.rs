@@ -199,6 +199,9 @@ pub struct BrokerConfig {
     /// The voters of the controller quorum, id and controller address;
     /// empty for a quorum of this node alone, at `controller_listen`.
     pub controllers: Vec<(u64, SocketAddr)>,
+    /// Whether this node votes in the controller quorum; a broker that is
+    /// not a controller follows the metadata as a Raft learner.
+    pub is_controller: bool,
     /// The Kafka-named values in force, for DescribeConfigs.
     pub values: BTreeMap<String, String>,
     /// Names set explicitly (not defaults).
@@ -327,6 +330,7 @@ impl BrokerConfig {
             )?,
             controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             controllers: Vec::new(),
+            is_controller: true,
             overridden: values.keys().cloned().collect(),
             values: merged,
         })

@@ -37,12 +37,15 @@ pub struct Metadata {
 
 impl Metadata {
     /// Starts this node's controller in `dir`, on `listener`, in the quorum
-    /// of `voters`, and waits until the quorum has a leader.
+    /// of `voters` (as one of them, or as a learner that only follows the
+    /// committed log when `voter` is false), and waits until the quorum has
+    /// a leader.
     pub fn start(
         dir: &Path,
         node_id: i32,
         listener: std::net::TcpListener,
         voters: Vec<(u64, SocketAddr)>,
+        voter: bool,
         settings: weir_meta::ControllerConfig,
     ) -> Result<Self, MetadataError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -58,8 +61,11 @@ impl Metadata {
                 .map_err(|e| MetadataError::Unavailable(e.to_string()))?;
             let listener = tokio::net::TcpListener::from_std(listener)
                 .map_err(|e| MetadataError::Unavailable(e.to_string()))?;
-            let controller =
-                Controller::start_on(settings, node_id as u64, &dir, listener, &voters).await?;
+            let controller = if voter {
+                Controller::start_on(settings, node_id as u64, &dir, listener, &voters).await?
+            } else {
+                Controller::start_learner(settings, node_id as u64, &dir, listener, &voters).await?
+            };
             if controller.wait_for_leader(LEADER_WAIT).await.is_none() {
                 return Err(MetadataError::Unavailable(format!(
                     "no controller leader after {LEADER_WAIT:?}; are the other --controllers up?"

@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use clap::{Arg, ArgMatches, Args};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use weir_broker::metadata::Metadata;
 use weir_broker::{Broker, BrokerConfig, BROKER_CONFIGS};
 
 #[derive(Args, Debug)]
@@ -96,6 +97,7 @@ struct Settings {
     node_id: i32,
     controller_listen: SocketAddr,
     controllers: Vec<(u64, SocketAddr)>,
+    roles: Roles,
     kafka: BTreeMap<String, String>,
 }
 
@@ -165,20 +167,25 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         Some(value) => parse_controllers(&value)?,
         None => Vec::new(),
     };
-    if !controllers.is_empty() && !controllers.iter().any(|(id, _)| *id == node_id as u64) {
-        bail!(
-            "node {node_id} is not among --controllers; nodes that are brokers only are not \
-             supported yet: give every node the controller role"
-        );
-    }
     let roles = args
         .roles
         .or_else(|| take("roles"))
         .unwrap_or_else(|| "broker,controller".to_owned());
-    let mut roles: Vec<&str> = roles.split(',').map(str::trim).collect();
-    roles.sort_unstable();
-    if roles != ["broker", "controller"] {
-        bail!("roles {roles:?}: only nodes that are both broker and controller are supported yet");
+    let roles = parse_roles(&roles)?;
+    let listed = controllers.iter().any(|(id, _)| *id == node_id as u64);
+    match (roles.controller, controllers.is_empty(), listed) {
+        (_, true, _) if roles != Roles::BOTH => bail!(
+            "--roles {roles}: a node with one role belongs to a cluster; name its controllers \
+             with --controllers"
+        ),
+        (true, false, false) => bail!(
+            "node {node_id} has the controller role but is not among --controllers; list it \
+             there, or give it --roles broker"
+        ),
+        (false, false, true) => {
+            bail!("node {node_id} is among --controllers, so it must have the controller role")
+        }
+        _ => {}
     }
     let advertised = args
         .advertised_addr
@@ -207,8 +214,54 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         node_id,
         controller_listen,
         controllers,
+        roles,
         kafka,
     })
+}
+
+/// What a node does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Roles {
+    /// Serves the Kafka protocol and hosts partitions.
+    broker: bool,
+    /// Votes in the controller quorum.
+    controller: bool,
+}
+
+impl Roles {
+    const BOTH: Roles = Roles {
+        broker: true,
+        controller: true,
+    };
+}
+
+impl std::fmt::Display for Roles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.broker, self.controller) {
+            (true, true) => f.write_str("broker,controller"),
+            (true, false) => f.write_str("broker"),
+            _ => f.write_str("controller"),
+        }
+    }
+}
+
+/// `broker`, `controller`, or both separated by a comma.
+fn parse_roles(value: &str) -> anyhow::Result<Roles> {
+    let mut roles = Roles {
+        broker: false,
+        controller: false,
+    };
+    for role in value.split(',').map(str::trim) {
+        match role {
+            "broker" => roles.broker = true,
+            "controller" => roles.controller = true,
+            other => bail!("roles: unknown role {other:?}; use broker, controller or both"),
+        }
+    }
+    if !roles.broker && !roles.controller {
+        bail!("roles: give broker, controller or both");
+    }
+    Ok(roles)
 }
 
 pub(crate) fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
@@ -221,6 +274,9 @@ pub(crate) fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
+    if !settings.roles.broker {
+        return serve_controller_only(settings).await;
+    }
     let listener = TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
@@ -242,6 +298,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     )?;
     config.controller_listen = settings.controller_listen;
     config.controllers = settings.controllers;
+    config.is_controller = settings.roles.controller;
     let broker = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || Broker::open(config))
@@ -293,6 +350,50 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let _ = maintenance.await;
     let _ = http.await;
     tokio::task::spawn_blocking(move || broker.shutdown()).await?;
+    tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+/// A node that only votes in the controller quorum: no Kafka listener, no
+/// partitions, no HTTP endpoint.
+async fn serve_controller_only(settings: Settings) -> anyhow::Result<()> {
+    let config = BrokerConfig::new(
+        settings.node_id,
+        settings.data_dir.clone(),
+        settings.listen,
+        None,
+        settings.http_listen,
+        &settings.kafka,
+    )?;
+    let listener = std::net::TcpListener::bind(settings.controller_listen).with_context(|| {
+        format!(
+            "cannot listen on {} (controller)",
+            settings.controller_listen
+        )
+    })?;
+    let controller_addr = listener.local_addr()?;
+    let dir = settings.data_dir.join("controller");
+    let node_id = settings.node_id;
+    let metadata = tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        Metadata::start(
+            &dir,
+            node_id,
+            listener,
+            settings.controllers,
+            true,
+            config.controller_settings(),
+        )
+        .context("cannot start the controller")
+    })
+    .await??;
+    println!(
+        "weir ready: controller={controller_addr} node={node_id} data={}",
+        settings.data_dir.display()
+    );
+    wait_for_signal().await;
+    tokio::task::spawn_blocking(move || metadata.shutdown()).await?;
     tracing::info!("stopped cleanly");
     Ok(())
 }

@@ -19,6 +19,8 @@ use rdkafka::util::Timeout;
 /// Short enough to keep the tests quick, long enough for a loaded machine.
 const SESSION_TIMEOUT_MS: u64 = 4000;
 
+const BOTH: &str = "broker,controller";
+
 struct Cluster {
     nodes: Vec<Weir>,
 }
@@ -33,24 +35,55 @@ fn free_port() -> u16 {
 
 impl Cluster {
     /// Starts nodes 1..=3, each broker and controller, all at once (a node
-    /// is ready only once a majority of the controllers is up).
+    /// is ready only once a majority of the controllers is up). The
+    /// controller ports are picked free beforehand, so another process may
+    /// take one in between: then the whole cluster starts again.
     fn start(extra: &[&str]) -> Self {
-        let controller_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        for _ in 0..3 {
+            if let Some(cluster) = Self::try_start(extra) {
+                return cluster;
+            }
+        }
+        panic!("the cluster did not start");
+    }
+
+    fn try_start(extra: &[&str]) -> Option<Self> {
+        Self::try_start_with(&[BOTH, BOTH, BOTH], extra)
+    }
+
+    /// Starts nodes 1..=n with these roles; the nodes with the controller
+    /// role are the voters.
+    fn start_with(roles: &[&str], extra: &[&str]) -> Self {
+        for _ in 0..3 {
+            if let Some(cluster) = Self::try_start_with(roles, extra) {
+                return cluster;
+            }
+        }
+        panic!("the cluster did not start");
+    }
+
+    fn try_start_with(roles: &[&str], extra: &[&str]) -> Option<Self> {
+        let controller_ports: Vec<u16> = roles.iter().map(|_| free_port()).collect();
         let voters = controller_ports
             .iter()
+            .zip(roles)
             .enumerate()
-            .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
+            .filter(|(_, (_, role))| role.contains("controller"))
+            .map(|(i, (port, _))| format!("{}@127.0.0.1:{port}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
         let session = SESSION_TIMEOUT_MS.to_string();
         let own_session = extra.contains(&"--broker-session-timeout-ms");
         let launches: Vec<_> = controller_ports
             .iter()
+            .zip(roles)
             .enumerate()
-            .map(|(i, port)| {
+            .map(|(i, (port, role))| {
                 let mut args: Vec<String> = [
                     "--node-id",
                     &(i + 1).to_string(),
+                    "--roles",
+                    role,
                     "--controllers",
                     &voters,
                     "--controller-listen",
@@ -68,8 +101,15 @@ impl Cluster {
                 Weir::launch(&args)
             })
             .collect();
-        let nodes = launches.into_iter().map(|l| l.ready()).collect();
-        Self { nodes }
+        let started: Vec<Result<Weir, String>> =
+            launches.into_iter().map(|l| l.try_ready()).collect();
+        if let Some(Err(line)) = started.iter().find(|s| s.is_err()) {
+            eprintln!("a node did not start ({line:?}); starting the cluster again");
+            return None;
+        }
+        Some(Self {
+            nodes: started.into_iter().map(|s| s.ok().unwrap()).collect(),
+        })
     }
 
     fn node(&self, id: i32) -> &Weir {
@@ -83,7 +123,7 @@ impl Cluster {
     fn bootstrap(&self) -> String {
         self.nodes
             .iter()
-            .filter(|n| n.is_running())
+            .filter(|n| n.is_running() && !n.kafka.is_empty())
             .map(|n| n.kafka.clone())
             .collect::<Vec<_>>()
             .join(",")
@@ -91,6 +131,10 @@ impl Cluster {
 
     /// The active controller as node `via` reports it.
     fn controller(&self, via: i32) -> i64 {
+        assert!(
+            !self.node(via).http.is_empty(),
+            "node {via} is not a broker"
+        );
         let (_, body) = self.node(via).http_get("/v1/cluster");
         json_number(&body, "controller_id")
     }
@@ -425,4 +469,130 @@ fn sigterm_hands_leadership_over_before_exit() {
         assert!(view.leader >= 0, "{views:?}");
         assert!(!view.isr.contains(&leaving), "{views:?}");
     }
+}
+
+#[test]
+fn cluster_status_and_a_consumer_group_work_across_nodes() {
+    use rdkafka::consumer::CommitMode;
+    use rdkafka::message::Message;
+    let cluster = Cluster::start(&[]);
+    common::cli::run(
+        &[
+            "topic",
+            "create",
+            "work",
+            "-p",
+            "3",
+            "-r",
+            "3",
+            "--bootstrap",
+            &cluster.node(1).kafka,
+        ],
+        b"",
+    )
+    .ok();
+    // The change committed through node 1 reaches node 3's metadata.
+    let created = Instant::now();
+    wait_until("node 3 to know the topic", Duration::from_secs(5), || {
+        (partitions(&cluster.node(3).kafka, "work").len() == 3).then_some(())
+    });
+    eprintln!("topic visible on node 3 after {:?}", created.elapsed());
+
+    let status = common::cli::run(
+        &["cluster", "status", "--bootstrap", &cluster.node(2).kafka],
+        b"",
+    )
+    .ok();
+    let controller = cluster.controller(2);
+    assert!(
+        status
+            .stdout
+            .contains(&format!("Active controller: {controller} (Raft term ")),
+        "{}",
+        status.stdout
+    );
+    assert!(status.stdout.contains("voters 1,2,3"), "{}", status.stdout);
+    assert!(
+        status.stdout.contains("Brokers (3 live)"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status.stdout.contains("Partitions without a leader: 0"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status.stdout.contains("Under-replicated partitions: 0"),
+        "{}",
+        status.stdout
+    );
+    let brokers = status.table("ID");
+    assert_eq!(brokers.len(), 4, "header and 3 brokers: {}", status.stdout);
+    for row in &brokers[1..] {
+        assert_eq!(row[4], "1", "each broker leads one partition: {row:?}");
+    }
+
+    let producer = producer(&cluster.node(1).kafka, "1");
+    for round in 0..10 {
+        assert_eq!(
+            send_each(&producer, "work", 3, &format!("r{round}")),
+            Vec::<String>::new()
+        );
+    }
+    // The group's coordinator is the leader of its __consumer_offsets
+    // partition, wherever that is; librdkafka finds it.
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &cluster.node(3).kafka)
+        .set("group.id", "workers")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["work"]).unwrap();
+    let mut read = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while read < 30 && Instant::now() < deadline {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            assert!(message.payload().is_some());
+            read += 1;
+        }
+    }
+    assert_eq!(read, 30);
+    consumer.commit_consumer_state(CommitMode::Sync).unwrap();
+    let committed = consumer
+        .committed(Timeout::After(Duration::from_secs(10)))
+        .unwrap();
+    let offsets: Vec<i64> = committed
+        .elements()
+        .iter()
+        .map(|e| e.offset().to_raw().unwrap_or(-1))
+        .collect();
+    assert_eq!(offsets, vec![10, 10, 10]);
+}
+
+#[test]
+fn brokers_without_the_controller_role_follow_the_metadata_as_learners() {
+    // Nodes 1 and 2 do both, 3 is a controller only, 4 a broker only.
+    let cluster = Cluster::start_with(&[BOTH, BOTH, "controller", "broker"], &[]);
+    let learner = &cluster.node(4).kafka;
+    assert_eq!(brokers(learner), BTreeSet::from([1, 2, 4]));
+    create_topic(learner, "learned", 3, 3);
+    for view in partitions(&cluster.node(1).kafka, "learned") {
+        let replicas: BTreeSet<i32> = view.replicas.iter().copied().collect();
+        assert_eq!(replicas, BTreeSet::from([1, 2, 4]), "{view:?}");
+    }
+    let producer = producer(learner, "1");
+    assert_eq!(
+        send_each(&producer, "learned", 3, "z"),
+        Vec::<String>::new()
+    );
+    assert_eq!(read_all(learner, "learned", 3, 3).len(), 3);
+    let status = common::cli::run(&["cluster", "status", "--bootstrap", learner], b"").ok();
+    assert!(status.stdout.contains("voters 1,2,3"), "{}", status.stdout);
+    assert!(
+        status.stdout.contains("Brokers (3 live)"),
+        "{}",
+        status.stdout
+    );
 }

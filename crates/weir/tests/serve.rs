@@ -141,12 +141,17 @@ fn the_controller_quorum_is_configured_by_flags() {
     let mut raw = Raw::connect(&weir.kafka);
     let metadata = raw.topic_metadata("kept");
     assert_eq!(metadata.topics[0].error_code, 0);
-    // What is not built yet is refused with the reason.
+    // Inconsistent roles are refused with the reason.
     for (args, reason) in [
-        (vec!["--roles", "broker"], "only nodes that are both"),
+        (vec!["--roles", "broker"], "name its controllers"),
+        (vec!["--roles", "broker,stoker"], "unknown role"),
         (
             vec!["--controllers", "2@127.0.0.1:1"],
             "not among --controllers",
+        ),
+        (
+            vec!["--controllers", "1@127.0.0.1:1", "--roles", "broker"],
+            "must have the controller role",
         ),
         (vec!["--controllers", "x@y"], "controllers"),
     ] {

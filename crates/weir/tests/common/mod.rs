@@ -166,30 +166,37 @@ pub struct Launch {
 
 impl Launch {
     /// Waits for the ready line.
-    pub fn ready(mut self) -> Weir {
+    pub fn ready(self) -> Weir {
+        self.try_ready()
+            .unwrap_or_else(|line| panic!("unexpected first line: {line:?}"))
+    }
+
+    /// Waits for the ready line; on anything else (the process failed to
+    /// start, say on a port taken meanwhile) stops it and returns the line.
+    pub fn try_ready(mut self) -> Result<Weir, String> {
         let stdout = self.child.stdout.take().expect("stdout");
         let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read ready line");
-        assert!(
-            line.starts_with("weir ready:"),
-            "unexpected first line: {line:?}"
-        );
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        if !line.starts_with("weir ready:") {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            return Err(line);
+        }
+        // A controller-only node has neither.
         let field = |name: &str| {
             line.split_whitespace()
                 .find_map(|w| w.strip_prefix(&format!("{name}=")))
-                .unwrap_or_else(|| panic!("{name} missing in {line:?}"))
+                .unwrap_or_default()
                 .to_owned()
         };
-        Weir {
+        Ok(Weir {
             kafka: field("kafka"),
             http: field("http"),
             child: Some(self.child),
             data_dir: self.data_dir,
             extra_args: self.extra_args,
             _tmp: self.tmp,
-        }
+        })
     }
 }
 
