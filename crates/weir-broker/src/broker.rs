@@ -97,6 +97,7 @@ impl Broker {
             config.controller_settings(),
         )?;
         meta.import_local_store(&config.data_dir.join("meta"))?;
+        let cluster_id = shared_cluster_id(&meta, &config.data_dir, cluster_id)?;
         let registration = BrokerInfo {
             id: config.node_id,
             host: config.advertised_host.clone(),
@@ -573,6 +574,36 @@ impl Broker {
             }
         }
     }
+}
+
+/// The cluster id every node reports: the one in the metadata, set by the
+/// first broker to start from its local id. Kept in the data directory too,
+/// so that the id of a node started before the metadata held one lives on.
+fn shared_cluster_id(
+    meta: &Metadata,
+    data_dir: &std::path::Path,
+    local: String,
+) -> Result<String, BrokerError> {
+    if meta.image().cluster_id().is_none() {
+        match meta.submit(Command::SetClusterId { id: local.clone() }) {
+            // Another broker set it first.
+            Ok(_) | Err(MetadataError::Rejected(MetaError::InvalidRequest(_))) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let shared = meta
+        .image()
+        .cluster_id()
+        .map(str::to_owned)
+        .unwrap_or(local.clone());
+    if shared != local {
+        let path = data_dir.join("cluster-id");
+        std::fs::write(&path, &shared).map_err(|source| BrokerError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
+    Ok(shared)
 }
 
 /// Where round-robin placement starts: random, as in Kafka, so that

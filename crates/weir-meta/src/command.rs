@@ -71,6 +71,12 @@ pub enum Command {
         /// Overrides to remove (back to the broker default).
         delete: Vec<String>,
     },
+    /// Sets the cluster id, once: the same id again is accepted, another
+    /// refused.
+    SetClusterId {
+        /// The id, Kafka-style (22 characters of URL-safe base64).
+        id: String,
+    },
     /// Hands out the block `[next_producer_id, next_producer_id + count)`.
     AllocateProducerIds {
         /// The block size, at least 1.

@@ -22,6 +22,8 @@ use crate::topic_name::{collision_key, validate_topic_name};
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(try_from = "ImageData")]
 pub struct MetadataImage {
+    /// Set once, by the first broker to start; every node reports it.
+    cluster_id: Option<String>,
     brokers: BTreeMap<i32, BrokerInfo>,
     /// Registered brokers that may not lead or join an ISR until they
     /// register again.
@@ -40,6 +42,9 @@ pub struct MetadataImage {
 /// The serialized form; the derived indexes are rebuilt from it.
 #[derive(Deserialize)]
 struct ImageData {
+    /// Absent from images written before the cluster id was shared.
+    #[serde(default)]
+    cluster_id: Option<String>,
     brokers: BTreeMap<i32, BrokerInfo>,
     /// Absent from images written before fencing existed.
     #[serde(default)]
@@ -54,6 +59,7 @@ impl TryFrom<ImageData> for MetadataImage {
 
     fn try_from(data: ImageData) -> Result<Self, String> {
         let mut image = MetadataImage {
+            cluster_id: data.cluster_id,
             brokers: data.brokers,
             fenced: data.fenced,
             topics: data.topics,
@@ -139,6 +145,7 @@ impl MetadataImage {
                 self.check_alter_configs(name, set, delete)
             }
             Command::AllocateProducerIds { count } => self.check_producer_ids(*count),
+            Command::SetClusterId { id } => self.check_cluster_id(id),
         }
     }
 
@@ -211,6 +218,10 @@ impl MetadataImage {
                         topic.configs.insert(key.clone(), value.clone());
                     }
                 }
+                Applied::Done
+            }
+            Command::SetClusterId { id } => {
+                self.cluster_id = Some(id.clone());
                 Applied::Done
             }
             Command::AllocateProducerIds { count } => {
@@ -306,6 +317,11 @@ impl MetadataImage {
         self.partitions()
             .filter(|(_, p)| preferred_change(p, &self.fenced).is_some())
             .count()
+    }
+
+    /// The cluster id, once a broker has set it.
+    pub fn cluster_id(&self) -> Option<&str> {
+        self.cluster_id.as_deref()
     }
 
     /// The first producer id the next `AllocateProducerIds` hands out.
@@ -605,6 +621,20 @@ impl MetadataImage {
         }
         configs.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
         topic_config::check_relations(&configs)
+    }
+
+    fn check_cluster_id(&self, id: &str) -> Result<(), MetaError> {
+        if id.is_empty() {
+            return Err(MetaError::InvalidRequest(
+                "The cluster id must not be empty.".to_owned(),
+            ));
+        }
+        match &self.cluster_id {
+            Some(current) if current != id => Err(MetaError::InvalidRequest(format!(
+                "The cluster id is already {current}."
+            ))),
+            _ => Ok(()),
+        }
     }
 
     fn check_producer_ids(&self, count: i64) -> Result<(), MetaError> {

@@ -833,3 +833,22 @@ fn command_json_round_trip() {
         assert_eq!(back, cmd);
     }
 }
+
+#[test]
+fn the_cluster_id_is_set_once() {
+    let set = |id: &str| Command::SetClusterId { id: id.to_owned() };
+    let mut image = MetadataImage::default();
+    assert_eq!(image.cluster_id(), None);
+    assert!(matches!(
+        image.apply(&set("")),
+        Err(MetaError::InvalidRequest(_))
+    ));
+    image.apply(&set("P7WXyOzvQTSk_iFOJluJ0A")).unwrap();
+    // The same id again: a second broker racing the first.
+    image.apply(&set("P7WXyOzvQTSk_iFOJluJ0A")).unwrap();
+    let before = image.clone();
+    let error = image.apply(&set("another")).unwrap_err();
+    assert_eq!(error.kafka_error_code(), 42);
+    assert_eq!(image, before);
+    assert_eq!(image.cluster_id(), Some("P7WXyOzvQTSk_iFOJluJ0A"));
+}

@@ -527,6 +527,16 @@ fn cluster_status_and_a_consumer_group_work_across_nodes() {
         "{}",
         status.stdout
     );
+    // One cluster, one id, whichever node is asked.
+    let ids: BTreeSet<String> = (1..=3)
+        .map(|id| {
+            let (_, body) = cluster.node(id).http_get("/v1/cluster");
+            let at = body.find("\"cluster_id\":\"").unwrap() + 14;
+            body[at..].split('"').next().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert!(status.stdout.contains(ids.first().unwrap().as_str()));
     let brokers = status.table("ID");
     assert_eq!(brokers.len(), 4, "header and 3 brokers: {}", status.stdout);
     for row in &brokers[1..] {
