@@ -41,6 +41,23 @@ struct Faults {
     space_left: Option<u64>,
     fail_syncs: bool,
     fail_reads: bool,
+    /// Changes (creations, renames, removals, writes, truncations, syncs)
+    /// that may still succeed before every change fails with EIO.
+    changes_left: Option<u64>,
+}
+
+impl Faults {
+    /// Counts one change against [`Faults::changes_left`].
+    fn change(&mut self) -> io::Result<()> {
+        match &mut self.changes_left {
+            Some(0) => Err(io::Error::other("simulated EIO: no more changes allowed")),
+            Some(left) => {
+                *left -= 1;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -111,6 +128,20 @@ impl SimStorage {
     /// failing append writes what still fits); `None` lifts the limit.
     pub fn set_space_left(&self, bytes: Option<u64>) {
         self.shared.faults.lock().space_left = bytes;
+    }
+
+    /// Lets `changes` more changes (file or directory creations, renames,
+    /// removals, appends, truncations, syncs) succeed, then fails every
+    /// change with EIO, as if the machine stopped there; `None` lifts the
+    /// limit. With [`SimStorage::crash`] this cuts an operation off at any
+    /// step.
+    pub fn fail_changes_after(&self, changes: Option<u64>) {
+        self.shared.faults.lock().changes_left = changes;
+    }
+
+    /// How many more changes may succeed (`None`: no limit).
+    pub fn changes_left(&self) -> Option<u64> {
+        self.shared.faults.lock().changes_left
     }
 
     /// Makes every `sync` fail with EIO.
@@ -190,6 +221,7 @@ impl Storage for SimStorage {
     }
 
     fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
+        self.shared.faults.lock().change()?;
         {
             let mut state = self.shared.state.lock();
             let parent = path.parent().unwrap_or(Path::new(""));
@@ -208,6 +240,7 @@ impl Storage for SimStorage {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.shared.faults.lock().change()?;
         let mut state = self.shared.state.lock();
         let node = state.files.remove(from).ok_or_else(|| not_found(from))?;
         state.files.insert(to.to_owned(), node);
@@ -218,6 +251,7 @@ impl Storage for SimStorage {
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
+        self.shared.faults.lock().change()?;
         let mut state = self.shared.state.lock();
         state.unsynced_creations.remove(path);
         state
@@ -228,9 +262,12 @@ impl Storage for SimStorage {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        if self.shared.faults.lock().fail_syncs {
+        let mut faults = self.shared.faults.lock();
+        if faults.fail_syncs {
             return Err(io::Error::other("simulated EIO on directory sync"));
         }
+        faults.change()?;
+        drop(faults);
         let mut state = self.shared.state.lock();
         state.unsynced_creations.retain(|p| p.parent() != Some(dir));
         Ok(())
@@ -257,6 +294,7 @@ impl StorageFile for SimFile {
     fn append(&self, bufs: &[IoSlice<'_>]) -> io::Result<()> {
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         let mut faults = self.shared.faults.lock();
+        faults.change()?;
         let allowed = match faults.space_left {
             Some(left) if left < total => {
                 faults.space_left = Some(0);
@@ -287,6 +325,7 @@ impl StorageFile for SimFile {
     }
 
     fn truncate(&self, len: u64) -> io::Result<()> {
+        self.shared.faults.lock().change()?;
         let mut node = self.node.lock();
         node.data.resize(len as usize, 0);
         node.synced_len = node.synced_len.min(len as usize);
@@ -294,9 +333,12 @@ impl StorageFile for SimFile {
     }
 
     fn sync(&self) -> io::Result<()> {
-        if self.shared.faults.lock().fail_syncs {
+        let mut faults = self.shared.faults.lock();
+        if faults.fail_syncs {
             return Err(io::Error::from_raw_os_error(5)); // EIO
         }
+        faults.change()?;
+        drop(faults);
         let mut node = self.node.lock();
         node.synced_len = node.data.len();
         self.shared.syncs.fetch_add(1, Ordering::Relaxed);
