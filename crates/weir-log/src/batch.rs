@@ -338,6 +338,32 @@ pub fn set_log_append_time(header: &mut [u8; HEADER_SIZE], records: &[u8], now_m
     header[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// Rewrites the header of a batch the log cleaner filtered: attributes
+/// (codec and flags), base and max timestamps and record count, then the
+/// batch length and the CRC over the new header and `records` (the new,
+/// possibly compressed, record bytes). Base offset, leader epoch,
+/// lastOffsetDelta and the producer fields stay as they were.
+pub(crate) fn set_compacted(
+    header: &mut [u8; HEADER_SIZE],
+    records: &[u8],
+    attributes: i16,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    record_count: i32,
+) {
+    let length = (HEADER_SIZE - LOG_OVERHEAD + records.len()) as i32;
+    header[BATCH_LENGTH..BATCH_LENGTH + 4].copy_from_slice(&length.to_be_bytes());
+    header[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
+    header[BASE_TIMESTAMP..BASE_TIMESTAMP + 8].copy_from_slice(&base_timestamp.to_be_bytes());
+    header[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    header[RECORD_COUNT..RECORD_COUNT + 4].copy_from_slice(&record_count.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES..]), records);
+    header[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// The attribute bit saying that baseTimestamp holds the delete horizon.
+pub(crate) const DELETE_HORIZON: i16 = DELETE_HORIZON_BIT;
+
 fn read_i16(buf: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([buf[at], buf[at + 1]])
 }

@@ -14,6 +14,54 @@ pub enum TimestampType {
     LogAppendTime,
 }
 
+/// `cleanup.policy`: what happens to old records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    /// `delete`: whole segments go once `retention.ms` or `retention.bytes`
+    /// says so.
+    pub delete: bool,
+    /// `compact`: the log cleaner keeps only the latest record of each key.
+    pub compact: bool,
+}
+
+impl Default for CleanupPolicy {
+    fn default() -> Self {
+        Self::DELETE
+    }
+}
+
+impl CleanupPolicy {
+    pub const DELETE: Self = Self {
+        delete: true,
+        compact: false,
+    };
+    pub const COMPACT: Self = Self {
+        delete: false,
+        compact: true,
+    };
+    pub const COMPACT_DELETE: Self = Self {
+        delete: true,
+        compact: true,
+    };
+
+    /// Parses Kafka's comma-separated list (`compact,delete`); `None` for
+    /// an empty list or an unknown policy.
+    pub fn parse(value: &str) -> Option<Self> {
+        let mut policy = Self {
+            delete: false,
+            compact: false,
+        };
+        for item in value.split(',').map(str::trim) {
+            match item {
+                "delete" => policy.delete = true,
+                "compact" => policy.compact = true,
+                _ => return None,
+            }
+        }
+        Some(policy)
+    }
+}
+
 /// Settings of one partition log. Defaults are Kafka's.
 #[derive(Debug, Clone)]
 pub struct LogConfig {
@@ -40,6 +88,20 @@ pub struct LogConfig {
     pub retention_bytes: i64,
     /// `file.delete.delay.ms`: how long a deleted segment stays readable.
     pub file_delete_delay_ms: i64,
+    /// `cleanup.policy`: retention deletes segments only under `delete`;
+    /// the log cleaner compacts only under `compact`.
+    pub cleanup_policy: CleanupPolicy,
+    /// `delete.retention.ms`: how long a tombstone stays after the cleaner
+    /// first saw it.
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: records younger than this are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a record older than this is compacted
+    /// whatever the dirty ratio (and the active segment rolls by then).
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`: the share of the log that must be dirty
+    /// before it is cleaned.
+    pub min_cleanable_dirty_ratio: f64,
 }
 
 impl Default for LogConfig {
@@ -56,11 +118,27 @@ impl Default for LogConfig {
             retention_ms: 7 * 24 * 60 * 60 * 1000,
             retention_bytes: -1,
             file_delete_delay_ms: 60_000,
+            cleanup_policy: CleanupPolicy::DELETE,
+            delete_retention_ms: 24 * 60 * 60 * 1000,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: 0.5,
         }
     }
 }
 
 impl LogConfig {
+    /// The age at which the active segment rolls: `segment.ms`, or
+    /// `max.compaction.lag.ms` when that is shorter on a compacted log (a
+    /// record cannot be compacted while it is in the active segment).
+    pub fn max_segment_ms(&self) -> i64 {
+        if self.cleanup_policy.compact {
+            self.segment_ms.min(self.max_compaction_lag_ms)
+        } else {
+            self.segment_ms
+        }
+    }
+
     /// Checks the settings against the limits of the on-disk format.
     pub fn validate(&self) -> Result<(), crate::LogError> {
         let invalid = |msg: String| Err(crate::LogError::InvalidConfig(msg));
@@ -85,6 +163,24 @@ impl LogConfig {
         }
         if self.flush_ms < 0 {
             return invalid(format!("flush.ms {} must not be negative", self.flush_ms));
+        }
+        if self.delete_retention_ms < 0 || self.min_compaction_lag_ms < 0 {
+            return invalid(format!(
+                "delete.retention.ms {} and min.compaction.lag.ms {} must not be negative",
+                self.delete_retention_ms, self.min_compaction_lag_ms
+            ));
+        }
+        if self.max_compaction_lag_ms < 1 {
+            return invalid(format!(
+                "max.compaction.lag.ms {} must be at least 1",
+                self.max_compaction_lag_ms
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            return invalid(format!(
+                "min.cleanable.dirty.ratio {} must be between 0 and 1",
+                self.min_cleanable_dirty_ratio
+            ));
         }
         Ok(())
     }

@@ -7,6 +7,8 @@
 //! - [`Log`] appends (assigning offsets), reads by offset or timestamp,
 //!   rolls segments, recovers after a crash, flushes with group commit,
 //!   enforces retention and truncates for replication;
+//! - [`Cleaner`] compacts logs whose `cleanup.policy` includes `compact`,
+//!   keeping the latest record of each key;
 //! - [`storage`] is the narrow file interface all I/O goes through, and
 //!   [`sim`] an in-memory one for crash and fault tests.
 //!
@@ -15,6 +17,7 @@
 
 pub mod batch;
 mod checkpoint;
+mod cleaner;
 mod config;
 mod epoch;
 mod error;
@@ -26,11 +29,12 @@ mod slice;
 pub mod storage;
 pub mod testing;
 
-pub use config::{Clock, LogConfig, ManualClock, SystemClock, TimestampType};
+pub use cleaner::{CleanOutcome, CleanStats, Cleanable, Cleaner, CleanerConfig};
+pub use config::{CleanupPolicy, Clock, LogConfig, ManualClock, SystemClock, TimestampType};
 pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use error::LogError;
 pub use log::{
-    AppendInfo, CorruptBatch, Log, RetentionOutcome, TimestampOffset, CLEAN_SHUTDOWN_FILE,
-    LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+    AppendInfo, CorruptBatch, Log, RetentionOutcome, TimestampOffset, CLEANER_CHECKPOINT_FILE,
+    CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
 pub use slice::LogSlice;

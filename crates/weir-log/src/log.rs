@@ -10,12 +10,15 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::batch::{self, BatchHeader, Origin, HEADER_SIZE};
 use crate::checkpoint;
+use crate::cleaner::Cleanable;
 use crate::config::{Clock, LogConfig, SystemClock, TimestampType};
 use crate::epoch::{EpochEntry, LeaderEpochCache};
 use crate::error::{IoContext, LogError};
-use crate::segment::{self, PreparedBatch, Segment, DELETED_SUFFIX, LOG_SUFFIX};
+use crate::segment::{
+    self, PreparedBatch, Segment, CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+};
 use crate::slice::LogSlice;
-use crate::storage::{FsStorage, Storage};
+use crate::storage::{FsStorage, Storage, StorageFile};
 
 /// Written by [`Log::close`]; its presence at open means every file was
 /// synced, indexes included, so nothing needs scanning.
@@ -24,6 +27,8 @@ pub const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
 pub const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// The log start offset, when DeleteRecords moved it inside a segment.
 pub const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+/// The log cleaner's checkpoint: the first offset it has not cleaned.
+pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-checkpoint";
 
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +95,13 @@ struct State {
     pending_deletes: Vec<PendingDelete>,
     /// Set after an I/O failure that left the files in doubt.
     offline: Option<String>,
+    /// First offset the cleaner has not cleaned; persisted in
+    /// [`CLEANER_CHECKPOINT_FILE`]. Every segment that ends at or below it
+    /// was rewritten by the cleaner and synced.
+    cleaner_checkpoint: u64,
+    /// The earliest delete horizon of a tombstone the last cleaning kept:
+    /// from then on, cleaning again removes it.
+    tombstone_horizon: Option<i64>,
 }
 
 impl State {
@@ -167,11 +179,22 @@ impl Log {
         storage.create_dir_all(&dir).context(&dir)?;
         let names = storage.list(&dir).context(&dir)?;
         for name in &names {
-            if name.ends_with(DELETED_SUFFIX) || name.ends_with(".tmp") {
+            if name.ends_with(DELETED_SUFFIX)
+                || name.ends_with(".tmp")
+                || name.ends_with(CLEANED_SUFFIX)
+            {
                 let path = dir.join(name);
                 storage.remove(&path).context(&path)?;
             }
         }
+        // Segments a crash left half swapped in by the cleaner: trusted,
+        // since they were synced before the swap was committed.
+        let swapped = complete_swaps(&*storage, &dir, &names)?;
+        let names = if names.iter().any(|n| n.ends_with(SWAP_SUFFIX)) {
+            storage.list(&dir).context(&dir)?
+        } else {
+            names
+        };
         let mut bases: Vec<u64> = names
             .iter()
             .filter_map(|n| n.strip_suffix(".log"))
@@ -184,6 +207,13 @@ impl Log {
         let clean = storage.exists(&clean_marker);
         let recovery_point =
             checkpoint::read_u64(&*storage, &dir.join(RECOVERY_POINT_FILE)).unwrap_or(0);
+        let (cleaner_checkpoint, tombstone_horizon) =
+            read_cleaner_checkpoint(&*storage, &dir.join(CLEANER_CHECKPOINT_FILE));
+        // A scan cannot tell a gap the cleaner left at the end of a segment
+        // from a tail lost in a crash, so cleaned segments must be trusted:
+        // the cleaner syncs them and moves the recovery point past them
+        // before the old segments go, and its checkpoint says the same.
+        let trusted_below = recovery_point.max(cleaner_checkpoint);
         let interval = config.index_interval_bytes;
 
         let mut segments = BTreeMap::new();
@@ -207,7 +237,9 @@ impl Log {
                 break;
             }
             let last = i + 1 == bases.len();
-            let trusted = clean || bases.get(i + 1).is_some_and(|&next| next <= recovery_point);
+            let trusted = clean
+                || swapped.contains(&base)
+                || bases.get(i + 1).is_some_and(|&next| next <= trusted_below);
             let (mut segment, invalid) = if trusted {
                 Segment::open_trusted(&*storage, &dir, base, last, interval)?
             } else {
@@ -318,6 +350,8 @@ impl Log {
                 dir_dirty,
                 pending_deletes: Vec::new(),
                 offline: None,
+                cleaner_checkpoint,
+                tombstone_horizon,
             }),
             flush: Mutex::new(FlushState {
                 durable_offset,
@@ -502,7 +536,7 @@ impl Log {
         let too_big = active.size + info.bytes > config.segment_bytes;
         let too_old = active
             .rolling_base_ms
-            .is_some_and(|base| now.saturating_sub(base) >= config.segment_ms);
+            .is_some_and(|base| now.saturating_sub(base) >= config.max_segment_ms());
         let index_full = active.index_entries() >= max_index_entries;
         let offsets_overflow = info.last_offset - active.base_offset > u64::from(u32::MAX);
         // Nothing after a corrupt batch is served, so appends go elsewhere.
@@ -789,6 +823,22 @@ impl Log {
         Ok((target, truncations))
     }
 
+    /// Persists the cleaner checkpoint `offset` with the tombstone horizon
+    /// in force: `<offset>` or `<offset> <horizon ms>`.
+    fn write_cleaner_checkpoint(&self, st: &mut State, offset: u64) -> Result<(), LogError> {
+        let text = match st.tombstone_horizon {
+            Some(horizon) => format!("{offset} {horizon}\n"),
+            None => format!("{offset}\n"),
+        };
+        checkpoint::write(
+            &*self.storage,
+            &self.dir.join(CLEANER_CHECKPOINT_FILE),
+            &text,
+        )?;
+        st.cleaner_checkpoint = offset;
+        Ok(())
+    }
+
     fn write_recovery_point(&self, st: &mut State, offset: u64) -> Result<(), LogError> {
         checkpoint::write(
             &*self.storage,
@@ -817,9 +867,14 @@ impl Log {
                 break;
             }
             let segment = &st.segments[&base];
-            let expired = config.retention_ms >= 0
+            // Without `delete` in cleanup.policy only DeleteRecords removes
+            // segments.
+            let delete = config.cleanup_policy.delete;
+            let expired = delete
+                && config.retention_ms >= 0
                 && now.saturating_sub(segment.max_timestamp) > config.retention_ms;
-            let oversize = config.retention_bytes >= 0
+            let oversize = delete
+                && config.retention_bytes >= 0
                 && total.saturating_sub(segment.size) >= config.retention_bytes as u64;
             let below_start = next_base <= st.log_start_offset;
             if !(expired || oversize || below_start) {
@@ -849,6 +904,9 @@ impl Log {
     fn schedule_delete(&self, st: &mut State, segment: &Segment, now: i64) -> Result<(), LogError> {
         let due_ms = now.saturating_add(st.config.file_delete_delay_ms);
         for path in segment.mark_deleted(&*self.storage)? {
+            // The cleaner may delete a segment of the same base offset
+            // again before the first one's delay passed: one entry.
+            st.pending_deletes.retain(|p| p.path != path);
             st.pending_deletes.push(PendingDelete { due_ms, path });
         }
         Ok(())
@@ -939,6 +997,9 @@ impl Log {
         if keep_base < st.recovery_point {
             self.write_recovery_point(&mut st, keep_base)?;
         }
+        if st.cleaner_checkpoint > keep_base {
+            self.write_cleaner_checkpoint(&mut st, keep_base)?;
+        }
         // From here on the flush state hears of the truncation, whatever
         // happens.
         st.truncations += 1;
@@ -1015,6 +1076,7 @@ impl Log {
                 &format!("{offset}\n"),
             )?;
             self.write_recovery_point(&mut st, offset)?;
+            self.write_cleaner_checkpoint(&mut st, offset)?;
             st.epochs.clear(&*self.storage)
         })();
         result.map_err(|error| self.go_offline(&mut st, error))
@@ -1081,6 +1143,365 @@ impl Log {
         let mut st = self.state.lock();
         self.remove_due_files(&mut st, now);
         Ok(())
+    }
+}
+
+/// A sealed segment as the cleaner planned to clean it.
+pub(crate) struct SegmentSnapshot {
+    pub(crate) base_offset: u64,
+    /// Base offset of the next segment: where this one's offsets end.
+    pub(crate) end_offset: u64,
+    pub(crate) file: Arc<dyn StorageFile>,
+    pub(crate) path: Arc<Path>,
+    /// Bytes of the `.log` file that belong to the segment.
+    pub(crate) size: u64,
+    /// One past the segment's last stored offset.
+    pub(crate) next_offset: u64,
+    pub(crate) index_entries: usize,
+}
+
+/// What one cleaning pass may touch, taken under the log's lock.
+pub(crate) struct CleanPlan {
+    pub(crate) cleanable: Cleanable,
+    /// The sealed segments from the first up to the first uncleanable
+    /// offset (they all end at or below it).
+    pub(crate) segments: Vec<SegmentSnapshot>,
+    /// Where the cleanable segments end: a segment base offset.
+    pub(crate) limit: u64,
+    pub(crate) config: LogConfig,
+    pub(crate) now_ms: i64,
+    /// The log's truncation count when the plan was made.
+    pub(crate) truncations: u64,
+}
+
+/// What [`Log::swap_cleaned`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Swap {
+    Swapped,
+    /// The segments changed since they were read (retention, truncation):
+    /// the cleaned segment was thrown away.
+    Stale,
+}
+
+/// The cleaner's side of the log.
+impl Log {
+    pub(crate) fn storage(&self) -> &dyn Storage {
+        &*self.storage
+    }
+
+    /// Syncs the sealed segments below `offset` (and moves the recovery
+    /// point past them), so that the cleaner only ever replaces durable
+    /// segments.
+    pub(crate) fn sync_sealed_below(&self, offset: u64) -> Result<(), LogError> {
+        self.sync_up_to(offset, false)
+    }
+
+    /// How dirty the log is, for a log whose `cleanup.policy` includes
+    /// `compact` (`None` otherwise). Only sealed segments wholly below
+    /// `upper_bound` (the high watermark) may be cleaned.
+    pub fn cleanable(&self, upper_bound: u64) -> Option<Cleanable> {
+        let now = self.clock.now_ms();
+        let st = self.state.lock();
+        compute_cleanable(&st, upper_bound, now).map(|(cleanable, _)| cleanable)
+    }
+
+    /// The plan of a cleaning pass: how dirty the log is and the segments
+    /// the pass may read and rewrite.
+    pub(crate) fn plan_clean(&self, upper_bound: u64) -> Result<Option<CleanPlan>, LogError> {
+        let now = self.clock.now_ms();
+        let st = self.state.lock();
+        self.check_online(&st)?;
+        let Some((cleanable, limit)) = compute_cleanable(&st, upper_bound, now) else {
+            return Ok(None);
+        };
+        let bases: Vec<u64> = st.segments.keys().copied().collect();
+        let mut segments = Vec::new();
+        for pair in bases.windows(2) {
+            let (base, end) = (pair[0], pair[1]);
+            if end > limit {
+                break;
+            }
+            let segment = &st.segments[&base];
+            if let Some(error) = segment.corrupt_error() {
+                return Err(error);
+            }
+            segments.push(SegmentSnapshot {
+                base_offset: base,
+                end_offset: end,
+                file: segment.log.clone(),
+                path: segment.log_path().clone(),
+                size: segment.size,
+                next_offset: segment.next_offset,
+                index_entries: segment.index_entries(),
+            });
+        }
+        Ok(Some(CleanPlan {
+            cleanable,
+            segments,
+            limit,
+            config: st.config.clone(),
+            now_ms: now,
+            truncations: st.truncations,
+        }))
+    }
+
+    /// Replaces the segments `old` with `cleaned` (a sealed, synced segment
+    /// written under [`CLEANED_SUFFIX`] names, with the base offset of the
+    /// first of them, possibly empty), unless one of them changed since it
+    /// was read. The old segments must be durable.
+    ///
+    /// The protocol, each step safe to crash after (see DESIGN.md): rename
+    /// the cleaned files to `.swap`, the `.log` last (the commit point);
+    /// sync the directory; move the recovery point past the group; rename
+    /// the old segments' files `.deleted`; rename the `.swap` files to
+    /// their final names; sync the directory. Recovery at open finishes a
+    /// swap whose `.log.swap` exists and throws away `.cleaned` files.
+    pub(crate) fn swap_cleaned(
+        &self,
+        old: &[SegmentSnapshot],
+        mut cleaned: Segment,
+    ) -> Result<Swap, LogError> {
+        let now = self.clock.now_ms();
+        let storage = &*self.storage;
+        let mut st = self.state.lock();
+        let active_base = st.active().base_offset;
+        let unchanged = st.offline.is_none()
+            && old.iter().all(|o| {
+                st.segments.get(&o.base_offset).is_some_and(|s| {
+                    Arc::ptr_eq(&s.log, &o.file) && s.size == o.size && s.base_offset != active_base
+                })
+            });
+        if !unchanged {
+            drop(st);
+            remove_cleaner_files(storage, &self.dir, cleaned.base_offset);
+            return Ok(Swap::Stale);
+        }
+        let group_end = old.last().expect("a group has a segment").end_offset;
+        if let Err(error) = cleaned.rename(storage, SWAP_SUFFIX) {
+            // The `.log` rename is the commit; it did not happen.
+            remove_cleaner_files(storage, &self.dir, cleaned.base_offset);
+            return Err(error);
+        }
+        // Committed: from here on a reopen finishes the swap, so a failure
+        // takes the log offline until then.
+        let result = (|| {
+            storage.sync_dir(&self.dir).context(&self.dir)?;
+            self.raise_recovery_point(&mut st, group_end)?;
+            for o in old {
+                let segment = st.segments.remove(&o.base_offset).expect("checked");
+                self.schedule_delete(&mut st, &segment, now)?;
+            }
+            cleaned.rename(storage, "")?;
+            storage.sync_dir(&self.dir).context(&self.dir)
+        })();
+        match result {
+            Ok(()) => {
+                st.segments.insert(cleaned.base_offset, cleaned);
+                Ok(Swap::Swapped)
+            }
+            Err(error) => Err(self.go_offline(&mut st, error)),
+        }
+    }
+
+    /// Everything below `offset` is in synced segments the cleaner wrote:
+    /// recovery need not (and, because of the gaps compaction leaves, must
+    /// not) scan them.
+    fn raise_recovery_point(&self, st: &mut State, offset: u64) -> Result<(), LogError> {
+        if offset > st.recovery_point {
+            self.write_recovery_point(st, offset)?;
+        }
+        Ok(())
+    }
+
+    /// Records the end of a cleaning pass: `first_dirty` becomes the
+    /// cleaner checkpoint (unless a truncation ran meanwhile) and
+    /// `tombstone_horizon` the time its oldest kept tombstone may go.
+    pub(crate) fn finish_clean(
+        &self,
+        truncations: u64,
+        first_dirty: u64,
+        tombstone_horizon: Option<i64>,
+    ) -> Result<(), LogError> {
+        let mut st = self.state.lock();
+        let unchanged =
+            st.cleaner_checkpoint == first_dirty && st.tombstone_horizon == tombstone_horizon;
+        st.tombstone_horizon = tombstone_horizon;
+        if unchanged {
+            return Ok(());
+        }
+        let offset = if st.truncations == truncations {
+            first_dirty
+        } else {
+            // A truncation lowered the checkpoint meanwhile: it stays.
+            st.cleaner_checkpoint.min(first_dirty)
+        };
+        self.write_cleaner_checkpoint(&mut st, offset)
+    }
+
+    /// The cleaner checkpoint: the first offset not yet cleaned.
+    pub fn cleaner_checkpoint(&self) -> u64 {
+        self.state.lock().cleaner_checkpoint
+    }
+}
+
+/// How dirty the log is, and the offset below which segments may be
+/// cleaned (`None` unless the log is compacted).
+fn compute_cleanable(st: &State, upper_bound: u64, now: i64) -> Option<(Cleanable, u64)> {
+    let config = &st.config;
+    if !config.cleanup_policy.compact {
+        return None;
+    }
+    let log_start = st.log_start_offset;
+    let active_base = st.active().base_offset;
+    let mut first_dirty = st.cleaner_checkpoint;
+    if first_dirty < log_start || first_dirty > active_base {
+        first_dirty = log_start;
+    }
+    // The first offset that may not be cleaned: the active segment's base,
+    // or the base of the first dirty segment that reaches the upper bound or
+    // holds records younger than min.compaction.lag.ms.
+    let mut limit = active_base;
+    let mut clean_bytes = 0;
+    let mut dirty = Vec::new();
+    let bases: Vec<u64> = st.segments.keys().copied().collect();
+    for pair in bases.windows(2) {
+        let (base, end) = (pair[0], pair[1]);
+        let segment = &st.segments[&base];
+        if end <= first_dirty {
+            clean_bytes += segment.size;
+            continue;
+        }
+        let too_young = config.min_compaction_lag_ms > 0
+            && segment.max_timestamp > now.saturating_sub(config.min_compaction_lag_ms);
+        if end > upper_bound || too_young || segment.corrupt_from.is_some() {
+            limit = base;
+            break;
+        }
+        dirty.push(segment);
+    }
+    let first_uncleanable = limit.max(first_dirty);
+    let dirty_bytes: u64 = dirty.iter().map(|s| s.size).sum();
+    // max.compaction.lag.ms: how long ago the oldest dirty batch became due.
+    let earliest = dirty
+        .iter()
+        .filter(|_| config.max_compaction_lag_ms < i64::MAX)
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| s.read_header(0).ok())
+        .filter_map(|h| BatchHeader::parse(&h, 0).ok().map(|h| h.max_timestamp()))
+        .filter(|&ts| ts > 0)
+        .min();
+    let due_at = now.saturating_sub(config.max_compaction_lag_ms);
+    let max_compaction_delay_ms = earliest.map_or(0, |ts| due_at.saturating_sub(ts).max(0));
+    let total = clean_bytes + dirty_bytes;
+    let cleanable = Cleanable {
+        first_dirty_offset: first_dirty,
+        first_uncleanable_offset: first_uncleanable,
+        clean_bytes,
+        dirty_bytes,
+        dirty_ratio: if total == 0 {
+            0.0
+        } else {
+            dirty_bytes as f64 / total as f64
+        },
+        min_cleanable_dirty_ratio: config.min_cleanable_dirty_ratio,
+        max_compaction_delay_ms,
+        tombstones_due: st.tombstone_horizon.is_some_and(|h| now >= h) && clean_bytes > 0,
+    };
+    Some((cleanable, limit))
+}
+
+/// The cleaner checkpoint and tombstone horizon; a missing or unreadable
+/// file means "nothing cleaned": the next pass cleans the whole log.
+fn read_cleaner_checkpoint(storage: &dyn Storage, path: &Path) -> (u64, Option<i64>) {
+    let Ok(Some(text)) = checkpoint::read(storage, path) else {
+        return (0, None);
+    };
+    let mut fields = text.split_whitespace();
+    let offset = fields.next().and_then(|f| f.parse().ok());
+    let horizon = fields.next().and_then(|f| f.parse().ok());
+    match offset {
+        Some(offset) => (offset, horizon),
+        None => (0, None),
+    }
+}
+
+/// Finishes the swaps a crash interrupted (see [`Log::swap_cleaned`]):
+/// for every `<base>.log.swap`, the segments it replaces (those with a
+/// base offset in [base, its next offset)) are removed and it takes its
+/// final name; its indexes are rebuilt. Leftover `.swap` indexes without
+/// their `.log` belong to an uncommitted swap and go. Returns the base
+/// offsets of the swapped-in segments.
+fn complete_swaps(
+    storage: &dyn Storage,
+    dir: &Path,
+    names: &[String],
+) -> Result<Vec<u64>, LogError> {
+    let log_swap = format!(".{LOG_SUFFIX}{SWAP_SUFFIX}");
+    let swaps: Vec<u64> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(&log_swap))
+        .filter(|stem| stem.len() == 20)
+        .filter_map(|stem| stem.parse().ok())
+        .collect();
+    let segments: Vec<u64> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(".log"))
+        .filter(|stem| stem.len() == 20)
+        .filter_map(|stem| stem.parse().ok())
+        .collect();
+    for &base in &swaps {
+        let swap =
+            segment::with_extra_suffix(&segment::file_path(dir, base, LOG_SUFFIX), SWAP_SUFFIX);
+        let next = Segment::scan_next_offset(storage, dir, base, &swap)?;
+        for &old in segments
+            .iter()
+            .filter(|&&b| b >= base && b < next.max(base + 1))
+        {
+            remove_segment_files(storage, dir, old)?;
+        }
+        // The indexes are rebuilt from the segment.
+        remove_segment_files(storage, dir, base)?;
+        for suffix in [segment::INDEX_SUFFIX, segment::TIME_INDEX_SUFFIX] {
+            let path =
+                segment::with_extra_suffix(&segment::file_path(dir, base, suffix), SWAP_SUFFIX);
+            if storage.exists(&path) {
+                storage.remove(&path).context(&path)?;
+            }
+        }
+        let target = segment::file_path(dir, base, LOG_SUFFIX);
+        storage.rename(&swap, &target).context(&swap)?;
+        tracing::info!(segment = %target.display(), replaced_up_to = next, "finished swapping in a cleaned segment");
+    }
+    let mut changed = !swaps.is_empty();
+    for name in names.iter().filter(|n| n.ends_with(SWAP_SUFFIX)) {
+        let path = dir.join(name);
+        if storage.exists(&path) {
+            storage.remove(&path).context(&path)?;
+            changed = true;
+        }
+    }
+    if changed {
+        storage.sync_dir(dir).context(dir)?;
+    }
+    Ok(swaps)
+}
+
+/// Removes whatever the cleaner left of a cleaned segment of `base`
+/// (`.cleaned` or `.swap` files), logging failures: a reopen removes them.
+fn remove_cleaner_files(storage: &dyn Storage, dir: &Path, base: u64) {
+    for kind in [
+        LOG_SUFFIX,
+        segment::INDEX_SUFFIX,
+        segment::TIME_INDEX_SUFFIX,
+    ] {
+        for extra in [CLEANED_SUFFIX, SWAP_SUFFIX] {
+            let path = segment::with_extra_suffix(&segment::file_path(dir, base, kind), extra);
+            if storage.exists(&path) {
+                if let Err(error) = storage.remove(&path) {
+                    tracing::warn!(path = %path.display(), %error, "could not remove a cleaned segment file");
+                }
+            }
+        }
     }
 }
 

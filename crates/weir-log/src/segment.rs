@@ -14,6 +14,10 @@ pub(crate) const LOG_SUFFIX: &str = "log";
 pub(crate) const INDEX_SUFFIX: &str = "index";
 pub(crate) const TIME_INDEX_SUFFIX: &str = "timeindex";
 pub(crate) const DELETED_SUFFIX: &str = ".deleted";
+/// A segment the cleaner is writing, not yet part of the log.
+pub(crate) const CLEANED_SUFFIX: &str = ".cleaned";
+/// A cleaned segment committed to replace the segments it covers.
+pub(crate) const SWAP_SUFFIX: &str = ".swap";
 
 /// Kafka's "no timestamp".
 pub(crate) const NO_TIMESTAMP: i64 = -1;
@@ -23,6 +27,13 @@ const SCAN_CHUNK: usize = 1 << 20;
 
 pub(crate) fn file_path(dir: &Path, base_offset: u64, suffix: &str) -> PathBuf {
     dir.join(format!("{base_offset:020}.{suffix}"))
+}
+
+/// `path` with `extra` appended to its file name (`x.log` → `x.log.swap`).
+pub(crate) fn with_extra_suffix(path: &Path, extra: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(extra);
+    PathBuf::from(name)
 }
 
 /// A batch ready to be written: its header already patched.
@@ -50,6 +61,9 @@ pub(crate) struct InvalidBatch {
 pub(crate) struct Segment {
     pub(crate) base_offset: u64,
     dir: PathBuf,
+    /// Appended to every file name: empty for a segment of the log,
+    /// [`CLEANED_SUFFIX`] or [`SWAP_SUFFIX`] while the cleaner swaps it in.
+    name_suffix: &'static str,
     /// Built once: reads and appends name it only when they fail, and read
     /// results share it.
     log_path: Arc<Path>,
@@ -85,10 +99,55 @@ impl Segment {
         Ok(Self::empty(dir, base_offset, log))
     }
 
+    /// A new, empty segment for the cleaner to fill: its files carry the
+    /// [`CLEANED_SUFFIX`] until [`Segment::rename`] takes it off.
+    pub(crate) fn create_cleaned(
+        storage: &dyn Storage,
+        dir: &Path,
+        base_offset: u64,
+    ) -> Result<Self, LogError> {
+        let path = with_extra_suffix(&file_path(dir, base_offset, LOG_SUFFIX), CLEANED_SUFFIX);
+        let log = storage.create(&path).context(&path)?;
+        let mut segment = Self::empty(dir, base_offset, log);
+        segment.name_suffix = CLEANED_SUFFIX;
+        segment.log_path = path.into();
+        Ok(segment)
+    }
+
+    /// Renames the files of a sealed segment to carry `suffix` instead of
+    /// their current one: the indexes first, the `.log` last, so that the
+    /// `.log`'s name tells how far the rename got.
+    pub(crate) fn rename(
+        &mut self,
+        storage: &dyn Storage,
+        suffix: &'static str,
+    ) -> Result<(), LogError> {
+        for kind in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX] {
+            let from = self.path(kind);
+            let to = with_extra_suffix(&file_path(&self.dir, self.base_offset, kind), suffix);
+            storage.rename(&from, &to).context(&from)?;
+        }
+        self.name_suffix = suffix;
+        self.log_path = self.path(LOG_SUFFIX).into();
+        Ok(())
+    }
+
+    /// Removes the segment's files, those that exist.
+    pub(crate) fn remove_files(&self, storage: &dyn Storage) -> Result<(), LogError> {
+        for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let path = self.path(kind);
+            if storage.exists(&path) {
+                storage.remove(&path).context(&path)?;
+            }
+        }
+        Ok(())
+    }
+
     fn empty(dir: &Path, base_offset: u64, log: Arc<dyn StorageFile>) -> Self {
         Self {
             base_offset,
             dir: dir.to_owned(),
+            name_suffix: "",
             log_path: file_path(dir, base_offset, LOG_SUFFIX).into(),
             log,
             offset_index: Index::Memory(Vec::new()),
@@ -106,7 +165,12 @@ impl Segment {
     }
 
     pub(crate) fn path(&self, suffix: &str) -> PathBuf {
-        file_path(&self.dir, self.base_offset, suffix)
+        let path = file_path(&self.dir, self.base_offset, suffix);
+        if self.name_suffix.is_empty() {
+            path
+        } else {
+            with_extra_suffix(&path, self.name_suffix)
+        }
     }
 
     pub(crate) fn log_path(&self) -> &Arc<Path> {
@@ -149,6 +213,22 @@ impl Segment {
         let invalid = segment.scan(index_interval_bytes)?;
         segment.size = invalid.as_ref().map_or(segment.log.len(), |i| i.position);
         Ok((segment, invalid))
+    }
+
+    /// The offset after the last valid batch of the segment file at `path`
+    /// whose base offset is `base_offset` (the base offset when it holds
+    /// none).
+    pub(crate) fn scan_next_offset(
+        storage: &dyn Storage,
+        dir: &Path,
+        base_offset: u64,
+        path: &Path,
+    ) -> Result<u64, LogError> {
+        let log = storage.open(path).context(path)?;
+        let mut segment = Self::empty(dir, base_offset, log);
+        segment.log_path = path.into();
+        segment.scan(u64::MAX)?;
+        Ok(segment.next_offset)
     }
 
     fn scan(&mut self, index_interval_bytes: u64) -> Result<Option<InvalidBatch>, LogError> {
@@ -298,13 +378,9 @@ impl Segment {
             .last()
             .context(&index_path)?
             .unwrap_or(first);
-        if first
-            != (OffsetEntry {
-                relative_offset: 0,
-                position: 0,
-            })
-            || u64::from(last.position) >= self.size
-        {
+        // The first batch is indexed at position 0; its relative offset is 0
+        // unless the cleaner removed the records at the segment's base.
+        if first.position != 0 || u64::from(last.position) >= self.size {
             return Ok(false);
         }
         if let Some(entry) = self.time_index.last().context(&time_path)? {

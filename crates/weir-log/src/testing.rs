@@ -120,3 +120,103 @@ impl BatchBuilder {
         bytes
     }
 }
+
+/// Builds one batch of records with chosen keys and values (`None` value:
+/// a tombstone), as a producer would send it.
+#[derive(Debug, Clone)]
+pub struct KeyedBatch {
+    records: Vec<(Option<Bytes>, Option<Bytes>)>,
+    timestamp: i64,
+    compression: Compression,
+    producer: Option<(i64, i16, i32)>,
+}
+
+impl Default for KeyedBatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KeyedBatch {
+    pub fn new() -> Self {
+        Self {
+            records: Vec::new(),
+            timestamp: 1_700_000_000_000,
+            compression: Compression::None,
+            producer: None,
+        }
+    }
+
+    /// Adds a record; `key` or `value` `None` is null.
+    pub fn record(mut self, key: Option<&[u8]>, value: Option<&[u8]>) -> Self {
+        self.records.push((
+            key.map(Bytes::copy_from_slice),
+            value.map(Bytes::copy_from_slice),
+        ));
+        self
+    }
+
+    /// Timestamp of the first record; record `i` gets `timestamp + i`.
+    pub fn timestamp(mut self, timestamp: i64) -> Self {
+        self.timestamp = timestamp;
+        self
+    }
+
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// Marks the batch as written by an idempotent producer.
+    pub fn producer(mut self, id: i64, epoch: i16, base_sequence: i32) -> Self {
+        self.producer = Some((id, epoch, base_sequence));
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    pub fn build(&self) -> Vec<u8> {
+        assert!(
+            !self.records.is_empty(),
+            "a batch holds at least one record"
+        );
+        let (producer_id, producer_epoch, base_sequence) = self.producer.unwrap_or((-1, -1, -1));
+        let records: Vec<Record> = self
+            .records
+            .iter()
+            .enumerate()
+            .map(|(i, (key, value))| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id,
+                producer_epoch,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: base_sequence + i as i32,
+                timestamp: self.timestamp + i as i64,
+                key: key.clone(),
+                value: value.clone(),
+                headers: IndexMap::new(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: self.compression,
+            },
+        )
+        .expect("encode batch");
+        buf.to_vec()
+    }
+}
