@@ -490,6 +490,55 @@ impl Broker {
         Ok(id)
     }
 
+    /// Sends an ISR change this node's leadership of `partition` computed to
+    /// the controller, in the background.
+    pub fn propose_isr(self: &Arc<Self>, partition: Arc<Partition>, isr: Vec<i32>) {
+        let broker = self.clone();
+        let alter = move || broker.alter_isr(&partition, isr);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(alter)),
+            Err(_) => alter(),
+        }
+    }
+
+    /// AlterPartition for `partition`, based on the partition state the
+    /// leadership last took from the metadata: refused if that changed.
+    fn alter_isr(&self, partition: &Partition, isr: Vec<i32>) {
+        let image = self.meta.image();
+        let current = image
+            .topic(&partition.topic)
+            .filter(|t| t.id == partition.topic_id)
+            .and_then(|t| t.partition(partition.index))
+            .cloned();
+        let based_on = partition.leader_isr();
+        let command = match current {
+            Some(p) if based_on.as_deref() == Some(p.isr.as_slice()) => Command::AlterPartition {
+                topic: partition.topic.clone(),
+                partition: partition.index,
+                leader: self.config.node_id,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                isr: isr.clone(),
+            },
+            _ => {
+                partition.isr_change_failed();
+                return;
+            }
+        };
+        match self.submit(command) {
+            Ok(_) => tracing::info!(
+                topic = %partition.topic,
+                partition = partition.index,
+                ?isr,
+                "ISR changed"
+            ),
+            Err(error) => {
+                tracing::info!(topic = %partition.topic, partition = partition.index, ?isr, %error, "ISR change refused");
+                partition.isr_change_failed();
+            }
+        }
+    }
+
     /// Committed offsets of a deleted topic go with it, in the groups this
     /// node coordinates.
     fn forget_offsets_of(&self, topic: &str) {
@@ -558,6 +607,9 @@ impl Broker {
             let name = format!("{}-{}", partition.topic, partition.index);
             if let Err(error) = partition.snapshot_producer_state() {
                 tracing::warn!(partition = %name, %error, "producer state snapshot failed");
+            }
+            if let Err(error) = partition.checkpoint_high_watermark() {
+                tracing::warn!(partition = %name, %error, "high watermark checkpoint failed");
             }
             match Arc::try_unwrap(partition) {
                 Ok(partition) => {

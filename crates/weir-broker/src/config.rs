@@ -113,6 +113,11 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "The most members a consumer group may have",
     },
     BrokerConfigDef {
+        name: "replica.lag.time.max.ms",
+        default: "30000",
+        doc: "A follower that has not caught up with its leader for this long leaves the ISR",
+    },
+    BrokerConfigDef {
         name: "broker.rack",
         default: "",
         doc: "This broker's rack, for rack-aware replica placement (empty: none)",
@@ -187,6 +192,7 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
     pub group_max_size: i32,
+    pub replica_lag_time_max_ms: i64,
     pub broker_rack: Option<String>,
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
@@ -301,6 +307,7 @@ impl BrokerConfig {
                 0..=i32::MAX,
             )?,
             group_max_size: parse_in(get, "group.max.size", 1..=i32::MAX)?,
+            replica_lag_time_max_ms: parse_in(get, "replica.lag.time.max.ms", 1..=i32::MAX as i64)?,
             broker_rack: Some(get("broker.rack").trim().to_owned()).filter(|r| !r.is_empty()),
             broker_session_timeout_ms: parse_in(
                 get,

@@ -15,6 +15,7 @@ pub mod offsets;
 pub mod partition;
 pub mod producer_state;
 pub mod replica_manager;
+pub mod replication;
 pub mod topic_configs;
 
 pub use broker::{Broker, BrokerError};

@@ -26,6 +26,10 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     offsets.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Kafka checks at half the lag allowed.
+    let lag_ms = broker.config().replica_lag_time_max_ms;
+    let mut isr = tokio::time::interval(Duration::from_millis((lag_ms / 2).max(1) as u64));
+    isr.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = retention.tick() => {
@@ -36,6 +40,7 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 let broker = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || upkeep_offsets(&broker)).await;
             }
+            _ = isr.tick() => shrink_isrs(&broker, lag_ms),
             _ = flush.tick() => {
                 let broker = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || flush_due(&broker)).await;
@@ -51,6 +56,9 @@ fn enforce_retention(broker: &Broker) {
         // idempotent-producer state.
         if let Err(error) = partition.snapshot_producer_state() {
             tracing::warn!(topic = %partition.topic, partition = partition.index, %error, "producer state snapshot failed");
+        }
+        if let Err(error) = partition.checkpoint_high_watermark() {
+            tracing::warn!(topic = %partition.topic, partition = partition.index, %error, "high watermark checkpoint failed");
         }
         let high_watermark = partition.high_watermark();
         match partition.log.enforce_retention(high_watermark) {
@@ -102,6 +110,16 @@ fn upkeep_offsets(broker: &Broker) {
             Err(error) => {
                 tracing::warn!(partition = partition.index, %error, "__consumer_offsets checkpoint failed")
             }
+        }
+    }
+}
+
+/// Proposes ISRs without the followers that stopped keeping up.
+fn shrink_isrs(broker: &Arc<Broker>, lag_ms: i64) {
+    let now = now_ms();
+    for partition in broker.all_partitions() {
+        if let Some(isr) = partition.lagging_isr(now, lag_ms) {
+            broker.propose_isr(partition, isr);
         }
     }
 }

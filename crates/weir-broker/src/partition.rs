@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use weir_log::batch::{BatchError, BatchHeader};
@@ -11,6 +13,7 @@ use weir_log::{AppendInfo, Log, LogConfig, LogError, TimestampType};
 
 use crate::config::BrokerConfig;
 use crate::producer_state::{BatchMetadata, IncomingBatch, ProducerStates, SequenceCheck};
+use crate::replication::leader_state::LeaderState;
 
 /// Why a produce to this partition failed, in Kafka's terms.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +55,7 @@ impl Default for ReplicaState {
 #[derive(Debug, Clone, Copy)]
 pub struct Appended {
     pub base_offset: u64,
+    pub last_offset: u64,
     pub log_append_time_ms: Option<i64>,
     pub records: u64,
     pub bytes: u64,
@@ -63,9 +67,15 @@ pub struct Partition {
     pub topic_id: uuid::Uuid,
     pub index: i32,
     pub log: Log,
-    end_offset: watch::Sender<u64>,
+    /// Bumped whenever the log end or the high watermark moves: wakes
+    /// long-polling fetches and acks=all produces.
+    changed: watch::Sender<u64>,
     producers: Mutex<ProducerStates>,
     replica_state: RwLock<ReplicaState>,
+    /// Below this offset records are on every in-sync replica.
+    high_watermark: AtomicU64,
+    /// While this replica leads: its followers and the ISR.
+    leadership: Mutex<Option<LeaderState>>,
 }
 
 impl Partition {
@@ -78,15 +88,20 @@ impl Partition {
     ) -> Result<Self, LogError> {
         let log = Log::open(data_dir.join(format!("{topic}-{index}")), config)?;
         let producers = load_producer_state(&log)?;
-        let (end_offset, _) = watch::channel(log.log_end_offset());
+        let (changed, _) = watch::channel(0);
+        let high_watermark = read_high_watermark(log.dir())
+            .unwrap_or(0)
+            .clamp(log.log_start_offset(), log.log_end_offset());
         Ok(Self {
             topic: topic.to_owned(),
             topic_id,
             index,
             log,
-            end_offset,
+            changed,
             producers: Mutex::new(producers),
             replica_state: RwLock::new(ReplicaState::default()),
+            high_watermark: AtomicU64::new(high_watermark),
+            leadership: Mutex::new(None),
         })
     }
 
@@ -116,15 +131,122 @@ impl Partition {
         std::fs::rename(&tmp, &path)
     }
 
-    /// The offset below which consumers may read. On a single node every
-    /// appended record is fully replicated at once.
+    /// The offset below which consumers may read: records every in-sync
+    /// replica holds.
     pub fn high_watermark(&self) -> u64 {
-        self.log.log_end_offset()
+        self.high_watermark.load(Ordering::Acquire)
     }
 
-    /// Fires whenever the high watermark moves.
+    /// Fires whenever the log end or the high watermark moves.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.end_offset.subscribe()
+        self.changed.subscribe()
+    }
+
+    fn notify(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn set_high_watermark(&self, offset: u64) {
+        if self.high_watermark.swap(offset, Ordering::AcqRel) != offset {
+            self.notify();
+        }
+    }
+
+    /// This replica leads, over `replicas` with `isr`: starts tracking the
+    /// followers, or takes the ISR the metadata now has.
+    pub fn lead(&self, me: i32, replicas: &[i32], isr: &[i32], now_ms: i64) {
+        let log_end = self.log.log_end_offset();
+        let mut leadership = self.leadership.lock();
+        let state = leadership.get_or_insert_with(|| {
+            LeaderState::new(me, replicas, isr, log_end, self.high_watermark(), now_ms)
+        });
+        state.set_isr(isr, log_end);
+        let high_watermark = state.high_watermark();
+        drop(leadership);
+        self.set_high_watermark(high_watermark);
+    }
+
+    /// This replica no longer leads.
+    pub fn stop_leading(&self) {
+        *self.leadership.lock() = None;
+    }
+
+    /// A follower asked for records from `fetch_offset`: returns an ISR to
+    /// propose if it has caught up and is not in the ISR.
+    pub fn follower_fetched(
+        &self,
+        follower: i32,
+        fetch_offset: u64,
+        now_ms: i64,
+    ) -> Option<Vec<i32>> {
+        let log_end = self.log.log_end_offset();
+        let mut leadership = self.leadership.lock();
+        let state = leadership.as_mut()?;
+        let (moved, proposal) = state.on_follower_fetch(follower, fetch_offset, log_end, now_ms);
+        let high_watermark = state.high_watermark();
+        drop(leadership);
+        if moved {
+            self.set_high_watermark(high_watermark);
+        }
+        proposal
+    }
+
+    /// The ISR without followers not caught up for `lag_ms`, to propose.
+    pub fn lagging_isr(&self, now_ms: i64, lag_ms: i64) -> Option<Vec<i32>> {
+        self.leadership.lock().as_mut()?.shrink(now_ms, lag_ms)
+    }
+
+    /// The ISR this replica leads with, as last taken from the metadata.
+    pub fn leader_isr(&self) -> Option<Vec<i32>> {
+        self.leadership.lock().as_ref().map(|s| s.isr().to_vec())
+    }
+
+    /// The controller refused an ISR change; a later one may be proposed.
+    pub fn isr_change_failed(&self) {
+        if let Some(state) = self.leadership.lock().as_mut() {
+            state.proposal_failed();
+        }
+    }
+
+    /// Appends batches fetched from the leader as they are, and follows
+    /// the leader's high watermark as far as this log reaches.
+    pub fn append_replicated(
+        &self,
+        records: &[u8],
+        leader_high_watermark: u64,
+    ) -> Result<(), LogError> {
+        if !records.is_empty() {
+            let info = self.log.append_replicated(records)?;
+            let mut producers = self.producers.lock();
+            record_producer_batches(&mut producers, records);
+            drop(producers);
+            if info.batches > 0 {
+                self.notify();
+            }
+        }
+        let high_watermark = leader_high_watermark.min(self.log.log_end_offset());
+        self.set_high_watermark(high_watermark);
+        Ok(())
+    }
+
+    /// Drops every record at and above `offset` (a follower's divergent
+    /// suffix).
+    pub fn truncate_to(&self, offset: u64) -> Result<(), LogError> {
+        self.log.truncate_to(offset)?;
+        let end = self.log.log_end_offset();
+        if self.high_watermark() > end {
+            self.set_high_watermark(end);
+        }
+        Ok(())
+    }
+
+    /// Keeps the high watermark on disk, so that a restarted leader does not
+    /// start from nothing.
+    pub fn checkpoint_high_watermark(&self) -> std::io::Result<()> {
+        let path = self.log.dir().join(HIGH_WATERMARK_FILE);
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, self.high_watermark().to_string())?;
+        std::fs::rename(&tmp, &path)
     }
 
     /// The timestamp of the record at `offset` (or the first one after it),
@@ -178,6 +300,7 @@ impl Partition {
                 SequenceCheck::Duplicate(existing) => {
                     return Ok(Appended {
                         base_offset: existing.base_offset,
+                        last_offset: existing.last_offset,
                         log_append_time_ms: (self.log.config().timestamp_type
                             == TimestampType::LogAppendTime)
                             .then_some(existing.timestamp),
@@ -208,14 +331,62 @@ impl Partition {
             );
         }
         drop(producers);
-        self.end_offset.send_replace(info.last_offset + 1);
+        let log_end = info.last_offset + 1;
+        let moved = {
+            let mut leadership = self.leadership.lock();
+            leadership
+                .as_mut()
+                .map(|state| (state.on_append(log_end), state.high_watermark()))
+        };
+        match moved {
+            Some((true, high_watermark)) => self.set_high_watermark(high_watermark),
+            _ => self.notify(),
+        }
         Ok(Appended {
             base_offset: info.base_offset,
+            last_offset: info.last_offset,
             log_append_time_ms: info.log_append_time_ms,
             records: info.records,
             bytes: info.bytes,
             duplicate: false,
         })
+    }
+}
+
+/// The high watermark checkpoint, in the partition's directory.
+const HIGH_WATERMARK_FILE: &str = "high-watermark";
+
+fn read_high_watermark(dir: &Path) -> Option<u64> {
+    std::fs::read_to_string(dir.join(HIGH_WATERMARK_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Records the idempotent producers of batches as they are stored.
+fn record_producer_batches(producers: &mut ProducerStates, mut bytes: &[u8]) {
+    while let Ok(header) = BatchHeader::parse(bytes, 0) {
+        if header.producer_id() >= 0 && !header.is_control() {
+            let first_seq = header.base_sequence();
+            let batch = IncomingBatch {
+                producer_id: header.producer_id(),
+                epoch: header.producer_epoch(),
+                first_seq,
+                last_seq: first_seq.wrapping_add(header.last_offset_delta()),
+            };
+            producers.record(
+                &batch,
+                BatchMetadata {
+                    first_seq,
+                    last_seq: batch.last_seq,
+                    base_offset: header.base_offset() as u64,
+                    last_offset: header.last_offset() as u64,
+                    timestamp: header.max_timestamp(),
+                },
+            );
+        }
+        bytes = &bytes[header.total_size().min(bytes.len())..];
     }
 }
 
@@ -251,27 +422,9 @@ fn load_producer_state(log: &Log) -> Result<ProducerStates, LogError> {
             path: slice.path().map(Path::to_owned).unwrap_or_default(),
             source,
         })?;
+        record_producer_batches(&mut producers, &bytes);
         let mut rest = &bytes[..];
         while let Ok(header) = BatchHeader::parse(rest, 0) {
-            if header.producer_id() >= 0 && !header.is_control() {
-                let first_seq = header.base_sequence();
-                let batch = IncomingBatch {
-                    producer_id: header.producer_id(),
-                    epoch: header.producer_epoch(),
-                    first_seq,
-                    last_seq: first_seq.wrapping_add(header.last_offset_delta()),
-                };
-                producers.record(
-                    &batch,
-                    BatchMetadata {
-                        first_seq,
-                        last_seq: batch.last_seq,
-                        base_offset: header.base_offset() as u64,
-                        last_offset: header.last_offset() as u64,
-                        timestamp: header.max_timestamp(),
-                    },
-                );
-            }
             offset = header.next_offset() as u64;
             rest = &rest[header.total_size().min(rest.len())..];
         }

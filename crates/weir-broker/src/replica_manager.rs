@@ -14,6 +14,7 @@ use weir_meta::{MetadataImage, TopicInfo};
 
 use crate::config::BrokerConfig;
 use crate::partition::{log_config, Partition, ReplicaState};
+use crate::replication::{Follow, ReplicaFetchers};
 
 /// Why a partition cannot be served here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -57,6 +58,7 @@ pub struct Reconciled {
 
 pub struct ReplicaManager {
     node_id: i32,
+    fetchers: ReplicaFetchers,
     topics: RwLock<HashMap<String, HostedTopic>>,
     /// One reconciliation at a time: it opens and deletes directories.
     reconciling: Mutex<()>,
@@ -66,6 +68,7 @@ impl ReplicaManager {
     pub fn new(node_id: i32) -> Self {
         Self {
             node_id,
+            fetchers: ReplicaFetchers::new(node_id),
             topics: RwLock::new(HashMap::new()),
             reconciling: Mutex::new(()),
         }
@@ -149,13 +152,22 @@ impl ReplicaManager {
             tracing::info!(topic = name, "removed the data of a deleted topic");
             outcome.removed_topics.push(name);
         }
+        let mut follows = Vec::new();
         for topic in image.topics() {
-            self.reconcile_topic(config, topic, &mut outcome);
+            self.reconcile_topic(config, image, topic, &mut outcome, &mut follows);
         }
+        self.fetchers.follow(follows);
         outcome
     }
 
-    fn reconcile_topic(&self, config: &BrokerConfig, topic: &TopicInfo, outcome: &mut Reconciled) {
+    fn reconcile_topic(
+        &self,
+        config: &BrokerConfig,
+        image: &MetadataImage,
+        topic: &TopicInfo,
+        outcome: &mut Reconciled,
+        follows: &mut Vec<Follow>,
+    ) {
         let assigned: Vec<_> = topic
             .partitions
             .iter()
@@ -221,6 +233,19 @@ impl ReplicaManager {
                 isr_size: p.isr.len(),
                 min_insync_replicas,
             };
+            if p.leader == self.node_id {
+                partition.lead(self.node_id, &p.replicas, &p.isr, crate::broker::now_ms());
+            } else {
+                partition.stop_leading();
+                if let Some(leader) = image.broker(p.leader).filter(|_| p.leader >= 0) {
+                    follows.push(Follow {
+                        partition: partition.clone(),
+                        leader: p.leader,
+                        leader_addr: format!("{}:{}", leader.host, leader.port),
+                        leader_epoch: p.leader_epoch,
+                    });
+                }
+            }
             let before = partition.replica_state();
             if before != state {
                 if state.leader == self.node_id && before.leader != self.node_id {
@@ -249,6 +274,7 @@ impl ReplicaManager {
 
     /// Takes every partition out, for a clean shutdown.
     pub fn drain(&self) -> Vec<Arc<Partition>> {
+        self.fetchers.stop();
         self.topics
             .write()
             .drain()

@@ -71,6 +71,24 @@ pub enum Command {
         /// Overrides to remove (back to the broker default).
         delete: Vec<String>,
     },
+    /// A partition leader changes the ISR (shrinking it when followers lag,
+    /// growing it when one has caught up), checked against the leader and
+    /// the epochs it computed the change from.
+    AlterPartition {
+        /// The topic name.
+        topic: String,
+        /// The partition index.
+        partition: i32,
+        /// The broker asking: must be the current leader.
+        leader: i32,
+        /// Its leader epoch: must be the current one.
+        leader_epoch: i32,
+        /// The partition epoch the change was computed from: must be
+        /// the current one.
+        partition_epoch: i32,
+        /// The new ISR.
+        isr: Vec<i32>,
+    },
     /// Sets the cluster id, once: the same id again is accepted, another
     /// refused.
     SetClusterId {

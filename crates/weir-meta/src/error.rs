@@ -11,6 +11,14 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MetaError {
+    /// A partition change from a leader that is not (or no longer) the
+    /// leader, or from an older leader epoch.
+    #[error("{0}")]
+    FencedLeaderEpoch(String),
+    /// A partition change computed from a partition state that has changed
+    /// since.
+    #[error("{0}")]
+    InvalidUpdateVersion(String),
     /// `CreateTopic` for a name that is already taken.
     #[error("Topic '{0}' already exists.")]
     TopicAlreadyExists(String),
@@ -102,6 +110,8 @@ impl MetaError {
             MetaError::InvalidReplicationFactor(_) => 38, // INVALID_REPLICATION_FACTOR
             MetaError::InvalidConfig { .. } => 40, // INVALID_CONFIG
             MetaError::InvalidRequest(_) => 42, // INVALID_REQUEST
+            MetaError::FencedLeaderEpoch(_) => 74, // FENCED_LEADER_EPOCH
+            MetaError::InvalidUpdateVersion(_) => 108, // INVALID_UPDATE_VERSION
             MetaError::ProducerIdsExhausted { .. }
             | MetaError::Io { .. }
             | MetaError::Corrupt { .. }

@@ -146,6 +146,21 @@ impl MetadataImage {
             }
             Command::AllocateProducerIds { count } => self.check_producer_ids(*count),
             Command::SetClusterId { id } => self.check_cluster_id(id),
+            Command::AlterPartition {
+                topic,
+                partition,
+                leader,
+                leader_epoch,
+                partition_epoch,
+                isr,
+            } => self.check_alter_partition(
+                topic,
+                *partition,
+                *leader,
+                *leader_epoch,
+                *partition_epoch,
+                isr,
+            ),
         }
     }
 
@@ -222,6 +237,22 @@ impl MetadataImage {
             }
             Command::SetClusterId { id } => {
                 self.cluster_id = Some(id.clone());
+                Applied::Done
+            }
+            Command::AlterPartition {
+                topic,
+                partition,
+                isr,
+                ..
+            } => {
+                if let Some(p) = self.topics.get_mut(topic).and_then(|t| {
+                    usize::try_from(*partition)
+                        .ok()
+                        .and_then(|i| t.partitions.get_mut(i))
+                }) {
+                    let leader = p.leader;
+                    change_partition(p, leader, isr.clone());
+                }
                 Applied::Done
             }
             Command::AllocateProducerIds { count } => {
@@ -399,25 +430,18 @@ impl MetadataImage {
                 if !p.replicas.contains(&id) {
                     continue;
                 }
-                let mut isr = p.isr.clone();
-                let mut leader = p.leader;
-                let mut revived = false;
-                if leader == -1 {
-                    if let Some((l, new_isr)) = elect(&p.replicas, &isr, fenced, unclean) {
-                        (leader, isr, revived) = (l, new_isr, true);
+                // A returning replica rejoins ISRs only through
+                // AlterPartition, once its leader sees it caught up; here
+                // it can only take back a partition it was the last in-sync
+                // replica of.
+                let (leader, isr) = if p.leader == -1 {
+                    match elect(&p.replicas, &p.isr, fenced, unclean) {
+                        Some(elected) => elected,
+                        None => continue,
                     }
-                }
-                // Interim rule, until followers fetch: a replica counts as
-                // in sync as soon as it is back and its partition has a
-                // leader, since nothing yet tracks how far behind it is.
-                // Later a replica rejoins only once it has caught up.
-                if revived {
-                    // Replicas that came back while the partition had no
-                    // leader had nothing to rejoin until now.
-                    rejoin_live_replicas(&p.replicas, &mut isr, fenced);
-                } else if leader != -1 && !isr.contains(&id) {
-                    isr.push(id);
-                }
+                } else {
+                    continue;
+                };
                 change_partition(p, leader, isr);
             }
         }
@@ -623,6 +647,55 @@ impl MetadataImage {
         topic_config::check_relations(&configs)
     }
 
+    fn check_alter_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: &[i32],
+    ) -> Result<(), MetaError> {
+        let p = self
+            .existing_topic(topic)?
+            .partition(partition)
+            .ok_or_else(|| MetaError::UnknownTopic(topic.to_owned()))?;
+        if p.leader != leader || p.leader_epoch != leader_epoch {
+            return Err(MetaError::FencedLeaderEpoch(format!(
+                "{topic}-{partition}: broker {leader} at leader epoch {leader_epoch} is not the \
+                 leader (the leader is {} at epoch {}).",
+                p.leader, p.leader_epoch
+            )));
+        }
+        if p.partition_epoch != partition_epoch {
+            return Err(MetaError::InvalidUpdateVersion(format!(
+                "{topic}-{partition}: the change is based on partition epoch {partition_epoch}, \
+                 the partition is at {}.",
+                p.partition_epoch
+            )));
+        }
+        let mut seen = BTreeSet::new();
+        for id in isr {
+            if !p.replicas.contains(id) || !seen.insert(*id) {
+                return Err(MetaError::InvalidRequest(format!(
+                    "{topic}-{partition}: the ISR {isr:?} must be distinct replicas of {:?}.",
+                    p.replicas
+                )));
+            }
+            if self.fenced.contains(id) {
+                return Err(MetaError::InvalidRequest(format!(
+                    "{topic}-{partition}: broker {id} is fenced and cannot join the ISR."
+                )));
+            }
+        }
+        if !isr.contains(&leader) {
+            return Err(MetaError::InvalidRequest(format!(
+                "{topic}-{partition}: the ISR {isr:?} must hold the leader {leader}."
+            )));
+        }
+        Ok(())
+    }
+
     fn check_cluster_id(&self, id: &str) -> Result<(), MetaError> {
         if id.is_empty() {
             return Err(MetaError::InvalidRequest(
@@ -705,24 +778,11 @@ fn elect(
 /// leaderless partition gets a clean leader if it has one.
 fn preferred_change(p: &PartitionInfo, fenced: &BTreeSet<i32>) -> Option<(i32, Vec<i32>)> {
     if p.leader == -1 {
-        let (leader, mut isr) = elect(&p.replicas, &p.isr, fenced, false)?;
-        rejoin_live_replicas(&p.replicas, &mut isr, fenced);
-        return Some((leader, isr));
+        return elect(&p.replicas, &p.isr, fenced, false);
     }
     let preferred = *p.replicas.first()?;
     (preferred != p.leader && p.isr.contains(&preferred) && !fenced.contains(&preferred))
         .then(|| (preferred, p.isr.clone()))
-}
-
-/// Appends to `isr`, in replica order, the unfenced replicas missing from
-/// it: what a partition that just got a leader back does under the interim
-/// rule (see `MetadataImage::unfence`).
-fn rejoin_live_replicas(replicas: &[i32], isr: &mut Vec<i32>, fenced: &BTreeSet<i32>) {
-    for r in replicas {
-        if !fenced.contains(r) && !isr.contains(r) {
-            isr.push(*r);
-        }
-    }
 }
 
 /// Sets a partition's leader and ISR, bumping each epoch once if its part

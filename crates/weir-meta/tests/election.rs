@@ -24,6 +24,23 @@ fn fence(id: i32) -> Command {
     Command::FenceBroker { id }
 }
 
+fn alter(
+    partition: i32,
+    leader: i32,
+    leader_epoch: i32,
+    partition_epoch: i32,
+    isr: &[i32],
+) -> Command {
+    Command::AlterPartition {
+        topic: "t".to_owned(),
+        partition,
+        leader,
+        leader_epoch,
+        partition_epoch,
+        isr: isr.to_vec(),
+    }
+}
+
 fn shutdown(id: i32) -> Command {
     Command::ControlledShutdown { id }
 }
@@ -134,13 +151,31 @@ fn rows() -> Vec<Row> {
             fenced: &[1, 2, 3],
         },
         Row {
-            name: "re-register: the broker rejoins every ISR, leaders stay",
+            name: "re-register: unfenced, but no ISR rejoined before catching up",
             setup: then(base(), &[fence(1)]),
             cmd: broker(1),
+            want: [(2, &[2, 3], 1, 1), (2, &[2, 3], 0, 1), (3, &[3, 2], 0, 1)],
+            fenced: &[],
+        },
+        Row {
+            name: "alter partition: the leader adds a caught-up follower",
+            setup: then(base(), &[fence(1), broker(1)]),
+            cmd: alter(0, 2, 1, 1, &[2, 3, 1]),
             want: [
                 (2, &[2, 3, 1], 1, 2),
-                (2, &[2, 3, 1], 0, 2),
-                (3, &[3, 2, 1], 0, 2),
+                (2, &[2, 3], 0, 1),
+                (3, &[3, 2], 0, 1),
+            ],
+            fenced: &[],
+        },
+        Row {
+            name: "alter partition: the leader drops a lagging follower",
+            setup: base(),
+            cmd: alter(2, 3, 0, 0, &[3, 2]),
+            want: [
+                (1, &[1, 2, 3], 0, 0),
+                (2, &[2, 3, 1], 0, 0),
+                (3, &[3, 2], 0, 1),
             ],
             fenced: &[],
         },
@@ -152,10 +187,10 @@ fn rows() -> Vec<Row> {
             fenced: &[1, 3],
         },
         Row {
-            name: "re-register the last in-sync replica: it leads again, returned replicas rejoin",
+            name: "re-register the last in-sync replica: it leads again, alone in the ISR",
             setup: then(base(), &[fence(2), fence(3), fence(1), broker(2)]),
             cmd: broker(1),
-            want: [(1, &[1, 2], 2, 4), (1, &[1, 2], 4, 4), (1, &[1, 2], 3, 4)],
+            want: [(1, &[1], 2, 4), (1, &[1], 4, 4), (1, &[1], 3, 4)],
             fenced: &[3],
         },
         Row {
@@ -166,13 +201,16 @@ fn rows() -> Vec<Row> {
             fenced: &[1, 2],
         },
         Row {
-            name: "elect preferred leaders: p0 goes back to broker 1",
-            setup: then(base(), &[fence(1), broker(1)]),
+            name: "elect preferred leaders: p0 goes back to broker 1 once in sync",
+            setup: then(
+                base(),
+                &[fence(1), broker(1), alter(0, 2, 1, 1, &[2, 3, 1])],
+            ),
             cmd: Command::ElectPreferredLeaders,
             want: [
                 (1, &[2, 3, 1], 2, 3),
-                (2, &[2, 3, 1], 0, 2),
-                (3, &[3, 2, 1], 0, 2),
+                (2, &[2, 3], 0, 1),
+                (3, &[3, 2], 0, 1),
             ],
             fenced: &[],
         },
@@ -392,6 +430,24 @@ fn queries_follow_membership() {
 
     image.apply(&broker(1)).unwrap();
     assert!(!image.is_fenced(1));
+    assert_eq!(
+        image.under_replicated_partitions(),
+        all,
+        "not caught up yet"
+    );
+    assert_eq!(image.preferred_leader_imbalance(), 0);
+    for (p, leader, isr) in [(0, 2, [2, 3, 1]), (1, 2, [2, 3, 1]), (2, 3, [3, 2, 1])] {
+        let epochs = image.topic("t").unwrap().partitions[p as usize].clone();
+        image
+            .apply(&alter(
+                p,
+                leader,
+                epochs.leader_epoch,
+                epochs.partition_epoch,
+                &isr,
+            ))
+            .unwrap();
+    }
     assert!(image.under_replicated_partitions().is_empty());
     assert_eq!(image.preferred_leader_imbalance(), 1);
     image.apply(&Command::ElectPreferredLeaders).unwrap();
@@ -423,14 +479,14 @@ fn elect_preferred_leaders_fills_leaderless_partitions() {
     assert_eq!(image.preferred_leader_imbalance(), 1);
     image.apply(&Command::ElectPreferredLeaders).unwrap();
     let p1 = &image.topic("t").unwrap().partitions[1];
-    // Replica order [2, 3, 1]: 3 is the first in sync; 2 is alive, so it
-    // rejoins with the new leader.
-    assert_eq!((p1.leader, p1.isr.clone()), (3, vec![1, 3, 2]));
+    // Replica order [2, 3, 1]: 3 is the first in sync; 2 rejoins only once
+    // caught up.
+    assert_eq!((p1.leader, p1.isr.clone()), (3, vec![1, 3]));
     assert_eq!((p1.leader_epoch, p1.partition_epoch), (1, 1));
     assert_eq!(
         image.preferred_leader_imbalance(),
-        1,
-        "2 is preferred and in sync"
+        0,
+        "2 is preferred but not in sync"
     );
 }
 
@@ -506,4 +562,27 @@ fn old_images_load() {
             .contains("broker 7 is fenced but not registered"),
         "{e}"
     );
+}
+
+#[test]
+fn alter_partition_is_checked_against_the_leader_and_the_epochs() {
+    let mut image = MetadataImage::new();
+    for cmd in then(base(), &[fence(1)]) {
+        image.apply(&cmd).unwrap();
+    }
+    // p0: leader 2 at leader epoch 1, partition epoch 1, ISR [2, 3].
+    let before = image.clone();
+    for (cmd, code) in [
+        (alter(0, 1, 0, 1, &[1, 2, 3]), 74), // the deposed leader
+        (alter(0, 2, 0, 1, &[2, 3]), 74),    // an old leader epoch
+        (alter(0, 2, 1, 0, &[2]), 108),      // an old partition epoch
+        (alter(0, 2, 1, 1, &[3]), 42),       // without the leader
+        (alter(0, 2, 1, 1, &[2, 4]), 42),    // not a replica
+        (alter(0, 2, 1, 1, &[2, 2]), 42),    // twice
+        (alter(0, 2, 1, 1, &[2, 3, 1]), 42), // broker 1 is fenced
+    ] {
+        let error = image.apply(&cmd).unwrap_err();
+        assert_eq!(error.kafka_error_code(), code, "{cmd:?}: {error}");
+        assert_eq!(image, before);
+    }
 }

@@ -585,9 +585,24 @@ async fn a_silent_broker_is_fenced_and_its_leaderships_move() {
         HeartbeatReply::Fenced
     );
 
-    // It comes back: registering unfences it, it rejoins the ISRs, and the
-    // periodic preferred leader election gives partition 0 back to it.
+    // It comes back: registering unfences it, its leader puts it back in
+    // the ISR once caught up, and the periodic preferred leader election
+    // gives partition 0 back to it.
     follower.submit(broker(silent)).await.unwrap();
+    let now = p0(&follower.image().borrow());
+    let mut isr = now.isr.clone();
+    isr.push(silent);
+    follower
+        .submit(Command::AlterPartition {
+            topic: "t".into(),
+            partition: 0,
+            leader: now.leader,
+            leader_epoch: now.leader_epoch,
+            partition_epoch: now.partition_epoch,
+            isr,
+        })
+        .await
+        .unwrap();
     heartbeat_until(
         &cluster,
         &[1, 2, 3],

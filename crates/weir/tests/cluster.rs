@@ -162,8 +162,21 @@ fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
 }
 
 fn create_topic(bootstrap: &str, name: &str, partitions: i32, replicas: i32) {
+    create_topic_with(bootstrap, name, partitions, replicas, &[]);
+}
+
+fn create_topic_with(
+    bootstrap: &str,
+    name: &str,
+    partitions: i32,
+    replicas: i32,
+    configs: &[(&str, &str)],
+) {
     let admin = admin(bootstrap);
-    let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replicas));
+    let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replicas));
+    for (key, value) in configs {
+        topic = topic.set(key, value);
+    }
     let results = common::cli::block_on(admin.create_topics(
         &[topic],
         &AdminOptions::new().operation_timeout(Some(Duration::from_secs(20))),
@@ -314,19 +327,15 @@ fn replicas_and_leaders_spread_over_three_brokers_and_clients_follow_leaders() {
 
     // librdkafka bootstraps from one node and sends each partition's
     // records to its leader.
-    let producer = producer(&cluster.node(2).kafka, "1");
-    assert_eq!(
-        send_each(&producer, "spread", 6, "v1"),
-        Vec::<String>::new()
-    );
+    let loose = producer(&cluster.node(2).kafka, "1");
+    assert_eq!(send_each(&loose, "spread", 6, "v1"), Vec::<String>::new());
     let values = read_all(&cluster.node(3).kafka, "spread", 6, 6);
     assert_eq!(values.len(), 6, "{values:?}");
 
-    // Followers do not copy data yet: acks=all must not be acknowledged.
-    let strict = producer_all(&cluster.node(1).kafka);
-    let errors = send_each(&strict, "spread", 1, "v2");
-    assert_eq!(errors.len(), 1, "acks=all must fail on an RF=3 partition");
-    assert!(errors[0].contains("NotEnoughReplicas"), "{errors:?}");
+    // acks=all is answered once the followers have the records.
+    let strict = producer(&cluster.node(1).kafka, "all");
+    assert_eq!(send_each(&strict, "spread", 6, "v2"), Vec::<String>::new());
+    assert_eq!(read_all(&cluster.node(3).kafka, "spread", 6, 12).len(), 12);
 
     // A topic with more replicas than brokers is refused.
     let admin = admin(&bootstrap);
@@ -340,17 +349,6 @@ fn replicas_and_leaders_spread_over_three_brokers_and_clients_follow_leaders() {
         error.1,
         rdkafka::types::RDKafkaErrorCode::InvalidReplicationFactor
     );
-}
-
-fn producer_all(bootstrap: &str) -> FutureProducer {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("acks", "all")
-        .set("enable.idempotence", "false")
-        .set("retries", "0")
-        .set("message.timeout.ms", "5000")
-        .create()
-        .expect("producer")
 }
 
 #[test]
@@ -604,5 +602,94 @@ fn brokers_without_the_controller_role_follow_the_metadata_as_learners() {
         status.stdout.contains("Brokers (3 live)"),
         "{}",
         status.stdout
+    );
+}
+
+/// Sends `count` keyed records with acks=all and idempotence; returns the
+/// values acknowledged.
+fn send_acked(bootstrap: &str, topic: &str, prefix: &str, count: usize) -> Vec<String> {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("message.timeout.ms", "20000")
+        .set("linger.ms", "5")
+        .create()
+        .expect("producer");
+    let values: Vec<String> = (0..count).map(|i| format!("{prefix}-{i}")).collect();
+    let sends: Vec<_> = values
+        .iter()
+        .map(|value| {
+            let send = producer.send(
+                FutureRecord::to(topic).key(value).payload(value),
+                Duration::from_secs(20),
+            );
+            (value.clone(), send)
+        })
+        .collect();
+    sends
+        .into_iter()
+        .filter_map(|(value, send)| common::cli::block_on(send).ok().map(|_| value))
+        .collect()
+}
+
+#[test]
+fn acknowledged_records_survive_their_leader_being_killed() {
+    let mut cluster = Cluster::start(&[]);
+    create_topic_with(
+        &cluster.node(1).kafka,
+        "durable",
+        3,
+        3,
+        &[("min.insync.replicas", "2")],
+    );
+    let acked = send_acked(&cluster.bootstrap(), "durable", "before", 300);
+    assert_eq!(acked.len(), 300, "every record acknowledged");
+
+    let controller = cluster.controller(1) as i32;
+    let before = partitions(&cluster.bootstrap(), "durable");
+    let victim = before
+        .iter()
+        .map(|v| v.leader)
+        .find(|l| *l != controller)
+        .expect("a leader that is not the controller");
+    let survivor = (1..=3).find(|id| *id != victim).unwrap();
+    cluster.node_mut(victim).kill();
+    let bootstrap = cluster.node(survivor).kafka.clone();
+    wait_until(
+        "leaderships to move",
+        Duration::from_millis(SESSION_TIMEOUT_MS + 10_000),
+        || {
+            partitions(&bootstrap, "durable")
+                .iter()
+                .all(|v| v.leader >= 0 && v.leader != victim)
+                .then_some(())
+        },
+    );
+    // Two in-sync replicas left: acks=all still works.
+    let after = send_acked(&bootstrap, "durable", "after", 100);
+    assert_eq!(after.len(), 100);
+
+    let read: BTreeSet<String> = read_all(&bootstrap, "durable", 3, 400)
+        .into_iter()
+        .collect();
+    let lost: Vec<&String> = acked
+        .iter()
+        .chain(&after)
+        .filter(|v| !read.contains(*v))
+        .collect();
+    assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+
+    // The killed broker comes back, catches up and rejoins every ISR.
+    cluster.node_mut(victim).restart(false);
+    wait_until(
+        "the ISRs to be whole again",
+        Duration::from_secs(30),
+        || {
+            partitions(&bootstrap, "durable")
+                .iter()
+                .all(|v| v.isr.len() == 3)
+                .then_some(())
+        },
     );
 }

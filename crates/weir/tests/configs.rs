@@ -321,3 +321,38 @@ fn delete_records_moves_the_log_start_for_good() {
         "POLICY_VIOLATION"
     );
 }
+
+#[test]
+fn acks_all_needs_min_insync_replicas_in_the_isr() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("guarded");
+    assert_eq!(raw.produce("guarded", 0, BatchBuilder::new(1).build()).0, 0);
+    assert_eq!(
+        alter(
+            &mut raw,
+            TOPIC,
+            "guarded",
+            &[("min.insync.replicas", SET, Some("2"))],
+            false
+        )
+        .0,
+        0
+    );
+    // One replica cannot satisfy two: refused before anything is written.
+    let (code, _) = raw.produce("guarded", 0, BatchBuilder::new(1).build());
+    assert_eq!(code, 19, "NOT_ENOUGH_REPLICAS");
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let latest: ListOffsetsResponse = raw.call(
+        ApiKey::ListOffsets,
+        7,
+        &ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(s("guarded")))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-1)])]),
+    );
+    assert_eq!(latest.topics[0].partitions[0].offset, 1, "nothing appended");
+}

@@ -134,6 +134,24 @@ fn every_advertised_version_answers() {
                     assert_eq!(r.topics[0].partitions[0].error_code, 0, "{label}");
                     assert!(r.topics[0].partitions[0].offset > 0, "{label}");
                 }
+                ApiKey::OffsetForLeaderEpoch => {
+                    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+                        OffsetForLeaderPartition, OffsetForLeaderTopic,
+                    };
+                    let request = OffsetForLeaderEpochRequest::default()
+                        .with_replica_id(BrokerId(-1))
+                        .with_topics(vec![OffsetForLeaderTopic::default()
+                            .with_topic(name("sweep"))
+                            .with_partitions(vec![OffsetForLeaderPartition::default()
+                                .with_partition(0)
+                                .with_current_leader_epoch(-1)
+                                .with_leader_epoch(0)])]);
+                    let r: OffsetForLeaderEpochResponse = raw.call(key, version, &request);
+                    let answer = &r.topics[0].partitions[0];
+                    assert_eq!(answer.error_code, 0, "{label}");
+                    assert_eq!(answer.leader_epoch, 0, "{label}");
+                    assert!(answer.end_offset > 0, "{label}");
+                }
                 ApiKey::CreateTopics => {
                     let topic = format!("created-v{version}");
                     let request =

@@ -12,6 +12,7 @@ use weir_log::{LogError, LogSlice};
 
 use super::fetch_response::{self, FetchedPartition};
 use super::RequestContext;
+use crate::broker::now_ms;
 use crate::broker::Broker;
 use crate::net::Outgoing;
 use crate::partition::Partition;
@@ -21,14 +22,20 @@ struct Target {
     index: i32,
     fetch_offset: i64,
     max_bytes: usize,
-    partition: Result<Arc<Partition>, NotServed>,
+    partition: Result<Arc<Partition>, i16>,
+    /// A follower reads up to the log end, a consumer up to the high
+    /// watermark.
+    follower: bool,
 }
 
 pub(super) async fn handle(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     ctx: &RequestContext,
     request: FetchRequest,
 ) -> Outgoing {
+    // Before v15 followers name themselves in `replica_id`; consumers send -1.
+    let replica = request.replica_id.0;
+    let now = now_ms();
     let topics: Vec<(String, Vec<Target>)> = request
         .topics
         .into_iter()
@@ -37,11 +44,27 @@ pub(super) async fn handle(
             let targets = topic
                 .partitions
                 .into_iter()
-                .map(|p| Target {
-                    index: p.partition,
-                    fetch_offset: p.fetch_offset,
-                    max_bytes: p.partition_max_bytes.max(0) as usize,
-                    partition: broker.leader_partition(&name, p.partition),
+                .map(|p| {
+                    let partition = broker
+                        .leader_partition(&name, p.partition)
+                        .map_err(NotServed::code)
+                        .and_then(|partition| {
+                            check_leader_epoch(&partition, p.current_leader_epoch)?;
+                            Ok(partition)
+                        });
+                    if let (Ok(partition), true) = (&partition, replica >= 0) {
+                        let offset = u64::try_from(p.fetch_offset).unwrap_or(0);
+                        if let Some(isr) = partition.follower_fetched(replica, offset, now) {
+                            broker.propose_isr(partition.clone(), isr);
+                        }
+                    }
+                    Target {
+                        index: p.partition,
+                        fetch_offset: p.fetch_offset,
+                        max_bytes: p.partition_max_bytes.max(0) as usize,
+                        partition,
+                        follower: replica >= 0,
+                    }
                 })
                 .collect();
             (name, targets)
@@ -71,6 +94,21 @@ pub(super) async fn handle(
     }
 }
 
+/// FENCED_LEADER_EPOCH for a client behind the leader's epoch,
+/// UNKNOWN_LEADER_EPOCH for one ahead of it; -1 skips the check.
+pub(super) fn check_leader_epoch(
+    partition: &Partition,
+    current_leader_epoch: i32,
+) -> Result<(), i16> {
+    let epoch = partition.replica_state().leader_epoch;
+    match current_leader_epoch {
+        -1 => Ok(()),
+        e if e < epoch => Err(ResponseError::FencedLeaderEpoch.code()),
+        e if e > epoch => Err(ResponseError::UnknownLeaderEpoch.code()),
+        _ => Ok(()),
+    }
+}
+
 type Fetched<'a> = Vec<(&'a str, Vec<FetchedPartition>)>;
 
 fn read_all(topics: &[(String, Vec<Target>)], max_bytes: usize) -> (Fetched<'_>, usize, bool) {
@@ -95,7 +133,7 @@ fn read_all(topics: &[(String, Vec<Target>)], max_bytes: usize) -> (Fetched<'_>,
 fn read_partition(target: &Target, budget: usize, have_data: bool) -> FetchedPartition {
     let partition = match &target.partition {
         Ok(partition) => partition,
-        Err(not_served) => return FetchedPartition::error(target.index, not_served.code()),
+        Err(code) => return FetchedPartition::error(target.index, *code),
     };
     let high_watermark = partition.high_watermark();
     let mut data = FetchedPartition {
@@ -114,7 +152,12 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> FetchedPar
     if limit == 0 && have_data {
         return data;
     }
-    match partition.log.read(offset, limit.max(1), high_watermark) {
+    let upper = if target.follower {
+        partition.log.log_end_offset()
+    } else {
+        high_watermark
+    };
+    match partition.log.read(offset, limit.max(1), upper) {
         Ok(slice) if have_data && slice.len() as usize > limit => {}
         Ok(slice) => data.records = slice,
         Err(LogError::OffsetOutOfRange { .. }) => {

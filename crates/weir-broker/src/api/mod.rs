@@ -8,6 +8,7 @@ mod configs;
 mod fetch;
 mod fetch_response;
 mod groups;
+mod leader_epoch;
 mod list_offsets;
 mod membership;
 mod metadata;
@@ -40,6 +41,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::OffsetCommit, 2, 9),
     (ApiKey::OffsetFetch, 1, 9),
@@ -138,6 +140,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::Produce => "Produce",
         ApiKey::Fetch => "Fetch",
         ApiKey::ListOffsets => "ListOffsets",
+        ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::Metadata => "Metadata",
         ApiKey::ApiVersions => "ApiVersions",
         ApiKey::CreateTopics => "CreateTopics",
@@ -221,13 +224,21 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
-        ApiKey::Produce => Reply::Now(produce::handle(&broker, &ctx, decode!())),
+        ApiKey::Produce => {
+            let request = decode!();
+            produce::handle(&broker, ctx, request)
+        }
         ApiKey::Fetch => {
             let request = decode!();
             Reply::Later(Box::pin(async move {
                 Some(fetch::handle(&broker, &ctx, request).await)
             }))
         }
+        ApiKey::OffsetForLeaderEpoch => Reply::Now(Some(ctx.respond(&leader_epoch::handle(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
         ApiKey::ListOffsets => Reply::Now(Some(ctx.respond(&list_offsets::handle(
             &broker,
             &ctx,

@@ -1,7 +1,12 @@
 //! Produce: validate and append each partition's batch on its leader.
-//! Followers do not copy data yet, so acks=all is refused for a partition
-//! whose ISR holds more than its leader rather than acknowledged as
-//! replicated.
+//! acks=0 and acks=1 are answered once the leader has the batch; acks=all
+//! once every in-sync replica has it (the high watermark passed it), with
+//! NOT_ENOUGH_REPLICAS when the ISR is below `min.insync.replicas` before
+//! the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND when it fell below while
+//! waiting, and REQUEST_TIMED_OUT when the request's timeout ran out.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -10,22 +15,29 @@ use kafka_protocol::ResponseError;
 use weir_log::batch::BatchError;
 use weir_log::LogError;
 
-use super::RequestContext;
+use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::partition::AppendError;
+use crate::partition::{AppendError, Partition};
 
-/// Returns `None` for acks=0: the client expects no response.
-pub(super) fn handle(
-    broker: &Broker,
-    ctx: &RequestContext,
-    request: ProduceRequest,
-) -> Option<crate::net::Outgoing> {
+/// An acks=all append waiting for its followers: where its answer goes,
+/// and the offset the high watermark must reach.
+struct Pending {
+    topic: usize,
+    partition: usize,
+    replica: Arc<Partition>,
+    until: u64,
+}
+
+/// Appends every partition's batch; answers at once, or (acks=all) once
+/// the followers have the batches. No response at all for acks=0.
+pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceRequest) -> Reply {
     let mut responses = Vec::with_capacity(request.topic_data.len());
+    let mut pending = Vec::new();
     let invalid_acks = !matches!(request.acks, -1..=1);
-    for topic in request.topic_data {
+    for (t, topic) in request.topic_data.into_iter().enumerate() {
         let name = topic.name.0.to_string();
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
-        for data in topic.partition_data {
+        for (p, data) in topic.partition_data.into_iter().enumerate() {
             let response = if invalid_acks {
                 error(data.index, ResponseError::InvalidRequiredAcks, None)
             } else if request.transactional_id.is_some() {
@@ -35,13 +47,22 @@ pub(super) fn handle(
                     Some("transactions are not supported yet".into()),
                 )
             } else {
-                produce_partition(
+                let (response, wait) = produce_partition(
                     broker,
                     &name,
                     data.index,
                     request.acks,
                     data.records.as_deref(),
-                )
+                );
+                if let Some((replica, until)) = wait {
+                    pending.push(Pending {
+                        topic: t,
+                        partition: p,
+                        replica,
+                        until,
+                    });
+                }
+                response
             };
             partitions.push(response);
         }
@@ -52,70 +73,128 @@ pub(super) fn handle(
         );
     }
     if request.acks == 0 {
-        return None;
+        return Reply::Now(None);
     }
-    Some(ctx.respond(&ProduceResponse::default().with_responses(responses)))
+    if pending.is_empty() {
+        return Reply::Now(Some(
+            ctx.respond(&ProduceResponse::default().with_responses(responses)),
+        ));
+    }
+    let node_id = broker.config().node_id;
+    let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
+    Reply::Later(Box::pin(async move {
+        let deadline = tokio::time::Instant::now() + timeout;
+        for wait in pending {
+            let outcome = replicated(&wait.replica, wait.until, node_id, deadline).await;
+            if let Err((code, message)) = outcome {
+                let response = &mut responses[wait.topic].partition_responses[wait.partition];
+                *response = error(response.index, code, Some(message));
+            }
+        }
+        Some(ctx.respond(&ProduceResponse::default().with_responses(responses)))
+    }))
 }
 
+/// Waits until every in-sync replica has the records below `until`.
+async fn replicated(
+    partition: &Partition,
+    until: u64,
+    node_id: i32,
+    deadline: tokio::time::Instant,
+) -> Result<(), (ResponseError, String)> {
+    let mut changed = partition.subscribe();
+    loop {
+        changed.borrow_and_update();
+        let state = partition.replica_state();
+        if state.leader != node_id {
+            return Err((
+                ResponseError::NotLeaderOrFollower,
+                "leadership moved before the followers had the records".to_owned(),
+            ));
+        }
+        if partition.high_watermark() >= until {
+            if state.isr_size < state.min_insync_replicas {
+                return Err((
+                    ResponseError::NotEnoughReplicasAfterAppend,
+                    format!(
+                        "written, but the ISR shrank to {} replica(s), fewer than min.insync.replicas={}",
+                        state.isr_size, state.min_insync_replicas
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        match tokio::time::timeout_at(deadline, changed.changed()).await {
+            Ok(Ok(())) => {}
+            _ => {
+                return Err((
+                    ResponseError::RequestTimedOut,
+                    "the in-sync replicas did not all have the records in time".to_owned(),
+                ))
+            }
+        }
+    }
+}
+
+/// Appends one partition's batch; with acks=all also returns what to wait
+/// for.
 fn produce_partition(
     broker: &Broker,
     topic: &str,
     index: i32,
     acks: i16,
     records: Option<&[u8]>,
-) -> PartitionProduceResponse {
+) -> (PartitionProduceResponse, Option<(Arc<Partition>, u64)>) {
     let partition = match broker.leader_partition(topic, index) {
         Ok(partition) => partition,
         Err(not_served) => {
             let code = ResponseError::try_from_code(not_served.code())
                 .unwrap_or(ResponseError::UnknownServerError);
-            return error(index, code, None);
+            return (error(index, code, None), None);
         }
     };
     let state = partition.replica_state();
     if acks == -1 && state.isr_size < state.min_insync_replicas {
-        return error(
-            index,
-            ResponseError::NotEnoughReplicas,
-            Some(format!(
-                "the ISR has {} replica(s), fewer than min.insync.replicas={}",
-                state.isr_size, state.min_insync_replicas
-            )),
+        let message = format!(
+            "the ISR has {} replica(s), fewer than min.insync.replicas={}",
+            state.isr_size, state.min_insync_replicas
         );
-    }
-    if acks == -1 && state.isr_size > 1 {
-        return error(
-            index,
-            ResponseError::NotEnoughReplicas,
-            Some(
-                "acks=all needs replication to followers, which this version does not do; \
-                 use acks=1 or a replication factor of 1"
-                    .into(),
-            ),
+        return (
+            error(index, ResponseError::NotEnoughReplicas, Some(message)),
+            None,
         );
     }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return error(
-            index,
-            ResponseError::InvalidRecord,
-            Some("no records".into()),
+        return (
+            error(
+                index,
+                ResponseError::InvalidRecord,
+                Some("no records".into()),
+            ),
+            None,
         );
     };
     match partition.append(records, state.leader_epoch) {
         Ok(appended) => {
             broker.metrics().records_appended.inc_by(appended.records);
-            PartitionProduceResponse::default()
+            let response = PartitionProduceResponse::default()
                 .with_index(index)
                 .with_base_offset(appended.base_offset as i64)
                 .with_log_append_time_ms(appended.log_append_time_ms.unwrap_or(-1))
-                .with_log_start_offset(partition.log.log_start_offset() as i64)
+                .with_log_start_offset(partition.log.log_start_offset() as i64);
+            // A duplicate's records were appended before; they too must
+            // be replicated before acks=all answers.
+            let until = appended.last_offset + 1;
+            let wait =
+                (acks == -1 && partition.high_watermark() < until).then_some((partition, until));
+            (response, wait)
         }
         Err(e) => {
             let code = append_error_code(&e);
             if code == ResponseError::KafkaStorageError {
                 tracing::error!(topic, partition = index, error = %e, "append failed");
             }
-            error(index, code, Some(e.to_string()))
+            (error(index, code, Some(e.to_string())), None)
         }
     }
 }

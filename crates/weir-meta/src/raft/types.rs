@@ -118,6 +118,8 @@ pub(crate) enum Rejection {
         reason: String,
     },
     InvalidRequest(String),
+    FencedLeaderEpoch(String),
+    InvalidUpdateVersion(String),
     ProducerIdsExhausted {
         next: i64,
         count: i64,
@@ -144,6 +146,8 @@ impl From<&MetaError> for Rejection {
                 reason: reason.clone(),
             },
             MetaError::InvalidRequest(m) => Rejection::InvalidRequest(m.clone()),
+            MetaError::FencedLeaderEpoch(m) => Rejection::FencedLeaderEpoch(m.clone()),
+            MetaError::InvalidUpdateVersion(m) => Rejection::InvalidUpdateVersion(m.clone()),
             MetaError::ProducerIdsExhausted { next, count } => Rejection::ProducerIdsExhausted {
                 next: *next,
                 count: *count,
@@ -165,6 +169,8 @@ impl From<Rejection> for MetaError {
             Rejection::InvalidReplicationFactor(m) => MetaError::InvalidReplicationFactor(m),
             Rejection::InvalidConfig { key, reason } => MetaError::InvalidConfig { key, reason },
             Rejection::InvalidRequest(m) | Rejection::Other(m) => MetaError::InvalidRequest(m),
+            Rejection::FencedLeaderEpoch(m) => MetaError::FencedLeaderEpoch(m),
+            Rejection::InvalidUpdateVersion(m) => MetaError::InvalidUpdateVersion(m),
             Rejection::ProducerIdsExhausted { next, count } => {
                 MetaError::ProducerIdsExhausted { next, count }
             }

@@ -1,0 +1,56 @@
+//! OffsetForLeaderEpoch: where a leader epoch ended in the leader's log.
+//! Followers use it to find a divergent suffix after a leader change
+//! (KIP-101, KIP-279); consumers to detect a log truncated under them
+//! (KIP-320).
+
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+
+use super::fetch::check_leader_epoch;
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::replica_manager::NotServed;
+
+pub(super) fn handle(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.topic.0.to_string();
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let answer = EpochEndOffset::default()
+                        .with_partition(p.partition)
+                        .with_leader_epoch(-1)
+                        .with_end_offset(-1);
+                    let partition = broker
+                        .leader_partition(&name, p.partition)
+                        .map_err(NotServed::code)
+                        .and_then(|partition| {
+                            check_leader_epoch(&partition, p.current_leader_epoch)?;
+                            Ok(partition)
+                        });
+                    match partition {
+                        Ok(partition) => {
+                            let (epoch, end) = partition.log.end_offset_for_epoch(p.leader_epoch);
+                            answer.with_leader_epoch(epoch).with_end_offset(end)
+                        }
+                        Err(code) => answer.with_error_code(code),
+                    }
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(topic.topic)
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}

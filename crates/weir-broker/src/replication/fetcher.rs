@@ -1,0 +1,407 @@
+//! Followers copying their leaders: one task per leader broker, sending
+//! Fetch requests (with this broker's id as the replica id) for every
+//! partition this broker follows there, appending what comes back as it
+//! is, and taking the leader's high watermark.
+//!
+//! Before its first fetch under a leader epoch, a follower asks the leader
+//! (OffsetForLeaderEpoch) where its own latest epoch ended in the leader's
+//! log, and drops anything it holds beyond that: a suffix the leader never
+//! had, written under an older leader that lost its leadership.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use weir_client::{Client, ClientConfig};
+use weir_log::batch::BatchHeader;
+
+use crate::partition::Partition;
+
+/// How long a follower's fetch waits at the leader for new records.
+const FETCH_WAIT_MS: i32 = 500;
+/// The most bytes one fetch asks for, per partition and in all.
+const PARTITION_MAX_BYTES: i32 = 1 << 20;
+const FETCH_MAX_BYTES: i32 = 10 << 20;
+/// The pause after a failure before trying again.
+const BACKOFF: Duration = Duration::from_millis(200);
+
+/// A partition this broker follows, and under which leader epoch.
+#[derive(Clone)]
+pub struct Follow {
+    pub partition: Arc<Partition>,
+    pub leader: i32,
+    /// The leader's `host:port`.
+    pub leader_addr: String,
+    pub leader_epoch: i32,
+}
+
+type Key = (String, i32);
+
+struct Followed {
+    partition: Arc<Partition>,
+    leader_epoch: i32,
+    /// Whether the divergent suffix check has been done for this epoch.
+    truncated: bool,
+}
+
+struct LeaderFetcher {
+    addr: String,
+    partitions: Arc<Mutex<BTreeMap<Key, Followed>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Every follower fetch task of this broker.
+pub struct ReplicaFetchers {
+    node_id: i32,
+    /// Created on first use; its own threads, so that fetching never waits
+    /// behind client requests.
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    fetchers: Mutex<HashMap<i32, LeaderFetcher>>,
+}
+
+impl ReplicaFetchers {
+    pub fn new(node_id: i32) -> Self {
+        Self {
+            node_id,
+            runtime: Mutex::new(None),
+            fetchers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Makes `wanted` the partitions followed, each from its leader: new
+    /// ones start with a truncation check, ones whose leader or epoch
+    /// changed start over, the others carry on.
+    pub fn follow(&self, wanted: Vec<Follow>) {
+        let mut by_leader: HashMap<i32, (String, BTreeMap<Key, Follow>)> = HashMap::new();
+        for follow in wanted {
+            let key = (follow.partition.topic.clone(), follow.partition.index);
+            by_leader
+                .entry(follow.leader)
+                .or_insert_with(|| (follow.leader_addr.clone(), BTreeMap::new()))
+                .1
+                .insert(key, follow);
+        }
+        let mut fetchers = self.fetchers.lock();
+        fetchers.retain(|leader, fetcher| {
+            let keep = by_leader
+                .get(leader)
+                .is_some_and(|(addr, _)| *addr == fetcher.addr);
+            if !keep {
+                fetcher.task.abort();
+            }
+            keep
+        });
+        for (leader, (addr, partitions)) in by_leader {
+            let fetcher = fetchers
+                .entry(leader)
+                .or_insert_with(|| self.start(leader, addr.clone()));
+            let mut followed = fetcher.partitions.lock();
+            followed.retain(|key, f| {
+                partitions.get(key).is_some_and(|w| {
+                    w.leader_epoch == f.leader_epoch && Arc::ptr_eq(&w.partition, &f.partition)
+                })
+            });
+            for (key, follow) in partitions {
+                followed.entry(key).or_insert(Followed {
+                    partition: follow.partition,
+                    leader_epoch: follow.leader_epoch,
+                    truncated: false,
+                });
+            }
+        }
+    }
+
+    fn start(&self, leader: i32, addr: String) -> LeaderFetcher {
+        let partitions = Arc::new(Mutex::new(BTreeMap::new()));
+        let mut runtime = self.runtime.lock();
+        let runtime = runtime.get_or_insert_with(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("weir-replica-fetcher")
+                .enable_all()
+                .build()
+                .expect("a runtime for the replica fetchers")
+        });
+        tracing::info!(leader, addr, "following partitions of a leader");
+        let task = runtime.spawn(fetch_loop(self.node_id, addr.clone(), partitions.clone()));
+        LeaderFetcher {
+            addr,
+            partitions,
+            task,
+        }
+    }
+
+    /// Stops every fetcher.
+    pub fn stop(&self) {
+        for (_, fetcher) in self.fetchers.lock().drain() {
+            fetcher.task.abort();
+        }
+        if let Some(runtime) = self.runtime.lock().take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Drop for ReplicaFetchers {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn fetch_loop(node_id: i32, addr: String, partitions: Arc<Mutex<BTreeMap<Key, Followed>>>) {
+    let config = ClientConfig {
+        client_id: format!("weir-replica-{node_id}"),
+        connect_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(10),
+    };
+    let mut client: Option<Client> = None;
+    loop {
+        if partitions.lock().is_empty() {
+            tokio::time::sleep(BACKOFF).await;
+            continue;
+        }
+        let connection = match client.as_mut() {
+            Some(connection) => connection,
+            None => match Client::connect_with(&addr, config.clone()).await {
+                Ok(connection) => client.insert(connection),
+                Err(error) => {
+                    tracing::debug!(addr, %error, "cannot reach the leader");
+                    tokio::time::sleep(BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let outcome = match truncate_divergent(connection, node_id, &partitions).await {
+            Ok(()) => fetch_once(connection, node_id, &partitions).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = outcome {
+            tracing::debug!(addr, %error, "replica fetch failed");
+            client = None;
+            tokio::time::sleep(BACKOFF).await;
+        }
+    }
+}
+
+/// For partitions not checked yet under their leader epoch: asks the
+/// leader where this replica's latest epoch ends, and truncates there.
+async fn truncate_divergent(
+    client: &mut Client,
+    node_id: i32,
+    partitions: &Mutex<BTreeMap<Key, Followed>>,
+) -> Result<(), weir_client::ClientError> {
+    let unchecked: Vec<(Key, Arc<Partition>, i32, i32)> = partitions
+        .lock()
+        .iter_mut()
+        .filter(|(_, f)| !f.truncated)
+        .filter_map(|(key, f)| match f.partition.log.latest_epoch() {
+            Some(latest) => Some((
+                key.clone(),
+                f.partition.clone(),
+                f.leader_epoch,
+                latest.epoch,
+            )),
+            None => {
+                // Nothing stored: nothing can diverge.
+                f.truncated = true;
+                None
+            }
+        })
+        .collect();
+    if unchecked.is_empty() {
+        return Ok(());
+    }
+    let mut topics: Vec<OffsetForLeaderTopic> = Vec::new();
+    for ((topic, index), _, current_epoch, epoch) in &unchecked {
+        let partition = OffsetForLeaderPartition::default()
+            .with_partition(*index)
+            .with_current_leader_epoch(*current_epoch)
+            .with_leader_epoch(*epoch);
+        match topics.iter_mut().find(|t| t.topic.0.as_str() == topic) {
+            Some(t) => t.partitions.push(partition),
+            None => topics.push(
+                OffsetForLeaderTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic.clone())))
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    let request = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(node_id))
+        .with_topics(topics);
+    let response: OffsetForLeaderEpochResponse =
+        client.call(ApiKey::OffsetForLeaderEpoch, &request).await?;
+    for topic in response.topics {
+        for answer in topic.partitions {
+            let key = (topic.topic.0.to_string(), answer.partition);
+            let Some((_, partition, epoch, _)) = unchecked.iter().find(|(k, ..)| *k == key) else {
+                continue;
+            };
+            if answer.error_code != 0 {
+                tracing::debug!(
+                    topic = key.0,
+                    partition = key.1,
+                    code = answer.error_code,
+                    "epoch end not known yet"
+                );
+                continue;
+            }
+            let end = u64::try_from(answer.end_offset).unwrap_or(0);
+            if end < partition.log.log_end_offset() {
+                tracing::info!(
+                    topic = key.0,
+                    partition = key.1,
+                    from = partition.log.log_end_offset(),
+                    to = end,
+                    "dropping records the leader does not have"
+                );
+                if let Err(error) = partition.truncate_to(end) {
+                    tracing::error!(topic = key.0, partition = key.1, %error, "truncation failed");
+                    continue;
+                }
+            }
+            if let Some(followed) = partitions.lock().get_mut(&key) {
+                if followed.leader_epoch == *epoch && Arc::ptr_eq(&followed.partition, partition) {
+                    followed.truncated = true;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One Fetch for every checked partition; appends what comes back.
+async fn fetch_once(
+    client: &mut Client,
+    node_id: i32,
+    partitions: &Mutex<BTreeMap<Key, Followed>>,
+) -> Result<(), weir_client::ClientError> {
+    let targets: Vec<(Key, Arc<Partition>, i32)> = partitions
+        .lock()
+        .iter()
+        .filter(|(_, f)| f.truncated)
+        .map(|(key, f)| (key.clone(), f.partition.clone(), f.leader_epoch))
+        .collect();
+    if targets.is_empty() {
+        tokio::time::sleep(BACKOFF).await;
+        return Ok(());
+    }
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for ((topic, index), partition, epoch) in &targets {
+        let log = &partition.log;
+        let fetch = FetchPartition::default()
+            .with_partition(*index)
+            .with_current_leader_epoch(*epoch)
+            .with_fetch_offset(log.log_end_offset() as i64)
+            .with_log_start_offset(log.log_start_offset() as i64)
+            .with_last_fetched_epoch(log.latest_epoch().map_or(-1, |e| e.epoch))
+            .with_partition_max_bytes(PARTITION_MAX_BYTES);
+        match topics.iter_mut().find(|t| t.topic.0.as_str() == topic) {
+            Some(t) => t.partitions.push(fetch),
+            None => topics.push(
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic.clone())))
+                    .with_partitions(vec![fetch]),
+            ),
+        }
+    }
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(node_id))
+        .with_max_wait_ms(FETCH_WAIT_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(FETCH_MAX_BYTES)
+        .with_session_epoch(-1)
+        .with_topics(topics);
+    let response: FetchResponse = client.call(ApiKey::Fetch, &request).await?;
+    for topic in response.responses {
+        for data in topic.partitions {
+            let key = (topic.topic.0.to_string(), data.partition_index);
+            let Some((_, partition, epoch)) = targets.iter().find(|(k, ..)| *k == key) else {
+                continue;
+            };
+            let still_followed = partitions
+                .lock()
+                .get(&key)
+                .is_some_and(|f| f.leader_epoch == *epoch && Arc::ptr_eq(&f.partition, partition));
+            if !still_followed {
+                continue;
+            }
+            match ResponseError::try_from_code(data.error_code) {
+                None => {
+                    let records = data.records.unwrap_or_default();
+                    let whole = whole_batches(&records);
+                    let high_watermark = u64::try_from(data.high_watermark).unwrap_or(0);
+                    if let Err(error) = partition.append_replicated(whole, high_watermark) {
+                        tracing::error!(topic = key.0, partition = key.1, %error, "cannot append replicated records");
+                    }
+                }
+                Some(ResponseError::OffsetOutOfRange) => {
+                    let leader_start = u64::try_from(data.log_start_offset).unwrap_or(0);
+                    if partition.log.log_end_offset() < leader_start {
+                        // The leader deleted what this replica lacks: start
+                        // over from the leader's log start.
+                        tracing::info!(
+                            topic = key.0,
+                            partition = key.1,
+                            leader_start,
+                            "restarting the replica at the leader's log start"
+                        );
+                        if let Err(error) = partition.log.truncate_fully_and_start_at(leader_start)
+                        {
+                            tracing::error!(topic = key.0, partition = key.1, %error, "cannot restart the replica");
+                        }
+                    } else if let Some(f) = partitions.lock().get_mut(&key) {
+                        // Ahead of the leader: check for divergence again.
+                        f.truncated = false;
+                    }
+                }
+                Some(error) => {
+                    tracing::debug!(topic = key.0, partition = key.1, %error, "leader refused a replica fetch");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The complete batches at the start of `records` (a leader may cut the
+/// last one short at the fetch size limit).
+fn whole_batches(records: &[u8]) -> &[u8] {
+    let mut end = 0;
+    while let Ok(header) = BatchHeader::parse(&records[end..], 0) {
+        let size = header.total_size();
+        if size == 0 || end + size > records.len() {
+            break;
+        }
+        end += size;
+    }
+    &records[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_log::testing::BatchBuilder;
+
+    #[test]
+    fn a_cut_last_batch_is_left_for_the_next_fetch() {
+        let mut bytes = BatchBuilder::new(3).build().to_vec();
+        let first = bytes.len();
+        bytes.extend_from_slice(&BatchBuilder::new(2).build());
+        assert_eq!(whole_batches(&bytes).len(), bytes.len());
+        assert_eq!(whole_batches(&bytes[..bytes.len() - 1]).len(), first);
+        assert_eq!(whole_batches(&bytes[..10]).len(), 0);
+        assert_eq!(whole_batches(&[]).len(), 0);
+    }
+}

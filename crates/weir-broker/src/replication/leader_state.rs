@@ -1,0 +1,298 @@
+//! What a partition leader knows of its followers, as a pure engine: their
+//! log ends, when each was last caught up, the ISR, and the high watermark
+//! that follows from them. The caller feeds it appends, follower fetches
+//! and clock ticks, and carries out the ISR changes it proposes.
+
+use std::collections::BTreeMap;
+
+/// One follower, as its fetches show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Follower {
+    /// The offset it asked for last: it holds everything below.
+    log_end: u64,
+    /// When it last asked for the leader's log end or beyond.
+    last_caught_up_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderState {
+    leader: i32,
+    /// The ISR as the metadata has it, the leader included.
+    isr: Vec<i32>,
+    /// An ISR sent to the controller and not yet seen in the metadata;
+    /// nothing else is proposed meanwhile.
+    proposed: Option<Vec<i32>>,
+    followers: BTreeMap<i32, Follower>,
+    high_watermark: u64,
+    /// The log end when this leadership began: a follower must reach it
+    /// to join the ISR, so that it holds every record of earlier epochs.
+    epoch_start_offset: u64,
+}
+
+impl LeaderState {
+    /// A new leadership over `replicas` with `isr`, starting from the
+    /// local log end and the high watermark this replica knew. Followers
+    /// get a full lag period before they can be dropped.
+    pub fn new(
+        leader: i32,
+        replicas: &[i32],
+        isr: &[i32],
+        log_end: u64,
+        high_watermark: u64,
+        now_ms: i64,
+    ) -> Self {
+        let followers = replicas
+            .iter()
+            .filter(|r| **r != leader)
+            .map(|r| {
+                (
+                    *r,
+                    Follower {
+                        log_end: 0,
+                        last_caught_up_ms: now_ms,
+                    },
+                )
+            })
+            .collect();
+        let mut state = Self {
+            leader,
+            isr: isr.to_vec(),
+            proposed: None,
+            followers,
+            high_watermark: high_watermark.min(log_end),
+            epoch_start_offset: log_end,
+        };
+        state.advance(log_end);
+        state
+    }
+
+    pub fn high_watermark(&self) -> u64 {
+        self.high_watermark
+    }
+
+    pub fn isr(&self) -> &[i32] {
+        &self.isr
+    }
+
+    /// The metadata's ISR changed (or was confirmed): what the proposal
+    /// was waiting for.
+    pub fn set_isr(&mut self, isr: &[i32], log_end: u64) -> bool {
+        self.isr = isr.to_vec();
+        self.proposed = None;
+        self.advance(log_end)
+    }
+
+    /// The controller refused a proposal; a later one may be made.
+    pub fn proposal_failed(&mut self) {
+        self.proposed = None;
+    }
+
+    /// The leader appended; returns whether the high watermark moved.
+    pub fn on_append(&mut self, log_end: u64) -> bool {
+        self.advance(log_end)
+    }
+
+    /// A follower asked for records from `fetch_offset`. Returns whether
+    /// the high watermark moved, and an ISR to propose if the follower has
+    /// caught up and is not in it.
+    pub fn on_follower_fetch(
+        &mut self,
+        follower: i32,
+        fetch_offset: u64,
+        log_end: u64,
+        now_ms: i64,
+    ) -> (bool, Option<Vec<i32>>) {
+        let Some(progress) = self.followers.get_mut(&follower) else {
+            return (false, None);
+        };
+        progress.log_end = fetch_offset.min(log_end);
+        if fetch_offset >= log_end {
+            progress.last_caught_up_ms = now_ms;
+        }
+        let moved = self.advance(log_end);
+        let caught_up = progress_reached(
+            self.followers[&follower].log_end,
+            self.high_watermark,
+            self.epoch_start_offset,
+        );
+        let proposal = (caught_up && !self.isr.contains(&follower) && self.proposed.is_none())
+            .then(|| {
+                let mut isr = self.isr.clone();
+                isr.push(follower);
+                isr
+            });
+        if let Some(isr) = &proposal {
+            self.proposed = Some(isr.clone());
+        }
+        (moved, proposal)
+    }
+
+    /// The ISR without the followers not caught up for `lag_ms`, if any
+    /// are (and no other proposal is pending).
+    pub fn shrink(&mut self, now_ms: i64, lag_ms: i64) -> Option<Vec<i32>> {
+        if self.proposed.is_some() {
+            return None;
+        }
+        let lagging = |id: &i32| {
+            self.followers
+                .get(id)
+                .is_some_and(|f| now_ms - f.last_caught_up_ms > lag_ms)
+        };
+        if !self.isr.iter().any(lagging) {
+            return None;
+        }
+        let isr: Vec<i32> = self.isr.iter().copied().filter(|id| !lagging(id)).collect();
+        self.proposed = Some(isr.clone());
+        Some(isr)
+    }
+
+    /// Moves the high watermark to the smallest log end over the ISR and
+    /// any proposed member (never backwards); returns whether it moved.
+    fn advance(&mut self, log_end: u64) -> bool {
+        let members = self
+            .isr
+            .iter()
+            .chain(self.proposed.iter().flatten())
+            .filter(|id| **id != self.leader);
+        let smallest = members
+            .map(|id| self.followers.get(id).map_or(0, |f| f.log_end))
+            .fold(log_end, u64::min);
+        if smallest > self.high_watermark {
+            self.high_watermark = smallest;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+fn progress_reached(log_end: u64, high_watermark: u64, epoch_start_offset: u64) -> bool {
+    log_end >= high_watermark && log_end >= epoch_start_offset
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAG: i64 = 30_000;
+
+    /// Leader 1, followers 2 and 3, all in sync, log end 10.
+    fn three() -> LeaderState {
+        LeaderState::new(1, &[1, 2, 3], &[1, 2, 3], 10, 10, 0)
+    }
+
+    #[test]
+    fn the_high_watermark_is_the_smallest_log_end_in_the_isr() {
+        let mut s = three();
+        assert_eq!(s.high_watermark(), 10, "kept from before");
+        assert!(!s.on_append(15));
+        assert_eq!(s.on_follower_fetch(2, 15, 15, 1), (false, None));
+        assert_eq!(s.high_watermark(), 10, "3 has not fetched");
+        assert_eq!(s.on_follower_fetch(3, 12, 15, 1), (true, None));
+        assert_eq!(s.high_watermark(), 12);
+        assert_eq!(s.on_follower_fetch(3, 15, 15, 2), (true, None));
+        assert_eq!(s.high_watermark(), 15);
+    }
+
+    #[test]
+    fn the_high_watermark_never_moves_backwards() {
+        let mut s = three();
+        s.on_follower_fetch(2, 10, 10, 1);
+        s.on_follower_fetch(3, 10, 10, 1);
+        // A follower that truncated and asks from further back.
+        assert_eq!(s.on_follower_fetch(2, 4, 10, 2), (false, None));
+        assert_eq!(s.high_watermark(), 10);
+        // Dropping it from the ISR cannot lower it either.
+        s.set_isr(&[1, 3], 10);
+        assert_eq!(s.high_watermark(), 10);
+    }
+
+    #[test]
+    fn a_lone_leader_commits_what_it_appends() {
+        let mut s = LeaderState::new(1, &[1, 2], &[1], 5, 0, 0);
+        assert_eq!(s.high_watermark(), 5);
+        assert!(s.on_append(9));
+        assert_eq!(s.high_watermark(), 9);
+    }
+
+    #[test]
+    fn followers_that_stop_catching_up_are_dropped_after_the_lag() {
+        let mut s = three();
+        s.on_follower_fetch(2, 10, 10, 1_000);
+        s.on_follower_fetch(3, 10, 10, 1_000);
+        // 2 keeps up, 3 stops fetching.
+        s.on_append(20);
+        s.on_follower_fetch(2, 20, 20, 20_000);
+        assert_eq!(s.shrink(25_000, LAG), None);
+        s.on_follower_fetch(2, 20, 20, 31_500);
+        assert_eq!(s.shrink(31_500, LAG), Some(vec![1, 2]));
+        // One proposal at a time.
+        assert_eq!(s.shrink(40_000, LAG), None);
+        // Once the metadata has it, the high watermark follows the new ISR.
+        assert!(s.set_isr(&[1, 2], 20));
+        assert_eq!(s.high_watermark(), 20);
+    }
+
+    #[test]
+    fn a_follower_fetching_but_behind_is_dropped_too() {
+        let mut s = three();
+        s.on_append(100);
+        // 3 fetches all the time, but never reaches the log end.
+        for t in (0..40_000).step_by(500) {
+            s.on_follower_fetch(2, 100, 100, t);
+            s.on_follower_fetch(3, 50, 100, t);
+        }
+        assert_eq!(s.shrink(40_000, LAG), Some(vec![1, 2]));
+    }
+
+    #[test]
+    fn a_caught_up_follower_is_proposed_for_the_isr() {
+        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 10, 10, 0);
+        s.on_follower_fetch(2, 10, 10, 1);
+        // Behind the high watermark: not yet.
+        assert_eq!(s.on_follower_fetch(3, 6, 10, 1), (false, None));
+        assert_eq!(
+            s.on_follower_fetch(3, 10, 10, 2),
+            (false, Some(vec![1, 2, 3]))
+        );
+        // Proposed once, until the metadata answers.
+        assert_eq!(s.on_follower_fetch(3, 10, 10, 3), (false, None));
+        s.proposal_failed();
+        assert_eq!(
+            s.on_follower_fetch(3, 10, 10, 4),
+            (false, Some(vec![1, 2, 3]))
+        );
+    }
+
+    #[test]
+    fn a_joining_follower_holds_back_the_high_watermark_while_proposed() {
+        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 10, 10, 0);
+        s.on_follower_fetch(2, 10, 10, 1);
+        assert_eq!(s.on_follower_fetch(3, 10, 10, 1).1, Some(vec![1, 2, 3]));
+        s.on_append(20);
+        s.on_follower_fetch(2, 20, 20, 2);
+        // 3 may already count for acks=all once the ISR holds it, so the
+        // high watermark must not pass what 3 has.
+        assert_eq!(s.high_watermark(), 10);
+        s.on_follower_fetch(3, 20, 20, 3);
+        assert_eq!(s.high_watermark(), 20);
+    }
+
+    #[test]
+    fn a_follower_must_reach_the_start_of_this_leadership_to_join() {
+        // Leader with log end 50 but a high watermark of 30 from before.
+        let mut s = LeaderState::new(1, &[1, 2], &[1], 50, 30, 0);
+        assert_eq!(s.high_watermark(), 50, "alone in the ISR");
+        let mut s2 = LeaderState::new(1, &[1, 2, 3], &[1, 3], 50, 30, 0);
+        s2.on_follower_fetch(3, 50, 50, 1);
+        assert_eq!(s2.on_follower_fetch(2, 40, 50, 1), (false, None));
+        assert_eq!(s2.on_follower_fetch(2, 50, 50, 2).1, Some(vec![1, 3, 2]));
+        assert!(s.on_append(51));
+    }
+
+    #[test]
+    fn unknown_replicas_are_ignored() {
+        let mut s = three();
+        assert_eq!(s.on_follower_fetch(9, 10, 10, 1), (false, None));
+    }
+}
