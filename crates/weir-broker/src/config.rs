@@ -152,6 +152,51 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         default: "300",
         doc: "How often the active controller looks for partitions to give back to their preferred leader",
     },
+    BrokerConfigDef {
+        name: "log.cleaner.enable",
+        default: "true",
+        doc: "Run the log cleaner, which compacts topics whose cleanup.policy includes compact",
+    },
+    BrokerConfigDef {
+        name: "log.cleaner.backoff.ms",
+        default: "15000",
+        doc: "How long the log cleaner sleeps when no log needs cleaning",
+    },
+    BrokerConfigDef {
+        name: "log.cleaner.dedupe.buffer.size",
+        default: "134217728",
+        doc: "Memory for the log cleaner's key-to-offset map (24 bytes a key); a pass cleans what it covers",
+    },
+    BrokerConfigDef {
+        name: "log.cleaner.io.max.bytes.per.second",
+        default: "1.7976931348623157E308",
+        doc: "The log cleaner's read plus write rate limit",
+    },
+    BrokerConfigDef {
+        name: "log.cleanup.policy",
+        default: "delete",
+        doc: "Default cleanup.policy of topics: delete, compact, or compact,delete",
+    },
+    BrokerConfigDef {
+        name: "log.cleaner.delete.retention.ms",
+        default: "86400000",
+        doc: "Default delete.retention.ms of topics: how long a tombstone stays once cleaned",
+    },
+    BrokerConfigDef {
+        name: "log.cleaner.min.compaction.lag.ms",
+        default: "0",
+        doc: "Default min.compaction.lag.ms of topics: records younger than this are not compacted",
+    },
+    BrokerConfigDef {
+        name: "log.cleaner.max.compaction.lag.ms",
+        default: "9223372036854775807",
+        doc: "Default max.compaction.lag.ms of topics: records older than this are compacted whatever the dirty ratio",
+    },
+    BrokerConfigDef {
+        name: "log.cleaner.min.cleanable.ratio",
+        default: "0.5",
+        doc: "Default min.cleanable.dirty.ratio of topics: the dirty share of a log before it is cleaned",
+    },
 ];
 
 /// Why a config value was refused.
@@ -200,6 +245,15 @@ pub struct BrokerConfig {
     pub offsets_topic_replication_factor: i32,
     pub auto_leader_rebalance_enable: bool,
     pub leader_imbalance_check_interval_seconds: u64,
+    pub log_cleaner_enable: bool,
+    pub log_cleaner_backoff_ms: u64,
+    pub log_cleaner_dedupe_buffer_size: usize,
+    pub log_cleaner_io_max_bytes_per_second: f64,
+    pub log_cleanup_policy: weir_log::CleanupPolicy,
+    pub log_cleaner_delete_retention_ms: i64,
+    pub log_cleaner_min_compaction_lag_ms: i64,
+    pub log_cleaner_max_compaction_lag_ms: i64,
+    pub log_cleaner_min_cleanable_ratio: f64,
     /// The controller listener (Raft between controllers).
     pub controller_listen: SocketAddr,
     /// The voters of the controller quorum, id and controller address;
@@ -335,6 +389,44 @@ impl BrokerConfig {
                 "leader.imbalance.check.interval.seconds",
                 1..=u32::MAX as u64,
             )?,
+            log_cleaner_enable: parse(get, "log.cleaner.enable")?,
+            log_cleaner_backoff_ms: parse_in(get, "log.cleaner.backoff.ms", 0..=u64::MAX)?,
+            log_cleaner_dedupe_buffer_size: parse_in(
+                get,
+                "log.cleaner.dedupe.buffer.size",
+                1024..=usize::MAX,
+            )?,
+            log_cleaner_io_max_bytes_per_second: parse_in(
+                get,
+                "log.cleaner.io.max.bytes.per.second",
+                f64::MIN_POSITIVE..=f64::MAX,
+            )?,
+            log_cleanup_policy: weir_log::CleanupPolicy::parse(get("log.cleanup.policy"))
+                .ok_or_else(|| ConfigError {
+                    name: "log.cleanup.policy".into(),
+                    value: get("log.cleanup.policy").into(),
+                    reason: "must be delete, compact, or compact,delete".into(),
+                })?,
+            log_cleaner_delete_retention_ms: parse_in(
+                get,
+                "log.cleaner.delete.retention.ms",
+                0..=i64::MAX,
+            )?,
+            log_cleaner_min_compaction_lag_ms: parse_in(
+                get,
+                "log.cleaner.min.compaction.lag.ms",
+                0..=i64::MAX,
+            )?,
+            log_cleaner_max_compaction_lag_ms: parse_in(
+                get,
+                "log.cleaner.max.compaction.lag.ms",
+                1..=i64::MAX,
+            )?,
+            log_cleaner_min_cleanable_ratio: parse_in(
+                get,
+                "log.cleaner.min.cleanable.ratio",
+                0.0..=1.0,
+            )?,
             controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             controllers: Vec::new(),
             is_controller: true,
@@ -430,6 +522,31 @@ mod tests {
         assert_eq!(config.message_max_bytes, 1_048_588);
         assert_eq!(config.socket_request_max_bytes, 100 * 1024 * 1024);
         assert_eq!(config.advertised_host, "127.0.0.1");
+    }
+
+    #[test]
+    fn log_cleaner_configs() {
+        let config = build(&[]).unwrap();
+        assert!(config.log_cleaner_enable);
+        assert_eq!(config.log_cleaner_backoff_ms, 15_000);
+        assert_eq!(config.log_cleaner_dedupe_buffer_size, 128 << 20);
+        assert_eq!(config.log_cleaner_io_max_bytes_per_second, f64::MAX);
+        assert_eq!(config.log_cleanup_policy, weir_log::CleanupPolicy::DELETE);
+        assert_eq!(config.log_cleaner_min_cleanable_ratio, 0.5);
+        let config = build(&[
+            ("log.cleaner.backoff.ms", "100"),
+            ("log.cleanup.policy", "compact,delete"),
+            ("log.cleaner.io.max.bytes.per.second", "1e6"),
+        ])
+        .unwrap();
+        assert_eq!(config.log_cleaner_backoff_ms, 100);
+        assert_eq!(
+            config.log_cleanup_policy,
+            weir_log::CleanupPolicy::COMPACT_DELETE
+        );
+        assert_eq!(config.log_cleaner_io_max_bytes_per_second, 1e6);
+        assert!(build(&[("log.cleanup.policy", "shred")]).is_err());
+        assert!(build(&[("log.cleaner.min.cleanable.ratio", "1.5")]).is_err());
     }
 
     #[test]

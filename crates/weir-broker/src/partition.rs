@@ -466,6 +466,11 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
         max_message_bytes: broker.message_max_bytes,
         flush_messages: broker.log_flush_interval_messages,
         flush_ms: broker.log_flush_interval_ms,
+        cleanup_policy: broker.log_cleanup_policy,
+        delete_retention_ms: broker.log_cleaner_delete_retention_ms,
+        min_compaction_lag_ms: broker.log_cleaner_min_compaction_lag_ms,
+        max_compaction_lag_ms: broker.log_cleaner_max_compaction_lag_ms,
+        min_cleanable_dirty_ratio: broker.log_cleaner_min_cleanable_ratio,
         ..LogConfig::default()
     };
     for (name, value) in overrides {
@@ -482,6 +487,19 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
             ("flush.messages", Some(n)) => config.flush_messages = n as u64,
             ("flush.ms", Some(n)) => config.flush_ms = n,
             ("file.delete.delay.ms", Some(n)) => config.file_delete_delay_ms = n,
+            ("delete.retention.ms", Some(n)) => config.delete_retention_ms = n,
+            ("min.compaction.lag.ms", Some(n)) => config.min_compaction_lag_ms = n,
+            ("max.compaction.lag.ms", Some(n)) => config.max_compaction_lag_ms = n,
+            ("cleanup.policy", _) => {
+                if let Some(policy) = weir_log::CleanupPolicy::parse(value) {
+                    config.cleanup_policy = policy;
+                }
+            }
+            ("min.cleanable.dirty.ratio", _) => {
+                if let Ok(ratio) = value.parse::<f64>() {
+                    config.min_cleanable_dirty_ratio = ratio;
+                }
+            }
             ("message.timestamp.type", _) => {
                 config.timestamp_type = if value == "LogAppendTime" {
                     TimestampType::LogAppendTime
