@@ -7,6 +7,7 @@ pub mod group;
 pub mod group_coordinator;
 pub mod http;
 pub mod lag;
+pub mod log_cleaner;
 pub mod maintenance;
 pub mod metadata;
 pub mod metrics;

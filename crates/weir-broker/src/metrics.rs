@@ -38,6 +38,11 @@ pub struct Metrics {
     pub consumer_group_lag: Family<GroupPartitionLabels, Gauge>,
     pub consumer_group_lag_seconds: Family<GroupPartitionLabels, Gauge<f64, AtomicU64>>,
     pub consumer_group_lost_to_retention: Family<GroupPartitionLabels, Gauge>,
+    pub log_cleaner_passes: Counter,
+    pub log_cleaner_bytes_cleaned: Counter,
+    pub log_cleaner_bytes_written: Counter,
+    pub log_cleaner_records_removed: Counter,
+    pub log_cleaner_failures: Counter,
 }
 
 impl Default for Metrics {
@@ -55,6 +60,11 @@ impl Default for Metrics {
         let consumer_group_lag_seconds =
             Family::<GroupPartitionLabels, Gauge<f64, AtomicU64>>::default();
         let consumer_group_lost_to_retention = Family::<GroupPartitionLabels, Gauge>::default();
+        let log_cleaner_passes = Counter::default();
+        let log_cleaner_bytes_cleaned = Counter::default();
+        let log_cleaner_bytes_written = Counter::default();
+        let log_cleaner_records_removed = Counter::default();
+        let log_cleaner_failures = Counter::default();
         registry.register("requests", "Requests handled, by API", requests.clone());
         registry.register(
             "request_duration_seconds",
@@ -88,6 +98,31 @@ impl Default for Metrics {
             "Records a group never read because retention deleted them first",
             consumer_group_lost_to_retention.clone(),
         );
+        registry.register(
+            "log_cleaner_passes",
+            "Log cleaner passes that cleaned something",
+            log_cleaner_passes.clone(),
+        );
+        registry.register(
+            "log_cleaner_bytes_cleaned",
+            "Bytes the log cleaner read from the logs it cleaned",
+            log_cleaner_bytes_cleaned.clone(),
+        );
+        registry.register(
+            "log_cleaner_bytes_written",
+            "Bytes of the cleaned segments the log cleaner wrote",
+            log_cleaner_bytes_written.clone(),
+        );
+        registry.register(
+            "log_cleaner_records_removed",
+            "Records the log cleaner removed: superseded, without a key, or expired tombstones",
+            log_cleaner_records_removed.clone(),
+        );
+        registry.register(
+            "log_cleaner_failures",
+            "Log cleaner passes that failed (the partition rests a while)",
+            log_cleaner_failures.clone(),
+        );
         Self {
             registry,
             requests,
@@ -99,6 +134,11 @@ impl Default for Metrics {
             consumer_group_lag,
             consumer_group_lag_seconds,
             consumer_group_lost_to_retention,
+            log_cleaner_passes,
+            log_cleaner_bytes_cleaned,
+            log_cleaner_bytes_written,
+            log_cleaner_records_removed,
+            log_cleaner_failures,
         }
     }
 }

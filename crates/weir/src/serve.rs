@@ -324,6 +324,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         broker.clone(),
         stopped.clone(),
     ));
+    let log_cleaner = tokio::spawn(weir_broker::log_cleaner::run(
+        broker.clone(),
+        stopped.clone(),
+    ));
     let kafka = tokio::spawn(weir_broker::net::run_listener(
         broker.clone(),
         listener,
@@ -348,6 +352,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let _ = stop.send(true);
     let _ = kafka.await;
     let _ = maintenance.await;
+    let _ = log_cleaner.await;
     let _ = http.await;
     tokio::task::spawn_blocking(move || broker.shutdown()).await?;
     tracing::info!("stopped cleanly");
