@@ -490,6 +490,24 @@ impl Broker {
         Ok(id)
     }
 
+    /// Starts moving a partition to `replicas`, or with `None` cancels its
+    /// move.
+    pub fn reassign_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        replicas: Option<Vec<i32>>,
+    ) -> Result<(), BrokerError> {
+        let _admin = self.admin.lock();
+        self.submit(Command::ReassignPartition {
+            topic: topic.to_owned(),
+            partition,
+            replicas,
+        })?;
+        tracing::info!(topic, partition, "partition reassignment changed");
+        Ok(())
+    }
+
     /// Sends an ISR change this node's leadership of `partition` computed to
     /// the controller, in the background.
     pub fn propose_isr(self: &Arc<Self>, partition: Arc<Partition>, isr: Vec<i32>) {
@@ -643,11 +661,19 @@ fn shared_cluster_id(
             Err(error) => return Err(error.into()),
         }
     }
-    let shared = meta
-        .image()
-        .cluster_id()
-        .map(str::to_owned)
-        .unwrap_or(local.clone());
+    // Set by another broker: this node may not have applied it yet.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let shared = loop {
+        if let Some(id) = meta.image().cluster_id() {
+            break id.to_owned();
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(BrokerError::Controller(MetadataError::Unavailable(
+                "the cluster id was set but never reached this node".to_owned(),
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     if shared != local {
         let path = data_dir.join("cluster-id");
         std::fs::write(&path, &shared).map_err(|source| BrokerError::Io {

@@ -160,6 +160,7 @@ impl Partition {
         let state = leadership.get_or_insert_with(|| {
             LeaderState::new(me, replicas, isr, log_end, self.high_watermark(), now_ms)
         });
+        state.set_replicas(replicas, now_ms);
         state.set_isr(isr, log_end);
         let high_watermark = state.high_watermark();
         drop(leadership);

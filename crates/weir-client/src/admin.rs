@@ -351,6 +351,78 @@ impl Client {
         check(result.error_code, text(result.error_message))
     }
 
+    /// Starts moving partition `partition` of `topic` to `replicas`
+    /// (preferred leader first), or with `None` cancels its move.
+    pub async fn reassign_partition(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        replicas: Option<&[i32]>,
+    ) -> Result<(), ClientError> {
+        use kafka_protocol::messages::alter_partition_reassignments_request::{
+            ReassignablePartition, ReassignableTopic,
+        };
+        use kafka_protocol::messages::{
+            AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, BrokerId,
+        };
+        let request = AlterPartitionReassignmentsRequest::default()
+            .with_timeout_ms(ADMIN_TIMEOUT_MS)
+            .with_topics(vec![ReassignableTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(vec![ReassignablePartition::default()
+                    .with_partition_index(partition)
+                    .with_replicas(
+                        replicas.map(|r| r.iter().copied().map(BrokerId).collect()),
+                    )])]);
+        let response: AlterPartitionReassignmentsResponse = self
+            .call(ApiKey::AlterPartitionReassignments, &request)
+            .await?;
+        check(response.error_code, text(response.error_message))?;
+        let subject = format!("{topic}-{partition}");
+        let result = response
+            .responses
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .find(|p| p.partition_index == partition)
+            .ok_or_else(|| self.missing("AlterPartitionReassignments", &subject))?;
+        check(result.error_code, text(result.error_message))
+    }
+
+    /// The partitions being moved: (topic, partition, replicas, adding,
+    /// removing).
+    pub async fn list_reassignments(
+        &mut self,
+    ) -> Result<Vec<(String, i32, Vec<i32>, Vec<i32>, Vec<i32>)>, ClientError> {
+        use kafka_protocol::messages::{
+            ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+        };
+        let request = ListPartitionReassignmentsRequest::default()
+            .with_timeout_ms(ADMIN_TIMEOUT_MS)
+            .with_topics(None);
+        let response: ListPartitionReassignmentsResponse = self
+            .call(ApiKey::ListPartitionReassignments, &request)
+            .await?;
+        check(response.error_code, text(response.error_message))?;
+        let ids =
+            |list: Vec<kafka_protocol::messages::BrokerId>| list.into_iter().map(|b| b.0).collect();
+        Ok(response
+            .topics
+            .into_iter()
+            .flat_map(|t| {
+                let name = t.name.0.to_string();
+                t.partitions.into_iter().map(move |p| {
+                    (
+                        name.clone(),
+                        p.partition_index,
+                        ids(p.replicas),
+                        ids(p.adding_replicas),
+                        ids(p.removing_replicas),
+                    )
+                })
+            })
+            .collect())
+    }
+
     /// Deletes a topic by name.
     pub async fn delete_topic(&mut self, name: &str) -> Result<(), ClientError> {
         let version = self.require_version(ApiKey::DeleteTopics)?;

@@ -89,6 +89,18 @@ pub enum Command {
         /// The new ISR.
         isr: Vec<i32>,
     },
+    /// Moves a partition to `replicas` (or, with `None`, cancels its
+    /// reassignment): the new replicas are added first and the old ones
+    /// dropped once every new one has caught up into the ISR, so the
+    /// partition stays available throughout.
+    ReassignPartition {
+        /// The topic name.
+        topic: String,
+        /// The partition index.
+        partition: i32,
+        /// The target replicas, preferred leader first; `None` cancels.
+        replicas: Option<Vec<i32>>,
+    },
     /// Sets the cluster id, once: the same id again is accepted, another
     /// refused.
     SetClusterId {

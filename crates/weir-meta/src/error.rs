@@ -19,6 +19,12 @@ pub enum MetaError {
     /// since.
     #[error("{0}")]
     InvalidUpdateVersion(String),
+    /// A reassignment target that cannot be used.
+    #[error("{0}")]
+    InvalidReplicaAssignment(String),
+    /// Cancelling a reassignment that is not in progress.
+    #[error("{0}")]
+    NoReassignmentInProgress(String),
     /// `CreateTopic` for a name that is already taken.
     #[error("Topic '{0}' already exists.")]
     TopicAlreadyExists(String),
@@ -111,6 +117,8 @@ impl MetaError {
             MetaError::InvalidConfig { .. } => 40, // INVALID_CONFIG
             MetaError::InvalidRequest(_) => 42, // INVALID_REQUEST
             MetaError::FencedLeaderEpoch(_) => 74, // FENCED_LEADER_EPOCH
+            MetaError::InvalidReplicaAssignment(_) => 39, // INVALID_REPLICA_ASSIGNMENT
+            MetaError::NoReassignmentInProgress(_) => 85, // NO_REASSIGNMENT_IN_PROGRESS
             MetaError::InvalidUpdateVersion(_) => 108, // INVALID_UPDATE_VERSION
             MetaError::ProducerIdsExhausted { .. }
             | MetaError::Io { .. }

@@ -146,6 +146,11 @@ impl MetadataImage {
             }
             Command::AllocateProducerIds { count } => self.check_producer_ids(*count),
             Command::SetClusterId { id } => self.check_cluster_id(id),
+            Command::ReassignPartition {
+                topic,
+                partition,
+                replicas,
+            } => self.check_reassignment(topic, *partition, replicas.as_deref()),
             Command::AlterPartition {
                 topic,
                 partition,
@@ -252,6 +257,27 @@ impl MetadataImage {
                 }) {
                     let leader = p.leader;
                     change_partition(p, leader, isr.clone());
+                    if !p.adding.is_empty() && p.adding.iter().all(|r| p.isr.contains(r)) {
+                        complete_reassignment(p, &self.fenced);
+                    }
+                }
+                Applied::Done
+            }
+            Command::ReassignPartition {
+                topic,
+                partition,
+                replicas,
+            } => {
+                let fenced = &self.fenced;
+                if let Some(p) = self.topics.get_mut(topic).and_then(|t| {
+                    usize::try_from(*partition)
+                        .ok()
+                        .and_then(|i| t.partitions.get_mut(i))
+                }) {
+                    match replicas {
+                        Some(target) => start_reassignment(p, target, fenced),
+                        None => cancel_reassignment(p, fenced),
+                    }
                 }
                 Applied::Done
             }
@@ -696,6 +722,59 @@ impl MetadataImage {
         Ok(())
     }
 
+    fn check_reassignment(
+        &self,
+        topic: &str,
+        partition: i32,
+        replicas: Option<&[i32]>,
+    ) -> Result<(), MetaError> {
+        let p = self
+            .existing_topic(topic)?
+            .partition(partition)
+            .ok_or_else(|| MetaError::UnknownTopic(topic.to_owned()))?;
+        let Some(target) = replicas else {
+            if p.adding.is_empty() && p.removing.is_empty() {
+                return Err(MetaError::NoReassignmentInProgress(format!(
+                    "{topic}-{partition} is not being reassigned."
+                )));
+            }
+            return Ok(());
+        };
+        if target.is_empty() {
+            return Err(MetaError::InvalidReplicaAssignment(format!(
+                "{topic}-{partition}: the target replica list is empty."
+            )));
+        }
+        let mut seen = BTreeSet::new();
+        for id in target {
+            if !seen.insert(*id) {
+                return Err(MetaError::InvalidReplicaAssignment(format!(
+                    "{topic}-{partition}: broker {id} appears twice in {target:?}."
+                )));
+            }
+            if !self.brokers.contains_key(id) {
+                return Err(MetaError::InvalidReplicaAssignment(format!(
+                    "{topic}-{partition}: broker {id} is not registered."
+                )));
+            }
+            if !p.replicas.contains(id) && self.fenced.contains(id) {
+                return Err(MetaError::InvalidReplicaAssignment(format!(
+                    "{topic}-{partition}: broker {id} is fenced and cannot take a new replica."
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The partitions being reassigned: (topic, partition, replicas, adding,
+    /// removing).
+    pub fn reassignments(&self) -> Vec<(String, &PartitionInfo)> {
+        self.partitions()
+            .filter(|(_, p)| !p.adding.is_empty() || !p.removing.is_empty())
+            .map(|(t, p)| (t.name.clone(), p))
+            .collect()
+    }
+
     fn check_cluster_id(&self, id: &str) -> Result<(), MetaError> {
         if id.is_empty() {
             return Err(MetaError::InvalidRequest(
@@ -736,9 +815,95 @@ fn new_partitions(first: usize, replicas: &[Vec<i32>]) -> Vec<PartitionInfo> {
             leader_epoch: 0,
             partition_epoch: 0,
             replicas: replicas.clone(),
+            adding: Vec::new(),
+            removing: Vec::new(),
             isr: replicas.clone(),
         })
         .collect()
+}
+
+/// Starts moving `p` to `target`: the replica set becomes the target plus
+/// the current replicas not in it, the new ones catch up before the old
+/// ones go. A target that adds nothing completes at once.
+fn start_reassignment(p: &mut PartitionInfo, target: &[i32], fenced: &BTreeSet<i32>) {
+    // A new target replaces one in progress: start from the original set.
+    let original: Vec<i32> = p
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| !p.adding.contains(r))
+        .collect();
+    p.isr.retain(|r| original.contains(r) || target.contains(r));
+    p.adding = target
+        .iter()
+        .copied()
+        .filter(|r| !original.contains(r))
+        .collect();
+    p.removing = original
+        .iter()
+        .copied()
+        .filter(|r| !target.contains(r))
+        .collect();
+    let mut replicas = target.to_vec();
+    replicas.extend(p.removing.iter().copied());
+    p.replicas = replicas;
+    p.partition_epoch = p.partition_epoch.saturating_add(1);
+    if p.adding.iter().all(|r| p.isr.contains(r)) {
+        complete_reassignment(p, fenced);
+    }
+}
+
+/// Every added replica is in the ISR: the removed ones go, and leadership
+/// moves if the leader was one of them.
+fn complete_reassignment(p: &mut PartitionInfo, fenced: &BTreeSet<i32>) {
+    let removing = std::mem::take(&mut p.removing);
+    p.adding.clear();
+    p.replicas.retain(|r| !removing.contains(r));
+    let mut isr: Vec<i32> = p
+        .isr
+        .iter()
+        .copied()
+        .filter(|r| !removing.contains(r))
+        .collect();
+    let mut leader = p.leader;
+    if leader == -1 || removing.contains(&leader) {
+        match elect(&p.replicas, &isr, fenced, false) {
+            Some((elected, elected_isr)) => (leader, isr) = (elected, elected_isr),
+            None => leader = -1,
+        }
+    }
+    if isr.is_empty() {
+        // Never empty: keep the first remaining replica as the last member.
+        isr = p.replicas.first().copied().into_iter().collect();
+    }
+    change_partition(p, leader, isr);
+    // The replica set changed even if leader and ISR did not.
+    p.partition_epoch = p.partition_epoch.saturating_add(1);
+}
+
+/// Back to the replicas before the reassignment.
+fn cancel_reassignment(p: &mut PartitionInfo, fenced: &BTreeSet<i32>) {
+    let adding = std::mem::take(&mut p.adding);
+    p.removing.clear();
+    p.replicas.retain(|r| !adding.contains(r));
+    let mut isr: Vec<i32> = p
+        .isr
+        .iter()
+        .copied()
+        .filter(|r| !adding.contains(r))
+        .collect();
+    let mut leader = p.leader;
+    if adding.contains(&leader) {
+        match elect(&p.replicas, &isr, fenced, false) {
+            Some((elected, elected_isr)) => (leader, isr) = (elected, elected_isr),
+            None => leader = -1,
+        }
+    }
+    if isr.is_empty() {
+        isr = p.replicas.first().copied().into_iter().collect();
+    }
+    change_partition(p, leader, isr);
+    p.partition_epoch = p.partition_epoch.saturating_add(1);
 }
 
 /// True if the topic overrides `unclean.leader.election.enable` to true

@@ -40,6 +40,14 @@ pub struct PartitionInfo {
     pub partition_epoch: i32,
     /// The assigned replicas, preferred leader first.
     pub replicas: Vec<i32>,
+    /// During a reassignment: the replicas being added (in `replicas`
+    /// already, catching up) and those to drop once every added one is in
+    /// the ISR.
+    #[serde(default)]
+    pub adding: Vec<i32>,
+    /// See `adding`.
+    #[serde(default)]
+    pub removing: Vec<i32>,
     /// The in-sync replicas. Never empty: the last member stays even
     /// when its broker is fenced, so that it can lead again when it
     /// returns (a clean election).

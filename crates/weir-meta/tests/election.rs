@@ -586,3 +586,79 @@ fn alter_partition_is_checked_against_the_leader_and_the_epochs() {
         assert_eq!(image, before);
     }
 }
+
+fn reassign(partition: i32, replicas: Option<&[i32]>) -> Command {
+    Command::ReassignPartition {
+        topic: "t".to_owned(),
+        partition,
+        replicas: replicas.map(<[i32]>::to_vec),
+    }
+}
+
+fn part(image: &MetadataImage, p: usize) -> weir_meta::PartitionInfo {
+    image.topic("t").unwrap().partitions[p].clone()
+}
+
+#[test]
+fn a_reassignment_adds_first_and_drops_once_caught_up() {
+    let mut image = MetadataImage::new();
+    for cmd in base() {
+        image.apply(&cmd).unwrap();
+    }
+    // p0 [1,2,3] led by 1 moves to [2,3,4]: 4 is added, 1 will go.
+    image.apply(&reassign(0, Some(&[2, 3, 4]))).unwrap();
+    let p = part(&image, 0);
+    assert_eq!(p.replicas, vec![2, 3, 4, 1]);
+    assert_eq!((p.adding.clone(), p.removing.clone()), (vec![4], vec![1]));
+    assert_eq!((p.leader, p.isr.clone()), (1, vec![1, 2, 3]));
+    assert_eq!(image.reassignments().len(), 1);
+    // The leader sees 4 caught up: the reassignment completes, leadership
+    // leaves 1 for the first in-sync replica of the target.
+    let cmd = alter(0, 1, p.leader_epoch, p.partition_epoch, &[1, 2, 3, 4]);
+    image.apply(&cmd).unwrap();
+    let p = part(&image, 0);
+    assert_eq!(p.replicas, vec![2, 3, 4]);
+    assert!(p.adding.is_empty() && p.removing.is_empty());
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2, 3, 4]));
+    assert_eq!(p.leader_epoch, 1);
+    assert!(image.reassignments().is_empty());
+}
+
+#[test]
+fn a_reassignment_that_adds_nothing_completes_at_once_and_one_can_be_cancelled() {
+    let mut image = MetadataImage::new();
+    for cmd in base() {
+        image.apply(&cmd).unwrap();
+    }
+    image.apply(&reassign(1, Some(&[3, 1]))).unwrap();
+    let p = part(&image, 1);
+    assert_eq!(
+        (p.replicas.clone(), p.leader, p.isr.clone()),
+        (vec![3, 1], 3, vec![3, 1])
+    );
+
+    image.apply(&reassign(2, Some(&[4, 1, 2]))).unwrap();
+    image.apply(&reassign(2, None)).unwrap();
+    let p = part(&image, 2);
+    // Back to the original replicas (as a set, as in Kafka), leader kept.
+    let mut replicas = p.replicas.clone();
+    replicas.sort_unstable();
+    assert_eq!((replicas, p.leader), (vec![1, 2, 3], 3));
+    assert!(p.adding.is_empty() && p.removing.is_empty());
+
+    let before = image.clone();
+    for (cmd, code) in [
+        (reassign(2, None), 85),
+        (reassign(2, Some(&[])), 39),
+        (reassign(2, Some(&[1, 1])), 39),
+        (reassign(2, Some(&[1, 9])), 39),
+        (reassign(7, Some(&[1])), 3),
+    ] {
+        assert_eq!(
+            image.apply(&cmd).unwrap_err().kafka_error_code(),
+            code,
+            "{cmd:?}"
+        );
+        assert_eq!(image, before);
+    }
+}

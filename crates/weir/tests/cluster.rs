@@ -107,9 +107,23 @@ impl Cluster {
             eprintln!("a node did not start ({line:?}); starting the cluster again");
             return None;
         }
-        Some(Self {
+        let cluster = Self {
             nodes: started.into_iter().map(|s| s.ok().unwrap()).collect(),
-        })
+        };
+        // Followers learn of a commit with the leader's next message: wait
+        // until every broker knows every broker.
+        let ids: BTreeSet<i32> = roles
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.contains("broker"))
+            .map(|(i, _)| i as i32 + 1)
+            .collect();
+        for node in cluster.nodes.iter().filter(|n| !n.kafka.is_empty()) {
+            wait_until("every broker to be known", Duration::from_secs(10), || {
+                (brokers(&node.kafka) == ids).then_some(())
+            });
+        }
+        Some(cluster)
     }
 
     fn node(&self, id: i32) -> &Weir {
@@ -201,9 +215,14 @@ fn partitions(bootstrap: &str, topic: &str) -> Vec<PartitionView> {
         .set("bootstrap.servers", bootstrap)
         .create()
         .expect("consumer");
-    let metadata = consumer
-        .fetch_metadata(Some(topic), Timeout::After(Duration::from_secs(10)))
-        .expect("metadata");
+    // A broker that has not applied the topic's creation yet answers
+    // without it for a moment.
+    let metadata = wait_until("the topic's metadata", Duration::from_secs(10), || {
+        let metadata = consumer
+            .fetch_metadata(Some(topic), Timeout::After(Duration::from_secs(10)))
+            .expect("metadata");
+        (!metadata.topics()[0].partitions().is_empty()).then_some(metadata)
+    });
     let topic = &metadata.topics()[0];
     let mut views: Vec<(i32, PartitionView)> = topic
         .partitions()
@@ -692,4 +711,77 @@ fn acknowledged_records_survive_their_leader_being_killed() {
                 .then_some(())
         },
     );
+}
+
+#[test]
+fn draining_a_broker_moves_its_replicas_without_losing_records() {
+    let cluster = Cluster::start(&[]);
+    create_topic_with(
+        &cluster.node(1).kafka,
+        "moved",
+        3,
+        2,
+        &[("min.insync.replicas", "2")],
+    );
+    let acked = send_acked(&cluster.bootstrap(), "moved", "before", 300);
+    assert_eq!(acked.len(), 300);
+    let drained = 1;
+    let held = partitions(&cluster.bootstrap(), "moved")
+        .iter()
+        .filter(|v| v.replicas.contains(&drained))
+        .count();
+    assert!(held > 0);
+
+    let out = common::cli::run(
+        &[
+            "topic",
+            "reassign",
+            "moved",
+            "--drain",
+            "1",
+            "--bootstrap",
+            &cluster.node(2).kafka,
+        ],
+        b"",
+    )
+    .ok();
+    assert_eq!(out.lines().len(), held, "{}", out.stdout);
+    let bootstrap = cluster.node(2).kafka.clone();
+    wait_until("the moves to finish", Duration::from_secs(30), || {
+        let views = partitions(&bootstrap, "moved");
+        views
+            .iter()
+            .all(|v| !v.replicas.contains(&drained) && v.replicas.len() == 2 && v.isr.len() == 2)
+            .then_some(())
+    });
+    let listed = common::cli::run(&["topic", "reassignments", "--bootstrap", &bootstrap], b"").ok();
+    assert_eq!(
+        listed.lines().len(),
+        1,
+        "only the header: {}",
+        listed.stdout
+    );
+    // The drained broker dropped its copies.
+    wait_until(
+        "the old replicas' data to go",
+        Duration::from_secs(10),
+        || {
+            let dirs: Vec<String> = std::fs::read_dir(&cluster.node(drained).data_dir)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("moved-"))
+                .collect();
+            dirs.is_empty().then_some(())
+        },
+    );
+    let after = send_acked(&bootstrap, "moved", "after", 50);
+    assert_eq!(after.len(), 50);
+    let read: BTreeSet<String> = read_all(&bootstrap, "moved", 3, 350).into_iter().collect();
+    let lost: Vec<&String> = acked
+        .iter()
+        .chain(&after)
+        .filter(|v| !read.contains(*v))
+        .collect();
+    assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
 }

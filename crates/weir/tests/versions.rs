@@ -134,6 +134,30 @@ fn every_advertised_version_answers() {
                     assert_eq!(r.topics[0].partitions[0].error_code, 0, "{label}");
                     assert!(r.topics[0].partitions[0].offset > 0, "{label}");
                 }
+                ApiKey::AlterPartitionReassignments => {
+                    use kafka_protocol::messages::alter_partition_reassignments_request::{
+                        ReassignablePartition, ReassignableTopic,
+                    };
+                    // To the replicas it has: completes at once.
+                    let request = AlterPartitionReassignmentsRequest::default()
+                        .with_timeout_ms(5000)
+                        .with_topics(vec![ReassignableTopic::default()
+                            .with_name(name("sweep"))
+                            .with_partitions(vec![ReassignablePartition::default()
+                                .with_partition_index(0)
+                                .with_replicas(Some(vec![BrokerId(1)]))])]);
+                    let r: AlterPartitionReassignmentsResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{label}");
+                }
+                ApiKey::ListPartitionReassignments => {
+                    let request = ListPartitionReassignmentsRequest::default()
+                        .with_timeout_ms(5000)
+                        .with_topics(None);
+                    let r: ListPartitionReassignmentsResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert!(r.topics.is_empty(), "{label}");
+                }
                 ApiKey::OffsetForLeaderEpoch => {
                     use kafka_protocol::messages::offset_for_leader_epoch_request::{
                         OffsetForLeaderPartition, OffsetForLeaderTopic,

@@ -15,6 +15,7 @@ mod metadata;
 mod offsets;
 mod produce;
 mod producer_id;
+mod reassignments;
 
 use std::sync::Arc;
 
@@ -42,6 +43,8 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::AlterPartitionReassignments, 0, 0),
+    (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::OffsetCommit, 2, 9),
     (ApiKey::OffsetFetch, 1, 9),
@@ -141,6 +144,8 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::Fetch => "Fetch",
         ApiKey::ListOffsets => "ListOffsets",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
+        ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
+        ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
         ApiKey::Metadata => "Metadata",
         ApiKey::ApiVersions => "ApiVersions",
         ApiKey::CreateTopics => "CreateTopics",
@@ -234,6 +239,14 @@ pub(crate) fn dispatch(
                 Some(fetch::handle(&broker, &ctx, request).await)
             }))
         }
+        ApiKey::AlterPartitionReassignments => Reply::Now(Some(
+            ctx.respond(&reassignments::alter(&broker, &ctx, decode!())),
+        )),
+        ApiKey::ListPartitionReassignments => Reply::Now(Some(ctx.respond(&reassignments::list(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
         ApiKey::OffsetForLeaderEpoch => Reply::Now(Some(ctx.respond(&leader_epoch::handle(
             &broker,
             &ctx,

@@ -74,6 +74,19 @@ impl LeaderState {
         &self.isr
     }
 
+    /// The replicas changed (a reassignment adds or drops some): new
+    /// followers start with a full lag period, dropped ones are forgotten.
+    pub fn set_replicas(&mut self, replicas: &[i32], now_ms: i64) {
+        let leader = self.leader;
+        self.followers.retain(|id, _| replicas.contains(id));
+        for id in replicas.iter().filter(|r| **r != leader) {
+            self.followers.entry(*id).or_insert(Follower {
+                log_end: 0,
+                last_caught_up_ms: now_ms,
+            });
+        }
+    }
+
     /// The metadata's ISR changed (or was confirmed): what the proposal
     /// was waiting for.
     pub fn set_isr(&mut self, isr: &[i32], log_end: u64) -> bool {
@@ -288,6 +301,22 @@ mod tests {
         assert_eq!(s2.on_follower_fetch(2, 40, 50, 1), (false, None));
         assert_eq!(s2.on_follower_fetch(2, 50, 50, 2).1, Some(vec![1, 3, 2]));
         assert!(s.on_append(51));
+    }
+
+    #[test]
+    fn replicas_added_by_a_reassignment_are_followed() {
+        let mut s = LeaderState::new(1, &[1, 2], &[1, 2], 10, 10, 0);
+        assert_eq!(s.on_follower_fetch(4, 10, 10, 1), (false, None));
+        s.set_replicas(&[1, 2, 4], 1);
+        s.on_follower_fetch(2, 10, 10, 2);
+        assert_eq!(s.on_follower_fetch(4, 10, 10, 2).1, Some(vec![1, 2, 4]));
+        s.set_isr(&[1, 2, 4], 10);
+        // 2 leaves: it no longer holds the high watermark back.
+        s.set_replicas(&[1, 4], 3);
+        s.set_isr(&[1, 4], 10);
+        s.on_append(12);
+        assert!(s.on_follower_fetch(4, 12, 12, 4).0);
+        assert_eq!(s.high_watermark(), 12);
     }
 
     #[test]

@@ -120,6 +120,8 @@ pub(crate) enum Rejection {
     InvalidRequest(String),
     FencedLeaderEpoch(String),
     InvalidUpdateVersion(String),
+    InvalidReplicaAssignment(String),
+    NoReassignmentInProgress(String),
     ProducerIdsExhausted {
         next: i64,
         count: i64,
@@ -147,6 +149,12 @@ impl From<&MetaError> for Rejection {
             },
             MetaError::InvalidRequest(m) => Rejection::InvalidRequest(m.clone()),
             MetaError::FencedLeaderEpoch(m) => Rejection::FencedLeaderEpoch(m.clone()),
+            MetaError::InvalidReplicaAssignment(m) => {
+                Rejection::InvalidReplicaAssignment(m.clone())
+            }
+            MetaError::NoReassignmentInProgress(m) => {
+                Rejection::NoReassignmentInProgress(m.clone())
+            }
             MetaError::InvalidUpdateVersion(m) => Rejection::InvalidUpdateVersion(m.clone()),
             MetaError::ProducerIdsExhausted { next, count } => Rejection::ProducerIdsExhausted {
                 next: *next,
@@ -170,6 +178,8 @@ impl From<Rejection> for MetaError {
             Rejection::InvalidConfig { key, reason } => MetaError::InvalidConfig { key, reason },
             Rejection::InvalidRequest(m) | Rejection::Other(m) => MetaError::InvalidRequest(m),
             Rejection::FencedLeaderEpoch(m) => MetaError::FencedLeaderEpoch(m),
+            Rejection::InvalidReplicaAssignment(m) => MetaError::InvalidReplicaAssignment(m),
+            Rejection::NoReassignmentInProgress(m) => MetaError::NoReassignmentInProgress(m),
             Rejection::InvalidUpdateVersion(m) => MetaError::InvalidUpdateVersion(m),
             Rejection::ProducerIdsExhausted { next, count } => {
                 MetaError::ProducerIdsExhausted { next, count }

@@ -50,6 +50,29 @@ enum TopicCommand {
         #[arg(long)]
         force: bool,
     },
+    /// Move a topic's partitions to other brokers while they stay
+    /// available: the new replicas catch up, then the old ones are dropped.
+    Reassign {
+        name: String,
+        /// The partition to move (with --replicas) or whose move to cancel
+        /// (with --cancel).
+        #[arg(long, required_unless_present = "drain")]
+        partition: Option<i32>,
+        /// The partition's new replicas, preferred leader first: 2,3,4.
+        #[arg(long, value_delimiter = ',', required_unless_present_any = ["drain", "cancel"])]
+        replicas: Vec<i32>,
+        /// Move every replica of the topic off this broker (to the live
+        /// brokers holding the fewest of its replicas), e.g. before
+        /// decommissioning it.
+        #[arg(long, conflicts_with_all = ["partition", "replicas", "cancel"], value_name = "BROKER")]
+        drain: Option<i32>,
+        /// Cancel the partition's move: back to its replicas before it.
+        #[arg(long, conflicts_with = "replicas")]
+        cancel: bool,
+    },
+    /// List the partitions being moved, with the replicas being added and
+    /// removed.
+    Reassignments,
     /// Change a topic's config overrides while it is in use; the broker
     /// validates every change and applies them all or none.
     AlterConfig {
@@ -156,9 +179,121 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                     .map_err(|e| topic_error(e, &name))?;
                 println!("Deleted topic {name}");
             }
+            TopicCommand::Reassign {
+                name,
+                partition,
+                replicas,
+                drain,
+                cancel,
+            } => {
+                let topic = topic_metadata(&mut client, &name).await?;
+                let moves = match (drain, partition) {
+                    (Some(broker), _) => {
+                        let live: Vec<i32> = client
+                            .metadata(Some(std::slice::from_ref(&name)))
+                            .await?
+                            .brokers
+                            .iter()
+                            .map(|b| b.node_id)
+                            .collect();
+                        drain_moves(&topic, broker, &live)?
+                    }
+                    (None, Some(p)) => {
+                        super::check_partition(&topic, p)?;
+                        vec![(p, (!cancel).then_some(replicas))]
+                    }
+                    (None, None) => bail!("give --partition or --drain"),
+                };
+                if moves.is_empty() {
+                    println!("Nothing to move");
+                }
+                for (p, target) in moves {
+                    client
+                        .reassign_partition(&name, p, target.as_deref())
+                        .await
+                        .map_err(|e| topic_error(e, &name))?;
+                    match target {
+                        Some(target) => {
+                            let list = |ids: &[i32]| {
+                                ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+                            };
+                            let current = &topic.partitions[p as usize].replicas;
+                            println!("Moving {name}-{p}: {} -> {}", list(current), list(&target));
+                        }
+                        None => println!("Cancelled the move of {name}-{p}"),
+                    }
+                }
+            }
+            TopicCommand::Reassignments => {
+                let ongoing = client.list_reassignments().await?;
+                let list =
+                    |ids: &[i32]| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+                let mut rows = vec![vec![
+                    "PARTITION".to_owned(),
+                    "REPLICAS".to_owned(),
+                    "ADDING".to_owned(),
+                    "REMOVING".to_owned(),
+                ]];
+                for (topic, p, replicas, adding, removing) in &ongoing {
+                    rows.push(vec![
+                        format!("{topic}-{p}"),
+                        list(replicas),
+                        list(adding),
+                        list(removing),
+                    ]);
+                }
+                print!("{}", super::table(&rows));
+            }
         }
         Ok(())
     })
+}
+
+/// For `--drain BROKER`: each partition holding a replica on `broker` gets
+/// it replaced, in place, by the live broker holding the fewest replicas of
+/// the topic among those the partition does not use yet.
+fn drain_moves(
+    topic: &weir_client::TopicMetadata,
+    broker: i32,
+    live: &[i32],
+) -> anyhow::Result<Vec<(i32, Option<Vec<i32>>)>> {
+    let mut load: std::collections::BTreeMap<i32, usize> = live
+        .iter()
+        .filter(|b| **b != broker)
+        .map(|b| (*b, 0))
+        .collect();
+    for p in &topic.partitions {
+        for r in &p.replicas {
+            if let Some(n) = load.get_mut(r) {
+                *n += 1;
+            }
+        }
+    }
+    let mut moves = Vec::new();
+    for p in &topic.partitions {
+        if !p.replicas.contains(&broker) {
+            continue;
+        }
+        let Some((&replacement, _)) = load
+            .iter()
+            .filter(|(b, _)| !p.replicas.contains(b))
+            .min_by_key(|(b, n)| (**n, **b))
+        else {
+            bail!(
+                "no live broker can take {}-{}'s replica from broker {broker}: every other one holds it already",
+                topic.name,
+                p.partition
+            );
+        };
+        *load.entry(replacement).or_default() += 1;
+        let target = p
+            .replicas
+            .iter()
+            .map(|r| if *r == broker { replacement } else { *r })
+            .collect();
+        moves.push((p.partition, Some(target)));
+    }
+    Ok(moves)
 }
 
 /// Whether the latest records of any partition carry keys: a sample of

@@ -1,0 +1,95 @@
+//! AlterPartitionReassignments and ListPartitionReassignments: moving a
+//! partition's replicas to other brokers while it stays available (the new
+//! replicas catch up first, then the old ones are dropped).
+
+use kafka_protocol::messages::alter_partition_reassignments_response::{
+    ReassignablePartitionResponse, ReassignableTopicResponse,
+};
+use kafka_protocol::messages::list_partition_reassignments_response::{
+    OngoingPartitionReassignment, OngoingTopicReassignment,
+};
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, BrokerId,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::RequestContext;
+use crate::broker::{Broker, BrokerError};
+
+pub(super) fn alter(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: AlterPartitionReassignmentsRequest,
+) -> AlterPartitionReassignmentsResponse {
+    let responses = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.to_string();
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let replicas = p
+                        .replicas
+                        .map(|ids| ids.into_iter().map(|id| id.0).collect());
+                    let answer = ReassignablePartitionResponse::default()
+                        .with_partition_index(p.partition_index);
+                    match broker.reassign_partition(&name, p.partition_index, replicas) {
+                        Ok(()) => answer,
+                        Err(error) => {
+                            let code = match &error {
+                                BrokerError::Meta(e) => e.kafka_error_code(),
+                                // Retriable: the controller may be moving.
+                                _ => 41, // NOT_CONTROLLER
+                            };
+                            answer
+                                .with_error_code(code)
+                                .with_error_message(Some(StrBytes::from_string(error.to_string())))
+                        }
+                    }
+                })
+                .collect();
+            ReassignableTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    AlterPartitionReassignmentsResponse::default().with_responses(responses)
+}
+
+pub(super) fn list(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: ListPartitionReassignmentsRequest,
+) -> ListPartitionReassignmentsResponse {
+    let image = broker.image();
+    let wanted = |topic: &str, partition: i32| match &request.topics {
+        None => true,
+        Some(topics) => topics
+            .iter()
+            .any(|t| t.name.0.as_str() == topic && t.partition_indexes.contains(&partition)),
+    };
+    let ids = |list: &[i32]| list.iter().copied().map(BrokerId).collect();
+    let mut topics: Vec<OngoingTopicReassignment> = Vec::new();
+    for (topic, p) in image.reassignments() {
+        if !wanted(&topic, p.partition) {
+            continue;
+        }
+        let ongoing = OngoingPartitionReassignment::default()
+            .with_partition_index(p.partition)
+            .with_replicas(ids(&p.replicas))
+            .with_adding_replicas(ids(&p.adding))
+            .with_removing_replicas(ids(&p.removing));
+        match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+            Some(t) => t.partitions.push(ongoing),
+            None => topics.push(
+                OngoingTopicReassignment::default()
+                    .with_name(TopicName(StrBytes::from_string(topic)))
+                    .with_partitions(vec![ongoing]),
+            ),
+        }
+    }
+    ListPartitionReassignmentsResponse::default().with_topics(topics)
+}
