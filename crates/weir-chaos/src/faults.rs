@@ -1,0 +1,641 @@
+//! The faults, each run against a fresh cluster with the workload going on
+//! throughout: inject, hold, heal, again until the time is up; then wait
+//! for the cluster to be whole, read everything back and check.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::checker::{self, History, Report};
+use crate::cluster::{Cluster, ClusterOptions, Layout, Network};
+use crate::workload::{self, Workload, WorkloadOptions};
+use crate::{netns, replicas, Error};
+
+const TOPIC: &str = "chaos";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// kill -9 of a partition leader, then restart.
+    LeaderKill,
+    /// kill -9 of the active controller, then restart.
+    ControllerKill,
+    /// SIGSTOP of a partition leader for longer than the session timeout,
+    /// then SIGCONT.
+    LeaderPause,
+    /// A partition leader cut off from its followers (not from clients),
+    /// then the network healed.
+    Partition,
+    /// SIGTERM and restart of every broker in turn, each once its ISRs
+    /// are whole again.
+    RollingRestart,
+    /// acks=1 and unclean leader election, scripted so that acknowledged
+    /// writes must be lost: proves the checker sees loss.
+    NegativeControl,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 6] = [
+        Fault::LeaderKill,
+        Fault::ControllerKill,
+        Fault::LeaderPause,
+        Fault::Partition,
+        Fault::RollingRestart,
+        Fault::NegativeControl,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::LeaderKill => "leader-kill",
+            Fault::ControllerKill => "controller-kill",
+            Fault::LeaderPause => "leader-pause",
+            Fault::Partition => "partition",
+            Fault::RollingRestart => "rolling-restart",
+            Fault::NegativeControl => "negative-control",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Fault> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub weir: PathBuf,
+    /// How long the workload runs (faults are injected over it).
+    pub seconds: u64,
+    pub producers: usize,
+    /// Values per second per producer.
+    pub rate: u32,
+    pub partitions: i32,
+    /// How long to wait for the cluster to be whole after the faults.
+    pub heal_timeout: Duration,
+    /// Keep the cluster's directory (data and logs) even when the run
+    /// found nothing.
+    pub keep: bool,
+    /// Print the timeline as it happens.
+    pub verbose: bool,
+}
+
+impl RunOptions {
+    pub fn new(weir: impl Into<PathBuf>, seconds: u64) -> Self {
+        Self {
+            weir: weir.into(),
+            seconds,
+            producers: 3,
+            rate: 50,
+            partitions: 3,
+            heal_timeout: Duration::from_secs(120),
+            keep: false,
+            verbose: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Every safety property held (for the negative control: the loss was
+    /// seen).
+    Passed,
+    /// A property did not hold (for the negative control: no loss seen).
+    Failed,
+    /// Not run here; the reason says why.
+    Skipped,
+    /// The harness could not carry the run out.
+    Error,
+}
+
+/// One timed event of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    pub at_ms: u64,
+    pub what: String,
+}
+
+/// What one fault's run found.
+#[derive(Debug, Clone, Serialize)]
+pub struct FaultResult {
+    pub fault: String,
+    pub status: Status,
+    /// Why it was skipped, errored or failed.
+    pub reason: Option<String>,
+    pub report: Option<Report>,
+    /// Replicas whose logs differ over offsets they all hold.
+    pub divergent: Vec<String>,
+    /// How long the cluster took to be whole after the workload, or why
+    /// it was not.
+    pub healed: Result<u64, String>,
+    pub events: Vec<Event>,
+    /// The cluster's data and logs, when kept.
+    pub kept_dir: Option<String>,
+    pub duration_ms: u64,
+}
+
+impl FaultResult {
+    fn without_run(fault: Fault, status: Status, reason: String) -> Self {
+        Self {
+            fault: fault.name().to_owned(),
+            status,
+            reason: Some(reason),
+            report: None,
+            divergent: Vec::new(),
+            healed: Err("not run".to_owned()),
+            events: Vec::new(),
+            kept_dir: None,
+            duration_ms: 0,
+        }
+    }
+}
+
+/// A run in progress: the cluster and its timeline.
+struct Run {
+    cluster: Cluster,
+    origin: Instant,
+    events: Vec<Event>,
+    verbose: bool,
+    partitions: i32,
+    fault: Fault,
+}
+
+impl Run {
+    fn event(&mut self, what: impl Into<String>) {
+        let event = Event {
+            at_ms: self.origin.elapsed().as_millis() as u64,
+            what: what.into(),
+        };
+        if self.verbose {
+            eprintln!(
+                "[{} {:>7.1}s] {}",
+                self.fault.name(),
+                event.at_ms as f64 / 1000.0,
+                event.what
+            );
+        }
+        self.events.push(event);
+    }
+
+    fn session(&self) -> Duration {
+        Duration::from_millis(self.cluster.options().session_timeout_ms)
+    }
+
+    /// The leader of `partition`, once it has one.
+    fn leader(&self, partition: i32, timeout: Duration) -> Result<(i32, Vec<i32>), Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(views) = self.cluster.partitions(TOPIC) {
+                if let Some(v) = views.iter().find(|v| v.partition == partition) {
+                    if v.leader > 0 {
+                        return Ok((v.leader, v.replicas.clone()));
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(Error(format!("partition {partition} has no leader")));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// Waits for the cluster to be whole; notes how long it took.
+    fn settle(&mut self, timeout: Duration) -> Result<(), Error> {
+        match self.cluster.wait_healthy(timeout) {
+            Ok(took) => {
+                self.event(format!("whole again after {:.1}s", took.as_secs_f64()));
+                Ok(())
+            }
+            Err(e) => {
+                self.event(format!("not whole after {timeout:?}: {e}"));
+                Err(Error(format!(
+                    "the cluster was not whole within {timeout:?}: {e}"
+                )))
+            }
+        }
+    }
+
+    fn kill9(&mut self, id: i32, why: &str) {
+        self.cluster.node_mut(id).kill9();
+        self.event(format!("kill -9 node {id} ({why})"));
+    }
+
+    fn restart(&mut self, id: i32) -> Result<(), Error> {
+        self.cluster.restart(id)?;
+        self.event(format!("node {id} restarted"));
+        Ok(())
+    }
+}
+
+/// Runs one fault against a fresh cluster.
+pub fn run(fault: Fault, options: &RunOptions) -> FaultResult {
+    if fault == Fault::Partition {
+        if let Some(reason) = netns::unavailable() {
+            return FaultResult::without_run(fault, Status::Skipped, reason);
+        }
+    }
+    let started = Instant::now();
+    let layout = match fault {
+        Fault::NegativeControl => Layout::SeparateController,
+        _ => Layout::Combined,
+    };
+    let network = match fault {
+        Fault::Partition => Network::Namespaces,
+        _ => Network::Loopback,
+    };
+    let cluster_options = ClusterOptions {
+        layout,
+        network,
+        ..ClusterOptions::new(&options.weir)
+    };
+    let cluster = match Cluster::start(cluster_options) {
+        Ok(c) => c,
+        Err(e) => {
+            let status = if fault == Fault::Partition && network == Network::Namespaces {
+                // Namespaces exist but something in them does not work.
+                Status::Skipped
+            } else {
+                Status::Error
+            };
+            return FaultResult::without_run(fault, status, format!("cluster: {e}"));
+        }
+    };
+    let mut run = Run {
+        cluster,
+        origin: Instant::now(),
+        events: Vec::new(),
+        verbose: options.verbose,
+        partitions: options.partitions,
+        fault,
+    };
+    run.event(format!(
+        "cluster started in {} ({})",
+        run.cluster.dir().display(),
+        match network {
+            Network::Loopback => "loopback",
+            Network::Namespaces => "network namespaces",
+        }
+    ));
+    let mut result = match execute(&mut run, options) {
+        Ok(result) => result,
+        Err(e) => {
+            run.event(format!("error: {e}"));
+            FaultResult::without_run(fault, Status::Error, e.to_string())
+        }
+    };
+    result.events = std::mem::take(&mut run.events);
+    result.duration_ms = started.elapsed().as_millis() as u64;
+    if options.keep || result.status != Status::Passed {
+        run.cluster.keep_dir();
+        result.kept_dir = Some(run.cluster.dir().display().to_string());
+    }
+    result
+}
+
+fn execute(run: &mut Run, options: &RunOptions) -> Result<FaultResult, Error> {
+    let negative = run.fault == Fault::NegativeControl;
+    let configs: &[(&str, &str)] = if negative {
+        &[
+            ("min.insync.replicas", "1"),
+            ("unclean.leader.election.enable", "true"),
+        ]
+    } else {
+        &[
+            ("min.insync.replicas", "2"),
+            ("unclean.leader.election.enable", "false"),
+        ]
+    };
+    let bootstrap = run.cluster.bootstrap();
+    workload::create_topic(
+        &options.weir,
+        &bootstrap,
+        TOPIC,
+        options.partitions,
+        3,
+        configs,
+    )?;
+    run.settle(Duration::from_secs(60))?;
+    run.event(format!("topic {TOPIC} created: {configs:?}"));
+    for v in run.cluster.partitions(TOPIC)? {
+        run.event(format!(
+            "partition {}: leader {}, replicas {:?}, isr {:?}",
+            v.partition, v.leader, v.replicas, v.isr
+        ));
+    }
+
+    let workload_options = WorkloadOptions {
+        bootstrap: bootstrap.clone(),
+        topic: TOPIC.to_owned(),
+        partitions: options.partitions,
+        producers: options.producers,
+        rate: options.rate,
+        acks: if negative { "1" } else { "all" }.to_owned(),
+        idempotence: !negative,
+        message_timeout_ms: 30_000,
+    };
+    let workload_start = run.origin.elapsed().as_millis() as u64;
+    let workload = Workload::start(&workload_options, run.origin);
+    run.event(format!(
+        "workload: {} producers x {}/s, acks={}, idempotence={}",
+        options.producers, options.rate, workload_options.acks, workload_options.idempotence
+    ));
+    let total = Duration::from_secs(options.seconds);
+    let edge = (total / 8).clamp(Duration::from_secs(5), Duration::from_secs(20));
+    let end = Instant::now() + total;
+    std::thread::sleep(edge);
+    let injected = inject(run, end - edge);
+    // Whatever happened, nothing stays paused, cut or down.
+    heal_everything(run);
+    if let Err(e) = &injected {
+        run.event(format!("fault script failed: {e}"));
+    }
+    let now = Instant::now();
+    if end > now {
+        std::thread::sleep(end - now);
+    }
+    run.event("stopping the producers");
+    let writes = workload.stop();
+    let workload_end = run.origin.elapsed().as_millis() as u64;
+    run.event(format!("producers stopped: {} values sent", writes.len()));
+
+    let healed = match run.cluster.wait_healthy(options.heal_timeout) {
+        Ok(took) => {
+            run.event(format!("whole after {:.1}s", took.as_secs_f64()));
+            Ok(took.as_millis() as u64)
+        }
+        Err(e) => {
+            run.event(format!("not whole after {:?}: {e}", options.heal_timeout));
+            Err(e)
+        }
+    };
+    let mut history = History {
+        writes,
+        workload_start_ms: workload_start,
+        workload_end_ms: workload_end,
+        ..History::default()
+    };
+    for pass in 1..=2 {
+        let (mut reads, mut coverage) = workload::read_all(
+            &bootstrap,
+            TOPIC,
+            options.partitions,
+            pass,
+            Duration::from_secs(60),
+        );
+        run.event(format!(
+            "read pass {pass}: {} records, ends {:?}",
+            reads.len(),
+            coverage
+                .iter()
+                .map(|c| (c.end, c.complete))
+                .collect::<Vec<_>>()
+        ));
+        history.reads.append(&mut reads);
+        history.coverage.append(&mut coverage);
+    }
+
+    // Stop everything at once (nothing is being written) and compare the
+    // replicas on disk.
+    for node in &mut run.cluster.nodes {
+        node.kill9();
+    }
+    let dirs: Vec<(i32, PathBuf)> = run
+        .cluster
+        .broker_ids()
+        .into_iter()
+        .map(|id| (id, run.cluster.data_dir(id)))
+        .collect();
+    let dirs: Vec<(i32, &std::path::Path)> =
+        dirs.iter().map(|(id, d)| (*id, d.as_path())).collect();
+    let divergent: Vec<String> = (0..options.partitions)
+        .flat_map(|p| replicas::compare(TOPIC, p, &dirs))
+        .collect();
+    run.event(format!(
+        "replicas compared: {} differences",
+        divergent.len()
+    ));
+
+    let report = checker::check(&history);
+    let history_path = run.cluster.dir().join("history.json");
+    if let Ok(json) = serde_json::to_vec(&history) {
+        let _ = std::fs::write(&history_path, json);
+    }
+    let (status, reason) = if negative {
+        if report.lost > 0 {
+            (Status::Passed, None)
+        } else {
+            (
+                Status::Failed,
+                Some(format!(
+                    "the negative control lost nothing: the checker or the script is blind{}",
+                    injected
+                        .err()
+                        .map_or(String::new(), |e| format!(" (script: {e})"))
+                )),
+            )
+        }
+    } else {
+        let mut violations = report.violations();
+        violations.extend(divergent.iter().cloned());
+        if let Err(e) = &injected {
+            // The script could not do what it meant to: the run is not
+            // the test it claims to be.
+            if violations.is_empty() {
+                return Ok(FaultResult {
+                    fault: run.fault.name().to_owned(),
+                    status: Status::Error,
+                    reason: Some(format!("fault script: {e}")),
+                    report: Some(report),
+                    divergent,
+                    healed,
+                    events: Vec::new(),
+                    kept_dir: None,
+                    duration_ms: 0,
+                });
+            }
+        }
+        if violations.is_empty() {
+            (Status::Passed, None)
+        } else {
+            (Status::Failed, Some(violations.join("; ")))
+        }
+    };
+    Ok(FaultResult {
+        fault: run.fault.name().to_owned(),
+        status,
+        reason,
+        report: Some(report),
+        divergent,
+        healed,
+        events: Vec::new(),
+        kept_dir: None,
+        duration_ms: 0,
+    })
+}
+
+/// Resumes paused nodes, heals the network, restarts nodes that are down.
+fn heal_everything(run: &mut Run) {
+    if let Some(netns) = run.cluster.netns() {
+        if let Err(e) = netns.heal() {
+            run.event(format!("cannot heal the network: {e}"));
+        }
+    }
+    let ids: Vec<i32> = run.cluster.nodes.iter().map(|n| n.id).collect();
+    for id in ids {
+        if run.cluster.node(id).is_paused() {
+            let _ = run.cluster.node_mut(id).resume();
+            run.event(format!("SIGCONT node {id}"));
+        }
+        if !run.cluster.node(id).is_running() {
+            if let Err(e) = run.restart(id) {
+                run.event(format!("cannot restart node {id}: {e}"));
+            }
+        }
+    }
+}
+
+/// Injects the fault again and again until `until`, each time healed
+/// before the next.
+fn inject(run: &mut Run, until: Instant) -> Result<(), Error> {
+    let session = run.session();
+    // Longer than a session: the controller fences the node and moves its
+    // leaderships.
+    let hold = session * 2 + Duration::from_secs(3);
+    let settle_timeout = Duration::from_secs(90);
+    let quiet = Duration::from_secs(3);
+    let mut cycle = 0;
+    if run.fault == Fault::NegativeControl {
+        return negative_control(run);
+    }
+    while Instant::now() + hold < until || cycle == 0 {
+        let partition = cycle % run.partitions;
+        cycle += 1;
+        match run.fault {
+            Fault::LeaderKill => {
+                let (leader, _) = run.leader(partition, Duration::from_secs(30))?;
+                run.kill9(leader, &format!("leader of partition {partition}"));
+                std::thread::sleep(hold);
+                run.restart(leader)?;
+            }
+            Fault::ControllerKill => {
+                let controller = run
+                    .cluster
+                    .controller()
+                    .ok_or_else(|| Error("no active controller".to_owned()))?;
+                run.kill9(controller, "the active controller");
+                std::thread::sleep(hold);
+                run.restart(controller)?;
+            }
+            Fault::LeaderPause => {
+                let (leader, _) = run.leader(partition, Duration::from_secs(30))?;
+                run.cluster.node_mut(leader).pause()?;
+                run.event(format!(
+                    "SIGSTOP node {leader} (leader of partition {partition})"
+                ));
+                std::thread::sleep(hold);
+                run.cluster.node_mut(leader).resume()?;
+                run.event(format!("SIGCONT node {leader}"));
+            }
+            Fault::Partition => {
+                let (leader, replicas) = run.leader(partition, Duration::from_secs(30))?;
+                let followers: Vec<usize> = replicas
+                    .iter()
+                    .filter(|r| **r != leader)
+                    .map(|r| *r as usize)
+                    .collect();
+                run.cluster
+                    .netns()
+                    .expect("namespaces")
+                    .cut(leader as usize, &followers)
+                    .map_err(Error)?;
+                run.event(format!(
+                    "network: node {leader} (leader of partition {partition}) cut off from {followers:?}"
+                ));
+                std::thread::sleep(hold);
+                run.cluster
+                    .netns()
+                    .expect("namespaces")
+                    .heal()
+                    .map_err(Error)?;
+                run.event("network healed");
+            }
+            Fault::RollingRestart => {
+                for id in run.cluster.broker_ids() {
+                    let clean = run
+                        .cluster
+                        .node_mut(id)
+                        .terminate(Duration::from_secs(30))?;
+                    run.event(format!(
+                        "SIGTERM node {id}: {}",
+                        if clean {
+                            "exited cleanly"
+                        } else {
+                            "did not exit cleanly (killed)"
+                        }
+                    ));
+                    run.restart(id)?;
+                    run.settle(settle_timeout)?;
+                }
+            }
+            Fault::NegativeControl => unreachable!(),
+        }
+        run.settle(settle_timeout)?;
+        std::thread::sleep(quiet);
+    }
+    Ok(())
+}
+
+/// The negative control, on brokers 1..=3 with a separate controller
+/// (node 4), so that pausing two brokers leaves the quorum up: pause both
+/// followers of partition 0 until its leader alone is the ISR, write
+/// (acks=1) to the leader alone, kill it, resume the followers: unclean
+/// election makes one of them leader without those writes.
+fn negative_control(run: &mut Run) -> Result<(), Error> {
+    let (leader, replicas) = run.leader(0, Duration::from_secs(30))?;
+    let followers: Vec<i32> = replicas.into_iter().filter(|r| *r != leader).collect();
+    for f in &followers {
+        run.cluster.node_mut(*f).pause()?;
+        run.event(format!("SIGSTOP node {f} (follower of partition 0)"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(views) = run.cluster.partitions(TOPIC) {
+            if views[0].isr == [leader] {
+                break;
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(Error(format!(
+                "the ISR of partition 0 did not shrink to its leader {leader}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    run.event(format!(
+        "partition 0: ISR [{leader}]; writes acknowledged by it alone"
+    ));
+    std::thread::sleep(Duration::from_secs(5));
+    run.kill9(leader, "leader of partition 0, alone in its ISR");
+    for f in &followers {
+        run.cluster.node_mut(*f).resume()?;
+        run.event(format!("SIGCONT node {f}"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let new_leader = loop {
+        if let Ok(views) = run.cluster.partitions(TOPIC) {
+            if followers.contains(&views[0].leader) {
+                break views[0].leader;
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(Error(
+                "no follower of partition 0 became its leader".to_owned(),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    run.event(format!("partition 0: node {new_leader} elected (unclean)"));
+    // New writes take the offsets of the lost ones.
+    std::thread::sleep(Duration::from_secs(5));
+    run.restart(leader)?;
+    run.settle(Duration::from_secs(90))
+}
