@@ -52,6 +52,8 @@ impl From<MetadataError> for BrokerError {
 }
 
 pub struct Broker {
+    /// This broker, for tasks it starts from `&self`.
+    me: std::sync::Weak<Broker>,
     config: BrokerConfig,
     cluster_id: String,
     meta: Metadata,
@@ -115,8 +117,23 @@ impl Broker {
                 source,
             }
         })?;
-        let groups = GroupCoordinator::new(config.group_config(), offsets.group_metadata());
-        let broker = Arc::new(Self {
+        // Only the groups of the __consumer_offsets partitions led here.
+        let image = meta.image();
+        let led_offsets = |group: &str| {
+            image.topic(OFFSETS_TOPIC).is_some_and(|t| {
+                let index = crate::offsets::records::partition_for(group, t.partition_count());
+                t.partition(index)
+                    .is_some_and(|p| p.leader == config.node_id)
+            })
+        };
+        let loaded = offsets
+            .group_metadata()
+            .into_iter()
+            .filter(|(group, _)| led_offsets(group))
+            .collect();
+        let groups = GroupCoordinator::new(config.group_config(), loaded);
+        let broker = Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             config,
             cluster_id,
             meta,
@@ -165,9 +182,41 @@ impl Broker {
 
     /// Applies the current image to the hosted replicas.
     pub fn reconcile(&self) {
-        let outcome = self.replicas.reconcile(&self.config, &self.meta.image());
+        let image = self.meta.image();
+        let outcome = self.replicas.reconcile(&self.config, &image);
         for topic in outcome.removed_topics {
             self.forget_offsets_of(&topic);
+        }
+        // Groups move with the leadership of their __consumer_offsets
+        // partition.
+        let count = image
+            .topic(OFFSETS_TOPIC)
+            .map_or(0, |t| t.partition_count());
+        let owned_by = |index: i32| {
+            move |group: &str| crate::offsets::records::partition_for(group, count) == index
+        };
+        for (_, index) in outcome.unled.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
+            self.groups.hand_over(owned_by(*index));
+        }
+        let Some(me) = self.me.upgrade() else {
+            // Still opening: the groups are loaded once the broker exists.
+            return;
+        };
+        for (_, index) in outcome.led.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
+            let Some(partition) = self.replicas.get(OFFSETS_TOPIC, *index) else {
+                continue;
+            };
+            match self.offsets.reload(&partition, count) {
+                Ok(loaded) => {
+                    tracing::info!(
+                        partition = index,
+                        groups = loaded.len(),
+                        "coordinating the groups of a __consumer_offsets partition"
+                    );
+                    self.groups.take_over(&me, owned_by(*index), loaded);
+                }
+                Err(error) => tracing::error!(partition = index, %error, "cannot load groups"),
+            }
         }
     }
 

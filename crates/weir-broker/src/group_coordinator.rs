@@ -118,6 +118,46 @@ impl GroupCoordinator {
         }
     }
 
+    /// This node now coordinates the groups `owns` selects: they are
+    /// replaced by `loaded` (read from the log just now) and their timers
+    /// armed.
+    pub fn take_over(
+        &self,
+        broker: &Arc<Broker>,
+        owns: impl Fn(&str) -> bool,
+        loaded: Vec<(String, GroupSnapshot)>,
+    ) {
+        let now = now_ms() as u64;
+        let mut groups = self.groups.lock();
+        groups.retain(|group, hosted| {
+            let keep = !owns(group);
+            if !keep {
+                hosted.disarm_all();
+            }
+            keep
+        });
+        for (group, snapshot) in loaded {
+            let engine = GroupEngine::load(group.clone(), self.config.clone(), snapshot, now);
+            let hosted = groups
+                .entry(group.clone())
+                .or_insert(HostedGroup::new(engine));
+            self.execute(broker, &group, hosted);
+        }
+    }
+
+    /// Another node coordinates the groups `owns` selects now: they are
+    /// dropped here (requests still waiting on them are answered by their
+    /// new coordinator once the clients retry).
+    pub fn hand_over(&self, owns: impl Fn(&str) -> bool) {
+        self.groups.lock().retain(|group, hosted| {
+            let keep = !owns(group);
+            if !keep {
+                hosted.disarm_all();
+            }
+            keep
+        });
+    }
+
     /// Arms the timers of the loaded groups, so that members that do not come
     /// back after a restart expire. Needs the Tokio runtime.
     pub fn start(&self, broker: &Arc<Broker>) {

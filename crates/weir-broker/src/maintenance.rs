@@ -14,6 +14,10 @@ use crate::offsets::OFFSETS_TOPIC;
 const CHECKPOINT_MIN_RECORDS: u64 = 10_000;
 const CHECKPOINT_RATIO: u64 = 4;
 
+/// How often high watermarks are written down (Kafka's
+/// `replica.high.watermark.checkpoint.interval.ms`).
+const HIGH_WATERMARK_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+
 /// How often `flush.ms` is checked.
 const FLUSH_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -30,6 +34,8 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let lag_ms = broker.config().replica_lag_time_max_ms;
     let mut isr = tokio::time::interval(Duration::from_millis((lag_ms / 2).max(1) as u64));
     isr.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut high_watermarks = tokio::time::interval(HIGH_WATERMARK_CHECKPOINT_INTERVAL);
+    high_watermarks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = retention.tick() => {
@@ -41,6 +47,10 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 let _ = tokio::task::spawn_blocking(move || upkeep_offsets(&broker)).await;
             }
             _ = isr.tick() => shrink_isrs(&broker, lag_ms),
+            _ = high_watermarks.tick() => {
+                let broker = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || checkpoint_high_watermarks(&broker)).await;
+            }
             _ = flush.tick() => {
                 let broker = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || flush_due(&broker)).await;
@@ -56,9 +66,6 @@ fn enforce_retention(broker: &Broker) {
         // idempotent-producer state.
         if let Err(error) = partition.snapshot_producer_state() {
             tracing::warn!(topic = %partition.topic, partition = partition.index, %error, "producer state snapshot failed");
-        }
-        if let Err(error) = partition.checkpoint_high_watermark() {
-            tracing::warn!(topic = %partition.topic, partition = partition.index, %error, "high watermark checkpoint failed");
         }
         let high_watermark = partition.high_watermark();
         match partition.log.enforce_retention(high_watermark) {
@@ -110,6 +117,14 @@ fn upkeep_offsets(broker: &Broker) {
             Err(error) => {
                 tracing::warn!(partition = partition.index, %error, "__consumer_offsets checkpoint failed")
             }
+        }
+    }
+}
+
+fn checkpoint_high_watermarks(broker: &Broker) {
+    for partition in broker.all_partitions() {
+        if let Err(error) = partition.checkpoint_high_watermark() {
+            tracing::warn!(topic = %partition.topic, partition = partition.index, %error, "high watermark checkpoint failed");
         }
     }
 }

@@ -74,6 +74,8 @@ pub struct Partition {
     replica_state: RwLock<ReplicaState>,
     /// Below this offset records are on every in-sync replica.
     high_watermark: AtomicU64,
+    /// The high watermark last written to disk.
+    checkpointed: AtomicU64,
     /// While this replica leads: its followers and the ISR.
     leadership: Mutex<Option<LeaderState>>,
 }
@@ -101,6 +103,7 @@ impl Partition {
             producers: Mutex::new(producers),
             replica_state: RwLock::new(ReplicaState::default()),
             high_watermark: AtomicU64::new(high_watermark),
+            checkpointed: AtomicU64::new(high_watermark),
             leadership: Mutex::new(None),
         })
     }
@@ -244,10 +247,18 @@ impl Partition {
     /// Keeps the high watermark on disk, so that a restarted leader does not
     /// start from nothing.
     pub fn checkpoint_high_watermark(&self) -> std::io::Result<()> {
+        let high_watermark = self.high_watermark();
+        if self.checkpointed.load(Ordering::Acquire) == high_watermark
+            && self.log.dir().join(HIGH_WATERMARK_FILE).exists()
+        {
+            return Ok(());
+        }
         let path = self.log.dir().join(HIGH_WATERMARK_FILE);
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, self.high_watermark().to_string())?;
-        std::fs::rename(&tmp, &path)
+        std::fs::write(&tmp, high_watermark.to_string())?;
+        std::fs::rename(&tmp, &path)?;
+        self.checkpointed.store(high_watermark, Ordering::Release);
+        Ok(())
     }
 
     /// The timestamp of the record at `offset` (or the first one after it),

@@ -54,6 +54,8 @@ pub struct Reconciled {
     pub removed_topics: Vec<String>,
     /// Partitions this node became leader of.
     pub led: Vec<(String, i32)>,
+    /// Partitions this node stopped leading.
+    pub unled: Vec<(String, i32)>,
 }
 
 pub struct ReplicaManager {
@@ -250,6 +252,9 @@ impl ReplicaManager {
             if before != state {
                 if state.leader == self.node_id && before.leader != self.node_id {
                     outcome.led.push((topic.name.clone(), p.partition));
+                }
+                if state.leader != self.node_id && before.leader == self.node_id {
+                    outcome.unled.push((topic.name.clone(), p.partition));
                 }
                 tracing::debug!(
                     topic = topic.name,

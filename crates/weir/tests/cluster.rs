@@ -492,7 +492,7 @@ fn sigterm_hands_leadership_over_before_exit() {
 fn cluster_status_and_a_consumer_group_work_across_nodes() {
     use rdkafka::consumer::CommitMode;
     use rdkafka::message::Message;
-    let cluster = Cluster::start(&[]);
+    let mut cluster = Cluster::start(&[]);
     common::cli::run(
         &[
             "topic",
@@ -596,6 +596,56 @@ fn cluster_status_and_a_consumer_group_work_across_nodes() {
         .map(|e| e.offset().to_raw().unwrap_or(-1))
         .collect();
     assert_eq!(offsets, vec![10, 10, 10]);
+
+    // The coordinator dies: the group moves with the leadership of its
+    // __consumer_offsets partition, commits included.
+    let coordinator = common::cli::block_on(async {
+        let mut client = weir_client::Client::connect(&cluster.node(1).kafka)
+            .await
+            .unwrap();
+        client.find_coordinator("workers").await.unwrap().node_id
+    });
+    cluster.node_mut(coordinator).kill();
+    let survivor = (1..=3).find(|id| *id != coordinator).unwrap();
+    let bootstrap = cluster.node(survivor).kafka.clone();
+    wait_until(
+        "the group to have a new coordinator",
+        Duration::from_millis(SESSION_TIMEOUT_MS + 20_000),
+        || {
+            common::cli::block_on(async {
+                let mut client = weir_client::Client::connect(&bootstrap).await.ok()?;
+                let found = client.find_coordinator("workers").await.ok()?;
+                (found.node_id != coordinator).then_some(())
+            })
+        },
+    );
+    // Another client of the group asks the new coordinator.
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "workers")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut wanted = rdkafka::TopicPartitionList::new();
+    for p in 0..3 {
+        wanted.add_partition("work", p);
+    }
+    let offsets: Vec<i64> = wait_until(
+        "the commits at the new coordinator",
+        Duration::from_secs(20),
+        || {
+            let committed = reader
+                .committed_offsets(wanted.clone(), Timeout::After(Duration::from_secs(5)))
+                .ok()?;
+            let offsets: Vec<i64> = committed
+                .elements()
+                .iter()
+                .map(|e| e.offset().to_raw().unwrap_or(-1))
+                .collect();
+            (offsets.iter().all(|o| *o >= 0)).then_some(offsets)
+        },
+    );
+    assert_eq!(offsets, vec![10, 10, 10], "commits survive the coordinator");
 }
 
 #[test]

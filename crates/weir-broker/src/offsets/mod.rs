@@ -147,20 +147,32 @@ impl OffsetStore {
         })
     }
 
+    /// This node became the leader of `partition` (one of `count`): its
+    /// groups are read again from its log, which may have grown by
+    /// replication since they were last read. Returns their metadata.
+    pub fn reload(
+        &self,
+        partition: &Partition,
+        count: i32,
+    ) -> Result<Vec<(String, GroupSnapshot)>, LogError> {
+        let owns = |group: &str| records::partition_for(group, count) == partition.index;
+        let mut fresh = Contents::default();
+        for_each_record(partition, |key, value| match records::decode_key(&key) {
+            Ok(key) => fresh.apply(key, value),
+            Err(error) => tracing::warn!(%error, "skipping an unreadable record"),
+        })?;
+        let loaded = decode_metadata(&fresh.metadata);
+        let mut contents = self.contents.lock();
+        contents.offsets.retain(|group, _| !owns(group));
+        contents.metadata.retain(|group, _| !owns(group));
+        contents.offsets.extend(fresh.offsets);
+        contents.metadata.extend(fresh.metadata);
+        Ok(loaded)
+    }
+
     /// The last metadata written for each group, decoded.
     pub fn group_metadata(&self) -> Vec<(String, GroupSnapshot)> {
-        let contents = self.contents.lock();
-        contents
-            .metadata
-            .iter()
-            .filter_map(|(group, value)| match records::decode_group_value(value) {
-                Ok(snapshot) => Some((group.clone(), snapshot)),
-                Err(error) => {
-                    tracing::warn!(group, %error, "skipping unreadable group metadata");
-                    None
-                }
-            })
-            .collect()
+        decode_metadata(&self.contents.lock().metadata)
     }
 
     /// Writes `changes` to the group's partition, then applies them.
@@ -356,11 +368,28 @@ fn encode_batch(entries: &[Entry], now_ms: i64) -> BytesMut {
 }
 
 /// Calls `f(key, value)` for every record of a partition, oldest first.
+fn decode_metadata<'a>(
+    metadata: impl IntoIterator<Item = (&'a String, &'a Bytes)>,
+) -> Vec<(String, GroupSnapshot)> {
+    metadata
+        .into_iter()
+        .filter_map(|(group, value)| match records::decode_group_value(value) {
+            Ok(snapshot) => Some((group.clone(), snapshot)),
+            Err(error) => {
+                tracing::warn!(group, %error, "skipping unreadable group metadata");
+                None
+            }
+        })
+        .collect()
+}
+
+/// Every record of `partition`, to its log end: a new leader's records
+/// above the high watermark were written by the leader before it.
 fn for_each_record(
     partition: &Partition,
     mut f: impl FnMut(Bytes, Option<Bytes>),
 ) -> Result<(), LogError> {
-    let end = partition.high_watermark();
+    let end = partition.log.log_end_offset();
     let mut offset = partition.log.log_start_offset();
     while offset < end {
         let slice = partition.log.read(offset, 1 << 20, end)?;
