@@ -1,0 +1,123 @@
+//! Faults against a three-node cluster under an idempotent acks=all
+//! workload (weir-chaos, short version): whatever the fault, no
+//! acknowledged write is lost, duplicated, reordered or found at another
+//! offset, and the replicas agree. A negative control (acks=1, unclean
+//! leader election) must lose writes, or the checker is blind.
+//!
+//! `WEIR_CHAOS_SECONDS` sets how long the workload runs under each fault
+//! (default 50); `weir-chaos --seconds 600` is the long version.
+
+use weir_chaos::{run, table, Fault, FaultResult, RunOptions, Status};
+
+fn options() -> RunOptions {
+    let seconds = std::env::var("WEIR_CHAOS_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    RunOptions {
+        verbose: true,
+        ..RunOptions::new(env!("CARGO_BIN_EXE_weir"), seconds)
+    }
+}
+
+fn run_and_show(fault: Fault) -> FaultResult {
+    let result = run(fault, &options());
+    eprint!("{}", table::render(std::slice::from_ref(&result)));
+    result
+}
+
+/// The safety properties held; a fault that could not run here is skipped
+/// (and says why), a harness failure fails.
+fn assert_safe(fault: Fault) {
+    let result = run_and_show(fault);
+    match result.status {
+        Status::Skipped => {
+            eprintln!(
+                "{} skipped: {}",
+                fault.name(),
+                result.reason.as_deref().unwrap_or("")
+            );
+            return;
+        }
+        Status::Error => panic!(
+            "{} could not run: {}",
+            fault.name(),
+            result.reason.as_deref().unwrap_or("")
+        ),
+        Status::Passed | Status::Failed => {}
+    }
+    let report = result.report.as_ref().expect("a report");
+    let kept = result.kept_dir.as_deref().unwrap_or("-");
+    assert_eq!(
+        report.unverified, 0,
+        "partitions not read completely (cluster not whole? {:?}); data and logs in {kept}",
+        result.healed
+    );
+    assert_eq!(
+        report.lost, 0,
+        "acknowledged writes lost: {:?}; data and logs in {kept}",
+        report.samples.lost
+    );
+    assert_eq!(
+        report.duplicates, 0,
+        "duplicates despite idempotence: {:?}; data and logs in {kept}",
+        report.samples.duplicates
+    );
+    assert_eq!(
+        report.inconsistent, 0,
+        "inconsistent offsets: {:?}; data and logs in {kept}",
+        report.samples.inconsistent
+    );
+    assert_eq!(
+        report.reorderings, 0,
+        "reordered: {:?}; data and logs in {kept}",
+        report.samples.reorderings
+    );
+    assert!(
+        result.divergent.is_empty(),
+        "divergent replicas: {:?}; data and logs in {kept}",
+        result.divergent
+    );
+    assert!(report.acknowledged > 0, "nothing was acknowledged");
+    assert_eq!(result.status, Status::Passed, "{:?}", result.reason);
+}
+
+#[test]
+fn chaos_kill_a_partition_leader() {
+    assert_safe(Fault::LeaderKill);
+}
+
+#[test]
+fn chaos_kill_the_active_controller() {
+    assert_safe(Fault::ControllerKill);
+}
+
+#[test]
+fn chaos_pause_a_partition_leader() {
+    assert_safe(Fault::LeaderPause);
+}
+
+#[test]
+fn chaos_cut_a_leader_off_from_its_followers() {
+    assert_safe(Fault::Partition);
+}
+
+#[test]
+fn chaos_rolling_restart() {
+    assert_safe(Fault::RollingRestart);
+}
+
+#[test]
+fn chaos_negative_control_loses_acknowledged_writes() {
+    let result = run_and_show(Fault::NegativeControl);
+    let report = result
+        .report
+        .as_ref()
+        .unwrap_or_else(|| panic!("the negative control did not run: {:?}", result.reason));
+    assert!(
+        report.lost > 0,
+        "acks=1 with unclean election lost nothing: the checker is blind ({:?})",
+        result.reason
+    );
+    assert_eq!(result.status, Status::Passed);
+}
