@@ -283,7 +283,7 @@ impl Broker {
     /// its partition count.
     fn create_offsets_topic(&self) -> Result<i32, BrokerError> {
         let configs = [
-            // Until compaction exists, nothing may expire offsets.
+            // Compacted, never expired: each group keeps its latest offsets.
             ("cleanup.policy", "compact"),
             ("retention.ms", "-1"),
             ("segment.bytes", "104857600"),
