@@ -32,15 +32,21 @@ pub enum Fault {
     /// acks=1 and unclean leader election, scripted so that acknowledged
     /// writes must be lost: proves the checker sees loss.
     NegativeControl,
+    /// Clean elections only, scripted so that a replica holds records of a
+    /// leader epoch its next leader never had, at offsets where that
+    /// leader holds records of an earlier epoch: the replica must drop
+    /// them when it follows again.
+    EpochDivergence,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 7] = [
         Fault::LeaderKill,
         Fault::ControllerKill,
         Fault::LeaderPause,
         Fault::Partition,
         Fault::RollingRestart,
+        Fault::EpochDivergence,
         Fault::NegativeControl,
     ];
 
@@ -52,6 +58,7 @@ impl Fault {
             Fault::Partition => "partition",
             Fault::RollingRestart => "rolling-restart",
             Fault::NegativeControl => "negative-control",
+            Fault::EpochDivergence => "epoch-divergence",
         }
     }
 
@@ -157,6 +164,11 @@ struct Run {
     verbose: bool,
     partitions: i32,
     fault: Fault,
+    /// A broker the second read pass should read from (the others are
+    /// stopped for it), to see what it holds.
+    read_from: Option<i32>,
+    /// Writes a fault script made itself, never acknowledged.
+    side_writes: Vec<checker::Write>,
 }
 
 impl Run {
@@ -228,29 +240,34 @@ impl Run {
 
 /// Runs one fault against a fresh cluster.
 pub fn run(fault: Fault, options: &RunOptions) -> FaultResult {
-    if fault == Fault::Partition {
+    if matches!(fault, Fault::Partition | Fault::EpochDivergence) {
         if let Some(reason) = netns::unavailable() {
             return FaultResult::without_run(fault, Status::Skipped, reason);
         }
     }
     let started = Instant::now();
     let layout = match fault {
-        Fault::NegativeControl => Layout::SeparateController,
+        Fault::NegativeControl | Fault::EpochDivergence => Layout::SeparateController,
         _ => Layout::Combined,
     };
     let network = match fault {
-        Fault::Partition => Network::Namespaces,
+        Fault::Partition | Fault::EpochDivergence => Network::Namespaces,
         _ => Network::Loopback,
     };
-    let cluster_options = ClusterOptions {
+    let mut cluster_options = ClusterOptions {
         layout,
         network,
         ..ClusterOptions::new(&options.weir)
     };
+    if fault == Fault::EpochDivergence {
+        // Room for the script's steps before a cut-off follower leaves
+        // the ISR.
+        cluster_options.replica_lag_ms = 10_000;
+    }
     let cluster = match Cluster::start(cluster_options) {
         Ok(c) => c,
         Err(e) => {
-            let status = if fault == Fault::Partition && network == Network::Namespaces {
+            let status = if network == Network::Namespaces {
                 // Namespaces exist but something in them does not work.
                 Status::Skipped
             } else {
@@ -266,6 +283,8 @@ pub fn run(fault: Fault, options: &RunOptions) -> FaultResult {
         verbose: options.verbose,
         partitions: options.partitions,
         fault,
+        read_from: None,
+        side_writes: Vec::new(),
     };
     run.event(format!(
         "cluster started in {} ({})",
@@ -353,7 +372,8 @@ fn execute(run: &mut Run, options: &RunOptions) -> Result<FaultResult, Error> {
         std::thread::sleep(end - now);
     }
     run.event("stopping the producers");
-    let writes = workload.stop();
+    let mut writes = workload.stop();
+    writes.append(&mut run.side_writes);
     let workload_end = run.origin.elapsed().as_millis() as u64;
     run.event(format!("producers stopped: {} values sent", writes.len()));
 
@@ -374,6 +394,26 @@ fn execute(run: &mut Run, options: &RunOptions) -> Result<FaultResult, Error> {
         ..History::default()
     };
     for pass in 1..=2 {
+        if let (2, Some(id)) = (pass, run.read_from) {
+            // Only this replica left: it leads every partition.
+            let others: Vec<i32> = run
+                .cluster
+                .broker_ids()
+                .into_iter()
+                .filter(|b| *b != id)
+                .collect();
+            for other in others {
+                let clean = run
+                    .cluster
+                    .node_mut(other)
+                    .terminate(Duration::from_secs(30))?;
+                run.event(format!(
+                    "SIGTERM node {other} ({}), so that node {id} leads",
+                    if clean { "clean" } else { "killed" }
+                ));
+            }
+            let _ = run.leader(0, Duration::from_secs(30))?;
+        }
         let (mut reads, mut coverage) = workload::read_all(
             &bootstrap,
             TOPIC,
@@ -506,6 +546,9 @@ fn inject(run: &mut Run, until: Instant) -> Result<(), Error> {
     if run.fault == Fault::NegativeControl {
         return negative_control(run);
     }
+    if run.fault == Fault::EpochDivergence {
+        return epoch_divergence(run);
+    }
     while Instant::now() + hold < until || cycle == 0 {
         let partition = cycle % run.partitions;
         cycle += 1;
@@ -576,7 +619,7 @@ fn inject(run: &mut Run, until: Instant) -> Result<(), Error> {
                     run.settle(settle_timeout)?;
                 }
             }
-            Fault::NegativeControl => unreachable!(),
+            Fault::NegativeControl | Fault::EpochDivergence => unreachable!(),
         }
         run.settle(settle_timeout)?;
         std::thread::sleep(quiet);
@@ -637,5 +680,112 @@ fn negative_control(run: &mut Run) -> Result<(), Error> {
     // New writes take the offsets of the lost ones.
     std::thread::sleep(Duration::from_secs(5));
     run.restart(leader)?;
+    run.settle(Duration::from_secs(90))
+}
+
+/// Polls the metadata until `partition`'s leader is `id`.
+fn wait_leader(run: &Run, partition: i32, id: i32, timeout: Duration) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(views) = run.cluster.partitions(TOPIC) {
+            if views
+                .iter()
+                .any(|v| v.partition == partition && v.leader == id)
+            {
+                return Ok(());
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(Error(format!(
+                "node {id} did not become leader of partition {partition}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// On brokers 1..=3 with a separate controller, in network namespaces,
+/// with a replica lag limit long enough that no step drops a follower
+/// from the ISR, so that every election is clean. Partition 0 has
+/// replicas [a, b, c], led by a:
+///
+/// 1. b is cut off from a: a appends records that c copies and b does
+///    not (acks=all waits for b).
+/// 2. a is killed, c cut off from b. Once a is fenced, b leads (the first
+///    in-sync replica), its log ending where it stopped copying a.
+/// 3. b appends records in its epoch (the script sends some to it,
+///    acks=all); none reaches c, none is acknowledged.
+/// 4. b is killed. Once it is fenced, c leads (in sync, and still in the
+///    ISR), with a's records at the offsets where b wrote its own.
+/// 5. The network heals, a and then (once c has appended in its epoch) b
+///    restart and follow c. b's latest epoch
+///    is unknown to c, which answers OffsetForLeaderEpoch with the end of
+///    the epoch before (a's, past b's records): b must still drop every
+///    record of its epoch.
+///
+/// The second read pass reads from b alone.
+fn epoch_divergence(run: &mut Run) -> Result<(), Error> {
+    let (a, replicas) = run.leader(0, Duration::from_secs(30))?;
+    if replicas.first() != Some(&a) || replicas.len() != 3 {
+        return Err(Error(format!(
+            "partition 0: leader {a} is not the first of {replicas:?}"
+        )));
+    }
+    let (b, c) = (replicas[1], replicas[2]);
+    run.read_from = Some(b);
+    let cut = |run: &Run, node: i32, peers: &[i32]| -> Result<(), Error> {
+        let peers: Vec<usize> = peers.iter().map(|p| *p as usize).collect();
+        run.cluster
+            .netns()
+            .expect("namespaces")
+            .cut(node as usize, &peers)
+            .map_err(Error)
+    };
+    cut(run, b, &[a])?;
+    run.event(format!(
+        "network: node {b} cut off from {a}: leader {a} appends, {c} copies"
+    ));
+    std::thread::sleep(Duration::from_millis(1500));
+    cut(run, c, &[b])?;
+    run.event(format!("network: node {c} cut off from {b}"));
+    run.kill9(a, "leader of partition 0");
+    wait_leader(run, 0, b, Duration::from_secs(30))?;
+    run.event(format!("node {b} leads partition 0"));
+    let sent = workload::send_to_leader(&run.cluster.node(b).kafka, TOPIC, 0, "x", 10, run.origin);
+    // The broker answers REQUEST_TIMED_OUT to what it appended but could
+    // not replicate in time.
+    let appended = sent
+        .iter()
+        .filter(|w| match &w.outcome {
+            checker::Outcome::Failed { error } => error.contains("Broker: Request timed out"),
+            checker::Outcome::Acked { .. } => true,
+            checker::Outcome::Unknown => false,
+        })
+        .count();
+    run.event(format!(
+        "{} values sent to node {b} for partition 0, {appended} appended there (acks=all: none can be acknowledged)",
+        sent.len()
+    ));
+    run.side_writes.extend(sent);
+    if appended == 0 {
+        return Err(Error(format!(
+            "node {b} appended nothing while it led partition 0: the scenario did not happen"
+        )));
+    }
+    run.kill9(b, "leader of partition 0, its records on no other replica");
+    wait_leader(run, 0, c, Duration::from_secs(30))?;
+    run.event(format!("node {c} leads partition 0"));
+    run.cluster
+        .netns()
+        .expect("namespaces")
+        .heal()
+        .map_err(Error)?;
+    run.event("network healed");
+    run.restart(a)?;
+    // Once c has appended in its own epoch, its OffsetForLeaderEpoch
+    // answer for b's epoch is the end of the epoch before (a's), not
+    // "unknown" (which would make b drop everything and copy it again).
+    std::thread::sleep(Duration::from_secs(5));
+    run.restart(b)?;
     run.settle(Duration::from_secs(90))
 }

@@ -16,7 +16,8 @@ struct Args {
     #[arg(long)]
     weir: PathBuf,
     /// leader-kill, controller-kill, leader-pause, partition,
-    /// rolling-restart, negative-control, or all.
+    /// rolling-restart, epoch-divergence, negative-control (several
+    /// separated by commas), or all.
     #[arg(long, default_value = "all")]
     fault: String,
     /// How long the workload runs under each fault.

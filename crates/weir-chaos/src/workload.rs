@@ -250,6 +250,60 @@ fn produce(
     all
 }
 
+/// Sends `count` values `{name}-{i}` to `partition`, through `broker`
+/// alone (acks=all, no retries, 3 s each), for a fault script that needs
+/// a leader to append; returns them with what became of each.
+pub fn send_to_leader(
+    broker: &str,
+    topic: &str,
+    partition: i32,
+    name: &str,
+    count: u64,
+    origin: Instant,
+) -> Vec<Write> {
+    let log = Arc::new(Mutex::new(ProducerLog::default()));
+    let producer: Result<ThreadedProducer<Recorder>, _> = ClientConfig::new()
+        .set("bootstrap.servers", broker)
+        .set("acks", "all")
+        .set("enable.idempotence", "false")
+        .set("retries", "0")
+        // One record a batch: a truncation inside their range then keeps
+        // those below it.
+        .set("batch.num.messages", "1")
+        .set("linger.ms", "0")
+        .set("message.timeout.ms", "3000")
+        .set("request.timeout.ms", "3000")
+        .create_with_context(Recorder {
+            log: log.clone(),
+            origin,
+        });
+    let Ok(producer) = producer else {
+        return Vec::new();
+    };
+    for seq in 0..count {
+        let value = format!("{name}-{seq}");
+        let index = {
+            let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+            log.writes.push(Write {
+                producer: name.to_owned(),
+                seq,
+                value: value.clone(),
+                sent_ms: origin.elapsed().as_millis() as u64,
+                outcome: Outcome::Unknown,
+            });
+            log.writes.len() - 1
+        };
+        let record = BaseRecord::with_opaque_to(topic, index)
+            .partition(partition)
+            .payload(&value);
+        let _ = producer.send::<(), String>(record);
+    }
+    let _ = producer.flush(Timeout::After(Duration::from_secs(5)));
+    drop(producer);
+    let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+    std::mem::take(&mut log.writes)
+}
+
 /// Reads every partition of `topic` from its start to its high
 /// watermark, as read pass `pass`; gives up on a partition after
 /// `timeout` (its coverage is then incomplete).
