@@ -108,9 +108,6 @@ fn chaos_rolling_restart() {
 }
 
 #[test]
-#[ignore = "fails: a follower whose latest leader epoch its leader never had keeps records of that epoch \
-            below the end the leader reports for the epoch before (OffsetForLeaderEpoch answered with an \
-            earlier epoch), so its log diverges from the leader's over acknowledged offsets"]
 fn chaos_a_replica_drops_the_records_of_an_epoch_its_leader_never_had() {
     assert_safe(Fault::EpochDivergence);
 }

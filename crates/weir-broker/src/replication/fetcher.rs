@@ -245,7 +245,8 @@ async fn truncate_divergent(
     for topic in response.topics {
         for answer in topic.partitions {
             let key = (topic.topic.0.to_string(), answer.partition);
-            let Some((_, partition, epoch, _)) = unchecked.iter().find(|(k, ..)| *k == key) else {
+            let Some((_, partition, epoch, asked)) = unchecked.iter().find(|(k, ..)| *k == key)
+            else {
                 continue;
             };
             if answer.error_code != 0 {
@@ -257,7 +258,7 @@ async fn truncate_divergent(
                 );
                 continue;
             }
-            let end = u64::try_from(answer.end_offset).unwrap_or(0);
+            let end = divergence_point(partition, *asked, answer.leader_epoch, answer.end_offset);
             if end < partition.log.log_end_offset() {
                 tracing::info!(
                     topic = key.0,
@@ -279,6 +280,24 @@ async fn truncate_divergent(
         }
     }
     Ok(())
+}
+
+/// Where this replica's log stops agreeing with the leader's, from the
+/// leader's answer for our latest epoch `asked`. When the leader answers
+/// with an earlier epoch (it never had ours), our own records of that
+/// earlier epoch may end before the leader's: everything from our end of
+/// that epoch on was written under a leadership the leader never followed
+/// (KIP-279), so the point is the smaller of the two ends.
+fn divergence_point(partition: &Partition, asked: i32, leader_epoch: i32, leader_end: i64) -> u64 {
+    let leader_end = u64::try_from(leader_end).unwrap_or(0);
+    if leader_epoch >= asked || leader_epoch < 0 {
+        return leader_end;
+    }
+    // Our records up to the end of our latest epoch at or below the
+    // leader's are ones the leader also has (or had before truncating to
+    // the same place); anything after was written in an epoch it lacks.
+    let (_, own_end) = partition.log.end_offset_for_epoch(leader_epoch);
+    leader_end.min(u64::try_from(own_end).unwrap_or(0))
 }
 
 /// One Fetch for every checked partition; appends what comes back.
