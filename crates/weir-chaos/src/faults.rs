@@ -349,7 +349,12 @@ fn execute(run: &mut Run, options: &RunOptions) -> Result<FaultResult, Error> {
         rate: options.rate,
         acks: if negative { "1" } else { "all" }.to_owned(),
         idempotence: !negative,
-        message_timeout_ms: 30_000,
+        // Longer than any stall a fault causes: librdkafka bumps the
+        // idempotent producer's epoch when a message times out, and
+        // re-sends what was in flight on other partitions under the new
+        // epoch, where the broker cannot recognise it (duplicates no
+        // broker can prevent).
+        message_timeout_ms: 120_000,
     };
     let workload_start = run.origin.elapsed().as_millis() as u64;
     let workload = Workload::start(&workload_options, run.origin);

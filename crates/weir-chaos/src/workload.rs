@@ -152,7 +152,7 @@ fn producer_config(options: &WorkloadOptions) -> ClientConfig {
         .set("message.timeout.ms", options.message_timeout_ms.to_string())
         .set(
             "request.timeout.ms",
-            (options.message_timeout_ms / 3).max(1000).to_string(),
+            options.message_timeout_ms.min(10_000).to_string(),
         )
         .set("linger.ms", "5")
         .set("topic.metadata.refresh.interval.ms", "2000")
