@@ -858,15 +858,28 @@ fn start_reassignment(p: &mut PartitionInfo, target: &[i32], fenced: &BTreeSet<i
 fn complete_reassignment(p: &mut PartitionInfo, fenced: &BTreeSet<i32>) {
     let removing = std::mem::take(&mut p.removing);
     p.adding.clear();
-    p.replicas.retain(|r| !removing.contains(r));
+    drop_replicas(p, &removing, fenced);
+}
+
+/// Back to the replicas before the reassignment.
+fn cancel_reassignment(p: &mut PartitionInfo, fenced: &BTreeSet<i32>) {
+    let adding = std::mem::take(&mut p.adding);
+    p.removing.clear();
+    drop_replicas(p, &adding, fenced);
+}
+
+/// Takes `gone` out of the replicas and the ISR, electing a leader from
+/// what remains if the leader went (or there was none).
+fn drop_replicas(p: &mut PartitionInfo, gone: &[i32], fenced: &BTreeSet<i32>) {
+    p.replicas.retain(|r| !gone.contains(r));
     let mut isr: Vec<i32> = p
         .isr
         .iter()
         .copied()
-        .filter(|r| !removing.contains(r))
+        .filter(|r| !gone.contains(r))
         .collect();
     let mut leader = p.leader;
-    if leader == -1 || removing.contains(&leader) {
+    if leader == -1 || gone.contains(&leader) {
         match elect(&p.replicas, &isr, fenced, false) {
             Some((elected, elected_isr)) => (leader, isr) = (elected, elected_isr),
             None => leader = -1,
@@ -878,31 +891,6 @@ fn complete_reassignment(p: &mut PartitionInfo, fenced: &BTreeSet<i32>) {
     }
     change_partition(p, leader, isr);
     // The replica set changed even if leader and ISR did not.
-    p.partition_epoch = p.partition_epoch.saturating_add(1);
-}
-
-/// Back to the replicas before the reassignment.
-fn cancel_reassignment(p: &mut PartitionInfo, fenced: &BTreeSet<i32>) {
-    let adding = std::mem::take(&mut p.adding);
-    p.removing.clear();
-    p.replicas.retain(|r| !adding.contains(r));
-    let mut isr: Vec<i32> = p
-        .isr
-        .iter()
-        .copied()
-        .filter(|r| !adding.contains(r))
-        .collect();
-    let mut leader = p.leader;
-    if adding.contains(&leader) {
-        match elect(&p.replicas, &isr, fenced, false) {
-            Some((elected, elected_isr)) => (leader, isr) = (elected, elected_isr),
-            None => leader = -1,
-        }
-    }
-    if isr.is_empty() {
-        isr = p.replicas.first().copied().into_iter().collect();
-    }
-    change_partition(p, leader, isr);
     p.partition_epoch = p.partition_epoch.saturating_add(1);
 }
 

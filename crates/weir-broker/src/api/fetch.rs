@@ -45,13 +45,8 @@ pub(super) async fn handle(
                 .partitions
                 .into_iter()
                 .map(|p| {
-                    let partition = broker
-                        .leader_partition(&name, p.partition)
-                        .map_err(NotServed::code)
-                        .and_then(|partition| {
-                            check_leader_epoch(&partition, p.current_leader_epoch)?;
-                            Ok(partition)
-                        });
+                    let partition =
+                        led_at_epoch(broker, &name, p.partition, p.current_leader_epoch);
                     if let (Ok(partition), true) = (&partition, replica >= 0) {
                         let offset = u64::try_from(p.fetch_offset).unwrap_or(0);
                         if let Some(isr) = partition.follower_fetched(replica, offset, now) {
@@ -94,12 +89,24 @@ pub(super) async fn handle(
     }
 }
 
+/// The partition, if led here at the epoch the client names: the error
+/// code otherwise.
+pub(super) fn led_at_epoch(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    current_leader_epoch: i32,
+) -> Result<Arc<Partition>, i16> {
+    let partition = broker
+        .leader_partition(topic, partition)
+        .map_err(NotServed::code)?;
+    check_leader_epoch(&partition, current_leader_epoch)?;
+    Ok(partition)
+}
+
 /// FENCED_LEADER_EPOCH for a client behind the leader's epoch,
 /// UNKNOWN_LEADER_EPOCH for one ahead of it; -1 skips the check.
-pub(super) fn check_leader_epoch(
-    partition: &Partition,
-    current_leader_epoch: i32,
-) -> Result<(), i16> {
+fn check_leader_epoch(partition: &Partition, current_leader_epoch: i32) -> Result<(), i16> {
     let epoch = partition.replica_state().leader_epoch;
     match current_leader_epoch {
         -1 => Ok(()),

@@ -8,10 +8,9 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
-use super::fetch::check_leader_epoch;
+use super::fetch::led_at_epoch;
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::replica_manager::NotServed;
 
 pub(super) fn handle(
     broker: &Broker,
@@ -31,14 +30,7 @@ pub(super) fn handle(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
-                    let partition = broker
-                        .leader_partition(&name, p.partition)
-                        .map_err(NotServed::code)
-                        .and_then(|partition| {
-                            check_leader_epoch(&partition, p.current_leader_epoch)?;
-                            Ok(partition)
-                        });
-                    match partition {
+                    match led_at_epoch(broker, &name, p.partition, p.current_leader_epoch) {
                         Ok(partition) => {
                             let (epoch, end) = partition.log.end_offset_for_epoch(p.leader_epoch);
                             answer.with_leader_epoch(epoch).with_end_offset(end)
