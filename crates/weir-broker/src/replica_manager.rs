@@ -62,8 +62,11 @@ pub struct ReplicaManager {
     node_id: i32,
     fetchers: ReplicaFetchers,
     topics: RwLock<HashMap<String, HostedTopic>>,
-    /// One reconciliation at a time: it opens and deletes directories.
-    reconciling: Mutex<()>,
+    /// One reconciliation at a time (it opens and deletes directories),
+    /// and the applied index of the image it last followed: an older image
+    /// read before the lock was taken must not reopen what a newer one
+    /// deleted.
+    reconciling: Mutex<u64>,
 }
 
 impl ReplicaManager {
@@ -72,7 +75,7 @@ impl ReplicaManager {
             node_id,
             fetchers: ReplicaFetchers::new(node_id),
             topics: RwLock::new(HashMap::new()),
-            reconciling: Mutex::new(()),
+            reconciling: Mutex::new(0),
         }
     }
 
@@ -132,8 +135,12 @@ impl ReplicaManager {
     /// Brings the hosted replicas in line with `image`. Failures to open
     /// or delete a partition are logged and retried at the next change.
     pub fn reconcile(&self, config: &BrokerConfig, image: &MetadataImage) -> Reconciled {
-        let _one_at_a_time = self.reconciling.lock();
+        let mut followed = self.reconciling.lock();
         let mut outcome = Reconciled::default();
+        if image.applied_index() < *followed {
+            return outcome;
+        }
+        *followed = image.applied_index();
         let gone: Vec<(String, Vec<Arc<Partition>>)> = {
             let mut topics = self.topics.write();
             let stale: Vec<String> = topics
