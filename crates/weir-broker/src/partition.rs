@@ -237,6 +237,22 @@ impl Partition {
     /// suffix).
     pub fn truncate_to(&self, offset: u64) -> Result<(), LogError> {
         self.log.truncate_to(offset)?;
+        self.after_truncation()
+    }
+
+    /// Empties the log and restarts it at `offset` (a follower whose
+    /// leader's log starts beyond its own end).
+    pub fn restart_at(&self, offset: u64) -> Result<(), LogError> {
+        self.log.truncate_fully_and_start_at(offset)?;
+        self.after_truncation()
+    }
+
+    /// The producer state and the high watermark follow the log back: a
+    /// retried batch whose earlier copy was dropped must be appended again,
+    /// not answered as a duplicate at an offset that now holds other data.
+    fn after_truncation(&self) -> Result<(), LogError> {
+        let rebuilt = load_producer_state(&self.log)?;
+        *self.producers.lock() = rebuilt;
         let end = self.log.log_end_offset();
         if self.high_watermark() > end {
             self.set_high_watermark(end);

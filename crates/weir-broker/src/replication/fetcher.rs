@@ -376,8 +376,7 @@ async fn fetch_once(
                             leader_start,
                             "restarting the replica at the leader's log start"
                         );
-                        if let Err(error) = partition.log.truncate_fully_and_start_at(leader_start)
-                        {
+                        if let Err(error) = partition.restart_at(leader_start) {
                             tracing::error!(topic = key.0, partition = key.1, %error, "cannot restart the replica");
                         }
                     } else if let Some(f) = partitions.lock().get_mut(&key) {
