@@ -641,13 +641,19 @@ impl Broker {
         Ok(ids.next().expect("block just allocated"))
     }
 
-    /// The broker id reported as the controller: the active controller's,
-    /// or this node's while the quorum has no leader.
+    /// The broker id reported as the controller: the active controller's
+    /// when it is also a live broker, else this node's. Clients send admin
+    /// requests to the reported controller, and any broker forwards them to
+    /// the quorum, so it must name a broker clients can reach (as Kafka
+    /// does with a quorum of controller-only nodes).
     pub fn controller_id(&self) -> i32 {
-        self.meta
+        let leader = self
+            .meta
             .status()
             .leader_id
-            .and_then(|id| i32::try_from(id).ok())
+            .and_then(|id| i32::try_from(id).ok());
+        leader
+            .filter(|id| self.with_image(|image| image.live_brokers().any(|b| b.id == *id)))
             .unwrap_or(self.config.node_id)
     }
 

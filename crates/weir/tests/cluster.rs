@@ -654,6 +654,27 @@ fn brokers_without_the_controller_role_follow_the_metadata_as_learners() {
     let cluster = Cluster::start_with(&[BOTH, BOTH, "controller", "broker"], &[]);
     let learner = &cluster.node(4).kafka;
     assert_eq!(brokers(learner), BTreeSet::from([1, 2, 4]));
+    // Every broker reports one cluster id, and a controller that clients
+    // can reach: admin clients send their requests to it.
+    let answers: Vec<(Option<String>, i32)> = [1, 2, 4]
+        .into_iter()
+        .map(|id| {
+            let metadata = common::cli::block_on(async {
+                let mut client = weir_client::Client::connect(&cluster.node(id).kafka)
+                    .await
+                    .unwrap();
+                client.metadata(None).await.unwrap()
+            });
+            (metadata.cluster_id, metadata.controller_id)
+        })
+        .collect();
+    for (cluster_id, controller_id) in &answers {
+        assert!(
+            cluster_id.is_some() && *cluster_id == answers[0].0,
+            "{answers:?}"
+        );
+        assert!([1, 2, 4].contains(controller_id), "{answers:?}");
+    }
     create_topic(learner, "learned", 3, 3);
     for view in partitions(&cluster.node(1).kafka, "learned") {
         let replicas: BTreeSet<i32> = view.replicas.iter().copied().collect();

@@ -287,9 +287,16 @@ async fn truncate_divergent(
 /// with an earlier epoch (it never had ours), our own records of that
 /// earlier epoch may end before the leader's: everything from our end of
 /// that epoch on was written under a leadership the leader never followed
-/// (KIP-279), so the point is the smaller of the two ends.
+/// (KIP-279), so the point is the smaller of the two ends. A leader that
+/// knows no epoch at or below ours (an empty epoch cache) gives no point:
+/// then only what was committed is known to be shared, and the replica
+/// keeps its log up to its high watermark, as Kafka does.
 fn divergence_point(partition: &Partition, asked: i32, leader_epoch: i32, leader_end: i64) -> u64 {
-    let leader_end = u64::try_from(leader_end).unwrap_or(0);
+    let Ok(leader_end) = u64::try_from(leader_end) else {
+        return partition
+            .high_watermark()
+            .min(partition.log.log_end_offset());
+    };
     if leader_epoch >= asked || leader_epoch < 0 {
         return leader_end;
     }
