@@ -6,6 +6,7 @@ use std::path::Path;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use weir_log::batch::{BatchError, BatchHeader};
@@ -307,6 +308,47 @@ impl Partition {
             .iter()
             .find(|r| r.offset >= offset as i64)
             .map(|r| r.timestamp))
+    }
+
+    /// Waits until every in-sync replica has the records below `until`.
+    pub async fn replicated(
+        &self,
+        until: u64,
+        node_id: i32,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), (ResponseError, String)> {
+        let mut changed = self.subscribe();
+        loop {
+            changed.borrow_and_update();
+            let state = self.replica_state();
+            if state.leader != node_id {
+                return Err((
+                    ResponseError::NotLeaderOrFollower,
+                    "leadership moved before the followers had the records".to_owned(),
+                ));
+            }
+            if self.high_watermark() >= until {
+                if state.isr_size < state.min_insync_replicas {
+                    return Err((
+                        ResponseError::NotEnoughReplicasAfterAppend,
+                        format!(
+                            "written, but the ISR shrank to {} replica(s), fewer than min.insync.replicas={}",
+                            state.isr_size, state.min_insync_replicas
+                        ),
+                    ));
+                }
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, changed.changed()).await {
+                Ok(Ok(())) => {}
+                _ => {
+                    return Err((
+                        ResponseError::RequestTimedOut,
+                        "the in-sync replicas did not all have the records in time".to_owned(),
+                    ))
+                }
+            }
+        }
     }
 
     /// Appends one producer batch, de-duplicating idempotent retries.

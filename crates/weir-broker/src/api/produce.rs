@@ -85,7 +85,7 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
     Reply::Later(Box::pin(async move {
         let deadline = tokio::time::Instant::now() + timeout;
         for wait in pending {
-            let outcome = replicated(&wait.replica, wait.until, node_id, deadline).await;
+            let outcome = wait.replica.replicated(wait.until, node_id, deadline).await;
             if let Err((code, message)) = outcome {
                 let response = &mut responses[wait.topic].partition_responses[wait.partition];
                 *response = error(response.index, code, Some(message));
@@ -93,47 +93,6 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
         }
         Some(ctx.respond(&ProduceResponse::default().with_responses(responses)))
     }))
-}
-
-/// Waits until every in-sync replica has the records below `until`.
-async fn replicated(
-    partition: &Partition,
-    until: u64,
-    node_id: i32,
-    deadline: tokio::time::Instant,
-) -> Result<(), (ResponseError, String)> {
-    let mut changed = partition.subscribe();
-    loop {
-        changed.borrow_and_update();
-        let state = partition.replica_state();
-        if state.leader != node_id {
-            return Err((
-                ResponseError::NotLeaderOrFollower,
-                "leadership moved before the followers had the records".to_owned(),
-            ));
-        }
-        if partition.high_watermark() >= until {
-            if state.isr_size < state.min_insync_replicas {
-                return Err((
-                    ResponseError::NotEnoughReplicasAfterAppend,
-                    format!(
-                        "written, but the ISR shrank to {} replica(s), fewer than min.insync.replicas={}",
-                        state.isr_size, state.min_insync_replicas
-                    ),
-                ));
-            }
-            return Ok(());
-        }
-        match tokio::time::timeout_at(deadline, changed.changed()).await {
-            Ok(Ok(())) => {}
-            _ => {
-                return Err((
-                    ResponseError::RequestTimedOut,
-                    "the in-sync replicas did not all have the records in time".to_owned(),
-                ))
-            }
-        }
-    }
 }
 
 /// Appends one partition's batch; with acks=all also returns what to wait

@@ -47,8 +47,8 @@ pub enum RecordKey {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("malformed __consumer_offsets record: {0}")]
-pub struct RecordError(String);
+#[error("malformed record of an internal topic: {0}")]
+pub struct RecordError(pub(crate) String);
 
 const OFFSET_KEY_VERSION: i16 = 1;
 const OFFSET_VALUE_VERSION: i16 = 3;
@@ -199,12 +199,12 @@ pub fn partition_for(group: &str, partitions: i32) -> i32 {
     positive % partitions
 }
 
-fn put_string(buf: &mut BytesMut, s: &str) {
+pub(crate) fn put_string(buf: &mut BytesMut, s: &str) {
     buf.put_i16(s.len() as i16);
     buf.put_slice(s.as_bytes());
 }
 
-fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>) {
+pub(crate) fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>) {
     match s {
         Some(s) => put_string(buf, s),
         None => buf.put_i16(-1),
@@ -223,22 +223,22 @@ fn need(buf: &[u8], n: usize) -> Result<(), RecordError> {
     Ok(())
 }
 
-fn get_i16(buf: &mut &[u8]) -> Result<i16, RecordError> {
+pub(crate) fn get_i16(buf: &mut &[u8]) -> Result<i16, RecordError> {
     need(buf, 2)?;
     Ok(buf.get_i16())
 }
 
-fn get_i32(buf: &mut &[u8]) -> Result<i32, RecordError> {
+pub(crate) fn get_i32(buf: &mut &[u8]) -> Result<i32, RecordError> {
     need(buf, 4)?;
     Ok(buf.get_i32())
 }
 
-fn get_i64(buf: &mut &[u8]) -> Result<i64, RecordError> {
+pub(crate) fn get_i64(buf: &mut &[u8]) -> Result<i64, RecordError> {
     need(buf, 8)?;
     Ok(buf.get_i64())
 }
 
-fn get_string(buf: &mut &[u8]) -> Result<String, RecordError> {
+pub(crate) fn get_string(buf: &mut &[u8]) -> Result<String, RecordError> {
     let len = get_i16(buf)?;
     let len = usize::try_from(len).map_err(|_| RecordError("null string".into()))?;
     need(buf, len)?;
@@ -249,7 +249,7 @@ fn get_string(buf: &mut &[u8]) -> Result<String, RecordError> {
     Ok(s)
 }
 
-fn get_nullable_string(buf: &mut &[u8]) -> Result<Option<String>, RecordError> {
+pub(crate) fn get_nullable_string(buf: &mut &[u8]) -> Result<Option<String>, RecordError> {
     if buf.len() >= 2 && i16::from_be_bytes([buf[0], buf[1]]) == -1 {
         buf.advance(2);
         return Ok(None);
