@@ -71,6 +71,20 @@ pub enum Command {
         /// Overrides to remove (back to the broker default).
         delete: Vec<String>,
     },
+    /// Sets and removes dynamic broker configs (Kafka's BROKER config
+    /// resource): those of one broker, or with `broker: None` the
+    /// cluster-wide default that every broker without its own value takes
+    /// (Kafka's resource name ""). The broker proposing the change
+    /// validates names and values; the image only stores them, so that a
+    /// broker of another version can still replay the log.
+    AlterBrokerConfigs {
+        /// The broker id, or `None` for the cluster-wide default.
+        broker: Option<i32>,
+        /// Configs to set (replacing any previous value).
+        set: BTreeMap<String, String>,
+        /// Configs to remove (back to the next level of precedence).
+        delete: Vec<String>,
+    },
     /// A partition leader changes the ISR (shrinking it when followers lag,
     /// growing it when one has caught up), checked against the leader and
     /// the epochs it computed the change from.

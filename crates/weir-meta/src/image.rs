@@ -29,6 +29,11 @@ pub struct MetadataImage {
     /// register again.
     fenced: BTreeSet<i32>,
     topics: BTreeMap<String, TopicInfo>,
+    /// Dynamic broker configs of the cluster-wide default (resource "").
+    cluster_broker_configs: BTreeMap<String, String>,
+    /// Dynamic broker configs of single brokers (registered or not, as in
+    /// Kafka), by broker id; never an empty map.
+    broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
     next_producer_id: i64,
     applied_index: u64,
     /// Topic id → name; derived from `topics`.
@@ -50,6 +55,11 @@ struct ImageData {
     #[serde(default)]
     fenced: BTreeSet<i32>,
     topics: BTreeMap<String, TopicInfo>,
+    /// Absent from images written before broker configs were dynamic.
+    #[serde(default)]
+    cluster_broker_configs: BTreeMap<String, String>,
+    #[serde(default)]
+    broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
     next_producer_id: i64,
     applied_index: u64,
 }
@@ -63,6 +73,8 @@ impl TryFrom<ImageData> for MetadataImage {
             brokers: data.brokers,
             fenced: data.fenced,
             topics: data.topics,
+            cluster_broker_configs: data.cluster_broker_configs,
+            broker_configs: data.broker_configs,
             next_producer_id: data.next_producer_id,
             applied_index: data.applied_index,
             topic_ids: BTreeMap::new(),
@@ -72,6 +84,9 @@ impl TryFrom<ImageData> for MetadataImage {
             if *id != broker.id {
                 return Err(format!("broker {} is stored under id {id}", broker.id));
             }
+        }
+        if let Some(id) = image.broker_configs.keys().find(|id| **id < 0) {
+            return Err(format!("dynamic configs of the negative broker id {id}"));
         }
         if let Some(id) = image
             .fenced
@@ -144,6 +159,11 @@ impl MetadataImage {
             Command::AlterTopicConfigs { name, set, delete } => {
                 self.check_alter_configs(name, set, delete)
             }
+            Command::AlterBrokerConfigs {
+                broker,
+                set,
+                delete,
+            } => check_broker_configs(*broker, set, delete),
             Command::AllocateProducerIds { count } => self.check_producer_ids(*count),
             Command::SetClusterId { id } => self.check_cluster_id(id),
             Command::ReassignPartition {
@@ -236,6 +256,26 @@ impl MetadataImage {
                     }
                     for (key, value) in set {
                         topic.configs.insert(key.clone(), value.clone());
+                    }
+                }
+                Applied::Done
+            }
+            Command::AlterBrokerConfigs {
+                broker,
+                set,
+                delete,
+            } => {
+                let configs = match broker {
+                    None => &mut self.cluster_broker_configs,
+                    Some(id) => self.broker_configs.entry(*id).or_default(),
+                };
+                for key in delete {
+                    configs.remove(key);
+                }
+                configs.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+                if let Some(id) = broker {
+                    if self.broker_configs.get(id).is_some_and(BTreeMap::is_empty) {
+                        self.broker_configs.remove(id);
                     }
                 }
                 Applied::Done
@@ -379,6 +419,22 @@ impl MetadataImage {
     /// The cluster id, once a broker has set it.
     pub fn cluster_id(&self) -> Option<&str> {
         self.cluster_id.as_deref()
+    }
+
+    /// The dynamic broker configs of broker `broker`, or with `None` the
+    /// cluster-wide default; empty when none are set. A broker's own value
+    /// beats the cluster-wide default, which beats its static config.
+    pub fn broker_configs(&self, broker: Option<i32>) -> &BTreeMap<String, String> {
+        static NONE: BTreeMap<String, String> = BTreeMap::new();
+        match broker {
+            None => &self.cluster_broker_configs,
+            Some(id) => self.broker_configs.get(&id).unwrap_or(&NONE),
+        }
+    }
+
+    /// The brokers with dynamic configs of their own, by id.
+    pub fn brokers_with_configs(&self) -> impl Iterator<Item = i32> + '_ {
+        self.broker_configs.keys().copied()
     }
 
     /// The first producer id the next `AllocateProducerIds` hands out.
@@ -803,6 +859,36 @@ impl MetadataImage {
         }
         Ok(())
     }
+}
+
+/// The checks Kafka's controller makes of a broker config change: a
+/// resource name that is a non-negative broker id (or the default), and
+/// each key at most once. Names and values are the proposing broker's to
+/// validate.
+fn check_broker_configs(
+    broker: Option<i32>,
+    set: &BTreeMap<String, String>,
+    delete: &[String],
+) -> Result<(), MetaError> {
+    if broker.is_some_and(|id| id < 0) {
+        return Err(MetaError::InvalidRequest(
+            "Invalid negative broker ID.".to_owned(),
+        ));
+    }
+    let mut deleted = BTreeSet::new();
+    for key in delete {
+        if set.contains_key(key) || !deleted.insert(key) {
+            return Err(MetaError::InvalidRequest(format!(
+                "Error due to duplicate config keys: {key}"
+            )));
+        }
+    }
+    if let Some(key) = set.keys().chain(delete).find(|k| k.trim().is_empty()) {
+        return Err(MetaError::InvalidRequest(format!(
+            "Invalid empty config name {key:?}"
+        )));
+    }
+    Ok(())
 }
 
 fn new_partitions(first: usize, replicas: &[Vec<i32>]) -> Vec<PartitionInfo> {

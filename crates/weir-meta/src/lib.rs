@@ -1,7 +1,8 @@
 //! `weir-meta`: the cluster metadata of Weir.
 //!
 //! Brokers, topics, partitions (replicas, ISR, leader epochs), topic config
-//! overrides and the producer id allocator form one [`MetadataImage`]. It
+//! overrides, dynamic broker configs and the producer id allocator form one
+//! [`MetadataImage`]. It
 //! changes only by applying [`Command`]s, and applying is deterministic:
 //! no I/O, no clock, no randomness. Anything that varies (topic ids,
 //! replica assignments, block sizes) is decided by whoever proposes the

@@ -68,6 +68,14 @@ fn alter(name: &str, set: &[(&str, &str)], del: &[&str]) -> Command {
     }
 }
 
+fn alter_broker(broker: Option<i32>, set: &[(&str, &str)], del: &[&str]) -> Command {
+    Command::AlterBrokerConfigs {
+        broker,
+        set: configs(set),
+        delete: del.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
 fn producer_ids(count: i64) -> Command {
     Command::AllocateProducerIds { count }
 }
@@ -524,6 +532,71 @@ fn cases() -> Vec<Case> {
                 );
             }),
         },
+        // ---- broker configs: stored, not interpreted (the broker validates)
+        Case {
+            name: "broker configs: the cluster default and one broker's",
+            setup: with(
+                cluster(),
+                &[alter_broker(None, &[("log.retention.ms", "1000")], &[])],
+            ),
+            cmd: alter_broker(Some(2), &[("log.retention.ms", "5")], &[]),
+            want: ok(),
+            then: Some(|image| {
+                assert_eq!(
+                    image.broker_configs(None),
+                    &configs(&[("log.retention.ms", "1000")])
+                );
+                assert_eq!(
+                    image.broker_configs(Some(2)),
+                    &configs(&[("log.retention.ms", "5")])
+                );
+                assert!(image.broker_configs(Some(1)).is_empty());
+                assert_eq!(image.brokers_with_configs().collect::<Vec<_>>(), [2]);
+            }),
+        },
+        Case {
+            name: "broker configs: set and delete; an emptied broker disappears",
+            setup: with(
+                cluster(),
+                &[alter_broker(Some(3), &[("a", "1"), ("b", "2")], &[])],
+            ),
+            cmd: alter_broker(Some(3), &[], &["a", "b", "never.set"]),
+            want: ok(),
+            then: Some(|image| {
+                assert!(image.broker_configs(Some(3)).is_empty());
+                assert_eq!(image.brokers_with_configs().count(), 0);
+            }),
+        },
+        case(
+            "broker configs: an unregistered broker id is kept, as in Kafka",
+            cluster(),
+            alter_broker(Some(9), &[("a", "1")], &[]),
+            ok(),
+        ),
+        case(
+            "broker configs: negative broker id",
+            cluster(),
+            alter_broker(Some(-1), &[("a", "1")], &[]),
+            Want::Err(42, "Invalid negative broker ID"),
+        ),
+        case(
+            "broker configs: same key set and deleted",
+            cluster(),
+            alter_broker(None, &[("a", "1")], &["a"]),
+            Want::Err(42, "duplicate config keys"),
+        ),
+        case(
+            "broker configs: same key deleted twice",
+            cluster(),
+            alter_broker(None, &[], &["a", "a"]),
+            Want::Err(42, "duplicate config keys"),
+        ),
+        case(
+            "broker configs: empty name",
+            cluster(),
+            alter_broker(None, &[(" ", "1")], &[]),
+            Want::Err(42, "empty config name"),
+        ),
         // ---- producer ids
         case(
             "pids: first block starts at 0",
@@ -802,7 +875,12 @@ fn image_json_round_trip() {
     let mut image = MetadataImage::default();
     for cmd in with(
         cluster(),
-        &[producer_ids(42), alter("t", &[("retention.ms", "5")], &[])],
+        &[
+            producer_ids(42),
+            alter("t", &[("retention.ms", "5")], &[]),
+            alter_broker(None, &[("log.retention.bytes", "10")], &[]),
+            alter_broker(Some(2), &[("log.retention.ms", "5")], &[]),
+        ],
     ) {
         image.apply(&cmd).unwrap();
     }
@@ -810,8 +888,27 @@ fn image_json_round_trip() {
     let back: MetadataImage = serde_json::from_str(&json).unwrap();
     assert_eq!(back, image);
     assert_eq!(back.topic_by_id(Uuid::from_u128(1)).unwrap().name, "t");
-    assert_eq!(back.applied_index(), 6);
+    assert_eq!(back.applied_index(), 8);
+    assert_eq!(
+        back.broker_configs(Some(2)),
+        &configs(&[("log.retention.ms", "5")])
+    );
     assert_eq!(back.next_producer_id(), 42);
+}
+
+/// Snapshots written before broker configs were dynamic lack both fields.
+#[test]
+fn an_image_without_broker_configs_still_loads() {
+    let mut image = MetadataImage::default();
+    for cmd in cluster() {
+        image.apply(&cmd).unwrap();
+    }
+    let mut json: serde_json::Value = serde_json::to_value(&image).unwrap();
+    let fields = json.as_object_mut().unwrap();
+    assert!(fields.remove("cluster_broker_configs").is_some());
+    assert!(fields.remove("broker_configs").is_some());
+    let back: MetadataImage = serde_json::from_value(json).unwrap();
+    assert_eq!(back, image);
 }
 
 #[test]
@@ -826,6 +923,8 @@ fn command_json_round_trip() {
             Command::FenceBroker { id: 2 },
             Command::ControlledShutdown { id: 3 },
             Command::ElectPreferredLeaders,
+            alter_broker(None, &[("a", "b")], &["c"]),
+            alter_broker(Some(1), &[], &["c"]),
         ],
     ) {
         let json = serde_json::to_string(&cmd).unwrap();

@@ -20,6 +20,14 @@ const NAMES: &[&str] = &[
     "..",
     "bad name",
 ];
+const BROKER_CONFIGS: &[(&str, &str)] = &[
+    ("log.retention.ms", "1000"),
+    ("log.retention.ms", "-1"),
+    ("log.retention.bytes", "4096"),
+    ("log.cleanup.policy", "compact"),
+    ("no.such.config", "x"),
+    ("", "1"),
+];
 const CONFIGS: &[(&str, &str)] = &[
     ("retention.ms", "1000"),
     ("retention.ms", "-2"),
@@ -109,6 +117,18 @@ fn command() -> impl Strategy<Value = Command> {
             .prop_map(|(name, count, rf)| Command::CreatePartitions { name, new_replicas: layout(count, rf) }),
         2 => (name(), configs(), prop::collection::vec(prop::sample::select(CONFIGS).prop_map(|(k, _)| k.to_owned()), 0..2))
             .prop_map(|(name, set, delete)| Command::AlterTopicConfigs { name, set, delete }),
+        // The cluster default, brokers 0..3, an unregistered and a negative
+        // (rejected) id; some keys both set and deleted (rejected).
+        2 => (
+            prop::option::of(-1..5i32),
+            prop::collection::btree_map(
+                prop::sample::select(BROKER_CONFIGS).prop_map(|(k, _)| k.to_owned()),
+                prop::sample::select(BROKER_CONFIGS).prop_map(|(_, v)| v.to_owned()),
+                0..3,
+            ),
+            prop::collection::vec(prop::sample::select(BROKER_CONFIGS).prop_map(|(k, _)| k.to_owned()), 0..2),
+        )
+            .prop_map(|(broker, set, delete)| Command::AlterBrokerConfigs { broker, set, delete }),
         2 => (-1..2000i64).prop_map(|count| Command::AllocateProducerIds { count }),
         // Mostly stale or invalid: rejected without a trace.
         3 => (name(), 0..3i32, 0..5i32, 0..3i32, 0..4i32, prop::collection::vec(0..5i32, 0..4))
