@@ -52,6 +52,19 @@ impl Default for ReplicaState {
     }
 }
 
+/// Who wrote a batch, as far as the idempotent-producer checks care
+/// (Kafka's `AppendOrigin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOrigin {
+    /// A producer: its sequence numbers are checked and its retries
+    /// answered with their original offsets.
+    Client,
+    /// The broker itself, on a producer's behalf (a group coordinator's
+    /// transactional offset commits): only the producer epoch is checked,
+    /// as Kafka does; the sequence numbers are not the producer's.
+    Coordinator,
+}
+
 /// A successful produce: where the batch is, or was already.
 #[derive(Debug, Clone, Copy)]
 pub struct Appended {
@@ -353,6 +366,16 @@ impl Partition {
 
     /// Appends one producer batch, de-duplicating idempotent retries.
     pub fn append(&self, records: &[u8], leader_epoch: i32) -> Result<Appended, AppendError> {
+        self.append_from(records, leader_epoch, AppendOrigin::Client)
+    }
+
+    /// [`append`](Self::append) for a batch written by `origin`.
+    pub fn append_from(
+        &self,
+        records: &[u8],
+        leader_epoch: i32,
+        origin: AppendOrigin,
+    ) -> Result<Appended, AppendError> {
         let header = single_batch_header(records)?;
         let producer = (header.producer_id() >= 0).then(|| {
             let first_seq = header.base_sequence();
@@ -367,6 +390,10 @@ impl Partition {
         if let Some(batch) = &producer {
             match producers.check(batch) {
                 SequenceCheck::Append => {}
+                SequenceCheck::FencedEpoch { current, got } => {
+                    return Err(AppendError::InvalidProducerEpoch { current, got })
+                }
+                _ if origin == AppendOrigin::Coordinator => {}
                 SequenceCheck::Duplicate(existing) => {
                     return Ok(Appended {
                         base_offset: existing.base_offset,
@@ -381,9 +408,6 @@ impl Partition {
                 }
                 SequenceCheck::OutOfOrder { expected, got } => {
                     return Err(AppendError::OutOfOrderSequence { expected, got })
-                }
-                SequenceCheck::FencedEpoch { current, got } => {
-                    return Err(AppendError::InvalidProducerEpoch { current, got })
                 }
             }
         }
