@@ -3,12 +3,24 @@
 //! partition `partition_for(group, N)`; the in-memory view is rebuilt from
 //! those records at start.
 //!
+//! Transactional offset commits (TxnOffsetCommit) are records of a
+//! transactional batch carrying the producer's id and epoch. They stay
+//! *pending*, invisible to OffsetFetch, until a marker of that producer's
+//! transaction reaches the partition: a COMMIT marker makes them committed,
+//! an ABORT marker drops them. Loading the log replays the batches and the
+//! markers in order, so it rebuilds the same committed and pending offsets.
+//! When a transaction commits an offset for a partition that also has a
+//! non-transactional commit, the later record in the log wins, as in Kafka
+//! (so that compaction, which keeps the later record, loads the same state).
+//!
 //! Until the log cleaner exists, [`OffsetStore::checkpoint`] keeps the topic
 //! small: it re-appends the live records of a partition and moves the log
 //! start past everything older, so loading reads little more than the live
 //! state.
 
 pub mod records;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,7 +34,7 @@ use weir_log::batch::BatchHeader;
 use weir_log::LogError;
 
 use crate::group::GroupSnapshot;
-use crate::partition::{AppendError, Partition};
+use crate::partition::{AppendError, AppendOrigin, Appended, Partition};
 use records::{CommittedOffset, RecordKey};
 
 /// The internal topic holding group state and committed offsets.
@@ -34,9 +46,18 @@ pub const MAX_METADATA_BYTES: usize = 4096;
 /// Records per batch when a checkpoint rewrites a partition's live state.
 const CHECKPOINT_BATCH_RECORDS: usize = 500;
 
-type GroupOffsets = BTreeMap<(String, i32), CommittedOffset>;
+/// An offset with the position of its record in the log.
+#[derive(Debug, Clone)]
+struct Stored {
+    value: CommittedOffset,
+    /// The offset of the record in `__consumer_offsets`.
+    at: u64,
+}
 
-/// Committed offsets and the last written metadata of every group.
+type GroupOffsets = BTreeMap<(String, i32), Stored>;
+
+/// Committed offsets, the last written metadata of every group, and the
+/// offsets of transactions still open.
 #[derive(Default)]
 pub struct OffsetStore {
     contents: Mutex<Contents>,
@@ -47,6 +68,9 @@ struct Contents {
     offsets: HashMap<String, GroupOffsets>,
     /// The encoded GroupMetadataValue last written for each group.
     metadata: HashMap<String, Bytes>,
+    /// Transactional offset commits whose transaction has not ended: by
+    /// producer id, then group.
+    pending: HashMap<i64, HashMap<String, GroupOffsets>>,
 }
 
 /// One change to a group's offsets: a commit, or a deletion (`None`).
@@ -56,34 +80,81 @@ pub struct OffsetChange {
     pub value: Option<CommittedOffset>,
 }
 
+/// The producer a transactional offset commit belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub id: i64,
+    pub epoch: i16,
+}
+
 /// One record of `__consumer_offsets`, ready to append.
 struct Entry {
     key: Bytes,
     value: Option<Bytes>,
 }
 
+/// What loading reads from a `__consumer_offsets` log, in log order.
+enum Item {
+    /// A record at offset `at`; `transaction` is the producer id when the
+    /// record is part of a transactional batch.
+    Record {
+        key: Bytes,
+        value: Option<Bytes>,
+        at: u64,
+        transaction: Option<i64>,
+    },
+    /// A transaction marker of `producer_id`, at offset `at`.
+    Marker {
+        producer_id: i64,
+        commit: bool,
+        at: u64,
+    },
+}
+
+/// Removes `key` of `group` from `map`, and the group once it has no offsets.
+fn remove_offset(map: &mut HashMap<String, GroupOffsets>, group: &str, key: &(String, i32)) {
+    if let Some(offsets) = map.get_mut(group) {
+        offsets.remove(key);
+        if offsets.is_empty() {
+            map.remove(group);
+        }
+    }
+}
+
 impl Contents {
-    fn apply(&mut self, key: RecordKey, value: Option<Bytes>) {
+    /// Applies one record at log offset `at`, of the transaction of
+    /// producer `transaction` if it has one.
+    fn apply(&mut self, key: RecordKey, value: Option<Bytes>, at: u64, transaction: Option<i64>) {
         match key {
             RecordKey::Offset {
                 group,
                 topic,
                 partition,
             } => {
-                let offsets = self.offsets.entry(group.clone()).or_default();
+                let key = (topic, partition);
                 match value.map(|v| records::decode_offset_value(&v)) {
                     Some(Ok(value)) => {
-                        offsets.insert((topic, partition), value);
+                        let offsets = match transaction {
+                            Some(producer_id) => self.pending.entry(producer_id).or_default(),
+                            None => &mut self.offsets,
+                        };
+                        offsets
+                            .entry(group)
+                            .or_default()
+                            .insert(key, Stored { value, at });
                     }
                     Some(Err(error)) => {
                         tracing::warn!(%error, "skipping an unreadable offset commit")
                     }
+                    // A tombstone removes the committed offset and those of
+                    // open transactions, as in Kafka.
                     None => {
-                        offsets.remove(&(topic, partition));
+                        remove_offset(&mut self.offsets, &group, &key);
+                        self.pending.retain(|_, groups| {
+                            remove_offset(groups, &group, &key);
+                            !groups.is_empty()
+                        });
                     }
-                }
-                if offsets.is_empty() {
-                    self.offsets.remove(&group);
                 }
             }
             RecordKey::GroupMetadata { group } => match value {
@@ -95,6 +166,106 @@ impl Contents {
                 }
             },
         }
+    }
+
+    /// A marker of `producer_id` at log offset `at` ends its transaction in
+    /// the groups `owns` selects: the offsets it wrote before the marker
+    /// become committed (`commit`) or are dropped. Records of the producer
+    /// after the marker belong to its next transaction and stay pending.
+    /// Returns the offsets ended.
+    fn end_transaction(
+        &mut self,
+        producer_id: i64,
+        commit: bool,
+        at: u64,
+        owns: impl Fn(&str) -> bool,
+    ) -> usize {
+        let Some(groups) = self.pending.get_mut(&producer_id) else {
+            return 0;
+        };
+        let mut ended = Vec::new();
+        groups.retain(|group, offsets| {
+            if !owns(group) {
+                return true;
+            }
+            let (done, later): (GroupOffsets, GroupOffsets) = std::mem::take(offsets)
+                .into_iter()
+                .partition(|(_, stored)| stored.at < at);
+            *offsets = later;
+            if !done.is_empty() {
+                ended.push((group.clone(), done));
+            }
+            !offsets.is_empty()
+        });
+        if groups.is_empty() {
+            self.pending.remove(&producer_id);
+        }
+        let mut count = 0;
+        for (group, done) in ended {
+            count += done.len();
+            if !commit {
+                continue;
+            }
+            let committed = self.offsets.entry(group).or_default();
+            for (key, stored) in done {
+                // The later record wins, whichever kind it is.
+                if committed.get(&key).is_none_or(|c| c.at < stored.at) {
+                    committed.insert(key, stored);
+                }
+            }
+        }
+        count
+    }
+
+    fn replay(&mut self, item: Item) {
+        match item {
+            Item::Record {
+                key,
+                value,
+                at,
+                transaction,
+            } => match records::decode_key(&key) {
+                Ok(key) => self.apply(key, value, at, transaction),
+                Err(error) => tracing::warn!(%error, "skipping an unreadable record"),
+            },
+            Item::Marker {
+                producer_id,
+                commit,
+                at,
+            } => {
+                self.end_transaction(producer_id, commit, at, |_| true);
+            }
+        }
+    }
+
+    /// Takes in the contents read from another partition's log.
+    fn absorb(&mut self, other: Contents) {
+        self.offsets.extend(other.offsets);
+        self.metadata.extend(other.metadata);
+        for (producer_id, groups) in other.pending {
+            self.pending.entry(producer_id).or_default().extend(groups);
+        }
+    }
+
+    /// Drops everything of the groups `owns` selects.
+    fn forget(&mut self, owns: impl Fn(&str) -> bool) {
+        self.offsets.retain(|group, _| !owns(group));
+        self.metadata.retain(|group, _| !owns(group));
+        self.pending.retain(|_, groups| {
+            groups.retain(|group, _| !owns(group));
+            !groups.is_empty()
+        });
+    }
+
+    /// The pending offsets of `group`, over all its open transactions.
+    fn pending_of<'a>(
+        &'a self,
+        group: &'a str,
+    ) -> impl Iterator<Item = (&'a (String, i32), &'a Stored)> + 'a {
+        self.pending
+            .values()
+            .filter_map(move |groups| groups.get(group))
+            .flat_map(|offsets| offsets.iter())
     }
 
     /// The live records of the groups for which `owns` is true.
@@ -110,10 +281,10 @@ impl Contents {
         }
         for (group, offsets) in &self.offsets {
             if owns(group) {
-                for ((topic, partition), value) in offsets {
+                for ((topic, partition), stored) in offsets {
                     entries.push(Entry {
                         key: records::encode_offset_key(group, topic, *partition),
-                        value: Some(records::encode_offset_value(value)),
+                        value: Some(records::encode_offset_value(&stored.value)),
                     });
                 }
             }
@@ -122,23 +293,31 @@ impl Contents {
     }
 }
 
+/// Reads the groups and offsets of one partition's log.
+fn read_partition(partition: &Partition) -> Result<(Contents, usize), LogError> {
+    let mut contents = Contents::default();
+    let mut count = 0usize;
+    for_each_item(partition, |item| {
+        count += 1;
+        contents.replay(item);
+    })?;
+    Ok((contents, count))
+}
+
 impl OffsetStore {
     /// Rebuilds the view from the records of `__consumer_offsets`.
     pub fn load(partitions: &[Arc<Partition>]) -> Result<Self, LogError> {
         let mut contents = Contents::default();
         let mut count = 0usize;
         for partition in partitions {
-            for_each_record(partition, |key, value| {
-                count += 1;
-                match records::decode_key(&key) {
-                    Ok(key) => contents.apply(key, value),
-                    Err(error) => tracing::warn!(%error, "skipping an unreadable record"),
-                }
-            })?;
+            let (read, records) = read_partition(partition)?;
+            contents.absorb(read);
+            count += records;
         }
         tracing::info!(
             groups_with_offsets = contents.offsets.len(),
             groups_with_metadata = contents.metadata.len(),
+            open_transactions = contents.pending.len(),
             records = count,
             "loaded __consumer_offsets"
         );
@@ -156,17 +335,11 @@ impl OffsetStore {
         count: i32,
     ) -> Result<Vec<(String, GroupSnapshot)>, LogError> {
         let owns = |group: &str| records::partition_for(group, count) == partition.index;
-        let mut fresh = Contents::default();
-        for_each_record(partition, |key, value| match records::decode_key(&key) {
-            Ok(key) => fresh.apply(key, value),
-            Err(error) => tracing::warn!(%error, "skipping an unreadable record"),
-        })?;
+        let (fresh, _) = read_partition(partition)?;
         let loaded = decode_metadata(&fresh.metadata);
         let mut contents = self.contents.lock();
-        contents.offsets.retain(|group, _| !owns(group));
-        contents.metadata.retain(|group, _| !owns(group));
-        contents.offsets.extend(fresh.offsets);
-        contents.metadata.extend(fresh.metadata);
+        contents.forget(owns);
+        contents.absorb(fresh);
         Ok(loaded)
     }
 
@@ -190,7 +363,47 @@ impl OffsetStore {
                 value: change.value.as_ref().map(records::encode_offset_value),
             })
             .collect();
-        self.write(partition, entries, now_ms)
+        self.write(partition, entries, now_ms, None).map(|_| ())
+    }
+
+    /// TxnOffsetCommit: writes `offsets` as one transactional batch of
+    /// `producer` to the group's partition and keeps them pending until
+    /// the transaction ends. Returns where the batch went, `None` if there
+    /// was nothing to write.
+    pub fn commit_transactional(
+        &self,
+        partition: &Partition,
+        group: &str,
+        producer: TxnProducer,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+        now_ms: i64,
+    ) -> Result<Option<Appended>, AppendError> {
+        let entries = offsets
+            .iter()
+            .map(|(topic, p, value)| Entry {
+                key: records::encode_offset_key(group, topic, *p),
+                value: Some(records::encode_offset_value(value)),
+            })
+            .collect();
+        self.write(partition, entries, now_ms, Some(producer))
+    }
+
+    /// A transaction marker of `producer_id` was written at `marker_offset`
+    /// to partition `index` of `count`: the transaction's offsets in that
+    /// partition become committed (`commit`) or are dropped. Returns how
+    /// many there were.
+    pub fn complete_transaction(
+        &self,
+        index: i32,
+        count: i32,
+        producer_id: i64,
+        commit: bool,
+        marker_offset: u64,
+    ) -> usize {
+        let owns = |group: &str| records::partition_for(group, count) == index;
+        self.contents
+            .lock()
+            .end_transaction(producer_id, commit, marker_offset, owns)
     }
 
     /// Writes a group's metadata record, or its tombstone for `None`.
@@ -205,20 +418,28 @@ impl OffsetStore {
             key: records::encode_group_key(group),
             value: snapshot.map(records::encode_group_value),
         };
-        self.write(partition, vec![entry], now_ms)
+        self.write(partition, vec![entry], now_ms, None).map(|_| ())
     }
 
-    /// Removes a group: tombstones for its offsets and its metadata.
+    /// Removes a group: tombstones for its offsets, those of its open
+    /// transactions too (as Kafka's DeleteGroups does), and its metadata.
     pub fn delete_group(
         &self,
         partition: &Partition,
         group: &str,
         now_ms: i64,
     ) -> Result<(), AppendError> {
-        let mut entries: Vec<Entry> = self
+        let mut keys: Vec<(String, i32)> = self
             .group_offsets(group)
             .into_iter()
-            .map(|((topic, p), _)| Entry {
+            .map(|(key, _)| key)
+            .collect();
+        keys.extend(self.pending_partitions(group));
+        keys.sort();
+        keys.dedup();
+        let mut entries: Vec<Entry> = keys
+            .into_iter()
+            .map(|(topic, p)| Entry {
                 key: records::encode_offset_key(group, &topic, p),
                 value: None,
             })
@@ -229,35 +450,41 @@ impl OffsetStore {
                 value: None,
             });
         }
-        self.write(partition, entries, now_ms)
+        self.write(partition, entries, now_ms, None).map(|_| ())
     }
 
-    /// Appends `entries` as one batch and applies them to the view.
+    /// Appends `entries` as one batch (a transactional one of `producer`)
+    /// and applies them to the view.
     fn write(
         &self,
         partition: &Partition,
         entries: Vec<Entry>,
         now_ms: i64,
-    ) -> Result<(), AppendError> {
+        producer: Option<TxnProducer>,
+    ) -> Result<Option<Appended>, AppendError> {
         if entries.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
-        let batch = encode_batch(&entries, now_ms);
+        let batch = encode_batch(&entries, now_ms, producer);
+        let leader_epoch = partition.replica_state().leader_epoch;
         // The lock spans the append so that the view applies changes in log
         // order.
         let mut contents = self.contents.lock();
-        partition.append(&batch, 0)?;
-        for entry in entries {
+        let appended = partition.append_from(&batch, leader_epoch, AppendOrigin::Coordinator)?;
+        for (i, entry) in entries.into_iter().enumerate() {
             let key = records::decode_key(&entry.key).expect("keys written here decode");
-            contents.apply(key, entry.value);
+            let at = appended.base_offset + i as u64;
+            contents.apply(key, entry.value, at, producer.map(|p| p.id));
         }
-        Ok(())
+        Ok(Some(appended))
     }
 
     /// Re-appends the live records of the groups stored in `partition`
     /// (index `index` of `count`), then moves its log start past everything
     /// older. A crash before the log start moves leaves both copies, which
-    /// load to the same state. Returns the records rewritten.
+    /// load to the same state. Returns the records rewritten. Skipped while
+    /// a transaction has offsets pending there: its records and marker must
+    /// stay in the log.
     pub fn checkpoint(
         &self,
         partition: &Partition,
@@ -265,27 +492,38 @@ impl OffsetStore {
         now_ms: i64,
     ) -> Result<usize, AppendError> {
         let contents = self.contents.lock();
-        let entries =
-            contents.live_entries(|group| records::partition_for(group, count) == partition.index);
+        let owns = |group: &str| records::partition_for(group, count) == partition.index;
+        let open = contents
+            .pending
+            .values()
+            .any(|groups| groups.keys().any(|g| owns(g)));
+        if open {
+            return Ok(0);
+        }
+        let entries = contents.live_entries(owns);
         let rewrite_start = partition.log.log_end_offset();
+        let leader_epoch = partition.replica_state().leader_epoch;
         for chunk in entries.chunks(CHECKPOINT_BATCH_RECORDS) {
-            partition.append(&encode_batch(chunk, now_ms), 0)?;
+            partition.append(&encode_batch(chunk, now_ms, None), leader_epoch)?;
         }
         partition.log.delete_records_before(rewrite_start)?;
         Ok(entries.len())
     }
 
-    /// How many live records the groups of partition `index` of `count` hold.
+    /// How many live records the groups of partition `index` of `count`
+    /// hold, pending transactional offsets included.
     pub fn live_records(&self, index: i32, count: i32) -> usize {
         let contents = self.contents.lock();
         let owns = |group: &str| records::partition_for(group, count) == index;
-        contents.metadata.keys().filter(|g| owns(g)).count()
-            + contents
-                .offsets
-                .iter()
+        let offsets = |map: &HashMap<String, GroupOffsets>| {
+            map.iter()
                 .filter(|(g, _)| owns(g))
                 .map(|(_, o)| o.len())
                 .sum::<usize>()
+        };
+        contents.metadata.keys().filter(|g| owns(g)).count()
+            + offsets(&contents.offsets)
+            + contents.pending.values().map(offsets).sum::<usize>()
     }
 
     pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
@@ -294,7 +532,7 @@ impl OffsetStore {
             .offsets
             .get(group)?
             .get(&(topic.to_owned(), partition))
-            .cloned()
+            .map(|stored| stored.value.clone())
     }
 
     /// Every committed offset of a group, by topic and partition.
@@ -303,51 +541,129 @@ impl OffsetStore {
         contents
             .offsets
             .get(group)
-            .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .map(|o| {
+                o.iter()
+                    .map(|(k, stored)| (k.clone(), stored.value.clone()))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
-    /// Names of the groups that hold committed offsets, sorted.
+    /// Whether an open transaction has an offset of `group` for the
+    /// partition pending.
+    pub fn has_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
+        let key = (topic.to_owned(), partition);
+        self.contents
+            .lock()
+            .pending
+            .values()
+            .any(|groups| groups.get(group).is_some_and(|o| o.contains_key(&key)))
+    }
+
+    /// Whether an open transaction has offsets of `group` pending.
+    pub fn has_open_transactions(&self, group: &str) -> bool {
+        self.contents
+            .lock()
+            .pending
+            .values()
+            .any(|groups| groups.contains_key(group))
+    }
+
+    /// The partitions for which open transactions have offsets of `group`
+    /// pending, sorted.
+    pub fn pending_partitions(&self, group: &str) -> Vec<(String, i32)> {
+        let contents = self.contents.lock();
+        let mut keys: Vec<(String, i32)> =
+            contents.pending_of(group).map(|(k, _)| k.clone()).collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The offsets of `group` pending in the open transaction of
+    /// `producer_id`.
+    pub fn pending_offsets(
+        &self,
+        group: &str,
+        producer_id: i64,
+    ) -> Vec<((String, i32), CommittedOffset)> {
+        let contents = self.contents.lock();
+        contents
+            .pending
+            .get(&producer_id)
+            .and_then(|groups| groups.get(group))
+            .map(|o| {
+                o.iter()
+                    .map(|(k, stored)| (k.clone(), stored.value.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Names of the groups that hold committed offsets or offsets of open
+    /// transactions, sorted.
     pub fn groups(&self) -> Vec<String> {
-        let mut groups: Vec<String> = self.contents.lock().offsets.keys().cloned().collect();
+        let contents = self.contents.lock();
+        let mut groups: Vec<String> = contents
+            .offsets
+            .keys()
+            .chain(contents.pending.values().flat_map(|groups| groups.keys()))
+            .cloned()
+            .collect();
         groups.sort();
+        groups.dedup();
         groups
     }
 
-    /// Groups holding offsets of `topic`, with those partitions.
+    /// Groups holding offsets of `topic`, committed or pending, with those
+    /// partitions.
     pub fn commits_of_topic(&self, topic: &str) -> Vec<(String, Vec<i32>)> {
         let contents = self.contents.lock();
-        contents
+        let mut found: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        let all = contents
             .offsets
             .iter()
-            .filter_map(|(group, offsets)| {
-                let partitions: Vec<i32> = offsets
-                    .keys()
-                    .filter(|(t, _)| t == topic)
-                    .map(|(_, p)| *p)
-                    .collect();
-                (!partitions.is_empty()).then(|| (group.clone(), partitions))
+            .chain(contents.pending.values().flat_map(|groups| groups.iter()));
+        for (group, offsets) in all {
+            for (t, p) in offsets.keys() {
+                if t == topic {
+                    found.entry(group).or_default().push(*p);
+                }
+            }
+        }
+        found
+            .into_iter()
+            .map(|(group, mut partitions)| {
+                partitions.sort_unstable();
+                partitions.dedup();
+                (group.to_owned(), partitions)
             })
             .collect()
     }
 }
 
-/// One uncompressed batch of `entries`, without producer.
-fn encode_batch(entries: &[Entry], now_ms: i64) -> BytesMut {
+/// One uncompressed batch of `entries`: without producer, or a
+/// transactional batch of `producer` with base sequence 0, as Kafka's
+/// coordinators write theirs.
+fn encode_batch(entries: &[Entry], now_ms: i64, producer: Option<TxnProducer>) -> BytesMut {
     let records: Vec<Record> = entries
         .iter()
         .enumerate()
         .map(|(i, entry)| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: producer.map_or(-1, |p| p.id),
+            producer_epoch: producer.map_or(-1, |p| p.epoch),
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            // Only the base sequence is encoded: -1, no producer.
-            sequence: i as i32 - 1,
+            // Only the base sequence is encoded: -1 without producer.
+            sequence: if producer.is_some() {
+                i as i32
+            } else {
+                i as i32 - 1
+            },
             timestamp: now_ms,
             key: Some(entry.key.clone()),
             value: entry.value.clone(),
@@ -367,7 +683,6 @@ fn encode_batch(entries: &[Entry], now_ms: i64) -> BytesMut {
     batch
 }
 
-/// Calls `f(key, value)` for every record of a partition, oldest first.
 fn decode_metadata<'a>(
     metadata: impl IntoIterator<Item = (&'a String, &'a Bytes)>,
 ) -> Vec<(String, GroupSnapshot)> {
@@ -383,12 +698,23 @@ fn decode_metadata<'a>(
         .collect()
 }
 
-/// Every record of `partition`, to its log end: a new leader's records
-/// above the high watermark were written by the leader before it.
-fn for_each_record(
+/// Calls `f(key, value)` for every record of `partition` outside control
+/// batches, oldest first, to its log end: a new leader's records above the
+/// high watermark were written by the leader before it.
+pub(crate) fn for_each_record(
     partition: &Partition,
     mut f: impl FnMut(Bytes, Option<Bytes>),
 ) -> Result<(), LogError> {
+    for_each_item(partition, |item| {
+        if let Item::Record { key, value, .. } = item {
+            f(key, value);
+        }
+    })
+}
+
+/// Every keyed record and every transaction marker of `partition`, in log
+/// order, to its log end.
+fn for_each_item(partition: &Partition, mut f: impl FnMut(Item)) -> Result<(), LogError> {
     let end = partition.log.log_end_offset();
     let mut offset = partition.log.log_start_offset();
     while offset < end {
@@ -404,23 +730,43 @@ fn for_each_record(
         while let Ok(header) = BatchHeader::parse(&bytes[position..], position) {
             let size = header.total_size();
             offset = header.next_offset() as u64;
-            if !header.is_control() {
-                let mut batch = bytes.slice(position..position + size);
-                match RecordBatchDecoder::decode(&mut batch) {
-                    Ok(set) => {
-                        for record in set.records {
-                            if let Some(key) = record.key {
-                                f(key, record.value);
-                            }
+            let control = header.is_control();
+            let transaction = (header.is_transactional() && header.producer_id() >= 0)
+                .then(|| header.producer_id());
+            let mut batch = bytes.slice(position..(position + size).min(bytes.len()));
+            match RecordBatchDecoder::decode(&mut batch) {
+                Ok(set) if control => {
+                    let marker = set.records.first().and_then(|r| r.key.as_deref());
+                    // The control record key: version i16, type i16 (0 abort,
+                    // 1 commit); other types are no transaction's end.
+                    if let (Some(key), Some(producer_id)) = (marker, transaction) {
+                        if key.len() >= 4 && matches!(key[2..4], [0, 0] | [0, 1]) {
+                            f(Item::Marker {
+                                producer_id,
+                                commit: key[3] == 1,
+                                at: header.base_offset() as u64,
+                            });
                         }
                     }
-                    Err(error) => tracing::warn!(
-                        topic = %partition.topic,
-                        partition = partition.index,
-                        %error,
-                        "skipping an undecodable batch"
-                    ),
                 }
+                Ok(set) => {
+                    for record in set.records {
+                        if let Some(key) = record.key {
+                            f(Item::Record {
+                                key,
+                                value: record.value,
+                                at: record.offset as u64,
+                                transaction,
+                            });
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(
+                    topic = %partition.topic,
+                    partition = partition.index,
+                    %error,
+                    "skipping an undecodable batch"
+                ),
             }
             position += size;
             if position >= bytes.len() {

@@ -1,0 +1,328 @@
+//! Pending transactional offsets: committed by a COMMIT marker, dropped by
+//! an ABORT marker, and rebuilt identically from the log.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use weir_log::LogConfig;
+
+use super::*;
+
+const T: &str = "orders";
+
+fn open(dir: &std::path::Path, index: i32) -> Arc<Partition> {
+    let partition = Partition::open(
+        dir,
+        OFFSETS_TOPIC,
+        uuid::Uuid::nil(),
+        index,
+        LogConfig::default(),
+    )
+    .unwrap();
+    Arc::new(partition)
+}
+
+fn value(offset: i64) -> CommittedOffset {
+    CommittedOffset {
+        offset,
+        leader_epoch: -1,
+        metadata: format!("m{offset}"),
+        commit_timestamp: 1_700_000_000_000,
+    }
+}
+
+fn producer(id: i64) -> TxnProducer {
+    TxnProducer { id, epoch: 0 }
+}
+
+fn commit(store: &OffsetStore, partition: &Partition, group: &str, p: i32, offset: i64) {
+    let change = OffsetChange {
+        topic: T.to_owned(),
+        partition: p,
+        value: Some(value(offset)),
+    };
+    store.commit(partition, group, vec![change], 0).unwrap();
+}
+
+fn txn_commit(
+    store: &OffsetStore,
+    partition: &Partition,
+    group: &str,
+    producer: TxnProducer,
+    offsets: &[(i32, i64)],
+) -> Appended {
+    let offsets = offsets
+        .iter()
+        .map(|&(p, o)| (T.to_owned(), p, value(o)))
+        .collect();
+    store
+        .commit_transactional(partition, group, producer, offsets, 0)
+        .unwrap()
+        .expect("something to write")
+}
+
+/// Appends a transaction marker as a partition leader writes it, and
+/// tells the store, as the broker's marker hook does. Returns its offset.
+fn marker(
+    store: &OffsetStore,
+    partition: &Partition,
+    count: i32,
+    producer: TxnProducer,
+    commit: bool,
+) -> u64 {
+    let record = Record {
+        transactional: true,
+        control: true,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: producer.id,
+        producer_epoch: producer.epoch,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 0,
+        key: Some(Bytes::from(vec![0, 0, 0, u8::from(commit)])),
+        value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+        headers: Default::default(),
+    };
+    let mut batch = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut batch, &[record], &options).unwrap();
+    let at = partition
+        .append_from(&batch, 0, AppendOrigin::Coordinator)
+        .unwrap()
+        .base_offset;
+    store.complete_transaction(partition.index, count, producer.id, commit, at);
+    at
+}
+
+fn committed(store: &OffsetStore, group: &str, p: i32) -> Option<i64> {
+    store.committed(group, T, p).map(|c| c.offset)
+}
+
+/// Everything a store holds for `groups`, to compare two stores.
+fn state(store: &OffsetStore, groups: &[&str], producers: &[i64]) -> String {
+    let mut out = String::new();
+    for group in groups {
+        out += &format!("{group} committed {:?}\n", store.group_offsets(group));
+        for id in producers {
+            out += &format!(
+                "{group} pending/{id} {:?}\n",
+                store.pending_offsets(group, *id)
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn transactional_offsets_stay_pending_until_a_commit_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), 0);
+    let store = OffsetStore::default();
+    commit(&store, &partition, "g", 0, 5);
+    txn_commit(&store, &partition, "g", producer(7), &[(0, 10), (1, 11)]);
+
+    assert_eq!(committed(&store, "g", 0), Some(5));
+    assert_eq!(committed(&store, "g", 1), None);
+    assert!(store.has_pending("g", T, 0) && store.has_pending("g", T, 1));
+    assert!(!store.has_pending("g", T, 2) && !store.has_pending("other", T, 0));
+    assert!(store.has_open_transactions("g"));
+    assert_eq!(
+        store.pending_partitions("g"),
+        vec![(T.to_owned(), 0), (T.to_owned(), 1)]
+    );
+
+    marker(&store, &partition, 1, producer(7), true);
+    assert_eq!(committed(&store, "g", 0), Some(10));
+    assert_eq!(committed(&store, "g", 1), Some(11));
+    assert_eq!(store.committed("g", T, 1).unwrap().metadata, "m11");
+    assert!(!store.has_pending("g", T, 0) && !store.has_open_transactions("g"));
+}
+
+#[test]
+fn an_abort_marker_drops_the_pending_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), 0);
+    let store = OffsetStore::default();
+    commit(&store, &partition, "g", 0, 5);
+    txn_commit(&store, &partition, "g", producer(7), &[(0, 10), (1, 11)]);
+    marker(&store, &partition, 1, producer(7), false);
+    assert_eq!(committed(&store, "g", 0), Some(5));
+    assert_eq!(committed(&store, "g", 1), None);
+    assert!(!store.has_open_transactions("g"));
+    // A marker of a producer with nothing pending changes nothing.
+    marker(&store, &partition, 1, producer(8), true);
+    assert_eq!(committed(&store, "g", 0), Some(5));
+}
+
+#[test]
+fn the_later_record_wins_when_a_transaction_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), 0);
+    let store = OffsetStore::default();
+    // Partition 0: the plain commit comes after the transactional one.
+    txn_commit(&store, &partition, "g", producer(7), &[(0, 10), (1, 11)]);
+    commit(&store, &partition, "g", 0, 20);
+    // Partition 1: before it.
+    marker(&store, &partition, 1, producer(7), true);
+    assert_eq!(committed(&store, "g", 0), Some(20));
+    assert_eq!(committed(&store, "g", 1), Some(11));
+    let reloaded = OffsetStore::load(&[partition]).unwrap();
+    assert_eq!(committed(&reloaded, "g", 0), Some(20));
+    assert_eq!(committed(&reloaded, "g", 1), Some(11));
+}
+
+#[test]
+fn records_after_a_marker_belong_to_the_next_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), 0);
+    let store = OffsetStore::default();
+    txn_commit(&store, &partition, "g", producer(7), &[(0, 10)]);
+    let written = txn_commit(&store, &partition, "g", producer(7), &[(1, 11)]);
+    // A marker the log placed before the second commit (a race between an
+    // abort on timeout and a late TxnOffsetCommit) ends only the first.
+    store.complete_transaction(0, 1, 7, true, written.base_offset);
+    assert_eq!(committed(&store, "g", 0), Some(10));
+    assert_eq!(committed(&store, "g", 1), None);
+    assert!(store.has_pending("g", T, 1));
+}
+
+#[test]
+fn a_tombstone_removes_pending_offsets_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), 0);
+    let store = OffsetStore::default();
+    commit(&store, &partition, "g", 0, 5);
+    txn_commit(&store, &partition, "g", producer(7), &[(0, 10), (1, 11)]);
+    store.delete_group(&partition, "g", 0).unwrap();
+    assert!(!store.has_open_transactions("g"));
+    assert!(store.groups().is_empty());
+    marker(&store, &partition, 1, producer(7), true);
+    assert_eq!(store.group_offsets("g"), vec![]);
+    let reloaded = OffsetStore::load(&[partition]).unwrap();
+    assert_eq!(reloaded.group_offsets("g"), vec![]);
+    assert!(!reloaded.has_open_transactions("g"));
+}
+
+#[test]
+fn loading_the_log_rebuilds_committed_and_pending_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), 0);
+    let store = OffsetStore::default();
+    commit(&store, &partition, "a", 0, 1);
+    txn_commit(&store, &partition, "a", producer(1), &[(0, 100), (1, 101)]);
+    txn_commit(&store, &partition, "b", producer(2), &[(0, 200)]);
+    commit(&store, &partition, "b", 1, 2);
+    txn_commit(&store, &partition, "b", producer(3), &[(1, 300)]);
+    txn_commit(&store, &partition, "a", producer(1), &[(2, 102)]);
+    marker(&store, &partition, 1, producer(1), true);
+    marker(&store, &partition, 1, producer(2), false);
+    // Producer 3's transaction is still open, and producer 1 starts another.
+    txn_commit(&store, &partition, "a", producer(1), &[(0, 110)]);
+
+    let groups = ["a", "b"];
+    let producers = [1, 2, 3];
+    let before = state(&store, &groups, &producers);
+    assert!(before.contains("b pending/3 [((\"orders\", 1)"), "{before}");
+    assert!(before.contains("a pending/1 [((\"orders\", 0)"), "{before}");
+    let loaded = OffsetStore::load(std::slice::from_ref(&partition)).unwrap();
+    assert_eq!(state(&loaded, &groups, &producers), before);
+
+    // Reloading on leadership replaces what the store had of the partition.
+    marker(&store, &partition, 1, producer(3), true);
+    loaded.reload(&partition, 1).unwrap();
+    assert_eq!(
+        state(&loaded, &groups, &producers),
+        state(&store, &groups, &producers)
+    );
+    assert_eq!(committed(&loaded, "b", 1), Some(300));
+    assert!(loaded.has_pending("a", T, 0));
+    assert!(!loaded.has_pending("b", T, 1));
+}
+
+#[test]
+fn a_marker_ends_the_transaction_only_in_its_own_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p0, p1) = (open(dir.path(), 0), open(dir.path(), 1));
+    let name = |index| {
+        (0..)
+            .map(|i| format!("group-{i}"))
+            .find(|g| records::partition_for(g, 2) == index)
+            .unwrap()
+    };
+    let (g0, g1) = (name(0), name(1));
+    let store = OffsetStore::default();
+    txn_commit(&store, &p0, &g0, producer(7), &[(0, 10)]);
+    txn_commit(&store, &p1, &g1, producer(7), &[(0, 20)]);
+    marker(&store, &p0, 2, producer(7), true);
+    assert_eq!(committed(&store, &g0, 0), Some(10));
+    assert_eq!(committed(&store, &g1, 0), None);
+    assert!(store.has_pending(&g1, T, 0));
+    marker(&store, &p1, 2, producer(7), false);
+    assert!(!store.has_open_transactions(&g1));
+    assert_eq!(committed(&store, &g1, 0), None);
+}
+
+#[test]
+fn coordinator_writes_are_fenced_by_epoch_but_not_sequenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), 0);
+    let store = OffsetStore::default();
+    let current = TxnProducer { id: 7, epoch: 3 };
+    // Every batch the coordinator writes starts at sequence 0.
+    for i in 0..3 {
+        txn_commit(&store, &partition, "g", current, &[(i, 10)]);
+    }
+    assert_eq!(store.pending_offsets("g", 7).len(), 3);
+    let stale = TxnProducer { id: 7, epoch: 2 };
+    let offsets = vec![(T.to_owned(), 5, value(1))];
+    let refused = store.commit_transactional(&partition, "g", stale, offsets, 0);
+    assert!(
+        matches!(
+            refused,
+            Err(AppendError::InvalidProducerEpoch { current: 3, got: 2 })
+        ),
+        "{refused:?}"
+    );
+    assert!(!store.has_pending("g", T, 5));
+}
+
+#[test]
+fn checkpoints_wait_for_open_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), 0);
+    let store = OffsetStore::default();
+    for i in 0..5 {
+        commit(&store, &partition, "g", 0, i);
+    }
+    txn_commit(&store, &partition, "g", producer(7), &[(1, 10)]);
+    assert_eq!(store.live_records(0, 1), 2);
+    assert_eq!(store.checkpoint(&partition, 1, 0).unwrap(), 0);
+    assert_eq!(partition.log.log_start_offset(), 0);
+    marker(&store, &partition, 1, producer(7), true);
+    assert_eq!(store.checkpoint(&partition, 1, 0).unwrap(), 2);
+    let reloaded = OffsetStore::load(&[partition]).unwrap();
+    assert_eq!(committed(&reloaded, "g", 0), Some(4));
+    assert_eq!(committed(&reloaded, "g", 1), Some(10));
+}
+
+#[test]
+fn groups_with_only_pending_offsets_are_known() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), 0);
+    let store = OffsetStore::default();
+    commit(&store, &partition, "a", 0, 1);
+    txn_commit(&store, &partition, "b", producer(7), &[(3, 10)]);
+    assert_eq!(store.groups(), vec!["a".to_owned(), "b".to_owned()]);
+    assert_eq!(
+        store.commits_of_topic(T),
+        vec![("a".to_owned(), vec![0]), ("b".to_owned(), vec![3])]
+    );
+}
