@@ -337,9 +337,32 @@ impl Broker {
         self.offsets.delete_group(&partition, group, now_ms)
     }
 
+    /// A transaction marker of `producer_id` was written at `offset` to
+    /// partition `partition` of `__consumer_offsets`: the offsets the
+    /// transaction committed there (TxnOffsetCommit) become visible, or, on
+    /// an abort, are dropped. Called by the partition's leader after the
+    /// append, with no lock of the partition held.
+    pub fn on_offsets_marker(&self, partition: i32, producer_id: i64, commit: bool, offset: u64) {
+        let count =
+            self.with_image(|image| image.topic(OFFSETS_TOPIC).map(|t| t.partition_count()));
+        let Some(count) = count else {
+            return;
+        };
+        let ended =
+            self.offsets
+                .complete_transaction(partition, count, producer_id, commit, offset);
+        tracing::debug!(
+            partition,
+            producer_id,
+            commit,
+            offsets = ended,
+            "transaction ended in __consumer_offsets"
+        );
+    }
+
     /// The local `__consumer_offsets` partition of `group`, which this
     /// node must lead.
-    fn group_partition(&self, group: &str) -> Result<Arc<Partition>, AppendError> {
+    pub(crate) fn group_partition(&self, group: &str) -> Result<Arc<Partition>, AppendError> {
         let offline = |reason: String| {
             AppendError::Log(weir_log::LogError::Offline {
                 dir: self.config.data_dir.join(OFFSETS_TOPIC),
