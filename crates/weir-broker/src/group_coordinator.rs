@@ -24,7 +24,9 @@ use crate::group::{
     JoinGroup, JoinResponse, LeaveGroup, LeaveResponse, LeftMember, RequestId, Response, SyncGroup,
     SyncResponse, TimerKey,
 };
-use crate::offsets::OffsetChange;
+use crate::offsets::records::CommittedOffset;
+use crate::offsets::{OffsetChange, TxnProducer};
+use crate::partition::{AppendError, Partition};
 
 /// Why a group could not be deleted or its offsets changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -37,6 +39,17 @@ pub enum GroupAdminError {
     Membership(#[from] GroupError),
     #[error("__consumer_offsets could not be written")]
     Unavailable,
+}
+
+/// Why a transactional offset commit was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TxnCommitError {
+    #[error(transparent)]
+    Membership(#[from] GroupError),
+    #[error("the in-sync replicas of the group's __consumer_offsets partition are fewer than min.insync.replicas")]
+    NotEnoughReplicas,
+    #[error(transparent)]
+    Append(#[from] AppendError),
 }
 
 /// Who commits offsets, as an OffsetCommit request names itself.
@@ -475,6 +488,44 @@ impl GroupCoordinator {
             })
     }
 
+    /// TxnOffsetCommit: validates the committer as Kafka does for
+    /// transactional commits, then writes `offsets` as one transactional
+    /// batch of `producer`, kept pending until the transaction ends; both
+    /// atomically with respect to rebalances. Returns the partition written
+    /// and the offset its high watermark must reach for the commit to be
+    /// replicated (`None`: nothing to write).
+    pub fn commit_transactional_offsets(
+        &self,
+        broker: &Broker,
+        group: &str,
+        committer: Committer<'_>,
+        producer: TxnProducer,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+        now_ms: i64,
+    ) -> Result<Option<(Arc<Partition>, u64)>, TxnCommitError> {
+        let groups = self.groups.lock();
+        match groups.get(group) {
+            Some(hosted) => hosted.engine.validate_txn_offset_commit(
+                committer.member_id,
+                committer.generation_id,
+                committer.group_instance_id,
+            )?,
+            // A group nobody manages takes commits without a generation.
+            None if committer.generation_id < 0 => {}
+            None => return Err(GroupError::IllegalGeneration.into()),
+        }
+        let partition = broker.group_partition(group)?;
+        // Refused before the append, as an acks=all produce is.
+        let state = partition.replica_state();
+        if state.isr_size < state.min_insync_replicas {
+            return Err(TxnCommitError::NotEnoughReplicas);
+        }
+        let appended = broker
+            .offsets()
+            .commit_transactional(&partition, group, producer, offsets, now_ms)?;
+        Ok(appended.map(|a| (partition, a.last_offset + 1)))
+    }
+
     /// OffsetDelete: removes the group's offsets of `partitions`, except
     /// those of topics its members subscribe to, which are returned. A group
     /// with members of another protocol than "consumer" keeps everything.
@@ -486,8 +537,12 @@ impl GroupCoordinator {
     ) -> Result<Vec<(String, i32)>, GroupAdminError> {
         let groups = self.groups.lock();
         let committed = broker.offsets().group_offsets(group);
+        // Offsets of open transactions are deleted too, as in Kafka.
+        let pending = broker.offsets().pending_partitions(group);
         let subscribed = match groups.get(group).map(|h| &h.engine) {
-            None if committed.is_empty() => return Err(GroupAdminError::NotFound),
+            None if committed.is_empty() && pending.is_empty() => {
+                return Err(GroupAdminError::NotFound)
+            }
             None => Vec::new(),
             Some(engine) => match engine.state() {
                 GroupState::Dead => return Err(GroupAdminError::NotFound),
@@ -501,7 +556,7 @@ impl GroupCoordinator {
             .partition(|(topic, _)| subscribed.contains(topic));
         let changes = deleted
             .into_iter()
-            .filter(|key| committed.iter().any(|(k, _)| k == key))
+            .filter(|key| committed.iter().any(|(k, _)| k == key) || pending.contains(key))
             .map(|(topic, partition)| OffsetChange {
                 topic,
                 partition,
@@ -517,14 +572,17 @@ impl GroupCoordinator {
         Ok(refused)
     }
 
-    /// DeleteGroups: removes an empty group, its offsets and its metadata.
+    /// DeleteGroups: removes an empty group, its offsets (those of open
+    /// transactions too, as Kafka does) and its metadata.
     pub fn delete(&self, broker: &Broker, group: &str) -> Result<(), GroupAdminError> {
         let mut groups = self.groups.lock();
         match groups.get(group).map(|h| h.engine.state()) {
             Some(GroupState::Empty) => {}
             Some(GroupState::Dead) => return Err(GroupAdminError::NotFound),
             Some(_) => return Err(GroupAdminError::NotEmpty),
-            None if broker.offsets().group_offsets(group).is_empty() => {
+            None if broker.offsets().group_offsets(group).is_empty()
+                && !broker.offsets().has_open_transactions(group) =>
+            {
                 return Err(GroupAdminError::NotFound)
             }
             None => {}
@@ -542,8 +600,10 @@ impl GroupCoordinator {
     /// Expires committed offsets older than `retention_ms` (Kafka's
     /// `offsets.retention.minutes`): for a group with members none; for an
     /// empty consumer group all of them once it has been empty that long; for
-    /// a group nobody manages each offset by its commit time. An empty group
-    /// left without offsets is removed. Returns the offsets expired.
+    /// a group nobody manages each offset by its commit time. As in Kafka, an
+    /// offset with a transactional commit pending does not expire, and an
+    /// empty group is removed only once it has neither offsets nor open
+    /// transactions. Returns the offsets expired.
     pub fn expire_offsets(&self, broker: &Broker, retention_ms: u64, now_ms: u64) -> usize {
         let mut expired = 0;
         let mut candidates = broker.offsets().groups();
@@ -563,6 +623,9 @@ impl GroupCoordinator {
                 .offsets()
                 .group_offsets(&group)
                 .into_iter()
+                .filter(|((topic, partition), _)| {
+                    !broker.offsets().has_pending(&group, topic, *partition)
+                })
                 .filter(|(_, committed)| {
                     let reference = since_empty
                         .unwrap_or_else(|| u64::try_from(committed.commit_timestamp).unwrap_or(0));
@@ -586,7 +649,8 @@ impl GroupCoordinator {
             let empty_and_unused = groups
                 .get(&group)
                 .is_some_and(|h| h.engine.state() == GroupState::Empty)
-                && broker.offsets().group_offsets(&group).is_empty();
+                && broker.offsets().group_offsets(&group).is_empty()
+                && !broker.offsets().has_open_transactions(&group);
             if empty_and_unused {
                 match broker.delete_group(&group, now_ms as i64) {
                     Ok(()) => {

@@ -220,3 +220,83 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
     assert_eq!(broker.groups().state("app"), None);
     assert!(broker.offsets().group_offsets("app").is_empty());
 }
+
+/// A transaction's offsets of `group`, pending: `(partition of "t", offset)`.
+fn txn_commit(broker: &Broker, group: &str, producer_id: i64, offsets: &[(i32, i64)], at_ms: i64) {
+    use weir_broker::offsets::TxnProducer;
+    let offsets = offsets
+        .iter()
+        .map(|&(p, offset)| {
+            let value = CommittedOffset {
+                offset,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp: at_ms,
+            };
+            ("t".to_owned(), p, value)
+        })
+        .collect();
+    let nobody = Committer {
+        member_id: "",
+        generation_id: -1,
+        group_instance_id: None,
+    };
+    let producer = TxnProducer {
+        id: producer_id,
+        epoch: 0,
+    };
+    broker
+        .groups()
+        .commit_transactional_offsets(broker, group, nobody, producer, offsets, at_ms)
+        .unwrap()
+        .expect("written");
+}
+
+/// The `__consumer_offsets` partition of `group` ends the transaction of
+/// `producer_id` at its log end, as a marker written there would.
+fn end_transaction(broker: &Broker, group: &str, producer_id: i64, commit: bool) {
+    let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
+    let index = weir_broker::offsets::records::partition_for(group, count);
+    let partition = broker.partition(OFFSETS_TOPIC, index).unwrap();
+    broker.on_offsets_marker(index, producer_id, commit, partition.log.log_end_offset());
+}
+
+#[test]
+fn offsets_of_open_transactions_do_not_expire_nor_let_their_group_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    let groups = broker.groups();
+    let long_ago = now_ms() - 8 * DAY_MS as i64;
+    commit(&broker, "copier", "t", 0, 10, long_ago);
+    commit(&broker, "copier", "t", 1, 11, long_ago);
+    txn_commit(&broker, "copier", 7, &[(1, 21)], long_ago);
+    txn_commit(&broker, "pending-only", 8, &[(0, 5)], long_ago);
+    let retention = 7 * DAY_MS;
+    let now = now_ms() as u64;
+    // t-1 has a transactional commit pending: it stays, as Kafka keeps it.
+    assert_eq!(groups.expire_offsets(&broker, retention, now), 1);
+    let offsets = broker.offsets();
+    assert_eq!(offsets.committed("copier", "t", 0), None);
+    assert_eq!(offsets.committed("copier", "t", 1).unwrap().offset, 11);
+    assert!(offsets.has_pending("copier", "t", 1));
+    assert_eq!(
+        offsets.groups(),
+        vec!["copier".to_owned(), "pending-only".to_owned()]
+    );
+    // Once the transaction aborts, the old commit expires.
+    end_transaction(&broker, "copier", 7, false);
+    assert_eq!(groups.expire_offsets(&broker, retention, now), 1);
+    assert!(offsets.group_offsets("copier").is_empty());
+    assert_eq!(offsets.groups(), vec!["pending-only".to_owned()]);
+
+    // DeleteGroups removes a group's pending offsets too, as Kafka's does,
+    // so its transaction's commit later finds nothing.
+    groups.delete(&broker, "pending-only").unwrap();
+    assert!(!broker.offsets().has_open_transactions("pending-only"));
+    end_transaction(&broker, "pending-only", 8, true);
+    assert!(broker.offsets().group_offsets("pending-only").is_empty());
+    broker.shutdown();
+    drop(broker);
+    let broker = open(dir.path());
+    assert!(broker.offsets().groups().is_empty());
+}

@@ -1,7 +1,7 @@
 //! Consumer groups as an operator sees them: FindCoordinator, ListGroups,
-//! DescribeGroups, OffsetFetch, OffsetCommit (as a consumer that assigns
-//! partitions itself) and DeleteGroups, plus decoding the partition
-//! assignment of a consumer group's members.
+//! DescribeGroups, OffsetFetch, OffsetCommit and TxnOffsetCommit (as a
+//! consumer that assigns partitions itself) and DeleteGroups, plus decoding
+//! the partition assignment of a consumer group's members.
 
 use std::collections::BTreeMap;
 
@@ -12,11 +12,15 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 };
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::{
     ApiKey, ConsumerProtocolAssignment, DeleteGroupsRequest, DeleteGroupsResponse,
     DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
     GroupId, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse,
-    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    OffsetFetchRequest, OffsetFetchResponse, ProducerId, TopicName, TransactionalId,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::{Decodable, Message, StrBytes};
 use kafka_protocol::ResponseError;
@@ -316,11 +320,38 @@ impl Client {
         group: &str,
         topics: Option<&TopicPartitions>,
     ) -> Result<Vec<CommittedOffset>, ClientError> {
+        self.fetch_offsets(group, topics, false).await
+    }
+
+    /// [`offset_fetch`](Self::offset_fetch) as a `read_committed` consumer
+    /// asks (`require_stable`, OffsetFetch v7 or later): a partition for
+    /// which a transaction has an offset pending fails the call with
+    /// UNSTABLE_OFFSET_COMMIT.
+    pub async fn offset_fetch_stable(
+        &mut self,
+        group: &str,
+        topics: Option<&TopicPartitions>,
+    ) -> Result<Vec<CommittedOffset>, ClientError> {
+        self.fetch_offsets(group, topics, true).await
+    }
+
+    async fn fetch_offsets(
+        &mut self,
+        group: &str,
+        topics: Option<&TopicPartitions>,
+        require_stable: bool,
+    ) -> Result<Vec<CommittedOffset>, ClientError> {
         let version = self.require_version(ApiKey::OffsetFetch)?;
         if topics.is_none() && version < 2 {
             return Err(ClientError::UnsupportedApi {
                 addr: self.addr().to_owned(),
                 api: "OffsetFetch of all topics (v2 or later; it offers v1)".to_owned(),
+            });
+        }
+        if require_stable && version < 7 {
+            return Err(ClientError::UnsupportedApi {
+                addr: self.addr().to_owned(),
+                api: format!("OffsetFetch with require_stable (v7 or later; it offers v{version})"),
             });
         }
         let request = if version >= 8 {
@@ -334,9 +365,11 @@ impl Client {
                     })
                     .collect()
             });
-            OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
-                .with_group_id(group_id(group))
-                .with_topics(topics)])
+            OffsetFetchRequest::default()
+                .with_groups(vec![OffsetFetchRequestGroup::default()
+                    .with_group_id(group_id(group))
+                    .with_topics(topics)])
+                .with_require_stable(require_stable)
         } else {
             let topics = topics.map(|topics| {
                 topics
@@ -351,6 +384,7 @@ impl Client {
             OffsetFetchRequest::default()
                 .with_group_id(group_id(group))
                 .with_topics(topics)
+                .with_require_stable(require_stable)
         };
         let response: OffsetFetchResponse = self
             .call_version(ApiKey::OffsetFetch, version, &request)
@@ -447,6 +481,60 @@ impl Client {
             );
         let response: OffsetCommitResponse = self
             .call_version(ApiKey::OffsetCommit, version, &request)
+            .await?;
+        for topic in response.topics {
+            for p in topic.partitions {
+                check(p.error_code, None).map_err(|e| {
+                    let partition = format!("{}-{}", topic.name.0.as_str(), p.partition_index);
+                    with_subject(e, "partition", &partition)
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits `offsets` (topic, partition, offset) for `group` within the
+    /// transaction of `transactional_id` (TxnOffsetCommit), as a consumer
+    /// outside group management (generation -1, no member id). They stay
+    /// pending, invisible to OffsetFetch, until the producer's transaction
+    /// commits. The first partition the broker refuses fails the call.
+    pub async fn txn_offset_commit(
+        &mut self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        group: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<(), ClientError> {
+        let version = self.require_version(ApiKey::TxnOffsetCommit)?;
+        let mut by_topic: BTreeMap<&str, Vec<TxnOffsetCommitRequestPartition>> = BTreeMap::new();
+        for (topic, partition, offset) in offsets {
+            by_topic.entry(topic.as_str()).or_default().push(
+                TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(*partition)
+                    .with_committed_offset(*offset)
+                    .with_committed_leader_epoch(-1),
+            );
+        }
+        let request = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                transactional_id.to_owned(),
+            )))
+            .with_group_id(group_id(group))
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(producer_epoch)
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(topic, partitions)| {
+                        TxnOffsetCommitRequestTopic::default()
+                            .with_name(topic_name(topic))
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
+            );
+        let response: TxnOffsetCommitResponse = self
+            .call_version(ApiKey::TxnOffsetCommit, version, &request)
             .await?;
         for topic in response.topics {
             for p in topic.partitions {

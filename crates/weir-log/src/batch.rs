@@ -364,6 +364,136 @@ pub(crate) fn set_compacted(
 /// The attribute bit saying that baseTimestamp holds the delete horizon.
 pub(crate) const DELETE_HORIZON: i16 = DELETE_HORIZON_BIT;
 
+/// Attributes of a transaction marker batch: transactional and control.
+pub const CONTROL_ATTRIBUTES: i16 = TRANSACTIONAL_BIT | CONTROL_BIT;
+
+/// What a control record says, from the `type` in its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlType {
+    /// Ends a transaction whose records must be skipped by `read_committed`
+    /// consumers (type 0).
+    Abort,
+    /// Ends a transaction whose records are visible (type 1).
+    Commit,
+    /// Any other control record (Kafka uses them for KRaft bookkeeping).
+    Other(i16),
+}
+
+impl ControlType {
+    fn from_code(code: i16) -> Self {
+        match code {
+            0 => Self::Abort,
+            1 => Self::Commit,
+            other => Self::Other(other),
+        }
+    }
+
+    /// The `type` field of the control record key.
+    pub fn code(self) -> i16 {
+        match self {
+            Self::Abort => 0,
+            Self::Commit => 1,
+            Self::Other(code) => code,
+        }
+    }
+}
+
+/// Size of a transaction marker batch: the header and one 17-byte record.
+pub const MARKER_BATCH_SIZE: usize = HEADER_SIZE + 17;
+
+/// Builds the control batch a partition leader appends to end a
+/// transaction, exactly as Kafka writes it: attributes transactional and
+/// control, no compression, the producer's id and epoch, base sequence -1,
+/// one record at offset delta 0 whose key is `[version 0: i16, type: i16]`
+/// (0 abort, 1 commit) and whose value is `[version 0: i16,
+/// coordinator_epoch: i32]`. Base offset and leader epoch are 0 and -1
+/// until the log assigns them.
+pub fn marker_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    timestamp: i64,
+) -> Vec<u8> {
+    let control = if commit {
+        ControlType::Commit
+    } else {
+        ControlType::Abort
+    };
+    let mut record = Vec::with_capacity(17);
+    // length (zigzag varint of the 16 bytes that follow), attributes,
+    // timestampDelta 0, offsetDelta 0, key length 4, key, value length 6,
+    // value, no headers.
+    record.extend_from_slice(&[32, 0, 0, 0, 8]);
+    record.extend_from_slice(&0i16.to_be_bytes());
+    record.extend_from_slice(&control.code().to_be_bytes());
+    record.push(12);
+    record.extend_from_slice(&0i16.to_be_bytes());
+    record.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    record.push(0);
+    debug_assert_eq!(record.len(), MARKER_BATCH_SIZE - HEADER_SIZE);
+
+    let mut batch = vec![0u8; HEADER_SIZE];
+    let length = (MARKER_BATCH_SIZE - LOG_OVERHEAD) as i32;
+    batch[BATCH_LENGTH..BATCH_LENGTH + 4].copy_from_slice(&length.to_be_bytes());
+    batch[LEADER_EPOCH..LEADER_EPOCH + 4].copy_from_slice(&(-1i32).to_be_bytes());
+    batch[MAGIC_OFFSET] = MAGIC as u8;
+    batch[ATTRIBUTES..ATTRIBUTES + 2].copy_from_slice(&CONTROL_ATTRIBUTES.to_be_bytes());
+    // lastOffsetDelta 0.
+    batch[BASE_TIMESTAMP..BASE_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
+    batch[MAX_TIMESTAMP..MAX_TIMESTAMP + 8].copy_from_slice(&timestamp.to_be_bytes());
+    batch[PRODUCER_ID..PRODUCER_ID + 8].copy_from_slice(&producer_id.to_be_bytes());
+    batch[PRODUCER_EPOCH..PRODUCER_EPOCH + 2].copy_from_slice(&producer_epoch.to_be_bytes());
+    batch[BASE_SEQUENCE..BASE_SEQUENCE + 4].copy_from_slice(&(-1i32).to_be_bytes());
+    batch[RECORD_COUNT..RECORD_COUNT + 4].copy_from_slice(&1i32.to_be_bytes());
+    batch.extend_from_slice(&record);
+    let crc = crc32c::crc32c(&batch[ATTRIBUTES..]);
+    batch[CRC..CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    batch
+}
+
+/// The type of the first control record of a control batch (`batch` is
+/// the whole batch, header included). `None` when the batch is not a
+/// control batch, holds no record (the cleaner emptied it), is compressed
+/// (Kafka never compresses markers), or its record cannot be read.
+pub fn control_type(batch: &[u8]) -> Option<ControlType> {
+    let header = BatchHeader::parse(batch, 0).ok()?;
+    if !header.is_control()
+        || header.record_count() < 1
+        || header.compression() != Some(Compression::None)
+    {
+        return None;
+    }
+    let records = batch.get(HEADER_SIZE..header.total_size())?;
+    let mut at = 0;
+    let length = read_zigzag(records, &mut at)?;
+    let end = at.checked_add(usize::try_from(length).ok()?)?;
+    let record = records.get(at..end)?;
+    let mut at = 1; // attributes
+    read_zigzag(record, &mut at)?; // timestampDelta
+    read_zigzag(record, &mut at)?; // offsetDelta
+    let key_length = usize::try_from(read_zigzag(record, &mut at)?).ok()?;
+    let key = record.get(at..at.checked_add(key_length)?)?;
+    if key.len() < 4 {
+        return None;
+    }
+    Some(ControlType::from_code(read_i16(key, 2)))
+}
+
+/// A zigzag-encoded varint or varlong, as Kafka records use them.
+fn read_zigzag(buf: &[u8], at: &mut usize) -> Option<i64> {
+    let mut value: u64 = 0;
+    for shift in (0..70).step_by(7) {
+        let byte = *buf.get(*at)?;
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some((value >> 1) as i64 ^ -((value & 1) as i64));
+        }
+    }
+    None
+}
+
 fn read_i16(buf: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([buf[at], buf[at + 1]])
 }
@@ -502,6 +632,86 @@ mod tests {
             results[2],
             Err(BatchError::CrcMismatch { position, .. }) if position == good_len
         ));
+    }
+
+    /// A commit marker of producer 4711, epoch 3, coordinator epoch 9, at
+    /// timestamp 1 700 000 000 000, byte for byte as Kafka's
+    /// `MemoryRecords.withEndTransactionMarker` writes it.
+    const GOLDEN_COMMIT_MARKER: [u8; 78] = [
+        0, 0, 0, 0, 0, 0, 0, 0, // baseOffset
+        0, 0, 0, 66, // batchLength
+        0xff, 0xff, 0xff, 0xff, // partitionLeaderEpoch
+        2,    // magic
+        0xa8, 0xda, 0x87, 0x31, // crc
+        0, 0x30, // attributes: transactional | control
+        0, 0, 0, 0, // lastOffsetDelta
+        0, 0, 0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x00, // baseTimestamp
+        0, 0, 0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x00, // maxTimestamp
+        0, 0, 0, 0, 0, 0, 0x12, 0x67, // producerId
+        0, 3, // producerEpoch
+        0xff, 0xff, 0xff, 0xff, // baseSequence
+        0, 0, 0, 1,  // recordCount
+        32, // record length 16
+        0,  // attributes
+        0,  // timestampDelta
+        0,  // offsetDelta
+        8,  // key length 4
+        0, 0, 0, 1,  // key: version 0, type 1 (commit)
+        12, // value length 6
+        0, 0, 0, 0, 0, 9, // value: version 0, coordinator epoch 9
+        0, // headers
+    ];
+
+    #[test]
+    fn marker_batches_match_the_golden_bytes() {
+        let mut bytes = marker_batch(4711, 3, true, 9, 1_700_000_000_000);
+        let crc = crc32c::crc32c(&bytes[ATTRIBUTES..]);
+        assert_eq!(
+            &bytes[CRC..CRC + 4],
+            &crc.to_be_bytes(),
+            "the CRC covers attributes to the end"
+        );
+        assert_eq!(bytes, GOLDEN_COMMIT_MARKER);
+        let batch = validate(&bytes, 0, Origin::Client, DEFAULT_MAX_MESSAGE_BYTES).unwrap();
+        let h = batch.header;
+        assert!(h.is_control() && h.is_transactional());
+        assert_eq!((h.producer_id(), h.producer_epoch()), (4711, 3));
+        assert_eq!((h.base_sequence(), h.record_count()), (-1, 1));
+        assert_eq!(control_type(&bytes), Some(ControlType::Commit));
+
+        // The abort marker differs in the key's type, and so in the CRC.
+        let abort = marker_batch(4711, 3, false, 9, 1_700_000_000_000);
+        assert_eq!(control_type(&abort), Some(ControlType::Abort));
+        let differing: Vec<usize> = (0..abort.len()).filter(|&i| abort[i] != bytes[i]).collect();
+        assert_eq!(
+            differing.iter().filter(|&&i| i >= HEADER_SIZE).count(),
+            1,
+            "{differing:?}"
+        );
+
+        // The reference decoder reads the same record.
+        bytes[..8].copy_from_slice(&42i64.to_be_bytes());
+        let mut buf = bytes::Bytes::from(bytes);
+        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
+        let record = &set.records[0];
+        assert!(record.control && record.transactional);
+        assert_eq!(record.offset, 42);
+        assert_eq!((record.producer_id, record.producer_epoch), (4711, 3));
+        assert_eq!(record.key.as_deref(), Some(&[0, 0, 0, 1][..]));
+        assert_eq!(record.value.as_deref(), Some(&[0, 0, 0, 0, 0, 9][..]));
+    }
+
+    #[test]
+    fn control_type_refuses_what_is_not_a_marker() {
+        assert_eq!(control_type(&BatchBuilder::new(1).build()), None);
+        let marker = marker_batch(1, 0, false, 0, 0);
+        assert_eq!(control_type(&marker[..70]), None);
+        let mut empty = marker.clone();
+        empty[RECORD_COUNT..RECORD_COUNT + 4].copy_from_slice(&0i32.to_be_bytes());
+        assert_eq!(control_type(&empty), None);
+        let mut other = marker;
+        other[HEADER_SIZE + 8] = 5;
+        assert_eq!(control_type(&other), Some(ControlType::Other(5)));
     }
 
     #[test]

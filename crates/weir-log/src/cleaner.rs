@@ -25,9 +25,8 @@
 //! Offsets never change: a rewritten batch keeps its base offset, its
 //! lastOffsetDelta and its producer fields, and its records their offset
 //! deltas, so compaction leaves gaps; a batch left without records goes.
-//! Control batches (transaction markers) are kept as they are: there are no
-//! transactions yet, and their removal must wait for the transaction state
-//! they close.
+//! Control batches (transaction markers) are kept as they are, and with
+//! them the aborted-transaction entries of the segments cleaned.
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -396,12 +395,18 @@ impl Cleaner {
             *horizon = Some(horizon.map_or(h, |old| old.min(h)));
         }
         let storage = log.storage();
+        // Offsets do not change and markers are kept: the group's aborted
+        // transactions stay as they were.
+        let entries = group.iter().flat_map(|s| s.txn_entries.iter().copied());
+        let open_at_base = group[0].txn_open_at_base.clone();
+        out.write_txn_index(storage, open_at_base, entries.collect(), true)?;
         out.seal(storage)?;
         for (path, file) in out.files_to_sync() {
             file.sync().context(&path)?;
         }
         out.log_dirty = false;
         out.indexes_dirty = false;
+        out.txn.dirty = false;
         Ok(true)
     }
 

@@ -28,6 +28,7 @@ pub mod sim;
 mod slice;
 pub mod storage;
 pub mod testing;
+mod txn;
 
 pub use cleaner::{CleanOutcome, CleanStats, Cleanable, Cleaner, CleanerConfig};
 pub use config::{CleanupPolicy, Clock, LogConfig, ManualClock, SystemClock, TimestampType};
@@ -38,3 +39,4 @@ pub use log::{
     CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
 pub use slice::LogSlice;
+pub use txn::{AbortedTxn, OpenTxn};

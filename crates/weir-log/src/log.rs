@@ -19,6 +19,7 @@ use crate::segment::{
 };
 use crate::slice::LogSlice;
 use crate::storage::{FsStorage, Storage, StorageFile};
+use crate::txn::{self, AbortedTxn, OpenTxn, TxnState, TXN_INDEX_SUFFIX};
 
 /// Written by [`Log::close`]; its presence at open means every file was
 /// synced, indexes included, so nothing needs scanning.
@@ -102,6 +103,8 @@ struct State {
     /// The earliest delete horizon of a tombstone the last cleaning kept:
     /// from then on, cleaning again removes it.
     tombstone_horizon: Option<i64>,
+    /// The transactions open at the log end.
+    txn: TxnState,
 }
 
 impl State {
@@ -205,6 +208,15 @@ impl Log {
 
         let clean_marker = dir.join(CLEAN_SHUTDOWN_FILE);
         let clean = storage.exists(&clean_marker);
+        // The transactions open at the log end, written at a clean close.
+        let saved_txns = if clean {
+            checkpoint::read(&*storage, &clean_marker)
+                .ok()
+                .flatten()
+                .and_then(|text| parse_saved_txns(&text))
+        } else {
+            None
+        };
         let recovery_point =
             checkpoint::read_u64(&*storage, &dir.join(RECOVERY_POINT_FILE)).unwrap_or(0);
         let (cleaner_checkpoint, tombstone_horizon) =
@@ -218,6 +230,7 @@ impl Log {
 
         let mut segments = BTreeMap::new();
         let mut first_scanned = None;
+        let mut scanned = Vec::new();
         // The next offset of the previous segment, when it was scanned.
         let mut scanned_end = None;
         // Index in `bases` of the first segment recovery throws away.
@@ -249,6 +262,7 @@ impl Log {
             if !trusted {
                 segment.log_dirty = true;
                 scanned_end = Some(segment.next_offset);
+                scanned.push(base);
             }
             if let Some(invalid) = invalid {
                 if trusted {
@@ -311,6 +325,8 @@ impl Log {
                 dir_dirty = true; // new index files
             }
         }
+        let (txn, rewrote) = recover_transactions(&*storage, &mut segments, &scanned, saved_txns)?;
+        dir_dirty |= rewrote;
         let first_base = *segments.keys().next().expect("a segment");
         let log_end_offset = segments[&last_base].next_offset;
         let log_start_offset = persisted_start
@@ -352,6 +368,7 @@ impl Log {
                 offline: None,
                 cleaner_checkpoint,
                 tombstone_horizon,
+                txn,
             }),
             flush: Mutex::new(FlushState {
                 durable_offset,
@@ -428,6 +445,7 @@ impl Log {
         let mut next_offset = st.log_end_offset();
         let mut prepared: Vec<PreparedBatch<'_>> = Vec::new();
         let mut epochs = Vec::new();
+        let mut txn_events = Vec::new();
         let mut info = AppendInfo {
             base_offset: next_offset,
             last_offset: next_offset,
@@ -466,6 +484,7 @@ impl Log {
                 h.max_timestamp()
             };
             let last_offset = base_offset + h.last_offset_delta() as u64;
+            txn_events.extend(txn::event_of(&h, batch.bytes, base_offset));
             if prepared.is_empty() {
                 info.base_offset = base_offset;
             }
@@ -495,13 +514,43 @@ impl Log {
             st.epochs.assign(&*self.storage, epoch, offset)?;
         }
         self.maybe_roll(st, &info, now)?;
+        // Transactions: the state after these batches, and the aborted
+        // transactions they end, indexed before the batches are written
+        // (and cut back if that fails).
+        let mut txn_next = None;
+        let mut aborted = Vec::new();
+        if !txn_events.is_empty() {
+            let mut next = st.txn.clone();
+            aborted.extend(txn_events.into_iter().filter_map(|e| next.apply(e)));
+            txn_next = Some(next);
+        }
+        let active = st.active_mut();
+        let indexed = active.txn.entries.len();
+        if !aborted.is_empty() {
+            let path = active.path(TXN_INDEX_SUFFIX);
+            if let Err((error, undone)) = active.txn.append(&path, &aborted) {
+                if !undone {
+                    return Err(self.go_offline(st, error));
+                }
+                return Err(error);
+            }
+        }
         let interval = st.config.index_interval_bytes;
-        if let Err((error, undone)) = st.active_mut().append(&prepared, interval, now) {
+        let active = st.active_mut();
+        if let Err((error, mut undone)) = active.append(&prepared, interval, now) {
+            let path = active.path(TXN_INDEX_SUFFIX);
+            undone &= active
+                .txn
+                .undo_append(&path, active.txn.entries.len() - indexed)
+                .is_ok();
             if !undone {
                 st.offline = Some(error.to_string());
                 tracing::error!(dir = %self.dir.display(), %error, "append failed and could not be undone; log offline");
             }
             return Err(error);
+        }
+        if let Some(next) = txn_next {
+            st.txn = next;
         }
         st.unflushed_records += info.records;
         let oldest = *st.oldest_unflushed_ms.get_or_insert(now);
@@ -550,11 +599,24 @@ impl Log {
     fn roll_locked(&self, st: &mut State, new_base: u64) -> Result<(), LogError> {
         // The new file first: if sealing then fails, the old segment stays
         // active (an active segment must not be sealed).
-        let segment = Segment::create(&*self.storage, &self.dir, new_base)?;
-        if let Err(error) = st.active_mut().seal(&*self.storage) {
-            let path = segment.path(LOG_SUFFIX);
-            if let Err(e) = self.storage.remove(&path) {
-                tracing::warn!(path = %path.display(), error = %e, "could not remove unused segment file");
+        let mut segment = Segment::create(&*self.storage, &self.dir, new_base)?;
+        let sealed = segment
+            .write_txn_index(&*self.storage, st.txn.open_txns(), Vec::new(), false)
+            .and_then(|()| {
+                // The transaction index first: if that fails the segment
+                // stays active, as it must be with its indexes in memory.
+                st.active_mut().seal_txn_index().map_err(|(error, undone)| {
+                    if !undone {
+                        self.go_offline(st, error)
+                    } else {
+                        error
+                    }
+                })
+            })
+            .and_then(|()| st.active_mut().seal(&*self.storage));
+        if let Err(error) = sealed {
+            if let Err(e) = segment.remove_files(&*self.storage) {
+                tracing::warn!(segment = %segment.path(LOG_SUFFIX).display(), error = %e, "could not remove unused segment files");
             }
             return Err(error);
         }
@@ -775,11 +837,16 @@ impl Log {
             let active_base = st.active().base_offset;
             for segment in st.segments.values_mut().rev() {
                 if segment.base_offset == active_base && !include_active {
+                    // Its transaction index, whose header recovery needs
+                    // once the recovery point reaches the segment.
+                    files.extend(segment.txn_file_to_sync());
+                    segment.txn.dirty = false;
                     continue;
                 }
                 let clean_sealed = segment.base_offset != active_base
                     && !segment.log_dirty
-                    && !segment.indexes_dirty;
+                    && !segment.indexes_dirty
+                    && !segment.txn.dirty;
                 if clean_sealed {
                     // Not a reason to stop: open may have rebuilt the
                     // indexes of an older segment.
@@ -788,6 +855,7 @@ impl Log {
                 files.extend(segment.files_to_sync());
                 segment.log_dirty = false;
                 segment.indexes_dirty = false;
+                segment.txn.dirty = false;
             }
             st.rolled_since_flush = false;
             let target = if include_active {
@@ -1017,6 +1085,21 @@ impl Log {
             segment.truncate_to_position(&*self.storage, position)?;
             segment.next_offset = segment.next_offset.max(offset.min(removed_base));
             let log_end_offset = segment.next_offset;
+            // Aborted transactions whose markers went, and the open ones
+            // at the new end: replayed from the segment's base.
+            let kept = segment
+                .txn
+                .entries
+                .iter()
+                .take_while(|e| e.last_offset < log_end_offset)
+                .count();
+            let path = segment.path(TXN_INDEX_SUFFIX);
+            segment.txn.truncate_entries(&*self.storage, &path, kept)?;
+            let mut txn = TxnState::from_open(&segment.txn.open_at_base);
+            for event in segment.txn_events()? {
+                txn.apply(event);
+            }
+            st.txn = txn;
             if st.log_start_offset > log_end_offset {
                 // The batch holding the log start went too: the log now starts
                 // where it ends, also after a reopen.
@@ -1052,7 +1135,11 @@ impl Log {
         let created = old
             .values()
             .try_for_each(|segment| self.schedule_delete(&mut st, segment, now))
-            .and_then(|()| Segment::create(&*self.storage, &self.dir, offset));
+            .and_then(|()| Segment::create(&*self.storage, &self.dir, offset))
+            .and_then(|mut segment| {
+                segment.write_txn_index(&*self.storage, Vec::new(), Vec::new(), false)?;
+                Ok(segment)
+            });
         let segment = match created {
             Ok(segment) => segment,
             Err(error) => {
@@ -1064,6 +1151,7 @@ impl Log {
         st.dir_dirty = true;
         st.log_start_offset = offset;
         st.truncations += 1;
+        st.txn = TxnState::default();
         {
             let mut flush = self.flush.lock();
             flush.truncations = st.truncations;
@@ -1107,6 +1195,55 @@ impl Log {
         st.epochs.end_offset_for(epoch, st.log_end_offset())
     }
 
+    /// The aborted transactions that overlap `[from, upper_bound)`: those
+    /// whose marker is at or after `from` and whose first batch is before
+    /// `upper_bound`, in marker order. This is what Fetch returns to
+    /// `read_committed` consumers so they skip aborted records. The search
+    /// starts at the segment holding `from` and stops at the first entry
+    /// whose last stable offset reaches `upper_bound` (Kafka's rule: every
+    /// transaction that began before it had ended by then).
+    pub fn aborted_transactions(&self, from: u64, upper_bound: u64) -> Vec<AbortedTxn> {
+        let st = self.state.lock();
+        let first = st
+            .segments
+            .range(..=from)
+            .next_back()
+            .map_or(0, |(&base, _)| base);
+        let mut found = Vec::new();
+        for segment in st.segments.range(first..).map(|(_, s)| s) {
+            for entry in &segment.txn.entries {
+                if entry.last_offset >= from && entry.first_offset < upper_bound {
+                    found.push(*entry);
+                }
+                if entry.last_stable_offset >= upper_bound {
+                    return found;
+                }
+            }
+        }
+        found
+    }
+
+    /// The first offset `read_committed` consumers may not read: that of
+    /// the earliest open transaction, or of an ended one whose marker is at
+    /// or above `high_watermark` (not yet on every in-sync replica). `None`
+    /// when there is neither; the last stable offset is then the high
+    /// watermark.
+    pub fn first_unstable_offset(&self, high_watermark: u64) -> Option<u64> {
+        let mut st = self.state.lock();
+        st.txn.prune_replicated(high_watermark);
+        st.txn.first_unstable_offset(high_watermark)
+    }
+
+    /// The transactions open at the log end, oldest first.
+    pub fn open_transactions(&self) -> Vec<OpenTxn> {
+        self.state.lock().txn.open_txns()
+    }
+
+    /// The first offset of `producer_id`'s open transaction, if it has one.
+    pub fn open_transaction(&self, producer_id: i64) -> Option<u64> {
+        self.state.lock().txn.open_txn(producer_id)
+    }
+
     /// Checks every batch of every segment (CRC included). Corrupt batches
     /// are reported and, from then on, never served.
     pub fn verify(&self) -> Result<Vec<CorruptBatch>, LogError> {
@@ -1133,11 +1270,19 @@ impl Log {
             let mut st = self.state.lock();
             self.check_online(&st)?;
             st.active_mut().write_indexes(&*self.storage)?;
+            if let Err((error, undone)) = st.active_mut().seal_txn_index() {
+                return Err(if undone {
+                    error
+                } else {
+                    self.go_offline(&mut st, error)
+                });
+            }
         }
         self.flush()?;
         let st = self.state.lock();
         self.check_online(&st)?;
-        checkpoint::write(&*self.storage, &self.dir.join(CLEAN_SHUTDOWN_FILE), "")?;
+        let saved = format_saved_txns(st.log_end_offset(), &st.txn.open_txns());
+        checkpoint::write(&*self.storage, &self.dir.join(CLEAN_SHUTDOWN_FILE), &saved)?;
         let now = self.clock.now_ms();
         drop(st);
         let mut st = self.state.lock();
@@ -1158,6 +1303,10 @@ pub(crate) struct SegmentSnapshot {
     /// One past the segment's last stored offset.
     pub(crate) next_offset: u64,
     pub(crate) index_entries: usize,
+    /// The transactions open at the segment's base offset.
+    pub(crate) txn_open_at_base: Vec<OpenTxn>,
+    /// The aborted transactions whose markers the segment holds.
+    pub(crate) txn_entries: Vec<AbortedTxn>,
 }
 
 /// What one cleaning pass may touch, taken under the log's lock.
@@ -1233,6 +1382,8 @@ impl Log {
                 size: segment.size,
                 next_offset: segment.next_offset,
                 index_entries: segment.index_entries(),
+                txn_open_at_base: segment.txn.open_at_base.clone(),
+                txn_entries: segment.txn.entries.clone(),
             });
         }
         Ok(Some(CleanPlan {
@@ -1351,6 +1502,12 @@ fn compute_cleanable(st: &State, upper_bound: u64, now: i64) -> Option<(Cleanabl
     if !config.cleanup_policy.compact {
         return None;
     }
+    // Nothing of an undecided transaction is cleaned: whether its records
+    // are aborted is not known yet.
+    let upper_bound = st
+        .txn
+        .first_unstable_offset(upper_bound)
+        .map_or(upper_bound, |first| first.min(upper_bound));
     let log_start = st.log_start_offset;
     let active_base = st.active().base_offset;
     let mut first_dirty = st.cleaner_checkpoint;
@@ -1408,6 +1565,119 @@ fn compute_cleanable(st: &State, upper_bound: u64, now: i64) -> Option<(Cleanabl
         tombstones_due: st.tombstone_horizon.is_some_and(|h| now >= h) && clean_bytes > 0,
     };
     Some((cleanable, limit))
+}
+
+/// What a clean close writes into [`CLEAN_SHUTDOWN_FILE`]: the log end
+/// offset and the transactions open there, one `<producer id> <first
+/// offset>` line each.
+fn format_saved_txns(log_end_offset: u64, open: &[OpenTxn]) -> String {
+    let mut text = format!("transactions {log_end_offset}\n");
+    for txn in open {
+        text.push_str(&format!("{} {}\n", txn.producer_id, txn.first_offset));
+    }
+    text
+}
+
+/// Reads [`format_saved_txns`]'s text; `None` if it is anything else.
+fn parse_saved_txns(text: &str) -> Option<(u64, Vec<OpenTxn>)> {
+    let mut lines = text.lines();
+    let end = lines.next()?.strip_prefix("transactions ")?.parse().ok()?;
+    let open = lines
+        .map(|line| {
+            let (producer_id, first_offset) = line.split_once(' ')?;
+            Some(OpenTxn {
+                producer_id: producer_id.parse().ok()?,
+                first_offset: first_offset.parse().ok()?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((end, open))
+}
+
+/// Loads every segment's transaction index and works out the transactions
+/// open at the log end. An index is rebuilt, by replaying its segment from
+/// the transactions open at its base, when it is missing or damaged, or
+/// when recovery scanned the segment (a crash may have cut its log, or
+/// left its index behind or ahead of it). The transactions open at a
+/// segment's base come from its index header or, when that is lost, from
+/// replaying the segment before it; the first segment's default to none
+/// (a transaction begun below it then counts from its first batch here,
+/// which is all that can be read of it). The open transactions at the end
+/// come from `saved` (a clean close) or a replay of the last segment.
+/// Returns them, and whether any file was written.
+fn recover_transactions(
+    storage: &dyn Storage,
+    segments: &mut BTreeMap<u64, Segment>,
+    scanned: &[u64],
+    saved: Option<(u64, Vec<OpenTxn>)>,
+) -> Result<(TxnState, bool), LogError> {
+    let bases: Vec<u64> = segments.keys().copied().collect();
+    // A loaded index's header (the transactions open at the base) is
+    // usable even when its entries are not complete for the segment.
+    let mut loaded: Vec<_> = bases
+        .iter()
+        .map(|base| segments[base].load_txn_index(storage))
+        .collect();
+    let log_end = segments.values().next_back().map(|s| s.next_offset);
+    let saved = saved
+        .filter(|(end, _)| Some(*end) == log_end)
+        .map(|(_, open)| open);
+    let mut carry: Option<TxnState> = None;
+    let mut end_state = None;
+    let mut wrote = false;
+    for (i, &base) in bases.iter().enumerate() {
+        let last = i + 1 == bases.len();
+        let next_unknown = !last && loaded[i + 1].is_none();
+        let index = loaded[i].take();
+        let segment = segments.get_mut(&base).expect("listed");
+        let at_base = match (&index, carry.take()) {
+            (Some(index), _) => TxnState::from_open(&index.open_at_base),
+            (None, Some(state)) => state,
+            (None, None) => TxnState::default(),
+        };
+        let complete = index
+            .as_ref()
+            .is_some_and(|i| i.is_sealed_at(segment.next_offset));
+        let rebuild = !complete || scanned.contains(&base);
+        let need_end = next_unknown || (last && saved.is_none());
+        if !rebuild && !need_end {
+            segment.txn = index.expect("loaded");
+            continue;
+        }
+        let mut state = at_base.clone();
+        let mut entries: Vec<AbortedTxn> = Vec::new();
+        for event in segment.txn_events()? {
+            entries.extend(state.apply(event));
+        }
+        let open_at_base = at_base.open_txns();
+        match index {
+            Some(index)
+                if !rebuild
+                    || (complete
+                        && index.open_at_base == open_at_base
+                        && index.entries == entries) =>
+            {
+                segment.txn = index;
+            }
+            _ => {
+                if !scanned.contains(&base) {
+                    tracing::info!(
+                        segment = %segment.path(LOG_SUFFIX).display(),
+                        aborted = entries.len(),
+                        "rebuilding a missing or damaged transaction index"
+                    );
+                }
+                segment.write_txn_index(storage, open_at_base, entries, true)?;
+                wrote = true;
+            }
+        }
+        if last {
+            end_state = Some(state.clone());
+        }
+        carry = Some(state);
+    }
+    let state = end_state.unwrap_or_else(|| TxnState::from_open(&saved.unwrap_or_default()));
+    Ok((state, wrote))
 }
 
 /// The cleaner checkpoint and tombstone horizon; a missing or unreadable
@@ -1468,6 +1738,16 @@ fn complete_swaps(
                 storage.remove(&path).context(&path)?;
             }
         }
+        // The cleaned transaction index was synced before the commit: it is
+        // whole (and rebuilt from the segment before it if missing).
+        let txn_swap = segment::with_extra_suffix(
+            &segment::file_path(dir, base, TXN_INDEX_SUFFIX),
+            SWAP_SUFFIX,
+        );
+        if storage.exists(&txn_swap) {
+            let txn_target = segment::file_path(dir, base, TXN_INDEX_SUFFIX);
+            storage.rename(&txn_swap, &txn_target).context(&txn_swap)?;
+        }
         let target = segment::file_path(dir, base, LOG_SUFFIX);
         storage.rename(&swap, &target).context(&swap)?;
         tracing::info!(segment = %target.display(), replaced_up_to = next, "finished swapping in a cleaned segment");
@@ -1493,6 +1773,7 @@ fn remove_cleaner_files(storage: &dyn Storage, dir: &Path, base: u64) {
         LOG_SUFFIX,
         segment::INDEX_SUFFIX,
         segment::TIME_INDEX_SUFFIX,
+        TXN_INDEX_SUFFIX,
     ] {
         for extra in [CLEANED_SUFFIX, SWAP_SUFFIX] {
             let path = segment::with_extra_suffix(&segment::file_path(dir, base, kind), extra);
@@ -1511,6 +1792,7 @@ fn remove_segment_files(storage: &dyn Storage, dir: &Path, base: u64) -> Result<
         LOG_SUFFIX,
         segment::INDEX_SUFFIX,
         segment::TIME_INDEX_SUFFIX,
+        TXN_INDEX_SUFFIX,
     ] {
         let path = segment::file_path(dir, base, suffix);
         if storage.exists(&path) {

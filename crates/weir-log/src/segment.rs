@@ -9,6 +9,7 @@ use crate::batch::{self, BatchHeader, Origin, HEADER_SIZE};
 use crate::error::{IoContext, LogError};
 use crate::index::{Index, OffsetEntry, TimeEntry};
 use crate::storage::{Storage, StorageFile};
+use crate::txn::{AbortedTxn, OpenTxn, TxnEvent, TxnIndex, TXN_INDEX_SUFFIX};
 
 pub(crate) const LOG_SUFFIX: &str = "log";
 pub(crate) const INDEX_SUFFIX: &str = "index";
@@ -85,6 +86,9 @@ pub(crate) struct Segment {
     pub(crate) log_dirty: bool,
     /// Sealed, with index files not yet synced.
     pub(crate) indexes_dirty: bool,
+    /// The aborted-transaction index, with the transactions open at the
+    /// base offset.
+    pub(crate) txn: TxnIndex,
 }
 
 impl Segment {
@@ -122,8 +126,16 @@ impl Segment {
         storage: &dyn Storage,
         suffix: &'static str,
     ) -> Result<(), LogError> {
-        for kind in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX] {
+        for kind in [
+            INDEX_SUFFIX,
+            TIME_INDEX_SUFFIX,
+            TXN_INDEX_SUFFIX,
+            LOG_SUFFIX,
+        ] {
             let from = self.path(kind);
+            if kind == TXN_INDEX_SUFFIX && !storage.exists(&from) {
+                continue;
+            }
             let to = with_extra_suffix(&file_path(&self.dir, self.base_offset, kind), suffix);
             storage.rename(&from, &to).context(&from)?;
         }
@@ -134,7 +146,12 @@ impl Segment {
 
     /// Removes the segment's files, those that exist.
     pub(crate) fn remove_files(&self, storage: &dyn Storage) -> Result<(), LogError> {
-        for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for kind in [
+            LOG_SUFFIX,
+            INDEX_SUFFIX,
+            TIME_INDEX_SUFFIX,
+            TXN_INDEX_SUFFIX,
+        ] {
             let path = self.path(kind);
             if storage.exists(&path) {
                 storage.remove(&path).context(&path)?;
@@ -161,7 +178,52 @@ impl Segment {
             corrupt_from: None,
             log_dirty: false,
             indexes_dirty: false,
+            txn: TxnIndex::default(),
         }
+    }
+
+    /// Writes the segment's transaction index anew: the transactions open
+    /// at its base offset and the aborted transactions it holds, sealed
+    /// (complete for the segment as it is) if `sealed`.
+    pub(crate) fn write_txn_index(
+        &mut self,
+        storage: &dyn Storage,
+        open_at_base: Vec<OpenTxn>,
+        entries: Vec<AbortedTxn>,
+        sealed: bool,
+    ) -> Result<(), LogError> {
+        let path = self.path(TXN_INDEX_SUFFIX);
+        let seal_at = sealed.then_some(self.next_offset);
+        self.txn = TxnIndex::create(storage, &path, open_at_base, entries, seal_at)?;
+        Ok(())
+    }
+
+    /// Marks the transaction index complete for the segment as it is.
+    pub(crate) fn seal_txn_index(&mut self) -> Result<(), (LogError, bool)> {
+        let path = self.path(TXN_INDEX_SUFFIX);
+        self.txn.seal(&path, self.next_offset)
+    }
+
+    /// Reads the segment's transaction index file, if it is whole and
+    /// consistent with the segment.
+    pub(crate) fn load_txn_index(&self, storage: &dyn Storage) -> Option<TxnIndex> {
+        TxnIndex::load(
+            storage,
+            &self.path(TXN_INDEX_SUFFIX),
+            self.base_offset,
+            self.next_offset,
+        )
+    }
+
+    /// The transaction events of the segment's readable batches.
+    pub(crate) fn txn_events(&self) -> Result<Vec<TxnEvent>, LogError> {
+        crate::txn::scan_events(&*self.log, &self.log_path, self.readable_end())
+    }
+
+    /// The transaction index file, when written since its last sync.
+    pub(crate) fn txn_file_to_sync(&self) -> Option<(PathBuf, Arc<dyn StorageFile>)> {
+        let file = self.txn.file().filter(|_| self.txn.dirty)?;
+        Some((self.path(TXN_INDEX_SUFFIX), file.clone()))
     }
 
     pub(crate) fn path(&self, suffix: &str) -> PathBuf {
@@ -635,6 +697,7 @@ impl Segment {
         if self.log_dirty {
             files.push((self.path(LOG_SUFFIX), self.log.clone()));
         }
+        files.extend(self.txn_file_to_sync());
         if self.indexes_dirty {
             if let Index::File { file, .. } = &self.offset_index {
                 files.push((self.path(INDEX_SUFFIX), file.clone()));
@@ -721,7 +784,12 @@ impl Segment {
     /// names, to be removed later.
     pub(crate) fn mark_deleted(&self, storage: &dyn Storage) -> Result<Vec<PathBuf>, LogError> {
         let mut renamed = Vec::new();
-        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for suffix in [
+            LOG_SUFFIX,
+            INDEX_SUFFIX,
+            TIME_INDEX_SUFFIX,
+            TXN_INDEX_SUFFIX,
+        ] {
             let path = self.path(suffix);
             if storage.exists(&path) {
                 let mut deleted = path.clone().into_os_string();

@@ -18,6 +18,7 @@ pub struct BatchBuilder {
     key_prefix: Option<String>,
     /// Producer id, epoch and base sequence of an idempotent producer.
     producer: Option<(i64, i16, i32)>,
+    transactional: bool,
 }
 
 impl BatchBuilder {
@@ -31,6 +32,7 @@ impl BatchBuilder {
             record_count_override: None,
             key_prefix: None,
             producer: None,
+            transactional: false,
         }
     }
 
@@ -63,6 +65,13 @@ impl BatchBuilder {
         self
     }
 
+    /// Sets the transactional attribute (part of a transaction; needs a
+    /// producer).
+    pub fn transactional(mut self) -> Self {
+        self.transactional = true;
+        self
+    }
+
     /// Writes a different record count into the header (CRC kept valid), to
     /// build inconsistent batches.
     pub fn record_count_override(mut self, count: i32) -> Self {
@@ -83,7 +92,7 @@ impl BatchBuilder {
         let (producer_id, producer_epoch, base_sequence) = self.producer.unwrap_or((-1, -1, -1));
         let records: Vec<Record> = (0..self.count)
             .map(|i| Record {
-                transactional: false,
+                transactional: self.transactional,
                 control: false,
                 delete_horizon: false,
                 partition_leader_epoch: -1,
@@ -129,6 +138,7 @@ pub struct KeyedBatch {
     timestamp: i64,
     compression: Compression,
     producer: Option<(i64, i16, i32)>,
+    transactional: bool,
 }
 
 impl Default for KeyedBatch {
@@ -144,7 +154,15 @@ impl KeyedBatch {
             timestamp: 1_700_000_000_000,
             compression: Compression::None,
             producer: None,
+            transactional: false,
         }
+    }
+
+    /// Sets the transactional attribute (part of a transaction; needs a
+    /// producer).
+    pub fn transactional(mut self) -> Self {
+        self.transactional = true;
+        self
     }
 
     /// Adds a record; `key` or `value` `None` is null.
@@ -192,7 +210,7 @@ impl KeyedBatch {
             .iter()
             .enumerate()
             .map(|(i, (key, value))| Record {
-                transactional: false,
+                transactional: self.transactional,
                 control: false,
                 delete_horizon: false,
                 partition_leader_epoch: -1,

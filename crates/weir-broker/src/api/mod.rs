@@ -48,6 +48,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::FindCoordinator, 0, 4),
     (ApiKey::OffsetCommit, 2, 9),
     (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::TxnOffsetCommit, 0, 3),
     (ApiKey::ListGroups, 0, 4),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
@@ -158,6 +159,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::FindCoordinator => "FindCoordinator",
         ApiKey::OffsetCommit => "OffsetCommit",
         ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
         ApiKey::ListGroups => "ListGroups",
         ApiKey::DescribeGroups => "DescribeGroups",
         ApiKey::DeleteGroups => "DeleteGroups",
@@ -307,6 +309,13 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
+        ApiKey::TxnOffsetCommit => {
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let response = offsets::txn_offset_commit(&broker, &ctx, request).await;
+                Some(ctx.respond(&response))
+            }))
+        }
         ApiKey::ListGroups => Reply::Now(Some(ctx.respond(&groups::list_groups(
             &broker,
             &ctx,

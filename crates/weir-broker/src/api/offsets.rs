@@ -210,37 +210,51 @@ pub(super) fn offset_commit(
     OffsetCommitResponse::default().with_topics(topics)
 }
 
+/// What OffsetFetch answers for one partition.
+enum Fetched {
+    /// The committed offset, if any.
+    Committed(Option<CommittedOffset>),
+    /// `require_stable` was asked and a transaction has an offset for the
+    /// partition pending: UNSTABLE_OFFSET_COMMIT, so that a read_committed
+    /// consumer waits rather than start from an offset that may yet change.
+    Unstable,
+}
+
 /// A group's committed offsets for the requested partitions (all it has
-/// when `topics` is `None`): `(topic, [(partition, committed)])`.
-type FetchedOffsets = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
+/// when `topics` is `None`): `(topic, [(partition, fetched)])`.
+type FetchedOffsets = Vec<(String, Vec<(i32, Fetched)>)>;
 
 fn fetch_group(
     broker: &Broker,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> FetchedOffsets {
     let store = broker.offsets();
+    let fetched = |topic: &str, partition: i32, committed: Option<CommittedOffset>| {
+        if require_stable && store.has_pending(group, topic, partition) {
+            Fetched::Unstable
+        } else {
+            Fetched::Committed(committed)
+        }
+    };
     match topics {
         Some(topics) => topics
             .into_iter()
             .map(|(topic, partitions)| {
                 let found = partitions
                     .into_iter()
-                    .map(|p| (p, store.committed(group, &topic, p)))
+                    .map(|p| (p, fetched(&topic, p, store.committed(group, &topic, p))))
                     .collect();
                 (topic, found)
             })
             .collect(),
         None => {
-            let mut by_topic: std::collections::BTreeMap<
-                String,
-                Vec<(i32, Option<CommittedOffset>)>,
-            > = Default::default();
+            let mut by_topic: std::collections::BTreeMap<String, Vec<(i32, Fetched)>> =
+                Default::default();
             for ((topic, partition), committed) in store.group_offsets(group) {
-                by_topic
-                    .entry(topic)
-                    .or_default()
-                    .push((partition, Some(committed)));
+                let answer = fetched(&topic, partition, Some(committed));
+                by_topic.entry(topic).or_default().push((partition, answer));
             }
             by_topic.into_iter().collect()
         }
@@ -248,15 +262,22 @@ fn fetch_group(
 }
 
 /// The fields of one partition's answer, shared by the v1–v7 and v8+
-/// response shapes: offset, leader epoch, metadata.
-fn answer(version: i16, committed: &Option<CommittedOffset>) -> (i64, i32, Option<StrBytes>) {
-    match committed {
-        Some(c) => (
+/// response shapes: offset, leader epoch, metadata, error code.
+fn answer(version: i16, fetched: &Fetched) -> (i64, i32, Option<StrBytes>, i16) {
+    match fetched {
+        Fetched::Committed(Some(c)) => (
             c.offset,
             if version >= 5 { c.leader_epoch } else { -1 },
             Some(StrBytes::from_string(c.metadata.clone())),
+            0,
         ),
-        None => (-1, -1, Some(StrBytes::default())),
+        Fetched::Committed(None) => (-1, -1, Some(StrBytes::default()), 0),
+        Fetched::Unstable => (
+            -1,
+            -1,
+            Some(StrBytes::default()),
+            ResponseError::UnstableOffsetCommit.code(),
+        ),
     }
 }
 
@@ -283,16 +304,17 @@ pub(super) fn offset_fetch(
                         .map(|t| (t.name.0.to_string(), t.partition_indexes))
                         .collect()
                 });
-                let topics = fetch_group(broker, &group, topics)
+                let topics = fetch_group(broker, &group, topics, request.require_stable)
                     .into_iter()
                     .map(|(topic, partitions)| {
                         let partitions = partitions.into_iter().map(|(p, c)| {
-                            let (offset, epoch, metadata) = answer(ctx.version, &c);
+                            let (offset, epoch, metadata, code) = answer(ctx.version, &c);
                             OffsetFetchResponsePartitions::default()
                                 .with_partition_index(p)
                                 .with_committed_offset(offset)
                                 .with_committed_leader_epoch(epoch)
                                 .with_metadata(metadata)
+                                .with_error_code(code)
                         });
                         OffsetFetchResponseTopics::default()
                             .with_name(name(topic))
@@ -331,16 +353,19 @@ pub(super) fn offset_fetch(
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    let topics = fetch_group(broker, &group, topics)
+    // `require_stable` exists from v7 on.
+    let require_stable = ctx.version >= 7 && request.require_stable;
+    let topics = fetch_group(broker, &group, topics, require_stable)
         .into_iter()
         .map(|(topic, partitions)| {
             let partitions = partitions.into_iter().map(|(p, c)| {
-                let (offset, epoch, metadata) = answer(ctx.version, &c);
+                let (offset, epoch, metadata, code) = answer(ctx.version, &c);
                 OffsetFetchResponsePartition::default()
                     .with_partition_index(p)
                     .with_committed_offset(offset)
                     .with_committed_leader_epoch(epoch)
                     .with_metadata(metadata)
+                    .with_error_code(code)
             });
             OffsetFetchResponseTopic::default()
                 .with_name(name(topic))
@@ -415,4 +440,141 @@ pub(super) fn offset_delete(
         })
         .collect();
     OffsetDeleteResponse::default().with_topics(topics)
+}
+
+/// Kafka's `offsets.commit.timeout.ms`: how long a transactional offset
+/// commit waits for the in-sync replicas of `__consumer_offsets`.
+const TXN_COMMIT_TIMEOUT_MS: u64 = 5000;
+
+/// TxnOffsetCommit: the offsets a transaction consumed, written to the
+/// group's `__consumer_offsets` partition as one transactional batch of the
+/// producer and answered once the in-sync replicas have it. They stay
+/// pending (invisible to OffsetFetch) until the transaction's marker commits
+/// or aborts them.
+pub(super) async fn txn_offset_commit(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: kafka_protocol::messages::TxnOffsetCommitRequest,
+) -> kafka_protocol::messages::TxnOffsetCommitResponse {
+    use kafka_protocol::messages::txn_offset_commit_response::{
+        TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+    };
+    use kafka_protocol::messages::TxnOffsetCommitResponse;
+
+    use crate::group_coordinator::TxnCommitError;
+    use crate::offsets::TxnProducer;
+    use crate::partition::AppendError;
+
+    let group = request.group_id.0.to_string();
+    // Before v3 the request names no member: generation -1, member "".
+    let committer = Committer {
+        member_id: &request.member_id,
+        generation_id: request.generation_id,
+        group_instance_id: request.group_instance_id.as_deref(),
+    };
+    let producer = TxnProducer {
+        id: request.producer_id.0,
+        epoch: request.producer_epoch,
+    };
+    let group_error = if group.is_empty() {
+        Some(ResponseError::InvalidGroupId)
+    } else {
+        broker.check_coordinator(&group).err().map(kafka_error)
+    };
+    let now = now_ms();
+    let mut offsets = Vec::new();
+    // Per partition: its own error, or `None` for the outcome of the write.
+    type Answers = Vec<(i32, Option<ResponseError>)>;
+    let mut responses: Vec<(TopicName, Answers)> = Vec::new();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let partitions = topic
+            .partitions
+            .into_iter()
+            .map(|p| {
+                let metadata = p
+                    .committed_metadata
+                    .map(|m| m.to_string())
+                    .unwrap_or_default();
+                let error = if let Some(error) = group_error {
+                    Some(error)
+                } else if !partition_exists(broker, &name, p.partition_index) {
+                    Some(ResponseError::UnknownTopicOrPartition)
+                } else if metadata.len() > MAX_METADATA_BYTES {
+                    Some(ResponseError::OffsetMetadataTooLarge)
+                } else {
+                    let leader_epoch = if ctx.version >= 2 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    };
+                    offsets.push((
+                        name.clone(),
+                        p.partition_index,
+                        CommittedOffset {
+                            offset: p.committed_offset,
+                            leader_epoch,
+                            metadata,
+                            commit_timestamp: now,
+                        },
+                    ));
+                    None
+                };
+                (p.partition_index, error)
+            })
+            .collect();
+        responses.push((topic.name, partitions));
+    }
+    let outcome: Result<(), ResponseError> = if offsets.is_empty() {
+        Ok(())
+    } else {
+        let written = broker
+            .groups()
+            .commit_transactional_offsets(broker, &group, committer, producer, offsets, now);
+        match written {
+            Ok(None) => Ok(()),
+            Ok(Some((partition, until))) => {
+                let deadline = tokio::time::Instant::now()
+                    + std::time::Duration::from_millis(TXN_COMMIT_TIMEOUT_MS);
+                let node_id = broker.config().node_id;
+                // As Kafka's coordinators map the errors of their writes.
+                partition
+                    .replicated(until, node_id, deadline)
+                    .await
+                    .map_err(|(error, message)| {
+                        tracing::warn!(group = %group, %message, "transactional offset commit not replicated");
+                        match error {
+                            ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
+                            _ => ResponseError::CoordinatorNotAvailable,
+                        }
+                    })
+            }
+            Err(TxnCommitError::Membership(error)) => Err(kafka_error(error.code())),
+            Err(TxnCommitError::Append(AppendError::InvalidProducerEpoch { .. })) => {
+                Err(ResponseError::InvalidProducerEpoch)
+            }
+            Err(error) => {
+                tracing::warn!(group = %group, %error, "transactional offset commit failed");
+                Err(ResponseError::CoordinatorNotAvailable)
+            }
+        }
+    };
+    let topics = responses
+        .into_iter()
+        .map(|(name, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|(index, error)| {
+                    let code = error.or(outcome.err()).map_or(0, |e| e.code());
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(index)
+                        .with_error_code(code)
+                })
+                .collect();
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
 }

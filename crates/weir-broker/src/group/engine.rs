@@ -275,6 +275,29 @@ impl GroupEngine {
         generation_id: i32,
         group_instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
+        self.validate_commit(member_id, generation_id, group_instance_id, false)
+    }
+
+    /// Whether a TxnOffsetCommit from this member and generation is
+    /// accepted. As in Kafka, the rules of OffsetCommit apply, except that
+    /// a request without member (TxnOffsetCommit before v3 carries none) is
+    /// accepted in any state, and a rebalance in progress is no refusal.
+    pub fn validate_txn_offset_commit(
+        &self,
+        member_id: &str,
+        generation_id: i32,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
+        self.validate_commit(member_id, generation_id, group_instance_id, true)
+    }
+
+    fn validate_commit(
+        &self,
+        member_id: &str,
+        generation_id: i32,
+        group_instance_id: Option<&str>,
+        transactional: bool,
+    ) -> Result<(), GroupError> {
         if self.state == GroupState::Dead {
             return Err(GroupError::CoordinatorNotAvailable);
         }
@@ -286,10 +309,10 @@ impl GroupEngine {
             if generation_id != self.generation_id {
                 return Err(GroupError::IllegalGeneration);
             }
-        } else if self.state != GroupState::Empty {
+        } else if !transactional && self.state != GroupState::Empty {
             return Err(GroupError::UnknownMemberId);
         }
-        if self.state == GroupState::CompletingRebalance {
+        if !transactional && self.state == GroupState::CompletingRebalance {
             return Err(GroupError::RebalanceInProgress);
         }
         Ok(())

@@ -597,6 +597,45 @@ fn simple_consumer_commits_only_to_an_empty_group() {
 }
 
 #[test]
+fn transactional_commits_need_no_member_and_ignore_rebalances() {
+    let mut h = Harness::new();
+    let ids = h.stable_group(2);
+    // TxnOffsetCommit before v3 names no member: accepted in any state.
+    assert_eq!(h.engine.validate_txn_offset_commit("", -1, None), Ok(()));
+    // With a member, it is checked as OffsetCommit checks it.
+    assert_eq!(
+        h.engine.validate_txn_offset_commit(&ids[1], 1, None),
+        Ok(())
+    );
+    assert_eq!(
+        h.engine.validate_txn_offset_commit(&ids[1], 2, None),
+        Err(GroupError::IllegalGeneration)
+    );
+    assert_eq!(
+        h.engine.validate_txn_offset_commit("stranger", 1, None),
+        Err(GroupError::UnknownMemberId)
+    );
+    // CompletingRebalance refuses OffsetCommit, not TxnOffsetCommit.
+    let (leader_join, _) = h.join(join_request(&ids[0], None));
+    let (_, out) = h.join(join_request(&ids[1], None));
+    assert_eq!(join_response(&out, leader_join).generation_id, 2);
+    assert_eq!(h.engine.state(), GroupState::CompletingRebalance);
+    assert_eq!(
+        h.engine.validate_offset_commit(&ids[1], 2, None),
+        Err(GroupError::RebalanceInProgress)
+    );
+    assert_eq!(
+        h.engine.validate_txn_offset_commit(&ids[1], 2, None),
+        Ok(())
+    );
+    h.handle(Event::Unload { now_ms: h.now });
+    assert_eq!(
+        h.engine.validate_txn_offset_commit("", -1, None),
+        Err(GroupError::CoordinatorNotAvailable)
+    );
+}
+
+#[test]
 fn member_missing_its_session_timeout_is_removed_and_the_group_rebalances() {
     let mut h = Harness::new();
     let ids = h.stable_group(2);
