@@ -64,8 +64,9 @@ fn txn_commit(
         .expect("something to write")
 }
 
-/// Appends a transaction marker as a partition leader writes it, and
-/// tells the store, as the broker's marker hook does. Returns its offset.
+/// Appends a transaction marker to the log, as a partition leader writes
+/// it, and tells the store, as the broker's marker hook does. Returns its
+/// offset.
 fn marker(
     store: &OffsetStore,
     partition: &Partition,
@@ -94,10 +95,7 @@ fn marker(
         compression: Compression::None,
     };
     RecordBatchEncoder::encode(&mut batch, &[record], &options).unwrap();
-    let at = partition
-        .append_from(&batch, 0, AppendOrigin::Coordinator)
-        .unwrap()
-        .base_offset;
+    let at = partition.log.append(&batch, 0).unwrap().base_offset;
     store.complete_transaction(partition.index, count, producer.id, commit, at);
     at
 }
