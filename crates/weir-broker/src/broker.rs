@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetadataImage, TopicInfo};
 
 use crate::config::BrokerConfig;
@@ -54,7 +54,12 @@ impl From<MetadataError> for BrokerError {
 pub struct Broker {
     /// This broker, for tasks it starts from `&self`.
     me: std::sync::Weak<Broker>,
+    /// The settings as the broker started. Those marked dynamic may have
+    /// changed since: [`config`](Self::config) has the settings in force.
     config: BrokerConfig,
+    /// The settings in force, rebuilt when the dynamic broker configs in
+    /// the metadata change.
+    current: RwLock<CurrentConfig>,
     cluster_id: String,
     meta: Metadata,
     /// This node as it registers with the controller.
@@ -69,6 +74,17 @@ pub struct Broker {
     serving: AtomicBool,
     offsets: OffsetStore,
     groups: GroupCoordinator,
+}
+
+/// The settings in force and what they were built from.
+struct CurrentConfig {
+    config: Arc<BrokerConfig>,
+    /// The applied index of the image they were built from: an older image
+    /// never replaces them.
+    image_index: u64,
+    /// The dynamic configs of that image as stored (cluster-wide default,
+    /// this broker's), including any that could not be applied.
+    dynamic: (BTreeMap<String, String>, BTreeMap<String, String>),
 }
 
 impl Broker {
@@ -108,8 +124,19 @@ impl Broker {
             incarnation: uuid::Uuid::new_v4(),
         };
         meta.submit(Command::RegisterBroker(registration.clone()))?;
+        // Dynamic broker configs apply before any partition opens.
+        let image = meta.image();
+        let dynamic = (
+            image.broker_configs(None).clone(),
+            image.broker_configs(Some(config.node_id)).clone(),
+        );
+        let current = CurrentConfig {
+            config: Arc::new(config.with_dynamic_lenient(&dynamic.0, &dynamic.1)),
+            image_index: image.applied_index(),
+            dynamic,
+        };
         let replicas = ReplicaManager::new(config.node_id);
-        replicas.reconcile(&config, &meta.image());
+        replicas.reconcile(&current.config, &image);
         let offsets = OffsetStore::load(&replicas.of_topic(OFFSETS_TOPIC)).map_err(|source| {
             BrokerError::Log {
                 topic: OFFSETS_TOPIC.to_owned(),
@@ -135,6 +162,7 @@ impl Broker {
         let broker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             config,
+            current: RwLock::new(current),
             cluster_id,
             meta,
             registration,
@@ -183,7 +211,8 @@ impl Broker {
     /// Applies the current image to the hosted replicas.
     pub fn reconcile(&self) {
         let image = self.meta.image();
-        let outcome = self.replicas.reconcile(&self.config, &image);
+        let config = self.follow_config(&image);
+        let outcome = self.replicas.reconcile(&config, &image);
         for topic in outcome.removed_topics {
             self.forget_offsets_of(&topic);
         }
@@ -232,8 +261,39 @@ impl Broker {
         Ok(())
     }
 
-    pub fn config(&self) -> &BrokerConfig {
-        &self.config
+    /// The settings in force: the static ones under the dynamic broker
+    /// configs of the metadata. A snapshot, cheap to take (a read lock and
+    /// a reference count); take it again for the latest.
+    pub fn config(&self) -> Arc<BrokerConfig> {
+        self.current.read().config.clone()
+    }
+
+    /// This broker's id, which never changes.
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// Rebuilds the settings when the dynamic broker configs of `image`
+    /// differ from those they were built from; the settings in force.
+    fn follow_config(&self, image: &MetadataImage) -> Arc<BrokerConfig> {
+        let default = image.broker_configs(None);
+        let own = image.broker_configs(Some(self.config.node_id));
+        let mut current = self.current.write();
+        if image.applied_index() <= current.image_index {
+            return current.config.clone();
+        }
+        current.image_index = image.applied_index();
+        if current.dynamic.0 == *default && current.dynamic.1 == *own {
+            return current.config.clone();
+        }
+        current.config = Arc::new(self.config.with_dynamic_lenient(default, own));
+        current.dynamic = (default.clone(), own.clone());
+        tracing::info!(
+            cluster_default = ?current.config.dynamic_default,
+            broker = ?current.config.dynamic_broker,
+            "dynamic broker configs changed"
+        );
+        current.config.clone()
     }
 
     pub fn offsets(&self) -> &OffsetStore {
@@ -542,6 +602,52 @@ impl Broker {
         }
         self.submit(command)?;
         tracing::info!(topic = name, "altered topic configs");
+        Ok(())
+    }
+
+    /// Sets and removes dynamic broker configs: those of broker `target`,
+    /// or with `None` the cluster-wide default. Every name must be a
+    /// dynamic broker config and every value valid for this broker's
+    /// settings; every broker applies the change as soon as it sees it.
+    /// With `validate_only` nothing changes.
+    pub fn alter_broker_configs(
+        &self,
+        target: Option<i32>,
+        set: BTreeMap<String, String>,
+        delete: Vec<String>,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        let _admin = self.admin.lock();
+        let image = self.meta.image();
+        let stored = image.broker_configs(target);
+        crate::config::check_dynamic_names(&set, &delete, stored)?;
+        let mut level = stored.clone();
+        for name in &delete {
+            level.remove(name);
+        }
+        level.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        // The values as this broker would run with them (another broker's
+        // own configs are checked over this one's static settings).
+        let (default, own) = match target {
+            None => (&level, image.broker_configs(Some(self.config.node_id))),
+            Some(_) => (image.broker_configs(None), &level),
+        };
+        self.config
+            .with_dynamic(default, own)
+            .map_err(MetaError::from)?;
+        let command = Command::AlterBrokerConfigs {
+            broker: target,
+            set,
+            delete,
+        };
+        if validate_only {
+            return Ok(image.validate(&command)?);
+        }
+        self.submit(command)?;
+        match target {
+            Some(id) => tracing::info!(broker = id, "altered dynamic broker configs"),
+            None => tracing::info!("altered the cluster-wide dynamic broker configs"),
+        }
         Ok(())
     }
 

@@ -7,12 +7,40 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use weir_meta::topic_config::ConfigType;
+
 /// A broker config Weir understands, with Kafka's default.
 #[derive(Debug, Clone, Copy)]
 pub struct BrokerConfigDef {
     pub name: &'static str,
     pub default: &'static str,
+    /// The value type, as DescribeConfigs reports it.
+    pub config_type: ConfigType,
+    /// Whether AlterConfigs may change it while the broker runs, for one
+    /// broker or as the cluster-wide default: the configs Kafka's
+    /// `DynamicLogConfig` (the broker defaults of topic configs) and
+    /// `LogCleaner` reconfigure. The others (identity, listeners, storage,
+    /// membership, groups) are read once at start.
+    pub dynamic: bool,
     pub doc: &'static str,
+}
+
+/// The definition of the broker config `name`.
+pub fn lookup(name: &str) -> Option<&'static BrokerConfigDef> {
+    BROKER_CONFIGS.iter().find(|def| def.name == name)
+}
+
+/// Where a config value comes from, as DescribeConfigs reports it (Kafka's
+/// `ConfigSource`), in Kafka's order of precedence for broker configs:
+/// dynamic per broker, dynamic cluster default, static, default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i8)]
+pub enum ConfigSource {
+    TopicConfig = 1,
+    DynamicBrokerConfig = 2,
+    DynamicDefaultBrokerConfig = 3,
+    StaticBrokerConfig = 4,
+    DefaultConfig = 5,
 }
 
 /// The Kafka broker configs Weir supports.
@@ -20,184 +48,290 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     BrokerConfigDef {
         name: "num.partitions",
         default: "1",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "Partitions of an auto-created topic, or of one created without a count",
     },
     BrokerConfigDef {
         name: "auto.create.topics.enable",
         default: "true",
+        config_type: ConfigType::Boolean,
+        dynamic: false,
         doc: "Create a topic when a client asks for metadata of an unknown one",
     },
     BrokerConfigDef {
         name: "log.segment.bytes",
         default: "1073741824",
+        config_type: ConfigType::Int,
+        dynamic: true,
         doc: "Default segment.bytes of topics",
     },
     BrokerConfigDef {
         name: "log.retention.ms",
         default: "604800000",
+        config_type: ConfigType::Long,
+        dynamic: true,
         doc: "Default retention.ms of topics (-1: keep forever)",
     },
     BrokerConfigDef {
         name: "log.retention.bytes",
         default: "-1",
+        config_type: ConfigType::Long,
+        dynamic: true,
         doc: "Default retention.bytes of topics (-1: no limit)",
     },
     BrokerConfigDef {
         name: "log.retention.check.interval.ms",
         default: "300000",
+        config_type: ConfigType::Long,
+        dynamic: false,
         doc: "How often retention is enforced",
     },
     BrokerConfigDef {
         name: "message.max.bytes",
         default: "1048588",
+        config_type: ConfigType::Int,
+        dynamic: true,
         doc: "Default max.message.bytes of topics: the largest record batch accepted",
     },
     BrokerConfigDef {
         name: "socket.request.max.bytes",
         default: "104857600",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "Largest request accepted; larger frames close the connection",
     },
     BrokerConfigDef {
         name: "log.flush.interval.messages",
         default: "9223372036854775807",
+        config_type: ConfigType::Long,
+        dynamic: true,
         doc: "Default flush.messages of topics: fsync after this many records",
     },
     BrokerConfigDef {
         name: "log.flush.interval.ms",
         default: "9223372036854775807",
+        config_type: ConfigType::Long,
+        dynamic: true,
         doc: "Default flush.ms of topics: fsync when unflushed data is this old",
     },
     BrokerConfigDef {
         name: "connections.max.idle.ms",
         default: "600000",
+        config_type: ConfigType::Long,
+        dynamic: false,
         doc: "Close connections idle this long",
     },
     BrokerConfigDef {
         name: "queued.max.request.bytes",
         default: "536870912",
+        config_type: ConfigType::Long,
+        dynamic: false,
         doc: "Memory for requests being read or processed, across all connections",
     },
     BrokerConfigDef {
         name: "offsets.topic.num.partitions",
         default: "50",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "Partitions of __consumer_offsets, fixed when it is first created",
     },
     BrokerConfigDef {
         name: "offsets.retention.minutes",
         default: "10080",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "How long committed offsets of a group without members are kept",
     },
     BrokerConfigDef {
         name: "offsets.retention.check.interval.ms",
         default: "600000",
+        config_type: ConfigType::Long,
+        dynamic: false,
         doc: "How often committed offsets are checked for expiry",
     },
     BrokerConfigDef {
         name: "group.initial.rebalance.delay.ms",
         default: "3000",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "How long the first rebalance of an empty group waits for more members",
     },
     BrokerConfigDef {
         name: "group.min.session.timeout.ms",
         default: "6000",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "The smallest session timeout a group member may ask for",
     },
     BrokerConfigDef {
         name: "group.max.session.timeout.ms",
         default: "1800000",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "The largest session timeout a group member may ask for",
     },
     BrokerConfigDef {
         name: "group.max.size",
         default: "2147483647",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "The most members a consumer group may have",
     },
     BrokerConfigDef {
         name: "replica.lag.time.max.ms",
         default: "30000",
+        config_type: ConfigType::Long,
+        dynamic: false,
         doc: "A follower that has not caught up with its leader for this long leaves the ISR",
     },
     BrokerConfigDef {
         name: "broker.rack",
         default: "",
+        config_type: ConfigType::String,
+        dynamic: false,
         doc: "This broker's rack, for rack-aware replica placement (empty: none)",
     },
     BrokerConfigDef {
         name: "broker.session.timeout.ms",
         default: "9000",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "A broker that sends no heartbeat to the active controller for this long is fenced",
     },
     BrokerConfigDef {
         name: "broker.heartbeat.interval.ms",
         default: "2000",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "How often a broker heartbeats to the active controller",
     },
     BrokerConfigDef {
         name: "default.replication.factor",
         default: "1",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "Replicas of a topic created without a replication factor",
     },
     BrokerConfigDef {
         name: "offsets.topic.replication.factor",
         default: "3",
+        config_type: ConfigType::Int,
+        dynamic: false,
         doc: "Replicas of __consumer_offsets (fewer while the cluster has fewer live brokers)",
     },
     BrokerConfigDef {
         name: "auto.leader.rebalance.enable",
         default: "true",
+        config_type: ConfigType::Boolean,
+        dynamic: false,
         doc: "Move leadership back to each partition's preferred replica when it is in sync",
     },
     BrokerConfigDef {
         name: "leader.imbalance.check.interval.seconds",
         default: "300",
+        config_type: ConfigType::Long,
+        dynamic: false,
         doc: "How often the active controller looks for partitions to give back to their preferred leader",
     },
     BrokerConfigDef {
         name: "log.cleaner.enable",
         default: "true",
+        config_type: ConfigType::Boolean,
+        dynamic: false,
         doc: "Run the log cleaner, which compacts topics whose cleanup.policy includes compact",
     },
     BrokerConfigDef {
         name: "log.cleaner.backoff.ms",
         default: "15000",
+        config_type: ConfigType::Long,
+        dynamic: true,
         doc: "How long the log cleaner sleeps when no log needs cleaning",
     },
     BrokerConfigDef {
         name: "log.cleaner.dedupe.buffer.size",
         default: "134217728",
+        config_type: ConfigType::Long,
+        dynamic: true,
         doc: "Memory for the log cleaner's key-to-offset map (24 bytes a key); a pass cleans what it covers",
     },
     BrokerConfigDef {
         name: "log.cleaner.io.max.bytes.per.second",
         default: "1.7976931348623157E308",
+        config_type: ConfigType::Double,
+        dynamic: true,
         doc: "The log cleaner's read plus write rate limit",
     },
     BrokerConfigDef {
         name: "log.cleanup.policy",
         default: "delete",
+        config_type: ConfigType::List,
+        dynamic: true,
         doc: "Default cleanup.policy of topics: delete, compact, or compact,delete",
     },
     BrokerConfigDef {
         name: "log.cleaner.delete.retention.ms",
         default: "86400000",
+        config_type: ConfigType::Long,
+        dynamic: true,
         doc: "Default delete.retention.ms of topics: how long a tombstone stays once cleaned",
     },
     BrokerConfigDef {
         name: "log.cleaner.min.compaction.lag.ms",
         default: "0",
+        config_type: ConfigType::Long,
+        dynamic: true,
         doc: "Default min.compaction.lag.ms of topics: records younger than this are not compacted",
     },
     BrokerConfigDef {
         name: "log.cleaner.max.compaction.lag.ms",
         default: "9223372036854775807",
+        config_type: ConfigType::Long,
+        dynamic: true,
         doc: "Default max.compaction.lag.ms of topics: records older than this are compacted whatever the dirty ratio",
     },
     BrokerConfigDef {
         name: "log.cleaner.min.cleanable.ratio",
         default: "0.5",
+        config_type: ConfigType::Double,
+        dynamic: true,
         doc: "Default min.cleanable.dirty.ratio of topics: the dirty share of a log before it is cleaned",
     },
 ];
+
+/// Checks the names of a change to the dynamic broker configs of one
+/// level (`stored`: what that level holds now): each must be a broker
+/// config (INVALID_CONFIG), and those set must be dynamic (INVALID_REQUEST,
+/// with Kafka's message). A name stored may always be deleted.
+pub fn check_dynamic_names(
+    set: &BTreeMap<String, String>,
+    delete: &[String],
+    stored: &BTreeMap<String, String>,
+) -> Result<(), weir_meta::MetaError> {
+    let deleted = delete.iter().filter(|name| !stored.contains_key(*name));
+    if let Some(name) = set
+        .keys()
+        .chain(deleted)
+        .find(|name| lookup(name).is_none())
+    {
+        return Err(weir_meta::MetaError::InvalidConfig {
+            key: name.clone(),
+            reason: format!("Unknown broker config name: {name}"),
+        });
+    }
+    let read_only: Vec<&str> = set
+        .keys()
+        .filter(|name| lookup(name).is_some_and(|def| !def.dynamic))
+        .map(String::as_str)
+        .collect();
+    if !read_only.is_empty() {
+        return Err(weir_meta::MetaError::InvalidRequest(format!(
+            "Cannot update these configs dynamically: Set({})",
+            read_only.join(", ")
+        )));
+    }
+    Ok(())
+}
 
 /// Why a config value was refused.
 #[derive(Debug, thiserror::Error)]
@@ -206,6 +340,19 @@ pub struct ConfigError {
     pub name: String,
     pub value: String,
     pub reason: String,
+}
+
+impl From<ConfigError> for weir_meta::MetaError {
+    /// INVALID_CONFIG, worded like Kafka's.
+    fn from(error: ConfigError) -> Self {
+        weir_meta::MetaError::InvalidConfig {
+            reason: format!(
+                "Invalid value {} for configuration {}: {}",
+                error.value, error.name, error.reason
+            ),
+            key: error.name,
+        }
+    }
 }
 
 /// The broker's settings.
@@ -264,8 +411,14 @@ pub struct BrokerConfig {
     pub is_controller: bool,
     /// The Kafka-named values in force, for DescribeConfigs.
     pub values: BTreeMap<String, String>,
-    /// Names set explicitly (not defaults).
-    pub overridden: Vec<String>,
+    /// The values given at start (flags, `WEIR_*` variables, weir.toml).
+    pub static_values: BTreeMap<String, String>,
+    /// The dynamic cluster-wide defaults in force (AlterConfigs on the
+    /// broker resource "").
+    pub dynamic_default: BTreeMap<String, String>,
+    /// The dynamic configs of this broker in force (AlterConfigs on the
+    /// broker resource named by its id).
+    pub dynamic_broker: BTreeMap<String, String>,
 }
 
 impl BrokerConfig {
@@ -430,9 +583,114 @@ impl BrokerConfig {
             controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             controllers: Vec::new(),
             is_controller: true,
-            overridden: values.keys().cloned().collect(),
+            static_values: values.clone(),
+            dynamic_default: BTreeMap::new(),
+            dynamic_broker: BTreeMap::new(),
             values: merged,
         })
+    }
+
+    /// These settings with dynamic configs over the static ones, in
+    /// Kafka's order of precedence: this broker's own (`broker`), then the
+    /// cluster-wide default, then the static value, then the default. Every
+    /// name must be a dynamic config and every value valid, as when the
+    /// broker started.
+    pub fn with_dynamic(
+        &self,
+        default: &BTreeMap<String, String>,
+        broker: &BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        for (name, value) in default.iter().chain(broker) {
+            let reason = match lookup(name) {
+                None => "unknown broker config",
+                Some(def) if !def.dynamic => "cannot be updated dynamically",
+                Some(_) => continue,
+            };
+            return Err(ConfigError {
+                name: name.clone(),
+                value: value.clone(),
+                reason: reason.into(),
+            });
+        }
+        let mut values = self.static_values.clone();
+        values.extend(
+            default
+                .iter()
+                .chain(broker)
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        let mut config = Self::new(
+            self.node_id,
+            self.data_dir.clone(),
+            self.listen,
+            Some((self.advertised_host.clone(), self.advertised_port)),
+            self.http_listen,
+            &values,
+        )?;
+        config.controller_listen = self.controller_listen;
+        config.controllers = self.controllers.clone();
+        config.is_controller = self.is_controller;
+        config.static_values = self.static_values.clone();
+        config.dynamic_default = default.clone();
+        config.dynamic_broker = broker.clone();
+        Ok(config)
+    }
+
+    /// [`with_dynamic`](Self::with_dynamic) for configs read from the
+    /// metadata, which a broker of another version may have written: a
+    /// config this broker cannot apply (unknown, read-only here, invalid)
+    /// is left out with a warning, and the rest applies.
+    pub fn with_dynamic_lenient(
+        &self,
+        default: &BTreeMap<String, String>,
+        broker: &BTreeMap<String, String>,
+    ) -> Self {
+        let (mut default, mut broker) = (default.clone(), broker.clone());
+        loop {
+            match self.with_dynamic(&default, &broker) {
+                Ok(config) => return config,
+                Err(error) => {
+                    tracing::warn!(%error, "ignoring a dynamic broker config");
+                    // The value at fault is the one in force: this
+                    // broker's own before the cluster-wide default.
+                    let dropped = broker.remove(&error.name).is_some()
+                        || default.remove(&error.name).is_some();
+                    if !dropped {
+                        // Not a dynamic value at fault: keep what runs.
+                        return self.clone();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Where the value in force of the broker config `name` comes from.
+    pub fn source(&self, name: &str) -> ConfigSource {
+        self.synonyms(name)
+            .first()
+            .map_or(ConfigSource::DefaultConfig, |(_, source)| *source)
+    }
+
+    /// Every value the broker config `name` has, by level, in order of
+    /// precedence (what DescribeConfigs reports as synonyms), the default
+    /// last.
+    pub fn synonyms(&self, name: &str) -> Vec<(String, ConfigSource)> {
+        let levels = [
+            (&self.dynamic_broker, ConfigSource::DynamicBrokerConfig),
+            (
+                &self.dynamic_default,
+                ConfigSource::DynamicDefaultBrokerConfig,
+            ),
+            (&self.static_values, ConfigSource::StaticBrokerConfig),
+        ];
+        let mut synonyms: Vec<(String, ConfigSource)> = levels
+            .into_iter()
+            .filter_map(|(values, source)| Some((values.get(name)?.clone(), source)))
+            .collect();
+        if let Some(def) = lookup(name) {
+            synonyms.push((def.default.to_owned(), ConfigSource::DefaultConfig));
+        }
+        synonyms
     }
 
     /// The settings of this node's controller.
@@ -547,6 +805,189 @@ mod tests {
         assert_eq!(config.log_cleaner_io_max_bytes_per_second, 1e6);
         assert!(build(&[("log.cleanup.policy", "shred")]).is_err());
         assert!(build(&[("log.cleaner.min.cleanable.ratio", "1.5")]).is_err());
+    }
+
+    fn map(values: &[(&str, &str)]) -> BTreeMap<String, String> {
+        values
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn dynamic_configs_take_kafkas_precedence() {
+        let config = build(&[("log.retention.ms", "1000"), ("log.segment.bytes", "2048")]).unwrap();
+        let default = map(&[("log.retention.ms", "2000"), ("log.retention.bytes", "10")]);
+        let own = map(&[("log.retention.bytes", "20")]);
+        let dynamic = config.with_dynamic(&default, &own).unwrap();
+        // Per broker > cluster default > static > default.
+        assert_eq!(dynamic.log_retention_bytes, 20);
+        assert_eq!(dynamic.log_retention_ms, 2000);
+        assert_eq!(dynamic.log_segment_bytes, 2048);
+        assert_eq!(dynamic.log_cleaner_backoff_ms, 15_000);
+        assert_eq!(
+            dynamic.source("log.retention.bytes"),
+            ConfigSource::DynamicBrokerConfig
+        );
+        assert_eq!(
+            dynamic.source("log.retention.ms"),
+            ConfigSource::DynamicDefaultBrokerConfig
+        );
+        assert_eq!(
+            dynamic.source("log.segment.bytes"),
+            ConfigSource::StaticBrokerConfig
+        );
+        assert_eq!(
+            dynamic.source("log.cleaner.backoff.ms"),
+            ConfigSource::DefaultConfig
+        );
+        assert_eq!(dynamic.values["log.retention.bytes"], "20");
+        assert_eq!(
+            dynamic.synonyms("log.retention.ms"),
+            [
+                ("2000".to_owned(), ConfigSource::DynamicDefaultBrokerConfig),
+                ("1000".to_owned(), ConfigSource::StaticBrokerConfig),
+                ("604800000".to_owned(), ConfigSource::DefaultConfig),
+            ]
+        );
+        // Dropping the dynamic values goes back to the static ones.
+        let back = dynamic
+            .with_dynamic(&BTreeMap::new(), &BTreeMap::new())
+            .unwrap();
+        assert_eq!(
+            (back.log_retention_ms, back.log_retention_bytes),
+            (1000, -1)
+        );
+        assert_eq!(
+            back.source("log.retention.ms"),
+            ConfigSource::StaticBrokerConfig
+        );
+        // What is not a Kafka config stays.
+        assert_eq!(back.node_id, 1);
+        assert_eq!(back.advertised_host, "127.0.0.1");
+    }
+
+    #[test]
+    fn dynamic_configs_are_validated() {
+        let config = build(&[]).unwrap();
+        let none = BTreeMap::new();
+        let err = config
+            .with_dynamic(&map(&[("log.retention.ms", "-5")]), &none)
+            .unwrap_err();
+        assert_eq!(err.name, "log.retention.ms");
+        assert!(err.reason.contains("between"), "{err}");
+        let err = config
+            .with_dynamic(&none, &map(&[("log.cleanup.policy", "shred")]))
+            .unwrap_err();
+        assert_eq!(err.name, "log.cleanup.policy");
+        let err = config
+            .with_dynamic(&map(&[("num.partitions", "3")]), &none)
+            .unwrap_err();
+        assert_eq!(err.reason, "cannot be updated dynamically");
+        let err = config
+            .with_dynamic(&map(&[("no.such.config", "3")]), &none)
+            .unwrap_err();
+        assert_eq!(err.reason, "unknown broker config");
+        // From the metadata: what cannot apply is left out, the rest applies.
+        let lenient = config.with_dynamic_lenient(
+            &map(&[("log.retention.ms", "5000"), ("num.partitions", "3")]),
+            &map(&[
+                ("log.retention.bytes", "oops"),
+                ("log.segment.bytes", "4096"),
+            ]),
+        );
+        assert_eq!(lenient.log_retention_ms, 5000);
+        assert_eq!(lenient.log_retention_bytes, -1);
+        assert_eq!(lenient.log_segment_bytes, 4096);
+        assert_eq!(lenient.num_partitions, 1);
+    }
+
+    #[test]
+    fn names_of_a_dynamic_change() {
+        let stored = map(&[("old.removed.config", "1")]);
+        let check = |set: &[(&str, &str)], delete: &[&str]| {
+            let delete: Vec<String> = delete.iter().map(|s| s.to_string()).collect();
+            check_dynamic_names(&map(set), &delete, &stored)
+                .map_err(|e| (e.kafka_error_code(), e.to_string()))
+        };
+        assert_eq!(
+            check(&[("log.retention.ms", "1")], &["log.segment.bytes"]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&[("log.retention.msec", "1")], &[]),
+            Err((40, "Unknown broker config name: log.retention.msec".into()))
+        );
+        assert_eq!(
+            check(&[], &["nope"]),
+            Err((40, "Unknown broker config name: nope".into()))
+        );
+        // A stale name stored may go.
+        assert_eq!(check(&[], &["old.removed.config"]), Ok(()));
+        assert_eq!(
+            check(
+                &[
+                    ("num.partitions", "3"),
+                    ("broker.rack", "a"),
+                    ("log.retention.ms", "1")
+                ],
+                &[]
+            ),
+            Err((
+                42,
+                "Cannot update these configs dynamically: Set(broker.rack, num.partitions)".into()
+            ))
+        );
+        let invalid: weir_meta::MetaError = build(&[])
+            .unwrap()
+            .with_dynamic(&map(&[("log.retention.bytes", "-9")]), &BTreeMap::new())
+            .unwrap_err()
+            .into();
+        assert_eq!(invalid.kafka_error_code(), 40);
+        assert_eq!(
+            invalid.to_string(),
+            format!(
+                "Invalid value -9 for configuration log.retention.bytes: must be between -1 and {}",
+                i64::MAX
+            )
+        );
+    }
+
+    #[test]
+    fn only_kafkas_dynamic_configs_are_dynamic() {
+        let dynamic: Vec<&str> = BROKER_CONFIGS
+            .iter()
+            .filter(|d| d.dynamic)
+            .map(|d| d.name)
+            .collect();
+        for name in [
+            "log.retention.ms",
+            "log.retention.bytes",
+            "log.segment.bytes",
+            "log.cleanup.policy",
+            "message.max.bytes",
+            "log.flush.interval.ms",
+            "log.cleaner.io.max.bytes.per.second",
+            "log.cleaner.min.cleanable.ratio",
+        ] {
+            assert!(dynamic.contains(&name), "{name}");
+        }
+        for name in [
+            "num.partitions",
+            "log.cleaner.enable",
+            "log.retention.check.interval.ms",
+            "broker.rack",
+            "socket.request.max.bytes",
+        ] {
+            assert!(!dynamic.contains(&name), "{name}");
+        }
+        // Each dynamic config that supplies a topic default names its
+        // topic config's type.
+        for def in weir_meta::topic_config::all() {
+            if let Some(broker) = def.broker_config.and_then(lookup) {
+                assert_eq!(broker.config_type, def.config_type, "{}", def.name);
+            }
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! first (`cleanup.policy` with `compact`, `__consumer_offsets` included),
 //! each below its high watermark. The cleaning itself is
 //! [`weir_log::Cleaner`]'s; this task picks the logs, reports, and stops a
-//! pass at shutdown.
+//! pass at shutdown. The dynamic cleaner configs (backoff, dedupe buffer,
+//! I/O limit) apply from the next pass on.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,21 +31,32 @@ struct State {
 /// Runs until `shutdown` turns true; a pass under way is stopped at its next
 /// batch (what it swapped in stays, the rest waits for the next start).
 pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
-    let config = broker.config();
-    if !config.log_cleaner_enable {
+    if !broker.config().log_cleaner_enable {
         return;
     }
-    let backoff = Duration::from_millis(config.log_cleaner_backoff_ms);
-    let cleaner = Cleaner::new(CleanerConfig {
-        dedupe_buffer_size: config.log_cleaner_dedupe_buffer_size,
-        io_max_bytes_per_second: config.log_cleaner_io_max_bytes_per_second,
-    });
-    let abort = cleaner.abort_handle();
+    let mut settings = cleaner_config(&broker);
     let mut state = State {
-        cleaner,
+        cleaner: Cleaner::new(settings.clone()),
         failed: HashMap::new(),
     };
     loop {
+        let latest = cleaner_config(&broker);
+        if (latest.dedupe_buffer_size, latest.io_max_bytes_per_second)
+            != (
+                settings.dedupe_buffer_size,
+                settings.io_max_bytes_per_second,
+            )
+        {
+            tracing::info!(
+                dedupe_buffer_size = latest.dedupe_buffer_size,
+                io_max_bytes_per_second = latest.io_max_bytes_per_second,
+                "log cleaner reconfigured"
+            );
+            state.cleaner = Cleaner::new(latest.clone());
+            settings = latest;
+        }
+        let abort = state.cleaner.abort_handle();
+        let backoff = Duration::from_millis(broker.config().log_cleaner_backoff_ms);
         let round = {
             let broker = broker.clone();
             tokio::task::spawn_blocking(move || {
@@ -72,6 +84,15 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             _ = tokio::time::sleep(backoff) => {}
             _ = shutdown.changed() => return,
         }
+    }
+}
+
+/// The cleaner's settings in force.
+fn cleaner_config(broker: &Broker) -> CleanerConfig {
+    let config = broker.config();
+    CleanerConfig {
+        dedupe_buffer_size: config.log_cleaner_dedupe_buffer_size,
+        io_max_bytes_per_second: config.log_cleaner_io_max_bytes_per_second,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The partitions this node hosts, kept in step with the metadata image:
 //! a replica assigned here is opened, a topic deleted (or recreated under a
-//! new id) loses its data, config overrides are applied live, and each
+//! new id) loses its data, config overrides and changed broker defaults
+//! (dynamic broker configs) are applied live, and each
 //! partition learns its leader, leader epoch and ISR.
 //!
 //! Every node runs [`ReplicaManager::reconcile`] after each image change,
@@ -43,6 +44,8 @@ struct HostedTopic {
     id: uuid::Uuid,
     /// The config overrides the logs were last configured with.
     overrides: BTreeMap<String, String>,
+    /// The broker settings, for the defaults, they were configured with.
+    defaults: Arc<BrokerConfig>,
     partitions: BTreeMap<i32, Arc<Partition>>,
 }
 
@@ -134,7 +137,7 @@ impl ReplicaManager {
 
     /// Brings the hosted replicas in line with `image`. Failures to open
     /// or delete a partition are logged and retried at the next change.
-    pub fn reconcile(&self, config: &BrokerConfig, image: &MetadataImage) -> Reconciled {
+    pub fn reconcile(&self, config: &Arc<BrokerConfig>, image: &MetadataImage) -> Reconciled {
         let mut followed = self.reconciling.lock();
         let mut outcome = Reconciled::default();
         if image.applied_index() < *followed {
@@ -171,7 +174,7 @@ impl ReplicaManager {
 
     fn reconcile_topic(
         &self,
-        config: &BrokerConfig,
+        config: &Arc<BrokerConfig>,
         image: &MetadataImage,
         topic: &TopicInfo,
         outcome: &mut Reconciled,
@@ -187,7 +190,9 @@ impl ReplicaManager {
             let hosted = topics.get(&topic.name);
             let opened: BTreeMap<i32, Arc<Partition>> =
                 hosted.map(|h| h.partitions.clone()).unwrap_or_default();
-            let changed = hosted.is_some_and(|h| h.overrides != topic.configs);
+            // A topic without an override follows the broker's default.
+            let changed = hosted
+                .is_some_and(|h| h.overrides != topic.configs || !Arc::ptr_eq(&h.defaults, config));
             let unassigned: Vec<i32> = opened
                 .keys()
                 .filter(|i| !assigned.iter().any(|p| p.partition == **i))
@@ -278,6 +283,7 @@ impl ReplicaManager {
             HostedTopic {
                 id: topic.id,
                 overrides: topic.configs.clone(),
+                defaults: config.clone(),
                 partitions: opened,
             },
         );

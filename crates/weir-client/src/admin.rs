@@ -89,18 +89,23 @@ pub struct CreatedTopic {
     pub partitions: i32,
 }
 
-/// What DescribeConfigs describes.
+/// What DescribeConfigs describes and AlterConfigs changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigResource {
     Topic(String),
+    /// One broker: its configs in force (describe), its own dynamic
+    /// configs (alter).
     Broker(i32),
+    /// The cluster-wide default of the dynamic broker configs (Kafka's
+    /// broker resource named "").
+    BrokerDefault,
 }
 
 impl ConfigResource {
     fn kafka_type(&self) -> i8 {
         match self {
             Self::Topic(_) => 2,
-            Self::Broker(_) => 4,
+            Self::Broker(_) | Self::BrokerDefault => 4,
         }
     }
 
@@ -108,6 +113,7 @@ impl ConfigResource {
         match self {
             Self::Topic(name) => name.clone(),
             Self::Broker(id) => id.to_string(),
+            Self::BrokerDefault => String::new(),
         }
     }
 }
@@ -486,6 +492,20 @@ impl Client {
         set: &[(String, String)],
         delete: &[String],
     ) -> Result<(), ClientError> {
+        self.alter_configs(ConfigResource::Topic(topic.to_owned()), set, delete)
+            .await
+    }
+
+    /// Sets and removes configs of a resource in one request
+    /// (IncrementalAlterConfigs SET and DELETE), validated by the broker: a
+    /// topic's overrides, a broker's dynamic configs, or the cluster-wide
+    /// default of the dynamic broker configs.
+    pub async fn alter_configs(
+        &mut self,
+        resource: ConfigResource,
+        set: &[(String, String)],
+        delete: &[String],
+    ) -> Result<(), ClientError> {
         use kafka_protocol::messages::incremental_alter_configs_request::{
             AlterConfigsResource, AlterableConfig,
         };
@@ -508,8 +528,8 @@ impl Client {
             .collect();
         let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
             AlterConfigsResource::default()
-                .with_resource_type(ConfigResource::Topic(String::new()).kafka_type())
-                .with_resource_name(StrBytes::from_string(topic.to_owned()))
+                .with_resource_type(resource.kafka_type())
+                .with_resource_name(StrBytes::from_string(resource.name()))
                 .with_configs(configs),
         ]);
         let response: IncrementalAlterConfigsResponse = self
@@ -519,7 +539,7 @@ impl Client {
             .responses
             .into_iter()
             .next()
-            .ok_or_else(|| self.missing("IncrementalAlterConfigs", topic))?;
+            .ok_or_else(|| self.missing("IncrementalAlterConfigs", &resource.name()))?;
         check(result.error_code, text(result.error_message))
     }
 

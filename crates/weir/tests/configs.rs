@@ -1,5 +1,6 @@
-//! Changing topic configs while the broker runs (AlterConfigs,
-//! IncrementalAlterConfigs) and deleting records (DeleteRecords).
+//! Changing topic and broker configs while the broker runs (AlterConfigs,
+//! IncrementalAlterConfigs, `weir cluster alter-config`) and deleting
+//! records (DeleteRecords).
 
 mod common;
 
@@ -188,7 +189,9 @@ fn incremental_changes_apply_at_once_and_are_validated() {
         false,
     );
     assert_eq!(code, 42, "INVALID_REQUEST");
-    assert!(message.unwrap().contains("restart"));
+    assert!(message
+        .unwrap()
+        .contains("Cannot update these configs dynamically"));
 }
 
 #[test]
@@ -355,4 +358,490 @@ fn acks_all_needs_min_insync_replicas_in_the_isr() {
                     .with_timestamp(-1)])]),
     );
     assert_eq!(latest.topics[0].partitions[0].offset, 1, "nothing appended");
+}
+
+/// One config of a DescribeConfigs answer.
+#[derive(Debug)]
+struct Entry {
+    value: String,
+    source: i8,
+    read_only: bool,
+    /// (name, value, source) by precedence.
+    synonyms: Vec<(String, String, i8)>,
+}
+
+/// The configs of one resource, by name, with synonyms; or the error code
+/// and message.
+fn describe(
+    raw: &mut Raw,
+    resource_type: i8,
+    resource: &str,
+) -> Result<std::collections::BTreeMap<String, Entry>, (i16, String)> {
+    let request = DescribeConfigsRequest::default()
+        .with_include_synonyms(true)
+        .with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(s(resource))
+            .with_configuration_keys(None)]);
+    let r: DescribeConfigsResponse = raw.call(ApiKey::DescribeConfigs, 4, &request);
+    let result = &r.results[0];
+    if result.error_code != 0 {
+        return Err((
+            result.error_code,
+            result
+                .error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
+        ));
+    }
+    Ok(result
+        .configs
+        .iter()
+        .map(|c| {
+            let entry = Entry {
+                value: c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+                source: c.config_source,
+                read_only: c.read_only,
+                synonyms: c
+                    .synonyms
+                    .iter()
+                    .map(|y| {
+                        (
+                            y.name.to_string(),
+                            y.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+                            y.source,
+                        )
+                    })
+                    .collect(),
+            };
+            (c.name.to_string(), entry)
+        })
+        .collect())
+}
+
+const TOPIC_CONFIG: i8 = 1;
+const DYNAMIC_BROKER_CONFIG: i8 = 2;
+const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
+const STATIC_BROKER_CONFIG: i8 = 4;
+const DEFAULT_CONFIG: i8 = 5;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Appends `count` batches of about 300 bytes stamped `timestamp`.
+fn fill(raw: &mut Raw, topic: &str, count: usize, timestamp: i64) {
+    for _ in 0..count {
+        let batch = BatchBuilder::sized(1, 300).timestamp(timestamp).build();
+        assert_eq!(raw.produce(topic, 0, batch).0, 0);
+    }
+}
+
+/// Polls `condition` for up to 15 s.
+fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Waits long enough for several retention checks (every 200 ms here).
+fn a_few_retention_checks() {
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+}
+
+fn weir_cli(weir: &Weir, args: &[&str]) -> common::cli::Out {
+    let mut all = vec!["cluster", "--bootstrap", weir.kafka.as_str()];
+    all.extend_from_slice(args);
+    common::cli::run(&all, b"")
+}
+
+#[test]
+fn a_cluster_wide_retention_change_applies_live_to_topics_without_their_own_and_survives_restart() {
+    let mut weir = Weir::start(&["--log-retention-check-interval-ms", "200"]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("plain");
+    raw.topic_metadata("kept");
+    // "kept" has its own retention.bytes: no size limit.
+    assert_eq!(
+        alter(
+            &mut raw,
+            TOPIC,
+            "kept",
+            &[("retention.bytes", SET, Some("-1"))],
+            false
+        ),
+        (0, None)
+    );
+    // Small segments for every topic, set while the topics exist.
+    weir_cli(&weir, &["alter-config", "--set", "log.segment.bytes=1024"]).ok();
+    let (plain, kept) = (
+        describe(&mut raw, TOPIC, "plain").unwrap(),
+        describe(&mut raw, TOPIC, "kept").unwrap(),
+    );
+    assert_eq!(plain["segment.bytes"].value, "1024");
+    assert_eq!(plain["segment.bytes"].source, DYNAMIC_DEFAULT_BROKER_CONFIG);
+    assert_eq!(
+        plain["segment.bytes"].synonyms,
+        [
+            (
+                "log.segment.bytes".into(),
+                "1024".into(),
+                DYNAMIC_DEFAULT_BROKER_CONFIG
+            ),
+            (
+                "log.segment.bytes".into(),
+                "1073741824".into(),
+                DEFAULT_CONFIG
+            ),
+        ]
+    );
+    assert_eq!(kept["retention.bytes"].source, TOPIC_CONFIG);
+    for topic in ["plain", "kept"] {
+        fill(&mut raw, topic, 30, now_ms());
+    }
+    a_few_retention_checks();
+    assert_eq!(earliest(&mut raw, "plain"), 0, "no limit yet");
+
+    let out = weir_cli(
+        &weir,
+        &["alter-config", "--set", "log.retention.bytes=1024"],
+    )
+    .ok();
+    assert_eq!(
+        out.stdout.trim(),
+        "Altered the cluster-wide dynamic broker configs"
+    );
+    eventually("plain drops its old segments", || {
+        earliest(&mut raw, "plain") > 0
+    });
+    a_few_retention_checks();
+    assert_eq!(earliest(&mut raw, "kept"), 0, "its own override holds");
+    let plain = describe(&mut raw, TOPIC, "plain").unwrap();
+    assert_eq!(
+        (
+            plain["retention.bytes"].value.as_str(),
+            plain["retention.bytes"].source
+        ),
+        ("1024", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    );
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    let retention = &broker["log.retention.bytes"];
+    assert_eq!(
+        (
+            retention.value.as_str(),
+            retention.source,
+            retention.read_only
+        ),
+        ("1024", DYNAMIC_DEFAULT_BROKER_CONFIG, false)
+    );
+    let out = weir_cli(&weir, &["describe-config"]).ok();
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.split_whitespace().eq(["log.retention.bytes", "1024"])),
+        "{}",
+        out.stdout
+    );
+
+    weir.restart(true);
+    let mut raw = Raw::connect(&weir.kafka);
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    assert_eq!(
+        broker["log.retention.bytes"].value, "1024",
+        "kept across a restart"
+    );
+    assert_eq!(
+        broker["log.retention.bytes"].source,
+        DYNAMIC_DEFAULT_BROKER_CONFIG
+    );
+    // ...and applied: new segments push the start further.
+    let start = earliest(&mut raw, "plain");
+    fill(&mut raw, "plain", 30, now_ms());
+    eventually("retention still applies after the restart", || {
+        earliest(&mut raw, "plain") > start
+    });
+    assert_eq!(earliest(&mut raw, "kept"), 0);
+    // Back to the static default: no size limit.
+    weir_cli(&weir, &["alter-config", "--delete", "log.retention.bytes"]).ok();
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    assert_eq!(
+        (
+            broker["log.retention.bytes"].value.as_str(),
+            broker["log.retention.bytes"].source
+        ),
+        ("-1", DEFAULT_CONFIG)
+    );
+}
+
+#[test]
+fn a_broker_override_beats_the_cluster_default() {
+    use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::config::ClientConfig;
+
+    let weir = Weir::start(&[
+        "--log-retention-check-interval-ms",
+        "200",
+        "--log-retention-ms=-1",
+    ]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("old");
+    weir_cli(&weir, &["alter-config", "--set", "log.segment.bytes=1024"]).ok();
+    // Records from 2023, kept by the static retention.ms=-1.
+    fill(&mut raw, "old", 30, 1_700_000_000_000);
+    a_few_retention_checks();
+    assert_eq!(earliest(&mut raw, "old"), 0);
+
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .create()
+        .unwrap();
+    let options = AdminOptions::new();
+    // This broker keeps everything, whatever the cluster-wide default.
+    let results = common::cli::block_on(admin.alter_configs(
+        [&AlterConfig::new(ResourceSpecifier::Broker(1)).set("log.retention.ms", "-1")],
+        &options,
+    ))
+    .unwrap();
+    assert!(results[0].is_ok(), "{results:?}");
+    weir_cli(
+        &weir,
+        &["alter-config", "--set", "log.retention.ms=3600000"],
+    )
+    .ok();
+    let described =
+        common::cli::block_on(admin.describe_configs([&ResourceSpecifier::Broker(1)], &options))
+            .unwrap();
+    let resource = described[0].as_ref().unwrap();
+    let entries = resource.entry_map();
+    let retention = entries["log.retention.ms"];
+    assert_eq!(retention.value.as_deref(), Some("-1"));
+    assert_eq!(
+        retention.source,
+        rdkafka::admin::ConfigSource::DynamicBroker
+    );
+    assert!(!retention.is_read_only);
+    assert_eq!(
+        entries["log.segment.bytes"].source,
+        rdkafka::admin::ConfigSource::DynamicDefaultBroker
+    );
+    assert!(entries["num.partitions"].is_read_only);
+    assert_eq!(
+        entries["num.partitions"].source,
+        rdkafka::admin::ConfigSource::Default
+    );
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    assert_eq!(
+        broker["log.retention.ms"].synonyms,
+        [
+            (
+                "log.retention.ms".into(),
+                "-1".into(),
+                DYNAMIC_BROKER_CONFIG
+            ),
+            (
+                "log.retention.ms".into(),
+                "3600000".into(),
+                DYNAMIC_DEFAULT_BROKER_CONFIG
+            ),
+            ("log.retention.ms".into(), "-1".into(), STATIC_BROKER_CONFIG),
+            (
+                "log.retention.ms".into(),
+                "604800000".into(),
+                DEFAULT_CONFIG
+            ),
+        ]
+    );
+    a_few_retention_checks();
+    assert_eq!(earliest(&mut raw, "old"), 0, "the broker's own -1 wins");
+
+    // Without its own, the broker takes the cluster-wide hour.
+    let out = weir_cli(
+        &weir,
+        &[
+            "alter-config",
+            "--broker",
+            "1",
+            "--delete",
+            "log.retention.ms",
+        ],
+    )
+    .ok();
+    assert_eq!(out.stdout.trim(), "Altered the dynamic configs of broker 1");
+    eventually("the old segments go", || earliest(&mut raw, "old") > 0);
+    let out = weir_cli(&weir, &["describe-config", "--broker", "1"]).ok();
+    let rows = out.table("NAME");
+    let row = rows
+        .iter()
+        .find(|r| r[0] == "log.retention.ms")
+        .expect("log.retention.ms row");
+    assert_eq!(
+        row[1..],
+        ["3600000", "dynamic", "(cluster-wide)", "dynamic"]
+    );
+    let row = rows.iter().find(|r| r[0] == "num.partitions").unwrap();
+    assert_eq!(row[1..], ["1", "default", "read-only"]);
+}
+
+#[test]
+fn broker_config_changes_are_validated() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let invalid = alter(
+        &mut raw,
+        BROKER,
+        "",
+        &[("log.retention.ms", SET, Some("-5"))],
+        false,
+    );
+    assert_eq!(invalid.0, 40, "INVALID_CONFIG");
+    let message = invalid.1.unwrap();
+    assert!(
+        message.starts_with("Invalid value -5 for configuration log.retention.ms: "),
+        "{message}"
+    );
+    let (code, message) = alter(
+        &mut raw,
+        BROKER,
+        "1",
+        &[("log.cleanup.policy", SET, Some("shred"))],
+        false,
+    );
+    assert_eq!(code, 40);
+    assert!(message.unwrap().contains("log.cleanup.policy"));
+    let (code, message) = alter(
+        &mut raw,
+        BROKER,
+        "",
+        &[
+            ("num.partitions", SET, Some("3")),
+            ("log.retention.ms", SET, Some("5")),
+        ],
+        false,
+    );
+    assert_eq!(
+        (code, message.as_deref()),
+        (
+            42,
+            Some("Cannot update these configs dynamically: Set(num.partitions)")
+        ),
+        "a read-only config"
+    );
+    let (code, message) = alter(
+        &mut raw,
+        BROKER,
+        "",
+        &[("log.retention.minutes.please", SET, Some("5"))],
+        false,
+    );
+    assert_eq!(code, 40);
+    assert!(message.unwrap().contains("log.retention.minutes.please"));
+    // A broker resource names a registered broker, or "" for all.
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "7",
+            &[("log.retention.ms", SET, Some("5"))],
+            false
+        )
+        .0,
+        42
+    );
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "one",
+            &[("log.retention.ms", SET, Some("5"))],
+            false
+        )
+        .0,
+        42
+    );
+    assert_eq!(describe(&mut raw, BROKER, "7").unwrap_err().0, 42);
+    // validate_only checks and changes nothing.
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "",
+            &[("log.retention.ms", SET, Some("5000"))],
+            true
+        ),
+        (0, None)
+    );
+    assert!(describe(&mut raw, BROKER, "").unwrap().is_empty());
+    // Nothing refused above was stored.
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    assert!(broker
+        .values()
+        .all(|e| e.source == DEFAULT_CONFIG || e.source == STATIC_BROKER_CONFIG));
+    // APPEND and SUBTRACT work on list configs only, from the value in force.
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "1",
+            &[("log.cleanup.policy", APPEND, Some("compact"))],
+            false
+        ),
+        (0, None)
+    );
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    assert_eq!(
+        (
+            broker["log.cleanup.policy"].value.as_str(),
+            broker["log.cleanup.policy"].source
+        ),
+        ("delete,compact", DYNAMIC_BROKER_CONFIG)
+    );
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "1",
+            &[("log.retention.ms", APPEND, Some("1"))],
+            false
+        )
+        .0,
+        40
+    );
+    // The cluster-wide resource describes what is set there, and only that.
+    alter(
+        &mut raw,
+        BROKER,
+        "",
+        &[("log.cleaner.backoff.ms", SET, Some("500"))],
+        false,
+    );
+    let defaults = describe(&mut raw, BROKER, "").unwrap();
+    assert_eq!(defaults.len(), 1);
+    let backoff = &defaults["log.cleaner.backoff.ms"];
+    assert_eq!(
+        (backoff.value.as_str(), backoff.source, backoff.read_only),
+        ("500", DYNAMIC_DEFAULT_BROKER_CONFIG, false)
+    );
+    // The CLI says what is wrong in one line.
+    let error = weir_cli(
+        &weir,
+        &["alter-config", "--set", "log.retention.bytes=lots"],
+    )
+    .failed_with_one_line();
+    assert!(error.contains("log.retention.bytes"), "{error}");
+    let error = weir_cli(
+        &weir,
+        &["alter-config", "--broker", "1", "--set", "broker.rack=r1"],
+    )
+    .failed_with_one_line();
+    assert!(
+        error.contains("Cannot update these configs dynamically"),
+        "{error}"
+    );
 }

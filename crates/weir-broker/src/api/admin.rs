@@ -153,7 +153,7 @@ pub(super) fn create_topics(
             })();
             match outcome {
                 Ok(info) => {
-                    let configs = topic_configs::effective(broker.config(), &info.configs)
+                    let configs = topic_configs::effective(&broker.config(), &info.configs)
                         .into_iter()
                         .map(|c| {
                             CreatableTopicConfigs::default()
@@ -279,7 +279,7 @@ pub(super) fn delete_records(
             let name = topic.name.0.as_str();
             let compact_only = broker.with_image(|image| {
                 image.topic(name).is_some_and(|t| {
-                    let effective = topic_configs::effective(broker.config(), &t.configs);
+                    let effective = topic_configs::effective(&broker.config(), &t.configs);
                     effective
                         .iter()
                         .any(|c| c.def.name == "cleanup.policy" && c.value == "compact")

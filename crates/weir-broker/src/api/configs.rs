@@ -1,29 +1,44 @@
-//! DescribeConfigs for topics and this broker; AlterConfigs and
-//! IncrementalAlterConfigs for topics, validated and applied live.
-
-use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
-};
-use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::ResponseError;
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and
+//! brokers, validated and applied live.
+//!
+//! Broker resources follow Kafka: the name "" is the cluster-wide default
+//! of the dynamic broker configs, a broker id that broker's own; a broker's
+//! config in force is its own dynamic value, else the cluster-wide one,
+//! else its static value (flags, `WEIR_*`, weir.toml), else the default.
 
 use std::collections::BTreeMap;
 
-use kafka_protocol::messages::{
-    AlterConfigsRequest, AlterConfigsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use weir_meta::topic_config::{self, ConfigType};
 
 use super::admin::{failure, Failure};
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::config::BROKER_CONFIGS;
+use crate::config::{self, BrokerConfig, BROKER_CONFIGS};
 use crate::topic_configs::{self, ConfigSource};
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+
+/// One described config.
+struct Described<'a> {
+    name: &'a str,
+    value: &'a str,
+    source: ConfigSource,
+    read_only: bool,
+    config_type: ConfigType,
+    doc: &'a str,
+    /// (name, value, source) by precedence, the first the value in force.
+    synonyms: Vec<(&'a str, String, ConfigSource)>,
+}
 
 pub(super) fn describe_configs(
     broker: &Broker,
@@ -44,87 +59,129 @@ pub(super) fn describe_configs(
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
-            let entry =
-                |name: &str, value: &str, source: ConfigSource, config_type: i8, doc: &str| {
-                    DescribeConfigsResourceResult::default()
-                        .with_name(StrBytes::from_string(name.to_owned()))
-                        .with_value(Some(StrBytes::from_string(value.to_owned())))
-                        .with_config_source(source as i8)
-                        .with_config_type(config_type)
-                        .with_documentation(
-                            request
-                                .include_documentation
-                                .then(|| StrBytes::from_string(doc.to_owned())),
-                        )
+            let entry = |c: Described| {
+                let synonyms = if request.include_synonyms {
+                    c.synonyms
+                        .iter()
+                        .map(|(name, value, source)| {
+                            DescribeConfigsSynonym::default()
+                                .with_name(StrBytes::from_string((*name).to_owned()))
+                                .with_value(Some(StrBytes::from_string(value.clone())))
+                                .with_source(*source as i8)
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
                 };
+                DescribeConfigsResourceResult::default()
+                    .with_name(StrBytes::from_string(c.name.to_owned()))
+                    .with_value(Some(StrBytes::from_string(c.value.to_owned())))
+                    .with_config_source(c.source as i8)
+                    .with_read_only(c.read_only)
+                    .with_config_type(c.config_type.describe_configs_type())
+                    .with_synonyms(synonyms)
+                    .with_documentation(
+                        request
+                            .include_documentation
+                            .then(|| StrBytes::from_string(c.doc.to_owned())),
+                    )
+            };
+            let error = |code: ResponseError, message: String| {
+                result
+                    .clone()
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message)))
+            };
             match resource.resource_type {
                 TOPIC => {
                     let Some(overrides) =
                         broker.with_image(|image| image.topic(&name).map(|t| t.configs.clone()))
                     else {
-                        return result
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                            .with_error_message(Some(StrBytes::from_string(format!(
-                                "Topic '{name}' does not exist."
-                            ))));
+                        return error(
+                            ResponseError::UnknownTopicOrPartition,
+                            format!("Topic '{name}' does not exist."),
+                        );
                     };
-                    let configs = topic_configs::effective(broker.config(), &overrides)
+                    let configs = topic_configs::effective(&broker.config(), &overrides)
                         .into_iter()
                         .filter(|c| wanted(c.def.name))
                         .map(|c| {
-                            entry(
-                                c.def.name,
-                                &c.value,
-                                c.source,
-                                c.def.config_type.describe_configs_type(),
-                                c.def.doc,
-                            )
+                            entry(Described {
+                                name: c.def.name,
+                                value: &c.value,
+                                source: c.source,
+                                read_only: false,
+                                config_type: c.def.config_type,
+                                doc: c.def.doc,
+                                synonyms: c.synonyms.clone(),
+                            })
                         })
                         .collect();
                     result.with_configs(configs)
                 }
-                BROKER if name.is_empty() || name == broker.config().node_id.to_string() => {
+                // The cluster-wide default: only the dynamic configs set
+                // there, as Kafka describes it.
+                BROKER if name.is_empty() => {
+                    let defaults = broker.with_image(|image| image.broker_configs(None).clone());
+                    let configs = defaults
+                        .iter()
+                        .filter(|(config, _)| wanted(config))
+                        .map(|(config, value)| {
+                            let def = config::lookup(config);
+                            let source = ConfigSource::DynamicDefaultBrokerConfig;
+                            entry(Described {
+                                name: config,
+                                value,
+                                source,
+                                read_only: false,
+                                config_type: def.map_or(ConfigType::String, |d| d.config_type),
+                                doc: def.map_or("", |d| d.doc),
+                                synonyms: vec![(config, value.clone(), source)],
+                            })
+                        })
+                        .collect();
+                    result.with_configs(configs)
+                }
+                BROKER if name == broker.node_id().to_string() => {
                     let config = broker.config();
                     let configs = BROKER_CONFIGS
                         .iter()
                         .filter(|def| wanted(def.name))
                         .map(|def| {
-                            let source = if config.overridden.iter().any(|o| o == def.name) {
-                                ConfigSource::StaticBrokerConfig
-                            } else {
-                                ConfigSource::DefaultConfig
-                            };
-                            entry(def.name, &config.values[def.name], source, 0, def.doc)
-                                .with_read_only(true)
+                            entry(Described {
+                                name: def.name,
+                                value: &config.values[def.name],
+                                source: config.source(def.name),
+                                read_only: !def.dynamic,
+                                config_type: def.config_type,
+                                doc: def.doc,
+                                synonyms: config
+                                    .synonyms(def.name)
+                                    .into_iter()
+                                    .map(|(value, source)| (def.name, value, source))
+                                    .collect(),
+                            })
                         })
                         .collect();
                     result.with_configs(configs)
                 }
-                BROKER => result
-                    .with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(Some(StrBytes::from_string(format!(
-                        "Broker id {name} is not this broker ({})",
-                        broker.config().node_id
-                    )))),
-                other => result
-                    .with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(Some(StrBytes::from_string(format!(
-                        "Unsupported resource type {other}"
-                    )))),
+                // Clients send a broker's DescribeConfigs to that broker,
+                // which alone knows its static configs.
+                BROKER => error(
+                    ResponseError::InvalidRequest,
+                    format!(
+                        "Unexpected broker id, expected {} or empty string, but received {name}",
+                        broker.node_id()
+                    ),
+                ),
+                other => error(
+                    ResponseError::InvalidRequest,
+                    format!("Unsupported resource type {other}"),
+                ),
             }
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
-}
-
-/// Broker configs are fixed at start (flags, environment, weir.toml).
-fn broker_configs_are_static() -> Failure {
-    (
-        ResponseError::InvalidRequest,
-        "broker configs cannot be changed while the broker runs; set them with flags, \
-         WEIR_* variables or weir.toml and restart"
-            .to_owned(),
-    )
 }
 
 fn unsupported_resource(resource_type: i8) -> Failure {
@@ -146,27 +203,55 @@ fn overrides_of(broker: &Broker, topic: &str) -> Result<BTreeMap<String, String>
         })
 }
 
-/// Overrides to set and to delete on a topic.
+/// The broker resource `name` names: `None` for the cluster-wide default
+/// (""), else a broker registered in the cluster.
+fn broker_resource(broker: &Broker, name: &str) -> Result<Option<i32>, Failure> {
+    if name.is_empty() {
+        return Ok(None);
+    }
+    let invalid = |message: String| (ResponseError::InvalidRequest, message);
+    let id: i32 = name
+        .parse()
+        .map_err(|_| invalid(format!("Node id must be an integer, but it is: {name}")))?;
+    if id < 0 {
+        return Err(invalid("Invalid negative broker ID.".to_owned()));
+    }
+    if !broker.with_image(|image| image.broker(id).is_some()) {
+        return Err(invalid(format!(
+            "Unexpected broker id {id}: no broker with this id is registered in the cluster"
+        )));
+    }
+    Ok(Some(id))
+}
+
+/// Configs to set and to delete on a resource.
 type Changes = (BTreeMap<String, String>, Vec<String>);
 
 /// Alters one resource with the changes `plan` makes of its current
-/// overrides; the error code and message for its response.
+/// configs (a topic's overrides, or the dynamic configs of a broker or of
+/// the cluster-wide default); the error code and message for its response.
 fn alter_resource(
     broker: &Broker,
     resource_type: i8,
     name: &str,
     validate_only: bool,
-    plan: impl FnOnce(&BTreeMap<String, String>) -> Result<Changes, Failure>,
+    plan: impl FnOnce(Resource, &BTreeMap<String, String>) -> Result<Changes, Failure>,
 ) -> (i16, Option<StrBytes>) {
     let result = match resource_type {
         TOPIC => overrides_of(broker, name)
-            .and_then(|current| plan(&current))
+            .and_then(|current| plan(Resource::Topic, &current))
             .and_then(|(set, delete)| {
                 broker
                     .alter_topic_configs(name, set, delete, validate_only)
                     .map_err(failure)
             }),
-        BROKER => Err(broker_configs_are_static()),
+        BROKER => broker_resource(broker, name).and_then(|target| {
+            let current = broker.with_image(|image| image.broker_configs(target).clone());
+            let (set, delete) = plan(Resource::Broker, &current)?;
+            broker
+                .alter_broker_configs(target, set, delete, validate_only)
+                .map_err(failure)
+        }),
         other => Err(unsupported_resource(other)),
     };
     match result {
@@ -175,7 +260,16 @@ fn alter_resource(
     }
 }
 
-/// AlterConfigs: the given configs replace all of a topic's overrides.
+/// What a change is made to.
+#[derive(Debug, Clone, Copy)]
+enum Resource {
+    Topic,
+    /// A broker, or the cluster-wide default.
+    Broker,
+}
+
+/// AlterConfigs: the given configs replace all of a resource's configs
+/// (a topic's overrides, the dynamic configs of a broker resource).
 pub(super) fn alter_configs(
     broker: &Broker,
     _ctx: &RequestContext,
@@ -191,12 +285,25 @@ pub(super) fn alter_configs(
                 resource.resource_type,
                 resource.resource_name.as_str(),
                 request.validate_only,
-                |current| {
-                    let set: BTreeMap<String, String> = resource
-                        .configs
-                        .iter()
-                        .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
-                        .collect();
+                |_, current| {
+                    let mut set = BTreeMap::new();
+                    for config in &resource.configs {
+                        let Some(value) = &config.value else {
+                            return Err((
+                                ResponseError::InvalidRequest,
+                                format!("Null value not supported for : {}", config.name.as_str()),
+                            ));
+                        };
+                        if set
+                            .insert(config.name.to_string(), value.to_string())
+                            .is_some()
+                        {
+                            return Err((
+                                ResponseError::InvalidRequest,
+                                "Error due to duplicate config keys".to_owned(),
+                            ));
+                        }
+                    }
                     let delete = current
                         .keys()
                         .filter(|name| !set.contains_key(*name))
@@ -221,7 +328,7 @@ const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
 /// IncrementalAlterConfigs: SET, DELETE, and APPEND / SUBTRACT on list
-/// configs, applied to a topic's current values.
+/// configs, applied to a resource's current values.
 pub(super) fn incremental_alter_configs(
     broker: &Broker,
     _ctx: &RequestContext,
@@ -242,7 +349,10 @@ pub(super) fn incremental_alter_configs(
                 resource.resource_type,
                 resource.resource_name.as_str(),
                 request.validate_only,
-                |current| incremental_changes(broker, current, &changes),
+                |target, current| {
+                    let config = broker.config();
+                    incremental_changes(&changes, |name| list_value(&config, target, current, name))
+                },
             );
             AlterConfigsResourceResponse::default()
                 .with_error_code(code)
@@ -254,11 +364,47 @@ pub(super) fn incremental_alter_configs(
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
-/// The overrides to set and delete for `(name, operation, value)` changes.
-fn incremental_changes(
-    broker: &Broker,
+/// For APPEND and SUBTRACT: the value the list config `name` has now on
+/// `target` (set there, else inherited); `None` if it is not a list.
+fn list_value(
+    config: &BrokerConfig,
+    target: Resource,
     current: &BTreeMap<String, String>,
+    name: &str,
+) -> Result<Option<String>, Failure> {
+    let unknown = |kind: &str| {
+        (
+            ResponseError::InvalidConfig,
+            format!("Unknown {kind} config name: {name}"),
+        )
+    };
+    let (config_type, inherited) = match target {
+        Resource::Topic => {
+            let def = topic_config::lookup(name).ok_or_else(|| unknown("topic"))?;
+            let inherited = topic_configs::effective(config, current)
+                .into_iter()
+                .find(|c| c.def.name == name)
+                .map(|c| c.value);
+            (def.config_type, inherited)
+        }
+        Resource::Broker => {
+            let def = config::lookup(name).ok_or_else(|| unknown("broker"))?;
+            (def.config_type, config.values.get(name).cloned())
+        }
+    };
+    if config_type != ConfigType::List {
+        return Ok(None);
+    }
+    Ok(Some(
+        current.get(name).cloned().or(inherited).unwrap_or_default(),
+    ))
+}
+
+/// The configs to set and delete for `(name, operation, value)` changes;
+/// `list_value` gives a list config's current value (`None`: not a list).
+fn incremental_changes(
     changes: &[(&str, i8, Option<&str>)],
+    list_value: impl Fn(&str) -> Result<Option<String>, Failure>,
 ) -> Result<Changes, Failure> {
     let invalid = |message: String| (ResponseError::InvalidConfig, message);
     let mut set = BTreeMap::new();
@@ -277,9 +423,7 @@ fn incremental_changes(
             }
             DELETE => delete.push(name.to_owned()),
             APPEND | SUBTRACT => {
-                let def = topic_config::lookup(name)
-                    .ok_or_else(|| invalid(format!("Unknown topic config name: {name}")))?;
-                if def.config_type != ConfigType::List {
+                let Some(now) = list_value(name)? else {
                     let verb = if operation == APPEND {
                         "append"
                     } else {
@@ -288,14 +432,6 @@ fn incremental_changes(
                     return Err(invalid(format!(
                         "Config value {verb} is not allowed for config key: {name}"
                     )));
-                }
-                let now = match current.get(name) {
-                    Some(value) => value.clone(),
-                    None => topic_configs::effective(broker.config(), current)
-                        .into_iter()
-                        .find(|c| c.def.name == name)
-                        .map(|c| c.value)
-                        .unwrap_or_default(),
                 };
                 let mut items: Vec<&str> = now.split(',').filter(|s| !s.is_empty()).collect();
                 for item in value

@@ -80,7 +80,7 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
             ctx.respond(&ProduceResponse::default().with_responses(responses)),
         ));
     }
-    let node_id = broker.config().node_id;
+    let node_id = broker.node_id();
     let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
     Reply::Later(Box::pin(async move {
         let deadline = tokio::time::Instant::now() + timeout;

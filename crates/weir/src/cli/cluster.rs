@@ -1,12 +1,16 @@
 //! `weir cluster status`: the brokers, the active controller and its Raft
-//! state, and the partitions that need attention.
+//! state, and the partitions that need attention. `weir cluster
+//! alter-config` and `describe-config`: the dynamic broker configs, of one
+//! broker or the cluster-wide default.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use weir_client::{Metadata, QuorumStatus};
+use weir_client::{Client, ConfigEntry, ConfigResource, ConfigSource, Metadata, QuorumStatus};
 
+use super::topic::parse_config;
 use super::{block_on, table, Connection};
 
 #[derive(Args, Debug)]
@@ -22,6 +26,31 @@ enum ClusterCommand {
     /// Brokers, the active controller with its Raft term and commit index,
     /// partitions without a leader and under-replicated partitions.
     Status,
+    /// Change dynamic broker configs while the cluster runs: the
+    /// cluster-wide default every broker takes, or with --broker one
+    /// broker's own, which beats the default. Topics without an override
+    /// follow the new defaults at once; the change survives restarts.
+    AlterConfig {
+        /// The broker to change (default: the cluster-wide default).
+        #[arg(long, value_name = "ID")]
+        broker: Option<i32>,
+        /// Set a config, KEY=VALUE (e.g. log.retention.ms=3600000); repeat
+        /// for several.
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_config)]
+        set: Vec<(String, String)>,
+        /// Remove a dynamic config (back to the cluster-wide default, or
+        /// the broker's static config); repeat for several.
+        #[arg(long = "delete", value_name = "KEY")]
+        delete: Vec<String>,
+    },
+    /// Show the dynamic cluster-wide broker configs, or with --broker every
+    /// config of that broker with the value in force and where it comes
+    /// from.
+    DescribeConfig {
+        /// The broker to describe (default: the cluster-wide default).
+        #[arg(long, value_name = "ID")]
+        broker: Option<i32>,
+    },
 }
 
 pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
@@ -33,9 +62,117 @@ pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
                 let quorum = client.describe_quorum().await?;
                 print!("{}", render_status(&metadata, &quorum));
             }
+            ClusterCommand::AlterConfig {
+                broker,
+                set,
+                delete,
+            } => {
+                if set.is_empty() && delete.is_empty() {
+                    bail!("nothing to change: give --set KEY=VALUE or --delete KEY");
+                }
+                let resource = match broker {
+                    Some(id) => ConfigResource::Broker(id),
+                    None => ConfigResource::BrokerDefault,
+                };
+                client.alter_configs(resource, &set, &delete).await?;
+                match broker {
+                    Some(id) => println!("Altered the dynamic configs of broker {id}"),
+                    None => println!("Altered the cluster-wide dynamic broker configs"),
+                }
+            }
+            ClusterCommand::DescribeConfig { broker: None } => {
+                let configs = client
+                    .describe_configs(ConfigResource::BrokerDefault)
+                    .await?;
+                print!("{}", render_cluster_configs(&configs));
+            }
+            ClusterCommand::DescribeConfig { broker: Some(id) } => {
+                // Only a broker itself knows its static configs.
+                let mut target = connect_to_broker(&mut client, id).await?;
+                let configs = target
+                    .as_mut()
+                    .unwrap_or(&mut client)
+                    .describe_configs(ConfigResource::Broker(id))
+                    .await?;
+                print!("{}", render_broker_configs(id, &configs));
+            }
         }
         Ok(())
     })
+}
+
+/// A client of broker `id`, unless `client` is connected to it already.
+async fn connect_to_broker(client: &mut Client, id: i32) -> anyhow::Result<Option<Client>> {
+    let metadata = client.metadata(None).await?;
+    let Some(broker) = metadata.brokers.iter().find(|b| b.node_id == id) else {
+        let live: Vec<String> = metadata
+            .brokers
+            .iter()
+            .map(|b| b.node_id.to_string())
+            .collect();
+        bail!("no live broker {id} (live brokers: {})", live.join(", "));
+    };
+    let addr = format!("{}:{}", broker.host, broker.port);
+    if addr == client.addr() {
+        return Ok(None);
+    }
+    let target = Client::connect_with(&addr, client.config().clone())
+        .await
+        .with_context(|| format!("cannot reach broker {id} at {addr}"))?;
+    Ok(Some(target))
+}
+
+fn render_cluster_configs(configs: &[ConfigEntry]) -> String {
+    if configs.is_empty() {
+        return "Cluster-wide dynamic broker configs: none\n".to_owned();
+    }
+    let mut out = "Cluster-wide dynamic broker configs:\n".to_owned();
+    let mut rows = vec![vec!["NAME".to_owned(), "VALUE".to_owned()]];
+    for config in configs {
+        rows.push(vec![config.name.clone(), value_of(config)]);
+    }
+    out.push_str(&table(&rows));
+    out
+}
+
+fn render_broker_configs(id: i32, configs: &[ConfigEntry]) -> String {
+    let mut out = format!("Broker {id} configs:\n");
+    let mut rows = vec![vec![
+        "NAME".to_owned(),
+        "VALUE".to_owned(),
+        "SOURCE".to_owned(),
+        "UPDATE".to_owned(),
+    ]];
+    for config in configs {
+        let source = match config.source {
+            ConfigSource::DynamicBroker => "dynamic (this broker)",
+            ConfigSource::DynamicDefaultBroker => "dynamic (cluster-wide)",
+            ConfigSource::StaticBroker => "static",
+            ConfigSource::Default => "default",
+            _ => "other",
+        };
+        let update = if config.read_only {
+            "read-only"
+        } else {
+            "dynamic"
+        };
+        rows.push(vec![
+            config.name.clone(),
+            value_of(config),
+            source.to_owned(),
+            update.to_owned(),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    out
+}
+
+fn value_of(config: &ConfigEntry) -> String {
+    match (&config.value, config.is_sensitive) {
+        (_, true) => "(sensitive)".to_owned(),
+        (Some(v), false) => v.clone(),
+        (None, false) => "(null)".to_owned(),
+    }
 }
 
 fn render_status(metadata: &Metadata, quorum: &QuorumStatus) -> String {

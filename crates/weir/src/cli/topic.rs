@@ -87,7 +87,7 @@ enum TopicCommand {
     },
 }
 
-fn parse_config(arg: &str) -> Result<(String, String), String> {
+pub(super) fn parse_config(arg: &str) -> Result<(String, String), String> {
     match arg.split_once('=') {
         Some((key, value)) if !key.trim().is_empty() => {
             Ok((key.trim().to_owned(), value.to_owned()))
@@ -397,7 +397,8 @@ async fn describe(client: &mut weir_client::Client, name: &str) -> anyhow::Resul
             let source = match config.source {
                 ConfigSource::DynamicTopic => "topic",
                 ConfigSource::StaticBroker => "broker config",
-                ConfigSource::DynamicBroker | ConfigSource::DynamicDefaultBroker => "broker",
+                ConfigSource::DynamicBroker => "dynamic broker config",
+                ConfigSource::DynamicDefaultBroker => "cluster-wide broker config",
                 _ => "other",
             };
             writeln!(out, "  {}={value}  ({source})", config.name)?;
