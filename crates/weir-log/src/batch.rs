@@ -457,6 +457,28 @@ pub fn marker_batch(
 /// control batch, holds no record (the cleaner emptied it), is compressed
 /// (Kafka never compresses markers), or its record cannot be read.
 pub fn control_type(batch: &[u8]) -> Option<ControlType> {
+    let (key, _) = control_record(batch)?;
+    (key.len() >= 4).then(|| ControlType::from_code(read_i16(key, 2)))
+}
+
+/// The coordinator epoch in the value of a transaction marker's record
+/// (`None` when `batch` is not a readable commit or abort marker).
+pub fn marker_coordinator_epoch(batch: &[u8]) -> Option<i32> {
+    let (key, value) = control_record(batch)?;
+    if key.len() < 4
+        || !matches!(
+            ControlType::from_code(read_i16(key, 2)),
+            ControlType::Abort | ControlType::Commit
+        )
+    {
+        return None;
+    }
+    let value = value.filter(|v| v.len() >= 6)?;
+    Some(read_i32(value, 2))
+}
+
+/// The key and value of the first record of an uncompressed control batch.
+fn control_record(batch: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
     let header = BatchHeader::parse(batch, 0).ok()?;
     if !header.is_control()
         || header.record_count() < 1
@@ -474,10 +496,12 @@ pub fn control_type(batch: &[u8]) -> Option<ControlType> {
     read_zigzag(record, &mut at)?; // offsetDelta
     let key_length = usize::try_from(read_zigzag(record, &mut at)?).ok()?;
     let key = record.get(at..at.checked_add(key_length)?)?;
-    if key.len() < 4 {
-        return None;
-    }
-    Some(ControlType::from_code(read_i16(key, 2)))
+    at += key_length;
+    let value = match read_zigzag(record, &mut at)? {
+        -1 => None,
+        n => Some(record.get(at..at.checked_add(usize::try_from(n).ok()?)?)?),
+    };
+    Some((key, value))
 }
 
 /// A zigzag-encoded varint or varlong, as Kafka records use them.
@@ -678,6 +702,7 @@ mod tests {
         assert_eq!((h.producer_id(), h.producer_epoch()), (4711, 3));
         assert_eq!((h.base_sequence(), h.record_count()), (-1, 1));
         assert_eq!(control_type(&bytes), Some(ControlType::Commit));
+        assert_eq!(marker_coordinator_epoch(&bytes), Some(9));
 
         // The abort marker differs in the key's type, and so in the CRC.
         let abort = marker_batch(4711, 3, false, 9, 1_700_000_000_000);
@@ -704,6 +729,10 @@ mod tests {
     #[test]
     fn control_type_refuses_what_is_not_a_marker() {
         assert_eq!(control_type(&BatchBuilder::new(1).build()), None);
+        assert_eq!(
+            marker_coordinator_epoch(&BatchBuilder::new(1).build()),
+            None
+        );
         let marker = marker_batch(1, 0, false, 0, 0);
         assert_eq!(control_type(&marker[..70]), None);
         let mut empty = marker.clone();
@@ -712,6 +741,7 @@ mod tests {
         let mut other = marker;
         other[HEADER_SIZE + 8] = 5;
         assert_eq!(control_type(&other), Some(ControlType::Other(5)));
+        assert_eq!(marker_coordinator_epoch(&other), None);
     }
 
     #[test]
