@@ -9,11 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
-use weir_log::batch::{BatchError, BatchHeader};
+use weir_log::batch::{self, BatchError, BatchHeader, ControlType};
 use weir_log::{AppendInfo, Log, LogConfig, LogError, TimestampType};
 
 use crate::config::BrokerConfig;
-use crate::producer_state::{BatchMetadata, IncomingBatch, ProducerStates, SequenceCheck};
+use crate::producer_state::{
+    BatchMetadata, IncomingBatch, MarkerCheck, ProducerStates, SequenceCheck,
+};
 use crate::replication::leader_state::LeaderState;
 
 /// Why a produce to this partition failed, in Kafka's terms.
@@ -27,6 +29,14 @@ pub enum AppendError {
     OutOfOrderSequence { expected: i32, got: i32 },
     #[error("producer epoch {got} is older than the current epoch {current}")]
     InvalidProducerEpoch { current: i16, got: i16 },
+    #[error("clients may not write control batches (transaction markers)")]
+    ControlBatch,
+    #[error("a transactional batch needs a producer id (from InitProducerId)")]
+    TransactionalWithoutProducer,
+    #[error("producer {producer_id} has a transaction open since offset {first_offset}: its batches must be transactional until it ends")]
+    InvalidTxnState { producer_id: i64, first_offset: u64 },
+    #[error("coordinator epoch {got} is older than the epoch {current} of the coordinator that last wrote a marker")]
+    CoordinatorFenced { current: i32, got: i32 },
 }
 
 /// The partition's leadership as the metadata image last said.
@@ -377,6 +387,12 @@ impl Partition {
         origin: AppendOrigin,
     ) -> Result<Appended, AppendError> {
         let header = single_batch_header(records)?;
+        if header.is_control() {
+            return Err(AppendError::ControlBatch);
+        }
+        if header.is_transactional() && header.producer_id() < 0 {
+            return Err(AppendError::TransactionalWithoutProducer);
+        }
         let producer = (header.producer_id() >= 0).then(|| {
             let first_seq = header.base_sequence();
             IncomingBatch {
@@ -388,6 +404,14 @@ impl Partition {
         });
         let mut producers = self.producers.lock();
         if let Some(batch) = &producer {
+            if !header.is_transactional() {
+                if let Some(first_offset) = self.log.open_transaction(batch.producer_id) {
+                    return Err(AppendError::InvalidTxnState {
+                        producer_id: batch.producer_id,
+                        first_offset,
+                    });
+                }
+            }
             match producers.check(batch) {
                 SequenceCheck::Append => {}
                 SequenceCheck::FencedEpoch { current, got } => {
@@ -425,6 +449,71 @@ impl Partition {
             );
         }
         drop(producers);
+        Ok(self.appended_as_leader(&info))
+    }
+
+    /// Appends a transaction marker as the leader (WriteTxnMarkers): a
+    /// control batch ending `producer_id`'s transaction with a commit or an
+    /// abort. A marker whose producer epoch is older than the producer's
+    /// (from a transaction that already ended, delivered late) is refused
+    /// with INVALID_PRODUCER_EPOCH, so it can never end a later
+    /// transaction; one from a coordinator older than the last one that
+    /// wrote this producer a marker, with TRANSACTION_COORDINATOR_FENCED. A
+    /// producer with no open transaction is written the marker all the same
+    /// (as in Kafka: it changes nothing). The producer takes the marker's
+    /// epoch.
+    pub fn write_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+    ) -> Result<Appended, AppendError> {
+        let mut producers = self.producers.lock();
+        match producers.check_marker(producer_id, producer_epoch, coordinator_epoch) {
+            MarkerCheck::Write => {}
+            MarkerCheck::FencedEpoch { current, got } => {
+                return Err(AppendError::InvalidProducerEpoch { current, got })
+            }
+            MarkerCheck::FencedCoordinator { current, got } => {
+                return Err(AppendError::CoordinatorFenced { current, got })
+            }
+        }
+        let marker = batch::marker_batch(
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            crate::broker::now_ms(),
+        );
+        let info = self.log.append(&marker, leader_epoch)?;
+        producers.record_marker(producer_id, producer_epoch, coordinator_epoch);
+        drop(producers);
+        Ok(self.appended_as_leader(&info))
+    }
+
+    /// The offset below which `read_committed` consumers may read: the
+    /// high watermark, or the first offset of an undecided transaction (or
+    /// of a decided one whose marker is not on every in-sync replica yet)
+    /// if lower; never below the log start.
+    pub fn last_stable_offset(&self) -> u64 {
+        self.last_stable_offset_at(self.high_watermark())
+    }
+
+    /// [`last_stable_offset`](Self::last_stable_offset) for a high
+    /// watermark read before.
+    pub fn last_stable_offset_at(&self, high_watermark: u64) -> u64 {
+        let stable = self
+            .log
+            .first_unstable_offset(high_watermark)
+            .map_or(high_watermark, |first| first.min(high_watermark));
+        stable.max(self.log.log_start_offset().min(high_watermark))
+    }
+
+    /// After a leader's append: the leadership hears of the new log end
+    /// (the high watermark may move), and waiting fetches wake.
+    fn appended_as_leader(&self, info: &AppendInfo) -> Appended {
         let log_end = info.last_offset + 1;
         let moved = {
             let mut leadership = self.leadership.lock();
@@ -436,14 +525,14 @@ impl Partition {
             Some((true, high_watermark)) => self.set_high_watermark(high_watermark),
             _ => self.notify(),
         }
-        Ok(Appended {
+        Appended {
             base_offset: info.base_offset,
             last_offset: info.last_offset,
             log_append_time_ms: info.log_append_time_ms,
             records: info.records,
             bytes: info.bytes,
             duplicate: false,
-        })
+        }
     }
 }
 
@@ -458,10 +547,24 @@ fn read_high_watermark(dir: &Path) -> Option<u64> {
         .ok()
 }
 
-/// Records the idempotent producers of batches as they are stored.
+/// Records the idempotent producers of batches as they are stored, and the
+/// epochs their transaction markers carry.
 fn record_producer_batches(producers: &mut ProducerStates, mut bytes: &[u8]) {
     while let Ok(header) = BatchHeader::parse(bytes, 0) {
-        if header.producer_id() >= 0 && !header.is_control() {
+        if header.producer_id() >= 0 && header.is_control() {
+            let whole = &bytes[..header.total_size().min(bytes.len())];
+            if let Some(coordinator_epoch) = batch::marker_coordinator_epoch(whole) {
+                debug_assert!(matches!(
+                    batch::control_type(whole),
+                    Some(ControlType::Commit | ControlType::Abort)
+                ));
+                producers.record_marker(
+                    header.producer_id(),
+                    header.producer_epoch(),
+                    coordinator_epoch,
+                );
+            }
+        } else if header.producer_id() >= 0 {
             let first_seq = header.base_sequence();
             let batch = IncomingBatch {
                 producer_id: header.producer_id(),
@@ -605,4 +708,153 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
         }
     }
     config
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_log::testing::BatchBuilder;
+
+    use super::*;
+
+    fn open(dir: &Path) -> Partition {
+        let partition =
+            Partition::open(dir, "t", uuid::Uuid::nil(), 0, LogConfig::default()).unwrap();
+        // The only replica, so the high watermark follows the log end.
+        partition.lead(1, &[1], &[1], 0);
+        partition
+    }
+
+    fn txn(producer_id: i64, epoch: i16, sequence: i32, count: usize) -> Vec<u8> {
+        BatchBuilder::new(count)
+            .producer(producer_id, epoch, sequence)
+            .transactional()
+            .build()
+    }
+
+    /// Every batch of the log, for a follower to copy.
+    fn all_batches(partition: &Partition) -> Vec<u8> {
+        let end = partition.log.log_end_offset();
+        partition
+            .log
+            .read(0, 1 << 20, end)
+            .unwrap()
+            .to_bytes()
+            .unwrap()
+            .to_vec()
+    }
+
+    #[test]
+    fn markers_end_transactions_and_move_the_last_stable_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        p.append(&BatchBuilder::new(1).build(), 0).unwrap(); // 0
+        p.append(&txn(1, 0, 0, 2), 0).unwrap(); // 1..=2
+        p.append(&txn(2, 0, 0, 1), 0).unwrap(); // 3
+        assert_eq!(p.high_watermark(), 4);
+        assert_eq!(p.last_stable_offset(), 1);
+
+        // A producer with an open transaction writes transactionally, and
+        // nobody writes markers through produce.
+        let plain = BatchBuilder::new(1).producer(1, 0, 2).build();
+        assert!(matches!(
+            p.append(&plain, 0),
+            Err(AppendError::InvalidTxnState {
+                producer_id: 1,
+                first_offset: 1
+            })
+        ));
+        let forged = batch::marker_batch(1, 0, true, 0, 0);
+        assert!(matches!(
+            p.append(&forged, 0),
+            Err(AppendError::ControlBatch)
+        ));
+        let anonymous = BatchBuilder::new(1).transactional().build();
+        assert!(matches!(
+            p.append(&anonymous, 0),
+            Err(AppendError::TransactionalWithoutProducer)
+        ));
+
+        let committed = p.write_marker(1, 0, true, 5, 0).unwrap(); // 4
+        assert_eq!(committed.base_offset, 4);
+        assert_eq!(p.last_stable_offset(), 3);
+        p.write_marker(2, 0, false, 5, 0).unwrap(); // 5
+        assert_eq!(p.last_stable_offset(), 6);
+        assert_eq!(
+            p.log.aborted_transactions(0, 6),
+            vec![weir_log::AbortedTxn {
+                producer_id: 2,
+                first_offset: 3,
+                last_offset: 5,
+                last_stable_offset: 6,
+            }]
+        );
+
+        // The coordinator bumps producer 1's epoch at the end of its next
+        // transaction; a late marker of the earlier epoch is refused.
+        p.append(&txn(1, 0, 2, 1), 0).unwrap(); // 6
+        p.write_marker(1, 1, true, 5, 0).unwrap(); // 7
+        assert!(matches!(
+            p.write_marker(1, 0, false, 5, 0),
+            Err(AppendError::InvalidProducerEpoch { current: 1, got: 0 })
+        ));
+        // So is a marker from an older coordinator.
+        assert!(matches!(
+            p.write_marker(2, 0, true, 4, 0),
+            Err(AppendError::CoordinatorFenced { current: 5, got: 4 })
+        ));
+        // A marker for a producer with nothing open is written, harmlessly.
+        p.write_marker(9, 0, false, 0, 0).unwrap(); // 8
+        assert_eq!(p.log.aborted_transactions(0, 9).len(), 1);
+        assert_eq!(p.last_stable_offset(), 9);
+    }
+
+    #[test]
+    fn followers_and_restarts_rebuild_the_same_transaction_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let leader = open(&dir.path().join("leader"));
+        leader.append(&txn(1, 0, 0, 2), 0).unwrap(); // 0..=1
+        leader.append(&txn(2, 0, 0, 1), 0).unwrap(); // 2
+        leader.write_marker(1, 3, false, 7, 0).unwrap(); // 3
+        leader.append(&BatchBuilder::new(1).build(), 0).unwrap(); // 4
+        let aborted = leader.log.aborted_transactions(0, 5);
+        assert_eq!(aborted.len(), 1);
+
+        let follower = Partition::open(
+            &dir.path().join("follower"),
+            "t",
+            uuid::Uuid::nil(),
+            0,
+            LogConfig::default(),
+        )
+        .unwrap();
+        follower
+            .append_replicated(&all_batches(&leader), 5)
+            .unwrap();
+        assert_eq!(follower.log.aborted_transactions(0, 5), aborted);
+        assert_eq!(follower.last_stable_offset(), 2, "producer 2 is still open");
+        // Promoted, the follower fences what the leader fenced.
+        follower.lead(1, &[1], &[1], 0);
+        assert!(matches!(
+            follower.write_marker(1, 2, true, 7, 0),
+            Err(AppendError::InvalidProducerEpoch { current: 3, got: 2 })
+        ));
+        assert!(matches!(
+            follower.write_marker(1, 3, true, 6, 0),
+            Err(AppendError::CoordinatorFenced { current: 7, got: 6 })
+        ));
+
+        // A restart (snapshot or not) rebuilds it too.
+        for snapshot in [false, true] {
+            if snapshot {
+                leader.snapshot_producer_state().unwrap();
+            }
+            let reopened = open(&dir.path().join("leader"));
+            assert_eq!(reopened.log.aborted_transactions(0, 5), aborted);
+            assert_eq!(reopened.last_stable_offset(), 2);
+            assert!(matches!(
+                reopened.write_marker(1, 2, true, 7, 0),
+                Err(AppendError::InvalidProducerEpoch { current: 3, got: 2 })
+            ));
+        }
+    }
 }

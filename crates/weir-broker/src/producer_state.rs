@@ -1,6 +1,9 @@
 //! Idempotent-producer state of one partition: for each producer id, its
 //! epoch and the last five batches it wrote, so that a retried batch is
-//! answered with its original offset instead of being appended twice.
+//! answered with its original offset instead of being appended twice; and
+//! the epoch of the transaction coordinator that last wrote it a marker.
+//! (Which producers have a transaction open, and since which offset, the
+//! log itself knows: `Log::open_transaction`.)
 
 use std::collections::{HashMap, VecDeque};
 
@@ -20,10 +23,47 @@ pub struct BatchMetadata {
     pub timestamp: i64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProducerEntry {
     pub epoch: i16,
     pub batches: VecDeque<BatchMetadata>,
+    /// The epoch of the transaction coordinator that wrote this producer's
+    /// last marker (-1: none). Snapshots from before transactions lack it.
+    #[serde(default = "no_coordinator_epoch")]
+    pub coordinator_epoch: i32,
+}
+
+fn no_coordinator_epoch() -> i32 {
+    -1
+}
+
+impl Default for ProducerEntry {
+    fn default() -> Self {
+        Self {
+            epoch: 0,
+            batches: VecDeque::new(),
+            coordinator_epoch: no_coordinator_epoch(),
+        }
+    }
+}
+
+/// Whether a transaction marker may be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerCheck {
+    Write,
+    /// The marker's producer epoch is older than the producer's: it
+    /// belongs to a transaction that has ended, and must not end a later
+    /// one.
+    FencedEpoch {
+        current: i16,
+        got: i16,
+    },
+    /// A coordinator older than the one that wrote the producer's last
+    /// marker (a zombie after a coordinator failover).
+    FencedCoordinator {
+        current: i32,
+        got: i32,
+    },
 }
 
 /// What to do with an incoming batch.
@@ -103,6 +143,52 @@ impl ProducerStates {
             entry.batches.pop_front();
         }
         entry.batches.push_back(metadata);
+    }
+
+    /// Decides, as Kafka does, whether a marker of `producer_id` at
+    /// `epoch` from a coordinator at `coordinator_epoch` may be written. A
+    /// producer this partition has not seen may be written a marker (it
+    /// changes nothing).
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+    ) -> MarkerCheck {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return MarkerCheck::Write;
+        };
+        if epoch < entry.epoch {
+            MarkerCheck::FencedEpoch {
+                current: entry.epoch,
+                got: epoch,
+            }
+        } else if coordinator_epoch < entry.coordinator_epoch {
+            MarkerCheck::FencedCoordinator {
+                current: entry.coordinator_epoch,
+                got: coordinator_epoch,
+            }
+        } else {
+            MarkerCheck::Write
+        }
+    }
+
+    /// Records a marker that was appended (or replayed from the log): the
+    /// producer takes its epoch (a newer one clears the cached batches:
+    /// sequences start again at 0), and the coordinator epoch.
+    pub fn record_marker(&mut self, producer_id: i64, epoch: i16, coordinator_epoch: i32) {
+        let entry = self
+            .producers
+            .entry(producer_id)
+            .or_insert_with(|| ProducerEntry {
+                epoch,
+                ..ProducerEntry::default()
+            });
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = entry.coordinator_epoch.max(coordinator_epoch);
     }
 
     /// Notes a new epoch for a producer (InitProducerId bumped it).
@@ -227,6 +313,56 @@ mod tests {
             meta(i32::MAX - 1, i32::MAX, 0),
         );
         assert_eq!(states.check(&batch(0, 0, 4)), SequenceCheck::Append);
+    }
+
+    #[test]
+    fn markers_from_older_epochs_and_older_coordinators_are_fenced() {
+        let mut states = with_batches(2, 1);
+        assert_eq!(states.check_marker(7, 0, 3), MarkerCheck::Write);
+        assert_eq!(
+            states.check_marker(99, 0, 0),
+            MarkerCheck::Write,
+            "unknown producer"
+        );
+        // The coordinator ended the transaction with a bumped epoch.
+        states.record_marker(7, 1, 3);
+        assert_eq!(
+            states.check_marker(7, 0, 3),
+            MarkerCheck::FencedEpoch { current: 1, got: 0 },
+            "a delayed marker of the earlier transaction"
+        );
+        assert_eq!(
+            states.check_marker(7, 1, 2),
+            MarkerCheck::FencedCoordinator { current: 3, got: 2 }
+        );
+        assert_eq!(states.check_marker(7, 2, 4), MarkerCheck::Write);
+        // Data of the old epoch is fenced too; the new one starts at 0.
+        assert_eq!(
+            states.check(&batch(0, 2, 2)),
+            SequenceCheck::FencedEpoch { current: 1, got: 0 }
+        );
+        assert_eq!(states.check(&batch(1, 0, 0)), SequenceCheck::Append);
+        // A marker at the same epoch keeps the cached batches.
+        states.record(&batch(1, 0, 0), meta(0, 0, 50));
+        states.record_marker(7, 1, 3);
+        assert_eq!(
+            states.check(&batch(1, 0, 0)),
+            SequenceCheck::Duplicate(meta(0, 0, 50))
+        );
+    }
+
+    #[test]
+    fn snapshots_from_before_transactions_still_load() {
+        let old = r#"{"producers":{"7":{"epoch":2,"batches":[]}}}"#;
+        let states: ProducerStates = serde_json::from_str(old).unwrap();
+        assert_eq!(states.check_marker(7, 2, 0), MarkerCheck::Write);
+        assert_eq!(
+            states.check_marker(7, 1, 0),
+            MarkerCheck::FencedEpoch { current: 2, got: 1 }
+        );
+        let round_trip: ProducerStates =
+            serde_json::from_str(&serde_json::to_string(&states).unwrap()).unwrap();
+        assert_eq!(round_trip.check_marker(7, 2, -1), MarkerCheck::Write);
     }
 
     #[test]

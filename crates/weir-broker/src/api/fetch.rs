@@ -1,5 +1,8 @@
-//! Fetch: whole batches as stored, up to the high watermark, with a
-//! long-poll woken by appends when fewer than `min_bytes` are available.
+//! Fetch: whole batches as stored, up to the high watermark (or, for a
+//! `read_committed` consumer, the last stable offset, with the aborted
+//! transactions the records overlap), with a long-poll woken by appends
+//! when fewer than `min_bytes` are available. Followers read to the log
+//! end.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +29,9 @@ struct Target {
     /// A follower reads up to the log end, a consumer up to the high
     /// watermark.
     follower: bool,
+    /// A consumer with isolation level `read_committed`: reads up to the
+    /// last stable offset, and is told which transactions were aborted.
+    read_committed: bool,
 }
 
 pub(super) async fn handle(
@@ -35,6 +41,7 @@ pub(super) async fn handle(
 ) -> Outgoing {
     // Before v15 followers name themselves in `replica_id`; consumers send -1.
     let replica = request.replica_id.0;
+    let read_committed = request.isolation_level == 1 && replica < 0;
     let now = now_ms();
     let topics: Vec<(String, Vec<Target>)> = request
         .topics
@@ -59,6 +66,7 @@ pub(super) async fn handle(
                         max_bytes: p.partition_max_bytes.max(0) as usize,
                         partition,
                         follower: replica >= 0,
+                        read_committed,
                     }
                 })
                 .collect();
@@ -143,13 +151,15 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> FetchedPar
         Err(code) => return FetchedPartition::error(target.index, *code),
     };
     let high_watermark = partition.high_watermark();
+    let last_stable = partition.last_stable_offset_at(high_watermark);
     let mut data = FetchedPartition {
         index: target.index,
         error_code: 0,
         high_watermark: high_watermark as i64,
-        last_stable_offset: high_watermark as i64,
+        last_stable_offset: last_stable as i64,
         log_start_offset: partition.log.log_start_offset() as i64,
         records: LogSlice::default(),
+        aborted: Vec::new(),
     };
     let Ok(offset) = u64::try_from(target.fetch_offset) else {
         data.error_code = ResponseError::OffsetOutOfRange.code();
@@ -161,12 +171,19 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> FetchedPar
     }
     let upper = if target.follower {
         partition.log.log_end_offset()
+    } else if target.read_committed {
+        last_stable
     } else {
         high_watermark
     };
     match partition.log.read(offset, limit.max(1), upper) {
         Ok(slice) if have_data && slice.len() as usize > limit => {}
-        Ok(slice) => data.records = slice,
+        Ok(slice) => {
+            if target.read_committed && !slice.is_empty() {
+                data.aborted = partition.log.aborted_transactions(offset, upper);
+            }
+            data.records = slice;
+        }
         Err(LogError::OffsetOutOfRange { .. }) => {
             data.error_code = ResponseError::OffsetOutOfRange.code();
         }

@@ -7,7 +7,8 @@
 //! response    throttle i32, [v7+: error i16, session id i32],
 //!             topics [ name string, partitions [
 //!               index i32, error i16, high watermark i64, last stable i64,
-//!               [v5+: log start i64], aborted transactions [] (empty),
+//!               [v5+: log start i64], aborted transactions [
+//!                 producer id i64, first offset i64, [v12: tagged fields] ],
 //!               [v11+: preferred read replica i32], records bytes,
 //!               [v12: tagged fields] ], [v12: tagged fields] ],
 //!             [v12: tagged fields]
@@ -16,7 +17,7 @@
 //! length + 1) and an empty tagged-field section after each structure.
 
 use bytes::{BufMut, BytesMut};
-use weir_log::LogSlice;
+use weir_log::{AbortedTxn, LogSlice};
 
 use crate::net::{Chunk, Outgoing};
 
@@ -28,6 +29,8 @@ pub(super) struct FetchedPartition {
     pub(super) last_stable_offset: i64,
     pub(super) log_start_offset: i64,
     pub(super) records: LogSlice,
+    /// For `read_committed`: the aborted transactions the records overlap.
+    pub(super) aborted: Vec<AbortedTxn>,
 }
 
 impl FetchedPartition {
@@ -39,6 +42,7 @@ impl FetchedPartition {
             last_stable_offset: -1,
             log_start_offset: -1,
             records: LogSlice::default(),
+            aborted: Vec::new(),
         }
     }
 }
@@ -74,7 +78,12 @@ pub(super) fn encode(
             if version >= 5 {
                 out.buf.put_i64(p.log_start_offset);
             }
-            out.array_len(0); // aborted transactions
+            out.array_len(p.aborted.len());
+            for txn in &p.aborted {
+                out.buf.put_i64(txn.producer_id);
+                out.buf.put_i64(txn.first_offset as i64);
+                out.tagged_fields();
+            }
             if version >= 11 {
                 out.buf.put_i32(-1); // preferred read replica: none
             }
@@ -174,6 +183,20 @@ mod tests {
                             last_stable_offset: 5,
                             log_start_offset: 0,
                             records: slice.clone(),
+                            aborted: vec![
+                                AbortedTxn {
+                                    producer_id: 7,
+                                    first_offset: 1,
+                                    last_offset: 9,
+                                    last_stable_offset: 10,
+                                },
+                                AbortedTxn {
+                                    producer_id: 8,
+                                    first_offset: 3,
+                                    last_offset: 11,
+                                    last_stable_offset: 12,
+                                },
+                            ],
                         },
                         FetchedPartition::error(1, 1),
                     ],
@@ -199,6 +222,13 @@ mod tests {
                 assert_eq!(p0.log_start_offset, 0);
             }
             assert_eq!(p0.records.as_deref(), Some(&stored[..]), "v{version}");
+            let aborted: Vec<(i64, i64)> = p0
+                .aborted_transactions
+                .iter()
+                .flatten()
+                .map(|t| (t.producer_id.0, t.first_offset))
+                .collect();
+            assert_eq!(aborted, vec![(7, 1), (8, 3)], "v{version}");
             let p1 = &orders.partitions[1];
             assert_eq!((p1.partition_index, p1.error_code), (1, 1));
             assert_eq!(p1.records.as_deref(), Some(&[][..]));

@@ -1,5 +1,6 @@
-//! ListOffsets: earliest, latest, the first offset at or after a
-//! timestamp, and the record with the largest timestamp.
+//! ListOffsets: earliest, latest (the high watermark, or for isolation
+//! level `read_committed` the last stable offset), the first offset at or
+//! after a timestamp, and the record with the largest timestamp.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -37,6 +38,9 @@ pub(super) fn handle(
                         Err(not_served) => return response.with_error_code(not_served.code()),
                     };
                     let found = match p.timestamp {
+                        LATEST if request.isolation_level == 1 => {
+                            Ok(Some((-1, partition.last_stable_offset() as i64)))
+                        }
                         LATEST => Ok(Some((-1, partition.high_watermark() as i64))),
                         EARLIEST => Ok(Some((-1, partition.log.log_start_offset() as i64))),
                         MAX_TIMESTAMP => partition

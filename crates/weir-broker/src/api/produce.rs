@@ -4,6 +4,11 @@
 //! NOT_ENOUGH_REPLICAS when the ISR is below `min.insync.replicas` before
 //! the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND when it fell below while
 //! waiting, and REQUEST_TIMED_OUT when the request's timeout ran out.
+//!
+//! A request with a transactional id carries transactional batches (the
+//! producer's open transaction), and only such a request may:
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional batch without
+//! one (as Kafka answers), INVALID_RECORD for a plain batch with one.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +17,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use weir_log::batch::BatchError;
+use weir_log::batch::{BatchError, BatchHeader};
 use weir_log::LogError;
 
 use super::{Reply, RequestContext};
@@ -38,14 +43,13 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
         let name = topic.name.0.to_string();
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for (p, data) in topic.partition_data.into_iter().enumerate() {
+            let transactional = request.transactional_id.is_some();
             let response = if invalid_acks {
                 error(data.index, ResponseError::InvalidRequiredAcks, None)
-            } else if request.transactional_id.is_some() {
-                error(
-                    data.index,
-                    ResponseError::TransactionalIdAuthorizationFailed,
-                    Some("transactions are not supported yet".into()),
-                )
+            } else if let Some((code, message)) =
+                check_transactional(transactional, data.records.as_deref())
+            {
+                error(data.index, code, Some(message.into()))
             } else {
                 let (response, wait) = produce_partition(
                     broker,
@@ -158,11 +162,37 @@ fn produce_partition(
     }
 }
 
-fn append_error_code(error: &AppendError) -> ResponseError {
+/// Whether the batch's transactional attribute agrees with the request's
+/// transactional id; the error otherwise.
+fn check_transactional(
+    has_transactional_id: bool,
+    records: Option<&[u8]>,
+) -> Option<(ResponseError, &'static str)> {
+    let header = BatchHeader::parse(records?, 0).ok()?;
+    match (has_transactional_id, header.is_transactional()) {
+        (false, true) => Some((
+            ResponseError::TransactionalIdAuthorizationFailed,
+            "a transactional batch needs a transactional id in the produce request",
+        )),
+        (true, false) => Some((
+            ResponseError::InvalidRecord,
+            "a produce request with a transactional id carries transactional batches only",
+        )),
+        _ => None,
+    }
+}
+
+/// The Kafka error for a failed append.
+pub(super) fn append_error_code(error: &AppendError) -> ResponseError {
     match error {
         AppendError::BatchCount(_) => ResponseError::InvalidRecord,
         AppendError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         AppendError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        AppendError::ControlBatch | AppendError::TransactionalWithoutProducer => {
+            ResponseError::InvalidRecord
+        }
+        AppendError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+        AppendError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,
         AppendError::Log(LogError::InvalidBatch(batch)) => match batch {
             BatchError::TooLarge { .. } => ResponseError::MessageTooLarge,
             BatchError::WrongMagic { .. } => ResponseError::UnsupportedForMessageFormat,
