@@ -33,6 +33,7 @@ mod error;
 mod fetch;
 mod frame;
 mod groups;
+mod markers;
 mod offsets;
 mod partitioner;
 mod produce;
@@ -53,6 +54,7 @@ pub use groups::{
 };
 pub use kafka_protocol::records::Compression;
 pub use kafka_protocol::ResponseError;
+pub use markers::{MarkerOutcome, TxnMarker};
 pub use offsets::{EARLIEST, LATEST};
 pub use partitioner::{murmur2, murmur2_partition, to_positive};
 pub use produce::encode_batch;

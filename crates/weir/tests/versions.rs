@@ -134,6 +134,26 @@ fn every_advertised_version_answers() {
                     assert_eq!(r.topics[0].partitions[0].error_code, 0, "{label}");
                     assert!(r.topics[0].partitions[0].offset > 0, "{label}");
                 }
+                ApiKey::WriteTxnMarkers => {
+                    use kafka_protocol::messages::write_txn_markers_request::{
+                        WritableTxnMarker, WritableTxnMarkerTopic,
+                    };
+                    // A marker for a producer with no open transaction is
+                    // written all the same.
+                    let request = WriteTxnMarkersRequest::default().with_markers(vec![
+                        WritableTxnMarker::default()
+                            .with_producer_id(ProducerId(1_000_000 + i64::from(version)))
+                            .with_producer_epoch(0)
+                            .with_transaction_result(false)
+                            .with_coordinator_epoch(0)
+                            .with_topics(vec![WritableTxnMarkerTopic::default()
+                                .with_name(name("sweep"))
+                                .with_partition_indexes(vec![0])]),
+                    ]);
+                    let r: WriteTxnMarkersResponse = raw.call(key, version, &request);
+                    let result = &r.markers[0].topics[0].partitions[0];
+                    assert_eq!(result.error_code, 0, "{label}");
+                }
                 ApiKey::AlterPartitionReassignments => {
                     use kafka_protocol::messages::alter_partition_reassignments_request::{
                         ReassignablePartition, ReassignableTopic,

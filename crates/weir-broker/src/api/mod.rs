@@ -16,6 +16,7 @@ mod offsets;
 mod produce;
 mod producer_id;
 mod reassignments;
+mod txn_markers;
 
 use std::sync::Arc;
 
@@ -38,6 +39,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::DescribeCluster, 0, 1),
@@ -152,6 +154,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::CreateTopics => "CreateTopics",
         ApiKey::DeleteTopics => "DeleteTopics",
         ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::WriteTxnMarkers => "WriteTxnMarkers",
         ApiKey::CreatePartitions => "CreatePartitions",
         ApiKey::DescribeConfigs => "DescribeConfigs",
         ApiKey::DescribeCluster => "DescribeCluster",
@@ -234,6 +237,10 @@ pub(crate) fn dispatch(
         ApiKey::Produce => {
             let request = decode!();
             produce::handle(&broker, ctx, request)
+        }
+        ApiKey::WriteTxnMarkers => {
+            let request = decode!();
+            txn_markers::handle(&broker, ctx, request)
         }
         ApiKey::Fetch => {
             let request = decode!();

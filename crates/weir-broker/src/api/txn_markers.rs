@@ -1,0 +1,180 @@
+//! WriteTxnMarkers, from a transaction coordinator to partition leaders:
+//! for each marker and each of its partitions, the leader appends the
+//! commit or abort marker (`Partition::write_marker`) and answers once the
+//! marker is on every in-sync replica, as acks=all does, with an error code
+//! per partition: NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION) off
+//! the leader, NOT_ENOUGH_REPLICAS when the ISR is below
+//! `min.insync.replicas`, INVALID_PRODUCER_EPOCH for a marker of a producer
+//! epoch older than the partition's (a delayed marker of a transaction that
+//! already ended), TRANSACTION_COORDINATOR_FENCED for one from an older
+//! coordinator, REQUEST_TIMED_OUT when the followers do not catch up in
+//! time. A marker written to a `__consumer_offsets` partition also ends the
+//! transaction's offset commits there (`Broker::on_offsets_marker`).
+//!
+//! Version 1 only: version 0 (the same fields, not flexible) was removed in
+//! Kafka 4.0, and the protocol crate no longer decodes it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
+use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
+use kafka_protocol::ResponseError;
+
+use super::produce::append_error_code;
+use super::{Reply, RequestContext};
+use crate::broker::Broker;
+use crate::offsets::OFFSETS_TOPIC;
+use crate::partition::Partition;
+
+/// How long a marker may wait for the in-sync replicas: less than the
+/// coordinator's request timeout, so that it hears why.
+const REPLICATION_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A written marker waiting for its followers, and where its answer goes.
+struct Pending {
+    marker: usize,
+    topic: usize,
+    partition: usize,
+    replica: Arc<Partition>,
+    until: u64,
+}
+
+pub(super) fn handle(
+    broker: &Broker,
+    ctx: RequestContext,
+    request: WriteTxnMarkersRequest,
+) -> Reply {
+    let mut markers = Vec::with_capacity(request.markers.len());
+    let mut pending = Vec::new();
+    for (m, marker) in request.markers.into_iter().enumerate() {
+        let mut topics = Vec::with_capacity(marker.topics.len());
+        for (t, topic) in marker.topics.into_iter().enumerate() {
+            let name = topic.name.0.to_string();
+            let mut partitions = Vec::with_capacity(topic.partition_indexes.len());
+            for (p, index) in topic.partition_indexes.into_iter().enumerate() {
+                let written = write(
+                    broker,
+                    &name,
+                    index,
+                    marker.producer_id.0,
+                    marker.producer_epoch,
+                    marker.transaction_result,
+                    marker.coordinator_epoch,
+                );
+                let code = match written {
+                    Ok(Some((replica, until))) => {
+                        pending.push(Pending {
+                            marker: m,
+                            topic: t,
+                            partition: p,
+                            replica,
+                            until,
+                        });
+                        0
+                    }
+                    Ok(None) => 0,
+                    Err(code) => code.code(),
+                };
+                partitions.push(
+                    WritableTxnMarkerPartitionResult::default()
+                        .with_partition_index(index)
+                        .with_error_code(code),
+                );
+            }
+            topics.push(
+                WritableTxnMarkerTopicResult::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions),
+            );
+        }
+        markers.push(
+            WritableTxnMarkerResult::default()
+                .with_producer_id(marker.producer_id)
+                .with_topics(topics),
+        );
+    }
+    if pending.is_empty() {
+        let response = WriteTxnMarkersResponse::default().with_markers(markers);
+        return Reply::Now(Some(ctx.respond(&response)));
+    }
+    let node_id = broker.config().node_id;
+    Reply::Later(Box::pin(async move {
+        let deadline = tokio::time::Instant::now() + REPLICATION_TIMEOUT;
+        for wait in pending {
+            if let Err((code, message)) =
+                wait.replica.replicated(wait.until, node_id, deadline).await
+            {
+                let result =
+                    &mut markers[wait.marker].topics[wait.topic].partitions[wait.partition];
+                tracing::debug!(
+                    topic = %wait.replica.topic,
+                    partition = wait.replica.index,
+                    %message,
+                    "transaction marker not replicated"
+                );
+                result.error_code = code.code();
+            }
+        }
+        let response = WriteTxnMarkersResponse::default().with_markers(markers);
+        Some(ctx.respond(&response))
+    }))
+}
+
+/// Writes one marker on the partition's leader; returns the partition and
+/// the offset its high watermark must pass, unless it already has.
+fn write(
+    broker: &Broker,
+    topic: &str,
+    index: i32,
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+) -> Result<Option<(Arc<Partition>, u64)>, ResponseError> {
+    let partition = broker
+        .leader_partition(topic, index)
+        .map_err(|not_served| {
+            ResponseError::try_from_code(not_served.code())
+                .unwrap_or(ResponseError::UnknownServerError)
+        })?;
+    let state = partition.replica_state();
+    if state.isr_size < state.min_insync_replicas {
+        return Err(ResponseError::NotEnoughReplicas);
+    }
+    let written = partition.write_marker(
+        producer_id,
+        producer_epoch,
+        commit,
+        coordinator_epoch,
+        state.leader_epoch,
+    );
+    let appended = match written {
+        Ok(appended) => appended,
+        Err(error) => {
+            let code = append_error_code(&error);
+            if code == ResponseError::KafkaStorageError {
+                tracing::error!(topic, partition = index, %error, "transaction marker not written");
+            } else {
+                tracing::debug!(topic, partition = index, %error, "transaction marker refused");
+            }
+            return Err(code);
+        }
+    };
+    tracing::debug!(
+        topic,
+        partition = index,
+        producer_id,
+        producer_epoch,
+        commit,
+        offset = appended.base_offset,
+        "wrote a transaction marker"
+    );
+    if topic == OFFSETS_TOPIC {
+        broker.on_offsets_marker(index, producer_id, commit, appended.base_offset);
+    }
+    let until = appended.last_offset + 1;
+    Ok((partition.high_watermark() < until).then_some((partition, until)))
+}
