@@ -649,6 +649,91 @@ fn cluster_status_and_a_consumer_group_work_across_nodes() {
 }
 
 #[test]
+fn pending_transactional_offsets_move_with_their_coordinator() {
+    use weir_client::{Client, ResponseError, TxnMarker};
+    let mut cluster = Cluster::start(&[]);
+    create_topic(&cluster.node(1).kafka, "consumed", 2, 3);
+    let input = || vec![("consumed".to_owned(), vec![0, 1])];
+    // A plain commit, then a transaction's, pending at the coordinator.
+    let coordinator = common::cli::block_on(async {
+        let mut client = Client::connect(&cluster.node(1).kafka).await.unwrap();
+        let found = client.find_coordinator("copier").await.unwrap();
+        let mut client = Client::connect(&found.addr()).await.unwrap();
+        client
+            .offset_commit_simple("copier", &[("consumed".to_owned(), 0, 3)])
+            .await
+            .unwrap();
+        let offsets = [
+            ("consumed".to_owned(), 0, 10),
+            ("consumed".to_owned(), 1, 11),
+        ];
+        client
+            .txn_offset_commit("copier-1", 4000, 0, "copier", &offsets)
+            .await
+            .unwrap();
+        found.node_id
+    });
+    cluster.node_mut(coordinator).kill();
+    let survivor = (1..=3).find(|id| *id != coordinator).unwrap();
+    let bootstrap = cluster.node(survivor).kafka.clone();
+    let successor = wait_until(
+        "the group to have a new coordinator",
+        Duration::from_millis(SESSION_TIMEOUT_MS + 20_000),
+        || {
+            common::cli::block_on(async {
+                let mut client = Client::connect(&bootstrap).await.ok()?;
+                let found = client.find_coordinator("copier").await.ok()?;
+                (found.node_id != coordinator).then_some(found)
+            })
+        },
+    );
+    common::cli::block_on(async {
+        let mut client = Client::connect(&successor.addr()).await.unwrap();
+        // The new coordinator read the transaction's offsets from its
+        // replica: still pending.
+        let committed = client.offset_fetch("copier", Some(&input())).await.unwrap();
+        let committed: Vec<(i32, i64)> =
+            committed.iter().map(|c| (c.partition, c.offset)).collect();
+        assert_eq!(committed, vec![(0, 3)]);
+        let unstable = client
+            .offset_fetch_stable("copier", Some(&input()))
+            .await
+            .unwrap_err();
+        assert!(
+            unstable.is(ResponseError::UnstableOffsetCommit),
+            "{unstable}"
+        );
+        // Its commit marker reaches the new leader of the partition.
+        let count = client
+            .metadata(Some(&["__consumer_offsets".to_owned()]))
+            .await
+            .unwrap()
+            .topic("__consumer_offsets")
+            .unwrap()
+            .partitions
+            .len() as i32;
+        let index = weir_broker::offsets::records::partition_for("copier", count);
+        let marker = TxnMarker {
+            producer_id: 4000,
+            producer_epoch: 0,
+            commit: true,
+            coordinator_epoch: 0,
+            partitions: vec![("__consumer_offsets".to_owned(), index)],
+        };
+        for outcome in client.write_txn_markers(&[marker]).await.unwrap() {
+            assert_eq!(outcome.error_code, 0, "{outcome:?}");
+        }
+        let committed = client
+            .offset_fetch_stable("copier", Some(&input()))
+            .await
+            .unwrap();
+        let committed: Vec<(i32, i64)> =
+            committed.iter().map(|c| (c.partition, c.offset)).collect();
+        assert_eq!(committed, vec![(0, 10), (1, 11)]);
+    });
+}
+
+#[test]
 fn brokers_without_the_controller_role_follow_the_metadata_as_learners() {
     // Nodes 1 and 2 do both, 3 is a controller only, 4 a broker only.
     let cluster = Cluster::start_with(&[BOTH, BOTH, "controller", "broker"], &[]);

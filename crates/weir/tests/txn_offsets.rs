@@ -1,13 +1,17 @@
 //! Transactional offset commits against the real broker: TxnOffsetCommit
 //! keeps offsets pending, invisible to OffsetFetch (UNSTABLE_OFFSET_COMMIT
-//! for a read_committed consumer), across restarts too.
+//! for a read_committed consumer), until a WriteTxnMarkers to the group's
+//! `__consumer_offsets` partition commits or aborts them; committed and
+//! pending offsets both survive restarts.
 
 mod common;
 
 use common::cli::block_on;
 use common::Weir;
 use kafka_protocol::messages::ApiKey;
-use weir_client::{Client, ResponseError};
+use weir_broker::offsets::records::partition_for;
+use weir_broker::offsets::OFFSETS_TOPIC;
+use weir_client::{Client, ResponseError, TxnMarker};
 
 const GROUP: &str = "copier";
 const TOPIC: &str = "input";
@@ -48,6 +52,29 @@ async fn txn_commit(client: &mut Client, producer_id: i64, offsets: &[(i32, i64)
         .txn_offset_commit(&transactional_id, producer_id, 0, GROUP, &offsets)
         .await
         .unwrap();
+}
+
+/// Ends the producer's transaction in the group's `__consumer_offsets`
+/// partition, as the transaction coordinator does.
+async fn marker(client: &mut Client, producer_id: i64, commit: bool) {
+    let count = client
+        .metadata(Some(&[OFFSETS_TOPIC.to_owned()]))
+        .await
+        .unwrap()
+        .topic(OFFSETS_TOPIC)
+        .expect("__consumer_offsets exists")
+        .partitions
+        .len() as i32;
+    let marker = TxnMarker {
+        producer_id,
+        producer_epoch: 0,
+        commit,
+        coordinator_epoch: 0,
+        partitions: vec![(OFFSETS_TOPIC.to_owned(), partition_for(GROUP, count))],
+    };
+    for outcome in client.write_txn_markers(&[marker]).await.unwrap() {
+        assert_eq!(outcome.error_code, 0, "{outcome:?}");
+    }
 }
 
 #[test]
@@ -92,6 +119,60 @@ fn pending_offsets_are_invisible_and_survive_restarts() {
 }
 
 #[test]
+fn markers_commit_or_abort_pending_offsets_and_commits_survive_restarts() {
+    let mut weir = Weir::start(&[]);
+    block_on(async {
+        let mut client = Client::connect(&weir.kafka).await.unwrap();
+        client.create_topic(TOPIC, 2, &[]).await.unwrap();
+        client
+            .offset_commit_simple(GROUP, &[(TOPIC.to_owned(), 0, 3)])
+            .await
+            .unwrap();
+
+        // Producer 1000 consumed up to 10 and 11: pending.
+        txn_commit(&mut client, 1000, &[(0, 10), (1, 11)]).await;
+        assert_eq!(committed(&mut client).await, vec![(0, 3)]);
+        assert_eq!(
+            stable(&mut client).await,
+            Err(ResponseError::UnstableOffsetCommit)
+        );
+        marker(&mut client, 1000, true).await;
+        assert_eq!(committed(&mut client).await, vec![(0, 10), (1, 11)]);
+        assert_eq!(stable(&mut client).await, Ok(vec![(0, 10), (1, 11)]));
+
+        // Its next transaction aborts: nothing changes.
+        txn_commit(&mut client, 1000, &[(0, 20)]).await;
+        marker(&mut client, 1000, false).await;
+        assert_eq!(stable(&mut client).await, Ok(vec![(0, 10), (1, 11)]));
+
+        // Producer 1001's transaction is still open at the restart.
+        txn_commit(&mut client, 1001, &[(1, 30)]).await;
+    });
+    for clean in [true, false] {
+        weir.restart(clean);
+        block_on(async {
+            let mut client = Client::connect(&weir.kafka).await.unwrap();
+            assert_eq!(committed(&mut client).await, vec![(0, 10), (1, 11)]);
+            assert_eq!(
+                stable(&mut client).await,
+                Err(ResponseError::UnstableOffsetCommit),
+                "restart (clean: {clean})"
+            );
+        });
+    }
+    block_on(async {
+        let mut client = Client::connect(&weir.kafka).await.unwrap();
+        marker(&mut client, 1001, true).await;
+        assert_eq!(stable(&mut client).await, Ok(vec![(0, 10), (1, 30)]));
+    });
+    weir.restart(false);
+    block_on(async {
+        let mut client = Client::connect(&weir.kafka).await.unwrap();
+        assert_eq!(stable(&mut client).await, Ok(vec![(0, 10), (1, 30)]));
+    });
+}
+
+#[test]
 fn transactional_commits_are_refused_where_kafka_refuses_them() {
     let weir = Weir::start(&[]);
     block_on(async {
@@ -126,4 +207,78 @@ fn transactional_commits_are_refused_where_kafka_refuses_them() {
             "TxnOffsetCommit 0-3 is advertised"
         );
     });
+}
+
+/// What a read_committed consumer (librdkafka) reads as the group's
+/// committed offsets once no transaction has them pending.
+fn committed_read_committed(weir: &Weir) -> Vec<(i32, rdkafka::Offset)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .set("group.id", GROUP)
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    let mut asked = rdkafka::TopicPartitionList::new();
+    asked.add_partition(TOPIC, 0);
+    asked.add_partition(TOPIC, 1);
+    let found = consumer
+        .committed_offsets(asked, std::time::Duration::from_secs(20))
+        .unwrap();
+    (0..2)
+        .map(|p| (p, found.find_partition(TOPIC, p).unwrap().offset()))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the transaction coordinator (InitProducerId with a transactional id, AddOffsetsToTxn, EndTxn)"]
+fn a_transactional_producer_commits_consumed_offsets_with_its_transaction() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::producer::{BaseProducer, Producer};
+    use rdkafka::Offset;
+    let timeout = std::time::Duration::from_secs(30);
+    let weir = Weir::start(&[]);
+    block_on(async {
+        let mut client = Client::connect(&weir.kafka).await.unwrap();
+        client.create_topic(TOPIC, 2, &[]).await.unwrap();
+    });
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .set("transactional.id", "copier-rdkafka")
+        .create()
+        .unwrap();
+    producer.init_transactions(timeout).unwrap();
+    // The consumer whose position the transaction commits; outside group
+    // management, as a consumer that assigns itself partitions is.
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .set("group.id", GROUP)
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let group = consumer.group_metadata().unwrap();
+    let offsets = |positions: &[(i32, i64)]| {
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        for &(p, o) in positions {
+            tpl.add_partition_offset(TOPIC, p, Offset::Offset(o))
+                .unwrap();
+        }
+        tpl
+    };
+
+    producer.begin_transaction().unwrap();
+    producer
+        .send_offsets_to_transaction(&offsets(&[(0, 7), (1, 9)]), &group, timeout)
+        .unwrap();
+    producer.commit_transaction(timeout).unwrap();
+    let committed = vec![(0, Offset::Offset(7)), (1, Offset::Offset(9))];
+    assert_eq!(committed_read_committed(&weir), committed);
+
+    producer.begin_transaction().unwrap();
+    producer
+        .send_offsets_to_transaction(&offsets(&[(0, 70)]), &group, timeout)
+        .unwrap();
+    producer.abort_transaction(timeout).unwrap();
+    assert_eq!(committed_read_committed(&weir), committed);
 }
