@@ -25,12 +25,17 @@
 //! Offsets never change: a rewritten batch keeps its base offset, its
 //! lastOffsetDelta and its producer fields, and its records their offset
 //! deltas, so compaction leaves gaps; a batch left without records goes.
-//! Control batches (transaction markers) are kept as they are, and with
-//! them the aborted-transaction entries of the segments cleaned.
+//! Transactions: nothing of an undecided one is cleaned; the batches of
+//! aborted ones go (they never enter the offset map, so they hide nothing);
+//! a marker stays while its transaction has records in the log, then
+//! `delete.retention.ms` longer, as Kafka keeps it (see [`filter_batch`]).
+//! The cleaned segment's `.txnindex` keeps the group's aborted transactions
+//! but those whose markers went.
 
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::ops::{ControlFlow, Range};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +50,7 @@ use crate::config::LogConfig;
 use crate::error::{IoContext, LogError};
 use crate::log::{CleanPlan, Log, SegmentSnapshot, Swap};
 use crate::segment::{PreparedBatch, Segment};
+use crate::txn::AbortedTxn;
 
 /// Kafka's `log.cleaner.io.buffer.load.factor`: how full the offset map
 /// may get.
@@ -144,6 +150,11 @@ pub struct CleanStats {
     pub records_removed: u64,
     /// Of those, tombstones.
     pub tombstones_removed: u64,
+    /// Batches of aborted transactions removed.
+    pub aborted_batches_removed: u64,
+    /// Transaction markers removed (`delete.retention.ms` after their
+    /// transaction's records were all gone).
+    pub markers_removed: u64,
     /// Distinct keys in the offset map.
     pub keys: u64,
     pub duration: Duration,
@@ -268,6 +279,7 @@ impl Cleaner {
     ) -> Result<Option<u64>, LogError> {
         let first_dirty = plan.cleanable.first_dirty_offset;
         let stop = plan.cleanable.first_uncleanable_offset;
+        let aborted = AbortedRanges::new(&plan.aborted);
         let mut dirty_end = first_dirty;
         let dirty = plan
             .segments
@@ -285,7 +297,12 @@ impl Cleaner {
             let mut full_at = None;
             let flow = self.read_batches(segment, stats, |batch| {
                 let header = batch.header;
-                if header.last_offset() < first_dirty as i64 || header.is_control() {
+                if header.last_offset() < first_dirty as i64
+                    || header.is_control()
+                    || aborted.contains(&header)
+                {
+                    // Markers have no keys; aborted records must not hide
+                    // the committed ones before them.
                     return Ok(ControlFlow::Continue(()));
                 }
                 let count = header.record_count().max(0) as usize;
@@ -336,11 +353,13 @@ impl Cleaner {
     ) -> Result<Option<Segment>, LogError> {
         let storage = log.storage();
         let mut out = Segment::create_cleaned(storage, log.dir(), group[0].base_offset)?;
+        let aborted = AbortedRanges::new(&plan.aborted);
         let target = Target {
             map,
             dirty_end,
             now_ms: plan.now_ms,
             delete_retention_ms: plan.config.delete_retention_ms,
+            aborted: &aborted,
         };
         let result = self.fill(log, plan, group, &target, stats, horizon, &mut out);
         match result {
@@ -367,9 +386,10 @@ impl Cleaner {
     ) -> Result<bool, LogError> {
         let mut writer = Writer::default();
         let config = &plan.config;
+        let mut txns = GroupTxns::new(&group[0].txn_open_at_base);
         for segment in group {
             let flow = self.read_batches(segment, stats, |batch| {
-                let filtered = filter_batch(segment, batch, target, &mut writer.tally)?;
+                let filtered = filter_batch(segment, batch, target, &mut txns, &mut writer.tally)?;
                 match filtered {
                     Filtered::Keep => writer.push(batch.bytes),
                     Filtered::Rewritten(bytes) => writer.push(&bytes),
@@ -391,13 +411,18 @@ impl Cleaner {
         stats.records_read += tally.records_read;
         stats.records_removed += tally.records_removed;
         stats.tombstones_removed += tally.tombstones_removed;
+        stats.aborted_batches_removed += tally.aborted_batches_removed;
+        stats.markers_removed += txns.dropped_markers.len() as u64;
         if let Some(h) = tally.horizon {
             *horizon = Some(horizon.map_or(h, |old| old.min(h)));
         }
         let storage = log.storage();
-        // Offsets do not change and markers are kept: the group's aborted
-        // transactions stay as they were.
-        let entries = group.iter().flat_map(|s| s.txn_entries.iter().copied());
+        // Offsets do not change: the group's aborted transactions stay as
+        // they were, but for those whose markers went.
+        let entries = group
+            .iter()
+            .flat_map(|s| s.txn_entries.iter().copied())
+            .filter(|e| !txns.dropped_markers.contains(&e.last_offset));
         let open_at_base = group[0].txn_open_at_base.clone();
         out.write_txn_index(storage, open_at_base, entries.collect(), true)?;
         out.seal(storage)?;
@@ -518,6 +543,7 @@ struct Tally {
     records_read: u64,
     records_removed: u64,
     tombstones_removed: u64,
+    aborted_batches_removed: u64,
     /// The earliest delete horizon of a kept tombstone.
     horizon: Option<i64>,
 }
@@ -585,6 +611,65 @@ struct Target<'a> {
     dirty_end: u64,
     now_ms: i64,
     delete_retention_ms: i64,
+    aborted: &'a AbortedRanges,
+}
+
+/// The records of aborted transactions: per producer, the ranges from a
+/// transaction's first batch to its abort marker.
+struct AbortedRanges(HashMap<i64, Vec<(u64, u64)>>);
+
+impl AbortedRanges {
+    fn new(aborted: &[AbortedTxn]) -> Self {
+        let mut ranges: HashMap<i64, Vec<(u64, u64)>> = HashMap::new();
+        for txn in aborted {
+            ranges
+                .entry(txn.producer_id)
+                .or_default()
+                .push((txn.first_offset, txn.last_offset));
+        }
+        Self(ranges)
+    }
+
+    /// Whether `header` is a data batch of an aborted transaction.
+    fn contains(&self, header: &BatchHeader<'_>) -> bool {
+        if !header.is_transactional() || header.is_control() || header.producer_id() < 0 {
+            return false;
+        }
+        let base = header.base_offset() as u64;
+        self.0.get(&header.producer_id()).is_some_and(|ranges| {
+            ranges
+                .iter()
+                .any(|&(first, last)| first <= base && base < last)
+        })
+    }
+}
+
+/// What a group's rewrite knows of transactions, to tell when a marker may
+/// go: only once no record of its transaction is left, and only if the
+/// transaction began inside the group — otherwise the cleaned segment's
+/// `.txnindex` header (the transactions open at its base) names it, and a
+/// replay from that header would find it open for ever.
+struct GroupTxns {
+    /// Producers with a transaction open at the group's base offset.
+    open_at_base: HashSet<i64>,
+    /// Producers whose marker the rewrite has passed: their later
+    /// transactions began inside the group.
+    marked: HashSet<i64>,
+    /// Producers whose current transaction keeps records in the group.
+    retained: HashSet<i64>,
+    /// Offsets of the markers removed.
+    dropped_markers: HashSet<u64>,
+}
+
+impl GroupTxns {
+    fn new(open_at_base: &[crate::txn::OpenTxn]) -> Self {
+        Self {
+            open_at_base: open_at_base.iter().map(|t| t.producer_id).collect(),
+            marked: HashSet::new(),
+            retained: HashSet::new(),
+            dropped_markers: HashSet::new(),
+        }
+    }
 }
 
 /// Decides which records of `batch` stay: the latest of each key (by the
@@ -592,16 +677,114 @@ struct Target<'a> {
 /// until their delete horizon, nothing without a key. Batches at or past
 /// the end of the map's range stay as they are (as in Kafka): a tombstone
 /// there may still hide an older record the map has not seen.
+///
+/// Transactions: the batches of aborted transactions go; a marker stays
+/// while records of its transaction do, then `delete.retention.ms` more
+/// (its delete horizon set as a tombstone's is), then goes with its
+/// `.txnindex` entry — if the transaction began inside the group.
 fn filter_batch(
+    segment: &SegmentSnapshot,
+    batch: Batch<'_>,
+    target: &Target<'_>,
+    txns: &mut GroupTxns,
+    tally: &mut Tally,
+) -> Result<Filtered, LogError> {
+    let header = batch.header;
+    if header.base_offset() as u64 >= target.dirty_end {
+        return Ok(Filtered::Keep);
+    }
+    if header.is_control() {
+        return filter_marker(segment, batch, target, txns, tally);
+    }
+    if target.aborted.contains(&header) {
+        tally.records_read += header.record_count().max(0) as u64;
+        tally.records_removed += header.record_count().max(0) as u64;
+        tally.aborted_batches_removed += 1;
+        return Ok(Filtered::Drop);
+    }
+    let filtered = filter_records(segment, batch, target, tally)?;
+    if header.is_transactional() && !matches!(filtered, Filtered::Drop) {
+        txns.retained.insert(header.producer_id());
+    }
+    Ok(filtered)
+}
+
+/// A control batch: a marker stays as long as records of its transaction
+/// do, and while its transaction may be named open in a `.txnindex` header;
+/// then it gets a delete horizon, and goes once the horizon has passed.
+fn filter_marker(
+    segment: &SegmentSnapshot,
+    batch: Batch<'_>,
+    target: &Target<'_>,
+    txns: &mut GroupTxns,
+    tally: &mut Tally,
+) -> Result<Filtered, LogError> {
+    let header = batch.header;
+    let producer_id = header.producer_id();
+    let ends_txn = producer_id >= 0
+        && matches!(
+            batch::control_type(batch.bytes),
+            Some(batch::ControlType::Commit | batch::ControlType::Abort)
+        );
+    if !ends_txn {
+        return Ok(Filtered::Keep);
+    }
+    let began_before =
+        txns.open_at_base.contains(&producer_id) && !txns.marked.contains(&producer_id);
+    txns.marked.insert(producer_id);
+    let has_records = txns.retained.remove(&producer_id);
+    if began_before || has_records {
+        return Ok(Filtered::Keep);
+    }
+    let now_ms = target.now_ms;
+    if header.has_delete_horizon() {
+        let horizon = header.base_timestamp();
+        if now_ms >= horizon {
+            txns.dropped_markers.insert(header.base_offset() as u64);
+            return Ok(Filtered::Drop);
+        }
+        tally.horizon = Some(tally.horizon.map_or(horizon, |old| old.min(horizon)));
+        return Ok(Filtered::Keep);
+    }
+    // The first time: the marker stays delete.retention.ms from now, so a
+    // consumer that read the transaction's records sees it end.
+    let horizon = now_ms.saturating_add(target.delete_retention_ms);
+    tally.horizon = Some(tally.horizon.map_or(horizon, |old| old.min(horizon)));
+    let body = &batch.bytes[HEADER_SIZE..];
+    if header.compression() != Some(Compression::None) {
+        return Ok(Filtered::Keep);
+    }
+    let records = parse_records(body, header.record_count())
+        .map_err(|reason| corrupt_batch(segment, &header, reason))?;
+    let old_base_timestamp = header.base_timestamp();
+    let mut plain = Vec::with_capacity(body.len() + 8);
+    for record in &records {
+        let timestamp = old_base_timestamp.wrapping_add(record.timestamp_delta);
+        encode_record(&mut plain, record, timestamp.wrapping_sub(horizon));
+    }
+    let mut new_header: [u8; HEADER_SIZE] = batch.bytes[..HEADER_SIZE].try_into().expect("header");
+    batch::set_compacted(
+        &mut new_header,
+        &plain,
+        header.attributes() | batch::DELETE_HORIZON,
+        horizon,
+        header.max_timestamp(),
+        header.record_count(),
+    );
+    let mut out = Vec::with_capacity(HEADER_SIZE + plain.len());
+    out.extend_from_slice(&new_header);
+    out.extend_from_slice(&plain);
+    Ok(Filtered::Rewritten(out))
+}
+
+/// The records of a data batch that stay (see [`filter_batch`]).
+fn filter_records(
     segment: &SegmentSnapshot,
     batch: Batch<'_>,
     target: &Target<'_>,
     tally: &mut Tally,
 ) -> Result<Filtered, LogError> {
     let header = batch.header;
-    if header.is_control() || header.base_offset() as u64 >= target.dirty_end {
-        return Ok(Filtered::Keep);
-    }
     let (map, now_ms) = (target.map, target.now_ms);
     let codec = header.compression().expect("validated");
     let body = decompress(codec, &batch.bytes[HEADER_SIZE..])

@@ -1203,24 +1203,7 @@ impl Log {
     /// whose last stable offset reaches `upper_bound` (Kafka's rule: every
     /// transaction that began before it had ended by then).
     pub fn aborted_transactions(&self, from: u64, upper_bound: u64) -> Vec<AbortedTxn> {
-        let st = self.state.lock();
-        let first = st
-            .segments
-            .range(..=from)
-            .next_back()
-            .map_or(0, |(&base, _)| base);
-        let mut found = Vec::new();
-        for segment in st.segments.range(first..).map(|(_, s)| s) {
-            for entry in &segment.txn.entries {
-                if entry.last_offset >= from && entry.first_offset < upper_bound {
-                    found.push(*entry);
-                }
-                if entry.last_stable_offset >= upper_bound {
-                    return found;
-                }
-            }
-        }
-        found
+        collect_aborted(&self.state.lock(), from, upper_bound)
     }
 
     /// The first offset `read_committed` consumers may not read: that of
@@ -1312,6 +1295,8 @@ pub(crate) struct SegmentSnapshot {
 /// What one cleaning pass may touch, taken under the log's lock.
 pub(crate) struct CleanPlan {
     pub(crate) cleanable: Cleanable,
+    /// The aborted transactions with records below `limit`.
+    pub(crate) aborted: Vec<AbortedTxn>,
     /// The sealed segments from the first up to the first uncleanable
     /// offset (they all end at or below it).
     pub(crate) segments: Vec<SegmentSnapshot>,
@@ -1386,8 +1371,10 @@ impl Log {
                 txn_entries: segment.txn.entries.clone(),
             });
         }
+        let first_base = segments.first().map_or(limit, |s| s.base_offset);
         Ok(Some(CleanPlan {
             cleanable,
+            aborted: collect_aborted(&st, first_base, limit),
             segments,
             limit,
             config: st.config.clone(),
@@ -1565,6 +1552,27 @@ fn compute_cleanable(st: &State, upper_bound: u64, now: i64) -> Option<(Cleanabl
         tombstones_due: st.tombstone_horizon.is_some_and(|h| now >= h) && clean_bytes > 0,
     };
     Some((cleanable, limit))
+}
+
+/// [`Log::aborted_transactions`] under the log's lock.
+fn collect_aborted(st: &State, from: u64, upper_bound: u64) -> Vec<AbortedTxn> {
+    let first = st
+        .segments
+        .range(..=from)
+        .next_back()
+        .map_or(0, |(&base, _)| base);
+    let mut found = Vec::new();
+    for segment in st.segments.range(first..).map(|(_, s)| s) {
+        for entry in &segment.txn.entries {
+            if entry.last_offset >= from && entry.first_offset < upper_bound {
+                found.push(*entry);
+            }
+            if entry.last_stable_offset >= upper_bound {
+                return found;
+            }
+        }
+    }
+    found
 }
 
 /// What a clean close writes into [`CLEAN_SHUTDOWN_FILE`]: the log end

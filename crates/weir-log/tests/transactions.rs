@@ -331,3 +331,132 @@ fn a_log_from_before_transactions_gets_its_indexes() {
     assert_eq!(log.aborted_transactions(0, 10), vec![SPANNING_ABORT]);
     assert_eq!(log.open_transaction(3), Some(9));
 }
+
+fn keyed_txn(producer_id: i64, sequence: i32, records: &[(&str, &str)]) -> Vec<u8> {
+    let mut batch = weir_log::testing::KeyedBatch::new()
+        .producer(producer_id, 0, sequence)
+        .transactional();
+    for (key, value) in records {
+        batch = batch.record(Some(key.as_bytes()), Some(value.as_bytes()));
+    }
+    batch.build()
+}
+
+fn keyed(records: &[(&str, &str)]) -> Vec<u8> {
+    let mut batch = weir_log::testing::KeyedBatch::new();
+    for (key, value) in records {
+        batch = batch.record(Some(key.as_bytes()), Some(value.as_bytes()));
+    }
+    batch.build()
+}
+
+/// (offset, key, value) of every data record, and the offsets of the
+/// control batches, from offset 0.
+fn contents(log: &Log) -> (Vec<(u64, String, String)>, Vec<u64>) {
+    let mut records = Vec::new();
+    let mut markers = Vec::new();
+    for (base, bytes) in read_all(log, 0).unwrap() {
+        let header = BatchHeader::parse(&bytes, 0).unwrap();
+        if header.is_control() {
+            markers.push(base);
+            continue;
+        }
+        let mut buf = bytes::Bytes::from(bytes);
+        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
+        for r in set.records {
+            let text = |b: Option<bytes::Bytes>| String::from_utf8(b.unwrap().to_vec()).unwrap();
+            records.push((r.offset as u64, text(r.key), text(r.value)));
+        }
+    }
+    (records, markers)
+}
+
+#[test]
+fn compaction_removes_aborted_records_then_their_markers() {
+    let storage = SimStorage::new();
+    let clock = Arc::new(ManualClock::new(T0));
+    let config = LogConfig {
+        cleanup_policy: weir_log::CleanupPolicy::COMPACT,
+        min_cleanable_dirty_ratio: 0.0,
+        delete_retention_ms: 60_000,
+        ..small_config()
+    };
+    let log = open(&storage, &config, &clock);
+    log.append(&keyed(&[("k1", "v1")]), 0).unwrap(); // 0
+    log.append(&keyed_txn(1, 0, &[("k1", "aborted"), ("k2", "aborted")]), 0)
+        .unwrap(); // 1..=2
+    log.append(&keyed_txn(2, 0, &[("k3", "committed")]), 0)
+        .unwrap(); // 3
+    log.append(&marker(1, false), 0).unwrap(); // 4
+    log.append(&marker(2, true), 0).unwrap(); // 5
+    log.append(&keyed(&[("k4", "v4")]), 0).unwrap(); // 6
+    log.roll().unwrap();
+    let aborted = log.aborted_transactions(0, 7);
+    assert_eq!(aborted.len(), 1);
+
+    let mut cleaner = weir_log::Cleaner::new(weir_log::CleanerConfig::default());
+    let stats = cleaner.clean(&log, u64::MAX).unwrap();
+    assert_eq!(stats.aborted_batches_removed, 1);
+    // The aborted "k1" no longer hides the committed one; both markers
+    // stay for now (the abort's for delete.retention.ms).
+    let expected = vec![
+        (0, "k1".into(), "v1".into()),
+        (3, "k3".into(), "committed".into()),
+        (6, "k4".into(), "v4".into()),
+    ];
+    assert_eq!(contents(&log), (expected.clone(), vec![4, 5]));
+    assert_eq!(log.aborted_transactions(0, 7), aborted);
+    assert!(log.cleanable(u64::MAX).is_some_and(|c| !c.tombstones_due));
+
+    // Past the horizon the abort marker goes, with its index entry; the
+    // commit marker stays while its transaction's record does.
+    clock.advance(60_000);
+    assert!(log.cleanable(u64::MAX).unwrap().needs_cleaning());
+    let stats = cleaner.clean(&log, u64::MAX).unwrap();
+    assert_eq!(stats.markers_removed, 1);
+    assert_eq!(contents(&log), (expected.clone(), vec![5]));
+    assert_eq!(log.aborted_transactions(0, 7), vec![]);
+    assert!(log.open_transactions().is_empty());
+
+    // Once "k3" is superseded, the commit marker follows.
+    log.append(&keyed(&[("k3", "later")]), 0).unwrap(); // 7
+    log.roll().unwrap();
+    cleaner.clean(&log, u64::MAX).unwrap();
+    clock.advance(60_000);
+    cleaner.clean(&log, u64::MAX).unwrap();
+    let (records, markers) = contents(&log);
+    assert_eq!(markers, Vec::<u64>::new());
+    assert_eq!(records.last(), Some(&(7, "k3".into(), "later".into())));
+
+    // What is on disk agrees, read as it is or rebuilt.
+    log.close().unwrap();
+    let log = open(&storage, &config, &clock);
+    assert_eq!(log.aborted_transactions(0, 8), vec![]);
+    assert!(log.open_transactions().is_empty());
+    check(&log, "after compaction and a reopen");
+}
+
+#[test]
+fn compaction_leaves_undecided_transactions_alone() {
+    let storage = SimStorage::new();
+    let clock = Arc::new(ManualClock::new(T0));
+    let config = LogConfig {
+        cleanup_policy: weir_log::CleanupPolicy::COMPACT,
+        min_cleanable_dirty_ratio: 0.0,
+        ..small_config()
+    };
+    let log = open(&storage, &config, &clock);
+    log.append(&keyed(&[("k", "v0")]), 0).unwrap(); // 0
+    log.roll().unwrap();
+    log.append(&keyed_txn(1, 0, &[("k", "open")]), 0).unwrap(); // 1
+    log.roll().unwrap();
+    log.append(&keyed(&[("k", "v2")]), 0).unwrap(); // 2
+    log.roll().unwrap();
+    // Nothing from the open transaction's first offset on is cleanable.
+    let cleanable = log.cleanable(u64::MAX).unwrap();
+    assert_eq!(cleanable.first_uncleanable_offset, 1);
+    let mut cleaner = weir_log::Cleaner::new(weir_log::CleanerConfig::default());
+    cleaner.clean(&log, u64::MAX).unwrap();
+    let (records, _) = contents(&log);
+    assert_eq!(records.len(), 3, "{records:?}");
+}
