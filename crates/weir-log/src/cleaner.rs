@@ -432,6 +432,7 @@ impl Cleaner {
         out.log_dirty = false;
         out.indexes_dirty = false;
         out.txn.dirty = false;
+        out.txn.release_file();
         Ok(true)
     }
 

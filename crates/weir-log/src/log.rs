@@ -856,6 +856,11 @@ impl Log {
                 segment.log_dirty = false;
                 segment.indexes_dirty = false;
                 segment.txn.dirty = false;
+                if segment.base_offset != active_base {
+                    // Sealed: its transaction index is complete (the sync
+                    // holds the file until it is done).
+                    segment.txn.release_file();
+                }
             }
             st.rolled_since_flush = false;
             let target = if include_active {
@@ -1650,6 +1655,9 @@ fn recover_transactions(
         let need_end = next_unknown || (last && saved.is_none());
         if !rebuild && !need_end {
             segment.txn = index.expect("loaded");
+            if !last {
+                segment.txn.release_file();
+            }
             continue;
         }
         let mut state = at_base.clone();
@@ -1666,6 +1674,9 @@ fn recover_transactions(
                         && index.entries == entries) =>
             {
                 segment.txn = index;
+                if !last {
+                    segment.txn.release_file();
+                }
             }
             _ => {
                 if !scanned.contains(&base) {

@@ -307,6 +307,14 @@ impl TxnIndex {
         self.file.as_ref()
     }
 
+    /// Closes the file of a sealed segment's index, which is not written
+    /// again (a truncation that makes the segment active writes it anew).
+    pub(crate) fn release_file(&mut self) {
+        if !self.dirty {
+            self.file = None;
+        }
+    }
+
     /// Appends bytes to the file; on failure cuts it back, and says
     /// whether that worked.
     fn append_bytes(&mut self, path: &Path, bytes: &[u8]) -> Result<(), (LogError, bool)> {
