@@ -72,6 +72,7 @@ pub(crate) fn run(bootstrap: &str, args: &E2eArgs, json: bool) -> anyhow::Result
     );
     let total = (args.rate as f64 * args.duration.as_secs_f64()).round() as u64;
     anyhow::ensure!(total > 0, "--rate × --duration is less than one record");
+    anyhow::ensure!(args.keys != Some(0), "--keys must be at least 1");
 
     let clock = Clock::start();
     let counts = Arc::new(Counts::default());
@@ -151,6 +152,7 @@ pub(crate) fn run(bootstrap: &str, args: &E2eArgs, json: bool) -> anyhow::Result
         .parameter("rate", args.rate)
         .parameter("duration_s", args.duration.as_secs_f64())
         .parameter("record_size", p.record_size as u64)
+        .parameter("keys", args.keys.map(|k| k as u64))
         .parameter("acks", p.acks.as_str())
         .parameter("compression", p.compression.as_str())
         .parameter("linger_ms", p.linger_ms)
@@ -195,6 +197,8 @@ fn send_at_rate(
     total: u64,
 ) -> anyhow::Result<(u64, u64, u64)> {
     let mut payload = kafka::payload(args.producer.record_size);
+    // Made before the clock starts.
+    let keys = args.keys.map(kafka::keys);
     let start = clock.nanos();
     let mut max_lag = 0;
     for index in 0..total {
@@ -207,7 +211,11 @@ fn send_at_rate(
             max_lag = max_lag.max(now - due);
         }
         payload[..8].copy_from_slice(&due.to_be_bytes());
-        let record = BaseRecord::with_opaque_to(&args.topic, due as usize).payload(&payload[..]);
+        let mut record =
+            BaseRecord::with_opaque_to(&args.topic, due as usize).payload(&payload[..]);
+        if let Some(keys) = &keys {
+            record = record.key(keys[(index % keys.len() as u64) as usize].as_slice());
+        }
         produce::send(producer, record)?;
     }
     Ok((start, clock.nanos(), max_lag))

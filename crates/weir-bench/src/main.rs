@@ -4,7 +4,7 @@
 //! ```sh
 //! weir-bench produce --topic t --records 1000000 --record-size 100 --acks 1
 //! weir-bench consume --topic t --records 1000000
-//! weir-bench e2e --topic e --rate 50000 --duration 30s --acks all
+//! weir-bench e2e --topic e --rate 50000 --duration 30s --acks all [--keys 1000]
 //! weir-bench null-broker --listen 127.0.0.1:9093
 //! ```
 //!
@@ -129,6 +129,10 @@ struct E2eArgs {
     /// How long to produce: `30s`, `1m`, `500ms` or plain seconds.
     #[arg(long, value_parser = parse_duration)]
     duration: Duration,
+    /// Use a fixed set of this many keys, record `i` getting key `i mod K`
+    /// (default: no keys), as a compacted topic expects.
+    #[arg(long, value_name = "K")]
+    keys: Option<usize>,
     #[command(flatten)]
     producer: ProducerArgs,
 }
