@@ -941,3 +941,69 @@ fn draining_a_broker_moves_its_replicas_without_losing_records() {
         .collect();
     assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
 }
+
+/// Dynamic broker configs go through the metadata: a change made through
+/// one broker reaches every broker, and a broker's own value only that one.
+#[test]
+fn dynamic_broker_configs_reach_every_broker_and_an_override_only_its_own() {
+    use rdkafka::admin::{ConfigSource, ResourceSpecifier};
+    let cluster = Cluster::start(&[]);
+    let via_one = cluster.node(1).kafka.clone();
+    for args in [
+        &["alter-config", "--set", "log.retention.ms=3600000"][..],
+        &[
+            "alter-config",
+            "--broker",
+            "3",
+            "--set",
+            "log.retention.ms=7200000",
+        ],
+    ] {
+        let mut all = vec!["cluster", "--bootstrap", via_one.as_str()];
+        all.extend_from_slice(args);
+        common::cli::run(&all, b"").ok();
+    }
+    let admin = admin(&cluster.bootstrap());
+    for (id, value, source) in [
+        (1, "3600000", ConfigSource::DynamicDefaultBroker),
+        (2, "3600000", ConfigSource::DynamicDefaultBroker),
+        (3, "7200000", ConfigSource::DynamicBroker),
+    ] {
+        // Each broker describes itself, once it has applied the change.
+        wait_until(
+            &format!("broker {id} to apply the change"),
+            Duration::from_secs(10),
+            || {
+                let described = common::cli::block_on(
+                    admin.describe_configs([&ResourceSpecifier::Broker(id)], &AdminOptions::new()),
+                )
+                .ok()?;
+                let resource = described.into_iter().next()?.ok()?;
+                let entry = resource
+                    .entries
+                    .into_iter()
+                    .find(|e| e.name == "log.retention.ms")?;
+                (entry.value.as_deref() == Some(value) && entry.source == source).then_some(())
+            },
+        );
+    }
+    // The CLI asks the broker itself, whichever it was pointed at.
+    let out = common::cli::run(
+        &[
+            "cluster",
+            "--bootstrap",
+            &via_one,
+            "describe-config",
+            "--broker",
+            "3",
+        ],
+        b"",
+    )
+    .ok();
+    let rows = out.table("NAME");
+    let row = rows.iter().find(|r| r[0] == "log.retention.ms").unwrap();
+    assert_eq!(
+        row[1..],
+        ["7200000", "dynamic", "(this", "broker)", "dynamic"]
+    );
+}
