@@ -25,8 +25,8 @@ enum Command {
     Consume(cli::consume::ConsumeArgs),
     /// List, describe and delete consumer groups; reset their offsets.
     Group(cli::group::GroupArgs),
-    /// Show the cluster: brokers, the active controller, partitions that
-    /// need attention.
+    /// Show the cluster (brokers, the active controller, partitions that
+    /// need attention) and its dynamic broker configs; change those.
     Cluster(cli::cluster::ClusterArgs),
 }
 
