@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::partition::{AppendError, Partition};
 use crate::replica_manager::{NotServed, ReplicaManager};
+use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
 
 /// Producer ids are taken from the metadata store in blocks of this size.
 const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -74,6 +75,7 @@ pub struct Broker {
     serving: AtomicBool,
     offsets: OffsetStore,
     groups: GroupCoordinator,
+    txns: Arc<TxnCoordinator>,
 }
 
 /// The settings in force and what they were built from.
@@ -174,7 +176,9 @@ impl Broker {
             serving: AtomicBool::new(false),
             offsets,
             groups,
+            txns: Arc::default(),
         });
+        broker.load_led_transactions();
         broker.start_membership();
         // Changes committed between the first reconcile and now.
         broker.reconcile();
@@ -227,6 +231,22 @@ impl Broker {
         for (_, index) in outcome.unled.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
             self.groups.hand_over(owned_by(*index));
         }
+        for (_, index) in outcome
+            .unled
+            .iter()
+            .filter(|(t, _)| t == TRANSACTION_STATE_TOPIC)
+        {
+            self.txns.hand_over(*index);
+        }
+        for (_, index) in outcome
+            .led
+            .iter()
+            .filter(|(t, _)| t == TRANSACTION_STATE_TOPIC)
+        {
+            if let Some(partition) = self.replicas.get(TRANSACTION_STATE_TOPIC, *index) {
+                self.load_transactions(&partition);
+            }
+        }
         let Some(me) = self.me.upgrade() else {
             // Still opening: the groups are loaded once the broker exists.
             return;
@@ -245,6 +265,39 @@ impl Broker {
                     self.groups.take_over(&me, owned_by(*index), loaded);
                 }
                 Err(error) => tracing::error!(partition = index, %error, "cannot load groups"),
+            }
+        }
+    }
+
+    /// Loads the transactions of the `__transaction_state` partitions this
+    /// node leads as it opens.
+    fn load_led_transactions(&self) {
+        let led: Vec<Arc<Partition>> = self
+            .replicas
+            .of_topic(TRANSACTION_STATE_TOPIC)
+            .into_iter()
+            .filter(|p| {
+                self.leader_partition(TRANSACTION_STATE_TOPIC, p.index)
+                    .is_ok()
+            })
+            .collect();
+        for partition in led {
+            self.load_transactions(&partition);
+        }
+    }
+
+    /// This node leads `partition` of `__transaction_state`: it coordinates
+    /// the transactions stored there.
+    fn load_transactions(&self, partition: &Partition) {
+        let epoch = partition.replica_state().leader_epoch;
+        match self.txns.take_over(partition, epoch) {
+            Ok(count) => tracing::info!(
+                partition = partition.index,
+                transactional_ids = count,
+                "coordinating the transactions of a __transaction_state partition"
+            ),
+            Err(error) => {
+                tracing::error!(partition = partition.index, %error, "cannot load transactions")
             }
         }
     }
@@ -304,6 +357,36 @@ impl Broker {
         &self.groups
     }
 
+    pub fn txns(&self) -> &Arc<TxnCoordinator> {
+        &self.txns
+    }
+
+    pub fn txn_settings(&self) -> crate::txn::TxnSettings {
+        self.config.txn_settings()
+    }
+
+    /// The index of the `__transaction_state` partition that holds
+    /// `transactional_id` and the broker leading it (-1: none at the
+    /// moment), creating the topic on first use.
+    pub fn txn_coordinator_of(&self, transactional_id: &str) -> Result<(i32, i32), BrokerError> {
+        let count = match self.with_image(|image| {
+            image
+                .topic(TRANSACTION_STATE_TOPIC)
+                .map(|t| t.partition_count())
+        }) {
+            Some(count) => count,
+            None => self.create_transaction_state_topic()?,
+        };
+        let index = crate::txn::coordinator::partition_for(transactional_id, count);
+        let leader = self.with_image(|image| {
+            image
+                .topic(TRANSACTION_STATE_TOPIC)
+                .and_then(|t| t.partition(index))
+                .map_or(-1, |p| p.leader)
+        });
+        Ok((index, leader))
+    }
+
     /// The index of the `__consumer_offsets` partition that holds `group`
     /// and the broker leading it (-1: none at the moment), creating the
     /// topic on first use.
@@ -342,8 +425,43 @@ impl Broker {
     /// replicas (fewer while the cluster has fewer live brokers); returns
     /// its partition count.
     fn create_offsets_topic(&self) -> Result<i32, BrokerError> {
-        let configs = [
-            // Compacted, never expired: each group keeps its latest offsets.
+        self.create_internal_topic(
+            OFFSETS_TOPIC,
+            self.config.offsets_topic_num_partitions,
+            self.config.offsets_topic_replication_factor,
+            None,
+        )
+    }
+
+    /// Creates `__transaction_state` (compacted, like Kafka's) with
+    /// `transaction.state.log.replication.factor` replicas (fewer while the
+    /// cluster has fewer live brokers) and `transaction.state.log.min.isr`;
+    /// returns its partition count.
+    fn create_transaction_state_topic(&self) -> Result<i32, BrokerError> {
+        let settings = self.txn_settings();
+        self.create_internal_topic(
+            TRANSACTION_STATE_TOPIC,
+            settings.num_partitions,
+            settings.replication_factor,
+            Some(settings.min_isr),
+        )
+    }
+
+    /// Creates a compacted internal topic with `replication_factor` replicas
+    /// or as many as there are live brokers, and `min.insync.replicas`
+    /// capped likewise; returns its partition count (also when another
+    /// broker created it first).
+    fn create_internal_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i32,
+        min_isr: Option<i32>,
+    ) -> Result<i32, BrokerError> {
+        let live = self.with_image(|image| image.live_brokers().count()) as i32;
+        let replication_factor = replication_factor.min(live.max(1));
+        let mut configs: BTreeMap<String, String> = [
+            // Compacted, never expired: each key keeps its latest state.
             ("cleanup.policy", "compact"),
             ("retention.ms", "-1"),
             ("segment.bytes", "104857600"),
@@ -351,14 +469,14 @@ impl Broker {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
-        let live = self.with_image(|image| image.live_brokers().count()) as i32;
-        let replication_factor = self
-            .config
-            .offsets_topic_replication_factor
-            .min(live.max(1));
-        let partitions = self.config.offsets_topic_num_partitions;
+        if let Some(min_isr) = min_isr {
+            configs.insert(
+                "min.insync.replicas".to_owned(),
+                min_isr.min(replication_factor).to_string(),
+            );
+        }
         match self.create_topic(
-            OFFSETS_TOPIC,
+            name,
             partitions,
             Some(replication_factor),
             None,
@@ -367,7 +485,7 @@ impl Broker {
         ) {
             Ok(topic) => Ok(topic.partition_count()),
             Err(BrokerError::Meta(MetaError::TopicAlreadyExists(_))) => Ok(self
-                .with_image(|image| image.topic(OFFSETS_TOPIC).map(|t| t.partition_count()))
+                .with_image(|image| image.topic(name).map(|t| t.partition_count()))
                 .unwrap_or(partitions)),
             Err(error) => Err(error),
         }

@@ -297,6 +297,48 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         dynamic: true,
         doc: "Default min.cleanable.dirty.ratio of topics: the dirty share of a log before it is cleaned",
     },
+    BrokerConfigDef {
+        name: "transaction.state.log.num.partitions",
+        default: "50",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "Partitions of __transaction_state, where transaction coordinators keep their state",
+    },
+    BrokerConfigDef {
+        name: "transaction.state.log.replication.factor",
+        default: "3",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "Replicas of __transaction_state (fewer while the cluster has fewer live brokers)",
+    },
+    BrokerConfigDef {
+        name: "transaction.state.log.min.isr",
+        default: "2",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "min.insync.replicas of __transaction_state (capped at its replication factor)",
+    },
+    BrokerConfigDef {
+        name: "transaction.max.timeout.ms",
+        default: "900000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The longest transaction timeout a producer may ask for",
+    },
+    BrokerConfigDef {
+        name: "transactional.id.expiration.ms",
+        default: "604800000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How long a transactional id without transactions is remembered",
+    },
+    BrokerConfigDef {
+        name: "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        default: "10000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How often transactions past their timeout are looked for and aborted",
+    },
 ];
 
 /// Checks the names of a change to the dynamic broker configs of one
@@ -401,6 +443,7 @@ pub struct BrokerConfig {
     pub log_cleaner_min_compaction_lag_ms: i64,
     pub log_cleaner_max_compaction_lag_ms: i64,
     pub log_cleaner_min_cleanable_ratio: f64,
+    pub txn: crate::txn::TxnSettings,
     /// The controller listener (Raft between controllers).
     pub controller_listen: SocketAddr,
     /// The voters of the controller quorum, id and controller address;
@@ -580,6 +623,26 @@ impl BrokerConfig {
                 "log.cleaner.min.cleanable.ratio",
                 0.0..=1.0,
             )?,
+            txn: crate::txn::TxnSettings {
+                num_partitions: parse_in(get, "transaction.state.log.num.partitions", 1..=10_000)?,
+                replication_factor: parse_in(
+                    get,
+                    "transaction.state.log.replication.factor",
+                    1..=i16::MAX as i32,
+                )?,
+                min_isr: parse_in(get, "transaction.state.log.min.isr", 1..=i16::MAX as i32)?,
+                max_timeout_ms: parse_in(get, "transaction.max.timeout.ms", 1..=i32::MAX)?,
+                id_expiration_ms: parse_in(
+                    get,
+                    "transactional.id.expiration.ms",
+                    1..=i32::MAX as i64,
+                )?,
+                abort_check_interval_ms: parse_in(
+                    get,
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                    1..=i32::MAX as u64,
+                )?,
+            },
             controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             controllers: Vec::new(),
             is_controller: true,
@@ -713,6 +776,11 @@ impl BrokerConfig {
             max_size: self.group_max_size as usize,
             ..crate::group::GroupConfig::default()
         }
+    }
+
+    /// The settings of transactions.
+    pub fn txn_settings(&self) -> crate::txn::TxnSettings {
+        self.txn.clone()
     }
 }
 

@@ -18,6 +18,7 @@ pub mod producer_state;
 pub mod replica_manager;
 pub mod replication;
 pub mod topic_configs;
+pub mod txn;
 
 pub use broker::{Broker, BrokerError};
 pub use config::{BrokerConfig, BrokerConfigDef, ConfigError, BROKER_CONFIGS};

@@ -34,6 +34,10 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let lag_ms = broker.config().replica_lag_time_max_ms;
     let mut isr = tokio::time::interval(Duration::from_millis((lag_ms / 2).max(1) as u64));
     isr.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let txn_settings = broker.txn_settings();
+    let mut transactions =
+        tokio::time::interval(Duration::from_millis(txn_settings.abort_check_interval_ms));
+    transactions.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut high_watermarks = tokio::time::interval(HIGH_WATERMARK_CHECKPOINT_INTERVAL);
     high_watermarks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -47,6 +51,7 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 let _ = tokio::task::spawn_blocking(move || upkeep_offsets(&broker)).await;
             }
             _ = isr.tick() => shrink_isrs(&broker, lag_ms),
+            _ = transactions.tick() => upkeep_transactions(&broker, txn_settings.id_expiration_ms).await,
             _ = high_watermarks.tick() => {
                 let broker = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || checkpoint_high_watermarks(&broker)).await;
@@ -58,6 +63,20 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// Finishes, times out and expires transactions; publishes how many are
+/// open and the age of the oldest.
+async fn upkeep_transactions(broker: &Arc<Broker>, id_expiration_ms: i64) {
+    let coordinator = broker.txns().clone();
+    coordinator.upkeep(broker, id_expiration_ms).await;
+    let (open, oldest) = coordinator.open_transactions();
+    let metrics = broker.metrics();
+    metrics.transactions_open.set(open as i64);
+    let age_ms = oldest.map_or(0, |start| now_ms().saturating_sub(start).max(0));
+    metrics
+        .transaction_oldest_open_seconds
+        .set(age_ms as f64 / 1000.0);
 }
 
 fn enforce_retention(broker: &Broker) {

@@ -43,6 +43,8 @@ pub struct Metrics {
     pub log_cleaner_bytes_written: Counter,
     pub log_cleaner_records_removed: Counter,
     pub log_cleaner_failures: Counter,
+    pub transactions_open: Gauge,
+    pub transaction_oldest_open_seconds: Gauge<f64, AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -65,6 +67,8 @@ impl Default for Metrics {
         let log_cleaner_bytes_written = Counter::default();
         let log_cleaner_records_removed = Counter::default();
         let log_cleaner_failures = Counter::default();
+        let transactions_open = Gauge::default();
+        let transaction_oldest_open_seconds = Gauge::<f64, AtomicU64>::default();
         registry.register("requests", "Requests handled, by API", requests.clone());
         registry.register(
             "request_duration_seconds",
@@ -123,6 +127,16 @@ impl Default for Metrics {
             "Log cleaner passes that failed (the partition rests a while)",
             log_cleaner_failures.clone(),
         );
+        registry.register(
+            "transactions_open",
+            "Open transactions this broker coordinates",
+            transactions_open.clone(),
+        );
+        registry.register(
+            "transaction_oldest_open_seconds",
+            "Age of the oldest open transaction this broker coordinates (0: none)",
+            transaction_oldest_open_seconds.clone(),
+        );
         Self {
             registry,
             requests,
@@ -139,6 +153,8 @@ impl Default for Metrics {
             log_cleaner_bytes_written,
             log_cleaner_records_removed,
             log_cleaner_failures,
+            transactions_open,
+            transaction_oldest_open_seconds,
         }
     }
 }

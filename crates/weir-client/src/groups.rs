@@ -191,8 +191,21 @@ fn text(s: Option<StrBytes>) -> Option<String> {
 impl Client {
     /// The coordinator of `group`.
     pub async fn find_coordinator(&mut self, group: &str) -> Result<Coordinator, ClientError> {
+        self.find_coordinator_of(GROUP_KEY_TYPE, "group", group)
+            .await
+    }
+
+    /// The coordinator of `key`, a group or (`key_type` 1) a transactional
+    /// id; `kind` names it in errors.
+    pub(crate) async fn find_coordinator_of(
+        &mut self,
+        key_type: i8,
+        kind: &str,
+        key: &str,
+    ) -> Result<Coordinator, ClientError> {
+        let group = key;
         let version = self.require_version(ApiKey::FindCoordinator)?;
-        let mut request = FindCoordinatorRequest::default().with_key_type(GROUP_KEY_TYPE);
+        let mut request = FindCoordinatorRequest::default().with_key_type(key_type);
         if version >= 4 {
             request = request.with_coordinator_keys(vec![StrBytes::from_string(group.to_owned())]);
         } else {
@@ -223,7 +236,7 @@ impl Client {
                 response.port,
             )
         };
-        check(code, text(message)).map_err(|e| with_subject(e, "group", group))?;
+        check(code, text(message)).map_err(|e| with_subject(e, kind, group))?;
         Ok(Coordinator {
             node_id: node_id.0,
             host: host.to_string(),

@@ -37,6 +37,7 @@ mod markers;
 mod offsets;
 mod partitioner;
 mod produce;
+mod transactions;
 
 #[cfg(test)]
 mod tests;
@@ -58,3 +59,4 @@ pub use markers::{MarkerOutcome, TxnMarker};
 pub use offsets::{EARLIEST, LATEST};
 pub use partitioner::{murmur2, murmur2_partition, to_positive};
 pub use produce::encode_batch;
+pub use transactions::{ListedTransaction, TransactionDescription};

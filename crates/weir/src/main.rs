@@ -28,6 +28,8 @@ enum Command {
     /// Show the cluster (brokers, the active controller, partitions that
     /// need attention) and its dynamic broker configs; change those.
     Cluster(cli::cluster::ClusterArgs),
+    /// List and describe transactional producers and their transactions.
+    Txn(cli::txn::TxnArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -56,6 +58,7 @@ fn main() -> std::process::ExitCode {
         Command::Consume(args) => cli::consume::run(args),
         Command::Group(args) => cli::group::run(args),
         Command::Cluster(args) => cli::cluster::run(args),
+        Command::Txn(args) => cli::txn::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -232,7 +232,6 @@ fn committed_read_committed(weir: &Weir) -> Vec<(i32, rdkafka::Offset)> {
 }
 
 #[test]
-#[ignore = "needs the transaction coordinator (InitProducerId with a transactional id, AddOffsetsToTxn, EndTxn)"]
 fn a_transactional_producer_commits_consumed_offsets_with_its_transaction() {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::producer::{BaseProducer, Producer};

@@ -33,6 +33,38 @@ fn advertised(raw: &mut Raw, key: ApiKey) -> std::ops::RangeInclusive<i16> {
     entry.min_version..=entry.max_version
 }
 
+/// Readies the transactional producer `id` (FindCoordinator, then
+/// InitProducerId, retried while the coordinator takes up its partition);
+/// returns its producer id and epoch.
+fn init_transactional(raw: &mut Raw, id: &str) -> (i64, i16) {
+    let find = FindCoordinatorRequest::default()
+        .with_key_type(1)
+        .with_key(StrBytes::from_string(id.to_owned()));
+    let found: FindCoordinatorResponse = raw.call(ApiKey::FindCoordinator, 3, &find);
+    assert_eq!(
+        found.error_code, 0,
+        "FindCoordinator for transactional id {id}"
+    );
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(StrBytes::from_string(id.to_owned()))))
+        .with_transaction_timeout_ms(60_000);
+    for _ in 0..100 {
+        let r: InitProducerIdResponse = raw.call(ApiKey::InitProducerId, 3, &request);
+        if r.error_code == 0 {
+            return (r.producer_id.0, r.producer_epoch);
+        }
+        // COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+        // NOT_COORDINATOR, CONCURRENT_TRANSACTIONS: retried, as clients do.
+        assert!(
+            [14, 15, 16, 51].contains(&r.error_code),
+            "InitProducerId for {id}: error {}",
+            r.error_code
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the coordinator of transactional id {id} never answered")
+}
+
 /// Joins `group` as its only member with JoinGroup `version` (asking again
 /// with the member id handed back, from v4 on); returns the member id and
 /// generation.
@@ -49,8 +81,21 @@ fn join(raw: &mut Raw, group: &str, version: i16) -> (StrBytes, i32) {
                 JoinGroupRequestProtocol::default().with_name(StrBytes::from_static_str("range"))
             ])
     };
+    // The coordinator may still be taking up a __consumer_offsets partition
+    // created a moment ago: clients retry, and so does this.
     let mut r: JoinGroupResponse =
         raw.call(ApiKey::JoinGroup, version, &request(StrBytes::default()));
+    for _ in 0..50 {
+        let retriable = [
+            kafka_protocol::ResponseError::CoordinatorLoadInProgress.code(),
+            kafka_protocol::ResponseError::CoordinatorNotAvailable.code(),
+        ];
+        if !retriable.contains(&r.error_code) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        r = raw.call(ApiKey::JoinGroup, version, &request(StrBytes::default()));
+    }
     if version >= 4 {
         assert_eq!(r.error_code, 79, "JoinGroup v{version}: MEMBER_ID_REQUIRED");
         r = raw.call(ApiKey::JoinGroup, version, &request(r.member_id));
@@ -475,6 +520,109 @@ fn every_advertised_version_answers() {
                     ]);
                     let r: IncrementalAlterConfigsResponse = raw.call(key, version, &request);
                     assert_eq!(r.responses[0].error_code, 0, "{label}");
+                }
+                ApiKey::TxnOffsetCommit => {
+                    use kafka_protocol::messages::txn_offset_commit_request::{
+                        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+                    };
+                    let id = format!("sweep-txn-commit-v{version}");
+                    let (producer_id, epoch) = init_transactional(&mut raw, &id);
+                    let group =
+                        GroupId(StrBytes::from_string(format!("sweep-txn-group-v{version}")));
+                    let added: AddOffsetsToTxnResponse = raw.call(
+                        ApiKey::AddOffsetsToTxn,
+                        3,
+                        &AddOffsetsToTxnRequest::default()
+                            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                                id.clone(),
+                            )))
+                            .with_producer_id(ProducerId(producer_id))
+                            .with_producer_epoch(epoch)
+                            .with_group_id(group.clone()),
+                    );
+                    assert_eq!(added.error_code, 0, "{label}: AddOffsetsToTxn");
+                    let request = TxnOffsetCommitRequest::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_string(id)))
+                        .with_group_id(group)
+                        .with_producer_id(ProducerId(producer_id))
+                        .with_producer_epoch(epoch)
+                        .with_generation_id(-1)
+                        .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                            .with_name(name("sweep"))
+                            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(1)])]);
+                    let r: TxnOffsetCommitResponse = raw.call(key, version, &request);
+                    assert_eq!(r.topics[0].partitions[0].error_code, 0, "{label}");
+                }
+                ApiKey::AddPartitionsToTxn => {
+                    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+                    let id = format!("sweep-add-v{version}");
+                    let (producer_id, epoch) = init_transactional(&mut raw, &id);
+                    let request = AddPartitionsToTxnRequest::default()
+                        .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(
+                            id,
+                        )))
+                        .with_v3_and_below_producer_id(ProducerId(producer_id))
+                        .with_v3_and_below_producer_epoch(epoch)
+                        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                            .with_name(name("sweep"))
+                            .with_partitions(vec![0])]);
+                    let r: AddPartitionsToTxnResponse = raw.call(key, version, &request);
+                    let result = &r.results_by_topic_v3_and_below[0].results_by_partition[0];
+                    assert_eq!(result.partition_error_code, 0, "{label}");
+                }
+                ApiKey::AddOffsetsToTxn => {
+                    let id = format!("sweep-offsets-v{version}");
+                    let (producer_id, epoch) = init_transactional(&mut raw, &id);
+                    let request = AddOffsetsToTxnRequest::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_string(id)))
+                        .with_producer_id(ProducerId(producer_id))
+                        .with_producer_epoch(epoch)
+                        .with_group_id(GroupId(StrBytes::from_static_str("sweep-group")));
+                    let r: AddOffsetsToTxnResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                }
+                ApiKey::EndTxn => {
+                    let id = format!("sweep-end-v{version}");
+                    let (producer_id, epoch) = init_transactional(&mut raw, &id);
+                    // Ending a transaction that was never begun is refused.
+                    let request = EndTxnRequest::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_string(id)))
+                        .with_producer_id(ProducerId(producer_id))
+                        .with_producer_epoch(epoch)
+                        .with_committed(true);
+                    let r: EndTxnResponse = raw.call(key, version, &request);
+                    assert_eq!(
+                        r.error_code,
+                        kafka_protocol::ResponseError::InvalidTxnState.code(),
+                        "{label}"
+                    );
+                }
+                ApiKey::DescribeTransactions => {
+                    let (producer_id, _) = init_transactional(&mut raw, "sweep-describe");
+                    let request =
+                        DescribeTransactionsRequest::default().with_transactional_ids(vec![
+                            TransactionalId(StrBytes::from_static_str("sweep-describe")),
+                        ]);
+                    let r: DescribeTransactionsResponse = raw.call(key, version, &request);
+                    let state = &r.transaction_states[0];
+                    assert_eq!(state.error_code, 0, "{label}");
+                    assert_eq!(state.transaction_state.as_str(), "Empty", "{label}");
+                    assert_eq!(state.producer_id.0, producer_id, "{label}");
+                }
+                ApiKey::ListTransactions => {
+                    let id = format!("sweep-list-v{version}");
+                    init_transactional(&mut raw, &id);
+                    let r: ListTransactionsResponse =
+                        raw.call(key, version, &ListTransactionsRequest::default());
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert!(
+                        r.transaction_states
+                            .iter()
+                            .any(|t| t.transactional_id.0.as_str() == id),
+                        "{label}"
+                    );
                 }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }

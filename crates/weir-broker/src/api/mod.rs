@@ -16,6 +16,7 @@ mod offsets;
 mod produce;
 mod producer_id;
 mod reassignments;
+mod txn;
 mod txn_markers;
 
 use std::sync::Arc;
@@ -62,6 +63,11 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 1),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -105,6 +111,8 @@ pub(crate) struct RequestContext {
     pub(crate) client_id: String,
     /// The client's address as Kafka shows it ("/127.0.0.1").
     pub(crate) client_host: String,
+    /// The connection's number: a later connection has a larger one.
+    pub(crate) connection: u64,
 }
 
 impl RequestContext {
@@ -174,6 +182,11 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::AlterConfigs => "AlterConfigs",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
+        ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
+        ApiKey::EndTxn => "EndTxn",
+        ApiKey::DescribeTransactions => "DescribeTransactions",
+        ApiKey::ListTransactions => "ListTransactions",
         _ => "Other",
     }
 }
@@ -182,6 +195,7 @@ pub(crate) fn dispatch(
     broker: &Arc<Broker>,
     mut body: Bytes,
     peer: Option<std::net::SocketAddr>,
+    connection: u64,
 ) -> Result<Reply, RequestError> {
     if body.len() < 8 {
         return Err(RequestError::TooShort(body.len()));
@@ -220,6 +234,7 @@ pub(crate) fn dispatch(
             .map(|id| id.to_string())
             .unwrap_or_default(),
         client_host: peer.map(|p| format!("/{}", p.ip())).unwrap_or_default(),
+        connection,
     };
     macro_rules! decode {
         () => {
@@ -281,7 +296,33 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
-        ApiKey::InitProducerId => Reply::Now(Some(ctx.respond(&producer_id::handle(
+        ApiKey::InitProducerId => {
+            let request: kafka_protocol::messages::InitProducerIdRequest = decode!();
+            match request.transactional_id.as_ref().map(|id| id.0.to_string()) {
+                Some(id) => txn::init_producer_id(&broker, ctx, request, id),
+                None => Reply::Now(Some(
+                    ctx.respond(&producer_id::handle(&broker, &ctx, request)),
+                )),
+            }
+        }
+        ApiKey::AddPartitionsToTxn => {
+            let request = decode!();
+            txn::add_partitions_to_txn(&broker, ctx, request)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let request = decode!();
+            txn::add_offsets_to_txn(&broker, ctx, request)
+        }
+        ApiKey::EndTxn => {
+            let request = decode!();
+            txn::end_txn(&broker, ctx, request)
+        }
+        ApiKey::DescribeTransactions => Reply::Now(Some(ctx.respond(&txn::describe_transactions(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::ListTransactions => Reply::Now(Some(ctx.respond(&txn::list_transactions(
             &broker,
             &ctx,
             decode!(),

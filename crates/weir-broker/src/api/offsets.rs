@@ -24,9 +24,11 @@ use super::RequestContext;
 use crate::broker::{now_ms, Broker};
 use crate::group_coordinator::{Committer, GroupAdminError};
 use crate::offsets::records::CommittedOffset;
-use crate::offsets::{OffsetChange, MAX_METADATA_BYTES};
+use crate::offsets::{OffsetChange, MAX_METADATA_BYTES, OFFSETS_TOPIC};
+use crate::txn::TRANSACTION_STATE_TOPIC;
 
 const GROUP_KEY: i8 = 0;
+const TRANSACTION_KEY: i8 = 1;
 
 /// The protocol's error for a code this module produces.
 fn kafka_error(code: i16) -> ResponseError {
@@ -63,16 +65,20 @@ pub(super) fn find_coordinator(
                     .with_error_code(error.code())
                     .with_error_message(Some(StrBytes::from_string(message)))
             };
-            if request.key_type != GROUP_KEY {
-                return refuse(
-                    ResponseError::CoordinatorNotAvailable,
-                    "transactions are not supported yet".to_owned(),
-                );
-            }
-            let leader = match broker.coordinator_of(&key) {
+            let (topic, found) = match request.key_type {
+                GROUP_KEY => (OFFSETS_TOPIC, broker.coordinator_of(&key)),
+                TRANSACTION_KEY => (TRANSACTION_STATE_TOPIC, broker.txn_coordinator_of(&key)),
+                other => {
+                    return refuse(
+                        ResponseError::InvalidRequest,
+                        format!("unknown coordinator key type {other}"),
+                    )
+                }
+            };
+            let leader = match found {
                 Ok((_, leader)) => leader,
                 Err(error) => {
-                    tracing::error!(%error, "cannot create __consumer_offsets");
+                    tracing::error!(%error, "cannot create {topic}");
                     return refuse(ResponseError::CoordinatorNotAvailable, error.to_string());
                 }
             };
@@ -81,9 +87,7 @@ pub(super) fn find_coordinator(
             else {
                 return refuse(
                     ResponseError::CoordinatorNotAvailable,
-                    format!(
-                        "the __consumer_offsets partition of {key:?} has no leader at the moment"
-                    ),
+                    format!("the {topic} partition of {key:?} has no leader at the moment"),
                 );
             };
             coordinator

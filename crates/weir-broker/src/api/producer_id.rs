@@ -1,4 +1,6 @@
 //! InitProducerId for idempotent producers: a fresh producer id at epoch 0.
+//! Transactional producers are answered by the transaction coordinator
+//! (`txn.rs`).
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::ResponseError;
@@ -9,16 +11,11 @@ use crate::broker::Broker;
 pub(super) fn handle(
     broker: &Broker,
     _ctx: &RequestContext,
-    request: InitProducerIdRequest,
+    _request: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    if request.transactional_id.is_some() {
-        // No transaction coordinator yet: refuse clearly rather than hand
-        // out a producer id that transactional requests would then fail on.
-        return response.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
-    }
     match broker.allocate_producer_id() {
         Ok(id) => response
             .with_producer_id(ProducerId(id))

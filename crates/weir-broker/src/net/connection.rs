@@ -2,6 +2,7 @@
 //! synchronous part (appends) runs in arrival order, the rest runs as its own
 //! task, and responses are written strictly in request order.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +19,9 @@ use crate::broker::Broker;
 /// Requests of one connection being processed at once.
 const MAX_IN_FLIGHT: usize = 64;
 
+/// Numbers connections in the order they were accepted.
+static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+
 pub(crate) async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
@@ -25,6 +29,7 @@ pub(crate) async fn serve(
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let peer = stream.peer_addr().ok();
+    let connection = CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
     let (queue, pending) =
@@ -56,7 +61,7 @@ pub(crate) async fn serve(
         let started = std::time::Instant::now();
         broker.metrics().bytes_in.inc_by(body.len() as u64 + 4);
         let api_name = api::api_name(&body);
-        let reply = match api::dispatch(&broker, body, peer) {
+        let reply = match api::dispatch(&broker, body, peer, connection) {
             Ok(reply) => reply,
             Err(error) => {
                 tracing::info!(?peer, %error, "closing connection after an unparseable request");

@@ -7,6 +7,7 @@ pub(crate) mod consume;
 pub(crate) mod group;
 pub(crate) mod produce;
 pub(crate) mod topic;
+pub(crate) mod txn;
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -106,4 +107,11 @@ pub(crate) fn table(rows: &[Vec<String>]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

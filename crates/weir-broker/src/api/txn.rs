@@ -1,0 +1,415 @@
+//! The transaction coordinator's APIs: InitProducerId with a
+//! transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+//! DescribeTransactions and ListTransactions.
+//!
+//! Each request is checked and takes its turn on the transactional id at
+//! once, in the order the connection sent it; only the write to
+//! `__transaction_state` is waited for.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
+    EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ListTransactionsRequest, ListTransactionsResponse, ProducerId, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::{Reply, RequestContext};
+use crate::broker::{now_ms, Broker};
+use crate::offsets::OFFSETS_TOPIC;
+use crate::txn::coordinator::Pending;
+use crate::txn::state::{self, EndOutcome, InitOutcome};
+use crate::txn::{CoordinatorError, TxnError, TxnMetadata, TxnStatus};
+
+/// Kafka's error for a coordinator error; clients before KIP-588 (the
+/// request versions below `fenced_from`) know a fenced producer only as
+/// INVALID_PRODUCER_EPOCH.
+fn error_code(error: &CoordinatorError, version: i16, fenced_from: i16) -> i16 {
+    let error = match error {
+        CoordinatorError::NotCoordinator => ResponseError::NotCoordinator,
+        CoordinatorError::LoadInProgress => ResponseError::CoordinatorLoadInProgress,
+        CoordinatorError::NotAvailable(_) => ResponseError::CoordinatorNotAvailable,
+        CoordinatorError::Txn(error) => match error {
+            TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+            TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+            TxnError::ProducerFenced if version >= fenced_from => ResponseError::ProducerFenced,
+            TxnError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+            TxnError::InvalidTxnState => ResponseError::InvalidTxnState,
+            TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+        },
+    };
+    error.code()
+}
+
+/// Writes `pending`, then answers with `respond(outcome)`.
+fn after_write<F>(broker: &Arc<Broker>, pending: Pending, respond: F) -> Reply
+where
+    F: FnOnce(&Arc<Broker>, Result<(), CoordinatorError>) -> Option<crate::net::Outgoing>
+        + Send
+        + 'static,
+{
+    let broker = broker.clone();
+    Reply::Later(Box::pin(async move {
+        let outcome = broker.txns().write(&broker, pending).await;
+        respond(&broker, outcome)
+    }))
+}
+
+/// Writes the markers of the transaction `id` in the background.
+fn complete_in_background(broker: &Arc<Broker>, id: String) {
+    let broker = broker.clone();
+    tokio::spawn(async move {
+        let coordinator = broker.txns().clone();
+        coordinator.complete(&broker, &id).await;
+    });
+}
+
+/// InitProducerId for a transactional producer: its producer id with a
+/// bumped epoch, fencing every earlier producer of the same id.
+pub(super) fn init_producer_id(
+    broker: &Arc<Broker>,
+    ctx: RequestContext,
+    request: InitProducerIdRequest,
+    transactional_id: String,
+) -> Reply {
+    let failure = |code: i16| {
+        InitProducerIdResponse::default()
+            .with_error_code(code)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+    };
+    // Taken before the id's turn, so that the controller is never waited
+    // for while other requests of the id are held up; unused ids are
+    // simply skipped.
+    let fresh_id = match broker.allocate_producer_id() {
+        Ok(id) => id,
+        Err(error) => {
+            tracing::error!(%error, "producer id allocation failed");
+            let code = ResponseError::CoordinatorNotAvailable.code();
+            return Reply::Now(Some(ctx.respond(&failure(code))));
+        }
+    };
+    let settings = broker.txn_settings();
+    let expected =
+        (request.producer_id.0 >= 0).then_some((request.producer_id.0, request.producer_epoch));
+    let begun = broker
+        .txns()
+        .begin(
+            broker,
+            &transactional_id,
+            None,
+            |current| match state::init_producer_id(
+                current,
+                &transactional_id,
+                request.transaction_timeout_ms,
+                settings.max_timeout_ms,
+                expected,
+                || fresh_id,
+                now_ms(),
+            )? {
+                InitOutcome::Ready(next) => Ok((false, Some(next))),
+                InitOutcome::AbortFirst(next) => Ok((true, Some(next))),
+            },
+        );
+    let (abort_first, pending) = match begun {
+        Ok((abort_first, Some(pending))) => (abort_first, pending),
+        Ok((_, None)) => unreachable!("InitProducerId always writes a state"),
+        Err(error) => {
+            let code = error_code(&error, ctx.version, 4);
+            return Reply::Now(Some(ctx.respond(&failure(code))));
+        }
+    };
+    let (producer_id, epoch) = (pending.state().producer_id, pending.state().producer_epoch);
+    after_write(broker, pending, move |broker, outcome| {
+        let response = match outcome {
+            // The open transaction is being aborted; the producer retries.
+            Ok(()) if abort_first => {
+                complete_in_background(broker, transactional_id);
+                failure(ResponseError::ConcurrentTransactions.code())
+            }
+            Ok(()) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(epoch),
+            Err(error) => failure(error_code(&error, ctx.version, 4)),
+        };
+        Some(ctx.respond(&response))
+    })
+}
+
+/// Adds `partitions` to the open transaction of `transactional_id`; the
+/// outcome for all of them.
+fn add_to_txn(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    transactional_id: &str,
+    producer_id: i64,
+    epoch: i16,
+    partitions: &[(String, i32)],
+) -> Result<Option<Pending>, CoordinatorError> {
+    let now = now_ms();
+    broker
+        .txns()
+        .begin(broker, transactional_id, Some(ctx.connection), |current| {
+            let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
+            Ok((
+                (),
+                state::add_partitions(current, producer_id, epoch, partitions, now)?,
+            ))
+        })
+        .map(|((), pending)| pending)
+}
+
+pub(super) fn add_partitions_to_txn(
+    broker: &Arc<Broker>,
+    ctx: RequestContext,
+    request: AddPartitionsToTxnRequest,
+) -> Reply {
+    let transactional_id = request.v3_and_below_transactional_id.0.to_string();
+    let partitions: Vec<(String, i32)> = request
+        .v3_and_below_topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), *p)))
+        .collect();
+    let requested = partitions.clone();
+    let respond = move |ctx: &RequestContext, code_of: &dyn Fn(&(String, i32)) -> i16| {
+        let mut topics: Vec<AddPartitionsToTxnTopicResult> = Vec::new();
+        for partition in &requested {
+            let result = AddPartitionsToTxnPartitionResult::default()
+                .with_partition_index(partition.1)
+                .with_partition_error_code(code_of(partition));
+            match topics.iter_mut().find(|t| t.name.0.as_str() == partition.0) {
+                Some(topic) => topic.results_by_partition.push(result),
+                None => topics.push(
+                    AddPartitionsToTxnTopicResult::default()
+                        .with_name(TopicName(StrBytes::from_string(partition.0.clone())))
+                        .with_results_by_partition(vec![result]),
+                ),
+            }
+        }
+        Some(ctx.respond(
+            &AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics),
+        ))
+    };
+    // Kafka adds none of the partitions if any is unknown.
+    let unknown: Vec<(String, i32)> = partitions
+        .iter()
+        .filter(|(topic, index)| {
+            !broker.with_image(|image| {
+                image
+                    .topic(topic)
+                    .and_then(|t| t.partition(*index))
+                    .is_some()
+            })
+        })
+        .cloned()
+        .collect();
+    if !unknown.is_empty() {
+        return Reply::Now(respond(&ctx, &|p| {
+            if unknown.contains(p) {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else {
+                ResponseError::OperationNotAttempted.code()
+            }
+        }));
+    }
+    let begun = add_to_txn(
+        broker,
+        &ctx,
+        &transactional_id,
+        request.v3_and_below_producer_id.0,
+        request.v3_and_below_producer_epoch,
+        &partitions,
+    );
+    match begun {
+        Ok(None) => Reply::Now(respond(&ctx, &|_| 0)),
+        Ok(Some(pending)) => after_write(broker, pending, move |_, outcome| {
+            let code = match &outcome {
+                Ok(()) => 0,
+                Err(error) => error_code(error, ctx.version, 2),
+            };
+            respond(&ctx, &|_| code)
+        }),
+        Err(error) => {
+            let code = error_code(&error, ctx.version, 2);
+            Reply::Now(respond(&ctx, &|_| code))
+        }
+    }
+}
+
+/// AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the
+/// transaction, so that its TxnOffsetCommit ends with it.
+pub(super) fn add_offsets_to_txn(
+    broker: &Arc<Broker>,
+    ctx: RequestContext,
+    request: AddOffsetsToTxnRequest,
+) -> Reply {
+    let respond = |ctx: &RequestContext, code: i16| {
+        Some(ctx.respond(&AddOffsetsToTxnResponse::default().with_error_code(code)))
+    };
+    let index = match broker.coordinator_of(&request.group_id.0) {
+        Ok((index, _)) => index,
+        Err(error) => {
+            tracing::warn!(%error, "cannot find the offsets partition of a group");
+            return Reply::Now(respond(&ctx, ResponseError::CoordinatorNotAvailable.code()));
+        }
+    };
+    let begun = add_to_txn(
+        broker,
+        &ctx,
+        &request.transactional_id.0,
+        request.producer_id.0,
+        request.producer_epoch,
+        &[(OFFSETS_TOPIC.to_owned(), index)],
+    );
+    match begun {
+        Ok(None) => Reply::Now(respond(&ctx, 0)),
+        Ok(Some(pending)) => after_write(broker, pending, move |_, outcome| {
+            let code = match &outcome {
+                Ok(()) => 0,
+                Err(error) => error_code(error, ctx.version, 2),
+            };
+            respond(&ctx, code)
+        }),
+        Err(error) => Reply::Now(respond(&ctx, error_code(&error, ctx.version, 2))),
+    }
+}
+
+/// EndTxn: answers once the decision (PrepareCommit / PrepareAbort) is
+/// replicated; the markers follow in the background.
+pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxnRequest) -> Reply {
+    let respond = |ctx: &RequestContext, code: i16| {
+        Some(ctx.respond(&EndTxnResponse::default().with_error_code(code)))
+    };
+    let transactional_id = request.transactional_id.0.to_string();
+    let now = now_ms();
+    let begun = broker
+        .txns()
+        .begin(broker, &transactional_id, Some(ctx.connection), |current| {
+            let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
+            match state::end_txn(
+                current,
+                request.producer_id.0,
+                request.producer_epoch,
+                request.committed,
+                now,
+            )? {
+                EndOutcome::AlreadyDone => Ok(((), None)),
+                EndOutcome::Prepare(next) => Ok(((), Some(next))),
+            }
+        });
+    match begun {
+        Ok(((), None)) => Reply::Now(respond(&ctx, 0)),
+        Ok(((), Some(pending))) => after_write(broker, pending, move |broker, outcome| {
+            let code = match outcome {
+                Ok(()) => {
+                    complete_in_background(broker, transactional_id);
+                    0
+                }
+                Err(error) => error_code(&error, ctx.version, 2),
+            };
+            respond(&ctx, code)
+        }),
+        Err(error) => Reply::Now(respond(&ctx, error_code(&error, ctx.version, 2))),
+    }
+}
+
+pub(super) fn describe_transactions(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
+    let states = request
+        .transactional_ids
+        .into_iter()
+        .map(|id| {
+            let state = TransactionState::default().with_transactional_id(id.clone());
+            match broker.txns().describe(broker, &id.0) {
+                Ok(Some(meta)) => {
+                    let mut topics: Vec<TopicData> = Vec::new();
+                    for (topic, index) in &meta.partitions {
+                        match topics.last_mut() {
+                            Some(last) if last.topic.0.as_str() == topic => {
+                                last.partitions.push(*index)
+                            }
+                            _ => topics.push(
+                                TopicData::default()
+                                    .with_topic(TopicName(StrBytes::from_string(topic.clone())))
+                                    .with_partitions(vec![*index]),
+                            ),
+                        }
+                    }
+                    state
+                        .with_transaction_state(StrBytes::from_static_str(meta.status.name()))
+                        .with_transaction_timeout_ms(meta.timeout_ms)
+                        .with_transaction_start_time_ms(meta.start_ms)
+                        .with_producer_id(ProducerId(meta.producer_id))
+                        .with_producer_epoch(meta.producer_epoch)
+                        .with_topics(topics)
+                }
+                Ok(None) => state.with_error_code(ResponseError::TransactionalIdNotFound.code()),
+                Err(error) => state.with_error_code(error_code(&error, 0, 0)),
+            }
+        })
+        .collect();
+    DescribeTransactionsResponse::default().with_transaction_states(states)
+}
+
+const STATES: [TxnStatus; 8] = [
+    TxnStatus::Empty,
+    TxnStatus::Ongoing,
+    TxnStatus::PrepareCommit,
+    TxnStatus::PrepareAbort,
+    TxnStatus::CompleteCommit,
+    TxnStatus::CompleteAbort,
+    TxnStatus::Dead,
+    TxnStatus::PrepareEpochFence,
+];
+
+/// ListTransactions: the transactions this broker coordinates, filtered
+/// by state, producer id and (v1+) how long they have been running.
+pub(super) fn list_transactions(
+    broker: &Broker,
+    _ctx: &RequestContext,
+    request: ListTransactionsRequest,
+) -> ListTransactionsResponse {
+    use kafka_protocol::messages::list_transactions_response::TransactionState;
+    let (known, unknown): (Vec<StrBytes>, Vec<StrBytes>) = request
+        .state_filters
+        .into_iter()
+        .partition(|name| STATES.iter().any(|s| s.name() == name.as_str()));
+    let now = now_ms();
+    let wanted = |meta: &TxnMetadata| {
+        (known.is_empty() && unknown.is_empty()
+            || known.iter().any(|s| s.as_str() == meta.status.name()))
+            && (request.producer_id_filters.is_empty()
+                || request
+                    .producer_id_filters
+                    .contains(&ProducerId(meta.producer_id)))
+            && (request.duration_filter < 0
+                || meta.start_ms >= 0 && now - meta.start_ms >= request.duration_filter)
+    };
+    let states = broker
+        .txns()
+        .list()
+        .into_iter()
+        .filter(|view| wanted(&view.meta))
+        .map(|view| {
+            TransactionState::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_string(
+                    view.meta.transactional_id.clone(),
+                )))
+                .with_producer_id(ProducerId(view.meta.producer_id))
+                .with_transaction_state(StrBytes::from_static_str(view.meta.status.name()))
+        })
+        .collect();
+    ListTransactionsResponse::default()
+        .with_unknown_state_filters(unknown)
+        .with_transaction_states(states)
+}

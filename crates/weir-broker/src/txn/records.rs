@@ -1,0 +1,254 @@
+//! The records of `__transaction_state`, in Kafka's key and value schemas,
+//! so that tools reading the topic understand it.
+//!
+//! ```text
+//! key   v0: version i16, transactional id string
+//! value v0: version i16, producer id i64, producer epoch i16,
+//!           transaction timeout ms i32, status i8,
+//!           partitions [ topic string, partition ids [i32] ] (nullable),
+//!           last update timestamp ms i64, start timestamp ms i64
+//! ```
+//!
+//! Strings are an i16 length and UTF-8 bytes; arrays an i32 count (-1 for
+//! null). A null value is a tombstone: the transactional id has expired.
+//! Values are written in v0; v1 (flexible, with tagged fields for KIP-890)
+//! is read as well.
+
+use std::collections::BTreeSet;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use super::state::{TxnMetadata, TxnStatus};
+use crate::offsets::records::{get_i16, get_i32, get_i64, get_string, put_string, RecordError};
+
+const KEY_VERSION: i16 = 0;
+const VALUE_VERSION: i16 = 0;
+
+pub fn encode_key(transactional_id: &str) -> Bytes {
+    let mut buf = BytesMut::with_capacity(4 + transactional_id.len());
+    buf.put_i16(KEY_VERSION);
+    put_string(&mut buf, transactional_id);
+    buf.freeze()
+}
+
+pub fn decode_key(mut buf: &[u8]) -> Result<String, RecordError> {
+    match get_i16(&mut buf)? {
+        KEY_VERSION => get_string(&mut buf),
+        other => Err(RecordError(format!(
+            "unknown transaction log key version {other}"
+        ))),
+    }
+}
+
+pub fn encode_value(txn: &TxnMetadata) -> Bytes {
+    let mut buf = BytesMut::with_capacity(64);
+    buf.put_i16(VALUE_VERSION);
+    buf.put_i64(txn.producer_id);
+    buf.put_i16(txn.producer_epoch);
+    buf.put_i32(txn.timeout_ms);
+    buf.put_i8(txn.status as i8);
+    // Kafka writes the partitions only while a transaction has any.
+    let mut topics: Vec<(&str, Vec<i32>)> = Vec::new();
+    for (topic, partition) in &txn.partitions {
+        match topics.last_mut() {
+            Some((last, ids)) if *last == topic.as_str() => ids.push(*partition),
+            _ => topics.push((topic, vec![*partition])),
+        }
+    }
+    buf.put_i32(topics.len() as i32);
+    for (topic, ids) in topics {
+        put_string(&mut buf, topic);
+        buf.put_i32(ids.len() as i32);
+        for id in ids {
+            buf.put_i32(id);
+        }
+    }
+    buf.put_i64(txn.last_update_ms);
+    buf.put_i64(txn.start_ms);
+    buf.freeze()
+}
+
+/// The transaction a value describes, for `transactional_id`.
+pub fn decode_value(transactional_id: &str, mut buf: &[u8]) -> Result<TxnMetadata, RecordError> {
+    let version = get_i16(&mut buf)?;
+    if !(0..=1).contains(&version) {
+        return Err(RecordError(format!(
+            "unknown transaction log value version {version}"
+        )));
+    }
+    let flexible = version >= 1;
+    let producer_id = get_i64(&mut buf)?;
+    let producer_epoch = get_i16(&mut buf)?;
+    let timeout_ms = get_i32(&mut buf)?;
+    let status = get_i8(&mut buf)?;
+    let status = TxnStatus::from_code(status)
+        .ok_or_else(|| RecordError(format!("unknown transaction status {status}")))?;
+    let mut partitions = BTreeSet::new();
+    let topics = get_count(&mut buf, flexible)?;
+    for _ in 0..topics {
+        let topic = if flexible {
+            get_compact_string(&mut buf)?
+        } else {
+            get_string(&mut buf)?
+        };
+        for _ in 0..get_count(&mut buf, flexible)? {
+            partitions.insert((topic.clone(), get_i32(&mut buf)?));
+        }
+        if flexible {
+            skip_tagged_fields(&mut buf)?;
+        }
+    }
+    let last_update_ms = get_i64(&mut buf)?;
+    let start_ms = get_i64(&mut buf)?;
+    Ok(TxnMetadata {
+        transactional_id: transactional_id.to_owned(),
+        producer_id,
+        producer_epoch,
+        timeout_ms,
+        status,
+        partitions,
+        start_ms,
+        last_update_ms,
+    })
+}
+
+fn get_i8(buf: &mut &[u8]) -> Result<i8, RecordError> {
+    if buf.is_empty() {
+        return Err(RecordError("1 byte needed, 0 left".into()));
+    }
+    Ok(buf.get_i8())
+}
+
+/// An array's element count: i32 (-1 for null) in v0, an unsigned varint
+/// of count + 1 (0 for null) in flexible versions.
+fn get_count(buf: &mut &[u8], flexible: bool) -> Result<usize, RecordError> {
+    if flexible {
+        return Ok(get_varint(buf)?.saturating_sub(1) as usize);
+    }
+    Ok(usize::try_from(get_i32(buf)?).unwrap_or(0))
+}
+
+fn get_compact_string(buf: &mut &[u8]) -> Result<String, RecordError> {
+    let len = get_varint(buf)?
+        .checked_sub(1)
+        .ok_or_else(|| RecordError("null topic".into()))? as usize;
+    if buf.len() < len {
+        return Err(RecordError(format!(
+            "{len} bytes needed, {} left",
+            buf.len()
+        )));
+    }
+    let s = std::str::from_utf8(&buf[..len])
+        .map_err(|_| RecordError("string is not UTF-8".into()))?
+        .to_owned();
+    buf.advance(len);
+    Ok(s)
+}
+
+fn get_varint(buf: &mut &[u8]) -> Result<u64, RecordError> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *buf
+            .first()
+            .ok_or_else(|| RecordError("truncated varint".into()))?;
+        buf.advance(1);
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(RecordError("varint too long".into()))
+}
+
+fn skip_tagged_fields(buf: &mut &[u8]) -> Result<(), RecordError> {
+    for _ in 0..get_varint(buf)? {
+        get_varint(buf)?;
+        let size = get_varint(buf)? as usize;
+        if buf.len() < size {
+            return Err(RecordError("truncated tagged field".into()));
+        }
+        buf.advance(size);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ongoing() -> TxnMetadata {
+        TxnMetadata {
+            transactional_id: "t1".into(),
+            producer_id: 7,
+            producer_epoch: 3,
+            timeout_ms: 60_000,
+            status: TxnStatus::Ongoing,
+            partitions: [
+                ("a".to_owned(), 0),
+                ("a".to_owned(), 2),
+                ("b".to_owned(), 1),
+            ]
+            .into_iter()
+            .collect(),
+            start_ms: 1_000,
+            last_update_ms: 2_000,
+        }
+    }
+
+    #[test]
+    fn keys_and_values_round_trip() {
+        assert_eq!(decode_key(&encode_key("t1")).unwrap(), "t1");
+        let txn = ongoing();
+        assert_eq!(decode_value("t1", &encode_value(&txn)).unwrap(), txn);
+    }
+
+    #[test]
+    fn value_bytes_match_kafkas_layout() {
+        let mut txn = ongoing();
+        txn.partitions = [("a".to_owned(), 2)].into_iter().collect();
+        let mut expected = vec![0, 0]; // version
+        expected.extend(7i64.to_be_bytes());
+        expected.extend(3i16.to_be_bytes());
+        expected.extend(60_000i32.to_be_bytes());
+        expected.push(1); // Ongoing
+        expected.extend(1i32.to_be_bytes()); // one topic
+        expected.extend([0, 1, b'a']);
+        expected.extend(1i32.to_be_bytes());
+        expected.extend(2i32.to_be_bytes());
+        expected.extend(2_000i64.to_be_bytes());
+        expected.extend(1_000i64.to_be_bytes());
+        assert_eq!(&encode_value(&txn)[..], &expected[..]);
+        assert_eq!(&encode_key("t1")[..], &[0, 0, 0, 2, b't', b'1']);
+    }
+
+    #[test]
+    fn flexible_values_are_read() {
+        // v1: compact arrays and strings, tagged fields after each struct.
+        let mut bytes = vec![0, 1];
+        bytes.extend(7i64.to_be_bytes());
+        bytes.extend(3i16.to_be_bytes());
+        bytes.extend(60_000i32.to_be_bytes());
+        bytes.push(4); // CompleteCommit
+        bytes.push(2); // one topic
+        bytes.extend([2, b'a']);
+        bytes.push(2); // one partition
+        bytes.extend(5i32.to_be_bytes());
+        bytes.push(0); // the topic's tagged fields
+        bytes.extend(2_000i64.to_be_bytes());
+        bytes.extend(1_000i64.to_be_bytes());
+        bytes.push(0); // the value's tagged fields
+        let txn = decode_value("t1", &bytes).unwrap();
+        assert_eq!(txn.status, TxnStatus::CompleteCommit);
+        assert_eq!(
+            txn.partitions,
+            [("a".to_owned(), 5)].into_iter().collect::<BTreeSet<_>>()
+        );
+    }
+
+    #[test]
+    fn malformed_values_are_errors() {
+        assert!(decode_value("t", &[0, 0, 1]).is_err());
+        assert!(decode_value("t", &[0, 9]).is_err());
+        assert!(decode_key(&[0, 1, 0, 0]).is_err());
+    }
+}
