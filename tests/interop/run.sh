@@ -172,6 +172,7 @@ if "$python" -c 'import kafka, lz4, snappy, zstandard' 2>/dev/null; then
 fi
 if "$python" -c 'import confluent_kafka' 2>/dev/null; then
   run_client confluent-kafka "$python" "$here/confluent_check.py" "$kafka_addr"
+  run_client confluent-kafka-transactions "$python" "$here/eos_check.py" "$kafka_addr"
 fi
 
 # ---------------------------------------------------------------- shutdown
