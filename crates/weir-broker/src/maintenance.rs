@@ -8,6 +8,8 @@ use tokio::sync::watch;
 
 use crate::broker::{now_ms, Broker};
 use crate::offsets::OFFSETS_TOPIC;
+use crate::txn::hanging::HangingTxns;
+use crate::txn::TxnSettings;
 
 /// A `__consumer_offsets` partition is checkpointed once its log holds at
 /// least this many records, and this many times its live records.
@@ -38,6 +40,7 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let mut transactions =
         tokio::time::interval(Duration::from_millis(txn_settings.abort_check_interval_ms));
     transactions.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let hanging = HangingTxns::default();
     let mut high_watermarks = tokio::time::interval(HIGH_WATERMARK_CHECKPOINT_INTERVAL);
     high_watermarks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -51,7 +54,7 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 let _ = tokio::task::spawn_blocking(move || upkeep_offsets(&broker)).await;
             }
             _ = isr.tick() => shrink_isrs(&broker, lag_ms),
-            _ = transactions.tick() => upkeep_transactions(&broker, txn_settings.id_expiration_ms).await,
+            _ = transactions.tick() => upkeep_transactions(&broker, &txn_settings, &hanging).await,
             _ = high_watermarks.tick() => {
                 let broker = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || checkpoint_high_watermarks(&broker)).await;
@@ -65,11 +68,14 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     }
 }
 
-/// Finishes, times out and expires transactions; publishes how many are
-/// open and the age of the oldest.
-async fn upkeep_transactions(broker: &Arc<Broker>, id_expiration_ms: i64) {
+/// Finishes, times out and expires transactions, aborts hanging ones;
+/// publishes how many are open and the age of the oldest.
+async fn upkeep_transactions(broker: &Arc<Broker>, settings: &TxnSettings, hanging: &HangingTxns) {
     let coordinator = broker.txns().clone();
-    coordinator.upkeep(broker, id_expiration_ms).await;
+    coordinator.upkeep(broker, settings.id_expiration_ms).await;
+    hanging
+        .abort_hanging(broker, i64::from(settings.max_timeout_ms))
+        .await;
     let (open, oldest) = coordinator.open_transactions();
     let metrics = broker.metrics();
     metrics.transactions_open.set(open as i64);

@@ -493,6 +493,20 @@ impl Partition {
         Ok(self.appended_as_leader(&info))
     }
 
+    /// Aborts the open transaction of `producer_id` that no coordinator
+    /// will end (a hanging transaction), with the producer's own epoch and
+    /// its last coordinator's epoch, so that the marker is the one that
+    /// coordinator would have written.
+    pub fn abort_hanging(
+        &self,
+        producer_id: i64,
+        leader_epoch: i32,
+    ) -> Result<Appended, AppendError> {
+        let (epoch, coordinator_epoch) =
+            self.producers.lock().epochs(producer_id).unwrap_or((0, -1));
+        self.write_marker(producer_id, epoch, false, coordinator_epoch, leader_epoch)
+    }
+
     /// The offset below which `read_committed` consumers may read: the
     /// high watermark, or the first offset of an undecided transaction (or
     /// of a decided one whose marker is not on every in-sync replica yet)

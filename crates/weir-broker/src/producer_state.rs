@@ -191,6 +191,14 @@ impl ProducerStates {
         entry.coordinator_epoch = entry.coordinator_epoch.max(coordinator_epoch);
     }
 
+    /// The producer's epoch and the epoch of the last coordinator that
+    /// wrote it a marker, if this partition knows it.
+    pub fn epochs(&self, producer_id: i64) -> Option<(i16, i32)> {
+        self.producers
+            .get(&producer_id)
+            .map(|entry| (entry.epoch, entry.coordinator_epoch))
+    }
+
     /// Notes a new epoch for a producer (InitProducerId bumped it).
     pub fn bump_epoch(&mut self, producer_id: i64, epoch: i16) {
         let entry = self.producers.entry(producer_id).or_default();

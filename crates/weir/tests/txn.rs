@@ -224,7 +224,7 @@ fn txn_id(id: &str) -> TransactionalId {
     TransactionalId(StrBytes::from_string(id.to_owned()))
 }
 
-fn init_transactional(raw: &mut Raw, id: &str) -> (i64, i16) {
+fn init_transactional(raw: &mut Raw, id: &str, timeout_ms: i32) -> (i64, i16) {
     let find = FindCoordinatorRequest::default()
         .with_key_type(1)
         .with_key(StrBytes::from_string(id.to_owned()));
@@ -232,7 +232,7 @@ fn init_transactional(raw: &mut Raw, id: &str) -> (i64, i16) {
     assert_eq!(found.error_code, 0);
     let request = InitProducerIdRequest::default()
         .with_transactional_id(Some(txn_id(id)))
-        .with_transaction_timeout_ms(60_000);
+        .with_transaction_timeout_ms(timeout_ms);
     for _ in 0..100 {
         let r: InitProducerIdResponse = raw.call(ApiKey::InitProducerId, 3, &request);
         if r.error_code == 0 {
@@ -313,7 +313,7 @@ fn a_delayed_end_txn_never_ends_a_later_transaction() {
     // network.
     let mut old_connection = Raw::connect(&weir.kafka);
     let id = "ledger-writer";
-    let producer = init_transactional(&mut old_connection, id);
+    let producer = init_transactional(&mut old_connection, id, 60_000);
     assert_eq!(
         add_partition(&mut old_connection, id, producer, "ledger"),
         0
@@ -345,6 +345,73 @@ fn a_delayed_end_txn_never_ends_a_later_transaction() {
     assert_eq!(committed.len(), 1, "only the first transaction's record");
     assert_eq!(
         read_values(&weir.kafka, "ledger", "read_uncommitted", 2).len(),
+        2
+    );
+}
+
+/// The latest offset ListOffsets gives a read_committed consumer: the last
+/// stable offset.
+fn last_stable_offset(raw: &mut Raw, topic: &str) -> i64 {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, ListOffsetsResponse};
+    let response: ListOffsetsResponse = raw.call(
+        ApiKey::ListOffsets,
+        7,
+        &ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_isolation_level(1)
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-1)])]),
+    );
+    let partition = &response.topics[0].partitions[0];
+    assert_eq!(partition.error_code, 0);
+    partition.offset
+}
+
+#[test]
+fn a_hanging_transaction_no_coordinator_knows_is_aborted() {
+    let weir = Weir::start(&[
+        "--transaction-max-timeout-ms",
+        "2000",
+        "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
+        "200",
+    ]);
+    create_topic(&weir.kafka, "held", 1);
+    let mut raw = Raw::connect(&weir.kafka);
+    // A transactional write to a partition never added to the transaction:
+    // no coordinator will ever write its marker.
+    let stray = init_transactional(&mut raw, "stray", 1_000);
+    assert_eq!(
+        produce_transactional(&mut raw, "stray", stray, 0, "held"),
+        0
+    );
+    // A proper transaction behind it commits, but read_committed
+    // consumers cannot pass the stray one.
+    let good = init_transactional(&mut raw, "good", 1_000);
+    assert_eq!(add_partition(&mut raw, "good", good, "held"), 0);
+    assert_eq!(produce_transactional(&mut raw, "good", good, 0, "held"), 0);
+    assert_eq!(end_txn(&mut raw, "good", good, true), 0);
+    assert_eq!(last_stable_offset(&mut raw, "held"), 0);
+
+    // Once it has been open longer than transaction.max.timeout.ms, and no
+    // coordinator has it, the partition's leader aborts it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while last_stable_offset(&mut raw, "held") < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the hanging transaction stayed open"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        read_values(&weir.kafka, "held", "read_committed", 1).len(),
+        1
+    );
+    assert_eq!(
+        read_values(&weir.kafka, "held", "read_uncommitted", 2).len(),
         2
     );
 }

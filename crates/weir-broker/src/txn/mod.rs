@@ -2,6 +2,7 @@
 //! machine, and its records in `__transaction_state`.
 
 pub mod coordinator;
+pub mod hanging;
 pub mod records;
 pub mod state;
 
