@@ -1007,3 +1007,53 @@ fn dynamic_broker_configs_reach_every_broker_and_an_override_only_its_own() {
         ["7200000", "dynamic", "(this", "broker)", "dynamic"]
     );
 }
+
+#[test]
+fn a_transaction_survives_its_coordinator_being_killed() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let mut cluster = Cluster::start(&[]);
+    let bootstrap = cluster.bootstrap();
+    create_topic(&cluster.node(1).kafka, "payments", 3, 3);
+    let timeout = Duration::from_secs(60);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("transactional.id", "payer")
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    producer.init_transactions(timeout).unwrap();
+    producer.begin_transaction().unwrap();
+    for i in 0..30 {
+        let key = format!("k{i}");
+        let value = format!("v{i}");
+        producer
+            .send(BaseRecord::to("payments").key(&key).payload(&value))
+            .unwrap();
+    }
+    producer.flush(timeout).unwrap();
+
+    // The transaction's coordinator dies with the transaction open; the
+    // leader of its __transaction_state partition after it has the
+    // transaction's state, and the commit goes through there.
+    let coordinator = common::cli::block_on(async {
+        let mut client = weir_client::Client::connect(&cluster.node(1).kafka)
+            .await
+            .unwrap();
+        client
+            .find_transaction_coordinator("payer")
+            .await
+            .unwrap()
+            .node_id
+    });
+    cluster.node_mut(coordinator).kill();
+    producer.commit_transaction(timeout).unwrap();
+
+    let survivor = (1..=3).find(|id| *id != coordinator).unwrap();
+    let values = read_all(&cluster.node(survivor).kafka, "payments", 3, 30);
+    let distinct: BTreeSet<&String> = values.iter().collect();
+    assert_eq!(
+        (values.len(), distinct.len()),
+        (30, 30),
+        "every record of the transaction, once: {values:?}"
+    );
+}
