@@ -9,7 +9,7 @@
 //! most), never across an await. Lock order: this mutex, then the
 //! [`OffsetStore`](crate::offsets::OffsetStore)'s.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,6 +110,10 @@ pub struct GroupCoordinator {
     config: GroupConfig,
     groups: Mutex<HashMap<String, HostedGroup>>,
     next_id: AtomicU64,
+    /// Groups whose consumers read committed data only: they ask
+    /// OffsetFetch for stable offsets, which only read_committed
+    /// consumers do. Their lag is counted to the last stable offset.
+    read_committed: Mutex<HashSet<String>>,
 }
 
 impl GroupCoordinator {
@@ -128,7 +132,23 @@ impl GroupCoordinator {
             config,
             groups: Mutex::new(groups),
             next_id: AtomicU64::new(1),
+            read_committed: Mutex::default(),
         }
+    }
+
+    /// A consumer of `group` asked for stable offsets: it reads committed
+    /// data only.
+    pub fn note_read_committed(&self, group: &str) {
+        let mut groups = self.read_committed.lock();
+        if !groups.contains(group) {
+            groups.insert(group.to_owned());
+        }
+    }
+
+    /// Whether `group`'s consumers read committed data only, as far as
+    /// this coordinator has seen.
+    pub fn reads_committed(&self, group: &str) -> bool {
+        self.read_committed.lock().contains(group)
     }
 
     /// This node now coordinates the groups `owns` selects: they are

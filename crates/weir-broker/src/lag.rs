@@ -1,5 +1,6 @@
 //! Consumer lag from the broker's own view: committed offsets against the
-//! high watermark, and the age of the oldest record not yet consumed.
+//! high watermark (the last stable offset for groups that read committed
+//! data only), and the age of the oldest record not yet consumed.
 
 use serde::Serialize;
 
@@ -12,6 +13,9 @@ pub struct GroupLag {
     /// Kafka's name of the group's state ("Stable", "Empty", ...).
     pub state: &'static str,
     pub members: usize,
+    /// Its consumers read committed data only (isolation.level
+    /// read_committed): lag counts to the last stable offset.
+    pub read_committed: bool,
     /// Sum of the partitions' lag.
     pub lag: u64,
     pub partitions: Vec<PartitionLag>,
@@ -22,7 +26,8 @@ pub struct PartitionLag {
     pub topic: String,
     pub partition: i32,
     pub committed_offset: i64,
-    /// The end consumers can read to (the high watermark).
+    /// The end the group's consumers can read to: the high watermark, or
+    /// the last stable offset for a read_committed group.
     pub log_end_offset: u64,
     /// Records between the committed offset and the log end.
     pub lag: u64,
@@ -57,11 +62,16 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
                 None if committed.is_empty() => return None,
                 None => (GroupState::Empty, 0),
             };
+            let read_committed = broker.groups().reads_committed(&group);
             let partitions: Vec<PartitionLag> = committed
                 .into_iter()
                 .filter_map(|((topic, partition), offset)| {
                     let log = broker.partition(&topic, partition)?;
-                    let end = log.high_watermark();
+                    let end = if read_committed {
+                        log.last_stable_offset()
+                    } else {
+                        log.high_watermark()
+                    };
                     let committed = offset.offset.max(0) as u64;
                     let lag = end.saturating_sub(committed);
                     let lost_to_retention = log.log.log_start_offset().saturating_sub(committed);
@@ -92,6 +102,7 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
                 group,
                 state: state.as_str(),
                 members,
+                read_committed,
                 partitions,
             })
         })

@@ -415,3 +415,71 @@ fn a_hanging_transaction_no_coordinator_knows_is_aborted() {
         2
     );
 }
+
+/// Reads `count` records of `topic` in `group` with `isolation`, then
+/// commits the position.
+fn consume_and_commit(bootstrap: &str, topic: &str, group: &str, isolation: &str, count: usize) {
+    use rdkafka::consumer::CommitMode;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", isolation)
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    let mut read = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while read < count && Instant::now() < deadline {
+        if let Some(Ok(_)) = consumer.poll(Duration::from_millis(200)) {
+            read += 1;
+        }
+    }
+    assert_eq!(read, count, "{group}");
+    consumer.commit_consumer_state(CommitMode::Sync).unwrap();
+}
+
+#[test]
+fn a_read_committed_group_lags_behind_the_last_stable_offset_only() {
+    let weir = Weir::start(&["--group-initial-rebalance-delay-ms", "0"]);
+    create_topic(&weir.kafka, "lagged", 1);
+    let plain: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .create()
+        .unwrap();
+    send(&plain, "lagged", &["p1", "p2", "p3", "p4", "p5"]);
+    let producer = transactional_producer(&weir.kafka, "lag-writer", &[]);
+    producer.begin_transaction().unwrap();
+    send(&producer, "lagged", &["t1", "t2", "t3"]);
+
+    // Offsets 0-4 are committed data, 5-7 an open transaction.
+    consume_and_commit(
+        &weir.kafka,
+        "lagged",
+        "committed-readers",
+        "read_committed",
+        5,
+    );
+    consume_and_commit(&weir.kafka, "lagged", "all-readers", "read_uncommitted", 8);
+    let (status, body) = weir.http_get("/v1/groups/committed-readers");
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("\"read_committed\":true") && body.contains("\"lag\":0"),
+        "nothing a read_committed consumer may read is left: {body}"
+    );
+    let (_, body) = weir.http_get("/v1/groups/all-readers");
+    assert!(body.contains("\"read_committed\":false"), "{body}");
+
+    // Committed, the transaction's records (and its marker) are lag.
+    producer.commit_transaction(TIMEOUT).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = weir.http_get("/v1/groups/committed-readers");
+        if body.contains("\"lag\":4") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

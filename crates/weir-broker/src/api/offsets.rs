@@ -235,6 +235,9 @@ fn fetch_group(
     require_stable: bool,
 ) -> FetchedOffsets {
     let store = broker.offsets();
+    if require_stable {
+        broker.groups().note_read_committed(group);
+    }
     let fetched = |topic: &str, partition: i32, committed: Option<CommittedOffset>| {
         if require_stable && store.has_pending(group, topic, partition) {
             Fetched::Unstable
