@@ -244,8 +244,11 @@ impl Partition {
         leader_high_watermark: u64,
     ) -> Result<(), LogError> {
         if !records.is_empty() {
-            let info = self.log.append_replicated(records)?;
+            // Under the producer lock, as a leader's append: a snapshot
+            // taken meanwhile never holds a log end past the batches its
+            // producer state has seen.
             let mut producers = self.producers.lock();
+            let info = self.log.append_replicated(records)?;
             record_producer_batches(&mut producers, records);
             drop(producers);
             if info.batches > 0 {
@@ -277,6 +280,13 @@ impl Partition {
     fn after_truncation(&self) -> Result<(), LogError> {
         let rebuilt = load_producer_state(&self.log)?;
         *self.producers.lock() = rebuilt;
+        // A snapshot taken past the truncation point holds batches that
+        // are gone; once the log grows past it again it would be loaded
+        // as if they were there. It is replaced now.
+        if let Err(error) = self.snapshot_producer_state() {
+            tracing::warn!(topic = %self.topic, partition = self.index, %error, "cannot snapshot the producer state after a truncation");
+            let _ = std::fs::remove_file(self.log.dir().join(PRODUCER_SNAPSHOT_FILE));
+        }
         let end = self.log.log_end_offset();
         if self.high_watermark() > end {
             self.set_high_watermark(end);
@@ -755,6 +765,31 @@ mod tests {
             .to_bytes()
             .unwrap()
             .to_vec()
+    }
+
+    #[test]
+    fn a_producer_snapshot_taken_past_a_truncation_is_never_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let batch = |producer_id, sequence, count| {
+            BatchBuilder::new(count)
+                .producer(producer_id, 0, sequence)
+                .build()
+        };
+        let p = open(dir.path());
+        p.append(&batch(7, 0, 3), 0).unwrap(); // 0..=2
+        p.append(&batch(7, 3, 3), 0).unwrap(); // 3..=5
+        p.snapshot_producer_state().unwrap(); // at 6
+        p.truncate_to(3).unwrap();
+        // Another producer's records take the log past the old snapshot.
+        p.append(&batch(8, 0, 4), 0).unwrap(); // 3..=6
+        drop(p);
+
+        let p = open(dir.path());
+        // Producer 7's retry of the batch that was dropped is appended
+        // again, not answered as a duplicate at offsets holding others.
+        let retried = p.append(&batch(7, 3, 3), 0).unwrap();
+        assert!(!retried.duplicate);
+        assert_eq!(retried.base_offset, 7);
     }
 
     #[test]
