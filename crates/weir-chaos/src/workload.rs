@@ -157,6 +157,11 @@ fn producer_config(options: &WorkloadOptions) -> ClientConfig {
         .set("linger.ms", "5")
         .set("topic.metadata.refresh.interval.ms", "2000")
         .set("socket.connection.setup.timeout.ms", "5000");
+    // librdkafka's own debug contexts (e.g. `eos,msg,protocol`), logged to
+    // stderr: to see why a producer stops getting acknowledgements.
+    if let Ok(contexts) = std::env::var("WEIR_CHAOS_RDKAFKA_DEBUG") {
+        config.set("debug", contexts);
+    }
     config
 }
 
