@@ -94,6 +94,11 @@ struct ProduceArgs {
     /// Producers, each with its own librdkafka instance and sending thread.
     #[arg(long, default_value_t = 1)]
     producers: usize,
+    /// Send in transactions of this many records each (every producer
+    /// transactional, with its own `transactional.id`); a record's latency
+    /// then runs to its transaction's commit.
+    #[arg(long, value_name = "N")]
+    transaction_records: Option<u64>,
     #[command(flatten)]
     producer: ProducerArgs,
 }

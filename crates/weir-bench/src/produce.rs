@@ -133,13 +133,25 @@ fn send_records(
     first: u64,
     count: u64,
 ) -> anyhow::Result<()> {
+    let per_transaction = args.transaction_records;
     for i in first..first + count {
+        let sent = i - first;
+        if per_transaction.is_some_and(|n| sent % n == 0) {
+            producer
+                .begin_transaction()
+                .context("beginning a transaction")?;
+        }
         let mut record =
             BaseRecord::with_opaque_to(&args.topic, clock.nanos() as usize).payload(payload);
         if let Some(keys) = keys {
             record = record.key(keys[(i % keys.len() as u64) as usize].as_slice());
         }
         send(producer, record)?;
+        if per_transaction.is_some_and(|n| (sent + 1) % n == 0 || sent + 1 == count) {
+            producer
+                .commit_transaction(Timeout::Never)
+                .context("committing a transaction")?;
+        }
     }
     producer
         .flush(Timeout::Never)
@@ -159,11 +171,29 @@ fn share(records: u64, threads: u64, index: u64) -> (u64, u64) {
 pub(crate) fn run(bootstrap: &str, args: &ProduceArgs, json: bool) -> anyhow::Result<Report> {
     anyhow::ensure!(args.producers >= 1, "--producers must be at least 1");
     anyhow::ensure!(args.keys != Some(0), "--keys must be at least 1");
+    anyhow::ensure!(
+        args.transaction_records != Some(0),
+        "--transaction-records must be at least 1"
+    );
     let config = kafka::producer_config(bootstrap, &args.producer)?;
     let clock = Clock::start();
     let counts = Arc::new(Counts::default());
     let producers = (0..args.producers)
-        .map(|_| kafka::create(&config, DeliveryContext::new(clock, counts.clone())))
+        .map(|index| {
+            let mut config = config.clone();
+            if args.transaction_records.is_some() {
+                let id = format!("weir-bench-{}-{index}", std::process::id());
+                config.set("transactional.id", id);
+            }
+            let producer: BenchProducer =
+                kafka::create(&config, DeliveryContext::new(clock, counts.clone()))?;
+            if args.transaction_records.is_some() {
+                producer
+                    .init_transactions(TOPIC_WAIT)
+                    .context("initialising the transactional producer")?;
+            }
+            Ok(producer)
+        })
         .collect::<anyhow::Result<Vec<BenchProducer>>>()?;
     // Metadata first (the broker may create the topic now), so that the
     // clock starts with every producer knowing the partition leaders.
@@ -232,6 +262,7 @@ pub(crate) fn run(bootstrap: &str, args: &ProduceArgs, json: bool) -> anyhow::Re
         .parameter("linger_ms", p.linger_ms)
         .parameter("batch_size", p.batch_size)
         .parameter("producers", args.producers as u64)
+        .parameter("transaction_records", args.transaction_records)
         .parameter("partitions", partitions as u64)
         .throughput(acked, acked * p.record_size as u64, seconds)
         .latency("send to ack", Latency::of(&histogram))
