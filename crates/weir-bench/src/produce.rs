@@ -183,7 +183,9 @@ pub(crate) fn run(bootstrap: &str, args: &ProduceArgs, json: bool) -> anyhow::Re
             let mut config = config.clone();
             if args.transaction_records.is_some() {
                 let id = format!("weir-bench-{}-{index}", std::process::id());
-                config.set("transactional.id", id);
+                config
+                    .set("transactional.id", id)
+                    .set("enable.idempotence", "true");
             }
             let producer: BenchProducer =
                 kafka::create(&config, DeliveryContext::new(clock, counts.clone()))?;
