@@ -45,6 +45,15 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // librdkafka's debug logs reach the `log` crate; shown only when asked
+    // for (see the README).
+    if std::env::var_os("WEIR_CHAOS_RDKAFKA_DEBUG").is_some() {
+        tracing_subscriber::fmt()
+            .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .init();
+    }
     let faults: Vec<Fault> = if args.fault == "all" {
         Fault::ALL.to_vec()
     } else {
