@@ -659,10 +659,26 @@ fn pending_transactional_offsets_move_with_their_coordinator() {
         let mut client = Client::connect(&cluster.node(1).kafka).await.unwrap();
         let found = client.find_coordinator("copier").await.unwrap();
         let mut client = Client::connect(&found.addr()).await.unwrap();
-        client
-            .offset_commit_simple("copier", &[("consumed".to_owned(), 0, 3)])
-            .await
-            .unwrap();
+        // The coordinator may still be taking up the __consumer_offsets
+        // partition created a moment ago: retried, as clients do.
+        for attempt in 0.. {
+            let outcome = client
+                .offset_commit_simple("copier", &[("consumed".to_owned(), 0, 3)])
+                .await;
+            let retriable = matches!(
+                outcome.as_ref().err().and_then(|e| e.kafka_error()),
+                Some(
+                    ResponseError::CoordinatorNotAvailable
+                        | ResponseError::CoordinatorLoadInProgress
+                        | ResponseError::NotCoordinator
+                )
+            );
+            if !retriable || attempt == 50 {
+                outcome.unwrap();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let offsets = [
             ("consumed".to_owned(), 0, 10),
             ("consumed".to_owned(), 1, 11),
