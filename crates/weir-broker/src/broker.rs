@@ -57,7 +57,7 @@ pub struct Broker {
     me: std::sync::Weak<Broker>,
     /// The settings as the broker started. Those marked dynamic may have
     /// changed since: [`config`](Self::config) has the settings in force.
-    config: BrokerConfig,
+    static_config: BrokerConfig,
     /// The settings in force, rebuilt when the dynamic broker configs in
     /// the metadata change.
     current: RwLock<CurrentConfig>,
@@ -163,7 +163,7 @@ impl Broker {
         let groups = GroupCoordinator::new(config.group_config(), loaded);
         let broker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
-            config,
+            static_config: config,
             current: RwLock::new(current),
             cluster_id,
             meta,
@@ -193,7 +193,7 @@ impl Broker {
     fn start_membership(self: &Arc<Self>) {
         let heartbeats = self.meta.keep_alive(
             self.registration.clone(),
-            std::time::Duration::from_millis(self.config.broker_heartbeat_interval_ms),
+            std::time::Duration::from_millis(self.static_config.broker_heartbeat_interval_ms),
         );
         let broker = Arc::downgrade(self);
         let follower = self.meta.follow_changes(move || match broker.upgrade() {
@@ -308,7 +308,7 @@ impl Broker {
         // A heartbeat after this would register the node again.
         self.stop_membership();
         self.meta.submit(Command::ControlledShutdown {
-            id: self.config.node_id,
+            id: self.static_config.node_id,
         })?;
         self.reconcile();
         Ok(())
@@ -323,14 +323,14 @@ impl Broker {
 
     /// This broker's id, which never changes.
     pub fn node_id(&self) -> i32 {
-        self.config.node_id
+        self.static_config.node_id
     }
 
     /// Rebuilds the settings when the dynamic broker configs of `image`
     /// differ from those they were built from; the settings in force.
     fn follow_config(&self, image: &MetadataImage) -> Arc<BrokerConfig> {
         let default = image.broker_configs(None);
-        let own = image.broker_configs(Some(self.config.node_id));
+        let own = image.broker_configs(Some(self.static_config.node_id));
         let mut current = self.current.write();
         if image.applied_index() <= current.image_index {
             return current.config.clone();
@@ -339,7 +339,7 @@ impl Broker {
         if current.dynamic.0 == *default && current.dynamic.1 == *own {
             return current.config.clone();
         }
-        current.config = Arc::new(self.config.with_dynamic_lenient(default, own));
+        current.config = Arc::new(self.static_config.with_dynamic_lenient(default, own));
         current.dynamic = (default.clone(), own.clone());
         tracing::info!(
             cluster_default = ?current.config.dynamic_default,
@@ -362,7 +362,7 @@ impl Broker {
     }
 
     pub fn txn_settings(&self) -> crate::txn::TxnSettings {
-        self.config.txn_settings()
+        self.static_config.txn_settings()
     }
 
     /// The index of the `__transaction_state` partition that holds
@@ -411,7 +411,7 @@ impl Broker {
     /// leads the `__consumer_offsets` partition of `group`.
     pub fn check_coordinator(&self, group: &str) -> Result<(), i16> {
         match self.coordinator_of(group) {
-            Ok((_, leader)) if leader == self.config.node_id => Ok(()),
+            Ok((_, leader)) if leader == self.static_config.node_id => Ok(()),
             Ok((_, leader)) if leader >= 0 => Err(16), // NOT_COORDINATOR
             Ok(_) => Err(15),                          // COORDINATOR_NOT_AVAILABLE
             Err(error) => {
@@ -427,8 +427,8 @@ impl Broker {
     fn create_offsets_topic(&self) -> Result<i32, BrokerError> {
         self.create_internal_topic(
             OFFSETS_TOPIC,
-            self.config.offsets_topic_num_partitions,
-            self.config.offsets_topic_replication_factor,
+            self.static_config.offsets_topic_num_partitions,
+            self.static_config.offsets_topic_replication_factor,
             None,
         )
     }
@@ -543,7 +543,7 @@ impl Broker {
     pub(crate) fn group_partition(&self, group: &str) -> Result<Arc<Partition>, AppendError> {
         let offline = |reason: String| {
             AppendError::Log(weir_log::LogError::Offline {
-                dir: self.config.data_dir.join(OFFSETS_TOPIC),
+                dir: self.static_config.data_dir.join(OFFSETS_TOPIC),
                 reason,
             })
         };
@@ -628,7 +628,7 @@ impl Broker {
             None => image.assign_replicas(
                 0,
                 partitions,
-                replication_factor.unwrap_or(self.config.default_replication_factor),
+                replication_factor.unwrap_or(self.static_config.default_replication_factor),
                 placement_start(),
             )?,
         };
@@ -747,10 +747,13 @@ impl Broker {
         // The values as this broker would run with them (another broker's
         // own configs are checked over this one's static settings).
         let (default, own) = match target {
-            None => (&level, image.broker_configs(Some(self.config.node_id))),
+            None => (
+                &level,
+                image.broker_configs(Some(self.static_config.node_id)),
+            ),
             Some(_) => (image.broker_configs(None), &level),
         };
-        self.config
+        self.static_config
             .with_dynamic(default, own)
             .map_err(MetaError::from)?;
         let command = Command::AlterBrokerConfigs {
@@ -829,7 +832,7 @@ impl Broker {
             Some(p) if based_on.as_deref() == Some(p.isr.as_slice()) => Command::AlterPartition {
                 topic: partition.topic.clone(),
                 partition: partition.index,
-                leader: self.config.node_id,
+                leader: self.static_config.node_id,
                 leader_epoch: p.leader_epoch,
                 partition_epoch: p.partition_epoch,
                 isr: isr.clone(),
@@ -901,7 +904,7 @@ impl Broker {
             .and_then(|id| i32::try_from(id).ok());
         leader
             .filter(|id| self.with_image(|image| image.live_brokers().any(|b| b.id == *id)))
-            .unwrap_or(self.config.node_id)
+            .unwrap_or(self.static_config.node_id)
     }
 
     /// The controller quorum as this node sees it.
