@@ -184,6 +184,18 @@ fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_owned()))
 }
 
+/// The first partition error of a commit's answer, `(topic, partition,
+/// error code)` each, named after its partition.
+fn check_partitions<'a>(
+    answers: impl IntoIterator<Item = (&'a str, i32, i16)>,
+) -> Result<(), ClientError> {
+    for (topic, partition, code) in answers {
+        check(code, None)
+            .map_err(|e| with_subject(e, "partition", &format!("{topic}-{partition}")))?;
+    }
+    Ok(())
+}
+
 fn text(s: Option<StrBytes>) -> Option<String> {
     s.map(|s| s.to_string())
 }
@@ -495,15 +507,12 @@ impl Client {
         let response: OffsetCommitResponse = self
             .call_version(ApiKey::OffsetCommit, version, &request)
             .await?;
-        for topic in response.topics {
-            for p in topic.partitions {
-                check(p.error_code, None).map_err(|e| {
-                    let partition = format!("{}-{}", topic.name.0.as_str(), p.partition_index);
-                    with_subject(e, "partition", &partition)
-                })?;
-            }
-        }
-        Ok(())
+        check_partitions(response.topics.iter().flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .map(|p| (topic.name.0.as_str(), p.partition_index, p.error_code))
+        }))
     }
 
     /// Commits `offsets` (topic, partition, offset) for `group` within the
@@ -549,15 +558,12 @@ impl Client {
         let response: TxnOffsetCommitResponse = self
             .call_version(ApiKey::TxnOffsetCommit, version, &request)
             .await?;
-        for topic in response.topics {
-            for p in topic.partitions {
-                check(p.error_code, None).map_err(|e| {
-                    let partition = format!("{}-{}", topic.name.0.as_str(), p.partition_index);
-                    with_subject(e, "partition", &partition)
-                })?;
-            }
-        }
-        Ok(())
+        check_partitions(response.topics.iter().flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .map(|p| (topic.name.0.as_str(), p.partition_index, p.error_code))
+        }))
     }
 
     /// Deletes `groups` and their committed offsets: for each, in the
