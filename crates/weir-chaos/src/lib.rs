@@ -7,6 +7,7 @@
 //! - [`netns`] gives them network namespaces, for partitions;
 //! - [`workload`] produces and reads back;
 //! - [`checker`] judges the history (pure);
+//! - [`txn_checker`] judges a history of transactions (pure);
 //! - [`replicas`] compares the replicas' logs on disk;
 //! - [`faults`] scripts each fault and the negative control;
 //! - [`table`] prints the results.
@@ -17,6 +18,7 @@ pub mod faults;
 pub mod netns;
 pub mod replicas;
 pub mod table;
+pub mod txn_checker;
 pub mod workload;
 
 pub use faults::{run, Fault, FaultResult, RunOptions, Status};
