@@ -6,6 +6,7 @@
 //! - [`cluster`] starts and hurts the `weir serve` processes;
 //! - [`netns`] gives them network namespaces, for partitions;
 //! - [`workload`] produces and reads back;
+//! - [`txn_workload`] does the same with transactional producers;
 //! - [`checker`] judges the history (pure);
 //! - [`txn_checker`] judges a history of transactions (pure);
 //! - [`replicas`] compares the replicas' logs on disk;
@@ -19,6 +20,7 @@ pub mod netns;
 pub mod replicas;
 pub mod table;
 pub mod txn_checker;
+pub mod txn_workload;
 pub mod workload;
 
 pub use faults::{run, Fault, FaultResult, RunOptions, Status};
