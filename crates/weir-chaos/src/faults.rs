@@ -9,6 +9,8 @@ use serde::Serialize;
 
 use crate::checker::{self, History, Report};
 use crate::cluster::{Cluster, ClusterOptions, Layout, Network};
+use crate::txn_checker::{self, TxnHistory, TxnReport};
+use crate::txn_workload::{self, TxnWorkload, TxnWorkloadOptions};
 use crate::workload::{self, Workload, WorkloadOptions};
 use crate::{netns, replicas, Error};
 
@@ -67,6 +69,35 @@ impl Fault {
     }
 }
 
+/// What the producers do while the fault is injected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    /// Idempotent acks=all producers, every value on its own; checked for
+    /// lost, duplicated, reordered and inconsistent acknowledged writes.
+    #[default]
+    Plain,
+    /// Transactional producers, a few values per transaction, some
+    /// aborted on purpose; read back with `read_committed` and checked
+    /// for lost, aborted (G1a), duplicated and torn values.
+    Transactional,
+}
+
+impl WorkloadKind {
+    pub const ALL: [WorkloadKind; 2] = [WorkloadKind::Plain, WorkloadKind::Transactional];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Plain => "plain",
+            WorkloadKind::Transactional => "transactional",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<WorkloadKind> {
+        Self::ALL.into_iter().find(|w| w.name() == name)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub weir: PathBuf,
@@ -83,6 +114,7 @@ pub struct RunOptions {
     pub keep: bool,
     /// Print the timeline as it happens.
     pub verbose: bool,
+    pub workload: WorkloadKind,
 }
 
 impl RunOptions {
@@ -96,6 +128,7 @@ impl RunOptions {
             heal_timeout: Duration::from_secs(120),
             keep: false,
             verbose: false,
+            workload: WorkloadKind::Plain,
         }
     }
 }
@@ -125,10 +158,15 @@ pub struct Event {
 #[derive(Debug, Clone, Serialize)]
 pub struct FaultResult {
     pub fault: String,
+    pub workload: WorkloadKind,
     pub status: Status,
     /// Why it was skipped, errored or failed.
     pub reason: Option<String>,
+    /// What the checker of the plain workload found.
     pub report: Option<Report>,
+    /// What the checker of the transactional workload found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub txn_report: Option<TxnReport>,
     /// Replicas whose logs differ over offsets they all hold.
     pub divergent: Vec<String>,
     /// How long the cluster took to be whole after the workload, or why
@@ -141,18 +179,24 @@ pub struct FaultResult {
 }
 
 impl FaultResult {
-    fn without_run(fault: Fault, status: Status, reason: String) -> Self {
+    fn new(fault: Fault, status: Status, reason: Option<String>) -> Self {
         Self {
             fault: fault.name().to_owned(),
+            workload: WorkloadKind::Plain,
             status,
-            reason: Some(reason),
+            reason,
             report: None,
+            txn_report: None,
             divergent: Vec::new(),
             healed: Err("not run".to_owned()),
             events: Vec::new(),
             kept_dir: None,
             duration_ms: 0,
         }
+    }
+
+    fn without_run(fault: Fault, status: Status, reason: String) -> Self {
+        Self::new(fault, status, Some(reason))
     }
 }
 
@@ -238,8 +282,35 @@ impl Run {
     }
 }
 
-/// Runs one fault against a fresh cluster.
+/// Why `fault` cannot run under the transactional workload, if it cannot.
+fn unfit_for_transactions(fault: Fault) -> Option<&'static str> {
+    match fault {
+        Fault::NegativeControl => Some(
+            "the negative control needs acks=1 without idempotence, which a transactional \
+             producer cannot have; the transactional checker's negative controls are its unit tests",
+        ),
+        Fault::EpochDivergence => Some(
+            "a script for the plain workload: it writes outside any transaction and reads one \
+             replica alone",
+        ),
+        _ => None,
+    }
+}
+
+/// Runs one fault against a fresh cluster, under the workload `options`
+/// name.
 pub fn run(fault: Fault, options: &RunOptions) -> FaultResult {
+    let mut result = match (options.workload, unfit_for_transactions(fault)) {
+        (WorkloadKind::Transactional, Some(reason)) => {
+            FaultResult::without_run(fault, Status::Skipped, reason.to_owned())
+        }
+        _ => run_fault(fault, options),
+    };
+    result.workload = options.workload;
+    result
+}
+
+fn run_fault(fault: Fault, options: &RunOptions) -> FaultResult {
     if matches!(fault, Fault::Partition | Fault::EpochDivergence) {
         if let Some(reason) = netns::unavailable() {
             return FaultResult::without_run(fault, Status::Skipped, reason);
@@ -340,9 +411,20 @@ fn execute(run: &mut Run, options: &RunOptions) -> Result<FaultResult, Error> {
             v.partition, v.leader, v.replicas, v.isr
         ));
     }
+    match options.workload {
+        WorkloadKind::Plain => execute_plain(run, options, &bootstrap),
+        WorkloadKind::Transactional => execute_transactional(run, options, &bootstrap),
+    }
+}
 
+fn execute_plain(
+    run: &mut Run,
+    options: &RunOptions,
+    bootstrap: &str,
+) -> Result<FaultResult, Error> {
+    let negative = run.fault == Fault::NegativeControl;
     let workload_options = WorkloadOptions {
-        bootstrap: bootstrap.clone(),
+        bootstrap: bootstrap.to_owned(),
         topic: TOPIC.to_owned(),
         partitions: options.partitions,
         producers: options.producers,
@@ -362,36 +444,14 @@ fn execute(run: &mut Run, options: &RunOptions) -> Result<FaultResult, Error> {
         "workload: {} producers x {}/s, acks={}, idempotence={}",
         options.producers, options.rate, workload_options.acks, workload_options.idempotence
     ));
-    let total = Duration::from_secs(options.seconds);
-    let edge = (total / 8).clamp(Duration::from_secs(5), Duration::from_secs(20));
-    let end = Instant::now() + total;
-    std::thread::sleep(edge);
-    let injected = inject(run, end - edge);
-    // Whatever happened, nothing stays paused, cut or down.
-    heal_everything(run);
-    if let Err(e) = &injected {
-        run.event(format!("fault script failed: {e}"));
-    }
-    let now = Instant::now();
-    if end > now {
-        std::thread::sleep(end - now);
-    }
+    let injected = inject_for(run, Duration::from_secs(options.seconds));
     run.event("stopping the producers");
     let mut writes = workload.stop();
     writes.append(&mut run.side_writes);
     let workload_end = run.origin.elapsed().as_millis() as u64;
     run.event(format!("producers stopped: {} values sent", writes.len()));
 
-    let healed = match run.cluster.wait_healthy(options.heal_timeout) {
-        Ok(took) => {
-            run.event(format!("whole after {:.1}s", took.as_secs_f64()));
-            Ok(took.as_millis() as u64)
-        }
-        Err(e) => {
-            run.event(format!("not whole after {:?}: {e}", options.heal_timeout));
-            Err(e)
-        }
-    };
+    let healed = wait_whole(run, options.heal_timeout);
     let mut history = History {
         writes,
         workload_start_ms: workload_start,
@@ -420,7 +480,7 @@ fn execute(run: &mut Run, options: &RunOptions) -> Result<FaultResult, Error> {
             let _ = run.leader(0, Duration::from_secs(30))?;
         }
         let (mut reads, mut coverage) = workload::read_all(
-            &bootstrap,
+            bootstrap,
             TOPIC,
             options.partitions,
             pass,
@@ -438,32 +498,9 @@ fn execute(run: &mut Run, options: &RunOptions) -> Result<FaultResult, Error> {
         history.coverage.append(&mut coverage);
     }
 
-    // Stop everything at once (nothing is being written) and compare the
-    // replicas on disk.
-    for node in &mut run.cluster.nodes {
-        node.kill9();
-    }
-    let dirs: Vec<(i32, PathBuf)> = run
-        .cluster
-        .broker_ids()
-        .into_iter()
-        .map(|id| (id, run.cluster.data_dir(id)))
-        .collect();
-    let dirs: Vec<(i32, &std::path::Path)> =
-        dirs.iter().map(|(id, d)| (*id, d.as_path())).collect();
-    let divergent: Vec<String> = (0..options.partitions)
-        .flat_map(|p| replicas::compare(TOPIC, p, &dirs))
-        .collect();
-    run.event(format!(
-        "replicas compared: {} differences",
-        divergent.len()
-    ));
-
+    let divergent = compare_replicas(run, options.partitions);
     let report = checker::check(&history);
-    let history_path = run.cluster.dir().join("history.json");
-    if let Ok(json) = serde_json::to_vec(&history) {
-        let _ = std::fs::write(&history_path, json);
-    }
+    write_history(run, &history);
     let (status, reason) = if negative {
         if report.lost > 0 {
             (Status::Passed, None)
@@ -481,40 +518,172 @@ fn execute(run: &mut Run, options: &RunOptions) -> Result<FaultResult, Error> {
     } else {
         let mut violations = report.violations();
         violations.extend(divergent.iter().cloned());
-        if let Err(e) = &injected {
-            // The script could not do what it meant to: the run is not
-            // the test it claims to be.
-            if violations.is_empty() {
-                return Ok(FaultResult {
-                    fault: run.fault.name().to_owned(),
-                    status: Status::Error,
-                    reason: Some(format!("fault script: {e}")),
-                    report: Some(report),
-                    divergent,
-                    healed,
-                    events: Vec::new(),
-                    kept_dir: None,
-                    duration_ms: 0,
-                });
-            }
-        }
-        if violations.is_empty() {
-            (Status::Passed, None)
-        } else {
-            (Status::Failed, Some(violations.join("; ")))
-        }
+        verdict(&injected, violations)
     };
     Ok(FaultResult {
-        fault: run.fault.name().to_owned(),
-        status,
-        reason,
         report: Some(report),
         divergent,
         healed,
-        events: Vec::new(),
-        kept_dir: None,
-        duration_ms: 0,
+        ..FaultResult::new(run.fault, status, reason)
     })
+}
+
+/// The transactional workload: transactional producers throughout the
+/// fault, then, once the cluster is whole and no transaction is open, one
+/// `read_committed` pass over every partition.
+fn execute_transactional(
+    run: &mut Run,
+    options: &RunOptions,
+    bootstrap: &str,
+) -> Result<FaultResult, Error> {
+    let workload_options = TxnWorkloadOptions {
+        bootstrap: bootstrap.to_owned(),
+        topic: TOPIC.to_owned(),
+        partitions: options.partitions,
+        producers: options.producers,
+        rate: options.rate,
+    };
+    let workload = TxnWorkload::start(&workload_options, run.origin);
+    // The first init_transactions creates __transaction_state: the fault
+    // should find it created and whole.
+    if !workload.wait_ready(Duration::from_secs(60)) {
+        let txns = workload.stop();
+        return Err(Error(format!(
+            "the transactional producers did not initialise within 60s ({} transactions)",
+            txns.len()
+        )));
+    }
+    run.settle(Duration::from_secs(60))?;
+    let workload_start = run.origin.elapsed().as_millis() as u64;
+    run.event(format!(
+        "workload: {} transactional producers x {} values/s",
+        options.producers, options.rate
+    ));
+    let injected = inject_for(run, Duration::from_secs(options.seconds));
+    run.event("stopping the producers");
+    let txns = workload.stop();
+    let workload_end = run.origin.elapsed().as_millis() as u64;
+    run.event(format!(
+        "producers stopped: {} transactions, {} values",
+        txns.len(),
+        txns.iter().map(|t| t.values.len()).sum::<usize>()
+    ));
+
+    let healed = wait_whole(run, options.heal_timeout);
+    // Transactions left open by a replaced producer end when their
+    // coordinator times them out: the reader waits for that.
+    let (reads, coverage) = txn_workload::read_committed_all(
+        bootstrap,
+        TOPIC,
+        options.partitions,
+        Instant::now() + options.heal_timeout,
+    );
+    run.event(format!(
+        "read_committed pass: {} records, ends {:?}",
+        reads.len(),
+        coverage
+            .iter()
+            .map(|c| (c.end, c.complete))
+            .collect::<Vec<_>>()
+    ));
+    let history = TxnHistory {
+        txns,
+        reads,
+        coverage,
+        workload_start_ms: workload_start,
+        workload_end_ms: workload_end,
+    };
+
+    let divergent = compare_replicas(run, options.partitions);
+    let report = txn_checker::check(&history);
+    write_history(run, &history);
+    let mut violations = report.violations();
+    violations.extend(divergent.iter().cloned());
+    let (status, reason) = verdict(&injected, violations);
+    Ok(FaultResult {
+        txn_report: Some(report),
+        divergent,
+        healed,
+        ..FaultResult::new(run.fault, status, reason)
+    })
+}
+
+/// Lets the workload run for `total`, injecting the fault again and again
+/// after a quiet start and before a quiet end; whether the fault script
+/// did what it meant to.
+fn inject_for(run: &mut Run, total: Duration) -> Result<(), Error> {
+    let edge = (total / 8).clamp(Duration::from_secs(5), Duration::from_secs(20));
+    let end = Instant::now() + total;
+    std::thread::sleep(edge);
+    let injected = inject(run, end - edge);
+    // Whatever happened, nothing stays paused, cut or down.
+    heal_everything(run);
+    if let Err(e) = &injected {
+        run.event(format!("fault script failed: {e}"));
+    }
+    let now = Instant::now();
+    if end > now {
+        std::thread::sleep(end - now);
+    }
+    injected
+}
+
+/// Waits for the cluster to be whole after the workload: how long it
+/// took, or why it was not.
+fn wait_whole(run: &mut Run, timeout: Duration) -> Result<u64, String> {
+    match run.cluster.wait_healthy(timeout) {
+        Ok(took) => {
+            run.event(format!("whole after {:.1}s", took.as_secs_f64()));
+            Ok(took.as_millis() as u64)
+        }
+        Err(e) => {
+            run.event(format!("not whole after {timeout:?}: {e}"));
+            Err(e)
+        }
+    }
+}
+
+/// Stops everything at once (nothing is being written) and compares the
+/// replicas on disk.
+fn compare_replicas(run: &mut Run, partitions: i32) -> Vec<String> {
+    for node in &mut run.cluster.nodes {
+        node.kill9();
+    }
+    let dirs: Vec<(i32, PathBuf)> = run
+        .cluster
+        .broker_ids()
+        .into_iter()
+        .map(|id| (id, run.cluster.data_dir(id)))
+        .collect();
+    let dirs: Vec<(i32, &std::path::Path)> =
+        dirs.iter().map(|(id, d)| (*id, d.as_path())).collect();
+    let divergent: Vec<String> = (0..partitions)
+        .flat_map(|p| replicas::compare(TOPIC, p, &dirs))
+        .collect();
+    run.event(format!(
+        "replicas compared: {} differences",
+        divergent.len()
+    ));
+    divergent
+}
+
+/// Keeps the history beside the data, for a run that is kept.
+fn write_history(run: &Run, history: &impl Serialize) {
+    let history_path = run.cluster.dir().join("history.json");
+    if let Ok(json) = serde_json::to_vec(history) {
+        let _ = std::fs::write(&history_path, json);
+    }
+}
+
+/// Passed or failed, from the violations found; when nothing was found
+/// but the fault script could not do what it meant to, the run is not the
+/// test it claims to be: an error.
+fn verdict(injected: &Result<(), Error>, violations: Vec<String>) -> (Status, Option<String>) {
+    match (violations.is_empty(), injected) {
+        (true, Err(e)) => (Status::Error, Some(format!("fault script: {e}"))),
+        (true, Ok(())) => (Status::Passed, None),
+        (false, _) => (Status::Failed, Some(violations.join("; "))),
+    }
 }
 
 /// Resumes paused nodes, heals the network, restarts nodes that are down.

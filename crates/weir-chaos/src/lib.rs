@@ -23,7 +23,7 @@ pub mod txn_checker;
 pub mod txn_workload;
 pub mod workload;
 
-pub use faults::{run, Fault, FaultResult, RunOptions, Status};
+pub use faults::{run, Fault, FaultResult, RunOptions, Status, WorkloadKind};
 
 /// A failure of the harness itself (not a finding about the broker).
 #[derive(Debug, Clone)]

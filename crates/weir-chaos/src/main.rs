@@ -1,11 +1,11 @@
-//! `weir-chaos --weir target/release/weir [--fault NAME|all] [--seconds N] [--json]`
+//! `weir-chaos --weir target/release/weir [--fault NAME|all] [--workload plain|transactional] [--seconds N] [--json]`
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use weir_chaos::{run, table, Fault, RunOptions, Status};
+use weir_chaos::{run, table, Fault, RunOptions, Status, WorkloadKind};
 
 /// Runs faults against a three-node Weir cluster under load and checks
 /// what became of every acknowledged write.
@@ -20,6 +20,10 @@ struct Args {
     /// separated by commas), or all.
     #[arg(long, default_value = "all")]
     fault: String,
+    /// plain (idempotent producers) or transactional (transactional
+    /// producers, read back with read_committed).
+    #[arg(long, default_value = "plain", value_parser = parse_workload)]
+    workload: WorkloadKind,
     /// How long the workload runs under each fault.
     #[arg(long, default_value_t = 60)]
     seconds: u64,
@@ -41,6 +45,13 @@ struct Args {
     /// Only the table: no timeline while running.
     #[arg(long, short)]
     quiet: bool,
+}
+
+fn parse_workload(name: &str) -> Result<WorkloadKind, String> {
+    WorkloadKind::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = WorkloadKind::ALL.iter().map(|w| w.name()).collect();
+        format!("one of {}", names.join(", "))
+    })
 }
 
 fn main() -> ExitCode {
@@ -84,6 +95,7 @@ fn main() -> ExitCode {
         heal_timeout: Duration::from_secs(args.heal_timeout_secs),
         keep: args.keep,
         verbose: !args.quiet,
+        workload: args.workload,
         ..RunOptions::new(&args.weir, args.seconds)
     };
     let mut results = Vec::new();
