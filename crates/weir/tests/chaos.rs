@@ -4,10 +4,15 @@
 //! offset, and the replicas agree. A negative control (acks=1, unclean
 //! leader election) must lose writes, or the checker is blind.
 //!
+//! Under a transactional workload, some faults again: a `read_committed`
+//! reader finds every value of every committed transaction once, no value
+//! of an aborted one, and no transaction in part. (The negative controls
+//! of that checker are its unit tests.)
+//!
 //! `WEIR_CHAOS_SECONDS` sets how long the workload runs under each fault
 //! (default 50); `weir-chaos --seconds 600` is the long version.
 
-use weir_chaos::{run, table, Fault, FaultResult, RunOptions, Status};
+use weir_chaos::{run, table, Fault, FaultResult, RunOptions, Status, WorkloadKind};
 
 fn options() -> RunOptions {
     let seconds = std::env::var("WEIR_CHAOS_SECONDS")
@@ -21,7 +26,11 @@ fn options() -> RunOptions {
 }
 
 fn run_and_show(fault: Fault) -> FaultResult {
-    let result = run(fault, &options());
+    run_and_show_with(fault, &options())
+}
+
+fn run_and_show_with(fault: Fault, options: &RunOptions) -> FaultResult {
+    let result = run(fault, options);
     eprint!("{}", table::render(std::slice::from_ref(&result)));
     result
 }
@@ -139,4 +148,80 @@ fn chaos_negative_control_loses_acknowledged_writes() {
         result.reason
     );
     assert_eq!(result.status, Status::Passed);
+}
+
+/// The transactional workload under `fault`: nothing committed lost,
+/// nothing aborted read, nothing read twice, no transaction in part; and
+/// some transactions committed and some aborted after writing, or it
+/// proves nothing.
+fn assert_transactions_safe(fault: Fault) {
+    let options = RunOptions {
+        workload: WorkloadKind::Transactional,
+        ..options()
+    };
+    let result = run_and_show_with(fault, &options);
+    match result.status {
+        Status::Skipped => {
+            eprintln!(
+                "{} skipped: {}",
+                fault.name(),
+                result.reason.as_deref().unwrap_or("")
+            );
+            return;
+        }
+        Status::Error => panic!(
+            "{} could not run: {}",
+            fault.name(),
+            result.reason.as_deref().unwrap_or("")
+        ),
+        Status::Passed | Status::Failed => {}
+    }
+    let report = result.txn_report.as_ref().expect("a transactional report");
+    let kept = result.kept_dir.as_deref().unwrap_or("-");
+    assert_eq!(
+        report.unverified, 0,
+        "partitions not read completely (cluster not whole, or a transaction open? {:?}); data and logs in {kept}",
+        result.healed
+    );
+    assert_eq!(
+        report.lost, 0,
+        "values of committed transactions lost: {:?}; data and logs in {kept}",
+        report.samples.lost
+    );
+    assert_eq!(
+        report.aborted_reads, 0,
+        "values of aborted transactions read: {:?}; data and logs in {kept}",
+        report.samples.aborted_reads
+    );
+    assert_eq!(
+        report.duplicates, 0,
+        "duplicates: {:?}; data and logs in {kept}",
+        report.samples.duplicates
+    );
+    assert_eq!(
+        report.torn, 0,
+        "transactions read in part: {:?}; data and logs in {kept}",
+        report.samples.torn
+    );
+    assert!(
+        result.divergent.is_empty(),
+        "divergent replicas: {:?}; data and logs in {kept}",
+        result.divergent
+    );
+    assert!(report.committed > 0, "no transaction committed");
+    assert!(
+        report.aborted_written > 0,
+        "no aborted transaction wrote anything: nothing for the reader to skip"
+    );
+    assert_eq!(result.status, Status::Passed, "{:?}", result.reason);
+}
+
+#[test]
+fn chaos_transactions_survive_a_leader_kill() {
+    assert_transactions_safe(Fault::LeaderKill);
+}
+
+#[test]
+fn chaos_transactions_survive_a_rolling_restart() {
+    assert_transactions_safe(Fault::RollingRestart);
 }
