@@ -136,8 +136,12 @@ impl Partition {
         *self.replica_state.read()
     }
 
+    /// Takes the partition's new leader, epoch and ISR size, and wakes
+    /// every waiter: a produce waiting for its followers must learn at once
+    /// that leadership moved or the ISR shrank, not at its timeout.
     pub fn set_replica_state(&self, state: ReplicaState) {
         *self.replica_state.write() = state;
+        self.notify();
     }
 
     /// Writes the idempotent-producer state with the offset it covers, so
@@ -164,7 +168,8 @@ impl Partition {
         self.high_watermark.load(Ordering::Acquire)
     }
 
-    /// Fires whenever the log end or the high watermark moves.
+    /// Fires whenever the log end, the high watermark or the replica state
+    /// moves.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
     }
@@ -765,6 +770,40 @@ mod tests {
             .to_bytes()
             .unwrap()
             .to_vec()
+    }
+
+    #[tokio::test]
+    async fn a_produce_waiting_for_followers_learns_at_once_that_leadership_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let p =
+            Partition::open(dir.path(), "t", uuid::Uuid::nil(), 0, LogConfig::default()).unwrap();
+        let led = ReplicaState {
+            leader: 1,
+            leader_epoch: 0,
+            isr_size: 3,
+            min_insync_replicas: 2,
+        };
+        p.lead(1, &[1, 2, 3], &[1, 2, 3], 0);
+        p.set_replica_state(led);
+        let appended = p.append(&BatchBuilder::new(1).build(), 0).unwrap();
+
+        // Far off: only the change of leader can end the wait.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3600);
+        let waiting = p.replicated(appended.last_offset + 1, 1, deadline);
+        tokio::pin!(waiting);
+        assert!(futures::poll!(&mut waiting).is_pending());
+        p.set_replica_state(ReplicaState {
+            leader: 2,
+            leader_epoch: 1,
+            ..led
+        });
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(60), waiting)
+            .await
+            .expect("the waiting produce was not woken by the change of leader");
+        assert!(matches!(
+            answer,
+            Err((ResponseError::NotLeaderOrFollower, _))
+        ));
     }
 
     #[test]
