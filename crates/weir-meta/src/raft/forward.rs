@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::network::{read_frame, write_frame, RpcRequest, RpcResponse};
+use super::HeartbeatReply;
 
 /// Idle connections kept, over all addresses.
 const MAX_IDLE: usize = 8;
@@ -133,6 +134,55 @@ impl Forwarder {
         };
         stream.set_nodelay(true).map_err(CallError::NotSent)?;
         Ok(stream)
+    }
+}
+
+/// One broker heartbeat on its way to the active controller.
+pub(crate) struct HeartbeatAttempt<'a> {
+    pub(crate) request: RpcRequest,
+    pub(crate) forwarder: &'a Forwarder,
+    pub(crate) attempt_timeout: Duration,
+}
+
+impl HeartbeatAttempt<'_> {
+    /// Delivers the heartbeat to the leader `leader` names (`Some(None)`:
+    /// this node, answered by `local`), looking the leader up again after
+    /// every failure, until `deadline`. A heartbeat may be repeated, so any
+    /// failure is retried, and a forwarded attempt gives up after
+    /// `attempt_timeout`: a leader that does not answer may have been cut
+    /// off and replaced.
+    pub(crate) async fn until(
+        &self,
+        deadline: Instant,
+        leader: impl Fn() -> Option<Option<String>>,
+        local: impl Fn() -> Option<HeartbeatReply>,
+    ) -> Option<HeartbeatReply> {
+        loop {
+            match leader() {
+                Some(None) => {
+                    if let Some(reply) = local() {
+                        return Some(reply);
+                    }
+                }
+                Some(Some(addr)) => {
+                    let attempt = deadline.min(Instant::now() + self.attempt_timeout);
+                    match self
+                        .forwarder
+                        .call(&addr, &self.request, attempt, true)
+                        .await
+                    {
+                        Ok(RpcResponse::Heartbeat(Some(reply))) => return Some(reply),
+                        Ok(RpcResponse::Heartbeat(None)) => {}
+                        Ok(other) => debug!(%addr, ?other, "odd heartbeat answer"),
+                        Err(e) => debug!(%addr, error = ?e, "heartbeat not forwarded"),
+                    }
+                }
+                None => {}
+            }
+            if !super::pause_before_retry(deadline).await {
+                return None;
+            }
+        }
     }
 }
 
@@ -252,5 +302,33 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(100)).await;
             assert_eq!(accepted.load(Ordering::SeqCst), round);
         }
+    }
+
+    #[tokio::test]
+    async fn a_heartbeat_stuck_on_a_silent_leader_goes_on_to_the_new_one() {
+        // The leader this node knew reads the heartbeat and never answers
+        // (cut off); a new one is known a second later.
+        let (silent, _) = peer(Peer::ReadThenHang).await;
+        let (new_leader, _) = peer(Peer::Answer).await;
+        let switch = Instant::now() + Duration::from_secs(1);
+        let leader = || {
+            let addr = if Instant::now() < switch {
+                &silent
+            } else {
+                &new_leader
+            };
+            Some(Some(addr.clone()))
+        };
+        let f = forwarder();
+        let attempt = HeartbeatAttempt {
+            request: heartbeat(),
+            forwarder: &f,
+            attempt_timeout: Duration::from_millis(250),
+        };
+        // The session a new leader grants: the heartbeat must reach it
+        // within this, not wait out the whole call on the old leader.
+        let session = Instant::now() + Duration::from_secs(4);
+        let reply = attempt.until(session, leader, || None).await;
+        assert_eq!(reply, Some(HeartbeatReply::Alive));
     }
 }

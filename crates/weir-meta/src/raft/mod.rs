@@ -50,7 +50,7 @@ use crate::command::{Applied, Command};
 use crate::error::MetaError;
 use crate::image::MetadataImage;
 
-use self::forward::{CallError, Forwarder};
+use self::forward::{CallError, Forwarder, HeartbeatAttempt};
 use self::leader::Shared;
 use self::log_store::LogStore;
 use self::network::{Network, RpcRequest, RpcResponse};
@@ -317,6 +317,9 @@ pub struct Controller {
     node_id: u64,
     shared: Arc<Shared>,
     forwarder: Forwarder,
+    /// How long one forwarded heartbeat may wait for its answer before
+    /// the leader is looked up again (see [`heartbeat_attempt_timeout`]).
+    heartbeat_attempt_timeout: Duration,
     server: Mutex<Option<JoinHandle<()>>>,
     monitor: Mutex<Option<JoinHandle<()>>>,
     stopped: AtomicBool,
@@ -515,6 +518,10 @@ impl Controller {
             node_id,
             shared,
             forwarder: Forwarder::new(config.rpc_timeout, config.rpc_timeout),
+            heartbeat_attempt_timeout: heartbeat_attempt_timeout(
+                config.rpc_timeout,
+                config.broker_session_timeout,
+            ),
             server: Mutex::new(Some(server)),
             monitor: Mutex::new(Some(monitor)),
             stopped: AtomicBool::new(false),
@@ -753,33 +760,24 @@ impl Controller {
     ) -> Result<HeartbeatReply, SubmitError> {
         self.check_running()?;
         let timeout = self.shared.submit_timeout;
-        let deadline = Instant::now() + timeout;
-        loop {
-            match self.leader() {
-                Some((id, _)) if id == self.node_id => {
-                    if let Some(reply) = self.shared.heartbeat(broker_id, incarnation) {
-                        return Ok(reply);
-                    }
-                }
-                Some((id, addr)) => {
-                    let request = RpcRequest::Heartbeat {
-                        broker_id,
-                        incarnation,
-                    };
-                    // A heartbeat may be repeated, so any failure is retried.
-                    match self.forwarder.call(&addr, &request, deadline, true).await {
-                        Ok(RpcResponse::Heartbeat(Some(reply))) => return Ok(reply),
-                        Ok(RpcResponse::Heartbeat(None)) => {}
-                        Ok(other) => debug!(leader = id, %addr, ?other, "odd heartbeat answer"),
-                        Err(e) => debug!(leader = id, %addr, error = ?e, "heartbeat not forwarded"),
-                    }
-                }
-                None => {}
-            }
-            if !pause_before_retry(deadline).await {
-                return Err(SubmitError::NoLeader(timeout));
-            }
-        }
+        let leader = || {
+            self.leader()
+                .map(|(id, addr)| if id == self.node_id { None } else { Some(addr) })
+        };
+        let attempt = HeartbeatAttempt {
+            request: RpcRequest::Heartbeat {
+                broker_id,
+                incarnation,
+            },
+            forwarder: &self.forwarder,
+            attempt_timeout: self.heartbeat_attempt_timeout,
+        };
+        attempt
+            .until(Instant::now() + timeout, leader, || {
+                self.shared.heartbeat(broker_id, incarnation)
+            })
+            .await
+            .ok_or(SubmitError::NoLeader(timeout))
     }
 
     /// Refuses calls after [`shutdown`](Self::shutdown): forwarding would
@@ -1011,6 +1009,17 @@ fn voter_members(
         }
     }
     Ok(members)
+}
+
+/// How long one forwarded heartbeat waits for its answer. A leader answers
+/// a heartbeat from memory, within a round trip; one that stays silent may
+/// be cut off, and a new leader fences every broker it has not heard from
+/// within the session timeout of its election. So an attempt gives up in a
+/// quarter of the session, leaving time to find the new leader and reach
+/// it: waiting out the whole call on the old leader got every broker,
+/// the new leader's own included, fenced at once.
+fn heartbeat_attempt_timeout(rpc_timeout: Duration, session_timeout: Duration) -> Duration {
+    rpc_timeout.min(session_timeout / 4)
 }
 
 /// Sleeps a little before a forwarded call is tried again; false if the
