@@ -123,6 +123,17 @@ pub(crate) fn send(
     }
 }
 
+/// Waits until every record sent has its delivery report, served by the
+/// producer's polling thread. rust-rdkafka's `commit_transaction` flushes
+/// first, and its flush, finding records in flight, polls for up to 100 ms
+/// while that thread takes the reports: every commit would wait that long,
+/// a cost of the client's threading, not of the broker.
+fn wait_for_deliveries(producer: &BenchProducer) {
+    while producer.in_flight_count() > 0 {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
 /// Records `first .. first + count` of the run, from one thread.
 fn send_records(
     producer: &BenchProducer,
@@ -148,6 +159,7 @@ fn send_records(
         }
         send(producer, record)?;
         if per_transaction.is_some_and(|n| (sent + 1) % n == 0 || sent + 1 == count) {
+            wait_for_deliveries(producer);
             producer
                 .commit_transaction(Timeout::Never)
                 .context("committing a transaction")?;
