@@ -1,4 +1,5 @@
-//! ListOffsets: earliest, latest, by timestamp and max timestamp.
+//! ListOffsets: earliest, latest, by timestamp and max timestamp, and
+//! for read_committed clients nothing at or past the last stable offset.
 
 mod common;
 
@@ -21,11 +22,25 @@ fn list(raw: &mut Raw, partition: i32, timestamp: i64) -> (i16, i64, i64) {
 }
 
 fn list_v(raw: &mut Raw, version: i16, partition: i32, timestamp: i64) -> (i16, i64, i64) {
+    list_isolated(raw, version, partition, timestamp, READ_UNCOMMITTED)
+}
+
+const READ_UNCOMMITTED: i8 = 0;
+const READ_COMMITTED: i8 = 1;
+
+fn list_isolated(
+    raw: &mut Raw,
+    version: i16,
+    partition: i32,
+    timestamp: i64,
+    isolation_level: i8,
+) -> (i16, i64, i64) {
     let response: ListOffsetsResponse = raw.call(
         ApiKey::ListOffsets,
         version,
         &ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
+            .with_isolation_level(isolation_level)
             .with_topics(vec![ListOffsetsTopic::default()
                 .with_name(topic())
                 .with_partitions(vec![ListOffsetsPartition::default()
@@ -62,4 +77,71 @@ fn every_kind_of_lookup() {
         list(&mut raw, 7, -1).0,
         ResponseError::UnknownTopicOrPartition.code()
     );
+}
+
+#[test]
+fn read_committed_lookups_end_at_the_last_stable_offset() {
+    use std::time::{Duration, Instant};
+
+    use rdkafka::config::ClientConfig;
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+    let timeout = Duration::from_secs(30);
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("offsets");
+    // Offset 0: a record outside any transaction, at 1 000.
+    let records = BatchBuilder::new(1).timestamp(1_000).build();
+    assert_eq!(raw.produce("offsets", 0, records).0, 0);
+    // Offset 1: a record of a transaction still open, at 5 000.
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .set("transactional.id", "offsets-writer")
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    producer.init_transactions(timeout).unwrap();
+    producer.begin_transaction().unwrap();
+    producer
+        .send(
+            BaseRecord::<(), str>::to("offsets")
+                .partition(0)
+                .payload("open")
+                .timestamp(5_000),
+        )
+        .unwrap();
+    producer.flush(timeout).unwrap();
+
+    let committed = |raw: &mut Raw, ts| list_isolated(raw, 7, 0, ts, READ_COMMITTED);
+    let uncommitted = |raw: &mut Raw, ts| list_isolated(raw, 7, 0, ts, READ_UNCOMMITTED);
+    // The open transaction's record is found only by read_uncommitted.
+    assert_eq!(uncommitted(&mut raw, 5_000), (0, 5_000, 1));
+    assert_eq!(committed(&mut raw, 5_000), (0, -1, -1));
+    assert_eq!(uncommitted(&mut raw, 2_000), (0, 5_000, 1));
+    assert_eq!(committed(&mut raw, 2_000), (0, -1, -1));
+    // Records before it are found by both.
+    assert_eq!(committed(&mut raw, 500), (0, 1_000, 0));
+    assert_eq!(uncommitted(&mut raw, 500), (0, 1_000, 0));
+    // The record with the largest timestamp is the open one: none for
+    // read_committed (Kafka does not look for an earlier one).
+    assert_eq!(uncommitted(&mut raw, -3), (0, 5_000, 1));
+    assert_eq!(committed(&mut raw, -3), (0, -1, -1));
+    // Latest is the last stable offset or the high watermark; earliest the
+    // log start for both.
+    assert_eq!(committed(&mut raw, -1), (0, -1, 1));
+    assert_eq!(uncommitted(&mut raw, -1), (0, -1, 2));
+    assert_eq!(committed(&mut raw, -2), (0, -1, 0));
+    assert_eq!(uncommitted(&mut raw, -2), (0, -1, 0));
+
+    // Once the transaction commits (its marker at offset 2), read_committed
+    // finds the record too.
+    producer.commit_transaction(timeout).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while committed(&mut raw, -1) != (0, -1, 3) {
+        assert!(Instant::now() < deadline, "the commit marker never came");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(committed(&mut raw, 5_000), (0, 5_000, 1));
+    assert_eq!(committed(&mut raw, 2_000), (0, 5_000, 1));
+    assert_eq!(uncommitted(&mut raw, 5_000), (0, 5_000, 1));
 }

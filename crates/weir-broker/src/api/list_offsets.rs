@@ -1,12 +1,19 @@
-//! ListOffsets: earliest, latest (the high watermark, or for isolation
-//! level `read_committed` the last stable offset), the first offset at or
-//! after a timestamp, and the record with the largest timestamp.
+//! ListOffsets: earliest, latest, the first offset at or after a
+//! timestamp, and the record with the largest timestamp.
+//!
+//! As in Kafka, what a client may be told ends at the last offset it could
+//! fetch: the high watermark, or for isolation level `read_committed` the
+//! last stable offset. Latest is that offset; a record found by timestamp
+//! (or as the one with the largest timestamp) at or past it is no answer
+//! (offset and timestamp -1), not an earlier record. Earliest is the log
+//! start, whatever the isolation level.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::ResponseError;
+use weir_log::TimestampOffset;
 
 use super::RequestContext;
 use crate::broker::Broker;
@@ -14,6 +21,9 @@ use crate::broker::Broker;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
+
+/// The request's isolation level `read_committed` (0 is `read_uncommitted`).
+const READ_COMMITTED: i8 = 1;
 
 pub(super) fn handle(
     broker: &Broker,
@@ -37,20 +47,23 @@ pub(super) fn handle(
                         Ok(partition) => partition,
                         Err(not_served) => return response.with_error_code(not_served.code()),
                     };
+                    let high_watermark = partition.high_watermark();
+                    let last_fetchable = if request.isolation_level == READ_COMMITTED {
+                        partition.last_stable_offset_at(high_watermark)
+                    } else {
+                        high_watermark
+                    };
+                    // Only what a fetch could return.
+                    let fetchable = |found: Option<TimestampOffset>| {
+                        found
+                            .filter(|f| f.offset < last_fetchable)
+                            .map(|f| (f.timestamp, f.offset as i64))
+                    };
                     let found = match p.timestamp {
-                        LATEST if request.isolation_level == 1 => {
-                            Ok(Some((-1, partition.last_stable_offset() as i64)))
-                        }
-                        LATEST => Ok(Some((-1, partition.high_watermark() as i64))),
+                        LATEST => Ok(Some((-1, last_fetchable as i64))),
                         EARLIEST => Ok(Some((-1, partition.log.log_start_offset() as i64))),
-                        MAX_TIMESTAMP => partition
-                            .log
-                            .max_timestamp_offset()
-                            .map(|found| found.map(|f| (f.timestamp, f.offset as i64))),
-                        ts if ts >= 0 => partition
-                            .log
-                            .offset_for_timestamp(ts)
-                            .map(|found| found.map(|f| (f.timestamp, f.offset as i64))),
+                        MAX_TIMESTAMP => partition.log.max_timestamp_offset().map(fetchable),
+                        ts if ts >= 0 => partition.log.offset_for_timestamp(ts).map(fetchable),
                         _ => {
                             return response
                                 .with_error_code(ResponseError::UnsupportedVersion.code())
