@@ -202,10 +202,22 @@ pub fn check(history: &History) -> Report {
             continue;
         };
         let value = write.value.as_str();
+        // librdkafka acknowledges without an offset (-1001) records whose
+        // own answer was lost or failed when a later batch of the same
+        // producer succeeds: their sequences prove them written, but
+        // where is not known.
+        let offset_known = offset >= 0;
+        let elsewhere = |p: &(i32, i64)| {
+            if offset_known {
+                *p != (partition, offset)
+            } else {
+                p.0 != partition
+            }
+        };
         match positions_of.get(value) {
             Some(positions) => {
                 report.read_back += 1;
-                if positions.iter().any(|p| *p != (partition, offset)) {
+                if positions.iter().any(elsewhere) {
                     report.inconsistent += 1;
                     sample(&mut samples.inconsistent, || {
                         format!(
@@ -231,7 +243,8 @@ pub fn check(history: &History) -> Report {
         // Every pass that covered the acknowledged offset must have read
         // this value there.
         let differs = complete.iter().find_map(|c| {
-            let covered = c.partition == partition && c.start <= offset && offset < c.end;
+            let covered =
+                offset_known && c.partition == partition && c.start <= offset && offset < c.end;
             let held = by_pass.get(&(c.pass, partition, offset)).copied();
             (covered && held != Some(value)).then_some((c.pass, held))
         });
@@ -393,6 +406,24 @@ mod tests {
             workload_start_ms: 0,
             workload_end_ms: 40,
         }
+    }
+
+    #[test]
+    fn an_acknowledgement_without_an_offset_holds_for_any_offset_of_its_partition() {
+        // librdkafka's implicit acknowledgement: offset -1001.
+        let mut history = clean();
+        history.writes[2] = acked("p", 2, 0, -1001, 2);
+        let report = check(&history);
+        assert_eq!(report.violations(), Vec::<String>::new());
+        assert_eq!(report.read_back, 4);
+
+        // Read in another partition: inconsistent.
+        history.reads[2].partition = 1;
+        assert_eq!(check(&history).inconsistent, 1);
+
+        // Not read at all from its partition, read to its end: lost.
+        history.reads.remove(2);
+        assert_eq!(check(&history).lost, 1);
     }
 
     #[test]
