@@ -514,6 +514,12 @@ impl GroupCoordinator {
     /// atomically with respect to rebalances. Returns the partition written
     /// and the offset its high watermark must reach for the commit to be
     /// replicated (`None`: nothing to write).
+    ///
+    /// As Kafka's coordinator does, the commit creates a group nobody
+    /// manages yet: Empty, without protocol type or members. It stays,
+    /// whether the transaction commits or aborts, until
+    /// [`expire_offsets`](Self::expire_offsets) finds it with neither
+    /// offsets nor open transactions.
     pub fn commit_transactional_offsets(
         &self,
         broker: &Broker,
@@ -523,7 +529,7 @@ impl GroupCoordinator {
         offsets: Vec<(String, i32, CommittedOffset)>,
         now_ms: i64,
     ) -> Result<Option<(Arc<Partition>, u64)>, TxnCommitError> {
-        let groups = self.groups.lock();
+        let mut groups = self.groups.lock();
         match groups.get(group) {
             Some(hosted) => hosted.engine.validate_txn_offset_commit(
                 committer.member_id,
@@ -543,6 +549,10 @@ impl GroupCoordinator {
         let appended = broker
             .offsets()
             .commit_transactional(&partition, group, producer, offsets, now_ms)?;
+        if appended.is_some() && !groups.contains_key(group) {
+            let engine = GroupEngine::new(group, self.config.clone());
+            groups.insert(group.to_owned(), HostedGroup::new(engine));
+        }
         Ok(appended.map(|a| (partition, a.last_offset + 1)))
     }
 

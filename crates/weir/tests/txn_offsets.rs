@@ -2,7 +2,9 @@
 //! keeps offsets pending, invisible to OffsetFetch (UNSTABLE_OFFSET_COMMIT
 //! for a read_committed consumer), until a WriteTxnMarkers to the group's
 //! `__consumer_offsets` partition commits or aborts them; committed and
-//! pending offsets both survive restarts.
+//! pending offsets both survive restarts. A group a transaction commits
+//! offsets for exists from the commit on, Empty, until the offsets
+//! retention check finds it without offsets or open transactions.
 
 mod common;
 
@@ -11,7 +13,7 @@ use common::Weir;
 use kafka_protocol::messages::ApiKey;
 use weir_broker::offsets::records::partition_for;
 use weir_broker::offsets::OFFSETS_TOPIC;
-use weir_client::{Client, ResponseError, TxnMarker};
+use weir_client::{Client, GroupDescription, ListedGroup, ResponseError, TxnMarker, DEAD};
 
 const GROUP: &str = "copier";
 const TOPIC: &str = "input";
@@ -280,4 +282,94 @@ fn a_transactional_producer_commits_consumed_offsets_with_its_transaction() {
         .unwrap();
     producer.abort_transaction(timeout).unwrap();
     assert_eq!(committed_read_committed(&weir), committed);
+}
+
+/// The group as ListGroups lists it (`None`: not listed) and as
+/// DescribeGroups describes it: `(state, protocol type, members)`.
+async fn listed_and_described(
+    client: &mut Client,
+) -> (Option<ListedGroup>, (String, String, usize)) {
+    let listed = client
+        .list_groups()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|g| g.group_id == GROUP);
+    let described: GroupDescription = client.describe_groups(&[GROUP]).await.unwrap().remove(0);
+    (
+        listed,
+        (
+            described.state,
+            described.protocol_type,
+            described.members.len(),
+        ),
+    )
+}
+
+/// How Kafka lists and describes a group it knows with no members.
+fn empty() -> (Option<ListedGroup>, (String, String, usize)) {
+    let listed = ListedGroup {
+        group_id: GROUP.to_owned(),
+        protocol_type: String::new(),
+        state: Some("Empty".to_owned()),
+    };
+    (Some(listed), ("Empty".to_owned(), String::new(), 0))
+}
+
+#[test]
+fn a_group_with_only_pending_offsets_is_empty_not_dead() {
+    let mut weir = Weir::start(&[]);
+    block_on(async {
+        let mut client = Client::connect(&weir.kafka).await.unwrap();
+        client.create_topic(TOPIC, 2, &[]).await.unwrap();
+        txn_commit(&mut client, 1000, &[(0, 10)]).await;
+        assert_eq!(listed_and_described(&mut client).await, empty());
+        // The transaction aborts: no offsets are left, but the group stays
+        // until the offsets retention check (10 minutes by default).
+        marker(&mut client, 1000, false).await;
+        assert!(committed(&mut client).await.is_empty());
+        assert_eq!(listed_and_described(&mut client).await, empty());
+
+        // Another transaction commits offsets and is open at a restart.
+        txn_commit(&mut client, 1001, &[(1, 20)]).await;
+    });
+    weir.restart(false);
+    block_on(async {
+        let mut client = Client::connect(&weir.kafka).await.unwrap();
+        assert_eq!(listed_and_described(&mut client).await, empty());
+        marker(&mut client, 1001, true).await;
+        assert_eq!(committed(&mut client).await, vec![(1, 20)]);
+        assert_eq!(listed_and_described(&mut client).await, empty());
+    });
+}
+
+#[test]
+fn the_offsets_retention_check_removes_a_group_an_aborted_transaction_left_empty() {
+    let weir = Weir::start(&["--offsets-retention-check-interval-ms", "100"]);
+    block_on(async {
+        let mut client = Client::connect(&weir.kafka).await.unwrap();
+        client.create_topic(TOPIC, 2, &[]).await.unwrap();
+        txn_commit(&mut client, 1000, &[(0, 10), (1, 11)]).await;
+        // An open transaction keeps the group through the checks.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        assert_eq!(listed_and_described(&mut client).await, empty());
+
+        marker(&mut client, 1000, false).await;
+        let gone = (None, (DEAD.to_owned(), String::new(), 0));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while listed_and_described(&mut client).await != gone {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the group outlived its transaction"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let deleted = client.delete_groups(&[GROUP]).await.unwrap().remove(0).1;
+        assert!(
+            deleted
+                .as_ref()
+                .is_err_and(|e| e.is(ResponseError::GroupIdNotFound)),
+            "{deleted:?}"
+        );
+    });
 }

@@ -1,6 +1,8 @@
 //! ListGroups, DescribeGroups and DeleteGroups. A group is known if the
-//! coordinator hosts it (it has or had members) or if it holds committed
-//! offsets only; Kafka shows the latter as Empty, without protocol type.
+//! coordinator hosts it (it has or had members, or a transaction committed
+//! offsets for it) or if it holds committed offsets, or offsets of an open
+//! transaction, only; Kafka shows the latter as Empty, without protocol
+//! type.
 
 use bytes::Bytes;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
@@ -89,7 +91,9 @@ pub(super) fn describe_groups(
                     .with_protocol_data(text(summary.protocol_name))
                     .with_members(members);
             }
-            let known = !broker.offsets().group_offsets(&group.0).is_empty();
+            let offsets = broker.offsets();
+            let known = !offsets.group_offsets(&group.0).is_empty()
+                || offsets.has_open_transactions(&group.0);
             // Kafka describes a group it does not know as Dead, without error.
             let state = if known {
                 GroupState::Empty
