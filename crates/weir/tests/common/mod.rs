@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cli;
+pub mod cluster;
 pub mod raw;
 
 use std::io::{BufRead, BufReader};
