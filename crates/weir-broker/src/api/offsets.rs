@@ -44,6 +44,33 @@ fn partition_exists(broker: &Broker, topic: &str, partition: i32) -> bool {
     })
 }
 
+/// One partition of an OffsetCommit or TxnOffsetCommit: the metadata to
+/// write with its offset, or why it is not written, checked in Kafka's
+/// order: the error of the whole group, an unknown partition, metadata over
+/// `offset.metadata.max.bytes`.
+fn check_partition_commit(
+    broker: &Broker,
+    group_error: Option<ResponseError>,
+    topic: &str,
+    partition: i32,
+    metadata: Option<StrBytes>,
+) -> Result<String, ResponseError> {
+    let metadata = metadata.map(|m| m.to_string()).unwrap_or_default();
+    if let Some(error) = group_error {
+        Err(error)
+    } else if !partition_exists(broker, topic, partition) {
+        Err(ResponseError::UnknownTopicOrPartition)
+    } else if metadata.len() > MAX_METADATA_BYTES {
+        Err(ResponseError::OffsetMetadataTooLarge)
+    } else {
+        Ok(metadata)
+    }
+}
+
+/// The answers to a commit's partitions of one topic: each partition's own
+/// error, or `None` for the outcome of the write.
+type Answers = Vec<(i32, Option<ResponseError>)>;
+
 pub(super) fn find_coordinator(
     broker: &Broker,
     ctx: &RequestContext,
@@ -136,40 +163,38 @@ pub(super) fn offset_commit(
     };
     let now = now_ms();
     let mut changes = Vec::new();
-    let mut responses: Vec<(TopicName, Vec<(i32, ResponseError)>)> = Vec::new();
+    let mut responses: Vec<(TopicName, Answers)> = Vec::new();
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let partitions = topic
             .partitions
             .into_iter()
             .map(|p| {
-                let metadata = p
-                    .committed_metadata
-                    .map(|m| m.to_string())
-                    .unwrap_or_default();
-                let error = if let Some(error) = group_error {
-                    error
-                } else if !partition_exists(broker, &name, p.partition_index) {
-                    ResponseError::UnknownTopicOrPartition
-                } else if metadata.len() > MAX_METADATA_BYTES {
-                    ResponseError::OffsetMetadataTooLarge
-                } else {
-                    changes.push(OffsetChange {
-                        topic: name.clone(),
-                        partition: p.partition_index,
-                        value: Some(CommittedOffset {
-                            offset: p.committed_offset,
-                            leader_epoch: if ctx.version >= 6 {
-                                p.committed_leader_epoch
-                            } else {
-                                -1
-                            },
-                            metadata,
-                            commit_timestamp: now,
-                        }),
-                    });
-                    // Filled in once the commit is written.
-                    ResponseError::UnknownServerError
+                let error = match check_partition_commit(
+                    broker,
+                    group_error,
+                    &name,
+                    p.partition_index,
+                    p.committed_metadata,
+                ) {
+                    Err(error) => Some(error),
+                    Ok(metadata) => {
+                        changes.push(OffsetChange {
+                            topic: name.clone(),
+                            partition: p.partition_index,
+                            value: Some(CommittedOffset {
+                                offset: p.committed_offset,
+                                leader_epoch: if ctx.version >= 6 {
+                                    p.committed_leader_epoch
+                                } else {
+                                    -1
+                                },
+                                metadata,
+                                commit_timestamp: now,
+                            }),
+                        });
+                        None
+                    }
                 };
                 (p.partition_index, error)
             })
@@ -195,12 +220,7 @@ pub(super) fn offset_commit(
             let partitions = partitions
                 .into_iter()
                 .map(|(index, error)| {
-                    let code = match error {
-                        ResponseError::UnknownServerError => {
-                            pending_outcome.map_or(0, |e| e.code())
-                        }
-                        other => other.code(),
-                    };
+                    let code = error.or(pending_outcome).map_or(0, |e| e.code());
                     OffsetCommitResponsePartition::default()
                         .with_partition_index(index)
                         .with_error_code(code)
@@ -490,8 +510,6 @@ pub(super) async fn txn_offset_commit(
     };
     let now = now_ms();
     let mut offsets = Vec::new();
-    // Per partition: its own error, or `None` for the outcome of the write.
-    type Answers = Vec<(i32, Option<ResponseError>)>;
     let mut responses: Vec<(TopicName, Answers)> = Vec::new();
     for topic in request.topics {
         let name = topic.name.0.to_string();
@@ -499,33 +517,32 @@ pub(super) async fn txn_offset_commit(
             .partitions
             .into_iter()
             .map(|p| {
-                let metadata = p
-                    .committed_metadata
-                    .map(|m| m.to_string())
-                    .unwrap_or_default();
-                let error = if let Some(error) = group_error {
-                    Some(error)
-                } else if !partition_exists(broker, &name, p.partition_index) {
-                    Some(ResponseError::UnknownTopicOrPartition)
-                } else if metadata.len() > MAX_METADATA_BYTES {
-                    Some(ResponseError::OffsetMetadataTooLarge)
-                } else {
-                    let leader_epoch = if ctx.version >= 2 {
-                        p.committed_leader_epoch
-                    } else {
-                        -1
-                    };
-                    offsets.push((
-                        name.clone(),
-                        p.partition_index,
-                        CommittedOffset {
-                            offset: p.committed_offset,
-                            leader_epoch,
-                            metadata,
-                            commit_timestamp: now,
-                        },
-                    ));
-                    None
+                let error = match check_partition_commit(
+                    broker,
+                    group_error,
+                    &name,
+                    p.partition_index,
+                    p.committed_metadata,
+                ) {
+                    Err(error) => Some(error),
+                    Ok(metadata) => {
+                        let leader_epoch = if ctx.version >= 2 {
+                            p.committed_leader_epoch
+                        } else {
+                            -1
+                        };
+                        offsets.push((
+                            name.clone(),
+                            p.partition_index,
+                            CommittedOffset {
+                                offset: p.committed_offset,
+                                leader_epoch,
+                                metadata,
+                                commit_timestamp: now,
+                            },
+                        ));
+                        None
+                    }
                 };
                 (p.partition_index, error)
             })
