@@ -472,19 +472,9 @@ fn read_partition(
             return (reads, coverage);
         }
     };
-    let low = loop {
-        match uncommitted.fetch_watermarks(topic, partition, Timeout::After(Duration::from_secs(5)))
-        {
-            Ok((low, _)) => break low,
-            Err(e) if Instant::now() < deadline => {
-                eprintln!("weir-chaos: watermarks of {topic}-{partition}: {e}; trying again");
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Err(e) => {
-                eprintln!("weir-chaos: no watermarks of {topic}-{partition}: {e}");
-                return (reads, coverage);
-            }
-        }
+    let Some((low, _)) = crate::workload::watermarks(&uncommitted, topic, partition, deadline)
+    else {
+        return (reads, coverage);
     };
     coverage.start = low;
     let mut assignment = TopicPartitionList::new();

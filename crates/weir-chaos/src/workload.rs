@@ -361,18 +361,8 @@ fn read_partition(
             return (reads, coverage);
         }
     };
-    let (low, high) = loop {
-        match consumer.fetch_watermarks(topic, partition, Timeout::After(Duration::from_secs(5))) {
-            Ok(w) => break w,
-            Err(e) if Instant::now() < deadline => {
-                eprintln!("weir-chaos: watermarks of {topic}-{partition}: {e}; trying again");
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Err(e) => {
-                eprintln!("weir-chaos: no watermarks of {topic}-{partition}: {e}");
-                return (reads, coverage);
-            }
-        }
+    let Some((low, high)) = watermarks(&consumer, topic, partition, deadline) else {
+        return (reads, coverage);
     };
     coverage.start = low;
     coverage.end = high;
@@ -420,4 +410,28 @@ fn read_partition(
         }
     }
     (reads, coverage)
+}
+
+/// The low and high watermarks of `topic`-`partition`, asked again until
+/// `deadline` while the cluster settles; `None` (said on stderr) if they
+/// never came.
+pub(crate) fn watermarks(
+    consumer: &BaseConsumer,
+    topic: &str,
+    partition: i32,
+    deadline: Instant,
+) -> Option<(i64, i64)> {
+    loop {
+        match consumer.fetch_watermarks(topic, partition, Timeout::After(Duration::from_secs(5))) {
+            Ok(w) => return Some(w),
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("weir-chaos: watermarks of {topic}-{partition}: {e}; trying again");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => {
+                eprintln!("weir-chaos: no watermarks of {topic}-{partition}: {e}");
+                return None;
+            }
+        }
+    }
 }

@@ -53,21 +53,8 @@ fn assert_safe(fault: Fault) {
         );
         result = run_and_show(fault);
     }
-    match result.status {
-        Status::Skipped => {
-            eprintln!(
-                "{} skipped: {}",
-                fault.name(),
-                result.reason.as_deref().unwrap_or("")
-            );
-            return;
-        }
-        Status::Error => panic!(
-            "{} could not run: {}",
-            fault.name(),
-            result.reason.as_deref().unwrap_or("")
-        ),
-        Status::Passed | Status::Failed => {}
+    if !ran(fault, &result) {
+        return;
     }
     let report = result.report.as_ref().expect("a report");
     let kept = result.kept_dir.as_deref().unwrap_or("-");
@@ -150,6 +137,20 @@ fn chaos_negative_control_loses_acknowledged_writes() {
     assert_eq!(result.status, Status::Passed);
 }
 
+/// Whether `fault` ran and has a report to check: false (with the reason
+/// printed) when it was skipped; a harness error fails the test.
+fn ran(fault: Fault, result: &FaultResult) -> bool {
+    let reason = result.reason.as_deref().unwrap_or("");
+    match result.status {
+        Status::Skipped => {
+            eprintln!("{} skipped: {reason}", fault.name());
+            false
+        }
+        Status::Error => panic!("{} could not run: {reason}", fault.name()),
+        Status::Passed | Status::Failed => true,
+    }
+}
+
 /// The transactional workload under `fault`: nothing committed lost,
 /// nothing aborted read, nothing read twice, no transaction in part; and
 /// some transactions committed and some aborted after writing, or it
@@ -160,21 +161,8 @@ fn assert_transactions_safe(fault: Fault) {
         ..options()
     };
     let result = run_and_show_with(fault, &options);
-    match result.status {
-        Status::Skipped => {
-            eprintln!(
-                "{} skipped: {}",
-                fault.name(),
-                result.reason.as_deref().unwrap_or("")
-            );
-            return;
-        }
-        Status::Error => panic!(
-            "{} could not run: {}",
-            fault.name(),
-            result.reason.as_deref().unwrap_or("")
-        ),
-        Status::Passed | Status::Failed => {}
+    if !ran(fault, &result) {
+        return;
     }
     let report = result.txn_report.as_ref().expect("a transactional report");
     let kept = result.kept_dir.as_deref().unwrap_or("-");
