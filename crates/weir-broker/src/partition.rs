@@ -37,6 +37,8 @@ pub enum AppendError {
     InvalidTxnState { producer_id: i64, first_offset: u64 },
     #[error("coordinator epoch {got} is older than the epoch {current} of the coordinator that last wrote a marker")]
     CoordinatorFenced { current: i32, got: i32 },
+    #[error("the ISR has {isr} replica(s), fewer than min.insync.replicas={min}")]
+    NotEnoughReplicas { isr: usize, min: usize },
 }
 
 /// The partition's leadership as the metadata image last said.
@@ -73,6 +75,41 @@ pub enum AppendOrigin {
     /// transactional offset commits): only the producer epoch is checked,
     /// as Kafka does; the sequence numbers are not the producer's.
     Coordinator,
+}
+
+/// A coordinator's write to one of its internal partitions, answered to the
+/// client only once the in-sync replicas hold it (Kafka writes its
+/// coordinators' records with acks=all).
+#[derive(Clone)]
+pub struct ReplicatedWrite {
+    pub partition: std::sync::Arc<Partition>,
+    /// The high watermark must reach this offset.
+    pub until: u64,
+}
+
+impl ReplicatedWrite {
+    /// Waits until the in-sync replicas hold the write, for at most
+    /// `timeout`. A failure is answered as Kafka's coordinators answer a
+    /// failed write: NOT_COORDINATOR once leadership moved,
+    /// COORDINATOR_NOT_AVAILABLE otherwise (too few in-sync replicas, or
+    /// the timeout).
+    pub async fn replicated(
+        &self,
+        node_id: i32,
+        timeout: std::time::Duration,
+    ) -> Result<(), ResponseError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        self.partition
+            .replicated(self.until, node_id, deadline)
+            .await
+            .map_err(|(error, message)| {
+                tracing::warn!(topic = %self.partition.topic, partition = self.partition.index, %message, "coordinator write not replicated");
+                match error {
+                    ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
+                    _ => ResponseError::CoordinatorNotAvailable,
+                }
+            })
+    }
 }
 
 /// A successful produce: where the batch is, or was already.
@@ -194,9 +231,8 @@ impl Partition {
         });
         state.set_replicas(replicas, now_ms);
         state.set_isr(isr, log_end);
-        let high_watermark = state.high_watermark();
-        drop(leadership);
-        self.set_high_watermark(high_watermark);
+        // Published under the lock: see `appended_as_leader`.
+        self.set_high_watermark(state.high_watermark());
     }
 
     /// This replica no longer leads.
@@ -216,10 +252,9 @@ impl Partition {
         let mut leadership = self.leadership.lock();
         let state = leadership.as_mut()?;
         let (moved, proposal) = state.on_follower_fetch(follower, fetch_offset, log_end, now_ms);
-        let high_watermark = state.high_watermark();
-        drop(leadership);
         if moved {
-            self.set_high_watermark(high_watermark);
+            // Published under the lock: see `appended_as_leader`.
+            self.set_high_watermark(state.high_watermark());
         }
         proposal
     }
@@ -450,7 +485,7 @@ impl Partition {
                 }
             }
         }
-        let info: AppendInfo = self.log.append(records, leader_epoch)?;
+        let (info, flush_due) = self.log.append_deferring_flush(records, leader_epoch)?;
         if let Some(batch) = &producer {
             producers.record(
                 batch,
@@ -464,6 +499,11 @@ impl Partition {
             );
         }
         drop(producers);
+        // Outside the producer lock, so that concurrent producers share
+        // the fsync (group commit); the high watermark moves after it.
+        if flush_due {
+            self.log.flush_to(info.last_offset + 1)?;
+        }
         Ok(self.appended_as_leader(&info))
     }
 
@@ -502,9 +542,12 @@ impl Partition {
             coordinator_epoch,
             crate::broker::now_ms(),
         );
-        let info = self.log.append(&marker, leader_epoch)?;
+        let (info, flush_due) = self.log.append_deferring_flush(&marker, leader_epoch)?;
         producers.record_marker(producer_id, producer_epoch, coordinator_epoch);
         drop(producers);
+        if flush_due {
+            self.log.flush_to(info.last_offset + 1)?;
+        }
         Ok(self.appended_as_leader(&info))
     }
 
@@ -544,15 +587,20 @@ impl Partition {
     /// (the high watermark may move), and waiting fetches wake.
     fn appended_as_leader(&self, info: &AppendInfo) -> Appended {
         let log_end = info.last_offset + 1;
-        let moved = {
-            let mut leadership = self.leadership.lock();
-            leadership
-                .as_mut()
-                .map(|state| (state.on_append(log_end), state.high_watermark()))
-        };
-        match moved {
-            Some((true, high_watermark)) => self.set_high_watermark(high_watermark),
-            _ => self.notify(),
+        let mut leadership = self.leadership.lock();
+        // The engine's high watermark never decreases; publishing it while
+        // the lock is held keeps the published one from decreasing too (two
+        // appends computing 11 then 12 must not publish 12 then 11).
+        let moved = leadership.as_mut().is_some_and(|state| {
+            let moved = state.on_append(log_end);
+            if moved {
+                self.set_high_watermark(state.high_watermark());
+            }
+            moved
+        });
+        drop(leadership);
+        if !moved {
+            self.notify();
         }
         Appended {
             base_offset: info.base_offset,
@@ -804,6 +852,56 @@ mod tests {
             answer,
             Err((ResponseError::NotLeaderOrFollower, _))
         ));
+    }
+
+    /// Appends and follower fetches race on four threads while a fifth
+    /// watches the published high watermark: it must never go down (a
+    /// fetch would lose sight of records it was shown, and an acks=all
+    /// produce would wait for the next append).
+    #[test]
+    fn the_published_high_watermark_never_decreases_under_concurrent_appends_and_fetches() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        let p = Arc::new(
+            Partition::open(dir.path(), "t", uuid::Uuid::nil(), 0, LogConfig::default()).unwrap(),
+        );
+        p.lead(1, &[1, 2, 3], &[1, 2, 3], 0);
+        let done = Arc::new(AtomicBool::new(false));
+        let watcher = {
+            let (p, done) = (p.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut seen = 0;
+                while !done.load(Ordering::Acquire) {
+                    let now = p.high_watermark();
+                    assert!(now >= seen, "the high watermark went from {seen} to {now}");
+                    seen = now;
+                }
+            })
+        };
+        let mut workers = Vec::new();
+        for _ in 0..2 {
+            let p = p.clone();
+            workers.push(std::thread::spawn(move || {
+                let batch = BatchBuilder::new(1).build();
+                for _ in 0..20_000 {
+                    p.append(&batch, 0).unwrap();
+                }
+            }));
+        }
+        for follower in [2, 3] {
+            let p = p.clone();
+            workers.push(std::thread::spawn(move || {
+                for i in 0..200_000 {
+                    p.follower_fetched(follower, p.log.log_end_offset(), i);
+                }
+            }));
+        }
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        done.store(true, Ordering::Release);
+        watcher.join().unwrap();
     }
 
     #[test]

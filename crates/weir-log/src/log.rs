@@ -423,15 +423,35 @@ impl Log {
     /// came (with LogAppendTime, the max timestamp and CRC are rewritten).
     /// All batches are validated before anything is written.
     pub fn append(&self, records: &[u8], leader_epoch: i32) -> Result<AppendInfo, LogError> {
+        let (info, flush_due) = self.append_inner(records, Mode::Leader(leader_epoch))?;
+        if flush_due {
+            self.flush_to(info.last_offset + 1)?;
+        }
+        Ok(info)
+    }
+
+    /// [`append`](Self::append) without the flush that `flush.messages` or
+    /// `flush.ms` may call for: returns whether one is due. The caller
+    /// flushes with [`flush_to`](Self::flush_to) once it holds no lock of
+    /// its own, so that concurrent appenders share one fsync (group commit).
+    pub fn append_deferring_flush(
+        &self,
+        records: &[u8],
+        leader_epoch: i32,
+    ) -> Result<(AppendInfo, bool), LogError> {
         self.append_inner(records, Mode::Leader(leader_epoch))
     }
 
     /// Appends batches copied from a leader, keeping their offsets and epochs.
     pub fn append_replicated(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
-        self.append_inner(records, Mode::Replicated)
+        let (info, flush_due) = self.append_inner(records, Mode::Replicated)?;
+        if flush_due {
+            self.flush_to(info.last_offset + 1)?;
+        }
+        Ok(info)
     }
 
-    fn append_inner(&self, records: &[u8], mode: Mode) -> Result<AppendInfo, LogError> {
+    fn append_inner(&self, records: &[u8], mode: Mode) -> Result<(AppendInfo, bool), LogError> {
         let now = self.clock.now_ms();
         let mut guard = self.state.lock();
         let st = &mut *guard;
@@ -556,11 +576,7 @@ impl Log {
         let oldest = *st.oldest_unflushed_ms.get_or_insert(now);
         let flush_due = st.unflushed_records >= st.config.flush_messages
             || now.saturating_sub(oldest) >= st.config.flush_ms;
-        drop(guard);
-        if flush_due {
-            self.flush_to(info.last_offset + 1)?;
-        }
-        Ok(info)
+        Ok((info, flush_due))
     }
 
     fn check_online(&self, st: &State) -> Result<(), LogError> {

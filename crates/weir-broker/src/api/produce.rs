@@ -193,6 +193,7 @@ pub(super) fn append_error_code(error: &AppendError) -> ResponseError {
         }
         AppendError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
         AppendError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,
+        AppendError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
         AppendError::Log(LogError::InvalidBatch(batch)) => match batch {
             BatchError::TooLarge { .. } => ResponseError::MessageTooLarge,
             BatchError::WrongMagic { .. } => ResponseError::UnsupportedForMessageFormat,

@@ -324,4 +324,78 @@ mod tests {
         let mut s = three();
         assert_eq!(s.on_follower_fetch(9, 10, 10, 1), (false, None));
     }
+
+    /// One thing that can happen to a leadership of replicas 1, 2, 3.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Append(u64),
+        Fetch {
+            follower: i32,
+            ahead_of_end: bool,
+            back: u64,
+        },
+        Shrink,
+        IsrChanged(Vec<i32>),
+        ProposalFailed,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (1u64..20).prop_map(Step::Append),
+            (2..=3, any::<bool>(), 0u64..15).prop_map(|(follower, ahead_of_end, back)| {
+                Step::Fetch {
+                    follower,
+                    ahead_of_end,
+                    back,
+                }
+            }),
+            Just(Step::Shrink),
+            prop::sample::select(vec![vec![1], vec![1, 2], vec![1, 3], vec![1, 2, 3]])
+                .prop_map(Step::IsrChanged),
+            Just(Step::ProposalFailed),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever happens, the high watermark never decreases and never
+        /// passes the leader's log end.
+        #[test]
+        fn the_high_watermark_never_decreases_nor_passes_the_log_end(
+            steps in proptest::collection::vec(step(), 1..200)
+        ) {
+            let mut s = three();
+            let mut log_end = 10;
+            let mut held = BTreeMap::from([(2, 10u64), (3, 10u64)]);
+            let mut now = 0;
+            for step in steps {
+                now += 100;
+                let before = s.high_watermark();
+                match step {
+                    Step::Append(n) => {
+                        log_end += n;
+                        s.on_append(log_end);
+                    }
+                    Step::Fetch { follower, ahead_of_end, back } => {
+                        let offset = if ahead_of_end {
+                            log_end
+                        } else {
+                            held[&follower].saturating_sub(back)
+                        };
+                        held.insert(follower, offset);
+                        s.on_follower_fetch(follower, offset, log_end, now);
+                    }
+                    Step::Shrink => {
+                        s.shrink(now, 1_000);
+                    }
+                    Step::IsrChanged(isr) => {
+                        s.set_isr(&isr, log_end);
+                    }
+                    Step::ProposalFailed => s.proposal_failed(),
+                }
+                proptest::prop_assert!(s.high_watermark() >= before);
+                proptest::prop_assert!(s.high_watermark() <= log_end);
+            }
+        }
+    }
 }
