@@ -191,6 +191,28 @@ fn api_key_name(key: ApiKey) -> &'static str {
     }
 }
 
+/// Whether dispatching the request may wait: on a file (append, fsync,
+/// pread, opening a log), on a lock held across one, or on the controller
+/// quorum. Such requests are dispatched on the blocking pool, so that a
+/// runtime worker never waits and other connections go on. The rest answer
+/// from memory, or return at once a future that only awaits.
+pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
+    let key = body
+        .get(..2)
+        .and_then(|b| ApiKey::try_from(i16::from_be_bytes([b[0], b[1]])).ok());
+    !matches!(
+        key,
+        None | Some(
+            ApiKey::ApiVersions
+                | ApiKey::Fetch
+                | ApiKey::JoinGroup
+                | ApiKey::SyncGroup
+                | ApiKey::Heartbeat
+                | ApiKey::LeaveGroup
+        )
+    )
+}
+
 pub(crate) fn dispatch(
     broker: &Arc<Broker>,
     mut body: Bytes,
@@ -347,11 +369,7 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
-        ApiKey::OffsetCommit => Reply::Now(Some(ctx.respond(&offsets::offset_commit(
-            &broker,
-            &ctx,
-            decode!(),
-        )))),
+        ApiKey::OffsetCommit => offsets::offset_commit(&broker, ctx, decode!()),
         ApiKey::OffsetFetch => Reply::Now(Some(ctx.respond(&offsets::offset_fetch(
             &broker,
             &ctx,

@@ -1,6 +1,7 @@
 //! One client connection: frames are read in order, each request's
-//! synchronous part (appends) runs in arrival order, the rest runs as its own
-//! task, and responses are written strictly in request order.
+//! synchronous part (appends) runs in arrival order, on the blocking pool
+//! when it may wait, the rest runs as its own task, and responses are
+//! written strictly in request order.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -61,7 +62,24 @@ pub(crate) async fn serve(
         let started = std::time::Instant::now();
         broker.metrics().bytes_in.inc_by(body.len() as u64 + 4);
         let api_name = api::api_name(&body);
-        let reply = match api::dispatch(&broker, body, peer, connection) {
+        // Requests are dispatched one after another, so that a
+        // connection's appends keep their order (a producer's sequence
+        // numbers); their responses may then be waited for concurrently.
+        let dispatched = if api::dispatch_may_block(&body) {
+            let broker = broker.clone();
+            let blocking =
+                tokio::task::spawn_blocking(move || api::dispatch(&broker, body, peer, connection));
+            match blocking.await {
+                Ok(dispatched) => dispatched,
+                Err(error) => {
+                    tracing::error!(?peer, %error, "request handler failed; closing connection");
+                    break;
+                }
+            }
+        } else {
+            api::dispatch(&broker, body, peer, connection)
+        };
+        let reply = match dispatched {
             Ok(reply) => reply,
             Err(error) => {
                 tracing::info!(?peer, %error, "closing connection after an unparseable request");

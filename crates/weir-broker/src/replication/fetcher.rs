@@ -183,7 +183,7 @@ async fn fetch_loop(node_id: i32, addr: String, partitions: Arc<Mutex<BTreeMap<K
             },
         };
         let outcome = match truncate_divergent(connection, node_id, &partitions).await {
-            Ok(()) => fetch_once(connection, node_id, &partitions).await,
+            Ok(()) => fetch_once(connection, node_id, partitions.clone()).await,
             Err(error) => Err(error),
         };
         if let Err(error) = outcome {
@@ -311,7 +311,7 @@ fn divergence_point(partition: &Partition, asked: i32, leader_epoch: i32, leader
 async fn fetch_once(
     client: &mut Client,
     node_id: i32,
-    partitions: &Mutex<BTreeMap<Key, Followed>>,
+    partitions: Arc<Mutex<BTreeMap<Key, Followed>>>,
 ) -> Result<(), weir_client::ClientError> {
     let targets: Vec<(Key, Arc<Partition>, i32)> = partitions
         .lock()
@@ -350,6 +350,23 @@ async fn fetch_once(
         .with_session_epoch(-1)
         .with_topics(topics);
     let response: FetchResponse = client.call(ApiKey::Fetch, &request).await?;
+    // Appends (and the fsyncs flush.messages may call for) and truncations
+    // run on the blocking pool, never on a runtime worker.
+    let applied =
+        tokio::task::spawn_blocking(move || apply_fetched(response, &targets, &partitions)).await;
+    if let Err(error) = applied {
+        tracing::error!(%error, "applying fetched records failed");
+    }
+    Ok(())
+}
+
+/// Appends what the leader sent for each partition still followed under
+/// the same epoch, or starts over where the leader's log now begins.
+fn apply_fetched(
+    response: FetchResponse,
+    targets: &[(Key, Arc<Partition>, i32)],
+    partitions: &Mutex<BTreeMap<Key, Followed>>,
+) {
     for topic in response.responses {
         for data in topic.partitions {
             let key = (topic.topic.0.to_string(), data.partition_index);
@@ -397,7 +414,6 @@ async fn fetch_once(
             }
         }
     }
-    Ok(())
 }
 
 /// The complete batches at the start of `records` (a leader may cut the
