@@ -14,7 +14,7 @@ use crate::group_coordinator::GroupCoordinator;
 use crate::metadata::{Metadata, MetadataError};
 use crate::metrics::Metrics;
 use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
-use crate::partition::{AppendError, Partition};
+use crate::partition::{AppendError, Partition, ReplicatedWrite};
 use crate::replica_manager::{NotServed, ReplicaManager};
 use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
 
@@ -491,22 +491,37 @@ impl Broker {
         }
     }
 
-    /// Commits (or, with `None`, deletes) a group's offsets.
+    /// Commits (or, with `None`, deletes) a group's offsets. Returns the
+    /// write for the caller to wait on before it answers (`None`: nothing
+    /// was written).
     pub fn commit_offsets(
         &self,
         group: &str,
         changes: Vec<OffsetChange>,
         now_ms: i64,
-    ) -> Result<(), AppendError> {
+    ) -> Result<Option<ReplicatedWrite>, AppendError> {
         let partition = self.group_partition(group)?;
-        self.offsets.commit(&partition, group, changes, now_ms)
+        let appended = self.offsets.commit(&partition, group, changes, now_ms)?;
+        Ok(appended.map(|a| ReplicatedWrite {
+            partition,
+            until: a.last_offset + 1,
+        }))
     }
 
-    /// Writes a group's metadata record.
-    pub fn write_group(&self, group: &str, snapshot: &GroupSnapshot) -> Result<(), AppendError> {
+    /// Writes a group's metadata record; returns the write to wait on.
+    pub fn write_group(
+        &self,
+        group: &str,
+        snapshot: &GroupSnapshot,
+    ) -> Result<Option<ReplicatedWrite>, AppendError> {
         let partition = self.group_partition(group)?;
-        self.offsets
-            .write_group(&partition, group, Some(snapshot), now_ms())
+        let appended = self
+            .offsets
+            .write_group(&partition, group, Some(snapshot), now_ms())?;
+        Ok(appended.map(|a| ReplicatedWrite {
+            partition,
+            until: a.last_offset + 1,
+        }))
     }
 
     /// Removes a group's offsets and metadata from `__consumer_offsets`.

@@ -26,7 +26,12 @@ use crate::group::{
 };
 use crate::offsets::records::CommittedOffset;
 use crate::offsets::{OffsetChange, TxnProducer};
-use crate::partition::{AppendError, Partition};
+use crate::partition::{AppendError, ReplicatedWrite};
+
+/// How long a write to `__consumer_offsets` may take to reach the in-sync
+/// replicas before the request it answers fails (Kafka's
+/// `offsets.commit.timeout.ms`).
+pub const COORDINATOR_WRITE_TIMEOUT: Duration = Duration::from_millis(5000);
 
 /// Why a group could not be deleted or its offsets changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -346,6 +351,10 @@ impl GroupCoordinator {
     /// Runs the engine's pending commands in order.
     fn execute(&self, broker: &Arc<Broker>, group: &str, hosted: &mut HostedGroup) {
         let mut persist_failed = false;
+        // The last metadata write: responses after it wait until the
+        // in-sync replicas hold it (a SyncGroup must not hand out an
+        // assignment a new coordinator would not know).
+        let mut persisted: Option<ReplicatedWrite> = None;
         for command in hosted.engine.take_commands() {
             match command {
                 Command::Respond {
@@ -359,8 +368,26 @@ impl GroupCoordinator {
                     } else {
                         response
                     };
-                    if let Some(reply) = hosted.waiting.remove(&request_id) {
-                        let _ = reply.send(response);
+                    let Some(reply) = hosted.waiting.remove(&request_id) else {
+                        continue;
+                    };
+                    match persisted.clone() {
+                        None => {
+                            let _ = reply.send(response);
+                        }
+                        Some(write) => {
+                            let node_id = broker.node_id();
+                            tokio::spawn(async move {
+                                let response = match write
+                                    .replicated(node_id, COORDINATOR_WRITE_TIMEOUT)
+                                    .await
+                                {
+                                    Ok(()) => response,
+                                    Err(error) => fail(response, write_failure(error)),
+                                };
+                                let _ = reply.send(response);
+                            });
+                        }
                     }
                 }
                 Command::ScheduleTimer { key, at_ms } => {
@@ -383,12 +410,13 @@ impl GroupCoordinator {
                         handle.abort();
                     }
                 }
-                Command::PersistGroup(snapshot) => {
-                    if let Err(error) = broker.write_group(group, &snapshot) {
+                Command::PersistGroup(snapshot) => match broker.write_group(group, &snapshot) {
+                    Ok(write) => persisted = write.or(persisted),
+                    Err(error) => {
                         tracing::error!(group, %error, "cannot write group metadata");
                         persist_failed = true;
                     }
-                }
+                },
             }
         }
     }
@@ -489,7 +517,8 @@ impl GroupCoordinator {
         }
     }
 
-    /// Validates and writes a commit atomically with respect to rebalances.
+    /// Validates and writes a commit atomically with respect to rebalances;
+    /// returns the write, to be answered once replicated.
     pub fn commit_offsets(
         &self,
         broker: &Broker,
@@ -497,7 +526,7 @@ impl GroupCoordinator {
         committer: Committer<'_>,
         changes: Vec<OffsetChange>,
         now_ms: i64,
-    ) -> Result<(), GroupAdminError> {
+    ) -> Result<Option<ReplicatedWrite>, GroupAdminError> {
         let groups = self.groups.lock();
         Self::check_commit(groups.get(group), committer)?;
         broker
@@ -528,7 +557,7 @@ impl GroupCoordinator {
         producer: TxnProducer,
         offsets: Vec<(String, i32, CommittedOffset)>,
         now_ms: i64,
-    ) -> Result<Option<(Arc<Partition>, u64)>, TxnCommitError> {
+    ) -> Result<Option<ReplicatedWrite>, TxnCommitError> {
         let mut groups = self.groups.lock();
         match groups.get(group) {
             Some(hosted) => hosted.engine.validate_txn_offset_commit(
@@ -553,7 +582,10 @@ impl GroupCoordinator {
             let engine = GroupEngine::new(group, self.config.clone());
             groups.insert(group.to_owned(), HostedGroup::new(engine));
         }
-        Ok(appended.map(|a| (partition, a.last_offset + 1)))
+        Ok(appended.map(|a| ReplicatedWrite {
+            partition,
+            until: a.last_offset + 1,
+        }))
     }
 
     /// OffsetDelete: removes the group's offsets of `partitions`, except
@@ -709,6 +741,14 @@ fn sync_error(error: GroupError) -> SyncResponse {
     SyncResponse {
         error: Some(error),
         ..SyncResponse::default()
+    }
+}
+
+/// A failed write to `__consumer_offsets`, as a group error.
+fn write_failure(error: kafka_protocol::ResponseError) -> GroupError {
+    match error {
+        kafka_protocol::ResponseError::NotCoordinator => GroupError::NotCoordinator,
+        _ => GroupError::CoordinatorNotAvailable,
     }
 }
 

@@ -402,6 +402,84 @@ fn cluster_status_and_a_consumer_group_work_across_nodes() {
     assert_eq!(offsets, vec![10, 10, 10], "commits survive the coordinator");
 }
 
+/// Kafka writes offset commits with acks=all: with both followers of the
+/// group's `__consumer_offsets` partition paused, a commit is not
+/// acknowledged, and once the coordinator dies the new one still has the
+/// last commit that was.
+#[test]
+fn an_offset_commit_is_acknowledged_only_once_the_in_sync_replicas_hold_it() {
+    use weir_client::{Client, ResponseError};
+    let mut cluster = Cluster::start(&[]);
+    create_topic(&cluster.node(1).kafka, "work", 1, 3);
+    let commit = |addr: String, offset: i64| {
+        common::cli::block_on(async move {
+            let mut client = Client::connect(&addr).await.unwrap();
+            client
+                .offset_commit_simple("ledger", &[("work".to_owned(), 0, offset)])
+                .await
+        })
+    };
+    let coordinator = common::cli::block_on(async {
+        let mut client = Client::connect(&cluster.node(1).kafka).await.unwrap();
+        client.find_coordinator("ledger").await.unwrap()
+    });
+    // The coordinator may still be taking up the partition created a
+    // moment ago: retried, as clients do.
+    wait_until("a first commit", Duration::from_secs(20), || {
+        commit(coordinator.addr(), 5).ok()
+    });
+
+    let followers: Vec<i32> = (1..=3).filter(|id| *id != coordinator.node_id).collect();
+    for id in &followers {
+        cluster.node(*id).pause();
+    }
+    let unreplicated = commit(coordinator.addr(), 10);
+    let refused = unreplicated.as_ref().err().and_then(|e| e.kafka_error());
+    assert!(
+        matches!(
+            refused,
+            Some(ResponseError::CoordinatorNotAvailable | ResponseError::NotCoordinator)
+        ),
+        "a commit its followers do not hold was answered {unreplicated:?}"
+    );
+
+    cluster.node_mut(coordinator.node_id).kill();
+    for id in &followers {
+        cluster.node(*id).resume();
+    }
+    let bootstrap = cluster.node(followers[0]).kafka.clone();
+    let successor = wait_until(
+        "the group to have a new coordinator",
+        Duration::from_millis(SESSION_TIMEOUT_MS + 30_000),
+        || {
+            common::cli::block_on(async {
+                let mut client = Client::connect(&bootstrap).await.ok()?;
+                let found = client.find_coordinator("ledger").await.ok()?;
+                (found.node_id != coordinator.node_id && found.node_id >= 0).then_some(found)
+            })
+        },
+    );
+    let served = wait_until(
+        "the offsets at the new coordinator",
+        Duration::from_secs(20),
+        || {
+            common::cli::block_on(async {
+                let mut client = Client::connect(&successor.addr()).await.ok()?;
+                let wanted = vec![("work".to_owned(), vec![0])];
+                let committed = client.offset_fetch("ledger", Some(&wanted)).await.ok()?;
+                committed.first().map(|c| c.offset)
+            })
+        },
+    );
+    // The refused commit may have reached a follower's socket before the
+    // pause (as in Kafka, a failed write may survive); the acknowledged one
+    // must.
+    assert!(
+        served == 5 || served == 10,
+        "the new coordinator serves {served}, neither the acknowledged commit nor the refused one"
+    );
+}
+
 #[test]
 fn pending_transactional_offsets_move_with_their_coordinator() {
     use weir_client::{Client, ResponseError, TxnMarker};

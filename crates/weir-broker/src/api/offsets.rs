@@ -20,11 +20,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::RequestContext;
+use std::sync::Arc;
+
+use super::{Reply, RequestContext};
 use crate::broker::{now_ms, Broker};
-use crate::group_coordinator::{Committer, GroupAdminError};
+use crate::group_coordinator::{Committer, GroupAdminError, COORDINATOR_WRITE_TIMEOUT};
 use crate::offsets::records::CommittedOffset;
 use crate::offsets::{OffsetChange, MAX_METADATA_BYTES, OFFSETS_TOPIC};
+use crate::partition::ReplicatedWrite;
 use crate::txn::TRANSACTION_STATE_TOPIC;
 
 const GROUP_KEY: i8 = 0;
@@ -139,11 +142,40 @@ pub(super) fn find_coordinator(
         .with_port(only.port)
 }
 
+/// OffsetCommit: validates and writes the commit, and answers once the
+/// in-sync replicas of the group's `__consumer_offsets` partition hold it
+/// (as Kafka writes commits with acks=all): an acknowledged commit survives
+/// the loss of its coordinator.
 pub(super) fn offset_commit(
+    broker: &Arc<Broker>,
+    ctx: RequestContext,
+    request: OffsetCommitRequest,
+) -> Reply {
+    let (response, write) = write_offset_commit(broker, &ctx, request);
+    let Some(write) = write else {
+        return Reply::Now(Some(ctx.respond(&response)));
+    };
+    let node_id = broker.node_id();
+    Reply::Later(Box::pin(async move {
+        let mut response = response;
+        if let Err(error) = write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
+            for partition in response.topics.iter_mut().flat_map(|t| &mut t.partitions) {
+                if partition.error_code == 0 {
+                    partition.error_code = error.code();
+                }
+            }
+        }
+        Some(ctx.respond(&response))
+    }))
+}
+
+/// The synchronous part of OffsetCommit: the answer as far as the local
+/// write goes, and the write to wait on.
+fn write_offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
     request: OffsetCommitRequest,
-) -> OffsetCommitResponse {
+) -> (OffsetCommitResponse, Option<ReplicatedWrite>) {
     let group = request.group_id.0.to_string();
     let committer = Committer {
         member_id: &request.member_id,
@@ -202,17 +234,17 @@ pub(super) fn offset_commit(
         responses.push((topic.name, partitions));
     }
     let written = if changes.is_empty() {
-        Ok(())
+        Ok(None)
     } else {
         // Checked again with the write: a rebalance may have begun since.
         broker
             .groups()
             .commit_offsets(broker, &group, committer, changes, now)
     };
-    let pending_outcome = match written {
-        Ok(()) => None,
-        Err(GroupAdminError::Membership(error)) => Some(kafka_error(error.code())),
-        Err(_) => Some(ResponseError::CoordinatorNotAvailable),
+    let (pending_outcome, write) = match written {
+        Ok(write) => (None, write),
+        Err(GroupAdminError::Membership(error)) => (Some(kafka_error(error.code())), None),
+        Err(_) => (Some(ResponseError::CoordinatorNotAvailable), None),
     };
     let topics = responses
         .into_iter()
@@ -231,7 +263,7 @@ pub(super) fn offset_commit(
                 .with_partitions(partitions)
         })
         .collect();
-    OffsetCommitResponse::default().with_topics(topics)
+    (OffsetCommitResponse::default().with_topics(topics), write)
 }
 
 /// What OffsetFetch answers for one partition.
@@ -265,13 +297,22 @@ fn fetch_group(
             Fetched::Committed(committed)
         }
     };
+    // Only what the in-sync replicas hold: a commit not acknowledged yet
+    // may still be lost with this coordinator.
+    let high_watermark = broker
+        .group_partition(group)
+        .map_or(u64::MAX, |partition| partition.high_watermark());
+    let mut offsets = store.replicated_offsets(group, high_watermark);
     match topics {
         Some(topics) => topics
             .into_iter()
             .map(|(topic, partitions)| {
                 let found = partitions
                     .into_iter()
-                    .map(|p| (p, fetched(&topic, p, store.committed(group, &topic, p))))
+                    .map(|p| {
+                        let committed = offsets.remove(&(topic.clone(), p));
+                        (p, fetched(&topic, p, committed))
+                    })
                     .collect();
                 (topic, found)
             })
@@ -279,7 +320,7 @@ fn fetch_group(
         None => {
             let mut by_topic: std::collections::BTreeMap<String, Vec<(i32, Fetched)>> =
                 Default::default();
-            for ((topic, partition), committed) in store.group_offsets(group) {
+            for ((topic, partition), committed) in offsets {
                 let answer = fetched(&topic, partition, Some(committed));
                 by_topic.entry(topic).or_default().push((partition, answer));
             }
@@ -469,10 +510,6 @@ pub(super) fn offset_delete(
     OffsetDeleteResponse::default().with_topics(topics)
 }
 
-/// Kafka's `offsets.commit.timeout.ms`: how long a transactional offset
-/// commit waits for the in-sync replicas of `__consumer_offsets`.
-const TXN_COMMIT_TIMEOUT_MS: u64 = 5000;
-
 /// TxnOffsetCommit: the offsets a transaction consumed, written to the
 /// group's `__consumer_offsets` partition as one transactional batch of the
 /// producer and answered once the in-sync replicas have it. They stay
@@ -557,21 +594,10 @@ pub(super) async fn txn_offset_commit(
             .commit_transactional_offsets(broker, &group, committer, producer, offsets, now);
         match written {
             Ok(None) => Ok(()),
-            Ok(Some((partition, until))) => {
-                let deadline = tokio::time::Instant::now()
-                    + std::time::Duration::from_millis(TXN_COMMIT_TIMEOUT_MS);
-                let node_id = broker.config().node_id;
-                // As Kafka's coordinators map the errors of their writes.
-                partition
-                    .replicated(until, node_id, deadline)
+            Ok(Some(write)) => {
+                write
+                    .replicated(broker.node_id(), COORDINATOR_WRITE_TIMEOUT)
                     .await
-                    .map_err(|(error, message)| {
-                        tracing::warn!(group = %group, %message, "transactional offset commit not replicated");
-                        match error {
-                            ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
-                            _ => ResponseError::CoordinatorNotAvailable,
-                        }
-                    })
             }
             Err(TxnCommitError::Membership(error)) => Err(kafka_error(error.code())),
             Err(TxnCommitError::Append(AppendError::InvalidProducerEpoch { .. })) => {

@@ -71,6 +71,45 @@ struct Contents {
     /// Transactional offset commits whose transaction has not ended: by
     /// producer id, then group.
     pending: HashMap<i64, HashMap<String, GroupOffsets>>,
+    /// Offsets written here whose last writes the in-sync replicas may not
+    /// hold yet: what OffsetFetch serves until the high watermark passes
+    /// them. By group, then partition.
+    unreplicated: HashMap<String, HashMap<(String, i32), Unreplicated>>,
+}
+
+/// The writes of one offset above the high watermark when they were made.
+#[derive(Debug, Clone)]
+struct Unreplicated {
+    /// The offset before the first of them (`None`: none).
+    before: Option<Stored>,
+    /// Each write's log offset and what it left (`None`: a deletion).
+    writes: Vec<(u64, Option<Stored>)>,
+}
+
+impl Unreplicated {
+    /// The offset as the records below `high_watermark` leave it.
+    fn visible(&self, high_watermark: u64) -> Option<&Stored> {
+        self.writes
+            .iter()
+            .rev()
+            .find(|(at, _)| *at < high_watermark)
+            .map_or(self.before.as_ref(), |(_, stored)| stored.as_ref())
+    }
+
+    /// Forgets the writes the high watermark has passed; `true` once none
+    /// is left.
+    fn prune(&mut self, high_watermark: u64) -> bool {
+        let replicated = self
+            .writes
+            .iter()
+            .take_while(|(at, _)| *at < high_watermark)
+            .count();
+        if replicated > 0 {
+            self.before = self.writes[replicated - 1].1.clone();
+            self.writes.drain(..replicated);
+        }
+        self.writes.is_empty()
+    }
 }
 
 /// One change to a group's offsets: a commit, or a deletion (`None`).
@@ -217,6 +256,73 @@ impl Contents {
         count
     }
 
+    /// Before a plain commit or deletion of `group`'s offset `key`:
+    /// remembers what OffsetFetch serves until the high watermark passes
+    /// the write.
+    fn track_write(&mut self, group: &str, key: &(String, i32), high_watermark: u64) {
+        let current = self
+            .offsets
+            .get(group)
+            .and_then(|offsets| offsets.get(key))
+            .cloned();
+        let group_writes = self.unreplicated.entry(group.to_owned()).or_default();
+        let tracked = group_writes
+            .entry(key.clone())
+            .or_insert_with(|| Unreplicated {
+                before: current,
+                writes: Vec::new(),
+            });
+        tracked.prune(high_watermark);
+    }
+
+    /// After the write at `at` that [`track_write`](Self::track_write)
+    /// announced: records what it left, and forgets the offset's writes
+    /// once the high watermark has passed them all.
+    fn tracked_write_done(
+        &mut self,
+        group: &str,
+        key: &(String, i32),
+        at: u64,
+        high_watermark: u64,
+    ) {
+        let now = self
+            .offsets
+            .get(group)
+            .and_then(|offsets| offsets.get(key))
+            .cloned();
+        let Some(writes) = self.unreplicated.get_mut(group) else {
+            return;
+        };
+        if let Some(tracked) = writes.get_mut(key) {
+            tracked.writes.push((at, now));
+            if tracked.prune(high_watermark) {
+                writes.remove(key);
+            }
+        }
+        if writes.is_empty() {
+            self.unreplicated.remove(group);
+        }
+    }
+
+    /// `group`'s committed offsets as the records below `high_watermark`
+    /// leave them; forgets the writes it has passed.
+    fn visible_offsets(&mut self, group: &str, high_watermark: u64) -> GroupOffsets {
+        let mut visible = self.offsets.get(group).cloned().unwrap_or_default();
+        if let Some(writes) = self.unreplicated.get_mut(group) {
+            for (key, tracked) in writes.iter() {
+                match tracked.visible(high_watermark) {
+                    Some(stored) => visible.insert(key.clone(), stored.clone()),
+                    None => visible.remove(key),
+                };
+            }
+            writes.retain(|_, tracked| !tracked.prune(high_watermark));
+            if writes.is_empty() {
+                self.unreplicated.remove(group);
+            }
+        }
+        visible
+    }
+
     fn replay(&mut self, item: Item) {
         match item {
             Item::Record {
@@ -250,6 +356,7 @@ impl Contents {
     /// Drops everything of the groups `owns` selects.
     fn forget(&mut self, owns: impl Fn(&str) -> bool) {
         self.offsets.retain(|group, _| !owns(group));
+        self.unreplicated.retain(|group, _| !owns(group));
         self.metadata.retain(|group, _| !owns(group));
         self.pending.retain(|_, groups| {
             groups.retain(|group, _| !owns(group));
@@ -355,7 +462,7 @@ impl OffsetStore {
         group: &str,
         changes: Vec<OffsetChange>,
         now_ms: i64,
-    ) -> Result<(), AppendError> {
+    ) -> Result<Option<Appended>, AppendError> {
         let entries = changes
             .iter()
             .map(|change| Entry {
@@ -363,7 +470,7 @@ impl OffsetStore {
                 value: change.value.as_ref().map(records::encode_offset_value),
             })
             .collect();
-        self.write(partition, entries, now_ms, None).map(|_| ())
+        self.write(partition, entries, now_ms, None)
     }
 
     /// TxnOffsetCommit: writes `offsets` as one transactional batch of
@@ -413,12 +520,12 @@ impl OffsetStore {
         group: &str,
         snapshot: Option<&GroupSnapshot>,
         now_ms: i64,
-    ) -> Result<(), AppendError> {
+    ) -> Result<Option<Appended>, AppendError> {
         let entry = Entry {
             key: records::encode_group_key(group),
             value: snapshot.map(records::encode_group_value),
         };
-        self.write(partition, vec![entry], now_ms, None).map(|_| ())
+        self.write(partition, vec![entry], now_ms, None)
     }
 
     /// Removes a group: tombstones for its offsets, those of its open
@@ -454,7 +561,9 @@ impl OffsetStore {
     }
 
     /// Appends `entries` as one batch (a transactional one of `producer`)
-    /// and applies them to the view.
+    /// and applies them to the view. Refused, as an acks=all produce is,
+    /// while the ISR is smaller than `min.insync.replicas`: the caller
+    /// answers once the in-sync replicas hold the batch.
     fn write(
         &self,
         partition: &Partition,
@@ -465,16 +574,41 @@ impl OffsetStore {
         if entries.is_empty() {
             return Ok(None);
         }
+        let state = partition.replica_state();
+        if state.isr_size < state.min_insync_replicas {
+            return Err(AppendError::NotEnoughReplicas {
+                isr: state.isr_size,
+                min: state.min_insync_replicas,
+            });
+        }
         let batch = encode_batch(&entries, now_ms, producer);
         let leader_epoch = partition.replica_state().leader_epoch;
         // The lock spans the append so that the view applies changes in log
         // order.
         let mut contents = self.contents.lock();
         let appended = partition.append_from(&batch, leader_epoch, AppendOrigin::Coordinator)?;
+        let high_watermark = partition.high_watermark();
         for (i, entry) in entries.into_iter().enumerate() {
             let key = records::decode_key(&entry.key).expect("keys written here decode");
             let at = appended.base_offset + i as u64;
+            let tracked = match (&key, producer) {
+                (
+                    RecordKey::Offset {
+                        group,
+                        topic,
+                        partition,
+                    },
+                    None,
+                ) => Some((group.clone(), (topic.clone(), *partition))),
+                _ => None,
+            };
+            if let Some((group, key)) = &tracked {
+                contents.track_write(group, key, high_watermark);
+            }
             contents.apply(key, entry.value, at, producer.map(|p| p.id));
+            if let Some((group, key)) = &tracked {
+                contents.tracked_write_done(group, key, at, high_watermark);
+            }
         }
         Ok(Some(appended))
     }
@@ -533,6 +667,23 @@ impl OffsetStore {
             .get(group)?
             .get(&(topic.to_owned(), partition))
             .map(|stored| stored.value.clone())
+    }
+
+    /// A group's committed offsets as OffsetFetch serves them: as the
+    /// records below `high_watermark` (of the group's partition) leave
+    /// them, so that a commit the in-sync replicas may not hold yet is never
+    /// served.
+    pub fn replicated_offsets(
+        &self,
+        group: &str,
+        high_watermark: u64,
+    ) -> BTreeMap<(String, i32), CommittedOffset> {
+        self.contents
+            .lock()
+            .visible_offsets(group, high_watermark)
+            .into_iter()
+            .map(|(key, stored)| (key, stored.value))
+            .collect()
     }
 
     /// Every committed offset of a group, by topic and partition.

@@ -22,6 +22,14 @@ fn open(dir: &std::path::Path, index: i32) -> Arc<Partition> {
         LogConfig::default(),
     )
     .unwrap();
+    // The only replica: what it appends is replicated at once.
+    partition.lead(1, &[1], &[1], 0);
+    partition.set_replica_state(crate::partition::ReplicaState {
+        leader: 1,
+        leader_epoch: 0,
+        isr_size: 1,
+        min_insync_replicas: 1,
+    });
     Arc::new(partition)
 }
 
@@ -322,5 +330,71 @@ fn groups_with_only_pending_offsets_are_known() {
     assert_eq!(
         store.commits_of_topic(T),
         vec![("a".to_owned(), vec![0]), ("b".to_owned(), vec![3])]
+    );
+}
+
+/// OffsetFetch serves a commit only once the in-sync replicas hold it: a
+/// newer commit the followers have not fetched yet is not served, nor is
+/// a deletion they do not hold.
+#[test]
+fn only_commits_the_in_sync_replicas_hold_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = Arc::new(
+        Partition::open(
+            dir.path(),
+            OFFSETS_TOPIC,
+            uuid::Uuid::nil(),
+            0,
+            LogConfig::default(),
+        )
+        .unwrap(),
+    );
+    partition.lead(1, &[1, 2, 3], &[1, 2, 3], 0);
+    partition.set_replica_state(crate::partition::ReplicaState {
+        leader: 1,
+        leader_epoch: 0,
+        isr_size: 3,
+        min_insync_replicas: 1,
+    });
+    let store = OffsetStore::default();
+    let served = |store: &OffsetStore| {
+        store
+            .replicated_offsets("g", partition.high_watermark())
+            .get(&(T.to_owned(), 0))
+            .map(|c| c.offset)
+    };
+    let followers_catch_up = || {
+        for follower in [2, 3] {
+            partition.follower_fetched(follower, partition.log.log_end_offset(), 0);
+        }
+    };
+
+    commit(&store, &partition, "g", 0, 5);
+    assert_eq!(served(&store), None, "the followers have nothing yet");
+    followers_catch_up();
+    assert_eq!(served(&store), Some(5));
+
+    commit(&store, &partition, "g", 0, 7);
+    commit(&store, &partition, "g", 0, 9);
+    assert_eq!(served(&store), Some(5));
+    // One follower has the first of the two, the other both.
+    partition.follower_fetched(2, partition.log.log_end_offset() - 1, 0);
+    partition.follower_fetched(3, partition.log.log_end_offset(), 0);
+    assert_eq!(served(&store), Some(7));
+    followers_catch_up();
+    assert_eq!(served(&store), Some(9));
+
+    let deletion = OffsetChange {
+        topic: T.to_owned(),
+        partition: 0,
+        value: None,
+    };
+    store.commit(&partition, "g", vec![deletion], 0).unwrap();
+    assert_eq!(served(&store), Some(9));
+    followers_catch_up();
+    assert_eq!(served(&store), None);
+    assert!(
+        store.contents.lock().unreplicated.is_empty(),
+        "nothing left to track"
     );
 }

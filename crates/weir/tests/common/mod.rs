@@ -131,6 +131,25 @@ impl Weir {
         }
     }
 
+    /// SIGSTOP: the process stays, but answers nothing until resumed.
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT after a [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, name: &str) {
+        let child = self.child.as_ref().expect("running");
+        let sent = Command::new("kill")
+            .args([&format!("-{name}"), &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success(), "kill -{name} failed");
+    }
+
     /// Stops (cleanly or not) and starts again on the same port and data.
     pub fn restart(&mut self, clean: bool) {
         if clean {
