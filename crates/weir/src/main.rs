@@ -33,12 +33,17 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    use std::io::Write;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Its own report of a failed write is an eprintln!, which panics
+        // when standard error cannot be written (a full disk under the log
+        // file): a lost log line must not take the node down.
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let matches = Cli::command()
@@ -63,7 +68,8 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // Not eprintln!: it panics when standard error cannot be written.
+            let _ = writeln!(std::io::stderr(), "error: {error:#}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -266,6 +266,7 @@ fn parse_roles(value: &str) -> anyhow::Result<Roles> {
 
 pub(crate) fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     let settings = settings(args, matches)?;
+    raise_open_file_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -334,11 +335,11 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         stopped.clone(),
     ));
     broker.set_serving(true);
-    println!(
+    announce(format_args!(
         "weir ready: kafka={listen} http={http_addr} node={} data={}",
         config.node_id,
         config.data_dir.display()
-    );
+    ));
     wait_for_signal().await;
     tracing::info!("shutting down: handing leaderships to other replicas");
     let handover = {
@@ -393,10 +394,10 @@ async fn serve_controller_only(settings: Settings) -> anyhow::Result<()> {
         .context("cannot start the controller")
     })
     .await??;
-    println!(
+    announce(format_args!(
         "weir ready: controller={controller_addr} node={node_id} data={}",
         settings.data_dir.display()
-    );
+    ));
     wait_for_signal().await;
     tokio::task::spawn_blocking(move || metadata.shutdown()).await?;
     tracing::info!("stopped cleanly");
@@ -409,5 +410,33 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate.recv() => {}
+    }
+}
+
+/// Prints the ready line. A node whose output cannot be written (a full
+/// disk under its log file, a closed pipe) goes on serving: losing the line
+/// must not take the broker down, as `println!` would by panicking.
+fn announce(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = writeln!(stdout, "{line}").and_then(|()| stdout.flush()) {
+        tracing::warn!(%error, "cannot write the ready line to standard output");
+    }
+}
+
+/// Raises the soft limit of open files to the hard one, as Kafka's
+/// packaging asks operators to: a broker holds descriptors for segment
+/// files and connections, and the usual soft limit runs out long before the
+/// hard one.
+fn raise_open_file_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if let Err(error) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::warn!(soft, hard, %error, "cannot raise the open-file limit");
+            }
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "cannot read the open-file limit"),
     }
 }

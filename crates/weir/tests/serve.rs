@@ -166,3 +166,50 @@ fn the_controller_quorum_is_configured_by_flags() {
         assert!(stderr.contains(reason), "{args:?}: {stderr}");
     }
 }
+
+/// A broker whose standard output and error cannot be written (its log
+/// file on a full disk) still starts and serves: losing its own lines must
+/// not take it down.
+#[test]
+fn a_broker_whose_output_cannot_be_written_still_serves() {
+    let data = tempfile::tempdir().unwrap();
+    let port = common::cluster::free_port();
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args([
+            "--http-listen",
+            "127.0.0.1:0",
+            "--controller-listen",
+            "127.0.0.1:0",
+        ])
+        .env("WEIR_LOG", "info")
+        .stdout(full())
+        .stderr(full())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("weir exited with {status} when its output could not be written");
+        }
+        assert!(std::time::Instant::now() < deadline, "weir never listened");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mut raw = Raw::connect(&addr);
+    raw.topic_metadata("full-output");
+    let records = weir_log::testing::BatchBuilder::new(3).build();
+    assert_eq!(raw.produce("full-output", 0, records).0, 0);
+    assert!(child.try_wait().unwrap().is_none(), "weir exited");
+    child.kill().unwrap();
+    let _ = child.wait();
+}

@@ -30,7 +30,14 @@ pub async fn run_listener(
                     connections.spawn(connection::serve(broker.clone(), stream, global_budget.clone(), shutdown.clone()));
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "accept failed");
+                    // Out of descriptors: the listener stays, and takes
+                    // connections again once some are closed.
+                    // ENFILE and EMFILE on Linux.
+                    if matches!(error.raw_os_error(), Some(23 | 24)) {
+                        tracing::error!(%error, "cannot accept a connection: out of file descriptors; raise the open-file limit (ulimit -n)");
+                    } else {
+                        tracing::warn!(%error, "accept failed");
+                    }
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
             },
