@@ -36,7 +36,7 @@ trap cleanup EXIT
 
 port=$((20000 + RANDOM % 20000))
 "$weir" serve --data-dir "$work/data" --listen "127.0.0.1:$port" \
-  --http-listen 127.0.0.1:0 --controller-listen 127.0.0.1:0 >"$work/ready" &
+  --http-listen 127.0.0.1:0 --controller-listen 127.0.0.1:0 >"$work/ready" 2>"$work/broker.log" &
 weir_pid=$!
 until grep -q "weir ready" "$work/ready" 2>/dev/null; do sleep 0.2; done
 http=$(sed -n 's/.*http=\([^ ]*\).*/\1/p' "$work/ready")

@@ -502,10 +502,7 @@ impl Broker {
     ) -> Result<Option<ReplicatedWrite>, AppendError> {
         let partition = self.group_partition(group)?;
         let appended = self.offsets.commit(&partition, group, changes, now_ms)?;
-        Ok(appended.map(|a| ReplicatedWrite {
-            partition,
-            until: a.last_offset + 1,
-        }))
+        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
     }
 
     /// Writes a group's metadata record; returns the write to wait on.
@@ -518,10 +515,7 @@ impl Broker {
         let appended = self
             .offsets
             .write_group(&partition, group, Some(snapshot), now_ms())?;
-        Ok(appended.map(|a| ReplicatedWrite {
-            partition,
-            until: a.last_offset + 1,
-        }))
+        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
     }
 
     /// Removes a group's offsets and metadata from `__consumer_offsets`.

@@ -582,10 +582,7 @@ impl GroupCoordinator {
             let engine = GroupEngine::new(group, self.config.clone());
             groups.insert(group.to_owned(), HostedGroup::new(engine));
         }
-        Ok(appended.map(|a| ReplicatedWrite {
-            partition,
-            until: a.last_offset + 1,
-        }))
+        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
     }
 
     /// OffsetDelete: removes the group's offsets of `partitions`, except

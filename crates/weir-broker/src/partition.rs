@@ -88,6 +88,14 @@ pub struct ReplicatedWrite {
 }
 
 impl ReplicatedWrite {
+    /// The write of `appended` to `partition`.
+    pub fn of(partition: std::sync::Arc<Partition>, appended: &Appended) -> Self {
+        Self {
+            partition,
+            until: appended.last_offset + 1,
+        }
+    }
+
     /// Waits until the in-sync replicas hold the write, for at most
     /// `timeout`. A failure is answered as Kafka's coordinators answer a
     /// failed write: NOT_COORDINATOR once leadership moved,
