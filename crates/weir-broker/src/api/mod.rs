@@ -191,11 +191,16 @@ fn api_key_name(key: ApiKey) -> &'static str {
     }
 }
 
-/// Whether dispatching the request may wait: on a file (append, fsync,
-/// pread, opening a log), on a lock held across one, or on the controller
+/// Whether dispatching the request may wait: on a file (opening a log, a
+/// coordinator's append), on a lock held across one, or on the controller
 /// quorum. Such requests are dispatched on the blocking pool, so that a
 /// runtime worker never waits and other connections go on. The rest answer
 /// from memory, or return at once a future that only awaits.
+///
+/// Produce and WriteTxnMarkers append inline: their append is a write to
+/// the page cache (and an fsync only under a flush policy), and a hop to
+/// the blocking pool per request cost the data path more than it saved
+/// (BENCHMARKS.md, "Group commit through the broker").
 pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
     let key = body
         .get(..2)
@@ -204,6 +209,8 @@ pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
         key,
         None | Some(
             ApiKey::ApiVersions
+                | ApiKey::Produce
+                | ApiKey::WriteTxnMarkers
                 | ApiKey::Fetch
                 | ApiKey::JoinGroup
                 | ApiKey::SyncGroup
