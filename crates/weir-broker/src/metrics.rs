@@ -34,6 +34,7 @@ pub struct Metrics {
     pub bytes_in: Counter,
     pub bytes_out: Counter,
     pub records_appended: Counter,
+    pub fetches_waiting: Gauge,
     pub log_end_offset: Family<PartitionLabels, Gauge>,
     pub consumer_group_lag: Family<GroupPartitionLabels, Gauge>,
     pub consumer_group_lag_seconds: Family<GroupPartitionLabels, Gauge<f64, AtomicU64>>,
@@ -57,6 +58,7 @@ impl Default for Metrics {
         let bytes_in = Counter::default();
         let bytes_out = Counter::default();
         let records_appended = Counter::default();
+        let fetches_waiting = Gauge::default();
         let log_end_offset = Family::<PartitionLabels, Gauge>::default();
         let consumer_group_lag = Family::<GroupPartitionLabels, Gauge>::default();
         let consumer_group_lag_seconds =
@@ -81,6 +83,11 @@ impl Default for Metrics {
             "records_appended",
             "Records appended to partition logs",
             records_appended.clone(),
+        );
+        registry.register(
+            "fetches_waiting",
+            "Fetch requests waiting for records or their max wait (Kafka's fetch purgatory)",
+            fetches_waiting.clone(),
         );
         registry.register(
             "log_end_offset",
@@ -144,6 +151,7 @@ impl Default for Metrics {
             bytes_in,
             bytes_out,
             records_appended,
+            fetches_waiting,
             log_end_offset,
             consumer_group_lag,
             consumer_group_lag_seconds,

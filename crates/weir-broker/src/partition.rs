@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
-use weir_log::batch::{self, BatchError, BatchHeader, ControlType};
+use weir_log::batch::{self, BatchError, BatchHeader, ControlType, Origin};
+use weir_log::records::{self, RecordsError};
 use weir_log::{AppendInfo, Log, LogConfig, LogError, TimestampType};
 
 use crate::config::BrokerConfig;
@@ -39,6 +40,18 @@ pub enum AppendError {
     CoordinatorFenced { current: i32, got: i32 },
     #[error("the ISR has {isr} replica(s), fewer than min.insync.replicas={min}")]
     NotEnoughReplicas { isr: usize, min: usize },
+    /// Kafka's words, so clients and their users see the same message.
+    #[error(
+        "Compacted topic cannot accept message without key in topic partition {topic}-{partition}."
+    )]
+    KeylessRecords {
+        topic: String,
+        partition: i32,
+        /// The index within the batch of each record without a key.
+        indexes: Vec<i32>,
+    },
+    #[error("the batch's records cannot be checked: {0}")]
+    UnreadableRecords(#[from] RecordsError),
 }
 
 /// The partition's leadership as the metadata image last said.
@@ -451,6 +464,9 @@ impl Partition {
         if header.is_transactional() && header.producer_id() < 0 {
             return Err(AppendError::TransactionalWithoutProducer);
         }
+        if origin == AppendOrigin::Client {
+            self.check_keys(records)?;
+        }
         let producer = (header.producer_id() >= 0).then(|| {
             let first_seq = header.base_sequence();
             IncomingBatch {
@@ -513,6 +529,27 @@ impl Partition {
             self.log.flush_to(info.last_offset + 1)?;
         }
         Ok(self.appended_as_leader(&info))
+    }
+
+    /// Kafka's check for compacted topics: every record needs a key, for
+    /// the cleaner keeps records by key. Only batches bound for compacted
+    /// topics are inflated, within [`records::MAX_INFLATED_BATCH_BYTES`].
+    fn check_keys(&self, records: &[u8]) -> Result<(), AppendError> {
+        let config = self.log.config();
+        if !config.cleanup_policy.compact {
+            return Ok(());
+        }
+        let batch = batch::validate(records, 0, Origin::Client, config.max_message_bytes)
+            .map_err(|e| AppendError::Log(e.into()))?;
+        let indexes = records::keyless_records(batch)?;
+        if indexes.is_empty() {
+            return Ok(());
+        }
+        Err(AppendError::KeylessRecords {
+            topic: self.topic.clone(),
+            partition: self.index,
+            indexes,
+        })
     }
 
     /// Appends a transaction marker as the leader (WriteTxnMarkers): a

@@ -32,7 +32,6 @@
 //! The cleaned segment's `.txnindex` keeps the group's aborted transactions
 //! but those whose markers went.
 
-use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
@@ -42,13 +41,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
-
 use crate::batch::{self, Batch, BatchHeader, Compression, Origin, HEADER_SIZE};
 use crate::config::LogConfig;
 use crate::error::{IoContext, LogError};
 use crate::log::{CleanPlan, Log, SegmentSnapshot, Swap};
+use crate::records::{
+    self, compress, encode_record, parse_records, RecordView, MAX_INFLATED_BATCH_BYTES,
+};
 use crate::segment::{PreparedBatch, Segment};
 use crate::txn::AbortedTxn;
 
@@ -788,8 +787,8 @@ fn filter_records(
     let header = batch.header;
     let (map, now_ms) = (target.map, target.now_ms);
     let codec = header.compression().expect("validated");
-    let body = decompress(codec, &batch.bytes[HEADER_SIZE..])
-        .map_err(|reason| corrupt_batch(segment, &header, reason))?;
+    let body = records::inflate(batch, MAX_INFLATED_BATCH_BYTES)
+        .map_err(|e| corrupt_batch(segment, &header, e.to_string()))?;
     let records = parse_records(&body, header.record_count())
         .map_err(|reason| corrupt_batch(segment, &header, reason))?;
     let base = header.base_offset() as u64;
@@ -891,164 +890,12 @@ fn for_each_record(
     mut f: impl FnMut(&RecordView<'_>),
 ) -> Result<(), LogError> {
     let header = batch.header;
-    let codec = header.compression().expect("validated");
-    let body = decompress(codec, &batch.bytes[HEADER_SIZE..])
-        .map_err(|reason| corrupt_batch(segment, &header, reason))?;
+    let body = records::inflate(batch, MAX_INFLATED_BATCH_BYTES)
+        .map_err(|e| corrupt_batch(segment, &header, e.to_string()))?;
     let records = parse_records(&body, header.record_count())
         .map_err(|reason| corrupt_batch(segment, &header, reason))?;
     records.iter().for_each(&mut f);
     Ok(())
-}
-
-// ---------------------------------------------------------------------------
-// Records (format v2) and their compression.
-
-/// One record of a batch, borrowed from the uncompressed record bytes.
-struct RecordView<'a> {
-    /// The whole record, its length prefix included.
-    raw: &'a [u8],
-    attributes: u8,
-    timestamp_delta: i64,
-    offset_delta: i32,
-    key: Option<&'a [u8]>,
-    value_is_null: bool,
-    /// From the key length to the end of the record (key, value, headers).
-    rest: &'a [u8],
-}
-
-/// Splits uncompressed record bytes into `count` records.
-fn parse_records(buf: &[u8], count: i32) -> Result<Vec<RecordView<'_>>, String> {
-    let mut records = Vec::with_capacity((count.max(0) as usize).min(buf.len()));
-    let mut at = 0;
-    for i in 0..count.max(0) {
-        let start = at;
-        let length = read_varint(buf, &mut at)?;
-        let end = usize::try_from(length)
-            .ok()
-            .and_then(|l| at.checked_add(l))
-            .filter(|&end| end <= buf.len())
-            .ok_or_else(|| format!("record {i}: length {length} runs past the records"))?;
-        let body = &buf[..end];
-        let attributes = *body.get(at).ok_or("record without attributes")?;
-        at += 1;
-        let timestamp_delta = read_varlong(body, &mut at)?;
-        let offset_delta = read_varint(body, &mut at)?;
-        if offset_delta < 0 {
-            return Err(format!("record {i}: negative offset delta {offset_delta}"));
-        }
-        let rest_start = at;
-        let key = read_bytes(body, &mut at)?;
-        let value = read_bytes(body, &mut at)?;
-        records.push(RecordView {
-            raw: &buf[start..end],
-            attributes,
-            timestamp_delta,
-            offset_delta,
-            key,
-            value_is_null: value.is_none(),
-            rest: &buf[rest_start..end],
-        });
-        at = end;
-    }
-    Ok(records)
-}
-
-/// Encodes `record` again with a new timestamp delta.
-fn encode_record(out: &mut Vec<u8>, record: &RecordView<'_>, timestamp_delta: i64) {
-    let mut head = Vec::with_capacity(16);
-    head.push(record.attributes);
-    write_varlong(&mut head, timestamp_delta);
-    write_varint(&mut head, record.offset_delta);
-    write_varint(out, (head.len() + record.rest.len()) as i32);
-    out.extend_from_slice(&head);
-    out.extend_from_slice(record.rest);
-}
-
-fn read_unsigned(buf: &[u8], at: &mut usize, max_bytes: usize) -> Result<u64, String> {
-    let mut value = 0u64;
-    for i in 0..max_bytes {
-        let byte = *buf.get(*at).ok_or("truncated varint")?;
-        *at += 1;
-        value |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err("varint too long".into())
-}
-
-fn read_varint(buf: &[u8], at: &mut usize) -> Result<i32, String> {
-    let u = read_unsigned(buf, at, 5)? as u32;
-    Ok(((u >> 1) as i32) ^ -((u & 1) as i32))
-}
-
-fn read_varlong(buf: &[u8], at: &mut usize) -> Result<i64, String> {
-    let u = read_unsigned(buf, at, 10)?;
-    Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
-}
-
-/// A length-prefixed byte string; a negative length is null.
-fn read_bytes<'a>(buf: &'a [u8], at: &mut usize) -> Result<Option<&'a [u8]>, String> {
-    let length = read_varint(buf, at)?;
-    if length < 0 {
-        return Ok(None);
-    }
-    let end = at
-        .checked_add(length as usize)
-        .filter(|&end| end <= buf.len())
-        .ok_or_else(|| format!("field of {length} bytes runs past its record"))?;
-    let bytes = &buf[*at..end];
-    *at = end;
-    Ok(Some(bytes))
-}
-
-fn write_unsigned(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-fn write_varint(out: &mut Vec<u8>, value: i32) {
-    write_unsigned(out, u64::from(((value << 1) ^ (value >> 31)) as u32));
-}
-
-fn write_varlong(out: &mut Vec<u8>, value: i64) {
-    write_unsigned(out, ((value << 1) ^ (value >> 63)) as u64);
-}
-
-fn decompress(codec: Compression, data: &[u8]) -> Result<Cow<'_, [u8]>, String> {
-    let mut input = data;
-    let take = |buf: &mut Bytes| Ok(buf.to_vec());
-    let plain = match codec {
-        Compression::None => return Ok(Cow::Borrowed(data)),
-        Compression::Gzip => Gzip::decompress(&mut input, take),
-        Compression::Snappy => Snappy::decompress(&mut input, take),
-        Compression::Lz4 => Lz4::decompress(&mut input, take),
-        Compression::Zstd => Zstd::decompress(&mut input, take),
-    };
-    plain
-        .map(Cow::Owned)
-        .map_err(|e| format!("cannot decompress {codec:?}: {e:#}"))
-}
-
-fn compress(codec: Compression, plain: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = BytesMut::new();
-    let put = |buf: &mut BytesMut| {
-        buf.extend_from_slice(plain);
-        Ok(())
-    };
-    let result = match codec {
-        Compression::None => return Ok(plain.to_vec()),
-        Compression::Gzip => Gzip::compress(&mut out, put),
-        Compression::Snappy => Snappy::compress(&mut out, put),
-        Compression::Lz4 => Lz4::compress(&mut out, put),
-        Compression::Zstd => Zstd::compress(&mut out, put),
-    };
-    result
-        .map(|()| out.to_vec())
-        .map_err(|e| format!("cannot compress {codec:?}: {e:#}"))
 }
 
 // ---------------------------------------------------------------------------
@@ -1185,24 +1032,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn varints_round_trip() {
-        for value in [0, 1, -1, 63, -64, 64, 300, -300, i32::MAX, i32::MIN] {
-            let mut buf = Vec::new();
-            write_varint(&mut buf, value);
-            let mut at = 0;
-            assert_eq!(read_varint(&buf, &mut at).unwrap(), value);
-            assert_eq!(at, buf.len());
-        }
-        for value in [0, -1, 1 << 40, -(1 << 40), i64::MAX, i64::MIN] {
-            let mut buf = Vec::new();
-            write_varlong(&mut buf, value);
-            let mut at = 0;
-            assert_eq!(read_varlong(&buf, &mut at).unwrap(), value);
-        }
-        assert!(read_varint(&[0x80, 0x80], &mut 0).is_err());
-    }
-
-    #[test]
     fn offset_map_keeps_the_latest_offset_and_its_capacity() {
         let mut map = OffsetMap::new(24 * 100, 1_000_000);
         assert_eq!(map.capacity(), 90);
@@ -1216,26 +1045,6 @@ mod tests {
         // Sized by the span when that is smaller than the buffer.
         let small = OffsetMap::new(128 << 20, 10);
         assert_eq!(small.offsets.len(), 64);
-    }
-
-    #[test]
-    fn records_parse_and_reencode() {
-        let bytes = crate::testing::KeyedBatch::new()
-            .record(Some(b"a"), Some(b"1"))
-            .record(None, Some(b"2"))
-            .record(Some(b"c"), None)
-            .build();
-        let batch = batch::validate(&bytes, 0, Origin::Client, usize::MAX).unwrap();
-        let records = parse_records(&bytes[HEADER_SIZE..], batch.header.record_count()).unwrap();
-        assert_eq!(records.len(), 3);
-        assert_eq!(records[0].key, Some(&b"a"[..]));
-        assert!(records[1].key.is_none() && !records[1].value_is_null);
-        assert!(records[2].value_is_null);
-        let mut again = Vec::new();
-        for r in &records {
-            encode_record(&mut again, r, r.timestamp_delta);
-        }
-        assert_eq!(again, &bytes[HEADER_SIZE..]);
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod epoch;
 mod error;
 mod index;
 mod log;
+pub mod records;
 mod segment;
 pub mod sim;
 mod slice;

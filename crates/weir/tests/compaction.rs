@@ -450,3 +450,50 @@ fn consumer_offsets_are_compacted_and_survive_a_restart() {
         Offset::Offset(400)
     );
 }
+
+/// Sends one record and returns how the broker answered it.
+fn send_one(bootstrap: &str, topic: &str, key: Option<&str>) -> Result<(), KafkaError> {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("compression.type", "zstd")
+        .set("message.timeout.ms", "20000")
+        .create()
+        .expect("producer");
+    let mut record = FutureRecord::<str, str>::to(topic).payload("value");
+    if let Some(key) = key {
+        record = record.key(key);
+    }
+    common::cli::block_on(producer.send(record, Duration::from_secs(20)))
+        .map(|_| ())
+        .map_err(|(error, _)| error)
+}
+
+#[test]
+fn a_compacted_topic_refuses_records_without_a_key() {
+    use rdkafka::types::RDKafkaErrorCode;
+    let weir = Weir::start(&[]);
+    create_topic(&weir.kafka, "keyed-only", &[("cleanup.policy", "compact")]);
+    create_topic(&weir.kafka, "anything-goes", &[]);
+
+    // Compressed, so the broker must inflate the batch to see the key.
+    assert_eq!(
+        send_one(&weir.kafka, "keyed-only", None),
+        Err(KafkaError::MessageProduction(
+            RDKafkaErrorCode::InvalidRecord
+        ))
+    );
+    send_one(&weir.kafka, "keyed-only", Some("k")).expect("a keyed record is accepted");
+    send_one(&weir.kafka, "anything-goes", None).expect("a delete topic takes keyless records");
+
+    let seen = read_from_start(&weir.kafka, "keyed-only");
+    assert_eq!(
+        seen,
+        vec![Seen {
+            offset: 0,
+            key: "k".into(),
+            value: Some("value".into())
+        }],
+        "the refused record was not appended"
+    );
+}

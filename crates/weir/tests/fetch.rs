@@ -81,6 +81,26 @@ fn batch_offsets(records: &[u8]) -> Vec<i64> {
     out
 }
 
+/// Waits until the broker's `weir_fetches_waiting` gauge reads `count`.
+fn wait_for_waiting_fetches(weir: &Weir, count: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, metrics) = weir.http_get("/metrics");
+        let waiting = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("weir_fetches_waiting "))
+            .and_then(|value| value.trim().parse::<u64>().ok());
+        if waiting == Some(count) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "weir_fetches_waiting is {waiting:?}, not {count}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_waiting_fetch_is_woken_by_an_append() {
     let weir = Weir::start(&[]);
@@ -92,7 +112,8 @@ fn a_waiting_fetch_is_woken_by_an_append() {
         11,
         &fetch_request(&[(0, 0, 1 << 20)], 1 << 20, 1, 30_000),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // The produce comes only once the fetch is parked, waiting for data.
+    wait_for_waiting_fetches(&weir, 1);
     let mut producer = Raw::connect(&weir.kafka);
     produce(&mut producer, 0, BatchBuilder::new(2).build());
     let response: FetchResponse = raw.receive(ApiKey::Fetch, 11, id);
@@ -101,6 +122,7 @@ fn a_waiting_fetch_is_woken_by_an_append() {
     assert_eq!(data.high_watermark, 2);
     // Woken by the append, not by the 30 s timeout.
     assert!(started.elapsed() < Duration::from_secs(20));
+    wait_for_waiting_fetches(&weir, 0);
     // With nothing new, the fetch answers empty after max_wait_ms.
     let response: FetchResponse = raw.call(
         ApiKey::Fetch,

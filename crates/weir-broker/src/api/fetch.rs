@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::FetchRequest;
 use kafka_protocol::ResponseError;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use weir_log::{LogError, LogSlice};
@@ -81,6 +82,7 @@ pub(super) async fn handle(
     let max_bytes = usize::try_from(request.max_bytes).unwrap_or(usize::MAX);
     let min_bytes = request.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let mut parked = None;
     loop {
         for watcher in &mut watchers {
             watcher.borrow_and_update();
@@ -90,10 +92,28 @@ pub(super) async fn handle(
         if bytes >= min_bytes.max(1) || has_error || timed_out || watchers.is_empty() {
             return fetch_response::encode(ctx.version, ctx.correlation_id, &responses);
         }
+        parked.get_or_insert_with(|| Parked::new(&broker.metrics().fetches_waiting));
         let any_append =
             futures::future::select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
         // On timeout, loop once more to answer with whatever is there.
         let _ = tokio::time::timeout_at(deadline, any_append).await;
+    }
+}
+
+/// A fetch counted in `fetches_waiting` while it waits for data (Kafka's
+/// fetch purgatory size); uncounted when it answers or its client goes.
+struct Parked<'a>(&'a Gauge);
+
+impl<'a> Parked<'a> {
+    fn new(gauge: &'a Gauge) -> Self {
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

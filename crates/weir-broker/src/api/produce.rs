@@ -13,11 +13,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use weir_log::batch::{BatchError, BatchHeader};
+use weir_log::records::RecordsError;
 use weir_log::LogError;
 
 use super::{Reply, RequestContext};
@@ -157,7 +160,20 @@ fn produce_partition(
             if code == ResponseError::KafkaStorageError {
                 tracing::error!(topic, partition = index, error = %e, "append failed");
             }
-            (error(index, code, Some(e.to_string())), None)
+            let mut response = error(index, code, Some(e.to_string()));
+            if let AppendError::KeylessRecords { indexes, .. } = &e {
+                response.record_errors = indexes
+                    .iter()
+                    .map(|&batch_index| {
+                        BatchIndexAndErrorMessage::default()
+                            .with_batch_index(batch_index)
+                            .with_batch_index_error_message(Some(StrBytes::from_static_str(
+                                "Compacted topic cannot accept message without key.",
+                            )))
+                    })
+                    .collect();
+            }
+            (response, None)
         }
     }
 }
@@ -194,6 +210,13 @@ pub(super) fn append_error_code(error: &AppendError) -> ResponseError {
         AppendError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
         AppendError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,
         AppendError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+        AppendError::KeylessRecords { .. } => ResponseError::InvalidRecord,
+        // A producer splits a batch refused as too large (the Java client
+        // does); the bound is on the inflated size.
+        AppendError::UnreadableRecords(RecordsError::TooLarge { .. }) => {
+            ResponseError::MessageTooLarge
+        }
+        AppendError::UnreadableRecords(_) => ResponseError::CorruptMessage,
         AppendError::Log(LogError::InvalidBatch(batch)) => match batch {
             BatchError::TooLarge { .. } => ResponseError::MessageTooLarge,
             BatchError::WrongMagic { .. } => ResponseError::UnsupportedForMessageFormat,
