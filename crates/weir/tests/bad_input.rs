@@ -164,3 +164,119 @@ fn idle_connections_are_closed() {
     assert!(idle.is_closed(), "an idle connection must be closed");
     assert_serving(&weir);
 }
+
+/// A small tmpfs mounted over a directory (this needs root, as CI has),
+/// unmounted on drop.
+struct SmallDisk {
+    dir: std::path::PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(megabytes: u32) -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("disk");
+        std::fs::create_dir(&dir).unwrap();
+        let status = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={megabytes}m"),
+                "weir-small-disk",
+            ])
+            .arg(&dir)
+            .status()
+            .expect("run mount");
+        assert!(
+            status.success(),
+            "mounting a {megabytes} MB tmpfs failed ({status}): this test needs root"
+        );
+        Self { dir, _tmp: tmp }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+/// The base offset and record count of every batch of partition 0 of
+/// `topic` from offset 0 up to the high watermark.
+fn read_batches(raw: &mut Raw, topic: &str) -> Vec<(i64, i32)> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let mut batches = Vec::new();
+    let mut offset = 0;
+    loop {
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_max_bytes(8 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(8 << 20)])]);
+        let response: FetchResponse = raw.call(ApiKey::Fetch, 11, &request);
+        let data = &response.responses[0].partitions[0];
+        assert_eq!(data.error_code, 0, "fetch at {offset}");
+        let mut rest = &data.records.as_ref().expect("records")[..];
+        while let Ok(header) = weir_log::batch::BatchHeader::parse(rest, 0) {
+            batches.push((header.base_offset(), header.record_count()));
+            offset = header.next_offset();
+            rest = &rest[header.total_size()..];
+        }
+        if offset >= data.high_watermark {
+            return batches;
+        }
+    }
+}
+
+#[test]
+fn a_full_disk_refuses_appends_with_a_storage_error_and_recovers_once_space_is_freed() {
+    let disk = SmallDisk::mount(24);
+    // Space an operator can free later.
+    let ballast = disk.dir.join("ballast");
+    std::fs::write(&ballast, vec![1u8; 6 << 20]).unwrap();
+    let weir = Weir::start_in(&disk.dir.join("data"), &[], None, &[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    assert_eq!(raw.topic_metadata("filling").topics[0].error_code, 0);
+
+    let batch = || BatchBuilder::new(16).value_size(16 << 10).build();
+    let mut acknowledged = Vec::new();
+    let full = loop {
+        let (code, base_offset) = produce(&mut raw, "filling", batch());
+        if code != 0 {
+            break code;
+        }
+        acknowledged.push(base_offset);
+        assert!(acknowledged.len() < 200, "the disk never filled");
+    };
+    assert_eq!(full, ResponseError::KafkaStorageError.code());
+    assert!(!acknowledged.is_empty());
+
+    // Still up: what was acknowledged is read back, and a full disk is
+    // answered with the same error again, not a crash.
+    let expected: Vec<(i64, i32)> = acknowledged.iter().map(|&o| (o, 16)).collect();
+    assert_eq!(read_batches(&mut raw, "filling"), expected);
+    let (code, _) = produce(&mut raw, "filling", batch());
+    assert_eq!(code, ResponseError::KafkaStorageError.code());
+
+    // Space freed: appends succeed again with no restart, at the next offset.
+    std::fs::remove_file(&ballast).unwrap();
+    let (code, base_offset) = produce(&mut raw, "filling", batch());
+    assert_eq!(code, 0, "appends resume once there is space");
+    assert_eq!(base_offset, acknowledged.last().unwrap() + 16);
+    let mut expected = expected;
+    expected.push((base_offset, 16));
+    assert_eq!(read_batches(&mut raw, "filling"), expected);
+    drop(raw);
+    drop(weir);
+}
