@@ -137,7 +137,7 @@ impl Broker {
             image_index: image.applied_index(),
             dynamic,
         };
-        let replicas = ReplicaManager::new(config.node_id);
+        let replicas = ReplicaManager::new(config.node_id, config.log_max_open_files);
         replicas.reconcile(&current.config, &image);
         let offsets = OffsetStore::load(&replicas.of_topic(OFFSETS_TOPIC)).map_err(|source| {
             BrokerError::Log {

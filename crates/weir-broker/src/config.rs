@@ -235,6 +235,15 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "How often the active controller looks for partitions to give back to their preferred leader",
     },
     BrokerConfigDef {
+        name: "log.max.open.files",
+        default: "0",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "A Weir setting: the most segment and index files kept open at once; the least \
+              recently used are closed and reopened on demand. 0: half the process's open-file \
+              limit (the soft limit is raised to the hard one at start)",
+    },
+    BrokerConfigDef {
         name: "log.cleaner.enable",
         default: "true",
         config_type: ConfigType::Boolean,
@@ -434,6 +443,9 @@ pub struct BrokerConfig {
     pub offsets_topic_replication_factor: i32,
     pub auto_leader_rebalance_enable: bool,
     pub leader_imbalance_check_interval_seconds: u64,
+    /// `log.max.open.files`, resolved: the descriptors the partition logs
+    /// may keep open.
+    pub log_max_open_files: usize,
     pub log_cleaner_enable: bool,
     pub log_cleaner_backoff_ms: u64,
     pub log_cleaner_dedupe_buffer_size: usize,
@@ -585,6 +597,10 @@ impl BrokerConfig {
                 "leader.imbalance.check.interval.seconds",
                 1..=u32::MAX as u64,
             )?,
+            log_max_open_files: match parse_in(get, "log.max.open.files", 0..=i32::MAX as usize)? {
+                0 => half_the_open_file_limit(),
+                limit => limit,
+            },
             log_cleaner_enable: parse(get, "log.cleaner.enable")?,
             log_cleaner_backoff_ms: parse_in(get, "log.cleaner.backoff.ms", 0..=u64::MAX)?,
             log_cleaner_dedupe_buffer_size: parse_in(
@@ -782,6 +798,14 @@ impl BrokerConfig {
     pub fn txn_settings(&self) -> crate::txn::TxnSettings {
         self.txn.clone()
     }
+}
+
+/// Half the process's soft limit of open files: the other half is left to
+/// connections and the broker's other files.
+fn half_the_open_file_limit() -> usize {
+    use nix::sys::resource::{getrlimit, Resource};
+    let soft = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
+    usize::try_from(soft / 2).unwrap_or(usize::MAX).max(64)
 }
 
 fn parse<'a, T: std::str::FromStr>(

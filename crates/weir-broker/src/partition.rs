@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use weir_log::batch::{self, BatchError, BatchHeader, ControlType, Origin};
 use weir_log::records::{self, RecordsError};
+use weir_log::storage::{FsStorage, Storage};
 use weir_log::{AppendInfo, Log, LogConfig, LogError, TimestampType};
 
 use crate::config::BrokerConfig;
@@ -170,7 +172,22 @@ impl Partition {
         index: i32,
         config: LogConfig,
     ) -> Result<Self, LogError> {
-        let log = Log::open(data_dir.join(format!("{topic}-{index}")), config)?;
+        let storage = Arc::new(FsStorage::default());
+        Self::open_in(storage, data_dir, topic, topic_id, index, config)
+    }
+
+    /// [`open`](Self::open) on `storage`, which the broker's partitions
+    /// share so their open files stay within `log.max.open.files`.
+    pub fn open_in(
+        storage: Arc<dyn Storage>,
+        data_dir: &Path,
+        topic: &str,
+        topic_id: uuid::Uuid,
+        index: i32,
+        config: LogConfig,
+    ) -> Result<Self, LogError> {
+        let dir = data_dir.join(format!("{topic}-{index}"));
+        let log = Log::open_with(dir, config, storage, Arc::new(weir_log::SystemClock))?;
         let producers = load_producer_state(&log)?;
         let (changed, _) = watch::channel(0);
         let high_watermark = read_high_watermark(log.dir())

@@ -10,6 +10,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use weir_log::storage::FsStorage;
+
 use parking_lot::{Mutex, RwLock};
 use weir_meta::{MetadataImage, TopicInfo};
 
@@ -70,11 +72,15 @@ pub struct ReplicaManager {
     /// read before the lock was taken must not reopen what a newer one
     /// deleted.
     reconciling: Mutex<u64>,
+    /// The file system of every partition log, within `log.max.open.files`
+    /// descriptors.
+    storage: Arc<FsStorage>,
 }
 
 impl ReplicaManager {
-    pub fn new(node_id: i32) -> Self {
+    pub fn new(node_id: i32, max_open_files: usize) -> Self {
         Self {
+            storage: Arc::new(FsStorage::with_open_file_limit(max_open_files)),
             node_id,
             fetchers: ReplicaFetchers::new(node_id),
             topics: RwLock::new(HashMap::new()),
@@ -223,7 +229,8 @@ impl ReplicaManager {
         for p in assigned {
             let partition = match opened.get(&p.partition) {
                 Some(partition) => partition.clone(),
-                None => match Partition::open(
+                None => match Partition::open_in(
+                    self.storage.clone(),
                     &config.data_dir,
                     &topic.name,
                     topic.id,

@@ -19,7 +19,6 @@ use std::fs::{self, File};
 use std::hint::black_box;
 use std::io;
 use std::io::IoSlice;
-use std::os::unix::io::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -406,8 +405,8 @@ impl StorageFile for CountingFile {
     fn sync(&self) -> io::Result<()> {
         self.counter.time(|| self.inner.sync())
     }
-    fn as_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.inner.as_fd()
+    fn descriptor(&self) -> io::Result<Option<Arc<std::fs::File>>> {
+        self.inner.descriptor()
     }
     fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
         self.inner.read_exact_at(buf, position)
@@ -428,7 +427,7 @@ fn bench_group_commit(c: &mut Criterion) {
         let dir = tempdir();
         let counter = Arc::new(SyncCounter::default());
         let storage = Arc::new(CountingStorage {
-            inner: FsStorage,
+            inner: FsStorage::default(),
             counter: counter.clone(),
         });
         let log = Arc::new(

@@ -21,6 +21,7 @@ mod cleaner;
 mod config;
 mod epoch;
 mod error;
+mod fd_cache;
 mod index;
 mod log;
 pub mod records;

@@ -165,7 +165,12 @@ impl std::fmt::Debug for Log {
 impl Log {
     /// Opens (or creates) the log in `dir` on the real file system.
     pub fn open(dir: impl Into<PathBuf>, config: LogConfig) -> Result<Self, LogError> {
-        Self::open_with(dir, config, Arc::new(FsStorage), Arc::new(SystemClock))
+        Self::open_with(
+            dir,
+            config,
+            Arc::new(FsStorage::default()),
+            Arc::new(SystemClock),
+        )
     }
 
     /// Opens (or creates) the log in `dir`, recovering from an unclean
@@ -713,13 +718,15 @@ impl Log {
             } else {
                 segment.boundary_at_or_below(first_end, limit)?
             };
-            return Ok(LogSlice::new(
+            let path = segment.log_path();
+            return LogSlice::new(
                 segment.log.clone(),
-                segment.log_path().clone(),
+                path.clone(),
                 start,
                 end - start,
                 header.base_offset() as u64,
-            ));
+            )
+            .context(path);
         }
         Ok(LogSlice::empty())
     }
@@ -1695,7 +1702,8 @@ fn recover_transactions(
                 }
             }
             _ => {
-                if !scanned.contains(&base) {
+                // A new log's first segment has no index yet: nothing to say.
+                if !scanned.contains(&base) && segment.next_offset > base {
                     tracing::info!(
                         segment = %segment.path(LOG_SUFFIX).display(),
                         aborted = entries.len(),

@@ -10,7 +10,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{self, IoSlice};
-use std::os::unix::io::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -345,8 +344,8 @@ impl StorageFile for SimFile {
         Ok(())
     }
 
-    fn as_fd(&self) -> Option<BorrowedFd<'_>> {
-        None
+    fn descriptor(&self) -> io::Result<Option<Arc<std::fs::File>>> {
+        Ok(None)
     }
 }
 

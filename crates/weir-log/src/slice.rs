@@ -1,7 +1,8 @@
 //! The result of a read: a region of one segment file.
 
+use std::fs::File;
 use std::io;
-use std::os::unix::io::BorrowedFd;
+use std::os::unix::io::{AsFd, BorrowedFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,10 +13,13 @@ use crate::storage::StorageFile;
 /// Whole batches, as a byte range of a segment's `.log` file. A server can
 /// hand [`LogSlice::as_fd`] and the range to `sendfile`, or take the bytes
 /// with [`LogSlice::to_bytes`]. The slice keeps the file open, so it stays
-/// readable even if retention deletes the segment meanwhile.
+/// readable even if retention deletes the segment, or the storage closes
+/// the segment's descriptor, meanwhile.
 #[derive(Clone)]
 pub struct LogSlice {
     file: Option<(Arc<dyn StorageFile>, Arc<Path>)>,
+    /// The real file's open descriptor, held for `sendfile`.
+    descriptor: Option<Arc<File>>,
     position: u64,
     len: u64,
     first_offset: u64,
@@ -43,6 +47,7 @@ impl LogSlice {
     pub(crate) fn empty() -> Self {
         Self {
             file: None,
+            descriptor: None,
             position: 0,
             len: 0,
             first_offset: 0,
@@ -55,13 +60,14 @@ impl LogSlice {
         position: u64,
         len: u64,
         first_offset: u64,
-    ) -> Self {
-        Self {
+    ) -> io::Result<Self> {
+        Ok(Self {
+            descriptor: file.descriptor()?,
             file: Some((file, path)),
             position,
             len,
             first_offset,
-        }
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -90,16 +96,20 @@ impl LogSlice {
     /// The file descriptor for `sendfile`; `None` for an empty slice or a
     /// file that is not a real one.
     pub fn as_fd(&self) -> Option<BorrowedFd<'_>> {
-        self.file.as_ref().and_then(|(f, _)| f.as_fd())
+        self.descriptor.as_ref().map(|file| file.as_fd())
     }
 
     /// Reads the bytes of the slice.
     pub fn to_bytes(&self) -> io::Result<Bytes> {
-        let Some((file, _)) = &self.file else {
-            return Ok(Bytes::new());
-        };
         let mut buf = vec![0u8; self.len as usize];
-        file.read_exact_at(&mut buf, self.position)?;
+        match (&self.descriptor, &self.file) {
+            (Some(descriptor), _) => {
+                use std::os::unix::fs::FileExt;
+                descriptor.read_exact_at(&mut buf, self.position)?;
+            }
+            (None, Some((file, _))) => file.read_exact_at(&mut buf, self.position)?,
+            (None, None) => return Ok(Bytes::new()),
+        }
         Ok(Bytes::from(buf))
     }
 }

@@ -4,12 +4,14 @@
 //! written apart from what was synced, so tests can crash the log at any point
 //! and inject I/O errors.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::FileExt;
-use std::os::unix::io::{AsFd, BorrowedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+use crate::fd_cache::{CachedFile, FdCache};
 
 /// A directory tree of files.
 pub trait Storage: Send + Sync + 'static {
@@ -42,8 +44,10 @@ pub trait StorageFile: Send + Sync + 'static {
     fn truncate(&self, len: u64) -> io::Result<()>;
     /// Makes everything appended so far durable (fdatasync).
     fn sync(&self) -> io::Result<()>;
-    /// The descriptor, for `sendfile`; `None` when the file is not a real one.
-    fn as_fd(&self) -> Option<BorrowedFd<'_>>;
+    /// The open file, for `sendfile`: it stays open for as long as the
+    /// caller holds it, whatever the storage does with its descriptors
+    /// meanwhile. `None` when the file is not a real one.
+    fn descriptor(&self) -> io::Result<Option<Arc<File>>>;
 
     /// Reads exactly `buf.len()` bytes at `position`.
     fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
@@ -65,9 +69,45 @@ pub trait StorageFile: Send + Sync + 'static {
     }
 }
 
-/// The operating system's file system.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct FsStorage;
+/// The operating system's file system. Files open their descriptor on
+/// demand, and at most `open_file_limit` stay open (see [`FdCache`]).
+#[derive(Clone)]
+pub struct FsStorage {
+    cache: Arc<FdCache>,
+}
+
+impl Default for FsStorage {
+    /// No limit on open descriptors: every file keeps its own.
+    fn default() -> Self {
+        Self {
+            cache: FdCache::new(usize::MAX),
+        }
+    }
+}
+
+impl std::fmt::Debug for FsStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FsStorage")
+            .field("open_files", &self.cache.open_count())
+            .finish()
+    }
+}
+
+impl FsStorage {
+    /// Keeps at most `limit` descriptors open, closing the least recently
+    /// used ones (they reopen on their next use).
+    pub fn with_open_file_limit(limit: usize) -> Self {
+        Self {
+            cache: FdCache::new(limit),
+        }
+    }
+
+    /// Descriptors open now (not counting those callers hold past an
+    /// eviction).
+    pub fn open_files(&self) -> usize {
+        self.cache.open_count()
+    }
+}
 
 impl Storage for FsStorage {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
@@ -88,18 +128,11 @@ impl Storage for FsStorage {
     }
 
     fn open(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
-        Ok(Arc::new(FsFile::new(file, path)?))
+        Ok(Arc::new(FsFile(self.cache.open(path, false)?)))
     }
 
     fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
-        Ok(Arc::new(FsFile::new(file, path)?))
+        Ok(Arc::new(FsFile(self.cache.open(path, true)?)))
     }
 
     fn exists(&self, path: &Path) -> bool {
@@ -107,10 +140,13 @@ impl Storage for FsStorage {
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        fs::rename(from, to)
+        fs::rename(from, to)?;
+        self.cache.renamed(from, to);
+        Ok(())
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
+        self.cache.removing(path);
         fs::remove_file(path)
     }
 
@@ -119,44 +155,36 @@ impl Storage for FsStorage {
     }
 }
 
-/// A real file. The length is tracked here: appends come from one writer at a
-/// time (the log holds its lock), reads from anywhere.
-struct FsFile {
-    file: File,
-    path: PathBuf,
-    len: std::sync::atomic::AtomicU64,
-}
+/// A real file, its descriptor from the storage's cache.
+struct FsFile(Arc<CachedFile>);
 
 impl FsFile {
-    fn new(file: File, path: &Path) -> io::Result<Self> {
-        let len = file.metadata()?.len();
-        Ok(Self {
-            file,
-            path: path.to_owned(),
-            len: len.into(),
-        })
+    fn with_path(&self, err: io::Error) -> io::Error {
+        io::Error::new(err.kind(), format!("{}: {err}", self.0.path().display()))
     }
 
-    fn with_path(&self, err: io::Error) -> io::Error {
-        io::Error::new(err.kind(), format!("{}: {err}", self.path.display()))
+    fn file(&self) -> io::Result<Arc<File>> {
+        self.0.descriptor().map_err(|e| self.with_path(e))
     }
 }
 
 impl StorageFile for FsFile {
     fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<usize> {
-        self.file
+        self.file()?
             .read_at(buf, position)
             .map_err(|e| self.with_path(e))
     }
 
     fn append(&self, bufs: &[IoSlice<'_>]) -> io::Result<()> {
-        use std::sync::atomic::Ordering;
         let mut slices: Vec<IoSlice<'_>> = bufs.iter().filter(|b| !b.is_empty()).copied().collect();
         let mut slices = &mut slices[..];
-        let mut file = &self.file;
-        // The descriptor's position is only moved by this writer; keep it at
-        // the tracked end in case an earlier append failed half way.
-        let start = self.len.load(Ordering::Acquire);
+        let file = self.file()?;
+        let mut file = &*file;
+        let len = &self.0.len;
+        // The descriptor's position is only moved by this writer, but the
+        // descriptor may be new, or an earlier append failed half way:
+        // start at the tracked end.
+        let start = len.load(Ordering::Acquire);
         io::Seek::seek(&mut file, io::SeekFrom::Start(start)).map_err(|e| self.with_path(e))?;
         let mut written = 0u64;
         while !slices.is_empty() {
@@ -173,30 +201,30 @@ impl StorageFile for FsFile {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    self.len.store(start + written, Ordering::Release);
+                    len.store(start + written, Ordering::Release);
                     return Err(self.with_path(e));
                 }
             }
         }
-        self.len.store(start + written, Ordering::Release);
+        len.store(start + written, Ordering::Release);
         Ok(())
     }
 
     fn len(&self) -> u64 {
-        self.len.load(std::sync::atomic::Ordering::Acquire)
+        self.0.len.load(Ordering::Acquire)
     }
 
     fn truncate(&self, len: u64) -> io::Result<()> {
-        self.file.set_len(len).map_err(|e| self.with_path(e))?;
-        self.len.store(len, std::sync::atomic::Ordering::Release);
+        self.file()?.set_len(len).map_err(|e| self.with_path(e))?;
+        self.0.len.store(len, Ordering::Release);
         Ok(())
     }
 
     fn sync(&self) -> io::Result<()> {
-        self.file.sync_data().map_err(|e| self.with_path(e))
+        self.file()?.sync_data().map_err(|e| self.with_path(e))
     }
 
-    fn as_fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.file.as_fd())
+    fn descriptor(&self) -> io::Result<Option<Arc<File>>> {
+        self.file().map(Some)
     }
 }

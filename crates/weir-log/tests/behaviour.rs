@@ -667,8 +667,8 @@ impl weir_log::storage::StorageFile for GatedFile {
         self.gate.pass();
         self.inner.sync()
     }
-    fn as_fd(&self) -> Option<std::os::unix::io::BorrowedFd<'_>> {
-        None
+    fn descriptor(&self) -> std::io::Result<Option<Arc<std::fs::File>>> {
+        Ok(None)
     }
 }
 

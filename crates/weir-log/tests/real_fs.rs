@@ -152,3 +152,49 @@ fn position_after(log: &Log, batches: &[Stored], path: &Path) -> u64 {
         .map(Stored::size)
         .sum()
 }
+
+/// Many multi-segment logs sharing eight descriptors: every file still
+/// reads and appends, a clean close and reopen keeps everything, and a
+/// slice being read keeps its file open past an eviction.
+#[test]
+fn many_logs_share_a_bounded_set_of_descriptors() {
+    use std::sync::Arc;
+    use weir_log::storage::FsStorage;
+    use weir_log::SystemClock;
+
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(FsStorage::with_open_file_limit(8));
+    let open = |i: usize| {
+        Log::open_with(
+            dir.path().join(format!("log-{i}")),
+            config(),
+            storage.clone(),
+            Arc::new(SystemClock),
+        )
+        .unwrap()
+    };
+    let logs: Vec<Log> = (0..12).map(open).collect();
+    let mut stored: Vec<Vec<Stored>> = vec![Vec::new(); logs.len()];
+    for round in 0..6 {
+        for (log, batches) in logs.iter().zip(&mut stored) {
+            fill(log, batches, 5 + round);
+        }
+    }
+    assert!(storage.open_files() <= 8, "{} open", storage.open_files());
+    let held = logs[0].read(0, 1, u64::MAX).unwrap();
+    for (log, batches) in logs.iter().zip(&stored) {
+        assert!(files(log.dir(), ".log").len() > 1, "several segments");
+        assert_holds(log, batches);
+    }
+    assert!(storage.open_files() <= 8, "{} open", storage.open_files());
+    assert_eq!(split(&held.to_bytes().unwrap())[0].0, 0);
+
+    for log in logs {
+        log.close().unwrap();
+    }
+    let logs: Vec<Log> = (0..12).map(open).collect();
+    for (log, batches) in logs.iter().zip(&stored) {
+        assert_holds(log, batches);
+    }
+    assert!(storage.open_files() <= 8, "{} open", storage.open_files());
+}

@@ -110,6 +110,10 @@ impl Weir {
             .expect("VmRSS")
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     pub fn port(&self) -> u16 {
         self.kafka.rsplit(':').next().unwrap().parse().unwrap()
     }
