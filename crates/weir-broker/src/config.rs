@@ -342,6 +342,21 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "How long a transactional id without transactions is remembered",
     },
     BrokerConfigDef {
+        name: "producer.id.expiration.ms",
+        default: "86400000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How long a partition remembers an idempotent producer that wrote nothing since \
+              (its sequence numbers, for de-duplicating retries)",
+    },
+    BrokerConfigDef {
+        name: "producer.id.expiration.check.interval.ms",
+        default: "600000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How often idempotent producers past producer.id.expiration.ms are forgotten",
+    },
+    BrokerConfigDef {
         name: "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         default: "10000",
         config_type: ConfigType::Int,
@@ -443,6 +458,10 @@ pub struct BrokerConfig {
     pub offsets_topic_replication_factor: i32,
     pub auto_leader_rebalance_enable: bool,
     pub leader_imbalance_check_interval_seconds: u64,
+    /// `producer.id.expiration.ms`
+    pub producer_id_expiration_ms: i64,
+    /// `producer.id.expiration.check.interval.ms`
+    pub producer_id_expiration_check_interval_ms: u64,
     /// `log.max.open.files`, resolved: the descriptors the partition logs
     /// may keep open.
     pub log_max_open_files: usize,
@@ -596,6 +615,16 @@ impl BrokerConfig {
                 get,
                 "leader.imbalance.check.interval.seconds",
                 1..=u32::MAX as u64,
+            )?,
+            producer_id_expiration_ms: parse_in(
+                get,
+                "producer.id.expiration.ms",
+                1..=i32::MAX as i64,
+            )?,
+            producer_id_expiration_check_interval_ms: parse_in(
+                get,
+                "producer.id.expiration.check.interval.ms",
+                1..=i32::MAX as u64,
             )?,
             log_max_open_files: match parse_in(get, "log.max.open.files", 0..=i32::MAX as usize)? {
                 0 => half_the_open_file_limit(),

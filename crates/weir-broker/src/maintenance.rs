@@ -1,4 +1,4 @@
-//! Background upkeep: retention, producer-state snapshots, time-based
+//! Background upkeep: retention, producer-state snapshots and expiry, time-based
 //! flushes, and the expiry and checkpoints of `__consumer_offsets`.
 
 use std::sync::Arc;
@@ -41,6 +41,15 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
         tokio::time::interval(Duration::from_millis(txn_settings.abort_check_interval_ms));
     transactions.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let hanging = HangingTxns::default();
+    let producers_every =
+        Duration::from_millis(broker.config().producer_id_expiration_check_interval_ms);
+    // The first check one interval after start, as Kafka schedules it:
+    // producers restored from snapshots get that long to write again.
+    let mut producers = tokio::time::interval_at(
+        tokio::time::Instant::now() + producers_every,
+        producers_every,
+    );
+    producers.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut high_watermarks = tokio::time::interval(HIGH_WATERMARK_CHECKPOINT_INTERVAL);
     high_watermarks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -55,6 +64,7 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             }
             _ = isr.tick() => shrink_isrs(&broker, lag_ms),
             _ = transactions.tick() => upkeep_transactions(&broker, &txn_settings, &hanging).await,
+            _ = producers.tick() => expire_producers(&broker),
             _ = high_watermarks.tick() => {
                 let broker = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || checkpoint_high_watermarks(&broker)).await;
@@ -150,6 +160,18 @@ fn checkpoint_high_watermarks(broker: &Broker) {
     for partition in broker.all_partitions() {
         if let Err(error) = partition.checkpoint_high_watermark() {
             tracing::warn!(topic = %partition.topic, partition = partition.index, %error, "high watermark checkpoint failed");
+        }
+    }
+}
+
+/// Forgets idempotent producers idle past `producer.id.expiration.ms`
+/// (in memory only: the next snapshot leaves them out).
+fn expire_producers(broker: &Broker) {
+    let (now, expiration_ms) = (now_ms(), broker.config().producer_id_expiration_ms);
+    for partition in broker.all_partitions() {
+        let expired = partition.expire_producers(now, expiration_ms);
+        if expired > 0 {
+            tracing::debug!(topic = %partition.topic, partition = partition.index, expired, "idle producers expired");
         }
     }
 }

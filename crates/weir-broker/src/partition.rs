@@ -605,12 +605,27 @@ impl Partition {
             crate::broker::now_ms(),
         );
         let (info, flush_due) = self.log.append_deferring_flush(&marker, leader_epoch)?;
-        producers.record_marker(producer_id, producer_epoch, coordinator_epoch);
+        producers.record_marker(
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            info.max_timestamp,
+        );
         drop(producers);
         if flush_due {
             self.log.flush_to(info.last_offset + 1)?;
         }
         Ok(self.appended_as_leader(&info))
+    }
+
+    /// Forgets the idempotent producers idle for `expiration_ms` (Kafka's
+    /// `producer.id.expiration.ms`), but those with a transaction open.
+    pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producers
+            .lock()
+            .expire(now_ms, expiration_ms, |producer_id| {
+                self.log.open_transaction(producer_id).is_some()
+            })
     }
 
     /// Aborts the open transaction of `producer_id` that no coordinator
@@ -701,6 +716,7 @@ fn record_producer_batches(producers: &mut ProducerStates, mut bytes: &[u8]) {
                     header.producer_id(),
                     header.producer_epoch(),
                     coordinator_epoch,
+                    header.max_timestamp(),
                 );
             }
         } else if header.producer_id() >= 0 {

@@ -31,6 +31,15 @@ pub struct ProducerEntry {
     /// last marker (-1: none). Snapshots from before transactions lack it.
     #[serde(default = "no_coordinator_epoch")]
     pub coordinator_epoch: i32,
+    /// The timestamp of the producer's last batch or marker, which
+    /// `producer.id.expiration.ms` counts from (Kafka's `lastTimestamp`).
+    /// Snapshots from before expiry lack it: then the cached batches say.
+    #[serde(default = "no_timestamp")]
+    pub last_timestamp: i64,
+}
+
+fn no_timestamp() -> i64 {
+    i64::MIN
 }
 
 fn no_coordinator_epoch() -> i32 {
@@ -43,6 +52,7 @@ impl Default for ProducerEntry {
             epoch: 0,
             batches: VecDeque::new(),
             coordinator_epoch: no_coordinator_epoch(),
+            last_timestamp: no_timestamp(),
         }
     }
 }
@@ -142,6 +152,7 @@ impl ProducerStates {
         if entry.batches.len() == CACHED_BATCHES {
             entry.batches.pop_front();
         }
+        entry.last_timestamp = entry.last_timestamp.max(metadata.timestamp);
         entry.batches.push_back(metadata);
     }
 
@@ -176,7 +187,13 @@ impl ProducerStates {
     /// Records a marker that was appended (or replayed from the log): the
     /// producer takes its epoch (a newer one clears the cached batches:
     /// sequences start again at 0), and the coordinator epoch.
-    pub fn record_marker(&mut self, producer_id: i64, epoch: i16, coordinator_epoch: i32) {
+    pub fn record_marker(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        timestamp: i64,
+    ) {
         let entry = self
             .producers
             .entry(producer_id)
@@ -189,6 +206,27 @@ impl ProducerStates {
             entry.batches.clear();
         }
         entry.coordinator_epoch = entry.coordinator_epoch.max(coordinator_epoch);
+        entry.last_timestamp = entry.last_timestamp.max(timestamp);
+    }
+
+    /// Forgets the producers that wrote nothing for `expiration_ms`
+    /// (Kafka's `producer.id.expiration.ms`), but those with a transaction
+    /// open; returns how many went. A producer forgotten is treated as new:
+    /// its next batch may start at any sequence.
+    pub fn expire(
+        &mut self,
+        now_ms: i64,
+        expiration_ms: i64,
+        in_transaction: impl Fn(i64) -> bool,
+    ) -> usize {
+        let before = self.producers.len();
+        self.producers.retain(|&producer_id, entry| {
+            let last = entry.batches.back().map_or(entry.last_timestamp, |b| {
+                b.timestamp.max(entry.last_timestamp)
+            });
+            now_ms.saturating_sub(last) < expiration_ms || in_transaction(producer_id)
+        });
+        before - self.producers.len()
     }
 
     /// The producer's epoch and the epoch of the last coordinator that
@@ -333,7 +371,7 @@ mod tests {
             "unknown producer"
         );
         // The coordinator ended the transaction with a bumped epoch.
-        states.record_marker(7, 1, 3);
+        states.record_marker(7, 1, 3, 0);
         assert_eq!(
             states.check_marker(7, 0, 3),
             MarkerCheck::FencedEpoch { current: 1, got: 0 },
@@ -352,7 +390,7 @@ mod tests {
         assert_eq!(states.check(&batch(1, 0, 0)), SequenceCheck::Append);
         // A marker at the same epoch keeps the cached batches.
         states.record(&batch(1, 0, 0), meta(0, 0, 50));
-        states.record_marker(7, 1, 3);
+        states.record_marker(7, 1, 3, 0);
         assert_eq!(
             states.check(&batch(1, 0, 0)),
             SequenceCheck::Duplicate(meta(0, 0, 50))
@@ -382,5 +420,52 @@ mod tests {
             SequenceCheck::FencedEpoch { current: 1, got: 0 }
         );
         assert_eq!(states.check(&batch(1, 0, 0)), SequenceCheck::Append);
+    }
+
+    #[test]
+    fn producers_idle_past_the_expiration_go_unless_in_a_transaction() {
+        let mut states = ProducerStates::default();
+        let at = |timestamp| BatchMetadata {
+            timestamp,
+            ..meta(0, 0, 0)
+        };
+        states.record(
+            &IncomingBatch {
+                producer_id: 1,
+                ..batch(0, 0, 0)
+            },
+            at(1_000),
+        );
+        states.record(
+            &IncomingBatch {
+                producer_id: 2,
+                ..batch(0, 0, 0)
+            },
+            at(1_000),
+        );
+        states.record(
+            &IncomingBatch {
+                producer_id: 3,
+                ..batch(0, 0, 0)
+            },
+            at(5_000),
+        );
+        states.record_marker(4, 0, 0, 1_000);
+        // Producer 2 has a transaction open; 3 wrote recently.
+        assert_eq!(states.expire(10_000, 6_000, |id| id == 2), 2);
+        assert!(states.epochs(1).is_none() && states.epochs(4).is_none());
+        assert!(states.epochs(2).is_some() && states.epochs(3).is_some());
+        // A forgotten producer is a new one: any sequence goes.
+        assert_eq!(
+            states.check(&IncomingBatch {
+                producer_id: 1,
+                ..batch(0, 42, 42)
+            }),
+            SequenceCheck::Append
+        );
+        assert_eq!(states.expire(10_999, 6_000, |id| id == 2), 0);
+        // Its transaction over, producer 2 goes too.
+        assert_eq!(states.expire(11_000, 6_000, |_| false), 2);
+        assert!(states.is_empty());
     }
 }

@@ -877,3 +877,72 @@ fn a_transaction_survives_its_coordinator_being_killed() {
         "every record of the transaction, once: {values:?}"
     );
 }
+
+/// With two of three controllers paused (no quorum), requests that need
+/// the controller wait for it, and meanwhile produce to a partition the
+/// broker leads goes on: the waiting requests hold no runtime worker and
+/// no lock the data path needs.
+#[test]
+fn produce_goes_on_while_requests_wait_for_a_lost_controller_quorum() {
+    use common::raw::Raw;
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, MetadataRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    use weir_log::testing::BatchBuilder;
+
+    let cluster = Cluster::start_with(&[BOTH, "controller", "controller"], &[]);
+    let broker = cluster.node(1);
+    create_topic(&broker.kafka, "steady", 1, 1);
+    let mut producer = Raw::connect(&broker.kafka);
+    wait_until(
+        "the partition to take appends",
+        Duration::from_secs(20),
+        || {
+            (producer
+                .produce("steady", 0, BatchBuilder::new(1).build())
+                .0
+                == 0)
+                .then_some(())
+        },
+    );
+
+    cluster.node(2).pause();
+    cluster.node(3).pause();
+    // A first idempotent producer needs a block of producer ids from the
+    // controller; an unknown topic needs the controller to create it.
+    let mut init = Raw::connect(&broker.kafka);
+    init.send(
+        ApiKey::InitProducerId,
+        4,
+        &InitProducerIdRequest::default()
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+            .with_producer_epoch(-1),
+    );
+    let mut metadata = Raw::connect(&broker.kafka);
+    metadata.send(
+        ApiKey::Metadata,
+        9,
+        &MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+                TopicName(StrBytes::from_static_str("appears-later")),
+            ))]))
+            .with_allow_auto_topic_creation(true),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+
+    for _ in 0..20 {
+        let (code, _) = producer.produce("steady", 0, BatchBuilder::new(5).build());
+        assert_eq!(code, 0, "produce while the controller is unreachable");
+    }
+    assert!(
+        !init.has_answered() && !metadata.has_answered(),
+        "the requests that need the controller are still waiting for it"
+    );
+
+    cluster.node(2).resume();
+    cluster.node(3).resume();
+    // They end, one way or the other, once the quorum is back.
+    assert!(init.read_frame().is_some(), "InitProducerId answered");
+    assert!(metadata.read_frame().is_some(), "Metadata answered");
+}

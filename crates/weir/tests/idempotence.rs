@@ -110,3 +110,49 @@ fn producer_state_survives_restarts() {
     let (other, _) = init_producer(&mut raw);
     assert_ne!(other, pid);
 }
+
+/// A producer that wrote nothing for `producer.id.expiration.ms` is
+/// forgotten, as in Kafka: its next batch may start at any sequence.
+#[test]
+fn idle_producers_expire() {
+    let weir = Weir::start(&[
+        "--producer-id-expiration-ms",
+        "1500",
+        "--producer-id-expiration-check-interval-ms",
+        "100",
+    ]);
+    let mut raw = Raw::connect(&weir.kafka);
+    create_topic(&mut raw);
+    let (pid, epoch) = init_producer(&mut raw);
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let batch_now = |first_seq, count| {
+        BatchBuilder::new(count)
+            .producer(pid, epoch, first_seq)
+            .timestamp(now_ms())
+            .build()
+    };
+    assert_eq!(produce(&mut raw, batch_now(0, 3)), (0, 0));
+    let gap = produce(&mut raw, batch_now(10, 1));
+    assert_eq!(gap.0, ResponseError::OutOfOrderSequenceNumber.code());
+
+    let started = std::time::Instant::now();
+    loop {
+        let (code, offset) = produce(&mut raw, batch_now(10, 1));
+        if code == 0 {
+            assert_eq!(offset, 3, "appended after the first batch");
+            break;
+        }
+        assert_eq!(code, ResponseError::OutOfOrderSequenceNumber.code());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the producer never expired"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(started.elapsed() >= std::time::Duration::from_millis(1000));
+}

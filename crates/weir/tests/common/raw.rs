@@ -79,6 +79,19 @@ impl Raw {
         self.receive(key, version, id)
     }
 
+    /// True if a response (or the connection's end) has arrived and waits
+    /// to be read; never blocks.
+    pub fn has_answered(&mut self) -> bool {
+        self.stream.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 1];
+        let ready = !matches!(
+            self.stream.peek(&mut buf),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        );
+        self.stream.set_nonblocking(false).unwrap();
+        ready
+    }
+
     /// True if the broker closed the connection (read returns EOF or reset).
     pub fn is_closed(&mut self) -> bool {
         let mut buf = [0u8; 1];
