@@ -41,14 +41,26 @@ pub fn unavailable() -> Option<String> {
 /// Namespaces of one cluster; removed on drop.
 #[derive(Debug)]
 pub struct Netns {
+    /// This process and the cluster's number in it: names are unique to
+    /// both, so clusters of one test process (its threads) can coexist.
     pid: u32,
+    seq: u32,
     subnet: String,
     nodes: usize,
     bridge: String,
 }
 
-fn namespace_name(pid: u32, node: usize) -> String {
-    format!("wchaos-{pid}-{node}")
+fn namespace_name(pid: u32, seq: u32, node: usize) -> String {
+    format!("wchaos-{pid}-{seq}-{node}")
+}
+
+/// Interface names are at most 15 bytes: the pid is cut short.
+fn link_prefix(kind: &str, pid: u32) -> String {
+    format!("{kind}{}x", pid % 1_000_000)
+}
+
+fn bridge_name(pid: u32, seq: u32) -> String {
+    format!("{}{seq}", link_prefix("wcb", pid))
 }
 
 impl Netns {
@@ -58,6 +70,11 @@ impl Netns {
         if let Some(reason) = unavailable() {
             return Err(reason);
         }
+        // One setup at a time in this process: two could pick one subnet.
+        static SETUP: std::sync::Mutex<u32> = std::sync::Mutex::new(0);
+        let mut next_seq = SETUP.lock().unwrap_or_else(|e| e.into_inner());
+        let seq = *next_seq % 100;
+        *next_seq += 1;
         remove_stale();
         let pid = std::process::id();
         let used = run("ip", &["-o", "-4", "addr", "show"]).unwrap_or_default();
@@ -67,9 +84,10 @@ impl Netns {
             .ok_or("no free subnet for the namespaces")?;
         let netns = Self {
             pid,
+            seq,
             subnet,
             nodes,
-            bridge: format!("wcb{}", pid % 10_000_000),
+            bridge: bridge_name(pid, seq),
         };
         netns.setup()?;
         Ok(netns)
@@ -90,7 +108,7 @@ impl Netns {
         run("ip", &["link", "set", &self.bridge, "up"])?;
         for node in 1..=self.nodes {
             let ns = self.namespace(node);
-            let veth = format!("wcv{}-{node}", self.pid % 10_000_000);
+            let veth = format!("{}{}-{node}", link_prefix("wcv", self.pid), self.seq);
             run("ip", &["netns", "add", &ns])?;
             run(
                 "ip",
@@ -110,7 +128,7 @@ impl Netns {
     }
 
     pub fn namespace(&self, node: usize) -> String {
-        namespace_name(self.pid, node)
+        namespace_name(self.pid, self.seq, node)
     }
 
     /// Node `node`'s address.
@@ -179,6 +197,8 @@ fn remove_stale() {
             continue;
         }
         let _ = run("ip", &["netns", "del", name]);
-        let _ = run("ip", &["link", "del", &format!("wcb{}", pid % 10_000_000)]);
+        if let Some(seq) = rest.split('-').nth(1).and_then(|s| s.parse::<u32>().ok()) {
+            let _ = run("ip", &["link", "del", &bridge_name(pid, seq)]);
+        }
     }
 }

@@ -47,11 +47,19 @@ fn topic_create_list_describe_delete() {
     let out = cli(&broker, &["topic", "list"], b"").ok();
     assert_eq!(out.stdout, "audit\norders\n");
 
-    // Some records so that log end offsets show.
+    // Some records so that log end offsets show (keyed: the topic is
+    // compacted).
     cli(
         &broker,
-        &["produce", "orders", "--partition", "1"],
-        b"a\nb\n",
+        &[
+            "produce",
+            "orders",
+            "--partition",
+            "1",
+            "--key-separator",
+            ":",
+        ],
+        b"a:1\nb:2\n",
     )
     .ok();
     let out = cli(&broker, &["topic", "describe", "orders"], b"").ok();
