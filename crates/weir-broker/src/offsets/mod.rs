@@ -57,10 +57,28 @@ struct Stored {
 type GroupOffsets = BTreeMap<(String, i32), Stored>;
 
 /// Committed offsets, the last written metadata of every group, and the
-/// offsets of transactions still open.
-#[derive(Default)]
+/// offsets of transactions still open: in stripes by group, each with its
+/// own lock, so that commits of groups in different stripes (and so of
+/// different `__consumer_offsets` partitions) never wait for each other.
 pub struct OffsetStore {
-    contents: Mutex<Contents>,
+    stripes: Box<[Mutex<Contents>]>,
+}
+
+/// How many stripes the groups spread over.
+const STRIPES: usize = 64;
+
+impl Default for OffsetStore {
+    fn default() -> Self {
+        Self {
+            stripes: (0..STRIPES).map(|_| Mutex::default()).collect(),
+        }
+    }
+}
+
+fn stripe_of(group: &str) -> usize {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let hasher = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+    (hasher.hash_one(group) % STRIPES as u64) as usize
 }
 
 #[derive(Default)]
@@ -353,6 +371,32 @@ impl Contents {
         }
     }
 
+    /// Splits the contents by stripe of their groups.
+    fn into_stripes(self) -> Vec<Contents> {
+        let mut stripes: Vec<Contents> = (0..STRIPES).map(|_| Contents::default()).collect();
+        for (group, offsets) in self.offsets {
+            stripes[stripe_of(&group)].offsets.insert(group, offsets);
+        }
+        for (group, value) in self.metadata {
+            stripes[stripe_of(&group)].metadata.insert(group, value);
+        }
+        for (producer_id, groups) in self.pending {
+            for (group, offsets) in groups {
+                stripes[stripe_of(&group)]
+                    .pending
+                    .entry(producer_id)
+                    .or_default()
+                    .insert(group, offsets);
+            }
+        }
+        for (group, writes) in self.unreplicated {
+            stripes[stripe_of(&group)]
+                .unreplicated
+                .insert(group, writes);
+        }
+        stripes
+    }
+
     /// Drops everything of the groups `owns` selects.
     fn forget(&mut self, owns: impl Fn(&str) -> bool) {
         self.offsets.retain(|group, _| !owns(group));
@@ -429,8 +473,22 @@ impl OffsetStore {
             "loaded __consumer_offsets"
         );
         Ok(Self {
-            contents: Mutex::new(contents),
+            stripes: contents
+                .into_stripes()
+                .into_iter()
+                .map(Mutex::new)
+                .collect(),
         })
+    }
+
+    /// The stripe holding `group`.
+    fn stripe(&self, group: &str) -> parking_lot::MutexGuard<'_, Contents> {
+        self.stripes[stripe_of(group)].lock()
+    }
+
+    /// Every stripe, locked in order (so that two callers never deadlock).
+    fn all_stripes(&self) -> Vec<parking_lot::MutexGuard<'_, Contents>> {
+        self.stripes.iter().map(|stripe| stripe.lock()).collect()
     }
 
     /// This node became the leader of `partition` (one of `count`): its
@@ -444,15 +502,20 @@ impl OffsetStore {
         let owns = |group: &str| records::partition_for(group, count) == partition.index;
         let (fresh, _) = read_partition(partition)?;
         let loaded = decode_metadata(&fresh.metadata);
-        let mut contents = self.contents.lock();
-        contents.forget(owns);
-        contents.absorb(fresh);
+        let mut stripes = self.all_stripes();
+        for (contents, fresh) in stripes.iter_mut().zip(fresh.into_stripes()) {
+            contents.forget(owns);
+            contents.absorb(fresh);
+        }
         Ok(loaded)
     }
 
     /// The last metadata written for each group, decoded.
     pub fn group_metadata(&self) -> Vec<(String, GroupSnapshot)> {
-        decode_metadata(&self.contents.lock().metadata)
+        self.stripes
+            .iter()
+            .flat_map(|stripe| decode_metadata(&stripe.lock().metadata))
+            .collect()
     }
 
     /// Writes `changes` to the group's partition, then applies them.
@@ -470,7 +533,7 @@ impl OffsetStore {
                 value: change.value.as_ref().map(records::encode_offset_value),
             })
             .collect();
-        self.write(partition, entries, now_ms, None)
+        self.write(partition, group, entries, now_ms, None)
     }
 
     /// TxnOffsetCommit: writes `offsets` as one transactional batch of
@@ -492,7 +555,7 @@ impl OffsetStore {
                 value: Some(records::encode_offset_value(value)),
             })
             .collect();
-        self.write(partition, entries, now_ms, Some(producer))
+        self.write(partition, group, entries, now_ms, Some(producer))
     }
 
     /// A transaction marker of `producer_id` was written at `marker_offset`
@@ -508,9 +571,14 @@ impl OffsetStore {
         marker_offset: u64,
     ) -> usize {
         let owns = |group: &str| records::partition_for(group, count) == index;
-        self.contents
-            .lock()
-            .end_transaction(producer_id, commit, marker_offset, owns)
+        self.stripes
+            .iter()
+            .map(|stripe| {
+                stripe
+                    .lock()
+                    .end_transaction(producer_id, commit, marker_offset, owns)
+            })
+            .sum()
     }
 
     /// Writes a group's metadata record, or its tombstone for `None`.
@@ -525,7 +593,7 @@ impl OffsetStore {
             key: records::encode_group_key(group),
             value: snapshot.map(records::encode_group_value),
         };
-        self.write(partition, vec![entry], now_ms, None)
+        self.write(partition, group, vec![entry], now_ms, None)
     }
 
     /// Removes a group: tombstones for its offsets, those of its open
@@ -551,13 +619,14 @@ impl OffsetStore {
                 value: None,
             })
             .collect();
-        if self.contents.lock().metadata.contains_key(group) {
+        if self.stripe(group).metadata.contains_key(group) {
             entries.push(Entry {
                 key: records::encode_group_key(group),
                 value: None,
             });
         }
-        self.write(partition, entries, now_ms, None).map(|_| ())
+        self.write(partition, group, entries, now_ms, None)
+            .map(|_| ())
     }
 
     /// Appends `entries` as one batch (a transactional one of `producer`)
@@ -567,6 +636,7 @@ impl OffsetStore {
     fn write(
         &self,
         partition: &Partition,
+        group: &str,
         entries: Vec<Entry>,
         now_ms: i64,
         producer: Option<TxnProducer>,
@@ -583,9 +653,9 @@ impl OffsetStore {
         }
         let batch = encode_batch(&entries, now_ms, producer);
         let leader_epoch = partition.replica_state().leader_epoch;
-        // The lock spans the append so that the view applies changes in log
-        // order.
-        let mut contents = self.contents.lock();
+        // The group's lock spans the append so that the view applies the
+        // group's changes in log order.
+        let mut contents = self.stripe(group);
         let appended = partition.append_from(&batch, leader_epoch, AppendOrigin::Coordinator)?;
         let high_watermark = partition.high_watermark();
         for (i, entry) in entries.into_iter().enumerate() {
@@ -625,16 +695,24 @@ impl OffsetStore {
         count: i32,
         now_ms: i64,
     ) -> Result<usize, AppendError> {
-        let contents = self.contents.lock();
+        // Every stripe stays locked until the rewrite is done: a commit
+        // appended between the copy and the rewrite would be overwritten
+        // by its older value.
+        let stripes = self.all_stripes();
         let owns = |group: &str| records::partition_for(group, count) == partition.index;
-        let open = contents
-            .pending
-            .values()
-            .any(|groups| groups.keys().any(|g| owns(g)));
+        let open = stripes.iter().any(|contents| {
+            contents
+                .pending
+                .values()
+                .any(|groups| groups.keys().any(|g| owns(g)))
+        });
         if open {
             return Ok(0);
         }
-        let entries = contents.live_entries(owns);
+        let entries: Vec<Entry> = stripes
+            .iter()
+            .flat_map(|contents| contents.live_entries(owns))
+            .collect();
         let rewrite_start = partition.log.log_end_offset();
         let leader_epoch = partition.replica_state().leader_epoch;
         for chunk in entries.chunks(CHECKPOINT_BATCH_RECORDS) {
@@ -647,7 +725,6 @@ impl OffsetStore {
     /// How many live records the groups of partition `index` of `count`
     /// hold, pending transactional offsets included.
     pub fn live_records(&self, index: i32, count: i32) -> usize {
-        let contents = self.contents.lock();
         let owns = |group: &str| records::partition_for(group, count) == index;
         let offsets = |map: &HashMap<String, GroupOffsets>| {
             map.iter()
@@ -655,13 +732,19 @@ impl OffsetStore {
                 .map(|(_, o)| o.len())
                 .sum::<usize>()
         };
-        contents.metadata.keys().filter(|g| owns(g)).count()
-            + offsets(&contents.offsets)
-            + contents.pending.values().map(offsets).sum::<usize>()
+        self.stripes
+            .iter()
+            .map(|stripe| {
+                let contents = stripe.lock();
+                contents.metadata.keys().filter(|g| owns(g)).count()
+                    + offsets(&contents.offsets)
+                    + contents.pending.values().map(offsets).sum::<usize>()
+            })
+            .sum()
     }
 
     pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
-        let contents = self.contents.lock();
+        let contents = self.stripe(group);
         contents
             .offsets
             .get(group)?
@@ -678,8 +761,7 @@ impl OffsetStore {
         group: &str,
         high_watermark: u64,
     ) -> BTreeMap<(String, i32), CommittedOffset> {
-        self.contents
-            .lock()
+        self.stripe(group)
             .visible_offsets(group, high_watermark)
             .into_iter()
             .map(|(key, stored)| (key, stored.value))
@@ -688,7 +770,7 @@ impl OffsetStore {
 
     /// Every committed offset of a group, by topic and partition.
     pub fn group_offsets(&self, group: &str) -> Vec<((String, i32), CommittedOffset)> {
-        let contents = self.contents.lock();
+        let contents = self.stripe(group);
         contents
             .offsets
             .get(group)
@@ -704,8 +786,7 @@ impl OffsetStore {
     /// partition pending.
     pub fn has_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
         let key = (topic.to_owned(), partition);
-        self.contents
-            .lock()
+        self.stripe(group)
             .pending
             .values()
             .any(|groups| groups.get(group).is_some_and(|o| o.contains_key(&key)))
@@ -713,8 +794,7 @@ impl OffsetStore {
 
     /// Whether an open transaction has offsets of `group` pending.
     pub fn has_open_transactions(&self, group: &str) -> bool {
-        self.contents
-            .lock()
+        self.stripe(group)
             .pending
             .values()
             .any(|groups| groups.contains_key(group))
@@ -723,7 +803,7 @@ impl OffsetStore {
     /// The partitions for which open transactions have offsets of `group`
     /// pending, sorted.
     pub fn pending_partitions(&self, group: &str) -> Vec<(String, i32)> {
-        let contents = self.contents.lock();
+        let contents = self.stripe(group);
         let mut keys: Vec<(String, i32)> =
             contents.pending_of(group).map(|(k, _)| k.clone()).collect();
         keys.sort();
@@ -738,7 +818,7 @@ impl OffsetStore {
         group: &str,
         producer_id: i64,
     ) -> Vec<((String, i32), CommittedOffset)> {
-        let contents = self.contents.lock();
+        let contents = self.stripe(group);
         contents
             .pending
             .get(&producer_id)
@@ -754,13 +834,17 @@ impl OffsetStore {
     /// Names of the groups that hold committed offsets or offsets of open
     /// transactions, sorted.
     pub fn groups(&self) -> Vec<String> {
-        let contents = self.contents.lock();
-        let mut groups: Vec<String> = contents
-            .offsets
-            .keys()
-            .chain(contents.pending.values().flat_map(|groups| groups.keys()))
-            .cloned()
-            .collect();
+        let mut groups: Vec<String> = Vec::new();
+        for stripe in self.stripes.iter() {
+            let contents = stripe.lock();
+            groups.extend(
+                contents
+                    .offsets
+                    .keys()
+                    .chain(contents.pending.values().flat_map(|groups| groups.keys()))
+                    .cloned(),
+            );
+        }
         groups.sort();
         groups.dedup();
         groups
@@ -769,16 +853,18 @@ impl OffsetStore {
     /// Groups holding offsets of `topic`, committed or pending, with those
     /// partitions.
     pub fn commits_of_topic(&self, topic: &str) -> Vec<(String, Vec<i32>)> {
-        let contents = self.contents.lock();
-        let mut found: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        let all = contents
-            .offsets
-            .iter()
-            .chain(contents.pending.values().flat_map(|groups| groups.iter()));
-        for (group, offsets) in all {
-            for (t, p) in offsets.keys() {
-                if t == topic {
-                    found.entry(group).or_default().push(*p);
+        let mut found: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for stripe in self.stripes.iter() {
+            let contents = stripe.lock();
+            let all = contents
+                .offsets
+                .iter()
+                .chain(contents.pending.values().flat_map(|groups| groups.iter()));
+            for (group, offsets) in all {
+                for (t, p) in offsets.keys() {
+                    if t == topic {
+                        found.entry(group.clone()).or_default().push(*p);
+                    }
                 }
             }
         }
@@ -787,7 +873,7 @@ impl OffsetStore {
             .map(|(group, mut partitions)| {
                 partitions.sort_unstable();
                 partitions.dedup();
-                (group.to_owned(), partitions)
+                (group, partitions)
             })
             .collect()
     }

@@ -394,7 +394,25 @@ fn only_commits_the_in_sync_replicas_hold_are_served() {
     followers_catch_up();
     assert_eq!(served(&store), None);
     assert!(
-        store.contents.lock().unreplicated.is_empty(),
+        store.stripe("g").unreplicated.is_empty(),
         "nothing left to track"
     );
+}
+
+/// Groups in different stripes commit at once: a commit holds only its own
+/// group's stripe while it appends.
+#[test]
+fn a_commit_holds_only_its_groups_stripe() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), 0);
+    let store = OffsetStore::default();
+    let held = "group-a";
+    let other = (0..)
+        .map(|i| format!("group-{i}"))
+        .find(|g| stripe_of(g) != stripe_of(held))
+        .unwrap();
+    let _held = store.stripe(held);
+    // With group-a's stripe held, a commit of a group elsewhere goes on.
+    commit(&store, &partition, &other, 0, 5);
+    assert_eq!(committed(&store, &other, 0), Some(5));
 }
