@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Produce and consume over many partitions (see BENCHMARKS.md): one broker,
-# one topic per partition count, `weir-bench produce` spreading keyless
-# records over every partition, then `weir-bench consume` reading them all
+# one topic per partition count, `weir-bench produce` spreading keyed
+# records over every partition (ten keys per partition: keyless records
+# would stick to a few partitions at a time), then `weir-bench consume` reading them all
 # back. The first count is the reference the others are compared with; the
 # last run repeats the widest topic with log.max.open.files well below its
 # file count, so descriptors are closed and reopened all the time.
@@ -57,7 +58,7 @@ run() {
   created=$(echo "$(date +%s.%N) - $created" | bc)
   local produced consumed
   produced=$("$bench" --bootstrap "127.0.0.1:$port" --json produce --topic "$topic" \
-    --records "$records" --record-size "$size")
+    --records "$records" --record-size "$size" --keys $((partitions * 10)))
   consumed=$("$bench" --bootstrap "127.0.0.1:$port" --json consume --topic "$topic" \
     --records "$records")
   local fds

@@ -137,7 +137,8 @@ impl Broker {
             image_index: image.applied_index(),
             dynamic,
         };
-        let replicas = ReplicaManager::new(config.node_id, config.log_max_open_files);
+        let replicas =
+            ReplicaManager::new(config.node_id, config.log_max_open_files, &config.data_dir);
         replicas.reconcile(&current.config, &image);
         let offsets = OffsetStore::load(&replicas.of_topic(OFFSETS_TOPIC)).map_err(|source| {
             BrokerError::Log {
@@ -609,6 +610,12 @@ impl Broker {
         self.replicas.all()
     }
 
+    /// Writes the high watermark of every hosted partition down, if one
+    /// moved since the last time.
+    pub fn checkpoint_high_watermarks(&self) -> std::io::Result<()> {
+        self.replicas.checkpoint_high_watermarks()
+    }
+
     /// Commits `command` through the controller quorum, then brings the
     /// local replicas in line, so the caller sees its change here at once.
     fn submit(&self, command: Command) -> Result<Applied, BrokerError> {
@@ -937,6 +944,9 @@ impl Broker {
     /// fsyncs, and ten thousand of them one after another take minutes.
     fn close_partitions(&self) {
         const CLOSE_THREADS: usize = 8;
+        if let Err(error) = self.replicas.checkpoint_high_watermarks() {
+            tracing::warn!(%error, "high watermark checkpoint failed");
+        }
         let partitions = std::sync::Mutex::new(self.replicas.drain().into_iter());
         let next = || partitions.lock().unwrap_or_else(|e| e.into_inner()).next();
         std::thread::scope(|scope| {
@@ -955,9 +965,6 @@ fn close_partition(partition: Arc<Partition>) {
     let name = format!("{}-{}", partition.topic, partition.index);
     if let Err(error) = partition.snapshot_producer_state() {
         tracing::warn!(partition = %name, %error, "producer state snapshot failed");
-    }
-    if let Err(error) = partition.checkpoint_high_watermark() {
-        tracing::warn!(partition = %name, %error, "high watermark checkpoint failed");
     }
     match Arc::try_unwrap(partition) {
         Ok(partition) => {

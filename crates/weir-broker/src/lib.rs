@@ -5,6 +5,7 @@ pub mod broker;
 pub mod config;
 pub mod group;
 pub mod group_coordinator;
+pub mod high_watermarks;
 pub mod http;
 pub mod lag;
 pub mod log_cleaner;

@@ -157,10 +157,8 @@ fn upkeep_offsets(broker: &Broker) {
 }
 
 fn checkpoint_high_watermarks(broker: &Broker) {
-    for partition in broker.all_partitions() {
-        if let Err(error) = partition.checkpoint_high_watermark() {
-            tracing::warn!(topic = %partition.topic, partition = partition.index, %error, "high watermark checkpoint failed");
-        }
+    if let Err(error) = broker.checkpoint_high_watermarks() {
+        tracing::warn!(%error, "high watermark checkpoint failed");
     }
 }
 

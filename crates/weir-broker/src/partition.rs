@@ -158,8 +158,6 @@ pub struct Partition {
     replica_state: RwLock<ReplicaState>,
     /// Below this offset records are on every in-sync replica.
     high_watermark: AtomicU64,
-    /// The high watermark last written to disk.
-    checkpointed: AtomicU64,
     /// While this replica leads: its followers and the ISR.
     leadership: Mutex<Option<LeaderState>>,
 }
@@ -173,11 +171,12 @@ impl Partition {
         config: LogConfig,
     ) -> Result<Self, LogError> {
         let storage = Arc::new(FsStorage::default());
-        Self::open_in(storage, data_dir, topic, topic_id, index, config)
+        Self::open_in(storage, data_dir, topic, topic_id, index, config, None)
     }
 
     /// [`open`](Self::open) on `storage`, which the broker's partitions
-    /// share so their open files stay within `log.max.open.files`.
+    /// share so their open files stay within `log.max.open.files`, at the
+    /// high watermark the broker's checkpoint holds for it.
     pub fn open_in(
         storage: Arc<dyn Storage>,
         data_dir: &Path,
@@ -185,12 +184,14 @@ impl Partition {
         topic_id: uuid::Uuid,
         index: i32,
         config: LogConfig,
+        checkpointed_high_watermark: Option<u64>,
     ) -> Result<Self, LogError> {
         let dir = data_dir.join(format!("{topic}-{index}"));
         let log = Log::open_with(dir, config, storage, Arc::new(weir_log::SystemClock))?;
         let producers = load_producer_state(&log)?;
         let (changed, _) = watch::channel(0);
-        let high_watermark = read_high_watermark(log.dir())
+        let high_watermark = checkpointed_high_watermark
+            .or_else(|| read_high_watermark(log.dir()))
             .unwrap_or(0)
             .clamp(log.log_start_offset(), log.log_end_offset());
         Ok(Self {
@@ -202,7 +203,6 @@ impl Partition {
             producers: Mutex::new(producers),
             replica_state: RwLock::new(ReplicaState::default()),
             high_watermark: AtomicU64::new(high_watermark),
-            checkpointed: AtomicU64::new(high_watermark),
             leadership: Mutex::new(None),
         })
     }
@@ -369,23 +369,6 @@ impl Partition {
         if self.high_watermark() > end {
             self.set_high_watermark(end);
         }
-        Ok(())
-    }
-
-    /// Keeps the high watermark on disk, so that a restarted leader does not
-    /// start from nothing.
-    pub fn checkpoint_high_watermark(&self) -> std::io::Result<()> {
-        let high_watermark = self.high_watermark();
-        if self.checkpointed.load(Ordering::Acquire) == high_watermark
-            && self.log.dir().join(HIGH_WATERMARK_FILE).exists()
-        {
-            return Ok(());
-        }
-        let path = self.log.dir().join(HIGH_WATERMARK_FILE);
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, high_watermark.to_string())?;
-        std::fs::rename(&tmp, &path)?;
-        self.checkpointed.store(high_watermark, Ordering::Release);
         Ok(())
     }
 
@@ -690,7 +673,9 @@ impl Partition {
     }
 }
 
-/// The high watermark checkpoint, in the partition's directory.
+/// Where the high watermark was checkpointed before the broker kept one
+/// file for all partitions (see [`crate::high_watermarks`]): still read,
+/// for a partition that file does not name yet.
 const HIGH_WATERMARK_FILE: &str = "high-watermark";
 
 fn read_high_watermark(dir: &Path) -> Option<u64> {

@@ -8,9 +8,12 @@
 //! so a change committed through any node reaches the data of all of them.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::Arc;
 
 use weir_log::storage::FsStorage;
+
+use crate::high_watermarks::HighWatermarks;
 
 use parking_lot::{Mutex, RwLock};
 use weir_meta::{MetadataImage, TopicInfo};
@@ -75,11 +78,13 @@ pub struct ReplicaManager {
     /// The file system of every partition log, within `log.max.open.files`
     /// descriptors.
     storage: Arc<FsStorage>,
+    high_watermarks: HighWatermarks,
 }
 
 impl ReplicaManager {
-    pub fn new(node_id: i32, max_open_files: usize) -> Self {
+    pub fn new(node_id: i32, max_open_files: usize, data_dir: &Path) -> Self {
         Self {
+            high_watermarks: HighWatermarks::load(data_dir),
             storage: Arc::new(FsStorage::with_open_file_limit(max_open_files)),
             node_id,
             fetchers: ReplicaFetchers::new(node_id),
@@ -131,6 +136,17 @@ impl ReplicaManager {
             .get(topic)
             .map(|t| t.partitions.values().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Writes the high watermark of every hosted partition to the data
+    /// directory's checkpoint, if one moved since the last time.
+    pub fn checkpoint_high_watermarks(&self) -> std::io::Result<()> {
+        let entries = self
+            .all()
+            .iter()
+            .map(|p| (p.topic.clone(), p.index, p.high_watermark()))
+            .collect();
+        self.high_watermarks.write(entries)
     }
 
     pub fn all(&self) -> Vec<Arc<Partition>> {
@@ -236,6 +252,7 @@ impl ReplicaManager {
                     topic.id,
                     p.partition,
                     log_config.clone(),
+                    self.high_watermarks.loaded(&topic.name, p.partition),
                 ) {
                     Ok(partition) => {
                         let partition = Arc::new(partition);
