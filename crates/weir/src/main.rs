@@ -32,12 +32,17 @@ enum Command {
     Txn(cli::txn::TxnArgs),
 }
 
+/// Weir's own lines from `info` on; a dependency's (openraft, hyper, …)
+/// only when something is wrong. `WEIR_LOG` overrides it (`WEIR_LOG=debug`).
+const DEFAULT_LOG_FILTER: &str =
+    "warn,weir=info,weir_broker=info,weir_log=info,weir_meta=info,weir_client=info";
+
 fn main() -> std::process::ExitCode {
     use std::io::Write;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .with_writer(std::io::stderr)
         // Its own report of a failed write is an eprintln!, which panics
