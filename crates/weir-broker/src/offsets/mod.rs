@@ -500,9 +500,11 @@ impl OffsetStore {
         count: i32,
     ) -> Result<Vec<(String, GroupSnapshot)>, LogError> {
         let owns = |group: &str| records::partition_for(group, count) == partition.index;
+        // Read under every stripe's lock: a commit applied between the read
+        // and the swap would otherwise vanish from the view.
+        let mut stripes = self.all_stripes();
         let (fresh, _) = read_partition(partition)?;
         let loaded = decode_metadata(&fresh.metadata);
-        let mut stripes = self.all_stripes();
         for (contents, fresh) in stripes.iter_mut().zip(fresh.into_stripes()) {
             contents.forget(owns);
             contents.absorb(fresh);
