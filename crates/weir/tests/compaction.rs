@@ -64,16 +64,7 @@ fn produce(producer: &BaseProducer, topic: &str, records: &[(String, Option<Stri
         if let Some(value) = value {
             record = record.payload(value.as_str());
         }
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((KafkaError::MessageProduction(_), returned)) => {
-                    producer.poll(Duration::from_millis(10));
-                    record = returned;
-                }
-                Err((error, _)) => panic!("send: {error}"),
-            }
-        }
+        common::send_queued(producer, record);
         producer.poll(Duration::ZERO);
     }
     producer

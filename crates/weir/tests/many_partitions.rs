@@ -156,19 +156,10 @@ fn ten_thousand_partitions_on_one_node() {
     for round in 0..PER_PARTITION {
         for p in 0..PARTITIONS {
             let value = format!("{p}-{round}");
-            let mut record = BaseRecord::<(), str>::to(TOPIC)
+            let record = BaseRecord::<(), str>::to(TOPIC)
                 .partition(p)
                 .payload(&value);
-            loop {
-                match producer.send(record) {
-                    Ok(()) => break,
-                    Err((KafkaError::MessageProduction(_), returned)) => {
-                        producer.poll(Duration::from_millis(10));
-                        record = returned;
-                    }
-                    Err((error, _)) => panic!("send: {error}"),
-                }
-            }
+            common::send_queued(&producer, record);
         }
         producer.poll(Duration::ZERO);
     }

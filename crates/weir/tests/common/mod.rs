@@ -12,6 +12,28 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Queues `record` on `producer`, waiting (polling delivery reports) while
+/// librdkafka's queue is full.
+pub fn send_queued<K, P>(
+    producer: &rdkafka::producer::BaseProducer,
+    mut record: rdkafka::producer::BaseRecord<'_, K, P>,
+) where
+    K: rdkafka::message::ToBytes + ?Sized,
+    P: rdkafka::message::ToBytes + ?Sized,
+{
+    use rdkafka::error::KafkaError;
+    loop {
+        match producer.send(record) {
+            Ok(()) => return,
+            Err((KafkaError::MessageProduction(_), returned)) => {
+                producer.poll(Duration::from_millis(10));
+                record = returned;
+            }
+            Err((error, _)) => panic!("send: {error}"),
+        }
+    }
+}
+
 pub struct Weir {
     child: Option<Child>,
     pub data_dir: PathBuf,
