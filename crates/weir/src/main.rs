@@ -72,6 +72,14 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader went away (`| head`): nothing more to say to anyone.
+        Err(error)
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            std::process::ExitCode::SUCCESS
+        }
         Err(error) => {
             // Not eprintln!: it panics when standard error cannot be written.
             let _ = writeln!(std::io::stderr(), "error: {error:#}");

@@ -638,3 +638,25 @@ fn adding_partitions_to_a_keyed_topic_needs_force() {
     .failed_with_one_line();
     assert!(error.contains("already has 3"), "{error}");
 }
+
+/// `weir topic list | head -1` style: the reader closes the pipe before
+/// the output ends; the command ends quietly instead of panicking.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    use std::process::{Command, Stdio};
+    let broker = Weir::start(&[]);
+    cli(&broker, &["topic", "create", "wide", "-p", "2000"], b"").ok();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["topic", "describe", "wide", "--bootstrap", &broker.kafka])
+        .env("WEIR_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run weir");
+    // The reader goes before reading anything.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+}

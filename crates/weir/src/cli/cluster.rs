@@ -60,7 +60,7 @@ pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
             ClusterCommand::Status => {
                 let metadata = client.metadata(None).await?;
                 let quorum = client.describe_quorum().await?;
-                print!("{}", render_status(&metadata, &quorum));
+                super::print(format_args!("{}", render_status(&metadata, &quorum)))?;
             }
             ClusterCommand::AlterConfig {
                 broker,
@@ -76,15 +76,19 @@ pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
                 };
                 client.alter_configs(resource, &set, &delete).await?;
                 match broker {
-                    Some(id) => println!("Altered the dynamic configs of broker {id}"),
-                    None => println!("Altered the cluster-wide dynamic broker configs"),
+                    Some(id) => super::print_line(format_args!(
+                        "Altered the dynamic configs of broker {id}"
+                    ))?,
+                    None => super::print_line(format_args!(
+                        "Altered the cluster-wide dynamic broker configs"
+                    ))?,
                 }
             }
             ClusterCommand::DescribeConfig { broker: None } => {
                 let configs = client
                     .describe_configs(ConfigResource::BrokerDefault)
                     .await?;
-                print!("{}", render_cluster_configs(&configs));
+                super::print(format_args!("{}", render_cluster_configs(&configs)))?;
             }
             ClusterCommand::DescribeConfig { broker: Some(id) } => {
                 // Only a broker itself knows its static configs.
@@ -94,7 +98,7 @@ pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
                     .unwrap_or(&mut client)
                     .describe_configs(ConfigResource::Broker(id))
                     .await?;
-                print!("{}", render_broker_configs(id, &configs));
+                super::print(format_args!("{}", render_broker_configs(id, &configs)))?;
             }
         }
         Ok(())

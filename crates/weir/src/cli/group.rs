@@ -186,7 +186,7 @@ pub(crate) fn run(args: GroupArgs) -> anyhow::Result<()> {
                 format!("Deleted group {group}\n")
             }
         };
-        print!("{out}");
+        super::print(format_args!("{out}"))?;
         Ok(())
     })
 }

@@ -37,6 +37,22 @@ impl Connection {
 }
 
 /// Runs a command on a single-threaded runtime.
+/// Writes to standard output. A closed pipe (`weir topic list | head`) is
+/// an error the command returns (and `main` ends quietly on), never a
+/// panic as `print!` makes it.
+pub(crate) fn print(text: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    use std::io::Write;
+    std::io::stdout().lock().write_fmt(text)
+}
+
+/// [`print`] and a newline.
+pub(crate) fn print_line(text: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_fmt(text)?;
+    stdout.write_all(b"\n")
+}
+
 pub(crate) fn block_on<F: Future<Output = anyhow::Result<()>>>(future: F) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -123,7 +123,9 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                     .map_err(|e| topic_error(e, &name))?;
                 let n = created.partitions;
                 let plural = if n == 1 { "" } else { "s" };
-                println!("Created topic {name} with {n} partition{plural}");
+                super::print_line(format_args!(
+                    "Created topic {name} with {n} partition{plural}"
+                ))?;
             }
             TopicCommand::List => {
                 let metadata = client.metadata(None).await?;
@@ -131,10 +133,10 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                 for topic in &metadata.topics {
                     writeln!(out, "{}", topic.name)?;
                 }
-                print!("{out}");
+                super::print(format_args!("{out}"))?;
             }
             TopicCommand::Describe { name } => {
-                print!("{}", describe(&mut client, &name).await?);
+                super::print(format_args!("{}", describe(&mut client, &name).await?))?;
             }
             TopicCommand::AddPartitions {
                 name,
@@ -160,7 +162,7 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                     .create_partitions(&name, partitions)
                     .await
                     .map_err(|e| topic_error(e, &name))?;
-                println!("Topic {name} now has {partitions} partitions");
+                super::print_line(format_args!("Topic {name} now has {partitions} partitions"))?;
             }
             TopicCommand::AlterConfig { name, set, delete } => {
                 if set.is_empty() && delete.is_empty() {
@@ -170,14 +172,14 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                     .alter_topic_configs(&name, &set, &delete)
                     .await
                     .map_err(|e| topic_error(e, &name))?;
-                println!("Altered configs of topic {name}");
+                super::print_line(format_args!("Altered configs of topic {name}"))?;
             }
             TopicCommand::Delete { name } => {
                 client
                     .delete_topic(&name)
                     .await
                     .map_err(|e| topic_error(e, &name))?;
-                println!("Deleted topic {name}");
+                super::print_line(format_args!("Deleted topic {name}"))?;
             }
             TopicCommand::Reassign {
                 name,
@@ -205,7 +207,7 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                     (None, None) => bail!("give --partition or --drain"),
                 };
                 if moves.is_empty() {
-                    println!("Nothing to move");
+                    super::print_line(format_args!("Nothing to move"))?;
                 }
                 for (p, target) in moves {
                     client
@@ -218,9 +220,15 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                                 ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
                             };
                             let current = &topic.partitions[p as usize].replicas;
-                            println!("Moving {name}-{p}: {} -> {}", list(current), list(&target));
+                            super::print_line(format_args!(
+                                "Moving {name}-{p}: {} -> {}",
+                                list(current),
+                                list(&target)
+                            ))?;
                         }
-                        None => println!("Cancelled the move of {name}-{p}"),
+                        None => {
+                            super::print_line(format_args!("Cancelled the move of {name}-{p}"))?
+                        }
                     }
                 }
             }
@@ -242,7 +250,7 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                         list(removing),
                     ]);
                 }
-                print!("{}", super::table(&rows));
+                super::print(format_args!("{}", super::table(&rows)))?;
             }
         }
         Ok(())

@@ -35,7 +35,7 @@ pub(crate) fn run(args: TxnArgs) -> anyhow::Result<()> {
             TxnCommand::List => list(&args.connection).await?,
             TxnCommand::Describe { id } => describe(&args.connection, &id).await?,
         };
-        print!("{out}");
+        super::print(format_args!("{out}"))?;
         Ok(())
     })
 }
