@@ -116,9 +116,12 @@ impl FdCache {
     /// Closes descriptors, least recently used first, until at most
     /// `capacity` are open.
     fn evict_beyond_capacity(&self) {
-        // Files visited are dropped only once the lock is released: the
-        // last reference's drop takes the lock.
+        // Files visited are dropped only once the lock is released (the
+        // last reference's drop takes the lock), and evicted descriptors
+        // closed then too: `close` is a system call every open waits for
+        // while the lock is held.
         let mut visited = Vec::new();
+        let mut closing = Vec::new();
         let mut state = self.state.lock();
         // Two turns of the clock: the first clears reference bits, the
         // second finds a file not used since.
@@ -140,12 +143,13 @@ impl FdCache {
             } else {
                 // Only `CachedFile::descriptor` takes this lock besides, and
                 // it never waits for the cache's lock while holding it.
-                *file.descriptor.write() = None;
+                closing.extend(file.descriptor.write().take());
                 state.open.swap_remove_index(hand);
             }
             visited.push(file);
         }
         drop(state);
+        drop(closing);
     }
 
     fn reopened(&self, file: &CachedFile) {
