@@ -193,6 +193,15 @@ impl MetadataImage {
     pub(crate) fn execute(&mut self, cmd: &Command) -> Applied {
         let applied = match cmd {
             Command::RegisterBroker(broker) => {
+                // A new process of a broker may have lost what it had not
+                // synced: see `fence_restarted`.
+                let restarted = self
+                    .brokers
+                    .get(&broker.id)
+                    .is_some_and(|old| old.incarnation != broker.incarnation);
+                if restarted {
+                    self.fence_restarted(broker.id);
+                }
                 self.brokers.insert(broker.id, broker.clone());
                 self.unfence(broker.id);
                 Applied::Done
@@ -525,6 +534,32 @@ impl MetadataImage {
                     continue;
                 };
                 change_partition(p, leader, isr);
+            }
+        }
+    }
+
+    /// A new process of broker `id` registers. If the old one was never
+    /// fenced, it is now: the broker leaves the ISRs and rejoins them once
+    /// caught up (Kafka refuses the registration until the old session
+    /// expires, which fences it: the same outcome). And every partition it
+    /// is a replica of moves to a new partition epoch, so that an ISR
+    /// expansion a leader computed from the old process's fetches is
+    /// refused (Kafka checks broker epochs for this, KIP-903).
+    fn fence_restarted(&mut self, id: i32) {
+        let epochs_before: Vec<i32> = self
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.partition_epoch)
+            .collect();
+        self.fence(id);
+        let partitions = self
+            .topics
+            .values_mut()
+            .flat_map(|t| t.partitions.iter_mut());
+        for (p, before) in partitions.zip(epochs_before) {
+            if p.replicas.contains(&id) && p.partition_epoch == before {
+                p.partition_epoch = p.partition_epoch.saturating_add(1);
             }
         }
     }

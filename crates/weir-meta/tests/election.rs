@@ -20,6 +20,17 @@ fn broker(id: i32) -> Command {
     })
 }
 
+/// Broker `id` registering from a new process (a restart).
+fn restarted(id: i32) -> Command {
+    Command::RegisterBroker(BrokerInfo {
+        id,
+        host: format!("host{id}"),
+        port: 9092,
+        rack: None,
+        incarnation: Uuid::from_u128(100 + id as u128),
+    })
+}
+
 fn fence(id: i32) -> Command {
     Command::FenceBroker { id }
 }
@@ -156,6 +167,35 @@ fn rows() -> Vec<Row> {
             cmd: broker(1),
             want: [(2, &[2, 3], 1, 1), (2, &[2, 3], 0, 1), (3, &[3, 2], 0, 1)],
             fenced: &[],
+        },
+        Row {
+            name: "a new process of a broker never fenced: it leaves the ISRs first, as if fenced",
+            setup: base(),
+            cmd: restarted(1),
+            want: [(2, &[2, 3], 1, 1), (2, &[2, 3], 0, 1), (3, &[3, 2], 0, 1)],
+            fenced: &[],
+        },
+        Row {
+            name:
+                "a new process of a broker in no ISR: its partitions move to a new partition epoch",
+            setup: then(base(), &[fence(1), broker(1)]),
+            cmd: restarted(1),
+            want: [(2, &[2, 3], 1, 2), (2, &[2, 3], 0, 2), (3, &[3, 2], 0, 2)],
+            fenced: &[],
+        },
+        Row {
+            name: "the same process registering again: nothing changes",
+            setup: base(),
+            cmd: broker(1),
+            want: fresh,
+            fenced: &[],
+        },
+        Row {
+            name: "a new process of the last in-sync replica: it leads again, alone",
+            setup: then(base(), &[fence(2), fence(3)]),
+            cmd: restarted(1),
+            want: [(1, &[1], 2, 4), (1, &[1], 4, 4), (1, &[1], 3, 4)],
+            fenced: &[2, 3],
         },
         Row {
             name: "alter partition: the leader adds a caught-up follower",
@@ -320,6 +360,13 @@ fn rejections() {
             },
             38,
             "includes broker 2, which is fenced",
+        ),
+        (
+            "add to the ISR a broker that restarted since its leader saw it catch up",
+            then(base(), &[fence(1), broker(1), restarted(1)]),
+            alter(0, 2, 1, 1, &[2, 3, 1]),
+            108,
+            "partition epoch",
         ),
     ];
     for (name, setup, cmd, code, message) in table {
