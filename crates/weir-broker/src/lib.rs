@@ -18,6 +18,8 @@ pub mod partition;
 pub mod producer_state;
 pub mod replica_manager;
 pub mod replication;
+#[cfg(test)]
+mod simulation;
 pub mod topic_configs;
 pub mod txn;
 

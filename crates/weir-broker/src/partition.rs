@@ -122,16 +122,28 @@ impl ReplicatedWrite {
         timeout: std::time::Duration,
     ) -> Result<(), ResponseError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        self.partition
+        let outcome = self
+            .partition
             .replicated(self.until, node_id, deadline)
-            .await
-            .map_err(|(error, message)| {
-                tracing::warn!(topic = %self.partition.topic, partition = self.partition.index, %message, "coordinator write not replicated");
-                match error {
-                    ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
-                    _ => ResponseError::CoordinatorNotAvailable,
-                }
-            })
+            .await;
+        self.answer(outcome)
+    }
+
+    /// [`replicated`](Self::replicated) without waiting: `None` while the
+    /// in-sync replicas do not all hold the write yet.
+    pub fn outcome(&self, node_id: i32) -> Option<Result<(), ResponseError>> {
+        let outcome = self.partition.replication_outcome(self.until, node_id)?;
+        Some(self.answer(outcome))
+    }
+
+    fn answer(&self, outcome: Result<(), (ResponseError, String)>) -> Result<(), ResponseError> {
+        outcome.map_err(|(error, message)| {
+            tracing::warn!(topic = %self.partition.topic, partition = self.partition.index, %message, "coordinator write not replicated");
+            match error {
+                ResponseError::NotLeaderOrFollower => ResponseError::NotCoordinator,
+                _ => ResponseError::CoordinatorNotAvailable,
+            }
+        })
     }
 }
 
@@ -259,16 +271,24 @@ impl Partition {
         }
     }
 
-    /// This replica leads, over `replicas` with `isr`: starts tracking the
-    /// followers, or takes the ISR the metadata now has.
-    pub fn lead(&self, me: i32, replicas: &[i32], isr: &[i32], now_ms: i64) {
+    /// This replica leads, over `replicas` with `isr` at `partition_epoch`:
+    /// starts tracking the followers, or takes the ISR the metadata now has.
+    pub fn lead(&self, me: i32, replicas: &[i32], isr: &[i32], partition_epoch: i32, now_ms: i64) {
         let log_end = self.log.log_end_offset();
         let mut leadership = self.leadership.lock();
         let state = leadership.get_or_insert_with(|| {
-            LeaderState::new(me, replicas, isr, log_end, self.high_watermark(), now_ms)
+            LeaderState::new(
+                me,
+                replicas,
+                isr,
+                partition_epoch,
+                log_end,
+                self.high_watermark(),
+                now_ms,
+            )
         });
         state.set_replicas(replicas, now_ms);
-        state.set_isr(isr, log_end);
+        state.set_isr(isr, partition_epoch, log_end);
         // Published under the lock: see `appended_as_leader`.
         self.set_high_watermark(state.high_watermark());
     }
@@ -414,24 +434,8 @@ impl Partition {
         let mut changed = self.subscribe();
         loop {
             changed.borrow_and_update();
-            let state = self.replica_state();
-            if state.leader != node_id {
-                return Err((
-                    ResponseError::NotLeaderOrFollower,
-                    "leadership moved before the followers had the records".to_owned(),
-                ));
-            }
-            if self.high_watermark() >= until {
-                if state.isr_size < state.min_insync_replicas {
-                    return Err((
-                        ResponseError::NotEnoughReplicasAfterAppend,
-                        format!(
-                            "written, but the ISR shrank to {} replica(s), fewer than min.insync.replicas={}",
-                            state.isr_size, state.min_insync_replicas
-                        ),
-                    ));
-                }
-                return Ok(());
+            if let Some(outcome) = self.replication_outcome(until, node_id) {
+                return outcome;
             }
             match tokio::time::timeout_at(deadline, changed.changed()).await {
                 Ok(Ok(())) => {}
@@ -443,6 +447,37 @@ impl Partition {
                 }
             }
         }
+    }
+
+    /// Whether a write below `until`, appended while `node_id` led, may be
+    /// answered now: `None` while the in-sync replicas do not all hold it
+    /// yet, an error once leadership moved or the ISR shrank below
+    /// `min.insync.replicas`.
+    pub fn replication_outcome(
+        &self,
+        until: u64,
+        node_id: i32,
+    ) -> Option<Result<(), (ResponseError, String)>> {
+        let state = self.replica_state();
+        if state.leader != node_id {
+            return Some(Err((
+                ResponseError::NotLeaderOrFollower,
+                "leadership moved before the followers had the records".to_owned(),
+            )));
+        }
+        if self.high_watermark() < until {
+            return None;
+        }
+        if state.isr_size < state.min_insync_replicas {
+            return Some(Err((
+                ResponseError::NotEnoughReplicasAfterAppend,
+                format!(
+                    "written, but the ISR shrank to {} replica(s), fewer than min.insync.replicas={}",
+                    state.isr_size, state.min_insync_replicas
+                ),
+            )));
+        }
+        Some(Ok(()))
     }
 
     /// Appends one producer batch, de-duplicating idempotent retries.
@@ -860,7 +895,7 @@ mod tests {
         let partition =
             Partition::open(dir, "t", uuid::Uuid::nil(), 0, LogConfig::default()).unwrap();
         // The only replica, so the high watermark follows the log end.
-        partition.lead(1, &[1], &[1], 0);
+        partition.lead(1, &[1], &[1], 0, 0);
         partition
     }
 
@@ -894,7 +929,7 @@ mod tests {
             isr_size: 3,
             min_insync_replicas: 2,
         };
-        p.lead(1, &[1, 2, 3], &[1, 2, 3], 0);
+        p.lead(1, &[1, 2, 3], &[1, 2, 3], 0, 0);
         p.set_replica_state(led);
         let appended = p.append(&BatchBuilder::new(1).build(), 0).unwrap();
 
@@ -929,7 +964,7 @@ mod tests {
         let p = Arc::new(
             Partition::open(dir.path(), "t", uuid::Uuid::nil(), 0, LogConfig::default()).unwrap(),
         );
-        p.lead(1, &[1, 2, 3], &[1, 2, 3], 0);
+        p.lead(1, &[1, 2, 3], &[1, 2, 3], 0, 0);
         let done = Arc::new(AtomicBool::new(false));
         let watcher = {
             let (p, done) = (p.clone(), done.clone());
@@ -1082,7 +1117,7 @@ mod tests {
         assert_eq!(follower.log.aborted_transactions(0, 5), aborted);
         assert_eq!(follower.last_stable_offset(), 2, "producer 2 is still open");
         // Promoted, the follower fences what the leader fenced.
-        follower.lead(1, &[1], &[1], 0);
+        follower.lead(1, &[1], &[1], 0, 0);
         assert!(matches!(
             follower.write_marker(1, 2, true, 7, 0),
             Err(AppendError::InvalidProducerEpoch { current: 3, got: 2 })

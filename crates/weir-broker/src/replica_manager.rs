@@ -16,7 +16,7 @@ use weir_log::storage::FsStorage;
 use crate::high_watermarks::HighWatermarks;
 
 use parking_lot::{Mutex, RwLock};
-use weir_meta::{MetadataImage, TopicInfo};
+use weir_meta::{MetadataImage, PartitionInfo, TopicInfo};
 
 use crate::config::BrokerConfig;
 use crate::partition::{log_config, Partition, ReplicaState};
@@ -265,16 +265,14 @@ impl ReplicaManager {
                     }
                 },
             };
-            let state = ReplicaState {
-                leader: p.leader,
-                leader_epoch: p.leader_epoch,
-                isr_size: p.isr.len(),
+            let (before, state) = take_leadership(
+                self.node_id,
+                &partition,
+                p,
                 min_insync_replicas,
-            };
-            if p.leader == self.node_id {
-                partition.lead(self.node_id, &p.replicas, &p.isr, crate::broker::now_ms());
-            } else {
-                partition.stop_leading();
+                crate::broker::now_ms(),
+            );
+            if p.leader != self.node_id {
                 if let Some(leader) = image.broker(p.leader).filter(|_| p.leader >= 0) {
                     follows.push(Follow {
                         partition: partition.clone(),
@@ -284,7 +282,6 @@ impl ReplicaManager {
                     });
                 }
             }
-            let before = partition.replica_state();
             if before != state {
                 if state.leader == self.node_id && before.leader != self.node_id {
                     outcome.led.push((topic.name.clone(), p.partition));
@@ -299,7 +296,6 @@ impl ReplicaManager {
                     epoch = state.leader_epoch,
                     "partition state"
                 );
-                partition.set_replica_state(state);
             }
         }
         self.topics.write().insert(
@@ -323,6 +319,34 @@ impl ReplicaManager {
             .flat_map(|(_, t)| t.partitions.into_values())
             .collect()
     }
+}
+
+/// Makes `partition` lead or follow as the metadata's `p` says, as
+/// `node_id`, and takes its new replica state. Returns the states before
+/// and after.
+pub(crate) fn take_leadership(
+    node_id: i32,
+    partition: &Partition,
+    p: &PartitionInfo,
+    min_insync_replicas: usize,
+    now_ms: i64,
+) -> (ReplicaState, ReplicaState) {
+    let state = ReplicaState {
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        isr_size: p.isr.len(),
+        min_insync_replicas,
+    };
+    if p.leader == node_id {
+        partition.lead(node_id, &p.replicas, &p.isr, p.partition_epoch, now_ms);
+    } else {
+        partition.stop_leading();
+    }
+    let before = partition.replica_state();
+    if before != state {
+        partition.set_replica_state(state);
+    }
+    (before, state)
 }
 
 /// Deletes the directories of partitions no longer hosted here.

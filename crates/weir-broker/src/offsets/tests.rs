@@ -23,7 +23,7 @@ fn open(dir: &std::path::Path, index: i32) -> Arc<Partition> {
     )
     .unwrap();
     // The only replica: what it appends is replicated at once.
-    partition.lead(1, &[1], &[1], 0);
+    partition.lead(1, &[1], &[1], 0, 0);
     partition.set_replica_state(crate::partition::ReplicaState {
         leader: 1,
         leader_epoch: 0,
@@ -349,7 +349,7 @@ fn only_commits_the_in_sync_replicas_hold_are_served() {
         )
         .unwrap(),
     );
-    partition.lead(1, &[1, 2, 3], &[1, 2, 3], 0);
+    partition.lead(1, &[1, 2, 3], &[1, 2, 3], 0, 0);
     partition.set_replica_state(crate::partition::ReplicaState {
         leader: 1,
         leader_epoch: 0,

@@ -25,6 +25,7 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use weir_client::{Client, ClientConfig};
 use weir_log::batch::BatchHeader;
+use weir_log::LogError;
 
 use crate::partition::Partition;
 
@@ -291,7 +292,12 @@ async fn truncate_divergent(
 /// knows no epoch at or below ours (an empty epoch cache) gives no point:
 /// then only what was committed is known to be shared, and the replica
 /// keeps its log up to its high watermark, as Kafka does.
-fn divergence_point(partition: &Partition, asked: i32, leader_epoch: i32, leader_end: i64) -> u64 {
+pub(crate) fn divergence_point(
+    partition: &Partition,
+    asked: i32,
+    leader_epoch: i32,
+    leader_end: i64,
+) -> u64 {
     let Ok(leader_end) = u64::try_from(leader_end) else {
         return partition
             .high_watermark()
@@ -380,38 +386,77 @@ fn apply_fetched(
             if !still_followed {
                 continue;
             }
-            match ResponseError::try_from_code(data.error_code) {
-                None => {
-                    let records = data.records.unwrap_or_default();
-                    let whole = whole_batches(&records);
-                    let high_watermark = u64::try_from(data.high_watermark).unwrap_or(0);
-                    if let Err(error) = partition.append_replicated(whole, high_watermark) {
-                        tracing::error!(topic = key.0, partition = key.1, %error, "cannot append replicated records");
-                    }
+            let fetched = match ResponseError::try_from_code(data.error_code) {
+                None => Fetched::Records {
+                    records: data.records.as_deref().unwrap_or_default(),
+                    high_watermark: u64::try_from(data.high_watermark).unwrap_or(0),
+                },
+                Some(ResponseError::OffsetOutOfRange) => Fetched::OutOfRange {
+                    log_start: u64::try_from(data.log_start_offset).unwrap_or(0),
+                    high_watermark: u64::try_from(data.high_watermark).unwrap_or(0),
+                },
+                Some(error) => {
+                    tracing::debug!(topic = key.0, partition = key.1, %error, "leader refused a replica fetch");
+                    continue;
                 }
-                Some(ResponseError::OffsetOutOfRange) => {
-                    let leader_start = u64::try_from(data.log_start_offset).unwrap_or(0);
-                    if partition.log.log_end_offset() < leader_start {
-                        // The leader deleted what this replica lacks: start
-                        // over from the leader's log start.
-                        tracing::info!(
-                            topic = key.0,
-                            partition = key.1,
-                            leader_start,
-                            "restarting the replica at the leader's log start"
-                        );
-                        if let Err(error) = partition.restart_at(leader_start) {
-                            tracing::error!(topic = key.0, partition = key.1, %error, "cannot restart the replica");
-                        }
-                    } else if let Some(f) = partitions.lock().get_mut(&key) {
-                        // Ahead of the leader: check for divergence again.
+            };
+            match apply_fetch(partition, fetched) {
+                Ok(true) => {
+                    if let Some(f) = partitions.lock().get_mut(&key) {
                         f.truncated = false;
                     }
                 }
-                Some(error) => {
-                    tracing::debug!(topic = key.0, partition = key.1, %error, "leader refused a replica fetch");
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::error!(topic = key.0, partition = key.1, %error, "cannot apply fetched records");
                 }
             }
+        }
+    }
+}
+
+/// A leader's answer to a follower's fetch of one partition.
+pub(crate) enum Fetched<'a> {
+    Records {
+        records: &'a [u8],
+        high_watermark: u64,
+    },
+    /// The fetch offset is outside the leader's log.
+    OutOfRange { log_start: u64, high_watermark: u64 },
+}
+
+/// Applies the leader's answer: appends what it sent, or starts over where
+/// the leader's log now begins, or drops what the leader does not have.
+/// Returns whether the divergence check must run again.
+pub(crate) fn apply_fetch(partition: &Partition, fetched: Fetched<'_>) -> Result<bool, LogError> {
+    match fetched {
+        Fetched::Records {
+            records,
+            high_watermark,
+        } => {
+            partition.append_replicated(whole_batches(records), high_watermark)?;
+            Ok(false)
+        }
+        Fetched::OutOfRange { log_start, .. } if partition.log.log_end_offset() < log_start => {
+            // The leader deleted what this replica lacks: start over from
+            // the leader's log start.
+            tracing::info!(topic = %partition.topic, partition = partition.index, log_start, "restarting the replica at the leader's log start");
+            partition.restart_at(log_start)?;
+            Ok(false)
+        }
+        Fetched::OutOfRange { high_watermark, .. } => {
+            // Ahead of the leader. After the divergence check this happens
+            // only under a leader that knows no epoch of ours (its log was
+            // lost: an unclean election, or the last in-sync replica
+            // restarting without its unsynced tail). Kafka then truncates
+            // to the leader's log end; its high watermark, which the answer
+            // carries, is at or below that end.
+            let end = partition.log.log_end_offset();
+            if high_watermark < end {
+                tracing::warn!(topic = %partition.topic, partition = partition.index, from = end, to = high_watermark, "dropping records beyond the log of a leader that lacks them");
+                partition.truncate_to(high_watermark.max(partition.log.log_start_offset()))?;
+            }
+            Ok(true)
         }
     }
 }
@@ -444,5 +489,38 @@ mod tests {
         assert_eq!(whole_batches(&bytes[..bytes.len() - 1]).len(), first);
         assert_eq!(whole_batches(&bytes[..10]).len(), 0);
         assert_eq!(whole_batches(&[]).len(), 0);
+    }
+
+    #[test]
+    fn a_follower_ahead_of_its_leader_drops_what_the_leader_lacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let follower = Partition::open(
+            dir.path(),
+            "t",
+            uuid::Uuid::nil(),
+            0,
+            weir_log::LogConfig::default(),
+        )
+        .unwrap();
+        for _ in 0..5 {
+            follower.append(&BatchBuilder::new(2).build(), 0).unwrap();
+        }
+        assert_eq!(follower.log.log_end_offset(), 10);
+        // A leader whose log was lost answers with its start and its high
+        // watermark, 4: the follower keeps what is below, checks again.
+        let fetched = Fetched::OutOfRange {
+            log_start: 0,
+            high_watermark: 4,
+        };
+        assert!(apply_fetch(&follower, fetched).unwrap());
+        assert_eq!(follower.log.log_end_offset(), 4);
+        // Behind a leader that deleted its start: the follower starts over.
+        let fetched = Fetched::OutOfRange {
+            log_start: 20,
+            high_watermark: 25,
+        };
+        assert!(!apply_fetch(&follower, fetched).unwrap());
+        assert_eq!(follower.log.log_start_offset(), 20);
+        assert_eq!(follower.log.log_end_offset(), 20);
     }
 }

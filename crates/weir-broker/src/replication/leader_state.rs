@@ -19,6 +19,9 @@ pub struct LeaderState {
     leader: i32,
     /// The ISR as the metadata has it, the leader included.
     isr: Vec<i32>,
+    /// The metadata's partition epoch for that ISR: it moves with every
+    /// change of the ISR or the leader.
+    partition_epoch: i32,
     /// An ISR sent to the controller and not yet seen in the metadata;
     /// nothing else is proposed meanwhile.
     proposed: Option<Vec<i32>>,
@@ -37,6 +40,7 @@ impl LeaderState {
         leader: i32,
         replicas: &[i32],
         isr: &[i32],
+        partition_epoch: i32,
         log_end: u64,
         high_watermark: u64,
         now_ms: i64,
@@ -57,6 +61,7 @@ impl LeaderState {
         let mut state = Self {
             leader,
             isr: isr.to_vec(),
+            partition_epoch,
             proposed: None,
             followers,
             high_watermark: high_watermark.min(log_end),
@@ -87,11 +92,19 @@ impl LeaderState {
         }
     }
 
-    /// The metadata's ISR changed (or was confirmed): what the proposal
-    /// was waiting for.
-    pub fn set_isr(&mut self, isr: &[i32], log_end: u64) -> bool {
-        self.isr = isr.to_vec();
-        self.proposed = None;
+    /// The metadata's ISR, as the leader takes it at every metadata
+    /// change. A new partition epoch is what a proposal was waiting for:
+    /// it was applied, or it will be refused as based on an older one.
+    /// The same epoch again (the metadata moved for another reason)
+    /// answers nothing: a proposal in flight stays pending, and its new
+    /// member keeps holding the high watermark back, for the controller
+    /// may still let it in.
+    pub fn set_isr(&mut self, isr: &[i32], partition_epoch: i32, log_end: u64) -> bool {
+        if partition_epoch != self.partition_epoch || self.isr != isr {
+            self.isr = isr.to_vec();
+            self.partition_epoch = partition_epoch;
+            self.proposed = None;
+        }
         self.advance(log_end)
     }
 
@@ -191,7 +204,7 @@ mod tests {
 
     /// Leader 1, followers 2 and 3, all in sync, log end 10.
     fn three() -> LeaderState {
-        LeaderState::new(1, &[1, 2, 3], &[1, 2, 3], 10, 10, 0)
+        LeaderState::new(1, &[1, 2, 3], &[1, 2, 3], 0, 10, 10, 0)
     }
 
     #[test]
@@ -216,13 +229,13 @@ mod tests {
         assert_eq!(s.on_follower_fetch(2, 4, 10, 2), (false, None));
         assert_eq!(s.high_watermark(), 10);
         // Dropping it from the ISR cannot lower it either.
-        s.set_isr(&[1, 3], 10);
+        s.set_isr(&[1, 3], 1, 10);
         assert_eq!(s.high_watermark(), 10);
     }
 
     #[test]
     fn a_lone_leader_commits_what_it_appends() {
-        let mut s = LeaderState::new(1, &[1, 2], &[1], 5, 0, 0);
+        let mut s = LeaderState::new(1, &[1, 2], &[1], 0, 5, 0, 0);
         assert_eq!(s.high_watermark(), 5);
         assert!(s.on_append(9));
         assert_eq!(s.high_watermark(), 9);
@@ -242,7 +255,7 @@ mod tests {
         // One proposal at a time.
         assert_eq!(s.shrink(40_000, LAG), None);
         // Once the metadata has it, the high watermark follows the new ISR.
-        assert!(s.set_isr(&[1, 2], 20));
+        assert!(s.set_isr(&[1, 2], 1, 20));
         assert_eq!(s.high_watermark(), 20);
     }
 
@@ -260,7 +273,7 @@ mod tests {
 
     #[test]
     fn a_caught_up_follower_is_proposed_for_the_isr() {
-        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 10, 10, 0);
+        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 0, 10, 10, 0);
         s.on_follower_fetch(2, 10, 10, 1);
         // Behind the high watermark: not yet.
         assert_eq!(s.on_follower_fetch(3, 6, 10, 1), (false, None));
@@ -279,7 +292,7 @@ mod tests {
 
     #[test]
     fn a_joining_follower_holds_back_the_high_watermark_while_proposed() {
-        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 10, 10, 0);
+        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 0, 10, 10, 0);
         s.on_follower_fetch(2, 10, 10, 1);
         assert_eq!(s.on_follower_fetch(3, 10, 10, 1).1, Some(vec![1, 2, 3]));
         s.on_append(20);
@@ -292,11 +305,30 @@ mod tests {
     }
 
     #[test]
+    fn metadata_that_leaves_the_isr_unchanged_keeps_a_proposal_pending() {
+        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 0, 10, 10, 0);
+        s.on_follower_fetch(2, 10, 10, 1);
+        assert_eq!(s.on_follower_fetch(3, 10, 10, 1).1, Some(vec![1, 2, 3]));
+        // Another change reaches the broker (the same ISR, said again)
+        // before the controller has answered the proposal.
+        s.set_isr(&[1, 2], 0, 10);
+        s.on_append(20);
+        s.on_follower_fetch(2, 20, 20, 2);
+        assert_eq!(s.high_watermark(), 10, "3 may still join the ISR");
+        // 3 moves it, and is not proposed twice.
+        assert_eq!(s.on_follower_fetch(3, 15, 20, 3), (true, None));
+        assert_eq!(s.high_watermark(), 15);
+        // The controller accepts: 3 is in, and counts as any member.
+        assert!(!s.set_isr(&[1, 2, 3], 1, 20));
+        assert_eq!(s.high_watermark(), 15);
+    }
+
+    #[test]
     fn a_follower_must_reach_the_start_of_this_leadership_to_join() {
         // Leader with log end 50 but a high watermark of 30 from before.
-        let mut s = LeaderState::new(1, &[1, 2], &[1], 50, 30, 0);
+        let mut s = LeaderState::new(1, &[1, 2], &[1], 0, 50, 30, 0);
         assert_eq!(s.high_watermark(), 50, "alone in the ISR");
-        let mut s2 = LeaderState::new(1, &[1, 2, 3], &[1, 3], 50, 30, 0);
+        let mut s2 = LeaderState::new(1, &[1, 2, 3], &[1, 3], 0, 50, 30, 0);
         s2.on_follower_fetch(3, 50, 50, 1);
         assert_eq!(s2.on_follower_fetch(2, 40, 50, 1), (false, None));
         assert_eq!(s2.on_follower_fetch(2, 50, 50, 2).1, Some(vec![1, 3, 2]));
@@ -305,15 +337,15 @@ mod tests {
 
     #[test]
     fn replicas_added_by_a_reassignment_are_followed() {
-        let mut s = LeaderState::new(1, &[1, 2], &[1, 2], 10, 10, 0);
+        let mut s = LeaderState::new(1, &[1, 2], &[1, 2], 0, 10, 10, 0);
         assert_eq!(s.on_follower_fetch(4, 10, 10, 1), (false, None));
         s.set_replicas(&[1, 2, 4], 1);
         s.on_follower_fetch(2, 10, 10, 2);
         assert_eq!(s.on_follower_fetch(4, 10, 10, 2).1, Some(vec![1, 2, 4]));
-        s.set_isr(&[1, 2, 4], 10);
+        s.set_isr(&[1, 2, 4], 1, 10);
         // 2 leaves: it no longer holds the high watermark back.
         s.set_replicas(&[1, 4], 3);
-        s.set_isr(&[1, 4], 10);
+        s.set_isr(&[1, 4], 2, 10);
         s.on_append(12);
         assert!(s.on_follower_fetch(4, 12, 12, 4).0);
         assert_eq!(s.high_watermark(), 12);
@@ -368,6 +400,7 @@ mod tests {
             let mut log_end = 10;
             let mut held = BTreeMap::from([(2, 10u64), (3, 10u64)]);
             let mut now = 0;
+            let mut partition_epoch = 0;
             for step in steps {
                 now += 100;
                 let before = s.high_watermark();
@@ -389,7 +422,8 @@ mod tests {
                         s.shrink(now, 1_000);
                     }
                     Step::IsrChanged(isr) => {
-                        s.set_isr(&isr, log_end);
+                        partition_epoch += 1;
+                        s.set_isr(&isr, partition_epoch, log_end);
                     }
                     Step::ProposalFailed => s.proposal_failed(),
                 }

@@ -4,4 +4,6 @@
 mod fetcher;
 pub mod leader_state;
 
+#[cfg(test)]
+pub(crate) use fetcher::{apply_fetch, divergence_point, Fetched};
 pub use fetcher::{Follow, ReplicaFetchers};
