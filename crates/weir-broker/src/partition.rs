@@ -158,6 +158,40 @@ pub struct Appended {
     pub duplicate: bool,
 }
 
+impl From<&AppendInfo> for Appended {
+    fn from(info: &AppendInfo) -> Self {
+        Self {
+            base_offset: info.base_offset,
+            last_offset: info.last_offset,
+            log_append_time_ms: info.log_append_time_ms,
+            records: info.records,
+            bytes: info.bytes,
+            duplicate: false,
+        }
+    }
+}
+
+/// An append, done or waiting for its fsync.
+#[must_use]
+pub enum Written {
+    Appended(Appended),
+    FlushDue(FlushDue),
+}
+
+/// An append in the log but not yet synced, as `flush.messages` asks:
+/// answered only after [`Partition::flush_appended`].
+#[must_use]
+pub struct FlushDue {
+    info: AppendInfo,
+}
+
+impl FlushDue {
+    /// Where the batch went.
+    pub fn appended(&self) -> Appended {
+        Appended::from(&self.info)
+    }
+}
+
 pub struct Partition {
     pub topic: String,
     pub topic_id: uuid::Uuid,
@@ -492,6 +526,27 @@ impl Partition {
         leader_epoch: i32,
         origin: AppendOrigin,
     ) -> Result<Appended, AppendError> {
+        match self.append_unflushed(records, leader_epoch, origin)? {
+            Written::Appended(appended) => Ok(appended),
+            Written::FlushDue(due) => {
+                let appended = due.appended();
+                self.flush_appended(due)?;
+                Ok(appended)
+            }
+        }
+    }
+
+    /// [`append_from`](Self::append_from), but an fsync that
+    /// `flush.messages` calls for is left to the caller
+    /// ([`flush_appended`](Self::flush_appended), off the runtime's
+    /// workers): the request handler never blocks on it, and appends that
+    /// arrive while it runs share the next one (group commit).
+    pub fn append_unflushed(
+        &self,
+        records: &[u8],
+        leader_epoch: i32,
+        origin: AppendOrigin,
+    ) -> Result<Written, AppendError> {
         let header = single_batch_header(records)?;
         if header.is_control() {
             return Err(AppendError::ControlBatch);
@@ -528,7 +583,7 @@ impl Partition {
                 }
                 _ if origin == AppendOrigin::Coordinator => {}
                 SequenceCheck::Duplicate(existing) => {
-                    return Ok(Appended {
+                    return Ok(Written::Appended(Appended {
                         base_offset: existing.base_offset,
                         last_offset: existing.last_offset,
                         log_append_time_ms: (self.log.config().timestamp_type
@@ -537,7 +592,7 @@ impl Partition {
                         records: 0,
                         bytes: 0,
                         duplicate: true,
-                    })
+                    }))
                 }
                 SequenceCheck::OutOfOrder { expected, got } => {
                     return Err(AppendError::OutOfOrderSequence { expected, got })
@@ -558,12 +613,21 @@ impl Partition {
             );
         }
         drop(producers);
-        // Outside the producer lock, so that concurrent producers share
-        // the fsync (group commit); the high watermark moves after it.
+        // The fsync comes outside the producer lock, so that concurrent
+        // producers share it (group commit); the high watermark moves
+        // after it.
         if flush_due {
-            self.log.flush_to(info.last_offset + 1)?;
+            return Ok(Written::FlushDue(FlushDue { info }));
         }
-        Ok(self.appended_as_leader(&info))
+        Ok(Written::Appended(self.appended_as_leader(&info)))
+    }
+
+    /// Makes an append durable as `flush.messages` asked, then lets the
+    /// leadership hear of it. Blocks on the fsync.
+    pub fn flush_appended(&self, due: FlushDue) -> Result<(), AppendError> {
+        self.log.flush_to(due.info.last_offset + 1)?;
+        self.appended_as_leader(&due.info);
+        Ok(())
     }
 
     /// Kafka's check for compacted topics: every record needs a key, for
@@ -697,14 +761,7 @@ impl Partition {
         if !moved {
             self.notify();
         }
-        Appended {
-            base_offset: info.base_offset,
-            last_offset: info.last_offset,
-            log_append_time_ms: info.log_append_time_ms,
-            records: info.records,
-            bytes: info.bytes,
-            duplicate: false,
-        }
+        Appended::from(info)
     }
 }
 

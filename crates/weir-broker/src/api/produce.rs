@@ -25,19 +25,27 @@ use weir_log::LogError;
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::partition::{AppendError, Partition};
+use crate::partition::{AppendError, AppendOrigin, FlushDue, Partition, Written};
 
-/// An acks=all append waiting for its followers: where its answer goes,
-/// and the offset the high watermark must reach.
+/// An append still to be answered: its fsync (`flush.messages`) has to
+/// run, or (acks=all) its followers have to copy it.
 struct Pending {
     topic: usize,
     partition: usize,
-    replica: Arc<Partition>,
-    until: u64,
+    wait: Wait,
 }
 
-/// Appends every partition's batch; answers at once, or (acks=all) once
-/// the followers have the batches. No response at all for acks=0.
+/// What one partition's append waits for.
+struct Wait {
+    replica: Arc<Partition>,
+    flush: Option<FlushDue>,
+    /// acks=all: the offset the high watermark must reach.
+    until: Option<u64>,
+}
+
+/// Appends every partition's batch; answers at once, or once the appends
+/// are synced (`flush.messages`) and (acks=all) the followers have them.
+/// No response at all for acks=0.
 pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceRequest) -> Reply {
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut pending = Vec::new();
@@ -61,12 +69,11 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
                     request.acks,
                     data.records.as_deref(),
                 );
-                if let Some((replica, until)) = wait {
+                if let Some(wait) = wait {
                     pending.push(Pending {
                         topic: t,
                         partition: p,
-                        replica,
-                        until,
+                        wait,
                     });
                 }
                 response
@@ -79,22 +86,38 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
                 .with_partition_responses(partitions),
         );
     }
-    if request.acks == 0 {
-        return Reply::Now(None);
-    }
+    let acks = request.acks;
     if pending.is_empty() {
-        return Reply::Now(Some(
-            ctx.respond(&ProduceResponse::default().with_responses(responses)),
-        ));
+        return Reply::Now(
+            (acks != 0).then(|| ctx.respond(&ProduceResponse::default().with_responses(responses))),
+        );
     }
     let node_id = broker.node_id();
     let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
     Reply::Later(Box::pin(async move {
         let deadline = tokio::time::Instant::now() + timeout;
-        for wait in pending {
-            let outcome = wait.replica.replicated(wait.until, node_id, deadline).await;
+        for (index, failure) in flush(&mut pending).await {
+            let Pending {
+                topic, partition, ..
+            } = pending[index];
+            let response = &mut responses[topic].partition_responses[partition];
+            *response = error(response.index, failure.0, Some(failure.1));
+            pending[index].wait.until = None;
+        }
+        if acks == 0 {
+            return None;
+        }
+        for pending in &pending {
+            let Some(until) = pending.wait.until else {
+                continue;
+            };
+            let outcome = pending
+                .wait
+                .replica
+                .replicated(until, node_id, deadline)
+                .await;
             if let Err((code, message)) = outcome {
-                let response = &mut responses[wait.topic].partition_responses[wait.partition];
+                let response = &mut responses[pending.topic].partition_responses[pending.partition];
                 *response = error(response.index, code, Some(message));
             }
         }
@@ -102,15 +125,46 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
     }))
 }
 
-/// Appends one partition's batch; with acks=all also returns what to wait
-/// for.
+/// Runs the fsyncs the appends wait for, in one hop to the blocking pool;
+/// returns the failed ones, by index into `pending`.
+async fn flush(pending: &mut [Pending]) -> Vec<(usize, (ResponseError, String))> {
+    let due: Vec<(usize, Arc<Partition>, FlushDue)> = pending
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, p.wait.replica.clone(), p.wait.flush.take()?)))
+        .collect();
+    if due.is_empty() {
+        return Vec::new();
+    }
+    let indexes: Vec<usize> = due.iter().map(|(i, ..)| *i).collect();
+    let flushed = tokio::task::spawn_blocking(move || {
+        due.into_iter()
+            .filter_map(|(i, partition, due)| {
+                let error = partition.flush_appended(due).err()?;
+                tracing::error!(topic = %partition.topic, partition = partition.index, %error, "flush failed");
+                Some((i, (append_error_code(&error), error.to_string())))
+            })
+            .collect()
+    })
+    .await;
+    flushed.unwrap_or_else(|panicked| {
+        let message = format!("the flush failed: {panicked}");
+        indexes
+            .into_iter()
+            .map(|i| (i, (ResponseError::KafkaStorageError, message.clone())))
+            .collect()
+    })
+}
+
+/// Appends one partition's batch; returns what the answer must wait for,
+/// if anything.
 fn produce_partition(
     broker: &Broker,
     topic: &str,
     index: i32,
     acks: i16,
     records: Option<&[u8]>,
-) -> (PartitionProduceResponse, Option<(Arc<Partition>, u64)>) {
+) -> (PartitionProduceResponse, Option<Wait>) {
     let partition = match broker.leader_partition(topic, index) {
         Ok(partition) => partition,
         Err(not_served) => {
@@ -140,8 +194,12 @@ fn produce_partition(
             None,
         );
     };
-    match partition.append(records, state.leader_epoch) {
-        Ok(appended) => {
+    match partition.append_unflushed(records, state.leader_epoch, AppendOrigin::Client) {
+        Ok(written) => {
+            let (appended, flush) = match written {
+                Written::Appended(appended) => (appended, None),
+                Written::FlushDue(due) => (due.appended(), Some(due)),
+            };
             broker.metrics().records_appended.inc_by(appended.records);
             let response = PartitionProduceResponse::default()
                 .with_index(index)
@@ -151,8 +209,13 @@ fn produce_partition(
             // A duplicate's records were appended before; they too must
             // be replicated before acks=all answers.
             let until = appended.last_offset + 1;
-            let wait =
-                (acks == -1 && partition.high_watermark() < until).then_some((partition, until));
+            let until = (acks == -1 && (flush.is_some() || partition.high_watermark() < until))
+                .then_some(until);
+            let wait = (flush.is_some() || until.is_some()).then_some(Wait {
+                replica: partition,
+                flush,
+                until,
+            });
             (response, wait)
         }
         Err(e) => {
