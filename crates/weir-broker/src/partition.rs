@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use tokio::sync::watch;
 use weir_log::batch::{self, BatchError, BatchHeader, ControlType, Origin};
 use weir_log::records::{self, RecordsError};
@@ -40,6 +40,8 @@ pub enum AppendError {
     InvalidTxnState { producer_id: i64, first_offset: u64 },
     #[error("coordinator epoch {got} is older than the epoch {current} of the coordinator that last wrote a marker")]
     CoordinatorFenced { current: i32, got: i32 },
+    #[error("leadership moved (leader epoch {current}, not {epoch}) before the append")]
+    NotLeader { epoch: i32, current: i32 },
     #[error("the ISR has {isr} replica(s), fewer than min.insync.replicas={min}")]
     NotEnoughReplicas { isr: usize, min: usize },
     /// Kafka's words, so clients and their users see the same message.
@@ -206,6 +208,9 @@ pub struct Partition {
     high_watermark: AtomicU64,
     /// While this replica leads: its followers and the ISR.
     leadership: Mutex<Option<LeaderState>>,
+    /// The log end the producer-state snapshot on disk covers (`u64::MAX`:
+    /// none, or stale), so that an unchanged partition is not written again.
+    snapshot_offset: AtomicU64,
 }
 
 impl Partition {
@@ -234,7 +239,10 @@ impl Partition {
     ) -> Result<Self, LogError> {
         let dir = data_dir.join(format!("{topic}-{index}"));
         let log = Log::open_with(dir, config, storage, Arc::new(weir_log::SystemClock))?;
-        let producers = load_producer_state(&log)?;
+        let (producers, snapshot_offset) = load_producer_state(&log)?;
+        let snapshot_offset = snapshot_offset
+            .filter(|offset| *offset == log.log_end_offset())
+            .unwrap_or(u64::MAX);
         let (changed, _) = watch::channel(0);
         let high_watermark = checkpointed_high_watermark
             .or_else(|| read_high_watermark(log.dir()))
@@ -250,6 +258,7 @@ impl Partition {
             replica_state: RwLock::new(ReplicaState::default()),
             high_watermark: AtomicU64::new(high_watermark),
             leadership: Mutex::new(None),
+            snapshot_offset: AtomicU64::new(snapshot_offset),
         })
     }
 
@@ -267,10 +276,16 @@ impl Partition {
 
     /// Writes the idempotent-producer state with the offset it covers, so
     /// the next start replays only the log after it.
+    /// Skipped when the log end has not moved and no producer expired
+    /// since the last one.
     pub fn snapshot_producer_state(&self) -> std::io::Result<()> {
         let producers = self.producers.lock();
+        let offset = self.log.log_end_offset();
+        if self.snapshot_offset.load(Ordering::Acquire) == offset {
+            return Ok(());
+        }
         let snapshot = ProducerSnapshot {
-            offset: self.log.log_end_offset(),
+            offset,
             producers: producers.clone(),
         };
         drop(producers);
@@ -280,7 +295,9 @@ impl Partition {
         let mut file = std::fs::File::create(&tmp)?;
         std::io::Write::write_all(&mut file, &bytes)?;
         file.sync_data()?;
-        std::fs::rename(&tmp, &path)
+        std::fs::rename(&tmp, &path)?;
+        self.snapshot_offset.store(offset, Ordering::Release);
+        Ok(())
     }
 
     /// The offset below which consumers may read: records every in-sync
@@ -410,13 +427,14 @@ impl Partition {
     /// retried batch whose earlier copy was dropped must be appended again,
     /// not answered as a duplicate at an offset that now holds other data.
     fn after_truncation(&self) -> Result<(), LogError> {
-        let rebuilt = load_producer_state(&self.log)?;
+        let (rebuilt, _) = load_producer_state(&self.log)?;
         *self.producers.lock() = rebuilt;
         // A snapshot taken past the truncation point holds batches that
         // are gone; once the log grows past it again it would be loaded
         // as if they were there. It is replaced now.
         if let Err(error) = self.snapshot_producer_state() {
             tracing::warn!(topic = %self.topic, partition = self.index, %error, "cannot snapshot the producer state after a truncation");
+            self.snapshot_offset.store(u64::MAX, Ordering::Release);
             let _ = std::fs::remove_file(self.log.dir().join(PRODUCER_SNAPSHOT_FILE));
         }
         let end = self.log.log_end_offset();
@@ -566,6 +584,7 @@ impl Partition {
                 last_seq: first_seq.wrapping_add(header.last_offset_delta()),
             }
         });
+        let _led = self.led_at(leader_epoch)?;
         let mut producers = self.producers.lock();
         if let Some(batch) = &producer {
             if !header.is_transactional() {
@@ -630,6 +649,21 @@ impl Partition {
         Ok(())
     }
 
+    /// The check a leader's append makes, held until the append is done
+    /// (Kafka's `leaderIsrUpdateLock`): the caller found this replica
+    /// leading at `leader_epoch`, and leadership cannot move before the
+    /// batch is in the log. Every change of leader bumps the epoch.
+    fn led_at(&self, leader_epoch: i32) -> Result<RwLockReadGuard<'_, ReplicaState>, AppendError> {
+        let state = self.replica_state.read();
+        if state.leader_epoch != leader_epoch {
+            return Err(AppendError::NotLeader {
+                epoch: leader_epoch,
+                current: state.leader_epoch,
+            });
+        }
+        Ok(state)
+    }
+
     /// Kafka's check for compacted topics: every record needs a key, for
     /// the cleaner keeps records by key. Only batches bound for compacted
     /// topics are inflated, within [`records::MAX_INFLATED_BATCH_BYTES`].
@@ -669,6 +703,7 @@ impl Partition {
         coordinator_epoch: i32,
         leader_epoch: i32,
     ) -> Result<Appended, AppendError> {
+        let _led = self.led_at(leader_epoch)?;
         let mut producers = self.producers.lock();
         match producers.check_marker(producer_id, producer_epoch, coordinator_epoch) {
             MarkerCheck::Write => {}
@@ -703,11 +738,16 @@ impl Partition {
     /// Forgets the idempotent producers idle for `expiration_ms` (Kafka's
     /// `producer.id.expiration.ms`), but those with a transaction open.
     pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
-        self.producers
+        let expired = self
+            .producers
             .lock()
             .expire(now_ms, expiration_ms, |producer_id| {
                 self.log.open_transaction(producer_id).is_some()
-            })
+            });
+        if expired > 0 {
+            self.snapshot_offset.store(u64::MAX, Ordering::Release);
+        }
+        expired
     }
 
     /// Aborts the open transaction of `producer_id` that no coordinator
@@ -830,14 +870,15 @@ struct ProducerSnapshot {
 }
 
 /// Rebuilds producer state: the snapshot, if it is usable, then every batch
-/// after it.
-fn load_producer_state(log: &Log) -> Result<ProducerStates, LogError> {
+/// after it. Also returns the offset the snapshot covered.
+fn load_producer_state(log: &Log) -> Result<(ProducerStates, Option<u64>), LogError> {
     let path = log.dir().join(PRODUCER_SNAPSHOT_FILE);
     let log_end = log.log_end_offset();
     let snapshot = std::fs::read(&path)
         .ok()
         .and_then(|bytes| serde_json::from_slice::<ProducerSnapshot>(&bytes).ok())
         .filter(|s| s.offset <= log_end && s.offset >= log.log_start_offset());
+    let snapshot_offset = snapshot.as_ref().map(|s| s.offset);
     let (mut producers, mut offset) = match snapshot {
         Some(s) => (s.producers, s.offset),
         None => (ProducerStates::default(), log.log_start_offset()),
@@ -858,7 +899,7 @@ fn load_producer_state(log: &Log) -> Result<ProducerStates, LogError> {
             rest = &rest[header.total_size().min(rest.len())..];
         }
     }
-    Ok(producers)
+    Ok((producers, snapshot_offset))
 }
 
 /// The header of the one batch a produce request may carry per partition.
@@ -1057,6 +1098,67 @@ mod tests {
         }
         done.store(true, Ordering::Release);
         watcher.join().unwrap();
+    }
+
+    #[test]
+    fn an_append_at_a_leader_epoch_the_partition_has_left_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        let led = |epoch| ReplicaState {
+            leader: 1,
+            leader_epoch: epoch,
+            isr_size: 1,
+            min_insync_replicas: 1,
+        };
+        p.set_replica_state(led(4));
+        p.append(&BatchBuilder::new(1).build(), 4).unwrap();
+        // A handler that checked leadership before the epoch moved on.
+        p.set_replica_state(led(5));
+        assert!(matches!(
+            p.append(&BatchBuilder::new(1).build(), 4),
+            Err(AppendError::NotLeader {
+                epoch: 4,
+                current: 5
+            })
+        ));
+        assert!(matches!(
+            p.write_marker(7, 0, true, 0, 4),
+            Err(AppendError::NotLeader { .. })
+        ));
+        assert_eq!(
+            p.log.log_end_offset(),
+            1,
+            "nothing appended at the old epoch"
+        );
+    }
+
+    #[test]
+    fn an_unchanged_partition_is_not_snapshotted_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        let file = p.log.dir().join(PRODUCER_SNAPSHOT_FILE);
+        let batch = |sequence| BatchBuilder::new(1).producer(7, 0, sequence).build();
+        p.append(&batch(0), 0).unwrap();
+        p.snapshot_producer_state().unwrap();
+        assert!(file.exists());
+        // The file removed behind the partition's back shows whether the
+        // next call writes one.
+        std::fs::remove_file(&file).unwrap();
+        p.snapshot_producer_state().unwrap();
+        assert!(!file.exists(), "nothing changed: not written again");
+        p.append(&batch(1), 0).unwrap();
+        p.snapshot_producer_state().unwrap();
+        assert!(file.exists(), "the log moved");
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(p.expire_producers(i64::MAX, 1), 1);
+        p.snapshot_producer_state().unwrap();
+        assert!(file.exists(), "a producer expired");
+        // Reopened at the log end its snapshot covers: still nothing to do.
+        drop(p);
+        let p = open(dir.path());
+        std::fs::remove_file(&file).unwrap();
+        p.snapshot_producer_state().unwrap();
+        assert!(!file.exists());
     }
 
     #[test]

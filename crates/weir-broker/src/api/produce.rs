@@ -273,6 +273,7 @@ pub(super) fn append_error_code(error: &AppendError) -> ResponseError {
         AppendError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
         AppendError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,
         AppendError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+        AppendError::NotLeader { .. } => ResponseError::NotLeaderOrFollower,
         AppendError::KeylessRecords { .. } => ResponseError::InvalidRecord,
         // A producer splits a batch refused as too large (the Java client
         // does); the bound is on the inflated size.
