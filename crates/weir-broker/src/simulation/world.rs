@@ -103,6 +103,21 @@ pub(super) struct Node {
 }
 
 impl Node {
+    /// A node that has never run: empty storage, nothing open.
+    fn new(id: i32) -> Self {
+        Self {
+            id,
+            status: Status::Down,
+            incarnation: 0,
+            storage: SimStorage::new(),
+            image: MetadataImage::new(),
+            partitions: BTreeMap::new(),
+            follows: BTreeMap::new(),
+            offsets: OffsetStore::default(),
+            checkpoint: BTreeMap::new(),
+        }
+    }
+
     pub(super) fn partition(&self, topic: &str) -> Option<&Arc<Partition>> {
         self.partitions.get(topic)
     }
@@ -267,17 +282,7 @@ impl World {
             trace: vec![format!("seed {seed}: {durability:?}")],
         };
         for id in NODES {
-            let mut node = Node {
-                id,
-                status: Status::Down,
-                incarnation: 0,
-                storage: SimStorage::new(),
-                image: MetadataImage::new(),
-                partitions: BTreeMap::new(),
-                follows: BTreeMap::new(),
-                offsets: OffsetStore::default(),
-                checkpoint: BTreeMap::new(),
-            };
+            let mut node = Node::new(id);
             world.open(&mut node);
             world.nodes.push(node);
         }
@@ -881,20 +886,9 @@ impl World {
     /// The crashed node starts again: it recovers its logs and registers
     /// with a new incarnation, as `weir serve` does.
     pub(super) fn restart(&mut self, id: i32) {
-        let mut node = std::mem::replace(
-            self.node_mut(id),
-            Node {
-                id,
-                status: Status::Down,
-                incarnation: 0,
-                storage: SimStorage::new(),
-                image: MetadataImage::new(),
-                partitions: BTreeMap::new(),
-                follows: BTreeMap::new(),
-                offsets: OffsetStore::default(),
-                checkpoint: BTreeMap::new(),
-            },
-        );
+        // Taken out while its replicas reopen, the node keeps its storage
+        // and its checkpoint file.
+        let mut node = std::mem::replace(self.node_mut(id), Node::new(id));
         node.incarnation += 1;
         self.open(&mut node);
         let incarnation = node.incarnation;
