@@ -10,7 +10,8 @@
 //!
 //! A failure names the seed and the steps that led to it; replay it with
 //! `WEIR_SIM_SEED=<seed> cargo test -p weir-broker simulation`.
-//! `WEIR_SIM_SEEDS=<n>` runs more seeds than the default.
+//! `WEIR_SIM_SEEDS=<n>` runs more seeds than the default, and
+//! `WEIR_SIM_TRACE=<n>` prints the last `n` steps of a failure (80).
 
 mod invariants;
 mod world;
