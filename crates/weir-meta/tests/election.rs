@@ -11,23 +11,21 @@ use uuid::Uuid;
 use weir_meta::{BrokerInfo, Command, MetaError, MetadataImage};
 
 fn broker(id: i32) -> Command {
-    Command::RegisterBroker(BrokerInfo {
-        id,
-        host: format!("host{id}"),
-        port: 9092,
-        rack: None,
-        incarnation: Uuid::from_u128(id as u128),
-    })
+    register(id, id as u128)
 }
 
 /// Broker `id` registering from a new process (a restart).
 fn restarted(id: i32) -> Command {
+    register(id, 100 + id as u128)
+}
+
+fn register(id: i32, incarnation: u128) -> Command {
     Command::RegisterBroker(BrokerInfo {
         id,
         host: format!("host{id}"),
         port: 9092,
         rack: None,
-        incarnation: Uuid::from_u128(100 + id as u128),
+        incarnation: Uuid::from_u128(incarnation),
     })
 }
 
