@@ -1,7 +1,7 @@
 //! The broker's shared state: settings, the metadata store, and the
 //! partitions it hosts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -67,6 +67,9 @@ pub struct Broker {
     registration: BrokerInfo,
     /// Serializes changes to the metadata with the partitions they open.
     admin: Mutex<()>,
+    /// Applies one image at a time, so coordinators are taken over and
+    /// handed over in the order of the images that moved them.
+    reconciling: Mutex<()>,
     replicas: ReplicaManager,
     /// The heartbeat and image-following tasks.
     membership: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -147,21 +150,30 @@ impl Broker {
                 source,
             }
         })?;
-        // Only the groups of the __consumer_offsets partitions led here.
-        let image = meta.image();
-        let led_offsets = |group: &str| {
-            image.topic(OFFSETS_TOPIC).is_some_and(|t| {
-                let index = crate::offsets::records::partition_for(group, t.partition_count());
-                t.partition(index)
-                    .is_some_and(|p| p.leader == config.node_id)
+        // Only the groups of the __consumer_offsets partitions led here, in
+        // the image the replicas were opened from: later changes reach the
+        // coordinator through `reconcile`.
+        let offsets_topic = image.topic(OFFSETS_TOPIC);
+        let coordinated: HashSet<i32> = offsets_topic
+            .map(|t| {
+                t.partitions
+                    .iter()
+                    .filter(|p| p.leader == config.node_id)
+                    .map(|p| p.partition)
+                    .collect()
             })
-        };
+            .unwrap_or_default();
         let loaded = offsets
             .group_metadata()
             .into_iter()
-            .filter(|(group, _)| led_offsets(group))
+            .filter(|(group, _)| {
+                offsets_topic.is_some_and(|t| {
+                    let index = crate::offsets::records::partition_for(group, t.partition_count());
+                    coordinated.contains(&index)
+                })
+            })
             .collect();
-        let groups = GroupCoordinator::new(config.group_config(), loaded);
+        let groups = GroupCoordinator::new(config.group_config(), coordinated, loaded);
         let broker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             static_config: config,
@@ -170,6 +182,7 @@ impl Broker {
             meta,
             registration,
             admin: Mutex::new(()),
+            reconciling: Mutex::new(()),
             replicas,
             membership: Mutex::new(Vec::new()),
             producer_ids: Mutex::new(0..0),
@@ -215,22 +228,23 @@ impl Broker {
 
     /// Applies the current image to the hosted replicas.
     pub fn reconcile(&self) {
+        let _reconciling = self.reconciling.lock();
         let image = self.meta.image();
         let config = self.follow_config(&image);
         let outcome = self.replicas.reconcile(&config, &image);
-        for topic in outcome.removed_topics {
-            self.forget_offsets_of(&topic);
-        }
-        // Groups move with the leadership of their __consumer_offsets
-        // partition.
         let count = image
             .topic(OFFSETS_TOPIC)
             .map_or(0, |t| t.partition_count());
+        for topic in outcome.removed_topics {
+            self.forget_offsets_of(&topic, count);
+        }
+        // Groups move with the leadership of their __consumer_offsets
+        // partition.
         let owned_by = |index: i32| {
             move |group: &str| crate::offsets::records::partition_for(group, count) == index
         };
         for (_, index) in outcome.unled.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
-            self.groups.hand_over(owned_by(*index));
+            self.groups.hand_over(*index, owned_by(*index));
         }
         for (_, index) in outcome
             .unled
@@ -263,7 +277,7 @@ impl Broker {
                         groups = loaded.len(),
                         "coordinating the groups of a __consumer_offsets partition"
                     );
-                    self.groups.take_over(&me, owned_by(*index), loaded);
+                    self.groups.take_over(&me, *index, owned_by(*index), loaded);
                 }
                 Err(error) => tracing::error!(partition = index, %error, "cannot load groups"),
             }
@@ -412,7 +426,13 @@ impl Broker {
     /// leads the `__consumer_offsets` partition of `group`.
     pub fn check_coordinator(&self, group: &str) -> Result<(), i16> {
         match self.coordinator_of(group) {
-            Ok((_, leader)) if leader == self.static_config.node_id => Ok(()),
+            Ok((index, leader)) if leader == self.static_config.node_id => {
+                if self.groups.coordinates(index) {
+                    Ok(())
+                } else {
+                    Err(14) // COORDINATOR_LOAD_IN_PROGRESS
+                }
+            }
             Ok((_, leader)) if leader >= 0 => Err(16), // NOT_COORDINATOR
             Ok(_) => Err(15),                          // COORDINATOR_NOT_AVAILABLE
             Err(error) => {
@@ -874,9 +894,13 @@ impl Broker {
 
     /// Committed offsets of a deleted topic go with it, in the groups this
     /// node coordinates.
-    fn forget_offsets_of(&self, topic: &str) {
+    fn forget_offsets_of(&self, topic: &str, offsets_partitions: i32) {
+        if offsets_partitions == 0 {
+            return;
+        }
         for (group, partitions) in self.offsets.commits_of_topic(topic) {
-            if self.check_coordinator(&group).is_err() {
+            let index = crate::offsets::records::partition_for(&group, offsets_partitions);
+            if !self.groups.coordinates(index) {
                 continue;
             }
             let changes = partitions

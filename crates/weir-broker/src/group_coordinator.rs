@@ -6,8 +6,14 @@
 //!
 //! One mutex covers every hosted group; it is held only while an event is
 //! applied and its commands executed (an append to `__consumer_offsets` at
-//! most), never across an await. Lock order: this mutex, then the
+//! most), never across an await. Lock order: this mutex, then the set of
+//! coordinated partitions, then the
 //! [`OffsetStore`](crate::offsets::OffsetStore)'s.
+//!
+//! A group is served only once its `__consumer_offsets` partition has been
+//! loaded here: between the metadata naming this node leader and the load,
+//! requests get COORDINATOR_LOAD_IN_PROGRESS, so no state made in that window
+//! is replaced by the load.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -115,6 +121,8 @@ pub struct GroupCoordinator {
     config: GroupConfig,
     groups: Mutex<HashMap<String, HostedGroup>>,
     next_id: AtomicU64,
+    /// The `__consumer_offsets` partitions whose groups are loaded here.
+    coordinated: Mutex<HashSet<i32>>,
     /// Groups whose consumers read committed data only: they ask
     /// OffsetFetch for stable offsets, which only read_committed
     /// consumers do. Their lag is counted to the last stable offset.
@@ -122,9 +130,14 @@ pub struct GroupCoordinator {
 }
 
 impl GroupCoordinator {
-    /// A coordinator hosting the groups whose metadata was loaded from
-    /// `__consumer_offsets`. Their session timers start with [`start`](Self::start).
-    pub fn new(config: GroupConfig, loaded: Vec<(String, GroupSnapshot)>) -> Self {
+    /// A coordinator of the groups of the `coordinated` partitions of
+    /// `__consumer_offsets`, whose metadata was `loaded` from them. Their
+    /// session timers start with [`start`](Self::start).
+    pub fn new(
+        config: GroupConfig,
+        coordinated: HashSet<i32>,
+        loaded: Vec<(String, GroupSnapshot)>,
+    ) -> Self {
         let now = now_ms() as u64;
         let groups = loaded
             .into_iter()
@@ -137,6 +150,7 @@ impl GroupCoordinator {
             config,
             groups: Mutex::new(groups),
             next_id: AtomicU64::new(1),
+            coordinated: Mutex::new(coordinated),
             read_committed: Mutex::default(),
         }
     }
@@ -156,12 +170,19 @@ impl GroupCoordinator {
         self.read_committed.lock().contains(group)
     }
 
-    /// This node now coordinates the groups `owns` selects: they are
-    /// replaced by `loaded` (read from the log just now) and their timers
-    /// armed.
+    /// Whether the groups of `__consumer_offsets` partition `partition` are
+    /// loaded here.
+    pub fn coordinates(&self, partition: i32) -> bool {
+        self.coordinated.lock().contains(&partition)
+    }
+
+    /// This node now coordinates the groups of `__consumer_offsets`
+    /// partition `partition`, which `owns` selects: they are replaced by
+    /// `loaded` (read from the log just now) and their timers armed.
     pub fn take_over(
         &self,
         broker: &Arc<Broker>,
+        partition: i32,
         owns: impl Fn(&str) -> bool,
         loaded: Vec<(String, GroupSnapshot)>,
     ) {
@@ -181,13 +202,17 @@ impl GroupCoordinator {
                 .or_insert(HostedGroup::new(engine));
             self.execute(broker, &group, hosted);
         }
+        self.coordinated.lock().insert(partition);
     }
 
-    /// Another node coordinates the groups `owns` selects now: they are
-    /// dropped here (requests still waiting on them are answered by their
-    /// new coordinator once the clients retry).
-    pub fn hand_over(&self, owns: impl Fn(&str) -> bool) {
-        self.groups.lock().retain(|group, hosted| {
+    /// Another node coordinates the groups of `__consumer_offsets`
+    /// partition `partition`, which `owns` selects, now: they are dropped
+    /// here (requests still waiting on them are answered by their new
+    /// coordinator once the clients retry).
+    pub fn hand_over(&self, partition: i32, owns: impl Fn(&str) -> bool) {
+        let mut groups = self.groups.lock();
+        self.coordinated.lock().remove(&partition);
+        groups.retain(|group, hosted| {
             let keep = !owns(group);
             if !keep {
                 hosted.disarm_all();
@@ -320,12 +345,16 @@ impl GroupCoordinator {
         event: impl FnOnce(RequestId, u64) -> Event,
     ) -> Result<Option<Response>, GroupError> {
         // Creates __consumer_offsets on first use, before any group state.
-        broker.coordinator_of(group).map_err(|error| {
+        let (partition, _) = broker.coordinator_of(group).map_err(|error| {
             tracing::error!(%error, "cannot open __consumer_offsets");
             GroupError::CoordinatorNotAvailable
         })?;
         let answer = {
             let mut groups = self.groups.lock();
+            if !self.coordinates(partition) {
+                // Handed over since the request was checked.
+                return Err(GroupError::NotCoordinator);
+            }
             if !groups.contains_key(group) {
                 if !create {
                     return Ok(None);
@@ -578,7 +607,8 @@ impl GroupCoordinator {
         let appended = broker
             .offsets()
             .commit_transactional(&partition, group, producer, offsets, now_ms)?;
-        if appended.is_some() && !groups.contains_key(group) {
+        // A partition still loading gets the group from the log.
+        if appended.is_some() && !groups.contains_key(group) && self.coordinates(partition.index) {
             let engine = GroupEngine::new(group, self.config.clone());
             groups.insert(group.to_owned(), HostedGroup::new(engine));
         }

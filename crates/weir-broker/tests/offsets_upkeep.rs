@@ -1,12 +1,16 @@
 //! Upkeep of `__consumer_offsets` on a broker opened in process: offsets of
-//! groups without members expire after `offsets.retention.minutes`, and a
-//! checkpoint keeps the topic small without losing any live commit.
+//! groups without members expire after `offsets.retention.minutes`, a
+//! checkpoint keeps the topic small without losing any live commit, and a
+//! group is served only from a loaded partition.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use weir_broker::broker::now_ms;
-use weir_broker::group::{GroupState, JoinGroup, LeaveGroup, LeavingMember, Protocol, SyncGroup};
+use weir_broker::group::{
+    GroupError, GroupState, Heartbeat, JoinGroup, JoinResponse, LeaveGroup, LeavingMember,
+    Protocol, SyncGroup,
+};
 use weir_broker::group_coordinator::Committer;
 use weir_broker::offsets::records::CommittedOffset;
 use weir_broker::offsets::{OffsetChange, OFFSETS_TOPIC};
@@ -129,40 +133,7 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
     let dir = tempfile::tempdir().unwrap();
     let broker = open(dir.path());
     let groups = broker.groups();
-    let joined = groups
-        .join(
-            &broker,
-            "app",
-            JoinGroup {
-                member_id: String::new(),
-                group_instance_id: None,
-                client_id: "c".into(),
-                client_host: "/127.0.0.1".into(),
-                protocol_type: "consumer".into(),
-                protocols: vec![Protocol::new("range", vec![])],
-                session_timeout_ms: 10_000,
-                rebalance_timeout_ms: 10_000,
-                require_known_member_id: false,
-                supports_skip_assignment: false,
-            },
-        )
-        .await;
-    assert_eq!(joined.error, None);
-    let synced = groups
-        .sync(
-            &broker,
-            "app",
-            SyncGroup {
-                member_id: joined.member_id.clone(),
-                group_instance_id: None,
-                generation_id: joined.generation_id,
-                protocol_type: None,
-                protocol_name: None,
-                assignments: vec![(joined.member_id.clone(), vec![1])],
-            },
-        )
-        .await;
-    assert_eq!(synced.error, None);
+    let joined = join_alone(&broker, "app").await;
     let committer = Committer {
         member_id: &joined.member_id,
         generation_id: joined.generation_id,
@@ -299,4 +270,87 @@ fn offsets_of_open_transactions_do_not_expire_nor_let_their_group_go() {
     drop(broker);
     let broker = open(dir.path());
     assert!(broker.offsets().groups().is_empty());
+}
+
+/// `group`'s only member, joined and synced: its assignment is written.
+async fn join_alone(broker: &Arc<Broker>, group: &str) -> JoinResponse {
+    let groups = broker.groups();
+    let joined = groups
+        .join(
+            broker,
+            group,
+            JoinGroup {
+                member_id: String::new(),
+                group_instance_id: None,
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                protocol_type: "consumer".into(),
+                protocols: vec![Protocol::new("range", vec![])],
+                session_timeout_ms: 10_000,
+                rebalance_timeout_ms: 10_000,
+                require_known_member_id: false,
+                supports_skip_assignment: false,
+            },
+        )
+        .await;
+    assert_eq!(joined.error, None);
+    let synced = groups
+        .sync(
+            broker,
+            group,
+            SyncGroup {
+                member_id: joined.member_id.clone(),
+                group_instance_id: None,
+                generation_id: joined.generation_id,
+                protocol_type: None,
+                protocol_name: None,
+                assignments: vec![(joined.member_id.clone(), vec![1])],
+            },
+        )
+        .await;
+    assert_eq!(synced.error, None);
+    joined
+}
+
+#[tokio::test]
+async fn a_group_is_served_only_once_its_partition_is_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    let joined = join_alone(&broker, "app").await;
+    let heartbeat = || Heartbeat {
+        member_id: joined.member_id.clone(),
+        group_instance_id: None,
+        generation_id: joined.generation_id,
+    };
+    let groups = broker.groups();
+    assert_eq!(groups.heartbeat(&broker, "app", heartbeat()).await, Ok(()));
+    let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
+    let index = weir_broker::offsets::records::partition_for("app", count);
+    let owned = |group: &str| weir_broker::offsets::records::partition_for(group, count) == index;
+    // The metadata names this node the leader but the partition is not
+    // loaded: requests are refused rather than served from a state the load
+    // would replace.
+    groups.hand_over(index, owned);
+    assert_eq!(
+        broker.check_coordinator("app"),
+        Err(14),
+        "COORDINATOR_LOAD_IN_PROGRESS"
+    );
+    assert_eq!(
+        groups.heartbeat(&broker, "app", heartbeat()).await,
+        Err(GroupError::NotCoordinator)
+    );
+    assert_eq!(groups.state("app"), None, "nothing made before the load");
+    // Loaded from the log, the member is back with its generation.
+    let partition = broker
+        .partitions_of(OFFSETS_TOPIC)
+        .into_iter()
+        .find(|p| p.index == index)
+        .unwrap();
+    let loaded = broker.offsets().reload(&partition, count).unwrap();
+    groups.take_over(&broker, index, owned, loaded);
+    assert_eq!(broker.check_coordinator("app"), Ok(()));
+    assert_eq!(groups.state("app"), Some(GroupState::Stable));
+    assert_eq!(groups.heartbeat(&broker, "app", heartbeat()).await, Ok(()));
+    broker.shutdown();
 }
