@@ -173,7 +173,12 @@ impl Broker {
                 })
             })
             .collect();
-        let groups = GroupCoordinator::new(config.group_config(), coordinated, loaded);
+        let groups = GroupCoordinator::new(
+            config.group_config(),
+            offsets_topic.map_or(0, |t| t.partition_count()),
+            coordinated,
+            loaded,
+        );
         let broker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             static_config: config,
@@ -240,11 +245,8 @@ impl Broker {
         }
         // Groups move with the leadership of their __consumer_offsets
         // partition.
-        let owned_by = |index: i32| {
-            move |group: &str| crate::offsets::records::partition_for(group, count) == index
-        };
         for (_, index) in outcome.unled.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
-            self.groups.hand_over(*index, owned_by(*index));
+            self.groups.hand_over(*index);
         }
         for (_, index) in outcome
             .unled
@@ -277,7 +279,7 @@ impl Broker {
                         groups = loaded.len(),
                         "coordinating the groups of a __consumer_offsets partition"
                     );
-                    self.groups.take_over(&me, *index, owned_by(*index), loaded);
+                    self.groups.take_over(&me, *index, count, loaded);
                 }
                 Err(error) => tracing::error!(partition = index, %error, "cannot load groups"),
             }
@@ -539,10 +541,16 @@ impl Broker {
         Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
     }
 
-    /// Removes a group's offsets and metadata from `__consumer_offsets`.
-    pub fn delete_group(&self, group: &str, now_ms: i64) -> Result<(), AppendError> {
+    /// Removes a group's offsets and metadata from `__consumer_offsets`;
+    /// returns the write to wait on.
+    pub fn delete_group(
+        &self,
+        group: &str,
+        now_ms: i64,
+    ) -> Result<Option<ReplicatedWrite>, AppendError> {
         let partition = self.group_partition(group)?;
-        self.offsets.delete_group(&partition, group, now_ms)
+        let appended = self.offsets.delete_group(&partition, group, now_ms)?;
+        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
     }
 
     /// A transaction marker of `producer_id` was written at `offset` to

@@ -4,11 +4,12 @@
 //! [`Event::Timer`] back, and writes group metadata records before the
 //! responses that depend on them.
 //!
-//! One mutex covers every hosted group; it is held only while an event is
-//! applied and its commands executed (an append to `__consumer_offsets` at
-//! most), never across an await. Lock order: this mutex, then the set of
-//! coordinated partitions, then the
-//! [`OffsetStore`](crate::offsets::OffsetStore)'s.
+//! The groups of each `__consumer_offsets` partition have their own mutex,
+//! so groups of different partitions never wait for each other. It is held
+//! only while an event is applied and its commands executed (an append to
+//! `__consumer_offsets` at most), never across an await. Lock order: a
+//! partition's groups, then the [`OffsetStore`](crate::offsets::OffsetStore)'s;
+//! the map of partitions is never held while a partition's groups are taken.
 //!
 //! A group is served only once its `__consumer_offsets` partition has been
 //! loaded here: between the metadata naming this node leader and the load,
@@ -16,11 +17,11 @@
 //! is replaced by the load.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -30,7 +31,7 @@ use crate::group::{
     JoinGroup, JoinResponse, LeaveGroup, LeaveResponse, LeftMember, RequestId, Response, SyncGroup,
     SyncResponse, TimerKey,
 };
-use crate::offsets::records::CommittedOffset;
+use crate::offsets::records::{partition_for, CommittedOffset};
 use crate::offsets::{OffsetChange, TxnProducer};
 use crate::partition::{AppendError, ReplicatedWrite};
 
@@ -57,10 +58,16 @@ pub enum GroupAdminError {
 pub enum TxnCommitError {
     #[error(transparent)]
     Membership(#[from] GroupError),
-    #[error("the in-sync replicas of the group's __consumer_offsets partition are fewer than min.insync.replicas")]
-    NotEnoughReplicas,
     #[error(transparent)]
     Append(#[from] AppendError),
+}
+
+/// What OffsetDelete did.
+pub struct DeletedOffsets {
+    /// The partitions kept: their topics are subscribed to.
+    pub refused: Vec<(String, i32)>,
+    /// The deletion, to be answered once replicated.
+    pub write: Option<ReplicatedWrite>,
 }
 
 /// Who commits offsets, as an OffsetCommit request names itself.
@@ -117,12 +124,18 @@ impl HostedGroup {
     }
 }
 
+/// The groups of one `__consumer_offsets` partition.
+type PartitionGroups = Arc<Mutex<HashMap<String, HostedGroup>>>;
+
 pub struct GroupCoordinator {
     config: GroupConfig,
-    groups: Mutex<HashMap<String, HostedGroup>>,
+    /// By `__consumer_offsets` partition, for the partitions whose groups
+    /// are loaded here.
+    partitions: RwLock<HashMap<i32, PartitionGroups>>,
+    /// `__consumer_offsets`' partition count, which never changes once the
+    /// topic exists (0 before).
+    partition_count: AtomicI32,
     next_id: AtomicU64,
-    /// The `__consumer_offsets` partitions whose groups are loaded here.
-    coordinated: Mutex<HashSet<i32>>,
     /// Groups whose consumers read committed data only: they ask
     /// OffsetFetch for stable offsets, which only read_committed
     /// consumers do. Their lag is counted to the last stable offset.
@@ -135,24 +148,52 @@ impl GroupCoordinator {
     /// session timers start with [`start`](Self::start).
     pub fn new(
         config: GroupConfig,
+        partition_count: i32,
         coordinated: HashSet<i32>,
         loaded: Vec<(String, GroupSnapshot)>,
     ) -> Self {
         let now = now_ms() as u64;
-        let groups = loaded
+        let mut partitions: HashMap<i32, HashMap<String, HostedGroup>> = coordinated
             .into_iter()
-            .map(|(group, snapshot)| {
-                let engine = GroupEngine::load(group.clone(), config.clone(), snapshot, now);
-                (group, HostedGroup::new(engine))
-            })
+            .map(|p| (p, HashMap::new()))
             .collect();
+        for (group, snapshot) in loaded {
+            let index = partition_for(&group, partition_count);
+            if let Some(groups) = partitions.get_mut(&index) {
+                let engine = GroupEngine::load(group.clone(), config.clone(), snapshot, now);
+                groups.insert(group, HostedGroup::new(engine));
+            }
+        }
         Self {
             config,
-            groups: Mutex::new(groups),
+            partitions: RwLock::new(
+                partitions
+                    .into_iter()
+                    .map(|(p, groups)| (p, Arc::new(Mutex::new(groups))))
+                    .collect(),
+            ),
+            partition_count: AtomicI32::new(partition_count),
             next_id: AtomicU64::new(1),
-            coordinated: Mutex::new(coordinated),
             read_committed: Mutex::default(),
         }
+    }
+
+    /// The groups of `__consumer_offsets` partition `partition`, if loaded here.
+    fn partition(&self, partition: i32) -> Option<PartitionGroups> {
+        self.partitions.read().get(&partition).cloned()
+    }
+
+    /// The groups of the partition `group` belongs to, if loaded here.
+    fn partition_of(&self, group: &str) -> Option<PartitionGroups> {
+        match self.partition_count.load(Ordering::Acquire) {
+            0 => None,
+            count => self.partition(partition_for(group, count)),
+        }
+    }
+
+    /// Every partition's groups loaded here.
+    fn all_partitions(&self) -> Vec<PartitionGroups> {
+        self.partitions.read().values().cloned().collect()
     }
 
     /// A consumer of `group` asked for stable offsets: it reads committed
@@ -173,28 +214,30 @@ impl GroupCoordinator {
     /// Whether the groups of `__consumer_offsets` partition `partition` are
     /// loaded here.
     pub fn coordinates(&self, partition: i32) -> bool {
-        self.coordinated.lock().contains(&partition)
+        self.partitions.read().contains_key(&partition)
     }
 
     /// This node now coordinates the groups of `__consumer_offsets`
-    /// partition `partition`, which `owns` selects: they are replaced by
-    /// `loaded` (read from the log just now) and their timers armed.
+    /// partition `partition` (of `partition_count`): they are `loaded`
+    /// (read from the log just now) and their timers armed.
     pub fn take_over(
         &self,
         broker: &Arc<Broker>,
         partition: i32,
-        owns: impl Fn(&str) -> bool,
+        partition_count: i32,
         loaded: Vec<(String, GroupSnapshot)>,
     ) {
         let now = now_ms() as u64;
-        let mut groups = self.groups.lock();
-        groups.retain(|group, hosted| {
-            let keep = !owns(group);
-            if !keep {
-                hosted.disarm_all();
-            }
-            keep
-        });
+        self.partition_count
+            .store(partition_count, Ordering::Release);
+        let taken = PartitionGroups::default();
+        // Held from before the groups can be found: a timer that fires at
+        // once waits for its group.
+        let mut groups = taken.lock();
+        let replaced = self.partitions.write().insert(partition, taken.clone());
+        if let Some(replaced) = replaced {
+            disarm(&replaced);
+        }
         for (group, snapshot) in loaded {
             let engine = GroupEngine::load(group.clone(), self.config.clone(), snapshot, now);
             let hosted = groups
@@ -202,31 +245,27 @@ impl GroupCoordinator {
                 .or_insert(HostedGroup::new(engine));
             self.execute(broker, &group, hosted);
         }
-        self.coordinated.lock().insert(partition);
     }
 
     /// Another node coordinates the groups of `__consumer_offsets`
-    /// partition `partition`, which `owns` selects, now: they are dropped
-    /// here (requests still waiting on them are answered by their new
-    /// coordinator once the clients retry).
-    pub fn hand_over(&self, partition: i32, owns: impl Fn(&str) -> bool) {
-        let mut groups = self.groups.lock();
-        self.coordinated.lock().remove(&partition);
-        groups.retain(|group, hosted| {
-            let keep = !owns(group);
-            if !keep {
-                hosted.disarm_all();
-            }
-            keep
-        });
+    /// partition `partition` now: they are dropped here (requests still
+    /// waiting on them are answered by their new coordinator once the
+    /// clients retry).
+    pub fn hand_over(&self, partition: i32) {
+        let handed = self.partitions.write().remove(&partition);
+        if let Some(handed) = handed {
+            disarm(&handed);
+        }
     }
 
     /// Arms the timers of the loaded groups, so that members that do not come
     /// back after a restart expire. Needs the Tokio runtime.
     pub fn start(&self, broker: &Arc<Broker>) {
-        let mut groups = self.groups.lock();
-        for (group, hosted) in groups.iter_mut() {
-            self.execute(broker, group, hosted);
+        for partition in self.all_partitions() {
+            let mut groups = partition.lock();
+            for (group, hosted) in groups.iter_mut() {
+                self.execute(broker, group, hosted);
+            }
         }
     }
 
@@ -349,12 +388,12 @@ impl GroupCoordinator {
             tracing::error!(%error, "cannot open __consumer_offsets");
             GroupError::CoordinatorNotAvailable
         })?;
+        // None: handed over since the request was checked.
+        let partition = self
+            .partition(partition)
+            .ok_or(GroupError::NotCoordinator)?;
         let answer = {
-            let mut groups = self.groups.lock();
-            if !self.coordinates(partition) {
-                // Handed over since the request was checked.
-                return Err(GroupError::NotCoordinator);
-            }
+            let mut groups = partition.lock();
             if !groups.contains_key(group) {
                 if !create {
                     return Ok(None);
@@ -452,7 +491,10 @@ impl GroupCoordinator {
 
     /// A timer armed by [`execute`](Self::execute) has fired.
     fn fire(&self, broker: &Arc<Broker>, group: &str, key: TimerKey, token: u64) {
-        let mut groups = self.groups.lock();
+        let Some(partition) = self.partition_of(group) else {
+            return;
+        };
+        let mut groups = partition.lock();
         let Some(hosted) = groups.get_mut(group) else {
             return;
         };
@@ -468,28 +510,32 @@ impl GroupCoordinator {
 
     /// The state of a hosted group.
     pub fn state(&self, group: &str) -> Option<GroupState> {
-        self.groups.lock().get(group).map(|h| h.engine.state())
+        let partition = self.partition_of(group)?;
+        let groups = partition.lock();
+        groups.get(group).map(|h| h.engine.state())
     }
 
     /// Every hosted group with its state and protocol type.
     pub fn list(&self) -> Vec<(String, GroupState, String)> {
-        let groups = self.groups.lock();
-        groups
-            .iter()
-            .map(|(name, hosted)| {
+        let mut listed = Vec::new();
+        for partition in self.all_partitions() {
+            let groups = partition.lock();
+            listed.extend(groups.iter().map(|(name, hosted)| {
                 let engine = &hosted.engine;
                 (
                     name.clone(),
                     engine.state(),
                     engine.protocol_type().unwrap_or_default().to_owned(),
                 )
-            })
-            .collect()
+            }));
+        }
+        listed
     }
 
     /// What DescribeGroups reports of a hosted group.
     pub fn describe(&self, group: &str) -> Option<GroupSummary> {
-        let groups = self.groups.lock();
+        let partition = self.partition_of(group)?;
+        let groups = partition.lock();
         let engine = &groups.get(group)?.engine;
         let stable = engine.state() == GroupState::Stable;
         let protocol = engine.protocol_name().unwrap_or_default();
@@ -527,7 +573,8 @@ impl GroupCoordinator {
     /// Whether a commit from `committer` is accepted now, as Kafka decides:
     /// a group nobody manages takes commits without a generation only.
     pub fn validate_commit(&self, group: &str, committer: Committer<'_>) -> Result<(), GroupError> {
-        let groups = self.groups.lock();
+        let partition = self.partition_of(group).ok_or(GroupError::NotCoordinator)?;
+        let groups = partition.lock();
         Self::check_commit(groups.get(group), committer)
     }
 
@@ -556,7 +603,8 @@ impl GroupCoordinator {
         changes: Vec<OffsetChange>,
         now_ms: i64,
     ) -> Result<Option<ReplicatedWrite>, GroupAdminError> {
-        let groups = self.groups.lock();
+        let partition = self.partition_of(group).ok_or(GroupError::NotCoordinator)?;
+        let groups = partition.lock();
         Self::check_commit(groups.get(group), committer)?;
         broker
             .commit_offsets(group, changes, now_ms)
@@ -587,7 +635,8 @@ impl GroupCoordinator {
         offsets: Vec<(String, i32, CommittedOffset)>,
         now_ms: i64,
     ) -> Result<Option<ReplicatedWrite>, TxnCommitError> {
-        let mut groups = self.groups.lock();
+        let hosting = self.partition_of(group).ok_or(GroupError::NotCoordinator)?;
+        let mut groups = hosting.lock();
         match groups.get(group) {
             Some(hosted) => hosted.engine.validate_txn_offset_commit(
                 committer.member_id,
@@ -599,16 +648,10 @@ impl GroupCoordinator {
             None => return Err(GroupError::IllegalGeneration.into()),
         }
         let partition = broker.group_partition(group)?;
-        // Refused before the append, as an acks=all produce is.
-        let state = partition.replica_state();
-        if state.isr_size < state.min_insync_replicas {
-            return Err(TxnCommitError::NotEnoughReplicas);
-        }
         let appended = broker
             .offsets()
             .commit_transactional(&partition, group, producer, offsets, now_ms)?;
-        // A partition still loading gets the group from the log.
-        if appended.is_some() && !groups.contains_key(group) && self.coordinates(partition.index) {
+        if appended.is_some() && !groups.contains_key(group) {
             let engine = GroupEngine::new(group, self.config.clone());
             groups.insert(group.to_owned(), HostedGroup::new(engine));
         }
@@ -616,15 +659,17 @@ impl GroupCoordinator {
     }
 
     /// OffsetDelete: removes the group's offsets of `partitions`, except
-    /// those of topics its members subscribe to, which are returned. A group
-    /// with members of another protocol than "consumer" keeps everything.
+    /// those of topics its members subscribe to, which are returned with
+    /// the write to wait on before answering. A group with members of
+    /// another protocol than "consumer" keeps everything.
     pub fn delete_offsets(
         &self,
         broker: &Broker,
         group: &str,
         partitions: Vec<(String, i32)>,
-    ) -> Result<Vec<(String, i32)>, GroupAdminError> {
-        let groups = self.groups.lock();
+    ) -> Result<DeletedOffsets, GroupAdminError> {
+        let hosting = self.partition_of(group).ok_or(GroupError::NotCoordinator)?;
+        let groups = hosting.lock();
         let committed = broker.offsets().group_offsets(group);
         // Offsets of open transactions are deleted too, as in Kafka.
         let pending = broker.offsets().pending_partitions(group);
@@ -652,19 +697,25 @@ impl GroupCoordinator {
                 value: None,
             })
             .collect();
-        broker
+        let write = broker
             .commit_offsets(group, changes, now_ms())
             .map_err(|error| {
                 tracing::error!(group, %error, "deleting offsets failed");
                 GroupAdminError::Unavailable
             })?;
-        Ok(refused)
+        Ok(DeletedOffsets { refused, write })
     }
 
     /// DeleteGroups: removes an empty group, its offsets (those of open
-    /// transactions too, as Kafka does) and its metadata.
-    pub fn delete(&self, broker: &Broker, group: &str) -> Result<(), GroupAdminError> {
-        let mut groups = self.groups.lock();
+    /// transactions too, as Kafka does) and its metadata. Returns the write
+    /// to wait on before answering.
+    pub fn delete(
+        &self,
+        broker: &Broker,
+        group: &str,
+    ) -> Result<Option<ReplicatedWrite>, GroupAdminError> {
+        let hosting = self.partition_of(group).ok_or(GroupError::NotCoordinator)?;
+        let mut groups = hosting.lock();
         match groups.get(group).map(|h| h.engine.state()) {
             Some(GroupState::Empty) => {}
             Some(GroupState::Dead) => return Err(GroupAdminError::NotFound),
@@ -676,14 +727,14 @@ impl GroupCoordinator {
             }
             None => {}
         }
-        broker.delete_group(group, now_ms()).map_err(|error| {
+        let write = broker.delete_group(group, now_ms()).map_err(|error| {
             tracing::error!(group, %error, "deleting a group failed");
             GroupAdminError::Unavailable
         })?;
         if let Some(mut hosted) = groups.remove(group) {
             hosted.disarm_all();
         }
-        Ok(())
+        Ok(write)
     }
 
     /// Expires committed offsets older than `retention_ms` (Kafka's
@@ -693,14 +744,22 @@ impl GroupCoordinator {
     /// offset with a transactional commit pending does not expire, and an
     /// empty group is removed only once it has neither offsets nor open
     /// transactions. Returns the offsets expired.
+    ///
+    /// Nothing is acknowledged to a client, so nothing waits for the
+    /// in-sync replicas: an expiry lost with its leader happens again.
     pub fn expire_offsets(&self, broker: &Broker, retention_ms: u64, now_ms: u64) -> usize {
         let mut expired = 0;
         let mut candidates = broker.offsets().groups();
-        candidates.extend(self.groups.lock().keys().cloned());
+        for partition in self.all_partitions() {
+            candidates.extend(partition.lock().keys().cloned());
+        }
         candidates.sort();
         candidates.dedup();
         for group in candidates {
-            let mut groups = self.groups.lock();
+            let Some(hosting) = self.partition_of(&group) else {
+                continue;
+            };
+            let mut groups = hosting.lock();
             let since_empty = match groups.get(&group) {
                 Some(hosted) if hosted.engine.state() != GroupState::Empty => continue,
                 Some(hosted) if hosted.engine.protocol_type().is_some() => {
@@ -742,7 +801,7 @@ impl GroupCoordinator {
                 && !broker.offsets().has_open_transactions(&group);
             if empty_and_unused {
                 match broker.delete_group(&group, now_ms as i64) {
-                    Ok(()) => {
+                    Ok(_) => {
                         if let Some(mut hosted) = groups.remove(&group) {
                             hosted.disarm_all();
                         }
@@ -752,6 +811,13 @@ impl GroupCoordinator {
             }
         }
         expired
+    }
+}
+
+/// Stops the timers of every group of a partition no longer coordinated here.
+fn disarm(partition: &PartitionGroups) {
+    for hosted in partition.lock().values_mut() {
+        hosted.disarm_all();
     }
 }
 

@@ -94,6 +94,17 @@ pub enum AppendOrigin {
     Coordinator,
 }
 
+/// Who must hold a leader's append before it is acknowledged (the
+/// producer's `acks`, all for every coordinator write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequiredAcks {
+    /// acks=0 or acks=1: the leader's log.
+    Leader,
+    /// acks=all: every in-sync replica, which must be at least
+    /// `min.insync.replicas` when the append is made.
+    All,
+}
+
 /// A coordinator's write to one of its internal partitions, answered to the
 /// client only once the in-sync replicas hold it (Kafka writes its
 /// coordinators' records with acks=all).
@@ -534,17 +545,24 @@ impl Partition {
 
     /// Appends one producer batch, de-duplicating idempotent retries.
     pub fn append(&self, records: &[u8], leader_epoch: i32) -> Result<Appended, AppendError> {
-        self.append_from(records, leader_epoch, AppendOrigin::Client)
+        self.append_from(
+            records,
+            leader_epoch,
+            AppendOrigin::Client,
+            RequiredAcks::Leader,
+        )
     }
 
-    /// [`append`](Self::append) for a batch written by `origin`.
+    /// [`append`](Self::append) for a batch written by `origin`, acknowledged
+    /// once `acks` hold it.
     pub fn append_from(
         &self,
         records: &[u8],
         leader_epoch: i32,
         origin: AppendOrigin,
+        acks: RequiredAcks,
     ) -> Result<Appended, AppendError> {
-        match self.append_unflushed(records, leader_epoch, origin)? {
+        match self.append_unflushed(records, leader_epoch, origin, acks)? {
             Written::Appended(appended) => Ok(appended),
             Written::FlushDue(due) => {
                 let appended = due.appended();
@@ -564,6 +582,7 @@ impl Partition {
         records: &[u8],
         leader_epoch: i32,
         origin: AppendOrigin,
+        acks: RequiredAcks,
     ) -> Result<Written, AppendError> {
         let header = single_batch_header(records)?;
         if header.is_control() {
@@ -584,7 +603,7 @@ impl Partition {
                 last_seq: first_seq.wrapping_add(header.last_offset_delta()),
             }
         });
-        let _led = self.led_at(leader_epoch)?;
+        let _led = self.led_at(leader_epoch, acks)?;
         let mut producers = self.producers.lock();
         if let Some(batch) = &producer {
             if !header.is_transactional() {
@@ -652,13 +671,26 @@ impl Partition {
     /// The check a leader's append makes, held until the append is done
     /// (Kafka's `leaderIsrUpdateLock`): the caller found this replica
     /// leading at `leader_epoch`, and leadership cannot move before the
-    /// batch is in the log. Every change of leader bumps the epoch.
-    fn led_at(&self, leader_epoch: i32) -> Result<RwLockReadGuard<'_, ReplicaState>, AppendError> {
+    /// batch is in the log. Every change of leader bumps the epoch. A write
+    /// that needs every in-sync replica is refused while they are fewer
+    /// than `min.insync.replicas`, and the ISR cannot shrink between this
+    /// check and the append either.
+    fn led_at(
+        &self,
+        leader_epoch: i32,
+        acks: RequiredAcks,
+    ) -> Result<RwLockReadGuard<'_, ReplicaState>, AppendError> {
         let state = self.replica_state.read();
         if state.leader_epoch != leader_epoch {
             return Err(AppendError::NotLeader {
                 epoch: leader_epoch,
                 current: state.leader_epoch,
+            });
+        }
+        if acks == RequiredAcks::All && state.isr_size < state.min_insync_replicas {
+            return Err(AppendError::NotEnoughReplicas {
+                isr: state.isr_size,
+                min: state.min_insync_replicas,
             });
         }
         Ok(state)
@@ -703,7 +735,8 @@ impl Partition {
         coordinator_epoch: i32,
         leader_epoch: i32,
     ) -> Result<Appended, AppendError> {
-        let _led = self.led_at(leader_epoch)?;
+        // Markers are written with acks=all, as every coordinator write.
+        let _led = self.led_at(leader_epoch, RequiredAcks::All)?;
         let mut producers = self.producers.lock();
         match producers.check_marker(producer_id, producer_epoch, coordinator_epoch) {
             MarkerCheck::Write => {}
@@ -992,9 +1025,20 @@ mod tests {
     fn open(dir: &Path) -> Partition {
         let partition =
             Partition::open(dir, "t", uuid::Uuid::nil(), 0, LogConfig::default()).unwrap();
-        // The only replica, so the high watermark follows the log end.
-        partition.lead(1, &[1], &[1], 0, 0);
+        lead_alone(&partition);
         partition
+    }
+
+    /// Node 1 leads `partition` at epoch 0 as its only replica, so the high
+    /// watermark follows the log end.
+    fn lead_alone(partition: &Partition) {
+        partition.lead(1, &[1], &[1], 0, 0);
+        partition.set_replica_state(ReplicaState {
+            leader: 1,
+            leader_epoch: 0,
+            isr_size: 1,
+            min_insync_replicas: 1,
+        });
     }
 
     fn txn(producer_id: i64, epoch: i16, sequence: i32, count: usize) -> Vec<u8> {
@@ -1098,6 +1142,32 @@ mod tests {
         }
         done.store(true, Ordering::Release);
         watcher.join().unwrap();
+    }
+
+    #[test]
+    fn an_acks_all_write_is_refused_while_the_isr_is_below_its_minimum() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        p.set_replica_state(ReplicaState {
+            leader: 1,
+            leader_epoch: 0,
+            isr_size: 1,
+            min_insync_replicas: 2,
+        });
+        let batch = BatchBuilder::new(1).build();
+        let append = |acks| p.append_from(&batch, 0, AppendOrigin::Client, acks);
+        assert!(matches!(
+            append(RequiredAcks::All),
+            Err(AppendError::NotEnoughReplicas { isr: 1, min: 2 })
+        ));
+        assert!(matches!(
+            p.write_marker(7, 0, true, 0, 0),
+            Err(AppendError::NotEnoughReplicas { .. })
+        ));
+        assert_eq!(p.log.log_end_offset(), 0, "nothing appended");
+        // acks=1 asks only for the leader's log.
+        append(RequiredAcks::Leader).unwrap();
+        assert_eq!(p.log.log_end_offset(), 1);
     }
 
     #[test]
@@ -1276,7 +1346,7 @@ mod tests {
         assert_eq!(follower.log.aborted_transactions(0, 5), aborted);
         assert_eq!(follower.last_stable_offset(), 2, "producer 2 is still open");
         // Promoted, the follower fences what the leader fenced.
-        follower.lead(1, &[1], &[1], 0, 0);
+        lead_alone(&follower);
         assert!(matches!(
             follower.write_marker(1, 2, true, 7, 0),
             Err(AppendError::InvalidProducerEpoch { current: 3, got: 2 })

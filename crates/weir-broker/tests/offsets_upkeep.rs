@@ -326,11 +326,10 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
     assert_eq!(groups.heartbeat(&broker, "app", heartbeat()).await, Ok(()));
     let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
     let index = weir_broker::offsets::records::partition_for("app", count);
-    let owned = |group: &str| weir_broker::offsets::records::partition_for(group, count) == index;
     // The metadata names this node the leader but the partition is not
     // loaded: requests are refused rather than served from a state the load
     // would replace.
-    groups.hand_over(index, owned);
+    groups.hand_over(index);
     assert_eq!(
         broker.check_coordinator("app"),
         Err(14),
@@ -348,7 +347,7 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
         .find(|p| p.index == index)
         .unwrap();
     let loaded = broker.offsets().reload(&partition, count).unwrap();
-    groups.take_over(&broker, index, owned, loaded);
+    groups.take_over(&broker, index, count, loaded);
     assert_eq!(broker.check_coordinator("app"), Ok(()));
     assert_eq!(groups.state("app"), Some(GroupState::Stable));
     assert_eq!(groups.heartbeat(&broker, "app", heartbeat()).await, Ok(()));

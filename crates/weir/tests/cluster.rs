@@ -403,9 +403,9 @@ fn cluster_status_and_a_consumer_group_work_across_nodes() {
 }
 
 /// Kafka writes offset commits with acks=all: with both followers of the
-/// group's `__consumer_offsets` partition paused, a commit is not
-/// acknowledged, and once the coordinator dies the new one still has the
-/// last commit that was.
+/// group's `__consumer_offsets` partition paused, a commit (or the group's
+/// deletion) is not acknowledged, and once the coordinator dies the new one
+/// still has the last commit that was.
 #[test]
 fn an_offset_commit_is_acknowledged_only_once_the_in_sync_replicas_hold_it() {
     use weir_client::{Client, ResponseError};
@@ -441,6 +441,19 @@ fn an_offset_commit_is_acknowledged_only_once_the_in_sync_replicas_hold_it() {
             Some(ResponseError::CoordinatorNotAvailable | ResponseError::NotCoordinator)
         ),
         "a commit its followers do not hold was answered {unreplicated:?}"
+    );
+    // Nor is the deletion of the group (empty, with offsets) acknowledged.
+    let deleted = common::cli::block_on(async {
+        let mut client = Client::connect(&coordinator.addr()).await.unwrap();
+        client.delete_groups(&["ledger"]).await.unwrap()
+    });
+    let refused = deleted[0].1.as_ref().err().and_then(|e| e.kafka_error());
+    assert!(
+        matches!(
+            refused,
+            Some(ResponseError::CoordinatorNotAvailable | ResponseError::NotCoordinator)
+        ),
+        "a deletion its followers do not hold was answered {deleted:?}"
     );
 
     cluster.node_mut(coordinator.node_id).kill();

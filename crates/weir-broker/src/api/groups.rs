@@ -4,6 +4,8 @@
 //! transaction, only; Kafka shows the latter as Empty, without protocol
 //! type.
 
+use std::future::Future;
+
 use bytes::Bytes;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -18,7 +20,7 @@ use kafka_protocol::ResponseError;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::group::GroupState;
-use crate::group_coordinator::GroupAdminError;
+use crate::group_coordinator::{GroupAdminError, COORDINATOR_WRITE_TIMEOUT};
 
 fn text(s: String) -> StrBytes {
     StrBytes::from_string(s)
@@ -106,27 +108,50 @@ pub(super) fn describe_groups(
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
+/// DeleteGroups: each group is answered once the in-sync replicas of its
+/// `__consumer_offsets` partition hold its deletion. The deletions happen
+/// here; the returned future only waits for the replicas.
 pub(super) fn delete_groups(
     broker: &Broker,
-    _ctx: &RequestContext,
     request: DeleteGroupsRequest,
-) -> DeleteGroupsResponse {
-    let results = request
+) -> impl Future<Output = DeleteGroupsResponse> + Send + 'static {
+    let (results, writes): (Vec<_>, Vec<_>) = request
         .groups_names
         .into_iter()
         .map(|group| {
             let result = DeletableGroupResult::default().with_group_id(group.clone());
             if let Err(code) = broker.check_coordinator(&group) {
-                return result.with_error_code(code);
+                return (result.with_error_code(code), None);
             }
             let error = match broker.groups().delete(broker, &group.0) {
-                Ok(()) => return result,
+                Ok(write) => return (result, write),
                 Err(GroupAdminError::NotFound) => ResponseError::GroupIdNotFound,
                 Err(GroupAdminError::NotEmpty) => ResponseError::NonEmptyGroup,
-                Err(_) => ResponseError::CoordinatorNotAvailable,
+                Err(GroupAdminError::Membership(error)) => {
+                    return (result.with_error_code(error.code()), None)
+                }
+                Err(GroupAdminError::Unavailable) => ResponseError::CoordinatorNotAvailable,
             };
-            result.with_error_code(error.code())
+            (result.with_error_code(error.code()), None)
         })
-        .collect();
-    DeleteGroupsResponse::default().with_results(results)
+        .unzip();
+    let node_id = broker.node_id();
+    async move {
+        let replicated = futures::future::join_all(writes.into_iter().map(|write| async move {
+            match write {
+                Some(write) => write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await,
+                None => Ok(()),
+            }
+        }))
+        .await;
+        let results = results
+            .into_iter()
+            .zip(replicated)
+            .map(|(result, replicated)| match replicated {
+                Err(error) if result.error_code == 0 => result.with_error_code(error.code()),
+                _ => result,
+            })
+            .collect();
+        DeleteGroupsResponse::default().with_results(results)
+    }
 }

@@ -383,11 +383,8 @@ pub(crate) fn dispatch(
             decode!(),
         )))),
         ApiKey::TxnOffsetCommit => {
-            let request = decode!();
-            Reply::Later(Box::pin(async move {
-                let response = offsets::txn_offset_commit(&broker, &ctx, request).await;
-                Some(ctx.respond(&response))
-            }))
+            let committed = offsets::txn_offset_commit(&broker, &ctx, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&committed.await)) }))
         }
         ApiKey::ListGroups => Reply::Now(Some(ctx.respond(&groups::list_groups(
             &broker,
@@ -399,11 +396,10 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
-        ApiKey::DeleteGroups => Reply::Now(Some(ctx.respond(&groups::delete_groups(
-            &broker,
-            &ctx,
-            decode!(),
-        )))),
+        ApiKey::DeleteGroups => {
+            let deleted = groups::delete_groups(&broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&deleted.await)) }))
+        }
         ApiKey::DeleteRecords => Reply::Now(Some(ctx.respond(&admin::delete_records(
             &broker,
             &ctx,
@@ -417,11 +413,10 @@ pub(crate) fn dispatch(
         ApiKey::IncrementalAlterConfigs => Reply::Now(Some(ctx.respond(
             &configs::incremental_alter_configs(&broker, &ctx, decode!()),
         ))),
-        ApiKey::OffsetDelete => Reply::Now(Some(ctx.respond(&offsets::offset_delete(
-            &broker,
-            &ctx,
-            decode!(),
-        )))),
+        ApiKey::OffsetDelete => {
+            let deleted = offsets::offset_delete(&broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&deleted.await)) }))
+        }
         ApiKey::JoinGroup => {
             let request = decode!();
             Reply::Later(Box::pin(async move {

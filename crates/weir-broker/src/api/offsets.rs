@@ -1,6 +1,8 @@
 //! FindCoordinator, OffsetCommit, OffsetFetch and OffsetDelete: the
 //! committed offsets of groups.
 
+use std::future::Future;
+
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -24,7 +26,9 @@ use std::sync::Arc;
 
 use super::{Reply, RequestContext};
 use crate::broker::{now_ms, Broker};
-use crate::group_coordinator::{Committer, GroupAdminError, COORDINATOR_WRITE_TIMEOUT};
+use crate::group_coordinator::{
+    Committer, DeletedOffsets, GroupAdminError, COORDINATOR_WRITE_TIMEOUT,
+};
 use crate::offsets::records::CommittedOffset;
 use crate::offsets::{OffsetChange, MAX_METADATA_BYTES, OFFSETS_TOPIC};
 use crate::partition::ReplicatedWrite;
@@ -443,18 +447,44 @@ pub(super) fn offset_fetch(
     OffsetFetchResponse::default().with_topics(topics)
 }
 
+/// OffsetDelete: answered once the in-sync replicas of the group's
+/// `__consumer_offsets` partition hold the deletion. The deletion happens
+/// here; the returned future only waits for the replicas.
 pub(super) fn offset_delete(
     broker: &Broker,
-    _ctx: &RequestContext,
     request: OffsetDeleteRequest,
-) -> OffsetDeleteResponse {
+) -> impl Future<Output = OffsetDeleteResponse> + Send + 'static {
+    let (response, write) = delete_offsets(broker, request);
+    let node_id = broker.node_id();
+    async move {
+        let Some(write) = write else {
+            return response;
+        };
+        match write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
+            Ok(()) => response,
+            Err(error) => OffsetDeleteResponse::default().with_error_code(error.code()),
+        }
+    }
+}
+
+/// The synchronous part of OffsetDelete: the answer as far as the local
+/// write goes, and the write to wait on.
+fn delete_offsets(
+    broker: &Broker,
+    request: OffsetDeleteRequest,
+) -> (OffsetDeleteResponse, Option<ReplicatedWrite>) {
+    let refuse = |error: ResponseError| {
+        (
+            OffsetDeleteResponse::default().with_error_code(error.code()),
+            None,
+        )
+    };
     let group = request.group_id.0.to_string();
     if group.is_empty() {
-        return OffsetDeleteResponse::default()
-            .with_error_code(ResponseError::InvalidGroupId.code());
+        return refuse(ResponseError::InvalidGroupId);
     }
     if let Err(code) = broker.check_coordinator(&group) {
-        return OffsetDeleteResponse::default().with_error_code(code);
+        return refuse(kafka_error(code));
     }
     let mut requested = Vec::new();
     let mut unknown = Vec::new();
@@ -468,18 +498,19 @@ pub(super) fn offset_delete(
             }
         }
     }
-    let refused = match broker.groups().delete_offsets(broker, &group, requested) {
-        Ok(refused) => refused,
-        Err(error) => {
-            let code = match error {
-                GroupAdminError::NotFound => ResponseError::GroupIdNotFound,
-                GroupAdminError::NotEmpty => ResponseError::NonEmptyGroup,
-                GroupAdminError::Membership(e) => kafka_error(e.code()),
-                GroupAdminError::Unavailable => ResponseError::CoordinatorNotAvailable,
-            };
-            return OffsetDeleteResponse::default().with_error_code(code.code());
-        }
-    };
+    let DeletedOffsets { refused, write } =
+        match broker.groups().delete_offsets(broker, &group, requested) {
+            Ok(deleted) => deleted,
+            Err(error) => {
+                let code = match error {
+                    GroupAdminError::NotFound => ResponseError::GroupIdNotFound,
+                    GroupAdminError::NotEmpty => ResponseError::NonEmptyGroup,
+                    GroupAdminError::Membership(e) => kafka_error(e.code()),
+                    GroupAdminError::Unavailable => ResponseError::CoordinatorNotAvailable,
+                };
+                return refuse(code);
+            }
+        };
     let topics = request
         .topics
         .into_iter()
@@ -507,7 +538,7 @@ pub(super) fn offset_delete(
                 .with_partitions(partitions)
         })
         .collect();
-    OffsetDeleteResponse::default().with_topics(topics)
+    (OffsetDeleteResponse::default().with_topics(topics), write)
 }
 
 /// TxnOffsetCommit: the offsets a transaction consumed, written to the
@@ -515,16 +546,14 @@ pub(super) fn offset_delete(
 /// producer and answered once the in-sync replicas have it. They stay
 /// pending (invisible to OffsetFetch) until the transaction's marker commits
 /// or aborts them.
-pub(super) async fn txn_offset_commit(
+///
+/// The write happens here; the returned future only waits for the
+/// replicas.
+pub(super) fn txn_offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
     request: kafka_protocol::messages::TxnOffsetCommitRequest,
-) -> kafka_protocol::messages::TxnOffsetCommitResponse {
-    use kafka_protocol::messages::txn_offset_commit_response::{
-        TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-    };
-    use kafka_protocol::messages::TxnOffsetCommitResponse;
-
+) -> impl Future<Output = kafka_protocol::messages::TxnOffsetCommitResponse> + Send + 'static {
     use crate::group_coordinator::TxnCommitError;
     use crate::offsets::TxnProducer;
     use crate::partition::AppendError;
@@ -586,19 +615,14 @@ pub(super) async fn txn_offset_commit(
             .collect();
         responses.push((topic.name, partitions));
     }
-    let outcome: Result<(), ResponseError> = if offsets.is_empty() {
-        Ok(())
+    let written = if offsets.is_empty() {
+        Ok(None)
     } else {
         let written = broker
             .groups()
             .commit_transactional_offsets(broker, &group, committer, producer, offsets, now);
         match written {
-            Ok(None) => Ok(()),
-            Ok(Some(write)) => {
-                write
-                    .replicated(broker.node_id(), COORDINATOR_WRITE_TIMEOUT)
-                    .await
-            }
+            Ok(write) => Ok(write),
             Err(TxnCommitError::Membership(error)) => Err(kafka_error(error.code())),
             Err(TxnCommitError::Append(AppendError::InvalidProducerEpoch { .. })) => {
                 Err(ResponseError::InvalidProducerEpoch)
@@ -608,6 +632,24 @@ pub(super) async fn txn_offset_commit(
                 Err(ResponseError::CoordinatorNotAvailable)
             }
         }
+    };
+    let node_id = broker.node_id();
+    async move {
+        let outcome = match written {
+            Ok(Some(write)) => write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await,
+            Ok(None) => Ok(()),
+            Err(error) => Err(error),
+        };
+        txn_offset_commit_response(responses, outcome)
+    }
+}
+
+fn txn_offset_commit_response(
+    responses: Vec<(TopicName, Answers)>,
+    outcome: Result<(), ResponseError>,
+) -> kafka_protocol::messages::TxnOffsetCommitResponse {
+    use kafka_protocol::messages::txn_offset_commit_response::{
+        TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
     };
     let topics = responses
         .into_iter()
@@ -626,5 +668,5 @@ pub(super) async fn txn_offset_commit(
                 .with_partitions(partitions)
         })
         .collect();
-    TxnOffsetCommitResponse::default().with_topics(topics)
+    kafka_protocol::messages::TxnOffsetCommitResponse::default().with_topics(topics)
 }

@@ -25,7 +25,7 @@ use weir_log::LogError;
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::partition::{AppendError, AppendOrigin, FlushDue, Partition, Written};
+use crate::partition::{AppendError, AppendOrigin, FlushDue, Partition, RequiredAcks, Written};
 
 /// An append still to be answered: its fsync (`flush.messages`) has to
 /// run, or (acks=all) its followers have to copy it.
@@ -173,17 +173,7 @@ fn produce_partition(
             return (error(index, code, None), None);
         }
     };
-    let state = partition.replica_state();
-    if acks == -1 && state.isr_size < state.min_insync_replicas {
-        let message = format!(
-            "the ISR has {} replica(s), fewer than min.insync.replicas={}",
-            state.isr_size, state.min_insync_replicas
-        );
-        return (
-            error(index, ResponseError::NotEnoughReplicas, Some(message)),
-            None,
-        );
-    }
+    let leader_epoch = partition.replica_state().leader_epoch;
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return (
             error(
@@ -194,7 +184,12 @@ fn produce_partition(
             None,
         );
     };
-    match partition.append_unflushed(records, state.leader_epoch, AppendOrigin::Client) {
+    let required = if acks == -1 {
+        RequiredAcks::All
+    } else {
+        RequiredAcks::Leader
+    };
+    match partition.append_unflushed(records, leader_epoch, AppendOrigin::Client, required) {
         Ok(written) => {
             let (appended, flush) = match written {
                 Written::Appended(appended) => (appended, None),

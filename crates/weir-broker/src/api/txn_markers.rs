@@ -141,9 +141,6 @@ fn write(
                 .unwrap_or(ResponseError::UnknownServerError)
         })?;
     let state = partition.replica_state();
-    if state.isr_size < state.min_insync_replicas {
-        return Err(ResponseError::NotEnoughReplicas);
-    }
     let written = partition.write_marker(
         producer_id,
         producer_epoch,

@@ -34,7 +34,7 @@ use weir_log::batch::BatchHeader;
 use weir_log::LogError;
 
 use crate::group::GroupSnapshot;
-use crate::partition::{AppendError, AppendOrigin, Appended, Partition};
+use crate::partition::{AppendError, AppendOrigin, Appended, Partition, RequiredAcks};
 use records::{CommittedOffset, RecordKey};
 
 /// The internal topic holding group state and committed offsets.
@@ -605,7 +605,7 @@ impl OffsetStore {
         partition: &Partition,
         group: &str,
         now_ms: i64,
-    ) -> Result<(), AppendError> {
+    ) -> Result<Option<Appended>, AppendError> {
         let mut keys: Vec<(String, i32)> = self
             .group_offsets(group)
             .into_iter()
@@ -628,7 +628,6 @@ impl OffsetStore {
             });
         }
         self.write(partition, group, entries, now_ms, None)
-            .map(|_| ())
     }
 
     /// Appends `entries` as one batch (a transactional one of `producer`)
@@ -646,19 +645,17 @@ impl OffsetStore {
         if entries.is_empty() {
             return Ok(None);
         }
-        let state = partition.replica_state();
-        if state.isr_size < state.min_insync_replicas {
-            return Err(AppendError::NotEnoughReplicas {
-                isr: state.isr_size,
-                min: state.min_insync_replicas,
-            });
-        }
         let batch = encode_batch(&entries, now_ms, producer);
         let leader_epoch = partition.replica_state().leader_epoch;
         // The group's lock spans the append so that the view applies the
         // group's changes in log order.
         let mut contents = self.stripe(group);
-        let appended = partition.append_from(&batch, leader_epoch, AppendOrigin::Coordinator)?;
+        let appended = partition.append_from(
+            &batch,
+            leader_epoch,
+            AppendOrigin::Coordinator,
+            RequiredAcks::All,
+        )?;
         let high_watermark = partition.high_watermark();
         for (i, entry) in entries.into_iter().enumerate() {
             let key = records::decode_key(&entry.key).expect("keys written here decode");
