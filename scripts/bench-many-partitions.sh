@@ -16,6 +16,7 @@
 #   BENCH_SMALL_CACHE   log.max.open.files of the last run        [2000]
 #   BENCH_DIR           parent of the broker's temporary data dir [$TMPDIR or /tmp]
 #   BENCH_SKIP_BUILD=1  use the release binaries already built
+#   BENCH_WEIR          the weir binary to measure    [target/release/weir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +27,7 @@ small_cache=${BENCH_SMALL_CACHE:-2000}
 if [[ "${BENCH_SKIP_BUILD:-}" != 1 ]]; then
   cargo build --release -p weir -p weir-bench
 fi
-weir=target/release/weir
+weir=${BENCH_WEIR:-target/release/weir}
 bench=target/release/weir-bench
 work=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/weir-wide.XXXXXX")
 weir_pid=

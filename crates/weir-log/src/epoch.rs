@@ -1,5 +1,10 @@
 //! The leader-epoch cache: for each leader epoch, the first offset written in
-//! it (KIP-101), persisted in `leader-epoch-checkpoint` in Kafka's text format:
+//! it (KIP-101), persisted in `leader-epoch-checkpoint` in Kafka's text format.
+//! A new epoch is written to the file before the recovery point passes its
+//! first offset, not at once (as Kafka does since KAFKA-15046): the first
+//! append of every partition after a change of leader costs no fsync, and
+//! recovery re-derives the epochs of the batches it scans.
+//!
 //!
 //! ```text
 //! 0            version
@@ -29,6 +34,8 @@ pub struct EpochEntry {
 pub(crate) struct LeaderEpochCache {
     path: PathBuf,
     entries: Vec<EpochEntry>,
+    /// Entries were assigned since the file was last written.
+    unpersisted: bool,
 }
 
 impl LeaderEpochCache {
@@ -64,15 +71,29 @@ impl LeaderEpochCache {
                 });
             }
         }
-        Ok(Self { path, entries })
+        Ok(Self {
+            path,
+            entries,
+            unpersisted: false,
+        })
     }
 
-    fn persist(&self, storage: &dyn Storage) -> Result<(), LogError> {
+    fn persist(&mut self, storage: &dyn Storage) -> Result<(), LogError> {
         let mut text = format!("0\n{}\n", self.entries.len());
         for e in &self.entries {
             text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
         }
-        checkpoint::write(storage, &self.path, &text)
+        checkpoint::write(storage, &self.path, &text)?;
+        self.unpersisted = false;
+        Ok(())
+    }
+
+    /// Writes the file if epochs were assigned since it was last written.
+    pub(crate) fn persist_assigned(&mut self, storage: &dyn Storage) -> Result<(), LogError> {
+        if self.unpersisted {
+            self.persist(storage)?;
+        }
+        Ok(())
     }
 
     pub(crate) fn entries(&self) -> &[EpochEntry] {
@@ -84,24 +105,17 @@ impl LeaderEpochCache {
     }
 
     /// Records that `epoch` starts at `start_offset`, if it is newer than the
-    /// latest epoch known.
-    pub(crate) fn assign(
-        &mut self,
-        storage: &dyn Storage,
-        epoch: i32,
-        start_offset: u64,
-    ) -> Result<(), LogError> {
+    /// latest epoch known; the file is written by
+    /// [`persist_assigned`](Self::persist_assigned).
+    pub(crate) fn assign(&mut self, epoch: i32, start_offset: u64) {
         if epoch < 0 || self.latest_epoch().is_some_and(|latest| epoch <= latest) {
-            return Ok(());
+            return;
         }
         self.entries.push(EpochEntry {
             epoch,
             start_offset,
         });
-        // Unrecorded, the epoch must still count as new to the next attempt.
-        self.persist(storage).inspect_err(|_| {
-            self.entries.pop();
-        })
+        self.unpersisted = true;
     }
 
     /// The end offset of the largest epoch at or below `requested`, as
@@ -176,7 +190,7 @@ mod tests {
         storage.create_dir_all(Path::new("/p")).unwrap();
         let mut cache = LeaderEpochCache::load(&storage, Path::new("/p")).unwrap();
         for &(epoch, offset) in entries {
-            cache.assign(&storage, epoch, offset).unwrap();
+            cache.assign(epoch, offset);
         }
         (storage, cache)
     }
@@ -206,12 +220,15 @@ mod tests {
     }
 
     #[test]
-    fn assign_ignores_old_epochs_and_persists() {
+    fn assign_ignores_old_epochs_and_persists_when_asked() {
         let (storage, mut cache) = cache(&[(2, 10)]);
-        cache.assign(&storage, 1, 20).unwrap();
-        cache.assign(&storage, 2, 30).unwrap();
-        cache.assign(&storage, 4, 40).unwrap();
-        let reloaded = LeaderEpochCache::load(&storage, Path::new("/p")).unwrap();
+        cache.assign(1, 20);
+        cache.assign(2, 30);
+        cache.assign(4, 40);
+        let load = || LeaderEpochCache::load(&storage, Path::new("/p")).unwrap();
+        assert!(load().entries().is_empty(), "nothing written yet");
+        cache.persist_assigned(&storage).unwrap();
+        let reloaded = load();
         assert_eq!(
             reloaded.entries(),
             &[

@@ -236,6 +236,8 @@ impl Log {
         let mut segments = BTreeMap::new();
         let mut first_scanned = None;
         let mut scanned = Vec::new();
+        // Where each leader epoch starts in the scanned segments.
+        let mut scanned_epochs = Vec::new();
         // The next offset of the previous segment, when it was scanned.
         let mut scanned_end = None;
         // Index in `bases` of the first segment recovery throws away.
@@ -262,7 +264,7 @@ impl Log {
                 Segment::open_trusted(&*storage, &dir, base, last, interval)?
             } else {
                 first_scanned.get_or_insert(base);
-                Segment::recover(&*storage, &dir, base, interval)?
+                Segment::recover(&*storage, &dir, base, interval, &mut scanned_epochs)?
             };
             if !trusted {
                 segment.log_dirty = true;
@@ -341,6 +343,17 @@ impl Log {
 
         let mut epochs = LeaderEpochCache::load(&*storage, &dir)?;
         epochs.truncate_from_end(&*storage, log_end_offset)?;
+        // The file holds every epoch that starts below the recovery point;
+        // those of the scanned batches may be newer. (An empty log keeps
+        // none: its scanned batches all lie below its start.)
+        if log_start_offset < log_end_offset {
+            for start in scanned_epochs
+                .into_iter()
+                .filter(|e| e.start_offset < log_end_offset)
+            {
+                epochs.assign(start.epoch, start.start_offset);
+            }
+        }
         epochs.truncate_from_start(&*storage, log_start_offset)?;
 
         if clean {
@@ -532,11 +545,11 @@ impl Log {
         }
         info.batches = prepared.len();
 
-        // New epochs are recorded before the batches are written, so that a
-        // failure to record one leaves nothing appended. An epoch whose
-        // batches then fail to be written starts at the log end: harmless.
+        // New epochs are recorded (in memory) before the batches are
+        // written. An epoch whose batches then fail to be written starts at
+        // the log end: harmless.
         for (epoch, offset) in epochs {
-            st.epochs.assign(&*self.storage, epoch, offset)?;
+            st.epochs.assign(epoch, offset);
         }
         self.maybe_roll(st, &info, now)?;
         // Transactions: the state after these batches, and the aborted
@@ -618,6 +631,13 @@ impl Log {
     }
 
     fn roll_locked(&self, st: &mut State, new_base: u64) -> Result<(), LogError> {
+        // A crash must never keep the new segment and lose the file of an
+        // older one: recovery could not tell that from a log starting
+        // later. So the directory entries so far are made durable first.
+        if st.dir_dirty {
+            self.storage.sync_dir(&self.dir).context(&self.dir)?;
+            st.dir_dirty = false;
+        }
         // The new file first: if sealing then fails, the old segment stays
         // active (an active segment must not be sealed).
         let mut segment = Segment::create(&*self.storage, &self.dir, new_base)?;
@@ -936,6 +956,9 @@ impl Log {
     }
 
     fn write_recovery_point(&self, st: &mut State, offset: u64) -> Result<(), LogError> {
+        // Recovery scans only from the recovery point: the epochs that start
+        // below it must be in their file first.
+        st.epochs.persist_assigned(&*self.storage)?;
         checkpoint::write(
             &*self.storage,
             &self.dir.join(RECOVERY_POINT_FILE),
@@ -1290,9 +1313,11 @@ impl Log {
             }
         }
         self.flush()?;
-        let st = self.state.lock();
+        let mut st = self.state.lock();
         self.check_online(&st)?;
         let saved = format_saved_txns(st.log_end_offset(), &st.txn.open_txns());
+        // A clean open scans nothing.
+        st.epochs.persist_assigned(&*self.storage)?;
         checkpoint::write(&*self.storage, &self.dir.join(CLEAN_SHUTDOWN_FILE), &saved)?;
         let now = self.clock.now_ms();
         drop(st);

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::batch::{self, BatchHeader, Origin, HEADER_SIZE};
+use crate::epoch::EpochEntry;
 use crate::error::{IoContext, LogError};
 use crate::index::{Index, OffsetEntry, TimeEntry};
 use crate::storage::{Storage, StorageFile};
@@ -263,16 +264,20 @@ impl Segment {
     /// Opens an existing segment by scanning every batch (CRC included) and
     /// rebuilding its indexes. Returns the segment, valid up to the first
     /// invalid batch, and that batch if there is one.
+    ///
+    /// `epoch_starts` gets the first offset of each run of batches with one
+    /// leader epoch, in order, for recovery to re-derive the epoch cache.
     pub(crate) fn recover(
         storage: &dyn Storage,
         dir: &Path,
         base_offset: u64,
         index_interval_bytes: u64,
+        epoch_starts: &mut Vec<EpochEntry>,
     ) -> Result<(Self, Option<InvalidBatch>), LogError> {
         let path = file_path(dir, base_offset, LOG_SUFFIX);
         let log = storage.open(&path).context(&path)?;
         let mut segment = Self::empty(dir, base_offset, log);
-        let invalid = segment.scan(index_interval_bytes)?;
+        let invalid = segment.scan(index_interval_bytes, epoch_starts)?;
         segment.size = invalid.as_ref().map_or(segment.log.len(), |i| i.position);
         Ok((segment, invalid))
     }
@@ -289,11 +294,15 @@ impl Segment {
         let log = storage.open(path).context(path)?;
         let mut segment = Self::empty(dir, base_offset, log);
         segment.log_path = path.into();
-        segment.scan(u64::MAX)?;
+        segment.scan(u64::MAX, &mut Vec::new())?;
         Ok(segment.next_offset)
     }
 
-    fn scan(&mut self, index_interval_bytes: u64) -> Result<Option<InvalidBatch>, LogError> {
+    fn scan(
+        &mut self,
+        index_interval_bytes: u64,
+        epoch_starts: &mut Vec<EpochEntry>,
+    ) -> Result<Option<InvalidBatch>, LogError> {
         let path = self.path(LOG_SUFFIX);
         let file_len = self.log.len();
         let mut chunk = Vec::new();
@@ -359,6 +368,13 @@ impl Segment {
                     ),
                 }));
             }
+            let epoch = header.partition_leader_epoch();
+            if epoch_starts.last().is_none_or(|last| last.epoch != epoch) {
+                epoch_starts.push(EpochEntry {
+                    epoch,
+                    start_offset: header.base_offset() as u64,
+                });
+            }
             self.track_batch(
                 position,
                 header.base_offset() as u64,
@@ -394,7 +410,14 @@ impl Segment {
             Err(e) => tracing::warn!(segment = %path.display(), error = %e, "index unreadable"),
         }
         tracing::info!(segment = %path.display(), "rebuilding missing or inconsistent indexes");
-        Self::recover(storage, dir, base_offset, index_interval_bytes)
+        // Trusted: its epochs are in the epoch file already.
+        Self::recover(
+            storage,
+            dir,
+            base_offset,
+            index_interval_bytes,
+            &mut Vec::new(),
+        )
     }
 
     /// Loads index files and walks the tail; `Ok(false)` means "rebuild".
@@ -808,7 +831,7 @@ impl Segment {
         index_interval_bytes: u64,
     ) -> Result<Option<InvalidBatch>, LogError> {
         let mut copy = Self::empty(&self.dir, self.base_offset, self.log.clone());
-        let invalid = copy.scan(index_interval_bytes)?;
+        let invalid = copy.scan(index_interval_bytes, &mut Vec::new())?;
         Ok(invalid.filter(|i| i.position < self.size))
     }
 }
