@@ -618,20 +618,19 @@ pub(super) fn txn_offset_commit(
     let written = if offsets.is_empty() {
         Ok(None)
     } else {
-        let written = broker
+        broker
             .groups()
-            .commit_transactional_offsets(broker, &group, committer, producer, offsets, now);
-        match written {
-            Ok(write) => Ok(write),
-            Err(TxnCommitError::Membership(error)) => Err(kafka_error(error.code())),
-            Err(TxnCommitError::Append(AppendError::InvalidProducerEpoch { .. })) => {
-                Err(ResponseError::InvalidProducerEpoch)
-            }
-            Err(error) => {
-                tracing::warn!(group = %group, %error, "transactional offset commit failed");
-                Err(ResponseError::CoordinatorNotAvailable)
-            }
-        }
+            .commit_transactional_offsets(broker, &group, committer, producer, offsets, now)
+            .map_err(|error| match error {
+                TxnCommitError::Membership(error) => kafka_error(error.code()),
+                TxnCommitError::Append(AppendError::InvalidProducerEpoch { .. }) => {
+                    ResponseError::InvalidProducerEpoch
+                }
+                error => {
+                    tracing::warn!(group = %group, %error, "transactional offset commit failed");
+                    ResponseError::CoordinatorNotAvailable
+                }
+            })
     };
     let node_id = broker.node_id();
     async move {
