@@ -150,9 +150,9 @@ impl Broker {
                 source,
             }
         })?;
-        // Only the groups of the __consumer_offsets partitions led here, in
-        // the image the replicas were opened from: later changes reach the
-        // coordinator through `reconcile`.
+        // The __consumer_offsets partitions led here in the image the
+        // replicas were opened from (the coordinator keeps only their
+        // groups): later changes reach it through `reconcile`.
         let offsets_topic = image.topic(OFFSETS_TOPIC);
         let coordinated: HashSet<i32> = offsets_topic
             .map(|t| {
@@ -163,21 +163,11 @@ impl Broker {
                     .collect()
             })
             .unwrap_or_default();
-        let loaded = offsets
-            .group_metadata()
-            .into_iter()
-            .filter(|(group, _)| {
-                offsets_topic.is_some_and(|t| {
-                    let index = crate::offsets::records::partition_for(group, t.partition_count());
-                    coordinated.contains(&index)
-                })
-            })
-            .collect();
         let groups = GroupCoordinator::new(
             config.group_config(),
             offsets_topic.map_or(0, |t| t.partition_count()),
             coordinated,
-            loaded,
+            offsets.group_metadata(),
         );
         let broker = Arc::new_cyclic(|me| Self {
             me: me.clone(),

@@ -144,8 +144,9 @@ pub struct GroupCoordinator {
 
 impl GroupCoordinator {
     /// A coordinator of the groups of the `coordinated` partitions of
-    /// `__consumer_offsets`, whose metadata was `loaded` from them. Their
-    /// session timers start with [`start`](Self::start).
+    /// `__consumer_offsets`: those of `loaded` (every group read from the
+    /// log) in other partitions are left out. Their session timers start
+    /// with [`start`](Self::start).
     pub fn new(
         config: GroupConfig,
         partition_count: i32,
