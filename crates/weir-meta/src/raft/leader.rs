@@ -251,19 +251,51 @@ impl Shared {
         now: Instant,
         timeout: Duration,
     ) -> Vec<(i32, Duration)> {
-        let sessions = self.sessions();
-        image
-            .live_brokers()
-            .filter_map(|b| {
-                let seen = sessions
+        let live: Vec<i32> = image.live_brokers().map(|b| b.id).collect();
+        self.sessions().expired(&live, since, now, timeout)
+    }
+
+    /// Gives every broker a full session from `now`.
+    fn restart_sessions(&self, now: Instant) {
+        let live: Vec<i32> = self.image.borrow().live_brokers().map(|b| b.id).collect();
+        self.sessions().restart(&live, now);
+    }
+}
+
+impl Sessions {
+    fn expired(
+        &self,
+        live: &[i32],
+        since: Instant,
+        now: Instant,
+        timeout: Duration,
+    ) -> Vec<(i32, Duration)> {
+        live.iter()
+            .filter_map(|&id| {
+                let seen = self
                     .last_seen
-                    .get(&b.id)
+                    .get(&id)
                     .map_or(since, |&seen| seen.max(since));
                 let silent = now.saturating_duration_since(seen);
-                (silent > timeout).then_some((b.id, silent))
+                (silent > timeout).then_some((id, silent))
             })
             .collect()
     }
+
+    fn restart(&mut self, live: &[i32], now: Instant) {
+        for &id in live {
+            self.last_seen.insert(id, now);
+        }
+    }
+}
+
+/// True if the monitor, last done at `previous`, wakes at `now` much later
+/// than its `tick`: this controller itself was stalled (paused, starved of
+/// CPU) and heard no heartbeat meanwhile, so the brokers' silence says
+/// nothing about them. The heartbeats that waited in its sockets are
+/// answered only after the monitor's first look.
+fn stalled(previous: Instant, now: Instant, tick: Duration) -> bool {
+    now.saturating_duration_since(previous) > tick * 3
 }
 
 /// How often the monitor looks at the sessions: an eighth of the session
@@ -282,12 +314,23 @@ pub(crate) async fn monitor(
     session_timeout: Duration,
     imbalance_interval: Option<Duration>,
 ) {
-    let mut ticks = tokio::time::interval(monitor_tick(session_timeout));
+    let tick = monitor_tick(session_timeout);
+    let mut ticks = tokio::time::interval(tick);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut led_since: Option<Instant> = None;
     let mut next_balance: Option<Instant> = None;
+    let mut looked = Instant::now();
     loop {
         ticks.tick().await;
+        let woke = Instant::now();
+        if stalled(looked, woke, tick) {
+            info!(
+                stalled_ms = woke.duration_since(looked).as_millis() as u64,
+                "this controller was stalled: every broker gets a full session"
+            );
+            shared.restart_sessions(woke);
+        }
+        looked = woke;
         let Some(since) = shared.leading_since() else {
             led_since = None;
             continue;
@@ -311,6 +354,8 @@ pub(crate) async fn monitor(
                 break;
             }
         }
+        // Time spent proposing (up to the submit timeout) is not a stall.
+        looked = Instant::now();
         if let (Some(at), Some(interval)) = (next_balance, imbalance_interval) {
             if now >= at {
                 next_balance = Some(now + interval);
@@ -361,6 +406,52 @@ async fn propose(shared: &Shared, cmd: Command) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stalled_controller_fences_no_broker_for_the_silence_it_did_not_hear() {
+        let session = Duration::from_secs(4);
+        let tick = monitor_tick(session);
+        let start = Instant::now();
+        let mut sessions = Sessions::default();
+        sessions.last_seen.insert(1, start);
+        sessions.last_seen.insert(2, start);
+        let live = [1, 2, 3];
+
+        // Broker 2 heartbeats on; 1 and 3 (never seen) fall silent.
+        let on_time = start + tick;
+        assert!(!stalled(start, on_time, tick));
+        sessions.last_seen.insert(2, on_time);
+        let later = start + session + tick;
+        let expired: Vec<i32> = sessions
+            .expired(&live, start, later, session)
+            .iter()
+            .map(|(id, _)| *id)
+            .collect();
+        assert_eq!(expired, [1, 3], "silent brokers are fenced");
+
+        // The controller is paused for ten seconds: on waking, nobody's
+        // session has expired until a full session has passed again.
+        let woke = on_time + Duration::from_secs(10);
+        assert!(stalled(on_time, woke, tick));
+        sessions.restart(&live, woke);
+        assert!(sessions
+            .expired(&live, start, woke + tick, session)
+            .is_empty());
+        let silent_again = sessions.expired(&live, start, woke + session + tick, session);
+        assert_eq!(silent_again.len(), 3);
+    }
+
+    #[test]
+    fn a_tick_late_by_up_to_two_periods_is_no_stall() {
+        let tick = Duration::from_millis(500);
+        let start = Instant::now();
+        assert!(!stalled(start, start + tick * 3, tick));
+        assert!(stalled(
+            start,
+            start + tick * 3 + Duration::from_millis(1),
+            tick
+        ));
+    }
 
     #[test]
     fn tick_is_an_eighth_of_the_session_but_at_least_100ms() {
