@@ -21,6 +21,42 @@ use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
 /// Producer ids are taken from the metadata store in blocks of this size.
 const PRODUCER_ID_BLOCK: i64 = 1000;
 
+/// How long creating an internal topic (on a client's first use of
+/// groups or transactions) may wait for the quorum and its replicas here.
+const INTERNAL_TOPIC_CREATION_TIMEOUT_MS: i32 = 30_000;
+
+/// The instant `timeout_ms` from now (now for 0 or less).
+fn deadline_after(timeout_ms: i32) -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms.max(0) as u64)
+}
+
+/// A topic to create.
+#[derive(Debug, Clone)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    /// `None`: `default.replication.factor`.
+    pub replication_factor: Option<i32>,
+    /// One replica list per partition; `None`: placed over the live
+    /// brokers.
+    pub assignment: Option<Vec<Vec<i32>>>,
+    pub configs: BTreeMap<String, String>,
+}
+
+impl NewTopic {
+    /// `partitions` partitions, placed with the default replication
+    /// factor, with no config overrides.
+    pub fn with_defaults(name: &str, partitions: i32) -> Self {
+        Self {
+            name: name.to_owned(),
+            partitions,
+            replication_factor: None,
+            assignment: None,
+            configs: BTreeMap::new(),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
     #[error(transparent)]
@@ -65,11 +101,19 @@ pub struct Broker {
     meta: Metadata,
     /// This node as it registers with the controller.
     registration: BrokerInfo,
-    /// Serializes changes to the metadata with the partitions they open.
+    /// Serializes the admin changes this node computes from the image
+    /// (placements, config levels) with their commits.
     admin: Mutex<()>,
+    /// Topics this node is auto-creating, so a burst of Metadata requests
+    /// sends one creation each.
+    auto_creating: Mutex<HashSet<String>>,
     /// Applies one image at a time, so coordinators are taken over and
     /// handed over in the order of the images that moved them.
     reconciling: Mutex<()>,
+    /// The applied index of the last image the replicas here were brought
+    /// in line with, and its changes.
+    reconciled: Mutex<u64>,
+    reconciled_changed: parking_lot::Condvar,
     replicas: ReplicaManager,
     /// The heartbeat and image-following tasks.
     membership: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -177,7 +221,10 @@ impl Broker {
             meta,
             registration,
             admin: Mutex::new(()),
+            auto_creating: Mutex::new(HashSet::new()),
             reconciling: Mutex::new(()),
+            reconciled: Mutex::new(0),
+            reconciled_changed: parking_lot::Condvar::new(),
             replicas,
             membership: Mutex::new(Vec::new()),
             producer_ids: Mutex::new(0..0),
@@ -225,8 +272,32 @@ impl Broker {
     pub fn reconcile(&self) {
         let _reconciling = self.reconciling.lock();
         let image = self.meta.image();
-        let config = self.follow_config(&image);
-        let outcome = self.replicas.reconcile(&config, &image);
+        self.apply_image(&image);
+        let mut reconciled = self.reconciled.lock();
+        *reconciled = (*reconciled).max(image.applied_index());
+        self.reconciled_changed.notify_all();
+    }
+
+    /// Waits until the replicas here are in line with the image at `index`
+    /// or later, or `deadline` passes; true if they are.
+    fn wait_reconciled(&self, index: u64, deadline: std::time::Instant) -> bool {
+        let mut reconciled = self.reconciled.lock();
+        while *reconciled < index {
+            if self
+                .reconciled_changed
+                .wait_until(&mut reconciled, deadline)
+                .timed_out()
+            {
+                return *reconciled >= index;
+            }
+        }
+        true
+    }
+
+    /// Brings the replicas and coordinators here in line with `image`.
+    fn apply_image(&self, image: &MetadataImage) {
+        let config = self.follow_config(image);
+        let outcome = self.replicas.reconcile(&config, image);
         let count = image
             .topic(OFFSETS_TOPIC)
             .map_or(0, |t| t.partition_count());
@@ -488,14 +559,12 @@ impl Broker {
                 min_isr.min(replication_factor).to_string(),
             );
         }
-        match self.create_topic(
-            name,
-            partitions,
-            Some(replication_factor),
-            None,
+        let topic = NewTopic {
+            replication_factor: Some(replication_factor),
             configs,
-            false,
-        ) {
+            ..NewTopic::with_defaults(name, partitions)
+        };
+        match self.create_topic(topic, false, INTERNAL_TOPIC_CREATION_TIMEOUT_MS) {
             Ok(topic) => Ok(topic.partition_count()),
             Err(BrokerError::Meta(MetaError::TopicAlreadyExists(_))) => Ok(self
                 .with_image(|image| image.topic(name).map(|t| t.partition_count()))
@@ -646,46 +715,47 @@ impl Broker {
     /// partition) when given, else are placed over the live brokers with
     /// `replication_factor` (default `default.replication.factor`). With
     /// `validate_only` nothing changes.
+    ///
+    /// Answered as Kafka answers CreateTopics: once the quorum has
+    /// committed the topic, within `timeout_ms` (else REQUEST_TIMED_OUT:
+    /// the topic may still be created). Its replicas open as each broker
+    /// applies the change; this one waits for its own within what is left
+    /// of `timeout_ms`, so a client usually finds the topic served here,
+    /// but a topic of many partitions never holds it past its timeout
+    /// (the partitions still opening answer LEADER_NOT_AVAILABLE).
     pub fn create_topic(
         &self,
-        name: &str,
-        partitions: i32,
-        replication_factor: Option<i32>,
-        assignment: Option<Vec<Vec<i32>>>,
-        configs: BTreeMap<String, String>,
+        topic: NewTopic,
         validate_only: bool,
+        timeout_ms: i32,
     ) -> Result<TopicInfo, BrokerError> {
         let _admin = self.admin.lock();
         let image = self.meta.image();
-        let replicas = match assignment {
-            Some(assignment) => assignment,
-            None => image.assign_replicas(
-                0,
-                partitions,
-                replication_factor.unwrap_or(self.static_config.default_replication_factor),
-                placement_start(),
-            )?,
-        };
-        let command = Command::CreateTopic {
-            name: name.to_owned(),
-            id: uuid::Uuid::new_v4(),
-            partitions,
-            replicas,
-            configs,
-            internal: name.starts_with("__"),
-        };
+        let name = topic.name.clone();
+        let name = name.as_str();
+        let partitions = topic.partitions;
+        let command = self.topic_creation(&image, topic)?;
         if validate_only {
             let mut scratch = (*image).clone();
             scratch.apply(&command)?;
             return Ok(scratch.topic(name).cloned().expect("just created"));
         }
-        self.submit(command)?;
-        let topic = self
-            .meta
-            .image()
+        // Checked here first, so a request that does not wait for the
+        // commit still hears of a bad name, config or placement.
+        image.validate(&command)?;
+        let deadline = deadline_after(timeout_ms);
+        self.meta.submit_within(command, timeout_ms)?;
+        let image = self.meta.image();
+        let topic = image
             .topic(name)
             .cloned()
             .ok_or_else(|| MetaError::UnknownTopic(name.to_owned()))?;
+        if !self.wait_reconciled(image.applied_index(), deadline) {
+            tracing::info!(
+                topic = name,
+                "answering a topic creation while its replicas here still open"
+            );
+        }
         tracing::info!(
             topic = name,
             partitions,
@@ -695,14 +765,80 @@ impl Broker {
         Ok(topic)
     }
 
+    /// Starts creating `name` with the default partition count and
+    /// replication factor, as Kafka's Metadata does for an unknown topic:
+    /// the creation is checked here (a bad name or a replication factor
+    /// the live brokers cannot hold is an error at once), then committed
+    /// in the background, so the request is answered at once and the
+    /// client asks again.
+    pub fn auto_create_topic(&self, name: &str) -> Result<(), BrokerError> {
+        let image = self.meta.image();
+        let command = self.topic_creation(
+            &image,
+            NewTopic::with_defaults(name, self.config().num_partitions),
+        )?;
+        image.validate(&command)?;
+        if !self.auto_creating.lock().insert(name.to_owned()) {
+            return Ok(());
+        }
+        let broker = self.me.clone();
+        let name = name.to_owned();
+        self.meta.submit_in_background(command, move |outcome| {
+            match outcome {
+                Ok(_) => tracing::info!(topic = %name, "auto-created topic"),
+                Err(MetadataError::Rejected(MetaError::TopicAlreadyExists(_))) => {}
+                Err(error) => tracing::warn!(topic = %name, %error, "auto-creating topic failed"),
+            }
+            if let Some(broker) = broker.upgrade() {
+                broker.auto_creating.lock().remove(&name);
+            }
+        });
+        Ok(())
+    }
+
+    /// The command creating topic `name`, its replicas placed over the
+    /// live brokers of `image` unless `assignment` says where.
+    fn topic_creation(
+        &self,
+        image: &MetadataImage,
+        topic: NewTopic,
+    ) -> Result<Command, BrokerError> {
+        let NewTopic {
+            name,
+            partitions,
+            replication_factor,
+            assignment,
+            configs,
+        } = topic;
+        let replicas = match assignment {
+            Some(assignment) => assignment,
+            None => image.assign_replicas(
+                0,
+                partitions,
+                replication_factor.unwrap_or(self.static_config.default_replication_factor),
+                placement_start(),
+            )?,
+        };
+        Ok(Command::CreateTopic {
+            internal: name.starts_with("__"),
+            name,
+            id: uuid::Uuid::new_v4(),
+            partitions,
+            replicas,
+            configs,
+        })
+    }
+
     /// Adds partitions to a topic, up to `total`, placed like the topic's
-    /// first partitions unless `assignment` says where.
+    /// first partitions unless `assignment` says where; answered once
+    /// committed (within `timeout_ms`), like [`create_topic`](Self::create_topic).
     pub fn create_partitions(
         &self,
         name: &str,
         total: i32,
         assignment: Option<Vec<Vec<i32>>>,
         validate_only: bool,
+        timeout_ms: i32,
     ) -> Result<(), BrokerError> {
         let _admin = self.admin.lock();
         let image = self.meta.image();
@@ -729,7 +865,10 @@ impl Broker {
             scratch.apply(&command)?;
             return Ok(());
         }
-        self.submit(command)?;
+        image.validate(&command)?;
+        let deadline = deadline_after(timeout_ms);
+        self.meta.submit_within(command, timeout_ms)?;
+        self.wait_reconciled(self.meta.image().applied_index(), deadline);
         Ok(())
     }
 
@@ -806,9 +945,9 @@ impl Broker {
         Ok(())
     }
 
-    /// Deletes a topic; every replica removes its data when it sees the
-    /// change.
-    pub fn delete_topic(&self, name: &str) -> Result<uuid::Uuid, BrokerError> {
+    /// Deletes a topic (answered once committed, within `timeout_ms`);
+    /// every replica removes its data when it sees the change.
+    pub fn delete_topic(&self, name: &str, timeout_ms: i32) -> Result<uuid::Uuid, BrokerError> {
         let _admin = self.admin.lock();
         let id = self
             .meta
@@ -816,9 +955,13 @@ impl Broker {
             .topic(name)
             .map(|t| t.id)
             .ok_or_else(|| MetaError::UnknownTopic(name.to_owned()))?;
-        self.submit(Command::DeleteTopic {
-            name: name.to_owned(),
-        })?;
+        self.meta.submit_within(
+            Command::DeleteTopic {
+                name: name.to_owned(),
+            },
+            timeout_ms,
+        )?;
+        self.reconcile();
         tracing::info!(topic = name, "deleted topic");
         Ok(id)
     }

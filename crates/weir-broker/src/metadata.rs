@@ -26,6 +26,8 @@ pub enum MetadataError {
     Rejected(#[from] MetaError),
     #[error("the controller quorum could not take the change: {0}")]
     Unavailable(String),
+    #[error("the controller quorum did not commit the change within {0:?}; it may still be made")]
+    TimedOut(std::time::Duration),
     #[error(transparent)]
     Controller(#[from] ControllerError),
 }
@@ -86,10 +88,48 @@ impl Metadata {
             self.runtime(),
             async move { controller.submit(command).await },
         );
-        outcome.map_err(|error| match error {
-            SubmitError::Rejected(error) => MetadataError::Rejected(error),
-            other => MetadataError::Unavailable(other.to_string()),
-        })
+        outcome.map_err(submit_error)
+    }
+
+    /// Submits a command and waits at most `timeout` (a request's own
+    /// timeout) for it to be committed and applied here. With a timeout of
+    /// zero or less the command goes on in the background and the answer
+    /// is that it timed out, as Kafka answers a non-blocking CreateTopics.
+    pub fn submit_within(
+        &self,
+        command: Command,
+        timeout_ms: i32,
+    ) -> Result<Applied, MetadataError> {
+        let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+        if timeout.is_zero() {
+            self.submit_in_background(command, |outcome| {
+                if let Err(error) = outcome {
+                    tracing::warn!(%error, "a change submitted without waiting failed");
+                }
+            });
+            return Err(MetadataError::TimedOut(timeout));
+        }
+        let controller = self.controller.clone();
+        let outcome = run_on(self.runtime(), async move {
+            tokio::time::timeout(timeout, controller.submit(command)).await
+        });
+        match outcome {
+            Ok(outcome) => outcome.map_err(submit_error),
+            Err(_) => Err(MetadataError::TimedOut(timeout)),
+        }
+    }
+
+    /// Submits a command without waiting for it: `done` gets the outcome
+    /// on the controller's runtime (it must not block).
+    pub fn submit_in_background(
+        &self,
+        command: Command,
+        done: impl FnOnce(Result<Applied, MetadataError>) + Send + 'static,
+    ) {
+        let controller = self.controller.clone();
+        self.runtime().spawn(async move {
+            done(controller.submit(command).await.map_err(submit_error));
+        });
     }
 
     /// Heartbeats to the active controller every `interval` for as long as
@@ -214,6 +254,14 @@ impl Drop for Metadata {
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
         }
+    }
+}
+
+fn submit_error(error: SubmitError) -> MetadataError {
+    match error {
+        SubmitError::Rejected(error) => MetadataError::Rejected(error),
+        SubmitError::Timeout(timeout) => MetadataError::TimedOut(timeout),
+        other => MetadataError::Unavailable(other.to_string()),
     }
 }
 

@@ -89,3 +89,41 @@ fn create_topics_reports_each_problem() {
     );
     assert_eq!(raw.topic_metadata("dry").topics[0].partitions.len(), 2);
 }
+
+/// CreateTopics is answered once the controller has committed the topic,
+/// within the request's `timeout_ms`; with 0 the creation goes on in the
+/// background and the answer is REQUEST_TIMED_OUT (which librdkafka hides
+/// from an application that asked not to wait), after the checks that
+/// need no commit.
+#[test]
+fn create_topics_with_no_time_to_wait_creates_in_the_background() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let without_waiting = |raw: &mut Raw, topic: CreatableTopic| -> i16 {
+        let response: CreateTopicsResponse = raw.call(
+            ApiKey::CreateTopics,
+            7,
+            &CreateTopicsRequest::default()
+                .with_topics(vec![topic])
+                .with_timeout_ms(0),
+        );
+        response.topics[0].error_code
+    };
+    assert_eq!(
+        without_waiting(&mut raw, topic("later", 3, 1)),
+        ResponseError::RequestTimedOut.code()
+    );
+    assert_eq!(raw.topic_metadata("later").topics[0].partitions.len(), 3);
+    assert_eq!(
+        without_waiting(&mut raw, topic("later", 3, 1)),
+        ResponseError::TopicAlreadyExists.code()
+    );
+    assert_eq!(
+        without_waiting(&mut raw, topic("bad/name", 1, 1)),
+        ResponseError::InvalidTopicException.code()
+    );
+    assert_eq!(
+        without_waiting(&mut raw, topic("replicated", 1, 3)),
+        ResponseError::InvalidReplicationFactor.code()
+    );
+}

@@ -891,18 +891,25 @@ fn a_transaction_survives_its_coordinator_being_killed() {
     );
 }
 
-/// With two of three controllers paused (no quorum), requests that need
-/// the controller wait for it, and meanwhile produce to a partition the
-/// broker leads goes on: the waiting requests hold no runtime worker and
-/// no lock the data path needs.
+/// With two of three controllers paused (no quorum), a request that needs
+/// the controller waits for it (InitProducerId) or is answered at once
+/// while the change waits (auto-creation), and meanwhile produce to a
+/// partition the broker leads goes on: the waiting requests hold no
+/// runtime worker and no lock the data path needs.
 #[test]
 fn produce_goes_on_while_requests_wait_for_a_lost_controller_quorum() {
     use common::raw::Raw;
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-    use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, MetadataRequest, TopicName};
+    use kafka_protocol::messages::{
+        ApiKey, CreateTopicsRequest, CreateTopicsResponse, InitProducerIdRequest, MetadataRequest,
+        MetadataResponse, TopicName,
+    };
     use kafka_protocol::protocol::StrBytes;
     use weir_log::testing::BatchBuilder;
 
+    const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    const REQUEST_TIMED_OUT: i16 = 7;
     let cluster = Cluster::start_with(&[BOTH, "controller", "controller"], &[]);
     let broker = cluster.node(1);
     create_topic(&broker.kafka, "steady", 1, 1);
@@ -933,7 +940,7 @@ fn produce_goes_on_while_requests_wait_for_a_lost_controller_quorum() {
             .with_producer_epoch(-1),
     );
     let mut metadata = Raw::connect(&broker.kafka);
-    metadata.send(
+    let asked = metadata.send(
         ApiKey::Metadata,
         9,
         &MetadataRequest::default()
@@ -942,20 +949,44 @@ fn produce_goes_on_while_requests_wait_for_a_lost_controller_quorum() {
             ))]))
             .with_allow_auto_topic_creation(true),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // As in Kafka, the creation goes on in the background and the client
+    // is told at once that the topic is unknown for now.
+    let answered: MetadataResponse = metadata.receive(ApiKey::Metadata, 9, asked);
+    assert_eq!(answered.topics[0].error_code, UNKNOWN_TOPIC_OR_PARTITION);
 
     for _ in 0..20 {
         let (code, _) = producer.produce("steady", 0, BatchBuilder::new(5).build());
         assert_eq!(code, 0, "produce while the controller is unreachable");
     }
     assert!(
-        !init.has_answered() && !metadata.has_answered(),
-        "the requests that need the controller are still waiting for it"
+        !init.has_answered(),
+        "InitProducerId is still waiting for the controller"
+    );
+    // CreateTopics waits no longer than the request allows.
+    let waited = Instant::now();
+    let created: CreateTopicsResponse = metadata.call(
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(500)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("not-now")))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]),
+    );
+    assert_eq!(created.topics[0].error_code, REQUEST_TIMED_OUT);
+    assert!(
+        waited.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        waited.elapsed()
     );
 
     cluster.node(2).resume();
     cluster.node(3).resume();
-    // They end, one way or the other, once the quorum is back.
+    // It ends, one way or the other, once the quorum is back; and the
+    // topic asked for is there.
     assert!(init.read_frame().is_some(), "InitProducerId answered");
-    assert!(metadata.read_frame().is_some(), "Metadata answered");
+    let created = metadata.topic_metadata("appears-later");
+    assert_eq!(created.topics[0].error_code, 0);
+    assert_eq!(created.topics[0].partitions.len(), 1);
 }

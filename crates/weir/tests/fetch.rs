@@ -204,7 +204,9 @@ fn deleting_a_topic_removes_its_data() {
     let response: DeleteTopicsResponse = raw.call(
         ApiKey::DeleteTopics,
         5,
-        &DeleteTopicsRequest::default().with_topic_names(vec![name()]),
+        &DeleteTopicsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topic_names(vec![name()]),
     );
     assert_eq!(response.responses[0].error_code, 0);
     assert!(!weir.data_dir.join(format!("{TOPIC}-0")).exists());

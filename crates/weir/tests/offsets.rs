@@ -128,6 +128,7 @@ fn commits_to_unknown_partitions_fail_alone_and_deleted_topics_take_their_offset
         ApiKey::DeleteTopics,
         5,
         &DeleteTopicsRequest::default()
+            .with_timeout_ms(5000)
             .with_topic_names(vec![TopicName(StrBytes::from_static_str("doomed"))]),
     );
     assert_eq!(deleted.responses[0].error_code, 0);

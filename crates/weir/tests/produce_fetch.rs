@@ -6,6 +6,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use common::cluster::wait_until;
 use common::Weir;
 use futures::executor::block_on;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -432,8 +433,18 @@ fn unknown_topics_are_auto_created_only_when_enabled() {
         .set("allow.auto.create.topics", "true")
         .create()
         .unwrap();
-    let metadata = consumer
-        .fetch_metadata(Some("auto"), Duration::from_secs(10))
-        .unwrap();
-    assert_eq!(metadata.topics()[0].partitions().len(), 2);
+    // Created in the background, as in Kafka: the first answer says the
+    // topic is unknown, a later one has it with the default partitions.
+    let partitions = wait_until(
+        "the topic to be auto-created",
+        Duration::from_secs(10),
+        || {
+            let metadata = consumer
+                .fetch_metadata(Some("auto"), Duration::from_secs(10))
+                .unwrap();
+            let partitions = metadata.topics()[0].partitions().len();
+            (partitions > 0).then_some(partitions)
+        },
+    );
+    assert_eq!(partitions, 2);
 }

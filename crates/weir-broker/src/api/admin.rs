@@ -2,6 +2,7 @@
 //! DeleteRecords.
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::{
@@ -21,7 +22,8 @@ use kafka_protocol::ResponseError;
 use weir_meta::MetaError;
 
 use super::RequestContext;
-use crate::broker::{Broker, BrokerError};
+use crate::broker::{Broker, BrokerError, NewTopic};
+use crate::metadata::MetadataError;
 use crate::topic_configs;
 
 pub(super) type Failure = (ResponseError, String);
@@ -39,6 +41,7 @@ pub(super) fn failure(error: BrokerError) -> Failure {
         }
         BrokerError::Meta(MetaError::InvalidConfig { .. }) => ResponseError::InvalidConfig,
         BrokerError::Meta(MetaError::InvalidRequest(_)) => ResponseError::InvalidRequest,
+        BrokerError::Controller(MetadataError::TimedOut(_)) => ResponseError::RequestTimedOut,
         // Retriable: the client refreshes its metadata and tries again.
         BrokerError::Controller(_) => ResponseError::NotController,
         _ => {
@@ -47,6 +50,24 @@ pub(super) fn failure(error: BrokerError) -> Failure {
         }
     };
     (code, error.to_string())
+}
+
+/// The end of a request's `timeout_ms`, shared by the changes it asks for.
+struct Deadline(Option<Instant>);
+
+impl Deadline {
+    fn new(timeout_ms: i32) -> Self {
+        Self((timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64)))
+    }
+
+    /// What is left of it; 0 (do not wait) once it has passed, or when the
+    /// request asked not to wait.
+    fn remaining_ms(&self) -> i32 {
+        self.0.map_or(0, |end| {
+            let left = end.saturating_duration_since(Instant::now()).as_millis();
+            i32::try_from(left).unwrap_or(i32::MAX)
+        })
+    }
 }
 
 /// A manual assignment as one replica list per partition, in partition
@@ -76,6 +97,7 @@ pub(super) fn create_topics(
     _ctx: &RequestContext,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
+    let deadline = Deadline::new(request.timeout_ms);
     let mut seen = HashSet::new();
     let duplicates: HashSet<String> = request
         .topics
@@ -140,15 +162,15 @@ pub(super) fn create_topics(
                     .iter()
                     .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
                     .collect();
+                let new_topic = NewTopic {
+                    name: name.clone(),
+                    partitions,
+                    replication_factor,
+                    assignment,
+                    configs,
+                };
                 broker
-                    .create_topic(
-                        &name,
-                        partitions,
-                        replication_factor,
-                        assignment,
-                        configs,
-                        request.validate_only,
-                    )
+                    .create_topic(new_topic, request.validate_only, deadline.remaining_ms())
                     .map_err(failure)
             })();
             match outcome {
@@ -184,6 +206,7 @@ pub(super) fn delete_topics(
     _ctx: &RequestContext,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
+    let deadline = Deadline::new(request.timeout_ms);
     // v0–v5 name topics in `topic_names`; v6 in `topics`, by name or id.
     let mut wanted: Vec<(Option<String>, uuid::Uuid)> = request
         .topic_names
@@ -208,7 +231,7 @@ pub(super) fn delete_topics(
             let Some(name) = name else {
                 return result.with_error_code(ResponseError::UnknownTopicId.code());
             };
-            match broker.delete_topic(&name) {
+            match broker.delete_topic(&name, deadline.remaining_ms()) {
                 Ok(id) => result.with_topic_id(id),
                 Err(error) => {
                     let (code, message) = failure(error);
@@ -227,6 +250,7 @@ pub(super) fn create_partitions(
     _ctx: &RequestContext,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
+    let deadline = Deadline::new(request.timeout_ms);
     let results = request
         .topics
         .into_iter()
@@ -251,7 +275,13 @@ pub(super) fn create_partitions(
                     _ => None,
                 };
                 broker
-                    .create_partitions(&name, topic.count, assignment, request.validate_only)
+                    .create_partitions(
+                        &name,
+                        topic.count,
+                        assignment,
+                        request.validate_only,
+                        deadline.remaining_ms(),
+                    )
                     .map_err(failure)
             })();
             match outcome {

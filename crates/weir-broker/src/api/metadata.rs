@@ -89,11 +89,13 @@ fn auto_create_topic(broker: &Broker, name: &str) -> MetadataResponseTopic {
             }
         };
     }
-    let partitions = broker.config().num_partitions;
-    match broker.create_topic(name, partitions, None, None, Default::default(), false) {
-        Ok(_) | Err(BrokerError::Meta(MetaError::TopicAlreadyExists(_))) => broker
+    // As Kafka: the creation goes to the controller and the client, told
+    // the topic is unknown for now, asks again.
+    match broker.auto_create_topic(name) {
+        Ok(()) => error_topic(name, ResponseError::UnknownTopicOrPartition),
+        Err(BrokerError::Meta(MetaError::TopicAlreadyExists(_))) => broker
             .with_image(|image| image.topic(name).map(|t| topic_response(image, t)))
-            .unwrap_or_else(|| error_topic(name, ResponseError::LeaderNotAvailable)),
+            .unwrap_or_else(|| error_topic(name, ResponseError::UnknownTopicOrPartition)),
         Err(BrokerError::Meta(MetaError::InvalidTopicName { .. })) => {
             error_topic(name, ResponseError::InvalidTopicException)
         }

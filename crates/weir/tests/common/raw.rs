@@ -118,18 +118,53 @@ impl Raw {
         (p.error_code, p.base_offset)
     }
 
-    /// Metadata for one topic, creating it if auto-creation allows.
+    /// Metadata for one topic, creating it if auto-creation allows. As in
+    /// Kafka, a creation is answered at once (UNKNOWN_TOPIC_OR_PARTITION)
+    /// and done in the background: asks again, as clients do, until the
+    /// topic exists and each of its partitions is served by its leader.
     pub fn topic_metadata(&mut self, topic: &str) -> kafka_protocol::messages::MetadataResponse {
         use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
         use kafka_protocol::messages::{MetadataRequest, TopicName};
-        self.call(
-            ApiKey::Metadata,
-            9,
-            &MetadataRequest::default()
-                .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
-                    TopicName(StrBytes::from_string(topic.to_owned())),
-                ))]))
-                .with_allow_auto_topic_creation(true),
-        )
+        const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+        const LEADER_NOT_AVAILABLE: i16 = 5;
+        let request = MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+                TopicName(StrBytes::from_string(topic.to_owned())),
+            ))]))
+            .with_allow_auto_topic_creation(true);
+        for _ in 0..200 {
+            let metadata: kafka_protocol::messages::MetadataResponse =
+                self.call(ApiKey::Metadata, 9, &request);
+            let found = &metadata.topics[0];
+            let pending = match found.error_code {
+                UNKNOWN_TOPIC_OR_PARTITION | LEADER_NOT_AVAILABLE => true,
+                0 => found.partitions.iter().any(|p| {
+                    self.latest_offset_error(topic, p.partition_index) == LEADER_NOT_AVAILABLE
+                }),
+                _ => false,
+            };
+            if !pending {
+                return metadata;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("topic {topic} was not created within 10 s");
+    }
+
+    /// The error of a ListOffsets (latest) for one partition.
+    fn latest_offset_error(&mut self, topic: &str, partition: i32) -> i16 {
+        use kafka_protocol::messages::list_offsets_request::{
+            ListOffsetsPartition, ListOffsetsTopic,
+        };
+        use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(partition)
+                    .with_timestamp(-1)])]);
+        let response: ListOffsetsResponse = self.call(ApiKey::ListOffsets, 4, &request);
+        response.topics[0].partitions[0].error_code
     }
 }
