@@ -173,6 +173,14 @@ fn a_killed_broker_is_fenced_its_leaderships_move_and_it_rejoins() {
     let before = partitions(&cluster.bootstrap(), "moving");
     let led: Vec<usize> = (0..3).filter(|p| before[*p].leader == victim).collect();
     assert!(!led.is_empty(), "{before:?}");
+    // A partition whose only replica is the victim's: leaderless after.
+    let only_the_victim: &[&[i32]] = &[&[victim]];
+    let alone = NewTopic::new("alone", 1, TopicReplication::Variable(only_the_victim));
+    let created = common::cli::block_on(
+        admin(&cluster.bootstrap()).create_topics(&[alone], &AdminOptions::new()),
+    )
+    .expect("create topics");
+    created.into_iter().for_each(|r| drop(r.expect("created")));
 
     let killed = Instant::now();
     cluster.node_mut(victim).kill();
@@ -198,6 +206,26 @@ fn a_killed_broker_is_fenced_its_leaderships_move_and_it_rejoins() {
     }
     let producer = producer(&bootstrap, "1");
     assert_eq!(send_each(&producer, "moving", 3, "y"), Vec::<String>::new());
+    // Described as leaderless, with no offsets to show, not an error.
+    let described = common::cli::run(
+        &["topic", "describe", "alone", "--bootstrap", &bootstrap],
+        b"",
+    )
+    .ok();
+    let table = described.table("PARTITION");
+    assert_eq!(
+        table[1],
+        [
+            "0",
+            "none",
+            &victim.to_string(),
+            &victim.to_string(),
+            "-",
+            "-"
+        ],
+        "{}",
+        described.stdout
+    );
 
     // It comes back under the same id: registered, in the ISR again, and
     // the preferred leader of its partitions once more.

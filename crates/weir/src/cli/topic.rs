@@ -339,14 +339,22 @@ async fn describe(client: &mut weir_client::Client, name: &str) -> anyhow::Resul
     ]];
     let list = |ids: &[i32]| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
     for p in &topic.partitions {
-        let start = client
-            .list_offsets(name, p.partition, EARLIEST)
-            .await
-            .map_err(|e| topic_error(e, name))?;
-        let end = client
-            .list_offsets(name, p.partition, LATEST)
-            .await
-            .map_err(|e| topic_error(e, name))?;
+        let offsets = match client.list_offsets(name, p.partition, EARLIEST).await {
+            Ok(start) => client
+                .list_offsets(name, p.partition, LATEST)
+                .await
+                .map(|end| (start, end)),
+            Err(error) => Err(error),
+        };
+        // A partition with no leader at the moment (its only replica is
+        // down, its log is still opening) is shown, not an error.
+        let (start, end) = match offsets {
+            Ok((start, end)) => (start.to_string(), end.to_string()),
+            Err(error) if error.kafka_error().is_some_and(|e| e.is_retriable()) => {
+                ("-".to_owned(), "-".to_owned())
+            }
+            Err(error) => return Err(topic_error(error, name)),
+        };
         let leader = if p.leader < 0 {
             "none".to_owned()
         } else {
@@ -357,8 +365,8 @@ async fn describe(client: &mut weir_client::Client, name: &str) -> anyhow::Resul
             leader,
             list(&p.replicas),
             list(&p.isr),
-            start.to_string(),
-            end.to_string(),
+            start,
+            end,
         ]);
     }
     let configs = client
