@@ -731,9 +731,8 @@ impl Broker {
     ) -> Result<TopicInfo, BrokerError> {
         let _admin = self.admin.lock();
         let image = self.meta.image();
-        let name = topic.name.clone();
+        let (name, partitions) = (topic.name.clone(), topic.partitions);
         let name = name.as_str();
-        let partitions = topic.partitions;
         let command = self.topic_creation(&image, topic)?;
         if validate_only {
             let mut scratch = (*image).clone();
