@@ -15,17 +15,21 @@ use crate::metadata::{Metadata, MetadataError};
 use crate::metrics::Metrics;
 use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::partition::{AppendError, Partition, ReplicatedWrite};
+use crate::producer_ids::ProducerIdBlocks;
 use crate::replica_manager::{NotServed, ReplicaManager};
 use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
 
 /// Producer ids are taken from the metadata store in blocks of this size.
-const PRODUCER_ID_BLOCK: i64 = 1000;
 
 /// How long creating an internal topic (on a client's first use of
 /// groups or transactions) may wait for the quorum and its replicas here.
-const INTERNAL_TOPIC_CREATION_TIMEOUT_MS: i32 = 30_000;
 
 /// The instant `timeout_ms` from now (now for 0 or less).
+/// How long a change forwarded to the controller quorum by a request with
+/// no timeout of its own (AlterConfigs, IncrementalAlterConfigs) may wait
+/// for it: Kafka's `request.timeout.ms` default.
+const CONTROLLER_CHANGE_TIMEOUT_MS: i32 = 30_000;
+
 fn deadline_after(timeout_ms: i32) -> std::time::Instant {
     std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms.max(0) as u64)
 }
@@ -101,9 +105,6 @@ pub struct Broker {
     meta: Metadata,
     /// This node as it registers with the controller.
     registration: BrokerInfo,
-    /// Serializes the admin changes this node computes from the image
-    /// (placements, config levels) with their commits.
-    admin: Mutex<()>,
     /// Topics this node is auto-creating, so a burst of Metadata requests
     /// sends one creation each.
     auto_creating: Mutex<HashSet<String>>,
@@ -111,13 +112,12 @@ pub struct Broker {
     /// handed over in the order of the images that moved them.
     reconciling: Mutex<()>,
     /// The applied index of the last image the replicas here were brought
-    /// in line with, and its changes.
-    reconciled: Mutex<u64>,
-    reconciled_changed: parking_lot::Condvar,
+    /// in line with.
+    reconciled: tokio::sync::watch::Sender<u64>,
     replicas: ReplicaManager,
     /// The heartbeat and image-following tasks.
     membership: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    producer_ids: Mutex<std::ops::Range<i64>>,
+    producer_ids: Mutex<ProducerIdBlocks>,
     metrics: Metrics,
     serving: AtomicBool,
     offsets: OffsetStore,
@@ -220,14 +220,12 @@ impl Broker {
             cluster_id,
             meta,
             registration,
-            admin: Mutex::new(()),
             auto_creating: Mutex::new(HashSet::new()),
             reconciling: Mutex::new(()),
-            reconciled: Mutex::new(0),
-            reconciled_changed: parking_lot::Condvar::new(),
+            reconciled: tokio::sync::watch::Sender::new(0),
             replicas,
             membership: Mutex::new(Vec::new()),
-            producer_ids: Mutex::new(0..0),
+            producer_ids: Mutex::default(),
             metrics: Metrics::default(),
             serving: AtomicBool::new(false),
             offsets,
@@ -236,6 +234,9 @@ impl Broker {
         });
         broker.load_led_transactions();
         broker.start_membership();
+        if broker.producer_ids.lock().request_if_empty() {
+            broker.request_producer_id_block();
+        }
         // Changes committed between the first reconcile and now.
         broker.reconcile();
         Ok(broker)
@@ -273,25 +274,23 @@ impl Broker {
         let _reconciling = self.reconciling.lock();
         let image = self.meta.image();
         self.apply_image(&image);
-        let mut reconciled = self.reconciled.lock();
-        *reconciled = (*reconciled).max(image.applied_index());
-        self.reconciled_changed.notify_all();
+        self.reconciled.send_if_modified(|reconciled| {
+            let moved = image.applied_index() > *reconciled;
+            *reconciled = (*reconciled).max(image.applied_index());
+            moved
+        });
     }
 
     /// Waits until the replicas here are in line with the image at `index`
     /// or later, or `deadline` passes; true if they are.
-    fn wait_reconciled(&self, index: u64, deadline: std::time::Instant) -> bool {
-        let mut reconciled = self.reconciled.lock();
-        while *reconciled < index {
-            if self
-                .reconciled_changed
-                .wait_until(&mut reconciled, deadline)
-                .timed_out()
-            {
-                return *reconciled >= index;
-            }
-        }
-        true
+    async fn reconciled_by(&self, index: u64, deadline: std::time::Instant) -> bool {
+        let mut reconciled = self.reconciled.subscribe();
+        let caught_up = tokio::time::timeout_at(
+            deadline.into(),
+            reconciled.wait_for(|reconciled| *reconciled >= index),
+        )
+        .await;
+        matches!(caught_up, Ok(Ok(_)))
     }
 
     /// Brings the replicas and coordinators here in line with `image`.
@@ -445,103 +444,72 @@ impl Broker {
 
     /// The index of the `__transaction_state` partition that holds
     /// `transactional_id` and the broker leading it (-1: none at the
-    /// moment), creating the topic on first use.
-    pub fn txn_coordinator_of(&self, transactional_id: &str) -> Result<(i32, i32), BrokerError> {
-        let count = match self.with_image(|image| {
-            image
-                .topic(TRANSACTION_STATE_TOPIC)
-                .map(|t| t.partition_count())
-        }) {
-            Some(count) => count,
-            None => self.create_transaction_state_topic()?,
-        };
-        let index = crate::txn::coordinator::partition_for(transactional_id, count);
-        let leader = self.with_image(|image| {
-            image
-                .topic(TRANSACTION_STATE_TOPIC)
-                .and_then(|t| t.partition(index))
-                .map_or(-1, |p| p.leader)
-        });
-        Ok((index, leader))
+    /// moment); `None` while the topic does not exist.
+    pub fn txn_coordinator_of(&self, transactional_id: &str) -> Option<(i32, i32)> {
+        self.internal_partition_of(TRANSACTION_STATE_TOPIC, |count| {
+            crate::txn::coordinator::partition_for(transactional_id, count)
+        })
     }
 
     /// The index of the `__consumer_offsets` partition that holds `group`
-    /// and the broker leading it (-1: none at the moment), creating the
-    /// topic on first use.
-    pub fn coordinator_of(&self, group: &str) -> Result<(i32, i32), BrokerError> {
-        let count = match self
-            .with_image(|image| image.topic(OFFSETS_TOPIC).map(|t| t.partition_count()))
-        {
-            Some(count) => count,
-            None => self.create_offsets_topic()?,
-        };
-        let index = crate::offsets::records::partition_for(group, count);
-        let leader = self.with_image(|image| {
-            image
-                .topic(OFFSETS_TOPIC)
-                .and_then(|t| t.partition(index))
-                .map_or(-1, |p| p.leader)
-        });
-        Ok((index, leader))
+    /// and the broker leading it (-1: none at the moment); `None` while the
+    /// topic does not exist.
+    pub fn coordinator_of(&self, group: &str) -> Option<(i32, i32)> {
+        self.internal_partition_of(OFFSETS_TOPIC, |count| {
+            crate::offsets::records::partition_for(group, count)
+        })
+    }
+
+    fn internal_partition_of(
+        &self,
+        topic: &str,
+        index_for: impl FnOnce(i32) -> i32,
+    ) -> Option<(i32, i32)> {
+        self.with_image(|image| {
+            let topic = image.topic(topic)?;
+            let index = index_for(topic.partition_count());
+            Some((index, topic.partition(index).map_or(-1, |p| p.leader)))
+        })
     }
 
     /// NOT_COORDINATOR (or COORDINATOR_NOT_AVAILABLE) unless this node
     /// leads the `__consumer_offsets` partition of `group`.
     pub fn check_coordinator(&self, group: &str) -> Result<(), i16> {
         match self.coordinator_of(group) {
-            Ok((index, leader)) if leader == self.static_config.node_id => {
+            Some((index, leader)) if leader == self.static_config.node_id => {
                 if self.groups.coordinates(index) {
                     Ok(())
                 } else {
                     Err(14) // COORDINATOR_LOAD_IN_PROGRESS
                 }
             }
-            Ok((_, leader)) if leader >= 0 => Err(16), // NOT_COORDINATOR
-            Ok(_) => Err(15),                          // COORDINATOR_NOT_AVAILABLE
-            Err(error) => {
-                tracing::warn!(%error, "cannot find the coordinator of a group");
-                Err(15)
-            }
+            Some((_, leader)) if leader >= 0 => Err(16), // NOT_COORDINATOR
+            _ => Err(15),                                // COORDINATOR_NOT_AVAILABLE
         }
     }
 
-    /// Creates `__consumer_offsets` with `offsets.topic.replication.factor`
-    /// replicas (fewer while the cluster has fewer live brokers); returns
-    /// its partition count.
-    fn create_offsets_topic(&self) -> Result<i32, BrokerError> {
-        self.create_internal_topic(
-            OFFSETS_TOPIC,
-            self.static_config.offsets_topic_num_partitions,
-            self.static_config.offsets_topic_replication_factor,
-            None,
-        )
-    }
-
-    /// Creates `__transaction_state` (compacted, like Kafka's) with
-    /// `transaction.state.log.replication.factor` replicas (fewer while the
-    /// cluster has fewer live brokers) and `transaction.state.log.min.isr`;
-    /// returns its partition count.
-    fn create_transaction_state_topic(&self) -> Result<i32, BrokerError> {
-        let settings = self.txn_settings();
-        self.create_internal_topic(
-            TRANSACTION_STATE_TOPIC,
-            settings.num_partitions,
-            settings.replication_factor,
-            Some(settings.min_isr),
-        )
-    }
-
-    /// Creates a compacted internal topic with `replication_factor` replicas
-    /// or as many as there are live brokers, and `min.insync.replicas`
-    /// capped likewise; returns its partition count (also when another
-    /// broker created it first).
-    fn create_internal_topic(
-        &self,
-        name: &str,
-        partitions: i32,
-        replication_factor: i32,
-        min_isr: Option<i32>,
-    ) -> Result<i32, BrokerError> {
+    /// How an internal topic is created: `__consumer_offsets` with
+    /// `offsets.topic.*`, `__transaction_state` with
+    /// `transaction.state.log.*`, both compacted and never expired, with
+    /// as many replicas as asked or as there are live brokers, and
+    /// `min.insync.replicas` capped likewise. `None` for any other name.
+    pub fn internal_topic(&self, name: &str) -> Option<NewTopic> {
+        let (partitions, replication_factor, min_isr) = match name {
+            OFFSETS_TOPIC => (
+                self.static_config.offsets_topic_num_partitions,
+                self.static_config.offsets_topic_replication_factor,
+                None,
+            ),
+            TRANSACTION_STATE_TOPIC => {
+                let settings = self.txn_settings();
+                (
+                    settings.num_partitions,
+                    settings.replication_factor,
+                    Some(settings.min_isr),
+                )
+            }
+            _ => return None,
+        };
         let live = self.with_image(|image| image.live_brokers().count()) as i32;
         let replication_factor = replication_factor.min(live.max(1));
         let mut configs: BTreeMap<String, String> = [
@@ -559,18 +527,11 @@ impl Broker {
                 min_isr.min(replication_factor).to_string(),
             );
         }
-        let topic = NewTopic {
+        Some(NewTopic {
             replication_factor: Some(replication_factor),
             configs,
             ..NewTopic::with_defaults(name, partitions)
-        };
-        match self.create_topic(topic, false, INTERNAL_TOPIC_CREATION_TIMEOUT_MS) {
-            Ok(topic) => Ok(topic.partition_count()),
-            Err(BrokerError::Meta(MetaError::TopicAlreadyExists(_))) => Ok(self
-                .with_image(|image| image.topic(name).map(|t| t.partition_count()))
-                .unwrap_or(partitions)),
-            Err(error) => Err(error),
-        }
+        })
     }
 
     /// Commits (or, with `None`, deletes) a group's offsets. Returns the
@@ -646,7 +607,7 @@ impl Broker {
         };
         let (index, _) = self
             .coordinator_of(group)
-            .map_err(|error| offline(error.to_string()))?;
+            .ok_or_else(|| offline(format!("group {group}: {OFFSETS_TOPIC} does not exist")))?;
         self.with_image(|image| self.replicas.leader(image, OFFSETS_TOPIC, index))
             .map_err(|not_served| offline(format!("group {group}: {not_served}")))
     }
@@ -703,11 +664,19 @@ impl Broker {
         self.replicas.checkpoint_high_watermarks()
     }
 
-    /// Commits `command` through the controller quorum, then brings the
-    /// local replicas in line, so the caller sees its change here at once.
-    fn submit(&self, command: Command) -> Result<Applied, BrokerError> {
-        let applied = self.meta.submit(command)?;
-        self.reconcile();
+    /// Commits `command` through the controller quorum within
+    /// `timeout_ms`, then waits (within what is left of it) until the
+    /// replicas here are in line, so the caller usually sees its change
+    /// here at once.
+    async fn submit(&self, command: Command, timeout_ms: i32) -> Result<Applied, BrokerError> {
+        let deadline = deadline_after(timeout_ms);
+        let applied = self.meta.submit_within(command, timeout_ms).await?;
+        if !self
+            .reconciled_by(self.meta.image().applied_index(), deadline)
+            .await
+        {
+            tracing::info!("answering a metadata change while the replicas here still follow it");
+        }
         Ok(applied)
     }
 
@@ -723,13 +692,12 @@ impl Broker {
     /// of `timeout_ms`, so a client usually finds the topic served here,
     /// but a topic of many partitions never holds it past its timeout
     /// (the partitions still opening answer LEADER_NOT_AVAILABLE).
-    pub fn create_topic(
+    pub async fn create_topic(
         &self,
         topic: NewTopic,
         validate_only: bool,
         timeout_ms: i32,
     ) -> Result<TopicInfo, BrokerError> {
-        let _admin = self.admin.lock();
         let image = self.meta.image();
         let (name, partitions) = (topic.name.clone(), topic.partitions);
         let name = name.as_str();
@@ -742,19 +710,13 @@ impl Broker {
         // Checked here first, so a request that does not wait for the
         // commit still hears of a bad name, config or placement.
         image.validate(&command)?;
-        let deadline = deadline_after(timeout_ms);
-        self.meta.submit_within(command, timeout_ms)?;
-        let image = self.meta.image();
-        let topic = image
+        self.submit(command, timeout_ms).await?;
+        let topic = self
+            .meta
+            .image()
             .topic(name)
             .cloned()
             .ok_or_else(|| MetaError::UnknownTopic(name.to_owned()))?;
-        if !self.wait_reconciled(image.applied_index(), deadline) {
-            tracing::info!(
-                topic = name,
-                "answering a topic creation while its replicas here still open"
-            );
-        }
         tracing::info!(
             topic = name,
             partitions,
@@ -764,18 +726,20 @@ impl Broker {
         Ok(topic)
     }
 
-    /// Starts creating `name` with the default partition count and
-    /// replication factor, as Kafka's Metadata does for an unknown topic:
-    /// the creation is checked here (a bad name or a replication factor
-    /// the live brokers cannot hold is an error at once), then committed
-    /// in the background, so the request is answered at once and the
-    /// client asks again.
+    /// Starts creating `name`, as Kafka does for a Metadata request naming
+    /// an unknown topic and for FindCoordinator before its internal topic
+    /// exists: an internal topic as [`internal_topic`](Self::internal_topic)
+    /// says, any other with the default partition count and replication
+    /// factor. The creation is checked here (a bad name or a replication
+    /// factor the live brokers cannot hold is an error at once), then
+    /// committed in the background, so the request is answered at once and
+    /// the client asks again.
     pub fn auto_create_topic(&self, name: &str) -> Result<(), BrokerError> {
         let image = self.meta.image();
-        let command = self.topic_creation(
-            &image,
-            NewTopic::with_defaults(name, self.config().num_partitions),
-        )?;
+        let topic = self
+            .internal_topic(name)
+            .unwrap_or_else(|| NewTopic::with_defaults(name, self.config().num_partitions));
+        let command = self.topic_creation(&image, topic)?;
         image.validate(&command)?;
         if !self.auto_creating.lock().insert(name.to_owned()) {
             return Ok(());
@@ -831,7 +795,7 @@ impl Broker {
     /// Adds partitions to a topic, up to `total`, placed like the topic's
     /// first partitions unless `assignment` says where; answered once
     /// committed (within `timeout_ms`), like [`create_topic`](Self::create_topic).
-    pub fn create_partitions(
+    pub async fn create_partitions(
         &self,
         name: &str,
         total: i32,
@@ -839,7 +803,6 @@ impl Broker {
         validate_only: bool,
         timeout_ms: i32,
     ) -> Result<(), BrokerError> {
-        let _admin = self.admin.lock();
         let image = self.meta.image();
         let topic = image
             .topic(name)
@@ -865,16 +828,14 @@ impl Broker {
             return Ok(());
         }
         image.validate(&command)?;
-        let deadline = deadline_after(timeout_ms);
-        self.meta.submit_within(command, timeout_ms)?;
-        self.wait_reconciled(self.meta.image().applied_index(), deadline);
+        self.submit(command, timeout_ms).await?;
         Ok(())
     }
 
     /// Sets and removes a topic's config overrides; every replica applies
     /// them as soon as it sees the change. With `validate_only` nothing
     /// changes.
-    pub fn alter_topic_configs(
+    pub async fn alter_topic_configs(
         &self,
         name: &str,
         set: BTreeMap<String, String>,
@@ -886,11 +847,10 @@ impl Broker {
             set,
             delete,
         };
-        let _admin = self.admin.lock();
         if validate_only {
             return Ok(self.meta.image().validate(&command)?);
         }
-        self.submit(command)?;
+        self.submit(command, CONTROLLER_CHANGE_TIMEOUT_MS).await?;
         tracing::info!(topic = name, "altered topic configs");
         Ok(())
     }
@@ -900,14 +860,13 @@ impl Broker {
     /// dynamic broker config and every value valid for this broker's
     /// settings; every broker applies the change as soon as it sees it.
     /// With `validate_only` nothing changes.
-    pub fn alter_broker_configs(
+    pub async fn alter_broker_configs(
         &self,
         target: Option<i32>,
         set: BTreeMap<String, String>,
         delete: Vec<String>,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
-        let _admin = self.admin.lock();
         let image = self.meta.image();
         let stored = image.broker_configs(target);
         crate::config::check_dynamic_names(&set, &delete, stored)?;
@@ -936,7 +895,7 @@ impl Broker {
         if validate_only {
             return Ok(image.validate(&command)?);
         }
-        self.submit(command)?;
+        self.submit(command, CONTROLLER_CHANGE_TIMEOUT_MS).await?;
         match target {
             Some(id) => tracing::info!(broker = id, "altered dynamic broker configs"),
             None => tracing::info!("altered the cluster-wide dynamic broker configs"),
@@ -946,63 +905,54 @@ impl Broker {
 
     /// Deletes a topic (answered once committed, within `timeout_ms`);
     /// every replica removes its data when it sees the change.
-    pub fn delete_topic(&self, name: &str, timeout_ms: i32) -> Result<uuid::Uuid, BrokerError> {
-        let _admin = self.admin.lock();
+    pub async fn delete_topic(
+        &self,
+        name: &str,
+        timeout_ms: i32,
+    ) -> Result<uuid::Uuid, BrokerError> {
         let id = self
             .meta
             .image()
             .topic(name)
             .map(|t| t.id)
             .ok_or_else(|| MetaError::UnknownTopic(name.to_owned()))?;
-        self.meta.submit_within(
-            Command::DeleteTopic {
-                name: name.to_owned(),
-            },
-            timeout_ms,
-        )?;
-        self.reconcile();
+        let command = Command::DeleteTopic {
+            name: name.to_owned(),
+        };
+        self.submit(command, timeout_ms).await?;
         tracing::info!(topic = name, "deleted topic");
         Ok(id)
     }
 
     /// Starts moving a partition to `replicas`, or with `None` cancels its
     /// move.
-    pub fn reassign_partition(
+    pub async fn reassign_partition(
         &self,
         topic: &str,
         partition: i32,
         replicas: Option<Vec<i32>>,
+        timeout_ms: i32,
     ) -> Result<(), BrokerError> {
-        let _admin = self.admin.lock();
-        self.submit(Command::ReassignPartition {
+        let command = Command::ReassignPartition {
             topic: topic.to_owned(),
             partition,
             replicas,
-        })?;
+        };
+        self.submit(command, timeout_ms).await?;
         tracing::info!(topic, partition, "partition reassignment changed");
         Ok(())
     }
 
     /// Sends an ISR change this node's leadership of `partition` computed to
-    /// the controller, in the background.
-    pub fn propose_isr(self: &Arc<Self>, partition: Arc<Partition>, isr: Vec<i32>) {
-        let broker = self.clone();
-        let alter = move || broker.alter_isr(&partition, isr);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(alter)),
-            Err(_) => alter(),
-        }
-    }
-
-    /// AlterPartition for `partition`, based on the partition state the
-    /// leadership last took from the metadata: refused if that changed.
-    fn alter_isr(&self, partition: &Partition, isr: Vec<i32>) {
+    /// the controller, in the background: AlterPartition, based on the
+    /// partition state the leadership last took from the metadata, refused
+    /// if that changed.
+    pub fn propose_isr(&self, partition: Arc<Partition>, isr: Vec<i32>) {
         let image = self.meta.image();
         let current = image
             .topic(&partition.topic)
             .filter(|t| t.id == partition.topic_id)
-            .and_then(|t| t.partition(partition.index))
-            .cloned();
+            .and_then(|t| t.partition(partition.index));
         let based_on = partition.leader_isr();
         let command = match current {
             Some(p) if based_on.as_deref() == Some(p.isr.as_slice()) => Command::AlterPartition {
@@ -1018,18 +968,21 @@ impl Broker {
                 return;
             }
         };
-        match self.submit(command) {
-            Ok(_) => tracing::info!(
-                topic = %partition.topic,
-                partition = partition.index,
-                ?isr,
-                "ISR changed"
-            ),
-            Err(error) => {
-                tracing::info!(topic = %partition.topic, partition = partition.index, ?isr, %error, "ISR change refused");
-                partition.isr_change_failed();
-            }
-        }
+        // The leadership takes the new ISR from the image, as every replica
+        // does; only a refusal needs telling.
+        self.meta
+            .submit_in_background(command, move |outcome| match outcome {
+                Ok(_) => tracing::info!(
+                    topic = %partition.topic,
+                    partition = partition.index,
+                    ?isr,
+                    "ISR changed"
+                ),
+                Err(error) => {
+                    tracing::info!(topic = %partition.topic, partition = partition.index, ?isr, %error, "ISR change refused");
+                    partition.isr_change_failed();
+                }
+            });
     }
 
     /// Committed offsets of a deleted topic go with it, in the groups this
@@ -1057,18 +1010,40 @@ impl Broker {
         }
     }
 
-    /// A fresh producer id for an idempotent producer.
-    pub fn allocate_producer_id(&self) -> Result<i64, BrokerError> {
-        let mut ids = self.producer_ids.lock();
-        if ids.is_empty() {
-            let applied = self.meta.submit(Command::AllocateProducerIds {
-                count: PRODUCER_ID_BLOCK,
-            })?;
-            if let Applied::ProducerIds { first, count } = applied {
-                *ids = first..first + count;
-            }
+    /// A fresh producer id, or `None` while this broker waits for its next
+    /// block of ids from the controller (the producer retries, as Kafka's
+    /// COORDINATOR_LOAD_IN_PROGRESS tells it to).
+    pub fn producer_id(&self) -> Option<i64> {
+        let claim = self.producer_ids.lock().claim();
+        if claim.request_block {
+            self.request_producer_id_block();
         }
-        Ok(ids.next().expect("block just allocated"))
+        claim.id
+    }
+
+    /// Asks the controller quorum for a block of producer ids, in the
+    /// background.
+    fn request_producer_id_block(&self) {
+        let broker = self.me.clone();
+        let command = Command::AllocateProducerIds {
+            count: crate::producer_ids::BLOCK_SIZE,
+        };
+        self.meta.submit_in_background(command, move |outcome| {
+            let block = match outcome {
+                Ok(Applied::ProducerIds { first, count }) => Some(first..first + count),
+                Ok(other) => {
+                    tracing::error!(?other, "unexpected answer to a producer id allocation");
+                    None
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "producer id allocation failed");
+                    None
+                }
+            };
+            if let Some(broker) = broker.upgrade() {
+                broker.producer_ids.lock().arrived(block);
+            }
+        });
     }
 
     /// The broker id reported as the controller: the active controller's

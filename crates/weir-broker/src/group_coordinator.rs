@@ -384,11 +384,9 @@ impl GroupCoordinator {
         create: bool,
         event: impl FnOnce(RequestId, u64) -> Event,
     ) -> Result<Option<Response>, GroupError> {
-        // Creates __consumer_offsets on first use, before any group state.
-        let (partition, _) = broker.coordinator_of(group).map_err(|error| {
-            tracing::error!(%error, "cannot open __consumer_offsets");
-            GroupError::CoordinatorNotAvailable
-        })?;
+        let (partition, _) = broker
+            .coordinator_of(group)
+            .ok_or(GroupError::CoordinatorNotAvailable)?;
         // None: handed over since the request was checked.
         let partition = self
             .partition(partition)

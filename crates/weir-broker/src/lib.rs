@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod net;
 pub mod offsets;
 pub mod partition;
+mod producer_ids;
 pub mod producer_state;
 pub mod replica_manager;
 pub mod replication;

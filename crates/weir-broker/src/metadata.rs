@@ -1,10 +1,10 @@
 //! The broker's handle on the controller quorum: it submits metadata
-//! commands and reads the committed image, from synchronous code.
+//! commands and reads the committed image.
 //!
-//! The Raft node runs on its own small runtime, so that the broker's
-//! request handlers (synchronous, on the broker's runtime) can wait for a
-//! command to commit the way they waited for the local store's fsync before,
-//! without starting a runtime inside a runtime.
+//! The Raft node runs on its own small runtime: request handlers await
+//! their commands' commits from the broker's runtime, and start-up and
+//! shutdown, which are synchronous, wait for theirs without starting a
+//! runtime inside a runtime.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -91,31 +91,41 @@ impl Metadata {
         outcome.map_err(submit_error)
     }
 
-    /// Submits a command and waits at most `timeout` (a request's own
-    /// timeout) for it to be committed and applied here. With a timeout of
-    /// zero or less the command goes on in the background and the answer
-    /// is that it timed out, as Kafka answers a non-blocking CreateTopics.
+    /// Submits a command; the returned future ends once it is committed and
+    /// applied here, or after `timeout_ms` (a request's own timeout) with
+    /// [`MetadataError::TimedOut`]: the change may still be made. With a
+    /// timeout of zero or less the command goes on in the background and
+    /// the answer is at once that it timed out, as Kafka answers a
+    /// CreateTopics that asked not to wait. The wait runs on the
+    /// controller's runtime; the future may be awaited on any.
     pub fn submit_within(
         &self,
         command: Command,
         timeout_ms: i32,
-    ) -> Result<Applied, MetadataError> {
+    ) -> impl std::future::Future<Output = Result<Applied, MetadataError>> + Send + 'static {
         let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
-        if timeout.is_zero() {
+        let submitted = if timeout.is_zero() {
             self.submit_in_background(command, |outcome| {
                 if let Err(error) = outcome {
                     tracing::warn!(%error, "a change submitted without waiting failed");
                 }
             });
-            return Err(MetadataError::TimedOut(timeout));
-        }
-        let controller = self.controller.clone();
-        let outcome = run_on(self.runtime(), async move {
-            tokio::time::timeout(timeout, controller.submit(command)).await
-        });
-        match outcome {
-            Ok(outcome) => outcome.map_err(submit_error),
-            Err(_) => Err(MetadataError::TimedOut(timeout)),
+            None
+        } else {
+            let controller = self.controller.clone();
+            Some(self.runtime().spawn(async move {
+                tokio::time::timeout(timeout, controller.submit(command)).await
+            }))
+        };
+        async move {
+            match submitted {
+                None => Err(MetadataError::TimedOut(timeout)),
+                Some(task) => match task.await {
+                    Ok(Ok(outcome)) => outcome.map_err(submit_error),
+                    Ok(Err(_)) => Err(MetadataError::TimedOut(timeout)),
+                    Err(error) => Err(MetadataError::Unavailable(error.to_string())),
+                },
+            }
         }
     }
 

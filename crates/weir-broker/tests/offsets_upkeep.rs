@@ -33,7 +33,23 @@ fn open(dir: &std::path::Path) -> Arc<Broker> {
         &values,
     )
     .unwrap();
-    Broker::open(config).unwrap()
+    let broker = Broker::open(config).unwrap();
+    // Created by the first FindCoordinator, in the background; here at
+    // once, and waited for until every partition is coordinated here.
+    if broker.coordinator_of("").is_none() {
+        broker.auto_create_topic(OFFSETS_TOPIC).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while broker.partitions_of(OFFSETS_TOPIC).len() != 3
+        || !(0..3).all(|index| broker.groups().coordinates(index))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{OFFSETS_TOPIC} not created"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    broker
 }
 
 fn commit(broker: &Broker, group: &str, topic: &str, partition: i32, offset: i64, at_ms: i64) {

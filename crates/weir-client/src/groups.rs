@@ -4,6 +4,7 @@
 //! the partition assignment of a consumer group's members.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::offset_commit_request::{
@@ -208,8 +209,32 @@ impl Client {
     }
 
     /// The coordinator of `key`, a group or (`key_type` 1) a transactional
-    /// id; `kind` names it in errors.
+    /// id; `kind` names it in errors. Asked again, within the request
+    /// timeout, while the broker answers that none is available yet (the
+    /// internal topic is being created, or its partition loaded), as Kafka's
+    /// clients do.
     pub(crate) async fn find_coordinator_of(
+        &mut self,
+        key_type: i8,
+        kind: &str,
+        key: &str,
+    ) -> Result<Coordinator, ClientError> {
+        let deadline = tokio::time::Instant::now() + self.config().request_timeout;
+        loop {
+            match self.find_coordinator_once(key_type, kind, key).await {
+                Err(error)
+                    if (error.is(ResponseError::CoordinatorNotAvailable)
+                        || error.is(ResponseError::CoordinatorLoadInProgress))
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn find_coordinator_once(
         &mut self,
         key_type: i8,
         kind: &str,

@@ -919,25 +919,27 @@ fn a_transaction_survives_its_coordinator_being_killed() {
     );
 }
 
-/// With two of three controllers paused (no quorum), a request that needs
-/// the controller waits for it (InitProducerId) or is answered at once
-/// while the change waits (auto-creation), and meanwhile produce to a
-/// partition the broker leads goes on: the waiting requests hold no
-/// runtime worker and no lock the data path needs.
+/// With two of three controllers paused (no quorum), requests that need the
+/// controller are answered at once while the change waits (auto-creation,
+/// a new block of producer ids) or within their own timeout (CreateTopics),
+/// and meanwhile produce to a partition the broker leads goes on: nothing
+/// waiting for the quorum holds a runtime worker or a lock the data path
+/// needs.
 #[test]
 fn produce_goes_on_while_requests_wait_for_a_lost_controller_quorum() {
     use common::raw::Raw;
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     use kafka_protocol::messages::{
-        ApiKey, CreateTopicsRequest, CreateTopicsResponse, InitProducerIdRequest, MetadataRequest,
-        MetadataResponse, TopicName,
+        ApiKey, CreateTopicsRequest, CreateTopicsResponse, InitProducerIdRequest,
+        InitProducerIdResponse, MetadataRequest, MetadataResponse, TopicName,
     };
     use kafka_protocol::protocol::StrBytes;
     use weir_log::testing::BatchBuilder;
 
     const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     const REQUEST_TIMED_OUT: i16 = 7;
+    const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
     let cluster = Cluster::start_with(&[BOTH, "controller", "controller"], &[]);
     let broker = cluster.node(1);
     create_topic(&broker.kafka, "steady", 1, 1);
@@ -956,17 +958,7 @@ fn produce_goes_on_while_requests_wait_for_a_lost_controller_quorum() {
 
     cluster.node(2).pause();
     cluster.node(3).pause();
-    // A first idempotent producer needs a block of producer ids from the
-    // controller; an unknown topic needs the controller to create it.
-    let mut init = Raw::connect(&broker.kafka);
-    init.send(
-        ApiKey::InitProducerId,
-        4,
-        &InitProducerIdRequest::default()
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id(kafka_protocol::messages::ProducerId(-1))
-            .with_producer_epoch(-1),
-    );
+    // An unknown topic needs the controller to create it.
     let mut metadata = Raw::connect(&broker.kafka);
     let asked = metadata.send(
         ApiKey::Metadata,
@@ -986,9 +978,34 @@ fn produce_goes_on_while_requests_wait_for_a_lost_controller_quorum() {
         let (code, _) = producer.produce("steady", 0, BatchBuilder::new(5).build());
         assert_eq!(code, 0, "produce while the controller is unreachable");
     }
+    // Idempotent producers get ids from the block on hand; once it runs
+    // out, the next block cannot come, and they are told to retry rather
+    // than kept waiting.
+    let mut init = Raw::connect(&broker.kafka);
+    let init_producer_id = |init: &mut Raw| -> i16 {
+        let response: InitProducerIdResponse = init.call(
+            ApiKey::InitProducerId,
+            4,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+                .with_producer_epoch(-1),
+        );
+        response.error_code
+    };
+    let mut codes = Vec::new();
+    while codes.last() != Some(&COORDINATOR_LOAD_IN_PROGRESS) && codes.len() < 2000 {
+        codes.push(init_producer_id(&mut init));
+    }
+    assert_eq!(
+        codes.last(),
+        Some(&COORDINATOR_LOAD_IN_PROGRESS),
+        "the block on hand ran out"
+    );
     assert!(
-        !init.has_answered(),
-        "InitProducerId is still waiting for the controller"
+        codes[..codes.len() - 1].iter().all(|code| *code == 0),
+        "{codes:?}"
     );
     // CreateTopics waits no longer than the request allows.
     let waited = Instant::now();
@@ -1011,9 +1028,13 @@ fn produce_goes_on_while_requests_wait_for_a_lost_controller_quorum() {
 
     cluster.node(2).resume();
     cluster.node(3).resume();
-    // It ends, one way or the other, once the quorum is back; and the
-    // topic asked for is there.
-    assert!(init.read_frame().is_some(), "InitProducerId answered");
+    // Once the quorum is back, producers get ids again and the topic asked
+    // for is there.
+    wait_until(
+        "a producer id once the quorum is back",
+        Duration::from_secs(30),
+        || (init_producer_id(&mut init) == 0).then_some(()),
+    );
     let created = metadata.topic_metadata("appears-later");
     assert_eq!(created.topics[0].error_code, 0);
     assert_eq!(created.topics[0].partitions.len(), 1);

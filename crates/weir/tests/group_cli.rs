@@ -30,6 +30,8 @@ fn commit(broker: &Weir, group: &str, offsets: &[(&str, i32, i64)]) {
         .collect();
     block_on(async {
         let mut client = Client::connect(&broker.kafka).await.unwrap();
+        // As a client would: the first one creates __consumer_offsets.
+        client.find_coordinator(group).await.unwrap();
         client.offset_commit_simple(group, &offsets).await.unwrap();
     });
 }
@@ -38,6 +40,7 @@ fn commit(broker: &Weir, group: &str, offsets: &[(&str, i32, i64)]) {
 fn committed(broker: &Weir, group: &str) -> BTreeMap<(String, i32), i64> {
     block_on(async {
         let mut client = Client::connect(&broker.kafka).await.unwrap();
+        client.find_coordinator(group).await.unwrap();
         client
             .offset_fetch(group, None)
             .await

@@ -317,8 +317,75 @@ fn a_closed_member_hands_its_partitions_over_and_commits_carry_on() {
 }
 
 /// A member that joined with the raw protocol and then went silent.
+/// As in Kafka, `__consumer_offsets` is created by the first
+/// FindCoordinator, in the background: that request and group requests
+/// meanwhile are answered COORDINATOR_NOT_AVAILABLE at once, and the client
+/// asks again.
+#[test]
+fn the_first_find_coordinator_creates_the_offsets_topic_in_the_background() {
+    const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    let weir = Weir::start(BROKER_ARGS);
+    let mut raw = Raw::connect(&weir.kafka);
+    let join = JoinGroupRequest::default()
+        .with_group_id(GroupId(str("early")))
+        .with_session_timeout_ms(6000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(str("consumer"))
+        .with_protocols(vec![
+            kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default()
+                .with_name(str("range")),
+        ]);
+    let joined: JoinGroupResponse = raw.call(ApiKey::JoinGroup, 5, &join);
+    assert_eq!(joined.error_code, COORDINATOR_NOT_AVAILABLE);
+    let offsets_topic = || {
+        let metadata: kafka_protocol::messages::MetadataResponse = Raw::connect(&weir.kafka).call(
+            ApiKey::Metadata,
+            9,
+            &kafka_protocol::messages::MetadataRequest::default()
+                .with_topics(None)
+                .with_allow_auto_topic_creation(false),
+        );
+        metadata.topics.iter().any(|t| {
+            t.name
+                .as_ref()
+                .is_some_and(|n| n.as_str() == "__consumer_offsets")
+        })
+    };
+    assert!(!offsets_topic(), "a JoinGroup creates no topic");
+
+    let first: kafka_protocol::messages::FindCoordinatorResponse = raw.call(
+        ApiKey::FindCoordinator,
+        3,
+        &kafka_protocol::messages::FindCoordinatorRequest::default().with_key(str("early")),
+    );
+    assert_eq!(first.error_code, COORDINATOR_NOT_AVAILABLE);
+    let found = raw.find_coordinator(0, "early");
+    assert_eq!((found.error_code, found.node_id.0), (0, 1));
+    assert!(offsets_topic());
+    let joined = join_once_loaded(&mut raw, &join);
+    assert_eq!(
+        joined.error_code, 79,
+        "MEMBER_ID_REQUIRED: the group is served"
+    );
+}
+
+/// JoinGroup, asked again while the coordinator loads its partition
+/// (COORDINATOR_LOAD_IN_PROGRESS), as clients do.
+fn join_once_loaded(raw: &mut Raw, request: &JoinGroupRequest) -> JoinGroupResponse {
+    for _ in 0..200 {
+        let joined: JoinGroupResponse = raw.call(ApiKey::JoinGroup, 5, request);
+        if joined.error_code != 14 {
+            return joined;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the coordinator never loaded the group's partition");
+}
+
 fn join_silently(weir: &Weir, group: &str, topic: &str) -> (Raw, String, i32) {
     let mut raw = Raw::connect(&weir.kafka);
+    let found = raw.find_coordinator(0, group);
+    assert_eq!(found.error_code, 0);
     // ConsumerProtocolSubscription v0: version, topics, user data.
     let mut subscription = vec![0, 0, 0, 0, 0, 1];
     subscription.extend((topic.len() as i16).to_be_bytes());
@@ -337,7 +404,7 @@ fn join_silently(weir: &Weir, group: &str, topic: &str) -> (Raw, String, i32) {
                     .with_metadata(subscription.clone().into()),
             ])
     };
-    let first: JoinGroupResponse = raw.call(ApiKey::JoinGroup, 5, &join(""));
+    let first = join_once_loaded(&mut raw, &join(""));
     assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED first (KIP-394)");
     let member_id = first.member_id.to_string();
     let joined: JoinGroupResponse = raw.call(ApiKey::JoinGroup, 5, &join(&member_id));

@@ -36,14 +36,24 @@ fn create_topic(raw: &mut Raw) {
     assert_eq!(created.topics[0].error_code, 0);
 }
 
+/// A fresh idempotent producer id, asked again while the broker waits for
+/// its first block of ids (COORDINATOR_LOAD_IN_PROGRESS), as clients do.
 fn init_producer(raw: &mut Raw) -> (i64, i16) {
-    let init: InitProducerIdResponse = raw.call(
-        ApiKey::InitProducerId,
-        1,
-        &InitProducerIdRequest::default()
-            .with_transactional_id(None)
-            .with_transaction_timeout_ms(60_000),
-    );
+    let mut tries = 0;
+    let init = loop {
+        let init: InitProducerIdResponse = raw.call(
+            ApiKey::InitProducerId,
+            1,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000),
+        );
+        tries += 1;
+        if init.error_code != ResponseError::CoordinatorLoadInProgress.code() || tries == 200 {
+            break init;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert_eq!(init.error_code, 0);
     assert!(init.producer_id.0 >= 0);
     (init.producer_id.0, init.producer_epoch)
@@ -67,18 +77,9 @@ fn retried_batches_are_not_appended_twice() {
     let (code, _) = produce(&mut raw, batch(pid, epoch, 9, 1));
     assert_eq!(code, ResponseError::OutOfOrderSequenceNumber.code());
     // A new producer id starts fresh.
-    let other: InitProducerIdResponse = raw.call(
-        ApiKey::InitProducerId,
-        1,
-        &InitProducerIdRequest::default()
-            .with_transactional_id(None)
-            .with_transaction_timeout_ms(60_000),
-    );
-    assert_ne!(other.producer_id.0, pid);
-    assert_eq!(
-        produce(&mut raw, batch(other.producer_id.0, 0, 0, 1)),
-        (0, 6)
-    );
+    let (other, _) = init_producer(&mut raw);
+    assert_ne!(other, pid);
+    assert_eq!(produce(&mut raw, batch(other, 0, 0, 1)), (0, 6));
     // An older epoch of a known producer is fenced.
     assert_eq!(produce(&mut raw, batch(pid, epoch + 1, 0, 1)), (0, 7));
     let (code, _) = produce(&mut raw, batch(pid, epoch, 6, 1));

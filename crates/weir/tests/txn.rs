@@ -14,8 +14,8 @@ use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnT
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, EndTxnRequest, EndTxnResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse,
-    ProduceRequest, ProduceResponse, ProducerId, TopicName, TransactionalId,
+    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId,
+    TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -225,10 +225,7 @@ fn txn_id(id: &str) -> TransactionalId {
 }
 
 fn init_transactional(raw: &mut Raw, id: &str, timeout_ms: i32) -> (i64, i16) {
-    let find = FindCoordinatorRequest::default()
-        .with_key_type(1)
-        .with_key(StrBytes::from_string(id.to_owned()));
-    let found: FindCoordinatorResponse = raw.call(ApiKey::FindCoordinator, 3, &find);
+    let found = raw.find_coordinator(1, id);
     assert_eq!(found.error_code, 0);
     let request = InitProducerIdRequest::default()
         .with_transactional_id(Some(txn_id(id)))

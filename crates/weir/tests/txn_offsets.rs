@@ -85,6 +85,8 @@ fn pending_offsets_are_invisible_and_survive_restarts() {
     block_on(async {
         let mut client = Client::connect(&weir.kafka).await.unwrap();
         client.create_topic(TOPIC, 2, &[]).await.unwrap();
+        // As a client would: this creates __consumer_offsets.
+        client.find_coordinator(GROUP).await.unwrap();
         client
             .offset_commit_simple(GROUP, &[(TOPIC.to_owned(), 0, 3)])
             .await
@@ -126,6 +128,8 @@ fn markers_commit_or_abort_pending_offsets_and_commits_survive_restarts() {
     block_on(async {
         let mut client = Client::connect(&weir.kafka).await.unwrap();
         client.create_topic(TOPIC, 2, &[]).await.unwrap();
+        // As a client would: this creates __consumer_offsets.
+        client.find_coordinator(GROUP).await.unwrap();
         client
             .offset_commit_simple(GROUP, &[(TOPIC.to_owned(), 0, 3)])
             .await
@@ -180,6 +184,8 @@ fn transactional_commits_are_refused_where_kafka_refuses_them() {
     block_on(async {
         let mut client = Client::connect(&weir.kafka).await.unwrap();
         client.create_topic(TOPIC, 1, &[]).await.unwrap();
+        // As a client would: this creates __consumer_offsets.
+        client.find_coordinator(GROUP).await.unwrap();
         let offsets = vec![(TOPIC.to_owned(), 0, 5)];
         let error = client
             .txn_offset_commit("t", 7, 0, "", &offsets)
@@ -243,6 +249,8 @@ fn a_transactional_producer_commits_consumed_offsets_with_its_transaction() {
     block_on(async {
         let mut client = Client::connect(&weir.kafka).await.unwrap();
         client.create_topic(TOPIC, 2, &[]).await.unwrap();
+        // As a client would: this creates __consumer_offsets.
+        client.find_coordinator(GROUP).await.unwrap();
     });
     let producer: BaseProducer = rdkafka::ClientConfig::new()
         .set("bootstrap.servers", &weir.kafka)
@@ -322,6 +330,8 @@ fn a_group_with_only_pending_offsets_is_empty_not_dead() {
     block_on(async {
         let mut client = Client::connect(&weir.kafka).await.unwrap();
         client.create_topic(TOPIC, 2, &[]).await.unwrap();
+        // As a client would: this creates __consumer_offsets.
+        client.find_coordinator(GROUP).await.unwrap();
         txn_commit(&mut client, 1000, &[(0, 10)]).await;
         assert_eq!(listed_and_described(&mut client).await, empty());
         // The transaction aborts: no offsets are left, but the group stays
@@ -349,6 +359,8 @@ fn the_offsets_retention_check_removes_a_group_an_aborted_transaction_left_empty
     block_on(async {
         let mut client = Client::connect(&weir.kafka).await.unwrap();
         client.create_topic(TOPIC, 2, &[]).await.unwrap();
+        // As a client would: this creates __consumer_offsets.
+        client.find_coordinator(GROUP).await.unwrap();
         txn_commit(&mut client, 1000, &[(0, 10), (1, 11)]).await;
         // An open transaction keeps the group through the checks.
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;

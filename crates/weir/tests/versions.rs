@@ -37,10 +37,7 @@ fn advertised(raw: &mut Raw, key: ApiKey) -> std::ops::RangeInclusive<i16> {
 /// InitProducerId, retried while the coordinator takes up its partition);
 /// returns its producer id and epoch.
 fn init_transactional(raw: &mut Raw, id: &str) -> (i64, i16) {
-    let find = FindCoordinatorRequest::default()
-        .with_key_type(1)
-        .with_key(StrBytes::from_string(id.to_owned()));
-    let found: FindCoordinatorResponse = raw.call(ApiKey::FindCoordinator, 3, &find);
+    let found = raw.find_coordinator(1, id);
     assert_eq!(
         found.error_code, 0,
         "FindCoordinator for transactional id {id}"
@@ -331,11 +328,21 @@ fn every_advertised_version_answers() {
                         FindCoordinatorRequest::default()
                             .with_key(StrBytes::from_static_str("sweep-group"))
                     };
-                    let r: FindCoordinatorResponse = raw.call(key, version, &request);
-                    let (error, node) = if version >= 4 {
-                        (r.coordinators[0].error_code, r.coordinators[0].node_id.0)
-                    } else {
-                        (r.error_code, r.node_id.0)
+                    // The first asks create __consumer_offsets and are
+                    // answered COORDINATOR_NOT_AVAILABLE meanwhile.
+                    let mut tries = 0;
+                    let (error, node) = loop {
+                        let r: FindCoordinatorResponse = raw.call(key, version, &request);
+                        let found = if version >= 4 {
+                            (r.coordinators[0].error_code, r.coordinators[0].node_id.0)
+                        } else {
+                            (r.error_code, r.node_id.0)
+                        };
+                        tries += 1;
+                        if ![14, 15].contains(&found.0) || tries == 300 {
+                            break found;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
                     };
                     assert_eq!((error, node), (0, 1), "{label}");
                 }

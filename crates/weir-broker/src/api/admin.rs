@@ -2,6 +2,7 @@
 //! DeleteRecords.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
@@ -53,16 +54,16 @@ pub(super) fn failure(error: BrokerError) -> Failure {
 }
 
 /// The end of a request's `timeout_ms`, shared by the changes it asks for.
-struct Deadline(Option<Instant>);
+pub(super) struct Deadline(Option<Instant>);
 
 impl Deadline {
-    fn new(timeout_ms: i32) -> Self {
+    pub(super) fn new(timeout_ms: i32) -> Self {
         Self((timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64)))
     }
 
     /// What is left of it; 0 (do not wait) once it has passed, or when the
     /// request asked not to wait.
-    fn remaining_ms(&self) -> i32 {
+    pub(super) fn remaining_ms(&self) -> i32 {
         self.0.map_or(0, |end| {
             let left = end.saturating_duration_since(Instant::now()).as_millis();
             i32::try_from(left).unwrap_or(i32::MAX)
@@ -92,9 +93,8 @@ fn manual_assignment(
         .collect())
 }
 
-pub(super) fn create_topics(
-    broker: &Broker,
-    _ctx: &RequestContext,
+pub(super) async fn create_topics(
+    broker: Arc<Broker>,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let deadline = Deadline::new(request.timeout_ms);
@@ -105,105 +105,106 @@ pub(super) fn create_topics(
         .map(|t| t.name.0.to_string())
         .filter(|n| !seen.insert(n.clone()))
         .collect();
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let name = topic.name.0.to_string();
-            let result = CreatableTopicResult::default().with_name(topic.name.clone());
-            let outcome = (|| {
-                if duplicates.contains(&name) {
-                    return Err((
-                        ResponseError::InvalidRequest,
-                        format!(
-                            "Create topics request from client contains a duplicate topic {name}"
-                        ),
-                    ));
-                }
-                let replication_factor = match topic.replication_factor {
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let result = CreatableTopicResult::default().with_name(topic.name.clone());
+        let prepared = (|| {
+            if duplicates.contains(&name) {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("Create topics request from client contains a duplicate topic {name}"),
+                ));
+            }
+            let replication_factor =
+                match topic.replication_factor {
                     -1 => None,
                     factor if factor > 0 && topic.assignments.is_empty() => Some(i32::from(factor)),
                     _ if !topic.assignments.is_empty() => None,
-                    _ => {
-                        return Err((
-                            ResponseError::InvalidReplicationFactor,
-                            "Replication factor must be larger than 0, or -1 to use the default value.".to_owned(),
-                        ))
-                    }
+                    _ => return Err((
+                        ResponseError::InvalidReplicationFactor,
+                        "Replication factor must be larger than 0, or -1 to use the default value."
+                            .to_owned(),
+                    )),
                 };
-                let assignment = if topic.assignments.is_empty() {
-                    None
-                } else if topic.replication_factor != -1 {
-                    return Err((
+            let assignment = if topic.assignments.is_empty() {
+                None
+            } else if topic.replication_factor != -1 {
+                return Err((
                         ResponseError::InvalidRequest,
                         "Both replicationFactor and manual assignments were set. Only one of the two can be set.".to_owned(),
                     ));
-                } else {
-                    Some(manual_assignment(
-                        0,
-                        topic.assignments.iter().map(|a| {
-                            (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect())
-                        }),
-                    )?)
-                };
-                let partitions = match (topic.assignments.len(), topic.num_partitions) {
-                    (0, -1) => broker.config().num_partitions,
-                    (0, n) => n,
-                    (n, -1) => n as i32,
-                    _ => {
-                        return Err((
-                            ResponseError::InvalidRequest,
-                            "both num_partitions and assignments were given".to_owned(),
-                        ))
-                    }
-                };
-                let configs: BTreeMap<String, String> = topic
-                    .configs
-                    .iter()
-                    .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
-                    .collect();
-                let new_topic = NewTopic {
-                    name: name.clone(),
-                    partitions,
-                    replication_factor,
-                    assignment,
-                    configs,
-                };
-                broker
-                    .create_topic(new_topic, request.validate_only, deadline.remaining_ms())
-                    .map_err(failure)
-            })();
-            match outcome {
-                Ok(info) => {
-                    let configs = topic_configs::effective(&broker.config(), &info.configs)
-                        .into_iter()
-                        .map(|c| {
-                            CreatableTopicConfigs::default()
-                                .with_name(StrBytes::from_static_str(c.def.name))
-                                .with_value(Some(StrBytes::from_string(c.value)))
-                                .with_config_source(c.source as i8)
-                        })
-                        .collect();
-                    result
-                        .with_topic_id(info.id)
-                        .with_num_partitions(info.partitions.len() as i32)
-                        .with_replication_factor(info.replication_factor() as i16)
-                        .with_configs(Some(configs))
+            } else {
+                Some(manual_assignment(
+                    0,
+                    topic.assignments.iter().map(|a| {
+                        (
+                            a.partition_index,
+                            a.broker_ids.iter().map(|b| b.0).collect(),
+                        )
+                    }),
+                )?)
+            };
+            let partitions = match (topic.assignments.len(), topic.num_partitions) {
+                (0, -1) => broker.config().num_partitions,
+                (0, n) => n,
+                (n, -1) => n as i32,
+                _ => {
+                    return Err((
+                        ResponseError::InvalidRequest,
+                        "both num_partitions and assignments were given".to_owned(),
+                    ))
                 }
-                Err((code, message)) => result
-                    .with_error_code(code.code())
-                    .with_error_message(Some(StrBytes::from_string(message)))
-                    .with_num_partitions(-1)
-                    .with_replication_factor(-1),
+            };
+            let configs: BTreeMap<String, String> = topic
+                .configs
+                .iter()
+                .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+                .collect();
+            Ok(NewTopic {
+                name: name.clone(),
+                partitions,
+                replication_factor,
+                assignment,
+                configs,
+            })
+        })();
+        let outcome = match prepared {
+            Ok(new_topic) => broker
+                .create_topic(new_topic, request.validate_only, deadline.remaining_ms())
+                .await
+                .map_err(failure),
+            Err(failure) => Err(failure),
+        };
+        topics.push(match outcome {
+            Ok(info) => {
+                let configs = topic_configs::effective(&broker.config(), &info.configs)
+                    .into_iter()
+                    .map(|c| {
+                        CreatableTopicConfigs::default()
+                            .with_name(StrBytes::from_static_str(c.def.name))
+                            .with_value(Some(StrBytes::from_string(c.value)))
+                            .with_config_source(c.source as i8)
+                    })
+                    .collect();
+                result
+                    .with_topic_id(info.id)
+                    .with_num_partitions(info.partitions.len() as i32)
+                    .with_replication_factor(info.replication_factor() as i16)
+                    .with_configs(Some(configs))
             }
-        })
-        .collect();
+            Err((code, message)) => result
+                .with_error_code(code.code())
+                .with_error_message(Some(StrBytes::from_string(message)))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1),
+        });
+    }
     CreateTopicsResponse::default().with_topics(topics)
 }
 
-pub(super) fn delete_topics(
-    broker: &Broker,
-    _ctx: &RequestContext,
+pub(super) async fn delete_topics(
+    broker: Arc<Broker>,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
     let deadline = Deadline::new(request.timeout_ms);
@@ -219,19 +220,19 @@ pub(super) fn delete_topics(
             .iter()
             .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
     );
-    let responses = wanted
-        .into_iter()
-        .map(|(name, id)| {
-            let name = name.or_else(|| {
-                broker.with_image(|image| image.topic_by_id(id).map(|t| t.name.clone()))
-            });
-            let result = DeletableTopicResult::default()
-                .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
-                .with_topic_id(id);
-            let Some(name) = name else {
-                return result.with_error_code(ResponseError::UnknownTopicId.code());
-            };
-            match broker.delete_topic(&name, deadline.remaining_ms()) {
+    let mut responses = Vec::with_capacity(wanted.len());
+    for (name, id) in wanted {
+        let name = name
+            .or_else(|| broker.with_image(|image| image.topic_by_id(id).map(|t| t.name.clone())));
+        let result = DeletableTopicResult::default()
+            .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
+            .with_topic_id(id);
+        let Some(name) = name else {
+            responses.push(result.with_error_code(ResponseError::UnknownTopicId.code()));
+            continue;
+        };
+        responses.push(
+            match broker.delete_topic(&name, deadline.remaining_ms()).await {
                 Ok(id) => result.with_topic_id(id),
                 Err(error) => {
                     let (code, message) = failure(error);
@@ -239,59 +240,60 @@ pub(super) fn delete_topics(
                         .with_error_code(code.code())
                         .with_error_message(Some(StrBytes::from_string(message)))
                 }
-            }
-        })
-        .collect();
+            },
+        );
+    }
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
-pub(super) fn create_partitions(
-    broker: &Broker,
-    _ctx: &RequestContext,
+pub(super) async fn create_partitions(
+    broker: Arc<Broker>,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let deadline = Deadline::new(request.timeout_ms);
-    let results = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let name = topic.name.0.to_string();
-            let result = CreatePartitionsTopicResult::default().with_name(topic.name);
-            let outcome = (|| {
-                let assignment = match &topic.assignments {
-                    Some(assignments) if !assignments.is_empty() => {
-                        let current = broker
-                            .with_image(|image| image.topic(&name).map(|t| t.partition_count()))
-                            .unwrap_or(0);
-                        Some(manual_assignment(
-                            current,
-                            (current..).zip(
-                                assignments
-                                    .iter()
-                                    .map(|a| a.broker_ids.iter().map(|b| b.0).collect()),
-                            ),
-                        )?)
-                    }
-                    _ => None,
-                };
-                broker
-                    .create_partitions(
-                        &name,
-                        topic.count,
-                        assignment,
-                        request.validate_only,
-                        deadline.remaining_ms(),
-                    )
-                    .map_err(failure)
-            })();
-            match outcome {
-                Ok(()) => result,
-                Err((code, message)) => result
-                    .with_error_code(code.code())
-                    .with_error_message(Some(StrBytes::from_string(message))),
-            }
-        })
-        .collect();
+    let mut results = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let result = CreatePartitionsTopicResult::default().with_name(topic.name);
+        let assignment = (|| {
+            let assignment = match &topic.assignments {
+                Some(assignments) if !assignments.is_empty() => {
+                    let current = broker
+                        .with_image(|image| image.topic(&name).map(|t| t.partition_count()))
+                        .unwrap_or(0);
+                    Some(manual_assignment(
+                        current,
+                        (current..).zip(
+                            assignments
+                                .iter()
+                                .map(|a| a.broker_ids.iter().map(|b| b.0).collect()),
+                        ),
+                    )?)
+                }
+                _ => None,
+            };
+            Ok(assignment)
+        })();
+        let outcome = match assignment {
+            Ok(assignment) => broker
+                .create_partitions(
+                    &name,
+                    topic.count,
+                    assignment,
+                    request.validate_only,
+                    deadline.remaining_ms(),
+                )
+                .await
+                .map_err(failure),
+            Err(failure) => Err(failure),
+        };
+        results.push(match outcome {
+            Ok(()) => result,
+            Err((code, message)) => result
+                .with_error_code(code.code())
+                .with_error_message(Some(StrBytes::from_string(message))),
+        });
+    }
     CreatePartitionsResponse::default().with_results(results)
 }
 

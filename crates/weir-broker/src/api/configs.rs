@@ -7,6 +7,7 @@
 //! else its static value (flags, `WEIR_*`, weir.toml), else the default.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -230,7 +231,7 @@ type Changes = (BTreeMap<String, String>, Vec<String>);
 /// Alters one resource with the changes `plan` makes of its current
 /// configs (a topic's overrides, or the dynamic configs of a broker or of
 /// the cluster-wide default); the error code and message for its response.
-fn alter_resource(
+async fn alter_resource(
     broker: &Broker,
     resource_type: i8,
     name: &str,
@@ -238,20 +239,28 @@ fn alter_resource(
     plan: impl FnOnce(Resource, &BTreeMap<String, String>) -> Result<Changes, Failure>,
 ) -> (i16, Option<StrBytes>) {
     let result = match resource_type {
-        TOPIC => overrides_of(broker, name)
-            .and_then(|current| plan(Resource::Topic, &current))
-            .and_then(|(set, delete)| {
-                broker
+        TOPIC => {
+            match overrides_of(broker, name).and_then(|current| plan(Resource::Topic, &current)) {
+                Ok((set, delete)) => broker
                     .alter_topic_configs(name, set, delete, validate_only)
-                    .map_err(failure)
-            }),
-        BROKER => broker_resource(broker, name).and_then(|target| {
-            let current = broker.with_image(|image| image.broker_configs(target).clone());
-            let (set, delete) = plan(Resource::Broker, &current)?;
-            broker
-                .alter_broker_configs(target, set, delete, validate_only)
-                .map_err(failure)
-        }),
+                    .await
+                    .map_err(failure),
+                Err(failure) => Err(failure),
+            }
+        }
+        BROKER => {
+            let planned = broker_resource(broker, name).and_then(|target| {
+                let current = broker.with_image(|image| image.broker_configs(target).clone());
+                Ok((target, plan(Resource::Broker, &current)?))
+            });
+            match planned {
+                Ok((target, (set, delete))) => broker
+                    .alter_broker_configs(target, set, delete, validate_only)
+                    .await
+                    .map_err(failure),
+                Err(failure) => Err(failure),
+            }
+        }
         other => Err(unsupported_resource(other)),
     };
     match result {
@@ -270,55 +279,54 @@ enum Resource {
 
 /// AlterConfigs: the given configs replace all of a resource's configs
 /// (a topic's overrides, the dynamic configs of a broker resource).
-pub(super) fn alter_configs(
-    broker: &Broker,
-    _ctx: &RequestContext,
+pub(super) async fn alter_configs(
+    broker: Arc<Broker>,
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
     use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
-    let responses = request
-        .resources
-        .into_iter()
-        .map(|resource| {
-            let (code, message) = alter_resource(
-                broker,
-                resource.resource_type,
-                resource.resource_name.as_str(),
-                request.validate_only,
-                |_, current| {
-                    let mut set = BTreeMap::new();
-                    for config in &resource.configs {
-                        let Some(value) = &config.value else {
-                            return Err((
-                                ResponseError::InvalidRequest,
-                                format!("Null value not supported for : {}", config.name.as_str()),
-                            ));
-                        };
-                        if set
-                            .insert(config.name.to_string(), value.to_string())
-                            .is_some()
-                        {
-                            return Err((
-                                ResponseError::InvalidRequest,
-                                "Error due to duplicate config keys".to_owned(),
-                            ));
-                        }
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in request.resources {
+        let (code, message) = alter_resource(
+            &broker,
+            resource.resource_type,
+            resource.resource_name.as_str(),
+            request.validate_only,
+            |_, current| {
+                let mut set = BTreeMap::new();
+                for config in &resource.configs {
+                    let Some(value) = &config.value else {
+                        return Err((
+                            ResponseError::InvalidRequest,
+                            format!("Null value not supported for : {}", config.name.as_str()),
+                        ));
+                    };
+                    if set
+                        .insert(config.name.to_string(), value.to_string())
+                        .is_some()
+                    {
+                        return Err((
+                            ResponseError::InvalidRequest,
+                            "Error due to duplicate config keys".to_owned(),
+                        ));
                     }
-                    let delete = current
-                        .keys()
-                        .filter(|name| !set.contains_key(*name))
-                        .cloned()
-                        .collect();
-                    Ok((set, delete))
-                },
-            );
+                }
+                let delete = current
+                    .keys()
+                    .filter(|name| !set.contains_key(*name))
+                    .cloned()
+                    .collect();
+                Ok((set, delete))
+            },
+        )
+        .await;
+        responses.push(
             AlterConfigsResourceResponse::default()
                 .with_error_code(code)
                 .with_error_message(message)
                 .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name)
-        })
-        .collect();
+                .with_resource_name(resource.resource_name),
+        );
+    }
     AlterConfigsResponse::default().with_responses(responses)
 }
 
@@ -329,38 +337,37 @@ const SUBTRACT: i8 = 3;
 
 /// IncrementalAlterConfigs: SET, DELETE, and APPEND / SUBTRACT on list
 /// configs, applied to a resource's current values.
-pub(super) fn incremental_alter_configs(
-    broker: &Broker,
-    _ctx: &RequestContext,
+pub(super) async fn incremental_alter_configs(
+    broker: Arc<Broker>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
-    let responses = request
-        .resources
-        .into_iter()
-        .map(|resource| {
-            let changes = resource
-                .configs
-                .iter()
-                .map(|c| (c.name.as_str(), c.config_operation, c.value.as_deref()))
-                .collect::<Vec<_>>();
-            let (code, message) = alter_resource(
-                broker,
-                resource.resource_type,
-                resource.resource_name.as_str(),
-                request.validate_only,
-                |target, current| {
-                    let config = broker.config();
-                    incremental_changes(&changes, |name| list_value(&config, target, current, name))
-                },
-            );
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in request.resources {
+        let changes = resource
+            .configs
+            .iter()
+            .map(|c| (c.name.as_str(), c.config_operation, c.value.as_deref()))
+            .collect::<Vec<_>>();
+        let config = broker.config();
+        let (code, message) = alter_resource(
+            &broker,
+            resource.resource_type,
+            resource.resource_name.as_str(),
+            request.validate_only,
+            |target, current| {
+                incremental_changes(&changes, |name| list_value(&config, target, current, name))
+            },
+        )
+        .await;
+        responses.push(
             AlterConfigsResourceResponse::default()
                 .with_error_code(code)
                 .with_error_message(message)
                 .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name)
-        })
-        .collect();
+                .with_resource_name(resource.resource_name),
+        );
+    }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 

@@ -11,8 +11,6 @@ use weir_meta::{MetaError, MetadataImage, TopicInfo};
 
 use super::RequestContext;
 use crate::broker::{Broker, BrokerError};
-use crate::offsets::OFFSETS_TOPIC;
-use crate::txn::TRANSACTION_STATE_TOPIC;
 
 pub(super) fn handle(
     broker: &Broker,
@@ -71,24 +69,6 @@ pub(super) fn handle(
 }
 
 fn auto_create_topic(broker: &Broker, name: &str) -> MetadataResponseTopic {
-    // Internal topics are created with their own partition counts and
-    // configs, never the defaults of an ordinary topic.
-    let internal = match name {
-        OFFSETS_TOPIC => Some(broker.coordinator_of("")),
-        TRANSACTION_STATE_TOPIC => Some(broker.txn_coordinator_of("")),
-        _ => None,
-    };
-    if let Some(created) = internal {
-        return match created {
-            Ok(_) => broker
-                .with_image(|image| image.topic(name).map(|t| topic_response(image, t)))
-                .unwrap_or_else(|| error_topic(name, ResponseError::LeaderNotAvailable)),
-            Err(error) => {
-                tracing::warn!(topic = name, %error, "creating an internal topic failed");
-                error_topic(name, ResponseError::CoordinatorNotAvailable)
-            }
-        };
-    }
     // As Kafka: the creation goes to the controller and the client, told
     // the topic is unknown for now, asks again.
     match broker.auto_create_topic(name) {

@@ -200,7 +200,8 @@ fn api_key_name(key: ApiKey) -> &'static str {
 /// Produce and WriteTxnMarkers append inline: their append is a write to
 /// the page cache (and an fsync only under a flush policy), and a hop to
 /// the blocking pool per request cost the data path more than it saved
-/// (BENCHMARKS.md, "Group commit through the broker").
+/// (BENCHMARKS.md, "Group commit through the broker"). Requests that need
+/// the controller read the image and await the commit.
 pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
     let key = body
         .get(..2)
@@ -216,6 +217,14 @@ pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
                 | ApiKey::SyncGroup
                 | ApiKey::Heartbeat
                 | ApiKey::LeaveGroup
+                | ApiKey::Metadata
+                | ApiKey::FindCoordinator
+                | ApiKey::CreateTopics
+                | ApiKey::DeleteTopics
+                | ApiKey::CreatePartitions
+                | ApiKey::AlterConfigs
+                | ApiKey::IncrementalAlterConfigs
+                | ApiKey::AlterPartitionReassignments
         )
     )
 }
@@ -292,9 +301,10 @@ pub(crate) fn dispatch(
                 Some(fetch::handle(&broker, &ctx, request).await)
             }))
         }
-        ApiKey::AlterPartitionReassignments => Reply::Now(Some(
-            ctx.respond(&reassignments::alter(&broker, &ctx, decode!())),
-        )),
+        ApiKey::AlterPartitionReassignments => {
+            let altered = reassignments::alter(broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+        }
         ApiKey::ListPartitionReassignments => Reply::Now(Some(ctx.respond(&reassignments::list(
             &broker,
             &ctx,
@@ -310,21 +320,18 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
-        ApiKey::CreateTopics => Reply::Now(Some(ctx.respond(&admin::create_topics(
-            &broker,
-            &ctx,
-            decode!(),
-        )))),
-        ApiKey::DeleteTopics => Reply::Now(Some(ctx.respond(&admin::delete_topics(
-            &broker,
-            &ctx,
-            decode!(),
-        )))),
-        ApiKey::CreatePartitions => Reply::Now(Some(ctx.respond(&admin::create_partitions(
-            &broker,
-            &ctx,
-            decode!(),
-        )))),
+        ApiKey::CreateTopics => {
+            let changed = admin::create_topics(broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&changed.await)) }))
+        }
+        ApiKey::DeleteTopics => {
+            let changed = admin::delete_topics(broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&changed.await)) }))
+        }
+        ApiKey::CreatePartitions => {
+            let changed = admin::create_partitions(broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&changed.await)) }))
+        }
         ApiKey::InitProducerId => {
             let request: kafka_protocol::messages::InitProducerIdRequest = decode!();
             match request.transactional_id.as_ref().map(|id| id.0.to_string()) {
@@ -405,14 +412,14 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
-        ApiKey::AlterConfigs => Reply::Now(Some(ctx.respond(&configs::alter_configs(
-            &broker,
-            &ctx,
-            decode!(),
-        )))),
-        ApiKey::IncrementalAlterConfigs => Reply::Now(Some(ctx.respond(
-            &configs::incremental_alter_configs(&broker, &ctx, decode!()),
-        ))),
+        ApiKey::AlterConfigs => {
+            let altered = configs::alter_configs(broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let altered = configs::incremental_alter_configs(broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+        }
         ApiKey::OffsetDelete => {
             let deleted = offsets::offset_delete(&broker, decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&deleted.await)) }))

@@ -109,12 +109,16 @@ pub(super) fn find_coordinator(
                     )
                 }
             };
-            let leader = match found {
-                Ok((_, leader)) => leader,
-                Err(error) => {
-                    tracing::error!(%error, "cannot create {topic}");
-                    return refuse(ResponseError::CoordinatorNotAvailable, error.to_string());
+            // As Kafka: the internal topic is created on first use, in the
+            // background; the client asks again.
+            let Some((_, leader)) = found else {
+                if let Err(error) = broker.auto_create_topic(topic) {
+                    tracing::warn!(%error, "cannot create {topic}");
                 }
+                return refuse(
+                    ResponseError::CoordinatorNotAvailable,
+                    format!("{topic} is being created"),
+                );
             };
             let Some(node) =
                 broker.with_image(|image| image.live_brokers().find(|b| b.id == leader).cloned())

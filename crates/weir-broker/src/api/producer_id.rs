@@ -16,13 +16,10 @@ pub(super) fn handle(
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    match broker.allocate_producer_id() {
-        Ok(id) => response
+    match broker.producer_id() {
+        Some(id) => response
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(0),
-        Err(error) => {
-            tracing::error!(%error, "producer id allocation failed");
-            response.with_error_code(ResponseError::UnknownServerError.code())
-        }
+        None => response.with_error_code(ResponseError::CoordinatorLoadInProgress.code()),
     }
 }

@@ -14,48 +14,56 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use std::sync::Arc;
+
+use kafka_protocol::ResponseError;
+
+use super::admin::Deadline;
 use super::RequestContext;
 use crate::broker::{Broker, BrokerError};
+use crate::metadata::MetadataError;
 
-pub(super) fn alter(
-    broker: &Broker,
-    _ctx: &RequestContext,
+pub(super) async fn alter(
+    broker: Arc<Broker>,
     request: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
-    let responses = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let name = topic.name.0.to_string();
-            let partitions = topic
-                .partitions
-                .into_iter()
-                .map(|p| {
-                    let replicas = p
-                        .replicas
-                        .map(|ids| ids.into_iter().map(|id| id.0).collect());
-                    let answer = ReassignablePartitionResponse::default()
-                        .with_partition_index(p.partition_index);
-                    match broker.reassign_partition(&name, p.partition_index, replicas) {
-                        Ok(()) => answer,
-                        Err(error) => {
-                            let code = match &error {
-                                BrokerError::Meta(e) => e.kafka_error_code(),
-                                // Retriable: the controller may be moving.
-                                _ => 41, // NOT_CONTROLLER
-                            };
-                            answer
-                                .with_error_code(code)
-                                .with_error_message(Some(StrBytes::from_string(error.to_string())))
+    let deadline = Deadline::new(request.timeout_ms);
+    let mut responses = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in topic.partitions {
+            let replicas = p
+                .replicas
+                .map(|ids| ids.into_iter().map(|id| id.0).collect());
+            let answer =
+                ReassignablePartitionResponse::default().with_partition_index(p.partition_index);
+            let moved = broker
+                .reassign_partition(&name, p.partition_index, replicas, deadline.remaining_ms())
+                .await;
+            partitions.push(match moved {
+                Ok(()) => answer,
+                Err(error) => {
+                    let code = match &error {
+                        BrokerError::Meta(e) => e.kafka_error_code(),
+                        BrokerError::Controller(MetadataError::TimedOut(_)) => {
+                            ResponseError::RequestTimedOut.code()
                         }
-                    }
-                })
-                .collect();
+                        // Retriable: the controller may be moving.
+                        _ => ResponseError::NotController.code(),
+                    };
+                    answer
+                        .with_error_code(code)
+                        .with_error_message(Some(StrBytes::from_string(error.to_string())))
+                }
+            });
+        }
+        responses.push(
             ReassignableTopicResponse::default()
                 .with_name(topic.name)
-                .with_partitions(partitions)
-        })
-        .collect();
+                .with_partitions(partitions),
+        );
+    }
     AlterPartitionReassignmentsResponse::default().with_responses(responses)
 }
 

@@ -87,13 +87,9 @@ pub(super) fn init_producer_id(
     // Taken before the id's turn, so that the controller is never waited
     // for while other requests of the id are held up; unused ids are
     // simply skipped.
-    let fresh_id = match broker.allocate_producer_id() {
-        Ok(id) => id,
-        Err(error) => {
-            tracing::error!(%error, "producer id allocation failed");
-            let code = ResponseError::CoordinatorNotAvailable.code();
-            return Reply::Now(Some(ctx.respond(&failure(code))));
-        }
+    let Some(fresh_id) = broker.producer_id() else {
+        let code = ResponseError::CoordinatorLoadInProgress.code();
+        return Reply::Now(Some(ctx.respond(&failure(code))));
     };
     let settings = broker.txn_settings();
     let expected =
@@ -252,12 +248,11 @@ pub(super) fn add_offsets_to_txn(
     let respond = |ctx: &RequestContext, code: i16| {
         Some(ctx.respond(&AddOffsetsToTxnResponse::default().with_error_code(code)))
     };
-    let index = match broker.coordinator_of(&request.group_id.0) {
-        Ok((index, _)) => index,
-        Err(error) => {
-            tracing::warn!(%error, "cannot find the offsets partition of a group");
-            return Reply::Now(respond(&ctx, ResponseError::CoordinatorNotAvailable.code()));
+    let Some((index, _)) = broker.coordinator_of(&request.group_id.0) else {
+        if let Err(error) = broker.auto_create_topic(OFFSETS_TOPIC) {
+            tracing::warn!(%error, "cannot create {OFFSETS_TOPIC}");
         }
+        return Reply::Now(respond(&ctx, ResponseError::CoordinatorNotAvailable.code()));
     };
     let begun = add_to_txn(
         broker,

@@ -100,6 +100,29 @@ impl Raw {
 }
 
 impl Raw {
+    /// FindCoordinator v3 for `key` (`key_type` 0: a group, 1: a
+    /// transactional id), asked again while the broker answers
+    /// COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS (the
+    /// internal topic is created on first use), as clients do.
+    pub fn find_coordinator(
+        &mut self,
+        key_type: i8,
+        key: &str,
+    ) -> kafka_protocol::messages::FindCoordinatorResponse {
+        use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
+        let request = FindCoordinatorRequest::default()
+            .with_key_type(key_type)
+            .with_key(StrBytes::from_string(key.to_owned()));
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let found: FindCoordinatorResponse = self.call(ApiKey::FindCoordinator, 3, &request);
+            if ![14, 15].contains(&found.error_code) || std::time::Instant::now() > deadline {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Produces one partition's records (acks=all); returns the error code
     /// and base offset.
     pub fn produce(&mut self, topic: &str, partition: i32, records: Vec<u8>) -> (i16, i64) {
