@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
+use weir_log::Clock;
 use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetadataImage, TopicInfo};
 
 use crate::config::BrokerConfig;
@@ -19,17 +20,12 @@ use crate::producer_ids::ProducerIdBlocks;
 use crate::replica_manager::{NotServed, ReplicaManager};
 use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
 
-/// Producer ids are taken from the metadata store in blocks of this size.
-
-/// How long creating an internal topic (on a client's first use of
-/// groups or transactions) may wait for the quorum and its replicas here.
-
-/// The instant `timeout_ms` from now (now for 0 or less).
 /// How long a change forwarded to the controller quorum by a request with
 /// no timeout of its own (AlterConfigs, IncrementalAlterConfigs) may wait
 /// for it: Kafka's `request.timeout.ms` default.
 const CONTROLLER_CHANGE_TIMEOUT_MS: i32 = 30_000;
 
+/// The instant `timeout_ms` from now (now for 0 or less).
 fn deadline_after(timeout_ms: i32) -> std::time::Instant {
     std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms.max(0) as u64)
 }
@@ -95,6 +91,7 @@ impl From<MetadataError> for BrokerError {
 pub struct Broker {
     /// This broker, for tasks it starts from `&self`.
     me: std::sync::Weak<Broker>,
+    clock: Arc<dyn Clock>,
     /// The settings as the broker started. Those marked dynamic may have
     /// changed since: [`config`](Self::config) has the settings in force.
     static_config: BrokerConfig,
@@ -140,6 +137,16 @@ impl Broker {
     /// Joins the controller quorum, registers this node, and opens every
     /// partition the metadata assigns to it.
     pub fn open(config: BrokerConfig) -> Result<Arc<Self>, BrokerError> {
+        Self::open_with_clock(config, Arc::new(weir_log::SystemClock))
+    }
+
+    /// [`open`](Self::open) with `clock` for every timestamp and deadline
+    /// the broker keeps (commit times, expirations, group timers, log
+    /// retention), so tests can drive time.
+    pub fn open_with_clock(
+        config: BrokerConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Self>, BrokerError> {
         let io = |path: &std::path::Path| {
             let path = path.display().to_string();
             move |source| BrokerError::Io { path, source }
@@ -184,8 +191,12 @@ impl Broker {
             image_index: image.applied_index(),
             dynamic,
         };
-        let replicas =
-            ReplicaManager::new(config.node_id, config.log_max_open_files, &config.data_dir);
+        let replicas = ReplicaManager::new(
+            config.node_id,
+            config.log_max_open_files,
+            &config.data_dir,
+            clock.clone(),
+        );
         replicas.reconcile(&current.config, &image);
         let offsets = OffsetStore::load(&replicas.of_topic(OFFSETS_TOPIC)).map_err(|source| {
             BrokerError::Log {
@@ -212,9 +223,11 @@ impl Broker {
             offsets_topic.map_or(0, |t| t.partition_count()),
             coordinated,
             offsets.group_metadata(),
+            clock.now_ms(),
         );
         let broker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
+            clock,
             static_config: config,
             current: RwLock::new(current),
             cluster_id,
@@ -398,6 +411,11 @@ impl Broker {
         self.current.read().config.clone()
     }
 
+    /// Wall-clock milliseconds on the broker's clock.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
     /// This broker's id, which never changes.
     pub fn node_id(&self) -> i32 {
         self.static_config.node_id
@@ -555,9 +573,9 @@ impl Broker {
         snapshot: &GroupSnapshot,
     ) -> Result<Option<ReplicatedWrite>, AppendError> {
         let partition = self.group_partition(group)?;
-        let appended = self
-            .offsets
-            .write_group(&partition, group, Some(snapshot), now_ms())?;
+        let appended =
+            self.offsets
+                .write_group(&partition, group, Some(snapshot), self.now_ms())?;
         Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
     }
 
@@ -1004,7 +1022,7 @@ impl Broker {
                     value: None,
                 })
                 .collect();
-            if let Err(error) = self.commit_offsets(&group, changes, now_ms()) {
+            if let Err(error) = self.commit_offsets(&group, changes, self.now_ms()) {
                 tracing::warn!(group, topic, %error, "could not delete committed offsets");
             }
         }
@@ -1183,11 +1201,4 @@ fn load_cluster_id(data_dir: &std::path::Path) -> Result<String, BrokerError> {
             Ok(id)
         }
     }
-}
-
-/// Wall-clock milliseconds, for commit timestamps.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -25,7 +25,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::group::{
     Command, Event, GroupConfig, GroupEngine, GroupError, GroupSnapshot, GroupState, Heartbeat,
     JoinGroup, JoinResponse, LeaveGroup, LeaveResponse, LeftMember, RequestId, Response, SyncGroup,
@@ -152,8 +152,9 @@ impl GroupCoordinator {
         partition_count: i32,
         coordinated: HashSet<i32>,
         loaded: Vec<(String, GroupSnapshot)>,
+        now_ms: i64,
     ) -> Self {
-        let now = now_ms() as u64;
+        let now = now_ms as u64;
         let mut partitions: HashMap<i32, HashMap<String, HostedGroup>> = coordinated
             .into_iter()
             .map(|p| (p, HashMap::new()))
@@ -228,7 +229,7 @@ impl GroupCoordinator {
         partition_count: i32,
         loaded: Vec<(String, GroupSnapshot)>,
     ) {
-        let now = now_ms() as u64;
+        let now = broker.now_ms() as u64;
         self.partition_count
             .store(partition_count, Ordering::Release);
         let taken = PartitionGroups::default();
@@ -404,7 +405,9 @@ impl GroupCoordinator {
             let request_id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let (reply, answer) = oneshot::channel();
             hosted.waiting.insert(request_id, reply);
-            hosted.engine.handle(event(request_id, now_ms() as u64));
+            hosted
+                .engine
+                .handle(event(request_id, broker.now_ms() as u64));
             self.execute(broker, group, hosted);
             answer
         };
@@ -459,7 +462,7 @@ impl GroupCoordinator {
                 }
                 Command::ScheduleTimer { key, at_ms } => {
                     let token = self.next_id.fetch_add(1, Ordering::Relaxed);
-                    let delay = Duration::from_millis(at_ms.saturating_sub(now_ms() as u64));
+                    let delay = Duration::from_millis(at_ms.saturating_sub(broker.now_ms() as u64));
                     let broker_ref = Arc::downgrade(broker);
                     let (group, timer) = (group.to_owned(), key.clone());
                     let handle = tokio::spawn(async move {
@@ -502,7 +505,7 @@ impl GroupCoordinator {
         }
         hosted.engine.handle(Event::Timer {
             key,
-            now_ms: now_ms() as u64,
+            now_ms: broker.now_ms() as u64,
         });
         self.execute(broker, group, hosted);
     }
@@ -697,7 +700,7 @@ impl GroupCoordinator {
             })
             .collect();
         let write = broker
-            .commit_offsets(group, changes, now_ms())
+            .commit_offsets(group, changes, broker.now_ms())
             .map_err(|error| {
                 tracing::error!(group, %error, "deleting offsets failed");
                 GroupAdminError::Unavailable
@@ -726,10 +729,12 @@ impl GroupCoordinator {
             }
             None => {}
         }
-        let write = broker.delete_group(group, now_ms()).map_err(|error| {
-            tracing::error!(group, %error, "deleting a group failed");
-            GroupAdminError::Unavailable
-        })?;
+        let write = broker
+            .delete_group(group, broker.now_ms())
+            .map_err(|error| {
+                tracing::error!(group, %error, "deleting a group failed");
+                GroupAdminError::Unavailable
+            })?;
         if let Some(mut hosted) = groups.remove(group) {
             hosted.disarm_all();
         }

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::group::GroupState;
 
 #[derive(Debug, Clone, Serialize)]
@@ -52,7 +52,7 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
             names
         }
     };
-    let now = now_ms();
+    let now = broker.now_ms();
     names
         .into_iter()
         .filter_map(|group| {

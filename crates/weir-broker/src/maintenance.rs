@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::offsets::OFFSETS_TOPIC;
 use crate::txn::hanging::HangingTxns;
 use crate::txn::TxnSettings;
@@ -89,7 +89,7 @@ async fn upkeep_transactions(broker: &Arc<Broker>, settings: &TxnSettings, hangi
     let (open, oldest) = coordinator.open_transactions();
     let metrics = broker.metrics();
     metrics.transactions_open.set(open as i64);
-    let age_ms = oldest.map_or(0, |start| now_ms().saturating_sub(start).max(0));
+    let age_ms = oldest.map_or(0, |start| broker.now_ms().saturating_sub(start).max(0));
     metrics
         .transaction_oldest_open_seconds
         .set(age_ms as f64 / 1000.0);
@@ -125,7 +125,7 @@ fn upkeep_offsets(broker: &Broker) {
     let retention_ms = broker.config().offsets_retention_minutes * 60_000;
     broker
         .groups()
-        .expire_offsets(broker, retention_ms, now_ms() as u64);
+        .expire_offsets(broker, retention_ms, broker.now_ms() as u64);
     let Some(count) =
         broker.with_image(|image| image.topic(OFFSETS_TOPIC).map(|t| t.partition_count()))
     else {
@@ -142,7 +142,10 @@ fn upkeep_offsets(broker: &Broker) {
         if in_log < CHECKPOINT_MIN_RECORDS || in_log < CHECKPOINT_RATIO * live {
             continue;
         }
-        match broker.offsets().checkpoint(&partition, count, now_ms()) {
+        match broker
+            .offsets()
+            .checkpoint(&partition, count, broker.now_ms())
+        {
             Ok(rewritten) => tracing::info!(
                 partition = partition.index,
                 superseded = in_log - live,
@@ -165,7 +168,7 @@ fn checkpoint_high_watermarks(broker: &Broker) {
 /// Forgets idempotent producers idle past `producer.id.expiration.ms`
 /// (in memory only: the next snapshot leaves them out).
 fn expire_producers(broker: &Broker) {
-    let (now, expiration_ms) = (now_ms(), broker.config().producer_id_expiration_ms);
+    let (now, expiration_ms) = (broker.now_ms(), broker.config().producer_id_expiration_ms);
     for partition in broker.all_partitions() {
         let expired = partition.expire_producers(now, expiration_ms);
         if expired > 0 {
@@ -176,7 +179,7 @@ fn expire_producers(broker: &Broker) {
 
 /// Proposes ISRs without the followers that stopped keeping up.
 fn shrink_isrs(broker: &Arc<Broker>, lag_ms: i64) {
-    let now = now_ms();
+    let now = broker.now_ms();
     for partition in broker.all_partitions() {
         if let Some(isr) = partition.lagging_isr(now, lag_ms) {
             broker.propose_isr(partition, isr);

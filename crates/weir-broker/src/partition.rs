@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use weir_log::batch::{self, BatchError, BatchHeader, ControlType, Origin};
 use weir_log::records::{self, RecordsError};
 use weir_log::storage::{FsStorage, Storage};
-use weir_log::{AppendInfo, Log, LogConfig, LogError, TimestampType};
+use weir_log::{AppendInfo, Clock, Log, LogConfig, LogError, TimestampType};
 
 use crate::config::BrokerConfig;
 use crate::producer_state::{
@@ -205,11 +205,29 @@ impl FlushDue {
     }
 }
 
+/// What the partitions of a broker share: the file system their logs are
+/// on and the clock that stamps their time.
+#[derive(Clone)]
+pub struct LogEnv {
+    pub storage: Arc<dyn Storage>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for LogEnv {
+    fn default() -> Self {
+        Self {
+            storage: Arc::new(FsStorage::default()),
+            clock: Arc::new(weir_log::SystemClock),
+        }
+    }
+}
+
 pub struct Partition {
     pub topic: String,
     pub topic_id: uuid::Uuid,
     pub index: i32,
     pub log: Log,
+    clock: Arc<dyn Clock>,
     /// Bumped whenever the log end or the high watermark moves: wakes
     /// long-polling fetches and acks=all produces.
     changed: watch::Sender<u64>,
@@ -232,15 +250,22 @@ impl Partition {
         index: i32,
         config: LogConfig,
     ) -> Result<Self, LogError> {
-        let storage = Arc::new(FsStorage::default());
-        Self::open_in(storage, data_dir, topic, topic_id, index, config, None)
+        Self::open_in(
+            &LogEnv::default(),
+            data_dir,
+            topic,
+            topic_id,
+            index,
+            config,
+            None,
+        )
     }
 
     /// [`open`](Self::open) on `storage`, which the broker's partitions
     /// share so their open files stay within `log.max.open.files`, at the
     /// high watermark the broker's checkpoint holds for it.
     pub fn open_in(
-        storage: Arc<dyn Storage>,
+        env: &LogEnv,
         data_dir: &Path,
         topic: &str,
         topic_id: uuid::Uuid,
@@ -249,7 +274,7 @@ impl Partition {
         checkpointed_high_watermark: Option<u64>,
     ) -> Result<Self, LogError> {
         let dir = data_dir.join(format!("{topic}-{index}"));
-        let log = Log::open_with(dir, config, storage, Arc::new(weir_log::SystemClock))?;
+        let log = Log::open_with(dir, config, env.storage.clone(), env.clock.clone())?;
         let (producers, snapshot_offset) = load_producer_state(&log)?;
         let snapshot_offset = snapshot_offset
             .filter(|offset| *offset == log.log_end_offset())
@@ -264,6 +289,7 @@ impl Partition {
             topic_id,
             index,
             log,
+            clock: env.clock.clone(),
             changed,
             producers: Mutex::new(producers),
             replica_state: RwLock::new(ReplicaState::default()),
@@ -752,7 +778,7 @@ impl Partition {
             producer_epoch,
             commit,
             coordinator_epoch,
-            crate::broker::now_ms(),
+            self.clock.now_ms(),
         );
         let (info, flush_due) = self.log.append_deferring_flush(&marker, leader_epoch)?;
         producers.record_marker(

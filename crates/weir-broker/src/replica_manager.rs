@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use weir_log::storage::FsStorage;
+use weir_log::Clock;
 
 use crate::high_watermarks::HighWatermarks;
 
@@ -19,7 +20,7 @@ use parking_lot::{Mutex, RwLock};
 use weir_meta::{MetadataImage, PartitionInfo, TopicInfo};
 
 use crate::config::BrokerConfig;
-use crate::partition::{log_config, Partition, ReplicaState};
+use crate::partition::{log_config, LogEnv, Partition, ReplicaState};
 use crate::replication::{Follow, ReplicaFetchers};
 
 /// Why a partition cannot be served here.
@@ -76,16 +77,24 @@ pub struct ReplicaManager {
     /// deleted.
     reconciling: Mutex<u64>,
     /// The file system of every partition log, within `log.max.open.files`
-    /// descriptors.
-    storage: Arc<FsStorage>,
+    /// descriptors, and the broker's clock.
+    env: LogEnv,
     high_watermarks: HighWatermarks,
 }
 
 impl ReplicaManager {
-    pub fn new(node_id: i32, max_open_files: usize, data_dir: &Path) -> Self {
+    pub fn new(
+        node_id: i32,
+        max_open_files: usize,
+        data_dir: &Path,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
             high_watermarks: HighWatermarks::load(data_dir),
-            storage: Arc::new(FsStorage::with_open_file_limit(max_open_files)),
+            env: LogEnv {
+                storage: Arc::new(FsStorage::with_open_file_limit(max_open_files)),
+                clock,
+            },
             node_id,
             fetchers: ReplicaFetchers::new(node_id),
             topics: RwLock::new(HashMap::new()),
@@ -246,7 +255,7 @@ impl ReplicaManager {
             let partition = match opened.get(&p.partition) {
                 Some(partition) => partition.clone(),
                 None => match Partition::open_in(
-                    self.storage.clone(),
+                    &self.env,
                     &config.data_dir,
                     &topic.name,
                     topic.id,
@@ -270,7 +279,7 @@ impl ReplicaManager {
                 &partition,
                 p,
                 min_insync_replicas,
-                crate::broker::now_ms(),
+                self.env.clock.now_ms(),
             );
             if p.leader != self.node_id {
                 if let Some(leader) = image.broker(p.leader).filter(|_| p.leader >= 0) {

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use weir_broker::broker::now_ms;
 use weir_broker::group::{
     GroupError, GroupState, Heartbeat, JoinGroup, JoinResponse, LeaveGroup, LeavingMember,
     Protocol, SyncGroup,
@@ -17,6 +16,10 @@ use weir_broker::offsets::{OffsetChange, OFFSETS_TOPIC};
 use weir_broker::{Broker, BrokerConfig};
 
 fn open(dir: &std::path::Path) -> Arc<Broker> {
+    open_with_clock(dir, Arc::new(weir_log::SystemClock))
+}
+
+fn open_with_clock(dir: &std::path::Path, clock: Arc<dyn weir_log::Clock>) -> Arc<Broker> {
     let values: BTreeMap<String, String> = [
         ("offsets.topic.num.partitions", "3"),
         ("group.initial.rebalance.delay.ms", "0"),
@@ -33,7 +36,7 @@ fn open(dir: &std::path::Path) -> Arc<Broker> {
         &values,
     )
     .unwrap();
-    let broker = Broker::open(config).unwrap();
+    let broker = Broker::open_with_clock(config, clock).unwrap();
     // Created by the first FindCoordinator, in the background; here at
     // once, and waited for until every partition is coordinated here.
     if broker.coordinator_of("").is_none() {
@@ -72,7 +75,7 @@ const DAY_MS: u64 = 24 * 3600 * 1000;
 fn offsets_of_groups_without_members_expire_by_commit_time() {
     let dir = tempfile::tempdir().unwrap();
     let broker = open(dir.path());
-    let now = now_ms();
+    let now = broker.now_ms();
     commit(&broker, "old", "t", 0, 10, now - 8 * DAY_MS as i64);
     commit(&broker, "mixed", "t", 0, 20, now - 8 * DAY_MS as i64);
     commit(&broker, "mixed", "t", 1, 30, now);
@@ -113,7 +116,7 @@ fn offsets_of_groups_without_members_expire_by_commit_time() {
 fn a_checkpoint_drops_superseded_records_and_keeps_every_live_commit() {
     let dir = tempfile::tempdir().unwrap();
     let broker = open(dir.path());
-    let now = now_ms();
+    let now = broker.now_ms();
     for i in 0..2_000 {
         commit(&broker, "busy", "t", i % 4, i64::from(i), now);
     }
@@ -147,7 +150,9 @@ fn a_checkpoint_drops_superseded_records_and_keeps_every_live_commit() {
 #[tokio::test]
 async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_enough() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = open(dir.path());
+    let clock = Arc::new(weir_log::ManualClock::new(1_800_000_000_000));
+    let broker = open_with_clock(dir.path(), clock.clone());
+    use weir_log::Clock;
     let groups = broker.groups();
     let joined = join_alone(&broker, "app").await;
     let committer = Committer {
@@ -156,7 +161,7 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
         group_instance_id: None,
     };
     // The commit is old, but the group is active: nothing expires.
-    let long_ago = now_ms() - 30 * DAY_MS as i64;
+    let long_ago = broker.now_ms() - 30 * DAY_MS as i64;
     let change = OffsetChange {
         topic: "t".into(),
         partition: 0,
@@ -172,7 +177,7 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
         .unwrap();
     let retention = 60_000;
     assert_eq!(
-        groups.expire_offsets(&broker, retention, now_ms() as u64 + retention),
+        groups.expire_offsets(&broker, retention, broker.now_ms() as u64 + retention),
         0
     );
     let left = groups
@@ -190,13 +195,14 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
     assert_eq!(left.members[0].error, None);
     assert_eq!(groups.state("app"), Some(GroupState::Empty));
     // Retention counts from when the group became empty, not from the commit.
-    let emptied = now_ms() as u64;
+    // (on the broker's clock, which has not moved since)
+    let emptied = clock.now_ms() as u64;
     assert_eq!(
-        groups.expire_offsets(&broker, retention, emptied + 1_000),
+        groups.expire_offsets(&broker, retention, emptied + retention - 1),
         0
     );
     assert_eq!(
-        groups.expire_offsets(&broker, retention, emptied + retention + 1_000),
+        groups.expire_offsets(&broker, retention, emptied + retention),
         1
     );
     // Empty and without offsets, the group itself goes, also from the log.
@@ -253,13 +259,13 @@ fn offsets_of_open_transactions_do_not_expire_nor_let_their_group_go() {
     let dir = tempfile::tempdir().unwrap();
     let broker = open(dir.path());
     let groups = broker.groups();
-    let long_ago = now_ms() - 8 * DAY_MS as i64;
+    let long_ago = broker.now_ms() - 8 * DAY_MS as i64;
     commit(&broker, "copier", "t", 0, 10, long_ago);
     commit(&broker, "copier", "t", 1, 11, long_ago);
     txn_commit(&broker, "copier", 7, &[(1, 21)], long_ago);
     txn_commit(&broker, "pending-only", 8, &[(0, 5)], long_ago);
     let retention = 7 * DAY_MS;
-    let now = now_ms() as u64;
+    let now = broker.now_ms() as u64;
     // t-1 has a transactional commit pending: it stays, as Kafka keeps it.
     assert_eq!(groups.expire_offsets(&broker, retention, now), 1);
     let offsets = broker.offsets();

@@ -16,7 +16,6 @@ use weir_log::{LogError, LogSlice};
 
 use super::fetch_response::{self, FetchedPartition};
 use super::RequestContext;
-use crate::broker::now_ms;
 use crate::broker::Broker;
 use crate::net::Outgoing;
 use crate::partition::Partition;
@@ -43,7 +42,7 @@ pub(super) async fn handle(
     // Before v15 followers name themselves in `replica_id`; consumers send -1.
     let replica = request.replica_id.0;
     let read_committed = request.isolation_level == 1 && replica < 0;
-    let now = now_ms();
+    let now = broker.now_ms();
     let topics: Vec<(String, Vec<Target>)> = request
         .topics
         .into_iter()

@@ -25,7 +25,7 @@ use kafka_protocol::ResponseError;
 use std::sync::Arc;
 
 use super::{Reply, RequestContext};
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::group_coordinator::{
     Committer, DeletedOffsets, GroupAdminError, COORDINATOR_WRITE_TIMEOUT,
 };
@@ -201,7 +201,7 @@ fn write_offset_commit(
             .err()
             .map(|e| kafka_error(e.code()))
     };
-    let now = now_ms();
+    let now = broker.now_ms();
     let mut changes = Vec::new();
     let mut responses: Vec<(TopicName, Answers)> = Vec::new();
     for topic in request.topics {
@@ -578,7 +578,7 @@ pub(super) fn txn_offset_commit(
     } else {
         broker.check_coordinator(&group).err().map(kafka_error)
     };
-    let now = now_ms();
+    let now = broker.now_ms();
     let mut offsets = Vec::new();
     let mut responses: Vec<(TopicName, Answers)> = Vec::new();
     for topic in request.topics {

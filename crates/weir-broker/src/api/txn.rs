@@ -21,7 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{Reply, RequestContext};
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::offsets::OFFSETS_TOPIC;
 use crate::txn::coordinator::Pending;
 use crate::txn::state::{self, EndOutcome, InitOutcome};
@@ -107,7 +107,7 @@ pub(super) fn init_producer_id(
                 settings.max_timeout_ms,
                 expected,
                 || fresh_id,
-                now_ms(),
+                broker.now_ms(),
             )? {
                 InitOutcome::Ready(next) => Ok((false, Some(next))),
                 InitOutcome::AbortFirst(next) => Ok((true, Some(next))),
@@ -148,7 +148,7 @@ fn add_to_txn(
     epoch: i16,
     partitions: &[(String, i32)],
 ) -> Result<Option<Pending>, CoordinatorError> {
-    let now = now_ms();
+    let now = broker.now_ms();
     broker
         .txns()
         .begin(broker, transactional_id, Some(ctx.connection), |current| {
@@ -282,7 +282,7 @@ pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxn
         Some(ctx.respond(&EndTxnResponse::default().with_error_code(code)))
     };
     let transactional_id = request.transactional_id.0.to_string();
-    let now = now_ms();
+    let now = broker.now_ms();
     let begun = broker
         .txns()
         .begin(broker, &transactional_id, Some(ctx.connection), |current| {
@@ -379,7 +379,7 @@ pub(super) fn list_transactions(
         .state_filters
         .into_iter()
         .partition(|name| STATES.iter().any(|s| s.name() == name.as_str()));
-    let now = now_ms();
+    let now = broker.now_ms();
     let wanted = |meta: &TxnMetadata| {
         (known.is_empty() && unknown.is_empty()
             || known.iter().any(|s| s.as_str() == meta.status.name()))

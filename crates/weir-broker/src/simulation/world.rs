@@ -21,7 +21,7 @@ use weir_meta::{BrokerInfo, Command, MetadataImage, PartitionInfo};
 
 use crate::offsets::records::CommittedOffset;
 use crate::offsets::{OffsetChange, OffsetStore};
-use crate::partition::{Partition, ReplicatedWrite};
+use crate::partition::{LogEnv, Partition, ReplicatedWrite};
 use crate::replica_manager::take_leadership;
 use crate::replication::{apply_fetch, divergence_point, Fetched};
 
@@ -318,11 +318,14 @@ impl World {
     /// Opens the node's replicas from its storage (at start and restart),
     /// and its view of the group offsets from them.
     fn open(&self, node: &mut Node) {
-        let storage: Arc<dyn weir_log::storage::Storage> = Arc::new(node.storage.clone());
+        let env = LogEnv {
+            storage: Arc::new(node.storage.clone()),
+            clock: Arc::new(weir_log::SystemClock),
+        };
         let dir = PathBuf::from(format!("/weir-simulation/node-{}", node.id));
         for topic in TOPICS {
             let partition = Partition::open_in(
-                storage.clone(),
+                &env,
                 &dir,
                 topic,
                 topic_id(topic),

@@ -43,7 +43,7 @@ use weir_log::LogError;
 
 use super::records;
 use super::state::{self, TxnError, TxnMetadata, TxnStatus};
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 use crate::partition::Partition;
 
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
@@ -290,7 +290,7 @@ impl TxnCoordinator {
                 tokio::time::sleep(MARKER_RETRY_BACKOFF).await;
             }
         }
-        let next = state::complete(&meta, now_ms());
+        let next = state::complete(&meta, broker.now_ms());
         let write = {
             let mut txns = self.txns.lock();
             match txns.get_mut(transactional_id) {
@@ -329,7 +329,7 @@ impl TxnCoordinator {
     /// Finishes transactions left in a Prepare state, aborts those past
     /// their timeout, and forgets ids idle for `expiration_ms`.
     pub async fn upkeep(self: &Arc<Self>, broker: &Arc<Broker>, expiration_ms: i64) {
-        let now = now_ms();
+        let now = broker.now_ms();
         let mut timed_out = Vec::new();
         let mut to_complete = Vec::new();
         let mut to_expire = Vec::new();
@@ -463,6 +463,7 @@ async fn append_state(
     let batch = encode_batch(
         records::encode_key(transactional_id),
         meta.map(records::encode_value),
+        broker.now_ms(),
     );
     let state = partition.replica_state();
     let appended = partition
@@ -479,7 +480,7 @@ async fn append_state(
 }
 
 /// One uncompressed batch holding one record, without producer.
-fn encode_batch(key: Bytes, value: Option<Bytes>) -> BytesMut {
+fn encode_batch(key: Bytes, value: Option<Bytes>, timestamp: i64) -> BytesMut {
     let record = Record {
         transactional: false,
         control: false,
@@ -490,7 +491,7 @@ fn encode_batch(key: Bytes, value: Option<Bytes>) -> BytesMut {
         timestamp_type: TimestampType::Creation,
         offset: 0,
         sequence: -1,
-        timestamp: now_ms(),
+        timestamp,
         key: Some(key),
         value,
         headers: Default::default(),

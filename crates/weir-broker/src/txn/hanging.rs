@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use weir_client::{Client, ClientConfig};
 
 use super::TxnStatus;
-use crate::broker::{now_ms, Broker};
+use crate::broker::Broker;
 
 /// An open transaction of a partition: topic, partition, producer id and
 /// the transaction's first offset.
@@ -39,7 +39,7 @@ impl HangingTxns {
     /// Aborts the open transactions of partitions led here that have been
     /// open longer than `max_age_ms` and that no coordinator knows of.
     pub async fn abort_hanging(&self, broker: &Arc<Broker>, max_age_ms: i64) {
-        let now = now_ms();
+        let now = broker.now_ms();
         let mut suspects = Vec::new();
         {
             let mut first_seen = self.first_seen.lock();
