@@ -678,7 +678,7 @@ impl Broker {
 
     /// Writes the high watermark of every hosted partition down, if one
     /// moved since the last time.
-    pub fn checkpoint_high_watermarks(&self) -> std::io::Result<()> {
+    pub fn checkpoint_high_watermarks(&self) -> Result<(), weir_log::LogError> {
         self.replicas.checkpoint_high_watermarks()
     }
 

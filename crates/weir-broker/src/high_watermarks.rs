@@ -9,16 +9,19 @@
 //! and learns the true high watermark from its leader.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
+use weir_log::storage::Storage;
+use weir_log::{checkpoint, LogError};
 
 pub const FILE: &str = "replication-offset-checkpoint";
 
 /// The checkpoint file of a data directory, and what was last written to
 /// it (so that an unchanged state is not written again).
 pub struct HighWatermarks {
+    storage: Arc<dyn Storage>,
     path: PathBuf,
     written: Mutex<Vec<(String, i32, u64)>>,
     loaded: HashMap<(String, i32), u64>,
@@ -28,16 +31,21 @@ impl HighWatermarks {
     /// Reads the checkpoint of `data_dir`; a missing or unreadable file
     /// holds nothing (partitions then start from their own older files,
     /// or from their log start).
-    pub fn load(data_dir: &Path) -> Self {
+    pub fn load(storage: Arc<dyn Storage>, data_dir: &Path) -> Self {
         let path = data_dir.join(FILE);
-        let loaded = match std::fs::read_to_string(&path) {
-            Ok(text) => parse(&text).unwrap_or_else(|reason| {
+        let loaded = match checkpoint::read(&*storage, &path) {
+            Ok(Some(text)) => parse(&text).unwrap_or_else(|reason| {
                 tracing::warn!(path = %path.display(), reason, "high watermark checkpoint unreadable; ignored");
                 HashMap::new()
             }),
-            Err(_) => HashMap::new(),
+            Ok(None) => HashMap::new(),
+            Err(error) => {
+                tracing::warn!(%error, "high watermark checkpoint unreadable; ignored");
+                HashMap::new()
+            }
         };
         Self {
+            storage,
             path,
             written: Mutex::new(Vec::new()),
             loaded,
@@ -51,7 +59,7 @@ impl HighWatermarks {
 
     /// Writes `entries` (every hosted partition) unless they are what was
     /// written last: to a temporary file, synced, renamed over the old one.
-    pub fn write(&self, mut entries: Vec<(String, i32, u64)>) -> std::io::Result<()> {
+    pub fn write(&self, mut entries: Vec<(String, i32, u64)>) -> Result<(), LogError> {
         entries.sort_unstable();
         let mut written = self.written.lock();
         if *written == entries {
@@ -61,11 +69,7 @@ impl HighWatermarks {
         for (topic, partition, offset) in &entries {
             text.push_str(&format!("{topic} {partition} {offset}\n"));
         }
-        let tmp = self.path.with_extension("tmp");
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_data()?;
-        std::fs::rename(&tmp, &self.path)?;
+        checkpoint::write(&*self.storage, &self.path, &text)?;
         *written = entries;
         Ok(())
     }
@@ -109,10 +113,14 @@ fn parse(text: &str) -> Result<HashMap<(String, i32), u64>, String> {
 mod tests {
     use super::*;
 
+    fn load(dir: &Path) -> HighWatermarks {
+        HighWatermarks::load(Arc::new(weir_log::storage::FsStorage::default()), dir)
+    }
+
     #[test]
     fn written_high_watermarks_load_again_in_kafkas_format() {
         let dir = tempfile::tempdir().unwrap();
-        let checkpoint = HighWatermarks::load(dir.path());
+        let checkpoint = load(dir.path());
         assert_eq!(checkpoint.loaded("t", 0), None);
         checkpoint
             .write(vec![
@@ -123,7 +131,7 @@ mod tests {
             .unwrap();
         let text = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
         assert_eq!(text, "0\n3\nt 0 42\nt 1 7\nu 0 0\n");
-        let again = HighWatermarks::load(dir.path());
+        let again = load(dir.path());
         assert_eq!(again.loaded("t", 0), Some(42));
         assert_eq!(again.loaded("t", 1), Some(7));
         assert_eq!(again.loaded("v", 0), None);
@@ -140,11 +148,7 @@ mod tests {
             "0\n1\nt 0 1 x\n",
         ] {
             std::fs::write(dir.path().join(FILE), damaged).unwrap();
-            assert_eq!(
-                HighWatermarks::load(dir.path()).loaded("t", 0),
-                None,
-                "{damaged:?}"
-            );
+            assert_eq!(load(dir.path()).loaded("t", 0), None, "{damaged:?}");
         }
     }
 }

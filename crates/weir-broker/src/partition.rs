@@ -227,6 +227,8 @@ pub struct Partition {
     pub topic_id: uuid::Uuid,
     pub index: i32,
     pub log: Log,
+    /// Where the log and the partition's own state files are.
+    storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
     /// Bumped whenever the log end or the high watermark moves: wakes
     /// long-polling fetches and acks=all produces.
@@ -275,13 +277,13 @@ impl Partition {
     ) -> Result<Self, LogError> {
         let dir = data_dir.join(format!("{topic}-{index}"));
         let log = Log::open_with(dir, config, env.storage.clone(), env.clock.clone())?;
-        let (producers, snapshot_offset) = load_producer_state(&log)?;
+        let (producers, snapshot_offset) = load_producer_state(&*env.storage, &log)?;
         let snapshot_offset = snapshot_offset
             .filter(|offset| *offset == log.log_end_offset())
             .unwrap_or(u64::MAX);
         let (changed, _) = watch::channel(0);
         let high_watermark = checkpointed_high_watermark
-            .or_else(|| read_high_watermark(log.dir()))
+            .or_else(|| read_high_watermark(&*env.storage, log.dir()))
             .unwrap_or(0)
             .clamp(log.log_start_offset(), log.log_end_offset());
         Ok(Self {
@@ -289,6 +291,7 @@ impl Partition {
             topic_id,
             index,
             log,
+            storage: env.storage.clone(),
             clock: env.clock.clone(),
             changed,
             producers: Mutex::new(producers),
@@ -315,7 +318,7 @@ impl Partition {
     /// the next start replays only the log after it.
     /// Skipped when the log end has not moved and no producer expired
     /// since the last one.
-    pub fn snapshot_producer_state(&self) -> std::io::Result<()> {
+    pub fn snapshot_producer_state(&self) -> Result<(), LogError> {
         let producers = self.producers.lock();
         let offset = self.log.log_end_offset();
         if self.snapshot_offset.load(Ordering::Acquire) == offset {
@@ -327,12 +330,8 @@ impl Partition {
         };
         drop(producers);
         let path = self.log.dir().join(PRODUCER_SNAPSHOT_FILE);
-        let tmp = path.with_extension("tmp");
-        let bytes = serde_json::to_vec(&snapshot).map_err(std::io::Error::other)?;
-        let mut file = std::fs::File::create(&tmp)?;
-        std::io::Write::write_all(&mut file, &bytes)?;
-        file.sync_data()?;
-        std::fs::rename(&tmp, &path)?;
+        let text = serde_json::to_string(&snapshot).expect("producer state serializes");
+        weir_log::checkpoint::write(&*self.storage, &path, &text)?;
         self.snapshot_offset.store(offset, Ordering::Release);
         Ok(())
     }
@@ -464,7 +463,7 @@ impl Partition {
     /// retried batch whose earlier copy was dropped must be appended again,
     /// not answered as a duplicate at an offset that now holds other data.
     fn after_truncation(&self) -> Result<(), LogError> {
-        let (rebuilt, _) = load_producer_state(&self.log)?;
+        let (rebuilt, _) = load_producer_state(&*self.storage, &self.log)?;
         *self.producers.lock() = rebuilt;
         // A snapshot taken past the truncation point holds batches that
         // are gone; once the log grows past it again it would be loaded
@@ -472,7 +471,9 @@ impl Partition {
         if let Err(error) = self.snapshot_producer_state() {
             tracing::warn!(topic = %self.topic, partition = self.index, %error, "cannot snapshot the producer state after a truncation");
             self.snapshot_offset.store(u64::MAX, Ordering::Release);
-            let _ = std::fs::remove_file(self.log.dir().join(PRODUCER_SNAPSHOT_FILE));
+            let _ = self
+                .storage
+                .remove(&self.log.dir().join(PRODUCER_SNAPSHOT_FILE));
         }
         let end = self.log.log_end_offset();
         if self.high_watermark() > end {
@@ -869,9 +870,9 @@ impl Partition {
 /// for a partition that file does not name yet.
 const HIGH_WATERMARK_FILE: &str = "high-watermark";
 
-fn read_high_watermark(dir: &Path) -> Option<u64> {
-    std::fs::read_to_string(dir.join(HIGH_WATERMARK_FILE))
-        .ok()?
+fn read_high_watermark(storage: &dyn Storage, dir: &Path) -> Option<u64> {
+    weir_log::checkpoint::read(storage, &dir.join(HIGH_WATERMARK_FILE))
+        .ok()??
         .trim()
         .parse()
         .ok()
@@ -930,12 +931,17 @@ struct ProducerSnapshot {
 
 /// Rebuilds producer state: the snapshot, if it is usable, then every batch
 /// after it. Also returns the offset the snapshot covered.
-fn load_producer_state(log: &Log) -> Result<(ProducerStates, Option<u64>), LogError> {
+fn load_producer_state(
+    storage: &dyn Storage,
+    log: &Log,
+) -> Result<(ProducerStates, Option<u64>), LogError> {
     let path = log.dir().join(PRODUCER_SNAPSHOT_FILE);
     let log_end = log.log_end_offset();
-    let snapshot = std::fs::read(&path)
+    // A snapshot that cannot be read is rebuilt from the log.
+    let snapshot = weir_log::checkpoint::read(storage, &path)
         .ok()
-        .and_then(|bytes| serde_json::from_slice::<ProducerSnapshot>(&bytes).ok())
+        .flatten()
+        .and_then(|text| serde_json::from_str::<ProducerSnapshot>(&text).ok())
         .filter(|s| s.offset <= log_end && s.offset >= log.log_start_offset());
     let snapshot_offset = snapshot.as_ref().map(|s| s.offset);
     let (mut producers, mut offset) = match snapshot {
@@ -1255,6 +1261,47 @@ mod tests {
         std::fs::remove_file(&file).unwrap();
         p.snapshot_producer_state().unwrap();
         assert!(!file.exists());
+    }
+
+    #[test]
+    fn the_producer_snapshot_goes_through_the_partitions_storage_and_survives_a_crash() {
+        use weir_log::sim::{CrashMode, SimStorage};
+        let sim = SimStorage::new();
+        let env = LogEnv {
+            storage: Arc::new(sim.clone()),
+            clock: Arc::new(weir_log::ManualClock::new(0)),
+        };
+        let dir = Path::new("/sim/data");
+        let open = || {
+            let p = Partition::open_in(
+                &env,
+                dir,
+                "t",
+                uuid::Uuid::nil(),
+                0,
+                LogConfig::default(),
+                None,
+            )
+            .unwrap();
+            lead_alone(&p);
+            p
+        };
+        let batch = |sequence| BatchBuilder::new(2).producer(7, 0, sequence).build();
+        let p = open();
+        p.append(&batch(0), 0).unwrap();
+        p.log.flush().unwrap();
+        p.snapshot_producer_state().unwrap();
+        let snapshot = p.log.dir().join(PRODUCER_SNAPSHOT_FILE);
+        drop(p);
+        sim.crash(CrashMode::DropUnsynced);
+        assert!(
+            sim.exists(&snapshot),
+            "synced before it replaced the old one"
+        );
+        let p = open();
+        let retried = p.append(&batch(0), 0).unwrap();
+        assert!(retried.duplicate, "the producer's last batch is known");
+        assert_eq!(retried.base_offset, 0);
     }
 
     #[test]

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use weir_log::storage::FsStorage;
-use weir_log::Clock;
+use weir_log::storage::{FsStorage, Storage};
+use weir_log::{Clock, LogError};
 
 use crate::high_watermarks::HighWatermarks;
 
@@ -89,12 +89,10 @@ impl ReplicaManager {
         data_dir: &Path,
         clock: Arc<dyn Clock>,
     ) -> Self {
+        let storage: Arc<dyn Storage> = Arc::new(FsStorage::with_open_file_limit(max_open_files));
         Self {
-            high_watermarks: HighWatermarks::load(data_dir),
-            env: LogEnv {
-                storage: Arc::new(FsStorage::with_open_file_limit(max_open_files)),
-                clock,
-            },
+            high_watermarks: HighWatermarks::load(storage.clone(), data_dir),
+            env: LogEnv { storage, clock },
             node_id,
             fetchers: ReplicaFetchers::new(node_id),
             topics: RwLock::new(HashMap::new()),
@@ -149,7 +147,7 @@ impl ReplicaManager {
 
     /// Writes the high watermark of every hosted partition to the data
     /// directory's checkpoint, if one moved since the last time.
-    pub fn checkpoint_high_watermarks(&self) -> std::io::Result<()> {
+    pub fn checkpoint_high_watermarks(&self) -> Result<(), LogError> {
         let entries = self
             .all()
             .iter()
@@ -191,7 +189,7 @@ impl ReplicaManager {
                 .collect()
         };
         for (name, partitions) in gone {
-            remove_data(partitions);
+            remove_data(&*self.env.storage, partitions);
             tracing::info!(topic = name, "removed the data of a deleted topic");
             outcome.removed_topics.push(name);
         }
@@ -316,7 +314,7 @@ impl ReplicaManager {
                 partitions: opened,
             },
         );
-        remove_data(removed);
+        remove_data(&*self.env.storage, removed);
     }
 
     /// Takes every partition out, for a clean shutdown.
@@ -359,11 +357,11 @@ pub(crate) fn take_leadership(
 }
 
 /// Deletes the directories of partitions no longer hosted here.
-fn remove_data(partitions: Vec<Arc<Partition>>) {
+fn remove_data(storage: &dyn Storage, partitions: Vec<Arc<Partition>>) {
     for partition in partitions {
         let dir = partition.log.dir().to_owned();
         drop(partition);
-        if let Err(error) = std::fs::remove_dir_all(&dir) {
+        if let Err(error) = storage.remove_dir_all(&dir) {
             tracing::warn!(dir = %dir.display(), %error, "could not remove partition data");
         }
     }

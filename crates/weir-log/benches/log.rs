@@ -384,6 +384,9 @@ impl Storage for CountingStorage {
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.inner.remove(path)
     }
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.inner.remove_dir_all(dir)
+    }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.counter.time(|| self.inner.sync_dir(dir))
     }

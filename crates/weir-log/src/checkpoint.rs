@@ -8,7 +8,7 @@ use crate::error::{IoContext, LogError};
 use crate::storage::Storage;
 
 /// The file's text, or `None` when it does not exist.
-pub(crate) fn read(storage: &dyn Storage, path: &Path) -> Result<Option<String>, LogError> {
+pub fn read(storage: &dyn Storage, path: &Path) -> Result<Option<String>, LogError> {
     if !storage.exists(path) {
         return Ok(None);
     }
@@ -24,7 +24,9 @@ pub(crate) fn read(storage: &dyn Storage, path: &Path) -> Result<Option<String>,
         })
 }
 
-pub(crate) fn write(storage: &dyn Storage, path: &Path, text: &str) -> Result<(), LogError> {
+/// Replaces the file at `path` with `text`, durably: a crash leaves the
+/// old text or the new, never a mix.
+pub fn write(storage: &dyn Storage, path: &Path, text: &str) -> Result<(), LogError> {
     let tmp = path.with_extension("tmp");
     let file = storage.create(&tmp).context(&tmp)?;
     file.append(&[IoSlice::new(text.as_bytes())])

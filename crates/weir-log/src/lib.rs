@@ -16,7 +16,7 @@
 //! `DESIGN.md` next to this crate.
 
 pub mod batch;
-mod checkpoint;
+pub mod checkpoint;
 mod cleaner;
 mod config;
 mod epoch;

@@ -260,6 +260,20 @@ impl Storage for SimStorage {
             .ok_or_else(|| not_found(path))
     }
 
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.shared.faults.lock().change()?;
+        let mut state = self.shared.state.lock();
+        if !state.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        state.files.retain(|path, _| !path.starts_with(dir));
+        state
+            .unsynced_creations
+            .retain(|path| !path.starts_with(dir));
+        state.dirs.retain(|path| !path.starts_with(dir));
+        Ok(())
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut faults = self.shared.faults.lock();
         if faults.fail_syncs {

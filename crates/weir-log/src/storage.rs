@@ -26,6 +26,8 @@ pub trait Storage: Send + Sync + 'static {
     fn exists(&self, path: &Path) -> bool;
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Removes `dir` and everything in it.
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Makes creations, renames and removals inside `dir` durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }
@@ -148,6 +150,15 @@ impl Storage for FsStorage {
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.cache.removing(path);
         fs::remove_file(path)
+    }
+
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
+        // Descriptors of the files go first: an open one would keep a
+        // deleted file's space.
+        for name in self.list(dir)? {
+            self.cache.removing(&dir.join(name));
+        }
+        fs::remove_dir_all(dir)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

@@ -702,6 +702,9 @@ impl weir_log::storage::Storage for GatedStorage {
     fn remove(&self, path: &Path) -> std::io::Result<()> {
         self.inner.remove(path)
     }
+    fn remove_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.remove_dir_all(dir)
+    }
     fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
         self.inner.sync_dir(dir)
     }
