@@ -1125,13 +1125,13 @@ fn close_partition(partition: Arc<Partition>) {
     }
     match Arc::try_unwrap(partition) {
         Ok(partition) => {
-            if let Err(error) = partition.log.close() {
+            if let Err(error) = partition.close() {
                 tracing::error!(partition = %name, %error, "clean close failed");
             }
         }
         Err(partition) => {
             // Still referenced by a request: flush, skip the marker.
-            if let Err(error) = partition.log.flush() {
+            if let Err(error) = partition.flush() {
                 tracing::error!(partition = %name, %error, "flush failed");
             }
         }

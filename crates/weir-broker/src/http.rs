@@ -42,7 +42,7 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
         metrics
             .log_end_offset
             .get_or_create(&labels)
-            .set(partition.log.log_end_offset() as i64);
+            .set(partition.log().log_end_offset() as i64);
     }
     metrics.consumer_group_lag.clear();
     metrics.consumer_group_lag_seconds.clear();

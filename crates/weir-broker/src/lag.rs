@@ -74,9 +74,9 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
                     };
                     let committed = offset.offset.max(0) as u64;
                     let lag = end.saturating_sub(committed);
-                    let lost_to_retention = log.log.log_start_offset().saturating_sub(committed);
+                    let lost_to_retention = log.log().log_start_offset().saturating_sub(committed);
                     let oldest = if lag > 0 {
-                        log.timestamp_at(committed.max(log.log.log_start_offset()))
+                        log.timestamp_at(committed.max(log.log().log_start_offset()))
                             .unwrap_or_else(|error| {
                                 tracing::warn!(%topic, partition, %error, "cannot read the oldest unconsumed record");
                                 None

@@ -129,7 +129,7 @@ fn dirtiest(
             !done.contains(&id) && !state.failed.contains_key(&id)
         })
         .filter_map(|p| {
-            let cleanable = p.log.cleanable(p.high_watermark())?;
+            let cleanable = p.cleanable()?;
             cleanable
                 .needs_cleaning()
                 .then_some((cleanable.dirty_ratio, p))
@@ -146,7 +146,7 @@ fn clean(
     abort: &AtomicBool,
 ) -> bool {
     let (topic, index) = (&partition.topic, partition.index);
-    match cleaner.clean(&partition.log, partition.high_watermark()) {
+    match partition.clean(cleaner) {
         Ok(stats) => {
             if stats.outcome == CleanOutcome::NothingToClean {
                 return true;

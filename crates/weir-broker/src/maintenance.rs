@@ -102,8 +102,7 @@ fn enforce_retention(broker: &Broker) {
         if let Err(error) = partition.snapshot_producer_state() {
             tracing::warn!(topic = %partition.topic, partition = partition.index, %error, "producer state snapshot failed");
         }
-        let high_watermark = partition.high_watermark();
-        match partition.log.enforce_retention(high_watermark) {
+        match partition.enforce_retention() {
             Ok(outcome) if outcome.deleted_segments > 0 => tracing::info!(
                 topic = %partition.topic,
                 partition = partition.index,
@@ -137,7 +136,7 @@ fn upkeep_offsets(broker: &Broker) {
         .into_iter()
         .filter(|p| broker.leader_partition(OFFSETS_TOPIC, p.index).is_ok());
     for partition in led {
-        let in_log = partition.log.log_end_offset() - partition.log.log_start_offset();
+        let in_log = partition.log().log_end_offset() - partition.log().log_start_offset();
         let live = broker.offsets().live_records(partition.index, count) as u64;
         if in_log < CHECKPOINT_MIN_RECORDS || in_log < CHECKPOINT_RATIO * live {
             continue;
@@ -189,7 +188,7 @@ fn shrink_isrs(broker: &Arc<Broker>, lag_ms: i64) {
 
 fn flush_due(broker: &Broker) {
     for partition in broker.all_partitions() {
-        if let Err(error) = partition.log.flush_if_due() {
+        if let Err(error) = partition.flush_if_due() {
             tracing::error!(topic = %partition.topic, partition = partition.index, %error, "flush failed");
         }
     }

@@ -13,7 +13,10 @@ use tokio::sync::watch;
 use weir_log::batch::{self, BatchError, BatchHeader, ControlType, Origin};
 use weir_log::records::{self, RecordsError};
 use weir_log::storage::{FsStorage, Storage};
-use weir_log::{AppendInfo, Clock, Log, LogConfig, LogError, TimestampType};
+use weir_log::{
+    AbortedTxn, AppendInfo, CleanStats, Cleanable, Cleaner, Clock, EpochEntry, Log, LogConfig,
+    LogError, LogSlice, OpenTxn, RetentionOutcome, TimestampOffset, TimestampType,
+};
 
 use crate::config::BrokerConfig;
 use crate::producer_state::{
@@ -222,11 +225,69 @@ impl Default for LogEnv {
     }
 }
 
+/// A partition's log, for reading. Everything that changes the log goes
+/// through the [`Partition`], which keeps its producer state, leadership
+/// and high watermark in step with it.
+#[derive(Clone, Copy)]
+pub struct LogView<'a>(&'a Log);
+
+impl LogView<'_> {
+    pub fn dir(&self) -> &Path {
+        self.0.dir()
+    }
+
+    pub fn log_start_offset(&self) -> u64 {
+        self.0.log_start_offset()
+    }
+
+    pub fn log_end_offset(&self) -> u64 {
+        self.0.log_end_offset()
+    }
+
+    /// See [`Log::read`].
+    pub fn read(
+        &self,
+        from_offset: u64,
+        max_bytes: usize,
+        upper_bound: u64,
+    ) -> Result<LogSlice, LogError> {
+        self.0.read(from_offset, max_bytes, upper_bound)
+    }
+
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<TimestampOffset>, LogError> {
+        self.0.offset_for_timestamp(timestamp)
+    }
+
+    pub fn max_timestamp_offset(&self) -> Result<Option<TimestampOffset>, LogError> {
+        self.0.max_timestamp_offset()
+    }
+
+    pub fn latest_epoch(&self) -> Option<EpochEntry> {
+        self.0.latest_epoch()
+    }
+
+    /// See [`Log::end_offset_for_epoch`].
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.0.end_offset_for_epoch(epoch)
+    }
+
+    pub fn aborted_transactions(&self, from: u64, upper_bound: u64) -> Vec<AbortedTxn> {
+        self.0.aborted_transactions(from, upper_bound)
+    }
+
+    pub fn open_transactions(&self) -> Vec<OpenTxn> {
+        self.0.open_transactions()
+    }
+}
+
 pub struct Partition {
     pub topic: String,
     pub topic_id: uuid::Uuid,
     pub index: i32,
-    pub log: Log,
+    log: Log,
     /// Where the log and the partition's own state files are.
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
@@ -300,6 +361,53 @@ impl Partition {
             leadership: Mutex::new(None),
             snapshot_offset: AtomicU64::new(snapshot_offset),
         })
+    }
+
+    /// The log, for reading.
+    pub fn log(&self) -> LogView<'_> {
+        LogView(&self.log)
+    }
+
+    /// Takes changed topic configs.
+    pub fn set_log_config(&self, config: LogConfig) -> Result<(), LogError> {
+        self.log.set_config(config)
+    }
+
+    /// Makes every appended record durable.
+    pub fn flush(&self) -> Result<(), LogError> {
+        self.log.flush()
+    }
+
+    /// Flushes as `flush.ms` asks, if it is due.
+    pub fn flush_if_due(&self) -> Result<(), LogError> {
+        self.log.flush_if_due()
+    }
+
+    /// Deletes what retention says may go, never at or above the high
+    /// watermark.
+    pub fn enforce_retention(&self) -> Result<RetentionOutcome, LogError> {
+        self.log.enforce_retention(self.high_watermark())
+    }
+
+    /// Moves the log start up to `offset` (DeleteRecords, or an internal
+    /// topic's upkeep); the new log start.
+    pub fn delete_records_before(&self, offset: u64) -> Result<u64, LogError> {
+        self.log.delete_records_before(offset)
+    }
+
+    /// What compaction could clean below the high watermark, if anything.
+    pub fn cleanable(&self) -> Option<Cleanable> {
+        self.log.cleanable(self.high_watermark())
+    }
+
+    /// Compacts the log below the high watermark with `cleaner`.
+    pub fn clean(&self, cleaner: &mut Cleaner) -> Result<CleanStats, LogError> {
+        cleaner.clean(&self.log, self.high_watermark())
+    }
+
+    /// Closes the log cleanly (its next open skips recovery).
+    pub fn close(self) -> Result<(), LogError> {
+        self.log.close()
     }
 
     pub fn replica_state(&self) -> ReplicaState {

@@ -235,7 +235,7 @@ impl ReplicaManager {
         let log_config = log_config(config, &topic.configs);
         if overrides_changed {
             for partition in opened.values() {
-                if let Err(error) = partition.log.set_config(log_config.clone()) {
+                if let Err(error) = partition.set_log_config(log_config.clone()) {
                     tracing::warn!(topic = topic.name, partition = partition.index, %error, "cannot apply altered configs");
                 }
             }
@@ -359,7 +359,7 @@ pub(crate) fn take_leadership(
 /// Deletes the directories of partitions no longer hosted here.
 fn remove_data(storage: &dyn Storage, partitions: Vec<Arc<Partition>>) {
     for partition in partitions {
-        let dir = partition.log.dir().to_owned();
+        let dir = partition.log().dir().to_owned();
         drop(partition);
         if let Err(error) = storage.remove_dir_all(&dir) {
             tracing::warn!(dir = %dir.display(), %error, "could not remove partition data");

@@ -125,7 +125,7 @@ fn a_checkpoint_drops_superseded_records_and_keeps_every_live_commit() {
     let mut before = 0;
     let mut after = 0;
     for partition in broker.partitions_of(OFFSETS_TOPIC) {
-        let log = &partition.log;
+        let log = partition.log();
         before += log.log_end_offset() - log.log_start_offset();
         let live = broker.offsets().live_records(partition.index, count);
         let rewritten = broker.offsets().checkpoint(&partition, count, now).unwrap();
@@ -251,7 +251,7 @@ fn end_transaction(broker: &Broker, group: &str, producer_id: i64, commit: bool)
     let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
     let index = weir_broker::offsets::records::partition_for(group, count);
     let partition = broker.partition(OFFSETS_TOPIC, index).unwrap();
-    broker.on_offsets_marker(index, producer_id, commit, partition.log.log_end_offset());
+    broker.on_offsets_marker(index, producer_id, commit, partition.log().log_end_offset());
 }
 
 #[test]

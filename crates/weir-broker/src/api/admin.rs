@@ -344,7 +344,7 @@ pub(super) fn delete_records(
                             }
                         }
                     };
-                    match partition.log.delete_records_before(offset) {
+                    match partition.delete_records_before(offset) {
                         Ok(log_start) => result.with_low_watermark(log_start as i64),
                         Err(error) => {
                             tracing::error!(topic = name, partition = p.partition_index, %error, "delete records failed");

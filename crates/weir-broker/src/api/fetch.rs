@@ -176,7 +176,7 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> FetchedPar
         error_code: 0,
         high_watermark: high_watermark as i64,
         last_stable_offset: last_stable as i64,
-        log_start_offset: partition.log.log_start_offset() as i64,
+        log_start_offset: partition.log().log_start_offset() as i64,
         records: LogSlice::default(),
         aborted: Vec::new(),
     };
@@ -189,17 +189,17 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> FetchedPar
         return data;
     }
     let upper = if target.follower {
-        partition.log.log_end_offset()
+        partition.log().log_end_offset()
     } else if target.read_committed {
         last_stable
     } else {
         high_watermark
     };
-    match partition.log.read(offset, limit.max(1), upper) {
+    match partition.log().read(offset, limit.max(1), upper) {
         Ok(slice) if have_data && slice.len() as usize > limit => {}
         Ok(slice) => {
             if target.read_committed && !slice.is_empty() {
-                data.aborted = partition.log.aborted_transactions(offset, upper);
+                data.aborted = partition.log().aborted_transactions(offset, upper);
             }
             data.records = slice;
         }

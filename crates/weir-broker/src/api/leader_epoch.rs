@@ -32,7 +32,7 @@ pub(super) fn handle(
                         .with_end_offset(-1);
                     match led_at_epoch(broker, &name, p.partition, p.current_leader_epoch) {
                         Ok(partition) => {
-                            let (epoch, end) = partition.log.end_offset_for_epoch(p.leader_epoch);
+                            let (epoch, end) = partition.log().end_offset_for_epoch(p.leader_epoch);
                             answer.with_leader_epoch(epoch).with_end_offset(end)
                         }
                         Err(code) => answer.with_error_code(code),

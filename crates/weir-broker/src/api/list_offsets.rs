@@ -61,9 +61,9 @@ pub(super) fn handle(
                     };
                     let found = match p.timestamp {
                         LATEST => Ok(Some((-1, last_fetchable as i64))),
-                        EARLIEST => Ok(Some((-1, partition.log.log_start_offset() as i64))),
-                        MAX_TIMESTAMP => partition.log.max_timestamp_offset().map(fetchable),
-                        ts if ts >= 0 => partition.log.offset_for_timestamp(ts).map(fetchable),
+                        EARLIEST => Ok(Some((-1, partition.log().log_start_offset() as i64))),
+                        MAX_TIMESTAMP => partition.log().max_timestamp_offset().map(fetchable),
+                        ts if ts >= 0 => partition.log().offset_for_timestamp(ts).map(fetchable),
                         _ => {
                             return response
                                 .with_error_code(ResponseError::UnsupportedVersion.code())

@@ -200,7 +200,7 @@ fn produce_partition(
                 .with_index(index)
                 .with_base_offset(appended.base_offset as i64)
                 .with_log_append_time_ms(appended.log_append_time_ms.unwrap_or(-1))
-                .with_log_start_offset(partition.log.log_start_offset() as i64);
+                .with_log_start_offset(partition.log().log_start_offset() as i64);
             // A duplicate's records were appended before; they too must
             // be replicated before acks=all answers.
             let until = appended.last_offset + 1;

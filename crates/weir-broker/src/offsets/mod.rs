@@ -712,12 +712,12 @@ impl OffsetStore {
             .iter()
             .flat_map(|contents| contents.live_entries(owns))
             .collect();
-        let rewrite_start = partition.log.log_end_offset();
+        let rewrite_start = partition.log().log_end_offset();
         let leader_epoch = partition.replica_state().leader_epoch;
         for chunk in entries.chunks(CHECKPOINT_BATCH_RECORDS) {
             partition.append(&encode_batch(chunk, now_ms, None), leader_epoch)?;
         }
-        partition.log.delete_records_before(rewrite_start)?;
+        partition.delete_records_before(rewrite_start)?;
         Ok(entries.len())
     }
 
@@ -951,10 +951,10 @@ pub(crate) fn for_each_record(
 /// Every keyed record and every transaction marker of `partition`, in log
 /// order, to its log end.
 fn for_each_item(partition: &Partition, mut f: impl FnMut(Item)) -> Result<(), LogError> {
-    let end = partition.log.log_end_offset();
-    let mut offset = partition.log.log_start_offset();
+    let end = partition.log().log_end_offset();
+    let mut offset = partition.log().log_start_offset();
     while offset < end {
-        let slice = partition.log.read(offset, 1 << 20, end)?;
+        let slice = partition.log().read(offset, 1 << 20, end)?;
         if slice.is_empty() {
             break;
         }

@@ -3,10 +3,6 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use weir_log::LogConfig;
 
 use super::*;
@@ -82,28 +78,10 @@ fn marker(
     producer: TxnProducer,
     commit: bool,
 ) -> u64 {
-    let record = Record {
-        transactional: true,
-        control: true,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: producer.id,
-        producer_epoch: producer.epoch,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 0,
-        key: Some(Bytes::from(vec![0, 0, 0, u8::from(commit)])),
-        value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
-        headers: Default::default(),
-    };
-    let mut batch = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut batch, &[record], &options).unwrap();
-    let at = partition.log.append(&batch, 0).unwrap().base_offset;
+    let at = partition
+        .write_marker(producer.id, producer.epoch, commit, 0, 0)
+        .unwrap()
+        .base_offset;
     store.complete_transaction(partition.index, count, producer.id, commit, at);
     at
 }
@@ -311,7 +289,7 @@ fn checkpoints_wait_for_open_transactions() {
     txn_commit(&store, &partition, "g", producer(7), &[(1, 10)]);
     assert_eq!(store.live_records(0, 1), 2);
     assert_eq!(store.checkpoint(&partition, 1, 0).unwrap(), 0);
-    assert_eq!(partition.log.log_start_offset(), 0);
+    assert_eq!(partition.log().log_start_offset(), 0);
     marker(&store, &partition, 1, producer(7), true);
     assert_eq!(store.checkpoint(&partition, 1, 0).unwrap(), 2);
     let reloaded = OffsetStore::load(&[partition]).unwrap();
@@ -365,7 +343,7 @@ fn only_commits_the_in_sync_replicas_hold_are_served() {
     };
     let followers_catch_up = || {
         for follower in [2, 3] {
-            partition.follower_fetched(follower, partition.log.log_end_offset(), 0);
+            partition.follower_fetched(follower, partition.log().log_end_offset(), 0);
         }
     };
 
@@ -378,8 +356,8 @@ fn only_commits_the_in_sync_replicas_hold_are_served() {
     commit(&store, &partition, "g", 0, 9);
     assert_eq!(served(&store), Some(5));
     // One follower has the first of the two, the other both.
-    partition.follower_fetched(2, partition.log.log_end_offset() - 1, 0);
-    partition.follower_fetched(3, partition.log.log_end_offset(), 0);
+    partition.follower_fetched(2, partition.log().log_end_offset() - 1, 0);
+    partition.follower_fetched(3, partition.log().log_end_offset(), 0);
     assert_eq!(served(&store), Some(7));
     followers_catch_up();
     assert_eq!(served(&store), Some(9));

@@ -206,7 +206,7 @@ async fn truncate_divergent(
         .lock()
         .iter_mut()
         .filter(|(_, f)| !f.truncated)
-        .filter_map(|(key, f)| match f.partition.log.latest_epoch() {
+        .filter_map(|(key, f)| match f.partition.log().latest_epoch() {
             Some(latest) => Some((
                 key.clone(),
                 f.partition.clone(),
@@ -260,11 +260,11 @@ async fn truncate_divergent(
                 continue;
             }
             let end = divergence_point(partition, *asked, answer.leader_epoch, answer.end_offset);
-            if end < partition.log.log_end_offset() {
+            if end < partition.log().log_end_offset() {
                 tracing::info!(
                     topic = key.0,
                     partition = key.1,
-                    from = partition.log.log_end_offset(),
+                    from = partition.log().log_end_offset(),
                     to = end,
                     "dropping records the leader does not have"
                 );
@@ -301,7 +301,7 @@ pub(crate) fn divergence_point(
     let Ok(leader_end) = u64::try_from(leader_end) else {
         return partition
             .high_watermark()
-            .min(partition.log.log_end_offset());
+            .min(partition.log().log_end_offset());
     };
     if leader_epoch >= asked || leader_epoch < 0 {
         return leader_end;
@@ -309,7 +309,7 @@ pub(crate) fn divergence_point(
     // Our records up to the end of our latest epoch at or below the
     // leader's are ones the leader also has (or had before truncating to
     // the same place); anything after was written in an epoch it lacks.
-    let (_, own_end) = partition.log.end_offset_for_epoch(leader_epoch);
+    let (_, own_end) = partition.log().end_offset_for_epoch(leader_epoch);
     leader_end.min(u64::try_from(own_end).unwrap_or(0))
 }
 
@@ -331,7 +331,7 @@ async fn fetch_once(
     }
     let mut topics: Vec<FetchTopic> = Vec::new();
     for ((topic, index), partition, epoch) in &targets {
-        let log = &partition.log;
+        let log = partition.log();
         let fetch = FetchPartition::default()
             .with_partition(*index)
             .with_current_leader_epoch(*epoch)
@@ -437,7 +437,7 @@ pub(crate) fn apply_fetch(partition: &Partition, fetched: Fetched<'_>) -> Result
             partition.append_replicated(whole_batches(records), high_watermark)?;
             Ok(false)
         }
-        Fetched::OutOfRange { log_start, .. } if partition.log.log_end_offset() < log_start => {
+        Fetched::OutOfRange { log_start, .. } if partition.log().log_end_offset() < log_start => {
             // The leader deleted what this replica lacks: start over from
             // the leader's log start.
             tracing::info!(topic = %partition.topic, partition = partition.index, log_start, "restarting the replica at the leader's log start");
@@ -451,10 +451,10 @@ pub(crate) fn apply_fetch(partition: &Partition, fetched: Fetched<'_>) -> Result
             // restarting without its unsynced tail). Kafka then truncates
             // to the leader's log end; its high watermark, which the answer
             // carries, is at or below that end.
-            let end = partition.log.log_end_offset();
+            let end = partition.log().log_end_offset();
             if high_watermark < end {
                 tracing::warn!(topic = %partition.topic, partition = partition.index, from = end, to = high_watermark, "dropping records beyond the log of a leader that lacks them");
-                partition.truncate_to(high_watermark.max(partition.log.log_start_offset()))?;
+                partition.truncate_to(high_watermark.max(partition.log().log_start_offset()))?;
             }
             Ok(true)
         }
@@ -505,7 +505,7 @@ mod tests {
         for _ in 0..5 {
             follower.append(&BatchBuilder::new(2).build(), 0).unwrap();
         }
-        assert_eq!(follower.log.log_end_offset(), 10);
+        assert_eq!(follower.log().log_end_offset(), 10);
         // A leader whose log was lost answers with its start and its high
         // watermark, 4: the follower keeps what is below, checks again.
         let fetched = Fetched::OutOfRange {
@@ -513,14 +513,14 @@ mod tests {
             high_watermark: 4,
         };
         assert!(apply_fetch(&follower, fetched).unwrap());
-        assert_eq!(follower.log.log_end_offset(), 4);
+        assert_eq!(follower.log().log_end_offset(), 4);
         // Behind a leader that deleted its start: the follower starts over.
         let fetched = Fetched::OutOfRange {
             log_start: 20,
             high_watermark: 25,
         };
         assert!(!apply_fetch(&follower, fetched).unwrap());
-        assert_eq!(follower.log.log_start_offset(), 20);
-        assert_eq!(follower.log.log_end_offset(), 20);
+        assert_eq!(follower.log().log_start_offset(), 20);
+        assert_eq!(follower.log().log_end_offset(), 20);
     }
 }

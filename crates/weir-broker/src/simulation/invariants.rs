@@ -83,7 +83,7 @@ fn acknowledged_records_are_kept(world: &World) -> Result<(), String> {
                 "acknowledged_records_are_kept: leader {leader} lacks acknowledged offsets {}..={} (its log ends at {})",
                 acked.base_offset,
                 acked.last_offset,
-                partition.log.log_end_offset()
+                partition.log().log_end_offset()
             ));
         }
     }
@@ -172,11 +172,11 @@ fn holds(partition: &Partition, acked: &AckedBatch) -> bool {
 
 /// The base offset, last offset and CRC of the batch holding `offset`.
 fn batch_at(partition: &Partition, offset: u64) -> Option<(u64, u64, u32)> {
-    let end = partition.log.log_end_offset();
+    let end = partition.log().log_end_offset();
     if offset >= end {
         return None;
     }
-    let slice = partition.log.read(offset, 1, end).ok()?;
+    let slice = partition.log().read(offset, 1, end).ok()?;
     let bytes = slice.to_bytes().ok()?;
     let header = BatchHeader::parse(&bytes, 0).ok()?;
     Some((
@@ -189,7 +189,7 @@ fn batch_at(partition: &Partition, offset: u64) -> Option<(u64, u64, u32)> {
 /// Every batch of the log, by base offset and CRC.
 fn batches(partition: &Partition) -> Vec<(u64, u32)> {
     let mut all = Vec::new();
-    let mut offset = partition.log.log_start_offset();
+    let mut offset = partition.log().log_start_offset();
     while let Some((base, last, crc)) = batch_at(partition, offset) {
         all.push((base, crc));
         offset = last + 1;

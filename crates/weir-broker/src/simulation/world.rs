@@ -583,7 +583,7 @@ impl World {
             .ok_or(ResponseError::NotLeaderOrFollower.code())
             .and_then(|p| led_at_epoch(leader_id, p, epoch));
         if !truncated {
-            let Some(latest) = mine.log.latest_epoch() else {
+            let Some(latest) = mine.log().latest_epoch() else {
                 self.node_mut(id)
                     .follows
                     .get_mut(topic)
@@ -591,7 +591,7 @@ impl World {
                     .truncated = true;
                 return;
             };
-            let reply = served.map(|p| p.log.end_offset_for_epoch(latest.epoch));
+            let reply = served.map(|p| p.log().end_offset_for_epoch(latest.epoch));
             self.network.push(Message::EpochEnd {
                 to: id,
                 incarnation,
@@ -602,7 +602,7 @@ impl World {
             });
             return;
         }
-        let offset = mine.log.log_end_offset();
+        let offset = mine.log().log_end_offset();
         let reply = match served {
             Err(code) => FetchReply::Refused(code),
             Ok(partition) => {
@@ -610,14 +610,14 @@ impl World {
                     self.propose_isr(leader_id, topic, isr);
                 }
                 let high_watermark = partition.high_watermark();
-                let end = partition.log.log_end_offset();
-                match partition.log.read(offset, FETCH_MAX_BYTES, end) {
+                let end = partition.log().log_end_offset();
+                match partition.log().read(offset, FETCH_MAX_BYTES, end) {
                     Ok(slice) => FetchReply::Records {
                         bytes: slice.to_bytes().expect("a read slice").to_vec(),
                         high_watermark,
                     },
                     Err(LogError::OffsetOutOfRange { .. }) => FetchReply::OutOfRange {
-                        log_start: partition.log.log_start_offset(),
+                        log_start: partition.log().log_start_offset(),
                         high_watermark,
                     },
                     Err(_) => FetchReply::Refused(ResponseError::KafkaStorageError.code()),
@@ -735,10 +735,10 @@ impl World {
                     return;
                 };
                 let end = divergence_point(&partition, asked, leader_epoch, leader_end);
-                if end < partition.log.log_end_offset() {
+                if end < partition.log().log_end_offset() {
                     self.log(format!(
                         "node {to} truncates {topic} from {} to {end}",
-                        partition.log.log_end_offset()
+                        partition.log().log_end_offset()
                     ));
                     partition.truncate_to(end).expect("truncation");
                 }
@@ -978,7 +978,7 @@ impl World {
                         "  node {} {:?}: log end {}, high watermark {}, {:?}",
                         node.id,
                         node.status,
-                        partition.log.log_end_offset(),
+                        partition.log().log_end_offset(),
                         partition.high_watermark(),
                         partition.replica_state()
                     ));
@@ -997,11 +997,11 @@ impl World {
                 return false;
             }
             let leader = &self.node(p.leader).partitions[topic];
-            let end = leader.log.log_end_offset();
+            let end = leader.log().log_end_offset();
             leader.high_watermark() == end
                 && NODES
                     .iter()
-                    .all(|id| self.node(*id).partitions[topic].log.log_end_offset() == end)
+                    .all(|id| self.node(*id).partitions[topic].log().log_end_offset() == end)
         })
     }
 }

@@ -51,7 +51,7 @@ impl HangingTxns {
                 {
                     continue;
                 }
-                for open in partition.log.open_transactions() {
+                for open in partition.log().open_transactions() {
                     let key = (
                         partition.topic.clone(),
                         partition.index,
