@@ -225,6 +225,17 @@ impl Default for LogEnv {
     }
 }
 
+/// What a leading replica leads over, as the metadata says.
+#[derive(Debug, Clone, Copy)]
+pub struct Leading<'a> {
+    /// This broker.
+    pub me: i32,
+    pub replicas: &'a [i32],
+    pub isr: &'a [i32],
+    pub partition_epoch: i32,
+    pub now_ms: i64,
+}
+
 /// A partition's log, for reading. Everything that changes the log goes
 /// through the [`Partition`], which keeps its producer state, leadership
 /// and high watermark in step with it.
@@ -420,6 +431,31 @@ impl Partition {
     pub fn set_replica_state(&self, state: ReplicaState) {
         *self.replica_state.write() = state;
         self.notify();
+    }
+
+    /// Takes the leadership the metadata now gives this replica, `state`,
+    /// and when this replica leads, the replicas and ISR of `leading`; the
+    /// state before. One step under the replica-state write lock: an append
+    /// (which holds the read lock from its check to its end) and a produce
+    /// waiting for its followers (which reads the state and the high
+    /// watermark under it) never see the ISR size of one image with the
+    /// ISR, or the high watermark, of another.
+    pub fn take_leadership(
+        &self,
+        state: ReplicaState,
+        leading: Option<Leading<'_>>,
+    ) -> ReplicaState {
+        let mut current = self.replica_state.write();
+        match leading {
+            Some(l) => self.lead(l.me, l.replicas, l.isr, l.partition_epoch, l.now_ms),
+            None => self.stop_leading(),
+        }
+        let before = std::mem::replace(&mut *current, state);
+        drop(current);
+        if before != state {
+            self.notify();
+        }
+        before
     }
 
     /// Writes the idempotent-producer state with the offset it covers, so
@@ -656,7 +692,9 @@ impl Partition {
         until: u64,
         node_id: i32,
     ) -> Option<Result<(), (ResponseError, String)>> {
-        let state = self.replica_state();
+        // The state and the high watermark read together: see
+        // `take_leadership`.
+        let state = self.replica_state.read();
         if state.leader != node_id {
             return Some(Err((
                 ResponseError::NotLeaderOrFollower,
@@ -1308,6 +1346,45 @@ mod tests {
         // acks=1 asks only for the leader's log.
         append(RequiredAcks::Leader).unwrap();
         assert_eq!(p.log.log_end_offset(), 1);
+    }
+
+    #[test]
+    fn a_write_waiting_for_followers_hears_when_the_isr_shrinks_below_its_minimum() {
+        let dir = tempfile::tempdir().unwrap();
+        let p =
+            Partition::open(dir.path(), "t", uuid::Uuid::nil(), 0, LogConfig::default()).unwrap();
+        let state = |isr_size| ReplicaState {
+            leader: 1,
+            leader_epoch: 0,
+            isr_size,
+            min_insync_replicas: 2,
+        };
+        let leading = |isr| Leading {
+            me: 1,
+            replicas: &[1, 2, 3],
+            isr,
+            partition_epoch: 0,
+            now_ms: 0,
+        };
+        p.take_leadership(state(3), Some(leading(&[1, 2, 3])));
+        let batch = BatchBuilder::new(2).build();
+        let appended = p
+            .append_from(&batch, 0, AppendOrigin::Client, RequiredAcks::All)
+            .unwrap();
+        let until = appended.last_offset + 1;
+        assert_eq!(
+            p.replication_outcome(until, 1),
+            None,
+            "the followers lack it"
+        );
+        // The followers drop out: with the leader alone in the ISR the high
+        // watermark reaches the write, and it is answered as Kafka does.
+        p.take_leadership(state(1), Some(leading(&[1])));
+        assert_eq!(p.high_watermark(), until);
+        assert!(matches!(
+            p.replication_outcome(until, 1),
+            Some(Err((ResponseError::NotEnoughReplicasAfterAppend, _)))
+        ));
     }
 
     #[test]

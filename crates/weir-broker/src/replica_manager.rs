@@ -20,7 +20,7 @@ use parking_lot::{Mutex, RwLock};
 use weir_meta::{MetadataImage, PartitionInfo, TopicInfo};
 
 use crate::config::BrokerConfig;
-use crate::partition::{log_config, LogEnv, Partition, ReplicaState};
+use crate::partition::{log_config, Leading, LogEnv, Partition, ReplicaState};
 use crate::replication::{Follow, ReplicaFetchers};
 
 /// Why a partition cannot be served here.
@@ -344,15 +344,14 @@ pub(crate) fn take_leadership(
         isr_size: p.isr.len(),
         min_insync_replicas,
     };
-    if p.leader == node_id {
-        partition.lead(node_id, &p.replicas, &p.isr, p.partition_epoch, now_ms);
-    } else {
-        partition.stop_leading();
-    }
-    let before = partition.replica_state();
-    if before != state {
-        partition.set_replica_state(state);
-    }
+    let leading = (p.leader == node_id).then_some(Leading {
+        me: node_id,
+        replicas: &p.replicas,
+        isr: &p.isr,
+        partition_epoch: p.partition_epoch,
+        now_ms,
+    });
+    let before = partition.take_leadership(state, leading);
     (before, state)
 }
 
