@@ -40,6 +40,35 @@ pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 /// The state DescribeGroups gives a group the coordinator does not know.
 pub const DEAD: &str = "Dead";
 
+/// How long to wait before asking a coordinator that is not ready again.
+const COORDINATOR_RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Whether `error` says the coordinator is not ready yet: its internal
+/// topic is being created, or its partition is still being loaded.
+fn coordinator_not_ready(error: &ClientError) -> bool {
+    error.is(ResponseError::CoordinatorNotAvailable)
+        || error.is(ResponseError::CoordinatorLoadInProgress)
+}
+
+/// Awaits `$attempt` (a call on `$client`) again, within the client's
+/// request timeout, while it fails because the coordinator is not ready,
+/// as Kafka's clients retry these errors.
+macro_rules! while_coordinator_not_ready {
+    ($client:expr, $attempt:expr) => {{
+        let deadline = tokio::time::Instant::now() + $client.config().request_timeout;
+        loop {
+            match $attempt.await {
+                Err(error)
+                    if coordinator_not_ready(&error) && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(COORDINATOR_RETRY_BACKOFF).await;
+                }
+                outcome => break outcome,
+            }
+        }
+    }};
+}
+
 /// The broker that coordinates a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Coordinator {
@@ -219,19 +248,7 @@ impl Client {
         kind: &str,
         key: &str,
     ) -> Result<Coordinator, ClientError> {
-        let deadline = tokio::time::Instant::now() + self.config().request_timeout;
-        loop {
-            match self.find_coordinator_once(key_type, kind, key).await {
-                Err(error)
-                    if (error.is(ResponseError::CoordinatorNotAvailable)
-                        || error.is(ResponseError::CoordinatorLoadInProgress))
-                        && tokio::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                outcome => return outcome,
-            }
-        }
+        while_coordinator_not_ready!(self, self.find_coordinator_once(key_type, kind, key))
     }
 
     async fn find_coordinator_once(
@@ -304,8 +321,15 @@ impl Client {
     /// Describes `groups`, in the order asked. A group the coordinator
     /// does not know is [`DEAD`] with no members (newer brokers answer
     /// GROUP_ID_NOT_FOUND for it, older ones the state alone); any other
-    /// error of a group fails the call.
+    /// error of a group fails the call, once the coordinator is ready.
     pub async fn describe_groups(
+        &mut self,
+        groups: &[&str],
+    ) -> Result<Vec<GroupDescription>, ClientError> {
+        while_coordinator_not_ready!(self, self.describe_groups_once(groups))
+    }
+
+    async fn describe_groups_once(
         &mut self,
         groups: &[&str],
     ) -> Result<Vec<GroupDescription>, ClientError> {
@@ -386,6 +410,15 @@ impl Client {
     }
 
     async fn fetch_offsets(
+        &mut self,
+        group: &str,
+        topics: Option<&TopicPartitions>,
+        require_stable: bool,
+    ) -> Result<Vec<CommittedOffset>, ClientError> {
+        while_coordinator_not_ready!(self, self.fetch_offsets_once(group, topics, require_stable))
+    }
+
+    async fn fetch_offsets_once(
         &mut self,
         group: &str,
         topics: Option<&TopicPartitions>,
@@ -499,9 +532,18 @@ impl Client {
     /// Commits `offsets` (topic, partition, offset) for `group` as a
     /// consumer that assigns partitions itself (no generation, no member
     /// id), which a coordinator accepts only while the group has no
-    /// members. The first partition the broker refuses fails the call;
-    /// the other partitions of the request may have been committed.
+    /// members. The first partition the broker refuses fails the call
+    /// (once the coordinator is ready); the other partitions of the request
+    /// may have been committed.
     pub async fn offset_commit_simple(
+        &mut self,
+        group: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<(), ClientError> {
+        while_coordinator_not_ready!(self, self.offset_commit_simple_once(group, offsets))
+    }
+
+    async fn offset_commit_simple_once(
         &mut self,
         group: &str,
         offsets: &[(String, i32, i64)],
@@ -544,8 +586,29 @@ impl Client {
     /// transaction of `transactional_id` (TxnOffsetCommit), as a consumer
     /// outside group management (generation -1, no member id). They stay
     /// pending, invisible to OffsetFetch, until the producer's transaction
-    /// commits. The first partition the broker refuses fails the call.
+    /// commits. The first partition the broker refuses fails the call
+    /// (once the coordinator is ready).
     pub async fn txn_offset_commit(
+        &mut self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        group: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<(), ClientError> {
+        while_coordinator_not_ready!(
+            self,
+            self.txn_offset_commit_once(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                group,
+                offsets
+            )
+        )
+    }
+
+    async fn txn_offset_commit_once(
         &mut self,
         transactional_id: &str,
         producer_id: i64,
@@ -593,11 +656,36 @@ impl Client {
 
     /// Deletes `groups` and their committed offsets: for each, in the
     /// order asked, `Ok` or the broker's error (GROUP_ID_NOT_FOUND,
-    /// NON_EMPTY_GROUP, …).
+    /// NON_EMPTY_GROUP, …). A group whose coordinator is not ready is asked
+    /// about again, within the request timeout.
     pub async fn delete_groups(
         &mut self,
         groups: &[&str],
     ) -> Result<Vec<(String, Result<(), ClientError>)>, ClientError> {
+        let deadline = tokio::time::Instant::now() + self.config().request_timeout;
+        let mut results: BTreeMap<&str, Result<(), ClientError>> = BTreeMap::new();
+        let mut pending: Vec<&str> = groups.to_vec();
+        loop {
+            for (group, result) in pending.iter().zip(self.delete_groups_once(&pending).await?) {
+                results.insert(group, result);
+            }
+            pending.retain(|g| matches!(&results[g], Err(e) if coordinator_not_ready(e)));
+            if pending.is_empty() || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(COORDINATOR_RETRY_BACKOFF).await;
+        }
+        Ok(groups
+            .iter()
+            .map(|g| (g.to_string(), results.remove(g).unwrap_or(Ok(()))))
+            .collect())
+    }
+
+    /// One DeleteGroups request: each group's outcome, in the order asked.
+    async fn delete_groups_once(
+        &mut self,
+        groups: &[&str],
+    ) -> Result<Vec<Result<(), ClientError>>, ClientError> {
         let version = self.require_version(ApiKey::DeleteGroups)?;
         let request = DeleteGroupsRequest::default()
             .with_groups_names(groups.iter().map(|g| group_id(g)).collect());
@@ -615,8 +703,7 @@ impl Client {
                 let code = codes
                     .remove(*g)
                     .ok_or_else(|| self.missing("DeleteGroups", g))?;
-                let result = check(code, None).map_err(|e| with_subject(e, "group", g));
-                Ok((g.to_string(), result))
+                Ok(check(code, None).map_err(|e| with_subject(e, "group", g)))
             })
             .collect()
     }

@@ -291,3 +291,87 @@ async fn topic_error_codes_become_kafka_errors() {
     }
     assert!(error.is(crate::ResponseError::UnknownTopicOrPartition));
 }
+
+/// A coordinator that answers OffsetCommit with each partition's code in
+/// turn from `codes` (the last one for ever after).
+async fn committing_coordinator(codes: &'static [i16]) -> (String, Seen) {
+    use kafka_protocol::messages::offset_commit_response::{
+        OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+    };
+    use kafka_protocol::messages::OffsetCommitResponse;
+    let mut commits = 0;
+    fake_broker(move |_, header| {
+        let version = header.request_api_version;
+        let id = header.correlation_id;
+        match ApiKey::try_from(header.request_api_key).unwrap() {
+            ApiKey::ApiVersions => {
+                let ranges =
+                    api_versions(&[(ApiKey::ApiVersions, 0, 3), (ApiKey::OffsetCommit, 2, 2)]);
+                Some(respond(ApiKey::ApiVersions, version.min(3), id, &ranges))
+            }
+            ApiKey::OffsetCommit => {
+                let code = codes[commits.min(codes.len() - 1)];
+                commits += 1;
+                let body = OffsetCommitResponse::default().with_topics(vec![
+                    OffsetCommitResponseTopic::default()
+                        .with_name(TopicName(StrBytes::from_static_str("t")))
+                        .with_partitions(vec![OffsetCommitResponsePartition::default()
+                            .with_partition_index(0)
+                            .with_error_code(code)]),
+                ]);
+                Some(respond(ApiKey::OffsetCommit, version, id, &body))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    })
+    .await
+}
+
+fn commits_seen(seen: &Seen) -> usize {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, h)| h.request_api_key == ApiKey::OffsetCommit as i16)
+        .count()
+}
+
+#[tokio::test]
+async fn a_commit_is_sent_again_while_the_coordinator_loads() {
+    // COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, then done.
+    let (addr, seen) = committing_coordinator(&[14, 15, 0]).await;
+    let mut client = Client::connect_with(&addr, quick()).await.unwrap();
+    client
+        .offset_commit_simple("g", &[("t".to_owned(), 0, 5)])
+        .await
+        .unwrap();
+    assert_eq!(commits_seen(&seen), 3);
+}
+
+#[tokio::test]
+async fn a_coordinator_that_stays_loading_fails_the_commit_after_the_request_timeout() {
+    let (addr, seen) = committing_coordinator(&[14]).await;
+    let mut client = Client::connect_with(&addr, quick()).await.unwrap();
+    let error = client
+        .offset_commit_simple("g", &[("t".to_owned(), 0, 5)])
+        .await
+        .unwrap_err();
+    assert!(
+        error.is(crate::ResponseError::CoordinatorLoadInProgress),
+        "{error:?}"
+    );
+    // 300 ms of request timeout, 100 ms apart.
+    assert!((2..=5).contains(&commits_seen(&seen)), "{seen:?}");
+}
+
+#[tokio::test]
+async fn other_commit_errors_are_not_retried() {
+    // NOT_COORDINATOR: the client must find the coordinator again.
+    let (addr, seen) = committing_coordinator(&[16, 0]).await;
+    let mut client = Client::connect_with(&addr, quick()).await.unwrap();
+    let error = client
+        .offset_commit_simple("g", &[("t".to_owned(), 0, 5)])
+        .await
+        .unwrap_err();
+    assert!(error.is(crate::ResponseError::NotCoordinator), "{error:?}");
+    assert_eq!(commits_seen(&seen), 1);
+}
