@@ -43,24 +43,29 @@ pub const DEAD: &str = "Dead";
 /// How long to wait before asking a coordinator that is not ready again.
 const COORDINATOR_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Whether `error` says the coordinator is not ready yet: its internal
-/// topic is being created, or its partition is still being loaded.
-fn coordinator_not_ready(error: &ClientError) -> bool {
+/// Whether FindCoordinator's `error` says there is no coordinator yet: its
+/// internal topic is being created, or its partition is still being loaded.
+fn no_coordinator_yet(error: &ClientError) -> bool {
     error.is(ResponseError::CoordinatorNotAvailable)
         || error.is(ResponseError::CoordinatorLoadInProgress)
 }
 
+/// Whether a request to the coordinator failed because it is still loading
+/// its partition. (COORDINATOR_NOT_AVAILABLE from a coordinator means a
+/// write did not reach the in-sync replicas: the caller decides.)
+fn coordinator_loading(error: &ClientError) -> bool {
+    error.is(ResponseError::CoordinatorLoadInProgress)
+}
+
 /// Awaits `$attempt` (a call on `$client`) again, within the client's
-/// request timeout, while it fails because the coordinator is not ready,
-/// as Kafka's clients retry these errors.
-macro_rules! while_coordinator_not_ready {
-    ($client:expr, $attempt:expr) => {{
+/// request timeout, while its error passes `$retriable`, as Kafka's clients
+/// retry these errors.
+macro_rules! retry_while {
+    ($client:expr, $retriable:expr, $attempt:expr) => {{
         let deadline = tokio::time::Instant::now() + $client.config().request_timeout;
         loop {
             match $attempt.await {
-                Err(error)
-                    if coordinator_not_ready(&error) && tokio::time::Instant::now() < deadline =>
-                {
+                Err(error) if $retriable(&error) && tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(COORDINATOR_RETRY_BACKOFF).await;
                 }
                 outcome => break outcome,
@@ -248,7 +253,11 @@ impl Client {
         kind: &str,
         key: &str,
     ) -> Result<Coordinator, ClientError> {
-        while_coordinator_not_ready!(self, self.find_coordinator_once(key_type, kind, key))
+        retry_while!(
+            self,
+            no_coordinator_yet,
+            self.find_coordinator_once(key_type, kind, key)
+        )
     }
 
     async fn find_coordinator_once(
@@ -321,12 +330,12 @@ impl Client {
     /// Describes `groups`, in the order asked. A group the coordinator
     /// does not know is [`DEAD`] with no members (newer brokers answer
     /// GROUP_ID_NOT_FOUND for it, older ones the state alone); any other
-    /// error of a group fails the call, once the coordinator is ready.
+    /// error of a group fails the call, once the coordinator has loaded it.
     pub async fn describe_groups(
         &mut self,
         groups: &[&str],
     ) -> Result<Vec<GroupDescription>, ClientError> {
-        while_coordinator_not_ready!(self, self.describe_groups_once(groups))
+        retry_while!(self, coordinator_loading, self.describe_groups_once(groups))
     }
 
     async fn describe_groups_once(
@@ -415,7 +424,11 @@ impl Client {
         topics: Option<&TopicPartitions>,
         require_stable: bool,
     ) -> Result<Vec<CommittedOffset>, ClientError> {
-        while_coordinator_not_ready!(self, self.fetch_offsets_once(group, topics, require_stable))
+        retry_while!(
+            self,
+            coordinator_loading,
+            self.fetch_offsets_once(group, topics, require_stable)
+        )
     }
 
     async fn fetch_offsets_once(
@@ -533,14 +546,18 @@ impl Client {
     /// consumer that assigns partitions itself (no generation, no member
     /// id), which a coordinator accepts only while the group has no
     /// members. The first partition the broker refuses fails the call
-    /// (once the coordinator is ready); the other partitions of the request
+    /// (once the coordinator has loaded it); the other partitions of the request
     /// may have been committed.
     pub async fn offset_commit_simple(
         &mut self,
         group: &str,
         offsets: &[(String, i32, i64)],
     ) -> Result<(), ClientError> {
-        while_coordinator_not_ready!(self, self.offset_commit_simple_once(group, offsets))
+        retry_while!(
+            self,
+            coordinator_loading,
+            self.offset_commit_simple_once(group, offsets)
+        )
     }
 
     async fn offset_commit_simple_once(
@@ -587,7 +604,7 @@ impl Client {
     /// outside group management (generation -1, no member id). They stay
     /// pending, invisible to OffsetFetch, until the producer's transaction
     /// commits. The first partition the broker refuses fails the call
-    /// (once the coordinator is ready).
+    /// (once the coordinator has loaded it).
     pub async fn txn_offset_commit(
         &mut self,
         transactional_id: &str,
@@ -596,8 +613,9 @@ impl Client {
         group: &str,
         offsets: &[(String, i32, i64)],
     ) -> Result<(), ClientError> {
-        while_coordinator_not_ready!(
+        retry_while!(
             self,
+            coordinator_loading,
             self.txn_offset_commit_once(
                 transactional_id,
                 producer_id,
@@ -656,8 +674,8 @@ impl Client {
 
     /// Deletes `groups` and their committed offsets: for each, in the
     /// order asked, `Ok` or the broker's error (GROUP_ID_NOT_FOUND,
-    /// NON_EMPTY_GROUP, …). A group whose coordinator is not ready is asked
-    /// about again, within the request timeout.
+    /// NON_EMPTY_GROUP, …). A group whose coordinator is still loading is
+    /// asked about again, within the request timeout.
     pub async fn delete_groups(
         &mut self,
         groups: &[&str],
@@ -669,7 +687,7 @@ impl Client {
             for (group, result) in pending.iter().zip(self.delete_groups_once(&pending).await?) {
                 results.insert(group, result);
             }
-            pending.retain(|g| matches!(&results[g], Err(e) if coordinator_not_ready(e)));
+            pending.retain(|g| matches!(&results[g], Err(e) if coordinator_loading(e)));
             if pending.is_empty() || tokio::time::Instant::now() >= deadline {
                 break;
             }

@@ -337,8 +337,8 @@ fn commits_seen(seen: &Seen) -> usize {
 
 #[tokio::test]
 async fn a_commit_is_sent_again_while_the_coordinator_loads() {
-    // COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, then done.
-    let (addr, seen) = committing_coordinator(&[14, 15, 0]).await;
+    // COORDINATOR_LOAD_IN_PROGRESS twice, then done.
+    let (addr, seen) = committing_coordinator(&[14, 14, 0]).await;
     let mut client = Client::connect_with(&addr, quick()).await.unwrap();
     client
         .offset_commit_simple("g", &[("t".to_owned(), 0, 5)])
@@ -366,12 +366,20 @@ async fn a_coordinator_that_stays_loading_fails_the_commit_after_the_request_tim
 #[tokio::test]
 async fn other_commit_errors_are_not_retried() {
     // NOT_COORDINATOR: the client must find the coordinator again.
-    let (addr, seen) = committing_coordinator(&[16, 0]).await;
-    let mut client = Client::connect_with(&addr, quick()).await.unwrap();
-    let error = client
-        .offset_commit_simple("g", &[("t".to_owned(), 0, 5)])
-        .await
-        .unwrap_err();
-    assert!(error.is(crate::ResponseError::NotCoordinator), "{error:?}");
-    assert_eq!(commits_seen(&seen), 1);
+    // COORDINATOR_NOT_AVAILABLE: the commit did not reach the in-sync
+    // replicas, which the caller must hear of.
+    let cases: [(&'static [i16], _); 2] = [
+        (&[16, 0], crate::ResponseError::NotCoordinator),
+        (&[15, 0], crate::ResponseError::CoordinatorNotAvailable),
+    ];
+    for (codes, error) in cases {
+        let (addr, seen) = committing_coordinator(codes).await;
+        let mut client = Client::connect_with(&addr, quick()).await.unwrap();
+        let refused = client
+            .offset_commit_simple("g", &[("t".to_owned(), 0, 5)])
+            .await
+            .unwrap_err();
+        assert!(refused.is(error), "{refused:?}");
+        assert_eq!(commits_seen(&seen), 1);
+    }
 }
