@@ -67,8 +67,6 @@ pub struct ReplicaState {
     /// The leader's broker id; -1 while the partition has none.
     pub leader: i32,
     pub leader_epoch: i32,
-    /// The number of in-sync replicas, the leader included.
-    pub isr_size: usize,
     /// The topic's `min.insync.replicas`.
     pub min_insync_replicas: usize,
 }
@@ -78,9 +76,29 @@ impl Default for ReplicaState {
         Self {
             leader: -1,
             leader_epoch: 0,
-            isr_size: 0,
             min_insync_replicas: 1,
         }
+    }
+}
+
+/// Who leads the partition and, while this replica does, over which
+/// followers: the state Kafka's `leaderIsrUpdateLock` guards. Appends and
+/// waiting writes hold it shared, from their check to their end; a change
+/// of leader, epoch or ISR holds it exclusively.
+struct Leadership {
+    state: ReplicaState,
+    /// While this replica leads: its followers, the ISR and the high
+    /// watermark they give, the one place the ISR is kept. Its own mutex
+    /// lets appends and follower fetches, which hold the leadership shared,
+    /// move the followers' progress and the high watermark.
+    leading: Mutex<Option<LeaderState>>,
+}
+
+impl Leadership {
+    /// The in-sync replicas this replica leads, itself included; 0 when it
+    /// does not lead.
+    fn isr_size(&self) -> usize {
+        self.leading.lock().as_ref().map_or(0, |s| s.isr().len())
     }
 }
 
@@ -306,11 +324,9 @@ pub struct Partition {
     /// long-polling fetches and acks=all produces.
     changed: watch::Sender<u64>,
     producers: Mutex<ProducerStates>,
-    replica_state: RwLock<ReplicaState>,
+    leadership: RwLock<Leadership>,
     /// Below this offset records are on every in-sync replica.
     high_watermark: AtomicU64,
-    /// While this replica leads: its followers and the ISR.
-    leadership: Mutex<Option<LeaderState>>,
     /// The log end the producer-state snapshot on disk covers (`u64::MAX`:
     /// none, or stale), so that an unchanged partition is not written again.
     snapshot_offset: AtomicU64,
@@ -367,9 +383,11 @@ impl Partition {
             clock: env.clock.clone(),
             changed,
             producers: Mutex::new(producers),
-            replica_state: RwLock::new(ReplicaState::default()),
+            leadership: RwLock::new(Leadership {
+                state: ReplicaState::default(),
+                leading: Mutex::new(None),
+            }),
             high_watermark: AtomicU64::new(high_watermark),
-            leadership: Mutex::new(None),
             snapshot_offset: AtomicU64::new(snapshot_offset),
         })
     }
@@ -422,37 +440,49 @@ impl Partition {
     }
 
     pub fn replica_state(&self) -> ReplicaState {
-        *self.replica_state.read()
-    }
-
-    /// Takes the partition's new leader, epoch and ISR size, and wakes
-    /// every waiter: a produce waiting for its followers must learn at once
-    /// that leadership moved or the ISR shrank, not at its timeout.
-    pub fn set_replica_state(&self, state: ReplicaState) {
-        *self.replica_state.write() = state;
-        self.notify();
+        self.leadership.read().state
     }
 
     /// Takes the leadership the metadata now gives this replica, `state`,
     /// and when this replica leads, the replicas and ISR of `leading`; the
-    /// state before. One step under the replica-state write lock: an append
-    /// (which holds the read lock from its check to its end) and a produce
-    /// waiting for its followers (which reads the state and the high
-    /// watermark under it) never see the ISR size of one image with the
-    /// ISR, or the high watermark, of another.
+    /// state before. One step under the leadership's write lock: an append
+    /// and a write waiting for its followers never see the epoch of one
+    /// image with the ISR, or the high watermark, of another. Every waiter
+    /// wakes when the leader or the ISR's size changes: a produce waiting
+    /// for its followers must learn at once that leadership moved or the
+    /// ISR shrank, not at its timeout.
     pub fn take_leadership(
         &self,
         state: ReplicaState,
         leading: Option<Leading<'_>>,
     ) -> ReplicaState {
-        let mut current = self.replica_state.write();
+        let mut leadership = self.leadership.write();
+        let isr_before = leadership.isr_size();
+        let current = leadership.leading.get_mut();
         match leading {
-            Some(l) => self.lead(l.me, l.replicas, l.isr, l.partition_epoch, l.now_ms),
-            None => self.stop_leading(),
+            Some(l) => {
+                let log_end = self.log.log_end_offset();
+                let engine = current.get_or_insert_with(|| {
+                    LeaderState::new(
+                        l.me,
+                        l.replicas,
+                        l.isr,
+                        l.partition_epoch,
+                        log_end,
+                        self.high_watermark(),
+                        l.now_ms,
+                    )
+                });
+                engine.set_replicas(l.replicas, l.now_ms);
+                engine.set_isr(l.isr, l.partition_epoch, log_end);
+                self.set_high_watermark(engine.high_watermark());
+            }
+            None => *current = None,
         }
-        let before = std::mem::replace(&mut *current, state);
-        drop(current);
-        if before != state {
+        let before = std::mem::replace(&mut leadership.state, state);
+        let isr_after = leadership.isr_size();
+        drop(leadership);
+        if before != state || isr_before != isr_after {
             self.notify();
         }
         before
@@ -502,33 +532,6 @@ impl Partition {
         }
     }
 
-    /// This replica leads, over `replicas` with `isr` at `partition_epoch`:
-    /// starts tracking the followers, or takes the ISR the metadata now has.
-    pub fn lead(&self, me: i32, replicas: &[i32], isr: &[i32], partition_epoch: i32, now_ms: i64) {
-        let log_end = self.log.log_end_offset();
-        let mut leadership = self.leadership.lock();
-        let state = leadership.get_or_insert_with(|| {
-            LeaderState::new(
-                me,
-                replicas,
-                isr,
-                partition_epoch,
-                log_end,
-                self.high_watermark(),
-                now_ms,
-            )
-        });
-        state.set_replicas(replicas, now_ms);
-        state.set_isr(isr, partition_epoch, log_end);
-        // Published under the lock: see `appended_as_leader`.
-        self.set_high_watermark(state.high_watermark());
-    }
-
-    /// This replica no longer leads.
-    pub fn stop_leading(&self) {
-        *self.leadership.lock() = None;
-    }
-
     /// A follower asked for records from `fetch_offset`: returns an ISR to
     /// propose if it has caught up and is not in the ISR.
     pub fn follower_fetched(
@@ -538,8 +541,9 @@ impl Partition {
         now_ms: i64,
     ) -> Option<Vec<i32>> {
         let log_end = self.log.log_end_offset();
-        let mut leadership = self.leadership.lock();
-        let state = leadership.as_mut()?;
+        let leadership = self.leadership.read();
+        let mut leading = leadership.leading.lock();
+        let state = leading.as_mut()?;
         let (moved, proposal) = state.on_follower_fetch(follower, fetch_offset, log_end, now_ms);
         if moved {
             // Published under the lock: see `appended_as_leader`.
@@ -550,17 +554,23 @@ impl Partition {
 
     /// The ISR without followers not caught up for `lag_ms`, to propose.
     pub fn lagging_isr(&self, now_ms: i64, lag_ms: i64) -> Option<Vec<i32>> {
-        self.leadership.lock().as_mut()?.shrink(now_ms, lag_ms)
+        let leadership = self.leadership.read();
+        let mut leading = leadership.leading.lock();
+        leading.as_mut()?.shrink(now_ms, lag_ms)
     }
 
     /// The ISR this replica leads with, as last taken from the metadata.
     pub fn leader_isr(&self) -> Option<Vec<i32>> {
-        self.leadership.lock().as_ref().map(|s| s.isr().to_vec())
+        let leadership = self.leadership.read();
+        let leading = leadership.leading.lock();
+        leading.as_ref().map(|s| s.isr().to_vec())
     }
 
     /// The controller refused an ISR change; a later one may be proposed.
     pub fn isr_change_failed(&self) {
-        if let Some(state) = self.leadership.lock().as_mut() {
+        let leadership = self.leadership.read();
+        let mut leading = leadership.leading.lock();
+        if let Some(state) = leading.as_mut() {
             state.proposal_failed();
         }
     }
@@ -692,9 +702,10 @@ impl Partition {
         until: u64,
         node_id: i32,
     ) -> Option<Result<(), (ResponseError, String)>> {
-        // The state and the high watermark read together: see
+        // The state, the ISR and the high watermark read together: see
         // `take_leadership`.
-        let state = self.replica_state.read();
+        let leadership = self.leadership.read();
+        let state = leadership.state;
         if state.leader != node_id {
             return Some(Err((
                 ResponseError::NotLeaderOrFollower,
@@ -704,12 +715,13 @@ impl Partition {
         if self.high_watermark() < until {
             return None;
         }
-        if state.isr_size < state.min_insync_replicas {
+        let isr_size = leadership.isr_size();
+        if isr_size < state.min_insync_replicas {
             return Some(Err((
                 ResponseError::NotEnoughReplicasAfterAppend,
                 format!(
-                    "written, but the ISR shrank to {} replica(s), fewer than min.insync.replicas={}",
-                    state.isr_size, state.min_insync_replicas
+                    "written, but the ISR shrank to {isr_size} replica(s), fewer than min.insync.replicas={}",
+                    state.min_insync_replicas
                 ),
             )));
         }
@@ -776,7 +788,7 @@ impl Partition {
                 last_seq: first_seq.wrapping_add(header.last_offset_delta()),
             }
         });
-        let _led = self.led_at(leader_epoch, acks)?;
+        let led = self.led_at(leader_epoch, acks)?;
         let mut producers = self.producers.lock();
         if let Some(batch) = &producer {
             if !header.is_transactional() {
@@ -830,14 +842,14 @@ impl Partition {
         if flush_due {
             return Ok(Written::FlushDue(FlushDue { info }));
         }
-        Ok(Written::Appended(self.appended_as_leader(&info)))
+        Ok(Written::Appended(self.appended_as_leader(&led, &info)))
     }
 
     /// Makes an append durable as `flush.messages` asked, then lets the
     /// leadership hear of it. Blocks on the fsync.
     pub fn flush_appended(&self, due: FlushDue) -> Result<(), AppendError> {
         self.log.flush_to(due.info.last_offset + 1)?;
-        self.appended_as_leader(&due.info);
+        self.appended_as_leader(&self.leadership.read(), &due.info);
         Ok(())
     }
 
@@ -852,21 +864,25 @@ impl Partition {
         &self,
         leader_epoch: i32,
         acks: RequiredAcks,
-    ) -> Result<RwLockReadGuard<'_, ReplicaState>, AppendError> {
-        let state = self.replica_state.read();
+    ) -> Result<RwLockReadGuard<'_, Leadership>, AppendError> {
+        let leadership = self.leadership.read();
+        let state = leadership.state;
         if state.leader_epoch != leader_epoch {
             return Err(AppendError::NotLeader {
                 epoch: leader_epoch,
                 current: state.leader_epoch,
             });
         }
-        if acks == RequiredAcks::All && state.isr_size < state.min_insync_replicas {
-            return Err(AppendError::NotEnoughReplicas {
-                isr: state.isr_size,
-                min: state.min_insync_replicas,
-            });
+        if acks == RequiredAcks::All {
+            let isr = leadership.isr_size();
+            if isr < state.min_insync_replicas {
+                return Err(AppendError::NotEnoughReplicas {
+                    isr,
+                    min: state.min_insync_replicas,
+                });
+            }
         }
-        Ok(state)
+        Ok(leadership)
     }
 
     /// Kafka's check for compacted topics: every record needs a key, for
@@ -909,7 +925,7 @@ impl Partition {
         leader_epoch: i32,
     ) -> Result<Appended, AppendError> {
         // Markers are written with acks=all, as every coordinator write.
-        let _led = self.led_at(leader_epoch, RequiredAcks::All)?;
+        let led = self.led_at(leader_epoch, RequiredAcks::All)?;
         let mut producers = self.producers.lock();
         match producers.check_marker(producer_id, producer_epoch, coordinator_epoch) {
             MarkerCheck::Write => {}
@@ -938,7 +954,7 @@ impl Partition {
         if flush_due {
             self.log.flush_to(info.last_offset + 1)?;
         }
-        Ok(self.appended_as_leader(&info))
+        Ok(self.appended_as_leader(&led, &info))
     }
 
     /// Forgets the idempotent producers idle for `expiration_ms` (Kafka's
@@ -988,11 +1004,12 @@ impl Partition {
         stable.max(self.log.log_start_offset().min(high_watermark))
     }
 
-    /// After a leader's append: the leadership hears of the new log end
-    /// (the high watermark may move), and waiting fetches wake.
-    fn appended_as_leader(&self, info: &AppendInfo) -> Appended {
+    /// After a leader's append: the leadership (held shared by the caller)
+    /// hears of the new log end (the high watermark may move), and waiting
+    /// fetches wake.
+    fn appended_as_leader(&self, leadership: &Leadership, info: &AppendInfo) -> Appended {
         let log_end = info.last_offset + 1;
-        let mut leadership = self.leadership.lock();
+        let mut leadership = leadership.leading.lock();
         // The engine's high watermark never decreases; publishing it while
         // the lock is held keeps the published one from decreasing too (two
         // appends computing 11 then 12 must not publish 12 then 11).
@@ -1195,6 +1212,32 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
 }
 
 #[cfg(test)]
+impl Partition {
+    /// Node 1 leads over `isr`, all the replicas, at `leader_epoch`, as the
+    /// metadata would make it.
+    pub(crate) fn lead_for_tests(
+        &self,
+        isr: &[i32],
+        leader_epoch: i32,
+        min_insync_replicas: usize,
+    ) {
+        let state = ReplicaState {
+            leader: 1,
+            leader_epoch,
+            min_insync_replicas,
+        };
+        let leading = Leading {
+            me: 1,
+            replicas: isr,
+            isr,
+            partition_epoch: leader_epoch,
+            now_ms: 0,
+        };
+        self.take_leadership(state, Some(leading));
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use weir_log::testing::BatchBuilder;
 
@@ -1210,13 +1253,7 @@ mod tests {
     /// Node 1 leads `partition` at epoch 0 as its only replica, so the high
     /// watermark follows the log end.
     fn lead_alone(partition: &Partition) {
-        partition.lead(1, &[1], &[1], 0, 0);
-        partition.set_replica_state(ReplicaState {
-            leader: 1,
-            leader_epoch: 0,
-            isr_size: 1,
-            min_insync_replicas: 1,
-        });
+        partition.lead_for_tests(&[1], 0, 1);
     }
 
     fn txn(producer_id: i64, epoch: i16, sequence: i32, count: usize) -> Vec<u8> {
@@ -1243,14 +1280,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p =
             Partition::open(dir.path(), "t", uuid::Uuid::nil(), 0, LogConfig::default()).unwrap();
-        let led = ReplicaState {
-            leader: 1,
-            leader_epoch: 0,
-            isr_size: 3,
-            min_insync_replicas: 2,
-        };
-        p.lead(1, &[1, 2, 3], &[1, 2, 3], 0, 0);
-        p.set_replica_state(led);
+        p.lead_for_tests(&[1, 2, 3], 0, 2);
         let appended = p.append(&BatchBuilder::new(1).build(), 0).unwrap();
 
         // Far off: only the change of leader can end the wait.
@@ -1258,11 +1288,12 @@ mod tests {
         let waiting = p.replicated(appended.last_offset + 1, 1, deadline);
         tokio::pin!(waiting);
         assert!(futures::poll!(&mut waiting).is_pending());
-        p.set_replica_state(ReplicaState {
+        let followed = ReplicaState {
             leader: 2,
             leader_epoch: 1,
-            ..led
-        });
+            min_insync_replicas: 2,
+        };
+        p.take_leadership(followed, None);
         let answer = tokio::time::timeout(std::time::Duration::from_secs(60), waiting)
             .await
             .expect("the waiting produce was not woken by the change of leader");
@@ -1284,7 +1315,7 @@ mod tests {
         let p = Arc::new(
             Partition::open(dir.path(), "t", uuid::Uuid::nil(), 0, LogConfig::default()).unwrap(),
         );
-        p.lead(1, &[1, 2, 3], &[1, 2, 3], 0, 0);
+        p.lead_for_tests(&[1, 2, 3], 0, 1);
         let done = Arc::new(AtomicBool::new(false));
         let watcher = {
             let (p, done) = (p.clone(), done.clone());
@@ -1326,12 +1357,7 @@ mod tests {
     fn an_acks_all_write_is_refused_while_the_isr_is_below_its_minimum() {
         let dir = tempfile::tempdir().unwrap();
         let p = open(dir.path());
-        p.set_replica_state(ReplicaState {
-            leader: 1,
-            leader_epoch: 0,
-            isr_size: 1,
-            min_insync_replicas: 2,
-        });
+        p.lead_for_tests(&[1], 0, 2);
         let batch = BatchBuilder::new(1).build();
         let append = |acks| p.append_from(&batch, 0, AppendOrigin::Client, acks);
         assert!(matches!(
@@ -1353,10 +1379,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p =
             Partition::open(dir.path(), "t", uuid::Uuid::nil(), 0, LogConfig::default()).unwrap();
-        let state = |isr_size| ReplicaState {
+        let state = ReplicaState {
             leader: 1,
             leader_epoch: 0,
-            isr_size,
             min_insync_replicas: 2,
         };
         let leading = |isr| Leading {
@@ -1366,7 +1391,7 @@ mod tests {
             partition_epoch: 0,
             now_ms: 0,
         };
-        p.take_leadership(state(3), Some(leading(&[1, 2, 3])));
+        p.take_leadership(state, Some(leading(&[1, 2, 3])));
         let batch = BatchBuilder::new(2).build();
         let appended = p
             .append_from(&batch, 0, AppendOrigin::Client, RequiredAcks::All)
@@ -1379,7 +1404,7 @@ mod tests {
         );
         // The followers drop out: with the leader alone in the ISR the high
         // watermark reaches the write, and it is answered as Kafka does.
-        p.take_leadership(state(1), Some(leading(&[1])));
+        p.take_leadership(state, Some(leading(&[1])));
         assert_eq!(p.high_watermark(), until);
         assert!(matches!(
             p.replication_outcome(until, 1),
@@ -1391,16 +1416,10 @@ mod tests {
     fn an_append_at_a_leader_epoch_the_partition_has_left_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let p = open(dir.path());
-        let led = |epoch| ReplicaState {
-            leader: 1,
-            leader_epoch: epoch,
-            isr_size: 1,
-            min_insync_replicas: 1,
-        };
-        p.set_replica_state(led(4));
+        p.lead_for_tests(&[1], 4, 1);
         p.append(&BatchBuilder::new(1).build(), 4).unwrap();
         // A handler that checked leadership before the epoch moved on.
-        p.set_replica_state(led(5));
+        p.lead_for_tests(&[1], 5, 1);
         assert!(matches!(
             p.append(&BatchBuilder::new(1).build(), 4),
             Err(AppendError::NotLeader {

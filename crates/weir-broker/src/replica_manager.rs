@@ -341,7 +341,6 @@ pub(crate) fn take_leadership(
     let state = ReplicaState {
         leader: p.leader,
         leader_epoch: p.leader_epoch,
-        isr_size: p.isr.len(),
         min_insync_replicas,
     };
     let leading = (p.leader == node_id).then_some(Leading {

@@ -19,13 +19,7 @@ fn open(dir: &std::path::Path, index: i32) -> Arc<Partition> {
     )
     .unwrap();
     // The only replica: what it appends is replicated at once.
-    partition.lead(1, &[1], &[1], 0, 0);
-    partition.set_replica_state(crate::partition::ReplicaState {
-        leader: 1,
-        leader_epoch: 0,
-        isr_size: 1,
-        min_insync_replicas: 1,
-    });
+    partition.lead_for_tests(&[1], 0, 1);
     Arc::new(partition)
 }
 
@@ -327,13 +321,7 @@ fn only_commits_the_in_sync_replicas_hold_are_served() {
         )
         .unwrap(),
     );
-    partition.lead(1, &[1, 2, 3], &[1, 2, 3], 0, 0);
-    partition.set_replica_state(crate::partition::ReplicaState {
-        leader: 1,
-        leader_epoch: 0,
-        isr_size: 3,
-        min_insync_replicas: 1,
-    });
+    partition.lead_for_tests(&[1, 2, 3], 0, 1);
     let store = OffsetStore::default();
     let served = |store: &OffsetStore| {
         store

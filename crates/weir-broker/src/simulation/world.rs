@@ -430,7 +430,8 @@ impl World {
         let partition = node.partitions[TOPIC].clone();
         let incarnation = node.incarnation;
         let state = partition.replica_state();
-        if state.leader != id || state.isr_size < state.min_insync_replicas {
+        let isr_size = partition.leader_isr().map_or(0, |isr| isr.len());
+        if state.leader != id || isr_size < state.min_insync_replicas {
             self.log(format!("produce to node {id}: refused ({state:?})"));
             return;
         }
