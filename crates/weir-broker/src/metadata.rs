@@ -12,8 +12,8 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use weir_meta::{
-    Applied, BrokerInfo, Command, Controller, ControllerError, ControllerStatus, HeartbeatReply,
-    MetaError, MetaStore, MetadataImage, SubmitError,
+    legacy_store, Applied, BrokerInfo, Command, Controller, ControllerError, ControllerStatus,
+    HeartbeatReply, MetaError, MetadataImage, SubmitError,
 };
 
 /// How long a starting node waits for the quorum to have a leader.
@@ -204,18 +204,18 @@ impl Metadata {
     /// controller quorum existed (`meta/`) into an empty quorum, keeping
     /// topic ids, then sets the old directory aside.
     pub fn import_local_store(&self, dir: &Path) -> Result<(), MetadataError> {
-        if !dir.join(weir_meta::LOG_FILE_NAME).exists()
-            && !dir.join(weir_meta::SNAPSHOT_FILE_NAME).exists()
+        if !dir.join(legacy_store::LOG_FILE_NAME).exists()
+            && !dir.join(legacy_store::SNAPSHOT_FILE_NAME).exists()
         {
             return Ok(());
         }
         let image = self.image();
         if image.topics().next().is_none() {
-            let old = MetaStore::open(dir)?;
-            for broker in old.image().brokers() {
+            let old = legacy_store::read(dir)?.unwrap_or_default();
+            for broker in old.brokers() {
                 self.submit(Command::RegisterBroker(broker.clone()))?;
             }
-            for topic in old.image().topics() {
+            for topic in old.topics() {
                 self.submit(Command::CreateTopic {
                     name: topic.name.clone(),
                     id: topic.id,
@@ -229,12 +229,12 @@ impl Metadata {
                     internal: topic.internal,
                 })?;
             }
-            let next = old.image().next_producer_id();
+            let next = old.next_producer_id();
             if next > 0 {
                 self.submit(Command::AllocateProducerIds { count: next })?;
             }
             tracing::info!(
-                topics = old.image().topics().count(),
+                topics = old.topics().count(),
                 "imported the metadata of the local store into the controller quorum"
             );
         }

@@ -3,9 +3,9 @@
 //! imported into it, topic ids and all.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use weir_broker::{Broker, BrokerConfig};
-use weir_meta::{BrokerInfo, Command, MetaStore};
 
 fn config(dir: &std::path::Path) -> BrokerConfig {
     BrokerConfig::new(
@@ -19,32 +19,25 @@ fn config(dir: &std::path::Path) -> BrokerConfig {
     .unwrap()
 }
 
+/// A `meta/` directory as the local store left it: a snapshot holding
+/// broker 1 and topic "orders" (3 partitions on broker 1, retention.ms
+/// 1000), then a log holding the allocation of 1000 producer ids.
+const LEGACY_META: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/legacy_meta");
+const LEGACY_TOPIC_ID: &str = "6f1c9a52-3b7e-4d0a-9c51-2e8f7d4b1a03";
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
 #[test]
 fn a_data_directory_of_the_local_store_is_imported() {
     let dir = tempfile::tempdir().unwrap();
-    let id = uuid::Uuid::new_v4();
-    {
-        let mut old = MetaStore::open(&dir.path().join("meta")).unwrap();
-        old.submit(Command::RegisterBroker(BrokerInfo {
-            id: 1,
-            host: "127.0.0.1".into(),
-            port: 9092,
-            rack: None,
-            incarnation: uuid::Uuid::nil(),
-        }))
-        .unwrap();
-        old.submit(Command::CreateTopic {
-            name: "orders".into(),
-            id,
-            partitions: 3,
-            replicas: vec![vec![1]; 3],
-            configs: [("retention.ms".to_owned(), "1000".to_owned())].into(),
-            internal: false,
-        })
-        .unwrap();
-        old.submit(Command::AllocateProducerIds { count: 1000 })
-            .unwrap();
-    }
+    let id: uuid::Uuid = LEGACY_TOPIC_ID.parse().unwrap();
+    copy_dir(Path::new(LEGACY_META), &dir.path().join("meta"));
     let broker = Broker::open(config(dir.path())).unwrap();
     let topic = broker
         .with_image(|image| image.topic("orders").cloned())

@@ -1,9 +1,10 @@
-//! Errors of the metadata state machine and of its local store.
+//! Errors of the metadata state machine and of its files.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// Why a command was rejected, or why the store could not do its work.
+/// Why a command was rejected, or why the files could not be read or
+/// written.
 ///
 /// The validation variants carry a message worded like Kafka's, ready to be
 /// sent to a client as the error message of a response; use
@@ -90,12 +91,12 @@ pub enum MetaError {
         /// What is wrong and where (byte offset, record number).
         reason: String,
     },
-    /// An earlier write or fsync of the command log failed, so what is on
-    /// disk is uncertain; the store refuses further writes until it is
-    /// reopened (which runs recovery).
-    #[error("metadata store in {} is offline after an I/O failure ({reason}); reopen it", dir.display())]
+    /// An earlier write or fsync of the Raft log failed, so what is on
+    /// disk is uncertain; the log refuses further writes until the
+    /// controller restarts (which runs recovery).
+    #[error("metadata log in {} is offline after an I/O failure ({reason}); restart the controller", dir.display())]
     Offline {
-        /// The store's directory.
+        /// The log's directory.
         dir: PathBuf,
         /// The failure that took it offline.
         reason: String,

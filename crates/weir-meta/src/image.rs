@@ -136,7 +136,7 @@ impl MetadataImage {
     }
 
     /// Checks whether `cmd` would apply, without changing anything (for
-    /// `validate_only` requests, and for the store before it logs a command).
+    /// `validate_only` requests).
     pub fn validate(&self, cmd: &Command) -> Result<(), MetaError> {
         match cmd {
             Command::RegisterBroker(broker) => self.check_broker(broker),
@@ -190,7 +190,7 @@ impl MetadataImage {
     }
 
     /// Applies a command that [`validate`](Self::validate) accepted.
-    pub(crate) fn execute(&mut self, cmd: &Command) -> Applied {
+    fn execute(&mut self, cmd: &Command) -> Applied {
         let applied = match cmd {
             Command::RegisterBroker(broker) => {
                 // A new process of a broker may have lost what it had not

@@ -42,9 +42,6 @@
 //! - [`topic_config`] is the registry of Kafka topic configs (types,
 //!   defaults, broker synonyms, validation);
 //! - [`topic_name`] holds Kafka's topic naming rules;
-//! - [`MetaStore`] keeps the image on local disk as a command log plus
-//!   snapshots, and replays them on open. Its format and crash reasoning
-//!   are specified in `DESIGN.md` next to this crate;
 //! - [`Controller`] makes the image the state machine of a Raft quorum of
 //!   controllers (openraft, kept inside the crate), with its log, vote and
 //!   snapshots on local disk and its RPC over TCP. Any controller takes
@@ -52,17 +49,23 @@
 //!   leader fences brokers that stop heartbeating and moves leadership
 //!   back to preferred replicas. Brokers that are not controllers hold the
 //!   image as Raft learners ([`Controller::start_learner`]): they follow
-//!   the committed log without voting.
+//!   the committed log without voting;
+//! - [`legacy_store`] reads the metadata of a data directory written
+//!   before the controller quorum existed, once, to import it.
+//!
+//! Formats and crash reasoning are specified in `DESIGN.md` next to this
+//! crate.
 #![deny(missing_docs)]
 
 mod command;
+mod disk;
 mod error;
 mod image;
+pub mod legacy_store;
 mod log_file;
 mod model;
 mod placement;
 mod raft;
-mod store;
 pub mod topic_config;
 pub mod topic_name;
 
@@ -74,4 +77,3 @@ pub use raft::{
     Controller, ControllerConfig, ControllerError, ControllerStatus, HeartbeatReply, Role,
     SubmitError,
 };
-pub use store::{MetaStore, StoreOptions, LOG_FILE_NAME, SNAPSHOT_FILE_NAME};

@@ -1,4 +1,5 @@
-//! The byte format of `metadata.log`: a header, then command records.
+//! The byte format of the legacy `metadata.log`: a header, then command
+//! records. The Raft files frame their records the same way.
 //!
 //! ```text
 //! header  = magic "WEIRMLOG" (8) | version u32 = 1 | base_index u64 | crc32c u32 of the previous 20 bytes
@@ -21,12 +22,13 @@ const MAGIC: &[u8; 8] = b"WEIRMLOG";
 /// The log format version.
 const VERSION: u32 = 1;
 /// The size of the file header.
-pub(crate) const HEADER_LEN: usize = 24;
+const HEADER_LEN: usize = 24;
 /// The size of a record's length and checksum.
 const RECORD_HEADER_LEN: usize = 8;
 /// The largest payload a record may hold. Larger lengths are corruption.
 pub(crate) const MAX_PAYLOAD_LEN: usize = 16 << 20;
 
+#[cfg(test)]
 pub(crate) fn encode_header(base_index: u64) -> [u8; HEADER_LEN] {
     let mut header = [0u8; HEADER_LEN];
     header[..8].copy_from_slice(MAGIC);

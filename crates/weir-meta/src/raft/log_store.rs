@@ -27,9 +27,9 @@ use openraft::{ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, S
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
+use crate::disk::{remove_if_exists, sync_dir, write_synced};
 use crate::error::{IoContext, MetaError};
 use crate::log_file::{self, MAX_PAYLOAD_LEN};
-use crate::store::{remove_if_exists, sync_dir, write_synced};
 
 use super::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 

@@ -24,9 +24,9 @@ use tokio::sync::watch;
 use tracing::{debug, info};
 
 use crate::command::Applied;
+use crate::disk::{remove_if_exists, sync_dir, write_synced};
 use crate::error::{IoContext, MetaError};
 use crate::image::MetadataImage;
-use crate::store::{remove_if_exists, sync_dir, write_synced};
 
 use super::types::{
     ApplyResult, Entry, LogId, Rejection, Snapshot, SnapshotMeta, StorageError, StoredMembership,
@@ -330,6 +330,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }))
     }
 }
+
+#[cfg(test)]
+mod replay_prop;
 
 #[cfg(test)]
 mod tests {

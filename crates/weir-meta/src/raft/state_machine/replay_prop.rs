@@ -1,13 +1,21 @@
-//! Property: a random sequence of commands (valid or not) applied to an
-//! in-memory image gives the same results and the same image as submitting
-//! it to a store, and reopening the store (snapshot + log replay) rebuilds
-//! that image exactly.
+//! Property: applying a random sequence of commands (valid or not) to the
+//! state machine, as the committed log would, gives the same results and
+//! the same image as applying it to a plain [`MetadataImage`]; and so does
+//! a fresh state machine that installs its snapshot, or one reopened from
+//! its directory that applies the log after its snapshot again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use openraft::testing::log_id;
+use openraft::Membership;
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use uuid::Uuid;
-use weir_meta::{BrokerInfo, Command, MetaStore, MetadataImage, StoreOptions};
+
+use super::*;
+use crate::command::Command;
+use crate::model::BrokerInfo;
+use crate::raft::types::ControllerNode;
 
 const NAMES: &[&str] = &[
     "a",
@@ -141,10 +149,8 @@ fn command() -> impl Strategy<Value = Command> {
 }
 
 /// The rules fencing and election keep, whatever the commands: an ISR is
-/// a non-empty set of replicas in which only a last member may be fenced;
-/// a leader is an unfenced ISR member; and (the interim rule while
-/// followers do not fetch) a partition with a leader has every unfenced
-/// replica in its ISR.
+/// a non-empty set of replicas in which only a last member may be fenced,
+/// and a leader is an unfenced ISR member.
 fn check_partitions(image: &MetadataImage) -> Result<(), String> {
     for topic in image.topics() {
         for p in &topic.partitions {
@@ -190,56 +196,167 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// A state machine fed the way openraft feeds it, and the committed log
+/// (entry `i` at `log[i - 1]`).
+struct Node {
+    dir: tempfile::TempDir,
+    sm: StateMachine,
+    image: watch::Receiver<Arc<MetadataImage>>,
+    log: Vec<Entry>,
+    term: u64,
+    /// openraft's `LogsSinceLast` policy; 0 never snapshots by itself.
+    snapshot_every: u64,
+    since_snapshot: u64,
+}
+
+impl Node {
+    /// A single-voter quorum whose first entry is its membership.
+    async fn start(snapshot_every: u64) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let (sm, image) = StateMachine::open(dir.path()).unwrap();
+        let mut node = Node {
+            dir,
+            sm,
+            image,
+            log: Vec::new(),
+            term: 1,
+            snapshot_every,
+            since_snapshot: 0,
+        };
+        let voters = BTreeSet::from([1]);
+        let nodes = BTreeMap::from([(
+            1,
+            ControllerNode {
+                addr: "127.0.0.1:1".into(),
+            },
+        )]);
+        node.commit(EntryPayload::Membership(Membership::new(
+            vec![voters],
+            nodes,
+        )))
+        .await;
+        node
+    }
+
+    /// Commits an entry of the current term and applies it.
+    async fn commit(&mut self, payload: EntryPayload<TypeConfig>) -> ApplyResult {
+        let entry = Entry {
+            log_id: log_id(self.term, 1, self.log.len() as u64 + 1),
+            payload,
+        };
+        self.log.push(entry.clone());
+        let mut results = self.sm.apply([entry]).await.unwrap();
+        self.since_snapshot += 1;
+        if self.snapshot_every > 0 && self.since_snapshot >= self.snapshot_every {
+            self.snapshot().await;
+        }
+        results.pop().unwrap()
+    }
+
+    async fn snapshot(&mut self) -> Snapshot {
+        self.since_snapshot = 0;
+        let mut builder = self.sm.get_snapshot_builder().await;
+        builder.build_snapshot().await.unwrap()
+    }
+
+    /// Restarts on the same directory: the state machine starts from its
+    /// snapshot and the entries after it are applied again; then a new
+    /// term begins with a blank entry, as after an election.
+    async fn reopen(&mut self) {
+        let (sm, image) = StateMachine::open(self.dir.path()).unwrap();
+        self.sm = sm;
+        self.image = image;
+        let (applied, _) = self.sm.applied_state().await.unwrap();
+        let from = applied.map_or(0, |id| id.index) as usize;
+        self.sm.apply(self.log[from..].to_vec()).await.unwrap();
+        self.since_snapshot = (self.log.len() - from) as u64;
+        self.term += 1;
+        self.commit(EntryPayload::Blank).await;
+    }
+
+    /// The image and applied state match the model and the log.
+    async fn check(&mut self, model: &MetadataImage) -> Result<(), TestCaseError> {
+        prop_assert_eq!(&**self.image.borrow(), model);
+        let (applied, membership) = self.sm.applied_state().await.unwrap();
+        prop_assert_eq!(applied, self.log.last().map(|e| e.log_id));
+        prop_assert_eq!(membership.log_id(), &Some(log_id(1, 1, 1)));
+        Ok(())
+    }
+}
+
+/// A fresh state machine that installs `snapshot`: its image and applied
+/// state.
+async fn restore(snapshot: Snapshot) -> (MetadataImage, (Option<LogId>, StoredMembership)) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut sm, image) = StateMachine::open(dir.path()).unwrap();
+    sm.install_snapshot(&snapshot.meta, snapshot.snapshot)
+        .await
+        .unwrap();
+    let applied = sm.applied_state().await.unwrap();
+    let image = (**image.borrow()).clone();
+    (image, applied)
+}
+
+async fn run(steps: Vec<Step>, snapshot_every: u64) -> Result<(), TestCaseError> {
+    let mut node = Node::start(snapshot_every).await;
+    let mut model = MetadataImage::default();
+    // Brokers 0..3 first, so that topics can be created from the start.
+    let brokers = (0..3).map(|id| {
+        Step::Submit(Command::RegisterBroker(BrokerInfo {
+            id,
+            host: format!("h{id}"),
+            port: 9092,
+            rack: None,
+            incarnation: Uuid::nil(),
+        }))
+    });
+    for step in brokers.chain(steps) {
+        match step {
+            Step::Submit(cmd) => {
+                let before = model.clone();
+                let want = model.apply(&cmd);
+                if want.is_err() {
+                    prop_assert_eq!(&model, &before, "a rejected command changed the image");
+                }
+                let got = node.commit(EntryPayload::Normal(cmd)).await;
+                prop_assert_eq!(
+                    got,
+                    ApplyResult(want.map_err(|e| Rejection::from(&e))),
+                    "state machine and image disagree"
+                );
+            }
+            Step::Snapshot => {
+                let snapshot = node.snapshot().await;
+                let (image, applied) = restore(snapshot).await;
+                prop_assert_eq!(&image, &model);
+                prop_assert_eq!(applied, node.sm.applied_state().await.unwrap());
+            }
+            Step::Reopen => node.reopen().await,
+        }
+        node.check(&model).await?;
+        if let Err(e) = check_partitions(&model) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+    node.reopen().await;
+    node.check(&model).await?;
+    let (image, _) = restore(node.snapshot().await).await;
+    prop_assert_eq!(&image, &model);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn store_replay_rebuilds_the_image(
+    fn snapshots_and_replay_rebuild_the_image(
         steps in prop::collection::vec(step(), 0..100),
         snapshot_every in 0..8u64,
     ) {
-        let dir = tempfile::tempdir().unwrap();
-        let options = StoreOptions { snapshot_every };
-        let mut store = MetaStore::open_with(dir.path(), options.clone()).unwrap();
-        let mut model = MetadataImage::default();
-        // Brokers 0..3 first, so that topics can be created from the start.
-        let brokers = (0..3).map(|id| {
-            Step::Submit(Command::RegisterBroker(BrokerInfo {
-                id,
-                host: format!("h{id}"),
-                port: 9092,
-                rack: None,
-                incarnation: Uuid::nil(),
-            }))
-        });
-        for step in brokers.chain(steps) {
-            match step {
-                Step::Submit(cmd) => {
-                    let before = model.clone();
-                    let want = model.apply(&cmd);
-                    if want.is_err() {
-                        prop_assert_eq!(&model, &before, "a rejected command changed the image");
-                    }
-                    let got = store.submit(cmd);
-                    prop_assert_eq!(
-                        format!("{:?}", got),
-                        format!("{:?}", want),
-                        "store and image disagree"
-                    );
-                }
-                Step::Snapshot => store.snapshot().unwrap(),
-                Step::Reopen => {
-                    drop(store);
-                    store = MetaStore::open_with(dir.path(), options.clone()).unwrap();
-                }
-            }
-            prop_assert_eq!(store.image(), &model);
-            if let Err(e) = check_partitions(&model) {
-                prop_assert!(false, "{}", e);
-            }
-        }
-        drop(store);
-        let reopened = MetaStore::open_with(dir.path(), options).unwrap();
-        prop_assert_eq!(reopened.image(), &model);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(run(steps, snapshot_every))?;
     }
 }
