@@ -885,6 +885,19 @@ impl Partition {
         Ok(leadership)
     }
 
+    /// Whether appending `records` inflates them (a compressed batch bound
+    /// for a compacted topic, whose keys are checked): up to
+    /// [`records::MAX_INFLATED_BATCH_BYTES`] of work, which the caller may
+    /// want off the runtime's workers.
+    pub fn inflates_on_append(&self, records: &[u8]) -> bool {
+        self.log.config().cleanup_policy.compact
+            && BatchHeader::parse(records, 0).is_ok_and(|header| {
+                header
+                    .compression()
+                    .is_some_and(|c| c != batch::Compression::None)
+            })
+    }
+
     /// Kafka's check for compacted topics: every record needs a key, for
     /// the cleaner keeps records by key. Only batches bound for compacted
     /// topics are inflated, within [`records::MAX_INFLATED_BATCH_BYTES`].
@@ -1410,6 +1423,31 @@ mod tests {
             p.replication_outcome(until, 1),
             Some(Err((ResponseError::NotEnoughReplicasAfterAppend, _)))
         ));
+    }
+
+    #[test]
+    fn only_compressed_batches_for_compacted_topics_are_inflated_at_append() {
+        use kafka_protocol::records::Compression;
+        use weir_log::CleanupPolicy;
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        let plain = BatchBuilder::new(3).keys("k").build();
+        let zstd = BatchBuilder::new(3)
+            .keys("k")
+            .compression(Compression::Zstd)
+            .build();
+        assert!(!p.inflates_on_append(&zstd), "a deleting topic");
+        p.set_log_config(LogConfig {
+            cleanup_policy: CleanupPolicy {
+                delete: false,
+                compact: true,
+            },
+            ..LogConfig::default()
+        })
+        .unwrap();
+        assert!(p.inflates_on_append(&zstd));
+        assert!(!p.inflates_on_append(&plain), "nothing to inflate");
+        p.append(&zstd, 0).unwrap();
     }
 
     #[test]
