@@ -1,6 +1,7 @@
 //! `weir-broker`: the Kafka protocol server of Weir.
 
 mod api;
+mod blocking;
 pub mod broker;
 pub mod config;
 pub mod group;

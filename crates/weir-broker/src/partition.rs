@@ -18,6 +18,7 @@ use weir_log::{
     LogError, LogSlice, OpenTxn, RetentionOutcome, TimestampOffset, TimestampType,
 };
 
+use crate::blocking::without_holding_up_the_worker;
 use crate::config::BrokerConfig;
 use crate::producer_state::{
     BatchMetadata, IncomingBatch, MarkerCheck, ProducerStates, SequenceCheck,
@@ -739,7 +740,8 @@ impl Partition {
     }
 
     /// [`append`](Self::append) for a batch written by `origin`, acknowledged
-    /// once `acks` hold it.
+    /// once `acks` hold it. An fsync that `flush.messages` calls for runs
+    /// here, without holding up the runtime worker.
     pub fn append_from(
         &self,
         records: &[u8],
@@ -751,7 +753,7 @@ impl Partition {
             Written::Appended(appended) => Ok(appended),
             Written::FlushDue(due) => {
                 let appended = due.appended();
-                self.flush_appended(due)?;
+                without_holding_up_the_worker(|| self.flush_appended(due))?;
                 Ok(appended)
             }
         }
@@ -965,7 +967,7 @@ impl Partition {
         );
         drop(producers);
         if flush_due {
-            self.log.flush_to(info.last_offset + 1)?;
+            without_holding_up_the_worker(|| self.log.flush_to(info.last_offset + 1))?;
         }
         Ok(self.appended_as_leader(&led, &info))
     }

@@ -124,7 +124,18 @@ fn pending_offsets_are_invisible_and_survive_restarts() {
 
 #[test]
 fn markers_commit_or_abort_pending_offsets_and_commits_survive_restarts() {
-    let mut weir = Weir::start(&[]);
+    markers_commit_or_abort_pending_offsets(&[]);
+}
+
+/// The same where every coordinator write and marker is synced before it
+/// is answered, an fsync in the request's own path.
+#[test]
+fn markers_and_commits_work_with_every_message_synced() {
+    markers_commit_or_abort_pending_offsets(&["--log-flush-interval-messages", "1"]);
+}
+
+fn markers_commit_or_abort_pending_offsets(broker_args: &[&str]) {
+    let mut weir = Weir::start(broker_args);
     block_on(async {
         let mut client = Client::connect(&weir.kafka).await.unwrap();
         client.create_topic(TOPIC, 2, &[]).await.unwrap();

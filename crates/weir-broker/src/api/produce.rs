@@ -192,7 +192,7 @@ fn produce_partition(
     let append =
         || partition.append_unflushed(records, leader_epoch, AppendOrigin::Client, required);
     let appended = if partition.inflates_on_append(records) {
-        without_holding_up_the_worker(append)
+        crate::blocking::without_holding_up_the_worker(append)
     } else {
         append()
     };
@@ -240,20 +240,6 @@ fn produce_partition(
             }
             (response, None)
         }
-    }
-}
-
-/// Runs `work` (long, but short of an fsync) where the runtime's other
-/// tasks need not wait for it: on a multi-threaded runtime, the worker
-/// hands its tasks to another one meanwhile. The request stays where it
-/// is, so a connection's appends keep their order.
-fn without_holding_up_the_worker<T>(work: impl FnOnce() -> T) -> T {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(runtime) if runtime.runtime_flavor() == RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
-        }
-        _ => work(),
     }
 }
 
