@@ -85,11 +85,16 @@ pub struct Coordinator {
 impl Coordinator {
     /// `host:port`, with an IPv6 host in brackets.
     pub fn addr(&self) -> String {
-        if self.host.contains(':') && !self.host.starts_with('[') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
+        host_port(&self.host, self.port)
+    }
+}
+
+/// `host:port`, with an IPv6 host in brackets.
+pub(crate) fn host_port(host: &str, port: i32) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }
 

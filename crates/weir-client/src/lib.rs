@@ -24,11 +24,13 @@
 //! ```
 //!
 //! Every Kafka error code in a response becomes [`ClientError::Kafka`].
-//! Requests go to the broker connected to: fine for a single-node cluster;
-//! routing to partition leaders is not done yet.
+//! A [`Client`]'s requests go to the broker it is connected to; a
+//! [`Cluster`] sends each request about a partition to the partition's
+//! leader.
 
 mod admin;
 mod client;
+mod cluster;
 mod error;
 mod fetch;
 mod frame;
@@ -47,6 +49,7 @@ pub use admin::{
     PartitionMetadata, QuorumStatus, TopicMetadata,
 };
 pub use client::{Client, ClientConfig};
+pub use cluster::Cluster;
 pub use error::ClientError;
 pub use fetch::{ConsumedRecord, FetchTarget, FetchedPartition};
 pub use groups::{

@@ -1039,3 +1039,65 @@ fn produce_goes_on_while_requests_wait_for_a_lost_controller_quorum() {
     assert_eq!(created.topics[0].error_code, 0);
     assert_eq!(created.topics[0].partitions.len(), 1);
 }
+
+/// The `weir` CLI pointed at one node of a cluster sends each partition's
+/// requests to the partition's leader, as Kafka's clients do: produce,
+/// consume, `topic describe`'s offsets, `group reset-offsets` and
+/// `group describe`'s lag all work for partitions other nodes lead.
+#[test]
+fn the_cli_sends_each_partitions_requests_to_its_leader() {
+    use common::cli::run;
+    let cluster = Cluster::start(&[]);
+    let node1 = cluster.node(1).kafka.clone();
+    create_topic(&node1, "spread", 6, 1);
+    let leaders: Vec<i32> = partitions(&node1, "spread")
+        .iter()
+        .map(|p| p.leader)
+        .collect();
+    assert!(
+        leaders.iter().any(|l| *l != 1),
+        "every partition on node 1: {leaders:?}"
+    );
+    let cli = |args: &[&str], input: &[u8]| {
+        let mut all = args.to_vec();
+        all.extend(["--bootstrap", node1.as_str()]);
+        run(&all, input)
+    };
+    for partition in 0..6 {
+        let p = partition.to_string();
+        cli(&["produce", "spread", "--partition", &p], b"a\nb\n").ok();
+    }
+
+    let described = cli(&["topic", "describe", "spread"], b"").ok();
+    let rows = described.table("PARTITION");
+    assert_eq!(rows.len(), 7, "{}", described.stdout);
+    for row in &rows[1..] {
+        assert_eq!(row[4..], ["0", "2"], "{}", described.stdout);
+    }
+
+    let consumed = cli(
+        &["consume", "spread", "--offset", "earliest", "--count", "12"],
+        b"",
+    )
+    .ok();
+    assert_eq!(consumed.lines().len(), 12, "{}", consumed.stdout);
+
+    cli(
+        &[
+            "group",
+            "reset-offsets",
+            "readers",
+            "--topic",
+            "spread",
+            "--to-earliest",
+        ],
+        b"",
+    )
+    .ok();
+    let described = cli(&["group", "describe", "readers"], b"").ok();
+    let lags: Vec<&str> = described.table("TOPIC")[1..]
+        .iter()
+        .map(|row| row[4])
+        .collect();
+    assert_eq!(lags, ["2"; 6], "{}", described.stdout);
+}

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use weir_client::{Client, ConsumedRecord, FetchTarget, ResponseError, EARLIEST, LATEST};
+use weir_client::{Cluster, ConsumedRecord, FetchTarget, ResponseError, EARLIEST, LATEST};
 
 use super::{block_on, check_partition, topic_error, topic_metadata, Connection};
 
@@ -114,12 +114,12 @@ impl Output {
 }
 
 async fn list_offset(
-    client: &mut Client,
+    cluster: &mut Cluster,
     topic: &str,
     partition: i32,
     timestamp: i64,
 ) -> anyhow::Result<i64> {
-    client
+    cluster
         .list_offsets(topic, partition, timestamp)
         .await
         .map_err(|e| topic_error(e, topic))
@@ -127,17 +127,17 @@ async fn list_offset(
 
 /// Where to start reading one partition.
 async fn start_offset(
-    client: &mut Client,
+    cluster: &mut Cluster,
     topic: &str,
     partition: i32,
     start: StartOffset,
 ) -> anyhow::Result<i64> {
     match start {
-        StartOffset::Earliest => list_offset(client, topic, partition, EARLIEST).await,
-        StartOffset::Latest => list_offset(client, topic, partition, LATEST).await,
+        StartOffset::Earliest => list_offset(cluster, topic, partition, EARLIEST).await,
+        StartOffset::Latest => list_offset(cluster, topic, partition, LATEST).await,
         StartOffset::At(offset) => {
-            let first = list_offset(client, topic, partition, EARLIEST).await?;
-            let end = list_offset(client, topic, partition, LATEST).await?;
+            let first = list_offset(cluster, topic, partition, EARLIEST).await?;
+            let end = list_offset(cluster, topic, partition, LATEST).await?;
             if !(first..=end).contains(&offset) {
                 bail!(
                     "offset {offset} is out of range for {topic}-{partition} \
@@ -150,8 +150,8 @@ async fn start_offset(
 }
 
 async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
-    let mut client = args.connection.connect().await?;
-    let topic = topic_metadata(&mut client, &args.topic).await?;
+    let mut cluster = args.connection.cluster().await?;
+    let topic = topic_metadata(cluster.any(), &args.topic).await?;
     let partitions: Vec<i32> = match args.partition {
         Some(p) => {
             check_partition(&topic, p)?;
@@ -161,7 +161,7 @@ async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     };
     let mut targets = Vec::with_capacity(partitions.len());
     for &partition in &partitions {
-        let offset = start_offset(&mut client, &args.topic, partition, args.offset).await?;
+        let offset = start_offset(&mut cluster, &args.topic, partition, args.offset).await?;
         targets.push(FetchTarget {
             topic: args.topic.clone(),
             partition,
@@ -178,7 +178,7 @@ async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     loop {
-        let fetched = client
+        let fetched = cluster
             .fetch_many(&targets, FETCH_MAX_BYTES, args.max_wait_ms)
             .await
             .map_err(|e| match e.kafka_error() {

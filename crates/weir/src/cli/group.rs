@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use anyhow::{anyhow, bail, Context};
 use clap::{ArgGroup, Args, Subcommand};
 use weir_client::{
-    Client, ClientError, GroupDescription, ResponseError, TopicMetadata, EARLIEST, LATEST,
+    Client, ClientError, Cluster, GroupDescription, ResponseError, TopicMetadata, EARLIEST, LATEST,
 };
 
 use super::{block_on, check_partition, table, topic_error, topic_metadata, Connection};
@@ -202,16 +202,18 @@ fn group_error(error: ClientError, group: &str) -> anyhow::Error {
     }
 }
 
-/// A connection to the bootstrap broker, for topic metadata and offsets,
-/// and one to the group's coordinator when that is another broker.
+/// The cluster, for topic metadata and the partitions' offsets (asked of
+/// their leaders), and a connection to the group's coordinator when that is
+/// another broker than the bootstrap one.
 struct Clients {
-    bootstrap: Client,
+    cluster: Cluster,
     coordinator: Option<Client>,
 }
 
 impl Clients {
     async fn open(connection: &Connection, group: &str) -> anyhow::Result<Self> {
-        let mut bootstrap = connection.connect().await?;
+        let mut cluster = connection.cluster().await?;
+        let bootstrap = cluster.any();
         let found = bootstrap
             .find_coordinator(group)
             .await
@@ -231,7 +233,7 @@ impl Clients {
             Some(client)
         };
         Ok(Self {
-            bootstrap,
+            cluster,
             coordinator,
         })
     }
@@ -239,7 +241,7 @@ impl Clients {
     fn coordinator(&mut self) -> &mut Client {
         match &mut self.coordinator {
             Some(client) => client,
-            None => &mut self.bootstrap,
+            None => self.cluster.any(),
         }
     }
 
@@ -367,7 +369,7 @@ async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String
     let mut lost = Vec::new();
     for ((topic, partition), row) in &rows {
         let end = match clients
-            .bootstrap
+            .cluster
             .list_offsets(topic, *partition, LATEST)
             .await
         {
@@ -378,7 +380,7 @@ async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String
         };
         if let (Some(committed), Some(_)) = (row.committed, end) {
             let start = clients
-                .bootstrap
+                .cluster
                 .list_offsets(topic, *partition, EARLIEST)
                 .await?;
             if committed < start {
@@ -452,7 +454,7 @@ async fn reset_offsets(connection: &Connection, args: ResetArgs) -> anyhow::Resu
     }
     let mut partitions: Vec<(String, Vec<i32>)> = Vec::new();
     for (topic, chosen) in wanted {
-        let metadata: TopicMetadata = topic_metadata(&mut clients.bootstrap, topic).await?;
+        let metadata: TopicMetadata = topic_metadata(clients.cluster.any(), topic).await?;
         let chosen: Vec<i32> = match chosen {
             None => metadata.partitions.iter().map(|p| p.partition).collect(),
             Some(chosen) => {
@@ -478,7 +480,7 @@ async fn reset_offsets(connection: &Connection, args: ResetArgs) -> anyhow::Resu
     let mut plan: Vec<(String, i32, i64)> = Vec::new();
     for (topic, chosen) in &partitions {
         for &partition in chosen {
-            let offset = new_offset(&mut clients.bootstrap, topic, partition, to).await?;
+            let offset = new_offset(&mut clients.cluster, topic, partition, to).await?;
             plan.push((topic.clone(), partition, offset));
         }
     }
@@ -521,13 +523,13 @@ async fn reset_offsets(connection: &Connection, args: ResetArgs) -> anyhow::Resu
 
 /// The offset `to` means in one partition.
 async fn new_offset(
-    client: &mut Client,
+    cluster: &mut Cluster,
     topic: &str,
     partition: i32,
     to: ResetTo,
 ) -> anyhow::Result<i64> {
     let mut list = async |timestamp: i64| {
-        client
+        cluster
             .list_offsets(topic, partition, timestamp)
             .await
             .map_err(|e| topic_error(e, topic))

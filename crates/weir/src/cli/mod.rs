@@ -14,7 +14,7 @@ use std::future::Future;
 
 use anyhow::{anyhow, Context};
 use clap::Args;
-use weir_client::{Client, ClientError, ResponseError, TopicMetadata};
+use weir_client::{Client, ClientError, Cluster, ResponseError, TopicMetadata};
 
 /// Where the broker is.
 #[derive(Args, Debug, Clone)]
@@ -33,6 +33,11 @@ pub(crate) struct Connection {
 impl Connection {
     pub(crate) async fn connect(&self) -> anyhow::Result<Client> {
         Ok(Client::connect(&self.bootstrap).await?)
+    }
+
+    /// Connects to the cluster: requests about a partition go to its leader.
+    pub(crate) async fn cluster(&self) -> anyhow::Result<Cluster> {
+        Ok(Cluster::connect(&self.bootstrap).await?)
     }
 }
 

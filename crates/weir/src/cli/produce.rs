@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use weir_client::{murmur2_partition, Client, Compression};
+use weir_client::{murmur2_partition, Cluster, Compression};
 
 use super::{block_on, check_partition, topic_error, topic_metadata, Connection};
 
@@ -136,7 +136,7 @@ impl Batches {
 }
 
 struct Sender {
-    client: Client,
+    cluster: Cluster,
     topic: String,
     /// Partition id of each index.
     partitions: Vec<i32>,
@@ -147,7 +147,7 @@ impl Sender {
     async fn send(&mut self, ready: Vec<(usize, Vec<Record>)>) -> anyhow::Result<()> {
         for (index, records) in ready {
             let partition = self.partitions[index];
-            self.client
+            self.cluster
                 .produce_compressed(&self.topic, partition, records, self.compression)
                 .await
                 .map_err(|e| topic_error(e, &self.topic))
@@ -176,8 +176,8 @@ pub(crate) fn run(args: ProduceArgs) -> anyhow::Result<()> {
 }
 
 async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
-    let mut client = args.connection.connect().await?;
-    let topic = topic_metadata(&mut client, &args.topic).await?;
+    let mut cluster = args.connection.cluster().await?;
+    let topic = topic_metadata(cluster.any(), &args.topic).await?;
     if let Some(partition) = args.partition {
         check_partition(&topic, partition)?;
     }
@@ -199,7 +199,7 @@ async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
         start,
     );
     let mut sender = Sender {
-        client,
+        cluster,
         topic: args.topic.clone(),
         partitions: partitions.clone(),
         compression: args.compression.compression(),

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use weir_client::{ConfigResource, ConfigSource, EARLIEST, LATEST};
+use weir_client::{Cluster, ConfigResource, ConfigSource, EARLIEST, LATEST};
 
 use super::{block_on, topic_error, topic_metadata, Connection};
 
@@ -98,7 +98,7 @@ pub(super) fn parse_config(arg: &str) -> Result<(String, String), String> {
 
 pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
     block_on(async move {
-        let mut client = args.connection.connect().await?;
+        let mut cluster = args.connection.cluster().await?;
         match args.command {
             TopicCommand::Create {
                 name,
@@ -112,7 +112,8 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                 if replication_factor.is_some_and(|r| r < 1) {
                     bail!("--replication-factor must be at least 1");
                 }
-                let created = client
+                let created = cluster
+                    .any()
                     .create_topic_replicated(
                         &name,
                         partitions.unwrap_or(-1),
@@ -128,7 +129,7 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                 ))?;
             }
             TopicCommand::List => {
-                let metadata = client.metadata(None).await?;
+                let metadata = cluster.any().metadata(None).await?;
                 let mut out = String::new();
                 for topic in &metadata.topics {
                     writeln!(out, "{}", topic.name)?;
@@ -136,18 +137,18 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                 super::print(format_args!("{out}"))?;
             }
             TopicCommand::Describe { name } => {
-                super::print(format_args!("{}", describe(&mut client, &name).await?))?;
+                super::print(format_args!("{}", describe(&mut cluster, &name).await?))?;
             }
             TopicCommand::AddPartitions {
                 name,
                 partitions,
                 force,
             } => {
-                let current = topic_metadata(&mut client, &name).await?.partitions.len();
+                let current = topic_metadata(cluster.any(), &name).await?.partitions.len();
                 if partitions as usize <= current {
                     bail!("topic {name} already has {current} partitions; give a larger total");
                 }
-                if has_keyed_records(&mut client, &name, current as i32).await? {
+                if has_keyed_records(&mut cluster, &name, current as i32).await? {
                     let why = format!(
                         "topic {name} holds keyed records: with {partitions} partitions instead \
                          of {current}, most keys map to a different partition (murmur2(key) % \
@@ -158,7 +159,8 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                     }
                     eprintln!("warning: {why}");
                 }
-                client
+                cluster
+                    .any()
                     .create_partitions(&name, partitions)
                     .await
                     .map_err(|e| topic_error(e, &name))?;
@@ -168,14 +170,16 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                 if set.is_empty() && delete.is_empty() {
                     bail!("nothing to change: give --set KEY=VALUE or --delete KEY");
                 }
-                client
+                cluster
+                    .any()
                     .alter_topic_configs(&name, &set, &delete)
                     .await
                     .map_err(|e| topic_error(e, &name))?;
                 super::print_line(format_args!("Altered configs of topic {name}"))?;
             }
             TopicCommand::Delete { name } => {
-                client
+                cluster
+                    .any()
                     .delete_topic(&name)
                     .await
                     .map_err(|e| topic_error(e, &name))?;
@@ -188,10 +192,11 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                 drain,
                 cancel,
             } => {
-                let topic = topic_metadata(&mut client, &name).await?;
+                let topic = topic_metadata(cluster.any(), &name).await?;
                 let moves = match (drain, partition) {
                     (Some(broker), _) => {
-                        let live: Vec<i32> = client
+                        let live: Vec<i32> = cluster
+                            .any()
                             .metadata(Some(std::slice::from_ref(&name)))
                             .await?
                             .brokers
@@ -210,7 +215,8 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                     super::print_line(format_args!("Nothing to move"))?;
                 }
                 for (p, target) in moves {
-                    client
+                    cluster
+                        .any()
                         .reassign_partition(&name, p, target.as_deref())
                         .await
                         .map_err(|e| topic_error(e, &name))?;
@@ -233,7 +239,7 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                 }
             }
             TopicCommand::Reassignments => {
-                let ongoing = client.list_reassignments().await?;
+                let ongoing = cluster.any().list_reassignments().await?;
                 let list =
                     |ids: &[i32]| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
                 let mut rows = vec![vec![
@@ -307,19 +313,19 @@ fn drain_moves(
 /// Whether the latest records of any partition carry keys: a sample of
 /// each partition's tail, which is where keyed topics show their keys.
 async fn has_keyed_records(
-    client: &mut weir_client::Client,
+    cluster: &mut Cluster,
     topic: &str,
     partitions: i32,
 ) -> anyhow::Result<bool> {
     const SAMPLE: i64 = 100;
     for partition in 0..partitions {
-        let start = client.list_offsets(topic, partition, EARLIEST).await?;
-        let end = client.list_offsets(topic, partition, LATEST).await?;
+        let start = cluster.list_offsets(topic, partition, EARLIEST).await?;
+        let end = cluster.list_offsets(topic, partition, LATEST).await?;
         if end <= start {
             continue;
         }
         let from = start.max(end - SAMPLE);
-        let records = client.fetch(topic, partition, from, 1 << 20, 0).await?;
+        let records = cluster.fetch(topic, partition, from, 1 << 20, 0).await?;
         if records.iter().any(|r| r.key.is_some()) {
             return Ok(true);
         }
@@ -327,8 +333,8 @@ async fn has_keyed_records(
     Ok(false)
 }
 
-async fn describe(client: &mut weir_client::Client, name: &str) -> anyhow::Result<String> {
-    let topic = topic_metadata(client, name).await?;
+async fn describe(cluster: &mut Cluster, name: &str) -> anyhow::Result<String> {
+    let topic = topic_metadata(cluster.any(), name).await?;
     let mut rows = vec![[
         "PARTITION".to_owned(),
         "LEADER".to_owned(),
@@ -339,17 +345,22 @@ async fn describe(client: &mut weir_client::Client, name: &str) -> anyhow::Resul
     ]];
     let list = |ids: &[i32]| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
     for p in &topic.partitions {
-        let offsets = match client.list_offsets(name, p.partition, EARLIEST).await {
-            Ok(start) => client
-                .list_offsets(name, p.partition, LATEST)
-                .await
-                .map(|end| (start, end)),
-            Err(error) => Err(error),
-        };
         // A partition with no leader at the moment (its only replica is
         // down, its log is still opening) is shown, not an error.
+        let offsets = if p.leader < 0 {
+            Ok(None)
+        } else {
+            match cluster.list_offsets(name, p.partition, EARLIEST).await {
+                Ok(start) => cluster
+                    .list_offsets(name, p.partition, LATEST)
+                    .await
+                    .map(|end| Some((start, end))),
+                Err(error) => Err(error),
+            }
+        };
         let (start, end) = match offsets {
-            Ok((start, end)) => (start.to_string(), end.to_string()),
+            Ok(Some((start, end))) => (start.to_string(), end.to_string()),
+            Ok(None) => ("-".to_owned(), "-".to_owned()),
             Err(error) if error.kafka_error().is_some_and(|e| e.is_retriable()) => {
                 ("-".to_owned(), "-".to_owned())
             }
@@ -369,7 +380,8 @@ async fn describe(client: &mut weir_client::Client, name: &str) -> anyhow::Resul
             end,
         ]);
     }
-    let configs = client
+    let configs = cluster
+        .any()
         .describe_configs(ConfigResource::Topic(name.to_owned()))
         .await
         .map_err(|e| topic_error(e, name))?;
