@@ -48,18 +48,37 @@ pub enum AppendError {
     NotLeader { epoch: i32, current: i32 },
     #[error("the ISR has {isr} replica(s), fewer than min.insync.replicas={min}")]
     NotEnoughReplicas { isr: usize, min: usize },
-    /// Kafka's words, so clients and their users see the same message.
-    #[error(
-        "Compacted topic cannot accept message without key in topic partition {topic}-{partition}."
-    )]
-    KeylessRecords {
-        topic: String,
-        partition: i32,
-        /// The index within the batch of each record without a key.
-        indexes: Vec<i32>,
+    /// Records Kafka's validation refuses one by one (KIP-467): without
+    /// a key for a compacted topic, or with a timestamp out of range.
+    /// Kafka's words, so clients and their users see the same messages.
+    #[error("{}", record_errors_message(*.timestamps, .records))]
+    InvalidRecords {
+        /// Whether the records are refused for their timestamps
+        /// (INVALID_TIMESTAMP) rather than as invalid (INVALID_RECORD).
+        timestamps: bool,
+        /// The index within the batch of each refused record, and why.
+        records: Vec<(i32, String)>,
     },
     #[error("the batch's records cannot be checked: {0}")]
     UnreadableRecords(#[from] RecordsError),
+}
+
+/// Kafka's message for a batch refused for its records.
+fn record_errors_message(timestamps: bool, records: &[(i32, String)]) -> String {
+    if timestamps {
+        return "One or more records have been rejected due to invalid timestamp".to_owned();
+    }
+    let shown: Vec<String> = records
+        .iter()
+        .take(3)
+        .map(|(index, message)| format!("RecordError(batchIndex={index}, message='{message}')"))
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only \
+         showing the first three errors at most: [{}]",
+        records.len(),
+        shown.join(", ")
+    )
 }
 
 /// The partition's leadership as the metadata image last said.
@@ -780,6 +799,7 @@ impl Partition {
         }
         if origin == AppendOrigin::Client {
             self.check_keys(records)?;
+            self.check_timestamps(records, &header)?;
         }
         let producer = (header.producer_id() >= 0).then(|| {
             let first_seq = header.base_sequence();
@@ -914,10 +934,55 @@ impl Partition {
         if indexes.is_empty() {
             return Ok(());
         }
-        Err(AppendError::KeylessRecords {
-            topic: self.topic.clone(),
-            partition: self.index,
-            indexes,
+        let message = format!(
+            "Compacted topic cannot accept message without key in topic partition {}-{}",
+            self.topic, self.index
+        );
+        Err(AppendError::InvalidRecords {
+            timestamps: false,
+            records: indexes.into_iter().map(|i| (i, message.clone())).collect(),
+        })
+    }
+
+    /// Kafka's check of a producer's timestamps on a CreateTime topic:
+    /// each within `message.timestamp.before.max.ms` before now and
+    /// `message.timestamp.after.max.ms` after. The batch header's maximum
+    /// bounds every record from above, so with no limit on the past (the
+    /// default) the records are read only when that maximum is too late.
+    fn check_timestamps(
+        &self,
+        records: &[u8],
+        header: &BatchHeader<'_>,
+    ) -> Result<(), AppendError> {
+        let config = self.log.config();
+        if config.timestamp_type != TimestampType::CreateTime {
+            return Ok(());
+        }
+        let now = self.clock.now_ms();
+        let earliest = now.saturating_sub(config.timestamp_before_max_ms);
+        let latest = now.saturating_add(config.timestamp_after_max_ms);
+        if config.timestamp_before_max_ms == i64::MAX && header.max_timestamp() <= latest {
+            return Ok(());
+        }
+        let batch = batch::validate(records, 0, Origin::Client, config.max_message_bytes)
+            .map_err(|e| AppendError::Log(e.into()))?;
+        let refused = records::timestamps_out_of_range(batch, earliest, latest)?;
+        if refused.is_empty() {
+            return Ok(());
+        }
+        Err(AppendError::InvalidRecords {
+            timestamps: true,
+            records: refused
+                .into_iter()
+                .map(|r| {
+                    let message = format!(
+                        "Timestamp {} of message with offset {} is out of range. The timestamp \
+                         should be within [{earliest}, {latest}]",
+                        r.timestamp, r.offset
+                    );
+                    (r.index, message)
+                })
+                .collect(),
         })
     }
 
@@ -1213,6 +1278,8 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
                     config.min_cleanable_dirty_ratio = ratio;
                 }
             }
+            ("message.timestamp.before.max.ms", Some(n)) => config.timestamp_before_max_ms = n,
+            ("message.timestamp.after.max.ms", Some(n)) => config.timestamp_after_max_ms = n,
             ("message.timestamp.type", _) => {
                 config.timestamp_type = if value == "LogAppendTime" {
                     TimestampType::LogAppendTime
@@ -1453,6 +1520,47 @@ mod tests {
     }
 
     #[test]
+    fn create_time_topics_refuse_timestamps_outside_their_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        let now = p.clock.now_ms();
+        let hour = 3_600_000;
+        let refused = |batch: Vec<u8>| -> Vec<i32> {
+            match p.append(&batch, 0) {
+                Err(AppendError::InvalidRecords {
+                    timestamps: true,
+                    records,
+                }) => records.into_iter().map(|(index, _)| index).collect(),
+                other => panic!("{other:?}"),
+            }
+        };
+        // Records are stamped first, first + 1, ...: only the last two of
+        // these are more than an hour ahead.
+        let straddling = BatchBuilder::new(4).timestamp(now + hour - 1).build();
+        assert_eq!(refused(straddling), vec![2, 3]);
+        p.append(&BatchBuilder::new(2).timestamp(now).build(), 0)
+            .unwrap();
+        // Long past is fine by default; not with a bound on the past.
+        p.append(&BatchBuilder::new(1).timestamp(0).build(), 0)
+            .unwrap();
+        p.set_log_config(LogConfig {
+            timestamp_before_max_ms: hour,
+            ..LogConfig::default()
+        })
+        .unwrap();
+        assert_eq!(refused(BatchBuilder::new(1).timestamp(0).build()), vec![0]);
+        // LogAppendTime topics stamp records themselves.
+        p.set_log_config(LogConfig {
+            timestamp_type: TimestampType::LogAppendTime,
+            timestamp_before_max_ms: hour,
+            ..LogConfig::default()
+        })
+        .unwrap();
+        p.append(&BatchBuilder::new(1).timestamp(0).build(), 0)
+            .unwrap();
+    }
+
+    #[test]
     fn an_append_at_a_leader_epoch_the_partition_has_left_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let p = open(dir.path());
@@ -1513,7 +1621,7 @@ mod tests {
         let sim = SimStorage::new();
         let env = LogEnv {
             storage: Arc::new(sim.clone()),
-            clock: Arc::new(weir_log::ManualClock::new(0)),
+            clock: Arc::new(weir_log::ManualClock::new(1_700_000_000_000)),
         };
         let dir = Path::new("/sim/data");
         let open = || {

@@ -77,6 +77,11 @@ pub struct LogConfig {
     pub max_message_bytes: usize,
     /// `message.timestamp.type`.
     pub timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms`: how far in the past a producer's
+    /// CreateTime timestamp may be.
+    pub timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: how far in the future it may be.
+    pub timestamp_after_max_ms: i64,
     /// `flush.messages`: fsync after this many records (`u64::MAX`: never).
     pub flush_messages: u64,
     /// `flush.ms`: fsync when the oldest unflushed record is this old
@@ -113,6 +118,8 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             timestamp_type: TimestampType::CreateTime,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: 3_600_000,
             flush_messages: u64::MAX,
             flush_ms: i64::MAX,
             retention_ms: 7 * 24 * 60 * 60 * 1000,

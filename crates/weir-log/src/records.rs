@@ -118,6 +118,43 @@ pub fn keyless_records(batch: Batch<'_>) -> Result<Vec<i32>, RecordsError> {
         .collect())
 }
 
+/// A record whose timestamp falls outside the range a topic accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutOfRange {
+    /// The record's index within its batch.
+    pub index: i32,
+    /// Its offset as the producer numbered it (the batch's base offset
+    /// plus its delta).
+    pub offset: i64,
+    pub timestamp: i64,
+}
+
+/// Each record of `batch` whose timestamp is outside `earliest..=latest`
+/// (records without a timestamp, -1, are not checked). Inflates at most
+/// [`MAX_INFLATED_BATCH_BYTES`].
+pub fn timestamps_out_of_range(
+    batch: Batch<'_>,
+    earliest: i64,
+    latest: i64,
+) -> Result<Vec<OutOfRange>, RecordsError> {
+    let plain = inflate(batch, MAX_INFLATED_BATCH_BYTES)?;
+    let records =
+        parse_records(&plain, batch.header.record_count()).map_err(RecordsError::Malformed)?;
+    let base = batch.header.base_timestamp();
+    Ok((0..)
+        .zip(&records)
+        .filter_map(|(index, record)| {
+            let timestamp = base.wrapping_add(record.timestamp_delta);
+            let outside = timestamp != -1 && !(earliest..=latest).contains(&timestamp);
+            outside.then(|| OutOfRange {
+                index,
+                offset: batch.header.base_offset() + i64::from(record.offset_delta),
+                timestamp,
+            })
+        })
+        .collect())
+}
+
 /// One record of a batch, borrowed from the uncompressed record bytes.
 pub(crate) struct RecordView<'a> {
     /// The whole record, its length prefix included.

@@ -249,7 +249,8 @@ fn consume_from_a_timestamp() {
     let weir = Weir::start(&[]);
     create_topic(&weir, "times", 1);
     let producer = producer(&weir, &[]);
-    let base = 1_800_000_000_000i64;
+    // 2023-11-14: past, as producers' timestamps are.
+    let base = 1_700_000_000_000i64;
     let mut pending = Vec::new();
     for i in 0..100i64 {
         let value = format!("t{i}");
@@ -447,4 +448,83 @@ fn unknown_topics_are_auto_created_only_when_enabled() {
         },
     );
     assert_eq!(partitions, 2);
+}
+
+/// As Kafka, a CreateTime topic refuses records timestamped more than
+/// `message.timestamp.after.max.ms` (an hour by default) ahead of the
+/// broker's clock: the batch is answered INVALID_TIMESTAMP with an error
+/// per record (KIP-467), and nothing of it is appended.
+#[test]
+fn records_timestamped_too_far_ahead_are_refused_one_by_one() {
+    use rdkafka::types::RDKafkaErrorCode;
+    use weir_log::testing::BatchBuilder;
+    const HOUR_MS: i64 = 3_600_000;
+    let weir = Weir::start(&[]);
+    create_topic(&weir, "clocks", 1);
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let mut raw = common::raw::Raw::connect(&weir.kafka);
+
+    let ahead = BatchBuilder::new(2).timestamp(now() + 2 * HOUR_MS).build();
+    let answer = raw.produce_answer("clocks", 0, ahead.clone());
+    assert_eq!(answer.error_code, 32, "INVALID_TIMESTAMP: {answer:?}");
+    assert_eq!(
+        answer.error_message.as_deref(),
+        Some("One or more records have been rejected due to invalid timestamp")
+    );
+    let refused: Vec<i32> = answer.record_errors.iter().map(|e| e.batch_index).collect();
+    assert_eq!(refused, [0, 1]);
+    let why = answer.record_errors[0]
+        .batch_index_error_message
+        .as_deref()
+        .unwrap_or_default();
+    assert!(
+        why.starts_with("Timestamp ") && why.contains(" is out of range."),
+        "{why}"
+    );
+
+    let (code, base) = raw.produce("clocks", 0, BatchBuilder::new(1).timestamp(now()).build());
+    assert_eq!(
+        (code, base),
+        (0, 0),
+        "nothing of the refused batch was appended"
+    );
+
+    // With room for two hours ahead, the same batch is taken.
+    common::cli::block_on(async {
+        let mut client = weir_client::Client::connect(&weir.kafka).await.unwrap();
+        client
+            .alter_topic_configs(
+                "clocks",
+                &[(
+                    "message.timestamp.after.max.ms".to_owned(),
+                    (3 * HOUR_MS).to_string(),
+                )],
+                &[],
+            )
+            .await
+            .unwrap();
+    });
+    assert_eq!(raw.produce("clocks", 0, ahead), (0, 1));
+
+    // librdkafka hears of it as Kafka's clients do.
+    let producer = producer(&weir, &[]);
+    let sent = block_on(
+        producer.send(
+            FutureRecord::<str, str>::to("clocks")
+                .payload("late")
+                .timestamp(now() + 4 * HOUR_MS),
+            Duration::from_secs(30),
+        ),
+    );
+    assert_eq!(
+        sent.map(|_| ()).map_err(|(error, _)| error),
+        Err(rdkafka::error::KafkaError::MessageProduction(
+            RDKafkaErrorCode::InvalidTimestamp
+        ))
+    );
 }

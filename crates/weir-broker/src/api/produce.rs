@@ -226,14 +226,14 @@ fn produce_partition(
                 tracing::error!(topic, partition = index, error = %e, "append failed");
             }
             let mut response = error(index, code, Some(e.to_string()));
-            if let AppendError::KeylessRecords { indexes, .. } = &e {
-                response.record_errors = indexes
+            if let AppendError::InvalidRecords { records, .. } = &e {
+                response.record_errors = records
                     .iter()
-                    .map(|&batch_index| {
+                    .map(|(batch_index, message)| {
                         BatchIndexAndErrorMessage::default()
-                            .with_batch_index(batch_index)
-                            .with_batch_index_error_message(Some(StrBytes::from_static_str(
-                                "Compacted topic cannot accept message without key.",
+                            .with_batch_index(*batch_index)
+                            .with_batch_index_error_message(Some(StrBytes::from_string(
+                                message.clone(),
                             )))
                     })
                     .collect();
@@ -276,7 +276,10 @@ pub(super) fn append_error_code(error: &AppendError) -> ResponseError {
         AppendError::CoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,
         AppendError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
         AppendError::NotLeader { .. } => ResponseError::NotLeaderOrFollower,
-        AppendError::KeylessRecords { .. } => ResponseError::InvalidRecord,
+        AppendError::InvalidRecords {
+            timestamps: true, ..
+        } => ResponseError::InvalidTimestamp,
+        AppendError::InvalidRecords { .. } => ResponseError::InvalidRecord,
         // A producer splits a batch refused as too large (the Java client
         // does); the bound is on the inflated size.
         AppendError::UnreadableRecords(RecordsError::TooLarge { .. }) => {

@@ -126,6 +126,17 @@ impl Raw {
     /// Produces one partition's records (acks=all); returns the error code
     /// and base offset.
     pub fn produce(&mut self, topic: &str, partition: i32, records: Vec<u8>) -> (i16, i64) {
+        let p = self.produce_answer(topic, partition, records);
+        (p.error_code, p.base_offset)
+    }
+
+    /// [`produce`](Self::produce)'s whole answer for the partition.
+    pub fn produce_answer(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        records: Vec<u8>,
+    ) -> kafka_protocol::messages::produce_response::PartitionProduceResponse {
         use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
         use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
         let request = ProduceRequest::default()
@@ -136,9 +147,8 @@ impl Raw {
                 .with_partition_data(vec![PartitionProduceData::default()
                     .with_index(partition)
                     .with_records(Some(records.into()))])]);
-        let response: ProduceResponse = self.call(ApiKey::Produce, 9, &request);
-        let p = &response.responses[0].partition_responses[0];
-        (p.error_code, p.base_offset)
+        let mut response: ProduceResponse = self.call(ApiKey::Produce, 9, &request);
+        response.responses.remove(0).partition_responses.remove(0)
     }
 
     /// Metadata for one topic, creating it if auto-creation allows. As in
