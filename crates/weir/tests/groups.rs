@@ -515,6 +515,31 @@ fn two_groups_read_the_same_topic_independently() {
         &ListGroupsRequest::default().with_states_filter(vec![str("Empty")]),
     );
     assert!(stable_only.groups.is_empty());
+
+    // v5 names each group's type, and filters by it as Kafka does: any
+    // case; a type with no groups (or no such type) lists nothing.
+    let typed = |filter: &[&str]| -> ListGroupsResponse {
+        Raw::connect(&weir.kafka).call(
+            ApiKey::ListGroups,
+            5,
+            &ListGroupsRequest::default()
+                .with_types_filter(filter.iter().map(|t| str(t)).collect()),
+        )
+    };
+    for filter in [&[][..], &["classic"], &["Classic", "consumer"]] {
+        let listed = typed(filter);
+        assert_eq!(listed.groups.len(), 2, "{filter:?}");
+        assert!(
+            listed
+                .groups
+                .iter()
+                .all(|g| g.group_type.as_str() == "classic"),
+            "{filter:?}"
+        );
+    }
+    for filter in [&["consumer"][..], &["share"], &["no-such-type"]] {
+        assert!(typed(filter).groups.is_empty(), "{filter:?}");
+    }
 }
 
 #[test]

@@ -26,6 +26,10 @@ fn text(s: String) -> StrBytes {
     StrBytes::from_string(s)
 }
 
+/// Kafka's name for the type of groups of the classic protocol (ListGroups
+/// v5).
+const CLASSIC_GROUP_TYPE: &str = "classic";
+
 pub(super) fn list_groups(
     broker: &Broker,
     _ctx: &RequestContext,
@@ -38,6 +42,16 @@ pub(super) fn list_groups(
                 .iter()
                 .any(|s| s.eq_ignore_ascii_case(state))
     };
+    // Every group here is a classic one; a types filter (v5) without that
+    // type, in any case, lists none, as in Kafka.
+    let classic_wanted = request.types_filter.is_empty()
+        || request
+            .types_filter
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
+    if !classic_wanted {
+        return ListGroupsResponse::default();
+    }
     let mut groups = broker.groups().list();
     for group in broker.offsets().groups() {
         if !groups.iter().any(|(name, _, _)| *name == group) {
@@ -55,6 +69,7 @@ pub(super) fn list_groups(
                 .with_group_id(GroupId(text(group)))
                 .with_protocol_type(text(protocol_type))
                 .with_group_state(StrBytes::from_static_str(state.as_str()))
+                .with_group_type(StrBytes::from_static_str(CLASSIC_GROUP_TYPE))
         })
         .collect();
     ListGroupsResponse::default().with_groups(groups)
