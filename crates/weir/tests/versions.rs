@@ -638,3 +638,71 @@ fn every_advertised_version_answers() {
     }
     assert!(checked > 50, "only {checked} versions checked");
 }
+
+/// KIP-430: asked for, the authorized operations of topics, groups and the
+/// cluster are every operation their type supports (no authorizer), as
+/// Kafka's bit fields; not asked for, Kafka's "not requested" value.
+#[test]
+fn authorized_operations_are_every_supported_one_when_asked() {
+    // Bits by Kafka's AclOperation codes: READ 3, WRITE 4, CREATE 5,
+    // DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
+    // ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+    let field = |codes: &[u8]| codes.iter().fold(0i32, |f, c| f | 1 << c);
+    let topic = field(&[3, 4, 5, 6, 7, 8, 10, 11]);
+    let group = field(&[3, 6, 8, 10, 11]);
+    let cluster = field(&[5, 7, 8, 9, 10, 11, 12]);
+    const NOT_REQUESTED: i32 = i32::MIN;
+
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("ops");
+    let metadata = |version, asked| -> MetadataResponse {
+        let request = MetadataRequest::default()
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(name("ops")))
+            ]))
+            .with_include_topic_authorized_operations(asked)
+            // Versions 11 and later ask DescribeCluster instead.
+            .with_include_cluster_authorized_operations(asked && version <= 10);
+        Raw::connect(&weir.kafka).call(ApiKey::Metadata, version, &request)
+    };
+    let asked = metadata(10, true);
+    assert_eq!(asked.topics[0].topic_authorized_operations, topic);
+    assert_eq!(asked.cluster_authorized_operations, cluster);
+    let not_asked = metadata(10, false);
+    assert_eq!(
+        not_asked.topics[0].topic_authorized_operations,
+        NOT_REQUESTED
+    );
+    assert_eq!(not_asked.cluster_authorized_operations, NOT_REQUESTED);
+    let v12 = metadata(12, true);
+    assert_eq!(v12.topics[0].topic_authorized_operations, topic);
+
+    for (asked, expected) in [(true, cluster), (false, NOT_REQUESTED)] {
+        let described: DescribeClusterResponse = raw.call(
+            ApiKey::DescribeCluster,
+            1,
+            &DescribeClusterRequest::default().with_include_cluster_authorized_operations(asked),
+        );
+        assert_eq!(described.cluster_authorized_operations, expected);
+    }
+
+    // As a client does: find the coordinator, and ask it again while it
+    // loads the group's partition.
+    raw.find_coordinator(0, "nobody");
+    for (asked, expected) in [(true, group), (false, NOT_REQUESTED)] {
+        let request = DescribeGroupsRequest::default()
+            .with_groups(vec![GroupId(StrBytes::from_static_str("nobody"))])
+            .with_include_authorized_operations(asked);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let described = loop {
+            let described: DescribeGroupsResponse = raw.call(ApiKey::DescribeGroups, 5, &request);
+            if described.groups[0].error_code != 14 || std::time::Instant::now() > deadline {
+                break described;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        assert_eq!(described.groups[0].error_code, 0);
+        assert_eq!(described.groups[0].authorized_operations, expected);
+    }
+}

@@ -12,13 +12,13 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::RequestContext;
+use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
 
 pub(super) fn describe_cluster(
     broker: &Broker,
     _ctx: &RequestContext,
-    _request: DescribeClusterRequest,
+    request: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     let brokers = broker.with_image(|image| {
         image
@@ -32,10 +32,15 @@ pub(super) fn describe_cluster(
             })
             .collect()
     });
-    DescribeClusterResponse::default()
+    let response = DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_string(broker.cluster_id().to_owned()))
         .with_controller_id(BrokerId(broker.controller_id()))
-        .with_brokers(brokers)
+        .with_brokers(brokers);
+    if request.include_cluster_authorized_operations {
+        response.with_cluster_authorized_operations(authorized_operations::CLUSTER)
+    } else {
+        response
+    }
 }
 
 /// The name Kafka gives the controller quorum's log.

@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::RequestContext;
+use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
 use crate::group::GroupState;
 use crate::group_coordinator::{GroupAdminError, COORDINATOR_WRITE_TIMEOUT};
@@ -77,10 +77,11 @@ pub(super) fn list_groups(
 
 pub(super) fn describe_groups(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
-    let groups = request
+    let with_operations = ctx.version >= 3 && request.include_authorized_operations;
+    let mut groups: Vec<DescribedGroup> = request
         .groups
         .into_iter()
         .map(|group| {
@@ -120,6 +121,11 @@ pub(super) fn describe_groups(
             described.with_group_state(StrBytes::from_static_str(state.as_str()))
         })
         .collect();
+    if with_operations {
+        for group in groups.iter_mut().filter(|g| g.error_code == 0) {
+            group.authorized_operations = authorized_operations::GROUP;
+        }
+    }
     DescribeGroupsResponse::default().with_groups(groups)
 }
 

@@ -9,7 +9,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use weir_meta::{MetaError, MetadataImage, TopicInfo};
 
-use super::RequestContext;
+use super::{authorized_operations, RequestContext};
 use crate::broker::{Broker, BrokerError};
 
 pub(super) fn handle(
@@ -61,11 +61,21 @@ pub(super) fn handle(
             })
             .collect()
     });
-    MetadataResponse::default()
+    if ctx.version >= 8 && request.include_topic_authorized_operations {
+        for topic in &mut topics {
+            topic.topic_authorized_operations = authorized_operations::TOPIC;
+        }
+    }
+    let mut response = MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id().to_owned())))
         .with_controller_id(BrokerId(broker.controller_id()))
-        .with_topics(topics)
+        .with_topics(topics);
+    // Versions 8 to 10 only; later ones ask DescribeCluster.
+    if (8..=10).contains(&ctx.version) && request.include_cluster_authorized_operations {
+        response.cluster_authorized_operations = authorized_operations::CLUSTER;
+    }
+    response
 }
 
 fn auto_create_topic(broker: &Broker, name: &str) -> MetadataResponseTopic {

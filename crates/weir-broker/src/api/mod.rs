@@ -3,6 +3,7 @@
 
 mod admin;
 mod api_versions;
+mod authorized_operations;
 mod cluster;
 mod configs;
 mod fetch;
