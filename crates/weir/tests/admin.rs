@@ -127,3 +127,168 @@ fn create_topics_with_no_time_to_wait_creates_in_the_background() {
         ResponseError::InvalidReplicationFactor.code()
     );
 }
+
+/// A request that succeeds is answered with the error message Kafka sends:
+/// null where Kafka's handlers set none (CreateTopics, DeleteTopics,
+/// CreatePartitions, the config changes, the partition reassignments), and
+/// where Kafka leaves the generated default in place, that default: ""
+/// for DescribeConfigs, "NONE" (`Errors.NONE.message()`) for
+/// FindCoordinator v1–v3.
+#[test]
+fn successful_admin_responses_carry_kafkas_error_message() {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::*;
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let name = |n: &'static str| TopicName(StrBytes::from_static_str(n));
+    let text = |s: &'static str| StrBytes::from_static_str(s);
+
+    let created: CreateTopicsResponse = raw.call(
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![topic("quiet", 1, 1), topic("doomed", 1, 1)]),
+    );
+    for result in &created.topics {
+        assert_eq!(
+            (result.error_code, &result.error_message),
+            (0, &None),
+            "CreateTopics {:?}",
+            result.name
+        );
+    }
+    raw.topic_metadata("quiet");
+
+    let grown: CreatePartitionsResponse = raw.call(
+        ApiKey::CreatePartitions,
+        3,
+        &CreatePartitionsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(name("quiet"))
+                .with_count(2)]),
+    );
+    assert_eq!(
+        (grown.results[0].error_code, &grown.results[0].error_message),
+        (0, &None),
+        "CreatePartitions"
+    );
+
+    let altered: AlterConfigsResponse = raw.call(
+        ApiKey::AlterConfigs,
+        2,
+        &AlterConfigsRequest::default().with_resources(vec![
+            alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(text("quiet"))
+                .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                    .with_name(text("retention.ms"))
+                    .with_value(Some(text("100000")))]),
+        ]),
+    );
+    let result = &altered.responses[0];
+    assert_eq!(
+        (result.error_code, &result.error_message),
+        (0, &None),
+        "AlterConfigs"
+    );
+    let altered: IncrementalAlterConfigsResponse = raw.call(
+        ApiKey::IncrementalAlterConfigs,
+        1,
+        &IncrementalAlterConfigsRequest::default().with_resources(vec![
+            incremental_alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(text("quiet"))
+                .with_configs(vec![
+                    incremental_alter_configs_request::AlterableConfig::default()
+                        .with_name(text("retention.ms"))
+                        .with_config_operation(0)
+                        .with_value(Some(text("200000"))),
+                ]),
+        ]),
+    );
+    let result = &altered.responses[0];
+    assert_eq!(
+        (result.error_code, &result.error_message),
+        (0, &None),
+        "IncrementalAlterConfigs"
+    );
+
+    let described: DescribeConfigsResponse = raw.call(
+        ApiKey::DescribeConfigs,
+        4,
+        &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(text("quiet"))
+            .with_configuration_keys(None)]),
+    );
+    let result = &described.results[0];
+    assert_eq!(
+        (result.error_code, result.error_message.as_deref()),
+        (0, Some("")),
+        "DescribeConfigs leaves Kafka's generated default"
+    );
+
+    let moved: AlterPartitionReassignmentsResponse = raw.call(
+        ApiKey::AlterPartitionReassignments,
+        0,
+        &AlterPartitionReassignmentsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![ReassignableTopic::default()
+                .with_name(name("quiet"))
+                .with_partitions(vec![ReassignablePartition::default()
+                    .with_partition_index(0)
+                    .with_replicas(Some(vec![BrokerId(1)]))])]),
+    );
+    assert_eq!(
+        (moved.error_code, &moved.error_message),
+        (0, &None),
+        "AlterPartitionReassignments"
+    );
+    let partition = &moved.responses[0].partitions[0];
+    assert_eq!(
+        (partition.error_code, &partition.error_message),
+        (0, &None),
+        "AlterPartitionReassignments partition"
+    );
+    let listed: ListPartitionReassignmentsResponse = raw.call(
+        ApiKey::ListPartitionReassignments,
+        0,
+        &ListPartitionReassignmentsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(None),
+    );
+    assert_eq!(
+        (listed.error_code, &listed.error_message),
+        (0, &None),
+        "ListPartitionReassignments"
+    );
+
+    let deleted: DeleteTopicsResponse = raw.call(
+        ApiKey::DeleteTopics,
+        6,
+        &DeleteTopicsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![
+                DeleteTopicState::default().with_name(Some(name("doomed")))
+            ]),
+    );
+    let result = &deleted.responses[0];
+    assert_eq!(
+        (result.error_code, &result.error_message),
+        (0, &None),
+        "DeleteTopics"
+    );
+
+    let found = raw.find_coordinator(0, "a-group");
+    assert_eq!(
+        (found.error_code, found.error_message.as_deref()),
+        (0, Some("NONE")),
+        "FindCoordinator v3"
+    );
+}

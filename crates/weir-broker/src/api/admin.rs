@@ -108,7 +108,11 @@ pub(super) async fn create_topics(
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.0.to_string();
-        let result = CreatableTopicResult::default().with_name(topic.name.clone());
+        // Kafka's controller answers a success with a null message, not the
+        // generated default "".
+        let result = CreatableTopicResult::default()
+            .with_name(topic.name.clone())
+            .with_error_message(None);
         let prepared = (|| {
             if duplicates.contains(&name) {
                 return Err((

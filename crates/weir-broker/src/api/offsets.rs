@@ -137,14 +137,17 @@ pub(super) fn find_coordinator(
     if ctx.version >= 4 {
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
+    // v4+ leaves a found coordinator's message at the generated default
+    // "", as Kafka does; v1–v3 carry Kafka's `Errors.NONE.message()`.
     let only = coordinators.into_iter().next().unwrap_or_default();
+    let message = match (ctx.version, only.error_code) {
+        (0, _) => None,
+        (_, 0) => Some(StrBytes::from_static_str("NONE")),
+        _ => only.error_message,
+    };
     FindCoordinatorResponse::default()
         .with_error_code(only.error_code)
-        .with_error_message(if ctx.version >= 1 {
-            only.error_message
-        } else {
-            None
-        })
+        .with_error_message(message)
         .with_node_id(only.node_id)
         .with_host(only.host)
         .with_port(only.port)

@@ -36,8 +36,9 @@ pub(super) async fn alter(
             let replicas = p
                 .replicas
                 .map(|ids| ids.into_iter().map(|id| id.0).collect());
-            let answer =
-                ReassignablePartitionResponse::default().with_partition_index(p.partition_index);
+            let answer = ReassignablePartitionResponse::default()
+                .with_partition_index(p.partition_index)
+                .with_error_message(None);
             let moved = broker
                 .reassign_partition(&name, p.partition_index, replicas, deadline.remaining_ms())
                 .await;
@@ -64,7 +65,10 @@ pub(super) async fn alter(
                 .with_partitions(partitions),
         );
     }
-    AlterPartitionReassignmentsResponse::default().with_responses(responses)
+    // As Kafka's controller: a null message, not the generated default "".
+    AlterPartitionReassignmentsResponse::default()
+        .with_error_message(None)
+        .with_responses(responses)
 }
 
 pub(super) fn list(
@@ -99,5 +103,7 @@ pub(super) fn list(
             ),
         }
     }
-    ListPartitionReassignmentsResponse::default().with_topics(topics)
+    ListPartitionReassignmentsResponse::default()
+        .with_error_message(None)
+        .with_topics(topics)
 }
