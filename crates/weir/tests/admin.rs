@@ -292,3 +292,83 @@ fn successful_admin_responses_carry_kafkas_error_message() {
         "FindCoordinator v3"
     );
 }
+
+/// CreateTopics v4+ may leave the partition count and the replication
+/// factor to the broker (-1): `num.partitions` and
+/// `default.replication.factor` fill them, and the answer (v5+) carries the
+/// values used, as Kafka's. librdkafka's test tools create topics this way.
+#[test]
+fn create_topics_with_minus_one_takes_the_broker_defaults() {
+    let weir = Weir::start(&["--num-partitions", "3", "--default-replication-factor", "1"]);
+    let mut raw = Raw::connect(&weir.kafka);
+    for (version, name) in [(4, "defaults-v4"), (5, "defaults-v5"), (7, "defaults-v7")] {
+        let response: CreateTopicsResponse = raw.call(
+            ApiKey::CreateTopics,
+            version,
+            &CreateTopicsRequest::default()
+                .with_timeout_ms(5000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str(name)))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)]),
+        );
+        let result = &response.topics[0];
+        assert_eq!(
+            (result.error_code, &result.error_message),
+            (0, &None),
+            "v{version}"
+        );
+        if version >= 5 {
+            assert_eq!(
+                (result.num_partitions, result.replication_factor),
+                (3, 1),
+                "v{version}"
+            );
+            let configs = result.configs.as_ref().expect("configs");
+            let retention = configs
+                .iter()
+                .find(|c| c.name.as_str() == "retention.ms")
+                .expect("retention.ms");
+            assert_eq!(retention.value.as_deref(), Some("604800000"));
+        }
+        assert_eq!(raw.topic_metadata(name).topics[0].partitions.len(), 3);
+    }
+    // Each on its own: a count with the default factor, and the other way.
+    let (code, _) = create(&mut raw, topic("counted", 2, -1), false);
+    assert_eq!(code, 0);
+    assert_eq!(raw.topic_metadata("counted").topics[0].partitions.len(), 2);
+    let (code, _) = create(&mut raw, topic("replicated-once", -1, 1), false);
+    assert_eq!(code, 0);
+    assert_eq!(
+        raw.topic_metadata("replicated-once").topics[0]
+            .partitions
+            .len(),
+        3
+    );
+
+    // As librdkafka's test tools ask for it.
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .create()
+        .expect("admin client");
+    let results = common::cli::block_on(admin.create_topics(
+        &[NewTopic::new(
+            "from-librdkafka",
+            -1,
+            TopicReplication::Fixed(-1),
+        )],
+        &AdminOptions::new().operation_timeout(Some(std::time::Duration::from_secs(20))),
+    ))
+    .expect("create topics");
+    for result in results {
+        result.expect("topic created");
+    }
+    assert_eq!(
+        raw.topic_metadata("from-librdkafka").topics[0]
+            .partitions
+            .len(),
+        3
+    );
+}
