@@ -811,8 +811,11 @@ impl Broker {
     }
 
     /// Adds partitions to a topic, up to `total`, placed like the topic's
-    /// first partitions unless `assignment` says where; answered once
-    /// committed (within `timeout_ms`), like [`create_topic`](Self::create_topic).
+    /// first partitions unless `assignment` says where (one replica list
+    /// per partition added); answered once committed (within
+    /// `timeout_ms`), like [`create_topic`](Self::create_topic). Checked in
+    /// the order of Kafka's controller: the topic, the count, then the
+    /// assignment.
     pub async fn create_partitions(
         &self,
         name: &str,
@@ -822,30 +825,40 @@ impl Broker {
         timeout_ms: i32,
     ) -> Result<(), BrokerError> {
         let image = self.meta.image();
+        let additional = image.partitions_to_add(name, total)?;
         let topic = image
             .topic(name)
             .ok_or_else(|| MetaError::UnknownTopic(name.to_owned()))?;
-        let current = topic.partition_count();
+        let (current, replication_factor) = (topic.partition_count(), topic.replication_factor());
         let new_replicas = match assignment {
-            Some(assignment) => assignment,
-            None if total > current => image.assign_replicas(
+            Some(assignment) => {
+                if assignment.len() != additional as usize {
+                    return Err(MetaError::InvalidReplicaAssignment(format!(
+                        "Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.",
+                        assignment.len()
+                    ))
+                    .into());
+                }
+                for replicas in &assignment {
+                    image.check_manual_assignment(replicas, Some(replication_factor))?;
+                }
+                assignment
+            }
+            None => image.assign_replicas(
                 current,
-                total - current,
-                topic.replication_factor() as i32,
+                additional,
+                replication_factor as i32,
                 placement_start(),
             )?,
-            None => Vec::new(),
         };
         let command = Command::CreatePartitions {
             name: name.to_owned(),
             new_replicas,
         };
-        if validate_only || total <= current {
-            let mut scratch = (*image).clone();
-            scratch.apply(&command)?;
+        image.validate(&command)?;
+        if validate_only {
             return Ok(());
         }
-        image.validate(&command)?;
         self.submit(command, timeout_ms).await?;
         Ok(())
     }

@@ -345,7 +345,10 @@ impl Client {
             .with_timeout_ms(ADMIN_TIMEOUT_MS)
             .with_topics(vec![CreatePartitionsTopic::default()
                 .with_name(topic_name(name))
-                .with_count(total)]);
+                .with_count(total)
+                // Null: placed by the broker (an empty list would be a
+                // manual assignment of no partitions).
+                .with_assignments(None)]);
         let response: CreatePartitionsResponse = self
             .call_version(ApiKey::CreatePartitions, version, &request)
             .await?;

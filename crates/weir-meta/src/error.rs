@@ -20,7 +20,10 @@ pub enum MetaError {
     /// since.
     #[error("{0}")]
     InvalidUpdateVersion(String),
-    /// A reassignment target that cannot be used.
+    /// A manual replica assignment (of a new topic, new partitions or a
+    /// reassignment) that cannot be used: a replica list that is empty,
+    /// repeats a broker, names an unregistered or fenced broker, or whose
+    /// length differs from the other partitions'.
     #[error("{0}")]
     InvalidReplicaAssignment(String),
     /// Cancelling a reassignment that is not in progress.
@@ -45,8 +48,8 @@ pub enum MetaError {
     /// topic.
     #[error("{0}")]
     InvalidPartitions(String),
-    /// A replica list that is empty, repeats a broker, names an unregistered
-    /// broker, or whose length differs from the other partitions'.
+    /// A replication factor the live brokers cannot hold when placing
+    /// replicas, or one that is not positive.
     #[error("{0}")]
     InvalidReplicationFactor(String),
     /// An unknown topic config name or an invalid value.

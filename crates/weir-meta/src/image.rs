@@ -461,14 +461,14 @@ impl MetadataImage {
     /// not grow the topic.
     pub fn partitions_to_add(&self, name: &str, total: i32) -> Result<i32, MetaError> {
         let current = self.existing_topic(name)?.partition_count();
-        if total < current {
-            return Err(MetaError::InvalidPartitions(format!(
-                "Topic currently has {current} partitions, which is higher than the requested {total}."
-            )));
-        }
         if total == current {
             return Err(MetaError::InvalidPartitions(format!(
-                "Topic already has {current} partitions."
+                "Topic already has {current} partition(s)."
+            )));
+        }
+        if total < current {
+            return Err(MetaError::InvalidPartitions(format!(
+                "The topic {name} currently has {current} partition(s); {total} would not be an increase."
             )));
         }
         Ok(total - current)
@@ -665,7 +665,7 @@ impl MetadataImage {
         }
         let rf = replicas[0].len();
         for assignment in replicas {
-            self.check_replicas(assignment, rf)?;
+            self.check_manual_assignment(assignment, Some(rf))?;
         }
         topic_config::validate_configs(configs)
     }
@@ -679,7 +679,7 @@ impl MetadataImage {
         let current = topic.partition_count();
         if new_replicas.is_empty() {
             return Err(MetaError::InvalidPartitions(format!(
-                "Topic already has {current} partitions."
+                "Topic already has {current} partition(s)."
             )));
         }
         if i32::try_from(new_replicas.len())
@@ -695,46 +695,58 @@ impl MetadataImage {
         }
         let rf = topic.replication_factor();
         for assignment in new_replicas {
-            self.check_replicas(assignment, rf)?;
+            self.check_manual_assignment(assignment, Some(rf))?;
         }
         Ok(())
     }
 
-    /// One partition's replica list: non-empty, no broker twice, every
-    /// broker registered and not fenced, and as long as the other
-    /// partitions' lists.
-    fn check_replicas(&self, replicas: &[i32], replication_factor: usize) -> Result<(), MetaError> {
-        let invalid = |msg: String| Err(MetaError::InvalidReplicationFactor(msg));
+    /// Checks one partition's replica list of a manual assignment, as
+    /// Kafka's controller does (`validateManualPartitionAssignment`): not
+    /// empty, every broker registered (and, in Weir, not fenced), none
+    /// twice, and, when `replication_factor` is given (the other
+    /// partitions' length), that long. Brokers are checked in id order, as
+    /// Kafka does. Each failure is `InvalidReplicaAssignment` (39) with
+    /// Kafka's message.
+    pub fn check_manual_assignment(
+        &self,
+        replicas: &[i32],
+        replication_factor: Option<usize>,
+    ) -> Result<(), MetaError> {
+        let invalid = |msg: String| Err(MetaError::InvalidReplicaAssignment(msg));
         if replicas.is_empty() {
             return invalid(
                 "The manual partition assignment includes an empty replica list.".to_owned(),
             );
         }
-        let mut seen = BTreeSet::new();
-        for &id in replicas {
-            if !seen.insert(id) {
-                return invalid(format!(
-                    "The manual partition assignment includes the broker {id} more than once."
-                ));
-            }
+        let mut sorted = replicas.to_vec();
+        sorted.sort_unstable();
+        for (i, &id) in sorted.iter().enumerate() {
             if !self.brokers.contains_key(&id) {
                 return invalid(format!(
                     "The manual partition assignment includes broker {id}, but no such broker is registered."
                 ));
             }
+            if i > 0 && sorted[i - 1] == id {
+                return invalid(format!(
+                    "The manual partition assignment includes the broker {id} more than once."
+                ));
+            }
+            // Kafka takes a fenced replica as long as one is not; Weir
+            // refuses any (see DESIGN.md: loosening a rule of the state
+            // machine needs a versioned command).
             if self.fenced.contains(&id) {
                 return invalid(format!(
                     "The manual partition assignment includes broker {id}, which is fenced or in controlled shutdown."
                 ));
             }
         }
-        if replicas.len() != replication_factor {
-            return invalid(format!(
-                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {replication_factor} replica(s).",
+        match replication_factor {
+            Some(rf) if replicas.len() != rf => invalid(format!(
+                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).",
                 replicas.len()
-            ));
+            )),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     fn check_alter_configs(

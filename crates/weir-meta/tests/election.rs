@@ -346,7 +346,7 @@ fn rejections() {
             "create a topic on a fenced broker",
             then(base(), &[fence(4)]),
             topic("u", 2, &[&[1, 4]], &[]),
-            38,
+            39,
             "The manual partition assignment includes broker 4, which is fenced or in controlled shutdown.",
         ),
         (
@@ -356,7 +356,7 @@ fn rejections() {
                 name: "t".into(),
                 new_replicas: vec![vec![1, 2, 3]],
             },
-            38,
+            39,
             "includes broker 2, which is fenced",
         ),
         (

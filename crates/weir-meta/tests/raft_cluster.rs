@@ -395,7 +395,7 @@ async fn a_forwarded_rejection_keeps_its_error_code_and_message() {
                 configs: Default::default(),
                 internal: false,
             },
-            38,
+            39,
             "The manual partition assignment includes broker 2, but no such broker is registered.",
         ),
         (Command::FenceBroker { id: 5 }, 42, "Broker 5 is not registered."),
@@ -652,7 +652,7 @@ async fn a_rejected_command_returns_its_error_and_changes_nothing() {
         })
         .await
         .unwrap_err();
-    assert_eq!(err.kafka_error_code(), 38, "{err}");
+    assert_eq!(err.kafka_error_code(), 39, "{err}");
     let leader = cluster.node(cluster.wait_leader().await);
     assert_eq!(*leader.image().borrow().as_ref(), *before.as_ref());
 

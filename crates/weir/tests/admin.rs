@@ -171,7 +171,8 @@ fn successful_admin_responses_carry_kafkas_error_message() {
             .with_timeout_ms(5000)
             .with_topics(vec![CreatePartitionsTopic::default()
                 .with_name(name("quiet"))
-                .with_count(2)]),
+                .with_count(2)
+                .with_assignments(None)]),
     );
     assert_eq!(
         (grown.results[0].error_code, &grown.results[0].error_message),
@@ -370,5 +371,171 @@ fn create_topics_with_minus_one_takes_the_broker_defaults() {
             .partitions
             .len(),
         3
+    );
+}
+
+/// A manual replica assignment is checked as Kafka's controller checks it,
+/// with its error codes and messages: INVALID_REQUEST for counts given
+/// with it, INVALID_REPLICA_ASSIGNMENT for the lists themselves.
+#[test]
+fn manual_replica_assignments_are_checked_as_kafka_checks_them() {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
+    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+    use kafka_protocol::messages::BrokerId;
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let assigned = |assignments: &[(i32, &[i32])], partitions: i32, replication: i16| {
+        topic("manual", partitions, replication).with_assignments(
+            assignments
+                .iter()
+                .map(|(index, brokers)| {
+                    CreatableReplicaAssignment::default()
+                        .with_partition_index(*index)
+                        .with_broker_ids(brokers.iter().copied().map(BrokerId).collect())
+                })
+                .collect(),
+        )
+    };
+    let invalid_assignment = ResponseError::InvalidReplicaAssignment.code();
+    let cases: &[(&str, CreatableTopic, i16, &str)] = &[
+        (
+            "an unregistered broker",
+            assigned(&[(0, &[1]), (1, &[2])], -1, -1),
+            invalid_assignment,
+            "The manual partition assignment includes broker 2, but no such broker is registered.",
+        ),
+        (
+            "a broker twice",
+            assigned(&[(0, &[1, 1])], -1, -1),
+            invalid_assignment,
+            "The manual partition assignment includes the broker 1 more than once.",
+        ),
+        (
+            "brokers are checked in id order",
+            assigned(&[(0, &[3, 1, 1])], -1, -1),
+            invalid_assignment,
+            "The manual partition assignment includes the broker 1 more than once.",
+        ),
+        (
+            "an empty list",
+            assigned(&[(0, &[1]), (1, &[])], -1, -1),
+            invalid_assignment,
+            "The manual partition assignment includes an empty replica list.",
+        ),
+        (
+            "a partition twice",
+            assigned(&[(0, &[1]), (0, &[1])], -1, -1),
+            invalid_assignment,
+            "Found multiple manual partition assignments for partition 0",
+        ),
+        (
+            "a gap",
+            assigned(&[(0, &[1]), (2, &[1])], -1, -1),
+            invalid_assignment,
+            "partitions should be a consecutive 0-based integer sequence",
+        ),
+        (
+            "a replication factor with it",
+            assigned(&[(0, &[1])], -1, 1),
+            ResponseError::InvalidRequest.code(),
+            "A manual partition assignment was specified, but replication factor was not set to -1.",
+        ),
+        (
+            "a partition count with it",
+            assigned(&[(0, &[1])], 1, -1),
+            ResponseError::InvalidRequest.code(),
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        ),
+        (
+            "no partitions",
+            topic("manual", 0, 1),
+            ResponseError::InvalidPartitions.code(),
+            "Number of partitions was set to an invalid non-positive value.",
+        ),
+    ];
+    for (what, request, code, message) in cases {
+        assert_eq!(
+            create(&mut raw, request.clone(), false),
+            (*code, Some(message.to_string())),
+            "{what}"
+        );
+    }
+    // In any order, numbered from 0.
+    assert_eq!(
+        create(&mut raw, assigned(&[(1, &[1]), (0, &[1])], -1, -1), false),
+        (0, None)
+    );
+    assert_eq!(raw.topic_metadata("manual").topics[0].partitions.len(), 2);
+
+    let grow = |raw: &mut Raw, count: i32, assignments: Option<&[&[i32]]>| {
+        let response: CreatePartitionsResponse = raw.call(
+            ApiKey::CreatePartitions,
+            3,
+            &CreatePartitionsRequest::default()
+                .with_timeout_ms(5000)
+                .with_topics(vec![CreatePartitionsTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("manual")))
+                    .with_count(count)
+                    .with_assignments(assignments.map(|lists| {
+                        lists
+                            .iter()
+                            .map(|brokers| {
+                                CreatePartitionsAssignment::default().with_broker_ids(
+                                    brokers.iter().copied().map(BrokerId).collect(),
+                                )
+                            })
+                            .collect()
+                    }))]),
+        );
+        let result = &response.results[0];
+        (
+            result.error_code,
+            result.error_message.as_ref().map(|m| m.to_string()),
+        )
+    };
+    let message = |text: &str| Some(text.to_owned());
+    assert_eq!(
+        grow(&mut raw, 4, Some(&[&[1]])),
+        (
+            invalid_assignment,
+            message("Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.")
+        )
+    );
+    assert_eq!(
+        grow(&mut raw, 4, Some(&[])),
+        (
+            invalid_assignment,
+            message("Attempted to add 2 additional partition(s), but only 0 assignment(s) were specified.")
+        )
+    );
+    assert_eq!(
+        grow(&mut raw, 3, Some(&[&[2]])),
+        (
+            invalid_assignment,
+            message("The manual partition assignment includes broker 2, but no such broker is registered.")
+        )
+    );
+    assert_eq!(
+        grow(&mut raw, 3, Some(&[&[1, 1]])),
+        (
+            invalid_assignment,
+            message("The manual partition assignment includes the broker 1 more than once.")
+        )
+    );
+    assert_eq!(grow(&mut raw, 4, Some(&[&[1], &[1]])), (0, None));
+    assert_eq!(raw.topic_metadata("manual").topics[0].partitions.len(), 4);
+    assert_eq!(
+        grow(&mut raw, 4, None),
+        (
+            ResponseError::InvalidPartitions.code(),
+            message("Topic already has 4 partition(s).")
+        )
+    );
+    assert_eq!(
+        grow(&mut raw, 3, Some(&[&[1]])),
+        (
+            ResponseError::InvalidPartitions.code(),
+            message("The topic manual currently has 4 partition(s); 3 would not be an increase.")
+        )
     );
 }

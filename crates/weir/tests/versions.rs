@@ -255,7 +255,8 @@ fn every_advertised_version_answers() {
                         .with_timeout_ms(5000)
                         .with_topics(vec![CreatePartitionsTopic::default()
                             .with_name(name(&topic))
-                            .with_count(2)]);
+                            .with_count(2)
+                            .with_assignments(None)]);
                     let r: CreatePartitionsResponse = raw.call(key, version, &request);
                     assert_eq!(r.results[0].error_code, 0, "{label}");
                 }

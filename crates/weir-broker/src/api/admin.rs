@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -40,6 +41,9 @@ pub(super) fn failure(error: BrokerError) -> Failure {
         BrokerError::Meta(MetaError::InvalidReplicationFactor(_)) => {
             ResponseError::InvalidReplicationFactor
         }
+        BrokerError::Meta(MetaError::InvalidReplicaAssignment(_)) => {
+            ResponseError::InvalidReplicaAssignment
+        }
         BrokerError::Meta(MetaError::InvalidConfig { .. }) => ResponseError::InvalidConfig,
         BrokerError::Meta(MetaError::InvalidRequest(_)) => ResponseError::InvalidRequest,
         BrokerError::Controller(MetadataError::TimedOut(_)) => ResponseError::RequestTimedOut,
@@ -71,26 +75,42 @@ impl Deadline {
     }
 }
 
-/// A manual assignment as one replica list per partition, in partition
-/// order; partitions must be numbered from 0 without gaps.
+/// A new topic's manual assignment, checked as Kafka's controller checks
+/// it (`ReplicationControlManager.createTopic`), in request order: no
+/// partition twice, each replica list valid and as long as the ones before,
+/// then partitions numbered from 0 without gaps. One replica list per
+/// partition, in partition order.
 fn manual_assignment(
-    first_partition: i32,
-    assignments: impl Iterator<Item = (i32, Vec<i32>)>,
+    broker: &Broker,
+    assignments: &[CreatableReplicaAssignment],
 ) -> Result<Vec<Vec<i32>>, Failure> {
-    let mut assignments: Vec<(i32, Vec<i32>)> = assignments.collect();
-    assignments.sort_by_key(|(index, _)| *index);
-    for (expected, (index, _)) in (first_partition..).zip(&assignments) {
-        if *index != expected {
-            return Err((
-                ResponseError::InvalidReplicaAssignment,
-                format!("Partitions must be numbered consecutively from {first_partition}; partition {expected} is missing."),
-            ));
+    let invalid = |message: String| (ResponseError::InvalidReplicaAssignment, message);
+    let mut by_partition: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    let mut replication_factor = None;
+    for assignment in assignments {
+        let index = assignment.partition_index;
+        if by_partition.contains_key(&index) {
+            return Err(invalid(format!(
+                "Found multiple manual partition assignments for partition {index}"
+            )));
         }
+        let replicas: Vec<i32> = assignment.broker_ids.iter().map(|b| b.0).collect();
+        broker
+            .with_image(|image| image.check_manual_assignment(&replicas, replication_factor))
+            .map_err(|error| failure(error.into()))?;
+        replication_factor = Some(replicas.len());
+        by_partition.insert(index, replicas);
     }
-    Ok(assignments
-        .into_iter()
-        .map(|(_, replicas)| replicas)
-        .collect())
+    if !by_partition
+        .keys()
+        .copied()
+        .eq(0..by_partition.len() as i32)
+    {
+        return Err(invalid(
+            "partitions should be a consecutive 0-based integer sequence".to_owned(),
+        ));
+    }
+    Ok(by_partition.into_values().collect())
 }
 
 pub(super) async fn create_topics(
@@ -120,45 +140,48 @@ pub(super) async fn create_topics(
                     format!("Create topics request from client contains a duplicate topic {name}"),
                 ));
             }
-            let replication_factor =
-                match topic.replication_factor {
+            // The request's shape, checked in the order of Kafka's
+            // controller: with a manual assignment both counts must be -1;
+            // without, each is positive or -1 (the broker's default).
+            let (partitions, replication_factor, assignment) = if !topic.assignments.is_empty() {
+                if topic.replication_factor != -1 {
+                    return Err((
+                        ResponseError::InvalidRequest,
+                        "A manual partition assignment was specified, but replication factor was not set to -1."
+                            .to_owned(),
+                    ));
+                }
+                if topic.num_partitions != -1 {
+                    return Err((
+                        ResponseError::InvalidRequest,
+                        "A manual partition assignment was specified, but numPartitions was not set to -1."
+                            .to_owned(),
+                    ));
+                }
+                let assignment = manual_assignment(&broker, &topic.assignments)?;
+                (assignment.len() as i32, None, Some(assignment))
+            } else {
+                let replication_factor = match topic.replication_factor {
                     -1 => None,
-                    factor if factor > 0 && topic.assignments.is_empty() => Some(i32::from(factor)),
-                    _ if !topic.assignments.is_empty() => None,
+                    factor if factor > 0 => Some(i32::from(factor)),
                     _ => return Err((
                         ResponseError::InvalidReplicationFactor,
                         "Replication factor must be larger than 0, or -1 to use the default value."
                             .to_owned(),
                     )),
                 };
-            let assignment = if topic.assignments.is_empty() {
-                None
-            } else if topic.replication_factor != -1 {
-                return Err((
-                        ResponseError::InvalidRequest,
-                        "Both replicationFactor and manual assignments were set. Only one of the two can be set.".to_owned(),
-                    ));
-            } else {
-                Some(manual_assignment(
-                    0,
-                    topic.assignments.iter().map(|a| {
-                        (
-                            a.partition_index,
-                            a.broker_ids.iter().map(|b| b.0).collect(),
-                        )
-                    }),
-                )?)
-            };
-            let partitions = match (topic.assignments.len(), topic.num_partitions) {
-                (0, -1) => broker.config().num_partitions,
-                (0, n) => n,
-                (n, -1) => n as i32,
-                _ => {
-                    return Err((
-                        ResponseError::InvalidRequest,
-                        "both num_partitions and assignments were given".to_owned(),
-                    ))
-                }
+                let partitions = match topic.num_partitions {
+                    -1 => broker.config().num_partitions,
+                    count if count > 0 => count,
+                    _ => {
+                        return Err((
+                            ResponseError::InvalidPartitions,
+                            "Number of partitions was set to an invalid non-positive value."
+                                .to_owned(),
+                        ))
+                    }
+                };
+                (partitions, replication_factor, None)
             };
             let configs: BTreeMap<String, String> = topic
                 .configs
@@ -259,38 +282,24 @@ pub(super) async fn create_partitions(
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let result = CreatePartitionsTopicResult::default().with_name(topic.name);
-        let assignment = (|| {
-            let assignment = match &topic.assignments {
-                Some(assignments) if !assignments.is_empty() => {
-                    let current = broker
-                        .with_image(|image| image.topic(&name).map(|t| t.partition_count()))
-                        .unwrap_or(0);
-                    Some(manual_assignment(
-                        current,
-                        (current..).zip(
-                            assignments
-                                .iter()
-                                .map(|a| a.broker_ids.iter().map(|b| b.0).collect()),
-                        ),
-                    )?)
-                }
-                _ => None,
-            };
-            Ok(assignment)
-        })();
-        let outcome = match assignment {
-            Ok(assignment) => broker
-                .create_partitions(
-                    &name,
-                    topic.count,
-                    assignment,
-                    request.validate_only,
-                    deadline.remaining_ms(),
-                )
-                .await
-                .map_err(failure),
-            Err(failure) => Err(failure),
-        };
+        // A list, even an empty one, is a manual assignment (Kafka checks
+        // its length against the partitions added).
+        let assignment = topic.assignments.as_ref().map(|assignments| {
+            assignments
+                .iter()
+                .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                .collect()
+        });
+        let outcome = broker
+            .create_partitions(
+                &name,
+                topic.count,
+                assignment,
+                request.validate_only,
+                deadline.remaining_ms(),
+            )
+            .await
+            .map_err(failure);
         results.push(match outcome {
             Ok(()) => result,
             Err((code, message)) => result
