@@ -276,7 +276,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         default: "delete",
         config_type: ConfigType::List,
         dynamic: true,
-        doc: "Default cleanup.policy of topics: delete, compact, or compact,delete",
+        doc: "Default cleanup.policy of topics: delete, compact, compact,delete, or empty (keep every segment)",
     },
     BrokerConfigDef {
         name: "log.cleaner.delete.retention.ms",
@@ -646,7 +646,7 @@ impl BrokerConfig {
                 .ok_or_else(|| ConfigError {
                     name: "log.cleanup.policy".into(),
                     value: get("log.cleanup.policy").into(),
-                    reason: "must be delete, compact, or compact,delete".into(),
+                    reason: "must be delete, compact, compact,delete, or empty".into(),
                 })?,
             log_cleaner_delete_retention_ms: parse_in(
                 get,
@@ -926,6 +926,8 @@ mod tests {
         );
         assert_eq!(config.log_cleaner_io_max_bytes_per_second, 1e6);
         assert!(build(&[("log.cleanup.policy", "shred")]).is_err());
+        let keep_all = build(&[("log.cleanup.policy", "")]).unwrap();
+        assert!(!keep_all.log_cleanup_policy.delete && !keep_all.log_cleanup_policy.compact);
         assert!(build(&[("log.cleaner.min.cleanable.ratio", "1.5")]).is_err());
     }
 

@@ -45,12 +45,17 @@ impl CleanupPolicy {
     };
 
     /// Parses Kafka's comma-separated list (`compact,delete`); `None` for
-    /// an empty list or an unknown policy.
+    /// an unknown policy or an empty item. An empty list is neither policy:
+    /// the log keeps every segment (Kafka 4.2).
     pub fn parse(value: &str) -> Option<Self> {
         let mut policy = Self {
             delete: false,
             compact: false,
         };
+        let value = value.trim();
+        if value.is_empty() {
+            return Some(policy);
+        }
         for item in value.split(',').map(str::trim) {
             match item {
                 "delete" => policy.delete = true,
@@ -236,5 +241,29 @@ impl Clock for ManualClock {
 impl<C: Clock> Clock for std::sync::Arc<C> {
     fn now_ms(&self) -> i64 {
         (**self).now_ms()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CleanupPolicy;
+
+    #[test]
+    fn cleanup_policy_parses_kafkas_lists_the_empty_one_included() {
+        let none = CleanupPolicy {
+            delete: false,
+            compact: false,
+        };
+        for (value, want) in [
+            ("delete", Some(CleanupPolicy::DELETE)),
+            ("compact", Some(CleanupPolicy::COMPACT)),
+            ("delete, compact", Some(CleanupPolicy::COMPACT_DELETE)),
+            ("", Some(none)),
+            ("  ", Some(none)),
+            ("compact,", None),
+            ("shred", None),
+        ] {
+            assert_eq!(CleanupPolicy::parse(value), want, "{value:?}");
+        }
     }
 }

@@ -73,7 +73,8 @@ enum Valid {
     BetweenF(f64, f64),
     /// One of these strings (case-sensitive).
     OneOf(&'static [&'static str]),
-    /// A non-empty list whose items are each one of these strings.
+    /// A list whose items are each one of these strings; an empty list
+    /// is valid (as Kafka 4.2's `cleanup.policy`).
     ListOf(&'static [&'static str]),
     /// gzip's level: 1 to 9, or -1 for zlib's default.
     GzipLevel,
@@ -117,7 +118,7 @@ macro_rules! def {
 /// Every topic config Weir knows, sorted by name.
 pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def!("cleanup.policy", List, "delete", Some("log.cleanup.policy"), Valid::ListOf(CLEANUP_POLICIES),
-        "What happens to old segments: \"delete\" removes them after the retention limits, \"compact\" keeps the latest record per key, \"compact,delete\" does both."),
+        "What happens to old segments: \"delete\" removes them after the retention limits, \"compact\" keeps the latest record per key, \"compact,delete\" does both, and an empty list keeps every segment."),
     def!("compression.gzip.level", Int, "-1", Some("compression.gzip.level"), Valid::GzipLevel,
         "The gzip level used when compression.type is gzip."),
     def!("compression.lz4.level", Int, "9", Some("compression.lz4.level"), Valid::Between(1, 17),
@@ -294,16 +295,13 @@ impl TopicConfigDef {
             }
             ConfigType::List => {
                 if let Valid::ListOf(values) = self.valid {
-                    if trimmed.is_empty() {
-                        return Err(format!(
-                            "Value must be a non-empty list of: {}",
-                            values.join(", ")
-                        ));
-                    }
-                    for item in trimmed.split(',').map(str::trim) {
-                        if !values.contains(&item) {
-                            return Err(format!("String must be one of: {}", values.join(", ")));
-                        }
+                    // "" is the empty list; "compact," has an empty item.
+                    let items = match trimmed {
+                        "" => Vec::new(),
+                        list => list.split(',').map(str::trim).collect(),
+                    };
+                    if items.iter().any(|item| !values.contains(item)) {
+                        return Err(format!("String must be one of: {}", values.join(", ")));
                     }
                 }
             }
@@ -541,7 +539,13 @@ mod tests {
                 "compact,",
                 Err("String must be one of: compact, delete"),
             ),
-            ("cleanup.policy", "", Err("non-empty")),
+            ("cleanup.policy", "", Ok(())),
+            ("cleanup.policy", " ", Ok(())),
+            (
+                "cleanup.policy",
+                ",",
+                Err("String must be one of: compact, delete"),
+            ),
             ("message.timestamp.type", "CreateTime", Ok(())),
             ("message.timestamp.type", "LogAppendTime", Ok(())),
             (

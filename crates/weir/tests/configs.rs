@@ -845,3 +845,67 @@ fn broker_config_changes_are_validated() {
         "{error}"
     );
 }
+
+/// An empty `cleanup.policy` is valid, as in Kafka 4.2: neither policy
+/// applies, so no retention limit removes a segment and DeleteRecords is
+/// refused (POLICY_VIOLATION) as for a compacted topic. Describe shows the
+/// empty value as the topic's own.
+#[test]
+fn an_empty_cleanup_policy_keeps_every_segment() {
+    let weir = Weir::start(&["--log-retention-check-interval-ms", "200"]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("forever");
+    assert_eq!(
+        alter(
+            &mut raw,
+            TOPIC,
+            "forever",
+            &[
+                ("cleanup.policy", SET, Some("")),
+                ("segment.bytes", SET, Some("1024")),
+                ("retention.ms", SET, Some("1")),
+                ("retention.bytes", SET, Some("1024")),
+            ],
+            false
+        ),
+        (0, None)
+    );
+    assert_eq!(
+        described(&mut raw, "forever", "cleanup.policy"),
+        ("".into(), TOPIC_CONFIG)
+    );
+    fill(&mut raw, "forever", 20, now_ms() - 60_000);
+    a_few_retention_checks();
+    assert_eq!(earliest(&mut raw, "forever"), 0, "nothing deleted");
+    assert_eq!(
+        delete_records(&mut raw, "forever", 0, 5).0,
+        44,
+        "POLICY_VIOLATION"
+    );
+    // SUBTRACT may empty the list too, and APPEND starts from it.
+    assert_eq!(
+        alter(
+            &mut raw,
+            TOPIC,
+            "forever",
+            &[("cleanup.policy", APPEND, Some("delete"))],
+            false
+        ),
+        (0, None)
+    );
+    assert_eq!(described(&mut raw, "forever", "cleanup.policy").0, "delete");
+    eventually("retention applies again", || {
+        earliest(&mut raw, "forever") > 0
+    });
+    assert_eq!(
+        alter(
+            &mut raw,
+            TOPIC,
+            "forever",
+            &[("cleanup.policy", SUBTRACT, Some("delete"))],
+            false
+        ),
+        (0, None)
+    );
+    assert_eq!(described(&mut raw, "forever", "cleanup.policy").0, "");
+}

@@ -322,12 +322,15 @@ pub(super) fn delete_records(
         .into_iter()
         .map(|topic| {
             let name = topic.name.0.as_str();
-            let compact_only = broker.with_image(|image| {
+            // Kafka refuses it unless the policy deletes: the cleaner owns
+            // a compacted log's start, and an empty policy keeps everything.
+            let not_deleting = broker.with_image(|image| {
                 image.topic(name).is_some_and(|t| {
                     let effective = topic_configs::effective(&broker.config(), &t.configs);
-                    effective
-                        .iter()
-                        .any(|c| c.def.name == "cleanup.policy" && c.value == "compact")
+                    effective.iter().any(|c| {
+                        c.def.name == "cleanup.policy"
+                            && weir_log::CleanupPolicy::parse(&c.value).is_some_and(|p| !p.delete)
+                    })
                 })
             });
             let partitions = topic
@@ -341,8 +344,7 @@ pub(super) fn delete_records(
                         Ok(partition) => partition,
                         Err(not_served) => return result.with_error_code(not_served.code()),
                     };
-                    if compact_only {
-                        // Kafka refuses it too: the cleaner owns a compacted log's start.
+                    if not_deleting {
                         return result.with_error_code(ResponseError::PolicyViolation.code());
                     }
                     let high_watermark = partition.high_watermark();
