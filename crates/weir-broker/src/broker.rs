@@ -144,7 +144,7 @@ impl Broker {
     /// the broker keeps (commit times, expirations, group timers, log
     /// retention), so tests can drive time.
     pub fn open_with_clock(
-        config: BrokerConfig,
+        mut config: BrokerConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>, BrokerError> {
         let io = |path: &std::path::Path| {
@@ -157,10 +157,12 @@ impl Broker {
         let listener = std::net::TcpListener::bind(config.controller_listen).map_err(io(
             std::path::Path::new(&config.controller_listen.to_string()),
         ))?;
+        // The address bound (port 0 asks for any), as DescribeConfigs
+        // reports it.
+        config.controller_listen = listener.local_addr().map_err(io(&controller_dir))?;
         let mut voters = config.controllers.clone();
         if voters.is_empty() {
-            let addr = listener.local_addr().map_err(io(&controller_dir))?;
-            voters.push((config.node_id as u64, addr));
+            voters.push((config.node_id as u64, config.controller_listen));
         }
         let meta = Metadata::start(
             &controller_dir,

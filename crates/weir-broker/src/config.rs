@@ -2,7 +2,7 @@
 //! turns each name into a flag (`--log-retention-ms`), an environment
 //! variable (`WEIR_LOG_RETENTION_MS`) and a TOML key (`"log.retention.ms"`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,9 +25,13 @@ pub struct BrokerConfigDef {
     pub doc: &'static str,
 }
 
-/// The definition of the broker config `name`.
+/// The definition of the broker config `name`, one of [`BROKER_CONFIGS`]
+/// or [`STARTUP_CONFIGS`].
 pub fn lookup(name: &str) -> Option<&'static BrokerConfigDef> {
-    BROKER_CONFIGS.iter().find(|def| def.name == name)
+    BROKER_CONFIGS
+        .iter()
+        .chain(STARTUP_CONFIGS)
+        .find(|def| def.name == name)
 }
 
 /// Where a config value comes from, as DescribeConfigs reports it (Kafka's
@@ -365,6 +369,81 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     },
 ];
 
+/// The Kafka broker configs that say how the node was started: its
+/// identity, listeners, storage and controller quorum. `weir serve` takes
+/// them as flags of its own (`--node-id`, `--listen`, `--data-dir`, …), not
+/// as one flag per config; DescribeConfigs lists them, read-only, with the
+/// value in force ([`BrokerConfig::startup_value`]). The defaults are
+/// `weir serve`'s; "" where Kafka's is null (the value is then null too).
+pub const STARTUP_CONFIGS: &[BrokerConfigDef] = &[
+    BrokerConfigDef {
+        name: "node.id",
+        default: "1",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "This node's id (--node-id)",
+    },
+    BrokerConfigDef {
+        name: "broker.id",
+        default: "1",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "This broker's id: node.id, as in Kafka's KRaft mode",
+    },
+    BrokerConfigDef {
+        name: "process.roles",
+        default: "broker,controller",
+        config_type: ConfigType::List,
+        dynamic: false,
+        doc: "What this node does: broker, controller, or both (--roles)",
+    },
+    BrokerConfigDef {
+        name: "listeners",
+        default: "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The Kafka listener and, on a controller, the controller listener, at the \
+              addresses they are bound to (--listen, --controller-listen)",
+    },
+    BrokerConfigDef {
+        name: "advertised.listeners",
+        default: "",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The address clients are told to connect to (--advertised-addr); null: the \
+              Kafka listener's",
+    },
+    BrokerConfigDef {
+        name: "controller.listener.names",
+        default: "CONTROLLER",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The name of the controller listener",
+    },
+    BrokerConfigDef {
+        name: "controller.quorum.voters",
+        default: "",
+        config_type: ConfigType::List,
+        dynamic: false,
+        doc: "The voters of the controller quorum, ID@HOST:PORT (--controllers); by \
+              default this node alone, at its controller listener",
+    },
+    BrokerConfigDef {
+        name: "log.dirs",
+        default: "",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The directory of the partition logs and the metadata (--data-dir); null: log.dir",
+    },
+    BrokerConfigDef {
+        name: "log.dir",
+        default: "./weir-data",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The data directory when log.dirs is not set",
+    },
+];
+
 /// Checks the names of a change to the dynamic broker configs of one
 /// level (`stored`: what that level holds now): each must be a broker
 /// config (INVALID_CONFIG), and those set must be dynamic (INVALID_REQUEST,
@@ -483,6 +562,10 @@ pub struct BrokerConfig {
     /// Whether this node votes in the controller quorum; a broker that is
     /// not a controller follows the metadata as a Raft learner.
     pub is_controller: bool,
+    /// The [`STARTUP_CONFIGS`] given explicitly (a flag, a `WEIR_*`
+    /// variable or weir.toml), by Kafka name: described as
+    /// STATIC_BROKER_CONFIG, the others as DEFAULT_CONFIG.
+    pub startup_given: BTreeSet<&'static str>,
     /// The Kafka-named values in force, for DescribeConfigs.
     pub values: BTreeMap<String, String>,
     /// The values given at start (flags, `WEIR_*` variables, weir.toml).
@@ -691,6 +774,7 @@ impl BrokerConfig {
             controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             controllers: Vec::new(),
             is_controller: true,
+            startup_given: BTreeSet::new(),
             static_values: values.clone(),
             dynamic_default: BTreeMap::new(),
             dynamic_broker: BTreeMap::new(),
@@ -738,6 +822,7 @@ impl BrokerConfig {
         config.controller_listen = self.controller_listen;
         config.controllers = self.controllers.clone();
         config.is_controller = self.is_controller;
+        config.startup_given = self.startup_given.clone();
         config.static_values = self.static_values.clone();
         config.dynamic_default = default.clone();
         config.dynamic_broker = broker.clone();
@@ -799,6 +884,55 @@ impl BrokerConfig {
             synonyms.push((def.default.to_owned(), ConfigSource::DefaultConfig));
         }
         synonyms
+    }
+
+    /// The value in force of the startup config `name` (one of
+    /// [`STARTUP_CONFIGS`]; `None` for another name), null where Kafka's
+    /// would be (`advertised.listeners`, `log.dirs` not given), and where
+    /// it comes from.
+    pub fn startup_value(&self, name: &str) -> Option<(Option<String>, ConfigSource)> {
+        let def = STARTUP_CONFIGS.iter().find(|def| def.name == name)?;
+        let given = self.startup_given.contains(def.name);
+        let source = if given {
+            ConfigSource::StaticBrokerConfig
+        } else {
+            ConfigSource::DefaultConfig
+        };
+        let value = match def.name {
+            "node.id" | "broker.id" => Some(self.node_id.to_string()),
+            "process.roles" => Some(if self.is_controller {
+                "broker,controller".to_owned()
+            } else {
+                "broker".to_owned()
+            }),
+            "listeners" => Some(if self.is_controller {
+                format!(
+                    "PLAINTEXT://{},CONTROLLER://{}",
+                    self.listen, self.controller_listen
+                )
+            } else {
+                format!("PLAINTEXT://{}", self.listen)
+            }),
+            "advertised.listeners" => given.then(|| {
+                format!(
+                    "PLAINTEXT://{}:{}",
+                    self.advertised_host, self.advertised_port
+                )
+            }),
+            "controller.quorum.voters" => Some(if self.controllers.is_empty() {
+                format!("{}@{}", self.node_id, self.controller_listen)
+            } else {
+                let voters: Vec<String> = self
+                    .controllers
+                    .iter()
+                    .map(|(id, addr)| format!("{id}@{addr}"))
+                    .collect();
+                voters.join(",")
+            }),
+            "log.dirs" => given.then(|| self.data_dir.display().to_string()),
+            _ => Some(def.default.to_owned()),
+        };
+        Some((value, source))
     }
 
     /// The settings of this node's controller.

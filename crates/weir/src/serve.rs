@@ -2,7 +2,7 @@
 //! flags (each later one wins), then the Kafka listener, the HTTP endpoint
 //! and background upkeep until SIGTERM or Ctrl-C.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -99,6 +99,9 @@ struct Settings {
     controllers: Vec<(u64, SocketAddr)>,
     roles: Roles,
     kafka: BTreeMap<String, String>,
+    /// The Kafka names of the startup configs given explicitly (see
+    /// `BrokerConfig::startup_given`).
+    given: BTreeSet<&'static str>,
 }
 
 /// `1@host:9093,2@host:9093`: controller ids and addresses.
@@ -129,10 +132,17 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         None => BTreeMap::new(),
     };
     let mut take = |key: &str| file.remove(key);
+    let mut given = BTreeSet::new();
+    let mut note = |names: &[&'static str], is_given: bool| {
+        if is_given {
+            given.extend(names);
+        }
+    };
     let data_dir = args
         .data_dir
-        .or_else(|| take("data-dir").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("./weir-data"));
+        .or_else(|| take("data-dir").map(PathBuf::from));
+    note(&["log.dirs"], data_dir.is_some());
+    let data_dir = data_dir.unwrap_or_else(|| PathBuf::from("./weir-data"));
     let parse_addr = |value: Option<String>, key: &str| -> anyhow::Result<Option<SocketAddr>> {
         value
             .map(|v| {
@@ -142,9 +152,11 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
             .transpose()
     };
     let listen = match args.listen {
-        Some(addr) => addr,
-        None => parse_addr(take("listen"), "listen")?.unwrap_or(([127, 0, 0, 1], 9092).into()),
+        Some(addr) => Some(addr),
+        None => parse_addr(take("listen"), "listen")?,
     };
+    note(&["listeners"], listen.is_some());
+    let listen = listen.unwrap_or(([127, 0, 0, 1], 9092).into());
     let http_listen = match args.http_listen {
         Some(addr) => addr,
         None => {
@@ -152,26 +164,29 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         }
     };
     let node_id = match args.node_id {
-        Some(id) => id,
+        Some(id) => Some(id),
         None => take("node-id")
             .map(|v| v.parse().with_context(|| format!("node-id: invalid {v:?}")))
-            .transpose()?
-            .unwrap_or(1),
+            .transpose()?,
     };
+    note(&["node.id", "broker.id"], node_id.is_some());
+    let node_id = node_id.unwrap_or(1);
     let controller_listen = match args.controller_listen {
-        Some(addr) => addr,
-        None => parse_addr(take("controller-listen"), "controller-listen")?
-            .unwrap_or(([127, 0, 0, 1], 9093).into()),
+        Some(addr) => Some(addr),
+        None => parse_addr(take("controller-listen"), "controller-listen")?,
     };
+    note(&["listeners"], controller_listen.is_some());
+    let controller_listen = controller_listen.unwrap_or(([127, 0, 0, 1], 9093).into());
     let controllers = match args.controllers.or_else(|| take("controllers")) {
-        Some(value) => parse_controllers(&value)?,
+        Some(value) => {
+            note(&["controller.quorum.voters"], true);
+            parse_controllers(&value)?
+        }
         None => Vec::new(),
     };
-    let roles = args
-        .roles
-        .or_else(|| take("roles"))
-        .unwrap_or_else(|| "broker,controller".to_owned());
-    let roles = parse_roles(&roles)?;
+    let roles = args.roles.or_else(|| take("roles"));
+    note(&["process.roles"], roles.is_some());
+    let roles = parse_roles(roles.as_deref().unwrap_or("broker,controller"))?;
     let listed = controllers.iter().any(|(id, _)| *id == node_id as u64);
     match (roles.controller, controllers.is_empty(), listed) {
         (_, true, _) if roles != Roles::BOTH => bail!(
@@ -187,9 +202,9 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         }
         _ => {}
     }
-    let advertised = args
-        .advertised_addr
-        .or_else(|| take("advertised-addr"))
+    let advertised = args.advertised_addr.or_else(|| take("advertised-addr"));
+    note(&["advertised.listeners"], advertised.is_some());
+    let advertised = advertised
         .map(|value| {
             let (host, port) = value
                 .rsplit_once(':')
@@ -216,6 +231,7 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         controllers,
         roles,
         kafka,
+        given,
     })
 }
 
@@ -300,6 +316,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     config.controller_listen = settings.controller_listen;
     config.controllers = settings.controllers;
     config.is_controller = settings.roles.controller;
+    config.startup_given = settings.given;
     let broker = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || Broker::open(config))

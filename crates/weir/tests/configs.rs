@@ -909,3 +909,140 @@ fn an_empty_cleanup_policy_keeps_every_segment() {
     );
     assert_eq!(described(&mut raw, "forever", "cleanup.policy").0, "");
 }
+
+/// A broker describes the static configs Kafka lists too — identity,
+/// roles, listeners, quorum, data directory — with the value in force,
+/// STATIC_BROKER_CONFIG when given at start and DEFAULT_CONFIG otherwise,
+/// read-only; changing one is refused as Kafka refuses a static config.
+#[test]
+fn a_broker_describes_its_static_configs_read_only() {
+    const STRING: i8 = 2;
+    const INT: i8 = 3;
+    const LIST: i8 = 7;
+    let weir = Weir::start(&["--node-id", "7", "--advertised-addr", "kafka.example:9092"]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let configs = describe(&mut raw, BROKER, "7").unwrap();
+    let listeners = &configs["listeners"].value;
+    let controller = listeners
+        .strip_prefix(&format!("PLAINTEXT://{},CONTROLLER://", weir.kafka))
+        .unwrap_or_else(|| panic!("{listeners}"));
+    assert!(!controller.ends_with(":0"), "the bound port: {listeners}");
+    let data_dir = weir.data_dir.display().to_string();
+    for (name, value, source) in [
+        ("node.id", "7", STATIC_BROKER_CONFIG),
+        ("broker.id", "7", STATIC_BROKER_CONFIG),
+        ("process.roles", "broker,controller", DEFAULT_CONFIG),
+        ("listeners", listeners.as_str(), STATIC_BROKER_CONFIG),
+        (
+            "advertised.listeners",
+            "PLAINTEXT://kafka.example:9092",
+            STATIC_BROKER_CONFIG,
+        ),
+        ("controller.listener.names", "CONTROLLER", DEFAULT_CONFIG),
+        (
+            "controller.quorum.voters",
+            &format!("7@{controller}"),
+            DEFAULT_CONFIG,
+        ),
+        ("log.dirs", &data_dir, STATIC_BROKER_CONFIG),
+        ("log.dir", "./weir-data", DEFAULT_CONFIG),
+    ] {
+        let entry = &configs[name];
+        assert_eq!(
+            (entry.value.as_str(), entry.source, entry.read_only),
+            (value, source, true),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        configs["log.dirs"].synonyms,
+        [
+            ("log.dirs".into(), data_dir.clone(), STATIC_BROKER_CONFIG),
+            ("log.dir".into(), "./weir-data".into(), DEFAULT_CONFIG),
+        ]
+    );
+    // Kafka's config types.
+    let request =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(BROKER)
+            .with_resource_name(s("7"))
+            .with_configuration_keys(Some(
+                [
+                    "node.id",
+                    "process.roles",
+                    "listeners",
+                    "controller.quorum.voters",
+                ]
+                .map(s)
+                .to_vec(),
+            ))]);
+    let r: DescribeConfigsResponse = raw.call(ApiKey::DescribeConfigs, 4, &request);
+    let types: Vec<(String, i8)> = r.results[0]
+        .configs
+        .iter()
+        .map(|c| (c.name.to_string(), c.config_type))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("node.id".into(), INT),
+            ("process.roles".into(), LIST),
+            ("listeners".into(), STRING),
+            ("controller.quorum.voters".into(), LIST),
+        ]
+    );
+
+    // Read-only: refused by both kinds of AlterConfigs, for the broker and
+    // for the cluster-wide default.
+    for (resource, name) in [("7", "listeners"), ("7", "node.id"), ("", "log.dirs")] {
+        assert_eq!(
+            alter(&mut raw, BROKER, resource, &[(name, SET, Some("x"))], false),
+            (
+                42,
+                Some(format!(
+                    "Cannot update these configs dynamically: Set({name})"
+                ))
+            ),
+            "{resource:?} {name}"
+        );
+    }
+    let request = AlterConfigsRequest::default().with_resources(vec![
+        alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(BROKER)
+            .with_resource_name(s("7"))
+            .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                .with_name(s("advertised.listeners"))
+                .with_value(Some(s("PLAINTEXT://elsewhere:9092")))]),
+    ]);
+    let r: AlterConfigsResponse = raw.call(ApiKey::AlterConfigs, 2, &request);
+    assert_eq!(
+        (
+            r.responses[0].error_code,
+            r.responses[0].error_message.as_deref()
+        ),
+        (
+            42,
+            Some("Cannot update these configs dynamically: Set(advertised.listeners)")
+        )
+    );
+
+    // Not given at start: the defaults, null where Kafka's default is.
+    let plain = Weir::start(&[]);
+    let mut raw = Raw::connect(&plain.kafka);
+    let configs = describe(&mut raw, BROKER, "1").unwrap();
+    assert_eq!(
+        (configs["node.id"].value.as_str(), configs["node.id"].source),
+        ("1", DEFAULT_CONFIG)
+    );
+    let request =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(BROKER)
+            .with_resource_name(s("1"))
+            .with_configuration_keys(Some(vec![s("advertised.listeners")]))]);
+    let r: DescribeConfigsResponse = raw.call(ApiKey::DescribeConfigs, 4, &request);
+    let advertised = &r.results[0].configs[0];
+    assert_eq!(
+        (advertised.value.as_deref(), advertised.config_source),
+        (None, DEFAULT_CONFIG)
+    );
+}

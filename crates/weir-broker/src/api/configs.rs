@@ -23,7 +23,7 @@ use weir_meta::topic_config::{self, ConfigType};
 use super::admin::{failure, Failure};
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::config::{self, BrokerConfig, BROKER_CONFIGS};
+use crate::config::{self, BrokerConfig, BrokerConfigDef, BROKER_CONFIGS, STARTUP_CONFIGS};
 use crate::topic_configs::{self, ConfigSource};
 
 const TOPIC: i8 = 2;
@@ -32,7 +32,8 @@ const BROKER: i8 = 4;
 /// One described config.
 struct Described<'a> {
     name: &'a str,
-    value: &'a str,
+    /// `None`: null, as Kafka shows a config without a value.
+    value: Option<String>,
     source: ConfigSource,
     read_only: bool,
     config_type: ConfigType,
@@ -76,7 +77,7 @@ pub(super) fn describe_configs(
                 };
                 DescribeConfigsResourceResult::default()
                     .with_name(StrBytes::from_string(c.name.to_owned()))
-                    .with_value(Some(StrBytes::from_string(c.value.to_owned())))
+                    .with_value(c.value.map(StrBytes::from_string))
                     .with_config_source(c.source as i8)
                     .with_read_only(c.read_only)
                     .with_config_type(c.config_type.describe_configs_type())
@@ -109,7 +110,7 @@ pub(super) fn describe_configs(
                         .map(|c| {
                             entry(Described {
                                 name: c.def.name,
-                                value: &c.value,
+                                value: Some(c.value.clone()),
                                 source: c.source,
                                 read_only: false,
                                 config_type: c.def.config_type,
@@ -132,7 +133,7 @@ pub(super) fn describe_configs(
                             let source = ConfigSource::DynamicDefaultBrokerConfig;
                             entry(Described {
                                 name: config,
-                                value,
+                                value: Some(value.clone()),
                                 source,
                                 read_only: false,
                                 config_type: def.map_or(ConfigType::String, |d| d.config_type),
@@ -145,13 +146,13 @@ pub(super) fn describe_configs(
                 }
                 BROKER if name == broker.node_id().to_string() => {
                     let config = broker.config();
-                    let configs = BROKER_CONFIGS
+                    let mut configs: Vec<_> = BROKER_CONFIGS
                         .iter()
                         .filter(|def| wanted(def.name))
                         .map(|def| {
                             entry(Described {
                                 name: def.name,
-                                value: &config.values[def.name],
+                                value: Some(config.values[def.name].clone()),
                                 source: config.source(def.name),
                                 read_only: !def.dynamic,
                                 config_type: def.config_type,
@@ -164,6 +165,12 @@ pub(super) fn describe_configs(
                             })
                         })
                         .collect();
+                    configs.extend(
+                        STARTUP_CONFIGS
+                            .iter()
+                            .filter(|def| wanted(def.name))
+                            .map(|def| entry(startup_entry(&config, def))),
+                    );
                     result.with_configs(configs)
                 }
                 // Clients send a broker's DescribeConfigs to that broker,
@@ -183,6 +190,36 @@ pub(super) fn describe_configs(
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
+}
+
+/// A startup config as Kafka describes a static one: read-only, its
+/// synonyms the value given then the default (for `log.dirs`, `log.dir`'s).
+fn startup_entry<'a>(config: &BrokerConfig, def: &'a BrokerConfigDef) -> Described<'a> {
+    let (value, source) = config.startup_value(def.name).expect("a startup config");
+    let mut synonyms = Vec::new();
+    if let (Some(value), ConfigSource::StaticBrokerConfig) = (&value, source) {
+        synonyms.push((def.name, value.clone(), source));
+    }
+    let fallback = match def.name {
+        "log.dirs" => config::lookup("log.dir").unwrap_or(def),
+        _ => def,
+    };
+    if !fallback.default.is_empty() {
+        synonyms.push((
+            fallback.name,
+            fallback.default.to_owned(),
+            ConfigSource::DefaultConfig,
+        ));
+    }
+    Described {
+        name: def.name,
+        value,
+        source,
+        read_only: true,
+        config_type: def.config_type,
+        doc: def.doc,
+        synonyms,
+    }
 }
 
 fn unsupported_resource(resource_type: i8) -> Failure {
