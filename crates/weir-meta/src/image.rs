@@ -624,14 +624,21 @@ impl MetadataImage {
         Ok(())
     }
 
-    fn check_create_topic(
+    /// What a `CreateTopic` of `name` with `configs` would be refused for
+    /// whatever its replicas: a bad name, the name taken (or colliding),
+    /// a bad config. Kafka's controller checks these before the request's
+    /// counts and assignment, so a request for an existing topic hears
+    /// TOPIC_ALREADY_EXISTS whatever else is wrong with it.
+    pub fn check_new_topic(
         &self,
         name: &str,
-        id: Uuid,
-        partitions: i32,
-        replicas: &[Vec<i32>],
         configs: &BTreeMap<String, String>,
     ) -> Result<(), MetaError> {
+        self.check_topic_name_free(name)?;
+        topic_config::validate_configs(configs)
+    }
+
+    fn check_topic_name_free(&self, name: &str) -> Result<(), MetaError> {
         validate_topic_name(name)?;
         if self.topics.contains_key(name) {
             return Err(MetaError::TopicAlreadyExists(name.to_owned()));
@@ -642,6 +649,18 @@ impl MetadataImage {
                 reason: format!("Topic '{name}' collides with existing topic: {other}"),
             });
         }
+        Ok(())
+    }
+
+    fn check_create_topic(
+        &self,
+        name: &str,
+        id: Uuid,
+        partitions: i32,
+        replicas: &[Vec<i32>],
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), MetaError> {
+        self.check_topic_name_free(name)?;
         if id.is_nil() {
             return Err(MetaError::InvalidRequest(
                 "The topic id must not be the nil UUID.".to_owned(),

@@ -539,3 +539,49 @@ fn manual_replica_assignments_are_checked_as_kafka_checks_them() {
         )
     );
 }
+
+/// CreateTopics checks the name, whether it is taken and the configs before
+/// the partition count, replication factor and assignment, as Kafka's
+/// controller does: "create unless it exists" with a replication factor the
+/// cluster cannot hold hears TOPIC_ALREADY_EXISTS, which clients ignore.
+#[test]
+fn create_topics_checks_the_name_and_configs_before_the_counts() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    assert_eq!(create(&mut raw, topic("taken", 1, 1), false).0, 0);
+    let exists = ResponseError::TopicAlreadyExists.code();
+    assert_eq!(
+        create(&mut raw, topic("taken", 1, 3), false),
+        (exists, Some("Topic 'taken' already exists.".to_owned()))
+    );
+    assert_eq!(create(&mut raw, topic("taken", 0, 1), false).0, exists);
+    assert_eq!(create(&mut raw, topic("taken", 1, 0), false).0, exists);
+    assert_eq!(
+        create(&mut raw, topic("bad/name", 1, 3), false).0,
+        ResponseError::InvalidTopicException.code()
+    );
+    let bad_config = topic("configured", 1, 3).with_configs(vec![CreatableTopicConfig::default()
+        .with_name(StrBytes::from_static_str("retention.ms"))
+        .with_value(Some(StrBytes::from_static_str("soon")))]);
+    assert_eq!(
+        create(&mut raw, bad_config, false).0,
+        ResponseError::InvalidConfig.code()
+    );
+    // A name given twice in one request: both refused.
+    let response: CreateTopicsResponse = raw.call(
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![topic("twice", 1, 1), topic("twice", 1, 1)]),
+    );
+    for result in &response.topics {
+        assert_eq!(
+            (result.error_code, result.error_message.as_deref()),
+            (
+                ResponseError::InvalidRequest.code(),
+                Some("Duplicate topic name.")
+            )
+        );
+    }
+}

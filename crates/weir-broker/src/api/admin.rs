@@ -137,9 +137,19 @@ pub(super) async fn create_topics(
             if duplicates.contains(&name) {
                 return Err((
                     ResponseError::InvalidRequest,
-                    format!("Create topics request from client contains a duplicate topic {name}"),
+                    "Duplicate topic name.".to_owned(),
                 ));
             }
+            let configs: BTreeMap<String, String> = topic
+                .configs
+                .iter()
+                .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+                .collect();
+            // The name, then the configs, before the request's shape and
+            // the placement, in the order of Kafka's controller.
+            broker
+                .with_image(|image| image.check_new_topic(&name, &configs))
+                .map_err(|error| failure(error.into()))?;
             // The request's shape, checked in the order of Kafka's
             // controller: with a manual assignment both counts must be -1;
             // without, each is positive or -1 (the broker's default).
@@ -183,11 +193,6 @@ pub(super) async fn create_topics(
                 };
                 (partitions, replication_factor, None)
             };
-            let configs: BTreeMap<String, String> = topic
-                .configs
-                .iter()
-                .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
-                .collect();
             Ok(NewTopic {
                 name: name.clone(),
                 partitions,
