@@ -1009,6 +1009,126 @@ fn cooperative_members_keep_their_partitions_while_rejoining() {
     assert_eq!(h.engine.state(), GroupState::PreparingRebalance);
 }
 
+/// A cooperative-sticky JoinGroup whose metadata names what the member owns.
+fn cooperative_join(member_id: &str, owned: &str) -> JoinGroup {
+    let mut request = join_request(member_id, None);
+    request.protocols = vec![Protocol::new(
+        "cooperative-sticky",
+        format!("owned:{owned}"),
+    )];
+    request
+}
+
+/// Three cooperative members formed generation 1; returns their ids, the
+/// leader first, with the group in CompletingRebalance.
+fn completing_cooperative_group(h: &mut Harness) -> Vec<String> {
+    let owned = ["0,1", "2,3", "4,5"];
+    let mut parked = Vec::new();
+    for owns in owned {
+        let mut request = cooperative_join("", owns);
+        request.require_known_member_id = false;
+        parked.push(h.join(request).0);
+    }
+    let out = h.complete_join_phase();
+    parked
+        .iter()
+        .map(|r| join_response(&out, *r).member_id)
+        .collect()
+}
+
+#[test]
+fn a_known_member_rejoining_a_formed_generation() {
+    use GroupState::{CompletingRebalance, PreparingRebalance, Stable};
+    // (state, the leader rejoins, with changed metadata, state after, answered at once)
+    let table = [
+        // A lost JoinGroup response asked again: the current generation.
+        (CompletingRebalance, false, false, CompletingRebalance, true),
+        (CompletingRebalance, true, false, CompletingRebalance, true),
+        (CompletingRebalance, false, true, PreparingRebalance, false),
+        (CompletingRebalance, true, true, PreparingRebalance, false),
+        // KIP-429: a follower that revoked rejoins with what it still owns.
+        (Stable, false, false, Stable, true),
+        (Stable, false, true, PreparingRebalance, false),
+        // The leader rejoining always rebalances (topic metadata may have changed).
+        (Stable, true, false, PreparingRebalance, false),
+        (Stable, true, true, PreparingRebalance, false),
+    ];
+    for (state, leader, changed, after, answered) in table {
+        let case = format!("{state} leader={leader} changed={changed}");
+        let mut h = Harness::new();
+        let ids = completing_cooperative_group(&mut h);
+        if state == Stable {
+            h.sync_all(&ids);
+        }
+        let (member, owns) = if leader {
+            (&ids[0], "0,1")
+        } else {
+            (&ids[2], "4,5")
+        };
+        let owns = if changed { "5" } else { owns };
+        let (rid, out) = h.join(cooperative_join(member, owns));
+        assert_eq!(h.engine.state(), after, "{case}");
+        assert_eq!(h.engine.generation_id(), 1, "{case}");
+        match response(&out, rid) {
+            Some(Response::Join(r)) => {
+                assert!(answered, "{case}: answered {r:?}");
+                assert_eq!((r.error, r.generation_id), (None, 1), "{case}");
+                assert_eq!(r.members.len(), if leader { 3 } else { 0 }, "{case}");
+            }
+            None => assert!(!answered, "{case}: parked"),
+            other => panic!("{case}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_member_that_revoked_starts_the_follow_up_rebalance() {
+    let mut h = Harness::new();
+    let ids = completing_cooperative_group(&mut h);
+    h.sync_all(&ids);
+    // A fourth member joins; the leader's assignment leaves out partition 4,
+    // which the third member must give up first.
+    let (rid, out) = h.join(cooperative_join("", ""));
+    let fourth = join_response(&out, rid).member_id;
+    h.join(cooperative_join(&fourth, ""));
+    for (id, owns) in ids.iter().zip(["0,1", "2,3", "4,5"]) {
+        assert_eq!(
+            h.heartbeat(id, 1, None),
+            Err(GroupError::RebalanceInProgress)
+        );
+        h.join(cooperative_join(id, owns));
+    }
+    assert_eq!(h.engine.state(), GroupState::CompletingRebalance);
+    assert_eq!(h.engine.generation_id(), 2);
+    let all: Vec<String> = ids.iter().cloned().chain([fourth.clone()]).collect();
+    h.sync_all(&all);
+
+    // The third member revoked 4 and rejoins owning only 5; the others hear
+    // of the rebalance from their heartbeats and rejoin as they were.
+    let (revoker, _) = h.join(cooperative_join(&ids[2], "5"));
+    assert_eq!(h.engine.state(), GroupState::PreparingRebalance);
+    let mut rejoins = Vec::new();
+    for (id, owns) in [(&ids[0], "0,1"), (&ids[1], "2,3"), (&fourth, "")] {
+        assert_eq!(
+            h.heartbeat(id, 2, None),
+            Err(GroupError::RebalanceInProgress)
+        );
+        rejoins.push(h.join(cooperative_join(id, owns)).0);
+    }
+    let out = h.collect_log_since_start();
+    assert_eq!(h.engine.state(), GroupState::CompletingRebalance);
+    assert_eq!(h.engine.generation_id(), 3);
+    assert_eq!(join_response(&out, revoker).generation_id, 3);
+    // The leader assigns from what each member owns now: partition 4 is free.
+    let leader = join_response(&out, rejoins[0]);
+    let revoker_metadata = leader
+        .members
+        .iter()
+        .find(|m| m.member_id == ids[2])
+        .map(|m| m.metadata.clone());
+    assert_eq!(revoker_metadata.as_deref(), Some(&b"owned:5"[..]));
+}
+
 impl Harness {
     fn collect_log_since_start(&mut self) -> Vec<Command> {
         self.collect();
