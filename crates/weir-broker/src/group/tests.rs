@@ -1228,4 +1228,5 @@ fn error_codes_are_kafkas() {
     assert_eq!(error_code(None), 0);
 }
 
+mod cooperative;
 mod invariants;
