@@ -645,6 +645,71 @@ fn cooperative_sticky_members_move_only_what_they_must() {
     every_record_read_once(&[&first, &second], 6, 20);
 }
 
+/// Waits until `members` own `0..partitions` between them, every member
+/// some, asserting at every look that no partition has two owners; returns
+/// the split.
+fn wait_for_exclusive_split(members: &[&Member], partitions: i32) -> Vec<BTreeSet<i32>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let split = members.iter().map(|m| m.assignment()).collect::<Vec<_>>();
+        let mut owners: BTreeMap<i32, usize> = BTreeMap::new();
+        for &p in split.iter().flatten() {
+            *owners.entry(p).or_default() += 1;
+        }
+        assert!(
+            owners.values().all(|&n| n == 1),
+            "a partition has two owners: {split:?}"
+        );
+        if owners.len() == partitions as usize && split.iter().all(|s| !s.is_empty()) {
+            return split;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "partitions never split among the members: {split:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// KIP-429 over the classic protocol: the leader leaves out what must move
+/// to a fourth member; its owner revokes it and rejoins, and that follow-up
+/// rebalance hands it over. Nobody else gives up what it keeps.
+#[test]
+fn a_fourth_cooperative_member_gets_what_the_others_give_up() {
+    let weir = Weir::start(BROKER_ARGS);
+    create_topic(&weir, "sticky4", 6, 0);
+    let cooperative = [("partition.assignment.strategy", "cooperative-sticky")];
+    let originals: Vec<Member> = (0..3)
+        .map(|_| Member::start(&weir, "coop4", "sticky4", &cooperative))
+        .collect();
+    let refs: Vec<&Member> = originals.iter().collect();
+    let before = wait_for_split(&refs, 6);
+    let revoked = |m: &Member| m.rebalances.revoked.lock().unwrap().iter().sum::<usize>();
+    let revoked_before: usize = originals.iter().map(revoked).sum();
+
+    let fourth = Member::start(&weir, "coop4", "sticky4", &cooperative);
+    let all: Vec<&Member> = originals.iter().chain([&fourth]).collect();
+    let after = wait_for_exclusive_split(&all, 6);
+    let mut sizes: Vec<usize> = after.iter().map(BTreeSet::len).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [1, 1, 2, 2], "{before:?} -> {after:?}");
+    // The originals kept what they did not give up, and revoked only what
+    // moved to the fourth member.
+    for (kept, had) in after.iter().zip(&before) {
+        assert!(kept.is_subset(had), "{before:?} -> {after:?}");
+    }
+    let revoked_since = originals.iter().map(revoked).sum::<usize>() - revoked_before;
+    assert_eq!(revoked_since, after[3].len(), "{before:?} -> {after:?}");
+
+    produce_each(&weir, "sticky4", 6, 20);
+    wait_until("every record is read", Duration::from_secs(30), || {
+        all.iter().map(|m| m.read().len()).sum::<usize>() >= 120
+    });
+    every_record_read_once(&all, 6, 20);
+    let now: Vec<BTreeSet<i32>> = all.iter().map(|m| m.assignment()).collect();
+    assert_eq!(now, after, "the split changed while records were read");
+}
+
 #[test]
 fn groups_with_members_are_described_and_protected_from_deletion() {
     let weir = Weir::start(BROKER_ARGS);
