@@ -359,8 +359,19 @@ fn every_advertised_version_answers() {
                             .with_partitions(vec![OffsetCommitRequestPartition::default()
                                 .with_partition_index(0)
                                 .with_committed_offset(i64::from(version))])]);
-                    let r: OffsetCommitResponse = raw.call(key, version, &request);
-                    assert_eq!(r.topics[0].partitions[0].error_code, 0, "{label}");
+                    // Asked again while the coordinator loads the group's
+                    // partition (COORDINATOR_LOAD_IN_PROGRESS), as clients do.
+                    let mut tries = 0;
+                    let code = loop {
+                        let r: OffsetCommitResponse = raw.call(key, version, &request);
+                        let code = r.topics[0].partitions[0].error_code;
+                        tries += 1;
+                        if code != 14 || tries == 300 {
+                            break code;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    };
+                    assert_eq!(code, 0, "{label}");
                 }
                 ApiKey::OffsetFetch => {
                     use kafka_protocol::messages::offset_fetch_request::{
