@@ -10,6 +10,7 @@ use weir_log::Clock;
 use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetadataImage, TopicInfo};
 
 use crate::config::BrokerConfig;
+use crate::fetch_sessions::FetchSessionCache;
 use crate::group::GroupSnapshot;
 use crate::group_coordinator::GroupCoordinator;
 use crate::metadata::{Metadata, MetadataError};
@@ -120,6 +121,7 @@ pub struct Broker {
     offsets: OffsetStore,
     groups: GroupCoordinator,
     txns: Arc<TxnCoordinator>,
+    fetch_sessions: FetchSessionCache,
 }
 
 /// The settings in force and what they were built from.
@@ -227,6 +229,11 @@ impl Broker {
             offsets.group_metadata(),
             clock.now_ms(),
         );
+        let metrics = Metrics::default();
+        let fetch_sessions = FetchSessionCache::new(
+            config.max_incremental_fetch_session_cache_slots,
+            metrics.fetch_sessions.clone(),
+        );
         let broker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             clock,
@@ -241,11 +248,12 @@ impl Broker {
             replicas,
             membership: Mutex::new(Vec::new()),
             producer_ids: Mutex::default(),
-            metrics: Metrics::default(),
+            metrics,
             serving: AtomicBool::new(false),
             offsets,
             groups,
             txns: Arc::default(),
+            fetch_sessions,
         });
         broker.load_led_transactions();
         broker.start_membership();
@@ -630,6 +638,10 @@ impl Broker {
             .ok_or_else(|| offline(format!("group {group}: {OFFSETS_TOPIC} does not exist")))?;
         self.with_image(|image| self.replicas.leader(image, OFFSETS_TOPIC, index))
             .map_err(|not_served| offline(format!("group {group}: {not_served}")))
+    }
+
+    pub(crate) fn fetch_sessions(&self) -> &FetchSessionCache {
+        &self.fetch_sessions
     }
 
     pub fn metrics(&self) -> &Metrics {

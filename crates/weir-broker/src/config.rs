@@ -183,6 +183,13 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "The most members a consumer group may have",
     },
     BrokerConfigDef {
+        name: "max.incremental.fetch.session.cache.slots",
+        default: "1000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How many incremental fetch sessions (KIP-227) the broker keeps",
+    },
+    BrokerConfigDef {
         name: "replica.lag.time.max.ms",
         default: "30000",
         config_type: ConfigType::Long,
@@ -530,6 +537,7 @@ pub struct BrokerConfig {
     pub group_max_session_timeout_ms: i32,
     pub group_max_size: i32,
     pub replica_lag_time_max_ms: i64,
+    pub max_incremental_fetch_session_cache_slots: usize,
     pub broker_rack: Option<String>,
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
@@ -672,6 +680,11 @@ impl BrokerConfig {
             )?,
             group_max_size: parse_in(get, "group.max.size", 1..=i32::MAX)?,
             replica_lag_time_max_ms: parse_in(get, "replica.lag.time.max.ms", 1..=i32::MAX as i64)?,
+            max_incremental_fetch_session_cache_slots: parse_in(
+                get,
+                "max.incremental.fetch.session.cache.slots",
+                0..=i32::MAX as usize,
+            )?,
             broker_rack: Some(get("broker.rack").trim().to_owned()).filter(|r| !r.is_empty()),
             broker_session_timeout_ms: parse_in(
                 get,

@@ -4,6 +4,7 @@ mod api;
 mod blocking;
 pub mod broker;
 pub mod config;
+mod fetch_sessions;
 pub mod group;
 pub mod group_coordinator;
 pub mod high_watermarks;

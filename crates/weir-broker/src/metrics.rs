@@ -35,6 +35,7 @@ pub struct Metrics {
     pub bytes_out: Counter,
     pub records_appended: Counter,
     pub fetches_waiting: Gauge,
+    pub fetch_sessions: Gauge,
     pub log_end_offset: Family<PartitionLabels, Gauge>,
     pub consumer_group_lag: Family<GroupPartitionLabels, Gauge>,
     pub consumer_group_lag_seconds: Family<GroupPartitionLabels, Gauge<f64, AtomicU64>>,
@@ -59,6 +60,7 @@ impl Default for Metrics {
         let bytes_out = Counter::default();
         let records_appended = Counter::default();
         let fetches_waiting = Gauge::default();
+        let fetch_sessions = Gauge::default();
         let log_end_offset = Family::<PartitionLabels, Gauge>::default();
         let consumer_group_lag = Family::<GroupPartitionLabels, Gauge>::default();
         let consumer_group_lag_seconds =
@@ -88,6 +90,11 @@ impl Default for Metrics {
             "fetches_waiting",
             "Fetch requests waiting for records or their max wait (Kafka's fetch purgatory)",
             fetches_waiting.clone(),
+        );
+        registry.register(
+            "fetch_sessions",
+            "Incremental fetch sessions held (Kafka's NumIncrementalFetchSessions)",
+            fetch_sessions.clone(),
         );
         registry.register(
             "log_end_offset",
@@ -152,6 +159,7 @@ impl Default for Metrics {
             bytes_out,
             records_appended,
             fetches_waiting,
+            fetch_sessions,
             log_end_offset,
             consumer_group_lag,
             consumer_group_lag_seconds,

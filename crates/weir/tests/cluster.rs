@@ -1101,3 +1101,66 @@ fn the_cli_sends_each_partitions_requests_to_its_leader() {
         .collect();
     assert_eq!(lags, ["2"; 6], "{}", described.stdout);
 }
+
+/// KIP-951: a v16+ fetch sent to a broker that does not lead the partition
+/// is told who does, and where to reach it, without a metadata round trip.
+#[test]
+fn a_fetch_sent_to_the_wrong_broker_names_the_leader() {
+    use common::raw::Raw;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{
+        ApiKey, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+
+    let cluster = Cluster::start(&[]);
+    create_topic(&cluster.bootstrap(), "hinted", 1, 1);
+    let leader = partitions(&cluster.bootstrap(), "hinted")[0].leader;
+    let other = if leader == 1 { 2 } else { 1 };
+    let mut raw = Raw::connect(&cluster.node(other).kafka);
+    let metadata: MetadataResponse = raw.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("hinted"))))])),
+    );
+    let topic = &metadata.topics[0];
+    let leader_epoch = topic.partitions[0].leader_epoch;
+    let request = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic.topic_id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    for version in [15, 16, 17] {
+        let response: FetchResponse = raw.call(ApiKey::Fetch, version, &request);
+        let data = &response.responses[0].partitions[0];
+        assert_eq!(data.error_code, NOT_LEADER_OR_FOLLOWER, "v{version}");
+        let named = (
+            data.current_leader.leader_id.0,
+            data.current_leader.leader_epoch,
+        );
+        let endpoints: Vec<String> = response
+            .node_endpoints
+            .iter()
+            .map(|n| format!("{}:{}", n.host.as_str(), n.port))
+            .collect();
+        if version < 16 {
+            assert_eq!(named, (-1, -1), "v{version}: no hint before v16");
+            assert!(endpoints.is_empty(), "v{version}");
+        } else {
+            assert_eq!(named, (leader, leader_epoch), "v{version}");
+            assert_eq!(
+                endpoints,
+                [cluster.node(leader).kafka.clone()],
+                "v{version}"
+            );
+            assert_eq!(response.node_endpoints[0].node_id.0, leader);
+        }
+    }
+}

@@ -108,6 +108,13 @@ fn every_advertised_version_answers() {
     let mut raw = Raw::connect(&weir.kafka);
     raw.topic_metadata("sweep");
     assert_eq!(raw.produce("sweep", 0, BatchBuilder::new(2).build()).0, 0);
+    let sweep_id = {
+        let request = MetadataRequest::default().with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name("sweep"))),
+        ]));
+        let r: MetadataResponse = raw.call(ApiKey::Metadata, 12, &request);
+        r.topics[0].topic_id
+    };
 
     let versions: ApiVersionsResponse =
         raw.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
@@ -155,11 +162,17 @@ fn every_advertised_version_answers() {
                         .with_session_epoch(-1)
                         .with_topics(vec![FetchTopic::default()
                             .with_topic(name("sweep"))
+                            .with_topic_id(sweep_id)
                             .with_partitions(vec![FetchPartition::default()
                                 .with_partition(0)
                                 .with_fetch_offset(0)
                                 .with_partition_max_bytes(1 << 20)])]);
                     let r: FetchResponse = raw.call(key, version, &request);
+                    if version >= 13 {
+                        assert_eq!(r.responses[0].topic_id, sweep_id, "{label}");
+                    } else {
+                        assert_eq!(r.responses[0].topic.as_str(), "sweep", "{label}");
+                    }
                     let data = &r.responses[0].partitions[0];
                     assert_eq!(data.error_code, 0, "{label}");
                     assert!(!data.records.as_ref().unwrap().is_empty(), "{label}");

@@ -1,25 +1,35 @@
-//! The Fetch response, encoded by hand for versions 4–12 so that each
+//! The Fetch response, encoded by hand for versions 4–17 so that each
 //! partition's records stay a region of a segment file, spliced into the
 //! socket with `sendfile` instead of being copied into the response.
 //!
 //! ```text
-//! header      correlation id i32, [v12: tagged fields]
+//! header      correlation id i32, [v12+: tagged fields]
 //! response    throttle i32, [v7+: error i16, session id i32],
-//!             topics [ name string, partitions [
+//!             topics [ [v4-12: name string, v13+: topic id uuid],
+//!               partitions [
 //!               index i32, error i16, high watermark i64, last stable i64,
 //!               [v5+: log start i64], aborted transactions [
-//!                 producer id i64, first offset i64, [v12: tagged fields] ],
+//!                 producer id i64, first offset i64, [v12+: tagged fields] ],
 //!               [v11+: preferred read replica i32], records bytes,
-//!               [v12: tagged fields] ], [v12: tagged fields] ],
-//!             [v12: tagged fields]
+//!               [v12+: tagged fields: 1 = current leader] ],
+//!               [v12+: tagged fields] ],
+//!             [v12+: tagged fields: 0 = node endpoints (v16+)]
 //! ```
-//! v12 is flexible: compact arrays, strings and bytes (unsigned varint
-//! length + 1) and an empty tagged-field section after each structure.
+//! v12+ is flexible: compact arrays, strings and bytes (unsigned varint
+//! length + 1) and a tagged-field section after each structure.
 
 use bytes::{BufMut, BytesMut};
 use weir_log::{AbortedTxn, LogSlice};
 
+use crate::fetch_sessions::TopicRef;
 use crate::net::{Chunk, Outgoing};
+
+/// The response's top-level fields.
+pub(super) struct Header {
+    pub(super) error_code: i16,
+    /// The fetch session the client continues with; 0 for none.
+    pub(super) session_id: i32,
+}
 
 /// One partition of the answer.
 pub(super) struct FetchedPartition {
@@ -31,6 +41,9 @@ pub(super) struct FetchedPartition {
     pub(super) records: LogSlice,
     /// For `read_committed`: the aborted transactions the records overlap.
     pub(super) aborted: Vec<AbortedTxn>,
+    /// The partition's leader and leader epoch, told to a client that
+    /// asked the wrong broker (KIP-951, v16+).
+    pub(super) current_leader: Option<(i32, i32)>,
 }
 
 impl FetchedPartition {
@@ -43,15 +56,26 @@ impl FetchedPartition {
             log_start_offset: -1,
             records: LogSlice::default(),
             aborted: Vec::new(),
+            current_leader: None,
         }
     }
+}
+
+/// Where to reach a leader named in a partition's `current_leader`.
+pub(super) struct NodeEndpoint {
+    pub(super) node_id: i32,
+    pub(super) host: String,
+    pub(super) port: i32,
+    pub(super) rack: Option<String>,
 }
 
 /// Encodes the response frame, size prefix included.
 pub(super) fn encode(
     version: i16,
     correlation_id: i32,
-    topics: &[(&str, Vec<FetchedPartition>)],
+    header: &Header,
+    topics: &[(TopicRef, Vec<FetchedPartition>)],
+    endpoints: &[NodeEndpoint],
 ) -> Outgoing {
     let flexible = version >= 12;
     let mut out = Writer {
@@ -63,12 +87,17 @@ pub(super) fn encode(
     out.tagged_fields();
     out.buf.put_i32(0); // throttle time
     if version >= 7 {
-        out.buf.put_i16(0); // error
-        out.buf.put_i32(0); // session id: no fetch sessions
+        out.buf.put_i16(header.error_code);
+        out.buf.put_i32(header.session_id);
     }
     out.array_len(topics.len());
-    for (name, partitions) in topics {
-        out.string(name);
+    for (topic, partitions) in topics {
+        match topic {
+            TopicRef::Id(id) if version >= 13 => out.buf.put_slice(id.as_bytes()),
+            TopicRef::Name(name) if version < 13 => out.string(name),
+            // A request names topics one way, and its answer follows it.
+            _ => unreachable!("a v{version} fetch answered with {topic:?}"),
+        }
         out.array_len(partitions.len());
         for p in partitions {
             out.buf.put_i32(p.index);
@@ -88,11 +117,40 @@ pub(super) fn encode(
                 out.buf.put_i32(-1); // preferred read replica: none
             }
             out.records(&p.records);
-            out.tagged_fields();
+            match p.current_leader {
+                Some((leader_id, leader_epoch)) if flexible => {
+                    let mut field = BytesMut::with_capacity(9);
+                    field.put_i32(leader_id);
+                    field.put_i32(leader_epoch);
+                    field.put_u8(0); // its own tagged fields
+                    out.tagged_field(1, &field);
+                }
+                _ => out.tagged_fields(),
+            }
         }
         out.tagged_fields();
     }
-    out.tagged_fields();
+    if version >= 16 && !endpoints.is_empty() {
+        let mut field = Writer {
+            chunks: Vec::new(),
+            buf: BytesMut::new(),
+            flexible: true,
+        };
+        field.array_len(endpoints.len());
+        for node in endpoints {
+            field.buf.put_i32(node.node_id);
+            field.string(&node.host);
+            field.buf.put_i32(node.port);
+            match &node.rack {
+                Some(rack) => field.string(rack),
+                None => field.varint(0), // null
+            }
+            field.tagged_fields();
+        }
+        out.tagged_field(0, &field.buf);
+    } else {
+        out.tagged_fields();
+    }
     out.finish()
 }
 
@@ -134,6 +192,14 @@ impl Writer {
         }
     }
 
+    /// A tagged-field section holding one field.
+    fn tagged_field(&mut self, tag: u32, value: &[u8]) {
+        self.varint(1);
+        self.varint(tag);
+        self.varint(value.len() as u32);
+        self.buf.put_slice(value);
+    }
+
     fn records(&mut self, records: &LogSlice) {
         let len = records.len() as usize;
         self.array_len(len);
@@ -171,10 +237,21 @@ mod tests {
         log.append(&BatchBuilder::new(2).build(), 0).unwrap();
         let slice = log.read(0, 1 << 20, 5).unwrap();
         let stored = slice.to_bytes().unwrap();
-        for version in 4..=12 {
+        let orders_id = uuid::Uuid::from_u128(0x1234);
+        let empty_id = uuid::Uuid::from_u128(0x5678);
+        for version in 4..=17 {
+            let name_or_id = |name: &str, id| {
+                if version >= 13 {
+                    TopicRef::Id(id)
+                } else {
+                    TopicRef::Name(name.into())
+                }
+            };
+            let mut not_leader = FetchedPartition::error(1, 6);
+            not_leader.current_leader = Some((2, 9));
             let topics = [
                 (
-                    "orders",
+                    name_or_id("orders", orders_id),
                     vec![
                         FetchedPartition {
                             index: 0,
@@ -197,13 +274,27 @@ mod tests {
                                     last_stable_offset: 12,
                                 },
                             ],
+                            current_leader: None,
                         },
-                        FetchedPartition::error(1, 1),
+                        not_leader,
                     ],
                 ),
-                ("empty", vec![FetchedPartition::error(0, 3)]),
+                (
+                    name_or_id("empty", empty_id),
+                    vec![FetchedPartition::error(0, 3)],
+                ),
             ];
-            let frame = encode(version, 77, &topics);
+            let endpoints = [NodeEndpoint {
+                node_id: 2,
+                host: "broker-2".into(),
+                port: 9093,
+                rack: None,
+            }];
+            let header = Header {
+                error_code: 0,
+                session_id: 42,
+            };
+            let frame = encode(version, 77, &header, &topics, &endpoints);
             let mut bytes: Bytes = frame.to_bytes().unwrap();
             assert_eq!(bytes.len(), frame.len());
             assert_eq!(bytes.get_i32() as usize, frame.len() - 4, "v{version}");
@@ -212,9 +303,16 @@ mod tests {
             assert_eq!(header.correlation_id, 77);
             let response = FetchResponse::decode(&mut bytes, version).unwrap();
             assert!(!bytes.has_remaining(), "v{version}: trailing bytes");
+            if version >= 7 {
+                assert_eq!((response.error_code, response.session_id), (0, 42));
+            }
             assert_eq!(response.responses.len(), 2);
             let orders = &response.responses[0];
-            assert_eq!(orders.topic.as_str(), "orders");
+            if version >= 13 {
+                assert_eq!(orders.topic_id, orders_id);
+            } else {
+                assert_eq!(orders.topic.as_str(), "orders");
+            }
             let p0 = &orders.partitions[0];
             assert_eq!((p0.partition_index, p0.error_code), (0, 0));
             assert_eq!((p0.high_watermark, p0.last_stable_offset), (5, 5));
@@ -230,9 +328,25 @@ mod tests {
                 .collect();
             assert_eq!(aborted, vec![(7, 1), (8, 3)], "v{version}");
             let p1 = &orders.partitions[1];
-            assert_eq!((p1.partition_index, p1.error_code), (1, 1));
+            assert_eq!((p1.partition_index, p1.error_code), (1, 6));
             assert_eq!(p1.records.as_deref(), Some(&[][..]));
-            assert_eq!(response.responses[1].topic.as_str(), "empty");
+            if version >= 12 {
+                let leader = &p1.current_leader;
+                assert_eq!((leader.leader_id.0, leader.leader_epoch), (2, 9));
+            }
+            if version >= 16 {
+                let nodes: Vec<_> = response
+                    .node_endpoints
+                    .iter()
+                    .map(|n| (n.node_id.0, n.host.as_str(), n.port, n.rack.clone()))
+                    .collect();
+                assert_eq!(nodes, vec![(2, "broker-2", 9093, None)]);
+            }
+            if version >= 13 {
+                assert_eq!(response.responses[1].topic_id, empty_id);
+            } else {
+                assert_eq!(response.responses[1].topic.as_str(), "empty");
+            }
             assert_eq!(response.responses[1].partitions[0].error_code, 3);
         }
     }

@@ -34,7 +34,7 @@ use crate::net::Outgoing;
 /// therefore advertises in ApiVersions.
 pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 11),
-    (ApiKey::Fetch, 4, 12),
+    (ApiKey::Fetch, 4, 17),
     (ApiKey::ListOffsets, 1, 7),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 4),
