@@ -161,6 +161,25 @@ fn killing_the_active_controller_elects_another_that_serves() {
     );
 }
 
+/// Every registered broker, fenced or not, as DescribeCluster v2 lists
+/// them when asked to (KIP-1073).
+fn described_brokers(bootstrap: &str) -> Vec<(i32, bool)> {
+    use kafka_protocol::messages::{ApiKey, DescribeClusterRequest, DescribeClusterResponse};
+    let mut raw = common::raw::Raw::connect(bootstrap);
+    let described: DescribeClusterResponse = raw.call(
+        ApiKey::DescribeCluster,
+        2,
+        &DescribeClusterRequest::default().with_include_fenced_brokers(true),
+    );
+    let mut brokers: Vec<(i32, bool)> = described
+        .brokers
+        .iter()
+        .map(|b| (b.broker_id.0, b.is_fenced))
+        .collect();
+    brokers.sort();
+    brokers
+}
+
 #[test]
 fn a_killed_broker_is_fenced_its_leaderships_move_and_it_rejoins() {
     let mut cluster = Cluster::start(&["--leader-imbalance-check-interval-seconds", "1"]);
@@ -201,6 +220,11 @@ fn a_killed_broker_is_fenced_its_leaderships_move_and_it_rejoins() {
         killed.elapsed()
     );
     assert!(!brokers(&bootstrap).contains(&victim));
+    assert_eq!(
+        described_brokers(&bootstrap),
+        (1..=3).map(|id| (id, id == victim)).collect::<Vec<_>>(),
+        "DescribeCluster v2 with fenced brokers"
+    );
     for p in &led {
         assert!(before[*p].isr.contains(&after[*p].leader));
     }

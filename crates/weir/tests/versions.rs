@@ -731,3 +731,70 @@ fn authorized_operations_are_every_supported_one_when_asked() {
         assert_eq!(described.groups[0].authorized_operations, expected);
     }
 }
+
+/// What the newest versions changed: DescribeGroups v6 reports an unknown
+/// group (KIP-1043); DescribeCluster v1+ refuses endpoint types a broker
+/// is not, and v2 flags fenced brokers (KIP-1073).
+#[test]
+fn the_newest_versions_answer_as_kafka_4() {
+    const GROUP_ID_NOT_FOUND: i16 = 69;
+    const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
+    const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+
+    raw.find_coordinator(0, "nobody");
+    let request = DescribeGroupsRequest::default()
+        .with_groups(vec![GroupId(StrBytes::from_static_str("nobody"))]);
+    for version in [5, 6] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let described = loop {
+            let described: DescribeGroupsResponse =
+                raw.call(ApiKey::DescribeGroups, version, &request);
+            if described.groups[0].error_code != 14 || std::time::Instant::now() > deadline {
+                break described;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        let group = &described.groups[0];
+        assert_eq!(group.group_state.as_str(), "Dead", "v{version}");
+        if version < 6 {
+            assert_eq!((group.error_code, &group.error_message), (0, &None));
+        } else {
+            assert_eq!(group.error_code, GROUP_ID_NOT_FOUND);
+            assert_eq!(
+                group.error_message.as_ref().map(|m| m.as_str()),
+                Some("Group nobody not found.")
+            );
+        }
+    }
+
+    for (endpoint_type, expected) in [
+        (1, 0),
+        (2, MISMATCHED_ENDPOINT_TYPE),
+        (7, UNSUPPORTED_ENDPOINT_TYPE),
+    ] {
+        let described: DescribeClusterResponse = raw.call(
+            ApiKey::DescribeCluster,
+            2,
+            &DescribeClusterRequest::default()
+                .with_endpoint_type(endpoint_type)
+                .with_include_fenced_brokers(true),
+        );
+        assert_eq!(
+            described.error_code, expected,
+            "endpoint type {endpoint_type}"
+        );
+        if expected == 0 {
+            let brokers: Vec<(i32, bool)> = described
+                .brokers
+                .iter()
+                .map(|b| (b.broker_id.0, b.is_fenced))
+                .collect();
+            assert_eq!(brokers, [(1, false)]);
+        } else {
+            assert!(described.brokers.is_empty());
+            assert!(described.error_message.is_some());
+        }
+    }
+}

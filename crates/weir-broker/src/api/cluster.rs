@@ -11,24 +11,59 @@ use kafka_protocol::messages::{
     DescribeQuorumResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
 
+/// DescribeCluster's `endpoint_type`s: Weir's listeners are brokers'.
+const BROKER_ENDPOINT: i8 = 1;
+const CONTROLLER_ENDPOINT: i8 = 2;
+
 pub(super) fn describe_cluster(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
+    // As Kafka: v0 knows no endpoint types, so any mismatch is INVALID_REQUEST.
+    let refuse = |error: ResponseError, message: String| {
+        let error = if ctx.version == 0 {
+            ResponseError::InvalidRequest
+        } else {
+            error
+        };
+        DescribeClusterResponse::default()
+            .with_error_code(error.code())
+            .with_error_message(Some(StrBytes::from_string(message)))
+    };
+    match request.endpoint_type {
+        BROKER_ENDPOINT => {}
+        CONTROLLER_ENDPOINT => {
+            return refuse(
+                ResponseError::MismatchedEndpointType,
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER".into(),
+            )
+        }
+        other => {
+            return refuse(
+                ResponseError::UnsupportedEndpointType,
+                format!("Unsupported endpoint type {other}"),
+            )
+        }
+    }
+    // v2 lists fenced brokers too when asked (KIP-1073).
+    let with_fenced = ctx.version >= 2 && request.include_fenced_brokers;
     let brokers = broker.with_image(|image| {
         image
-            .live_brokers()
+            .brokers()
+            .filter(|b| with_fenced || !image.is_fenced(b.id))
             .map(|b| {
                 DescribeClusterBroker::default()
                     .with_broker_id(BrokerId(b.id))
                     .with_host(StrBytes::from_string(b.host.clone()))
                     .with_port(i32::from(b.port))
                     .with_rack(b.rack.clone().map(StrBytes::from_string))
+                    .with_is_fenced(image.is_fenced(b.id))
             })
             .collect()
     });

@@ -112,13 +112,19 @@ pub(super) fn describe_groups(
             let offsets = broker.offsets();
             let known = !offsets.group_offsets(&group.0).is_empty()
                 || offsets.has_open_transactions(&group.0);
-            // Kafka describes a group it does not know as Dead, without error.
-            let state = if known {
-                GroupState::Empty
-            } else {
-                GroupState::Dead
-            };
-            described.with_group_state(StrBytes::from_static_str(state.as_str()))
+            if known {
+                return described
+                    .with_group_state(StrBytes::from_static_str(GroupState::Empty.as_str()));
+            }
+            // Kafka describes a group it does not know as Dead: without
+            // error before v6, GROUP_ID_NOT_FOUND from v6 on (KIP-1043).
+            let dead =
+                described.with_group_state(StrBytes::from_static_str(GroupState::Dead.as_str()));
+            if ctx.version < 6 {
+                return dead;
+            }
+            dead.with_error_code(ResponseError::GroupIdNotFound.code())
+                .with_error_message(Some(text(format!("Group {} not found.", group.0))))
         })
         .collect();
     if with_operations {
