@@ -1,5 +1,12 @@
 //! ListOffsets: earliest, latest, the first offset at or after a
-//! timestamp, and the record with the largest timestamp.
+//! timestamp, the record with the largest timestamp (v7+), and KIP-405's
+//! earliest local (v8+) and KIP-1005's latest tiered (v9+) offsets.
+//!
+//! Weir has no remote tier, so it answers the last two as Kafka does with
+//! remote storage disabled: the local log starts at the log start (earliest
+//! local is earliest), and nothing is tiered (latest tiered is offset -1,
+//! timestamp -1, leader epoch -1, and no error). v10's `timeout_ms` bounds
+//! a remote lookup only, and there is none.
 //!
 //! As in Kafka, what a client may be told ends at the last offset it could
 //! fetch: the high watermark, or for isolation level `read_committed` the
@@ -7,6 +14,8 @@
 //! (or as the one with the largest timestamp) at or past it is no answer
 //! (offset and timestamp -1), not an earlier record. Earliest is the log
 //! start, whatever the isolation level.
+
+use std::collections::HashSet;
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -21,6 +30,20 @@ use crate::broker::Broker;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+
+/// The first version that knows a special (negative) timestamp, as
+/// Kafka's `ReplicaManager` checks it; `None` for one no version knows.
+fn first_version_for(timestamp: i64) -> Option<i16> {
+    match timestamp {
+        LATEST | EARLIEST => Some(1),
+        MAX_TIMESTAMP => Some(7),
+        EARLIEST_LOCAL => Some(8),
+        LATEST_TIERED => Some(9),
+        _ => None,
+    }
+}
 
 /// The request's isolation level `read_committed` (0 is `read_uncommitted`).
 const READ_COMMITTED: i8 = 1;
@@ -30,6 +53,20 @@ pub(super) fn handle(
     ctx: &RequestContext,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    // As Kafka: a partition asked for twice is answered once, with
+    // INVALID_REQUEST.
+    let mut seen = HashSet::new();
+    let duplicates: HashSet<(String, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.0.to_string(), p.partition_index))
+        })
+        .filter(|key| !seen.insert(key.clone()))
+        .collect();
+    let mut answered = HashSet::new();
     let topics = request
         .topics
         .into_iter()
@@ -38,11 +75,20 @@ pub(super) fn handle(
             let partitions = topic
                 .partitions
                 .into_iter()
+                .filter(|p| answered.insert((name.clone(), p.partition_index)))
                 .map(|p| {
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1);
+                    if duplicates.contains(&(name.clone(), p.partition_index)) {
+                        return response.with_error_code(ResponseError::InvalidRequest.code());
+                    }
+                    if p.timestamp < 0
+                        && first_version_for(p.timestamp).is_none_or(|first| ctx.version < first)
+                    {
+                        return response.with_error_code(ResponseError::UnsupportedVersion.code());
+                    }
                     let partition = match broker.leader_partition(&name, p.partition_index) {
                         Ok(partition) => partition,
                         Err(not_served) => return response.with_error_code(not_served.code()),
@@ -61,13 +107,14 @@ pub(super) fn handle(
                     };
                     let found = match p.timestamp {
                         LATEST => Ok(Some((-1, last_fetchable as i64))),
-                        EARLIEST => Ok(Some((-1, partition.log().log_start_offset() as i64))),
-                        MAX_TIMESTAMP => partition.log().max_timestamp_offset().map(fetchable),
-                        ts if ts >= 0 => partition.log().offset_for_timestamp(ts).map(fetchable),
-                        _ => {
-                            return response
-                                .with_error_code(ResponseError::UnsupportedVersion.code())
+                        EARLIEST | EARLIEST_LOCAL => {
+                            Ok(Some((-1, partition.log().log_start_offset() as i64)))
                         }
+                        // Nothing is tiered: Kafka's answer with remote
+                        // storage disabled, leader epoch -1 included.
+                        LATEST_TIERED => return response.with_leader_epoch(-1),
+                        MAX_TIMESTAMP => partition.log().max_timestamp_offset().map(fetchable),
+                        ts => partition.log().offset_for_timestamp(ts).map(fetchable),
                     };
                     match found {
                         Ok(Some((timestamp, offset))) => {
