@@ -21,7 +21,7 @@ use weir_log::{
 use crate::blocking::without_holding_up_the_worker;
 use crate::config::BrokerConfig;
 use crate::producer_state::{
-    BatchMetadata, IncomingBatch, MarkerCheck, ProducerStates, SequenceCheck,
+    ActiveProducer, BatchMetadata, IncomingBatch, MarkerCheck, ProducerStates, SequenceCheck,
 };
 use crate::replication::leader_state::LeaderState;
 
@@ -1035,6 +1035,23 @@ impl Partition {
             without_holding_up_the_worker(|| self.log.flush_to(info.last_offset + 1))?;
         }
         Ok(self.appended_as_leader(&led, &info))
+    }
+
+    /// The producers this replica remembers, each with the first offset of
+    /// its open transaction (-1: none), as DescribeProducers shows them.
+    pub fn active_producers(&self) -> Vec<(ActiveProducer, i64)> {
+        let active = self.producers.lock().active();
+        let open = self.log.open_transactions();
+        active
+            .into_iter()
+            .map(|producer| {
+                let start = open
+                    .iter()
+                    .find(|txn| txn.producer_id == producer.producer_id)
+                    .map_or(-1, |txn| txn.first_offset as i64);
+                (producer, start)
+            })
+            .collect()
     }
 
     /// Forgets the idempotent producers idle for `expiration_ms` (Kafka's

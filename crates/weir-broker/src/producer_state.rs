@@ -98,6 +98,19 @@ pub struct IncomingBatch {
     pub last_seq: i32,
 }
 
+/// What a partition knows of one producer (see [`ProducerStates::active`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence written, -1 if none since the epoch began.
+    pub last_sequence: i32,
+    /// The time of its last batch or marker, -1 if unknown.
+    pub last_timestamp: i64,
+    /// The epoch of the coordinator of its last marker, -1 if none.
+    pub coordinator_epoch: i32,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ProducerStates {
     producers: HashMap<i64, ProducerEntry>,
@@ -244,6 +257,36 @@ impl ProducerStates {
             entry.epoch = epoch;
             entry.batches.clear();
         }
+    }
+
+    /// The producers this partition remembers, as DescribeProducers shows
+    /// them (Kafka's `ProducerStateEntry`), by producer id.
+    pub fn active(&self) -> Vec<ActiveProducer> {
+        let mut active: Vec<ActiveProducer> = self
+            .producers
+            .iter()
+            .map(|(&producer_id, entry)| {
+                let last = entry.batches.back();
+                let last_timestamp = last.map_or(entry.last_timestamp, |b| {
+                    b.timestamp.max(entry.last_timestamp)
+                });
+                ActiveProducer {
+                    producer_id,
+                    epoch: entry.epoch,
+                    last_sequence: last.map_or(-1, |b| b.last_seq),
+                    // Snapshots from before expiry know no time: -1 as
+                    // Kafka's "no timestamp".
+                    last_timestamp: if last_timestamp == i64::MIN {
+                        -1
+                    } else {
+                        last_timestamp
+                    },
+                    coordinator_epoch: entry.coordinator_epoch,
+                }
+            })
+            .collect();
+        active.sort_by_key(|p| p.producer_id);
+        active
     }
 
     pub fn len(&self) -> usize {
@@ -409,6 +452,40 @@ mod tests {
         let round_trip: ProducerStates =
             serde_json::from_str(&serde_json::to_string(&states).unwrap()).unwrap();
         assert_eq!(round_trip.check_marker(7, 2, -1), MarkerCheck::Write);
+    }
+
+    #[test]
+    fn active_producers_show_their_last_batch_and_marker() {
+        let mut states = with_batches(3, 2); // producer 7, sequences 0..=5
+        states.record_marker(9, 2, 4, 7_000);
+        let at = |timestamp| BatchMetadata {
+            timestamp,
+            ..meta(6, 7, 60)
+        };
+        states.record(&batch(0, 6, 7), at(5_000));
+        assert_eq!(
+            states.active(),
+            vec![
+                ActiveProducer {
+                    producer_id: 7,
+                    epoch: 0,
+                    last_sequence: 7,
+                    last_timestamp: 5_000,
+                    coordinator_epoch: -1,
+                },
+                // Only a marker: no sequence yet.
+                ActiveProducer {
+                    producer_id: 9,
+                    epoch: 2,
+                    last_sequence: -1,
+                    last_timestamp: 7_000,
+                    coordinator_epoch: 4,
+                },
+            ]
+        );
+        let old = r#"{"producers":{"7":{"epoch":2,"batches":[]}}}"#;
+        let loaded: ProducerStates = serde_json::from_str(old).unwrap();
+        assert_eq!(loaded.active()[0].last_timestamp, -1);
     }
 
     #[test]

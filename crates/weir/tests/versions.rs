@@ -656,6 +656,16 @@ fn every_advertised_version_answers() {
                         "{label}"
                     );
                 }
+                ApiKey::DescribeProducers => {
+                    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+                    let request = DescribeProducersRequest::default().with_topics(vec![
+                        TopicRequest::default()
+                            .with_name(name("sweep"))
+                            .with_partition_indexes(vec![0]),
+                    ]);
+                    let r: DescribeProducersResponse = raw.call(key, version, &request);
+                    assert_eq!(r.topics[0].partitions[0].error_code, 0, "{label}");
+                }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }
             checked += 1;

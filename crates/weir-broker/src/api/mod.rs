@@ -16,6 +16,7 @@ mod metadata;
 mod offsets;
 mod produce;
 mod producer_id;
+mod producers;
 mod reassignments;
 mod txn;
 mod txn_markers;
@@ -69,6 +70,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::EndTxn, 0, 4),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
+    (ApiKey::DescribeProducers, 0, 0),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -188,6 +190,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::EndTxn => "EndTxn",
         ApiKey::DescribeTransactions => "DescribeTransactions",
         ApiKey::ListTransactions => "ListTransactions",
+        ApiKey::DescribeProducers => "DescribeProducers",
         _ => "Other",
     }
 }
@@ -360,6 +363,11 @@ pub(crate) fn dispatch(
             decode!(),
         )))),
         ApiKey::ListTransactions => Reply::Now(Some(ctx.respond(&txn::list_transactions(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::DescribeProducers => Reply::Now(Some(ctx.respond(&producers::describe_producers(
             &broker,
             &ctx,
             decode!(),
