@@ -666,6 +666,16 @@ fn every_advertised_version_answers() {
                     let r: DescribeProducersResponse = raw.call(key, version, &request);
                     assert_eq!(r.topics[0].partitions[0].error_code, 0, "{label}");
                 }
+                ApiKey::DescribeTopicPartitions => {
+                    use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+                    let request = DescribeTopicPartitionsRequest::default()
+                        .with_response_partition_limit(2000)
+                        .with_topics(vec![TopicRequest::default().with_name(name("sweep"))]);
+                    let r: DescribeTopicPartitionsResponse = raw.call(key, version, &request);
+                    assert_eq!(r.topics[0].error_code, 0, "{label}");
+                    assert_eq!(r.topics[0].partitions.len(), 1, "{label}");
+                    assert!(r.next_cursor.is_none(), "{label}");
+                }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }
             checked += 1;

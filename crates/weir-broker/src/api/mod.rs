@@ -18,6 +18,7 @@ mod produce;
 mod producer_id;
 mod producers;
 mod reassignments;
+mod topic_partitions;
 mod txn;
 mod txn_markers;
 
@@ -71,6 +72,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -191,6 +193,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeTransactions => "DescribeTransactions",
         ApiKey::ListTransactions => "ListTransactions",
         ApiKey::DescribeProducers => "DescribeProducers",
+        ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
         _ => "Other",
     }
 }
@@ -222,6 +225,7 @@ pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
                 | ApiKey::Heartbeat
                 | ApiKey::LeaveGroup
                 | ApiKey::Metadata
+                | ApiKey::DescribeTopicPartitions
                 | ApiKey::FindCoordinator
                 | ApiKey::CreateTopics
                 | ApiKey::DeleteTopics
@@ -372,6 +376,9 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
+        ApiKey::DescribeTopicPartitions => Reply::Now(Some(ctx.respond(
+            &topic_partitions::describe_topic_partitions(&broker, &ctx, decode!()),
+        ))),
         ApiKey::DescribeConfigs => Reply::Now(Some(ctx.respond(&configs::describe_configs(
             &broker,
             &ctx,
