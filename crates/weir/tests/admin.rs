@@ -585,3 +585,71 @@ fn create_topics_checks_the_name_and_configs_before_the_counts() {
         );
     }
 }
+
+/// Metadata v12 asked by topic id, as the Java admin client's describeTopics
+/// of ids asks it (the name left empty): the topic by its id, and
+/// UNKNOWN_TOPIC_ID with the id and a null name for an unknown one, as
+/// Kafka answers. Names are not looked at then, nor anything auto-created.
+#[test]
+fn metadata_by_topic_id() {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let (code, _) = create(&mut raw, topic("by-id", 2, 1), false);
+    assert_eq!(code, 0);
+    raw.topic_metadata("by-id");
+    let by_name: MetadataResponse = raw.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("by-id"))))])),
+    );
+    let id = by_name.topics[0].topic_id;
+    assert!(!id.is_nil(), "v12 answers the topic id");
+
+    let unknown = uuid::Uuid::from_u128(0x1234);
+    let by_id: MetadataResponse = raw.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default()
+            .with_allow_auto_topic_creation(true)
+            .with_topics(Some(vec![
+                // As the Java client sends them: the name empty, not null.
+                MetadataRequestTopic::default().with_topic_id(id),
+                MetadataRequestTopic::default().with_topic_id(unknown),
+                MetadataRequestTopic::default().with_topic_id(id),
+            ])),
+    );
+    let got: Vec<_> = by_id
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.error_code,
+                t.name.as_ref().map(|n| n.0.to_string()),
+                t.topic_id,
+                t.partitions.len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, Some("by-id".to_owned()), id, 2),
+            (ResponseError::UnknownTopicId.code(), None, unknown, 0),
+        ]
+    );
+    // The empty names were not taken for a topic to create.
+    let all: MetadataResponse = raw.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(None),
+    );
+    let names: Vec<_> = all
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+        .collect();
+    assert_eq!(names, vec!["by-id".to_owned()]);
+}

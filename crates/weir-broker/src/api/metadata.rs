@@ -7,6 +7,8 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use std::collections::HashSet;
+use uuid::Uuid;
 use weir_meta::{MetaError, MetadataImage, TopicInfo};
 
 use super::{authorized_operations, RequestContext};
@@ -17,6 +19,17 @@ pub(super) fn handle(
     ctx: &RequestContext,
     request: MetadataRequest,
 ) -> MetadataResponse {
+    // v12+ may name topics by id (the Java admin client's describeTopics of
+    // topic ids): as Kafka, when any id is given, the names are not looked
+    // at; an unknown id is UNKNOWN_TOPIC_ID, and nothing is auto-created.
+    let ids: Vec<Uuid> = match &request.topics {
+        Some(topics) if ctx.version >= 12 => topics
+            .iter()
+            .map(|t| t.topic_id)
+            .filter(|id| !id.is_nil())
+            .collect(),
+        _ => Vec::new(),
+    };
     // v0: an empty list means every topic; v1+: null does.
     let wanted: Option<Vec<String>> = match request.topics {
         None => None,
@@ -32,6 +45,18 @@ pub(super) fn handle(
         && (ctx.version < 4 || request.allow_auto_topic_creation);
     let mut topics = Vec::new();
     match wanted {
+        _ if !ids.is_empty() => broker.with_image(|image| {
+            let mut seen = HashSet::new();
+            for id in ids.into_iter().filter(|id| seen.insert(*id)) {
+                topics.push(match image.topic_by_id(id) {
+                    Some(topic) => topic_response(image, topic),
+                    None => MetadataResponseTopic::default()
+                        .with_error_code(ResponseError::UnknownTopicId.code())
+                        .with_name(None)
+                        .with_topic_id(id),
+                });
+            }
+        }),
         None => broker.with_image(|image| {
             topics.extend(image.topics().map(|t| topic_response(image, t)));
         }),
