@@ -333,6 +333,23 @@ fn every_advertised_version_answers() {
                     assert!(quorum.leader_epoch >= 1, "{label}");
                     assert!(quorum.high_watermark >= 1, "{label}");
                     assert_eq!(quorum.current_voters.len(), 1, "{label}");
+                    // The leader's own fetch and caught-up times (v1+) are
+                    // the time of the answer, as in Kafka.
+                    let now_ms = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        .as_millis() as i64;
+                    let leader = &quorum.current_voters[0];
+                    let times = [
+                        ("last fetch", leader.last_fetch_timestamp),
+                        ("last caught up", leader.last_caught_up_timestamp),
+                    ];
+                    for (what, ms) in times.into_iter().filter(|_| version >= 1) {
+                        assert!(
+                            (now_ms - 60_000..=now_ms).contains(&ms),
+                            "{label}: the leader's {what} timestamp {ms}, now {now_ms}"
+                        );
+                    }
                 }
                 ApiKey::FindCoordinator => {
                     let request = if version >= 4 {

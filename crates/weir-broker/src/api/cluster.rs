@@ -96,21 +96,30 @@ pub(super) fn describe_quorum(
     }
     let status = broker.controller_status();
     let index = |i: Option<u64>| i.map_or(-1, |i| i as i64);
+    // As Kafka, the leader's own fetch and caught-up times are the time of
+    // the answer.
+    let leading = status.leader_id == Some(status.node_id);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(-1, |d| d.as_millis() as i64);
     let voters = status
         .voters
         .iter()
         .map(|(id, _)| {
             // Only this node's own log end is known here.
-            let log_end = if *id == status.node_id {
-                index(status.last_log_index)
+            let (log_end, seen_ms) = if *id == status.node_id {
+                (
+                    index(status.last_log_index),
+                    if leading { now_ms } else { -1 },
+                )
             } else {
-                -1
+                (-1, -1)
             };
             ReplicaState::default()
                 .with_replica_id(BrokerId(*id as i32))
                 .with_log_end_offset(log_end)
-                .with_last_fetch_timestamp(-1)
-                .with_last_caught_up_timestamp(-1)
+                .with_last_fetch_timestamp(seen_ms)
+                .with_last_caught_up_timestamp(seen_ms)
         })
         .collect();
     let partition = PartitionData::default()
