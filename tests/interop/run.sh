@@ -5,7 +5,9 @@
 #
 # Expects an already built target/release/weir (or WEIR_BIN) and the clients
 # installed (kcat; python3 with kafka-python, confluent-kafka, lz4,
-# python-snappy, zstandard; see .ci/run). Starts one broker on ephemeral
+# python-snappy, zstandard; Java 17 and Maven, which fetches the Java
+# client; see .ci/run). Builds the Java client check
+# (java/, with `mvn package`). Starts one broker on ephemeral
 # ports in a temporary directory, runs each client script against it, stops
 # the broker with SIGTERM and checks that it exits 0 and logged no panic.
 # Each script prints `PASS: name` / `FAIL: name: reason` per check; the
@@ -129,7 +131,7 @@ run_client() {
   echo "== $label"
   local out=$work/$label.out rc
   # In the background so that a signal to this script is handled at once.
-  timeout -k 10 "$script_timeout" "$@" >"$out" 2>&1 &
+  timeout -k 10 "${client_timeout:-$script_timeout}" "$@" >"$out" 2>&1 &
   client_pid=$!
   wait "$client_pid"
   rc=$?
@@ -143,7 +145,7 @@ run_client() {
   while IFS= read -r line; do failures+=("${line#FAIL: }"); done < <(grep '^FAIL: ' "$out")
   if ((rc != 0 && f == 0)); then
     if ((rc == 124 || rc == 137)); then
-      fail "$label" "timed out after ${script_timeout} s"
+      fail "$label" "timed out after ${client_timeout:-$script_timeout} s"
     else
       fail "$label" "exited $rc without reporting a failed check"
     fi
@@ -160,6 +162,13 @@ missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 "$python" -c 'import kafka, lz4, snappy, zstandard' 2>/dev/null || missing+=("python: kafka-python lz4 python-snappy zstandard")
 "$python" -c 'import confluent_kafka' 2>/dev/null || missing+=("python: confluent-kafka")
+have_java=
+if java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then
+  have_java=1
+else
+  missing+=("Java 17 or later")
+fi
+command -v mvn >/dev/null 2>&1 || missing+=(mvn)
 if ((${#missing[@]} > 0)); then
   fail "client tools installed" "missing: ${missing[*]} (see .ci/run for the install steps)"
 fi
@@ -173,6 +182,20 @@ fi
 if "$python" -c 'import confluent_kafka' 2>/dev/null; then
   run_client confluent-kafka "$python" "$here/confluent_check.py" "$kafka_addr"
   run_client confluent-kafka-transactions "$python" "$here/eos_check.py" "$kafka_addr"
+fi
+if [[ -n "$have_java" ]] && command -v mvn >/dev/null 2>&1; then
+  # Maven fetches the client into ~/.m2 on the first run; later runs take
+  # it from there.
+  echo
+  echo "== java client (mvn package)"
+  if (cd "$here/java" && timeout 300 mvn -q -B package) >"$work/mvn.out" 2>&1; then
+    pass "java client check builds (mvn package)"
+    run_client java-client java -cp "$here/java/target/weir-java-interop.jar:$here/java/target/lib/*" \
+      weir.interop.JavaClientCheck "$kafka_addr"
+  else
+    fail "java client check builds (mvn package)"
+    tail -n 20 "$work/mvn.out" | sed -e 's/^/    | /'
+  fi
 fi
 
 # ---------------------------------------------------------------- shutdown

@@ -1,0 +1,661 @@
+package weir.interop;
+
+import static weir.interop.Checks.expect;
+import static weir.interop.Checks.expectEq;
+import static weir.interop.Checks.expectThrows;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.stream.Collectors;
+import java.util.stream.IntStream;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.ConsumerGroupListing;
+import org.apache.kafka.clients.admin.CreateTopicsResult;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
+import org.apache.kafka.clients.admin.TransactionState;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.GroupState;
+import org.apache.kafka.common.GroupType;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicCollection;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.GroupNotEmptyException;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * The Java client (org.apache.kafka:kafka-clients) against a running weir broker.
+ *
+ * <p>Usage: {@code java -cp ... weir.interop.JavaClientCheck HOST:PORT}
+ *
+ * <ul>
+ *   <li>Admin: describeCluster; createTopics with configs, with replication factor -1 and with
+ *       both counts left to the broker, and an existing topic; listTopics; describeTopics by name
+ *       and by id; describeConfigs and incrementalAlterConfigs (SET, DELETE, APPEND, SUBTRACT);
+ *       createPartitions.
+ *   <li>An idempotent producer (acks=all) writes keyed records to a multi-partition topic; a
+ *       classic consumer group reads exactly those records, each partition in order, and commits;
+ *       a new consumer of the group resumes from the commits; describeConsumerGroups while it is a
+ *       member, and deleteConsumerGroups refused meanwhile.
+ *   <li>Transactions: one committed, one aborted; read_committed sees only the committed records,
+ *       read_uncommitted all of them; consume-transform-produce with sendOffsetsToTransaction, whose
+ *       offsets count only when the transaction commits.
+ *   <li>Admin on the data: listOffsets (earliest, latest, by timestamp, max timestamp),
+ *       deleteRecords; listConsumerGroups, describeConsumerGroups, listConsumerGroupOffsets,
+ *       alterConsumerGroupOffsets, deleteConsumerGroups; listTransactions, describeTransactions;
+ *       deleteTopics (and an unknown topic).
+ * </ul>
+ */
+public final class JavaClientCheck {
+  private static final int TIMEOUT_MS = 15_000;
+  private static final Duration TIMEOUT = Duration.ofMillis(TIMEOUT_MS);
+  private static final int DEADLINE_S = 110;
+
+  private static final String ADMIN_TOPIC = "java-admin";
+  private static final String DEFAULTS_TOPIC = "java-admin-defaults";
+  private static final String ORDERS = "java-orders";
+  private static final int ORDERS_PARTITIONS = 4;
+  private static final String TXN_TOPIC = "java-txn";
+  private static final String EOS_OUT = "java-eos-out";
+  private static final String GROUP = "java-group";
+  private static final String EOS_GROUP = "java-eos-group";
+  private static final String TXN_ID = "java-txn-writer";
+  private static final int TXN_TIMEOUT_MS = 20_000;
+  private static final int N = 200; // first batch of keyed records
+  private static final int M = 40; // written after the group committed
+
+  private final String bootstrap;
+  private final Admin admin;
+  private final Checks checks = new Checks("java_client_check", DEADLINE_S);
+
+  /** ORDERS as produced: per partition, the values in offset order. */
+  private final Map<Integer, List<String>> produced = new TreeMap<>();
+  /** The producer id the transactional producer got, for describeTransactions. */
+  private long txnProducerId = -1;
+
+  private JavaClientCheck(String bootstrap) {
+    this.bootstrap = bootstrap;
+    Properties p = new Properties();
+    p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, TIMEOUT_MS);
+    p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, TIMEOUT_MS);
+    this.admin = Admin.create(p);
+  }
+
+  public static void main(String[] args) {
+    if (args.length != 1 || !args[0].contains(":")) {
+      System.err.println("usage: JavaClientCheck HOST:PORT");
+      System.exit(64);
+    }
+    new JavaClientCheck(args[0]).runAll();
+  }
+
+  private void runAll() {
+    Checks.note("kafka-clients " + clientVersion());
+    checks.run("admin: describeCluster", this::describeCluster);
+    boolean created = checks.run("admin: createTopics", this::createTopics);
+    if (created) {
+      checks.run("admin: listTopics", this::listTopics);
+      checks.run("admin: describeTopics", this::describeTopics);
+      checks.run("admin: describeConfigs", this::describeConfigs);
+      checks.run("admin: incrementalAlterConfigs", this::incrementalAlterConfigs);
+      checks.run("admin: createPartitions", this::createPartitions);
+      checks.run("admin: listOffsets and deleteRecords", this::listOffsetsAndDeleteRecords);
+      boolean wrote = checks.run("idempotent producer: keyed records, acks=all", this::produceOrders);
+      if (wrote) {
+        boolean read = checks.run("consumer group: reads every record once, in order, commits", this::consumeOrders);
+        if (read) {
+          checks.run("consumer group: a new consumer resumes from the commits", this::resumeOrders);
+          checks.run("admin: consumer group offsets and state", this::groupAdmin);
+        }
+      }
+      checks.run("transactions: committed and aborted, read_committed", this::transactions);
+      if (wrote) {
+        checks.run("transactions: sendOffsetsToTransaction", this::consumeTransformProduce);
+      }
+      checks.run("admin: listTransactions and describeTransactions", this::describeTransactions);
+      checks.run("admin: deleteConsumerGroups", this::deleteGroups);
+      checks.run("admin: deleteTopics", this::deleteTopics);
+    }
+    admin.close(Duration.ofSeconds(5));
+    checks.finish();
+  }
+
+  /** The client's version, from the properties file its jar carries. */
+  private static String clientVersion() {
+    Properties p = new Properties();
+    try (java.io.InputStream in = KafkaProducer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+      if (in != null) {
+        p.load(in);
+      }
+    } catch (java.io.IOException e) {
+      return "unknown";
+    }
+    return p.getProperty("version", "unknown");
+  }
+
+  // ---------------------------------------------------------------- clients
+
+  private Properties producerProps() {
+    Properties p = new Properties();
+    p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+    p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+    p.put(ProducerConfig.ACKS_CONFIG, "all");
+    p.put(ProducerConfig.LINGER_MS_CONFIG, 5);
+    p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, TIMEOUT_MS);
+    p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, 2 * TIMEOUT_MS);
+    p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, TIMEOUT_MS);
+    return p;
+  }
+
+  private KafkaConsumer<String, String> consumer(String group, IsolationLevel isolation) {
+    Properties p = new Properties();
+    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+    if (group != null) {
+      p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+      p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+    }
+    p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+    p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation.toString());
+    p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, TIMEOUT_MS);
+    p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, TIMEOUT_MS);
+    return new KafkaConsumer<>(p);
+  }
+
+  /** Polls until count records arrived (then briefly more, to catch extras) or the timeout. */
+  private static List<ConsumerRecord<String, String>> pollFor(KafkaConsumer<String, String> c, int count) {
+    List<ConsumerRecord<String, String>> got = new ArrayList<>();
+    long deadline = System.nanoTime() + TIMEOUT.toNanos();
+    while (got.size() < count && System.nanoTime() < deadline) {
+      c.poll(Duration.ofMillis(200)).forEach(got::add);
+    }
+    if (got.size() >= count) {
+      c.poll(Duration.ofMillis(500)).forEach(got::add);
+    }
+    return got;
+  }
+
+  /** Reads the assigned partitions from the beginning up to their end offsets (the LSO for read_committed). */
+  private static List<ConsumerRecord<String, String>> readToEnd(KafkaConsumer<String, String> c, Collection<TopicPartition> tps) {
+    c.assign(tps);
+    c.seekToBeginning(tps);
+    Map<TopicPartition, Long> ends = c.endOffsets(tps);
+    List<ConsumerRecord<String, String>> got = new ArrayList<>();
+    long deadline = System.nanoTime() + TIMEOUT.toNanos();
+    while (tps.stream().anyMatch(tp -> c.position(tp) < ends.get(tp))) {
+      expect(System.nanoTime() < deadline, "positions " + positions(c, tps) + " did not reach the end offsets " + ends);
+      c.poll(Duration.ofMillis(200)).forEach(got::add);
+    }
+    return got;
+  }
+
+  private static Map<TopicPartition, Long> positions(KafkaConsumer<String, String> c, Collection<TopicPartition> tps) {
+    return tps.stream().collect(Collectors.toMap(tp -> tp, c::position));
+  }
+
+  private static Map<Integer, List<String>> byPartition(List<ConsumerRecord<String, String>> records) {
+    Map<Integer, List<String>> out = new TreeMap<>();
+    for (ConsumerRecord<String, String> r : records) {
+      out.computeIfAbsent(r.partition(), k -> new ArrayList<>()).add(r.value());
+    }
+    return out;
+  }
+
+  private static List<TopicPartition> partitions(String topic, int count) {
+    return IntStream.range(0, count).mapToObj(i -> new TopicPartition(topic, i)).collect(Collectors.toList());
+  }
+
+  private Map<TopicPartition, Long> listOffsets(Collection<TopicPartition> tps, OffsetSpec spec) throws Exception {
+    Map<TopicPartition, OffsetSpec> req = new HashMap<>();
+    tps.forEach(tp -> req.put(tp, spec));
+    Map<TopicPartition, ListOffsetsResultInfo> res = admin.listOffsets(req).all().get();
+    Map<TopicPartition, Long> out = new HashMap<>();
+    res.forEach((tp, info) -> out.put(tp, info.offset()));
+    return out;
+  }
+
+  private Map<TopicPartition, Long> committedOffsets(String group) throws Exception {
+    Map<TopicPartition, OffsetAndMetadata> got =
+        admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+    Map<TopicPartition, Long> out = new HashMap<>();
+    got.forEach((tp, om) -> out.put(tp, om == null ? null : om.offset()));
+    return out;
+  }
+
+  private Map<String, ConfigEntry> topicConfig(String topic) throws Exception {
+    ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+    Config cfg = admin.describeConfigs(List.of(res)).all().get().get(res);
+    return cfg.entries().stream().collect(Collectors.toMap(ConfigEntry::name, e -> e));
+  }
+
+  // ---------------------------------------------------------------- admin: cluster and topics
+
+  private void describeCluster() throws Exception {
+    DescribeClusterResult res = admin.describeCluster();
+    String clusterId = res.clusterId().get();
+    expect(clusterId != null && !clusterId.isEmpty(), "empty cluster id: " + clusterId);
+    Collection<Node> nodes = res.nodes().get();
+    String host = bootstrap.substring(0, bootstrap.lastIndexOf(':'));
+    int port = Integer.parseInt(bootstrap.substring(bootstrap.lastIndexOf(':') + 1));
+    expectEq(
+        nodes.stream().map(n -> n.id() + "@" + n.host() + ":" + n.port()).collect(Collectors.toList()),
+        List.of("1@" + host + ":" + port),
+        "describeCluster nodes");
+    expectEq(res.controller().get().id(), 1, "describeCluster controller id");
+  }
+
+  private void createTopics() throws Exception {
+    NewTopic withConfigs =
+        new NewTopic(ADMIN_TOPIC, Optional.of(3), Optional.empty()) // replication factor -1: the broker's default
+            .configs(Map.of("retention.ms", "3600000", "cleanup.policy", "delete", "retention.bytes", "1048576"));
+    NewTopic defaults = new NewTopic(DEFAULTS_TOPIC, Optional.empty(), Optional.empty());
+    List<NewTopic> others =
+        List.of(
+            new NewTopic(ORDERS, ORDERS_PARTITIONS, (short) 1),
+            new NewTopic(TXN_TOPIC, 2, (short) 1),
+            new NewTopic(EOS_OUT, 1, (short) 1));
+    List<NewTopic> all = new ArrayList<>(List.of(withConfigs, defaults));
+    all.addAll(others);
+    CreateTopicsResult res = admin.createTopics(all);
+    res.all().get();
+    expectEq(res.numPartitions(ADMIN_TOPIC).get(), 3, ADMIN_TOPIC + " partitions in the CreateTopics response");
+    expectEq(res.replicationFactor(ADMIN_TOPIC).get(), 1, ADMIN_TOPIC + " replication factor (-1 asked) in the response");
+    Map<String, String> echoed =
+        res.config(ADMIN_TOPIC).get().entries().stream()
+            .filter(e -> e.value() != null)
+            .collect(Collectors.toMap(ConfigEntry::name, ConfigEntry::value));
+    expectEq(echoed.get("retention.ms"), "3600000", ADMIN_TOPIC + " retention.ms in the CreateTopics response");
+    expectEq(res.numPartitions(DEFAULTS_TOPIC).get(), 1, DEFAULTS_TOPIC + " partitions (num.partitions)");
+    expectEq(res.replicationFactor(DEFAULTS_TOPIC).get(), 1, DEFAULTS_TOPIC + " replication factor");
+    expectEq(res.topicId(ADMIN_TOPIC).get().equals(Uuid.ZERO_UUID), false, ADMIN_TOPIC + " has a topic id");
+    expectThrows(
+        TopicExistsException.class,
+        () -> admin.createTopics(List.of(new NewTopic(ADMIN_TOPIC, 3, (short) 1))).all().get(),
+        "creating an existing topic");
+  }
+
+  private void listTopics() throws Exception {
+    Set<String> names = admin.listTopics().names().get();
+    for (String t : List.of(ADMIN_TOPIC, DEFAULTS_TOPIC, ORDERS, TXN_TOPIC, EOS_OUT)) {
+      expect(names.contains(t), t + " missing from listTopics: " + names);
+    }
+    expect(names.stream().noneMatch(n -> n.startsWith("__")), "listTopics without listInternal shows internal topics: " + names);
+  }
+
+  private void describeTopics() throws Exception {
+    TopicDescription d = admin.describeTopics(List.of(ADMIN_TOPIC)).allTopicNames().get().get(ADMIN_TOPIC);
+    expectEq(d.name(), ADMIN_TOPIC, "name");
+    expectEq(d.isInternal(), false, "isInternal");
+    expect(!d.topicId().equals(Uuid.ZERO_UUID), "no topic id");
+    expectEq(d.partitions().size(), 3, "partition count");
+    for (TopicPartitionInfo p : d.partitions()) {
+      expectEq(
+          List.of(p.leader().id(), ids(p.replicas()), ids(p.isr())),
+          List.of(1, List.of(1), List.of(1)),
+          "partition " + p.partition() + " leader, replicas, isr");
+    }
+    TopicDescription byId =
+        admin.describeTopics(TopicCollection.ofTopicIds(List.of(d.topicId()))).allTopicIds().get().get(d.topicId());
+    expectEq(byId.name(), ADMIN_TOPIC, "describeTopics by topic id: name");
+    expectThrows(
+        UnknownTopicOrPartitionException.class,
+        () -> admin.describeTopics(List.of("java-never-created")).allTopicNames().get(),
+        "describing a topic that does not exist");
+  }
+
+  private static List<Integer> ids(List<Node> nodes) {
+    return nodes.stream().map(Node::id).collect(Collectors.toList());
+  }
+
+  private void describeConfigs() throws Exception {
+    Map<String, ConfigEntry> cfg = topicConfig(ADMIN_TOPIC);
+    for (String[] kv : new String[][] {{"retention.ms", "3600000"}, {"retention.bytes", "1048576"}, {"cleanup.policy", "delete"}}) {
+      ConfigEntry e = cfg.get(kv[0]);
+      expect(e != null, kv[0] + " missing from the topic's configs: " + cfg.keySet());
+      expectEq(e.value(), kv[1], kv[0] + " value");
+      expectEq(e.source(), ConfigEntry.ConfigSource.DYNAMIC_TOPIC_CONFIG, kv[0] + " source");
+    }
+    ConfigEntry seg = cfg.get("segment.bytes");
+    expect(seg != null, "segment.bytes missing from the topic's configs");
+    expectEq(seg.source(), ConfigEntry.ConfigSource.DEFAULT_CONFIG, "segment.bytes (not set on the topic) source");
+    ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER, "1");
+    Config bcfg = admin.describeConfigs(List.of(broker)).all().get().get(broker);
+    for (String name : List.of("log.retention.ms", "log.segment.bytes", "num.partitions")) {
+      expect(bcfg.get(name) != null, name + " missing from broker 1's configs");
+    }
+    expectEq(bcfg.get("num.partitions").value(), "1", "broker num.partitions");
+  }
+
+  private void incrementalAlterConfigs() throws Exception {
+    ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, ADMIN_TOPIC);
+    List<AlterConfigOp> ops =
+        List.of(
+            new AlterConfigOp(new ConfigEntry("retention.ms", "7200000"), AlterConfigOp.OpType.SET),
+            new AlterConfigOp(new ConfigEntry("retention.bytes", null), AlterConfigOp.OpType.DELETE),
+            new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.APPEND));
+    admin.incrementalAlterConfigs(Map.of(res, ops)).all().get();
+    Map<String, ConfigEntry> cfg = topicConfig(ADMIN_TOPIC);
+    expectEq(cfg.get("retention.ms").value(), "7200000", "retention.ms after SET");
+    expectEq(cfg.get("retention.bytes").source(), ConfigEntry.ConfigSource.DEFAULT_CONFIG, "retention.bytes source after DELETE");
+    expectEq(cfg.get("cleanup.policy").value(), "delete,compact", "cleanup.policy after APPEND compact");
+    // And back, for deleteRecords below (it needs cleanup.policy to include delete: it still does).
+    admin
+        .incrementalAlterConfigs(
+            Map.of(res, List.of(new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.SUBTRACT))))
+        .all()
+        .get();
+    expectEq(topicConfig(ADMIN_TOPIC).get("cleanup.policy").value(), "delete", "cleanup.policy after SUBTRACT compact");
+  }
+
+  private void createPartitions() throws Exception {
+    admin.createPartitions(Map.of(ADMIN_TOPIC, NewPartitions.increaseTo(5))).all().get();
+    long deadline = System.nanoTime() + TIMEOUT.toNanos();
+    int count;
+    do {
+      count = admin.describeTopics(List.of(ADMIN_TOPIC)).allTopicNames().get().get(ADMIN_TOPIC).partitions().size();
+    } while (count != 5 && System.nanoTime() < deadline);
+    expectEq(count, 5, ADMIN_TOPIC + " partitions after createPartitions(5)");
+  }
+
+  private void listOffsetsAndDeleteRecords() throws Exception {
+    TopicPartition tp = new TopicPartition(ADMIN_TOPIC, 0);
+    long base = System.currentTimeMillis() - 60_000;
+    try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps())) {
+      for (int i = 0; i < 10; i++) {
+        p.send(new ProducerRecord<>(ADMIN_TOPIC, 0, base + i * 1000L, "k" + i, "v" + i)).get();
+      }
+    }
+    List<TopicPartition> one = List.of(tp);
+    expectEq(listOffsets(one, OffsetSpec.earliest()).get(tp), 0L, "earliest");
+    expectEq(listOffsets(one, OffsetSpec.latest()).get(tp), 10L, "latest");
+    expectEq(listOffsets(one, OffsetSpec.forTimestamp(base + 6000)).get(tp), 6L, "first offset at or after record 6's timestamp");
+    expectEq(listOffsets(one, OffsetSpec.forTimestamp(base + 5500)).get(tp), 6L, "first offset after a timestamp between records 5 and 6");
+    expectEq(listOffsets(one, OffsetSpec.forTimestamp(base + 60_000)).get(tp), -1L, "a timestamp after every record");
+    ListOffsetsResultInfo max = admin.listOffsets(Map.of(tp, OffsetSpec.maxTimestamp())).all().get().get(tp);
+    expectEq(List.of(max.offset(), max.timestamp()), List.of(9L, base + 9000), "max timestamp: offset and timestamp");
+    long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(4))).lowWatermarks().get(tp).get().lowWatermark();
+    expectEq(low, 4L, "deleteRecords(before 4) low watermark");
+    expectEq(listOffsets(one, OffsetSpec.earliest()).get(tp), 4L, "earliest after deleteRecords");
+    try (KafkaConsumer<String, String> c = consumer(null, IsolationLevel.READ_UNCOMMITTED)) {
+      List<ConsumerRecord<String, String>> got = readToEnd(c, one);
+      expectEq(got.stream().map(ConsumerRecord::value).collect(Collectors.toList()), List.of("v4", "v5", "v6", "v7", "v8", "v9"), "records left after deleteRecords");
+    }
+  }
+
+  // ---------------------------------------------------------------- producer and consumer group
+
+  private void produceOrders() throws Exception {
+    produceOrders(0, N);
+  }
+
+  private void produceOrders(int from, int to) throws Exception {
+    try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps())) {
+      List<java.util.concurrent.Future<RecordMetadata>> sent = new ArrayList<>();
+      for (int i = from; i < to; i++) {
+        sent.add(p.send(new ProducerRecord<>(ORDERS, "customer-" + (i % 17), "order-" + i)));
+      }
+      p.flush();
+      for (int i = from; i < to; i++) {
+        RecordMetadata md = sent.get(i - from).get();
+        List<String> part = produced.computeIfAbsent(md.partition(), k -> new ArrayList<>());
+        expectEq(md.offset(), (long) part.size(), "offset of order-" + i + " on partition " + md.partition());
+        part.add("order-" + i);
+      }
+    }
+    expect(produced.size() == ORDERS_PARTITIONS, "keys did not spread over all partitions: " + produced.keySet());
+    Map<TopicPartition, Long> ends = listOffsets(partitions(ORDERS, ORDERS_PARTITIONS), OffsetSpec.latest());
+    for (int p = 0; p < ORDERS_PARTITIONS; p++) {
+      expectEq(ends.get(new TopicPartition(ORDERS, p)), (long) produced.get(p).size(), "log end offset of partition " + p);
+    }
+  }
+
+  private void consumeOrders() throws Exception {
+    try (KafkaConsumer<String, String> c = consumer(GROUP, IsolationLevel.READ_UNCOMMITTED)) {
+      c.subscribe(List.of(ORDERS));
+      List<ConsumerRecord<String, String>> got = pollFor(c, N);
+      expectEq(byPartition(got), produced, "records per partition, in order");
+      for (ConsumerRecord<String, String> r : got) {
+        String i = r.value().substring("order-".length());
+        expectEq(r.key(), "customer-" + (Integer.parseInt(i) % 17), "key of " + r.value());
+      }
+      c.commitSync();
+      Map<TopicPartition, OffsetAndMetadata> committed = c.committed(Set.copyOf(partitions(ORDERS, ORDERS_PARTITIONS)));
+      for (int p = 0; p < ORDERS_PARTITIONS; p++) {
+        OffsetAndMetadata om = committed.get(new TopicPartition(ORDERS, p));
+        expect(om != null, "no committed offset for partition " + p);
+        expectEq(om.offset(), (long) produced.get(p).size(), "committed offset of partition " + p);
+      }
+    }
+  }
+
+  private void resumeOrders() throws Exception {
+    Map<Integer, Integer> before = new TreeMap<>();
+    produced.forEach((p, l) -> before.put(p, l.size()));
+    produceOrders(N, N + M);
+    Map<Integer, List<String>> fresh = new TreeMap<>();
+    produced.forEach((p, l) -> {
+      if (l.size() > before.get(p)) {
+        fresh.put(p, l.subList(before.get(p), l.size()));
+      }
+    });
+    try (KafkaConsumer<String, String> c = consumer(GROUP, IsolationLevel.READ_UNCOMMITTED)) {
+      c.subscribe(List.of(ORDERS));
+      List<ConsumerRecord<String, String>> got = pollFor(c, M);
+      expectEq(byPartition(got), fresh, "records read after the restart (only those after the commits)");
+      c.commitSync();
+
+      // While it is a member: the group is stable, with this member owning every partition.
+      ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(GROUP)).all().get().get(GROUP);
+      expectEq(d.groupState(), GroupState.STABLE, "group state with a member");
+      expectEq(d.type(), GroupType.CLASSIC, "group type");
+      expectEq(d.members().size(), 1, "members: " + d.members());
+      MemberDescription m = d.members().iterator().next();
+      expectEq(
+          m.assignment().topicPartitions().stream().sorted(java.util.Comparator.comparingInt(TopicPartition::partition)).collect(Collectors.toList()),
+          partitions(ORDERS, ORDERS_PARTITIONS),
+          "the member's assignment");
+      expectEq(d.coordinator().id(), 1, "coordinator");
+      expectThrows(
+          GroupNotEmptyException.class,
+          () -> admin.deleteConsumerGroups(List.of(GROUP)).all().get(),
+          "deleteConsumerGroups of a group with a member");
+    }
+  }
+
+  private void groupAdmin() throws Exception {
+    Collection<ConsumerGroupListing> listed = admin.listConsumerGroups().all().get();
+    Map<String, Optional<GroupState>> states =
+        listed.stream().collect(Collectors.toMap(ConsumerGroupListing::groupId, ConsumerGroupListing::groupState));
+    expectEq(states.get(GROUP), Optional.of(GroupState.EMPTY), GROUP + " in listConsumerGroups " + states);
+    ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(GROUP)).all().get().get(GROUP);
+    expectEq(d.groupState(), GroupState.EMPTY, "group state after its consumers closed");
+    expectEq(d.members().size(), 0, "members after its consumers closed");
+
+    Map<TopicPartition, Long> want = new HashMap<>();
+    produced.forEach((p, l) -> want.put(new TopicPartition(ORDERS, p), (long) l.size()));
+    expectEq(committedOffsets(GROUP), want, "listConsumerGroupOffsets");
+
+    TopicPartition p0 = new TopicPartition(ORDERS, 0);
+    admin.alterConsumerGroupOffsets(GROUP, Map.of(p0, new OffsetAndMetadata(1, "rewound"))).all().get();
+    want.put(p0, 1L);
+    expectEq(committedOffsets(GROUP), want, "listConsumerGroupOffsets after alterConsumerGroupOffsets");
+    OffsetAndMetadata om = admin.listConsumerGroupOffsets(GROUP).partitionsToOffsetAndMetadata().get().get(p0);
+    expectEq(om.metadata(), "rewound", "committed metadata");
+    // A consumer of the group starts where the altered offset says.
+    try (KafkaConsumer<String, String> c = consumer(GROUP, IsolationLevel.READ_UNCOMMITTED)) {
+      c.assign(List.of(p0));
+      List<ConsumerRecord<String, String>> got = pollFor(c, produced.get(0).size() - 1);
+      expectEq(
+          got.stream().map(ConsumerRecord::value).collect(Collectors.toList()),
+          produced.get(0).subList(1, produced.get(0).size()),
+          "records read from the altered offset");
+    }
+  }
+
+  // ---------------------------------------------------------------- transactions
+
+  private KafkaProducer<String, String> transactionalProducer() {
+    Properties p = producerProps();
+    p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, TXN_ID);
+    p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, TXN_TIMEOUT_MS);
+    return new KafkaProducer<>(p);
+  }
+
+  private void transactions() throws Exception {
+    List<String> committed = new ArrayList<>();
+    List<String> all = new ArrayList<>();
+    try (KafkaProducer<String, String> p = transactionalProducer()) {
+      p.initTransactions();
+      p.beginTransaction();
+      for (int i = 0; i < 6; i++) {
+        p.send(new ProducerRecord<>(TXN_TOPIC, "k" + i, "committed-" + i));
+        committed.add("committed-" + i);
+      }
+      p.commitTransaction();
+      p.beginTransaction();
+      for (int i = 0; i < 4; i++) {
+        p.send(new ProducerRecord<>(TXN_TOPIC, "k" + i, "aborted-" + i));
+      }
+      p.flush();
+      p.abortTransaction();
+      p.beginTransaction();
+      for (int i = 0; i < 3; i++) {
+        p.send(new ProducerRecord<>(TXN_TOPIC, "k" + i, "committed-again-" + i));
+        committed.add("committed-again-" + i);
+      }
+      p.commitTransaction();
+    }
+    all.addAll(committed);
+    for (int i = 0; i < 4; i++) {
+      all.add("aborted-" + i);
+    }
+    List<TopicPartition> tps = partitions(TXN_TOPIC, 2);
+    try (KafkaConsumer<String, String> c = consumer(null, IsolationLevel.READ_COMMITTED)) {
+      List<String> got = readToEnd(c, tps).stream().map(ConsumerRecord::value).sorted().collect(Collectors.toList());
+      expectEq(got, committed.stream().sorted().collect(Collectors.toList()), "read_committed records");
+    }
+    try (KafkaConsumer<String, String> c = consumer(null, IsolationLevel.READ_UNCOMMITTED)) {
+      List<String> got = readToEnd(c, tps).stream().map(ConsumerRecord::value).sorted().collect(Collectors.toList());
+      expectEq(got, all.stream().sorted().collect(Collectors.toList()), "read_uncommitted records");
+    }
+  }
+
+  /** Consume-transform-produce: ORDERS → EOS_OUT, the consumed offsets committed in the transaction. */
+  private void consumeTransformProduce() throws Exception {
+    List<TopicPartition> tps = partitions(ORDERS, ORDERS_PARTITIONS);
+    Map<TopicPartition, Long> ends = listOffsets(tps, OffsetSpec.latest());
+    int total = produced.values().stream().mapToInt(List::size).sum();
+    try (KafkaConsumer<String, String> c = consumer(EOS_GROUP, IsolationLevel.READ_COMMITTED);
+        KafkaProducer<String, String> p = transactionalProducer()) {
+      p.initTransactions();
+      c.subscribe(List.of(ORDERS));
+      List<ConsumerRecord<String, String>> in = pollFor(c, total);
+      expectEq(in.size(), total, "records consumed from " + ORDERS);
+      p.beginTransaction();
+      for (ConsumerRecord<String, String> r : in) {
+        p.send(new ProducerRecord<>(EOS_OUT, r.key(), "seen-" + r.value()));
+      }
+      Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+      tps.forEach(tp -> offsets.put(tp, new OffsetAndMetadata(c.position(tp))));
+      p.sendOffsetsToTransaction(offsets, c.groupMetadata());
+      p.commitTransaction();
+      expectEq(committedOffsets(EOS_GROUP), ends, "the group's offsets after the committed transaction");
+
+      // An aborted transaction's offsets do not count.
+      p.beginTransaction();
+      p.send(new ProducerRecord<>(EOS_OUT, "x", "never"));
+      Map<TopicPartition, OffsetAndMetadata> rewind = new HashMap<>();
+      tps.forEach(tp -> rewind.put(tp, new OffsetAndMetadata(0)));
+      p.sendOffsetsToTransaction(rewind, c.groupMetadata());
+      p.abortTransaction();
+      expectEq(committedOffsets(EOS_GROUP), ends, "the group's offsets after the aborted transaction");
+    }
+    try (KafkaConsumer<String, String> c = consumer(null, IsolationLevel.READ_COMMITTED)) {
+      List<ConsumerRecord<String, String>> out = readToEnd(c, partitions(EOS_OUT, 1));
+      expectEq(out.size(), total, "records in " + EOS_OUT + " for read_committed");
+      expect(out.stream().allMatch(r -> r.value().startsWith("seen-order-")), "unexpected records in " + EOS_OUT);
+    }
+  }
+
+  private void describeTransactions() throws Exception {
+    Collection<TransactionListing> listed = admin.listTransactions().all().get();
+    TransactionListing mine =
+        listed.stream().filter(t -> t.transactionalId().equals(TXN_ID)).findFirst().orElse(null);
+    expect(mine != null, TXN_ID + " missing from listTransactions: " + listed);
+    expectEq(mine.state(), TransactionState.COMPLETE_ABORT, "listed state (the last transaction aborted)");
+    expect(mine.producerId() >= 0, "listed producer id " + mine.producerId());
+    txnProducerId = mine.producerId();
+    TransactionDescription d = admin.describeTransactions(List.of(TXN_ID)).all().get().get(TXN_ID);
+    expectEq(d.state(), TransactionState.COMPLETE_ABORT, "described state");
+    expectEq(d.producerId(), txnProducerId, "described producer id");
+    expectEq(d.transactionTimeoutMs(), (long) TXN_TIMEOUT_MS, "transaction timeout");
+    expectEq(d.coordinatorId(), 1, "coordinator id");
+    expectEq(d.topicPartitions(), Set.of(), "partitions of a completed transaction");
+  }
+
+  // ---------------------------------------------------------------- clean up
+
+  private void deleteGroups() throws Exception {
+    admin.deleteConsumerGroups(List.of(GROUP, EOS_GROUP)).all().get();
+    Set<String> left =
+        admin.listConsumerGroups().all().get().stream().map(ConsumerGroupListing::groupId).collect(Collectors.toSet());
+    expect(!left.contains(GROUP) && !left.contains(EOS_GROUP), "deleted groups still listed: " + left);
+    expectEq(committedOffsets(GROUP), Map.of(), "offsets of a deleted group");
+  }
+
+  private void deleteTopics() throws Exception {
+    List<String> topics = List.of(ADMIN_TOPIC, DEFAULTS_TOPIC, ORDERS, TXN_TOPIC, EOS_OUT);
+    admin.deleteTopics(topics).all().get();
+    long deadline = System.nanoTime() + TIMEOUT.toNanos();
+    Set<String> left;
+    do {
+      left = admin.listTopics().names().get();
+      left.retainAll(topics);
+    } while (!left.isEmpty() && System.nanoTime() < deadline);
+    expectEq(left, Set.of(), "deleted topics still listed");
+    expectThrows(
+        UnknownTopicOrPartitionException.class,
+        () -> admin.deleteTopics(List.of("java-never-created")).all().get(),
+        "deleting a topic that does not exist");
+  }
+}
