@@ -5,8 +5,8 @@
 #
 # Expects an already built target/release/weir (or WEIR_BIN) and the clients
 # installed (kcat; python3 with kafka-python, confluent-kafka, lz4,
-# python-snappy, zstandard; Java 17 and Maven, which fetches the Java
-# client; see .ci/run). Builds the Java client check
+# python-snappy, zstandard; Java 17 and Maven, which fetches the Java client
+# and Kafka's own tools; see .ci/run). Builds the Java client check
 # (java/, with `mvn package`). Starts one broker on ephemeral
 # ports in a temporary directory, runs each client script against it, stops
 # the broker with SIGTERM and checks that it exits 0 and logged no panic.
@@ -196,6 +196,8 @@ if [[ -n "$have_java" ]] && command -v mvn >/dev/null 2>&1; then
     fail "java client check builds (mvn package)"
     tail -n 20 "$work/mvn.out" | sed -e 's/^/    | /'
   fi
+  # A JVM per tool invocation, some 40 of them: more time than the others.
+  client_timeout=300 run_client kafka-tools bash "$here/kafka_tools_check.sh" "$kafka_addr"
 fi
 
 # ---------------------------------------------------------------- shutdown

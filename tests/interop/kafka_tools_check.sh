@@ -1,0 +1,400 @@
+#!/usr/bin/env bash
+# Kafka's own command-line tools (org.apache.kafka:kafka-tools) against a
+# running weir broker.
+#
+# Usage: kafka_tools_check.sh HOST:PORT
+#
+# Fetches kafka-tools and its dependencies with Maven (the kafka-tools
+# profile of tests/interop/java/pom.xml, the same Kafka version as the Java
+# client check; kept in tests/interop/java/target/kafka-tools) and runs each
+# tool's main class with `java -cp`, as the kafka-*.sh scripts do. Prints one
+# `PASS: name` or `FAIL: name: reason` line per check (and `NOTE: ...` lines
+# that are not failures); exits 1 if any check failed. Each check reads the
+# tool's output, not only its exit status.
+#
+# Tools checked (the script they stand for in Kafka's bin/):
+#   kafka-topics            TopicCommand: --create (with --config, and with the
+#                           broker's default counts), --list, --describe,
+#                           --alter --partitions, --delete
+#   kafka-configs           ConfigCommand: topics and brokers, --describe,
+#                           --alter --add-config / --delete-config
+#   kafka-producer-perf-test ProducerPerformance (plain and transactional)
+#   kafka-consumer-perf-test ConsumerPerformance
+#   kafka-consumer-groups   ConsumerGroupCommand: --list, --describe (offsets,
+#                           --state), --reset-offsets --execute, --delete
+#   kafka-groups            GroupsCommand: --list
+#   kafka-get-offsets       GetOffsetShell: latest, earliest, max timestamp, by time
+#   kafka-delete-records    DeleteRecordsCommand
+#   kafka-transactions      TransactionsCommand: list, describe
+#   kafka-reassign-partitions ReassignPartitionsCommand: --list, --verify
+#   kafka-metadata-quorum   MetadataQuorumCommand: describe --status / --replication
+#   kafka-broker-api-versions BrokerApiVersionsCommand
+#
+# Not run, as Weir does not serve the APIs they need yet:
+#   kafka-leader-election   ElectLeaders (43)
+#   kafka-log-dirs          DescribeLogDirs (35)
+#   kafka-client-metrics    ListConfigResources (74)
+#   kafka-reassign-partitions --generate / --execute: DescribeLogDirs (35)
+#   kafka-transactions describe-producers / find-hanging: DescribeProducers (61)
+#   kafka-features          finalized features in ApiVersions, UpdateFeatures (57)
+set -uo pipefail
+
+B=${1:?usage: kafka_tools_check.sh HOST:PORT}
+here=$(cd "$(dirname "$0")" && pwd)
+project=$here/java
+T=60 # seconds allowed for any one tool invocation
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/weir-kafka-tools.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+passed=0
+failed=0
+pass() {
+  passed=$((passed + 1))
+  echo "PASS: $1"
+}
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL: $1: $2"
+}
+note() { echo "NOTE: $*"; }
+# Indented evidence lines (not counted as checks).
+show() { sed -e 's/^/    | /' | head -n "${1:-20}"; }
+finish() {
+  echo "kafka_tools_check: $passed checks passed, $failed failed in ${SECONDS} s"
+  ((failed == 0))
+  exit
+}
+
+# ---------------------------------------------------------------- the tools
+
+version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$project/pom.xml")
+lib=$project/target/kafka-tools
+if [[ ! -f "$lib/kafka-tools-$version.jar" ]]; then
+  rm -rf "$lib"
+  if ! mvn -q -B -f "$project/pom.xml" -P kafka-tools dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$lib" >"$work/mvn.log" 2>&1; then
+    fail "fetch org.apache.kafka:kafka-tools:$version" "mvn dependency:copy-dependencies failed"
+    show <"$work/mvn.log"
+    finish
+  fi
+fi
+note "kafka-tools $version ($(ls "$lib" | wc -l) jars)"
+
+# Short-lived tools: the client compiler only, a small serial heap; the
+# clients' own log at WARN (slf4j-simple, which the profile adds).
+JAVA_OPTS=(-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn)
+
+# tool NAME CLASS ARGS...: runs one tool; its output (stdout and stderr) is
+# left in $out; returns the tool's exit status.
+tool() {
+  out=$work/$1.out
+  shift
+  local class=$1
+  shift
+  timeout "$T" java "${JAVA_OPTS[@]}" -cp "$lib/*" "org.apache.kafka.tools.$class" "$@" >"$out" 2>&1
+}
+
+# expect NAME STATUS PATTERN...: passes if the tool exited 0 and each
+# extended regular expression matches a line of its output.
+expect() {
+  local name=$1 status=$2 pattern
+  shift 2
+  if ((status != 0)); then
+    fail "$name" "exited $status"
+    show <"$out"
+    return 1
+  fi
+  for pattern in "$@"; do
+    if ! grep -Eq -- "$pattern" "$out"; then
+      fail "$name" "no line matches /$pattern/"
+      show <"$out"
+      return 1
+    fi
+  done
+  pass "$name"
+}
+
+TOPIC=kt-orders
+TXN_TOPIC=kt-txn
+GROUP=kt-perf
+RECORDS=2000
+
+# ---------------------------------------------------------------- kafka-topics
+
+tool topics-create TopicCommand --bootstrap-server "$B" --create --topic "$TOPIC" \
+  --partitions 3 --replication-factor 1 --config retention.ms=3600000
+expect "kafka-topics --create --partitions 3 --replication-factor 1 --config" $? "^Created topic $TOPIC\.$"
+
+# Neither count given: the tool sends -1 for both (the broker's num.partitions
+# and default.replication.factor).
+tool topics-create-defaults TopicCommand --bootstrap-server "$B" --create --topic kt-defaults
+expect "kafka-topics --create with the broker's default counts" $? "^Created topic kt-defaults\.$"
+
+tool topics-create-again TopicCommand --bootstrap-server "$B" --create --topic "$TOPIC" --partitions 3
+status=$?
+if ((status != 0)) && grep -q "Topic '$TOPIC' already exists" "$out"; then
+  pass "kafka-topics --create of an existing topic fails: already exists"
+else
+  fail "kafka-topics --create of an existing topic fails: already exists" "exit status $status"
+  show <"$out"
+fi
+
+tool topics-list TopicCommand --bootstrap-server "$B" --list
+expect "kafka-topics --list" $? "^$TOPIC$" "^kt-defaults$"
+
+tool topics-describe TopicCommand --bootstrap-server "$B" --describe --topic "$TOPIC"
+expect "kafka-topics --describe" $? \
+  "^Topic: $TOPIC	TopicId: [A-Za-z0-9_-]{22}	PartitionCount: 3	ReplicationFactor: 1	Configs: retention.ms=3600000$" \
+  "Topic: $TOPIC	Partition: 0	Leader: 1	Replicas: 1	Isr: 1" \
+  "Topic: $TOPIC	Partition: 2	Leader: 1	Replicas: 1	Isr: 1"
+
+tool topics-describe-defaults TopicCommand --bootstrap-server "$B" --describe --topic kt-defaults
+expect "kafka-topics --describe: the default counts (num.partitions 1, replication factor 1)" $? \
+  "PartitionCount: 1	ReplicationFactor: 1"
+
+tool topics-alter TopicCommand --bootstrap-server "$B" --alter --topic "$TOPIC" --partitions 4
+status=$?
+tool topics-describe-altered TopicCommand --bootstrap-server "$B" --describe --topic "$TOPIC"
+if ((status == 0)); then
+  expect "kafka-topics --alter --partitions 4" $? "PartitionCount: 4" "Partition: 3	Leader: 1	Replicas: 1	Isr: 1"
+else
+  fail "kafka-topics --alter --partitions 4" "exited $status"
+  show <"$work/topics-alter.out"
+fi
+
+tool topics-delete TopicCommand --bootstrap-server "$B" --delete --topic kt-defaults
+status=$?
+tool topics-list-after-delete TopicCommand --bootstrap-server "$B" --list
+if ((status != 0)); then
+  fail "kafka-topics --delete" "exited $status"
+  show <"$work/topics-delete.out"
+elif grep -q '^kt-defaults$' "$out"; then
+  fail "kafka-topics --delete" "kt-defaults still listed"
+  show <"$out"
+else
+  pass "kafka-topics --delete"
+fi
+
+# ---------------------------------------------------------------- kafka-configs
+
+tool configs-topic-alter ConfigCommand --bootstrap-server "$B" --entity-type topics --entity-name "$TOPIC" \
+  --alter --add-config retention.ms=7200000,max.message.bytes=2000000
+expect "kafka-configs --alter --add-config (topic)" $? "^Completed updating config for topic $TOPIC\.$"
+
+tool configs-topic-describe ConfigCommand --bootstrap-server "$B" --entity-type topics --entity-name "$TOPIC" --describe
+expect "kafka-configs --describe (topic): the values set, with their synonyms" $? \
+  "^Dynamic configs for topic $TOPIC are:$" \
+  "^  retention.ms=7200000 sensitive=false synonyms=\{DYNAMIC_TOPIC_CONFIG:retention.ms=7200000, DEFAULT_CONFIG:log.retention.ms=604800000\}$" \
+  "^  max.message.bytes=2000000 "
+
+tool configs-topic-delete ConfigCommand --bootstrap-server "$B" --entity-type topics --entity-name "$TOPIC" \
+  --alter --delete-config max.message.bytes
+status=$?
+tool configs-topic-describe-after ConfigCommand --bootstrap-server "$B" --entity-type topics --entity-name "$TOPIC" --describe
+if ((status != 0)); then
+  fail "kafka-configs --alter --delete-config (topic)" "exited $status"
+  show <"$work/configs-topic-delete.out"
+elif grep -q 'max.message.bytes' "$out" || ! grep -q '^  retention.ms=7200000 ' "$out"; then
+  fail "kafka-configs --alter --delete-config (topic)" "max.message.bytes still set, or retention.ms lost"
+  show <"$out"
+else
+  pass "kafka-configs --alter --delete-config (topic)"
+fi
+
+tool configs-broker-all ConfigCommand --bootstrap-server "$B" --entity-type brokers --entity-name 1 --describe --all
+expect "kafka-configs --describe --all (broker 1)" $? \
+  "^All configs for broker 1 are:$" \
+  "^  log.retention.ms=604800000 sensitive=false synonyms=\{" \
+  "^  num.partitions=1 sensitive=false "
+
+tool configs-broker-default-alter ConfigCommand --bootstrap-server "$B" --entity-type brokers --entity-default \
+  --alter --add-config log.retention.ms=500000000
+expect "kafka-configs --alter --entity-default (cluster-wide broker config)" $? \
+  "^Completed updating default config for brokers in the cluster\.$"
+
+tool configs-broker-default-describe ConfigCommand --bootstrap-server "$B" --entity-type brokers --entity-default --describe
+expect "kafka-configs --describe --entity-default" $? \
+  "^  log.retention.ms=500000000 sensitive=false synonyms=\{DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=500000000\}$"
+
+tool configs-broker-default-delete ConfigCommand --bootstrap-server "$B" --entity-type brokers --entity-default \
+  --alter --delete-config log.retention.ms
+status=$?
+tool configs-broker-default-describe-after ConfigCommand --bootstrap-server "$B" --entity-type brokers --entity-default --describe
+if ((status != 0)); then
+  fail "kafka-configs --alter --delete-config --entity-default" "exited $status"
+  show <"$work/configs-broker-default-delete.out"
+elif grep -q 'log.retention.ms=' "$out"; then
+  fail "kafka-configs --alter --delete-config --entity-default" "log.retention.ms still set"
+  show <"$out"
+else
+  pass "kafka-configs --alter --delete-config --entity-default"
+fi
+
+# ---------------------------------------------------------------- perf tests
+
+tool producer-perf ProducerPerformance --topic "$TOPIC" --num-records "$RECORDS" --record-size 100 \
+  --throughput -1 --command-property bootstrap.servers="$B" acks=all
+expect "kafka-producer-perf-test: $RECORDS records, acks=all" $? "^$RECORDS records sent, [0-9.]+ records/sec"
+
+# The log end offsets add up to what was sent.
+tool offsets-latest GetOffsetShell --bootstrap-server "$B" --topic "$TOPIC"
+status=$?
+sum=$(awk -F: '/^'"$TOPIC"':[0-9]+:[0-9]+$/ { s += $3 } END { print s + 0 }' "$out")
+if ((status == 0)) && ((sum == RECORDS)) && (($(grep -c "^$TOPIC:" "$out") == 4)); then
+  pass "kafka-get-offsets (latest): the four partitions' end offsets add up to $RECORDS"
+else
+  fail "kafka-get-offsets (latest): the four partitions' end offsets add up to $RECORDS" "exit $status, sum $sum"
+  show <"$out"
+fi
+# The partition holding the most records, for the offset checks below.
+read -r P P_END < <(awk -F: '/^'"$TOPIC"':/ { if ($3 > m) { m = $3; p = $2 } } END { print p + 0, m + 0 }' "$out")
+
+tool offsets-earliest GetOffsetShell --bootstrap-server "$B" --topic "$TOPIC" --time -2
+expect "kafka-get-offsets --time -2 (earliest)" $? "^$TOPIC:0:0$" "^$TOPIC:3:0$"
+
+tool offsets-max-timestamp GetOffsetShell --bootstrap-server "$B" --topic-partitions "$TOPIC:$P" --time -3
+expect "kafka-get-offsets --time -3 (max timestamp)" $? "^$TOPIC:$P:[0-9]+$"
+
+before_ms=$(($(date +%s) * 1000 - 3600 * 1000))
+tool offsets-by-time GetOffsetShell --bootstrap-server "$B" --topic-partitions "$TOPIC:$P" --time "$before_ms"
+expect "kafka-get-offsets --time <an hour ago>: the first offset" $? "^$TOPIC:$P:0$"
+
+tool consumer-perf ConsumerPerformance --bootstrap-server "$B" --topic "$TOPIC" --num-records "$RECORDS" \
+  --group "$GROUP" --timeout 30000
+status=$?
+# start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, ...
+consumed=$(awk -F', ' '/^[0-9][0-9][0-9][0-9]-/ { print $5 }' "$out")
+if ((status == 0)) && [[ "$consumed" == "$RECORDS" ]]; then
+  pass "kafka-consumer-perf-test: a consumer group reads the $RECORDS records"
+else
+  fail "kafka-consumer-perf-test: a consumer group reads the $RECORDS records" "exit $status, consumed '${consumed}'"
+  show <"$out"
+fi
+
+# ---------------------------------------------------------------- kafka-consumer-groups
+
+G=consumer.group.ConsumerGroupCommand
+tool groups-list "$G" --bootstrap-server "$B" --list --state
+expect "kafka-consumer-groups --list --state" $? "^$GROUP +Empty *$"
+
+tool groups-describe "$G" --bootstrap-server "$B" --describe --group "$GROUP"
+status=$?
+# GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
+rows=$(awk -v g="$GROUP" -v t="$TOPIC" '$1 == g && $2 == t && $4 == $5 && $6 == 0 { n++ } END { print n + 0 }' "$out")
+committed=$(awk -v g="$GROUP" -v t="$TOPIC" '$1 == g && $2 == t { s += $4 } END { print s + 0 }' "$out")
+if ((status == 0)) && ((rows == 4)) && ((committed == RECORDS)); then
+  pass "kafka-consumer-groups --describe: committed offsets at the log ends, no lag"
+else
+  fail "kafka-consumer-groups --describe: committed offsets at the log ends, no lag" \
+    "exit $status, $rows of 4 partitions without lag, committed offsets add up to $committed"
+  show <"$out"
+fi
+
+tool groups-describe-state "$G" --bootstrap-server "$B" --describe --group "$GROUP" --state
+expect "kafka-consumer-groups --describe --state" $? "^$GROUP +[^ ]+ +\(1\) +- +Empty +0 *$"
+
+tool groups-reset-earliest "$G" --bootstrap-server "$B" --reset-offsets --group "$GROUP" --topic "$TOPIC" \
+  --to-earliest --execute
+status=$?
+zeros=$(awk -v g="$GROUP" -v t="$TOPIC" '$1 == g && $2 == t && $4 == 0 { n++ } END { print n + 0 }' "$out")
+if ((status == 0)) && ((zeros == 4)); then
+  pass "kafka-consumer-groups --reset-offsets --to-earliest --execute"
+else
+  fail "kafka-consumer-groups --reset-offsets --to-earliest --execute" "exit $status, $zeros of 4 partitions at 0"
+  show <"$out"
+fi
+
+tool groups-reset-offset "$G" --bootstrap-server "$B" --reset-offsets --group "$GROUP" --topic "$TOPIC:$P" \
+  --to-offset 5 --execute
+expect "kafka-consumer-groups --reset-offsets --to-offset 5 --execute (one partition)" $? \
+  "^$GROUP +$TOPIC +$P +5 *$"
+
+tool groups-describe-after "$G" --bootstrap-server "$B" --describe --group "$GROUP" --offsets
+expect "kafka-consumer-groups --describe after the resets: offset and lag" $? \
+  "^$GROUP +$TOPIC +$P +5 +$P_END +$((P_END - 5)) "
+
+tool groups-list-all GroupsCommand --bootstrap-server "$B" --list
+expect "kafka-groups --list" $? "^$GROUP +Classic +consumer *$"
+
+tool groups-delete "$G" --bootstrap-server "$B" --delete --group "$GROUP"
+status=$?
+tool groups-list-after-delete "$G" --bootstrap-server "$B" --list
+if ((status != 0)) || ! grep -q "Deletion of requested consumer groups ('$GROUP') was successful" "$work/groups-delete.out"; then
+  fail "kafka-consumer-groups --delete" "exit $status"
+  show <"$work/groups-delete.out"
+elif grep -q "^$GROUP$" "$out"; then
+  fail "kafka-consumer-groups --delete" "$GROUP still listed"
+  show <"$out"
+else
+  pass "kafka-consumer-groups --delete"
+fi
+
+# ---------------------------------------------------------------- kafka-delete-records
+
+printf '{"partitions":[{"topic":"%s","partition":%d,"offset":3}],"version":1}\n' "$TOPIC" "$P" >"$work/delete.json"
+tool delete-records DeleteRecordsCommand --bootstrap-server "$B" --offset-json-file "$work/delete.json"
+expect "kafka-delete-records" $? "^partition: $TOPIC-$P	low_watermark: 3$"
+
+tool offsets-earliest-after-delete GetOffsetShell --bootstrap-server "$B" --topic-partitions "$TOPIC:$P" --time -2
+expect "kafka-get-offsets --time -2 after kafka-delete-records" $? "^$TOPIC:$P:3$"
+
+# ---------------------------------------------------------------- kafka-transactions
+
+tool topics-create-txn TopicCommand --bootstrap-server "$B" --create --topic "$TXN_TOPIC" --partitions 2 --replication-factor 1
+tool producer-perf-txn ProducerPerformance --topic "$TXN_TOPIC" --num-records 500 --record-size 50 \
+  --throughput -1 --transactional-id kt-writer --transaction-duration-ms 100 \
+  --command-property bootstrap.servers="$B" transaction.timeout.ms=30000
+expect "kafka-producer-perf-test --transactional-id: 500 records in transactions" $? "^500 records sent, "
+
+tool txn-list TransactionsCommand --bootstrap-server "$B" list
+expect "kafka-transactions list" $? "^kt-writer[[:space:]]+1[[:space:]]+[0-9]+[[:space:]]+CompleteCommit[[:space:]]*$"
+
+tool txn-describe TransactionsCommand --bootstrap-server "$B" describe --transactional-id kt-writer
+# CoordinatorId TransactionalId ProducerId ProducerEpoch TransactionState
+# TransactionTimeoutMs CurrentTransactionStartTimeMs TransactionDurationMs TopicPartitions
+expect "kafka-transactions describe" $? \
+  "^1[[:space:]]+kt-writer[[:space:]]+[0-9]+[[:space:]]+[0-9]+[[:space:]]+CompleteCommit[[:space:]]+30000[[:space:]]+None[[:space:]]+None[[:space:]]*$"
+
+# ---------------------------------------------------------------- kafka-reassign-partitions
+
+tool reassign-list reassign.ReassignPartitionsCommand --bootstrap-server "$B" --list
+expect "kafka-reassign-partitions --list" $? "^No partition reassignments found\.$"
+
+# --verify of a plan that is already in place (one broker: the replicas stay).
+# --preserve-throttles: Weir differs: without it the tool clears the
+# replication throttles it may have set, an IncrementalAlterConfigs DELETE of
+# leader.replication.throttled.rate / follower.replication.throttled.rate /
+# replica.alter.log.dirs.io.max.bytes.per.second on each broker, which Weir
+# refuses (INVALID_CONFIG, "Unknown broker config name") where Kafka accepts it.
+printf '{"version":1,"partitions":[{"topic":"%s","partition":0,"replicas":[1]},{"topic":"%s","partition":1,"replicas":[1]}]}\n' \
+  "$TOPIC" "$TOPIC" >"$work/plan.json"
+tool reassign-verify reassign.ReassignPartitionsCommand --bootstrap-server "$B" --reassignment-json-file "$work/plan.json" \
+  --verify --preserve-throttles
+expect "kafka-reassign-partitions --verify" $? \
+  "^Reassignment of partition $TOPIC-0 is completed\.$" "^Reassignment of partition $TOPIC-1 is completed\.$"
+
+# ---------------------------------------------------------------- cluster
+
+tool quorum-status MetadataQuorumCommand --bootstrap-server "$B" describe --status
+expect "kafka-metadata-quorum describe --status" $? \
+  "^ClusterId: +[A-Za-z0-9_-]{22}$" "^LeaderId: +1$" '^CurrentVoters: +\[\{"id": 1, '
+
+tool quorum-replication MetadataQuorumCommand --bootstrap-server "$B" describe --replication
+# NodeId DirectoryId LogEndOffset Lag LastFetchTimestamp LastCaughtUpTimestamp Status:
+# the leader's own timestamps are the time of the answer, as in Kafka.
+expect "kafka-metadata-quorum describe --replication" $? \
+  "^1[[:space:]]+[A-Za-z0-9_-]{22}[[:space:]]+[0-9]+[[:space:]]+0[[:space:]]+[0-9]{13}[[:space:]]+[0-9]{13}[[:space:]]+Leader[[:space:]]*$"
+
+tool api-versions BrokerApiVersionsCommand --bootstrap-server "$B"
+expect "kafka-broker-api-versions" $? \
+  "^$B \(id: 1 rack: null isFenced: false\) -> \($" \
+  "^	Produce\(0\): [0-9]+ to [0-9]+ \[usable: [0-9]+\]," \
+  "^	Fetch\(1\): [0-9]+ to [0-9]+ \[usable: [0-9]+\],"
+
+# ---------------------------------------------------------------- clean up
+
+tool topics-delete-all TopicCommand --bootstrap-server "$B" --delete --topic "$TOPIC|$TXN_TOPIC"
+expect "kafka-topics --delete (a regular expression)" $?
+
+finish
