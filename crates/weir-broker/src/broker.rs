@@ -681,6 +681,17 @@ impl Broker {
         self.with_image(|image| self.replicas.leader(image, topic, partition))
     }
 
+    /// [`leader_partition`](Self::leader_partition) of several partitions
+    /// of one topic.
+    pub fn leader_partitions(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partitions: impl Iterator<Item = i32>,
+    ) -> Vec<Result<Arc<Partition>, NotServed>> {
+        self.replicas.leaders(image, topic, partitions)
+    }
+
     /// The replicas of `topic` hosted here.
     pub fn partitions_of(&self, topic: &str) -> Vec<Arc<Partition>> {
         self.replicas.of_topic(topic)

@@ -64,6 +64,11 @@ pub(crate) struct Answered {
     pub(crate) high_watermark: i64,
     pub(crate) log_start_offset: i64,
     pub(crate) has_records: bool,
+    /// Read with nothing beyond the fetch offset, at this change count of
+    /// the partition: until the count moves, a read would find the same.
+    pub(crate) caught_up_at: Option<u64>,
+    /// Not read at all: unchanged since such a read.
+    pub(crate) skipped: bool,
 }
 
 /// A fetch request as the session cache sees it.
@@ -96,10 +101,23 @@ pub(crate) enum FetchContext {
         /// The session's epoch once this request is counted.
         epoch: i32,
         partitions: Vec<(PartitionKey, FetchParams)>,
+        /// For each partition, the change count at which it was last read
+        /// caught up with the same parameters, if it was.
+        caught_up_at: Vec<Option<u64>>,
     },
 }
 
 impl FetchContext {
+    /// For each partition, the change count of the partition at which a
+    /// read found nothing new for the same parameters, if the session knows
+    /// one: while the count stays, reading it again would change nothing.
+    pub(crate) fn caught_up_at(&self, index: usize) -> Option<u64> {
+        match self {
+            FetchContext::Incremental { caught_up_at, .. } => caught_up_at[index],
+            _ => None,
+        }
+    }
+
     /// The partitions to read, in the order to answer them.
     pub(crate) fn partitions(&self) -> &[(PartitionKey, FetchParams)] {
         match self {
@@ -127,6 +145,8 @@ struct Cached {
     /// once the error clears.
     high_watermark: i64,
     log_start_offset: i64,
+    /// See [`Answered::caught_up_at`]; forgotten when the parameters change.
+    caught_up_at: Option<u64>,
 }
 
 struct Session {
@@ -135,31 +155,110 @@ struct Session {
     uses_topic_ids: bool,
     created_ms: i64,
     last_used_ms: i64,
-    partitions: Vec<Cached>,
-    position: HashMap<PartitionKey, usize>,
+    /// The partitions, each in a slot that does not move while it stays.
+    slots: Vec<Cached>,
+    slot_of: HashMap<PartitionKey, usize>,
+    /// The order the partitions are read and answered in, as slots: an
+    /// incremental fetch reads them in this order, so its answers line up
+    /// with it without a lookup.
+    order: Vec<usize>,
 }
 
 impl Session {
-    fn reindex(&mut self) {
-        self.position = self
-            .partitions
+    fn new(privileged: bool, uses_topic_ids: bool, slots: Vec<Cached>, now_ms: i64) -> Self {
+        let mut session = Self {
+            epoch: next_epoch(INITIAL_EPOCH),
+            privileged,
+            uses_topic_ids,
+            created_ms: now_ms,
+            last_used_ms: now_ms,
+            slots,
+            slot_of: HashMap::new(),
+            order: Vec::new(),
+        };
+        session.index();
+        session
+    }
+
+    /// Rebuilds the lookup and the order from the slots, in slot order.
+    fn index(&mut self) {
+        self.slot_of = self
+            .slots
             .iter()
             .enumerate()
             .map(|(i, p)| (p.key.clone(), i))
             .collect();
+        self.order = (0..self.slots.len()).collect();
+    }
+
+    fn add_or_update(&mut self, key: PartitionKey, params: FetchParams) {
+        match self.slot_of.get(&key) {
+            Some(&slot) => {
+                let cached = &mut self.slots[slot];
+                if cached.params != params {
+                    cached.params = params;
+                    cached.caught_up_at = None;
+                }
+            }
+            None => {
+                self.slot_of.insert(key.clone(), self.slots.len());
+                self.order.push(self.slots.len());
+                self.slots.push(Cached {
+                    key,
+                    params,
+                    high_watermark: -1,
+                    log_start_offset: -1,
+                    caught_up_at: None,
+                });
+            }
+        }
+    }
+
+    /// Drops `forgotten`, keeping the others in their order.
+    fn forget(&mut self, forgotten: &[PartitionKey]) {
+        let before = self.slots.len();
+        let kept: Vec<Cached> = std::mem::take(&mut self.order)
+            .into_iter()
+            .map(|slot| std::mem::replace(&mut self.slots[slot], Cached::vacant()))
+            .filter(|p| !forgotten.contains(&p.key))
+            .collect();
+        self.slots = kept;
+        if self.slots.len() != before || self.order.is_empty() {
+            self.index();
+        }
     }
 
     fn params(&self) -> Vec<(PartitionKey, FetchParams)> {
-        self.partitions
+        self.order
             .iter()
-            .map(|p| (p.key.clone(), p.params))
+            .map(|&slot| (self.slots[slot].key.clone(), self.slots[slot].params))
             .collect()
     }
 
     /// Kafka's eviction rank: followers' sessions above consumers', larger
     /// above smaller.
     fn rank(&self, id: i32) -> (bool, usize, i32) {
-        (self.privileged, self.partitions.len(), id)
+        (self.privileged, self.slots.len(), id)
+    }
+}
+
+impl Cached {
+    /// A placeholder left in a slot being emptied.
+    fn vacant() -> Self {
+        Self {
+            key: PartitionKey {
+                topic: TopicRef::Id(Uuid::nil()),
+                partition: -1,
+            },
+            params: FetchParams {
+                fetch_offset: -1,
+                max_bytes: 0,
+                current_leader_epoch: -1,
+            },
+            high_watermark: -1,
+            log_start_offset: -1,
+            caught_up_at: None,
+        }
     }
 }
 
@@ -219,31 +318,12 @@ impl FetchSessionCache {
             return FetchContext::Error(ResponseError::FetchSessionTopicIdError.code());
         }
         for (key, params) in request.partitions {
-            match session.position.get(&key) {
-                Some(&i) => session.partitions[i].params = params,
-                None => {
-                    session
-                        .position
-                        .insert(key.clone(), session.partitions.len());
-                    session.partitions.push(Cached {
-                        key,
-                        params,
-                        high_watermark: -1,
-                        log_start_offset: -1,
-                    });
-                }
-            }
+            session.add_or_update(key, params);
         }
         if !request.forgotten.is_empty() {
-            let before = session.partitions.len();
-            session
-                .partitions
-                .retain(|p| !request.forgotten.contains(&p.key));
-            if session.partitions.len() != before {
-                session.reindex();
-            }
+            session.forget(&request.forgotten);
         }
-        if session.partitions.is_empty() {
+        if session.slots.is_empty() {
             sessions.remove(&request.session_id);
             return FetchContext::Sessionless(Vec::new());
         }
@@ -253,6 +333,11 @@ impl FetchSessionCache {
             session_id: request.session_id,
             epoch: session.epoch,
             partitions: session.params(),
+            caught_up_at: session
+                .order
+                .iter()
+                .map(|&slot| session.slots[slot].caught_up_at)
+                .collect(),
         }
     }
 
@@ -261,12 +346,12 @@ impl FetchSessionCache {
     /// `answered` follows [`FetchContext::partitions`].
     pub(crate) fn finish(
         &self,
-        context: FetchContext,
+        context: &FetchContext,
         answered: &[Answered],
         now_ms: i64,
     ) -> Outcome {
         let all = || vec![true; answered.len()];
-        match context {
+        match *context {
             FetchContext::Error(error_code) => Outcome {
                 error_code,
                 session_id: 0,
@@ -278,25 +363,29 @@ impl FetchSessionCache {
                 include: all(),
             },
             FetchContext::Full {
-                partitions,
+                ref partitions,
                 privileged,
                 uses_topic_ids,
             } => {
-                let cached = partitions
-                    .into_iter()
-                    .zip(answered)
-                    .map(|((key, params), answer)| Cached {
-                        key,
-                        params,
-                        high_watermark: if answer.error_code == 0 {
-                            answer.high_watermark
-                        } else {
-                            -1
-                        },
-                        log_start_offset: answer.log_start_offset,
-                    })
-                    .collect();
-                let session_id = self.open(privileged, uses_topic_ids, cached, now_ms);
+                let cached = || {
+                    partitions
+                        .iter()
+                        .zip(answered)
+                        .map(|((key, params), answer)| Cached {
+                            key: key.clone(),
+                            params: *params,
+                            high_watermark: if answer.error_code == 0 {
+                                answer.high_watermark
+                            } else {
+                                -1
+                            },
+                            log_start_offset: answer.log_start_offset,
+                            caught_up_at: answer.caught_up_at,
+                        })
+                        .collect()
+                };
+                let session_id =
+                    self.open(privileged, uses_topic_ids, partitions.len(), cached, now_ms);
                 Outcome {
                     error_code: 0,
                     session_id,
@@ -304,9 +393,7 @@ impl FetchSessionCache {
                 }
             }
             FetchContext::Incremental {
-                session_id,
-                epoch,
-                partitions,
+                session_id, epoch, ..
             } => {
                 let mut sessions = self.lock();
                 let Some(session) = sessions.get_mut(&session_id).filter(|s| s.epoch == epoch)
@@ -319,14 +406,16 @@ impl FetchSessionCache {
                         include: Vec::new(),
                     };
                 };
+                // The epoch is unchanged, so the session is as the
+                // request found it: the answers follow its order.
                 let mut include = Vec::with_capacity(answered.len());
-                let mut rotate = false;
-                for ((key, _), answer) in partitions.iter().zip(answered) {
-                    let Some(&i) = session.position.get(key) else {
+                for (&slot, answer) in session.order.iter().zip(answered) {
+                    let cached = &mut session.slots[slot];
+                    if answer.skipped {
                         include.push(false);
                         continue;
-                    };
-                    let cached = &mut session.partitions[i];
+                    }
+                    cached.caught_up_at = answer.caught_up_at;
                     let mut send = answer.has_records || answer.error_code != 0;
                     if cached.high_watermark != answer.high_watermark {
                         send = true;
@@ -339,23 +428,19 @@ impl FetchSessionCache {
                     if answer.error_code != 0 {
                         cached.high_watermark = -1;
                     }
-                    rotate |= answer.has_records;
                     include.push(send);
                 }
-                if rotate {
-                    let had_records: std::collections::HashSet<&PartitionKey> = partitions
+                if answered.iter().any(|a| a.has_records) {
+                    let (moved, stayed): (Vec<_>, Vec<_>) = session
+                        .order
                         .iter()
                         .zip(answered)
-                        .filter(|(_, a)| a.has_records)
-                        .map(|((key, _), _)| key)
+                        .partition(|(_, a)| a.has_records);
+                    session.order = stayed
+                        .into_iter()
+                        .chain(moved)
+                        .map(|(&slot, _)| slot)
                         .collect();
-                    let (moved, stayed): (Vec<Cached>, Vec<Cached>) = session
-                        .partitions
-                        .drain(..)
-                        .partition(|p| had_records.contains(&p.key));
-                    session.partitions = stayed;
-                    session.partitions.extend(moved);
-                    session.reindex();
                 }
                 Outcome {
                     error_code: 0,
@@ -372,12 +457,13 @@ impl FetchSessionCache {
         &self,
         privileged: bool,
         uses_topic_ids: bool,
-        partitions: Vec<Cached>,
+        size: usize,
+        partitions: impl FnOnce() -> Vec<Cached>,
         now_ms: i64,
     ) -> i32 {
         let mut sessions = self.lock();
         if sessions.len() >= self.max_sessions
-            && !evict_one(&mut sessions, privileged, partitions.len(), now_ms)
+            && !evict_one(&mut sessions, privileged, size, now_ms)
         {
             return 0;
         }
@@ -387,16 +473,7 @@ impl FetchSessionCache {
                 break id;
             }
         };
-        let mut session = Session {
-            epoch: next_epoch(INITIAL_EPOCH),
-            privileged,
-            uses_topic_ids,
-            created_ms: now_ms,
-            last_used_ms: now_ms,
-            partitions,
-            position: HashMap::new(),
-        };
-        session.reindex();
+        let session = Session::new(privileged, uses_topic_ids, partitions(), now_ms);
         sessions.insert(id, session);
         id
     }

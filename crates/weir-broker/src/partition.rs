@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use weir_log::batch::{self, BatchError, BatchHeader, ControlType, Origin};
 use weir_log::records::{self, RecordsError};
 use weir_log::storage::{FsStorage, Storage};
@@ -343,6 +343,11 @@ pub struct Partition {
     /// Bumped whenever the log end or the high watermark moves: wakes
     /// long-polling fetches and acks=all produces.
     changed: watch::Sender<u64>,
+    /// Fetches waiting for this partition (among others) to change, each
+    /// woken once by the next change.
+    parked_fetches: Mutex<Vec<Weak<Notify>>>,
+    /// See [`change_count`](Self::change_count).
+    changes: AtomicU64,
     producers: Mutex<ProducerStates>,
     leadership: RwLock<Leadership>,
     /// Below this offset records are on every in-sync replica.
@@ -402,6 +407,8 @@ impl Partition {
             storage: env.storage.clone(),
             clock: env.clock.clone(),
             changed,
+            parked_fetches: Mutex::new(Vec::new()),
+            changes: AtomicU64::new(0),
             producers: Mutex::new(producers),
             leadership: RwLock::new(Leadership {
                 state: ReplicaState::default(),
@@ -435,13 +442,22 @@ impl Partition {
     /// Deletes what retention says may go, never at or above the high
     /// watermark.
     pub fn enforce_retention(&self) -> Result<RetentionOutcome, LogError> {
-        self.log.enforce_retention(self.high_watermark())
+        let outcome = self.log.enforce_retention(self.high_watermark())?;
+        if outcome.deleted_segments > 0 {
+            self.notify();
+        }
+        Ok(outcome)
     }
 
     /// Moves the log start up to `offset` (DeleteRecords, or an internal
     /// topic's upkeep); the new log start.
     pub fn delete_records_before(&self, offset: u64) -> Result<u64, LogError> {
-        self.log.delete_records_before(offset)
+        let before = self.log.log_start_offset();
+        let start = self.log.delete_records_before(offset)?;
+        if start != before {
+            self.notify();
+        }
+        Ok(start)
     }
 
     /// What compaction could clean below the high watermark, if anything.
@@ -536,14 +552,36 @@ impl Partition {
         self.high_watermark.load(Ordering::Acquire)
     }
 
-    /// Fires whenever the log end, the high watermark or the replica state
-    /// moves.
+    /// Fires whenever the log end, the log start, the high watermark or the
+    /// replica state moves.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
     }
 
+    /// How many times the log end, the log start, the high watermark or
+    /// the replica state moved. A fetch compares it before and after
+    /// parking, so no change slips between its read and
+    /// [`wake_on_change`](Self::wake_on_change); a fetch session skips a
+    /// caught-up partition whose count has not moved since its last read.
+    pub fn change_count(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    /// Wakes `waker` once, at the partition's next change. A fetch of many
+    /// partitions parks on one waker instead of a watch per partition.
+    pub fn wake_on_change(&self, waker: &Arc<Notify>) {
+        let mut parked = self.parked_fetches.lock();
+        parked.retain(|fetch| fetch.strong_count() > 0);
+        parked.push(Arc::downgrade(waker));
+    }
+
     fn notify(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        let parked = std::mem::take(&mut *self.parked_fetches.lock());
+        for fetch in parked.iter().filter_map(Weak::upgrade) {
+            fetch.notify_one();
+        }
     }
 
     fn set_high_watermark(&self, offset: u64) {
@@ -637,6 +675,7 @@ impl Partition {
     /// retried batch whose earlier copy was dropped must be appended again,
     /// not answered as a duplicate at an offset that now holds other data.
     fn after_truncation(&self) -> Result<(), LogError> {
+        self.notify();
         let (rebuilt, _) = load_producer_state(&*self.storage, &self.log)?;
         *self.producers.lock() = rebuilt;
         // A snapshot taken past the truncation point holds batches that

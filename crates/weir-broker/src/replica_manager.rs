@@ -117,10 +117,36 @@ impl ReplicaManager {
         topic: &str,
         partition: i32,
     ) -> Result<Arc<Partition>, NotServed> {
-        if let Some(hosted) = self.get(topic, partition) {
+        let topics = self.topics.read();
+        self.leader_in(image, topics.get(topic), topic, partition)
+    }
+
+    /// [`leader`](Self::leader) of several partitions of one topic, with
+    /// one look at the hosted topics.
+    pub fn leaders(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partitions: impl Iterator<Item = i32>,
+    ) -> Vec<Result<Arc<Partition>, NotServed>> {
+        let topics = self.topics.read();
+        let hosted = topics.get(topic);
+        partitions
+            .map(|partition| self.leader_in(image, hosted, topic, partition))
+            .collect()
+    }
+
+    fn leader_in(
+        &self,
+        image: &MetadataImage,
+        hosted: Option<&HostedTopic>,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Partition>, NotServed> {
+        if let Some(hosted) = hosted.and_then(|t| t.partitions.get(&partition)) {
             let state = hosted.replica_state();
             if state.leader == self.node_id {
-                return Ok(hosted);
+                return Ok(hosted.clone());
             }
             if state.leader < 0 {
                 return Err(NotServed::LeaderNotAvailable);

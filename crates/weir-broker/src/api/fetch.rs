@@ -12,9 +12,9 @@ use std::time::Duration;
 use kafka_protocol::messages::FetchRequest;
 use kafka_protocol::ResponseError;
 use prometheus_client::metrics::gauge::Gauge;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
-use weir_log::{LogError, LogSlice};
+use weir_log::LogError;
 use weir_meta::MetadataImage;
 
 use super::fetch_response::{self, FetchedPartition, NodeEndpoint};
@@ -38,6 +38,8 @@ struct Target {
     /// A consumer with isolation level `read_committed`: reads up to the
     /// last stable offset, and is told which transactions were aborted.
     read_committed: bool,
+    /// See [`FetchContext::caught_up_at`].
+    caught_up_at: Option<u64>,
 }
 
 pub(super) async fn handle(
@@ -59,11 +61,17 @@ pub(super) async fn handle(
         .fetch_sessions()
         .new_context(session_view(ctx.version, &request, follower), now);
     let image = broker.image();
+    let led = led_here(broker, &image, context.partitions());
     let targets: Vec<Target> = context
         .partitions()
         .iter()
-        .map(|(key, params)| {
-            let partition = led_by_key(broker, &image, key, params.current_leader_epoch);
+        .zip(led)
+        .enumerate()
+        .map(|(i, ((key, params), partition))| {
+            let partition = partition.and_then(|partition| {
+                check_leader_epoch(&partition, params.current_leader_epoch)?;
+                Ok(partition)
+            });
             if let (Ok(partition), true) = (&partition, follower) {
                 let offset = u64::try_from(params.fetch_offset).unwrap_or(0);
                 if let Some(isr) = partition.follower_fetched(replica, offset, now) {
@@ -77,32 +85,73 @@ pub(super) async fn handle(
                 partition,
                 follower,
                 read_committed,
+                caught_up_at: context.caught_up_at(i),
             }
         })
         .collect();
-    let mut watchers: Vec<watch::Receiver<u64>> = targets
+    let live: Vec<&Arc<Partition>> = targets
         .iter()
-        .filter_map(|t| t.partition.as_ref().ok().map(|p| p.subscribe()))
+        .filter_map(|t| t.partition.as_ref().ok())
         .collect();
     let max_bytes = usize::try_from(request.max_bytes).unwrap_or(usize::MAX);
     let min_bytes = request.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    // One waker for the whole fetch, woken by the next change of any of
+    // its partitions.
+    let waker = Arc::new(Notify::new());
     let mut parked = None;
     loop {
-        for watcher in &mut watchers {
-            watcher.borrow_and_update();
-        }
-        let (fetched, bytes, has_error) = read_all(&targets, max_bytes);
+        let seen = changes(&live);
+        let (reads, bytes, has_error) = read_all(&targets, max_bytes);
         let timed_out = Instant::now() >= deadline;
-        if bytes >= min_bytes.max(1) || has_error || timed_out || watchers.is_empty() {
-            return respond(broker, ctx, &image, context, fetched);
+        if bytes >= min_bytes.max(1) || has_error || timed_out || live.is_empty() {
+            return respond(broker, ctx, &image, context, reads);
         }
         parked.get_or_insert_with(|| Parked::new(&broker.metrics().fetches_waiting));
-        let any_append =
-            futures::future::select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
-        // On timeout, loop once more to answer with whatever is there.
-        let _ = tokio::time::timeout_at(deadline, any_append).await;
+        for partition in &live {
+            partition.wake_on_change(&waker);
+        }
+        // A change between the read and the parking is read again now.
+        if changes(&live) == seen {
+            // On timeout, loop once more to answer with whatever is there.
+            let _ = tokio::time::timeout_at(deadline, waker.notified()).await;
+        }
     }
+}
+
+/// Every change the partitions have seen, summed: any change moves it.
+fn changes(partitions: &[&Arc<Partition>]) -> u64 {
+    partitions
+        .iter()
+        .fold(0, |sum, p| sum.wrapping_add(p.change_count()))
+}
+
+/// The partition each key names, if led here at the epoch the client
+/// names; the error code otherwise. Topics are looked up once per run of
+/// partitions of the same topic.
+fn led_here(
+    broker: &Broker,
+    image: &MetadataImage,
+    partitions: &[(PartitionKey, FetchParams)],
+) -> Vec<Result<Arc<Partition>, i16>> {
+    let mut led = Vec::with_capacity(partitions.len());
+    for run in partitions.chunk_by(|(a, _), (b, _)| a.topic == b.topic) {
+        let name = match &run[0].0.topic {
+            TopicRef::Name(name) => Some(&**name),
+            TopicRef::Id(id) => image.topic_by_id(*id).map(|t| t.name.as_str()),
+        };
+        let Some(name) = name else {
+            led.extend(
+                run.iter()
+                    .map(|_| Err(ResponseError::UnknownTopicId.code())),
+            );
+            continue;
+        };
+        let indexes = run.iter().map(|(key, _)| key.partition);
+        let found = broker.leader_partitions(image, name, indexes);
+        led.extend(found.into_iter().map(|p| p.map_err(NotServed::code)));
+    }
+    led
 }
 
 /// The request as the session cache sees it.
@@ -163,37 +212,26 @@ fn respond(
     ctx: &RequestContext,
     image: &MetadataImage,
     context: FetchContext,
-    fetched: Vec<FetchedPartition>,
+    reads: Vec<Read>,
 ) -> Outgoing {
-    let answered: Vec<Answered> = fetched
-        .iter()
-        .map(|f| Answered {
-            error_code: f.error_code,
-            high_watermark: f.high_watermark,
-            log_start_offset: f.log_start_offset,
-            has_records: !f.records.is_empty(),
-        })
-        .collect();
-    let keys: Vec<PartitionKey> = context
-        .partitions()
-        .iter()
-        .map(|(k, _)| k.clone())
-        .collect();
+    let answered: Vec<Answered> = reads.iter().map(Read::answered).collect();
     let outcome = broker
         .fetch_sessions()
-        .finish(context, &answered, broker.now_ms());
-    let mut topics: Vec<(TopicRef, Vec<FetchedPartition>)> = Vec::new();
+        .finish(&context, &answered, broker.now_ms());
+    let mut topics: Vec<(&TopicRef, Vec<FetchedPartition>)> = Vec::new();
     let mut endpoints: Vec<NodeEndpoint> = Vec::new();
-    for ((key, mut data), include) in keys.into_iter().zip(fetched).zip(outcome.include) {
+    let keys = context.partitions().iter().map(|(key, _)| key);
+    for ((key, read), include) in keys.zip(reads).zip(outcome.include) {
         if !include {
             continue;
         }
+        let mut data = read.data;
         if ctx.version >= 16 && is_leader_elsewhere(data.error_code) {
-            hint_current_leader(image, &key, &mut data, &mut endpoints);
+            hint_current_leader(image, key, &mut data, &mut endpoints);
         }
         match topics.last_mut() {
-            Some((topic, partitions)) if *topic == key.topic => partitions.push(data),
-            _ => topics.push((key.topic, vec![data])),
+            Some((topic, partitions)) if **topic == key.topic => partitions.push(data),
+            _ => topics.push((&key.topic, vec![data])),
         }
     }
     let header = fetch_response::Header {
@@ -237,22 +275,6 @@ fn hint_current_leader(
                 rack: node.rack.clone(),
             });
         }
-    }
-}
-
-/// The partition `key` names, if led here at the epoch the client names.
-fn led_by_key(
-    broker: &Broker,
-    image: &MetadataImage,
-    key: &PartitionKey,
-    current_leader_epoch: i32,
-) -> Result<Arc<Partition>, i16> {
-    match &key.topic {
-        TopicRef::Name(name) => led_at_epoch(broker, name, key.partition, current_leader_epoch),
-        TopicRef::Id(id) => match image.topic_by_id(*id) {
-            Some(topic) => led_at_epoch(broker, &topic.name, key.partition, current_leader_epoch),
-            None => Err(ResponseError::UnknownTopicId.code()),
-        },
     }
 }
 
@@ -300,46 +322,78 @@ fn check_leader_epoch(partition: &Partition, current_leader_epoch: i32) -> Resul
     }
 }
 
-fn read_all(targets: &[Target], max_bytes: usize) -> (Vec<FetchedPartition>, usize, bool) {
+fn read_all(targets: &[Target], max_bytes: usize) -> (Vec<Read>, usize, bool) {
     let mut total = 0usize;
     let mut has_error = false;
-    let mut fetched = Vec::with_capacity(targets.len());
+    let mut reads = Vec::with_capacity(targets.len());
     for target in targets {
-        let data = read_partition(target, max_bytes.saturating_sub(total), total > 0);
-        has_error |= data.error_code != 0;
-        total += data.records.len() as usize;
-        fetched.push(data);
+        let read = read_partition(target, max_bytes.saturating_sub(total), total > 0);
+        has_error |= read.data.error_code != 0;
+        total += read.data.records.len() as usize;
+        reads.push(read);
     }
-    (fetched, total, has_error)
+    (reads, total, has_error)
+}
+
+/// One partition's part of the answer, and what the fetch session keeps
+/// of how it was read.
+struct Read {
+    data: FetchedPartition,
+    /// See [`Answered::caught_up_at`].
+    caught_up_at: Option<u64>,
+    /// See [`Answered::skipped`].
+    skipped: bool,
+}
+
+impl Read {
+    fn answered(&self) -> Answered {
+        Answered {
+            error_code: self.data.error_code,
+            high_watermark: self.data.high_watermark,
+            log_start_offset: self.data.log_start_offset,
+            has_records: !self.data.records.is_empty(),
+            caught_up_at: self.caught_up_at,
+            skipped: self.skipped,
+        }
+    }
 }
 
 /// Reads one partition within `budget` bytes. Only the first partition
 /// with data may exceed the budget (to make progress past a large batch).
-fn read_partition(target: &Target, budget: usize, have_data: bool) -> FetchedPartition {
+/// A partition of a fetch session that has not changed since a read found
+/// nothing new is not read again.
+fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
     let partition = match &target.partition {
         Ok(partition) => partition,
-        Err(code) => return FetchedPartition::error(target.index, *code),
+        Err(code) => {
+            return Read {
+                data: FetchedPartition::error(target.index, *code),
+                caught_up_at: None,
+                skipped: false,
+            }
+        }
     };
+    // Taken before anything is read: a change from here on moves it.
+    let changes = partition.change_count();
+    let mut read = Read {
+        data: FetchedPartition::error(target.index, 0),
+        caught_up_at: None,
+        skipped: target.caught_up_at == Some(changes),
+    };
+    if read.skipped {
+        return read;
+    }
     let high_watermark = partition.high_watermark();
     let last_stable = partition.last_stable_offset_at(high_watermark);
-    let mut data = FetchedPartition {
-        index: target.index,
-        error_code: 0,
-        high_watermark: high_watermark as i64,
-        last_stable_offset: last_stable as i64,
-        log_start_offset: partition.log().log_start_offset() as i64,
-        records: LogSlice::default(),
-        aborted: Vec::new(),
-        current_leader: None,
-    };
+    let log_start = partition.log().log_start_offset();
+    let data = &mut read.data;
+    data.high_watermark = high_watermark as i64;
+    data.last_stable_offset = last_stable as i64;
+    data.log_start_offset = log_start as i64;
     let Ok(offset) = u64::try_from(target.fetch_offset) else {
         data.error_code = ResponseError::OffsetOutOfRange.code();
-        return data;
+        return read;
     };
-    let limit = target.max_bytes.min(budget);
-    if limit == 0 && have_data {
-        return data;
-    }
     let upper = if target.follower {
         partition.log().log_end_offset()
     } else if target.read_committed {
@@ -347,6 +401,14 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> FetchedPar
     } else {
         high_watermark
     };
+    if offset == upper && offset >= log_start {
+        read.caught_up_at = Some(changes);
+        return read;
+    }
+    let limit = target.max_bytes.min(budget);
+    if limit == 0 && have_data {
+        return read;
+    }
     match partition.log().read(offset, limit.max(1), upper) {
         Ok(slice) if have_data && slice.len() as usize > limit => {}
         Ok(slice) => {
@@ -363,5 +425,5 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> FetchedPar
             data.error_code = ResponseError::KafkaStorageError.code();
         }
     }
-    data
+    read
 }

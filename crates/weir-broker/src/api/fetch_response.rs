@@ -74,7 +74,7 @@ pub(super) fn encode(
     version: i16,
     correlation_id: i32,
     header: &Header,
-    topics: &[(TopicRef, Vec<FetchedPartition>)],
+    topics: &[(&TopicRef, Vec<FetchedPartition>)],
     endpoints: &[NodeEndpoint],
 ) -> Outgoing {
     let flexible = version >= 12;
@@ -92,7 +92,7 @@ pub(super) fn encode(
     }
     out.array_len(topics.len());
     for (topic, partitions) in topics {
-        match topic {
+        match *topic {
             TopicRef::Id(id) if version >= 13 => out.buf.put_slice(id.as_bytes()),
             TopicRef::Name(name) if version < 13 => out.string(name),
             // A request names topics one way, and its answer follows it.
@@ -247,11 +247,15 @@ mod tests {
                     TopicRef::Name(name.into())
                 }
             };
+            let (orders, empty) = (
+                name_or_id("orders", orders_id),
+                name_or_id("empty", empty_id),
+            );
             let mut not_leader = FetchedPartition::error(1, 6);
             not_leader.current_leader = Some((2, 9));
             let topics = [
                 (
-                    name_or_id("orders", orders_id),
+                    &orders,
                     vec![
                         FetchedPartition {
                             index: 0,
@@ -279,10 +283,7 @@ mod tests {
                         not_leader,
                     ],
                 ),
-                (
-                    name_or_id("empty", empty_id),
-                    vec![FetchedPartition::error(0, 3)],
-                ),
+                (&empty, vec![FetchedPartition::error(0, 3)]),
             ];
             let endpoints = [NodeEndpoint {
                 node_id: 2,

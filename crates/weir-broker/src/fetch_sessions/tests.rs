@@ -39,6 +39,8 @@ fn quiet(high_watermark: i64) -> Answered {
         high_watermark,
         log_start_offset: 0,
         has_records: false,
+        caught_up_at: None,
+        skipped: false,
     }
 }
 
@@ -64,7 +66,7 @@ fn names(context: &FetchContext) -> Vec<(String, i32)> {
 fn open(cache: &FetchSessionCache, partitions: &[(&str, i32, i64)], now: i64) -> i32 {
     let context = cache.new_context(request(0, 0, partitions), now);
     let answered = vec![quiet(10); partitions.len()];
-    let outcome = cache.finish(context, &answered, now);
+    let outcome = cache.finish(&context, &answered, now);
     assert_ne!(outcome.session_id, 0);
     outcome.session_id
 }
@@ -81,7 +83,7 @@ fn a_full_fetch_opens_a_session_and_later_ones_carry_only_what_changed() {
         names(&context),
         [("a".into(), 0), ("a".into(), 1), ("b".into(), 0)]
     );
-    let outcome = cache.finish(context, &[quiet(10), with_records(12), quiet(10)], 1);
+    let outcome = cache.finish(&context, &[quiet(10), with_records(12), quiet(10)], 1);
     assert_eq!(
         outcome,
         Outcome {
@@ -99,7 +101,7 @@ fn a_full_fetch_opens_a_session_and_later_ones_carry_only_what_changed() {
         .find(|(k, _)| *k == key("a", 1))
         .map(|(_, p)| p.fetch_offset);
     assert_eq!(sent, Some(12), "the request updates the session's offsets");
-    let outcome = cache.finish(context, &[quiet(11), quiet(10), quiet(12)], 2);
+    let outcome = cache.finish(&context, &[quiet(11), quiet(10), quiet(12)], 2);
     assert_eq!(outcome.include, vec![true, false, false]);
 }
 
@@ -110,7 +112,7 @@ fn the_final_epoch_fetches_without_a_session_and_closes_the_one_named() {
     let context = cache.new_context(request(id, -1, &[("a", 0, 0)]), 1);
     assert!(matches!(context, FetchContext::Sessionless(_)));
     assert_eq!(cache.len(), 0);
-    let outcome = cache.finish(context, &[quiet(3)], 1);
+    let outcome = cache.finish(&context, &[quiet(3)], 1);
     assert_eq!((outcome.session_id, outcome.include), (0, vec![true]));
     // An initial epoch closes the old session and opens another.
     let old = open(&cache, &[("a", 0, 0)], 2);
@@ -150,7 +152,7 @@ fn session_errors_are_kafkas() {
         context,
         FetchContext::Incremental { epoch: 2, .. }
     ));
-    let outcome = cache.finish(FetchContext::Error(70), &[], 1);
+    let outcome = cache.finish(&FetchContext::Error(70), &[], 1);
     assert_eq!((outcome.error_code, outcome.session_id), (70, 0));
 }
 
@@ -160,11 +162,11 @@ fn a_retried_request_whose_epoch_was_used_meanwhile_is_refused_at_the_answer() {
     let id = open(&cache, &[("a", 0, 0)], 0);
     let first = cache.new_context(request(id, 1, &[]), 1);
     let second = cache.new_context(request(id, 2, &[]), 1);
-    let outcome = cache.finish(first, &[with_records(5)], 1);
+    let outcome = cache.finish(&first, &[with_records(5)], 1);
     assert_eq!(outcome.error_code, INVALID_FETCH_SESSION_EPOCH);
     assert!(outcome.include.is_empty());
     assert_eq!(
-        cache.finish(second, &[with_records(5)], 1).include,
+        cache.finish(&second, &[with_records(5)], 1).include,
         vec![true]
     );
 }
@@ -178,7 +180,7 @@ fn forgotten_partitions_leave_the_session_and_the_last_one_closes_it() {
     let context = cache.new_context(forget, 1);
     assert_eq!(names(&context), [("a".into(), 1), ("b".into(), 0)]);
     // The added partition is always sent the first time.
-    let outcome = cache.finish(context, &[quiet(10), quiet(10)], 1);
+    let outcome = cache.finish(&context, &[quiet(10), quiet(10)], 1);
     assert_eq!(outcome.include, vec![false, true]);
 
     let mut forget = request(id, 2, &[]);
@@ -193,7 +195,11 @@ fn partitions_that_returned_records_go_to_the_back_of_the_line() {
     let cache = FetchSessionCache::new(10, Gauge::default());
     let id = open(&cache, &[("a", 0, 0), ("a", 1, 0), ("a", 2, 0)], 0);
     let context = cache.new_context(request(id, 1, &[]), 1);
-    cache.finish(context, &[with_records(20), quiet(10), with_records(20)], 1);
+    cache.finish(
+        &context,
+        &[with_records(20), quiet(10), with_records(20)],
+        1,
+    );
     let context = cache.new_context(request(id, 2, &[]), 2);
     assert_eq!(
         names(&context),
@@ -210,15 +216,17 @@ fn an_erroring_partition_is_sent_until_the_error_clears_and_once_after() {
         high_watermark: -1,
         log_start_offset: -1,
         has_records: false,
+        caught_up_at: None,
+        skipped: false,
     };
     for epoch in 1..=2 {
         let context = cache.new_context(request(id, epoch, &[]), 1);
-        assert_eq!(cache.finish(context, &[not_leader], 1).include, vec![true]);
+        assert_eq!(cache.finish(&context, &[not_leader], 1).include, vec![true]);
     }
     let context = cache.new_context(request(id, 3, &[]), 1);
-    assert_eq!(cache.finish(context, &[quiet(10)], 1).include, vec![true]);
+    assert_eq!(cache.finish(&context, &[quiet(10)], 1).include, vec![true]);
     let context = cache.new_context(request(id, 4, &[]), 1);
-    assert_eq!(cache.finish(context, &[quiet(10)], 1).include, vec![false]);
+    assert_eq!(cache.finish(&context, &[quiet(10)], 1).include, vec![false]);
 }
 
 #[test]
@@ -229,7 +237,7 @@ fn a_full_cache_evicts_only_what_kafka_would() {
     let context = cache.new_context(request(0, 0, &[("a", 0, 0), ("a", 1, 0)]), 1_000);
     assert_eq!(
         cache
-            .finish(context, &[quiet(1), quiet(1)], 1_000)
+            .finish(&context, &[quiet(1), quiet(1)], 1_000)
             .session_id,
         0
     );
@@ -239,7 +247,7 @@ fn a_full_cache_evicts_only_what_kafka_would() {
         ..request(0, 0, &[("a", 0, 0)])
     };
     let context = cache.new_context(follower, 1_000);
-    let privileged = cache.finish(context, &[quiet(1)], 1_000).session_id;
+    let privileged = cache.finish(&context, &[quiet(1)], 1_000).session_id;
     assert_ne!(privileged, 0);
     let gone = cache.new_context(request(small, 1, &[]), 1_000);
     assert!(matches!(
@@ -249,13 +257,19 @@ fn a_full_cache_evicts_only_what_kafka_would() {
 
     // Used within two minutes, an old follower session holds against a larger consumer one ...
     let keep_alive = cache.new_context(request(privileged, 1, &[]), 100_000);
-    cache.finish(keep_alive, &[quiet(1)], 100_000);
+    cache.finish(&keep_alive, &[quiet(1)], 100_000);
     let bigger = [("a", 0, 0), ("a", 1, 0), ("a", 2, 0)];
     let context = cache.new_context(request(0, 0, &bigger), 200_000);
-    assert_eq!(cache.finish(context, &[quiet(1); 3], 200_000).session_id, 0);
+    assert_eq!(
+        cache.finish(&context, &[quiet(1); 3], 200_000).session_id,
+        0
+    );
     // ... but not once idle for longer than that.
     let context = cache.new_context(request(0, 0, &bigger), 220_001);
-    assert_ne!(cache.finish(context, &[quiet(1); 3], 220_001).session_id, 0);
+    assert_ne!(
+        cache.finish(&context, &[quiet(1); 3], 220_001).session_id,
+        0
+    );
     assert_eq!(cache.len(), 1);
 }
 
@@ -267,13 +281,16 @@ fn an_old_session_gives_way_to_a_larger_one_but_not_to_a_smaller_one() {
     // Kept in use, so never stale, but older than two minutes.
     for epoch in 1..=3 {
         let context = cache.new_context(request(id, epoch, &[]), epoch as i64 * 60_000);
-        cache.finish(context, &[quiet(10), quiet(10)], epoch as i64 * 60_000);
+        cache.finish(&context, &[quiet(10), quiet(10)], epoch as i64 * 60_000);
     }
     let context = cache.new_context(request(0, 0, &[("b", 0, 0)]), 180_000);
-    assert_eq!(cache.finish(context, &[quiet(1)], 180_000).session_id, 0);
+    assert_eq!(cache.finish(&context, &[quiet(1)], 180_000).session_id, 0);
     let three = [("b", 0, 0), ("b", 1, 0), ("b", 2, 0)];
     let context = cache.new_context(request(0, 0, &three), 180_000);
-    assert_ne!(cache.finish(context, &[quiet(1); 3], 180_000).session_id, 0);
+    assert_ne!(
+        cache.finish(&context, &[quiet(1); 3], 180_000).session_id,
+        0
+    );
 }
 
 #[test]
@@ -282,4 +299,43 @@ fn the_epoch_wraps_to_one() {
     assert_eq!(next_epoch(41), 42);
     assert_eq!(next_epoch(i32::MAX), 1);
     assert_eq!(next_epoch(-1), -1);
+}
+
+#[test]
+fn a_partition_read_caught_up_is_marked_until_its_parameters_change() {
+    let cache = FetchSessionCache::new(10, Gauge::default());
+    let context = cache.new_context(request(0, 0, &[("a", 0, 10), ("a", 1, 10)]), 0);
+    assert_eq!(
+        context.caught_up_at(0),
+        None,
+        "a full fetch reads everything"
+    );
+    let caught_up = Answered {
+        caught_up_at: Some(7),
+        ..quiet(10)
+    };
+    let id = cache
+        .finish(&context, &[caught_up, quiet(10)], 0)
+        .session_id;
+
+    let context = cache.new_context(request(id, 1, &[]), 1);
+    assert_eq!(
+        (context.caught_up_at(0), context.caught_up_at(1)),
+        (Some(7), None)
+    );
+    // Skipped, it keeps its mark and is not sent.
+    let skipped = Answered {
+        skipped: true,
+        ..quiet(-1)
+    };
+    let outcome = cache.finish(&context, &[skipped, quiet(10)], 1);
+    assert_eq!(outcome.include, vec![false, false]);
+
+    // New parameters (the client moved its offset) forget the mark.
+    let context = cache.new_context(request(id, 2, &[("a", 0, 11)]), 2);
+    assert_eq!(context.caught_up_at(0), None);
+    // As does a read that was not caught up.
+    cache.finish(&context, &[with_records(12), quiet(10)], 2);
+    let context = cache.new_context(request(id, 3, &[]), 3);
+    assert_eq!(context.caught_up_at(1), None);
 }
