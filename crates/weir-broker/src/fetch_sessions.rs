@@ -21,6 +21,12 @@
 //! - partitions that returned records move to the end of the session's
 //!   order, so a response bounded by `max_bytes` serves every partition in
 //!   turn.
+//!
+//! Beyond Kafka, a session remembers which partitions a read found caught
+//! up, and at which change count of the partition: until the count moves
+//! (an append, a moved high watermark or log start, a leadership change)
+//! or the client changes its parameters, the fetch skips them, so a fetch
+//! costs little for every partition that has nothing new.
 
 use std::collections::HashMap;
 use std::sync::Arc;
