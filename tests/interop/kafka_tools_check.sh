@@ -35,7 +35,6 @@
 #   kafka-log-dirs          DescribeLogDirs (35)
 #   kafka-client-metrics    ListConfigResources (74)
 #   kafka-reassign-partitions --generate / --execute: DescribeLogDirs (35)
-#   kafka-transactions describe-producers / find-hanging: DescribeProducers (61)
 #   kafka-features          finalized features in ApiVersions, UpdateFeatures (57)
 set -uo pipefail
 
@@ -363,6 +362,21 @@ tool txn-describe TransactionsCommand --bootstrap-server "$B" describe --transac
 # TransactionTimeoutMs CurrentTransactionStartTimeMs TransactionDurationMs TopicPartitions
 expect "kafka-transactions describe" $? \
   "^1[[:space:]]+kt-writer[[:space:]]+[0-9]+[[:space:]]+[0-9]+[[:space:]]+CompleteCommit[[:space:]]+30000[[:space:]]+None[[:space:]]+None[[:space:]]*$"
+
+# The transactional producer, as the leaders of the topic's partitions
+# remember it (the partition its records went to lists it).
+status=0
+producers=$work/txn-producers.all
+: >"$producers"
+for partition in 0 1; do
+  tool "txn-producers-$partition" TransactionsCommand --bootstrap-server "$B" describe-producers \
+    --topic "$TXN_TOPIC" --partition "$partition" || status=1
+  cat "$out" >>"$producers"
+done
+out=$producers
+# ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset
+expect "kafka-transactions describe-producers" $status \
+  "^[0-9]+[[:space:]]+[0-9]+[[:space:]]+-?[0-9]+[[:space:]]+[0-9]+[[:space:]]+[0-9]+[[:space:]]+None[[:space:]]*$"
 
 # ---------------------------------------------------------------- kafka-reassign-partitions
 
