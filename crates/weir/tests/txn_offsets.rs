@@ -222,8 +222,8 @@ fn transactional_commits_are_refused_where_kafka_refuses_them() {
         assert!(error.is(ResponseError::InvalidProducerEpoch), "{error}");
         assert_eq!(
             client.version(ApiKey::TxnOffsetCommit),
-            Some(3),
-            "TxnOffsetCommit 0-3 is advertised"
+            Some(4),
+            "TxnOffsetCommit 0-4 is advertised"
         );
     });
 }

@@ -672,6 +672,34 @@ fn every_advertised_version_answers() {
                             .any(|t| t.transactional_id.0.as_str() == id),
                         "{label}"
                     );
+                    if version >= 2 {
+                        // The pattern must match the whole id, as Java's.
+                        for (pattern, expected) in [
+                            ("nothing|sweep-list-v[2]", vec![id.as_str()]),
+                            ("sweep-list", vec![]),
+                        ] {
+                            let request = ListTransactionsRequest::default()
+                                .with_transactional_id_pattern(Some(StrBytes::from_static_str(
+                                    pattern,
+                                )));
+                            let r: ListTransactionsResponse = raw.call(key, version, &request);
+                            let ids: Vec<&str> = r
+                                .transaction_states
+                                .iter()
+                                .map(|t| t.transactional_id.0.as_str())
+                                .filter(|t| t.starts_with("sweep-list"))
+                                .collect();
+                            assert_eq!(ids, expected, "{label} /{pattern}/");
+                        }
+                        let request = ListTransactionsRequest::default()
+                            .with_transactional_id_pattern(Some(StrBytes::from_static_str("(")));
+                        let r: ListTransactionsResponse = raw.call(key, version, &request);
+                        assert_eq!(
+                            r.error_code,
+                            kafka_protocol::ResponseError::InvalidRegularExpression.code(),
+                            "{label}"
+                        );
+                    }
                 }
                 ApiKey::DescribeProducers => {
                     use kafka_protocol::messages::describe_producers_request::TopicRequest;

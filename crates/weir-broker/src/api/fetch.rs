@@ -126,9 +126,8 @@ fn changes(partitions: &[&Arc<Partition>]) -> u64 {
         .fold(0, |sum, p| sum.wrapping_add(p.change_count()))
 }
 
-/// The partition each key names, if led here at the epoch the client
-/// names; the error code otherwise. Topics are looked up once per run of
-/// partitions of the same topic.
+/// The partition each key names, if led here; the error code otherwise.
+/// Topics are looked up once per run of partitions of the same topic.
 fn led_here(
     broker: &Broker,
     image: &MetadataImage,

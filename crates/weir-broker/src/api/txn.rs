@@ -379,10 +379,25 @@ pub(super) fn list_transactions(
         .state_filters
         .into_iter()
         .partition(|name| STATES.iter().any(|s| s.name() == name.as_str()));
+    // v2 (KIP-1152): ids the whole of which match the pattern, as Java's
+    // `Matcher.matches`; an empty pattern matches every id.
+    let pattern = match request.transactional_id_pattern.as_deref() {
+        None | Some("") => None,
+        Some(pattern) => match regex::Regex::new(&format!("^(?:{pattern})$")) {
+            Ok(pattern) => Some(pattern),
+            Err(_) => {
+                return ListTransactionsResponse::default()
+                    .with_error_code(ResponseError::InvalidRegularExpression.code())
+            }
+        },
+    };
     let now = broker.now_ms();
     let wanted = |meta: &TxnMetadata| {
-        (known.is_empty() && unknown.is_empty()
-            || known.iter().any(|s| s.as_str() == meta.status.name()))
+        pattern
+            .as_ref()
+            .is_none_or(|p| p.is_match(&meta.transactional_id))
+            && (known.is_empty() && unknown.is_empty()
+                || known.iter().any(|s| s.as_str() == meta.status.name()))
             && (request.producer_id_filters.is_empty()
                 || request
                     .producer_id_filters
