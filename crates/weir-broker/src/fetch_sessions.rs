@@ -222,16 +222,16 @@ impl Session {
 
     /// Drops `forgotten`, keeping the others in their order.
     fn forget(&mut self, forgotten: &[PartitionKey]) {
-        let before = self.slots.len();
-        let kept: Vec<Cached> = std::mem::take(&mut self.order)
+        let mut slots: Vec<Option<Cached>> = std::mem::take(&mut self.slots)
             .into_iter()
-            .map(|slot| std::mem::replace(&mut self.slots[slot], Cached::vacant()))
+            .map(Some)
+            .collect();
+        self.slots = std::mem::take(&mut self.order)
+            .into_iter()
+            .filter_map(|slot| slots[slot].take())
             .filter(|p| !forgotten.contains(&p.key))
             .collect();
-        self.slots = kept;
-        if self.slots.len() != before || self.order.is_empty() {
-            self.index();
-        }
+        self.index();
     }
 
     fn params(&self) -> Vec<(PartitionKey, FetchParams)> {
@@ -245,26 +245,6 @@ impl Session {
     /// above smaller.
     fn rank(&self, id: i32) -> (bool, usize, i32) {
         (self.privileged, self.slots.len(), id)
-    }
-}
-
-impl Cached {
-    /// A placeholder left in a slot being emptied.
-    fn vacant() -> Self {
-        Self {
-            key: PartitionKey {
-                topic: TopicRef::Id(Uuid::nil()),
-                partition: -1,
-            },
-            params: FetchParams {
-                fetch_offset: -1,
-                max_bytes: 0,
-                current_leader_epoch: -1,
-            },
-            high_watermark: -1,
-            log_start_offset: -1,
-            caught_up_at: None,
-        }
     }
 }
 
