@@ -203,8 +203,7 @@ fn special_timestamps_need_their_version_and_partitions_are_asked_once() {
 fn read_committed_lookups_end_at_the_last_stable_offset() {
     use std::time::{Duration, Instant};
 
-    use rdkafka::config::ClientConfig;
-    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use rdkafka::producer::Producer;
 
     let timeout = Duration::from_secs(30);
     let weir = Weir::start(&[]);
@@ -214,23 +213,7 @@ fn read_committed_lookups_end_at_the_last_stable_offset() {
     let records = BatchBuilder::new(1).timestamp(1_000).build();
     assert_eq!(raw.produce("offsets", 0, records).0, 0);
     // Offset 1: a record of a transaction still open, at 5 000.
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &weir.kafka)
-        .set("transactional.id", "offsets-writer")
-        .set("linger.ms", "0")
-        .create()
-        .unwrap();
-    producer.init_transactions(timeout).unwrap();
-    producer.begin_transaction().unwrap();
-    producer
-        .send(
-            BaseRecord::<(), str>::to("offsets")
-                .partition(0)
-                .payload("open")
-                .timestamp(5_000),
-        )
-        .unwrap();
-    producer.flush(timeout).unwrap();
+    let producer = common::open_transaction(&weir.kafka, "offsets-writer", "offsets", 5_000);
 
     let committed = |raw: &mut Raw, ts| list_isolated(raw, 7, 0, ts, READ_COMMITTED);
     let uncommitted = |raw: &mut Raw, ts| list_isolated(raw, 7, 0, ts, READ_UNCOMMITTED);

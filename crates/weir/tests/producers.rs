@@ -18,8 +18,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use rdkafka::config::ClientConfig;
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::Producer;
 use weir_log::testing::BatchBuilder;
 
 fn describe(raw: &mut Raw, topics: &[(&str, &[i32])]) -> Vec<(String, PartitionResponse)> {
@@ -98,23 +97,7 @@ fn idempotent_and_transactional_producers_are_described() {
     assert_eq!(p.current_txn_start_offset, -1);
 
     // A transactional producer leaves a transaction open at offset 5.
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", &weir.kafka)
-        .set("transactional.id", "described-writer")
-        .set("linger.ms", "0")
-        .create()
-        .unwrap();
-    producer.init_transactions(timeout).unwrap();
-    producer.begin_transaction().unwrap();
-    producer
-        .send(
-            BaseRecord::<(), str>::to("described")
-                .partition(0)
-                .payload("open")
-                .timestamp(3_000),
-        )
-        .unwrap();
-    producer.flush(timeout).unwrap();
+    let producer = common::open_transaction(&weir.kafka, "described-writer", "described", 3_000);
     let both = producers_of(&mut raw, "described", 0);
     assert_eq!(both.len(), 2);
     let txn = both.iter().find(|p| p.producer_id.0 != id).unwrap();

@@ -12,6 +12,36 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A transactional producer (librdkafka) that has written one record to
+/// partition 0 of `topic` at `timestamp`, in a transaction it leaves open.
+pub fn open_transaction(
+    bootstrap: &str,
+    transactional_id: &str,
+    topic: &str,
+    timestamp: i64,
+) -> rdkafka::producer::BaseProducer {
+    use rdkafka::producer::{BaseRecord, Producer};
+    let timeout = Duration::from_secs(10);
+    let producer: rdkafka::producer::BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", transactional_id)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    producer.init_transactions(timeout).unwrap();
+    producer.begin_transaction().unwrap();
+    producer
+        .send(
+            BaseRecord::<(), str>::to(topic)
+                .partition(0)
+                .payload("open")
+                .timestamp(timestamp),
+        )
+        .unwrap();
+    producer.flush(timeout).unwrap();
+    producer
+}
+
 /// Queues `record` on `producer`, waiting (polling delivery reports) while
 /// librdkafka's queue is full.
 pub fn send_queued<K, P>(
