@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::client_quota::QuotaAlteration;
 use crate::model::BrokerInfo;
 
 /// One change to the metadata image.
@@ -125,6 +126,14 @@ pub enum Command {
     AllocateProducerIds {
         /// The block size, at least 1.
         count: i64,
+    },
+    /// Sets and removes client quotas (Kafka's AlterClientQuotas), all
+    /// entities at once. The broker proposing the change checks quota
+    /// names and value types; the image checks the entities and that
+    /// values are positive.
+    AlterClientQuotas {
+        /// The changes, at most one per entity.
+        alterations: Vec<QuotaAlteration>,
     },
 }
 

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::client_quota::{self, ClientQuotas, QuotaAlteration};
 use crate::command::{Applied, Command};
 use crate::error::MetaError;
 use crate::model::{BrokerInfo, PartitionInfo, TopicInfo};
@@ -34,6 +35,9 @@ pub struct MetadataImage {
     /// Dynamic broker configs of single brokers (registered or not, as in
     /// Kafka), by broker id; never an empty map.
     broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
+    /// Client quotas by entity; never an empty map of quotas.
+    #[serde(with = "client_quota::as_pairs")]
+    client_quotas: ClientQuotas,
     next_producer_id: i64,
     applied_index: u64,
     /// Topic id → name; derived from `topics`.
@@ -60,6 +64,9 @@ struct ImageData {
     cluster_broker_configs: BTreeMap<String, String>,
     #[serde(default)]
     broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
+    /// Absent from images written before client quotas existed.
+    #[serde(default, with = "client_quota::as_pairs")]
+    client_quotas: ClientQuotas,
     next_producer_id: i64,
     applied_index: u64,
 }
@@ -75,6 +82,7 @@ impl TryFrom<ImageData> for MetadataImage {
             topics: data.topics,
             cluster_broker_configs: data.cluster_broker_configs,
             broker_configs: data.broker_configs,
+            client_quotas: data.client_quotas,
             next_producer_id: data.next_producer_id,
             applied_index: data.applied_index,
             topic_ids: BTreeMap::new(),
@@ -165,6 +173,7 @@ impl MetadataImage {
                 delete,
             } => check_broker_configs(*broker, set, delete),
             Command::AllocateProducerIds { count } => self.check_producer_ids(*count),
+            Command::AlterClientQuotas { alterations } => check_client_quotas(alterations),
             Command::SetClusterId { id } => self.check_cluster_id(id),
             Command::ReassignPartition {
                 topic,
@@ -291,6 +300,19 @@ impl MetadataImage {
             }
             Command::SetClusterId { id } => {
                 self.cluster_id = Some(id.clone());
+                Applied::Done
+            }
+            Command::AlterClientQuotas { alterations } => {
+                for change in alterations {
+                    let quotas = self.client_quotas.entry(change.entity.clone()).or_default();
+                    for key in &change.remove {
+                        quotas.remove(key);
+                    }
+                    quotas.extend(change.set.iter().map(|(k, v)| (k.clone(), *v)));
+                    if quotas.is_empty() {
+                        self.client_quotas.remove(&change.entity);
+                    }
+                }
                 Applied::Done
             }
             Command::AlterPartition {
@@ -439,6 +461,11 @@ impl MetadataImage {
             None => &self.cluster_broker_configs,
             Some(id) => self.broker_configs.get(&id).unwrap_or(&NONE),
         }
+    }
+
+    /// The client quotas, by entity.
+    pub fn client_quotas(&self) -> &ClientQuotas {
+        &self.client_quotas
     }
 
     /// The brokers with dynamic configs of their own, by id.
@@ -931,6 +958,36 @@ impl MetadataImage {
 /// resource name that is a non-negative broker id (or the default), and
 /// each key at most once. Names and values are the proposing broker's to
 /// validate.
+fn check_client_quotas(alterations: &[QuotaAlteration]) -> Result<(), MetaError> {
+    let invalid = |message: String| Err(MetaError::InvalidRequest(message));
+    let mut seen = BTreeSet::new();
+    for change in alterations {
+        let entity = &change.entity;
+        if entity.user.is_none() && entity.client_id.is_none() {
+            return invalid("Invalid empty client quota entity".into());
+        }
+        for (kind, name) in [("user", &entity.user), ("client-id", &entity.client_id)] {
+            if matches!(name, Some(client_quota::EntityName::Named(n)) if n.is_empty()) {
+                return invalid(format!("Empty {kind} not supported"));
+            }
+        }
+        if !seen.insert(entity) {
+            return invalid(format!("Ignoring duplicate entity {entity}"));
+        }
+        for (key, value) in &change.set {
+            if !(value.0 > 0.0 && value.0.is_finite()) {
+                return invalid(format!("Quota {key} must be greater than 0"));
+            }
+            if change.remove.contains(key) {
+                return invalid(format!(
+                    "Duplicate quota key {key} not updating quota for this entity {entity}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_broker_configs(
     broker: Option<i32>,
     set: &BTreeMap<String, String>,

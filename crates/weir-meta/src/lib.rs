@@ -1,7 +1,8 @@
 //! `weir-meta`: the cluster metadata of Weir.
 //!
 //! Brokers, topics, partitions (replicas, ISR, leader epochs), topic config
-//! overrides, dynamic broker configs and the producer id allocator form one
+//! overrides, dynamic broker configs, client quotas and the producer id
+//! allocator form one
 //! [`MetadataImage`]. It
 //! changes only by applying [`Command`]s, and applying is deterministic:
 //! no I/O, no clock, no randomness. Anything that varies (topic ids,
@@ -57,6 +58,7 @@
 //! crate.
 #![deny(missing_docs)]
 
+mod client_quota;
 mod command;
 mod disk;
 mod error;
@@ -69,6 +71,7 @@ mod raft;
 pub mod topic_config;
 pub mod topic_name;
 
+pub use client_quota::{ClientQuotas, EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
 pub use command::{Applied, Command};
 pub use error::MetaError;
 pub use image::MetadataImage;

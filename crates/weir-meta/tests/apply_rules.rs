@@ -6,7 +6,10 @@
 use std::collections::BTreeMap;
 
 use uuid::Uuid;
-use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetadataImage};
+use weir_meta::{
+    Applied, BrokerInfo, Command, EntityName, MetaError, MetadataImage, QuotaAlteration,
+    QuotaEntity, QuotaValue,
+};
 
 fn broker(id: i32) -> Command {
     Command::RegisterBroker(BrokerInfo {
@@ -880,6 +883,11 @@ fn image_json_round_trip() {
             alter("t", &[("retention.ms", "5")], &[]),
             alter_broker(None, &[("log.retention.bytes", "10")], &[]),
             alter_broker(Some(2), &[("log.retention.ms", "5")], &[]),
+            quotas(&[(
+                user_and_client("u", None),
+                &[("producer_byte_rate", 1024.0)],
+                &[],
+            )]),
         ],
     ) {
         image.apply(&cmd).unwrap();
@@ -888,7 +896,9 @@ fn image_json_round_trip() {
     let back: MetadataImage = serde_json::from_str(&json).unwrap();
     assert_eq!(back, image);
     assert_eq!(back.topic_by_id(Uuid::from_u128(1)).unwrap().name, "t");
-    assert_eq!(back.applied_index(), 8);
+    assert_eq!(back.applied_index(), 9);
+    assert_eq!(back.client_quotas(), image.client_quotas());
+    assert_eq!(back.client_quotas().len(), 1);
     assert_eq!(
         back.broker_configs(Some(2)),
         &configs(&[("log.retention.ms", "5")])
@@ -907,6 +917,7 @@ fn an_image_without_broker_configs_still_loads() {
     let fields = json.as_object_mut().unwrap();
     assert!(fields.remove("cluster_broker_configs").is_some());
     assert!(fields.remove("broker_configs").is_some());
+    assert!(fields.remove("client_quotas").is_some());
     let back: MetadataImage = serde_json::from_value(json).unwrap();
     assert_eq!(back, image);
 }
@@ -925,6 +936,11 @@ fn command_json_round_trip() {
             Command::ElectPreferredLeaders,
             alter_broker(None, &[("a", "b")], &["c"]),
             alter_broker(Some(1), &[], &["c"]),
+            quotas(&[(
+                user_and_client("u", Some("c")),
+                &[("request_percentage", 12.5)],
+                &["x"],
+            )]),
         ],
     ) {
         let json = serde_json::to_string(&cmd).unwrap();
@@ -950,4 +966,109 @@ fn the_cluster_id_is_set_once() {
     assert_eq!(error.kafka_error_code(), 42);
     assert_eq!(image, before);
     assert_eq!(image.cluster_id(), Some("P7WXyOzvQTSk_iFOJluJ0A"));
+}
+
+fn user_and_client(user: &str, client_id: Option<&str>) -> QuotaEntity {
+    QuotaEntity {
+        user: Some(EntityName::Named(user.to_owned())),
+        client_id: Some(EntityName::from_nullable(client_id)),
+    }
+}
+
+fn quotas(changes: &[(QuotaEntity, &[(&str, f64)], &[&str])]) -> Command {
+    Command::AlterClientQuotas {
+        alterations: changes
+            .iter()
+            .map(|(entity, set, remove)| QuotaAlteration {
+                entity: entity.clone(),
+                set: set
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), QuotaValue(*v)))
+                    .collect(),
+                remove: remove.iter().map(|k| (*k).to_owned()).collect(),
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn client_quotas_are_set_replaced_and_removed() {
+    let mut image = MetadataImage::default();
+    let alice = user_and_client("alice", None);
+    image
+        .apply(&quotas(&[(
+            alice.clone(),
+            &[("producer_byte_rate", 1024.0), ("request_percentage", 50.0)],
+            &[],
+        )]))
+        .unwrap();
+    image
+        .apply(&quotas(&[(
+            alice.clone(),
+            &[("producer_byte_rate", 2048.0)],
+            &["request_percentage"],
+        )]))
+        .unwrap();
+    let values = &image.client_quotas()[&alice];
+    assert_eq!(values.len(), 1);
+    assert_eq!(values["producer_byte_rate"], QuotaValue(2048.0));
+    // Removing the last quota drops the entity.
+    image
+        .apply(&quotas(&[(alice, &[], &["producer_byte_rate"])]))
+        .unwrap();
+    assert!(image.client_quotas().is_empty());
+}
+
+#[test]
+fn client_quota_changes_kafka_refuses() {
+    let empty = QuotaEntity {
+        user: None,
+        client_id: None,
+    };
+    let unnamed = QuotaEntity {
+        user: None,
+        client_id: Some(EntityName::Named(String::new())),
+    };
+    let alice = user_and_client("alice", None);
+    let cases: Vec<(Command, &str)> = vec![
+        (
+            quotas(&[(empty, &[("producer_byte_rate", 1.0)], &[])]),
+            "Invalid empty client quota entity",
+        ),
+        (
+            quotas(&[(unnamed, &[("producer_byte_rate", 1.0)], &[])]),
+            "Empty client-id not supported",
+        ),
+        (
+            quotas(&[(alice.clone(), &[("producer_byte_rate", 0.0)], &[])]),
+            "Quota producer_byte_rate must be greater than 0",
+        ),
+        (
+            quotas(&[(alice.clone(), &[("producer_byte_rate", f64::NAN)], &[])]),
+            "Quota producer_byte_rate must be greater than 0",
+        ),
+        (
+            quotas(&[
+                (alice.clone(), &[("producer_byte_rate", 1.0)], &[]),
+                (alice.clone(), &[("consumer_byte_rate", 1.0)], &[]),
+            ]),
+            "Ignoring duplicate entity ClientQuotaEntity(entries={user=alice, client-id=null})",
+        ),
+        (
+            quotas(&[(
+                alice,
+                &[("producer_byte_rate", 1.0)],
+                &["producer_byte_rate"],
+            )]),
+            "Duplicate quota key producer_byte_rate not updating quota for this entity \
+             ClientQuotaEntity(entries={user=alice, client-id=null})",
+        ),
+    ];
+    for (cmd, message) in cases {
+        let mut image = MetadataImage::default();
+        let error = image.apply(&cmd).unwrap_err();
+        assert_eq!(error.kafka_error_code(), 42, "{cmd:?}");
+        assert_eq!(error.to_string(), message);
+        assert_eq!(image, MetadataImage::default());
+    }
 }

@@ -13,6 +13,7 @@ use proptest::test_runner::TestCaseError;
 use uuid::Uuid;
 
 use super::*;
+use crate::client_quota::{EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
 use crate::command::Command;
 use crate::model::BrokerInfo;
 use crate::raft::types::ControllerNode;
@@ -145,7 +146,39 @@ fn command() -> impl Strategy<Value = Command> {
             }),
         1 => prop::sample::select(vec!["c1", "c2", ""])
             .prop_map(|id| Command::SetClusterId { id: id.to_owned() }),
+        // Users, client ids and defaults; some values not positive and
+        // some entities empty (rejected).
+        2 => prop::collection::vec(quota_alteration(), 0..3)
+            .prop_map(|alterations| Command::AlterClientQuotas { alterations }),
     ]
+}
+
+fn quota_alteration() -> impl Strategy<Value = QuotaAlteration> {
+    let name = || {
+        prop::option::of(prop_oneof![
+            Just(EntityName::Default),
+            prop::sample::select(vec!["a", "b"]).prop_map(|n| EntityName::Named(n.to_owned())),
+        ])
+    };
+    let key = || {
+        prop::sample::select(vec!["producer_byte_rate", "request_percentage"])
+            .prop_map(str::to_owned)
+    };
+    (
+        name(),
+        name(),
+        prop::collection::btree_map(
+            key(),
+            (-1..3i32).prop_map(|v| QuotaValue(f64::from(v) * 512.0)),
+            0..2,
+        ),
+        prop::collection::vec(key(), 0..2),
+    )
+        .prop_map(|(user, client_id, set, remove)| QuotaAlteration {
+            entity: QuotaEntity { user, client_id },
+            set,
+            remove,
+        })
 }
 
 /// The rules fencing and election keep, whatever the commands: an ISR is
