@@ -7,8 +7,11 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use weir_log::Clock;
-use weir_meta::{Applied, BrokerInfo, Command, MetaError, MetadataImage, TopicInfo};
+use weir_meta::{
+    Applied, BrokerInfo, Command, MetaError, MetadataImage, QuotaAlteration, TopicInfo,
+};
 
+use crate::client_quotas::{ClientQuotaManager, QuotaWindows};
 use crate::config::BrokerConfig;
 use crate::fetch_sessions::FetchSessionCache;
 use crate::group::GroupSnapshot;
@@ -122,6 +125,7 @@ pub struct Broker {
     groups: GroupCoordinator,
     txns: Arc<TxnCoordinator>,
     fetch_sessions: FetchSessionCache,
+    client_quotas: ClientQuotaManager,
 }
 
 /// The settings in force and what they were built from.
@@ -234,6 +238,11 @@ impl Broker {
             config.max_incremental_fetch_session_cache_slots,
             metrics.fetch_sessions.clone(),
         );
+        let client_quotas = ClientQuotaManager::new(QuotaWindows {
+            samples: config.quota_window_num,
+            window_ms: i64::from(config.quota_window_size_seconds) * 1000,
+        });
+        client_quotas.update(meta.image().client_quotas());
         let broker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             clock,
@@ -254,6 +263,7 @@ impl Broker {
             groups,
             txns: Arc::default(),
             fetch_sessions,
+            client_quotas,
         });
         broker.load_led_transactions();
         broker.start_membership();
@@ -318,6 +328,7 @@ impl Broker {
 
     /// Brings the replicas and coordinators here in line with `image`.
     fn apply_image(&self, image: &MetadataImage) {
+        self.client_quotas.update(image.client_quotas());
         let config = self.follow_config(image);
         let outcome = self.replicas.reconcile(&config, image);
         let count = image
@@ -644,6 +655,10 @@ impl Broker {
         &self.fetch_sessions
     }
 
+    pub(crate) fn client_quotas(&self) -> &ClientQuotaManager {
+        &self.client_quotas
+    }
+
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
@@ -956,6 +971,22 @@ impl Broker {
             Some(id) => tracing::info!(broker = id, "altered dynamic broker configs"),
             None => tracing::info!("altered the cluster-wide dynamic broker configs"),
         }
+        Ok(())
+    }
+
+    /// Sets and removes client quotas, answered once committed; with
+    /// `validate_only` only checks the change.
+    pub async fn alter_client_quotas(
+        &self,
+        alterations: Vec<QuotaAlteration>,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        let command = Command::AlterClientQuotas { alterations };
+        if validate_only {
+            return Ok(self.meta.image().validate(&command)?);
+        }
+        self.submit(command, CONTROLLER_CHANGE_TIMEOUT_MS).await?;
+        tracing::info!("altered client quotas");
         Ok(())
     }
 

@@ -190,6 +190,20 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "How many incremental fetch sessions (KIP-227) the broker keeps",
     },
     BrokerConfigDef {
+        name: "quota.window.num",
+        default: "11",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How many windows a client quota's rate is measured over",
+    },
+    BrokerConfigDef {
+        name: "quota.window.size.seconds",
+        default: "1",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The length of one window of a client quota's rate",
+    },
+    BrokerConfigDef {
         name: "replica.lag.time.max.ms",
         default: "30000",
         config_type: ConfigType::Long,
@@ -538,6 +552,10 @@ pub struct BrokerConfig {
     pub group_max_size: i32,
     pub replica_lag_time_max_ms: i64,
     pub max_incremental_fetch_session_cache_slots: usize,
+    /// `quota.window.num`
+    pub quota_window_num: usize,
+    /// `quota.window.size.seconds`
+    pub quota_window_size_seconds: u32,
     pub broker_rack: Option<String>,
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
@@ -684,6 +702,12 @@ impl BrokerConfig {
                 get,
                 "max.incremental.fetch.session.cache.slots",
                 0..=i32::MAX as usize,
+            )?,
+            quota_window_num: parse_in(get, "quota.window.num", 1..=i32::MAX as usize)?,
+            quota_window_size_seconds: parse_in(
+                get,
+                "quota.window.size.seconds",
+                1..=i32::MAX as u32,
             )?,
             broker_rack: Some(get("broker.rack").trim().to_owned()).filter(|r| !r.is_empty()),
             broker_session_timeout_ms: parse_in(

@@ -327,6 +327,22 @@ impl FetchSessionCache {
         }
     }
 
+    /// Settles a response that sends no partitions because the client is
+    /// over its fetch quota: a full fetch opens no session, an incremental
+    /// one keeps what its session had sent.
+    pub(crate) fn throttled(&self, context: &FetchContext) -> Outcome {
+        let (error_code, session_id) = match *context {
+            FetchContext::Error(error_code) => (error_code, 0),
+            FetchContext::Sessionless(_) | FetchContext::Full { .. } => (0, 0),
+            FetchContext::Incremental { session_id, .. } => (0, session_id),
+        };
+        Outcome {
+            error_code,
+            session_id,
+            include: Vec::new(),
+        }
+    }
+
     /// Settles the response once the partitions are read: opens the
     /// session of a full fetch, or records what an incremental one sends.
     /// `answered` follows [`FetchContext::partitions`].

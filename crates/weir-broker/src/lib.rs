@@ -3,6 +3,7 @@
 mod api;
 mod blocking;
 pub mod broker;
+mod client_quotas;
 pub mod config;
 mod fetch_sessions;
 pub mod group;

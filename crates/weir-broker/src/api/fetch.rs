@@ -20,6 +20,7 @@ use weir_meta::MetadataImage;
 use super::fetch_response::{self, FetchedPartition, NodeEndpoint};
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::client_quotas::QuotaKind;
 use crate::fetch_sessions::{
     Answered, FetchContext, FetchParams, FetchRequestView, PartitionKey, TopicRef,
 };
@@ -55,6 +56,9 @@ pub(super) async fn handle(
         request.replica_id.0
     };
     let follower = replica >= 0;
+    if follower {
+        ctx.channel.mark_inter_broker();
+    }
     let read_committed = request.isolation_level == 1 && !follower;
     let now = broker.now_ms();
     let context = broker
@@ -93,7 +97,14 @@ pub(super) async fn handle(
         .iter()
         .filter_map(|t| t.partition.as_ref().ok())
         .collect();
-    let max_bytes = usize::try_from(request.max_bytes).unwrap_or(usize::MAX);
+    let mut max_bytes = usize::try_from(request.max_bytes).unwrap_or(usize::MAX);
+    let quotas = broker.client_quotas();
+    if !follower && quotas.enabled(QuotaKind::Fetch) {
+        // Never more than the quota lets through at once (Kafka's bound).
+        if let Some(bound) = quotas.max_fetch_bytes(&ctx.quota_client()) {
+            max_bytes = max_bytes.min(bound);
+        }
+    }
     let min_bytes = request.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     // One waker for the whole fetch, woken by the next change of any of
@@ -105,6 +116,22 @@ pub(super) async fn handle(
         let (reads, bytes, has_error) = read_all(&targets, max_bytes);
         let timed_out = Instant::now() >= deadline;
         if bytes >= min_bytes.max(1) || has_error || timed_out || live.is_empty() {
+            let throttle = if follower {
+                0
+            } else {
+                ctx.record_quota(broker, QuotaKind::Fetch, bytes as f64)
+            };
+            if throttle > 0 {
+                // Over the quota: no records now, and they do not count.
+                quotas.unrecord(
+                    QuotaKind::Fetch,
+                    &ctx.quota_client(),
+                    bytes as f64,
+                    broker.now_ms(),
+                );
+                ctx.channel.throttle(throttle);
+                return respond_throttled(broker, ctx, &context, throttle);
+            }
             return respond(broker, ctx, &image, context, reads);
         }
         parked.get_or_insert_with(|| Parked::new(&broker.metrics().fetches_waiting));
@@ -234,6 +261,7 @@ fn respond(
         }
     }
     let header = fetch_response::Header {
+        throttle_time_ms: 0,
         error_code: outcome.error_code,
         session_id: outcome.session_id,
     };
@@ -244,6 +272,23 @@ fn respond(
         &topics,
         &endpoints,
     )
+}
+
+/// The answer to a fetch over its quota: no partitions, and the session
+/// as the request left it, as Kafka answers.
+fn respond_throttled(
+    broker: &Broker,
+    ctx: &RequestContext,
+    context: &FetchContext,
+    throttle_ms: u32,
+) -> Outgoing {
+    let outcome = broker.fetch_sessions().throttled(context);
+    let header = fetch_response::Header {
+        throttle_time_ms: i32::try_from(throttle_ms).unwrap_or(i32::MAX),
+        error_code: outcome.error_code,
+        session_id: outcome.session_id,
+    };
+    fetch_response::encode(ctx.version, ctx.correlation_id, &header, &[], &[])
 }
 
 fn is_leader_elsewhere(error_code: i16) -> bool {

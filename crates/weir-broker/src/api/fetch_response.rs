@@ -26,6 +26,8 @@ use crate::net::{Chunk, Outgoing};
 
 /// The response's top-level fields.
 pub(super) struct Header {
+    /// How long the client is throttled for a quota (KIP-219).
+    pub(super) throttle_time_ms: i32,
     pub(super) error_code: i16,
     /// The fetch session the client continues with; 0 for none.
     pub(super) session_id: i32,
@@ -85,7 +87,7 @@ pub(super) fn encode(
     };
     out.buf.put_i32(correlation_id);
     out.tagged_fields();
-    out.buf.put_i32(0); // throttle time
+    out.buf.put_i32(header.throttle_time_ms);
     if version >= 7 {
         out.buf.put_i16(header.error_code);
         out.buf.put_i32(header.session_id);
@@ -292,6 +294,7 @@ mod tests {
                 rack: None,
             }];
             let header = Header {
+                throttle_time_ms: 0,
                 error_code: 0,
                 session_id: 42,
             };

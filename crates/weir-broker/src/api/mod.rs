@@ -4,6 +4,7 @@
 mod admin;
 mod api_versions;
 mod authorized_operations;
+mod client_quotas;
 mod cluster;
 mod configs;
 mod fetch;
@@ -30,7 +31,8 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
-use crate::net::Outgoing;
+use crate::client_quotas::{Client, QuotaKind, ANONYMOUS_USER};
+use crate::net::{Channel, Outgoing};
 
 /// The versions of each API whose semantics Weir implements, and which it
 /// therefore advertises in ApiVersions.
@@ -73,6 +75,8 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -118,9 +122,32 @@ pub(crate) struct RequestContext {
     pub(crate) client_host: String,
     /// The connection's number: a later connection has a larger one.
     pub(crate) connection: u64,
+    /// The request's size in bytes, as produce quotas count it.
+    pub(crate) request_size: usize,
+    /// The connection's throttling, shared by its requests.
+    pub(crate) channel: Arc<Channel>,
 }
 
 impl RequestContext {
+    /// The client as quotas see it.
+    pub(crate) fn quota_client(&self) -> Client<'_> {
+        Client {
+            user: ANONYMOUS_USER,
+            client_id: &self.client_id,
+        }
+    }
+
+    /// Records `value` against the client's quota of `kind`; returns the
+    /// throttle time, 0 within the quota (or with no quota of that kind).
+    /// The caller answers with it and throttles the channel.
+    pub(crate) fn record_quota(&self, broker: &Broker, kind: QuotaKind, value: f64) -> u32 {
+        let quotas = broker.client_quotas();
+        if !quotas.enabled(kind) || self.channel.is_inter_broker() {
+            return 0;
+        }
+        quotas.record(kind, &self.quota_client(), value, broker.now_ms())
+    }
+
     /// Frames `body` with the response header for this request.
     pub(crate) fn respond<R: Encodable>(&self, body: &R) -> Outgoing {
         encode_response(self.key, self.version, self.correlation_id, body).into()
@@ -145,6 +172,20 @@ fn encode_response<R: Encodable>(
     let size = (buf.len() - 4) as i32;
     buf[..4].copy_from_slice(&size.to_be_bytes());
     buf.freeze()
+}
+
+/// The request header's client id, read from the raw request: a nullable
+/// string of the classic encoding in every header version. Empty if
+/// absent or malformed.
+pub(crate) fn header_client_id(body: &[u8]) -> &str {
+    let Some(len) = body.get(8..10).map(|b| i16::from_be_bytes([b[0], b[1]])) else {
+        return "";
+    };
+    usize::try_from(len)
+        .ok()
+        .and_then(|len| body.get(10..10 + len))
+        .and_then(|id| std::str::from_utf8(id).ok())
+        .unwrap_or("")
 }
 
 /// The API's name for metrics, from the first bytes of a request.
@@ -194,6 +235,8 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::ListTransactions => "ListTransactions",
         ApiKey::DescribeProducers => "DescribeProducers",
         ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
+        ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
+        ApiKey::AlterClientQuotas => "AlterClientQuotas",
         _ => "Other",
     }
 }
@@ -233,6 +276,8 @@ pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
                 | ApiKey::AlterConfigs
                 | ApiKey::IncrementalAlterConfigs
                 | ApiKey::AlterPartitionReassignments
+                | ApiKey::DescribeClientQuotas
+                | ApiKey::AlterClientQuotas
         )
     )
 }
@@ -242,7 +287,9 @@ pub(crate) fn dispatch(
     mut body: Bytes,
     peer: Option<std::net::SocketAddr>,
     connection: u64,
+    channel: Arc<Channel>,
 ) -> Result<Reply, RequestError> {
+    let request_size = body.len();
     if body.len() < 8 {
         return Err(RequestError::TooShort(body.len()));
     }
@@ -281,6 +328,8 @@ pub(crate) fn dispatch(
             .unwrap_or_default(),
         client_host: peer.map(|p| format!("/{}", p.ip())).unwrap_or_default(),
         connection,
+        request_size,
+        channel,
     };
     macro_rules! decode {
         () => {
@@ -467,6 +516,13 @@ pub(crate) fn dispatch(
                 let response = membership::leave_group(&broker, &ctx, request).await;
                 Some(ctx.respond(&response))
             }))
+        }
+        ApiKey::DescribeClientQuotas => Reply::Now(Some(ctx.respond(
+            &client_quotas::describe_client_quotas(&broker, &ctx, decode!()),
+        ))),
+        ApiKey::AlterClientQuotas => {
+            let altered = client_quotas::alter_client_quotas(broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
         }
         _ => return Err(RequestError::UnsupportedVersion { key, version }),
     })

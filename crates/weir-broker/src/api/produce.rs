@@ -25,6 +25,7 @@ use weir_log::LogError;
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
+use crate::client_quotas::QuotaKind;
 use crate::partition::{AppendError, AppendOrigin, FlushDue, Partition, RequiredAcks, Written};
 
 /// An append still to be answered: its fsync (`flush.messages`) has to
@@ -47,6 +48,10 @@ struct Wait {
 /// are synced (`flush.messages`) and (acks=all) the followers have them.
 /// No response at all for acks=0.
 pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceRequest) -> Reply {
+    // Kafka counts the whole request against the producer's byte rate.
+    let throttle = ctx.record_quota(broker, QuotaKind::Produce, ctx.request_size as f64);
+    ctx.channel.throttle(throttle);
+    let throttle_time_ms = i32::try_from(throttle).unwrap_or(i32::MAX);
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut pending = Vec::new();
     let invalid_acks = !matches!(request.acks, -1..=1);
@@ -88,9 +93,13 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
     }
     let acks = request.acks;
     if pending.is_empty() {
-        return Reply::Now(
-            (acks != 0).then(|| ctx.respond(&ProduceResponse::default().with_responses(responses))),
-        );
+        return Reply::Now((acks != 0).then(|| {
+            ctx.respond(
+                &ProduceResponse::default()
+                    .with_responses(responses)
+                    .with_throttle_time_ms(throttle_time_ms),
+            )
+        }));
     }
     let node_id = broker.node_id();
     let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
@@ -121,7 +130,13 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
                 *response = error(response.index, code, Some(message));
             }
         }
-        Some(ctx.respond(&ProduceResponse::default().with_responses(responses)))
+        Some(
+            ctx.respond(
+                &ProduceResponse::default()
+                    .with_responses(responses)
+                    .with_throttle_time_ms(throttle_time_ms),
+            ),
+        )
     }))
 }
 

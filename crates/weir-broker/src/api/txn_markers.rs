@@ -47,6 +47,8 @@ pub(super) fn handle(
     ctx: RequestContext,
     request: WriteTxnMarkersRequest,
 ) -> Reply {
+    // Only transaction coordinators send markers.
+    ctx.channel.mark_inter_broker();
     let mut markers = Vec::with_capacity(request.markers.len());
     let mut pending = Vec::new();
     for (m, marker) in request.markers.into_iter().enumerate() {

@@ -1,11 +1,12 @@
 //! One client connection: frames are read in order, each request's
 //! synchronous part (appends) runs in arrival order, on the blocking pool
 //! when it may wait, the rest runs as its own task, and responses are
-//! written strictly in request order.
+//! written strictly in request order. A client over a quota is not read
+//! from until its throttle time has passed (KIP-219).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
@@ -14,8 +15,10 @@ use tokio::task::JoinHandle;
 
 use super::frame::{read_frame, Budgets, FrameError, Reservation};
 use super::outgoing::Outgoing;
+use super::Channel;
 use crate::api::{self, Reply};
 use crate::broker::Broker;
+use crate::client_quotas::{Client, QuotaKind, ANONYMOUS_USER};
 
 /// Requests of one connection being processed at once.
 const MAX_IN_FLIGHT: usize = 64;
@@ -42,6 +45,7 @@ pub(crate) async fn serve(
         global: global_budget,
     };
     let idle = Duration::from_millis(config.connections_max_idle_ms);
+    let channel = Arc::new(Channel::default());
     loop {
         let frame = tokio::select! {
             frame = tokio::time::timeout(idle, read_frame(&mut reader, config.socket_request_max_bytes, &budgets)) => frame,
@@ -59,16 +63,28 @@ pub(crate) async fn serve(
                 break;
             }
         };
-        let started = std::time::Instant::now();
+        if let Some(until) = channel.muted_until() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until.into()) => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+        let started = Instant::now();
         broker.metrics().bytes_in.inc_by(body.len() as u64 + 4);
         let api_name = api::api_name(&body);
+        // The client id whose request time counts, if a request quota is set.
+        let request_quota = (broker.client_quotas().enabled(QuotaKind::Request)
+            && !channel.is_inter_broker())
+        .then(|| api::header_client_id(&body).to_owned());
         // Requests are dispatched one after another, so that a
         // connection's appends keep their order (a producer's sequence
         // numbers); their responses may then be waited for concurrently.
         let dispatched = if api::dispatch_may_block(&body) {
             let broker = broker.clone();
-            let blocking =
-                tokio::task::spawn_blocking(move || api::dispatch(&broker, body, peer, connection));
+            let channel = channel.clone();
+            let blocking = tokio::task::spawn_blocking(move || {
+                api::dispatch(&broker, body, peer, connection, channel)
+            });
             match blocking.await {
                 Ok(dispatched) => dispatched,
                 Err(error) => {
@@ -77,8 +93,9 @@ pub(crate) async fn serve(
                 }
             }
         } else {
-            api::dispatch(&broker, body, peer, connection)
+            api::dispatch(&broker, body, peer, connection, channel.clone())
         };
+        let dispatch_time = started.elapsed();
         let reply = match dispatched {
             Ok(reply) => reply,
             Err(error) => {
@@ -87,10 +104,33 @@ pub(crate) async fn serve(
             }
         };
         let metered = broker.clone();
+        let channel = channel.clone();
         let task = tokio::spawn(async move {
-            let response = match reply {
-                Reply::Now(response) => response,
-                Reply::Later(future) => future.await,
+            let response = if let Some(client_id) = request_quota {
+                let (response, busy) = with_busy_time(reply).await;
+                // The request's handling time, in percent-seconds of one
+                // thread, as Kafka counts it.
+                let percent_seconds = (dispatch_time + busy).as_secs_f64() * 100.0;
+                if !channel.is_inter_broker() {
+                    let client = Client {
+                        user: ANONYMOUS_USER,
+                        client_id: &client_id,
+                    };
+                    let now = metered.now_ms();
+                    let quotas = metered.client_quotas();
+                    channel.throttle(quotas.record(
+                        QuotaKind::Request,
+                        &client,
+                        percent_seconds,
+                        now,
+                    ));
+                }
+                response
+            } else {
+                match reply {
+                    Reply::Now(response) => response,
+                    Reply::Later(future) => future.await,
+                }
             };
             let metrics = metered.metrics();
             metrics.observe_request(api_name, started.elapsed().as_secs_f64());
@@ -105,6 +145,24 @@ pub(crate) async fn serve(
     }
     drop(queue);
     let _ = writer_task.await;
+}
+
+/// The reply, and the time spent computing it: its polls, not its waits.
+async fn with_busy_time(reply: Reply) -> (Option<Outgoing>, Duration) {
+    match reply {
+        Reply::Now(response) => (response, Duration::ZERO),
+        Reply::Later(mut future) => {
+            let mut busy = Duration::ZERO;
+            let response = std::future::poll_fn(|cx| {
+                let polled = Instant::now();
+                let poll = future.as_mut().poll(cx);
+                busy += polled.elapsed();
+                poll
+            })
+            .await;
+            (response, busy)
+        }
+    }
 }
 
 async fn write_responses(

@@ -1,9 +1,11 @@
 //! The Kafka listener: accept loop and connections.
 
+mod channel;
 mod connection;
 mod frame;
 mod outgoing;
 
+pub(crate) use channel::Channel;
 pub(crate) use outgoing::{Chunk, Outgoing};
 
 use std::sync::Arc;

@@ -13,10 +13,16 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 pub struct Raw {
     pub stream: TcpStream,
     next_correlation: i32,
+    client_id: String,
 }
 
 impl Raw {
     pub fn connect(addr: &str) -> Self {
+        Self::connect_as(addr, "raw-test")
+    }
+
+    /// Connects as a client with its own `client.id`.
+    pub fn connect_as(addr: &str, client_id: &str) -> Self {
         let stream = TcpStream::connect(addr).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
@@ -24,6 +30,7 @@ impl Raw {
         Self {
             stream,
             next_correlation: 1,
+            client_id: client_id.to_owned(),
         }
     }
 
@@ -40,7 +47,7 @@ impl Raw {
             .with_request_api_key(key as i16)
             .with_request_api_version(version)
             .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("raw-test")));
+            .with_client_id(Some(StrBytes::from_string(self.client_id.clone())));
         let mut body = BytesMut::new();
         header
             .encode(&mut body, key.request_header_version(version))
