@@ -5,6 +5,7 @@ mod blocking;
 pub mod broker;
 mod client_quotas;
 pub mod config;
+mod features;
 mod fetch_sessions;
 pub mod group;
 pub mod group_coordinator;

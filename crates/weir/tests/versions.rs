@@ -721,6 +721,16 @@ fn every_advertised_version_answers() {
                     assert_eq!(r.topics[0].partitions.len(), 1, "{label}");
                     assert!(r.next_cursor.is_none(), "{label}");
                 }
+                ApiKey::UpdateFeatures => {
+                    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+                    let request = UpdateFeaturesRequest::default().with_feature_updates(vec![
+                        FeatureUpdateKey::default()
+                            .with_feature(StrBytes::from_static_str("metadata.version"))
+                            .with_max_version_level(25),
+                    ]);
+                    let r: UpdateFeaturesResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }
             checked += 1;

@@ -1,10 +1,16 @@
-//! ApiVersions: the APIs and versions this broker implements.
+//! ApiVersions: the APIs and versions this broker implements, and from v3
+//! the cluster's features (KIP-584).
 
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::ApiVersionsResponse;
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{RequestContext, SUPPORTED};
+use crate::broker::Broker;
+use crate::features;
 
 fn api_keys() -> Vec<ApiVersion> {
     SUPPORTED
@@ -18,8 +24,33 @@ fn api_keys() -> Vec<ApiVersion> {
         .collect()
 }
 
-pub(super) fn handle(_ctx: &RequestContext) -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_api_keys(api_keys())
+pub(super) fn handle(broker: &Broker, ctx: &RequestContext) -> ApiVersionsResponse {
+    let supported = features::supported()
+        // Before v4 a supported range starting at 0 broke some clients'
+        // parsing (KAFKA-17011): Kafka leaves such features out.
+        .filter(|&(_, min, _)| ctx.version >= 4 || min > 0)
+        .map(|(name, min, max)| {
+            SupportedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(name))
+                .with_min_version(min)
+                .with_max_version(max)
+        })
+        .collect();
+    let finalized = features::finalized()
+        .map(|(name, level)| {
+            FinalizedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(name))
+                .with_min_version_level(level)
+                .with_max_version_level(level)
+        })
+        .collect();
+    ApiVersionsResponse::default()
+        .with_api_keys(api_keys())
+        .with_supported_features(supported)
+        .with_finalized_features(finalized)
+        // As Kafka's brokers, the epoch of the finalized features is the
+        // metadata image's offset: it grows with every metadata change.
+        .with_finalized_features_epoch(broker.with_image(|image| image.applied_index() as i64))
 }
 
 /// The v0 answer to an ApiVersions request of a version we do not know.

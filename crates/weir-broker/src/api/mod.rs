@@ -22,6 +22,7 @@ mod reassignments;
 mod topic_partitions;
 mod txn;
 mod txn_markers;
+mod update_features;
 
 use std::sync::Arc;
 
@@ -77,6 +78,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterClientQuotas, 0, 1),
+    (ApiKey::UpdateFeatures, 0, 2),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -237,6 +239,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
         ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
         ApiKey::AlterClientQuotas => "AlterClientQuotas",
+        ApiKey::UpdateFeatures => "UpdateFeatures",
         _ => "Other",
     }
 }
@@ -278,6 +281,7 @@ pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
                 | ApiKey::AlterPartitionReassignments
                 | ApiKey::DescribeClientQuotas
                 | ApiKey::AlterClientQuotas
+                | ApiKey::UpdateFeatures
         )
     )
 }
@@ -338,7 +342,7 @@ pub(crate) fn dispatch(
     }
     let broker = broker.clone();
     Ok(match key {
-        ApiKey::ApiVersions => Reply::Now(Some(ctx.respond(&api_versions::handle(&ctx)))),
+        ApiKey::ApiVersions => Reply::Now(Some(ctx.respond(&api_versions::handle(&broker, &ctx)))),
         ApiKey::Metadata => Reply::Now(Some(ctx.respond(&metadata::handle(
             &broker,
             &ctx,
@@ -429,6 +433,11 @@ pub(crate) fn dispatch(
             &topic_partitions::describe_topic_partitions(&broker, &ctx, decode!()),
         ))),
         ApiKey::DescribeConfigs => Reply::Now(Some(ctx.respond(&configs::describe_configs(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::UpdateFeatures => Reply::Now(Some(ctx.respond(&update_features::update_features(
             &broker,
             &ctx,
             decode!(),

@@ -1,0 +1,187 @@
+//! The cluster's features (ApiVersions v3+, UpdateFeatures), against the
+//! real binary.
+
+mod common;
+
+use common::raw::Raw;
+use common::Weir;
+use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+const INVALID_UPDATE_VERSION: i16 = 95;
+
+fn features(raw: &mut Raw, version: i16) -> ApiVersionsResponse {
+    let r: ApiVersionsResponse =
+        raw.call(ApiKey::ApiVersions, version, &ApiVersionsRequest::default());
+    assert_eq!(r.error_code, 0, "ApiVersions v{version}");
+    r
+}
+
+/// ApiVersions v3 and v4 report metadata.version 4.0-IV3 (25) as the one
+/// level supported and finalized; the other features are at 0, which Kafka
+/// leaves out of both lists. The epoch is the metadata offset: it grows
+/// when the metadata changes.
+#[test]
+fn api_versions_carries_the_features() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let mut epochs = Vec::new();
+    for version in [3, 4] {
+        let r = features(&mut raw, version);
+        let supported: Vec<_> = r
+            .supported_features
+            .iter()
+            .map(|f| (f.name.as_str(), f.min_version, f.max_version))
+            .collect();
+        assert_eq!(supported, [("metadata.version", 25, 25)], "v{version}");
+        let finalized: Vec<_> = r
+            .finalized_features
+            .iter()
+            .map(|f| (f.name.as_str(), f.min_version_level, f.max_version_level))
+            .collect();
+        assert_eq!(finalized, [("metadata.version", 25, 25)], "v{version}");
+        assert!(r.finalized_features_epoch >= 0, "v{version}");
+        assert!(!r.zk_migration_ready, "v{version}");
+        epochs.push(r.finalized_features_epoch);
+    }
+    raw.topic_metadata("epoch-grows");
+    let after = features(&mut raw, 3).finalized_features_epoch;
+    assert!(
+        after > epochs[1],
+        "epoch {} before a topic was created, {after} after",
+        epochs[1]
+    );
+}
+
+fn update(feature: &str, level: i16, upgrade_type: i8) -> FeatureUpdateKey {
+    FeatureUpdateKey::default()
+        .with_feature(StrBytes::from_string(feature.to_owned()))
+        .with_max_version_level(level)
+        .with_upgrade_type(upgrade_type)
+}
+
+fn update_features(
+    raw: &mut Raw,
+    version: i16,
+    updates: Vec<FeatureUpdateKey>,
+    validate_only: bool,
+) -> UpdateFeaturesResponse {
+    let request = UpdateFeaturesRequest::default()
+        .with_timeout_ms(10_000)
+        .with_feature_updates(updates)
+        .with_validate_only(validate_only);
+    raw.call(ApiKey::UpdateFeatures, version, &request)
+}
+
+/// Asking for the finalized level succeeds and changes nothing; any other
+/// level, or an unknown feature, fails the whole request with Kafka's
+/// controller's error and message.
+#[test]
+fn update_features_accepts_only_the_finalized_levels() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let before = features(&mut raw, 4);
+
+    // v0 has neither upgrade types nor validate_only.
+    let cases = [
+        (0, 1, false),
+        (1, 2, false),
+        (1, 2, true),
+        (2, 2, false),
+        (2, 3, true),
+    ];
+    for (version, upgrade_type, validate_only) in cases {
+        let label = format!("v{version} validate_only={validate_only}");
+        let r = update_features(
+            &mut raw,
+            version,
+            vec![
+                update("metadata.version", 25, 1),
+                update("group.version", 0, upgrade_type),
+            ],
+            validate_only,
+        );
+        assert_eq!(r.error_code, 0, "{label}");
+        assert_eq!(r.error_message, None, "{label}");
+        // Before v2 each feature has a result, with the name of "no
+        // error" as its message, as Kafka.
+        let results: Vec<_> = r
+            .results
+            .iter()
+            .map(|f| {
+                (
+                    f.feature.as_str(),
+                    f.error_code,
+                    f.error_message.as_ref().map(|m| m.as_str()),
+                )
+            })
+            .collect();
+        if version <= 1 {
+            assert_eq!(
+                results,
+                [
+                    ("metadata.version", 0, Some("NONE")),
+                    ("group.version", 0, Some("NONE"))
+                ],
+                "{label}"
+            );
+        } else {
+            assert!(results.is_empty(), "{label}");
+        }
+    }
+
+    let refusals = [
+        (
+            vec![update("group.version", 1, 1)],
+            "Invalid update version 1 for feature group.version. Local controller 1 does not support this feature.",
+        ),
+        (
+            // One refused feature fails the others too.
+            vec![
+                update("metadata.version", 25, 1),
+                update("transaction.version", 2, 1),
+            ],
+            "Invalid update version 2 for feature transaction.version. Local controller 1 does not support this feature.",
+        ),
+        (
+            vec![update("metadata.version", 27, 1)],
+            "Invalid update version 27 for feature metadata.version. Local controller 1 only supports versions 25",
+        ),
+        (
+            vec![update("metadata.version", 22, 2)],
+            "Invalid update version 22 for feature metadata.version. Local controller 1 only supports versions 25",
+        ),
+        (
+            vec![update("no.such.feature", 1, 1)],
+            "Invalid update version 1 for feature no.such.feature. Local controller 1 does not support this feature.",
+        ),
+        (
+            vec![update("no.such.feature", 0, 1)],
+            "Invalid update version 0 for feature no.such.feature. Feature no.such.feature not found.",
+        ),
+        (
+            vec![update("group.version", 0, 9)],
+            "Invalid update version 0 for feature group.version. The controller does not support the given upgrade type.",
+        ),
+    ];
+    for version in 1..=2 {
+        for (updates, reason) in &refusals {
+            let r = update_features(&mut raw, version, updates.clone(), false);
+            assert_eq!(r.error_code, INVALID_UPDATE_VERSION, "v{version} {reason}");
+            assert_eq!(
+                r.error_message.as_ref().map(|m| m.as_str()),
+                Some(format!("The update failed for all features since the following feature had an error: {reason}").as_str()),
+                "v{version}"
+            );
+            assert!(r.results.is_empty(), "v{version} {reason}");
+        }
+    }
+
+    let after = features(&mut raw, 4);
+    assert_eq!(after.finalized_features, before.finalized_features);
+    assert_eq!(
+        after.finalized_features_epoch, before.finalized_features_epoch,
+        "nothing was written"
+    );
+}
