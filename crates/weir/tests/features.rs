@@ -1,7 +1,9 @@
-//! The cluster's features (ApiVersions v3+, UpdateFeatures), against the
-//! real binary.
+//! The cluster's features (ApiVersions v3+, UpdateFeatures) and
+//! ListConfigResources, against the real binary.
 
 mod common;
+
+use std::collections::BTreeSet;
 
 use common::raw::Raw;
 use common::Weir;
@@ -10,6 +12,13 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 const INVALID_UPDATE_VERSION: i16 = 95;
+const UNSUPPORTED_VERSION: i16 = 35;
+/// ListConfigResources' resource types.
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+const BROKER_LOGGER: i8 = 8;
+const CLIENT_METRICS: i8 = 16;
+const GROUP: i8 = 32;
 
 fn features(raw: &mut Raw, version: i16) -> ApiVersionsResponse {
     let r: ApiVersionsResponse =
@@ -184,4 +193,71 @@ fn update_features_accepts_only_the_finalized_levels() {
         after.finalized_features_epoch, before.finalized_features_epoch,
         "nothing was written"
     );
+}
+
+fn list_config_resources(raw: &mut Raw, version: i16, types: &[i8]) -> ListConfigResourcesResponse {
+    let request = ListConfigResourcesRequest::default().with_resource_types(types.to_vec());
+    raw.call(ApiKey::ListConfigResources, version, &request)
+}
+
+fn listed(r: &ListConfigResourcesResponse) -> Vec<(i8, String)> {
+    r.config_resources
+        .iter()
+        .map(|c| (c.resource_type, c.resource_name.to_string()))
+        .collect()
+}
+
+/// v0 lists client-metrics subscriptions (Weir has none); v1 lists the
+/// brokers and every topic, in Kafka's order (brokers, then topics), and
+/// refuses a type it cannot list.
+#[test]
+fn list_config_resources_lists_brokers_and_topics() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("listed-b");
+    raw.topic_metadata("listed-a");
+    let all: MetadataResponse = raw.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(None),
+    );
+    let topics: BTreeSet<String> = all
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+        .collect();
+    assert!(topics.contains("listed-a") && topics.contains("listed-b"));
+
+    let r = list_config_resources(&mut raw, 0, &[]);
+    assert_eq!(r.error_code, 0, "v0");
+    assert!(r.config_resources.is_empty(), "v0: {:?}", listed(&r));
+
+    let r = list_config_resources(&mut raw, 1, &[]);
+    assert_eq!(r.error_code, 0, "v1, every type");
+    let resources = listed(&r);
+    assert_eq!(resources[0], (BROKER, "1".to_owned()), "{resources:?}");
+    let listed_topics: BTreeSet<String> = resources[1..]
+        .iter()
+        .map(|(t, name)| {
+            assert_eq!(*t, TOPIC, "{resources:?}");
+            name.clone()
+        })
+        .collect();
+    assert_eq!(listed_topics, topics);
+    assert_eq!(listed_topics.len(), resources.len() - 1, "no topic twice");
+
+    // The order of the types asked for changes nothing.
+    let r = list_config_resources(&mut raw, 1, &[TOPIC, BROKER]);
+    assert_eq!(listed(&r), resources);
+    let r = list_config_resources(&mut raw, 1, &[BROKER]);
+    assert_eq!(listed(&r), [(BROKER, "1".to_owned())]);
+    let r = list_config_resources(&mut raw, 1, &[CLIENT_METRICS, GROUP]);
+    assert_eq!(r.error_code, 0);
+    assert!(r.config_resources.is_empty(), "{:?}", listed(&r));
+
+    for types in [&[BROKER_LOGGER][..], &[TOPIC, 64], &[0]] {
+        let r = list_config_resources(&mut raw, 1, types);
+        assert_eq!(r.error_code, UNSUPPORTED_VERSION, "{types:?}");
+        assert!(r.config_resources.is_empty(), "{types:?}");
+    }
 }

@@ -731,6 +731,20 @@ fn every_advertised_version_answers() {
                     let r: UpdateFeaturesResponse = raw.call(key, version, &request);
                     assert_eq!(r.error_code, 0, "{label}");
                 }
+                ApiKey::ListConfigResources => {
+                    let r: ListConfigResourcesResponse =
+                        raw.call(key, version, &ListConfigResourcesRequest::default());
+                    assert_eq!(r.error_code, 0, "{label}");
+                    // v0 lists client-metrics subscriptions, of which there
+                    // are none; v1 every type, the topics among them.
+                    assert_eq!(
+                        r.config_resources
+                            .iter()
+                            .any(|c| c.resource_name.as_str() == "sweep"),
+                        version >= 1,
+                        "{label}"
+                    );
+                }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }
             checked += 1;

@@ -1,5 +1,6 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and
-//! brokers, validated and applied live.
+//! brokers, validated and applied live; ListConfigResources, the resources
+//! that have configs.
 //!
 //! Broker resources follow Kafka: the name "" is the cluster-wide default
 //! of the dynamic broker configs, a broker id that broker's own; a broker's
@@ -12,9 +13,11 @@ use std::sync::Arc;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
+use kafka_protocol::messages::list_config_resources_response::ConfigResource;
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -28,6 +31,8 @@ use crate::topic_configs::{self, ConfigSource};
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const CLIENT_METRICS: i8 = 16;
+const GROUP: i8 = 32;
 
 /// One described config.
 struct Described<'a> {
@@ -500,4 +505,53 @@ fn incremental_changes(
         }
     }
     Ok((set, delete))
+}
+
+/// The resource types ListConfigResources lists at `version`: v0 was
+/// ListClientMetricsResources (KIP-714), v1 (KIP-1142) lists Kafka's types
+/// but BROKER_LOGGER, as Weir has no logger configs to describe.
+fn listable_types(version: i16) -> &'static [i8] {
+    if version == 0 {
+        &[CLIENT_METRICS]
+    } else {
+        &[TOPIC, BROKER, CLIENT_METRICS, GROUP]
+    }
+}
+
+pub(super) fn list_config_resources(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: ListConfigResourcesRequest,
+) -> ListConfigResourcesResponse {
+    let listable = listable_types(ctx.version);
+    // As Kafka: no types is every type, and one it cannot list fails the
+    // whole request.
+    let wanted: &[i8] = if request.resource_types.is_empty() {
+        listable
+    } else {
+        &request.resource_types
+    };
+    if wanted.iter().any(|t| !listable.contains(t)) {
+        return ListConfigResourcesResponse::default()
+            .with_error_code(ResponseError::UnsupportedVersion.code());
+    }
+    let resource = |resource_type: i8, name: String| {
+        ConfigResource::default()
+            .with_resource_name(StrBytes::from_string(name))
+            .with_resource_type(resource_type)
+    };
+    let mut resources = Vec::new();
+    // Kafka's order. GROUP lists the groups that have configs and
+    // CLIENT_METRICS the client-metrics subscriptions: Weir has neither.
+    if wanted.contains(&BROKER) {
+        broker.with_image(|image| {
+            resources.extend(image.brokers().map(|b| resource(BROKER, b.id.to_string())));
+        });
+    }
+    if wanted.contains(&TOPIC) {
+        broker.with_image(|image| {
+            resources.extend(image.topics().map(|t| resource(TOPIC, t.name.clone())));
+        });
+    }
+    ListConfigResourcesResponse::default().with_config_resources(resources)
 }

@@ -79,6 +79,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::UpdateFeatures, 0, 2),
+    (ApiKey::ListConfigResources, 0, 1),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -240,6 +241,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
         ApiKey::AlterClientQuotas => "AlterClientQuotas",
         ApiKey::UpdateFeatures => "UpdateFeatures",
+        ApiKey::ListConfigResources => "ListConfigResources",
         _ => "Other",
     }
 }
@@ -282,6 +284,7 @@ pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
                 | ApiKey::DescribeClientQuotas
                 | ApiKey::AlterClientQuotas
                 | ApiKey::UpdateFeatures
+                | ApiKey::ListConfigResources
         )
     )
 }
@@ -442,6 +445,9 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
+        ApiKey::ListConfigResources => Reply::Now(Some(
+            ctx.respond(&configs::list_config_resources(&broker, &ctx, decode!())),
+        )),
         ApiKey::DescribeCluster => Reply::Now(Some(ctx.respond(&cluster::describe_cluster(
             &broker,
             &ctx,
