@@ -8,12 +8,14 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.admin.Admin;
@@ -25,16 +27,23 @@ import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.FinalizedVersionRange;
+import org.apache.kafka.clients.admin.ListConfigResourcesOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.SupportedVersionRange;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.admin.TransactionState;
+import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -53,8 +62,10 @@ import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.GroupNotEmptyException;
+import org.apache.kafka.common.errors.InvalidUpdateVersionException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -64,10 +75,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <p>Usage: {@code java -cp ... weir.interop.JavaClientCheck HOST:PORT}
  *
  * <ul>
- *   <li>Admin: describeCluster; createTopics with configs, with replication factor -1 and with
- *       both counts left to the broker, and an existing topic; listTopics; describeTopics by name
- *       and by id; describeConfigs and incrementalAlterConfigs (SET, DELETE, APPEND, SUBTRACT);
- *       createPartitions.
+ *   <li>Admin: describeCluster; describeFeatures, and updateFeatures (the finalized level
+ *       accepted, group.version 1 refused); createTopics with configs, with replication factor -1
+ *       and with both counts left to the broker, and an existing topic; listTopics; describeTopics
+ *       by name and by id; listConfigResources; describeConfigs and incrementalAlterConfigs (SET,
+ *       DELETE, APPEND, SUBTRACT); createPartitions.
  *   <li>An idempotent producer (acks=all) writes keyed records to a multi-partition topic; a
  *       classic consumer group reads exactly those records, each partition in order, and commits;
  *       a new consumer of the group resumes from the commits; describeConsumerGroups while it is a
@@ -128,10 +140,12 @@ public final class JavaClientCheck {
   private void runAll() {
     Checks.note("kafka-clients " + clientVersion());
     checks.run("admin: describeCluster", this::describeCluster);
+    checks.run("admin: describeFeatures and updateFeatures", this::features);
     boolean created = checks.run("admin: createTopics", this::createTopics);
     if (created) {
       checks.run("admin: listTopics", this::listTopics);
       checks.run("admin: describeTopics", this::describeTopics);
+      checks.run("admin: listConfigResources", this::listConfigResources);
       checks.run("admin: describeConfigs", this::describeConfigs);
       checks.run("admin: incrementalAlterConfigs", this::incrementalAlterConfigs);
       checks.run("admin: createPartitions", this::createPartitions);
@@ -284,6 +298,53 @@ public final class JavaClientCheck {
     expectEq(res.controller().get().id(), 1, "describeCluster controller id");
   }
 
+  /**
+   * The broker supports and finalizes metadata.version 4.0-IV3 (25) alone; features at level 0
+   * are left out, as Kafka does. The finalized level is accepted as a no-op; group.version 1
+   * (KIP-848's consumer groups) is refused.
+   */
+  private void features() throws Exception {
+    FeatureMetadata md = admin.describeFeatures().featureMetadata().get();
+    expectEq(
+        md.supportedFeatures(),
+        Map.of("metadata.version", new SupportedVersionRange((short) 25, (short) 25)),
+        "supported features");
+    expectEq(
+        md.finalizedFeatures(),
+        Map.of("metadata.version", new FinalizedVersionRange((short) 25, (short) 25)),
+        "finalized features");
+    expect(
+        md.finalizedFeaturesEpoch().isPresent() && md.finalizedFeaturesEpoch().get() >= 0,
+        "finalized features epoch: " + md.finalizedFeaturesEpoch());
+    for (boolean validateOnly : List.of(true, false)) {
+      admin
+          .updateFeatures(
+              Map.of("metadata.version", new FeatureUpdate((short) 25, FeatureUpdate.UpgradeType.UPGRADE)),
+              new UpdateFeaturesOptions().validateOnly(validateOnly))
+          .all()
+          .get();
+    }
+    Map<String, FeatureUpdate> groupV1 =
+        Map.of("group.version", new FeatureUpdate((short) 1, FeatureUpdate.UpgradeType.UPGRADE));
+    try {
+      admin.updateFeatures(groupV1, new UpdateFeaturesOptions()).all().get();
+      throw new Checks.CheckFailed("group.version 1 was accepted");
+    } catch (ExecutionException e) {
+      expect(
+          e.getCause() instanceof InvalidUpdateVersionException,
+          "group.version 1: expected InvalidUpdateVersionException, got " + e.getCause());
+      String message = e.getCause().getMessage();
+      expect(
+          message.contains("Invalid update version 1 for feature group.version")
+              && message.contains("does not support this feature"),
+          "group.version 1: " + message);
+    }
+    expectEq(
+        admin.describeFeatures().featureMetadata().get().finalizedFeatures(),
+        md.finalizedFeatures(),
+        "finalized features after the updates");
+  }
+
   private void createTopics() throws Exception {
     NewTopic withConfigs =
         new NewTopic(ADMIN_TOPIC, Optional.of(3), Optional.empty()) // replication factor -1: the broker's default
@@ -312,6 +373,40 @@ public final class JavaClientCheck {
         TopicExistsException.class,
         () -> admin.createTopics(List.of(new NewTopic(ADMIN_TOPIC, 3, (short) 1))).all().get(),
         "creating an existing topic");
+  }
+
+  /**
+   * Every type (none given): the broker and every topic; CLIENT_METRICS and GROUP: none, as Weir has
+   * no client-metrics subscriptions or group configs; BROKER_LOGGER refused.
+   */
+  private void listConfigResources() throws Exception {
+    Collection<ConfigResource> all = admin.listConfigResources().all().get();
+    Set<String> topics =
+        admin.listTopics(new ListTopicsOptions().listInternal(true)).names().get();
+    Set<ConfigResource> expected = new HashSet<>();
+    expected.add(new ConfigResource(ConfigResource.Type.BROKER, "1"));
+    topics.forEach(t -> expected.add(new ConfigResource(ConfigResource.Type.TOPIC, t)));
+    expect(topics.contains(ADMIN_TOPIC), "listTopics lacks " + ADMIN_TOPIC);
+    expectEq(new HashSet<>(all), expected, "listConfigResources()");
+    expectEq(all.size(), expected.size(), "listConfigResources() size");
+    Collection<ConfigResource> none =
+        admin
+            .listConfigResources(
+                Set.of(ConfigResource.Type.CLIENT_METRICS, ConfigResource.Type.GROUP),
+                new ListConfigResourcesOptions())
+            .all()
+            .get();
+    expect(none.isEmpty(), "client metrics and group resources: " + none);
+    expectThrows(
+        UnsupportedVersionException.class,
+        () ->
+            admin
+                .listConfigResources(
+                    Set.of(ConfigResource.Type.BROKER_LOGGER),
+                    new ListConfigResourcesOptions())
+                .all()
+                .get(),
+        "broker loggers");
   }
 
   private void listTopics() throws Exception {
