@@ -29,13 +29,14 @@
 #   kafka-reassign-partitions ReassignPartitionsCommand: --list, --verify
 #   kafka-metadata-quorum   MetadataQuorumCommand: describe --status / --replication
 #   kafka-broker-api-versions BrokerApiVersionsCommand
+#   kafka-features          FeatureCommand: describe, upgrade (the finalized
+#                           level, --dry-run; group.version 1, refused)
+#   kafka-client-metrics    ClientMetricsCommand: --list, --describe (none)
 #
 # Not run, as Weir does not serve the APIs they need yet:
 #   kafka-leader-election   ElectLeaders (43)
 #   kafka-log-dirs          DescribeLogDirs (35)
-#   kafka-client-metrics    ListConfigResources (74)
 #   kafka-reassign-partitions --generate / --execute: DescribeLogDirs (35)
-#   kafka-features          finalized features in ApiVersions, UpdateFeatures (57)
 set -uo pipefail
 
 B=${1:?usage: kafka_tools_check.sh HOST:PORT}
@@ -413,6 +414,47 @@ expect "kafka-broker-api-versions" $? \
   "^$B \(id: 1 rack: null isFenced: false\) -> \($" \
   "^	Produce\(0\): [0-9]+ to [0-9]+ \[usable: [0-9]+\]," \
   "^	Fetch\(1\): [0-9]+ to [0-9]+ \[usable: [0-9]+\],"
+
+# ---------------------------------------------------------------- kafka-features
+
+# Weir supports and finalizes metadata.version 4.0-IV3 alone; the features
+# at level 0 are left out of ApiVersions, so describe lists only it.
+tool features-describe FeatureCommand --bootstrap-server "$B" describe
+status=$?
+if expect "kafka-features describe" $status \
+  "^Feature: metadata.version[[:space:]]+SupportedMinVersion: 4.0-IV3[[:space:]]+SupportedMaxVersion: 4.0-IV3[[:space:]]+FinalizedVersionLevel: 4.0-IV3[[:space:]]+Epoch: [0-9]+[[:space:]]*$" &&
+  (($(grep -c '^Feature:' "$out") != 1)); then
+  fail "kafka-features describe: metadata.version alone" "$(grep -c '^Feature:' "$out") features listed"
+  show <"$out"
+fi
+
+tool features-upgrade-dry-run FeatureCommand --bootstrap-server "$B" upgrade --feature metadata.version=25 --dry-run
+expect "kafka-features upgrade --dry-run to the finalized metadata.version" $? "^metadata.version can be upgraded to 25\.$"
+
+tool features-upgrade-refused FeatureCommand --bootstrap-server "$B" upgrade --feature group.version=1
+status=$?
+if ((status != 0)) &&
+  grep -Eq "^Could not upgrade group.version to 1\. .*Invalid update version 1 for feature group.version\. Local controller 1 does not support this feature\.$" "$out" &&
+  grep -q "^1 out of 1 operation(s) failed\.$" "$out"; then
+  pass "kafka-features upgrade --feature group.version=1 is refused"
+else
+  fail "kafka-features upgrade --feature group.version=1 is refused" "exit status $status"
+  show <"$out"
+fi
+
+# ---------------------------------------------------------------- kafka-client-metrics
+
+# Weir has no client-metrics subscriptions: both list nothing.
+for action in list describe; do
+  tool "client-metrics-$action" ClientMetricsCommand --bootstrap-server "$B" "--$action"
+  status=$?
+  if ((status == 0)) && ! grep -q '[^[:space:]]' "$out"; then
+    pass "kafka-client-metrics --$action: no subscriptions"
+  else
+    fail "kafka-client-metrics --$action: no subscriptions" "exit status $status"
+    show <"$out"
+  fi
+done
 
 # ---------------------------------------------------------------- clean up
 
