@@ -16,8 +16,8 @@
 #   kafka-topics            TopicCommand: --create (with --config, and with the
 #                           broker's default counts), --list, --describe,
 #                           --alter --partitions, --delete
-#   kafka-configs           ConfigCommand: topics and brokers, --describe,
-#                           --alter --add-config / --delete-config
+#   kafka-configs           ConfigCommand: topics, brokers and client quotas,
+#                           --describe, --alter --add-config / --delete-config
 #   kafka-producer-perf-test ProducerPerformance (plain and transactional)
 #   kafka-consumer-perf-test ConsumerPerformance
 #   kafka-consumer-groups   ConsumerGroupCommand: --list, --describe (offsets,
@@ -237,6 +237,44 @@ elif grep -q 'log.retention.ms=' "$out"; then
   show <"$out"
 else
   pass "kafka-configs --alter --delete-config --entity-default"
+fi
+
+# ---------------------------------------------------------------- client quotas
+# (kafka-configs on users and clients: DescribeClientQuotas / AlterClientQuotas.
+# A user without a client id is not described: the tool then also asks for
+# the user's SCRAM credentials, DescribeUserScramCredentials, not served yet.)
+
+tool configs-quota-alter ConfigCommand --bootstrap-server "$B" --entity-type users --entity-name alice \
+  --entity-type clients --entity-name app --alter --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152
+expect "kafka-configs --alter (quotas of a user's client id)" $? "^Completed updating config for user alice\.$"
+
+tool configs-quota-describe ConfigCommand --bootstrap-server "$B" --entity-type users --entity-name alice \
+  --entity-type clients --entity-name app --describe
+expect "kafka-configs --describe (quotas of a user's client id)" $? \
+  "^Quota configs for user-principal 'alice', client-id 'app' are consumer_byte_rate=2097152\.0, producer_byte_rate=1048576\.0$"
+
+tool configs-quota-default ConfigCommand --bootstrap-server "$B" --entity-type clients --entity-default \
+  --alter --add-config request_percentage=50
+expect "kafka-configs --alter --entity-default (client quota)" $? \
+  "^Completed updating default config for clients in the cluster\.$"
+
+tool configs-quota-clients ConfigCommand --bootstrap-server "$B" --entity-type clients --describe
+expect "kafka-configs --describe (client quotas)" $? \
+  "^Quota configs for the default client-id are request_percentage=50\.0$"
+
+# Removed again, so that the tools below run unthrottled.
+tool configs-quota-default-delete ConfigCommand --bootstrap-server "$B" --entity-type clients --entity-default \
+  --alter --delete-config request_percentage
+status=$?
+tool configs-quota-clients-after ConfigCommand --bootstrap-server "$B" --entity-type clients --describe
+if ((status != 0)); then
+  fail "kafka-configs --alter --delete-config (client quota)" "exited $status"
+  show <"$work/configs-quota-default-delete.out"
+elif grep -q 'request_percentage' "$out"; then
+  fail "kafka-configs --alter --delete-config (client quota)" "request_percentage still set"
+  show <"$out"
+else
+  pass "kafka-configs --alter --delete-config (client quota)"
 fi
 
 # ---------------------------------------------------------------- perf tests
