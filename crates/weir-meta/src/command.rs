@@ -134,6 +134,18 @@ pub enum Command {
     AlterClientQuotas {
         /// The changes, at most one per entity.
         alterations: Vec<QuotaAlteration>,
+    /// An ElectLeaders request: a preferred election moves each partition's
+    /// leadership to its preferred replica (the first) when that one is in
+    /// sync and not fenced; an unclean election gives a leaderless
+    /// partition an in-sync replica if one is live, else any live replica,
+    /// alone in the ISR. Never rejected: each partition's outcome is in
+    /// [`Applied::Elections`].
+    ElectLeaders {
+        /// Unclean (Kafka's election type 1) rather than preferred (0).
+        unclean: bool,
+        /// The partitions as (topic, partition), in request order; `None`
+        /// for every partition of every topic.
+        partitions: Option<Vec<(String, i32)>>,
     },
 }
 
@@ -149,4 +161,76 @@ pub enum Applied {
         /// The block size.
         count: i64,
     },
+    /// What [`Command::ElectLeaders`] did to each partition: those it
+    /// named, in its order, or with `partitions: None` every partition, by
+    /// topic name then index.
+    Elections(Vec<Election>),
+}
+
+/// One partition's outcome of [`Command::ElectLeaders`].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Election {
+    /// The topic name.
+    pub topic: String,
+    /// The partition index.
+    pub partition: i32,
+    /// What happened.
+    pub outcome: ElectionOutcome,
+}
+
+/// How a partition's election ended, as Kafka's controller reports it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElectionOutcome {
+    /// A new leader was elected.
+    Elected,
+    /// The wanted leader leads already (preferred), or the partition has
+    /// a leader (unclean).
+    NotNeeded,
+    /// Preferred: the preferred replica is out of the ISR or fenced, and
+    /// no other replica had to take a leaderless partition.
+    PreferredLeaderNotAvailable,
+    /// Unclean: no replica of the leaderless partition is live.
+    EligibleLeadersNotAvailable,
+    /// No topic of that name.
+    UnknownTopic,
+    /// The topic has no partition of that index.
+    UnknownPartition,
+}
+
+impl ElectionOutcome {
+    /// The Kafka error code of the partition's result.
+    pub fn kafka_error_code(self) -> i16 {
+        match self {
+            ElectionOutcome::Elected => 0,
+            ElectionOutcome::UnknownTopic | ElectionOutcome::UnknownPartition => 3, // UNKNOWN_TOPIC_OR_PARTITION
+            ElectionOutcome::PreferredLeaderNotAvailable => 80, // PREFERRED_LEADER_NOT_AVAILABLE
+            ElectionOutcome::EligibleLeadersNotAvailable => 83, // ELIGIBLE_LEADERS_NOT_AVAILABLE
+            ElectionOutcome::NotNeeded => 84,                   // ELECTION_NOT_NEEDED
+        }
+    }
+}
+
+impl Election {
+    /// The error message of the partition's result in Kafka's words (its
+    /// controller sends the error's default message, or names the unknown
+    /// topic or partition); `None` for success.
+    pub fn message(&self) -> Option<String> {
+        let (topic, partition) = (&self.topic, self.partition);
+        match self.outcome {
+            ElectionOutcome::Elected => None,
+            ElectionOutcome::NotNeeded => {
+                Some("Leader election not needed for topic partition.".to_owned())
+            }
+            ElectionOutcome::PreferredLeaderNotAvailable => {
+                Some("The preferred leader was not available.".to_owned())
+            }
+            ElectionOutcome::EligibleLeadersNotAvailable => {
+                Some("Eligible topic partition leaders are not available.".to_owned())
+            }
+            ElectionOutcome::UnknownTopic => Some(format!("No such topic as {topic}")),
+            ElectionOutcome::UnknownPartition => {
+                Some(format!("No such partition as {topic}-{partition}"))
+            }
+        }
+    }
 }

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::client_quota::{self, ClientQuotas, QuotaAlteration};
 use crate::command::{Applied, Command};
+use crate::command::{Applied, Command, Election, ElectionOutcome};
 use crate::error::MetaError;
 use crate::model::{BrokerInfo, PartitionInfo, TopicInfo};
 use crate::placement;
@@ -151,7 +152,7 @@ impl MetadataImage {
             Command::FenceBroker { id } | Command::ControlledShutdown { id } => {
                 self.registered_broker(*id).map(|_| ())
             }
-            Command::ElectPreferredLeaders => Ok(()),
+            Command::ElectPreferredLeaders | Command::ElectLeaders { .. } => Ok(()),
             Command::CreateTopic {
                 name,
                 id,
@@ -352,6 +353,10 @@ impl MetadataImage {
                 }
                 Applied::Done
             }
+            Command::ElectLeaders {
+                unclean,
+                partitions,
+            } => Applied::Elections(self.elect_leaders(*unclean, partitions.as_deref())),
             Command::AllocateProducerIds { count } => {
                 let first = self.next_producer_id;
                 self.next_producer_id = first.saturating_add(*count);
@@ -589,6 +594,51 @@ impl MetadataImage {
                 p.partition_epoch = p.partition_epoch.saturating_add(1);
             }
         }
+    }
+
+    /// `ElectLeaders`: elects each partition named (every one for `None`)
+    /// in turn, so a partition named twice hears ELECTION_NOT_NEEDED the
+    /// second time.
+    fn elect_leaders(
+        &mut self,
+        unclean: bool,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Vec<Election> {
+        let wanted: Vec<(String, i32)> = match partitions {
+            Some(list) => list.to_vec(),
+            None => self
+                .partitions()
+                .map(|(t, p)| (t.name.clone(), p.partition))
+                .collect(),
+        };
+        let (brokers, fenced) = (&self.brokers, &self.fenced);
+        let live = |id: i32| brokers.contains_key(&id) && !fenced.contains(&id);
+        wanted
+            .into_iter()
+            .map(|(topic, partition)| {
+                let outcome = match self.topics.get_mut(&topic) {
+                    None => ElectionOutcome::UnknownTopic,
+                    Some(t) => match usize::try_from(partition)
+                        .ok()
+                        .and_then(|i| t.partitions.get_mut(i))
+                    {
+                        None => ElectionOutcome::UnknownPartition,
+                        Some(p) => match requested_election(p, unclean, live) {
+                            Ok((leader, isr)) => {
+                                change_partition(p, leader, isr);
+                                ElectionOutcome::Elected
+                            }
+                            Err(outcome) => outcome,
+                        },
+                    },
+                };
+                Election {
+                    topic,
+                    partition,
+                    outcome,
+                }
+            })
+            .collect()
     }
 
     /// `FenceBroker` and `ControlledShutdown`: the broker leaves every ISR
@@ -1145,6 +1195,53 @@ fn preferred_change(p: &PartitionInfo, fenced: &BTreeSet<i32>) -> Option<(i32, V
     let preferred = *p.replicas.first()?;
     (preferred != p.leader && p.isr.contains(&preferred) && !fenced.contains(&preferred))
         .then(|| (preferred, p.isr.clone()))
+}
+
+/// The leader and ISR an ElectLeaders request gives `p`, or why it
+/// changes nothing, as Kafka's controller decides (`electLeader` and
+/// `PartitionChangeBuilder`); `live` tells a registered, unfenced broker.
+///
+/// Preferred: not needed when the preferred replica leads; else it leads
+/// if in sync and live. If it cannot, a partition that has a leader keeps
+/// it (PREFERRED_LEADER_NOT_AVAILABLE), and a leaderless one gets the next
+/// in-sync live replica if there is one.
+///
+/// Unclean: not needed when the partition has a leader; else the first
+/// in-sync live replica (a clean election), else the first live replica
+/// with the ISR just itself (records it lacks are lost: the operator
+/// chose availability).
+fn requested_election(
+    p: &PartitionInfo,
+    unclean: bool,
+    live: impl Fn(i32) -> bool,
+) -> Result<(i32, Vec<i32>), ElectionOutcome> {
+    let in_sync = |r: i32| p.isr.contains(&r) && live(r);
+    if unclean {
+        if p.leader != -1 {
+            return Err(ElectionOutcome::NotNeeded);
+        }
+        if let Some(&leader) = p.replicas.iter().find(|r| in_sync(**r)) {
+            return Ok((leader, p.isr.clone()));
+        }
+        return match p.replicas.iter().find(|r| live(**r)) {
+            Some(&leader) => Ok((leader, vec![leader])),
+            None => Err(ElectionOutcome::EligibleLeadersNotAvailable),
+        };
+    }
+    let preferred = p.replicas.first().copied().unwrap_or(-1);
+    if preferred == p.leader {
+        return Err(ElectionOutcome::NotNeeded);
+    }
+    if in_sync(preferred) {
+        return Ok((preferred, p.isr.clone()));
+    }
+    if p.leader != -1 && in_sync(p.leader) {
+        return Err(ElectionOutcome::PreferredLeaderNotAvailable);
+    }
+    match p.replicas.iter().skip(1).find(|r| in_sync(**r)) {
+        Some(&leader) => Ok((leader, p.isr.clone())),
+        None => Err(ElectionOutcome::PreferredLeaderNotAvailable),
+    }
 }
 
 /// Sets a partition's leader and ISR, bumping each epoch once if its part

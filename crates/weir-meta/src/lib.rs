@@ -73,6 +73,7 @@ pub mod topic_name;
 
 pub use client_quota::{ClientQuotas, EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
 pub use command::{Applied, Command};
+pub use command::{Applied, Command, Election, ElectionOutcome};
 pub use error::MetaError;
 pub use image::MetadataImage;
 pub use model::{BrokerInfo, PartitionInfo, TopicInfo};

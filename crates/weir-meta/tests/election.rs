@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 
 use uuid::Uuid;
-use weir_meta::{BrokerInfo, Command, MetaError, MetadataImage};
+use weir_meta::{
+    Applied, BrokerInfo, Command, Election, ElectionOutcome, MetaError, MetadataImage,
+};
 
 fn broker(id: i32) -> Command {
     register(id, id as u128)
@@ -705,5 +707,269 @@ fn a_reassignment_that_adds_nothing_completes_at_once_and_one_can_be_cancelled()
             "{cmd:?}"
         );
         assert_eq!(image, before);
+    }
+}
+
+fn elect(unclean: bool, partitions: Option<&[(&str, i32)]>) -> Command {
+    Command::ElectLeaders {
+        unclean,
+        partitions: partitions.map(|list| list.iter().map(|(t, p)| (t.to_string(), *p)).collect()),
+    }
+}
+
+const PREFERRED: bool = false;
+const UNCLEAN: bool = true;
+const ALL_T: &[(&str, i32)] = &[("t", 0), ("t", 1), ("t", 2)];
+
+struct ElectionRow {
+    name: &'static str,
+    setup: Vec<Command>,
+    cmd: Command,
+    /// Per partition of the result: (topic, partition, Kafka error code).
+    outcomes: &'static [(&'static str, i32, i16)],
+    /// Topic "t" afterwards, partition by partition.
+    want: [State; 3],
+}
+
+fn election_rows() -> Vec<ElectionRow> {
+    let fresh: [State; 3] = [
+        (1, &[1, 2, 3], 0, 0),
+        (2, &[2, 3, 1], 0, 0),
+        (3, &[3, 1, 2], 0, 0),
+    ];
+    // Broker 1 fenced and back, not yet in sync anywhere.
+    let returned: [State; 3] = [(2, &[2, 3], 1, 1), (2, &[2, 3], 0, 1), (3, &[3, 2], 0, 1)];
+    // Broker 1 back in sync on p0 only, which broker 2 leads.
+    let p0_in_sync = || {
+        then(
+            base(),
+            &[fence(1), broker(1), alter(0, 2, 1, 1, &[2, 3, 1])],
+        )
+    };
+    let all_offline: [State; 3] = [(-1, &[1], 1, 3), (-1, &[1], 3, 3), (-1, &[1], 2, 3)];
+    vec![
+        ElectionRow {
+            name: "preferred: the in-sync preferred replica takes its partition back",
+            setup: p0_in_sync(),
+            cmd: elect(PREFERRED, Some(&[("t", 0)])),
+            outcomes: &[("t", 0, 0)],
+            want: [(1, &[2, 3, 1], 2, 3), returned[1], returned[2]],
+        },
+        ElectionRow {
+            name: "preferred, every partition: each one's outcome, in order",
+            setup: p0_in_sync(),
+            cmd: elect(PREFERRED, None),
+            outcomes: &[("t", 0, 0), ("t", 1, 84), ("t", 2, 84)],
+            want: [(1, &[2, 3, 1], 2, 3), returned[1], returned[2]],
+        },
+        ElectionRow {
+            name: "preferred: not needed where the preferred replica leads",
+            setup: base(),
+            cmd: elect(PREFERRED, Some(ALL_T)),
+            outcomes: &[("t", 0, 84), ("t", 1, 84), ("t", 2, 84)],
+            want: fresh,
+        },
+        ElectionRow {
+            name: "preferred: a live preferred replica out of the ISR is not available",
+            setup: then(base(), &[fence(1), broker(1)]),
+            cmd: elect(PREFERRED, Some(&[("t", 0)])),
+            outcomes: &[("t", 0, 80)],
+            want: returned,
+        },
+        ElectionRow {
+            name: "preferred: a fenced preferred replica is not available",
+            setup: then(base(), &[fence(1)]),
+            cmd: elect(PREFERRED, Some(&[("t", 0)])),
+            outcomes: &[("t", 0, 80)],
+            want: returned,
+        },
+        ElectionRow {
+            name: "preferred: never unclean, an offline partition stays offline",
+            setup: then(base(), &[fence(2), fence(3), fence(1), broker(3)]),
+            cmd: elect(PREFERRED, Some(ALL_T)),
+            outcomes: &[("t", 0, 80), ("t", 1, 80), ("t", 2, 80)],
+            want: all_offline,
+        },
+        ElectionRow {
+            name: "unknown topics and partitions; a partition named twice is elected once",
+            setup: p0_in_sync(),
+            cmd: elect(
+                PREFERRED,
+                Some(&[("u", 0), ("t", 3), ("t", -1), ("t", 0), ("t", 0)]),
+            ),
+            outcomes: &[
+                ("u", 0, 3),
+                ("t", 3, 3),
+                ("t", -1, 3),
+                ("t", 0, 0),
+                ("t", 0, 84),
+            ],
+            want: [(1, &[2, 3, 1], 2, 3), returned[1], returned[2]],
+        },
+        ElectionRow {
+            name: "unclean: the in-sync replicas are down, a live one out of sync leads alone",
+            setup: then(base(), &[fence(2), fence(3), fence(1), broker(3)]),
+            cmd: elect(UNCLEAN, Some(ALL_T)),
+            outcomes: &[("t", 0, 0), ("t", 1, 0), ("t", 2, 0)],
+            want: [(3, &[3], 2, 4), (3, &[3], 4, 4), (3, &[3], 3, 4)],
+        },
+        ElectionRow {
+            name: "unclean, every partition: the same",
+            setup: then(base(), &[fence(2), fence(3), fence(1), broker(3)]),
+            cmd: elect(UNCLEAN, None),
+            outcomes: &[("t", 0, 0), ("t", 1, 0), ("t", 2, 0)],
+            want: [(3, &[3], 2, 4), (3, &[3], 4, 4), (3, &[3], 3, 4)],
+        },
+        ElectionRow {
+            name: "unclean: not needed where the partition has a leader",
+            setup: then(base(), &[fence(1)]),
+            cmd: elect(UNCLEAN, Some(ALL_T)),
+            outcomes: &[("t", 0, 84), ("t", 1, 84), ("t", 2, 84)],
+            want: returned,
+        },
+        ElectionRow {
+            name: "unclean: no replica alive, no leader eligible",
+            setup: then(base(), &[fence(2), fence(3), fence(1)]),
+            cmd: elect(UNCLEAN, Some(ALL_T)),
+            outcomes: &[("t", 0, 83), ("t", 1, 83), ("t", 2, 83)],
+            want: all_offline,
+        },
+    ]
+}
+
+#[test]
+fn elect_leaders_table() {
+    let mut failures = Vec::new();
+    for row in election_rows() {
+        let mut image = MetadataImage::new();
+        for (i, cmd) in row.setup.iter().enumerate() {
+            image
+                .apply(cmd)
+                .unwrap_or_else(|e| panic!("{}: setup command {i} failed: {e}", row.name));
+        }
+        let index = image.applied_index();
+        let results = match image.apply(&row.cmd) {
+            Ok(Applied::Elections(results)) => results,
+            other => {
+                failures.push(format!("{}: {other:?}", row.name));
+                continue;
+            }
+        };
+        let got: Vec<(&str, i32, i16)> = results
+            .iter()
+            .map(|e| (e.topic.as_str(), e.partition, e.outcome.kafka_error_code()))
+            .collect();
+        if got != row.outcomes {
+            failures.push(format!(
+                "{}: outcomes\n  want {:?}\n  got  {got:?}",
+                row.name, row.outcomes
+            ));
+        }
+        let want: Vec<(i32, Vec<i32>, i32, i32)> = row
+            .want
+            .iter()
+            .map(|(l, isr, le, pe)| (*l, isr.to_vec(), *le, *pe))
+            .collect();
+        let state = state(&image);
+        if state != want {
+            failures.push(format!("{}:\n  want {want:?}\n  got  {state:?}", row.name));
+        }
+        if image.applied_index() != index + 1 {
+            failures.push(format!(
+                "{}: the applied index did not go up by one",
+                row.name
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "failing rows:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// The messages are Kafka's controller's: the error's own, or naming what
+/// is unknown; none on success.
+#[test]
+fn elect_leaders_messages() {
+    let mut image = MetadataImage::new();
+    for cmd in then(
+        base(),
+        &[fence(1), broker(1), alter(0, 2, 1, 1, &[2, 3, 1])],
+    ) {
+        image.apply(&cmd).unwrap();
+    }
+    let Applied::Elections(results) = image
+        .apply(&elect(
+            PREFERRED,
+            Some(&[("t", 0), ("t", 1), ("t", 9), ("nope", 0)]),
+        ))
+        .unwrap()
+    else {
+        panic!("not elections");
+    };
+    let messages: Vec<Option<String>> = results.iter().map(Election::message).collect();
+    assert_eq!(
+        messages,
+        [
+            None,
+            Some("Leader election not needed for topic partition.".to_owned()),
+            Some("No such partition as t-9".to_owned()),
+            Some("No such topic as nope".to_owned()),
+        ]
+    );
+    assert_eq!(results[0].outcome, ElectionOutcome::Elected);
+
+    let mut image = MetadataImage::new();
+    for cmd in then(base(), &[fence(2), fence(3), fence(1)]) {
+        image.apply(&cmd).unwrap();
+    }
+    for (unclean, message) in [
+        (PREFERRED, "The preferred leader was not available."),
+        (
+            UNCLEAN,
+            "Eligible topic partition leaders are not available.",
+        ),
+    ] {
+        let Applied::Elections(results) = image.apply(&elect(unclean, Some(&[("t", 1)]))).unwrap()
+        else {
+            panic!("not elections");
+        };
+        assert_eq!(results[0].message().as_deref(), Some(message));
+    }
+}
+
+/// A leaderless partition with a live in-sync replica (not reachable by
+/// fencing alone): a preferred election that cannot have the preferred
+/// replica, and an unclean one, both elect that replica cleanly.
+#[test]
+fn elect_leaders_fills_a_leaderless_partition_cleanly() {
+    let mut image = MetadataImage::new();
+    for cmd in base() {
+        image.apply(&cmd).unwrap();
+    }
+    let mut json = serde_json::to_value(&image).unwrap();
+    json["topics"]["t"]["partitions"][1]["leader"] = serde_json::json!(-1);
+    json["topics"]["t"]["partitions"][1]["isr"] = serde_json::json!([1, 3]);
+    let image: MetadataImage = serde_json::from_value(json).unwrap();
+    for unclean in [PREFERRED, UNCLEAN] {
+        let mut image = image.clone();
+        let applied = image.apply(&elect(unclean, Some(&[("t", 1)]))).unwrap();
+        let Applied::Elections(results) = applied else {
+            panic!("not elections");
+        };
+        assert_eq!(
+            results[0].outcome,
+            ElectionOutcome::Elected,
+            "unclean {unclean}"
+        );
+        let p1 = &image.topic("t").unwrap().partitions[1];
+        // Replica order [2, 3, 1]: 2 is out of sync, 3 is the first in sync.
+        assert_eq!(
+            (p1.leader, p1.isr.clone()),
+            (3, vec![1, 3]),
+            "unclean {unclean}"
+        );
+        assert_eq!((p1.leader_epoch, p1.partition_epoch), (1, 1));
     }
 }

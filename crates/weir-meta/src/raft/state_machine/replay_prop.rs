@@ -150,6 +150,9 @@ fn command() -> impl Strategy<Value = Command> {
         // some entities empty (rejected).
         2 => prop::collection::vec(quota_alteration(), 0..3)
             .prop_map(|alterations| Command::AlterClientQuotas { alterations }),
+        // Every partition, or some (unknown ones and repeats included).
+        2 => (any::<bool>(), prop::option::of(prop::collection::vec((name(), -1..4i32), 0..4)))
+            .prop_map(|(unclean, partitions)| Command::ElectLeaders { unclean, partitions }),
     ]
 }
 
