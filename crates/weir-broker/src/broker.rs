@@ -9,6 +9,7 @@ use parking_lot::{Mutex, RwLock};
 use weir_log::Clock;
 use weir_meta::{
     Applied, BrokerInfo, Command, MetaError, MetadataImage, QuotaAlteration, TopicInfo,
+    Applied, BrokerInfo, Command, Election, ElectionOutcome, MetaError, MetadataImage, TopicInfo,
 };
 
 use crate::client_quotas::{ClientQuotaManager, QuotaWindows};
@@ -1028,6 +1029,40 @@ impl Broker {
         self.submit(command, timeout_ms).await?;
         tracing::info!(topic, partition, "partition reassignment changed");
         Ok(())
+    }
+
+    /// Elects leaders of `partitions` (`None`: every partition), preferred
+    /// or unclean, as an ElectLeaders request asks; answered once committed
+    /// (within `timeout_ms`) with each partition's outcome.
+    pub async fn elect_leaders(
+        &self,
+        unclean: bool,
+        partitions: Option<Vec<(String, i32)>>,
+        timeout_ms: i32,
+    ) -> Result<Vec<Election>, BrokerError> {
+        let command = Command::ElectLeaders {
+            unclean,
+            partitions,
+        };
+        match self.submit(command, timeout_ms).await? {
+            Applied::Elections(elections) => {
+                for e in &elections {
+                    if e.outcome == ElectionOutcome::Elected {
+                        // Unclean elections may lose records: worth a line each.
+                        tracing::info!(
+                            topic = e.topic,
+                            partition = e.partition,
+                            unclean,
+                            "leader elected on request"
+                        );
+                    }
+                }
+                Ok(elections)
+            }
+            other => Err(BrokerError::Controller(MetadataError::Unavailable(
+                format!("the controller answered an election with {other:?}"),
+            ))),
+        }
     }
 
     /// Sends an ISR change this node's leadership of `partition` computed to

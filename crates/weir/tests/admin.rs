@@ -653,3 +653,60 @@ fn metadata_by_topic_id() {
         .collect();
     assert_eq!(names, vec!["by-id".to_owned()]);
 }
+
+/// ElectLeaders on one broker: every partition already has its preferred
+/// leader. v0 (no type) is a preferred election; an unknown type is
+/// INVALID_REQUEST on top and on every partition, as Kafka's controller
+/// answers; asked for every partition, topics are named with no partition.
+#[test]
+fn elect_leaders_types_and_versions() {
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    assert_eq!(create(&mut raw, topic("elect", 2, 1), false).0, 0);
+    let asked = Some(vec![TopicPartitions::default()
+        .with_topic(TopicName(StrBytes::from_static_str("elect")))
+        .with_partitions(vec![1, 0])]);
+    let request = |election_type: i8, asked: Option<Vec<TopicPartitions>>| {
+        ElectLeadersRequest::default()
+            .with_election_type(election_type)
+            .with_topic_partitions(asked)
+            .with_timeout_ms(10_000)
+    };
+    let results = common::raw::elections;
+    let not_needed = Some("Leader election not needed for topic partition.".to_owned());
+    let both_not_needed = vec![(
+        "elect".to_owned(),
+        vec![(1, 84, not_needed.clone()), (0, 84, not_needed)],
+    )];
+    for version in 0..=2 {
+        let r: ElectLeadersResponse =
+            raw.call(ApiKey::ElectLeaders, version, &request(0, asked.clone()));
+        assert_eq!(r.error_code, 0, "v{version}");
+        assert_eq!(results(&r), both_not_needed, "v{version}");
+    }
+    let r: ElectLeadersResponse = raw.call(ApiKey::ElectLeaders, 1, &request(1, asked.clone()));
+    assert_eq!(
+        results(&r),
+        both_not_needed,
+        "unclean: the partitions have leaders"
+    );
+
+    let r: ElectLeadersResponse = raw.call(ApiKey::ElectLeaders, 2, &request(2, asked.clone()));
+    let invalid = Some("Unknown election type 2".to_owned());
+    assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
+    assert_eq!(
+        results(&r),
+        vec![(
+            "elect".to_owned(),
+            vec![(1, 42, invalid.clone()), (0, 42, invalid)]
+        )]
+    );
+
+    let r: ElectLeadersResponse = raw.call(ApiKey::ElectLeaders, 2, &request(0, None));
+    assert_eq!(r.error_code, 0);
+    let all = results(&r);
+    assert!(all.contains(&("elect".to_owned(), Vec::new())), "{all:?}");
+    assert!(all.iter().all(|(_, p)| p.is_empty()), "{all:?}");
+}

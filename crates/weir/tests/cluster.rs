@@ -1,7 +1,7 @@
 //! Three `weir serve` processes forming one cluster on loopback: replica
 //! placement, clients following partition leaders, controller failover,
-//! fencing of a killed broker and its return, and the leadership handover
-//! of a clean shutdown.
+//! fencing of a killed broker and its return, the leadership handover
+//! of a clean shutdown, and operators' leader elections (ElectLeaders).
 
 mod common;
 
@@ -953,10 +953,12 @@ fn a_transaction_survives_its_coordinator_being_killed() {
 fn produce_goes_on_while_requests_wait_for_a_lost_controller_quorum() {
     use common::raw::Raw;
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     use kafka_protocol::messages::{
-        ApiKey, CreateTopicsRequest, CreateTopicsResponse, InitProducerIdRequest,
-        InitProducerIdResponse, MetadataRequest, MetadataResponse, TopicName,
+        ApiKey, CreateTopicsRequest, CreateTopicsResponse, ElectLeadersRequest,
+        ElectLeadersResponse, InitProducerIdRequest, InitProducerIdResponse, MetadataRequest,
+        MetadataResponse, TopicName,
     };
     use kafka_protocol::protocol::StrBytes;
     use weir_log::testing::BatchBuilder;
@@ -1044,6 +1046,28 @@ fn produce_goes_on_while_requests_wait_for_a_lost_controller_quorum() {
                 .with_replication_factor(1)]),
     );
     assert_eq!(created.topics[0].error_code, REQUEST_TIMED_OUT);
+    assert!(
+        waited.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        waited.elapsed()
+    );
+    // So does ElectLeaders: the error on top and on every partition.
+    let waited = Instant::now();
+    let elected: ElectLeadersResponse = metadata.call(
+        ApiKey::ElectLeaders,
+        2,
+        &ElectLeadersRequest::default()
+            .with_timeout_ms(500)
+            .with_topic_partitions(Some(vec![TopicPartitions::default()
+                .with_topic(TopicName(StrBytes::from_static_str("steady")))
+                .with_partitions(vec![0])])),
+    );
+    assert_eq!(elected.error_code, REQUEST_TIMED_OUT);
+    let result = &elected.replica_election_results[0].partition_result[0];
+    assert_eq!(
+        (result.error_code, &result.error_message),
+        (REQUEST_TIMED_OUT, &None)
+    );
     assert!(
         waited.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -1187,4 +1211,193 @@ fn a_fetch_sent_to_the_wrong_broker_names_the_leader() {
             assert_eq!(response.node_endpoints[0].node_id.0, leader);
         }
     }
+}
+
+/// ElectLeaders (v2) sent to `bootstrap`: preferred (type 0) or unclean
+/// (type 1), for `asked` (`None`: every partition); per topic in the
+/// answer, its partitions' (partition, error code, message).
+fn elect_leaders(
+    bootstrap: &str,
+    election_type: i8,
+    asked: Option<&[(&str, &[i32])]>,
+) -> common::raw::Elections {
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    use kafka_protocol::messages::{ApiKey, ElectLeadersRequest, ElectLeadersResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let topics = asked.map(|asked| {
+        asked
+            .iter()
+            .map(|(topic, partitions)| {
+                TopicPartitions::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                    .with_partitions(partitions.to_vec())
+            })
+            .collect()
+    });
+    let request = ElectLeadersRequest::default()
+        .with_election_type(election_type)
+        .with_topic_partitions(topics)
+        .with_timeout_ms(20_000);
+    let response: ElectLeadersResponse =
+        common::raw::Raw::connect(bootstrap).call(ApiKey::ElectLeaders, 2, &request);
+    assert_eq!(response.error_code, 0, "{response:?}");
+    common::raw::elections(&response)
+}
+
+const NOT_NEEDED: &str = "Leader election not needed for topic partition.";
+
+/// A broker stopped and started again rejoins the ISRs but leads nothing
+/// (the automatic rebalance is off); a preferred election gives it back its
+/// partitions, and then is not needed.
+#[test]
+fn elect_leaders_preferred_moves_leadership_back() {
+    let mut cluster = Cluster::start(&["--auto-leader-rebalance-enable", "false"]);
+    create_topic(&cluster.node(1).kafka, "pref", 3, 3);
+    let controller = cluster.controller(1) as i32;
+    let restarted = (1..=3).find(|id| *id != controller).unwrap();
+    let via = cluster.node(controller).kafka.clone();
+    let before = partitions(&via, "pref");
+    let preferred: Vec<i32> = (0..3)
+        .filter(|p| before[*p as usize].replicas[0] == restarted)
+        .collect();
+    assert!(!preferred.is_empty(), "{before:?}");
+    assert!(
+        before.iter().all(|v| v.leader == v.replicas[0]),
+        "{before:?}"
+    );
+
+    cluster.node_mut(restarted).restart(true);
+    let back = wait_until(
+        "the restarted broker back in every ISR",
+        Duration::from_secs(30),
+        || {
+            let views = partitions(&via, "pref");
+            views.iter().all(|v| v.isr.len() == 3).then_some(views)
+        },
+    );
+    assert!(
+        back.iter().all(|v| v.leader != restarted && v.leader >= 0),
+        "leadership stays elsewhere: {back:?}"
+    );
+
+    let all: &[(&str, &[i32])] = &[("pref", &[0, 1, 2])];
+    let elected = elect_leaders(&via, 0, Some(all));
+    let want: Vec<(i32, i16, Option<String>)> = (0..3)
+        .map(|p| match preferred.contains(&p) {
+            true => (p, 0, None),
+            false => (p, 84, Some(NOT_NEEDED.to_owned())),
+        })
+        .collect();
+    assert_eq!(elected, vec![("pref".to_owned(), want)]);
+    // Answered once committed: the broker that answered already shows it.
+    let after = partitions(&via, "pref");
+    assert!(after.iter().all(|v| v.leader == v.replicas[0]), "{after:?}");
+
+    let again = elect_leaders(&via, 0, Some(all));
+    let not_needed: Vec<(i32, i16, Option<String>)> = (0..3)
+        .map(|p| (p, 84, Some(NOT_NEEDED.to_owned())))
+        .collect();
+    assert_eq!(again, vec![("pref".to_owned(), not_needed)]);
+    // Every partition: each topic named, those not needing an election
+    // left out.
+    let everything = elect_leaders(&via, 0, None);
+    assert!(
+        everything.contains(&("pref".to_owned(), Vec::new())),
+        "{everything:?}"
+    );
+    assert!(
+        everything
+            .iter()
+            .all(|(_, partitions)| partitions.is_empty()),
+        "{everything:?}"
+    );
+
+    let unknown = elect_leaders(&via, 0, Some(&[("pref", &[7]), ("nope", &[0])]));
+    assert_eq!(
+        unknown,
+        vec![
+            (
+                "pref".to_owned(),
+                vec![(7, 3, Some("No such partition as pref-7".to_owned()))]
+            ),
+            (
+                "nope".to_owned(),
+                vec![(0, 3, Some("No such topic as nope".to_owned()))]
+            ),
+        ]
+    );
+}
+
+/// A partition whose in-sync replicas are all down stays without a leader
+/// when an out-of-sync replica returns; a preferred election cannot help,
+/// an unclean one elects that replica, alone in the ISR. With no replica
+/// live, no leader is eligible.
+#[test]
+fn elect_leaders_unclean_elects_a_live_replica_out_of_sync() {
+    let mut cluster = Cluster::start(&["--auto-leader-rebalance-enable", "false"]);
+    let controller = cluster.controller(1) as i32;
+    let others: Vec<i32> = (1..=3).filter(|id| *id != controller).collect();
+    let (in_sync, lagging) = (others[0], others[1]);
+    let via = cluster.node(controller).kafka.clone();
+    let placements: [(&str, &[&[i32]]); 2] = [
+        ("stranded", &[&[in_sync, lagging]]),
+        ("gone", &[&[in_sync]]),
+    ];
+    let topics: Vec<NewTopic> = placements
+        .iter()
+        .map(|(name, replicas)| NewTopic::new(name, 1, TopicReplication::Variable(replicas)))
+        .collect();
+    let created = common::cli::block_on(admin(&via).create_topics(&topics, &AdminOptions::new()))
+        .expect("create topics");
+    created.into_iter().for_each(|r| drop(r.expect("created")));
+    let view = |topic: &str| partitions(&via, topic)[0].clone();
+    wait_until("both replicas in sync", Duration::from_secs(20), || {
+        (view("stranded").isr.len() == 2).then_some(())
+    });
+
+    // The lagging replica goes first: fenced, it leaves the ISR. Then the
+    // last in-sync replica goes, and the lagging one comes back at once
+    // (two of the three controllers again) while nothing it could catch up
+    // from is up: once the in-sync replica is fenced, no leader.
+    cluster.node_mut(lagging).kill();
+    wait_until("the ISR to shrink", Duration::from_secs(30), || {
+        (view("stranded").isr == [in_sync]).then_some(())
+    });
+    cluster.node_mut(in_sync).kill();
+    cluster.node_mut(lagging).restart(false);
+    wait_until("no leader", Duration::from_secs(30), || {
+        (view("stranded").leader == -1).then_some(())
+    });
+    wait_until(
+        "the lagging broker registered",
+        Duration::from_secs(30),
+        || brokers(&via).contains(&lagging).then_some(()),
+    );
+    assert_eq!(view("stranded").leader, -1, "no clean leader");
+
+    let stranded: &[(&str, &[i32])] = &[("stranded", &[0])];
+    let preferred = elect_leaders(&via, 0, Some(stranded));
+    let unavailable = Some("The preferred leader was not available.".to_owned());
+    assert_eq!(
+        preferred,
+        vec![("stranded".to_owned(), vec![(0, 80, unavailable)])]
+    );
+
+    let unclean = elect_leaders(&via, 1, Some(stranded));
+    assert_eq!(unclean, vec![("stranded".to_owned(), vec![(0, 0, None)])]);
+    let after = view("stranded");
+    assert_eq!((after.leader, after.isr), (lagging, vec![lagging]));
+
+    let again = elect_leaders(&via, 1, Some(stranded));
+    assert_eq!(
+        again,
+        vec![(
+            "stranded".to_owned(),
+            vec![(0, 84, Some(NOT_NEEDED.to_owned()))]
+        )]
+    );
+    let gone = elect_leaders(&via, 1, Some(&[("gone", &[0])]));
+    let ineligible = Some("Eligible topic partition leaders are not available.".to_owned());
+    assert_eq!(gone, vec![("gone".to_owned(), vec![(0, 83, ineligible)])]);
+    assert_eq!(view("gone").leader, -1);
 }

@@ -225,6 +225,19 @@ fn every_advertised_version_answers() {
                     assert_eq!(r.error_code, 0, "{label}");
                     assert_eq!(r.responses[0].partitions[0].error_code, 0, "{label}");
                 }
+                ApiKey::ElectLeaders => {
+                    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+                    // One broker: its only replica leads already.
+                    let request = ElectLeadersRequest::default()
+                        .with_timeout_ms(5000)
+                        .with_topic_partitions(Some(vec![TopicPartitions::default()
+                            .with_topic(name("sweep"))
+                            .with_partitions(vec![0])]));
+                    let r: ElectLeadersResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                    let result = &r.replica_election_results[0].partition_result[0];
+                    assert_eq!(result.error_code, 84, "{label}");
+                }
                 ApiKey::ListPartitionReassignments => {
                     let request = ListPartitionReassignmentsRequest::default()
                         .with_timeout_ms(5000)

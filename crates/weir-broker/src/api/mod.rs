@@ -7,6 +7,7 @@ mod authorized_operations;
 mod client_quotas;
 mod cluster;
 mod configs;
+mod elect_leaders;
 mod fetch;
 mod fetch_response;
 mod groups;
@@ -54,6 +55,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::AlterPartitionReassignments, 0, 0),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::FindCoordinator, 0, 5),
     (ApiKey::OffsetCommit, 2, 9),
     (ApiKey::OffsetFetch, 1, 9),
@@ -206,6 +208,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
         ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
+        ApiKey::ElectLeaders => "ElectLeaders",
         ApiKey::Metadata => "Metadata",
         ApiKey::ApiVersions => "ApiVersions",
         ApiKey::CreateTopics => "CreateTopics",
@@ -285,6 +288,7 @@ pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
                 | ApiKey::AlterClientQuotas
                 | ApiKey::UpdateFeatures
                 | ApiKey::ListConfigResources
+                | ApiKey::ElectLeaders
         )
     )
 }
@@ -368,6 +372,10 @@ pub(crate) fn dispatch(
         ApiKey::AlterPartitionReassignments => {
             let altered = reassignments::alter(broker, decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+        }
+        ApiKey::ElectLeaders => {
+            let elected = elect_leaders::elect_leaders(broker, version, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&elected.await)) }))
         }
         ApiKey::ListPartitionReassignments => Reply::Now(Some(ctx.respond(&reassignments::list(
             &broker,

@@ -208,3 +208,25 @@ impl Raw {
         response.topics[0].partitions[0].error_code
     }
 }
+
+/// Per topic of an ElectLeaders answer, its partitions' (partition, error
+/// code, error message).
+pub type Elections = Vec<(String, Vec<(i32, i16, Option<String>)>)>;
+
+pub fn elections(response: &kafka_protocol::messages::ElectLeadersResponse) -> Elections {
+    response
+        .replica_election_results
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partition_result
+                .iter()
+                .map(|p| {
+                    let message = p.error_message.as_ref().map(|m| m.to_string());
+                    (p.partition_id, p.error_code, message)
+                })
+                .collect();
+            (t.topic.0.to_string(), partitions)
+        })
+        .collect()
+}
