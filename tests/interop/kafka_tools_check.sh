@@ -27,6 +27,8 @@
 #   kafka-delete-records    DeleteRecordsCommand
 #   kafka-transactions      TransactionsCommand: list, describe
 #   kafka-reassign-partitions ReassignPartitionsCommand: --list, --verify
+#   kafka-leader-election   LeaderElectionCommand: preferred (all partitions,
+#                           one partition, an unknown one), unclean
 #   kafka-metadata-quorum   MetadataQuorumCommand: describe --status / --replication
 #   kafka-broker-api-versions BrokerApiVersionsCommand
 #   kafka-features          FeatureCommand: describe, upgrade (the finalized
@@ -34,7 +36,6 @@
 #   kafka-client-metrics    ClientMetricsCommand: --list, --describe (none)
 #
 # Not run, as Weir does not serve the APIs they need yet:
-#   kafka-leader-election   ElectLeaders (43)
 #   kafka-log-dirs          DescribeLogDirs (35)
 #   kafka-reassign-partitions --generate / --execute: DescribeLogDirs (35)
 set -uo pipefail
@@ -434,6 +435,38 @@ tool reassign-verify reassign.ReassignPartitionsCommand --bootstrap-server "$B" 
   --verify --preserve-throttles
 expect "kafka-reassign-partitions --verify" $? \
   "^Reassignment of partition $TOPIC-0 is completed\.$" "^Reassignment of partition $TOPIC-1 is completed\.$"
+
+# ---------------------------------------------------------------- kafka-leader-election
+
+# One broker: every partition is led by its preferred (only) replica.
+# Asked for every partition, Kafka's controller leaves out those that need
+# no election, so the tool has nothing to print.
+L=LeaderElectionCommand
+tool elect-preferred-all "$L" --bootstrap-server "$B" --election-type preferred --all-topic-partitions
+status=$?
+if ((status == 0)) && ! grep -Eq 'Successfully completed|Valid replica already elected|Error completing' "$out"; then
+  pass "kafka-leader-election --election-type preferred --all-topic-partitions: nothing to elect"
+else
+  fail "kafka-leader-election --election-type preferred --all-topic-partitions: nothing to elect" "exit $status"
+  show <"$out"
+fi
+
+tool elect-preferred-one "$L" --bootstrap-server "$B" --election-type preferred --topic "$TOPIC" --partition 0
+expect "kafka-leader-election --election-type preferred --topic --partition" $? \
+  "^Valid replica already elected for partitions $TOPIC-0$"
+
+tool elect-unclean-one "$L" --bootstrap-server "$B" --election-type unclean --topic "$TOPIC" --partition 1
+expect "kafka-leader-election --election-type unclean: the partition has a leader" $? \
+  "^Valid replica already elected for partitions $TOPIC-1$"
+
+tool elect-unknown "$L" --bootstrap-server "$B" --election-type preferred --topic "$TOPIC" --partition 9
+status=$?
+if ((status != 0)) && grep -Eq "^Error completing leader election \(PREFERRED\) for partition: $TOPIC-9: org\.apache\.kafka\.common\.errors\.UnknownTopicOrPartitionException: No such partition as $TOPIC-9$" "$out"; then
+  pass "kafka-leader-election of an unknown partition fails: no such partition"
+else
+  fail "kafka-leader-election of an unknown partition fails: no such partition" "exit $status"
+  show <"$out"
+fi
 
 # ---------------------------------------------------------------- cluster
 
