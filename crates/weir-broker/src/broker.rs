@@ -8,8 +8,8 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use weir_log::Clock;
 use weir_meta::{
-    Applied, BrokerInfo, Command, MetaError, MetadataImage, QuotaAlteration, TopicInfo,
-    Applied, BrokerInfo, Command, Election, ElectionOutcome, MetaError, MetadataImage, TopicInfo,
+    Applied, BrokerInfo, Command, Election, ElectionOutcome, MetaError, MetadataImage,
+    QuotaAlteration, TopicInfo,
 };
 
 use crate::client_quotas::{ClientQuotaManager, QuotaWindows};

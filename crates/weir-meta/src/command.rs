@@ -134,6 +134,7 @@ pub enum Command {
     AlterClientQuotas {
         /// The changes, at most one per entity.
         alterations: Vec<QuotaAlteration>,
+    },
     /// An ElectLeaders request: a preferred election moves each partition's
     /// leadership to its preferred replica (the first) when that one is in
     /// sync and not fenced; an unclean election gives a leaderless

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::client_quota::{self, ClientQuotas, QuotaAlteration};
-use crate::command::{Applied, Command};
 use crate::command::{Applied, Command, Election, ElectionOutcome};
 use crate::error::MetaError;
 use crate::model::{BrokerInfo, PartitionInfo, TopicInfo};

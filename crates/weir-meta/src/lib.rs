@@ -72,7 +72,6 @@ pub mod topic_config;
 pub mod topic_name;
 
 pub use client_quota::{ClientQuotas, EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
-pub use command::{Applied, Command};
 pub use command::{Applied, Command, Election, ElectionOutcome};
 pub use error::MetaError;
 pub use image::MetadataImage;

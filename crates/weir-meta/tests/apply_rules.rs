@@ -975,7 +975,10 @@ fn user_and_client(user: &str, client_id: Option<&str>) -> QuotaEntity {
     }
 }
 
-fn quotas(changes: &[(QuotaEntity, &[(&str, f64)], &[&str])]) -> Command {
+/// An entity, the quotas set on it and the quotas removed.
+type QuotaChange<'a> = (QuotaEntity, &'a [(&'a str, f64)], &'a [&'a str]);
+
+fn quotas(changes: &[QuotaChange]) -> Command {
     Command::AlterClientQuotas {
         alterations: changes
             .iter()
