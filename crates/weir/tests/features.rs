@@ -90,6 +90,7 @@ fn update_features(
 fn update_features_accepts_only_the_finalized_levels() {
     let weir = Weir::start(&[]);
     let mut raw = Raw::connect(&weir.kafka);
+    wait_for_producer_ids(&mut raw);
     let before = features(&mut raw, 4);
 
     // v0 has neither upgrade types nor validate_only.
@@ -193,6 +194,26 @@ fn update_features_accepts_only_the_finalized_levels() {
         after.finalized_features_epoch, before.finalized_features_epoch,
         "nothing was written"
     );
+}
+
+/// Waits until the broker holds its first block of producer ids: the last
+/// metadata change a new broker makes by itself, which would move the
+/// finalized features' epoch.
+fn wait_for_producer_ids(raw: &mut Raw) {
+    for _ in 0..200 {
+        let init: InitProducerIdResponse = raw.call(
+            ApiKey::InitProducerId,
+            1,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000),
+        );
+        if init.error_code == 0 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("no producer ids");
 }
 
 fn list_config_resources(raw: &mut Raw, version: i16, types: &[i8]) -> ListConfigResourcesResponse {

@@ -758,6 +758,30 @@ fn every_advertised_version_answers() {
                         "{label}"
                     );
                 }
+                ApiKey::DescribeClientQuotas => {
+                    let r: DescribeClientQuotasResponse =
+                        raw.call(key, version, &DescribeClientQuotasRequest::default());
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert!(r.entries.is_some_and(|e| e.is_empty()), "{label}");
+                }
+                ApiKey::AlterClientQuotas => {
+                    use kafka_protocol::messages::alter_client_quotas_request::{
+                        EntityData, EntryData, OpData,
+                    };
+                    // Validated only: the quota is not kept.
+                    let request = AlterClientQuotasRequest::default()
+                        .with_validate_only(true)
+                        .with_entries(vec![EntryData::default()
+                            .with_entity(vec![EntityData::default()
+                                .with_entity_type(StrBytes::from_static_str("client-id"))
+                                .with_entity_name(None)])
+                            .with_ops(vec![OpData::default()
+                                .with_key(StrBytes::from_static_str("consumer_byte_rate"))
+                                .with_value(1e6)])]);
+                    let r: AlterClientQuotasResponse = raw.call(key, version, &request);
+                    assert_eq!(r.entries[0].error_code, 0, "{label}");
+                    assert_eq!(r.entries[0].error_message, None, "{label}");
+                }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }
             checked += 1;

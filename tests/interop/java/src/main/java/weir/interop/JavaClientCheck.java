@@ -62,6 +62,10 @@ import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.GroupNotEmptyException;
+import org.apache.kafka.common.quota.ClientQuotaAlteration;
+import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.quota.ClientQuotaFilter;
+import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
 import org.apache.kafka.common.errors.InvalidUpdateVersionException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
@@ -79,7 +83,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       accepted, group.version 1 refused); createTopics with configs, with replication factor -1
  *       and with both counts left to the broker, and an existing topic; listTopics; describeTopics
  *       by name and by id; listConfigResources; describeConfigs and incrementalAlterConfigs (SET,
- *       DELETE, APPEND, SUBTRACT); createPartitions.
+ *       DELETE, APPEND, SUBTRACT); createPartitions; alterClientQuotas and describeClientQuotas,
+ *       with a producer over its byte rate seeing throttle times.
  *   <li>An idempotent producer (acks=all) writes keyed records to a multi-partition topic; a
  *       classic consumer group reads exactly those records, each partition in order, and commits;
  *       a new consumer of the group resumes from the commits; describeConsumerGroups while it is a
@@ -150,6 +155,7 @@ public final class JavaClientCheck {
       checks.run("admin: incrementalAlterConfigs", this::incrementalAlterConfigs);
       checks.run("admin: createPartitions", this::createPartitions);
       checks.run("admin: listOffsets and deleteRecords", this::listOffsetsAndDeleteRecords);
+      checks.run("admin: client quotas, and a producer over its quota throttled", this::clientQuotas);
       boolean wrote = checks.run("idempotent producer: keyed records, acks=all", this::produceOrders);
       if (wrote) {
         boolean read = checks.run("consumer group: reads every record once, in order, commits", this::consumeOrders);
@@ -379,6 +385,46 @@ public final class JavaClientCheck {
    * Every type (none given): the broker and every topic; CLIENT_METRICS and GROUP: none, as Weir has
    * no client-metrics subscriptions or group configs; BROKER_LOGGER refused.
    */
+  /**
+   * A client-id quota set, described and removed; meanwhile a producer of that client id that
+   * sends half again its quota's burst allowance (ten windows' worth) is throttled.
+   */
+  private void clientQuotas() throws Exception {
+    String clientId = "java-throttled";
+    ClientQuotaEntity entity = new ClientQuotaEntity(Map.of(ClientQuotaEntity.CLIENT_ID, clientId));
+    ClientQuotaFilter filter =
+        ClientQuotaFilter.containsOnly(List.of(ClientQuotaFilterComponent.ofEntity(ClientQuotaEntity.CLIENT_ID, clientId)));
+    admin
+        .alterClientQuotas(List.of(new ClientQuotaAlteration(entity, List.of(new ClientQuotaAlteration.Op("producer_byte_rate", 10_000.0)))))
+        .all()
+        .get();
+    expectEq(
+        admin.describeClientQuotas(filter).entities().get(),
+        Map.of(entity, Map.of("producer_byte_rate", 10_000.0)),
+        "described quotas");
+    Properties props = producerProps();
+    props.put(ProducerConfig.CLIENT_ID_CONFIG, clientId);
+    try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
+      String value = "x".repeat(1000);
+      for (int i = 0; i < 150; i++) {
+        producer.send(new ProducerRecord<>(DEFAULTS_TOPIC, value));
+      }
+      producer.flush();
+      double throttled =
+          producer.metrics().entrySet().stream()
+              .filter(e -> e.getKey().name().equals("produce-throttle-time-max"))
+              .mapToDouble(e -> ((Number) e.getValue().metricValue()).doubleValue())
+              .max()
+              .orElse(0);
+      expect(throttled > 0, "produce-throttle-time-max " + throttled);
+    }
+    admin
+        .alterClientQuotas(List.of(new ClientQuotaAlteration(entity, List.of(new ClientQuotaAlteration.Op("producer_byte_rate", null)))))
+        .all()
+        .get();
+    expect(admin.describeClientQuotas(filter).entities().get().isEmpty(), "the quota is removed");
+  }
+
   private void listConfigResources() throws Exception {
     Collection<ConfigResource> all = admin.listConfigResources().all().get();
     Set<String> topics =
