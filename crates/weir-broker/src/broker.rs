@@ -75,6 +75,8 @@ pub enum BrokerError {
         #[source]
         source: weir_log::LogError,
     },
+    #[error(transparent)]
+    LogDirs(#[from] crate::log_dirs::LogDirsError),
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -160,6 +162,9 @@ impl Broker {
         };
         std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
         let cluster_id = load_cluster_id(&config.data_dir)?;
+        // Before joining the cluster: a partition found twice stops the
+        // start.
+        let log_dirs = crate::log_dirs::LogDirs::open(&config.partition_log_dirs())?;
         let controller_dir = config.data_dir.join("controller");
         let listener = std::net::TcpListener::bind(config.controller_listen).map_err(io(
             std::path::Path::new(&config.controller_listen.to_string()),
@@ -204,6 +209,7 @@ impl Broker {
             config.node_id,
             config.log_max_open_files,
             &config.data_dir,
+            log_dirs,
             clock.clone(),
         );
         replicas.reconcile(&current.config, &image);
@@ -711,6 +717,11 @@ impl Broker {
     /// The replicas of `topic` hosted here.
     pub fn partitions_of(&self, topic: &str) -> Vec<Arc<Partition>> {
         self.replicas.of_topic(topic)
+    }
+
+    /// The directories of the partition logs (`log.dirs`).
+    pub fn log_dirs(&self) -> &crate::log_dirs::LogDirs {
+        self.replicas.log_dirs()
     }
 
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {

@@ -454,7 +454,8 @@ pub const STARTUP_CONFIGS: &[BrokerConfigDef] = &[
         default: "",
         config_type: ConfigType::String,
         dynamic: false,
-        doc: "The directory of the partition logs and the metadata (--data-dir); null: log.dir",
+        doc: "The directories of the partition logs, comma-separated (--log-dirs); null: the \
+              data directory (--data-dir), which also holds the metadata",
     },
     BrokerConfigDef {
         name: "log.dir",
@@ -526,6 +527,9 @@ impl From<ConfigError> for weir_meta::MetaError {
 pub struct BrokerConfig {
     pub node_id: i32,
     pub data_dir: PathBuf,
+    /// `log.dirs`: the directories of the partition logs; empty for the
+    /// data directory alone.
+    pub log_dirs: Vec<PathBuf>,
     pub listen: SocketAddr,
     /// Host and port clients are told to connect to.
     pub advertised_host: String,
@@ -634,6 +638,7 @@ impl BrokerConfig {
         Ok(Self {
             node_id,
             data_dir,
+            log_dirs: Vec::new(),
             listen,
             advertised_host,
             advertised_port,
@@ -856,6 +861,7 @@ impl BrokerConfig {
             self.http_listen,
             &values,
         )?;
+        config.log_dirs = self.log_dirs.clone();
         config.controller_listen = self.controller_listen;
         config.controllers = self.controllers.clone();
         config.is_controller = self.is_controller;
@@ -966,10 +972,27 @@ impl BrokerConfig {
                     .collect();
                 voters.join(",")
             }),
-            "log.dirs" => given.then(|| self.data_dir.display().to_string()),
+            "log.dirs" => given.then(|| {
+                let dirs: Vec<String> = self
+                    .partition_log_dirs()
+                    .iter()
+                    .map(|dir| dir.display().to_string())
+                    .collect();
+                dirs.join(",")
+            }),
             _ => Some(def.default.to_owned()),
         };
         Some((value, source))
+    }
+
+    /// The directories of the partition logs: `log.dirs`, else the data
+    /// directory.
+    pub fn partition_log_dirs(&self) -> Vec<PathBuf> {
+        if self.log_dirs.is_empty() {
+            vec![self.data_dir.clone()]
+        } else {
+            self.log_dirs.clone()
+        }
     }
 
     /// The settings of this node's controller.

@@ -15,6 +15,7 @@ use weir_log::storage::{FsStorage, Storage};
 use weir_log::{Clock, LogError};
 
 use crate::high_watermarks::HighWatermarks;
+use crate::log_dirs::LogDirs;
 
 use parking_lot::{Mutex, RwLock};
 use weir_meta::{MetadataImage, PartitionInfo, TopicInfo};
@@ -80,6 +81,7 @@ pub struct ReplicaManager {
     /// descriptors, and the broker's clock.
     env: LogEnv,
     high_watermarks: HighWatermarks,
+    log_dirs: LogDirs,
 }
 
 impl ReplicaManager {
@@ -87,11 +89,13 @@ impl ReplicaManager {
         node_id: i32,
         max_open_files: usize,
         data_dir: &Path,
+        log_dirs: LogDirs,
         clock: Arc<dyn Clock>,
     ) -> Self {
         let storage: Arc<dyn Storage> = Arc::new(FsStorage::with_open_file_limit(max_open_files));
         Self {
             high_watermarks: HighWatermarks::load(storage.clone(), data_dir),
+            log_dirs,
             env: LogEnv { storage, clock },
             node_id,
             fetchers: ReplicaFetchers::new(node_id),
@@ -215,7 +219,7 @@ impl ReplicaManager {
                 .collect()
         };
         for (name, partitions) in gone {
-            remove_data(&*self.env.storage, partitions);
+            self.remove_data(partitions);
             tracing::info!(topic = name, "removed the data of a deleted topic");
             outcome.removed_topics.push(name);
         }
@@ -280,7 +284,7 @@ impl ReplicaManager {
                 Some(partition) => partition.clone(),
                 None => match Partition::open_in(
                     &self.env,
-                    &config.data_dir,
+                    &self.log_dirs.place(&topic.name, p.partition),
                     &topic.name,
                     topic.id,
                     p.partition,
@@ -340,7 +344,27 @@ impl ReplicaManager {
                 partitions: opened,
             },
         );
-        remove_data(&*self.env.storage, removed);
+        self.remove_data(removed);
+    }
+
+    /// The log directories.
+    pub fn log_dirs(&self) -> &LogDirs {
+        &self.log_dirs
+    }
+
+    /// Deletes the directories of partitions no longer hosted here.
+    fn remove_data(&self, partitions: Vec<Arc<Partition>>) {
+        for partition in partitions {
+            let dir = partition.log().dir().to_owned();
+            let (topic, index) = (partition.topic.clone(), partition.index);
+            drop(partition);
+            match self.env.storage.remove_dir_all(&dir) {
+                Ok(()) => self.log_dirs.forget(&topic, index),
+                Err(error) => {
+                    tracing::warn!(dir = %dir.display(), %error, "could not remove partition data")
+                }
+            }
+        }
     }
 
     /// Takes every partition out, for a clean shutdown.
@@ -378,15 +402,4 @@ pub(crate) fn take_leadership(
     });
     let before = partition.take_leadership(state, leading);
     (before, state)
-}
-
-/// Deletes the directories of partitions no longer hosted here.
-fn remove_data(storage: &dyn Storage, partitions: Vec<Arc<Partition>>) {
-    for partition in partitions {
-        let dir = partition.log().dir().to_owned();
-        drop(partition);
-        if let Err(error) = storage.remove_dir_all(&dir) {
-            tracing::warn!(dir = %dir.display(), %error, "could not remove partition data");
-        }
-    }
 }

@@ -18,6 +18,11 @@ pub(crate) struct ServeArgs {
     /// Where partition logs and metadata live.
     #[arg(long, env = "WEIR_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// The directories of the partition logs, comma-separated (Kafka's
+    /// `log.dirs`); a new partition goes to the one holding the fewest
+    /// (default: the data directory).
+    #[arg(long, env = "WEIR_LOG_DIRS", value_name = "DIR,...")]
+    log_dirs: Option<String>,
     /// Kafka listener address.
     #[arg(long, env = "WEIR_LISTEN")]
     listen: Option<SocketAddr>,
@@ -91,6 +96,7 @@ fn read_config_file(path: &PathBuf) -> anyhow::Result<BTreeMap<String, String>> 
 
 struct Settings {
     data_dir: PathBuf,
+    log_dirs: Vec<PathBuf>,
     listen: SocketAddr,
     advertised: Option<(String, u16)>,
     http_listen: SocketAddr,
@@ -102,6 +108,20 @@ struct Settings {
     /// The Kafka names of the startup configs given explicitly (see
     /// `BrokerConfig::startup_given`).
     given: BTreeSet<&'static str>,
+}
+
+/// `log.dirs`: directories separated by commas, as Kafka reads them.
+fn parse_log_dirs(value: &str) -> anyhow::Result<Vec<PathBuf>> {
+    let dirs: Vec<PathBuf> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    if dirs.is_empty() {
+        bail!("log-dirs: give at least one directory, or leave it unset for the data directory");
+    }
+    Ok(dirs)
 }
 
 /// `1@host:9093,2@host:9093`: controller ids and addresses.
@@ -141,8 +161,16 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
     let data_dir = args
         .data_dir
         .or_else(|| take("data-dir").map(PathBuf::from));
-    note(&["log.dirs"], data_dir.is_some());
+    let log_dirs = args
+        .log_dirs
+        .or_else(|| take("log-dirs"))
+        .or_else(|| take("log.dirs"));
+    note(&["log.dirs"], data_dir.is_some() || log_dirs.is_some());
     let data_dir = data_dir.unwrap_or_else(|| PathBuf::from("./weir-data"));
+    let log_dirs = match log_dirs {
+        Some(value) => parse_log_dirs(&value)?,
+        None => Vec::new(),
+    };
     let parse_addr = |value: Option<String>, key: &str| -> anyhow::Result<Option<SocketAddr>> {
         value
             .map(|v| {
@@ -223,6 +251,7 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
     }
     Ok(Settings {
         data_dir,
+        log_dirs,
         listen,
         advertised,
         http_listen,
@@ -313,6 +342,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         http_addr,
         &settings.kafka,
     )?;
+    config.log_dirs = settings.log_dirs;
     config.controller_listen = settings.controller_listen;
     config.controllers = settings.controllers;
     config.is_controller = settings.roles.controller;

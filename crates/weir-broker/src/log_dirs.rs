@@ -1,0 +1,234 @@
+//! The directories partition logs live in (`log.dirs`): each holds whole
+//! partitions, `<topic>-<partition>/`, and a new replica goes to the one
+//! with the fewest partitions, as Kafka's `LogManager.nextLogDirs` chooses.
+//!
+//! Where each partition lives is learnt once, at start, by listing every
+//! directory; after that the broker itself is the only one to create or
+//! delete partition directories, so it keeps the map up to date.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogDirsError {
+    #[error("log directory {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "partition {topic}-{partition} is in two log directories, {first} and {second}; \
+         remove the stale copy and start again"
+    )]
+    InTwoDirs {
+        topic: String,
+        partition: i32,
+        first: String,
+        second: String,
+    },
+    #[error("log.dirs names {0} twice")]
+    Repeated(String),
+}
+
+/// The log directories and which of them holds each partition.
+pub struct LogDirs {
+    /// Absolute paths, in the order `log.dirs` gives them.
+    dirs: Vec<PathBuf>,
+    /// Partition → index in `dirs`: those found at start and those placed
+    /// since, until their data is removed.
+    placed: Mutex<HashMap<(String, i32), usize>>,
+}
+
+/// What [`LogDirs::usage`] finds of one directory.
+#[derive(Debug)]
+pub struct DirUsage {
+    pub path: PathBuf,
+    /// The volume's total and usable bytes, or why the directory cannot be
+    /// read.
+    pub space: io::Result<(u64, u64)>,
+}
+
+impl LogDirs {
+    /// Creates the directories that are missing and finds the partitions
+    /// in them. A partition in two directories is an error: which copy is
+    /// current cannot be told, and serving either could lose data.
+    pub fn open(dirs: &[PathBuf]) -> Result<Self, LogDirsError> {
+        let mut absolute: Vec<PathBuf> = Vec::with_capacity(dirs.len());
+        for dir in dirs {
+            let path = std::path::absolute(dir).map_err(io_error(dir))?;
+            if absolute.contains(&path) {
+                return Err(LogDirsError::Repeated(path.display().to_string()));
+            }
+            absolute.push(path);
+        }
+        let mut placed: HashMap<(String, i32), usize> = HashMap::new();
+        for (index, dir) in absolute.iter().enumerate() {
+            std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+            for entry in std::fs::read_dir(dir).map_err(io_error(dir))? {
+                let entry = entry.map_err(io_error(dir))?;
+                let Some(key) = entry.file_name().to_str().and_then(partition_of) else {
+                    continue;
+                };
+                if !entry.file_type().map_err(io_error(dir))?.is_dir() {
+                    continue;
+                }
+                if let Some(first) = placed.insert(key.clone(), index) {
+                    return Err(LogDirsError::InTwoDirs {
+                        topic: key.0,
+                        partition: key.1,
+                        first: absolute[first].display().to_string(),
+                        second: dir.display().to_string(),
+                    });
+                }
+            }
+        }
+        Ok(Self {
+            dirs: absolute,
+            placed: Mutex::new(placed),
+        })
+    }
+
+    /// The directories, absolute, in configured order.
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    /// The directory that holds, or is to hold, the partition's log: where
+    /// it was found, else the directory with the fewest partitions (the
+    /// first of those in `log.dirs` order on a tie), which is then counted
+    /// as holding it.
+    pub fn place(&self, topic: &str, partition: i32) -> PathBuf {
+        let mut placed = self.placed.lock();
+        if let Some(&index) = placed.get(&(topic.to_owned(), partition)) {
+            return self.dirs[index].clone();
+        }
+        let mut counts = vec![0usize; self.dirs.len()];
+        for &index in placed.values() {
+            counts[index] += 1;
+        }
+        let index = (0..self.dirs.len())
+            .min_by_key(|&i| counts[i])
+            .expect("log.dirs is never empty");
+        placed.insert((topic.to_owned(), partition), index);
+        self.dirs[index].clone()
+    }
+
+    /// Forgets the partition, whose data has been removed.
+    pub fn forget(&self, topic: &str, partition: i32) {
+        self.placed.lock().remove(&(topic.to_owned(), partition));
+    }
+
+    /// Each directory's volume, or why it cannot be read. Reads the file
+    /// system: call it off the runtime's workers.
+    pub fn usage(&self) -> Vec<DirUsage> {
+        self.dirs
+            .iter()
+            .map(|path| DirUsage {
+                path: path.clone(),
+                space: space_of(path),
+            })
+            .collect()
+    }
+}
+
+/// The directory of a partition's log in `dir`.
+pub fn partition_dir(dir: &Path, topic: &str, partition: i32) -> PathBuf {
+    dir.join(format!("{topic}-{partition}"))
+}
+
+/// The topic and partition a directory named `<topic>-<partition>` holds;
+/// `None` for other names (the controller's directory, Kafka's `-delete`
+/// and `-future` suffixes).
+fn partition_of(name: &str) -> Option<(String, i32)> {
+    let (topic, partition) = name.rsplit_once('-')?;
+    // Digits only, without a leading zero, so that the name is the one
+    // this partition's directory would get.
+    let canonical = partition.bytes().all(|b| b.is_ascii_digit())
+        && (partition == "0" || !partition.starts_with('0'));
+    if topic.is_empty() || !canonical {
+        return None;
+    }
+    Some((topic.to_owned(), partition.parse().ok()?))
+}
+
+/// The directory is readable, and its volume's total and usable bytes, as
+/// Java's `FileStore.getTotalSpace` and `getUsableSpace` report them.
+fn space_of(path: &Path) -> io::Result<(u64, u64)> {
+    std::fs::read_dir(path)?;
+    let stat = nix::sys::statvfs::statvfs(path).map_err(io::Error::from)?;
+    let fragment = stat.fragment_size() as u64;
+    Ok((
+        (stat.blocks() as u64).saturating_mul(fragment),
+        (stat.blocks_available() as u64).saturating_mul(fragment),
+    ))
+}
+
+fn io_error(path: &Path) -> impl Fn(io::Error) -> LogDirsError {
+    let path = path.display().to_string();
+    move |source| LogDirsError::Io {
+        path: path.clone(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_names() {
+        assert_eq!(partition_of("orders-0"), Some(("orders".into(), 0)));
+        assert_eq!(partition_of("a-b-12"), Some(("a-b".into(), 12)));
+        assert_eq!(partition_of("controller"), None);
+        assert_eq!(partition_of("meta"), None);
+        assert_eq!(partition_of("-3"), None);
+        assert_eq!(partition_of("t-+3"), None);
+        assert_eq!(partition_of("t-03"), None);
+        assert_eq!(partition_of("t-0.abc-delete"), None);
+    }
+
+    #[test]
+    fn new_replicas_go_to_the_directory_with_the_fewest_partitions() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::create_dir_all(a.join("t-0")).unwrap();
+        std::fs::create_dir_all(a.join("t-1")).unwrap();
+        let dirs = LogDirs::open(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(dirs.place("t", 0), a);
+        assert_eq!(dirs.place("u", 0), b);
+        assert_eq!(dirs.place("u", 1), b);
+        // Tied: the first in log.dirs order.
+        assert_eq!(dirs.place("u", 2), a);
+        dirs.forget("t", 0);
+        dirs.forget("t", 1);
+        assert_eq!(dirs.place("u", 3), a);
+    }
+
+    #[test]
+    fn a_partition_in_two_directories_names_both() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::create_dir_all(a.join("t-0")).unwrap();
+        std::fs::create_dir_all(b.join("t-0")).unwrap();
+        let error = LogDirs::open(&[a.clone(), b.clone()]).err().unwrap();
+        let message = error.to_string();
+        assert!(message.contains("t-0"), "{message}");
+        assert!(message.contains(&a.display().to_string()), "{message}");
+        assert!(message.contains(&b.display().to_string()), "{message}");
+    }
+
+    #[test]
+    fn usage_reports_the_volume() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dirs = LogDirs::open(&[tmp.path().join("a")]).unwrap();
+        let usage = dirs.usage();
+        let (total, usable) = usage[0].space.as_ref().copied().unwrap();
+        assert!(total > 0 && usable <= total);
+        std::fs::remove_dir(tmp.path().join("a")).unwrap();
+        assert!(dirs.usage()[0].space.is_err());
+    }
+}
