@@ -293,6 +293,11 @@ impl LogView<'_> {
         self.0.log_end_offset()
     }
 
+    /// Bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+
     /// See [`Log::read`].
     pub fn read(
         &self,

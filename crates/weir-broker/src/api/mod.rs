@@ -13,6 +13,7 @@ mod fetch_response;
 mod groups;
 mod leader_epoch;
 mod list_offsets;
+mod log_dirs;
 mod membership;
 mod metadata;
 mod offsets;
@@ -82,6 +83,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::ListConfigResources, 0, 1),
+    (ApiKey::DescribeLogDirs, 1, 4),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -245,6 +247,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::AlterClientQuotas => "AlterClientQuotas",
         ApiKey::UpdateFeatures => "UpdateFeatures",
         ApiKey::ListConfigResources => "ListConfigResources",
+        ApiKey::DescribeLogDirs => "DescribeLogDirs",
         _ => "Other",
     }
 }
@@ -456,6 +459,11 @@ pub(crate) fn dispatch(
         ApiKey::ListConfigResources => Reply::Now(Some(
             ctx.respond(&configs::list_config_resources(&broker, &ctx, decode!())),
         )),
+        ApiKey::DescribeLogDirs => Reply::Now(Some(ctx.respond(&log_dirs::describe_log_dirs(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
         ApiKey::DescribeCluster => Reply::Now(Some(ctx.respond(&cluster::describe_cluster(
             &broker,
             &ctx,
