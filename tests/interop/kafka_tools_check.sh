@@ -26,7 +26,10 @@
 #   kafka-get-offsets       GetOffsetShell: latest, earliest, max timestamp, by time
 #   kafka-delete-records    DeleteRecordsCommand
 #   kafka-transactions      TransactionsCommand: list, describe
-#   kafka-reassign-partitions ReassignPartitionsCommand: --list, --verify
+#   kafka-reassign-partitions ReassignPartitionsCommand: --list, --verify,
+#                           --generate, --execute (of a plan that keeps the
+#                           replicas where they are)
+#   kafka-log-dirs          LogDirsCommand: --describe (all topics, one topic)
 #   kafka-leader-election   LeaderElectionCommand: preferred (all partitions,
 #                           one partition, an unknown one), unclean
 #   kafka-metadata-quorum   MetadataQuorumCommand: describe --status / --replication
@@ -34,10 +37,6 @@
 #   kafka-features          FeatureCommand: describe, upgrade (the finalized
 #                           level, --dry-run; group.version 1, refused)
 #   kafka-client-metrics    ClientMetricsCommand: --list, --describe (none)
-#
-# Not run, as Weir does not serve the APIs they need yet:
-#   kafka-log-dirs          DescribeLogDirs (35)
-#   kafka-reassign-partitions --generate / --execute: DescribeLogDirs (35)
 set -uo pipefail
 
 B=${1:?usage: kafka_tools_check.sh HOST:PORT}
@@ -435,6 +434,42 @@ tool reassign-verify reassign.ReassignPartitionsCommand --bootstrap-server "$B" 
   --verify --preserve-throttles
 expect "kafka-reassign-partitions --verify" $? \
   "^Reassignment of partition $TOPIC-0 is completed\.$" "^Reassignment of partition $TOPIC-1 is completed\.$"
+
+# --generate: the current assignment (with each replica's log directory,
+# from DescribeLogDirs) and a proposal over broker 1, which --execute then
+# applies: on one broker the replicas stay where they are.
+printf '{"version":1,"topics":[{"topic":"%s"}]}\n' "$TOPIC" >"$work/move.json"
+tool reassign-generate reassign.ReassignPartitionsCommand --bootstrap-server "$B" \
+  --topics-to-move-json-file "$work/move.json" --broker-list 1 --generate
+expect "kafka-reassign-partitions --generate" $? \
+  "^Current partition replica assignment$" \
+  "\{\"topic\":\"$TOPIC\",\"partition\":0,\"replicas\":\[1\],\"log_dirs\":\[\"/[^\"]+\"\]\}" \
+  "^Proposed partition reassignment configuration$" \
+  "\{\"topic\":\"$TOPIC\",\"partition\":2,\"replicas\":\[1\],\"log_dirs\":\[\"any\"\]\}"
+sed -n '/^Proposed partition reassignment configuration$/{n;p;}' "$out" >"$work/proposed.json"
+tool reassign-execute reassign.ReassignPartitionsCommand --bootstrap-server "$B" \
+  --reassignment-json-file "$work/proposed.json" --execute
+expect "kafka-reassign-partitions --execute" $? \
+  "^Successfully started partition reassignments? for $TOPIC-0,$TOPIC-1,$TOPIC-2,$TOPIC-3$"
+
+# ---------------------------------------------------------------- kafka-log-dirs
+
+# One line of JSON: per broker, each log directory (absolute) with its
+# partitions' sizes; the topic list filters on the tool's side.
+tool log-dirs LogDirsCommand --bootstrap-server "$B" --describe
+expect "kafka-log-dirs --describe" $? \
+  "^Querying brokers for log directories information$" \
+  "^Received log directory information from brokers 1$" \
+  '"broker":1,"logDirs":\[' '"error":null' '"logDir":"/' \
+  "\"partition\":\"$TOPIC-0\",\"size\":[1-9][0-9]*,\"offsetLag\":0,\"isFuture\":false"
+tool log-dirs-topic LogDirsCommand --bootstrap-server "$B" --describe --topic-list "$TXN_TOPIC"
+status=$?
+if ((status == 0)) && grep -q "\"partition\":\"$TXN_TOPIC-0\"" "$out" && ! grep -q "\"partition\":\"$TOPIC-" "$out"; then
+  pass "kafka-log-dirs --describe --topic-list"
+else
+  fail "kafka-log-dirs --describe --topic-list" "exit $status, or other topics listed"
+  show <"$out"
+fi
 
 # ---------------------------------------------------------------- kafka-leader-election
 
