@@ -781,6 +781,36 @@ fn every_advertised_version_answers() {
                     let r: AlterClientQuotasResponse = raw.call(key, version, &request);
                     assert_eq!(r.entries[0].error_code, 0, "{label}");
                     assert_eq!(r.entries[0].error_message, None, "{label}");
+                    // No component: every quota, of which there are none.
+                    let r: DescribeClientQuotasResponse =
+                        raw.call(key, version, &DescribeClientQuotasRequest::default());
+                    assert_eq!(r.error_code, 0, "{label}");
+                }
+                ApiKey::AlterClientQuotas => {
+                    let r: AlterClientQuotasResponse = raw.call(
+                        key,
+                        version,
+                        &AlterClientQuotasRequest::default().with_validate_only(true),
+                    );
+                    assert!(r.entries.is_empty(), "{label}");
+                }
+                ApiKey::DescribeLogDirs => {
+                    let r: DescribeLogDirsResponse = raw.call(
+                        key,
+                        version,
+                        &DescribeLogDirsRequest::default().with_topics(None),
+                    );
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert_eq!(r.results.len(), 1, "{label}");
+                    assert!(
+                        r.results[0]
+                            .topics
+                            .iter()
+                            .any(|t| t.name.0.as_str() == "sweep"),
+                        "{label}"
+                    );
+                    // The volume's size from v4, Kafka's default -1 before.
+                    assert_eq!(r.results[0].total_bytes > 0, version >= 4, "{label}");
                 }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }
