@@ -1046,3 +1046,36 @@ fn a_broker_describes_its_static_configs_read_only() {
         (None, DEFAULT_CONFIG)
     );
 }
+
+/// `log.dirs` given (here as `WEIR_LOG_DIRS`): described as given, static,
+/// with `log.dir`'s default as its synonym.
+#[test]
+fn log_dirs_given_are_described_as_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = format!(
+        "{},{}",
+        tmp.path().join("a").display(),
+        tmp.path().join("b").display()
+    );
+    let weir = Weir::start_in(
+        &tmp.path().join("data"),
+        &[],
+        None,
+        &[("WEIR_LOG_DIRS", &dirs)],
+    );
+    let mut raw = Raw::connect(&weir.kafka);
+    let configs = describe(&mut raw, BROKER, "1").unwrap();
+    let entry = &configs["log.dirs"];
+    assert_eq!(
+        (entry.value.as_str(), entry.source, entry.read_only),
+        (dirs.as_str(), STATIC_BROKER_CONFIG, true)
+    );
+    assert_eq!(
+        entry.synonyms,
+        [
+            ("log.dirs".into(), dirs.clone(), STATIC_BROKER_CONFIG),
+            ("log.dir".into(), "./weir-data".into(), DEFAULT_CONFIG),
+        ]
+    );
+    assert!(tmp.path().join("a").is_dir() && tmp.path().join("b").is_dir());
+}
