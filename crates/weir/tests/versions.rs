@@ -781,18 +781,6 @@ fn every_advertised_version_answers() {
                     let r: AlterClientQuotasResponse = raw.call(key, version, &request);
                     assert_eq!(r.entries[0].error_code, 0, "{label}");
                     assert_eq!(r.entries[0].error_message, None, "{label}");
-                    // No component: every quota, of which there are none.
-                    let r: DescribeClientQuotasResponse =
-                        raw.call(key, version, &DescribeClientQuotasRequest::default());
-                    assert_eq!(r.error_code, 0, "{label}");
-                }
-                ApiKey::AlterClientQuotas => {
-                    let r: AlterClientQuotasResponse = raw.call(
-                        key,
-                        version,
-                        &AlterClientQuotasRequest::default().with_validate_only(true),
-                    );
-                    assert!(r.entries.is_empty(), "{label}");
                 }
                 ApiKey::DescribeLogDirs => {
                     let r: DescribeLogDirsResponse = raw.call(
