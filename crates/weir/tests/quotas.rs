@@ -17,7 +17,7 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, AlterClientQuotasResponse, ApiKey, ApiVersionsRequest,
     ApiVersionsResponse, DescribeClientQuotasRequest, DescribeClientQuotasResponse, FetchRequest,
-    FetchResponse, ProduceRequest, ProduceResponse, TopicName,
+    FetchResponse, MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -447,8 +447,18 @@ fn a_client_over_its_share_of_request_time_is_muted() {
         0.000_001,
     );
     let mut busy = Raw::connect_as(&weir.kafka, "busy");
-    api_versions(&mut busy);
-    // The delay is at most one window.
+    // The response tells the client its delay, at most one window ...
+    let metadata: MetadataResponse = busy.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(Some(vec![])),
+    );
+    assert!(
+        (1..=1000).contains(&metadata.throttle_time_ms),
+        "throttle time {}",
+        metadata.throttle_time_ms
+    );
+    // ... and the connection waits it out.
     let waited = api_versions(&mut busy);
     assert!(
         waited >= Duration::from_millis(800),

@@ -24,6 +24,9 @@ mod reassignments;
 mod topic_partitions;
 mod txn;
 mod txn_markers;
+
+#[cfg(test)]
+mod tests;
 mod update_features;
 
 use std::sync::Arc;
@@ -179,6 +182,65 @@ fn encode_response<R: Encodable>(
     let size = (buf.len() - 4) as i32;
     buf[..4].copy_from_slice(&size.to_be_bytes());
     buf.freeze()
+}
+
+/// Where a response's `throttle_time_ms` sits in its frame (size prefix
+/// included), for the responses whose body starts with it; `None` for
+/// the others: Produce and ApiVersions carry it further on, OffsetDelete
+/// after its error code, DescribeQuorum and WriteTxnMarkers not at all,
+/// and older versions of some APIs not at all.
+pub(crate) fn throttle_time_offset(key: ApiKey, version: i16) -> Option<usize> {
+    let since = match key {
+        ApiKey::DeleteRecords
+        | ApiKey::InitProducerId
+        | ApiKey::AddPartitionsToTxn
+        | ApiKey::AddOffsetsToTxn
+        | ApiKey::EndTxn
+        | ApiKey::TxnOffsetCommit
+        | ApiKey::DescribeConfigs
+        | ApiKey::AlterConfigs
+        | ApiKey::CreatePartitions
+        | ApiKey::DeleteGroups
+        | ApiKey::IncrementalAlterConfigs
+        | ApiKey::AlterPartitionReassignments
+        | ApiKey::ListPartitionReassignments
+        | ApiKey::DescribeClientQuotas
+        | ApiKey::AlterClientQuotas
+        | ApiKey::DescribeCluster
+        | ApiKey::DescribeProducers
+        | ApiKey::DescribeTransactions
+        | ApiKey::ListTransactions
+        | ApiKey::DescribeTopicPartitions
+        | ApiKey::ElectLeaders
+        | ApiKey::UpdateFeatures
+        | ApiKey::ListConfigResources
+        | ApiKey::DescribeLogDirs => 0,
+        ApiKey::Fetch
+        | ApiKey::FindCoordinator
+        | ApiKey::Heartbeat
+        | ApiKey::LeaveGroup
+        | ApiKey::SyncGroup
+        | ApiKey::DescribeGroups
+        | ApiKey::ListGroups
+        | ApiKey::DeleteTopics => 1,
+        ApiKey::ListOffsets
+        | ApiKey::JoinGroup
+        | ApiKey::CreateTopics
+        | ApiKey::OffsetForLeaderEpoch => 2,
+        ApiKey::Metadata | ApiKey::OffsetCommit | ApiKey::OffsetFetch => 3,
+        _ => return None,
+    };
+    // Size and correlation id, then (flexible versions) the header's
+    // tagged fields, which Weir always sends empty: one byte.
+    let header = 4 + 4 + usize::from(key.response_header_version(version) >= 1);
+    (version >= since).then_some(header)
+}
+
+/// The key and version of a raw request, if it has them.
+pub(crate) fn key_and_version(body: &[u8]) -> Option<(ApiKey, i16)> {
+    let raw = body.get(..4)?;
+    let key = ApiKey::try_from(i16::from_be_bytes([raw[0], raw[1]])).ok()?;
+    Some((key, i16::from_be_bytes([raw[2], raw[3]])))
 }
 
 /// The request header's client id, read from the raw request: a nullable

@@ -75,7 +75,12 @@ pub(crate) async fn serve(
         // The client id whose request time counts, if a request quota is set.
         let request_quota = (broker.client_quotas().enabled(QuotaKind::Request)
             && !channel.is_inter_broker())
-        .then(|| api::header_client_id(&body).to_owned());
+        .then(|| {
+            (
+                api::header_client_id(&body).to_owned(),
+                api::key_and_version(&body),
+            )
+        });
         // Requests are dispatched one after another, so that a
         // connection's appends keep their order (a producer's sequence
         // numbers); their responses may then be waited for concurrently.
@@ -106,8 +111,8 @@ pub(crate) async fn serve(
         let metered = broker.clone();
         let channel = channel.clone();
         let task = tokio::spawn(async move {
-            let response = if let Some(client_id) = request_quota {
-                let (response, busy) = with_busy_time(reply).await;
+            let response = if let Some((client_id, key_and_version)) = request_quota {
+                let (mut response, busy) = with_busy_time(reply).await;
                 // The request's handling time, in percent-seconds of one
                 // thread, as Kafka counts it.
                 let percent_seconds = (dispatch_time + busy).as_secs_f64() * 100.0;
@@ -118,12 +123,16 @@ pub(crate) async fn serve(
                     };
                     let now = metered.now_ms();
                     let quotas = metered.client_quotas();
-                    channel.throttle(quotas.record(
-                        QuotaKind::Request,
-                        &client,
-                        percent_seconds,
-                        now,
-                    ));
+                    let throttle = quotas.record(QuotaKind::Request, &client, percent_seconds, now);
+                    channel.throttle(throttle);
+                    // The response tells the client, as Kafka's do.
+                    let offset = key_and_version
+                        .and_then(|(key, version)| api::throttle_time_offset(key, version));
+                    if let (Some(response), Some(offset), true) =
+                        (&mut response, offset, throttle > 0)
+                    {
+                        response.raise_i32_at(offset, i32::try_from(throttle).unwrap_or(i32::MAX));
+                    }
                 }
                 response
             } else {

@@ -55,6 +55,37 @@ impl Outgoing {
         self.len
     }
 
+    /// Raises the big-endian i32 at `offset` of the frame to at least
+    /// `value` (a throttle time found after the response was encoded);
+    /// false if those bytes are not within one buffered chunk.
+    pub(crate) fn raise_i32_at(&mut self, offset: usize, value: i32) -> bool {
+        let mut start = 0;
+        for chunk in &mut self.chunks {
+            let len = match chunk {
+                Chunk::Bytes(bytes) => bytes.len(),
+                Chunk::File(slice) => slice.len() as usize,
+            };
+            if offset < start + len {
+                let Chunk::Bytes(bytes) = chunk else {
+                    return false;
+                };
+                let at = offset - start;
+                let Some(current) = bytes.get(at..at + 4) else {
+                    return false;
+                };
+                let current = i32::from_be_bytes([current[0], current[1], current[2], current[3]]);
+                if value > current {
+                    let mut patched = bytes::BytesMut::from(&bytes[..]);
+                    patched[at..at + 4].copy_from_slice(&value.to_be_bytes());
+                    *bytes = patched.freeze();
+                }
+                return true;
+            }
+            start += len;
+        }
+        false
+    }
+
     /// The frame as one buffer, file regions read in.
     #[cfg(test)]
     pub(crate) fn to_bytes(&self) -> io::Result<Bytes> {
