@@ -25,6 +25,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 use weir_meta::{ClientQuotas, EntityName, QuotaEntity};
 
+pub(crate) use crate::rate::QuotaWindows;
+use crate::rate::Rate;
+
 #[cfg(test)]
 mod tests;
 
@@ -74,92 +77,10 @@ impl QuotaKind {
     }
 }
 
-/// `quota.window.num` and `quota.window.size.seconds`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct QuotaWindows {
-    pub(crate) samples: usize,
-    pub(crate) window_ms: i64,
-}
-
 /// A client as quotas see it.
 pub(crate) struct Client<'a> {
     pub(crate) user: &'a str,
     pub(crate) client_id: &'a str,
-}
-
-/// Kafka's `Rate` over a `SampledStat`: a ring of `samples + 1` windows,
-/// one of them overlapping the start of the measured span.
-#[derive(Debug, Default)]
-struct Rate {
-    samples: Vec<Sample>,
-    current: usize,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Sample {
-    start_ms: i64,
-    last_event_ms: i64,
-    value: f64,
-}
-
-impl Sample {
-    fn new(now: i64) -> Self {
-        Sample {
-            start_ms: now,
-            last_event_ms: now,
-            value: 0.0,
-        }
-    }
-}
-
-impl Rate {
-    fn record(&mut self, windows: QuotaWindows, value: f64, now: i64) {
-        if self.samples.is_empty() {
-            self.samples.push(Sample::new(now));
-        }
-        if now - self.samples[self.current].start_ms >= windows.window_ms {
-            self.current = (self.current + 1) % (windows.samples + 1);
-            if self.current >= self.samples.len() {
-                self.samples.push(Sample::new(now));
-            } else {
-                self.samples[self.current] = Sample::new(now);
-            }
-        }
-        let sample = &mut self.samples[self.current];
-        sample.value += value;
-        sample.last_event_ms = now;
-    }
-
-    /// Forgets windows with no event in the measured span.
-    fn purge(&mut self, windows: QuotaWindows, now: i64) {
-        let expiry = windows.samples as i64 * windows.window_ms;
-        for sample in &mut self.samples {
-            if now - sample.last_event_ms >= expiry {
-                *sample = Sample::new(now);
-            }
-        }
-    }
-
-    /// The span the rate is measured over, in milliseconds: since the
-    /// oldest window, and at least all but one full window.
-    fn window_size(&mut self, windows: QuotaWindows, now: i64) -> i64 {
-        self.purge(windows, now);
-        let oldest = self.samples.iter().map(|s| s.start_ms).min().unwrap_or(now);
-        let mut elapsed = now - oldest;
-        let full = elapsed / windows.window_ms;
-        let min_full = windows.samples as i64 - 1;
-        if full < min_full {
-            elapsed += (min_full - full) * windows.window_ms;
-        }
-        elapsed.max(1)
-    }
-
-    /// Per second.
-    fn measure(&mut self, windows: QuotaWindows, now: i64) -> f64 {
-        let size = self.window_size(windows, now);
-        let total: f64 = self.samples.iter().map(|s| s.value).sum();
-        total / (size as f64 / 1000.0)
-    }
 }
 
 /// Who shares a rate: Kafka's metric tags of the quota's sensor.
@@ -236,7 +157,7 @@ impl ClientQuotaManager {
         let windows = self.windows;
         state.purge_idle(now);
         let sensor = state.sensors.entry(key).or_insert_with(|| Sensor {
-            rate: Rate::default(),
+            rate: Rate::new(windows.samples + 1),
             last_used_ms: now,
         });
         sensor.last_used_ms = now;

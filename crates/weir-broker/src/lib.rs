@@ -22,6 +22,7 @@ pub mod offsets;
 pub mod partition;
 mod producer_ids;
 pub mod producer_state;
+pub mod rate;
 pub mod replica_manager;
 pub mod replication;
 #[cfg(test)]
