@@ -204,6 +204,47 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "The length of one window of a client quota's rate",
     },
     BrokerConfigDef {
+        name: "leader.replication.throttled.rate",
+        default: "9223372036854775807",
+        config_type: ConfigType::Long,
+        dynamic: true,
+        doc: "Bytes per second this broker, as leader, sends to followers of the replicas \
+              topics list in leader.replication.throttled.replicas; a follower not in the ISR \
+              gets no records of them while the rate is over it",
+    },
+    BrokerConfigDef {
+        name: "follower.replication.throttled.rate",
+        default: "9223372036854775807",
+        config_type: ConfigType::Long,
+        dynamic: true,
+        doc: "Bytes per second this broker, as follower, fetches of the replicas topics list \
+              in follower.replication.throttled.replicas; a replica not caught up is not \
+              fetched while the rate is over it",
+    },
+    BrokerConfigDef {
+        name: "replica.alter.log.dirs.io.max.bytes.per.second",
+        default: "9223372036854775807",
+        config_type: ConfigType::Long,
+        dynamic: true,
+        doc: "Bytes per second of moving replicas between log directories of this broker; \
+              stored, and takes effect once moving replicas between log directories exists \
+              (each broker has one log directory today)",
+    },
+    BrokerConfigDef {
+        name: "replication.quota.window.num",
+        default: "11",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How many windows the replication throttles' rates are measured over",
+    },
+    BrokerConfigDef {
+        name: "replication.quota.window.size.seconds",
+        default: "1",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The length of one window of the replication throttles' rates",
+    },
+    BrokerConfigDef {
         name: "replica.lag.time.max.ms",
         default: "30000",
         config_type: ConfigType::Long,
@@ -555,6 +596,16 @@ pub struct BrokerConfig {
     pub group_max_session_timeout_ms: i32,
     pub group_max_size: i32,
     pub replica_lag_time_max_ms: i64,
+    /// `leader.replication.throttled.rate`, bytes per second.
+    pub leader_replication_throttled_rate: i64,
+    /// `follower.replication.throttled.rate`, bytes per second.
+    pub follower_replication_throttled_rate: i64,
+    /// `replica.alter.log.dirs.io.max.bytes.per.second`.
+    pub replica_alter_log_dirs_io_max_bytes_per_second: i64,
+    /// `replication.quota.window.num`
+    pub replication_quota_window_num: usize,
+    /// `replication.quota.window.size.seconds`
+    pub replication_quota_window_size_seconds: u32,
     pub max_incremental_fetch_session_cache_slots: usize,
     /// `quota.window.num`
     pub quota_window_num: usize,
@@ -703,6 +754,31 @@ impl BrokerConfig {
             )?,
             group_max_size: parse_in(get, "group.max.size", 1..=i32::MAX)?,
             replica_lag_time_max_ms: parse_in(get, "replica.lag.time.max.ms", 1..=i32::MAX as i64)?,
+            leader_replication_throttled_rate: parse_in(
+                get,
+                "leader.replication.throttled.rate",
+                0..=i64::MAX,
+            )?,
+            follower_replication_throttled_rate: parse_in(
+                get,
+                "follower.replication.throttled.rate",
+                0..=i64::MAX,
+            )?,
+            replica_alter_log_dirs_io_max_bytes_per_second: parse_in(
+                get,
+                "replica.alter.log.dirs.io.max.bytes.per.second",
+                0..=i64::MAX,
+            )?,
+            replication_quota_window_num: parse_in(
+                get,
+                "replication.quota.window.num",
+                1..=i32::MAX as usize,
+            )?,
+            replication_quota_window_size_seconds: parse_in(
+                get,
+                "replication.quota.window.size.seconds",
+                1..=i32::MAX as u32,
+            )?,
             max_incremental_fetch_session_cache_slots: parse_in(
                 get,
                 "max.incremental.fetch.session.cache.slots",
@@ -1306,6 +1382,50 @@ mod tests {
                 assert_eq!(broker.config_type, def.config_type, "{}", def.name);
             }
         }
+    }
+
+    #[test]
+    fn replication_throttles_are_dynamic_longs_unlimited_by_default() {
+        let config = build(&[]).unwrap();
+        assert_eq!(config.leader_replication_throttled_rate, i64::MAX);
+        assert_eq!(config.follower_replication_throttled_rate, i64::MAX);
+        assert_eq!(
+            config.replica_alter_log_dirs_io_max_bytes_per_second,
+            i64::MAX
+        );
+        assert_eq!(config.replication_quota_window_num, 11);
+        assert_eq!(config.replication_quota_window_size_seconds, 1);
+        for name in [
+            "leader.replication.throttled.rate",
+            "follower.replication.throttled.rate",
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+        ] {
+            let def = lookup(name).unwrap();
+            assert!(def.dynamic, "{name}");
+            assert_eq!(def.config_type, ConfigType::Long);
+            assert_eq!(def.default, i64::MAX.to_string());
+        }
+        let none = BTreeMap::new();
+        let dynamic = config
+            .with_dynamic(
+                &map(&[("leader.replication.throttled.rate", "1000")]),
+                &map(&[("follower.replication.throttled.rate", "0")]),
+            )
+            .unwrap();
+        assert_eq!(dynamic.leader_replication_throttled_rate, 1000);
+        assert_eq!(dynamic.follower_replication_throttled_rate, 0);
+        let err = config
+            .with_dynamic(&map(&[("leader.replication.throttled.rate", "-1")]), &none)
+            .unwrap_err();
+        assert_eq!(err.name, "leader.replication.throttled.rate");
+        let err = config
+            .with_dynamic(
+                &none,
+                &map(&[("follower.replication.throttled.rate", "1.5")]),
+            )
+            .unwrap_err();
+        assert_eq!(err.name, "follower.replication.throttled.rate");
+        assert!(!lookup("replication.quota.window.num").unwrap().dynamic);
     }
 
     #[test]

@@ -9,9 +9,8 @@
 //!
 //! Defaults are those of Kafka 4.x. Configs that Kafka 4 removed
 //! (`message.format.version`, `message.downconversion.enable`,
-//! `message.timestamp.difference.max.ms`) and the tiered-storage and
-//! replication-throttling configs are not known, so they are rejected as
-//! unknown names.
+//! `message.timestamp.difference.max.ms`) and the tiered-storage configs
+//! are not known, so they are rejected as unknown names.
 
 use std::collections::BTreeMap;
 
@@ -78,6 +77,9 @@ enum Valid {
     ListOf(&'static [&'static str]),
     /// gzip's level: 1 to 9, or -1 for zlib's default.
     GzipLevel,
+    /// Replicas to throttle: `*`, or a list of `partitionId:brokerId`
+    /// (empty items allowed, as Kafka's validator allows them).
+    ThrottledReplicas,
 }
 
 /// One topic-level config.
@@ -135,8 +137,12 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "Force an fsync after this many messages."),
     def!("flush.ms", Long, LONG_MAX, Some("log.flush.interval.ms"), Valid::AtLeast(0),
         "Force an fsync when unflushed data is this old."),
+    def!("follower.replication.throttled.replicas", List, "", None, Valid::ThrottledReplicas,
+        "The replicas whose fetching is throttled on the follower side (by follower.replication.throttled.rate): partitionId:brokerId,... or * for every replica of the topic."),
     def!("index.interval.bytes", Int, "4096", Some("log.index.interval.bytes"), Valid::AtLeast(0),
         "Log bytes between two entries of the offset index."),
+    def!("leader.replication.throttled.replicas", List, "", None, Valid::ThrottledReplicas,
+        "The replicas whose fetching is throttled on the leader side (by leader.replication.throttled.rate): partitionId:brokerId,... or * for every replica of the topic."),
     def!("max.compaction.lag.ms", Long, LONG_MAX, Some("log.cleaner.max.compaction.lag.ms"), Valid::AtLeast(1),
         "The longest a record may stay ineligible for compaction."),
     def!("max.message.bytes", Int, "1048588", Some("message.max.bytes"), Valid::AtLeast(0),
@@ -231,6 +237,56 @@ pub fn check_relations(configs: &BTreeMap<String, String>) -> Result<(), MetaErr
     Ok(())
 }
 
+/// The value of `leader.replication.throttled.replicas` or
+/// `follower.replication.throttled.replicas`: which replicas of a topic
+/// replicate under the throttle.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ThrottledReplicas {
+    /// None (the default, an empty list).
+    #[default]
+    None,
+    /// `*`: every replica of the topic.
+    All,
+    /// `partitionId:brokerId` pairs.
+    Listed(Vec<(i32, i32)>),
+}
+
+impl ThrottledReplicas {
+    /// Parses a value as Kafka's validator accepts it: `*` (alone, spaces
+    /// around it allowed), or comma-separated `partitionId:brokerId` items,
+    /// each of digits only, where empty items are skipped. `None` if it is
+    /// neither.
+    pub fn parse(value: &str) -> Option<Self> {
+        let items: Vec<&str> = value.split(',').map(str::trim).collect();
+        if items.concat() == "*" {
+            return Some(ThrottledReplicas::All);
+        }
+        let mut pairs = Vec::new();
+        for item in items.into_iter().filter(|item| !item.is_empty()) {
+            let (partition, broker) = item.split_once(':')?;
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+            if !digits(partition) || !digits(broker) {
+                return None;
+            }
+            pairs.push((partition.parse().ok()?, broker.parse().ok()?));
+        }
+        Some(if pairs.is_empty() {
+            ThrottledReplicas::None
+        } else {
+            ThrottledReplicas::Listed(pairs)
+        })
+    }
+
+    /// Whether the replica of `partition` on `broker` is throttled.
+    pub fn contains(&self, partition: i32, broker: i32) -> bool {
+        match self {
+            ThrottledReplicas::None => false,
+            ThrottledReplicas::All => true,
+            ThrottledReplicas::Listed(pairs) => pairs.contains(&(partition, broker)),
+        }
+    }
+}
+
 impl TopicConfigDef {
     /// Checks a value for this config. The error's reason is worded like
     /// Kafka's: "Invalid value X for configuration NAME: WHY".
@@ -255,6 +311,9 @@ impl TopicConfigDef {
             Valid::BetweenF(min, max) => format!("[{min:?},...,{max:?}]"),
             Valid::OneOf(values) | Valid::ListOf(values) => format!("[{}]", values.join(", ")),
             Valid::GzipLevel => "[1,...,9] or -1".to_owned(),
+            Valid::ThrottledReplicas => {
+                "[partitionId]:[brokerId],[partitionId]:[brokerId],...".to_owned()
+            }
         }
     }
 
@@ -304,6 +363,14 @@ impl TopicConfigDef {
                         return Err(format!("String must be one of: {}", values.join(", ")));
                     }
                 }
+                if let Valid::ThrottledReplicas = self.valid {
+                    if ThrottledReplicas::parse(trimmed).is_none() {
+                        return Err(format!(
+                            "{} must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...",
+                            self.name
+                        ));
+                    }
+                }
             }
             ConfigType::Int | ConfigType::Long => {}
         }
@@ -331,6 +398,30 @@ impl TopicConfigDef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn throttled_replicas_are_validated_as_kafka_does() {
+        for name in [
+            "leader.replication.throttled.replicas",
+            "follower.replication.throttled.replicas",
+        ] {
+            let def = lookup(name).unwrap();
+            assert_eq!((def.config_type, def.default), (ConfigType::List, ""));
+            for ok in ["", "*", " * ", "0:1", "0:1,1:2", "0:1, 1:2", "0:1,,1:2"] {
+                def.validate(ok).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
+            }
+            for bad in ["*,0:1", "0", "a:1", "0:-1", "0:1:2", "all"] {
+                let err = def.validate(bad).unwrap_err().to_string();
+                assert!(err.contains("must be the literal '*'"), "{bad:?}: {err}");
+            }
+        }
+        let listed = ThrottledReplicas::parse("0:1,2:3").unwrap();
+        assert!(listed.contains(0, 1) && listed.contains(2, 3));
+        assert!(!listed.contains(0, 3) && !listed.contains(1, 1));
+        assert!(ThrottledReplicas::parse("*").unwrap().contains(7, 9));
+        assert_eq!(ThrottledReplicas::parse(""), Some(ThrottledReplicas::None));
+        assert!(!ThrottledReplicas::None.contains(0, 0));
+    }
 
     #[test]
     fn registry_is_sorted_and_unique() {
