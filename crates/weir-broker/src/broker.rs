@@ -211,6 +211,10 @@ impl Broker {
             &config.data_dir,
             log_dirs,
             clock.clone(),
+            QuotaWindows {
+                samples: config.replication_quota_window_num,
+                window_ms: i64::from(config.replication_quota_window_size_seconds) * 1000,
+            },
         );
         replicas.reconcile(&current.config, &image);
         let offsets = OffsetStore::load(&replicas.of_topic(OFFSETS_TOPIC)).map_err(|source| {
@@ -660,6 +664,11 @@ impl Broker {
 
     pub(crate) fn fetch_sessions(&self) -> &FetchSessionCache {
         &self.fetch_sessions
+    }
+
+    /// The throttle of what this broker sends followers as a leader.
+    pub(crate) fn leader_replication_quota(&self) -> &crate::replication::ReplicationQuota {
+        self.replicas.leader_quota()
     }
 
     pub(crate) fn client_quotas(&self) -> &ClientQuotaManager {

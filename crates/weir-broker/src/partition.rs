@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use kafka_protocol::ResponseError;
@@ -360,6 +360,14 @@ pub struct Partition {
     /// The log end the producer-state snapshot on disk covers (`u64::MAX`:
     /// none, or stale), so that an unchanged partition is not written again.
     snapshot_offset: AtomicU64,
+    /// Whether the topic's `leader.replication.throttled.replicas` names
+    /// this partition on this broker: followers' fetches of it, while this
+    /// replica leads, count against `leader.replication.throttled.rate`.
+    leader_throttled: AtomicBool,
+    /// Whether the topic's `follower.replication.throttled.replicas` names
+    /// this partition on this broker: this replica's fetches, while it
+    /// follows, count against `follower.replication.throttled.rate`.
+    follower_throttled: AtomicBool,
 }
 
 impl Partition {
@@ -421,7 +429,26 @@ impl Partition {
             }),
             high_watermark: AtomicU64::new(high_watermark),
             snapshot_offset: AtomicU64::new(snapshot_offset),
+            leader_throttled: AtomicBool::new(false),
+            follower_throttled: AtomicBool::new(false),
         })
+    }
+
+    /// Takes the replication throttles the topic's configs set on this
+    /// replica (see the fields).
+    pub fn set_replication_throttled(&self, leader: bool, follower: bool) {
+        self.leader_throttled.store(leader, Ordering::Relaxed);
+        self.follower_throttled.store(follower, Ordering::Relaxed);
+    }
+
+    /// Whether followers' fetches of this replica are throttled.
+    pub fn leader_throttled(&self) -> bool {
+        self.leader_throttled.load(Ordering::Relaxed)
+    }
+
+    /// Whether this replica's fetches from its leader are throttled.
+    pub fn follower_throttled(&self) -> bool {
+        self.follower_throttled.load(Ordering::Relaxed)
     }
 
     /// The log, for reading.
@@ -620,6 +647,13 @@ impl Partition {
         let leadership = self.leadership.read();
         let mut leading = leadership.leading.lock();
         leading.as_mut()?.shrink(now_ms, lag_ms)
+    }
+
+    /// Whether `replica` is in the ISR this replica leads with.
+    pub fn in_isr(&self, replica: i32) -> bool {
+        let leadership = self.leadership.read();
+        let leading = leadership.leading.lock();
+        leading.as_ref().is_some_and(|s| s.isr().contains(&replica))
     }
 
     /// The ISR this replica leads with, as last taken from the metadata.

@@ -18,11 +18,13 @@ use crate::high_watermarks::HighWatermarks;
 use crate::log_dirs::LogDirs;
 
 use parking_lot::{Mutex, RwLock};
+use weir_meta::topic_config::ThrottledReplicas;
 use weir_meta::{MetadataImage, PartitionInfo, TopicInfo};
 
 use crate::config::BrokerConfig;
 use crate::partition::{log_config, Leading, LogEnv, Partition, ReplicaState};
-use crate::replication::{Follow, ReplicaFetchers};
+use crate::rate::QuotaWindows;
+use crate::replication::{Follow, ReplicaFetchers, ReplicationQuota};
 
 /// Why a partition cannot be served here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -82,6 +84,11 @@ pub struct ReplicaManager {
     env: LogEnv,
     high_watermarks: HighWatermarks,
     log_dirs: LogDirs,
+    /// `leader.replication.throttled.rate`, measured over the throttled
+    /// replicas' bytes sent to followers.
+    leader_quota: ReplicationQuota,
+    /// `follower.replication.throttled.rate`, shared with the fetchers.
+    follower_quota: Arc<ReplicationQuota>,
 }
 
 impl ReplicaManager {
@@ -91,17 +98,29 @@ impl ReplicaManager {
         data_dir: &Path,
         log_dirs: LogDirs,
         clock: Arc<dyn Clock>,
+        replication_quota_windows: QuotaWindows,
     ) -> Self {
         let storage: Arc<dyn Storage> = Arc::new(FsStorage::with_open_file_limit(max_open_files));
+        let follower_quota = Arc::new(ReplicationQuota::new(
+            replication_quota_windows,
+            clock.clone(),
+        ));
         Self {
             high_watermarks: HighWatermarks::load(storage.clone(), data_dir),
             log_dirs,
+            leader_quota: ReplicationQuota::new(replication_quota_windows, clock.clone()),
+            fetchers: ReplicaFetchers::new(node_id, follower_quota.clone()),
+            follower_quota,
             env: LogEnv { storage, clock },
             node_id,
-            fetchers: ReplicaFetchers::new(node_id),
             topics: RwLock::new(HashMap::new()),
             reconciling: Mutex::new(0),
         }
+    }
+
+    /// The throttle of what this broker sends followers as a leader.
+    pub(crate) fn leader_quota(&self) -> &ReplicationQuota {
+        &self.leader_quota
     }
 
     /// The partition, if a replica of it is here.
@@ -203,6 +222,10 @@ impl ReplicaManager {
             return outcome;
         }
         *followed = image.applied_index();
+        self.leader_quota
+            .set_limit(config.leader_replication_throttled_rate);
+        self.follower_quota
+            .set_limit(config.follower_replication_throttled_rate);
         let gone: Vec<(String, Vec<Arc<Partition>>)> = {
             let mut topics = self.topics.write();
             let stale: Vec<String> = topics
@@ -274,6 +297,15 @@ impl ReplicaManager {
         for index in unassigned {
             removed.extend(opened.remove(&index));
         }
+        let throttled = |name: &str| {
+            topic
+                .configs
+                .get(name)
+                .and_then(|value| ThrottledReplicas::parse(value))
+                .unwrap_or_default()
+        };
+        let leader_throttled = throttled("leader.replication.throttled.replicas");
+        let follower_throttled = throttled("follower.replication.throttled.replicas");
         let min_insync_replicas = topic
             .configs
             .get("min.insync.replicas")
@@ -302,6 +334,10 @@ impl ReplicaManager {
                     }
                 },
             };
+            partition.set_replication_throttled(
+                leader_throttled.contains(p.partition, self.node_id),
+                follower_throttled.contains(p.partition, self.node_id),
+            );
             let (before, state) = take_leadership(
                 self.node_id,
                 &partition,

@@ -41,6 +41,13 @@ struct Target {
     read_committed: bool,
     /// See [`FetchContext::caught_up_at`].
     caught_up_at: Option<u64>,
+    /// A follower's fetch of a replica the topic's
+    /// `leader.replication.throttled.replicas` names on this leader: its
+    /// bytes count against `leader.replication.throttled.rate`.
+    throttled: bool,
+    /// Whether that follower is in the ISR: an in-sync follower is never
+    /// held back, so throttling cannot push it out.
+    in_sync: bool,
 }
 
 pub(super) async fn handle(
@@ -76,11 +83,14 @@ pub(super) async fn handle(
                 check_leader_epoch(&partition, params.current_leader_epoch)?;
                 Ok(partition)
             });
+            let (mut throttled, mut in_sync) = (false, true);
             if let (Ok(partition), true) = (&partition, follower) {
                 let offset = u64::try_from(params.fetch_offset).unwrap_or(0);
                 if let Some(isr) = partition.follower_fetched(replica, offset, now) {
                     broker.propose_isr(partition.clone(), isr);
                 }
+                throttled = partition.leader_throttled();
+                in_sync = !throttled || partition.in_isr(replica);
             }
             Target {
                 index: key.partition,
@@ -90,6 +100,8 @@ pub(super) async fn handle(
                 follower,
                 read_committed,
                 caught_up_at: context.caught_up_at(i),
+                throttled,
+                in_sync,
             }
         })
         .collect();
@@ -105,6 +117,8 @@ pub(super) async fn handle(
             max_bytes = max_bytes.min(bound);
         }
     }
+    let replication_quota = broker.leader_replication_quota();
+    let any_throttled = targets.iter().any(|t| t.throttled);
     let min_bytes = request.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     // One waker for the whole fetch, woken by the next change of any of
@@ -113,9 +127,22 @@ pub(super) async fn handle(
     let mut parked = None;
     loop {
         let seen = changes(&live);
-        let (reads, bytes, has_error) = read_all(&targets, max_bytes);
+        // Over the leader's replication throttle, throttled followers not
+        // in sync get no records (Kafka's `shouldLeaderThrottle`); judged
+        // afresh on every read of a long poll.
+        let hold_back = any_throttled && replication_quota.is_exceeded();
+        let (reads, bytes, has_error) = read_all(&targets, max_bytes, hold_back);
         let timed_out = Instant::now() >= deadline;
         if bytes >= min_bytes.max(1) || has_error || timed_out || live.is_empty() {
+            if any_throttled {
+                let sent: usize = targets
+                    .iter()
+                    .zip(&reads)
+                    .filter(|(target, _)| target.throttled)
+                    .map(|(_, read)| read.data.records.len() as usize)
+                    .sum();
+                replication_quota.record(sent);
+            }
             let throttle = if follower {
                 0
             } else {
@@ -366,12 +393,20 @@ fn check_leader_epoch(partition: &Partition, current_leader_epoch: i32) -> Resul
     }
 }
 
-fn read_all(targets: &[Target], max_bytes: usize) -> (Vec<Read>, usize, bool) {
+/// Reads every target; with `hold_back`, throttled targets of followers
+/// not in sync are answered without records.
+fn read_all(targets: &[Target], max_bytes: usize, hold_back: bool) -> (Vec<Read>, usize, bool) {
     let mut total = 0usize;
     let mut has_error = false;
     let mut reads = Vec::with_capacity(targets.len());
     for target in targets {
-        let read = read_partition(target, max_bytes.saturating_sub(total), total > 0);
+        let held = hold_back && target.throttled && !target.in_sync;
+        let budget = if held {
+            0
+        } else {
+            max_bytes.saturating_sub(total)
+        };
+        let read = read_partition(target, budget, held || total > 0);
         has_error |= read.data.error_code != 0;
         total += read.data.records.len() as usize;
         reads.push(read);

@@ -28,6 +28,7 @@ use weir_log::batch::BatchHeader;
 use weir_log::LogError;
 
 use crate::partition::Partition;
+use crate::replication::ReplicationQuota;
 
 /// How long a follower's fetch waits at the leader for new records.
 const FETCH_WAIT_MS: i32 = 500;
@@ -54,6 +55,10 @@ struct Followed {
     leader_epoch: i32,
     /// Whether the divergent suffix check has been done for this epoch.
     truncated: bool,
+    /// Whether the last fetch brought this replica up to the leader's
+    /// high watermark (Kafka's `isReplicaInSync` of a fetch state): a
+    /// caught-up replica is never held back by the throttle.
+    caught_up: bool,
 }
 
 struct LeaderFetcher {
@@ -69,12 +74,15 @@ pub struct ReplicaFetchers {
     /// behind client requests.
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     fetchers: Mutex<HashMap<i32, LeaderFetcher>>,
+    /// `follower.replication.throttled.rate`.
+    quota: Arc<ReplicationQuota>,
 }
 
 impl ReplicaFetchers {
-    pub fn new(node_id: i32) -> Self {
+    pub fn new(node_id: i32, quota: Arc<ReplicationQuota>) -> Self {
         Self {
             node_id,
+            quota,
             runtime: Mutex::new(None),
             fetchers: Mutex::new(HashMap::new()),
         }
@@ -118,6 +126,7 @@ impl ReplicaFetchers {
                     partition: follow.partition,
                     leader_epoch: follow.leader_epoch,
                     truncated: false,
+                    caught_up: false,
                 });
             }
         }
@@ -135,7 +144,12 @@ impl ReplicaFetchers {
                 .expect("a runtime for the replica fetchers")
         });
         tracing::info!(leader, addr, "following partitions of a leader");
-        let task = runtime.spawn(fetch_loop(self.node_id, addr.clone(), partitions.clone()));
+        let task = runtime.spawn(fetch_loop(
+            self.node_id,
+            addr.clone(),
+            partitions.clone(),
+            self.quota.clone(),
+        ));
         LeaderFetcher {
             addr,
             partitions,
@@ -160,7 +174,12 @@ impl Drop for ReplicaFetchers {
     }
 }
 
-async fn fetch_loop(node_id: i32, addr: String, partitions: Arc<Mutex<BTreeMap<Key, Followed>>>) {
+async fn fetch_loop(
+    node_id: i32,
+    addr: String,
+    partitions: Arc<Mutex<BTreeMap<Key, Followed>>>,
+    quota: Arc<ReplicationQuota>,
+) {
     let config = ClientConfig {
         client_id: format!("weir-replica-{node_id}"),
         connect_timeout: Duration::from_secs(5),
@@ -184,7 +203,7 @@ async fn fetch_loop(node_id: i32, addr: String, partitions: Arc<Mutex<BTreeMap<K
             },
         };
         let outcome = match truncate_divergent(connection, node_id, &partitions).await {
-            Ok(()) => fetch_once(connection, node_id, partitions.clone()).await,
+            Ok(()) => fetch_once(connection, node_id, partitions.clone(), quota.clone()).await,
             Err(error) => Err(error),
         };
         if let Err(error) = outcome {
@@ -313,18 +332,28 @@ pub(crate) fn divergence_point(
     leader_end.min(u64::try_from(own_end).unwrap_or(0))
 }
 
-/// One Fetch for every checked partition; appends what comes back.
+/// One Fetch for every checked partition, but throttled ones not caught
+/// up while the follower throttle is exceeded (Kafka's
+/// `shouldFollowerThrottle`); appends what comes back.
 async fn fetch_once(
     client: &mut Client,
     node_id: i32,
     partitions: Arc<Mutex<BTreeMap<Key, Followed>>>,
+    quota: Arc<ReplicationQuota>,
 ) -> Result<(), weir_client::ClientError> {
-    let targets: Vec<(Key, Arc<Partition>, i32)> = partitions
-        .lock()
-        .iter()
-        .filter(|(_, f)| f.truncated)
-        .map(|(key, f)| (key.clone(), f.partition.clone(), f.leader_epoch))
-        .collect();
+    let targets: Vec<(Key, Arc<Partition>, i32)> = {
+        let followed = partitions.lock();
+        let any_throttled = followed
+            .values()
+            .any(|f| f.partition.follower_throttled() && !f.caught_up);
+        let exceeded = any_throttled && quota.is_exceeded();
+        followed
+            .iter()
+            .filter(|(_, f)| f.truncated)
+            .filter(|(_, f)| !(exceeded && f.partition.follower_throttled() && !f.caught_up))
+            .map(|(key, f)| (key.clone(), f.partition.clone(), f.leader_epoch))
+            .collect()
+    };
     if targets.is_empty() {
         tokio::time::sleep(BACKOFF).await;
         return Ok(());
@@ -359,7 +388,8 @@ async fn fetch_once(
     // Appends (and the fsyncs flush.messages may call for) and truncations
     // run on the blocking pool, never on a runtime worker.
     let applied =
-        tokio::task::spawn_blocking(move || apply_fetched(response, &targets, &partitions)).await;
+        tokio::task::spawn_blocking(move || apply_fetched(response, &targets, &partitions, &quota))
+            .await;
     if let Err(error) = applied {
         tracing::error!(%error, "applying fetched records failed");
     }
@@ -372,6 +402,7 @@ fn apply_fetched(
     response: FetchResponse,
     targets: &[(Key, Arc<Partition>, i32)],
     partitions: &Mutex<BTreeMap<Key, Followed>>,
+    quota: &ReplicationQuota,
 ) {
     for topic in response.responses {
         for data in topic.partitions {
@@ -385,6 +416,11 @@ fn apply_fetched(
                 .is_some_and(|f| f.leader_epoch == *epoch && Arc::ptr_eq(&f.partition, partition));
             if !still_followed {
                 continue;
+            }
+            if partition.follower_throttled() {
+                // Every throttled byte counts, caught up or not, so that
+                // throttled replication as a whole stays under the rate.
+                quota.record(data.records.as_ref().map_or(0, |r| r.len()));
             }
             let fetched = match ResponseError::try_from_code(data.error_code) {
                 None => Fetched::Records {
@@ -400,13 +436,21 @@ fn apply_fetched(
                     continue;
                 }
             };
+            let leader_high_watermark = data.high_watermark;
             match apply_fetch(partition, fetched) {
                 Ok(true) => {
                     if let Some(f) = partitions.lock().get_mut(&key) {
                         f.truncated = false;
+                        f.caught_up = false;
                     }
                 }
-                Ok(false) => {}
+                Ok(false) => {
+                    let caught_up = i64::try_from(partition.log().log_end_offset())
+                        .is_ok_and(|end| end >= leader_high_watermark);
+                    if let Some(f) = partitions.lock().get_mut(&key) {
+                        f.caught_up = caught_up;
+                    }
+                }
                 Err(error) => {
                     tracing::error!(topic = key.0, partition = key.1, %error, "cannot apply fetched records");
                 }
