@@ -1401,3 +1401,202 @@ fn elect_leaders_unclean_elects_a_live_replica_out_of_sync() {
     assert_eq!(gone, vec![("gone".to_owned(), vec![(0, 83, ineligible)])]);
     assert_eq!(view("gone").leader, -1);
 }
+
+/// The bytes of `topic`-0's segments on `node`: how far its replica got.
+fn replica_bytes(cluster: &Cluster, node: i32, topic: &str) -> u64 {
+    let dir = cluster.node(node).data_dir.join(format!("{topic}-0"));
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Sends `count` records of `size` bytes to partition 0, acks=all.
+fn send_sized(bootstrap: &str, topic: &str, count: usize, size: usize) {
+    let producer = producer(bootstrap, "all");
+    let payload = vec![b'x'; size];
+    let sends: Vec<_> = (0..count)
+        .map(|_| {
+            producer
+                .send_result(
+                    FutureRecord::<(), [u8]>::to(topic)
+                        .partition(0)
+                        .payload(&payload[..]),
+                )
+                .map_err(|(e, _)| e)
+                .expect("queued")
+        })
+        .collect();
+    for send in sends {
+        assert!(
+            matches!(common::cli::block_on(send), Ok(Ok(_))),
+            "acknowledged"
+        );
+    }
+}
+
+/// Replication throttles (KIP-73): a replica catching up after a restart
+/// replicates a throttled partition no faster than the throttle allows,
+/// while an unthrottled partition catches up at once. `side` is the
+/// throttle's side, leader or follower.
+fn a_throttled_replica_catches_up_at_the_throttled_rate(side: &str) {
+    use rdkafka::admin::ResourceSpecifier;
+    const RATE: u64 = 256 * 1024;
+    const DATA: usize = 3 << 20;
+    let mut cluster = Cluster::start(&[]);
+    let via = cluster.node(1).kafka.clone();
+    for topic in ["throttled", "free"] {
+        create_topic(&via, topic, 1, 3);
+    }
+    let rate = format!("{side}.replication.throttled.rate");
+    let replicas = format!("{side}.replication.throttled.replicas");
+    common::cli::run(
+        &[
+            "cluster",
+            "--bootstrap",
+            &via,
+            "alter-config",
+            "--set",
+            &format!("{rate}={RATE}"),
+        ],
+        b"",
+    )
+    .ok();
+    common::cli::run(
+        &[
+            "topic",
+            "alter-config",
+            "throttled",
+            "--set",
+            &format!("{replicas}=*"),
+            "--bootstrap",
+            &via,
+        ],
+        b"",
+    )
+    .ok();
+    // Both round-trip through DescribeConfigs.
+    let admin = admin(&via);
+    let described = |resource: ResourceSpecifier, name: &str| -> Option<String> {
+        let described =
+            common::cli::block_on(admin.describe_configs([&resource], &AdminOptions::new()))
+                .ok()?;
+        let resource = described.into_iter().next()?.ok()?;
+        resource.entries.into_iter().find(|e| e.name == name)?.value
+    };
+    for id in 1..=3 {
+        wait_until(
+            "the throttle rate to apply",
+            Duration::from_secs(10),
+            || {
+                (described(ResourceSpecifier::Broker(id), &rate) == Some(RATE.to_string()))
+                    .then_some(())
+            },
+        );
+    }
+    assert_eq!(
+        described(ResourceSpecifier::Topic("throttled"), &replicas).as_deref(),
+        Some("*")
+    );
+    assert_eq!(
+        described(ResourceSpecifier::Topic("free"), &replicas).as_deref(),
+        Some("")
+    );
+
+    // A follower (not the controller, which keeps the test simpler) goes
+    // away while both partitions take 3 MiB.
+    let controller = cluster.controller(1) as i32;
+    let victim = (1..=3).find(|id| *id != controller).unwrap();
+    let survivor = (1..=3).find(|id| *id != victim).unwrap();
+    let bootstrap = cluster.node(survivor).kafka.clone();
+    cluster.node_mut(victim).kill();
+    wait_until(
+        "the victim to leave the ISRs",
+        Duration::from_millis(SESSION_TIMEOUT_MS + 10_000),
+        || {
+            ["throttled", "free"]
+                .iter()
+                .all(|t| {
+                    partitions(&bootstrap, t)
+                        .iter()
+                        .all(|v| v.leader >= 0 && !v.isr.contains(&victim))
+                })
+                .then_some(())
+        },
+    );
+    for topic in ["throttled", "free"] {
+        send_sized(&bootstrap, topic, DATA / 10_000, 10_000);
+    }
+    let leader_bytes = |topic: &str| {
+        let leader = partitions(&bootstrap, topic)[0].leader;
+        replica_bytes(&cluster, leader, topic)
+    };
+    let (throttled_total, free_total) = (leader_bytes("throttled"), leader_bytes("free"));
+    let throttled_before = replica_bytes(&cluster, victim, "throttled");
+
+    cluster.node_mut(victim).restart(false);
+    let restarted = Instant::now();
+    wait_until(
+        "the unthrottled partition to catch up",
+        Duration::from_secs(20),
+        || (replica_bytes(&cluster, victim, "free") >= free_total).then_some(()),
+    );
+    let free_after = restarted.elapsed();
+    let throttled_then = replica_bytes(&cluster, victim, "throttled");
+    eprintln!(
+        "{side}: unthrottled caught up after {free_after:?}; throttled at {throttled_then} of {throttled_total}"
+    );
+    // (On a machine so loaded that the unthrottled copy took longer than
+    // the throttled one needs, this says nothing.)
+    assert!(
+        throttled_then < throttled_total || free_after > Duration::from_secs(6),
+        "the throttled partition held back"
+    );
+    // Then the throttled one, no faster than the rate allows: one fetch
+    // (at most 1 MiB) may go before the rate is over the limit.
+    let mut over_rate = Vec::new();
+    wait_until(
+        "the throttled partition to catch up",
+        Duration::from_secs(60),
+        || {
+            let copied = replica_bytes(&cluster, victim, "throttled") - throttled_before;
+            let allowed =
+                (1 << 20) + (restarted.elapsed().as_secs_f64() * RATE as f64 * 1.25) as u64;
+            if copied > allowed {
+                over_rate.push((restarted.elapsed(), copied, allowed));
+            }
+            (replica_bytes(&cluster, victim, "throttled") >= throttled_total).then_some(())
+        },
+    );
+    let took = restarted.elapsed();
+    eprintln!("{side}: throttled caught up after {took:?}");
+    assert!(
+        over_rate.is_empty(),
+        "faster than the throttle: {over_rate:?}"
+    );
+    let least = (throttled_total - throttled_before).saturating_sub(1 << 20) as f64 / RATE as f64;
+    assert!(
+        took.as_secs_f64() >= least * 0.8,
+        "{took:?} for what takes {least} s at the throttled rate"
+    );
+    // Caught up, it is back in the ISR.
+    wait_until("the ISR to be whole again", Duration::from_secs(30), || {
+        (partitions(&bootstrap, "throttled")[0].isr.len() == 3).then_some(())
+    });
+}
+
+#[test]
+fn throttle_on_the_leader_holds_back_a_catching_up_follower() {
+    a_throttled_replica_catches_up_at_the_throttled_rate("leader");
+}
+
+#[test]
+fn throttle_on_the_follower_holds_back_its_own_catching_up() {
+    a_throttled_replica_catches_up_at_the_throttled_rate("follower");
+}
