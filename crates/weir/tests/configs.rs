@@ -1078,4 +1078,177 @@ fn log_dirs_given_are_described_as_given() {
         ]
     );
     assert!(tmp.path().join("a").is_dir() && tmp.path().join("b").is_dir());
+/// The replication throttles (KIP-73) round-trip through
+/// IncrementalAlterConfigs and DescribeConfigs with Kafka's names, types,
+/// defaults and validation.
+#[test]
+fn replication_throttle_configs_round_trip_and_are_validated() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("moving");
+    let unlimited = i64::MAX.to_string();
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    for name in [
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    ] {
+        let entry = &broker[name];
+        assert_eq!(
+            (entry.value.as_str(), entry.source),
+            (unlimited.as_str(), DEFAULT_CONFIG),
+            "{name}"
+        );
+        assert!(!entry.read_only, "{name} is dynamic");
+    }
+    let topic = describe(&mut raw, TOPIC, "moving").unwrap();
+    for name in [
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+    ] {
+        assert_eq!(
+            (topic[name].value.as_str(), topic[name].source),
+            ("", DEFAULT_CONFIG),
+            "{name}"
+        );
+    }
+
+    // Set on the cluster default and on this broker; the broker's wins.
+    let set = |raw: &mut Raw, resource: &str, name: &str, value: &str| {
+        alter(raw, BROKER, resource, &[(name, SET, Some(value))], false)
+    };
+    assert_eq!(
+        set(&mut raw, "", "leader.replication.throttled.rate", "2000000"),
+        (0, None)
+    );
+    assert_eq!(
+        set(
+            &mut raw,
+            "1",
+            "leader.replication.throttled.rate",
+            "1000000"
+        ),
+        (0, None)
+    );
+    assert_eq!(
+        set(
+            &mut raw,
+            "1",
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            "0"
+        ),
+        (0, None)
+    );
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    let entry = &broker["leader.replication.throttled.rate"];
+    assert_eq!(
+        (entry.value.as_str(), entry.source),
+        ("1000000", DYNAMIC_BROKER_CONFIG)
+    );
+    let sources: Vec<i8> = entry
+        .synonyms
+        .iter()
+        .map(|(_, _, source)| *source)
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            DYNAMIC_BROKER_CONFIG,
+            DYNAMIC_DEFAULT_BROKER_CONFIG,
+            DEFAULT_CONFIG
+        ]
+    );
+    assert_eq!(
+        broker["replica.alter.log.dirs.io.max.bytes.per.second"].value,
+        "0"
+    );
+    // Kafka's range: at least 0, a whole number.
+    for bad in ["-1", "1.5", "fast"] {
+        let (code, message) = set(&mut raw, "1", "follower.replication.throttled.rate", bad);
+        assert_eq!(code, 40, "{bad}: INVALID_CONFIG");
+        assert!(
+            message
+                .unwrap()
+                .contains("follower.replication.throttled.rate"),
+            "{bad}"
+        );
+    }
+
+    // The throttled replicas of a topic: `*` or partition:broker pairs.
+    for value in ["*", "0:1,1:2", ""] {
+        assert_eq!(
+            alter(
+                &mut raw,
+                TOPIC,
+                "moving",
+                &[("leader.replication.throttled.replicas", SET, Some(value))],
+                false
+            ),
+            (0, None)
+        );
+        assert_eq!(
+            described(&mut raw, "moving", "leader.replication.throttled.replicas"),
+            (value.to_owned(), TOPIC_CONFIG)
+        );
+    }
+    for bad in ["0", "0:1:2", "*,0:1", "a:b"] {
+        let (code, message) = alter(
+            &mut raw,
+            TOPIC,
+            "moving",
+            &[("follower.replication.throttled.replicas", SET, Some(bad))],
+            false,
+        );
+        assert_eq!(code, 40, "{bad}: INVALID_CONFIG");
+        assert_eq!(
+            message.as_deref(),
+            Some(
+                format!(
+                    "Invalid value {bad} for configuration follower.replication.throttled.replicas: \
+                     follower.replication.throttled.replicas must be the literal '*' or a list of \
+                     replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+                )
+                .as_str()
+            )
+        );
+    }
+
+    // What `kafka-reassign-partitions --verify` does once the moves are
+    // done: DELETE every throttle, set or not.
+    let clear: Vec<(&str, i8, Option<&str>)> = [
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    ]
+    .into_iter()
+    .map(|name| (name, DELETE, None))
+    .collect();
+    assert_eq!(alter(&mut raw, BROKER, "1", &clear, false), (0, None));
+    assert_eq!(
+        alter(
+            &mut raw,
+            TOPIC,
+            "moving",
+            &[
+                ("leader.replication.throttled.replicas", DELETE, None),
+                ("follower.replication.throttled.replicas", DELETE, None)
+            ],
+            false
+        ),
+        (0, None)
+    );
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    let entry = &broker["leader.replication.throttled.rate"];
+    assert_eq!(
+        (entry.value.as_str(), entry.source),
+        ("2000000", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    );
+    assert_eq!(
+        broker["replica.alter.log.dirs.io.max.bytes.per.second"].value,
+        unlimited
+    );
+    assert_eq!(
+        described(&mut raw, "moving", "leader.replication.throttled.replicas"),
+        (String::new(), DEFAULT_CONFIG)
+    );
 }
