@@ -30,6 +30,8 @@
 #                           --generate, --execute (of a plan that keeps the
 #                           replicas where they are)
 #   kafka-log-dirs          LogDirsCommand: --describe (all topics, one topic)
+#   kafka-reassign-partitions ReassignPartitionsCommand: --list, --verify (and
+#                           the replication throttles it clears)
 #   kafka-leader-election   LeaderElectionCommand: preferred (all partitions,
 #                           one partition, an unknown one), unclean
 #   kafka-metadata-quorum   MetadataQuorumCommand: describe --status / --replication
@@ -422,16 +424,12 @@ expect "kafka-transactions describe-producers" $status \
 tool reassign-list reassign.ReassignPartitionsCommand --bootstrap-server "$B" --list
 expect "kafka-reassign-partitions --list" $? "^No partition reassignments found\.$"
 
-# --verify of a plan that is already in place (one broker: the replicas stay).
-# --preserve-throttles: Weir differs: without it the tool clears the
-# replication throttles it may have set, an IncrementalAlterConfigs DELETE of
-# leader.replication.throttled.rate / follower.replication.throttled.rate /
-# replica.alter.log.dirs.io.max.bytes.per.second on each broker, which Weir
-# refuses (INVALID_CONFIG, "Unknown broker config name") where Kafka accepts it.
+# --verify of a plan that is already in place (one broker: the replicas stay),
+# which also clears any replication throttles (broker and topic configs).
 printf '{"version":1,"partitions":[{"topic":"%s","partition":0,"replicas":[1]},{"topic":"%s","partition":1,"replicas":[1]}]}\n' \
   "$TOPIC" "$TOPIC" >"$work/plan.json"
 tool reassign-verify reassign.ReassignPartitionsCommand --bootstrap-server "$B" --reassignment-json-file "$work/plan.json" \
-  --verify --preserve-throttles
+  --verify
 expect "kafka-reassign-partitions --verify" $? \
   "^Reassignment of partition $TOPIC-0 is completed\.$" "^Reassignment of partition $TOPIC-1 is completed\.$"
 
@@ -469,6 +467,38 @@ if ((status == 0)) && grep -q "\"partition\":\"$TXN_TOPIC-0\"" "$out" && ! grep 
 else
   fail "kafka-log-dirs --describe --topic-list" "exit $status, or other topics listed"
   show <"$out"
+# The throttles `--execute --throttle 1000000` sets for this plan (the rates
+# on broker 1, the replicas being copied from on the topic), set with
+# kafka-configs: --execute itself first describes the replicas' log dirs
+# (DescribeLogDirs, not served yet). --verify then removes them.
+tool reassign-throttle-broker ConfigCommand --bootstrap-server "$B" --entity-type brokers --entity-name 1 \
+  --alter --add-config leader.replication.throttled.rate=1000000,follower.replication.throttled.rate=1000000
+expect "kafka-configs --alter (replication throttle rates)" $? "^Completed updating config for broker 1\.$"
+tool reassign-throttle-topic ConfigCommand --bootstrap-server "$B" --entity-type topics --entity-name "$TOPIC" \
+  --alter --add-config 'leader.replication.throttled.replicas=[0:1,1:1]'
+expect "kafka-configs --alter (throttled replicas)" $? "^Completed updating config for topic $TOPIC\.$"
+tool reassign-throttled ConfigCommand --bootstrap-server "$B" --entity-type brokers --entity-name 1 --describe
+expect "kafka-configs --describe (replication throttles set)" $? \
+  "leader\.replication\.throttled\.rate=1000000" "follower\.replication\.throttled\.rate=1000000"
+tool reassign-verify-clear reassign.ReassignPartitionsCommand --bootstrap-server "$B" \
+  --reassignment-json-file "$work/plan.json" --verify
+expect "kafka-reassign-partitions --verify (clears the throttles)" $? \
+  "^Reassignment of partition $TOPIC-0 is completed\.$" \
+  "^Clearing broker-level throttles on broker 1$" "^Clearing topic-level throttles on topic $TOPIC$"
+tool reassign-unthrottled ConfigCommand --bootstrap-server "$B" --entity-type brokers --entity-name 1 --describe
+status=$?
+tool reassign-unthrottled-topic ConfigCommand --bootstrap-server "$B" --entity-type topics --entity-name "$TOPIC" --describe
+status=$((status | $?))
+if ((status != 0)); then
+  fail "kafka-configs --describe (replication throttles removed)" "exited $status"
+  show <"$work/reassign-unthrottled.out"
+  show <"$out"
+elif grep -q 'replication\.throttled' "$work/reassign-unthrottled.out" "$out"; then
+  fail "kafka-configs --describe (replication throttles removed)" "a throttle is still set"
+  show <"$work/reassign-unthrottled.out"
+  show <"$out"
+else
+  pass "kafka-configs --describe (replication throttles removed)"
 fi
 
 # ---------------------------------------------------------------- kafka-leader-election
