@@ -26,12 +26,11 @@
 #   kafka-get-offsets       GetOffsetShell: latest, earliest, max timestamp, by time
 #   kafka-delete-records    DeleteRecordsCommand
 #   kafka-transactions      TransactionsCommand: list, describe
-#   kafka-reassign-partitions ReassignPartitionsCommand: --list, --verify,
-#                           --generate, --execute (of a plan that keeps the
-#                           replicas where they are)
-#   kafka-log-dirs          LogDirsCommand: --describe (all topics, one topic)
 #   kafka-reassign-partitions ReassignPartitionsCommand: --list, --verify (and
-#                           the replication throttles it clears)
+#                           the replication throttles it clears), --generate,
+#                           --execute (of a plan that keeps the replicas where
+#                           they are)
+#   kafka-log-dirs          LogDirsCommand: --describe (all topics, one topic)
 #   kafka-leader-election   LeaderElectionCommand: preferred (all partitions,
 #                           one partition, an unknown one), unclean
 #   kafka-metadata-quorum   MetadataQuorumCommand: describe --status / --replication
@@ -450,27 +449,15 @@ tool reassign-execute reassign.ReassignPartitionsCommand --bootstrap-server "$B"
 expect "kafka-reassign-partitions --execute" $? \
   "^Successfully started partition reassignments? for $TOPIC-0,$TOPIC-1,$TOPIC-2,$TOPIC-3$"
 
-# ---------------------------------------------------------------- kafka-log-dirs
-
-# One line of JSON: per broker, each log directory (absolute) with its
-# partitions' sizes; the topic list filters on the tool's side.
-tool log-dirs LogDirsCommand --bootstrap-server "$B" --describe
-expect "kafka-log-dirs --describe" $? \
-  "^Querying brokers for log directories information$" \
-  "^Received log directory information from brokers 1$" \
-  '"broker":1,"logDirs":\[' '"error":null' '"logDir":"/' \
-  "\"partition\":\"$TOPIC-0\",\"size\":[1-9][0-9]*,\"offsetLag\":0,\"isFuture\":false"
-tool log-dirs-topic LogDirsCommand --bootstrap-server "$B" --describe --topic-list "$TXN_TOPIC"
-status=$?
-if ((status == 0)) && grep -q "\"partition\":\"$TXN_TOPIC-0\"" "$out" && ! grep -q "\"partition\":\"$TOPIC-" "$out"; then
-  pass "kafka-log-dirs --describe --topic-list"
-else
-  fail "kafka-log-dirs --describe --topic-list" "exit $status, or other topics listed"
-  show <"$out"
-# The throttles `--execute --throttle 1000000` sets for this plan (the rates
-# on broker 1, the replicas being copied from on the topic), set with
-# kafka-configs: --execute itself first describes the replicas' log dirs
-# (DescribeLogDirs, not served yet). --verify then removes them.
+# --execute --throttle: the tool sets throttles only where replicas move, and
+# on one broker none do, so the throttles it would set (the rates on broker
+# 1, the replicas copied from on the topic) are set with kafka-configs;
+# --verify then removes them.
+tool reassign-execute-throttle reassign.ReassignPartitionsCommand --bootstrap-server "$B" \
+  --reassignment-json-file "$work/plan.json" --execute --throttle 1000000
+expect "kafka-reassign-partitions --execute --throttle" $? \
+  "^The inter-broker throttle limit was set to 1000000 B/s$" \
+  "^Successfully started partition reassignments for $TOPIC-0,$TOPIC-1$"
 tool reassign-throttle-broker ConfigCommand --bootstrap-server "$B" --entity-type brokers --entity-name 1 \
   --alter --add-config leader.replication.throttled.rate=1000000,follower.replication.throttled.rate=1000000
 expect "kafka-configs --alter (replication throttle rates)" $? "^Completed updating config for broker 1\.$"
@@ -499,6 +486,25 @@ elif grep -q 'replication\.throttled' "$work/reassign-unthrottled.out" "$out"; t
   show <"$out"
 else
   pass "kafka-configs --describe (replication throttles removed)"
+fi
+
+# ---------------------------------------------------------------- kafka-log-dirs
+
+# One line of JSON: per broker, each log directory (absolute) with its
+# partitions' sizes; the topic list filters on the tool's side.
+tool log-dirs LogDirsCommand --bootstrap-server "$B" --describe
+expect "kafka-log-dirs --describe" $? \
+  "^Querying brokers for log directories information$" \
+  "^Received log directory information from brokers 1$" \
+  '"broker":1,"logDirs":\[' '"error":null' '"logDir":"/' \
+  "\"partition\":\"$TOPIC-0\",\"size\":[1-9][0-9]*,\"offsetLag\":0,\"isFuture\":false"
+tool log-dirs-topic LogDirsCommand --bootstrap-server "$B" --describe --topic-list "$TXN_TOPIC"
+status=$?
+if ((status == 0)) && grep -q "\"partition\":\"$TXN_TOPIC-0\"" "$out" && ! grep -q "\"partition\":\"$TOPIC-" "$out"; then
+  pass "kafka-log-dirs --describe --topic-list"
+else
+  fail "kafka-log-dirs --describe --topic-list" "exit $status, or other topics listed"
+  show <"$out"
 fi
 
 # ---------------------------------------------------------------- kafka-leader-election
