@@ -1078,6 +1078,8 @@ fn log_dirs_given_are_described_as_given() {
         ]
     );
     assert!(tmp.path().join("a").is_dir() && tmp.path().join("b").is_dir());
+}
+
 /// The replication throttles (KIP-73) round-trip through
 /// IncrementalAlterConfigs and DescribeConfigs with Kafka's names, types,
 /// defaults and validation.
