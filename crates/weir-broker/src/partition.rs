@@ -2,7 +2,7 @@
 //! and a signal that wakes fetches waiting for new data.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -277,8 +277,10 @@ pub struct Leading<'a> {
 /// A partition's log, for reading. Everything that changes the log goes
 /// through the [`Partition`], which keeps its producer state, leadership
 /// and high watermark in step with it.
-#[derive(Clone, Copy)]
-pub struct LogView<'a>(&'a Log);
+///
+/// A view holds the partition's log in place: a move to another log
+/// directory waits for it, so keep it no longer than a read.
+pub struct LogView<'a>(RwLockReadGuard<'a, Log>);
 
 impl LogView<'_> {
     pub fn dir(&self) -> &Path {
@@ -296,6 +298,16 @@ impl LogView<'_> {
     /// Bytes of all segments.
     pub fn size_bytes(&self) -> u64 {
         self.0.size_bytes()
+    }
+
+    /// See [`Log::truncation_count`].
+    pub fn truncation_count(&self) -> u64 {
+        self.0.truncation_count()
+    }
+
+    /// The segments' base offsets, oldest first; the last is the active one.
+    pub fn segment_base_offsets(&self) -> Vec<u64> {
+        self.0.segment_base_offsets()
     }
 
     /// See [`Log::read`].
@@ -341,7 +353,11 @@ pub struct Partition {
     pub topic: String,
     pub topic_id: uuid::Uuid,
     pub index: i32,
-    log: Log,
+    /// Taken for writing only to swap in the log moved to another
+    /// directory (see [`Partition::move_log`]); everything else reads it
+    /// recursively, so a waiting move never deadlocks a thread that already
+    /// holds a view.
+    log: RwLock<Log>,
     /// Where the log and the partition's own state files are.
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
@@ -416,7 +432,7 @@ impl Partition {
             topic: topic.to_owned(),
             topic_id,
             index,
-            log,
+            log: RwLock::new(log),
             storage: env.storage.clone(),
             clock: env.clock.clone(),
             changed,
@@ -453,28 +469,31 @@ impl Partition {
 
     /// The log, for reading.
     pub fn log(&self) -> LogView<'_> {
-        LogView(&self.log)
+        LogView(self.log.read_recursive())
     }
 
     /// Takes changed topic configs.
     pub fn set_log_config(&self, config: LogConfig) -> Result<(), LogError> {
-        self.log.set_config(config)
+        self.log.read_recursive().set_config(config)
     }
 
     /// Makes every appended record durable.
     pub fn flush(&self) -> Result<(), LogError> {
-        self.log.flush()
+        self.log.read_recursive().flush()
     }
 
     /// Flushes as `flush.ms` asks, if it is due.
     pub fn flush_if_due(&self) -> Result<(), LogError> {
-        self.log.flush_if_due()
+        self.log.read_recursive().flush_if_due()
     }
 
     /// Deletes what retention says may go, never at or above the high
     /// watermark.
     pub fn enforce_retention(&self) -> Result<RetentionOutcome, LogError> {
-        let outcome = self.log.enforce_retention(self.high_watermark())?;
+        let outcome = self
+            .log
+            .read_recursive()
+            .enforce_retention(self.high_watermark())?;
         if outcome.deleted_segments > 0 {
             self.notify();
         }
@@ -484,8 +503,8 @@ impl Partition {
     /// Moves the log start up to `offset` (DeleteRecords, or an internal
     /// topic's upkeep); the new log start.
     pub fn delete_records_before(&self, offset: u64) -> Result<u64, LogError> {
-        let before = self.log.log_start_offset();
-        let start = self.log.delete_records_before(offset)?;
+        let before = self.log.read_recursive().log_start_offset();
+        let start = self.log.read_recursive().delete_records_before(offset)?;
         if start != before {
             self.notify();
         }
@@ -494,17 +513,40 @@ impl Partition {
 
     /// What compaction could clean below the high watermark, if anything.
     pub fn cleanable(&self) -> Option<Cleanable> {
-        self.log.cleanable(self.high_watermark())
+        self.log.read_recursive().cleanable(self.high_watermark())
     }
 
     /// Compacts the log below the high watermark with `cleaner`.
     pub fn clean(&self, cleaner: &mut Cleaner) -> Result<CleanStats, LogError> {
-        cleaner.clean(&self.log, self.high_watermark())
+        cleaner.clean(&self.log.read_recursive(), self.high_watermark())
+    }
+
+    /// Swaps in the log moved to another directory. Under the log's write
+    /// lock, so that no append, truncation, retention or cleaning touches
+    /// its files meanwhile: flushes the log, lets `finish` complete the
+    /// copy and put it in place (it returns where), then opens the copy and
+    /// serves from it. Blocks on file I/O and on readers: call it on the
+    /// blocking pool.
+    pub fn move_log<E: From<LogError>>(
+        &self,
+        finish: impl FnOnce(&Log) -> Result<PathBuf, E>,
+    ) -> Result<(), E> {
+        let mut log = self.log.write();
+        log.flush()?;
+        let end = log.log_end_offset();
+        let dir = finish(&log)?;
+        let moved = Log::open_with(dir, log.config(), self.storage.clone(), self.clock.clone())?;
+        if moved.log_end_offset() != end {
+            tracing::error!(topic = %self.topic, partition = self.index, end, moved_end = moved.log_end_offset(), "moved log ends elsewhere");
+        }
+        // The old log's files are renamed away; it is dropped, not closed.
+        drop(std::mem::replace(&mut *log, moved));
+        Ok(())
     }
 
     /// Closes the log cleanly (its next open skips recovery).
     pub fn close(self) -> Result<(), LogError> {
-        self.log.close()
+        self.log.into_inner().close()
     }
 
     pub fn replica_state(&self) -> ReplicaState {
@@ -529,7 +571,7 @@ impl Partition {
         let current = leadership.leading.get_mut();
         match leading {
             Some(l) => {
-                let log_end = self.log.log_end_offset();
+                let log_end = self.log.read_recursive().log_end_offset();
                 let engine = current.get_or_insert_with(|| {
                     LeaderState::new(
                         l.me,
@@ -562,7 +604,9 @@ impl Partition {
     /// since the last one.
     pub fn snapshot_producer_state(&self) -> Result<(), LogError> {
         let producers = self.producers.lock();
-        let offset = self.log.log_end_offset();
+        // Held to the write, so that the snapshot lands where the log is.
+        let log = self.log.read_recursive();
+        let offset = log.log_end_offset();
         if self.snapshot_offset.load(Ordering::Acquire) == offset {
             return Ok(());
         }
@@ -571,7 +615,7 @@ impl Partition {
             producers: producers.clone(),
         };
         drop(producers);
-        let path = self.log.dir().join(PRODUCER_SNAPSHOT_FILE);
+        let path = log.dir().join(PRODUCER_SNAPSHOT_FILE);
         let text = serde_json::to_string(&snapshot).expect("producer state serializes");
         weir_log::checkpoint::write(&*self.storage, &path, &text)?;
         self.snapshot_offset.store(offset, Ordering::Release);
@@ -630,7 +674,7 @@ impl Partition {
         fetch_offset: u64,
         now_ms: i64,
     ) -> Option<Vec<i32>> {
-        let log_end = self.log.log_end_offset();
+        let log_end = self.log.read_recursive().log_end_offset();
         let leadership = self.leadership.read();
         let mut leading = leadership.leading.lock();
         let state = leading.as_mut()?;
@@ -684,14 +728,14 @@ impl Partition {
             // taken meanwhile never holds a log end past the batches its
             // producer state has seen.
             let mut producers = self.producers.lock();
-            let info = self.log.append_replicated(records)?;
+            let info = self.log.read_recursive().append_replicated(records)?;
             record_producer_batches(&mut producers, records);
             drop(producers);
             if info.batches > 0 {
                 self.notify();
             }
         }
-        let high_watermark = leader_high_watermark.min(self.log.log_end_offset());
+        let high_watermark = leader_high_watermark.min(self.log.read_recursive().log_end_offset());
         self.set_high_watermark(high_watermark);
         Ok(())
     }
@@ -699,14 +743,16 @@ impl Partition {
     /// Drops every record at and above `offset` (a follower's divergent
     /// suffix).
     pub fn truncate_to(&self, offset: u64) -> Result<(), LogError> {
-        self.log.truncate_to(offset)?;
+        self.log.read_recursive().truncate_to(offset)?;
         self.after_truncation()
     }
 
     /// Empties the log and restarts it at `offset` (a follower whose
     /// leader's log starts beyond its own end).
     pub fn restart_at(&self, offset: u64) -> Result<(), LogError> {
-        self.log.truncate_fully_and_start_at(offset)?;
+        self.log
+            .read_recursive()
+            .truncate_fully_and_start_at(offset)?;
         self.after_truncation()
     }
 
@@ -715,7 +761,7 @@ impl Partition {
     /// not answered as a duplicate at an offset that now holds other data.
     fn after_truncation(&self) -> Result<(), LogError> {
         self.notify();
-        let (rebuilt, _) = load_producer_state(&*self.storage, &self.log)?;
+        let (rebuilt, _) = load_producer_state(&*self.storage, &self.log.read_recursive())?;
         *self.producers.lock() = rebuilt;
         // A snapshot taken past the truncation point holds batches that
         // are gone; once the log grows past it again it would be loaded
@@ -725,9 +771,9 @@ impl Partition {
             self.snapshot_offset.store(u64::MAX, Ordering::Release);
             let _ = self
                 .storage
-                .remove(&self.log.dir().join(PRODUCER_SNAPSHOT_FILE));
+                .remove(&self.log.read_recursive().dir().join(PRODUCER_SNAPSHOT_FILE));
         }
-        let end = self.log.log_end_offset();
+        let end = self.log.read_recursive().log_end_offset();
         if self.high_watermark() > end {
             self.set_high_watermark(end);
         }
@@ -737,7 +783,10 @@ impl Partition {
     /// The timestamp of the record at `offset` (or the first one after it),
     /// if it is below the high watermark.
     pub fn timestamp_at(&self, offset: u64) -> Result<Option<i64>, LogError> {
-        let slice = self.log.read(offset, 1, self.high_watermark())?;
+        let slice = self
+            .log
+            .read_recursive()
+            .read(offset, 1, self.high_watermark())?;
         if slice.is_empty() {
             return Ok(None);
         }
@@ -892,7 +941,11 @@ impl Partition {
         let mut producers = self.producers.lock();
         if let Some(batch) = &producer {
             if !header.is_transactional() {
-                if let Some(first_offset) = self.log.open_transaction(batch.producer_id) {
+                if let Some(first_offset) = self
+                    .log
+                    .read_recursive()
+                    .open_transaction(batch.producer_id)
+                {
                     return Err(AppendError::InvalidTxnState {
                         producer_id: batch.producer_id,
                         first_offset,
@@ -909,7 +962,7 @@ impl Partition {
                     return Ok(Written::Appended(Appended {
                         base_offset: existing.base_offset,
                         last_offset: existing.last_offset,
-                        log_append_time_ms: (self.log.config().timestamp_type
+                        log_append_time_ms: (self.log.read_recursive().config().timestamp_type
                             == TimestampType::LogAppendTime)
                             .then_some(existing.timestamp),
                         records: 0,
@@ -922,7 +975,10 @@ impl Partition {
                 }
             }
         }
-        let (info, flush_due) = self.log.append_deferring_flush(records, leader_epoch)?;
+        let (info, flush_due) = self
+            .log
+            .read_recursive()
+            .append_deferring_flush(records, leader_epoch)?;
         if let Some(batch) = &producer {
             producers.record(
                 batch,
@@ -948,7 +1004,9 @@ impl Partition {
     /// Makes an append durable as `flush.messages` asked, then lets the
     /// leadership hear of it. Blocks on the fsync.
     pub fn flush_appended(&self, due: FlushDue) -> Result<(), AppendError> {
-        self.log.flush_to(due.info.last_offset + 1)?;
+        self.log
+            .read_recursive()
+            .flush_to(due.info.last_offset + 1)?;
         self.appended_as_leader(&self.leadership.read(), &due.info);
         Ok(())
     }
@@ -990,7 +1048,7 @@ impl Partition {
     /// [`records::MAX_INFLATED_BATCH_BYTES`] of work, which the caller may
     /// want off the runtime's workers.
     pub fn inflates_on_append(&self, records: &[u8]) -> bool {
-        self.log.config().cleanup_policy.compact
+        self.log.read_recursive().config().cleanup_policy.compact
             && BatchHeader::parse(records, 0).is_ok_and(|header| {
                 header
                     .compression()
@@ -1002,7 +1060,7 @@ impl Partition {
     /// the cleaner keeps records by key. Only batches bound for compacted
     /// topics are inflated, within [`records::MAX_INFLATED_BATCH_BYTES`].
     fn check_keys(&self, records: &[u8]) -> Result<(), AppendError> {
-        let config = self.log.config();
+        let config = self.log.read_recursive().config();
         if !config.cleanup_policy.compact {
             return Ok(());
         }
@@ -1032,7 +1090,7 @@ impl Partition {
         records: &[u8],
         header: &BatchHeader<'_>,
     ) -> Result<(), AppendError> {
-        let config = self.log.config();
+        let config = self.log.read_recursive().config();
         if config.timestamp_type != TimestampType::CreateTime {
             return Ok(());
         }
@@ -1101,7 +1159,10 @@ impl Partition {
             coordinator_epoch,
             self.clock.now_ms(),
         );
-        let (info, flush_due) = self.log.append_deferring_flush(&marker, leader_epoch)?;
+        let (info, flush_due) = self
+            .log
+            .read_recursive()
+            .append_deferring_flush(&marker, leader_epoch)?;
         producers.record_marker(
             producer_id,
             producer_epoch,
@@ -1110,7 +1171,9 @@ impl Partition {
         );
         drop(producers);
         if flush_due {
-            without_holding_up_the_worker(|| self.log.flush_to(info.last_offset + 1))?;
+            without_holding_up_the_worker(|| {
+                self.log.read_recursive().flush_to(info.last_offset + 1)
+            })?;
         }
         Ok(self.appended_as_leader(&led, &info))
     }
@@ -1119,7 +1182,7 @@ impl Partition {
     /// its open transaction (-1: none), as DescribeProducers shows them.
     pub fn active_producers(&self) -> Vec<(ActiveProducer, i64)> {
         let active = self.producers.lock().active();
-        let open = self.log.open_transactions();
+        let open = self.log.read_recursive().open_transactions();
         active
             .into_iter()
             .map(|producer| {
@@ -1139,7 +1202,10 @@ impl Partition {
             .producers
             .lock()
             .expire(now_ms, expiration_ms, |producer_id| {
-                self.log.open_transaction(producer_id).is_some()
+                self.log
+                    .read_recursive()
+                    .open_transaction(producer_id)
+                    .is_some()
             });
         if expired > 0 {
             self.snapshot_offset.store(u64::MAX, Ordering::Release);
@@ -1174,9 +1240,15 @@ impl Partition {
     pub fn last_stable_offset_at(&self, high_watermark: u64) -> u64 {
         let stable = self
             .log
+            .read_recursive()
             .first_unstable_offset(high_watermark)
             .map_or(high_watermark, |first| first.min(high_watermark));
-        stable.max(self.log.log_start_offset().min(high_watermark))
+        stable.max(
+            self.log
+                .read_recursive()
+                .log_start_offset()
+                .min(high_watermark),
+        )
     }
 
     /// After a leader's append: the leadership (held shared by the caller)
@@ -1442,9 +1514,10 @@ mod tests {
 
     /// Every batch of the log, for a follower to copy.
     fn all_batches(partition: &Partition) -> Vec<u8> {
-        let end = partition.log.log_end_offset();
+        let end = partition.log.read().log_end_offset();
         partition
             .log
+            .read()
             .read(0, 1 << 20, end)
             .unwrap()
             .to_bytes()
@@ -1519,7 +1592,7 @@ mod tests {
             let p = p.clone();
             workers.push(std::thread::spawn(move || {
                 for i in 0..200_000 {
-                    p.follower_fetched(follower, p.log.log_end_offset(), i);
+                    p.follower_fetched(follower, p.log.read().log_end_offset(), i);
                 }
             }));
         }
@@ -1545,10 +1618,10 @@ mod tests {
             p.write_marker(7, 0, true, 0, 0),
             Err(AppendError::NotEnoughReplicas { .. })
         ));
-        assert_eq!(p.log.log_end_offset(), 0, "nothing appended");
+        assert_eq!(p.log.read().log_end_offset(), 0, "nothing appended");
         // acks=1 asks only for the leader's log.
         append(RequiredAcks::Leader).unwrap();
-        assert_eq!(p.log.log_end_offset(), 1);
+        assert_eq!(p.log.read().log_end_offset(), 1);
     }
 
     #[test]
@@ -1675,7 +1748,7 @@ mod tests {
             Err(AppendError::NotLeader { .. })
         ));
         assert_eq!(
-            p.log.log_end_offset(),
+            p.log.read().log_end_offset(),
             1,
             "nothing appended at the old epoch"
         );
@@ -1685,7 +1758,7 @@ mod tests {
     fn an_unchanged_partition_is_not_snapshotted_again() {
         let dir = tempfile::tempdir().unwrap();
         let p = open(dir.path());
-        let file = p.log.dir().join(PRODUCER_SNAPSHOT_FILE);
+        let file = p.log.read().dir().join(PRODUCER_SNAPSHOT_FILE);
         let batch = |sequence| BatchBuilder::new(1).producer(7, 0, sequence).build();
         p.append(&batch(0), 0).unwrap();
         p.snapshot_producer_state().unwrap();
@@ -1736,9 +1809,9 @@ mod tests {
         let batch = |sequence| BatchBuilder::new(2).producer(7, 0, sequence).build();
         let p = open();
         p.append(&batch(0), 0).unwrap();
-        p.log.flush().unwrap();
+        p.log.read().flush().unwrap();
         p.snapshot_producer_state().unwrap();
-        let snapshot = p.log.dir().join(PRODUCER_SNAPSHOT_FILE);
+        let snapshot = p.log.read().dir().join(PRODUCER_SNAPSHOT_FILE);
         drop(p);
         sim.crash(CrashMode::DropUnsynced);
         assert!(
@@ -1813,7 +1886,7 @@ mod tests {
         p.write_marker(2, 0, false, 5, 0).unwrap(); // 5
         assert_eq!(p.last_stable_offset(), 6);
         assert_eq!(
-            p.log.aborted_transactions(0, 6),
+            p.log.read().aborted_transactions(0, 6),
             vec![weir_log::AbortedTxn {
                 producer_id: 2,
                 first_offset: 3,
@@ -1837,7 +1910,7 @@ mod tests {
         ));
         // A marker for a producer with nothing open is written, harmlessly.
         p.write_marker(9, 0, false, 0, 0).unwrap(); // 8
-        assert_eq!(p.log.aborted_transactions(0, 9).len(), 1);
+        assert_eq!(p.log.read().aborted_transactions(0, 9).len(), 1);
         assert_eq!(p.last_stable_offset(), 9);
     }
 
@@ -1849,7 +1922,7 @@ mod tests {
         leader.append(&txn(2, 0, 0, 1), 0).unwrap(); // 2
         leader.write_marker(1, 3, false, 7, 0).unwrap(); // 3
         leader.append(&BatchBuilder::new(1).build(), 0).unwrap(); // 4
-        let aborted = leader.log.aborted_transactions(0, 5);
+        let aborted = leader.log.read().aborted_transactions(0, 5);
         assert_eq!(aborted.len(), 1);
 
         let follower = Partition::open(
@@ -1863,7 +1936,7 @@ mod tests {
         follower
             .append_replicated(&all_batches(&leader), 5)
             .unwrap();
-        assert_eq!(follower.log.aborted_transactions(0, 5), aborted);
+        assert_eq!(follower.log.read().aborted_transactions(0, 5), aborted);
         assert_eq!(follower.last_stable_offset(), 2, "producer 2 is still open");
         // Promoted, the follower fences what the leader fenced.
         lead_alone(&follower);
@@ -1882,7 +1955,7 @@ mod tests {
                 leader.snapshot_producer_state().unwrap();
             }
             let reopened = open(&dir.path().join("leader"));
-            assert_eq!(reopened.log.aborted_transactions(0, 5), aborted);
+            assert_eq!(reopened.log.read().aborted_transactions(0, 5), aborted);
             assert_eq!(reopened.last_stable_offset(), 2);
             assert!(matches!(
                 reopened.write_marker(1, 2, true, 7, 0),

@@ -436,6 +436,13 @@ impl Log {
         self.state.lock().segments.keys().copied().collect()
     }
 
+    /// How many times the log has been truncated since it was opened: a
+    /// copy of its files taken before a truncation may hold records that
+    /// are gone.
+    pub fn truncation_count(&self) -> u64 {
+        self.state.lock().truncations
+    }
+
     /// Appends producer batches as the leader: assigns offsets from the log
     /// end and stamps `leader_epoch`; the bytes are otherwise stored as they
     /// came (with LogAppendTime, the max timestamp and CRC are rewritten).
