@@ -733,6 +733,10 @@ impl Broker {
         self.replicas.log_dirs()
     }
 
+    pub(crate) fn replicas(&self) -> &ReplicaManager {
+        &self.replicas
+    }
+
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
         self.replicas.all()
     }

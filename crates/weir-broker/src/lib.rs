@@ -13,6 +13,7 @@ pub mod high_watermarks;
 pub mod http;
 pub mod lag;
 pub mod log_cleaner;
+pub mod log_dir_move;
 pub mod log_dirs;
 pub mod maintenance;
 pub mod metadata;

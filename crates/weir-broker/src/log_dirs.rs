@@ -9,8 +9,11 @@
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
+
+use crate::log_dir_move::{self, Move};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogDirsError {
@@ -41,6 +44,8 @@ pub struct LogDirs {
     /// Partition → index in `dirs`: those found at start and those placed
     /// since, until their data is removed.
     placed: Mutex<HashMap<(String, i32), usize>>,
+    /// Partitions being moved to another directory.
+    moves: Mutex<HashMap<(String, i32), Arc<Move>>>,
 }
 
 /// What [`LogDirs::usage`] finds of one directory.
@@ -65,9 +70,17 @@ impl LogDirs {
             }
             absolute.push(path);
         }
+        for dir in &absolute {
+            std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        }
+        // Before the partitions are found: a finished move puts its copy in
+        // place of the old directory.
+        log_dir_move::recover(&absolute).map_err(|source| LogDirsError::Io {
+            path: "(moving replicas between log directories)".into(),
+            source,
+        })?;
         let mut placed: HashMap<(String, i32), usize> = HashMap::new();
         for (index, dir) in absolute.iter().enumerate() {
-            std::fs::create_dir_all(dir).map_err(io_error(dir))?;
             for entry in std::fs::read_dir(dir).map_err(io_error(dir))? {
                 let entry = entry.map_err(io_error(dir))?;
                 let Some(key) = entry.file_name().to_str().and_then(partition_of) else {
@@ -89,6 +102,7 @@ impl LogDirs {
         Ok(Self {
             dirs: absolute,
             placed: Mutex::new(placed),
+            moves: Mutex::new(HashMap::new()),
         })
     }
 
@@ -117,6 +131,64 @@ impl LogDirs {
         self.dirs[index].clone()
     }
 
+    /// The index in `log.dirs` of `dir`.
+    pub fn index_of(&self, dir: &Path) -> Option<usize> {
+        self.dirs.iter().position(|d| d == dir)
+    }
+
+    /// Records a move of the partition from directory `current` to
+    /// `target`, unless there is nothing to do: it is there already, or on
+    /// its way there. A move elsewhere still under way is cancelled, as
+    /// Kafka drops a future log whose directory changed.
+    pub fn begin_move(
+        &self,
+        topic: &str,
+        partition: i32,
+        current: usize,
+        target: usize,
+    ) -> Option<Arc<Move>> {
+        let key = (topic.to_owned(), partition);
+        let mut moves = self.moves.lock();
+        if let Some(running) = moves.get(&key) {
+            if running.target == target {
+                return None;
+            }
+            running.cancel();
+            moves.remove(&key);
+        }
+        if current == target {
+            return None;
+        }
+        let job = Arc::new(Move::new(
+            target,
+            log_dir_move::future_dir(&self.dirs[target], topic, partition),
+        ));
+        moves.insert(key, job.clone());
+        Some(job)
+    }
+
+    /// The move of the partition is over, done or not.
+    pub fn end_move(&self, topic: &str, partition: i32, job: &Move) {
+        let mut moves = self.moves.lock();
+        let key = (topic.to_owned(), partition);
+        if moves.get(&key).is_some_and(|m| std::ptr::eq(&**m, job)) {
+            moves.remove(&key);
+        }
+    }
+
+    /// The moves under way.
+    pub fn moving(&self) -> Vec<((String, i32), Arc<Move>)> {
+        let moves = self.moves.lock();
+        moves.iter().map(|(k, m)| (k.clone(), m.clone())).collect()
+    }
+
+    /// The partition now lives in directory `target`.
+    pub fn moved(&self, topic: &str, partition: i32, target: usize) {
+        self.placed
+            .lock()
+            .insert((topic.to_owned(), partition), target);
+    }
+
     /// Forgets the partition, whose data has been removed.
     pub fn forget(&self, topic: &str, partition: i32) {
         self.placed.lock().remove(&(topic.to_owned(), partition));
@@ -143,7 +215,7 @@ pub fn partition_dir(dir: &Path, topic: &str, partition: i32) -> PathBuf {
 /// The topic and partition a directory named `<topic>-<partition>` holds;
 /// `None` for other names (the controller's directory, Kafka's `-delete`
 /// and `-future` suffixes).
-fn partition_of(name: &str) -> Option<(String, i32)> {
+pub(crate) fn partition_of(name: &str) -> Option<(String, i32)> {
     let (topic, partition) = name.rsplit_once('-')?;
     // Digits only, without a leading zero, so that the name is the one
     // this partition's directory would get.

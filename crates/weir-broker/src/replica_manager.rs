@@ -388,6 +388,20 @@ impl ReplicaManager {
         &self.log_dirs
     }
 
+    /// Runs `f` if `partition` is still the replica hosted here, with
+    /// reconciliation (which deletes and reopens partitions) held off
+    /// until it returns. Waits on a lock held across file I/O: call it on
+    /// the blocking pool.
+    pub(crate) fn while_hosted<T>(
+        &self,
+        partition: &Arc<Partition>,
+        f: impl FnOnce() -> T,
+    ) -> Option<T> {
+        let _reconciling = self.reconciling.lock();
+        let hosted = self.get(&partition.topic, partition.index)?;
+        Arc::ptr_eq(&hosted, partition).then(f)
+    }
+
     /// Deletes the directories of partitions no longer hosted here.
     fn remove_data(&self, partitions: Vec<Arc<Partition>>) {
         for partition in partitions {

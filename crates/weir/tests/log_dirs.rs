@@ -1,20 +1,33 @@
-//! `log.dirs` and DescribeLogDirs: partitions spread over several
-//! directories, found again after a restart, and described with their
-//! sizes and each directory's volume.
+//! `log.dirs`, DescribeLogDirs and AlterReplicaLogDirs: partitions spread
+//! over several directories, found again after a restart, described with
+//! their sizes and each directory's volume, and moved between directories
+//! while they serve.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
-use common::cluster::create_topic;
+use common::cluster::{create_topic, create_topic_with, send_acked, wait_until};
 use common::raw::Raw;
 use common::Weir;
+use kafka_protocol::messages::alter_replica_log_dirs_request::{
+    AlterReplicaLogDir, AlterReplicaLogDirTopic,
+};
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
 use kafka_protocol::messages::{
-    ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName,
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ApiKey, DescribeLogDirsRequest,
+    DescribeLogDirsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
 use weir_log::testing::BatchBuilder;
 
 /// Per directory (by path): its error code and (topic, partition, size).
@@ -275,4 +288,272 @@ fn a_partition_in_two_log_dirs_stops_the_start_naming_both() {
     assert!(stderr.contains("twice-0"), "{stderr}");
     assert!(stderr.contains(&path(&a)), "{stderr}");
     assert!(stderr.contains(&path(&b)), "{stderr}");
+}
+
+/// Asks for each (path, topic, partitions) move; the error code of each
+/// (topic, partition), sorted.
+fn alter(raw: &mut Raw, version: i16, moves: &[(&str, &str, &[i32])]) -> Vec<(String, i32, i16)> {
+    let request = AlterReplicaLogDirsRequest::default().with_dirs(
+        moves
+            .iter()
+            .map(|(path, topic, partitions)| {
+                AlterReplicaLogDir::default()
+                    .with_path(StrBytes::from_string(path.to_string()))
+                    .with_topics(vec![AlterReplicaLogDirTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                        .with_partitions(partitions.to_vec())])
+            })
+            .collect(),
+    );
+    let response: AlterReplicaLogDirsResponse =
+        raw.call(ApiKey::AlterReplicaLogDirs, version, &request);
+    let mut codes: Vec<(String, i32, i16)> = response
+        .results
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.topic_name.0.to_string(), p.partition_index, p.error_code))
+        })
+        .collect();
+    codes.sort();
+    codes
+}
+
+/// Where DescribeLogDirs puts the partition: (directory, is a future
+/// replica, offset lag), each entry.
+fn described_at(raw: &mut Raw, topic: &str, partition: i32) -> Vec<(String, bool, i64)> {
+    let response = describe(raw, 4, Some(&[(topic, &[partition])]));
+    response
+        .results
+        .iter()
+        .flat_map(|dir| {
+            dir.topics.iter().flat_map(move |t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (dir.log_dir.to_string(), p.is_future_key, p.offset_lag))
+            })
+        })
+        .collect()
+}
+
+/// Every value in the partition, in offset order.
+fn read_all(bootstrap: &str, topic: &str, partition: i32, at_least: usize) -> Vec<String> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "log-dirs-reader")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, partition, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let mut values = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while values.len() < at_least {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "read {} of {at_least}",
+            values.len()
+        );
+        if let Some(message) = consumer.poll(Duration::from_millis(200)) {
+            let message = message.expect("consumed");
+            values.push(String::from_utf8(message.payload().unwrap().to_vec()).unwrap());
+        }
+    }
+    values
+}
+
+/// Sends records one after the other (acks=all) until told to stop;
+/// the values acknowledged.
+fn keep_producing(bootstrap: &str, topic: &str, stop: Arc<AtomicBool>) -> Vec<String> {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("message.timeout.ms", "20000")
+        .create()
+        .expect("producer");
+    let mut acked = Vec::new();
+    let mut i = 0;
+    while !stop.load(Ordering::Acquire) {
+        let value = format!("live-{i}-{}", "x".repeat(200));
+        let sent = common::cli::block_on(
+            producer.send(
+                FutureRecord::to(topic)
+                    .key(&value)
+                    .payload(&value)
+                    .partition(0),
+                Duration::from_secs(20),
+            ),
+        );
+        if sent.is_ok() {
+            acked.push(value);
+        }
+        i += 1;
+    }
+    acked
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_replica_moves_to_another_log_dir_while_records_keep_coming() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let log_dirs = format!("{},{}", path(&a), path(&b));
+    let mut weir = Weir::start_in(
+        &tmp.path().join("data"),
+        &["--log-dirs", &log_dirs],
+        None,
+        &[],
+    );
+    // Small segments: most of the log is sealed segments, copied while
+    // the partition serves.
+    create_topic_with(&weir.kafka, "moving", 1, 1, &[("segment.bytes", "4096")]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("moving");
+    assert!(
+        a.join("moving-0").is_dir(),
+        "the first replica goes to the first directory"
+    );
+    let mut acked = send_acked(&weir.kafka, "moving", "before", 2000);
+    assert_eq!(acked.len(), 2000);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let (kafka, stop) = (weir.kafka.clone(), stop.clone());
+        std::thread::spawn(move || keep_producing(&kafka, "moving", stop))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        alter(&mut raw, 2, &[(&path(&b), "moving", &[0])]),
+        vec![("moving".to_owned(), 0, 0)]
+    );
+    wait_until("the move to finish", Duration::from_secs(30), || {
+        (described_at(&mut raw, "moving", 0) == vec![(path(&b), false, 0)]).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Release);
+    let live = producer.join().unwrap();
+    assert!(
+        live.len() > 5,
+        "only {} records sent while moving",
+        live.len()
+    );
+    acked.extend(live);
+
+    // Every acknowledged record, once, in order.
+    let read = read_all(&weir.kafka, "moving", 0, acked.len());
+    let mut unread = acked.iter().peekable();
+    for value in &read {
+        if unread.peek() == Some(&value) {
+            unread.next();
+        }
+    }
+    assert!(
+        unread.peek().is_none(),
+        "lost or reordered from {:?}",
+        unread.peek()
+    );
+    let mut unique = read.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), read.len(), "duplicates");
+
+    // The data is in b and nothing of it is left in a.
+    assert!(
+        files_in(&b.join("moving-0"))
+            .iter()
+            .filter(|f| f.ends_with(".log"))
+            .count()
+            > 1
+    );
+    assert!(
+        files_in(&a).iter().all(|f| !f.starts_with("moving")),
+        "{:?}",
+        files_in(&a)
+    );
+    assert!(
+        files_in(&b)
+            .iter()
+            .all(|f| f == "moving-0" || !f.starts_with("moving")),
+        "{:?}",
+        files_in(&b)
+    );
+
+    // A restart keeps it there.
+    drop(raw);
+    weir.restart(true);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("moving");
+    assert_eq!(
+        described_at(&mut raw, "moving", 0),
+        vec![(path(&b), false, 0)]
+    );
+    assert_eq!(read_all(&weir.kafka, "moving", 0, read.len()), read);
+    assert_eq!(raw.produce("moving", 0, BatchBuilder::new(1).build()).0, 0);
+}
+
+#[test]
+fn alter_replica_log_dirs_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let log_dirs = format!("{},{}", path(&a), path(&b));
+    let weir = Weir::start_in(
+        &tmp.path().join("data"),
+        &["--log-dirs", &log_dirs],
+        None,
+        &[],
+    );
+    create_topic(&weir.kafka, "stay", 1, 1);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("stay");
+    assert!(a.join("stay-0").is_dir());
+    for version in [1, 2] {
+        // Not one of log.dirs: LOG_DIR_NOT_FOUND.
+        let elsewhere = path(&tmp.path().join("elsewhere"));
+        assert_eq!(
+            alter(&mut raw, version, &[(&elsewhere, "stay", &[0])]),
+            vec![("stay".to_owned(), 0, 57)]
+        );
+        // Not hosted here: REPLICA_NOT_AVAILABLE.
+        assert_eq!(
+            alter(
+                &mut raw,
+                version,
+                &[(&path(&b), "stay", &[7]), (&path(&b), "nothing", &[0])]
+            ),
+            vec![("nothing".to_owned(), 0, 9), ("stay".to_owned(), 7, 9)]
+        );
+        // There already: nothing to do.
+        assert_eq!(
+            alter(&mut raw, version, &[(&path(&a), "stay", &[0])]),
+            vec![("stay".to_owned(), 0, 0)]
+        );
+        assert_eq!(
+            described_at(&mut raw, "stay", 0),
+            vec![(path(&a), false, 0)]
+        );
+        assert!(a.join("stay-0").is_dir());
+        assert!(files_in(&b).is_empty(), "{:?}", files_in(&b));
+    }
+    // An offline directory: KAFKA_STORAGE_ERROR, and the replica stays.
+    std::fs::remove_dir_all(&b).unwrap();
+    assert_eq!(
+        alter(&mut raw, 2, &[(&path(&b), "stay", &[0])]),
+        vec![("stay".to_owned(), 0, 56)]
+    );
+    assert!(a.join("stay-0").is_dir());
+    assert_eq!(raw.produce("stay", 0, BatchBuilder::new(1).build()).0, 0);
 }

@@ -11,13 +11,31 @@
 //!
 //! Reads the file system (the directories and their volumes), so it is
 //! dispatched on the blocking pool.
+//!
+//! AlterReplicaLogDirs moves replicas between this broker's directories,
+//! as Kafka's `ReplicaManager.alterReplicaLogDirs`: LOG_DIR_NOT_FOUND for
+//! a path not in `log.dirs`, KAFKA_STORAGE_ERROR for an unreadable one,
+//! REPLICA_NOT_AVAILABLE for a partition not hosted here (Kafka also
+//! remembers the directory for a replica created later; Weir does not),
+//! NONE once the move has started or when the replica is there already.
+//! The move itself runs on a thread of its own ([`crate::log_dir_move`]);
+//! until it is done DescribeLogDirs lists the copy under its target
+//! directory as a future replica.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
 
+use kafka_protocol::messages::alter_replica_log_dirs_response::{
+    AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult,
+};
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
-use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
+use kafka_protocol::messages::{
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, DescribeLogDirsRequest,
+    DescribeLogDirsResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
@@ -72,6 +90,29 @@ pub(super) fn describe_log_dirs(
                     .with_is_future_key(false),
             );
     }
+    // Copies under way, in their target directories.
+    for ((topic, index), job) in log_dirs.moving() {
+        if wanted
+            .as_ref()
+            .is_some_and(|w| !w.contains(&(topic.clone(), index)))
+        {
+            continue;
+        }
+        let Some(partition) = broker.partition(&topic, index) else {
+            continue;
+        };
+        let lag = partition
+            .log()
+            .log_end_offset()
+            .saturating_sub(job.copied_end());
+        hosted[job.target].entry(topic).or_default().push(
+            DescribeLogDirsPartition::default()
+                .with_partition_index(index)
+                .with_partition_size(job.copied_bytes() as i64)
+                .with_offset_lag(lag as i64)
+                .with_is_future_key(true),
+        );
+    }
     let results = log_dirs
         .usage()
         .into_iter()
@@ -88,7 +129,7 @@ pub(super) fn describe_log_dirs(
                         topics
                             .into_iter()
                             .map(|(name, mut partitions)| {
-                                partitions.sort_by_key(|p| p.partition_index);
+                                partitions.sort_by_key(|p| (p.partition_index, p.is_future_key));
                                 DescribeLogDirsTopic::default()
                                     .with_name(TopicName(StrBytes::from_string(name)))
                                     .with_partitions(partitions)
@@ -108,4 +149,85 @@ pub(super) fn describe_log_dirs(
     DescribeLogDirsResponse::default()
         .with_error_code(0)
         .with_results(results)
+}
+
+pub(super) fn alter_replica_log_dirs(
+    broker: &Arc<Broker>,
+    _ctx: &RequestContext,
+    request: AlterReplicaLogDirsRequest,
+) -> AlterReplicaLogDirsResponse {
+    // Topic → partition results, in the order the topics first come.
+    let mut results: Vec<AlterReplicaLogDirTopicResult> = Vec::new();
+    for dir in &request.dirs {
+        let error = target_error(broker, Path::new(dir.path.as_str()));
+        for topic in &dir.topics {
+            let position = match results.iter().position(|r| r.topic_name == topic.name) {
+                Some(position) => position,
+                None => {
+                    results.push(
+                        AlterReplicaLogDirTopicResult::default()
+                            .with_topic_name(topic.name.clone()),
+                    );
+                    results.len() - 1
+                }
+            };
+            for &index in &topic.partitions {
+                let code = match error {
+                    Err(error) => error.code(),
+                    Ok(target) => start_move(broker, &topic.name.0, index, target),
+                };
+                results[position].partitions.push(
+                    AlterReplicaLogDirPartitionResult::default()
+                        .with_partition_index(index)
+                        .with_error_code(code),
+                );
+            }
+        }
+    }
+    AlterReplicaLogDirsResponse::default()
+        .with_throttle_time_ms(0)
+        .with_results(results)
+}
+
+/// The index in `log.dirs` of a move's target, or why none can go there.
+fn target_error(broker: &Broker, path: &Path) -> Result<usize, ResponseError> {
+    let log_dirs = broker.log_dirs();
+    let Some(target) = log_dirs.index_of(path) else {
+        return Err(ResponseError::LogDirNotFound);
+    };
+    if std::fs::read_dir(path).is_err() {
+        return Err(ResponseError::KafkaStorageError);
+    }
+    Ok(target)
+}
+
+/// Starts moving the partition to directory `target`, if it is hosted
+/// here and not there already; the partition's error code.
+fn start_move(broker: &Arc<Broker>, topic: &str, index: i32, target: usize) -> i16 {
+    let Some(partition) = broker.partition(topic, index) else {
+        return ResponseError::ReplicaNotAvailable.code();
+    };
+    let log_dirs = broker.log_dirs();
+    let current = partition
+        .log()
+        .dir()
+        .parent()
+        .and_then(|parent| log_dirs.index_of(parent));
+    let Some(current) = current else {
+        return ResponseError::KafkaStorageError.code();
+    };
+    let Some(job) = log_dirs.begin_move(topic, index, current, target) else {
+        return 0;
+    };
+    let mover = broker.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("move-{topic}-{index}"))
+        .spawn(move || crate::log_dir_move::run(&mover, &partition, &job));
+    match spawned {
+        Ok(_) => 0,
+        Err(error) => {
+            tracing::warn!(topic, partition = index, %error, "cannot start moving a replica");
+            ResponseError::KafkaStorageError.code()
+        }
+    }
 }

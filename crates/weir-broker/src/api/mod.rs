@@ -87,6 +87,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::ListConfigResources, 0, 1),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::AlterReplicaLogDirs, 1, 2),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -310,6 +311,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::UpdateFeatures => "UpdateFeatures",
         ApiKey::ListConfigResources => "ListConfigResources",
         ApiKey::DescribeLogDirs => "DescribeLogDirs",
+        ApiKey::AlterReplicaLogDirs => "AlterReplicaLogDirs",
         _ => "Other",
     }
 }
@@ -526,6 +528,9 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
+        ApiKey::AlterReplicaLogDirs => Reply::Now(Some(
+            ctx.respond(&log_dirs::alter_replica_log_dirs(&broker, &ctx, decode!())),
+        )),
         ApiKey::DescribeCluster => Reply::Now(Some(ctx.respond(&cluster::describe_cluster(
             &broker,
             &ctx,
