@@ -172,35 +172,78 @@ fn copy_and_take_over(
     broker
         .replicas()
         .while_hosted(partition, || {
-            partition.move_log(|log| {
-                job.check()?;
-                if log.dir() != source {
-                    return Err(MoveError::Cancelled);
-                }
-                if log.truncation_count() != truncations {
-                    // A truncated segment may have regrown to its old size.
-                    copied.clear();
-                }
-                finish_copy(&source, future, &copied)?;
-                let marker = future.join(COMPLETE_FILE);
-                std::fs::write(&marker, b"").map_err(io_at(&marker))?;
-                sync_file(&marker)?;
-                sync_file(future)?;
-                // From here on the copy is the log: a crash finishes the move.
-                std::fs::rename(&source, &old).map_err(io_at(&source))?;
-                sync_file(source.parent().unwrap_or(&source))?;
-                std::fs::rename(future, &destination).map_err(io_at(future))?;
-                sync_file(&target_dir)?;
-                let marker = destination.join(COMPLETE_FILE);
-                std::fs::remove_file(&marker).map_err(io_at(&marker))?;
-                Ok(destination.clone())
-            })
+            partition.move_log(
+                |log| {
+                    job.check()?;
+                    if log.dir() != source {
+                        return Err(MoveError::Cancelled);
+                    }
+                    if log.truncation_count() != truncations {
+                        // A truncated segment may have regrown to its old size.
+                        copied.clear();
+                    }
+                    finish_copy(&source, future, &copied)?;
+                    let marker = future.join(COMPLETE_FILE);
+                    std::fs::write(&marker, b"").map_err(io_at(&marker))?;
+                    sync_file(&marker)?;
+                    sync_file(future)?;
+                    // From here on the copy is the log: a crash finishes the
+                    // move. A failure goes back to the old directory, which the
+                    // partition then keeps serving, so the copy must no longer
+                    // count as complete.
+                    if let Err(error) = std::fs::rename(&source, &old) {
+                        let _ = std::fs::remove_file(&marker);
+                        return Err(io_at(&source)(error));
+                    }
+                    sync_quietly(source.parent().unwrap_or(&source));
+                    if let Err(error) = std::fs::rename(future, &destination) {
+                        undo(&source, &old, None, &marker);
+                        return Err(io_at(future)(error));
+                    }
+                    // Syncs that fail from here on leave the marker, which
+                    // finishes the move at the next start all the same.
+                    sync_quietly(&target_dir);
+                    let _ = std::fs::remove_file(destination.join(COMPLETE_FILE));
+                    Ok(destination.clone())
+                },
+                || {
+                    undo(
+                        &source,
+                        &old,
+                        Some((&destination, future)),
+                        &future.join(COMPLETE_FILE),
+                    )
+                },
+            )
         })
         .ok_or(MoveError::Gone)??;
     broker
         .log_dirs()
         .moved(&partition.topic, partition.index, job.target);
     Ok(old)
+}
+
+/// Puts the old directory back after the copy failed to take over: the
+/// copy back under its future name (if it was renamed into place already)
+/// and no longer marked complete, so that a restart removes it.
+fn undo(source: &Path, old: &Path, placed: Option<(&Path, &Path)>, marker: &Path) {
+    if let Some((destination, future)) = placed {
+        if let Err(error) = std::fs::rename(destination, future) {
+            tracing::error!(dir = %destination.display(), %error, "cannot undo a failed replica move; remove this directory before restarting");
+        }
+    }
+    let _ = std::fs::remove_file(marker);
+    if let Err(error) = std::fs::rename(old, source) {
+        tracing::error!(dir = %old.display(), %error, "cannot undo a failed replica move; rename this directory back before restarting");
+    }
+    sync_quietly(source.parent().unwrap_or(source));
+}
+
+/// A sync whose failure does not undo what it follows: logged only.
+fn sync_quietly(dir: &Path) {
+    if let Err(error) = sync_file(dir) {
+        tracing::warn!(%error, "cannot sync a directory after moving a replica");
+    }
 }
 
 /// Makes `future` hold what `source` holds: the segments copied before

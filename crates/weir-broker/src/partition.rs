@@ -525,17 +525,26 @@ impl Partition {
     /// lock, so that no append, truncation, retention or cleaning touches
     /// its files meanwhile: flushes the log, lets `finish` complete the
     /// copy and put it in place (it returns where), then opens the copy and
-    /// serves from it. Blocks on file I/O and on readers: call it on the
-    /// blocking pool.
+    /// serves from it; if the copy cannot be opened, `undo` puts the old
+    /// directory back and the old log goes on. Blocks on file I/O and on
+    /// readers: call it on the blocking pool.
     pub fn move_log<E: From<LogError>>(
         &self,
         finish: impl FnOnce(&Log) -> Result<PathBuf, E>,
+        undo: impl FnOnce(),
     ) -> Result<(), E> {
         let mut log = self.log.write();
         log.flush()?;
         let end = log.log_end_offset();
         let dir = finish(&log)?;
-        let moved = Log::open_with(dir, log.config(), self.storage.clone(), self.clock.clone())?;
+        let moved =
+            match Log::open_with(dir, log.config(), self.storage.clone(), self.clock.clone()) {
+                Ok(moved) => moved,
+                Err(error) => {
+                    undo();
+                    return Err(error.into());
+                }
+            };
         if moved.log_end_offset() != end {
             tracing::error!(topic = %self.topic, partition = self.index, end, moved_end = moved.log_end_offset(), "moved log ends elsewhere");
         }
