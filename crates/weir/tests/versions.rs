@@ -800,6 +800,22 @@ fn every_advertised_version_answers() {
                     // The volume's size from v4, Kafka's default -1 before.
                     assert_eq!(r.results[0].total_bytes > 0, version >= 4, "{label}");
                 }
+                ApiKey::AlterReplicaLogDirs => {
+                    // To the directory it is in: nothing to do.
+                    let here = std::path::absolute(&weir.data_dir).unwrap();
+                    let request = AlterReplicaLogDirsRequest::default().with_dirs(vec![
+                        alter_replica_log_dirs_request::AlterReplicaLogDir::default()
+                            .with_path(StrBytes::from_string(here.display().to_string()))
+                            .with_topics(vec![
+                                alter_replica_log_dirs_request::AlterReplicaLogDirTopic::default()
+                                    .with_name(TopicName(StrBytes::from_static_str("sweep")))
+                                    .with_partitions(vec![0]),
+                            ]),
+                    ]);
+                    let r: AlterReplicaLogDirsResponse = raw.call(key, version, &request);
+                    assert_eq!(r.results.len(), 1, "{label}");
+                    assert_eq!(r.results[0].partitions[0].error_code, 0, "{label}");
+                }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }
             checked += 1;
