@@ -30,6 +30,11 @@
 #                           the replication throttles it clears), --generate,
 #                           --execute (of a plan that keeps the replicas where
 #                           they are)
+#   kafka-reassign-partitions ReassignPartitionsCommand: --list, --verify,
+#                           --generate, --execute (of a plan that keeps the
+#                           replicas where they are; of one that moves a
+#                           replica to the broker's other log directory,
+#                           then --verify until the move is done)
 #   kafka-log-dirs          LogDirsCommand: --describe (all topics, one topic)
 #   kafka-leader-election   LeaderElectionCommand: preferred (all partitions,
 #                           one partition, an unknown one), unclean
@@ -505,6 +510,48 @@ if ((status == 0)) && grep -q "\"partition\":\"$TXN_TOPIC-0\"" "$out" && ! grep 
 else
   fail "kafka-log-dirs --describe --topic-list" "exit $status, or other topics listed"
   show <"$out"
+fi
+
+# ---------------------------------------------------------------- moving a replica between log directories
+
+# The broker has two log directories (run.sh): a plan naming the other one
+# for $TOPIC-0 starts the move (AlterReplicaLogDirs) and --verify reports it
+# done once DescribeLogDirs shows the replica there and no future copy.
+tool log-dirs-before-move LogDirsCommand --bootstrap-server "$B" --describe
+# One line per directory: its partitions, then its path.
+per_dir='"partitions":\[[^]]*\],"error":null,"logDir":"[^"]*"'
+dirs=$(grep -o "$per_dir" "$out")
+from=$(grep "\"partition\":\"$TOPIC-0\"" <<<"$dirs" | sed 's/.*"logDir":"\([^"]*\)"$/\1/')
+to=$(grep -v "\"partition\":\"$TOPIC-0\"" <<<"$dirs" | head -n 1 | sed 's/.*"logDir":"\([^"]*\)"$/\1/')
+if [[ -z "$from" || -z "$to" ]]; then
+  fail "kafka-reassign-partitions to another log directory" "the broker does not have two log directories"
+  show <"$out"
+else
+  printf '{"version":1,"partitions":[{"topic":"%s","partition":0,"replicas":[1],"log_dirs":["%s"]}]}\n' \
+    "$TOPIC" "$to" >"$work/dir-plan.json"
+  tool reassign-dir-execute reassign.ReassignPartitionsCommand --bootstrap-server "$B" \
+    --reassignment-json-file "$work/dir-plan.json" --execute
+  expect "kafka-reassign-partitions --execute (to another log directory)" $? \
+    "^Successfully started moving log directory to $to for replica $TOPIC-0 with broker 1 ?$"
+  for _ in $(seq 1 30); do
+    tool reassign-dir-verify reassign.ReassignPartitionsCommand --bootstrap-server "$B" \
+      --reassignment-json-file "$work/dir-plan.json" --verify --preserve-throttles
+    status=$?
+    grep -q "completed successfully" "$out" && break
+    sleep 1
+  done
+  expect "kafka-reassign-partitions --verify (to another log directory)" $status \
+    "^Reassignment of partition $TOPIC-0 is completed\.$" \
+    "^Reassignment of replica $TOPIC-0-1 completed successfully\.$"
+  tool log-dirs-after-move LogDirsCommand --bootstrap-server "$B" --describe --topic-list "$TOPIC"
+  status=$?
+  if ((status == 0)) && grep -o "$per_dir" "$out" |
+    grep "\"partition\":\"$TOPIC-0\"" | grep -q "\"logDir\":\"$to\"$"; then
+    pass "kafka-log-dirs --describe: the moved replica in its new directory"
+  else
+    fail "kafka-log-dirs --describe: the moved replica in its new directory" "exit $status, or $TOPIC-0 elsewhere"
+    show <"$out"
+  fi
 fi
 
 # ---------------------------------------------------------------- kafka-leader-election

@@ -79,9 +79,10 @@ while read -r var; do unset "$var"; done < <(env | grep -o '^WEIR_[A-Z_]*' || tr
 
 # No wait before a new group's first rebalance (Kafka's
 # group.initial.rebalance.delay.ms, 3 s by default): the consumer group checks
-# start many short-lived groups.
+# start many short-lived groups. Two log directories, so that Kafka's tools
+# can move a replica from one to the other.
 "$weir" serve --data-dir "$work/data" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
-  --controller-listen 127.0.0.1:0 \
+  --controller-listen 127.0.0.1:0 --log-dirs "$work/logs-a,$work/logs-b" \
   --group-initial-rebalance-delay-ms 0 \
   >"$work/broker.out" 2>"$work/broker.log" &
 broker_pid=$!
