@@ -29,12 +29,9 @@
 #   kafka-reassign-partitions ReassignPartitionsCommand: --list, --verify (and
 #                           the replication throttles it clears), --generate,
 #                           --execute (of a plan that keeps the replicas where
-#                           they are)
-#   kafka-reassign-partitions ReassignPartitionsCommand: --list, --verify,
-#                           --generate, --execute (of a plan that keeps the
-#                           replicas where they are; of one that moves a
-#                           replica to the broker's other log directory,
-#                           then --verify until the move is done)
+#                           they are; of one that moves a replica to the
+#                           broker's other log directory, then --verify until
+#                           the move is done)
 #   kafka-log-dirs          LogDirsCommand: --describe (all topics, one topic)
 #   kafka-leader-election   LeaderElectionCommand: preferred (all partitions,
 #                           one partition, an unknown one), unclean

@@ -227,8 +227,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         config_type: ConfigType::Long,
         dynamic: true,
         doc: "Bytes per second of moving replicas between log directories of this broker; \
-              stored, and takes effect once moving replicas between log directories exists \
-              (each broker has one log directory today)",
+              stored; moves (AlterReplicaLogDirs) do not honour it yet",
     },
     BrokerConfigDef {
         name: "replication.quota.window.num",
