@@ -215,7 +215,8 @@ pub(crate) fn throttle_time_offset(key: ApiKey, version: i16) -> Option<usize> {
         | ApiKey::ElectLeaders
         | ApiKey::UpdateFeatures
         | ApiKey::ListConfigResources
-        | ApiKey::DescribeLogDirs => 0,
+        | ApiKey::DescribeLogDirs
+        | ApiKey::AlterReplicaLogDirs => 0,
         ApiKey::Fetch
         | ApiKey::FindCoordinator
         | ApiKey::Heartbeat

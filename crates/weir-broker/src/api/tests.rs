@@ -69,6 +69,7 @@ fn framed_with_throttle(key: ApiKey, version: i16) -> Bytes {
         UpdateFeatures => UpdateFeaturesResponse,
         ListConfigResources => ListConfigResourcesResponse,
         DescribeLogDirs => DescribeLogDirsResponse,
+        AlterReplicaLogDirs => AlterReplicaLogDirsResponse,
     }
 }
 
