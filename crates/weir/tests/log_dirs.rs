@@ -80,6 +80,21 @@ fn path(dir: &Path) -> String {
 }
 
 /// The partition directories in `dir`, sorted.
+/// A broker whose partition logs go to `a` and `b` in a new temporary
+/// directory (kept alive by the first element).
+fn start_with_two_log_dirs() -> (tempfile::TempDir, PathBuf, PathBuf, Weir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let log_dirs = format!("{},{}", path(&a), path(&b));
+    let weir = Weir::start_in(
+        &tmp.path().join("data"),
+        &["--log-dirs", &log_dirs],
+        None,
+        &[],
+    );
+    (tmp, a, b, weir)
+}
+
 fn partition_dirs(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -172,15 +187,7 @@ fn partitions_spread_over_the_log_dirs_and_are_found_after_a_restart() {
 
 #[test]
 fn the_topics_filter_keeps_hosted_partitions_named() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    let log_dirs = format!("{},{}", path(&a), path(&b));
-    let weir = Weir::start_in(
-        &tmp.path().join("data"),
-        &["--log-dirs", &log_dirs],
-        None,
-        &[],
-    );
+    let (_tmp, _a, _b, weir) = start_with_two_log_dirs();
     create_topic(&weir.kafka, "spread", 2, 1);
     let mut raw = Raw::connect(&weir.kafka);
     raw.topic_metadata("spread");
@@ -232,15 +239,7 @@ fn without_log_dirs_partitions_stay_in_the_data_directory() {
 
 #[test]
 fn an_unreadable_log_dir_is_a_storage_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    let log_dirs = format!("{},{}", path(&a), path(&b));
-    let weir = Weir::start_in(
-        &tmp.path().join("data"),
-        &["--log-dirs", &log_dirs],
-        None,
-        &[],
-    );
+    let (_tmp, a, b, weir) = start_with_two_log_dirs();
     let mut raw = Raw::connect(&weir.kafka);
     // The directory goes away under the running broker.
     std::fs::remove_dir_all(&b).unwrap();
@@ -409,15 +408,7 @@ fn files_in(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_replica_moves_to_another_log_dir_while_records_keep_coming() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    let log_dirs = format!("{},{}", path(&a), path(&b));
-    let mut weir = Weir::start_in(
-        &tmp.path().join("data"),
-        &["--log-dirs", &log_dirs],
-        None,
-        &[],
-    );
+    let (_tmp, a, b, mut weir) = start_with_two_log_dirs();
     // Small segments: most of the log is sealed segments, copied while
     // the partition serves.
     create_topic_with(&weir.kafka, "moving", 1, 1, &[("segment.bytes", "4096")]);
@@ -507,15 +498,7 @@ fn a_replica_moves_to_another_log_dir_while_records_keep_coming() {
 
 #[test]
 fn alter_replica_log_dirs_errors() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    let log_dirs = format!("{},{}", path(&a), path(&b));
-    let weir = Weir::start_in(
-        &tmp.path().join("data"),
-        &["--log-dirs", &log_dirs],
-        None,
-        &[],
-    );
+    let (tmp, a, b, weir) = start_with_two_log_dirs();
     create_topic(&weir.kafka, "stay", 1, 1);
     let mut raw = Raw::connect(&weir.kafka);
     raw.topic_metadata("stay");
