@@ -226,8 +226,9 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         default: "9223372036854775807",
         config_type: ConfigType::Long,
         dynamic: true,
-        doc: "Bytes per second of moving replicas between log directories of this broker; \
-              stored; moves (AlterReplicaLogDirs) do not honour it yet",
+        doc: "Bytes per second the copies of replicas moving between log directories of \
+              this broker (AlterReplicaLogDirs) may make; the final catch-up under the \
+              partition's lock is not held back",
     },
     BrokerConfigDef {
         name: "replication.quota.window.num",

@@ -1,27 +1,31 @@
 //! Moving a replica to another of this broker's log directories while it
 //! keeps serving (AlterReplicaLogDirs), as Kafka's future logs do.
 //!
-//! The partition's sealed segments are copied into
-//! `<topic>-<partition>-future` in the target directory while produce and
-//! fetch go on. Then, under the partition's log lock (so nothing writes its
-//! files), what changed since is copied again, the copy is synced and marked
-//! complete, the old directory is renamed away, the copy is renamed into
-//! place and the partition opens and serves it. At start
+//! The partition's segments are copied into `<topic>-<partition>-future`
+//! in the target directory while produce and fetch go on: twice, each time
+//! after sealing the active segment, within
+//! `replica.alter.log.dirs.io.max.bytes.per.second`. Then, under the
+//! partition's log lock (so nothing writes its files), what changed since
+//! is copied again, the copy is synced and marked complete, the old
+//! directory is renamed away, the copy is renamed into place and the
+//! partition opens and serves it. At start
 //! ([`recover`]) a complete future directory is put in place and an
 //! incomplete one removed, so a crash at any point leaves exactly one copy.
 
 use std::collections::{HashMap, HashSet};
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use weir_log::LogError;
 
 use crate::broker::Broker;
 use crate::log_dirs::{partition_dir, partition_of};
 use crate::partition::Partition;
+use crate::replication::quota::ReplicationQuota;
 
 /// Ends the name of a partition's copy being made in its new directory.
 pub const FUTURE_SUFFIX: &str = "-future";
@@ -31,6 +35,10 @@ pub const DELETE_SUFFIX: &str = "-delete";
 /// In a future directory: everything in it is synced and it is the
 /// partition's current log.
 const COMPLETE_FILE: &str = "move-complete";
+/// What a throttled move copies between two looks at its rate.
+const THROTTLED_CHUNK: u64 = 64 * 1024;
+/// How long a throttled move waits before it looks at its rate again.
+const THROTTLE_WAIT: Duration = Duration::from_millis(50);
 
 #[derive(Debug, thiserror::Error)]
 pub enum MoveError {
@@ -132,32 +140,22 @@ fn copy_and_take_over(
     let future = &job.future_dir;
     remove_if_present(future).map_err(io_at(future))?;
     std::fs::create_dir_all(future).map_err(io_at(future))?;
-    let (source, bases, truncations) = {
+    let (source, truncations) = {
         let log = partition.log();
-        (
-            log.dir().to_owned(),
-            log.segment_base_offsets(),
-            log.truncation_count(),
-        )
+        (log.dir().to_owned(), log.truncation_count())
     };
-    job.copied_end
-        .store(bases.first().copied().unwrap_or(0), Ordering::Release);
-    // The sealed segments, while the partition serves. A segment that
-    // changed while it was copied (cleaned, deleted) is copied again below.
+    // The segments, while the partition serves: twice, each time sealing
+    // the active one first, so that what is left for the locked phase is
+    // only what was appended during the second copy. A segment that
+    // changed while it was copied (cleaned, deleted) is copied again then.
     let mut copied: HashMap<String, Stamp> = HashMap::new();
-    for pair in bases.windows(2) {
-        job.check()?;
-        let name = format!("{:020}.log", pair[0]);
-        let from = source.join(&name);
-        let Ok(before) = Stamp::of(&from) else {
-            continue;
-        };
-        copy_synced(&from, &future.join(&name))?;
-        if Stamp::of(&from).ok() == Some(before) {
-            copied.insert(name, before);
-        }
-        job.copied_end.store(pair[1], Ordering::Release);
-        job.copied_bytes.fetch_add(before.len, Ordering::AcqRel);
+    for _ in 0..2 {
+        partition.roll_log()?;
+        let bases = partition.log().segment_base_offsets();
+        job.copied_end
+            .store(bases.first().copied().unwrap_or(0), Ordering::Release);
+        let quota = broker.replicas().log_dir_move_quota();
+        copy_sealed(&source, future, &bases, &mut copied, quota, job)?;
     }
     let target_dir = broker.log_dirs().dirs()[job.target].clone();
     let destination = partition_dir(&target_dir, &partition.topic, partition.index);
@@ -244,6 +242,58 @@ fn sync_quietly(dir: &Path) {
     if let Err(error) = sync_file(dir) {
         tracing::warn!(%error, "cannot sync a directory after moving a replica");
     }
+}
+
+/// Copies the files of the sealed segments (all of `bases` but the last,
+/// the active one) not copied yet or changed since, oldest first; records
+/// in `copied` those that did not change while they were copied.
+fn copy_sealed(
+    source: &Path,
+    future: &Path,
+    bases: &[u64],
+    copied: &mut HashMap<String, Stamp>,
+    quota: &ReplicationQuota,
+    job: &Move,
+) -> Result<(), MoveError> {
+    let mut names: Vec<String> = Vec::new();
+    for entry in std::fs::read_dir(source).map_err(io_at(source))? {
+        names.push(
+            entry
+                .map_err(io_at(source))?
+                .file_name()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    for pair in bases.windows(2) {
+        let prefix = format!("{:020}.", pair[0]);
+        for name in names.iter().filter(|name| is_segment_file(name, &prefix)) {
+            job.check()?;
+            let from = source.join(name);
+            let Ok(before) = Stamp::of(&from) else {
+                continue;
+            };
+            if copied.get(name) == Some(&before) {
+                continue;
+            }
+            copy_throttled(&from, &future.join(name), quota, job)?;
+            if Stamp::of(&from).ok() == Some(before) {
+                copied.insert(name.clone(), before);
+            }
+            if name.ends_with(".log") {
+                job.copied_bytes.fetch_add(before.len, Ordering::AcqRel);
+            }
+        }
+        job.copied_end.store(pair[1], Ordering::Release);
+    }
+    Ok(())
+}
+
+/// Whether `name` is one of a segment's files (`prefix` is its base
+/// offset and a dot), not one the log removes at its next open.
+fn is_segment_file(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .is_some_and(|suffix| !suffix.contains('.'))
 }
 
 /// Makes `future` hold what `source` holds: the segments copied before
@@ -351,6 +401,35 @@ impl Stamp {
             mtime: (meta.mtime(), meta.mtime_nsec()),
         })
     }
+}
+
+/// Copies a file and syncs the copy, in chunks counted against `quota`
+/// (`replica.alter.log.dirs.io.max.bytes.per.second`), waiting while the
+/// rate is over it.
+fn copy_throttled(
+    from: &Path,
+    to: &Path,
+    quota: &ReplicationQuota,
+    job: &Move,
+) -> Result<(), MoveError> {
+    if !quota.is_limited() {
+        return copy_synced(from, to);
+    }
+    let mut source = std::fs::File::open(from).map_err(io_at(from))?;
+    let mut copy = std::fs::File::create(to).map_err(io_at(to))?;
+    loop {
+        while quota.is_exceeded() {
+            job.check()?;
+            std::thread::sleep(THROTTLE_WAIT);
+        }
+        let chunk =
+            io::copy(&mut (&mut source).take(THROTTLED_CHUNK), &mut copy).map_err(io_at(from))?;
+        if chunk == 0 {
+            break;
+        }
+        quota.record(chunk as usize);
+    }
+    copy.sync_all().map_err(io_at(to))
 }
 
 fn copy_synced(from: &Path, to: &Path) -> Result<(), MoveError> {

@@ -469,22 +469,37 @@ impl Partition {
 
     /// The log, for reading.
     pub fn log(&self) -> LogView<'_> {
-        LogView(self.log.read_recursive())
+        LogView(self.read_log())
+    }
+
+    /// The log, once no move holds it. A move holds it across file
+    /// copies and syncs, so a runtime worker waiting for it hands its
+    /// other tasks on meanwhile.
+    fn read_log(&self) -> RwLockReadGuard<'_, Log> {
+        self.log
+            .try_read_recursive()
+            .unwrap_or_else(|| without_holding_up_the_worker(|| self.log.read_recursive()))
+    }
+
+    /// Seals the active segment (if it holds anything), so that a move
+    /// can copy it while the partition serves.
+    pub fn roll_log(&self) -> Result<(), LogError> {
+        self.read_log().roll()
     }
 
     /// Takes changed topic configs.
     pub fn set_log_config(&self, config: LogConfig) -> Result<(), LogError> {
-        self.log.read_recursive().set_config(config)
+        self.read_log().set_config(config)
     }
 
     /// Makes every appended record durable.
     pub fn flush(&self) -> Result<(), LogError> {
-        self.log.read_recursive().flush()
+        self.read_log().flush()
     }
 
     /// Flushes as `flush.ms` asks, if it is due.
     pub fn flush_if_due(&self) -> Result<(), LogError> {
-        self.log.read_recursive().flush_if_due()
+        self.read_log().flush_if_due()
     }
 
     /// Deletes what retention says may go, never at or above the high
@@ -503,8 +518,8 @@ impl Partition {
     /// Moves the log start up to `offset` (DeleteRecords, or an internal
     /// topic's upkeep); the new log start.
     pub fn delete_records_before(&self, offset: u64) -> Result<u64, LogError> {
-        let before = self.log.read_recursive().log_start_offset();
-        let start = self.log.read_recursive().delete_records_before(offset)?;
+        let before = self.read_log().log_start_offset();
+        let start = self.read_log().delete_records_before(offset)?;
         if start != before {
             self.notify();
         }
@@ -513,12 +528,12 @@ impl Partition {
 
     /// What compaction could clean below the high watermark, if anything.
     pub fn cleanable(&self) -> Option<Cleanable> {
-        self.log.read_recursive().cleanable(self.high_watermark())
+        self.read_log().cleanable(self.high_watermark())
     }
 
     /// Compacts the log below the high watermark with `cleaner`.
     pub fn clean(&self, cleaner: &mut Cleaner) -> Result<CleanStats, LogError> {
-        cleaner.clean(&self.log.read_recursive(), self.high_watermark())
+        cleaner.clean(&self.read_log(), self.high_watermark())
     }
 
     /// Swaps in the log moved to another directory. Under the log's write
@@ -580,7 +595,7 @@ impl Partition {
         let current = leadership.leading.get_mut();
         match leading {
             Some(l) => {
-                let log_end = self.log.read_recursive().log_end_offset();
+                let log_end = self.read_log().log_end_offset();
                 let engine = current.get_or_insert_with(|| {
                     LeaderState::new(
                         l.me,
@@ -614,7 +629,7 @@ impl Partition {
     pub fn snapshot_producer_state(&self) -> Result<(), LogError> {
         let producers = self.producers.lock();
         // Held to the write, so that the snapshot lands where the log is.
-        let log = self.log.read_recursive();
+        let log = self.read_log();
         let offset = log.log_end_offset();
         if self.snapshot_offset.load(Ordering::Acquire) == offset {
             return Ok(());
@@ -683,7 +698,7 @@ impl Partition {
         fetch_offset: u64,
         now_ms: i64,
     ) -> Option<Vec<i32>> {
-        let log_end = self.log.read_recursive().log_end_offset();
+        let log_end = self.read_log().log_end_offset();
         let leadership = self.leadership.read();
         let mut leading = leadership.leading.lock();
         let state = leading.as_mut()?;
@@ -737,14 +752,14 @@ impl Partition {
             // taken meanwhile never holds a log end past the batches its
             // producer state has seen.
             let mut producers = self.producers.lock();
-            let info = self.log.read_recursive().append_replicated(records)?;
+            let info = self.read_log().append_replicated(records)?;
             record_producer_batches(&mut producers, records);
             drop(producers);
             if info.batches > 0 {
                 self.notify();
             }
         }
-        let high_watermark = leader_high_watermark.min(self.log.read_recursive().log_end_offset());
+        let high_watermark = leader_high_watermark.min(self.read_log().log_end_offset());
         self.set_high_watermark(high_watermark);
         Ok(())
     }
@@ -752,7 +767,7 @@ impl Partition {
     /// Drops every record at and above `offset` (a follower's divergent
     /// suffix).
     pub fn truncate_to(&self, offset: u64) -> Result<(), LogError> {
-        self.log.read_recursive().truncate_to(offset)?;
+        self.read_log().truncate_to(offset)?;
         self.after_truncation()
     }
 
@@ -770,7 +785,7 @@ impl Partition {
     /// not answered as a duplicate at an offset that now holds other data.
     fn after_truncation(&self) -> Result<(), LogError> {
         self.notify();
-        let (rebuilt, _) = load_producer_state(&*self.storage, &self.log.read_recursive())?;
+        let (rebuilt, _) = load_producer_state(&*self.storage, &self.read_log())?;
         *self.producers.lock() = rebuilt;
         // A snapshot taken past the truncation point holds batches that
         // are gone; once the log grows past it again it would be loaded
@@ -780,9 +795,9 @@ impl Partition {
             self.snapshot_offset.store(u64::MAX, Ordering::Release);
             let _ = self
                 .storage
-                .remove(&self.log.read_recursive().dir().join(PRODUCER_SNAPSHOT_FILE));
+                .remove(&self.read_log().dir().join(PRODUCER_SNAPSHOT_FILE));
         }
-        let end = self.log.read_recursive().log_end_offset();
+        let end = self.read_log().log_end_offset();
         if self.high_watermark() > end {
             self.set_high_watermark(end);
         }
@@ -971,7 +986,7 @@ impl Partition {
                     return Ok(Written::Appended(Appended {
                         base_offset: existing.base_offset,
                         last_offset: existing.last_offset,
-                        log_append_time_ms: (self.log.read_recursive().config().timestamp_type
+                        log_append_time_ms: (self.read_log().config().timestamp_type
                             == TimestampType::LogAppendTime)
                             .then_some(existing.timestamp),
                         records: 0,
@@ -1057,7 +1072,7 @@ impl Partition {
     /// [`records::MAX_INFLATED_BATCH_BYTES`] of work, which the caller may
     /// want off the runtime's workers.
     pub fn inflates_on_append(&self, records: &[u8]) -> bool {
-        self.log.read_recursive().config().cleanup_policy.compact
+        self.read_log().config().cleanup_policy.compact
             && BatchHeader::parse(records, 0).is_ok_and(|header| {
                 header
                     .compression()
@@ -1069,7 +1084,7 @@ impl Partition {
     /// the cleaner keeps records by key. Only batches bound for compacted
     /// topics are inflated, within [`records::MAX_INFLATED_BATCH_BYTES`].
     fn check_keys(&self, records: &[u8]) -> Result<(), AppendError> {
-        let config = self.log.read_recursive().config();
+        let config = self.read_log().config();
         if !config.cleanup_policy.compact {
             return Ok(());
         }
@@ -1099,7 +1114,7 @@ impl Partition {
         records: &[u8],
         header: &BatchHeader<'_>,
     ) -> Result<(), AppendError> {
-        let config = self.log.read_recursive().config();
+        let config = self.read_log().config();
         if config.timestamp_type != TimestampType::CreateTime {
             return Ok(());
         }
@@ -1180,9 +1195,7 @@ impl Partition {
         );
         drop(producers);
         if flush_due {
-            without_holding_up_the_worker(|| {
-                self.log.read_recursive().flush_to(info.last_offset + 1)
-            })?;
+            without_holding_up_the_worker(|| self.read_log().flush_to(info.last_offset + 1))?;
         }
         Ok(self.appended_as_leader(&led, &info))
     }
@@ -1191,7 +1204,7 @@ impl Partition {
     /// its open transaction (-1: none), as DescribeProducers shows them.
     pub fn active_producers(&self) -> Vec<(ActiveProducer, i64)> {
         let active = self.producers.lock().active();
-        let open = self.log.read_recursive().open_transactions();
+        let open = self.read_log().open_transactions();
         active
             .into_iter()
             .map(|producer| {

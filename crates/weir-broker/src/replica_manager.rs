@@ -89,6 +89,9 @@ pub struct ReplicaManager {
     leader_quota: ReplicationQuota,
     /// `follower.replication.throttled.rate`, shared with the fetchers.
     follower_quota: Arc<ReplicationQuota>,
+    /// `replica.alter.log.dirs.io.max.bytes.per.second`, measured over the
+    /// bytes copied by moves to other log directories.
+    log_dir_move_quota: ReplicationQuota,
 }
 
 impl ReplicaManager {
@@ -109,6 +112,7 @@ impl ReplicaManager {
             high_watermarks: HighWatermarks::load(storage.clone(), data_dir),
             log_dirs,
             leader_quota: ReplicationQuota::new(replication_quota_windows, clock.clone()),
+            log_dir_move_quota: ReplicationQuota::new(replication_quota_windows, clock.clone()),
             fetchers: ReplicaFetchers::new(node_id, follower_quota.clone()),
             follower_quota,
             env: LogEnv { storage, clock },
@@ -121,6 +125,11 @@ impl ReplicaManager {
     /// The throttle of what this broker sends followers as a leader.
     pub(crate) fn leader_quota(&self) -> &ReplicationQuota {
         &self.leader_quota
+    }
+
+    /// The throttle of the copies moves to other log directories make.
+    pub(crate) fn log_dir_move_quota(&self) -> &ReplicationQuota {
+        &self.log_dir_move_quota
     }
 
     /// The partition, if a replica of it is here.
@@ -226,6 +235,8 @@ impl ReplicaManager {
             .set_limit(config.leader_replication_throttled_rate);
         self.follower_quota
             .set_limit(config.follower_replication_throttled_rate);
+        self.log_dir_move_quota
+            .set_limit(config.replica_alter_log_dirs_io_max_bytes_per_second);
         let gone: Vec<(String, Vec<Arc<Partition>>)> = {
             let mut topics = self.topics.write();
             let stale: Vec<String> = topics

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -365,9 +365,14 @@ fn read_all(bootstrap: &str, topic: &str, partition: i32, at_least: usize) -> Ve
     values
 }
 
-/// Sends records one after the other (acks=all) until told to stop;
-/// the values acknowledged.
-fn keep_producing(bootstrap: &str, topic: &str, stop: Arc<AtomicBool>) -> Vec<String> {
+/// Sends records one after the other (acks=all) until told to stop,
+/// counting those acknowledged in `acked`; the values acknowledged.
+fn keep_producing(
+    bootstrap: &str,
+    topic: &str,
+    stop: Arc<AtomicBool>,
+    acked: Arc<AtomicUsize>,
+) -> Vec<String> {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("acks", "all")
@@ -375,7 +380,7 @@ fn keep_producing(bootstrap: &str, topic: &str, stop: Arc<AtomicBool>) -> Vec<St
         .set("message.timeout.ms", "20000")
         .create()
         .expect("producer");
-    let mut acked = Vec::new();
+    let mut values = Vec::new();
     let mut i = 0;
     while !stop.load(Ordering::Acquire) {
         let value = format!("live-{i}-{}", "x".repeat(200));
@@ -389,11 +394,21 @@ fn keep_producing(bootstrap: &str, topic: &str, stop: Arc<AtomicBool>) -> Vec<St
             ),
         );
         if sent.is_ok() {
-            acked.push(value);
+            values.push(value);
+            acked.fetch_add(1, Ordering::AcqRel);
         }
         i += 1;
     }
-    acked
+    values
+}
+
+/// Waits until `acked` counts `more` records past `from`.
+fn wait_for_acks(acked: &AtomicUsize, from: usize, more: usize) {
+    wait_until(
+        "records to be acknowledged",
+        Duration::from_secs(30),
+        || (acked.load(Ordering::Acquire) >= from + more).then_some(()),
+    );
 }
 
 fn files_in(dir: &Path) -> Vec<String> {
@@ -422,11 +437,12 @@ fn a_replica_moves_to_another_log_dir_while_records_keep_coming() {
     assert_eq!(acked.len(), 2000);
 
     let stop = Arc::new(AtomicBool::new(false));
+    let live_acked = Arc::new(AtomicUsize::new(0));
     let producer = {
-        let (kafka, stop) = (weir.kafka.clone(), stop.clone());
-        std::thread::spawn(move || keep_producing(&kafka, "moving", stop))
+        let (kafka, stop, live_acked) = (weir.kafka.clone(), stop.clone(), live_acked.clone());
+        std::thread::spawn(move || keep_producing(&kafka, "moving", stop, live_acked))
     };
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_acks(&live_acked, 0, 5);
     assert_eq!(
         alter(&mut raw, 2, &[(&path(&b), "moving", &[0])]),
         vec![("moving".to_owned(), 0, 0)]
@@ -434,14 +450,10 @@ fn a_replica_moves_to_another_log_dir_while_records_keep_coming() {
     wait_until("the move to finish", Duration::from_secs(30), || {
         (described_at(&mut raw, "moving", 0) == vec![(path(&b), false, 0)]).then_some(())
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // Records keep being acknowledged once the moved log serves.
+    wait_for_acks(&live_acked, live_acked.load(Ordering::Acquire), 5);
     stop.store(true, Ordering::Release);
     let live = producer.join().unwrap();
-    assert!(
-        live.len() > 5,
-        "only {} records sent while moving",
-        live.len()
-    );
     acked.extend(live);
 
     // Every acknowledged record, once, in order.
@@ -494,6 +506,60 @@ fn a_replica_moves_to_another_log_dir_while_records_keep_coming() {
     );
     assert_eq!(read_all(&weir.kafka, "moving", 0, read.len()), read);
     assert_eq!(raw.produce("moving", 0, BatchBuilder::new(1).build()).0, 0);
+}
+
+#[test]
+fn a_move_copies_within_its_io_rate_and_speeds_up_when_the_limit_rises() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let log_dirs = format!("{},{}", path(&a), path(&b));
+    let weir = Weir::start_in(
+        &tmp.path().join("data"),
+        &[
+            "--log-dirs",
+            &log_dirs,
+            "--replica-alter-log-dirs-io-max-bytes-per-second",
+            "100000",
+        ],
+        None,
+        &[],
+    );
+    create_topic_with(&weir.kafka, "slow", 1, 1, &[("segment.bytes", "65536")]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("slow");
+    // 2 MB of records: twenty seconds' worth at the limit.
+    for _ in 0..40 {
+        let batch = BatchBuilder::new(50).value_size(1000).build();
+        assert_eq!(raw.produce("slow", 0, batch).0, 0);
+    }
+    assert_eq!(
+        alter(&mut raw, 2, &[(&path(&b), "slow", &[0])]),
+        vec![("slow".to_owned(), 0, 0)]
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let during = described_at(&mut raw, "slow", 0);
+    assert_eq!(during.len(), 2, "{during:?}");
+    assert_eq!(during[0], (path(&a), false, 0));
+    let (dir, future, lag) = &during[1];
+    assert_eq!((dir, *future), (&path(&b), true));
+    assert!(*lag > 0, "the future replica is behind while throttled");
+
+    common::cli::run(
+        &[
+            "cluster",
+            "alter-config",
+            "--bootstrap",
+            &weir.kafka,
+            "--set",
+            "replica.alter.log.dirs.io.max.bytes.per.second=1000000000",
+        ],
+        b"",
+    )
+    .ok();
+    wait_until("the move to finish", Duration::from_secs(30), || {
+        (described_at(&mut raw, "slow", 0) == vec![(path(&b), false, 0)]).then_some(())
+    });
+    assert_eq!(read_all(&weir.kafka, "slow", 0, 2000).len(), 2000);
 }
 
 #[test]

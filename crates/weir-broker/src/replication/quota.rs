@@ -58,6 +58,11 @@ impl ReplicationQuota {
         }
     }
 
+    /// Whether a limit is set.
+    pub fn is_limited(&self) -> bool {
+        self.limit.load(Ordering::Relaxed) != UNLIMITED
+    }
+
     /// Counts bytes of throttled replicas sent or fetched.
     pub fn record(&self, bytes: usize) {
         if bytes == 0 {
