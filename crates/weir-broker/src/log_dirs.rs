@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use tokio::sync::Notify;
+use weir_log::FailureListener;
 
 use crate::log_dir_move::{self, Move};
 
@@ -46,6 +48,47 @@ pub struct LogDirs {
     placed: Mutex<HashMap<(String, i32), usize>>,
     /// Partitions being moved to another directory.
     moves: Mutex<HashMap<(String, i32), Arc<Move>>>,
+    /// Partitions not hosted here that AlterReplicaLogDirs asked to be in
+    /// a directory: a replica created later goes there (Kafka's preferred
+    /// log dirs).
+    preferred: Mutex<HashMap<(String, i32), usize>>,
+    failures: Arc<Failures>,
+}
+
+/// The directories an I/O failure took offline, shared with the logs'
+/// failure listener: as in Kafka, a failure in one partition's log takes
+/// every replica of its directory offline, and only those.
+struct Failures {
+    dirs: Vec<PathBuf>,
+    /// Index in `dirs` → what failed there.
+    failed: Mutex<HashMap<usize, String>>,
+    /// Woken when a directory fails.
+    changed: Notify,
+}
+
+impl Failures {
+    fn fail(&self, log_dir: &Path) {
+        let Some(index) = log_dir
+            .parent()
+            .and_then(|parent| self.dirs.iter().position(|d| d == parent))
+        else {
+            return;
+        };
+        let mut failed = self.failed.lock();
+        if failed.contains_key(&index) {
+            return;
+        }
+        let dir = self.dirs[index].display();
+        tracing::error!(%dir, log = %log_dir.display(), "log directory failed; every replica in it is offline until the broker restarts");
+        failed.insert(
+            index,
+            format!(
+                "log directory {dir} failed: an I/O error in {}",
+                log_dir.display()
+            ),
+        );
+        self.changed.notify_one();
+    }
 }
 
 /// What [`LogDirs::usage`] finds of one directory.
@@ -100,9 +143,15 @@ impl LogDirs {
             }
         }
         Ok(Self {
-            dirs: absolute,
             placed: Mutex::new(placed),
             moves: Mutex::new(HashMap::new()),
+            preferred: Mutex::new(HashMap::new()),
+            failures: Arc::new(Failures {
+                dirs: absolute.clone(),
+                failed: Mutex::new(HashMap::new()),
+                changed: Notify::new(),
+            }),
+            dirs: absolute,
         })
     }
 
@@ -112,23 +161,40 @@ impl LogDirs {
     }
 
     /// The directory that holds, or is to hold, the partition's log: where
-    /// it was found, else the directory with the fewest partitions (the
-    /// first of those in `log.dirs` order on a tie), which is then counted
-    /// as holding it.
+    /// it was found, else the one AlterReplicaLogDirs asked for, else the
+    /// directory with the fewest partitions (the first of those in
+    /// `log.dirs` order on a tie), which is then counted as holding it.
     pub fn place(&self, topic: &str, partition: i32) -> PathBuf {
+        let key = (topic.to_owned(), partition);
         let mut placed = self.placed.lock();
-        if let Some(&index) = placed.get(&(topic.to_owned(), partition)) {
+        if let Some(&index) = placed.get(&key) {
+            return self.dirs[index].clone();
+        }
+        let preferred = self.preferred.lock().remove(&key);
+        if let Some(index) = preferred.filter(|&i| self.failure(i).is_none()) {
+            placed.insert(key, index);
             return self.dirs[index].clone();
         }
         let mut counts = vec![0usize; self.dirs.len()];
         for &index in placed.values() {
             counts[index] += 1;
         }
+        // An offline directory gets nothing new while another is online.
+        let failed = self.failures.failed.lock();
         let index = (0..self.dirs.len())
-            .min_by_key(|&i| counts[i])
+            .min_by_key(|&i| (failed.contains_key(&i), counts[i]))
             .expect("log.dirs is never empty");
+        drop(failed);
         placed.insert((topic.to_owned(), partition), index);
         self.dirs[index].clone()
+    }
+
+    /// Remembers that the partition, not hosted here, is to go to
+    /// directory `target` when a replica of it is created.
+    pub fn prefer(&self, topic: &str, partition: i32, target: usize) {
+        self.preferred
+            .lock()
+            .insert((topic.to_owned(), partition), target);
     }
 
     /// The index in `log.dirs` of `dir`.
@@ -192,6 +258,34 @@ impl LogDirs {
     /// Forgets the partition, whose data has been removed.
     pub fn forget(&self, topic: &str, partition: i32) {
         self.placed.lock().remove(&(topic.to_owned(), partition));
+    }
+
+    /// What the logs call when an I/O failure takes one offline.
+    pub fn failure_listener(&self) -> FailureListener {
+        let failures = self.failures.clone();
+        Arc::new(move |log_dir: &Path| failures.fail(log_dir))
+    }
+
+    /// Why directory `index` is offline, if it failed.
+    pub fn failure(&self, index: usize) -> Option<String> {
+        self.failures.failed.lock().get(&index).cloned()
+    }
+
+    /// The failed directories, by index, with what failed there.
+    pub fn failed(&self) -> Vec<(usize, String)> {
+        let failed = self.failures.failed.lock();
+        failed.iter().map(|(i, why)| (*i, why.clone())).collect()
+    }
+
+    /// Resolves once a directory failed since the last call returned (or
+    /// since start).
+    pub async fn failed_since(&self) {
+        self.failures.changed.notified().await
+    }
+
+    /// The index of the directory holding the log in `log_dir`.
+    pub fn index_holding(&self, log_dir: &Path) -> Option<usize> {
+        log_dir.parent().and_then(|parent| self.index_of(parent))
     }
 
     /// Each directory's volume, or why it cannot be read. Reads the file

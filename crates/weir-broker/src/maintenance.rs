@@ -73,6 +73,10 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 let broker = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || flush_due(&broker)).await;
             }
+            _ = broker.log_dirs().failed_since() => {
+                let broker = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || broker.replicas().take_failed_dirs_offline()).await;
+            }
             _ = shutdown.changed() => return,
         }
     }

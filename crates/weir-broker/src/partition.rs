@@ -14,8 +14,8 @@ use weir_log::batch::{self, BatchError, BatchHeader, ControlType, Origin};
 use weir_log::records::{self, RecordsError};
 use weir_log::storage::{FsStorage, Storage};
 use weir_log::{
-    AbortedTxn, AppendInfo, CleanStats, Cleanable, Cleaner, Clock, EpochEntry, Log, LogConfig,
-    LogError, LogSlice, OpenTxn, RetentionOutcome, TimestampOffset, TimestampType,
+    AbortedTxn, AppendInfo, CleanStats, Cleanable, Cleaner, Clock, EpochEntry, FailureListener,
+    Log, LogConfig, LogError, LogSlice, OpenTxn, RetentionOutcome, TimestampOffset, TimestampType,
 };
 
 use crate::blocking::without_holding_up_the_worker;
@@ -252,6 +252,8 @@ impl FlushDue {
 pub struct LogEnv {
     pub storage: Arc<dyn Storage>,
     pub clock: Arc<dyn Clock>,
+    /// Told when an I/O failure takes a log offline.
+    pub on_failure: Option<FailureListener>,
 }
 
 impl Default for LogEnv {
@@ -259,6 +261,7 @@ impl Default for LogEnv {
         Self {
             storage: Arc::new(FsStorage::default()),
             clock: Arc::new(weir_log::SystemClock),
+            on_failure: None,
         }
     }
 }
@@ -361,6 +364,7 @@ pub struct Partition {
     /// Where the log and the partition's own state files are.
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
+    on_failure: Option<FailureListener>,
     /// Bumped whenever the log end or the high watermark moves: wakes
     /// long-polling fetches and acks=all produces.
     changed: watch::Sender<u64>,
@@ -419,6 +423,9 @@ impl Partition {
     ) -> Result<Self, LogError> {
         let dir = data_dir.join(format!("{topic}-{index}"));
         let log = Log::open_with(dir, config, env.storage.clone(), env.clock.clone())?;
+        if let Some(listener) = &env.on_failure {
+            log.on_failure(listener.clone());
+        }
         let (producers, snapshot_offset) = load_producer_state(&*env.storage, &log)?;
         let snapshot_offset = snapshot_offset
             .filter(|offset| *offset == log.log_end_offset())
@@ -435,6 +442,7 @@ impl Partition {
             log: RwLock::new(log),
             storage: env.storage.clone(),
             clock: env.clock.clone(),
+            on_failure: env.on_failure.clone(),
             changed,
             parked_fetches: Mutex::new(Vec::new()),
             changes: AtomicU64::new(0),
@@ -479,6 +487,16 @@ impl Partition {
         self.log
             .try_read_recursive()
             .unwrap_or_else(|| without_holding_up_the_worker(|| self.log.read_recursive()))
+    }
+
+    /// Takes the log offline: its directory failed.
+    pub fn take_offline(&self, reason: &str) {
+        self.read_log().take_offline(reason)
+    }
+
+    /// Whether the log is offline after a failure.
+    pub fn is_offline(&self) -> bool {
+        self.read_log().is_offline()
     }
 
     /// Seals the active segment (if it holds anything), so that a move
@@ -560,6 +578,9 @@ impl Partition {
                     return Err(error.into());
                 }
             };
+        if let Some(listener) = &self.on_failure {
+            moved.on_failure(listener.clone());
+        }
         if moved.log_end_offset() != end {
             tracing::error!(topic = %self.topic, partition = self.index, end, moved_end = moved.log_end_offset(), "moved log ends elsewhere");
         }
@@ -1812,6 +1833,7 @@ mod tests {
         let env = LogEnv {
             storage: Arc::new(sim.clone()),
             clock: Arc::new(weir_log::ManualClock::new(1_700_000_000_000)),
+            on_failure: None,
         };
         let dir = Path::new("/sim/data");
         let open = || {

@@ -108,6 +108,7 @@ impl ReplicaManager {
             replication_quota_windows,
             clock.clone(),
         ));
+        let on_failure = log_dirs.failure_listener();
         Self {
             high_watermarks: HighWatermarks::load(storage.clone(), data_dir),
             log_dirs,
@@ -115,7 +116,11 @@ impl ReplicaManager {
             log_dir_move_quota: ReplicationQuota::new(replication_quota_windows, clock.clone()),
             fetchers: ReplicaFetchers::new(node_id, follower_quota.clone()),
             follower_quota,
-            env: LogEnv { storage, clock },
+            env: LogEnv {
+                storage,
+                clock,
+                on_failure: Some(on_failure),
+            },
             node_id,
             topics: RwLock::new(HashMap::new()),
             reconciling: Mutex::new(0),
@@ -130,6 +135,34 @@ impl ReplicaManager {
     /// The throttle of the copies moves to other log directories make.
     pub(crate) fn log_dir_move_quota(&self) -> &ReplicationQuota {
         &self.log_dir_move_quota
+    }
+
+    /// Takes offline every replica in a failed log directory, so that
+    /// none serves what a directory in doubt holds.
+    pub fn take_failed_dirs_offline(&self) {
+        let failed = self.log_dirs.failed();
+        if failed.is_empty() {
+            return;
+        }
+        let mut taken = 0;
+        for partition in self.all() {
+            let dir = partition.log().dir().to_owned();
+            let Some(index) = self.log_dirs.index_holding(&dir) else {
+                continue;
+            };
+            if let Some((_, why)) = failed.iter().find(|(i, _)| *i == index) {
+                if !partition.is_offline() {
+                    partition.take_offline(why);
+                    taken += 1;
+                }
+            }
+        }
+        if taken > 0 {
+            tracing::warn!(
+                replicas = taken,
+                "replicas taken offline with their failed log directory"
+            );
+        }
     }
 
     /// The partition, if a replica of it is here.

@@ -39,7 +39,8 @@ pub enum LogError {
         source: io::Error,
     },
     /// An earlier I/O failure left the log in a state only a reopen (which
-    /// runs recovery) can repair; reads still work, appends do not.
+    /// runs recovery) can repair, or its directory failed; reads still
+    /// work, appends do not.
     #[error("log {} is offline after an I/O failure: {reason}", dir.display())]
     Offline { dir: PathBuf, reason: String },
     #[error("invalid log config: {0}")]

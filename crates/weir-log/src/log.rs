@@ -145,10 +145,16 @@ enum Mode {
 /// One partition's log. All methods take `&self`: appends, reads and
 /// maintenance serialize on an internal lock, while fsyncs run outside it so
 /// that concurrent appenders share them (group commit).
+/// What a log calls with its directory when an I/O failure takes it
+/// offline.
+pub type FailureListener = Arc<dyn Fn(&Path) + Send + Sync>;
+
 pub struct Log {
     dir: PathBuf,
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
+    /// Told the log's directory when an I/O failure takes the log offline.
+    failure_listener: std::sync::OnceLock<FailureListener>,
     state: Mutex<State>,
     flush: Mutex<FlushState>,
     flushed: Condvar,
@@ -394,7 +400,32 @@ impl Log {
                 truncations: 0,
             }),
             flushed: Condvar::new(),
+            failure_listener: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Has `listener` told, from now on, of the I/O failures that leave
+    /// the log's directory in doubt: those that take the log offline, and
+    /// any other I/O error of an append, flush or roll but a full disk
+    /// (which only refuses the write, until space is freed). Set once: a
+    /// later listener is ignored. It may be called with the log's state
+    /// locked: it must not call back into the log.
+    pub fn on_failure(&self, listener: FailureListener) {
+        let _ = self.failure_listener.set(listener);
+    }
+
+    /// Takes the log offline for `reason`, a failure outside it (its
+    /// directory failed): it serves nothing until reopened.
+    pub fn take_offline(&self, reason: &str) {
+        let mut st = self.state.lock();
+        if st.offline.is_none() {
+            st.offline = Some(reason.to_owned());
+        }
+    }
+
+    /// Whether the log is offline after a failure.
+    pub fn is_offline(&self) -> bool {
+        self.state.lock().offline.is_some()
     }
 
     pub fn dir(&self) -> &Path {
@@ -477,6 +508,11 @@ impl Log {
     }
 
     fn append_inner(&self, records: &[u8], mode: Mode) -> Result<(AppendInfo, bool), LogError> {
+        self.append_locked(records, mode)
+            .inspect_err(|error| self.note_failure(error))
+    }
+
+    fn append_locked(&self, records: &[u8], mode: Mode) -> Result<(AppendInfo, bool), LogError> {
         let now = self.clock.now_ms();
         let mut guard = self.state.lock();
         let st = &mut *guard;
@@ -681,7 +717,8 @@ impl Log {
         self.check_online(&st)?;
         if !st.active().is_empty() {
             let base = st.log_end_offset();
-            self.roll_locked(&mut st, base)?;
+            self.roll_locked(&mut st, base)
+                .inspect_err(|error| self.note_failure(error))?;
         }
         Ok(())
     }
@@ -823,6 +860,11 @@ impl Log {
     /// Group commit up to `offset`; with `include_active` false only sealed
     /// segments are synced (which covers offsets below the active one).
     fn sync_up_to(&self, offset: u64, include_active: bool) -> Result<(), LogError> {
+        self.sync_locked(offset, include_active)
+            .inspect_err(|error| self.note_failure(error))
+    }
+
+    fn sync_locked(&self, offset: u64, include_active: bool) -> Result<(), LogError> {
         let mut flush = self.flush.lock();
         loop {
             if flush.durable_offset >= offset {
@@ -1233,7 +1275,23 @@ impl Log {
     fn go_offline(&self, st: &mut State, error: LogError) -> LogError {
         st.offline = Some(error.to_string());
         tracing::error!(dir = %self.dir.display(), %error, "log offline until reopened");
+        if let Some(listener) = self.failure_listener.get() {
+            listener(&self.dir);
+        }
         error
+    }
+
+    /// Tells the failure listener of an I/O error that is not a full disk.
+    fn note_failure(&self, error: &LogError) {
+        let LogError::Io { source, .. } = error else {
+            return;
+        };
+        if source.kind() == std::io::ErrorKind::StorageFull {
+            return;
+        }
+        if let Some(listener) = self.failure_listener.get() {
+            listener(&self.dir);
+        }
     }
 
     /// The latest leader epoch with its start offset.

@@ -18,9 +18,10 @@ use kafka_protocol::messages::alter_replica_log_dirs_request::{
     AlterReplicaLogDir, AlterReplicaLogDirTopic,
 };
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{
-    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ApiKey, DescribeLogDirsRequest,
-    DescribeLogDirsResponse, TopicName,
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ApiKey, BrokerId,
+    DescribeLogDirsRequest, DescribeLogDirsResponse, FetchRequest, FetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
@@ -411,6 +412,22 @@ fn wait_for_acks(acked: &AtomicUsize, from: usize, more: usize) {
     );
 }
 
+/// The error code of a fetch of partition 0 from its start.
+fn fetch_error(raw: &mut Raw, topic: &str) -> i16 {
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let response: FetchResponse = raw.call(ApiKey::Fetch, 11, &request);
+    response.responses[0].partitions[0].error_code
+}
+
 fn files_in(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|entries| {
@@ -563,6 +580,64 @@ fn a_move_copies_within_its_io_rate_and_speeds_up_when_the_limit_rises() {
 }
 
 #[test]
+fn a_failed_log_dir_takes_only_its_replicas_offline() {
+    let (_tmp, a, b, weir) = start_with_two_log_dirs();
+    // Placed one by one: a, b, a, b. Only "right" rolls segments.
+    for topic in ["left", "right"] {
+        create_topic_with(&weir.kafka, topic, 1, 1, &[("segment.bytes", "1024")]);
+    }
+    for topic in ["left-too", "right-too"] {
+        create_topic(&weir.kafka, topic, 1, 1);
+    }
+    let mut raw = Raw::connect(&weir.kafka);
+    for topic in ["left", "right", "left-too", "right-too"] {
+        raw.topic_metadata(topic);
+        assert_eq!(raw.produce(topic, 0, BatchBuilder::new(1).build()).0, 0);
+    }
+    assert!(a.join("left-0").is_dir() && a.join("left-too-0").is_dir());
+    assert!(b.join("right-0").is_dir() && b.join("right-too-0").is_dir());
+
+    // The disk under b goes: the next segment of "right" cannot be made.
+    std::fs::remove_dir_all(&b).unwrap();
+    let failed = (0..20)
+        .map(|_| {
+            raw.produce("right", 0, BatchBuilder::new(10).value_size(100).build())
+                .0
+        })
+        .find(|&code| code != 0);
+    assert_eq!(failed, Some(56), "KAFKA_STORAGE_ERROR");
+    // Every replica in b is offline, though "right-too" saw no error itself.
+    wait_until(
+        "b's replicas to go offline",
+        Duration::from_secs(10),
+        || (raw.produce("right-too", 0, BatchBuilder::new(1).build()).0 == 56).then_some(()),
+    );
+    let fetched = fetch_error(&mut raw, "right-too");
+    assert_eq!(fetched, 56, "nothing is read from a failed directory");
+    // The replicas in a serve on.
+    for topic in ["left", "left-too"] {
+        assert_eq!(raw.produce(topic, 0, BatchBuilder::new(1).build()).0, 0);
+        assert_eq!(fetch_error(&mut raw, topic), 0);
+    }
+    let response = describe(&mut raw, 4, None);
+    let codes: Vec<(String, i16)> = response
+        .results
+        .iter()
+        .map(|r| (r.log_dir.to_string(), r.error_code))
+        .collect();
+    assert_eq!(codes, vec![(path(&a), 0), (path(&b), 56)]);
+    // A new replica goes to a, though it holds more; and none moves to b.
+    std::fs::create_dir_all(&b).unwrap();
+    create_topic(&weir.kafka, "new", 1, 1);
+    raw.topic_metadata("new");
+    assert!(a.join("new-0").is_dir());
+    assert_eq!(
+        alter(&mut raw, 2, &[(&path(&b), "left", &[0])]),
+        vec![("left".to_owned(), 0, 56)]
+    );
+}
+
+#[test]
 fn alter_replica_log_dirs_errors() {
     let (tmp, a, b, weir) = start_with_two_log_dirs();
     create_topic(&weir.kafka, "stay", 1, 1);
@@ -597,6 +672,15 @@ fn alter_replica_log_dirs_errors() {
         assert!(a.join("stay-0").is_dir());
         assert!(files_in(&b).is_empty(), "{:?}", files_in(&b));
     }
+    // A replica created after it was asked for goes where it was asked to,
+    // though the other directory holds fewer partitions.
+    create_topic(&weir.kafka, "nothing", 1, 1);
+    raw.topic_metadata("nothing");
+    assert!(b.join("nothing-0").is_dir(), "{:?}", files_in(&b));
+    assert_eq!(
+        described_at(&mut raw, "nothing", 0),
+        vec![(path(&b), false, 0)]
+    );
     // An offline directory: KAFKA_STORAGE_ERROR, and the replica stays.
     std::fs::remove_dir_all(&b).unwrap();
     assert_eq!(

@@ -452,6 +452,14 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
             }
         }
     };
+    // As in Kafka, nothing is served of a replica whose directory failed.
+    if partition.is_offline() {
+        return Read {
+            data: FetchedPartition::error(target.index, ResponseError::KafkaStorageError.code()),
+            caught_up_at: None,
+            skipped: false,
+        };
+    }
     // Taken before anything is read: a change from here on moves it.
     let changes = partition.change_count();
     let mut read = Read {

@@ -69,11 +69,7 @@ pub(super) fn describe_log_dirs(
             continue;
         }
         let log = partition.log();
-        let Some(dir) = log
-            .dir()
-            .parent()
-            .and_then(|parent| log_dirs.dirs().iter().position(|d| d == parent))
-        else {
+        let Some(dir) = log_dirs.index_holding(log.dir()) else {
             continue;
         };
         let lag = partition
@@ -117,10 +113,17 @@ pub(super) fn describe_log_dirs(
         .usage()
         .into_iter()
         .zip(hosted)
-        .map(|(usage, topics)| {
+        .enumerate()
+        .map(|(index, (usage, topics))| {
             let result = DescribeLogDirsResult::default()
                 .with_log_dir(StrBytes::from_string(usage.path.display().to_string()));
-            match usage.space {
+            // A failed directory is offline until the broker restarts,
+            // whatever its volume says now.
+            let space = match log_dirs.failure(index) {
+                Some(why) => Err(std::io::Error::other(why)),
+                None => usage.space,
+            };
+            match space {
                 Ok((total, usable)) => result
                     .with_error_code(0)
                     .with_total_bytes(i64::try_from(total).unwrap_or(i64::MAX))
@@ -195,27 +198,28 @@ fn target_error(broker: &Broker, path: &Path) -> Result<usize, ResponseError> {
     let Some(target) = log_dirs.index_of(path) else {
         return Err(ResponseError::LogDirNotFound);
     };
-    if std::fs::read_dir(path).is_err() {
+    if log_dirs.failure(target).is_some() || std::fs::read_dir(path).is_err() {
         return Err(ResponseError::KafkaStorageError);
     }
     Ok(target)
 }
 
 /// Starts moving the partition to directory `target`, if it is hosted
-/// here and not there already; the partition's error code.
+/// here and not there already; the partition's error code. A partition
+/// not hosted here is REPLICA_NOT_AVAILABLE, and its replica goes to
+/// `target` if one is created later, as in Kafka.
 fn start_move(broker: &Arc<Broker>, topic: &str, index: i32, target: usize) -> i16 {
+    let log_dirs = broker.log_dirs();
     let Some(partition) = broker.partition(topic, index) else {
+        log_dirs.prefer(topic, index, target);
         return ResponseError::ReplicaNotAvailable.code();
     };
-    let log_dirs = broker.log_dirs();
-    let current = partition
-        .log()
-        .dir()
-        .parent()
-        .and_then(|parent| log_dirs.index_of(parent));
-    let Some(current) = current else {
+    let Some(current) = log_dirs.index_holding(partition.log().dir()) else {
         return ResponseError::KafkaStorageError.code();
     };
+    if partition.is_offline() {
+        return ResponseError::KafkaStorageError.code();
+    }
     let Some(job) = log_dirs.begin_move(topic, index, current, target) else {
         return 0;
     };

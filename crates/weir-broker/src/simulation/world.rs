@@ -321,6 +321,7 @@ impl World {
         let env = LogEnv {
             storage: Arc::new(node.storage.clone()),
             clock: Arc::new(weir_log::SystemClock),
+            on_failure: None,
         };
         let dir = PathBuf::from(format!("/weir-simulation/node-{}", node.id));
         for topic in TOPICS {
