@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 
 use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 use weir_log::batch::{self, BatchError, BatchHeader, ControlType, Origin};
 use weir_log::records::{self, RecordsError};
 use weir_log::storage::{FsStorage, Storage};
@@ -365,11 +365,8 @@ pub struct Partition {
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
     on_failure: Option<FailureListener>,
-    /// Bumped whenever the log end or the high watermark moves: wakes
-    /// long-polling fetches and acks=all produces.
-    changed: watch::Sender<u64>,
-    /// Fetches waiting for this partition (among others) to change, each
-    /// woken once by the next change.
+    /// Fetches and acks=all writes waiting for this partition (among
+    /// others) to change, each woken once by the next change.
     parked_fetches: Mutex<Vec<Weak<Notify>>>,
     /// See [`change_count`](Self::change_count).
     changes: AtomicU64,
@@ -430,7 +427,6 @@ impl Partition {
         let snapshot_offset = snapshot_offset
             .filter(|offset| *offset == log.log_end_offset())
             .unwrap_or(u64::MAX);
-        let (changed, _) = watch::channel(0);
         let high_watermark = checkpointed_high_watermark
             .or_else(|| read_high_watermark(&*env.storage, log.dir()))
             .unwrap_or(0)
@@ -443,7 +439,6 @@ impl Partition {
             storage: env.storage.clone(),
             clock: env.clock.clone(),
             on_failure: env.on_failure.clone(),
-            changed,
             parked_fetches: Mutex::new(Vec::new()),
             changes: AtomicU64::new(0),
             producers: Mutex::new(producers),
@@ -673,12 +668,6 @@ impl Partition {
         self.high_watermark.load(Ordering::Acquire)
     }
 
-    /// Fires whenever the log end, the log start, the high watermark or the
-    /// replica state moves.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changed.subscribe()
-    }
-
     /// How many times the log end, the log start, the high watermark or
     /// the replica state moved. A fetch compares it before and after
     /// parking, so no change slips between its read and
@@ -698,7 +687,6 @@ impl Partition {
 
     fn notify(&self) {
         self.changes.fetch_add(1, Ordering::AcqRel);
-        self.changed.send_modify(|n| *n = n.wrapping_add(1));
         let parked = std::mem::take(&mut *self.parked_fetches.lock());
         for fetch in parked.iter().filter_map(Weak::upgrade) {
             fetch.notify_one();
@@ -867,20 +855,21 @@ impl Partition {
         node_id: i32,
         deadline: tokio::time::Instant,
     ) -> Result<(), (ResponseError, String)> {
-        let mut changed = self.subscribe();
+        let waker = Arc::new(Notify::new());
         loop {
-            changed.borrow_and_update();
+            // Parked before the check: a change in between leaves a permit.
+            self.wake_on_change(&waker);
             if let Some(outcome) = self.replication_outcome(until, node_id) {
                 return outcome;
             }
-            match tokio::time::timeout_at(deadline, changed.changed()).await {
-                Ok(Ok(())) => {}
-                _ => {
-                    return Err((
-                        ResponseError::RequestTimedOut,
-                        "the in-sync replicas did not all have the records in time".to_owned(),
-                    ))
-                }
+            if tokio::time::timeout_at(deadline, waker.notified())
+                .await
+                .is_err()
+            {
+                return Err((
+                    ResponseError::RequestTimedOut,
+                    "the in-sync replicas did not all have the records in time".to_owned(),
+                ));
             }
         }
     }
