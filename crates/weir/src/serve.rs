@@ -323,6 +323,16 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     if !settings.roles.broker {
         return serve_controller_only(settings).await;
     }
+    // Checked before anything is bound: a bad setting is the error shown,
+    // not a port another process holds.
+    BrokerConfig::new(
+        settings.node_id,
+        settings.data_dir.clone(),
+        settings.listen,
+        None,
+        settings.http_listen,
+        &settings.kafka,
+    )?;
     let listener = TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
