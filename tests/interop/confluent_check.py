@@ -19,7 +19,9 @@ Usage: confluent_check.py HOST:PORT
   rebalance takes partitions away); commit, close, and a new consumer of the
   group resumes after the commits; the AdminClient's list_consumer_groups
   (with state filters), describe_consumer_groups, list_consumer_group_offsets
-  and delete_consumer_groups (NON_EMPTY_GROUP while members are active); a
+  and delete_consumer_groups (NON_EMPTY_GROUP while members are active);
+  three cooperative-sticky members at 2/2/2 of six partitions, and a fourth
+  that gets what they give up, no partition left unowned; a
   cooperative-sticky static member (group.instance.id) that keeps its place
   across a restart.
 """
@@ -733,6 +735,40 @@ def describe_group(a, group):
     return a.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(timeout=TIMEOUT_S)
 
 
+def check_group_cooperative_fourth_member(bootstrap):
+    """Three cooperative-sticky members split six partitions 2/2/2; a fourth
+    joins and gets, in the follow-up rebalance, what the others gave up: no
+    partition is left without an owner and every record is read once."""
+    topic, group = "ck-group-coop4", "ck-coop4"
+    make_topic(bootstrap, topic, 6)
+    expected = produce_values(bootstrap, topic, record_values("coop4", 6, 5))
+    conf = {"partition.assignment.strategy": "cooperative-sticky"}
+    members = [GroupMember(bootstrap, group, f"ck-coop4-{n}", topic, **conf) for n in range(3)]
+    try:
+        pump(
+            members,
+            lambda: split_evenly(members, range(6)) and sorted(len(m.assignment) for m in members) == [2, 2, 2],
+            "three members at 2/2/2",
+        )
+        members.append(GroupMember(bootstrap, group, "ck-coop4-3", topic, **conf))
+        pump(members, lambda: split_evenly(members, range(6)), "four members owning every partition once")
+        more = record_values("coop4-more", 6, 3)
+        expected = merge_expected(expected, produce_values(bootstrap, topic, more))
+        pump(
+            members,
+            lambda: sum(len(m.received) for m in members) >= total(expected),
+            "every record, those written after the rebalance too",
+        )
+        pump_for(members, 1.0)
+        for m in members:
+            m.check_callbacks()
+        expect(split_evenly(members, range(6)), f"assignments changed: {[sorted(m.assignment) for m in members]}")
+        received_once(members, expected, "four cooperative-sticky members")
+    finally:
+        for m in members:
+            m.close()
+
+
 def check_group_static_cooperative(bootstrap):
     topic, group, instance = "ck-group-static", "ck-static", "ck-static-instance-1"
     make_topic(bootstrap, topic, 3)
@@ -825,6 +861,11 @@ def main():
     checks.run(
         "confluent-kafka admin: list/describe consumer groups, list offsets, delete (NON_EMPTY_GROUP while active)",
         check_group_admin,
+        bootstrap,
+    )
+    checks.run(
+        "confluent-kafka group: cooperative-sticky, a fourth member gets what three give up",
+        check_group_cooperative_fourth_member,
         bootstrap,
     )
     checks.run(

@@ -89,6 +89,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       classic consumer group reads exactly those records, each partition in order, and commits;
  *       a new consumer of the group resumes from the commits; describeConsumerGroups while it is a
  *       member, and deleteConsumerGroups refused meanwhile.
+ *   <li>A classic group with the CooperativeStickyAssignor: three members split six partitions
+ *       2/2/2, a fourth joins and gets what the others give up; no partition has two owners or
+ *       none, and only what moves is revoked.
  *   <li>Transactions: one committed, one aborted; read_committed sees only the committed records,
  *       read_uncommitted all of them; consume-transform-produce with sendOffsetsToTransaction, whose
  *       offsets count only when the transaction commits.
@@ -101,7 +104,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class JavaClientCheck {
   private static final int TIMEOUT_MS = 15_000;
   private static final Duration TIMEOUT = Duration.ofMillis(TIMEOUT_MS);
-  private static final int DEADLINE_S = 110;
+  private static final int DEADLINE_S = 150;
 
   private static final String ADMIN_TOPIC = "java-admin";
   private static final String DEFAULTS_TOPIC = "java-admin-defaults";
@@ -110,6 +113,8 @@ public final class JavaClientCheck {
   private static final String TXN_TOPIC = "java-txn";
   private static final String EOS_OUT = "java-eos-out";
   private static final String GROUP = "java-group";
+  private static final String COOP_TOPIC = "java-coop";
+  private static final String COOP_GROUP = "java-coop-group";
   private static final String EOS_GROUP = "java-eos-group";
   private static final String TXN_ID = "java-txn-writer";
   private static final int TXN_TIMEOUT_MS = 20_000;
@@ -164,6 +169,9 @@ public final class JavaClientCheck {
           checks.run("admin: consumer group offsets and state", this::groupAdmin);
         }
       }
+      checks.run(
+          "consumer group: CooperativeStickyAssignor, a fourth member gets what the others give up",
+          this::cooperativeSticky);
       checks.run("transactions: committed and aborted, read_committed", this::transactions);
       if (wrote) {
         checks.run("transactions: sendOffsetsToTransaction", this::consumeTransformProduce);
@@ -609,6 +617,121 @@ public final class JavaClientCheck {
     }
   }
 
+  /**
+   * A classic group with the CooperativeStickyAssignor (KIP-429): three members split six
+   * partitions 2/2/2; a fourth joins and gets the partitions the others give up in the follow-up
+   * rebalance. No partition ever has two owners, none is left without one, and the three give
+   * up only what moves.
+   */
+  private void cooperativeSticky() throws Exception {
+    admin.createTopics(List.of(new NewTopic(COOP_TOPIC, 6, (short) 1))).all().get();
+    Map<Integer, Set<Integer>> owned = new java.util.concurrent.ConcurrentHashMap<>();
+    List<String> problems = java.util.Collections.synchronizedList(new ArrayList<>());
+    java.util.concurrent.atomic.AtomicInteger revokedAfterSplit = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.atomic.AtomicBoolean split = new java.util.concurrent.atomic.AtomicBoolean();
+    java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+    List<Thread> members = new ArrayList<>();
+    java.util.function.IntConsumer start =
+        id -> {
+          owned.put(id, java.util.concurrent.ConcurrentHashMap.newKeySet());
+          Thread t =
+              new Thread(
+                  () -> {
+                    Properties p = new Properties();
+                    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+                    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+                    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+                    p.put(ConsumerConfig.GROUP_ID_CONFIG, COOP_GROUP);
+                    p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+                    p.put(
+                        ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                        org.apache.kafka.clients.consumer.CooperativeStickyAssignor.class.getName());
+                    p.put(ConsumerConfig.CLIENT_ID_CONFIG, "coop-" + id);
+                    try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+                      c.subscribe(
+                          List.of(COOP_TOPIC),
+                          new org.apache.kafka.clients.consumer.ConsumerRebalanceListener() {
+                            @Override
+                            public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                              for (TopicPartition tp : parts) {
+                                owned.forEach(
+                                    (other, theirs) -> {
+                                      if (other != id && theirs.contains(tp.partition())) {
+                                        problems.add(tp + " assigned to " + id + " while " + other + " owns it");
+                                      }
+                                    });
+                                owned.get(id).add(tp.partition());
+                              }
+                            }
+
+                            @Override
+                            public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+                              if (split.get()) {
+                                revokedAfterSplit.addAndGet(parts.size());
+                              }
+                              parts.forEach(tp -> owned.get(id).remove(tp.partition()));
+                            }
+
+                            @Override
+                            public void onPartitionsLost(Collection<TopicPartition> parts) {
+                              problems.add("member " + id + " lost " + parts);
+                              parts.forEach(tp -> owned.get(id).remove(tp.partition()));
+                            }
+                          });
+                      while (!stop.get()) {
+                        c.poll(Duration.ofMillis(100));
+                      }
+                    }
+                  },
+                  "coop-member-" + id);
+          t.start();
+          members.add(t);
+        };
+    try {
+      for (int id = 0; id < 3; id++) {
+        start.accept(id);
+      }
+      waitFor(() -> sizes(owned).equals(List.of(2, 2, 2)), () -> "three members at 2/2/2: " + owned);
+      split.set(true);
+      start.accept(3);
+      waitFor(
+          () -> !owned.get(3).isEmpty() && ownedOnce(owned),
+          () -> "every partition owned once, the fourth member with a share: " + owned);
+      // A moment more: nothing else moves once the group settled.
+      Thread.sleep(2_000);
+      expect(ownedOnce(owned), "every partition owned once after the rebalances: " + owned);
+      expectEq(revokedAfterSplit.get(), owned.get(3).size(), "partitions given up (only those that moved)");
+      expectEq(problems, List.of(), "ownership problems");
+    } finally {
+      stop.set(true);
+      for (Thread t : members) {
+        t.join(TIMEOUT_MS);
+      }
+    }
+  }
+
+  private static List<Integer> sizes(Map<Integer, Set<Integer>> owned) {
+    return owned.values().stream().map(Set::size).sorted().collect(Collectors.toList());
+  }
+
+  /** Whether each of the six partitions has exactly one owner. */
+  private static boolean ownedOnce(Map<Integer, Set<Integer>> owned) {
+    List<Integer> all = owned.values().stream().flatMap(Set::stream).sorted().collect(Collectors.toList());
+    return all.equals(List.of(0, 1, 2, 3, 4, 5));
+  }
+
+  /** Waits up to 30 s for the condition. */
+  private static void waitFor(java.util.function.BooleanSupplier condition, java.util.function.Supplier<String> what)
+      throws InterruptedException {
+    long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new Checks.CheckFailed("timed out waiting for " + what.get());
+      }
+      Thread.sleep(100);
+    }
+  }
+
   private void resumeOrders() throws Exception {
     Map<Integer, Integer> before = new TreeMap<>();
     produced.forEach((p, l) -> before.put(p, l.size()));
@@ -777,7 +900,7 @@ public final class JavaClientCheck {
   // ---------------------------------------------------------------- clean up
 
   private void deleteGroups() throws Exception {
-    admin.deleteConsumerGroups(List.of(GROUP, EOS_GROUP)).all().get();
+    admin.deleteConsumerGroups(List.of(GROUP, EOS_GROUP, COOP_GROUP)).all().get();
     Set<String> left =
         admin.listConsumerGroups().all().get().stream().map(ConsumerGroupListing::groupId).collect(Collectors.toSet());
     expect(!left.contains(GROUP) && !left.contains(EOS_GROUP), "deleted groups still listed: " + left);
@@ -785,7 +908,7 @@ public final class JavaClientCheck {
   }
 
   private void deleteTopics() throws Exception {
-    List<String> topics = List.of(ADMIN_TOPIC, DEFAULTS_TOPIC, ORDERS, TXN_TOPIC, EOS_OUT);
+    List<String> topics = List.of(ADMIN_TOPIC, DEFAULTS_TOPIC, ORDERS, TXN_TOPIC, EOS_OUT, COOP_TOPIC);
     admin.deleteTopics(topics).all().get();
     long deadline = System.nanoTime() + TIMEOUT.toNanos();
     Set<String> left;
