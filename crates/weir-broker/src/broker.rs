@@ -1131,6 +1131,30 @@ impl Broker {
             });
     }
 
+    /// Tells the controller that these replicas are offline with their
+    /// failed log directory, so that their leaderships move to other
+    /// in-sync replicas and they leave the ISRs, as Kafka's controller
+    /// handles an offline log directory.
+    pub(crate) fn report_offline_replicas(&self, partitions: Vec<(String, i32)>) {
+        if partitions.is_empty() {
+            return;
+        }
+        let count = partitions.len();
+        let command = Command::ReplicasOffline {
+            broker: self.static_config.node_id,
+            partitions,
+        };
+        self.meta.submit_in_background(command, move |outcome| match outcome {
+            Ok(_) => tracing::info!(
+                replicas = count,
+                "the controller moved the leaderships of the replicas in the failed log directory"
+            ),
+            Err(error) => {
+                tracing::warn!(%error, "cannot tell the controller of the replicas in a failed log directory")
+            }
+        });
+    }
+
     /// Committed offsets of a deleted topic go with it, in the groups this
     /// node coordinates.
     fn forget_offsets_of(&self, topic: &str, offsets_partitions: i32) {

@@ -74,8 +74,9 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 let _ = tokio::task::spawn_blocking(move || flush_due(&broker)).await;
             }
             _ = broker.log_dirs().failed_since() => {
-                let broker = broker.clone();
-                let _ = tokio::task::spawn_blocking(move || broker.replicas().take_failed_dirs_offline()).await;
+                let replicas = broker.clone();
+                let offline = tokio::task::spawn_blocking(move || replicas.replicas().take_failed_dirs_offline()).await;
+                broker.report_offline_replicas(offline.unwrap_or_default());
             }
             _ = shutdown.changed() => return,
         }

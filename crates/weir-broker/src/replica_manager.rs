@@ -138,12 +138,14 @@ impl ReplicaManager {
     }
 
     /// Takes offline every replica in a failed log directory, so that
-    /// none serves what a directory in doubt holds.
-    pub fn take_failed_dirs_offline(&self) {
+    /// none serves what a directory in doubt holds. Returns every replica
+    /// in a failed directory, as (topic, partition).
+    pub fn take_failed_dirs_offline(&self) -> Vec<(String, i32)> {
         let failed = self.log_dirs.failed();
         if failed.is_empty() {
-            return;
+            return Vec::new();
         }
+        let mut offline = Vec::new();
         let mut taken = 0;
         for partition in self.all() {
             let dir = partition.log().dir().to_owned();
@@ -155,6 +157,7 @@ impl ReplicaManager {
                     partition.take_offline(why);
                     taken += 1;
                 }
+                offline.push((partition.topic.clone(), partition.index));
             }
         }
         if taken > 0 {
@@ -163,6 +166,7 @@ impl ReplicaManager {
                 "replicas taken offline with their failed log directory"
             );
         }
+        offline
     }
 
     /// The partition, if a replica of it is here.

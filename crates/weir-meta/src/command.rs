@@ -32,6 +32,19 @@ pub enum Command {
         /// The broker id; it must be registered.
         id: i32,
     },
+    /// Replicas of the broker went offline with their failed log
+    /// directory: as for [`Command::FenceBroker`], but only in these
+    /// partitions and without fencing the broker, it leaves their ISRs
+    /// and its leaderships move to other in-sync replicas. A partition
+    /// whose only in-sync replica it is stays as it is (unless the topic
+    /// allows unclean election); partitions unknown, or where the broker
+    /// holds no replica, are skipped.
+    ReplicasOffline {
+        /// The broker id; it must be registered.
+        broker: i32,
+        /// The partitions as (topic, partition).
+        partitions: Vec<(String, i32)>,
+    },
     /// Moves leadership back to each partition's preferred replica (the
     /// first one) where it is in sync and not fenced, and gives a leader
     /// to leaderless partitions that have an unfenced in-sync replica.

@@ -151,6 +151,7 @@ impl MetadataImage {
             Command::FenceBroker { id } | Command::ControlledShutdown { id } => {
                 self.registered_broker(*id).map(|_| ())
             }
+            Command::ReplicasOffline { broker, .. } => self.registered_broker(*broker).map(|_| ()),
             Command::ElectPreferredLeaders | Command::ElectLeaders { .. } => Ok(()),
             Command::CreateTopic {
                 name,
@@ -217,6 +218,30 @@ impl MetadataImage {
             }
             Command::FenceBroker { id } | Command::ControlledShutdown { id } => {
                 self.fence(*id);
+                Applied::Done
+            }
+            Command::ReplicasOffline { broker, partitions } => {
+                let mut excluded = self.fenced.clone();
+                excluded.insert(*broker);
+                for (name, index) in partitions {
+                    let Some(topic) = self.topics.get_mut(name) else {
+                        continue;
+                    };
+                    let unclean = unclean_election_enabled(&topic.configs);
+                    let Some(p) = usize::try_from(*index)
+                        .ok()
+                        .and_then(|i| topic.partitions.get_mut(i))
+                    else {
+                        continue;
+                    };
+                    // The only in-sync replica keeps the partition: there is
+                    // no clean leader to move to, and a leaderless partition
+                    // would go back to it at the next preferred election.
+                    if p.isr == [*broker] && !unclean {
+                        continue;
+                    }
+                    leave_partition(p, *broker, &excluded, unclean);
+                }
                 Applied::Done
             }
             Command::ElectPreferredLeaders => {
@@ -653,21 +678,7 @@ impl MetadataImage {
         for topic in self.topics.values_mut() {
             let unclean = unclean_election_enabled(&topic.configs);
             for p in topic.partitions.iter_mut() {
-                if !p.replicas.contains(&id) {
-                    continue;
-                }
-                let mut isr = p.isr.clone();
-                if isr != [id] {
-                    isr.retain(|r| *r != id);
-                }
-                let mut leader = p.leader;
-                if leader == id {
-                    match elect(&p.replicas, &isr, fenced, unclean) {
-                        Some((l, new_isr)) => (leader, isr) = (l, new_isr),
-                        None => leader = -1,
-                    }
-                }
-                change_partition(p, leader, isr);
+                leave_partition(p, id, fenced, unclean);
             }
         }
     }
@@ -1246,6 +1257,27 @@ fn requested_election(
 /// Sets a partition's leader and ISR, bumping each epoch once if its part
 /// changed: the leader epoch for a new leader, the partition epoch for a
 /// new leader or ISR.
+/// Broker `id` leaves the partition's ISR, unless it is its only member,
+/// and if it led, another in-sync replica (none of `excluded`) is elected,
+/// or none: the partition is then without a leader.
+fn leave_partition(p: &mut PartitionInfo, id: i32, excluded: &BTreeSet<i32>, unclean: bool) {
+    if !p.replicas.contains(&id) {
+        return;
+    }
+    let mut isr = p.isr.clone();
+    if isr != [id] {
+        isr.retain(|r| *r != id);
+    }
+    let mut leader = p.leader;
+    if leader == id {
+        match elect(&p.replicas, &isr, excluded, unclean) {
+            Some((l, new_isr)) => (leader, isr) = (l, new_isr),
+            None => leader = -1,
+        }
+    }
+    change_partition(p, leader, isr);
+}
+
 fn change_partition(p: &mut PartitionInfo, leader: i32, isr: Vec<i32>) {
     let leader_changed = p.leader != leader;
     let isr_changed = p.isr != isr;

@@ -933,6 +933,10 @@ fn command_json_round_trip() {
             delete("t"),
             Command::FenceBroker { id: 2 },
             Command::ControlledShutdown { id: 3 },
+            Command::ReplicasOffline {
+                broker: 2,
+                partitions: vec![("t".to_owned(), 0)],
+            },
             Command::ElectPreferredLeaders,
             alter_broker(None, &[("a", "b")], &["c"]),
             alter_broker(Some(1), &[], &["c"]),

@@ -973,3 +973,66 @@ fn elect_leaders_fills_a_leaderless_partition_cleanly() {
         assert_eq!((p1.leader_epoch, p1.partition_epoch), (1, 1));
     }
 }
+
+fn offline(broker: i32, partitions: &[i32]) -> Command {
+    Command::ReplicasOffline {
+        broker,
+        partitions: partitions.iter().map(|&p| ("t".to_owned(), p)).collect(),
+    }
+}
+
+/// Replicas offline with a failed log directory: in the partitions named,
+/// the broker leaves the ISR and its leadership moves, as fencing would
+/// do; elsewhere nothing changes and the broker stays unfenced.
+#[test]
+fn offline_replicas_leave_their_partitions_only() {
+    let mut image = MetadataImage::new();
+    for cmd in base() {
+        image.apply(&cmd).unwrap();
+    }
+    // Broker 1 leads p0 and follows in p1 and p2; its replicas of p0 and
+    // p1 went offline (and an unknown partition and topic are skipped).
+    let mut cmd = offline(1, &[0, 1, 9]);
+    if let Command::ReplicasOffline { partitions, .. } = &mut cmd {
+        partitions.push(("nope".to_owned(), 0));
+    }
+    image.apply(&cmd).unwrap();
+    assert_eq!(
+        state(&image),
+        vec![
+            (2, vec![2, 3], 1, 1),
+            (2, vec![2, 3], 0, 1),
+            (3, vec![3, 1, 2], 0, 0),
+        ]
+    );
+    assert_eq!(image.fenced_brokers().count(), 0);
+    // The preferred election does not give p0 back to broker 1: it is not
+    // in sync.
+    image.apply(&Command::ElectPreferredLeaders).unwrap();
+    assert_eq!(state(&image)[0], (2, vec![2, 3], 1, 1));
+    // Reported again: nothing changes.
+    let before = image.clone();
+    image.apply(&offline(1, &[0, 1])).unwrap();
+    assert_eq!(state(&image), state(&before));
+
+    // An unregistered broker is refused.
+    assert!(image.apply(&offline(7, &[0])).is_err());
+}
+
+/// The only in-sync replica keeps its partition unless the topic allows
+/// unclean election: there is no clean leader to move to.
+#[test]
+fn an_offline_only_in_sync_replica_keeps_its_partition_unless_unclean() {
+    let mut image = shrunk_isr(false);
+    image.apply(&offline(1, &[0])).unwrap();
+    let p0 = &image.topic("t").unwrap().partitions[0];
+    assert_eq!(
+        (p0.leader, p0.isr.clone(), p0.leader_epoch),
+        (1, vec![1], 0)
+    );
+
+    let mut image = shrunk_isr(true);
+    image.apply(&offline(1, &[0])).unwrap();
+    let p0 = &image.topic("t").unwrap().partitions[0];
+    assert_eq!((p0.leader, p0.isr.clone()), (2, vec![2]));
+}

@@ -269,6 +269,71 @@ fn a_killed_broker_is_fenced_its_leaderships_move_and_it_rejoins() {
 }
 
 #[test]
+fn a_failed_log_dir_moves_its_leaderships_to_in_sync_replicas() {
+    let cluster = Cluster::start(&[]);
+    let bootstrap = cluster.bootstrap();
+    create_topic_with(
+        &bootstrap,
+        "disk",
+        1,
+        3,
+        &[("segment.bytes", "1024"), ("min.insync.replicas", "2")],
+    );
+    let before = partitions(&bootstrap, "disk");
+    let victim = before[0].leader;
+    let acked = send_acked(&bootstrap, "disk", "before", 20);
+    assert_eq!(acked.len(), 20);
+    wait_until("every replica in sync", Duration::from_secs(10), || {
+        (partitions(&bootstrap, "disk")[0].isr.len() == 3).then_some(())
+    });
+
+    // The leader's disk goes: its next segment cannot be made, its log
+    // directory fails, and the controller moves the leadership.
+    std::fs::remove_dir_all(cluster.node(victim).data_dir.join("disk-0")).unwrap();
+    let producer = producer(&bootstrap, "all");
+    let mut sent = Vec::new();
+    let after = wait_until(
+        "the leadership to leave the failed directory",
+        Duration::from_secs(30),
+        || {
+            let value = format!("during-{}", sent.len());
+            if send_each(&producer, "disk", 1, &value).is_empty() {
+                sent.push(value);
+            }
+            let view = partitions(&bootstrap, "disk").remove(0);
+            (view.leader >= 0 && view.leader != victim && !view.isr.contains(&victim))
+                .then_some(view)
+        },
+    );
+    assert!(before[0].isr.contains(&after.leader));
+    // The broker is not fenced: only the failed directory's replicas moved.
+    assert!(brokers(&bootstrap).contains(&victim));
+
+    // Writes go on at the new leader, and nothing acknowledged is lost.
+    assert_eq!(
+        send_each(&producer, "disk", 1, "after"),
+        Vec::<String>::new()
+    );
+    let expected: Vec<String> = acked
+        .into_iter()
+        .chain(sent)
+        .chain(["after".to_owned()])
+        .collect();
+    let read = read_all(&bootstrap, "disk", 1, expected.len());
+    let mut unread = expected.iter().peekable();
+    for value in &read {
+        if unread.peek() == Some(&value) {
+            unread.next();
+        }
+    }
+    assert!(
+        unread.peek().is_none(),
+        "lost {:?} of {expected:?}",
+        unread.peek()
+    );
+}
+
+#[test]
 fn sigterm_hands_leadership_over_before_exit() {
     // A session far longer than the test: only the handover can move the
     // leaderships in time.

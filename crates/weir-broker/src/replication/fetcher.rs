@@ -350,6 +350,9 @@ async fn fetch_once(
         followed
             .iter()
             .filter(|(_, f)| f.truncated)
+            // An offline replica (its log directory failed) fetches nothing,
+            // so that its leader never takes it back into the ISR.
+            .filter(|(_, f)| !f.partition.is_offline())
             .filter(|(_, f)| !(exceeded && f.partition.follower_throttled() && !f.caught_up))
             .map(|(key, f)| (key.clone(), f.partition.clone(), f.leader_epoch))
             .collect()
