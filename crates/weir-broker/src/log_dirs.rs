@@ -68,10 +68,7 @@ struct Failures {
 
 impl Failures {
     fn fail(&self, log_dir: &Path) {
-        let Some(index) = log_dir
-            .parent()
-            .and_then(|parent| self.dirs.iter().position(|d| d == parent))
-        else {
+        let Some(index) = index_holding(&self.dirs, log_dir) else {
             return;
         };
         let mut failed = self.failed.lock();
@@ -185,7 +182,7 @@ impl LogDirs {
             .min_by_key(|&i| (failed.contains_key(&i), counts[i]))
             .expect("log.dirs is never empty");
         drop(failed);
-        placed.insert((topic.to_owned(), partition), index);
+        placed.insert(key, index);
         self.dirs[index].clone()
     }
 
@@ -260,7 +257,8 @@ impl LogDirs {
         self.placed.lock().remove(&(topic.to_owned(), partition));
     }
 
-    /// What the logs call when an I/O failure takes one offline.
+    /// What the logs call when an I/O failure leaves their directory in
+    /// doubt: it fails, with every replica in it.
     pub fn failure_listener(&self) -> FailureListener {
         let failures = self.failures.clone();
         Arc::new(move |log_dir: &Path| failures.fail(log_dir))
@@ -285,7 +283,7 @@ impl LogDirs {
 
     /// The index of the directory holding the log in `log_dir`.
     pub fn index_holding(&self, log_dir: &Path) -> Option<usize> {
-        log_dir.parent().and_then(|parent| self.index_of(parent))
+        index_holding(&self.dirs, log_dir)
     }
 
     /// Each directory's volume, or why it cannot be read. Reads the file
@@ -299,6 +297,12 @@ impl LogDirs {
             })
             .collect()
     }
+}
+
+/// The index in `dirs` of the one holding the log in `log_dir`.
+fn index_holding(dirs: &[PathBuf], log_dir: &Path) -> Option<usize> {
+    let parent = log_dir.parent()?;
+    dirs.iter().position(|d| d == parent)
 }
 
 /// The directory of a partition's log in `dir`.

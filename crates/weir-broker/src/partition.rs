@@ -252,7 +252,7 @@ impl FlushDue {
 pub struct LogEnv {
     pub storage: Arc<dyn Storage>,
     pub clock: Arc<dyn Clock>,
-    /// Told when an I/O failure takes a log offline.
+    /// Told when an I/O failure leaves a log's directory in doubt.
     pub on_failure: Option<FailureListener>,
 }
 

@@ -145,15 +145,15 @@ enum Mode {
 /// One partition's log. All methods take `&self`: appends, reads and
 /// maintenance serialize on an internal lock, while fsyncs run outside it so
 /// that concurrent appenders share them (group commit).
-/// What a log calls with its directory when an I/O failure takes it
-/// offline.
+/// What a log calls with its directory when an I/O failure leaves the
+/// directory in doubt (see [`Log::on_failure`]).
 pub type FailureListener = Arc<dyn Fn(&Path) + Send + Sync>;
 
 pub struct Log {
     dir: PathBuf,
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
-    /// Told the log's directory when an I/O failure takes the log offline.
+    /// Told the log's directory when an I/O failure leaves it in doubt.
     failure_listener: std::sync::OnceLock<FailureListener>,
     state: Mutex<State>,
     flush: Mutex<FlushState>,
