@@ -320,12 +320,9 @@ pub(crate) fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
-    if !settings.roles.broker {
-        return serve_controller_only(settings).await;
-    }
     // Checked before anything is bound: a bad setting is the error shown,
     // not a port another process holds.
-    BrokerConfig::new(
+    let unbound = BrokerConfig::new(
         settings.node_id,
         settings.data_dir.clone(),
         settings.listen,
@@ -333,6 +330,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         settings.http_listen,
         &settings.kafka,
     )?;
+    if !settings.roles.broker {
+        return serve_controller_only(settings, unbound).await;
+    }
     let listener = TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("cannot listen on {}", settings.listen))?;
@@ -419,15 +419,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
 
 /// A node that only votes in the controller quorum: no Kafka listener, no
 /// partitions, no HTTP endpoint.
-async fn serve_controller_only(settings: Settings) -> anyhow::Result<()> {
-    let config = BrokerConfig::new(
-        settings.node_id,
-        settings.data_dir.clone(),
-        settings.listen,
-        None,
-        settings.http_listen,
-        &settings.kafka,
-    )?;
+async fn serve_controller_only(settings: Settings, config: BrokerConfig) -> anyhow::Result<()> {
     let listener = std::net::TcpListener::bind(settings.controller_listen).with_context(|| {
         format!(
             "cannot listen on {} (controller)",
