@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use common::cluster::{
-    admin, brokers, create_topic, create_topic_with, partitions, send_acked, wait_until, Cluster,
-    BOTH, SESSION_TIMEOUT_MS,
+    admin, assert_all_in_order, brokers, create_topic, create_topic_with, partitions, send_acked,
+    wait_until, Cluster, BOTH, SESSION_TIMEOUT_MS,
 };
 use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::config::ClientConfig;
@@ -320,17 +320,7 @@ fn a_failed_log_dir_moves_its_leaderships_to_in_sync_replicas() {
         .chain(["after".to_owned()])
         .collect();
     let read = read_all(&bootstrap, "disk", 1, expected.len());
-    let mut unread = expected.iter().peekable();
-    for value in &read {
-        if unread.peek() == Some(&value) {
-            unread.next();
-        }
-    }
-    assert!(
-        unread.peek().is_none(),
-        "lost {:?} of {expected:?}",
-        unread.peek()
-    );
+    assert_all_in_order(&read, &expected);
 }
 
 #[test]

@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::cluster::{create_topic, create_topic_with, send_acked, wait_until};
+use common::cluster::{
+    assert_all_in_order, create_topic, create_topic_with, send_acked, wait_until,
+};
 use common::raw::Raw;
 use common::Weir;
 use kafka_protocol::messages::alter_replica_log_dirs_request::{
@@ -475,17 +477,7 @@ fn a_replica_moves_to_another_log_dir_while_records_keep_coming() {
 
     // Every acknowledged record, once, in order.
     let read = read_all(&weir.kafka, "moving", 0, acked.len());
-    let mut unread = acked.iter().peekable();
-    for value in &read {
-        if unread.peek() == Some(&value) {
-            unread.next();
-        }
-    }
-    assert!(
-        unread.peek().is_none(),
-        "lost or reordered from {:?}",
-        unread.peek()
-    );
+    assert_all_in_order(&read, &acked);
     let mut unique = read.clone();
     unique.sort();
     unique.dedup();

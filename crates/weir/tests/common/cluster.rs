@@ -298,3 +298,19 @@ pub fn send_acked(bootstrap: &str, topic: &str, prefix: &str, count: usize) -> V
         .filter_map(|(value, acked)| acked.then_some(value))
         .collect()
 }
+
+/// Asserts that `read` holds every value of `acked` in that order (other
+/// values may come between them: records sent but not acknowledged).
+pub fn assert_all_in_order(read: &[String], acked: &[String]) {
+    let mut unread = acked.iter().peekable();
+    for value in read {
+        if unread.peek() == Some(&value) {
+            unread.next();
+        }
+    }
+    assert!(
+        unread.peek().is_none(),
+        "lost or reordered from {:?}",
+        unread.peek()
+    );
+}

@@ -214,6 +214,10 @@ public final class JavaClientCheck {
   }
 
   private KafkaConsumer<String, String> consumer(String group, IsolationLevel isolation) {
+    return new KafkaConsumer<>(consumerProps(group, isolation));
+  }
+
+  private Properties consumerProps(String group, IsolationLevel isolation) {
     Properties p = new Properties();
     p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
@@ -227,7 +231,7 @@ public final class JavaClientCheck {
     p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation.toString());
     p.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, TIMEOUT_MS);
     p.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, TIMEOUT_MS);
-    return new KafkaConsumer<>(p);
+    return p;
   }
 
   /** Polls until count records arrived (then briefly more, to catch extras) or the timeout. */
@@ -637,12 +641,7 @@ public final class JavaClientCheck {
           Thread t =
               new Thread(
                   () -> {
-                    Properties p = new Properties();
-                    p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-                    p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-                    p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
-                    p.put(ConsumerConfig.GROUP_ID_CONFIG, COOP_GROUP);
-                    p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+                    Properties p = consumerProps(COOP_GROUP, IsolationLevel.READ_UNCOMMITTED);
                     p.put(
                         ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
                         org.apache.kafka.clients.consumer.CooperativeStickyAssignor.class.getName());
