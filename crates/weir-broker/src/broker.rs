@@ -23,6 +23,7 @@ use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::partition::{AppendError, Partition, ReplicatedWrite};
 use crate::producer_ids::ProducerIdBlocks;
 use crate::replica_manager::{NotServed, ReplicaManager};
+use crate::tls::TlsServer;
 use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
 
 /// How long a change forwarded to the controller quorum by a request with
@@ -83,6 +84,8 @@ pub enum BrokerError {
         #[source]
         source: std::io::Error,
     },
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 impl From<MetadataError> for BrokerError {
@@ -129,6 +132,11 @@ pub struct Broker {
     txns: Arc<TxnCoordinator>,
     fetch_sessions: FetchSessionCache,
     client_quotas: ClientQuotaManager,
+    /// The TLS setup of the SSL and SASL_SSL listeners, if there are any.
+    tls: Option<Arc<TlsServer>>,
+    /// `queued.max.request.bytes`: what requests being read or handled may
+    /// hold, over every listener.
+    request_budget: Arc<tokio::sync::Semaphore>,
 }
 
 /// The settings in force and what they were built from.
@@ -160,6 +168,12 @@ impl Broker {
             let path = path.display().to_string();
             move |source| BrokerError::Io { path, source }
         };
+        // Before anything else: a TLS setup that cannot work stops the start.
+        let tls = if config.listeners.iter().any(|l| l.protocol.is_tls()) {
+            Some(Arc::new(TlsServer::new(config.security.tls.clone())?))
+        } else {
+            None
+        };
         std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
         let cluster_id = load_cluster_id(&config.data_dir)?;
         // Before joining the cluster: a partition found twice stops the
@@ -186,10 +200,20 @@ impl Broker {
         )?;
         meta.import_local_store(&config.data_dir.join("meta"))?;
         let cluster_id = shared_cluster_id(&meta, &config.data_dir, cluster_id)?;
+        let inter_broker = config.inter_broker_listener();
         let registration = BrokerInfo {
             id: config.node_id,
-            host: config.advertised_host.clone(),
-            port: config.advertised_port,
+            host: inter_broker.advertised_host.clone(),
+            port: inter_broker.advertised_port,
+            listeners: config
+                .listeners
+                .iter()
+                .map(|l| weir_meta::ListenerEndpoint {
+                    name: l.name.clone(),
+                    host: l.advertised_host.clone(),
+                    port: l.advertised_port,
+                })
+                .collect(),
             rack: config.broker_rack.clone(),
             incarnation: uuid::Uuid::new_v4(),
         };
@@ -254,6 +278,7 @@ impl Broker {
             window_ms: i64::from(config.quota_window_size_seconds) * 1000,
         });
         client_quotas.update(meta.image().client_quotas());
+        let request_budget = Arc::new(tokio::sync::Semaphore::new(config.queued_max_request_bytes));
         let broker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             clock,
@@ -275,6 +300,8 @@ impl Broker {
             txns: Arc::default(),
             fetch_sessions,
             client_quotas,
+            tls,
+            request_budget,
         });
         broker.load_led_transactions();
         broker.start_membership();
@@ -677,6 +704,16 @@ impl Broker {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The TLS setup of the SSL and SASL_SSL listeners.
+    pub fn tls(&self) -> Option<Arc<TlsServer>> {
+        self.tls.clone()
+    }
+
+    /// The memory budget of requests in flight, shared by every listener.
+    pub(crate) fn request_budget(&self) -> Arc<tokio::sync::Semaphore> {
+        self.request_budget.clone()
     }
 
     /// True once the listener accepts connections, false again at shutdown.

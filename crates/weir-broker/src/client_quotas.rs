@@ -31,10 +31,6 @@ use crate::rate::Rate;
 #[cfg(test)]
 mod tests;
 
-/// The principal of a client until authentication exists: Kafka's
-/// `User:ANONYMOUS`, whose quotas are those of the user `ANONYMOUS`.
-pub(crate) const ANONYMOUS_USER: &str = "ANONYMOUS";
-
 /// Sensors unused this long are dropped (Kafka's inactive sensor
 /// expiration, one hour).
 const SENSOR_EXPIRY_MS: i64 = 3_600_000;

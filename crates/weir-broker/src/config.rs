@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use weir_meta::topic_config::ConfigType;
 
+use crate::listeners::{Listener, CONTROLLER_LISTENER, DEFAULT_PROTOCOL_MAP};
+
 /// A broker config Weir understands, with Kafka's default.
 #[derive(Debug, Clone, Copy)]
 pub struct BrokerConfigDef {
@@ -429,6 +431,153 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         dynamic: false,
         doc: "How often transactions past their timeout are looked for and aborted",
     },
+    BrokerConfigDef {
+        name: "ssl.keystore.type",
+        default: "PEM",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The format of the key store: PEM (the only one Weir reads)",
+    },
+    BrokerConfigDef {
+        name: "ssl.keystore.location",
+        default: "",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "A PEM file with the listener's private key and certificate chain (reloaded when it changes)",
+    },
+    BrokerConfigDef {
+        name: "ssl.keystore.key",
+        default: "",
+        config_type: ConfigType::Password,
+        dynamic: false,
+        doc: "The private key, PEM, given inline instead of ssl.keystore.location",
+    },
+    BrokerConfigDef {
+        name: "ssl.keystore.certificate.chain",
+        default: "",
+        config_type: ConfigType::Password,
+        dynamic: false,
+        doc: "The certificate chain, PEM, given inline with ssl.keystore.key",
+    },
+    BrokerConfigDef {
+        name: "ssl.key.password",
+        default: "",
+        config_type: ConfigType::Password,
+        dynamic: false,
+        doc: "The password of an encrypted private key: not supported, give an unencrypted PKCS#8 key",
+    },
+    BrokerConfigDef {
+        name: "ssl.truststore.type",
+        default: "PEM",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The format of the trust store: PEM",
+    },
+    BrokerConfigDef {
+        name: "ssl.truststore.location",
+        default: "",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "A PEM file of the CA certificates that client certificates must chain to (reloaded when it changes)",
+    },
+    BrokerConfigDef {
+        name: "ssl.truststore.certificates",
+        default: "",
+        config_type: ConfigType::Password,
+        dynamic: false,
+        doc: "The trusted CA certificates, PEM, given inline instead of ssl.truststore.location",
+    },
+    BrokerConfigDef {
+        name: "ssl.client.auth",
+        default: "none",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "Client certificates on SSL listeners: none, requested or required",
+    },
+    BrokerConfigDef {
+        name: "ssl.principal.mapping.rules",
+        default: "DEFAULT",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "Rules turning a client certificate's subject into a principal name (Kafka's RULE:pattern/replacement/[LU] syntax)",
+    },
+    BrokerConfigDef {
+        name: "ssl.enabled.protocols",
+        default: "TLSv1.2,TLSv1.3",
+        config_type: ConfigType::List,
+        dynamic: false,
+        doc: "The TLS versions accepted",
+    },
+    BrokerConfigDef {
+        name: "sasl.enabled.mechanisms",
+        default: "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+        config_type: ConfigType::List,
+        dynamic: false,
+        doc: "The SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
+    },
+    BrokerConfigDef {
+        name: "sasl.server.max.receive.size",
+        default: "524288",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The largest frame a client may send before it has authenticated; a larger one closes the connection",
+    },
+    BrokerConfigDef {
+        name: "connections.max.reauth.ms",
+        default: "0",
+        config_type: ConfigType::Long,
+        dynamic: false,
+        doc: "How long a SASL session lasts before the client must authenticate again (0: for ever)",
+    },
+    BrokerConfigDef {
+        name: "sasl.oauthbearer.jwks.endpoint.url",
+        default: "",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "Where OAUTHBEARER tokens' signing keys are: an https:// URL or a file:// path to a JWKS",
+    },
+    BrokerConfigDef {
+        name: "sasl.oauthbearer.expected.audience",
+        default: "",
+        config_type: ConfigType::List,
+        dynamic: false,
+        doc: "The audiences an OAUTHBEARER token must name one of (empty: not checked)",
+    },
+    BrokerConfigDef {
+        name: "sasl.oauthbearer.expected.issuer",
+        default: "",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The issuer an OAUTHBEARER token must name (empty: not checked)",
+    },
+    BrokerConfigDef {
+        name: "sasl.oauthbearer.sub.claim.name",
+        default: "sub",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The token claim that names the principal",
+    },
+    BrokerConfigDef {
+        name: "authorizer.class.name",
+        default: "",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "Set to turn ACLs on: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or any value naming it)",
+    },
+    BrokerConfigDef {
+        name: "super.users",
+        default: "",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "Principals allowed everything, separated by semicolons: User:admin;User:CN=broker",
+    },
+    BrokerConfigDef {
+        name: "allow.everyone.if.no.acl.found",
+        default: "false",
+        config_type: ConfigType::Boolean,
+        dynamic: false,
+        doc: "With ACLs on, whether a resource no ACL names is open to everyone",
+    },
 ];
 
 /// The Kafka broker configs that say how the node was started: its
@@ -474,6 +623,20 @@ pub const STARTUP_CONFIGS: &[BrokerConfigDef] = &[
         dynamic: false,
         doc: "The address clients are told to connect to (--advertised-addr); null: the \
               Kafka listener's",
+    },
+    BrokerConfigDef {
+        name: "listener.security.protocol.map",
+        default: DEFAULT_PROTOCOL_MAP,
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The security protocol of each listener name: NAME:PROTOCOL,…",
+    },
+    BrokerConfigDef {
+        name: "inter.broker.listener.name",
+        default: "PLAINTEXT",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The listener other brokers connect to",
     },
     BrokerConfigDef {
         name: "controller.listener.names",
@@ -571,10 +734,11 @@ pub struct BrokerConfig {
     /// `log.dirs`: the directories of the partition logs; empty for the
     /// data directory alone.
     pub log_dirs: Vec<PathBuf>,
-    pub listen: SocketAddr,
-    /// Host and port clients are told to connect to.
-    pub advertised_host: String,
-    pub advertised_port: u16,
+    /// The Kafka listeners; never empty.
+    pub listeners: Vec<Listener>,
+    /// `inter.broker.listener.name`: the listener other brokers reach this
+    /// one on, one of `listeners`.
+    pub inter_broker_listener_name: String,
     pub http_listen: SocketAddr,
     pub num_partitions: i32,
     pub auto_create_topics_enable: bool,
@@ -635,6 +799,8 @@ pub struct BrokerConfig {
     pub log_cleaner_max_compaction_lag_ms: i64,
     pub log_cleaner_min_cleanable_ratio: f64,
     pub txn: crate::txn::TxnSettings,
+    /// TLS, SASL and ACL settings.
+    pub security: SecurityConfig,
     /// The controller listener (Raft between controllers).
     pub controller_listen: SocketAddr,
     /// The voters of the controller quorum, id and controller address;
@@ -684,15 +850,13 @@ impl BrokerConfig {
             merged.insert(name.clone(), value.clone());
         }
         let get = |name: &str| merged[name].as_str();
-        let (advertised_host, advertised_port) =
-            advertised.unwrap_or_else(|| (listen.ip().to_string(), listen.port()));
+        let listener = Listener::plaintext(listen, advertised);
         Ok(Self {
             node_id,
             data_dir,
             log_dirs: Vec::new(),
-            listen,
-            advertised_host,
-            advertised_port,
+            inter_broker_listener_name: listener.name.clone(),
+            listeners: vec![listener],
             http_listen,
             num_partitions: parse_in(get, "num.partitions", 1..=1_000_000)?,
             auto_create_topics_enable: parse(get, "auto.create.topics.enable")?,
@@ -889,6 +1053,7 @@ impl BrokerConfig {
                     1..=i32::MAX as u64,
                 )?,
             },
+            security: SecurityConfig::parse(get)?,
             controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             controllers: Vec::new(),
             is_controller: true,
@@ -932,11 +1097,13 @@ impl BrokerConfig {
         let mut config = Self::new(
             self.node_id,
             self.data_dir.clone(),
-            self.listen,
-            Some((self.advertised_host.clone(), self.advertised_port)),
+            self.listeners[0].bind,
+            None,
             self.http_listen,
             &values,
         )?;
+        config.listeners = self.listeners.clone();
+        config.inter_broker_listener_name = self.inter_broker_listener_name.clone();
         config.log_dirs = self.log_dirs.clone();
         config.controller_listen = self.controller_listen;
         config.controllers = self.controllers.clone();
@@ -1024,20 +1191,30 @@ impl BrokerConfig {
             } else {
                 "broker".to_owned()
             }),
-            "listeners" => Some(if self.is_controller {
-                format!(
-                    "PLAINTEXT://{},CONTROLLER://{}",
-                    self.listen, self.controller_listen
-                )
-            } else {
-                format!("PLAINTEXT://{}", self.listen)
-            }),
+            "listeners" => {
+                let mut listeners: Vec<String> = self
+                    .listeners
+                    .iter()
+                    .map(|l| format!("{}://{}", l.name, l.bind))
+                    .collect();
+                if self.is_controller {
+                    listeners.push(format!(
+                        "{CONTROLLER_LISTENER}://{}",
+                        self.controller_listen
+                    ));
+                }
+                Some(listeners.join(","))
+            }
             "advertised.listeners" => given.then(|| {
-                format!(
-                    "PLAINTEXT://{}:{}",
-                    self.advertised_host, self.advertised_port
-                )
+                let advertised: Vec<String> = self
+                    .listeners
+                    .iter()
+                    .map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port))
+                    .collect();
+                advertised.join(",")
             }),
+            "listener.security.protocol.map" => Some(self.protocol_map()),
+            "inter.broker.listener.name" => Some(self.inter_broker_listener_name.clone()),
             "controller.quorum.voters" => Some(if self.controllers.is_empty() {
                 format!("{}@{}", self.node_id, self.controller_listen)
             } else {
@@ -1059,6 +1236,50 @@ impl BrokerConfig {
             _ => Some(def.default.to_owned()),
         };
         Some((value, source))
+    }
+
+    /// The listener other brokers reach this one on.
+    pub fn inter_broker_listener(&self) -> &Listener {
+        self.listeners
+            .iter()
+            .find(|l| l.name == self.inter_broker_listener_name)
+            .unwrap_or(&self.listeners[0])
+    }
+
+    /// Replaces the listeners (`listeners` and `advertised.listeners`,
+    /// bound): `inter_broker` must name one of them.
+    pub fn with_listeners(
+        mut self,
+        listeners: Vec<Listener>,
+        inter_broker: &str,
+    ) -> Result<Self, ConfigError> {
+        let inter_broker = inter_broker.trim().to_ascii_uppercase();
+        if !listeners.iter().any(|l| l.name == inter_broker) {
+            let names: Vec<&str> = listeners.iter().map(|l| l.name.as_str()).collect();
+            return Err(ConfigError {
+                name: "inter.broker.listener.name".into(),
+                value: inter_broker,
+                reason: format!(
+                    "must be one of the listeners ({}): other brokers connect to it",
+                    names.join(", ")
+                ),
+            });
+        }
+        self.listeners = listeners;
+        self.inter_broker_listener_name = inter_broker;
+        Ok(self)
+    }
+
+    /// `listener.security.protocol.map` as in force: the default mapping,
+    /// and the listeners' own names.
+    fn protocol_map(&self) -> String {
+        let mut map = crate::listeners::parse_protocol_map(DEFAULT_PROTOCOL_MAP)
+            .expect("the default map parses");
+        for listener in &self.listeners {
+            map.insert(listener.name.clone(), listener.protocol);
+        }
+        let entries: Vec<String> = map.iter().map(|(n, p)| format!("{n}:{p}")).collect();
+        entries.join(",")
     }
 
     /// The directories of the partition logs: `log.dirs`, else the data
@@ -1096,6 +1317,122 @@ impl BrokerConfig {
     /// The settings of transactions.
     pub fn txn_settings(&self) -> crate::txn::TxnSettings {
         self.txn.clone()
+    }
+}
+
+/// TLS, SASL and ACL settings: Kafka's `ssl.*`, `sasl.*` and authorizer
+/// configs, checked at start.
+#[derive(Debug, Clone, Default)]
+pub struct SecurityConfig {
+    pub tls: crate::tls::TlsSettings,
+    /// `sasl.enabled.mechanisms`, upper case.
+    pub sasl_mechanisms: Vec<String>,
+    /// `sasl.server.max.receive.size`
+    pub sasl_max_receive_size: usize,
+    /// `connections.max.reauth.ms`; 0: a session never expires.
+    pub max_reauth_ms: i64,
+    pub oauthbearer: OAuthBearerConfig,
+    /// `authorizer.class.name` is set: ACLs are enforced.
+    pub authorizer_enabled: bool,
+    /// `super.users`: principals allowed everything (`User:admin`).
+    pub super_users: Vec<String>,
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+/// The OAUTHBEARER validation settings.
+#[derive(Debug, Clone, Default)]
+pub struct OAuthBearerConfig {
+    /// `sasl.oauthbearer.jwks.endpoint.url`
+    pub jwks_endpoint_url: String,
+    pub expected_audience: Vec<String>,
+    pub expected_issuer: Option<String>,
+    pub sub_claim_name: String,
+}
+
+/// The SASL mechanisms Weir serves.
+pub const SASL_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
+
+/// The names `authorizer.class.name` may have: Kafka's authorizers, so that
+/// a Kafka configuration carries over.
+const AUTHORIZERS: &[&str] = &[
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "weir",
+];
+
+impl SecurityConfig {
+    fn parse<'a>(get: impl Fn(&str) -> &'a str + Copy) -> Result<Self, ConfigError> {
+        let refuse = |name: &str, reason: String| ConfigError {
+            name: name.to_owned(),
+            value: get(name).to_owned(),
+            reason,
+        };
+        let list = |name: &str| -> Vec<String> {
+            get(name)
+                .split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        let sasl_mechanisms: Vec<String> = list("sasl.enabled.mechanisms")
+            .into_iter()
+            .map(|m| m.to_ascii_uppercase())
+            .collect();
+        if let Some(unknown) = sasl_mechanisms
+            .iter()
+            .find(|m| !SASL_MECHANISMS.contains(&m.as_str()))
+        {
+            return Err(refuse(
+                "sasl.enabled.mechanisms",
+                format!(
+                    "{unknown} is not supported; use {}",
+                    SASL_MECHANISMS.join(", ")
+                ),
+            ));
+        }
+        let authorizer = get("authorizer.class.name").trim();
+        if !authorizer.is_empty() && !AUTHORIZERS.contains(&authorizer) {
+            return Err(refuse(
+                "authorizer.class.name",
+                format!(
+                    "Weir's authorizer is Kafka's StandardAuthorizer; set {} or leave it empty",
+                    AUTHORIZERS[0]
+                ),
+            ));
+        }
+        let super_users = get("super.users")
+            .split(';')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_owned)
+            .collect::<Vec<_>>();
+        if let Some(bad) = super_users.iter().find(|u| !u.contains(':')) {
+            return Err(refuse(
+                "super.users",
+                format!("{bad:?} is not a principal of the form User:name"),
+            ));
+        }
+        let issuer = get("sasl.oauthbearer.expected.issuer").trim();
+        Ok(Self {
+            tls: crate::tls::TlsSettings::parse(get)?,
+            sasl_mechanisms,
+            sasl_max_receive_size: parse_in(
+                get,
+                "sasl.server.max.receive.size",
+                1..=i32::MAX as usize,
+            )?,
+            max_reauth_ms: parse_in(get, "connections.max.reauth.ms", 0..=i64::MAX)?,
+            oauthbearer: OAuthBearerConfig {
+                jwks_endpoint_url: get("sasl.oauthbearer.jwks.endpoint.url").trim().to_owned(),
+                expected_audience: list("sasl.oauthbearer.expected.audience"),
+                expected_issuer: (!issuer.is_empty()).then(|| issuer.to_owned()),
+                sub_claim_name: get("sasl.oauthbearer.sub.claim.name").trim().to_owned(),
+            },
+            authorizer_enabled: !authorizer.is_empty(),
+            super_users,
+            allow_everyone_if_no_acl_found: parse(get, "allow.everyone.if.no.acl.found")?,
+        })
     }
 }
 
@@ -1171,7 +1508,7 @@ mod tests {
         assert_eq!(config.log_retention_ms, 7 * 24 * 3600 * 1000);
         assert_eq!(config.message_max_bytes, 1_048_588);
         assert_eq!(config.socket_request_max_bytes, 100 * 1024 * 1024);
-        assert_eq!(config.advertised_host, "127.0.0.1");
+        assert_eq!(config.inter_broker_listener().advertised_host, "127.0.0.1");
     }
 
     #[test]
@@ -1258,7 +1595,7 @@ mod tests {
         );
         // What is not a Kafka config stays.
         assert_eq!(back.node_id, 1);
-        assert_eq!(back.advertised_host, "127.0.0.1");
+        assert_eq!(back.inter_broker_listener().advertised_host, "127.0.0.1");
     }
 
     #[test]

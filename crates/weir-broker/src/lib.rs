@@ -12,6 +12,7 @@ pub mod group_coordinator;
 pub mod high_watermarks;
 pub mod http;
 pub mod lag;
+pub mod listeners;
 pub mod log_cleaner;
 pub mod log_dir_move;
 pub mod log_dirs;
@@ -28,6 +29,7 @@ pub mod replica_manager;
 pub mod replication;
 #[cfg(test)]
 mod simulation;
+pub mod tls;
 pub mod topic_configs;
 pub mod txn;
 

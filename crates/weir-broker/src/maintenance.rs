@@ -1,5 +1,6 @@
 //! Background upkeep: retention, producer-state snapshots and expiry, time-based
-//! flushes, and the expiry and checkpoints of `__consumer_offsets`.
+//! flushes, the expiry and checkpoints of `__consumer_offsets`, and TLS
+//! certificates read again when their files change.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,10 @@ const CHECKPOINT_RATIO: u64 = 4;
 /// How often high watermarks are written down (Kafka's
 /// `replica.high.watermark.checkpoint.interval.ms`).
 const HIGH_WATERMARK_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How often the TLS key store and trust store files are checked for a
+/// change.
+const TLS_RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often `flush.ms` is checked.
 const FLUSH_CHECK_INTERVAL: Duration = Duration::from_millis(500);
@@ -52,6 +57,8 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     producers.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut high_watermarks = tokio::time::interval(HIGH_WATERMARK_CHECKPOINT_INTERVAL);
     high_watermarks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tls_reload = tokio::time::interval(TLS_RELOAD_CHECK_INTERVAL);
+    tls_reload.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = retention.tick() => {
@@ -72,6 +79,14 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             _ = flush.tick() => {
                 let broker = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || flush_due(&broker)).await;
+            }
+            _ = tls_reload.tick(), if broker.tls().is_some() => {
+                let tls = broker.tls().expect("checked by the guard");
+                match tokio::task::spawn_blocking(move || tls.reload_if_changed()).await {
+                    Ok(Ok(true)) => tracing::info!("TLS certificates changed on disk: new connections use them"),
+                    Ok(Ok(false)) | Err(_) => {}
+                    Ok(Err(error)) => tracing::warn!(%error, "TLS files changed but cannot be used; the previous ones stay in force"),
+                }
             }
             _ = broker.log_dirs().failed_since() => {
                 let replicas = broker.clone();

@@ -27,6 +27,21 @@ pub struct GroupPartitionLabels {
     pub partition: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuthenticationLabels {
+    pub listener: String,
+    /// TLS, or the SASL mechanism.
+    pub mechanism: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DenialLabels {
+    pub principal: String,
+    pub operation: String,
+    pub resource_type: String,
+    pub resource: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub requests: Family<ApiLabels, Counter>,
@@ -47,6 +62,8 @@ pub struct Metrics {
     pub log_cleaner_failures: Counter,
     pub transactions_open: Gauge,
     pub transaction_oldest_open_seconds: Gauge<f64, AtomicU64>,
+    pub authentication_failures: Family<AuthenticationLabels, Counter>,
+    pub authorization_denials: Family<DenialLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -73,6 +90,20 @@ impl Default for Metrics {
         let log_cleaner_failures = Counter::default();
         let transactions_open = Gauge::default();
         let transaction_oldest_open_seconds = Gauge::<f64, AtomicU64>::default();
+        let authentication_failures = Family::<AuthenticationLabels, Counter>::default();
+        let authorization_denials = Family::<DenialLabels, Counter>::default();
+        registry.register(
+            "authentication_failures",
+            "Failed TLS handshakes and SASL authentications, by listener and mechanism (the \
+             names clients claim are not labels: anyone can make up as many as they like)",
+            authentication_failures.clone(),
+        );
+        registry.register(
+            "authorization_denials",
+            "Requests or parts of requests an authenticated principal was denied, by principal, \
+             operation and resource",
+            authorization_denials.clone(),
+        );
         registry.register("requests", "Requests handled, by API", requests.clone());
         registry.register(
             "request_duration_seconds",
@@ -171,6 +202,8 @@ impl Default for Metrics {
             log_cleaner_failures,
             transactions_open,
             transaction_oldest_open_seconds,
+            authentication_failures,
+            authorization_denials,
         }
     }
 }
@@ -182,6 +215,16 @@ impl Metrics {
         };
         self.requests.get_or_create(&labels).inc();
         self.request_seconds.get_or_create(&labels).observe(seconds);
+    }
+
+    /// A client failed to authenticate on `listener` with `mechanism`.
+    pub fn failed_authentication(&self, listener: &str, mechanism: &str) {
+        self.authentication_failures
+            .get_or_create(&AuthenticationLabels {
+                listener: listener.to_owned(),
+                mechanism: mechanism.to_owned(),
+            })
+            .inc();
     }
 
     /// The text exposition format.

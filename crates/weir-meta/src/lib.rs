@@ -18,7 +18,7 @@
 //! let mut image = MetadataImage::default();
 //! image.apply(&Command::RegisterBroker(BrokerInfo {
 //!     id: 1, host: "localhost".into(), port: 9092, rack: None,
-//!     incarnation: uuid::Uuid::from_u128(1),
+//!     incarnation: uuid::Uuid::from_u128(1), listeners: vec![],
 //! }))?;
 //! image.apply(&Command::CreateTopic {
 //!     name: "orders".into(),
@@ -75,7 +75,7 @@ pub use client_quota::{ClientQuotas, EntityName, QuotaAlteration, QuotaEntity, Q
 pub use command::{Applied, Command, Election, ElectionOutcome};
 pub use error::MetaError;
 pub use image::MetadataImage;
-pub use model::{BrokerInfo, PartitionInfo, TopicInfo};
+pub use model::{BrokerInfo, ListenerEndpoint, PartitionInfo, TopicInfo};
 pub use raft::{
     Controller, ControllerConfig, ControllerError, ControllerStatus, HeartbeatReply, Role,
     SubmitError,

@@ -9,10 +9,17 @@ use serde::{Deserialize, Serialize};
 pub struct BrokerInfo {
     /// The broker id (`node.id`), never negative.
     pub id: i32,
-    /// The host clients connect to.
+    /// The host of the inter-broker listener: other brokers fetch from
+    /// this one there.
     pub host: String,
-    /// The port of the Kafka listener.
+    /// The port of the inter-broker listener.
     pub port: u16,
+    /// Every Kafka listener's advertised address, by listener name: a
+    /// client is told the addresses of the listener it connected to.
+    /// Registrations written before this field existed read as empty (one
+    /// listener, at `host` and `port`).
+    #[serde(default)]
+    pub listeners: Vec<ListenerEndpoint>,
     /// The rack, for rack-aware replica placement.
     pub rack: Option<String>,
     /// A fresh id for every start of the broker process: the controller
@@ -21,6 +28,32 @@ pub struct BrokerInfo {
     /// before this field existed read as the nil UUID.
     #[serde(default)]
     pub incarnation: uuid::Uuid,
+}
+
+/// Where a broker's listener is reached.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ListenerEndpoint {
+    /// The listener name (`PLAINTEXT`, `SASL_SSL`, …).
+    pub name: String,
+    /// The advertised host.
+    pub host: String,
+    /// The advertised port.
+    pub port: u16,
+}
+
+impl BrokerInfo {
+    /// The broker's advertised address on the listener `name`; `None` when
+    /// it has no such listener. A registration without listeners has one,
+    /// at `host` and `port`, whatever its name.
+    pub fn endpoint(&self, name: &str) -> Option<(&str, u16)> {
+        if self.listeners.is_empty() {
+            return Some((&self.host, self.port));
+        }
+        self.listeners
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| (l.host.as_str(), l.port))
+    }
 }
 
 /// One partition of a topic.

@@ -31,6 +31,8 @@ pub enum ConfigType {
     Double,
     /// A comma-separated list.
     List,
+    /// A secret: described as null, and flagged sensitive.
+    Password,
 }
 
 impl ConfigType {
@@ -43,6 +45,7 @@ impl ConfigType {
             ConfigType::Long => "LONG",
             ConfigType::Double => "DOUBLE",
             ConfigType::List => "LIST",
+            ConfigType::Password => "PASSWORD",
         }
     }
 
@@ -55,6 +58,7 @@ impl ConfigType {
             ConfigType::Long => 5,
             ConfigType::Double => 6,
             ConfigType::List => 7,
+            ConfigType::Password => 9,
         }
     }
 }
@@ -372,7 +376,7 @@ impl TopicConfigDef {
                     }
                 }
             }
-            ConfigType::Int | ConfigType::Long => {}
+            ConfigType::Int | ConfigType::Long | ConfigType::Password => {}
         }
         if let Some(n) = number {
             match self.valid {

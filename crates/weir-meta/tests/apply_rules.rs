@@ -18,6 +18,7 @@ fn broker(id: i32) -> Command {
         port: 9092,
         rack: None,
         incarnation: uuid::Uuid::from_u128(1),
+        listeners: Vec::new(),
     })
 }
 
@@ -657,6 +658,7 @@ fn cases() -> Vec<Case> {
                 port: 1,
                 rack: None,
                 incarnation: uuid::Uuid::from_u128(1),
+                listeners: Vec::new(),
             }),
             Want::Err(42, "negative"),
         ),
@@ -669,6 +671,7 @@ fn cases() -> Vec<Case> {
                 port: 1,
                 rack: None,
                 incarnation: uuid::Uuid::from_u128(1),
+                listeners: Vec::new(),
             }),
             Want::Err(42, "empty host"),
         ),
@@ -681,6 +684,7 @@ fn cases() -> Vec<Case> {
                 port: 0,
                 rack: None,
                 incarnation: uuid::Uuid::from_u128(1),
+                listeners: Vec::new(),
             }),
             Want::Err(42, "port 0"),
         ),
@@ -693,6 +697,7 @@ fn cases() -> Vec<Case> {
                 port: 19092,
                 rack: Some("r1".into()),
                 incarnation: uuid::Uuid::from_u128(1),
+                listeners: Vec::new(),
             }),
             want: ok(),
             then: Some(|image| {

@@ -58,6 +58,7 @@ fn broker(id: i32) -> Command {
         port: 9092,
         rack: None,
         incarnation: incarnation(id),
+        listeners: Vec::new(),
     })
 }
 

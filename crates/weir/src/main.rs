@@ -16,7 +16,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a node (broker) serving the Kafka protocol.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Create, list, describe and delete topics.
     Topic(cli::topic::TopicArgs),
     /// Write stdin to a topic, one record per line.
@@ -61,7 +61,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Serve(args) => {
             let serve_matches = matches.subcommand_matches("serve").expect("serve");
-            serve::run(args, serve_matches)
+            serve::run(*args, serve_matches)
         }
         Command::Topic(args) => cli::topic::run(args),
         Command::Produce(args) => cli::produce::run(args),

@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use clap::{Arg, ArgMatches, Args};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use weir_broker::listeners::{self, ListenerSpec, SecurityProtocol};
 use weir_broker::metadata::Metadata;
 use weir_broker::{Broker, BrokerConfig, BROKER_CONFIGS};
 
@@ -23,12 +24,39 @@ pub(crate) struct ServeArgs {
     /// (default: the data directory).
     #[arg(long, env = "WEIR_LOG_DIRS", value_name = "DIR,...")]
     log_dirs: Option<String>,
-    /// Kafka listener address.
+    /// Kafka listener address: one PLAINTEXT listener (shorthand for
+    /// --listeners PLAINTEXT://HOST:PORT).
     #[arg(long, env = "WEIR_LISTEN")]
     listen: Option<SocketAddr>,
-    /// Host:port advertised to clients (defaults to the listener's).
+    /// Host:port advertised to clients (defaults to the listener's); with
+    /// --listen only.
     #[arg(long, env = "WEIR_ADVERTISED_ADDR")]
     advertised_addr: Option<String>,
+    /// Kafka's `listeners`: NAME://HOST:PORT,… (e.g.
+    /// PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9094); a CONTROLLER
+    /// entry is the controller listener.
+    #[arg(long, env = "WEIR_LISTENERS", value_name = "NAME://HOST:PORT,...")]
+    listeners: Option<String>,
+    /// Kafka's `advertised.listeners`: the addresses clients are told, per
+    /// listener name (default: the bound ones).
+    #[arg(
+        long,
+        env = "WEIR_ADVERTISED_LISTENERS",
+        value_name = "NAME://HOST:PORT,..."
+    )]
+    advertised_listeners: Option<String>,
+    /// Kafka's `listener.security.protocol.map`: NAME:PROTOCOL,… (default:
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL map to themselves).
+    #[arg(
+        long,
+        env = "WEIR_LISTENER_SECURITY_PROTOCOL_MAP",
+        value_name = "NAME:PROTOCOL,..."
+    )]
+    listener_security_protocol_map: Option<String>,
+    /// Kafka's `inter.broker.listener.name`: the listener other brokers
+    /// connect to (default PLAINTEXT, or the only listener).
+    #[arg(long, env = "WEIR_INTER_BROKER_LISTENER_NAME", value_name = "NAME")]
+    inter_broker_listener_name: Option<String>,
     /// HTTP listener: /ready, /metrics, /v1/cluster.
     #[arg(long, env = "WEIR_HTTP_LISTEN")]
     http_listen: Option<SocketAddr>,
@@ -97,8 +125,9 @@ fn read_config_file(path: &PathBuf) -> anyhow::Result<BTreeMap<String, String>> 
 struct Settings {
     data_dir: PathBuf,
     log_dirs: Vec<PathBuf>,
-    listen: SocketAddr,
-    advertised: Option<(String, u16)>,
+    /// The Kafka listeners, to bind.
+    listeners: Vec<ListenerSpec>,
+    inter_broker_listener: String,
     http_listen: SocketAddr,
     node_id: i32,
     controller_listen: SocketAddr,
@@ -183,8 +212,24 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         Some(addr) => Some(addr),
         None => parse_addr(take("listen"), "listen")?,
     };
-    note(&["listeners"], listen.is_some());
-    let listen = listen.unwrap_or(([127, 0, 0, 1], 9092).into());
+    let mut kafka_named = |flag: Option<String>, key: &str| {
+        flag.or_else(|| take(key))
+            .or_else(|| take(&key.replace('.', "-")))
+    };
+    let listeners = kafka_named(args.listeners, "listeners");
+    let advertised_listeners = kafka_named(args.advertised_listeners, "advertised.listeners");
+    let protocol_map = kafka_named(
+        args.listener_security_protocol_map,
+        "listener.security.protocol.map",
+    );
+    let inter_broker = kafka_named(
+        args.inter_broker_listener_name,
+        "inter.broker.listener.name",
+    );
+    note(&["listeners"], listen.is_some() || listeners.is_some());
+    note(&["advertised.listeners"], advertised_listeners.is_some());
+    note(&["listener.security.protocol.map"], protocol_map.is_some());
+    note(&["inter.broker.listener.name"], inter_broker.is_some());
     let http_listen = match args.http_listen {
         Some(addr) => addr,
         None => {
@@ -203,6 +248,14 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         Some(addr) => Some(addr),
         None => parse_addr(take("controller-listen"), "controller-listen")?,
     };
+    let listed_controller = match &listeners {
+        Some(value) => listeners::controller_listener(value)?,
+        None => None,
+    };
+    if controller_listen.is_some() && listed_controller.is_some() {
+        bail!("give the controller listener once: --controller-listen, or CONTROLLER:// in --listeners");
+    }
+    let controller_listen = controller_listen.or(listed_controller);
     note(&["listeners"], controller_listen.is_some());
     let controller_listen = controller_listen.unwrap_or(([127, 0, 0, 1], 9093).into());
     let controllers = match args.controllers.or_else(|| take("controllers")) {
@@ -232,7 +285,7 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
     }
     let advertised = args.advertised_addr.or_else(|| take("advertised-addr"));
     note(&["advertised.listeners"], advertised.is_some());
-    let advertised = advertised
+    let advertised_shorthand = advertised
         .map(|value| {
             let (host, port) = value
                 .rsplit_once(':')
@@ -243,6 +296,41 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
             anyhow::Ok((host.to_owned(), port))
         })
         .transpose()?;
+    let listeners = match (listen, listeners) {
+        (Some(_), Some(_)) => bail!("give --listen or --listeners, not both"),
+        (_, Some(value)) => {
+            if advertised_shorthand.is_some() {
+                bail!("with --listeners, give the advertised addresses as --advertised-listeners");
+            }
+            listeners::parse_listeners(
+                &value,
+                advertised_listeners.as_deref(),
+                protocol_map
+                    .as_deref()
+                    .unwrap_or(listeners::DEFAULT_PROTOCOL_MAP),
+            )?
+        }
+        (listen, None) => {
+            if advertised_listeners.is_some() {
+                bail!("--advertised-listeners goes with --listeners; with --listen give --advertised-addr");
+            }
+            let listen = listen.unwrap_or(([127, 0, 0, 1], 9092).into());
+            vec![ListenerSpec {
+                name: "PLAINTEXT".to_owned(),
+                protocol: SecurityProtocol::Plaintext,
+                host: listen.ip().to_string(),
+                port: listen.port(),
+                advertised: advertised_shorthand,
+            }]
+        }
+    };
+    // Kafka's default is PLAINTEXT; a broker without that listener talks
+    // to the others on its only one.
+    let inter_broker_listener = match inter_broker {
+        Some(name) => name.trim().to_ascii_uppercase(),
+        None if listeners.len() == 1 => listeners[0].name.clone(),
+        None => "PLAINTEXT".to_owned(),
+    };
     let mut kafka = file;
     for def in BROKER_CONFIGS {
         if let Some(value) = matches.get_one::<String>(def.name) {
@@ -252,8 +340,8 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
     Ok(Settings {
         data_dir,
         log_dirs,
-        listen,
-        advertised,
+        listeners,
+        inter_broker_listener,
         http_listen,
         node_id,
         controller_listen,
@@ -322,35 +410,48 @@ pub(crate) fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     // Checked before anything is bound: a bad setting is the error shown,
     // not a port another process holds.
+    let unbound_listeners = settings
+        .listeners
+        .iter()
+        .map(|spec| Ok(spec.bound(spec.bind_addr()?)))
+        .collect::<Result<Vec<_>, weir_broker::ConfigError>>()?;
     let unbound = BrokerConfig::new(
         settings.node_id,
         settings.data_dir.clone(),
-        settings.listen,
+        unbound_listeners[0].bind,
         None,
         settings.http_listen,
         &settings.kafka,
-    )?;
+    )?
+    .with_listeners(unbound_listeners, &settings.inter_broker_listener)?;
     if !settings.roles.broker {
         return serve_controller_only(settings, unbound).await;
     }
-    let listener = TcpListener::bind(settings.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", settings.listen))?;
-    let listen = listener.local_addr()?;
+    let mut bound = Vec::new();
+    for spec in &settings.listeners {
+        let addr = spec.bind_addr()?;
+        let socket = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} ({} listener)", spec.name))?;
+        let listener = spec.bound(socket.local_addr()?);
+        bound.push((listener, socket));
+    }
+    let listen = bound[0].0.bind;
     let http_listener = TcpListener::bind(settings.http_listen)
         .await
         .with_context(|| format!("cannot listen on {} (HTTP)", settings.http_listen))?;
     let http_addr = http_listener.local_addr()?;
-    let advertised = settings
-        .advertised
-        .unwrap_or_else(|| (listen.ip().to_string(), listen.port()));
     let mut config = BrokerConfig::new(
         settings.node_id,
         settings.data_dir.clone(),
         listen,
-        Some(advertised),
+        None,
         http_addr,
         &settings.kafka,
+    )?
+    .with_listeners(
+        bound.iter().map(|(listener, _)| listener.clone()).collect(),
+        &settings.inter_broker_listener,
     )?;
     config.log_dirs = settings.log_dirs;
     config.controller_listen = settings.controller_listen;
@@ -386,16 +487,26 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         broker.clone(),
         stopped.clone(),
     ));
-    let kafka = tokio::spawn(weir_broker::net::run_listener(
-        broker.clone(),
-        listener,
-        stopped.clone(),
-    ));
+    let listed: Vec<String> = bound
+        .iter()
+        .map(|(listener, _)| format!("{}://{}", listener.name, listener.bind))
+        .collect();
+    let kafka: Vec<_> = bound
+        .into_iter()
+        .map(|(listener, socket)| {
+            let broker = broker.clone();
+            let stopped = stopped.clone();
+            tokio::spawn(async move {
+                weir_broker::net::run_listener(broker, &listener.name, socket, stopped).await
+            })
+        })
+        .collect();
     broker.set_serving(true);
     announce(format_args!(
-        "weir ready: kafka={listen} http={http_addr} node={} data={}",
+        "weir ready: kafka={listen} http={http_addr} node={} data={} listeners={}",
         config.node_id,
-        config.data_dir.display()
+        config.data_dir.display(),
+        listed.join(",")
     ));
     wait_for_signal().await;
     tracing::info!("shutting down: handing leaderships to other replicas");
@@ -408,7 +519,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     }
     broker.set_serving(false);
     let _ = stop.send(true);
-    let _ = kafka.await;
+    for listener in kafka {
+        let _ = listener.await;
+    }
     let _ = maintenance.await;
     let _ = log_cleaner.await;
     let _ = http.await;

@@ -53,17 +53,21 @@ pub(super) fn describe_cluster(
     }
     // v2 lists fenced brokers too when asked (KIP-1073).
     let with_fenced = ctx.version >= 2 && request.include_fenced_brokers;
+    let listener = ctx.channel.listener();
     let brokers = broker.with_image(|image| {
         image
             .brokers()
             .filter(|b| with_fenced || !image.is_fenced(b.id))
-            .map(|b| {
-                DescribeClusterBroker::default()
-                    .with_broker_id(BrokerId(b.id))
-                    .with_host(StrBytes::from_string(b.host.clone()))
-                    .with_port(i32::from(b.port))
-                    .with_rack(b.rack.clone().map(StrBytes::from_string))
-                    .with_is_fenced(image.is_fenced(b.id))
+            .filter_map(|b| {
+                let (host, port) = b.endpoint(listener)?;
+                Some(
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(b.id))
+                        .with_host(StrBytes::from_string(host.to_owned()))
+                        .with_port(i32::from(port))
+                        .with_rack(b.rack.clone().map(StrBytes::from_string))
+                        .with_is_fenced(image.is_fenced(b.id)),
+                )
             })
             .collect()
     });

@@ -67,13 +67,16 @@ pub(super) fn describe_configs(
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
             let entry = |c: Described| {
+                // A secret is never told, as Kafka describes it: null.
+                let sensitive = c.config_type == ConfigType::Password;
+                let shown = |value: String| (!sensitive).then(|| StrBytes::from_string(value));
                 let synonyms = if request.include_synonyms {
                     c.synonyms
                         .iter()
                         .map(|(name, value, source)| {
                             DescribeConfigsSynonym::default()
                                 .with_name(StrBytes::from_string((*name).to_owned()))
-                                .with_value(Some(StrBytes::from_string(value.clone())))
+                                .with_value(shown(value.clone()))
                                 .with_source(*source as i8)
                         })
                         .collect()
@@ -82,7 +85,8 @@ pub(super) fn describe_configs(
                 };
                 DescribeConfigsResourceResult::default()
                     .with_name(StrBytes::from_string(c.name.to_owned()))
-                    .with_value(c.value.map(StrBytes::from_string))
+                    .with_value(c.value.and_then(shown))
+                    .with_is_sensitive(sensitive)
                     .with_config_source(c.source as i8)
                     .with_read_only(c.read_only)
                     .with_config_type(c.config_type.describe_configs_type())

@@ -280,7 +280,13 @@ fn respond(
         }
         let mut data = read.data;
         if ctx.version >= 16 && is_leader_elsewhere(data.error_code) {
-            hint_current_leader(image, key, &mut data, &mut endpoints);
+            hint_current_leader(
+                image,
+                ctx.channel.listener(),
+                key,
+                &mut data,
+                &mut endpoints,
+            );
         }
         match topics.last_mut() {
             Some((topic, partitions)) if **topic == key.topic => partitions.push(data),
@@ -325,6 +331,7 @@ fn is_leader_elsewhere(error_code: i16) -> bool {
 
 fn hint_current_leader(
     image: &MetadataImage,
+    listener: &str,
     key: &PartitionKey,
     data: &mut FetchedPartition,
     endpoints: &mut Vec<NodeEndpoint>,
@@ -337,12 +344,13 @@ fn hint_current_leader(
         return;
     };
     data.current_leader = Some((info.leader, info.leader_epoch));
-    if let Some(node) = image.broker(info.leader) {
+    let node = image.broker(info.leader);
+    if let Some((node, (host, port))) = node.and_then(|n| Some((n, n.endpoint(listener)?))) {
         if !endpoints.iter().any(|e| e.node_id == node.id) {
             endpoints.push(NodeEndpoint {
                 node_id: node.id,
-                host: node.host.clone(),
-                port: i32::from(node.port),
+                host: host.to_owned(),
+                port: i32::from(port),
                 rack: node.rack.clone(),
             });
         }

@@ -73,16 +73,21 @@ pub(super) fn handle(
             }
         }
     }
-    // Clients connect only to brokers that are alive, as in Kafka.
+    // Clients connect only to brokers that are alive, as in Kafka, on the
+    // listener they came in on: a broker without it is left out.
+    let listener = ctx.channel.listener();
     let brokers = broker.with_image(|image| {
         image
             .live_brokers()
-            .map(|b| {
-                MetadataResponseBroker::default()
-                    .with_node_id(BrokerId(b.id))
-                    .with_host(StrBytes::from_string(b.host.clone()))
-                    .with_port(i32::from(b.port))
-                    .with_rack(b.rack.clone().map(StrBytes::from_string))
+            .filter_map(|b| {
+                let (host, port) = b.endpoint(listener)?;
+                Some(
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(b.id))
+                        .with_host(StrBytes::from_string(host.to_owned()))
+                        .with_port(i32::from(port))
+                        .with_rack(b.rack.clone().map(StrBytes::from_string)),
+                )
             })
             .collect()
     });

@@ -37,7 +37,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
-use crate::client_quotas::{Client, QuotaKind, ANONYMOUS_USER};
+use crate::client_quotas::{Client, QuotaKind};
 use crate::net::{Channel, Outgoing};
 
 /// The versions of each API whose semantics Weir implements, and which it
@@ -137,13 +137,15 @@ pub(crate) struct RequestContext {
     pub(crate) request_size: usize,
     /// The connection's throttling, shared by its requests.
     pub(crate) channel: Arc<Channel>,
+    /// The principal's name, as quotas know the user.
+    pub(crate) user: Arc<str>,
 }
 
 impl RequestContext {
     /// The client as quotas see it.
     pub(crate) fn quota_client(&self) -> Client<'_> {
         Client {
-            user: ANONYMOUS_USER,
+            user: &self.user,
             client_id: &self.client_id,
         }
     }
@@ -408,6 +410,7 @@ pub(crate) fn dispatch(
         client_host: peer.map(|p| format!("/{}", p.ip())).unwrap_or_default(),
         connection,
         request_size,
+        user: channel.user(),
         channel,
     };
     macro_rules! decode {

@@ -120,18 +120,22 @@ pub(super) fn find_coordinator(
                     format!("{topic} is being created"),
                 );
             };
-            let Some(node) =
-                broker.with_image(|image| image.live_brokers().find(|b| b.id == leader).cloned())
-            else {
+            let listener = ctx.channel.listener();
+            let node = broker.with_image(|image| {
+                let node = image.live_brokers().find(|b| b.id == leader)?;
+                let (host, port) = node.endpoint(listener)?;
+                Some((node.id, host.to_owned(), port))
+            });
+            let Some((node_id, host, port)) = node else {
                 return refuse(
                     ResponseError::CoordinatorNotAvailable,
                     format!("the {topic} partition of {key:?} has no leader at the moment"),
                 );
             };
             coordinator
-                .with_node_id(BrokerId(node.id))
-                .with_host(StrBytes::from_string(node.host))
-                .with_port(i32::from(node.port))
+                .with_node_id(BrokerId(node_id))
+                .with_host(StrBytes::from_string(host))
+                .with_port(i32::from(port))
         })
         .collect();
     if ctx.version >= 4 {

@@ -1,13 +1,24 @@
-//! What a connection's requests share: the client's throttling (KIP-219)
-//! and whether the peer is another broker.
+//! What a connection's requests share: the listener it came in on, who the
+//! client is, the client's throttling (KIP-219) and whether the peer is
+//! another broker.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
-#[derive(Debug, Default)]
+/// The principal of a client that has not proved who it is: a PLAINTEXT
+/// connection, or TLS without a client certificate.
+pub(crate) const ANONYMOUS: &str = "User:ANONYMOUS";
+
+#[derive(Debug)]
 pub(crate) struct Channel {
+    /// The name of the listener the client connected to: it is told the
+    /// brokers' addresses on that listener.
+    listener: String,
+    /// The authenticated principal, `Type:name` (`User:alice`).
+    principal: RwLock<Arc<str>>,
     /// No request is read before then: the client is over a quota.
     muted_until: Mutex<Option<Instant>>,
     /// The peer sent a follower's fetch or transaction markers: it is a
@@ -16,6 +27,34 @@ pub(crate) struct Channel {
 }
 
 impl Channel {
+    pub(crate) fn new(listener: &str, principal: &str) -> Self {
+        Self {
+            listener: listener.to_owned(),
+            principal: RwLock::new(Arc::from(principal)),
+            muted_until: Mutex::new(None),
+            inter_broker: AtomicBool::new(false),
+        }
+    }
+
+    /// The listener's name.
+    pub(crate) fn listener(&self) -> &str {
+        &self.listener
+    }
+
+    /// The client's principal, `Type:name`.
+    pub(crate) fn principal(&self) -> Arc<str> {
+        self.principal.read().clone()
+    }
+
+    /// The principal's name: what quotas call the user.
+    pub(crate) fn user(&self) -> Arc<str> {
+        let principal = self.principal();
+        match principal.split_once(':') {
+            Some((_, name)) => Arc::from(name),
+            None => principal,
+        }
+    }
+
     /// Reads nothing more from the client for `throttle_ms` from now (or
     /// longer, if it is muted longer already).
     pub(crate) fn throttle(&self, throttle_ms: u32) {

@@ -8,17 +8,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 
+use super::channel::ANONYMOUS;
 use super::frame::{read_frame, Budgets, FrameError, Reservation};
-use super::outgoing::Outgoing;
-use super::Channel;
+use super::outgoing::{Outgoing, ResponseWriter};
+use super::{Channel, ServedListener};
 use crate::api::{self, Reply};
 use crate::broker::Broker;
-use crate::client_quotas::{Client, QuotaKind, ANONYMOUS_USER};
+use crate::client_quotas::{Client, QuotaKind};
 
 /// Requests of one connection being processed at once.
 const MAX_IN_FLIGHT: usize = 64;
@@ -29,13 +30,83 @@ static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 pub(crate) async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
+    listener: Arc<ServedListener>,
+    global_budget: Arc<Semaphore>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let peer = stream.peer_addr().ok();
+    let _ = stream.set_nodelay(true);
+    let Some(tls) = &listener.tls else {
+        let (reader, writer) = stream.into_split();
+        let channel = Channel::new(&listener.name, ANONYMOUS);
+        let writer = ResponseWriter::plain(writer);
+        return serve_requests(
+            broker,
+            reader,
+            writer,
+            channel,
+            peer,
+            global_budget,
+            shutdown,
+        )
+        .await;
+    };
+    let idle = Duration::from_millis(broker.config().connections_max_idle_ms);
+    let stream = match tokio::time::timeout(idle, tls.acceptor().accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            broker
+                .metrics()
+                .failed_authentication(&listener.name, "TLS");
+            tracing::info!(?peer, %error, "TLS handshake failed; closing connection");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(
+                ?peer,
+                "TLS handshake not finished in connections.max.idle.ms; closing connection"
+            );
+            return;
+        }
+    };
+    let principal = match stream.get_ref().1.peer_certificates() {
+        Some([leaf, ..]) => match tls.principal(leaf) {
+            Ok(principal) => principal,
+            Err(error) => {
+                broker
+                    .metrics()
+                    .failed_authentication(&listener.name, "TLS");
+                tracing::info!(?peer, %error, "no principal for the client certificate; closing connection");
+                return;
+            }
+        },
+        _ => ANONYMOUS.to_owned(),
+    };
+    let channel = Channel::new(&listener.name, &principal);
+    let (reader, writer) = tokio::io::split(stream);
+    let writer = ResponseWriter::tls(writer);
+    serve_requests(
+        broker,
+        reader,
+        writer,
+        channel,
+        peer,
+        global_budget,
+        shutdown,
+    )
+    .await
+}
+
+async fn serve_requests<R: AsyncRead + Unpin>(
+    broker: Arc<Broker>,
+    mut reader: R,
+    writer: ResponseWriter,
+    channel: Channel,
+    peer: Option<std::net::SocketAddr>,
     global_budget: Arc<Semaphore>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let peer = stream.peer_addr().ok();
     let connection = CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
-    let _ = stream.set_nodelay(true);
-    let (mut reader, writer) = stream.into_split();
     let (queue, pending) =
         mpsc::channel::<(JoinHandle<Option<Outgoing>>, Reservation)>(MAX_IN_FLIGHT);
     let writer_task = tokio::spawn(write_responses(writer, pending));
@@ -45,7 +116,7 @@ pub(crate) async fn serve(
         global: global_budget,
     };
     let idle = Duration::from_millis(config.connections_max_idle_ms);
-    let channel = Arc::new(Channel::default());
+    let channel = Arc::new(channel);
     loop {
         let frame = tokio::select! {
             frame = tokio::time::timeout(idle, read_frame(&mut reader, config.socket_request_max_bytes, &budgets)) => frame,
@@ -117,8 +188,9 @@ pub(crate) async fn serve(
                 // thread, as Kafka counts it.
                 let percent_seconds = (dispatch_time + busy).as_secs_f64() * 100.0;
                 if !channel.is_inter_broker() {
+                    let user = channel.user();
                     let client = Client {
-                        user: ANONYMOUS_USER,
+                        user: &user,
                         client_id: &client_id,
                     };
                     let now = metered.now_ms();
@@ -175,10 +247,9 @@ async fn with_busy_time(reply: Reply) -> (Option<Outgoing>, Duration) {
 }
 
 async fn write_responses(
-    writer: tokio::net::tcp::OwnedWriteHalf,
+    mut writer: ResponseWriter,
     mut pending: mpsc::Receiver<(JoinHandle<Option<Outgoing>>, Reservation)>,
 ) {
-    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     while let Some((task, reservation)) = pending.recv().await {
         let response = match task.await {
             Ok(response) => response,

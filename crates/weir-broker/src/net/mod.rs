@@ -1,4 +1,4 @@
-//! The Kafka listener: accept loop and connections.
+//! The Kafka listeners: accept loops and connections.
 
 mod channel;
 mod connection;
@@ -11,25 +11,49 @@ pub(crate) use outgoing::{Chunk, Outgoing};
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
+use crate::listeners::SecurityProtocol;
+use crate::tls::TlsServer;
 
-/// Accepts connections until `shutdown` turns true, then waits for the
-/// connections to answer what they already read.
+/// A listener as its connections see it.
+#[derive(Debug)]
+pub struct ServedListener {
+    pub name: String,
+    pub protocol: SecurityProtocol,
+    /// The TLS acceptor, on SSL and SASL_SSL listeners.
+    pub tls: Option<Arc<TlsServer>>,
+}
+
+/// Accepts connections on the broker's listener `name` until `shutdown`
+/// turns true, then waits for the connections to answer what they already
+/// read.
 pub async fn run_listener(
     broker: Arc<Broker>,
+    name: &str,
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let global_budget = Arc::new(Semaphore::new(broker.config().queued_max_request_bytes));
+    let config = broker.config();
+    let protocol = config
+        .listeners
+        .iter()
+        .find(|l| l.name == name)
+        .map_or(SecurityProtocol::Plaintext, |l| l.protocol);
+    let served = Arc::new(ServedListener {
+        name: name.to_owned(),
+        protocol,
+        tls: protocol.is_tls().then(|| broker.tls()).flatten(),
+    });
+    let global_budget = broker.request_budget();
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(connection::serve(broker.clone(), stream, global_budget.clone(), shutdown.clone()));
+                    connections.spawn(connection::serve(broker.clone(), stream, served.clone(), global_budget.clone(), shutdown.clone()));
                 }
                 Err(error) => {
                     // Out of descriptors: the listener stays, and takes

@@ -1,13 +1,82 @@
 //! A response on its way to the client: encoded bytes, with regions of
 //! segment files in between that go from the page cache to the socket with
-//! `sendfile`, never through the broker's memory.
+//! `sendfile`, never through the broker's memory. Over TLS a region must be
+//! encrypted, so it is read once (on the blocking pool) and handed to
+//! rustls, which encrypts it into its records: one copy, no more.
 
 use std::io;
 
 use bytes::Bytes;
-use tokio::io::{AsyncWriteExt, BufWriter, Interest};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter, Interest, WriteHalf};
 use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
 use weir_log::LogSlice;
+
+/// Where a connection's responses are written.
+pub(crate) enum ResponseWriter {
+    Plain(BufWriter<OwnedWriteHalf>),
+    Tls(BufWriter<WriteHalf<TlsStream<TcpStream>>>),
+}
+
+/// Buffered before a write reaches the socket (or rustls).
+const WRITE_BUFFER: usize = 64 * 1024;
+
+impl ResponseWriter {
+    pub(crate) fn plain(writer: OwnedWriteHalf) -> Self {
+        Self::Plain(BufWriter::with_capacity(WRITE_BUFFER, writer))
+    }
+
+    pub(crate) fn tls(writer: WriteHalf<TlsStream<TcpStream>>) -> Self {
+        Self::Tls(BufWriter::with_capacity(WRITE_BUFFER, writer))
+    }
+
+    async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Self::Plain(writer) => writer.write_all(bytes).await,
+            Self::Tls(writer) => writer.write_all(bytes).await,
+        }
+    }
+
+    pub(crate) async fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Plain(writer) => writer.flush().await,
+            Self::Tls(writer) => writer.flush().await,
+        }
+    }
+
+    pub(crate) async fn shutdown(&mut self) -> io::Result<()> {
+        match self {
+            Self::Plain(writer) => writer.shutdown().await,
+            Self::Tls(writer) => writer.shutdown().await,
+        }
+    }
+
+    /// Writes a file region: with `sendfile` on a plain socket, else read
+    /// on the blocking pool (a read may wait on the disk) and written.
+    async fn write_file(&mut self, slice: LogSlice) -> io::Result<()> {
+        match self {
+            Self::Plain(writer) if slice.as_fd().is_some() => {
+                writer.flush().await?;
+                send_file(writer.get_ref(), &slice).await
+            }
+            Self::Plain(writer) => write_read_in(writer, slice).await,
+            Self::Tls(writer) => write_read_in(writer, slice).await,
+        }
+    }
+}
+
+async fn write_read_in<W: AsyncWrite + Unpin>(
+    writer: &mut BufWriter<W>,
+    slice: LogSlice,
+) -> io::Result<()> {
+    let bytes = tokio::task::spawn_blocking(move || slice.to_bytes())
+        .await
+        .map_err(io::Error::other)??;
+    // Past the buffer: rustls takes the region in one piece.
+    writer.flush().await?;
+    writer.get_mut().write_all(&bytes).await
+}
 
 /// One piece of a response.
 pub(crate) enum Chunk {
@@ -104,18 +173,11 @@ impl Outgoing {
 
     /// Writes the frame. Buffered bytes are flushed before a file region is
     /// spliced in after them.
-    pub(crate) async fn write_to(self, writer: &mut BufWriter<OwnedWriteHalf>) -> io::Result<()> {
+    pub(crate) async fn write_to(self, writer: &mut ResponseWriter) -> io::Result<()> {
         for chunk in self.chunks {
             match chunk {
                 Chunk::Bytes(bytes) => writer.write_all(&bytes).await?,
-                Chunk::File(slice) => {
-                    if slice.as_fd().is_none() {
-                        writer.write_all(&slice.to_bytes()?).await?;
-                        continue;
-                    }
-                    writer.flush().await?;
-                    send_file(writer.get_ref(), &slice).await?;
-                }
+                Chunk::File(slice) => writer.write_file(slice).await?,
             }
         }
         Ok(())

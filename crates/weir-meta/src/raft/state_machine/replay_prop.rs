@@ -88,6 +88,7 @@ fn command() -> impl Strategy<Value = Command> {
                 port: 9092,
                 rack,
                 incarnation: Uuid::from_u128(incarnation),
+                listeners: Vec::new(),
             })
         }),
         // Unknown ids (4, 5) too, which are rejected.
@@ -344,6 +345,7 @@ async fn run(steps: Vec<Step>, snapshot_every: u64) -> Result<(), TestCaseError>
             port: 9092,
             rack: None,
             incarnation: Uuid::nil(),
+            listeners: Vec::new(),
         }))
     });
     for step in brokers.chain(steps) {

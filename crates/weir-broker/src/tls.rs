@@ -1,0 +1,324 @@
+//! TLS for SSL and SASL_SSL listeners, with rustls: the key and certificate
+//! chain from PEM (a file, or inline), client certificates checked against
+//! a PEM trust store when `ssl.client.auth` asks for them, and the files
+//! read again when they change, so certificates rotate without a restart.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::{Mutex, RwLock};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+
+use crate::config::ConfigError;
+
+/// `ssl.client.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientAuth {
+    #[default]
+    None,
+    Requested,
+    Required,
+}
+
+/// Where a PEM document comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PemSource {
+    File(PathBuf),
+    Inline(String),
+}
+
+impl PemSource {
+    fn read(&self) -> Result<Vec<u8>, TlsError> {
+        match self {
+            Self::File(path) => std::fs::read(path).map_err(|error| TlsError::Read {
+                path: path.clone(),
+                error,
+            }),
+            Self::Inline(text) => Ok(text.as_bytes().to_vec()),
+        }
+    }
+
+    /// The file's modification time and length, to tell when it changed.
+    fn stamp(&self) -> Option<(SystemTime, u64)> {
+        match self {
+            Self::File(path) => {
+                let meta = std::fs::metadata(path).ok()?;
+                Some((meta.modified().ok()?, meta.len()))
+            }
+            Self::Inline(_) => None,
+        }
+    }
+}
+
+/// The TLS settings of the broker's SSL and SASL_SSL listeners.
+#[derive(Debug, Clone, Default)]
+pub struct TlsSettings {
+    /// The private key; `None` when no key store is configured.
+    pub key: Option<PemSource>,
+    /// The certificate chain, leaf first.
+    pub chain: Option<PemSource>,
+    /// The CAs client certificates must chain to.
+    pub trust: Option<PemSource>,
+    pub client_auth: ClientAuth,
+    /// `ssl.principal.mapping.rules`
+    pub principal_mapping_rules: String,
+    /// TLS 1.2 is accepted (`ssl.enabled.protocols`).
+    pub tls12: bool,
+    /// TLS 1.3 is accepted.
+    pub tls13: bool,
+}
+
+/// Why TLS cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("an SSL listener needs a key store: set ssl.keystore.location (key and certificate chain in one PEM file) or ssl.keystore.key and ssl.keystore.certificate.chain")]
+    NoKeyStore,
+    #[error("ssl.client.auth={0} needs a trust store: set ssl.truststore.location (PEM CA certificates)")]
+    NoTrustStore(&'static str),
+    #[error("no private key in the key store ({0}); it must be an unencrypted PEM key (PKCS#8, PKCS#1 or SEC1)")]
+    NoKey(String),
+    #[error("no certificate in {0}")]
+    NoCertificate(String),
+    #[error("invalid TLS setup: {0}")]
+    Rustls(#[from] rustls::Error),
+    #[error("invalid trust store: {0}")]
+    Verifier(String),
+}
+
+impl TlsSettings {
+    pub(crate) fn parse<'a>(get: impl Fn(&str) -> &'a str) -> Result<Self, ConfigError> {
+        let refuse = |name: &str, reason: &str| ConfigError {
+            name: name.to_owned(),
+            value: get(name).to_owned(),
+            reason: reason.to_owned(),
+        };
+        for name in ["ssl.keystore.type", "ssl.truststore.type"] {
+            if !get(name).trim().eq_ignore_ascii_case("PEM") {
+                return Err(refuse(
+                    name,
+                    "Weir reads PEM only; convert a JKS or PKCS12 store with keytool and openssl",
+                ));
+            }
+        }
+        if !get("ssl.key.password").is_empty() {
+            return Err(refuse(
+                "ssl.key.password",
+                "encrypted private keys are not supported; give an unencrypted PKCS#8 key \
+                 (openssl pkcs8 -topk8 -nocrypt) in a file only the broker can read",
+            ));
+        }
+        let text = |name: &str| Some(get(name).trim().to_owned()).filter(|v| !v.is_empty());
+        let (key, chain) = match (
+            text("ssl.keystore.location"),
+            text("ssl.keystore.key"),
+            text("ssl.keystore.certificate.chain"),
+        ) {
+            (Some(path), None, None) => {
+                let file = PemSource::File(PathBuf::from(path));
+                (Some(file.clone()), Some(file))
+            }
+            (None, Some(key), Some(chain)) => {
+                (Some(PemSource::Inline(key)), Some(PemSource::Inline(chain)))
+            }
+            (None, None, None) => (None, None),
+            _ => {
+                return Err(refuse(
+                    "ssl.keystore.location",
+                    "give either ssl.keystore.location, or both ssl.keystore.key and \
+                     ssl.keystore.certificate.chain",
+                ))
+            }
+        };
+        let trust = match (
+            text("ssl.truststore.location"),
+            text("ssl.truststore.certificates"),
+        ) {
+            (Some(path), None) => Some(PemSource::File(PathBuf::from(path))),
+            (None, Some(pem)) => Some(PemSource::Inline(pem)),
+            (None, None) => None,
+            _ => {
+                return Err(refuse(
+                    "ssl.truststore.location",
+                    "give ssl.truststore.location or ssl.truststore.certificates, not both",
+                ))
+            }
+        };
+        let client_auth = match get("ssl.client.auth").trim().to_ascii_lowercase().as_str() {
+            "none" | "" => ClientAuth::None,
+            "requested" => ClientAuth::Requested,
+            "required" => ClientAuth::Required,
+            _ => {
+                return Err(refuse(
+                    "ssl.client.auth",
+                    "must be none, requested or required",
+                ))
+            }
+        };
+        let protocols: Vec<String> = get("ssl.enabled.protocols")
+            .split(',')
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty())
+            .collect();
+        let tls12 = protocols.iter().any(|p| p == "TLSv1.2");
+        let tls13 = protocols.iter().any(|p| p == "TLSv1.3");
+        if let Some(other) = protocols
+            .iter()
+            .find(|p| *p != "TLSv1.2" && *p != "TLSv1.3")
+        {
+            return Err(refuse(
+                "ssl.enabled.protocols",
+                &format!("{other} is not supported; use TLSv1.2 and/or TLSv1.3"),
+            ));
+        }
+        if !tls12 && !tls13 {
+            return Err(refuse("ssl.enabled.protocols", "enable TLSv1.2 or TLSv1.3"));
+        }
+        let rules = get("ssl.principal.mapping.rules").trim().to_owned();
+        Ok(Self {
+            key,
+            chain,
+            trust,
+            client_auth,
+            principal_mapping_rules: rules,
+            tls12,
+            tls13,
+        })
+    }
+
+    /// The files the TLS setup is read from.
+    fn sources(&self) -> impl Iterator<Item = &PemSource> {
+        [&self.key, &self.chain, &self.trust].into_iter().flatten()
+    }
+
+    /// Builds the rustls server configuration from the files as they are now.
+    pub fn server_config(&self) -> Result<ServerConfig, TlsError> {
+        let (Some(key_source), Some(chain_source)) = (&self.key, &self.chain) else {
+            return Err(TlsError::NoKeyStore);
+        };
+        let describe = |source: &PemSource| match source {
+            PemSource::File(path) => path.display().to_string(),
+            PemSource::Inline(_) => "the inline PEM".to_owned(),
+        };
+        let key = PrivateKeyDer::from_pem_slice(&key_source.read()?)
+            .map_err(|_| TlsError::NoKey(describe(key_source)))?;
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(&chain_source.read()?)
+                .filter_map(Result::ok)
+                .collect();
+        if chain.is_empty() {
+            return Err(TlsError::NoCertificate(describe(chain_source)));
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
+            (self.tls13, &rustls::version::TLS13),
+            (self.tls12, &rustls::version::TLS12),
+        ]
+        .into_iter()
+        .filter_map(|(on, version)| on.then_some(version))
+        .collect();
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&versions)?;
+        let builder = match self.client_auth {
+            ClientAuth::None => builder.with_no_client_auth(),
+            mode => {
+                let name = if mode == ClientAuth::Required {
+                    "required"
+                } else {
+                    "requested"
+                };
+                let trust = self.trust.as_ref().ok_or(TlsError::NoTrustStore(name))?;
+                let mut roots = RootCertStore::empty();
+                for cert in CertificateDer::pem_slice_iter(&trust.read()?).filter_map(Result::ok) {
+                    roots
+                        .add(cert)
+                        .map_err(|error| TlsError::Verifier(error.to_string()))?;
+                }
+                if roots.is_empty() {
+                    return Err(TlsError::NoCertificate(describe(trust)));
+                }
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                let verifier = if mode == ClientAuth::Requested {
+                    verifier.allow_unauthenticated()
+                } else {
+                    verifier
+                };
+                let verifier = verifier
+                    .build()
+                    .map_err(|error| TlsError::Verifier(error.to_string()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        Ok(builder.with_single_cert(chain, key)?)
+    }
+}
+
+/// The TLS acceptor of the broker's TLS listeners, rebuilt when its files
+/// change.
+pub struct TlsServer {
+    settings: TlsSettings,
+    config: RwLock<Arc<ServerConfig>>,
+    /// The stamps of the files the configuration was built from.
+    stamps: Mutex<Vec<Option<(SystemTime, u64)>>>,
+}
+
+impl std::fmt::Debug for TlsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsServer")
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl TlsServer {
+    pub fn new(settings: TlsSettings) -> Result<Self, TlsError> {
+        let stamps = settings.sources().map(PemSource::stamp).collect();
+        let config = settings.server_config()?;
+        Ok(Self {
+            settings,
+            config: RwLock::new(Arc::new(config)),
+            stamps: Mutex::new(stamps),
+        })
+    }
+
+    /// The acceptor for a new connection.
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        tokio_rustls::TlsAcceptor::from(self.config.read().clone())
+    }
+
+    /// Reads the files again if any changed since they were last read;
+    /// true if the new ones are in force. Files that do not make a valid
+    /// setup (a key written before its certificate, say) leave the old one
+    /// in force, and are tried again at the next change.
+    pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
+        let now: Vec<_> = self.settings.sources().map(PemSource::stamp).collect();
+        let mut stamps = self.stamps.lock();
+        if *stamps == now {
+            return Ok(false);
+        }
+        *stamps = now;
+        let config = self.settings.server_config()?;
+        *self.config.write() = Arc::new(config);
+        Ok(true)
+    }
+}
+
+impl TlsServer {
+    /// The principal of a client that presented `certificate`: its subject
+    /// as Kafka writes it (RFC 2253), mapped by `ssl.principal.mapping.rules`.
+    pub fn principal(&self, certificate: &CertificateDer<'_>) -> Result<String, TlsError> {
+        let (_, parsed) = x509_parser::parse_x509_certificate(certificate).map_err(|error| {
+            TlsError::Verifier(format!("unreadable client certificate: {error}"))
+        })?;
+        Ok(format!("User:{}", parsed.subject()))
+    }
+}
