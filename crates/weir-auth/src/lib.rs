@@ -1,7 +1,13 @@
 //! Authentication without I/O: the SASL mechanisms Kafka speaks, for the
 //! broker's side and the client's, and the rules that turn a certificate's
 //! subject into a principal.
+//!
+//! Every type here takes bytes and gives bytes: the caller reads and writes
+//! the SaslHandshake/SaslAuthenticate frames, looks credentials up, and
+//! supplies the time where one is needed.
 
 mod credential;
+mod scram;
 
 pub use credential::{ScramCredential, ScramMechanism};
+pub use scram::{ScramClient, ScramError, ScramServer};
