@@ -7,7 +7,9 @@
 //! supplies the time where one is needed.
 
 mod credential;
+mod plain;
 mod scram;
 
 pub use credential::{ScramCredential, ScramMechanism};
+pub use plain::{PlainCredentials, PlainError};
 pub use scram::{ScramClient, ScramError, ScramServer};
