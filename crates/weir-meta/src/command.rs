@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client_quota::QuotaAlteration;
 use crate::model::BrokerInfo;
+use crate::scram::{ScramError, ScramUpsertion};
 
 /// One change to the metadata image.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -148,6 +149,16 @@ pub enum Command {
         /// The changes, at most one per entity.
         alterations: Vec<QuotaAlteration>,
     },
+    /// Deletes and sets users' SCRAM credentials (Kafka's
+    /// AlterUserScramCredentials). Never rejected: each user's outcome is
+    /// in [`Applied::ScramAlterations`], and a user with an error keeps
+    /// its credentials as they were.
+    AlterUserScramCredentials {
+        /// The credentials to delete, as (user, mechanism).
+        deletions: Vec<(String, weir_auth::ScramMechanism)>,
+        /// The credentials to set.
+        upsertions: Vec<ScramUpsertion>,
+    },
     /// An ElectLeaders request: a preferred election moves each partition's
     /// leadership to its preferred replica (the first) when that one is in
     /// sync and not fenced; an unclean election gives a leaderless
@@ -179,6 +190,10 @@ pub enum Applied {
     /// named, in its order, or with `partitions: None` every partition, by
     /// topic name then index.
     Elections(Vec<Election>),
+    /// What [`Command::AlterUserScramCredentials`] did for each user named,
+    /// in the order users first appear in the command (deletions, then
+    /// upsertions).
+    ScramAlterations(Vec<(String, Result<(), ScramError>)>),
 }
 
 /// One partition's outcome of [`Command::ElectLeaders`].

@@ -8,12 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+use weir_auth::{ScramCredential, ScramMechanism};
 
 use crate::client_quota::{self, ClientQuotas, QuotaAlteration};
 use crate::command::{Applied, Command, Election, ElectionOutcome};
 use crate::error::MetaError;
 use crate::model::{BrokerInfo, PartitionInfo, TopicInfo};
 use crate::placement;
+use crate::scram::{self, ScramCredentials};
 use crate::topic_config;
 use crate::topic_name::{collision_key, validate_topic_name};
 
@@ -38,6 +40,10 @@ pub struct MetadataImage {
     /// Client quotas by entity; never an empty map of quotas.
     #[serde(with = "client_quota::as_pairs")]
     client_quotas: ClientQuotas,
+    /// SCRAM credentials by user and mechanism; never an empty map of
+    /// mechanisms.
+    #[serde(with = "scram::as_list")]
+    scram_credentials: ScramCredentials,
     next_producer_id: i64,
     applied_index: u64,
     /// Topic id → name; derived from `topics`.
@@ -67,6 +73,9 @@ struct ImageData {
     /// Absent from images written before client quotas existed.
     #[serde(default, with = "client_quota::as_pairs")]
     client_quotas: ClientQuotas,
+    /// Absent from images written before SCRAM credentials existed.
+    #[serde(default, with = "scram::as_list")]
+    scram_credentials: ScramCredentials,
     next_producer_id: i64,
     applied_index: u64,
 }
@@ -83,6 +92,7 @@ impl TryFrom<ImageData> for MetadataImage {
             cluster_broker_configs: data.cluster_broker_configs,
             broker_configs: data.broker_configs,
             client_quotas: data.client_quotas,
+            scram_credentials: data.scram_credentials,
             next_producer_id: data.next_producer_id,
             applied_index: data.applied_index,
             topic_ids: BTreeMap::new(),
@@ -152,7 +162,10 @@ impl MetadataImage {
                 self.registered_broker(*id).map(|_| ())
             }
             Command::ReplicasOffline { broker, .. } => self.registered_broker(*broker).map(|_| ()),
-            Command::ElectPreferredLeaders | Command::ElectLeaders { .. } => Ok(()),
+            // Outcomes of these are per partition or per user, in `Applied`.
+            Command::ElectPreferredLeaders
+            | Command::ElectLeaders { .. }
+            | Command::AlterUserScramCredentials { .. } => Ok(()),
             Command::CreateTopic {
                 name,
                 id,
@@ -381,6 +394,14 @@ impl MetadataImage {
                 unclean,
                 partitions,
             } => Applied::Elections(self.elect_leaders(*unclean, partitions.as_deref())),
+            Command::AlterUserScramCredentials {
+                deletions,
+                upsertions,
+            } => Applied::ScramAlterations(scram::alter(
+                &mut self.scram_credentials,
+                deletions,
+                upsertions,
+            )),
             Command::AllocateProducerIds { count } => {
                 let first = self.next_producer_id;
                 self.next_producer_id = first.saturating_add(*count);
@@ -495,6 +516,33 @@ impl MetadataImage {
     /// The client quotas, by entity.
     pub fn client_quotas(&self) -> &ClientQuotas {
         &self.client_quotas
+    }
+
+    /// The SCRAM credential of `user` for `mechanism`, which a login with
+    /// that mechanism is verified against.
+    pub fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<&ScramCredential> {
+        self.scram_credentials.get(user)?.get(&mechanism)
+    }
+
+    /// The users with SCRAM credentials, by name, each with its mechanisms
+    /// and their iterations in type-code order: what
+    /// DescribeUserScramCredentials answers when asked for every user.
+    pub fn scram_users(&self) -> impl Iterator<Item = (&str, Vec<(ScramMechanism, u32)>)> + '_ {
+        self.scram_credentials
+            .iter()
+            .map(|(user, of_user)| (user.as_str(), mechanisms_of(of_user)))
+    }
+
+    /// The mechanisms `user` has a SCRAM credential for, with their
+    /// iterations, in type-code order; `None` for a user without any
+    /// (Kafka's RESOURCE_NOT_FOUND when DescribeUserScramCredentials names
+    /// it).
+    pub fn scram_user(&self, user: &str) -> Option<Vec<(ScramMechanism, u32)>> {
+        self.scram_credentials.get(user).map(mechanisms_of)
     }
 
     /// The brokers with dynamic configs of their own, by id.
@@ -1072,6 +1120,15 @@ fn check_broker_configs(
         )));
     }
     Ok(())
+}
+
+fn mechanisms_of(
+    of_user: &BTreeMap<ScramMechanism, ScramCredential>,
+) -> Vec<(ScramMechanism, u32)> {
+    of_user
+        .iter()
+        .map(|(mechanism, credential)| (*mechanism, credential.iterations))
+        .collect()
 }
 
 fn new_partitions(first: usize, replicas: &[Vec<i32>]) -> Vec<PartitionInfo> {

@@ -1,8 +1,8 @@
 //! `weir-meta`: the cluster metadata of Weir.
 //!
 //! Brokers, topics, partitions (replicas, ISR, leader epochs), topic config
-//! overrides, dynamic broker configs, client quotas and the producer id
-//! allocator form one
+//! overrides, dynamic broker configs, client quotas, SCRAM credentials and
+//! the producer id allocator form one
 //! [`MetadataImage`]. It
 //! changes only by applying [`Command`]s, and applying is deterministic:
 //! no I/O, no clock, no randomness. Anything that varies (topic ids,
@@ -68,6 +68,7 @@ mod log_file;
 mod model;
 mod placement;
 mod raft;
+mod scram;
 pub mod topic_config;
 pub mod topic_name;
 
@@ -80,3 +81,6 @@ pub use raft::{
     Controller, ControllerConfig, ControllerError, ControllerStatus, HeartbeatReply, Role,
     SubmitError,
 };
+pub use scram::{ScramError, ScramUpsertion};
+/// The credential types the image stores, from `weir-auth`.
+pub use weir_auth::{ScramCredential, ScramMechanism};

@@ -911,7 +911,8 @@ fn image_json_round_trip() {
     assert_eq!(back.next_producer_id(), 42);
 }
 
-/// Snapshots written before broker configs were dynamic lack both fields.
+/// Snapshots written before broker configs were dynamic lack both fields,
+/// and those of before quotas and SCRAM credentials lack theirs.
 #[test]
 fn an_image_without_broker_configs_still_loads() {
     let mut image = MetadataImage::default();
@@ -923,6 +924,7 @@ fn an_image_without_broker_configs_still_loads() {
     assert!(fields.remove("cluster_broker_configs").is_some());
     assert!(fields.remove("broker_configs").is_some());
     assert!(fields.remove("client_quotas").is_some());
+    assert!(fields.remove("scram_credentials").is_some());
     let back: MetadataImage = serde_json::from_value(json).unwrap();
     assert_eq!(back, image);
 }

@@ -17,6 +17,8 @@ use crate::client_quota::{EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
 use crate::command::Command;
 use crate::model::BrokerInfo;
 use crate::raft::types::ControllerNode;
+use crate::scram::ScramUpsertion;
+use weir_auth::{ScramCredential, ScramMechanism};
 
 const NAMES: &[&str] = &[
     "a",
@@ -154,7 +156,48 @@ fn command() -> impl Strategy<Value = Command> {
         // Every partition, or some (unknown ones and repeats included).
         2 => (any::<bool>(), prop::option::of(prop::collection::vec((name(), -1..4i32), 0..4)))
             .prop_map(|(unclean, partitions)| Command::ElectLeaders { unclean, partitions }),
+        // A few users, so that deletions find credentials and users repeat;
+        // some iterations out of range (refused per user).
+        2 => (
+            prop::collection::vec((scram_user(), scram_mechanism()), 0..2),
+            prop::collection::vec(scram_upsertion(), 0..3),
+        )
+            .prop_map(|(deletions, upsertions)| Command::AlterUserScramCredentials { deletions, upsertions }),
     ]
+}
+
+fn scram_user() -> impl Strategy<Value = String> {
+    prop::sample::select(vec!["u1", "u2", ""]).prop_map(str::to_owned)
+}
+
+fn scram_mechanism() -> impl Strategy<Value = ScramMechanism> {
+    prop::sample::select(ScramMechanism::ALL.to_vec())
+}
+
+fn scram_upsertion() -> impl Strategy<Value = ScramUpsertion> {
+    (
+        scram_user(),
+        scram_mechanism(),
+        prop::sample::select(vec![4000u32, 4096, 9000]),
+        any::<u8>(),
+    )
+        .prop_map(|(user, mechanism, iterations, seed)| {
+            let len = if mechanism == ScramMechanism::Sha256 {
+                32
+            } else {
+                64
+            };
+            ScramUpsertion {
+                user,
+                mechanism,
+                credential: ScramCredential {
+                    salt: vec![seed; 8],
+                    stored_key: vec![seed; len],
+                    server_key: vec![!seed; len],
+                    iterations,
+                },
+            }
+        })
 }
 
 fn quota_alteration() -> impl Strategy<Value = QuotaAlteration> {
