@@ -21,6 +21,7 @@ mod produce;
 mod producer_id;
 mod producers;
 mod reassignments;
+mod sasl;
 mod topic_partitions;
 mod txn;
 mod txn_markers;
@@ -39,6 +40,8 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::broker::Broker;
 use crate::client_quotas::{Client, QuotaKind};
 use crate::net::{Channel, Outgoing};
+
+pub(crate) use sasl::{Authenticator, Intercepted};
 
 /// The versions of each API whose semantics Weir implements, and which it
 /// therefore advertises in ApiVersions.
@@ -88,6 +91,8 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListConfigResources, 0, 1),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::AlterReplicaLogDirs, 1, 2),
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -315,6 +320,8 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::ListConfigResources => "ListConfigResources",
         ApiKey::DescribeLogDirs => "DescribeLogDirs",
         ApiKey::AlterReplicaLogDirs => "AlterReplicaLogDirs",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
         _ => "Other",
     }
 }
@@ -338,6 +345,8 @@ pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
         key,
         None | Some(
             ApiKey::ApiVersions
+                | ApiKey::SaslHandshake
+                | ApiKey::SaslAuthenticate
                 | ApiKey::Produce
                 | ApiKey::WriteTxnMarkers
                 | ApiKey::Fetch
@@ -626,6 +635,23 @@ pub(crate) fn dispatch(
             let altered = client_quotas::alter_client_quotas(broker, decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
         }
+        // A SASL listener's connection answers these before dispatch; on
+        // any other listener, or once authenticated, they are out of place.
+        ApiKey::SaslHandshake => Reply::Now(Some(
+            ctx.respond(
+                &kafka_protocol::messages::SaslHandshakeResponse::default()
+                    .with_error_code(kafka_protocol::ResponseError::IllegalSaslState.code()),
+            ),
+        )),
+        ApiKey::SaslAuthenticate => Reply::Now(Some(
+            ctx.respond(
+                &kafka_protocol::messages::SaslAuthenticateResponse::default()
+                    .with_error_code(kafka_protocol::ResponseError::IllegalSaslState.code())
+                    .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
+                        "SaslAuthenticate request received on a listener without SASL",
+                    ))),
+            ),
+        )),
         _ => return Err(RequestError::UnsupportedVersion { key, version }),
     })
 }

@@ -55,6 +55,13 @@ impl Channel {
         }
     }
 
+    /// The client authenticated (again) as `principal`.
+    pub(crate) fn set_principal(&self, principal: &str) {
+        if *self.principal.read().as_ref() != *principal {
+            *self.principal.write() = Arc::from(principal);
+        }
+    }
+
     /// Reads nothing more from the client for `throttle_ms` from now (or
     /// longer, if it is muted longer already).
     pub(crate) fn throttle(&self, throttle_ms: u32) {

@@ -17,7 +17,7 @@ use super::channel::ANONYMOUS;
 use super::frame::{read_frame, Budgets, FrameError, Reservation};
 use super::outgoing::{Outgoing, ResponseWriter};
 use super::{Channel, ServedListener};
-use crate::api::{self, Reply};
+use crate::api::{self, Authenticator, Intercepted, Reply};
 use crate::broker::Broker;
 use crate::client_quotas::{Client, QuotaKind};
 
@@ -36,20 +36,19 @@ pub(crate) async fn serve(
 ) {
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
+    let sasl = listener
+        .protocol
+        .is_sasl()
+        .then(|| Authenticator::new(&broker, &listener.name));
     let Some(tls) = &listener.tls else {
         let (reader, writer) = stream.into_split();
-        let channel = Channel::new(&listener.name, ANONYMOUS);
+        let peer = Peer {
+            channel: Channel::new(&listener.name, ANONYMOUS),
+            sasl,
+            address: peer,
+        };
         let writer = ResponseWriter::plain(writer);
-        return serve_requests(
-            broker,
-            reader,
-            writer,
-            channel,
-            peer,
-            global_budget,
-            shutdown,
-        )
-        .await;
+        return serve_requests(broker, reader, writer, peer, global_budget, shutdown).await;
     };
     let idle = Duration::from_millis(broker.config().connections_max_idle_ms);
     let stream = match tokio::time::timeout(idle, tls.acceptor().accept(stream)).await {
@@ -82,27 +81,33 @@ pub(crate) async fn serve(
         },
         _ => ANONYMOUS.to_owned(),
     };
-    let channel = Channel::new(&listener.name, &principal);
+    let peer = Peer {
+        channel: Channel::new(&listener.name, &principal),
+        sasl,
+        address: peer,
+    };
     let (reader, writer) = tokio::io::split(stream);
     let writer = ResponseWriter::tls(writer);
-    serve_requests(
-        broker,
-        reader,
-        writer,
-        channel,
-        peer,
-        global_budget,
-        shutdown,
-    )
-    .await
+    serve_requests(broker, reader, writer, peer, global_budget, shutdown).await
+}
+
+/// Who is at the other end, as far as the connection knows.
+struct Peer {
+    channel: Channel,
+    /// On a SASL listener: the client's authentication.
+    sasl: Option<Authenticator>,
+    address: Option<std::net::SocketAddr>,
 }
 
 async fn serve_requests<R: AsyncRead + Unpin>(
     broker: Arc<Broker>,
     mut reader: R,
     writer: ResponseWriter,
-    channel: Channel,
-    peer: Option<std::net::SocketAddr>,
+    Peer {
+        channel,
+        mut sasl,
+        address: peer,
+    }: Peer,
     global_budget: Arc<Semaphore>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -118,8 +123,17 @@ async fn serve_requests<R: AsyncRead + Unpin>(
     let idle = Duration::from_millis(config.connections_max_idle_ms);
     let channel = Arc::new(channel);
     loop {
+        // Before it has authenticated, a client may send only small frames
+        // (Kafka's `sasl.server.max.receive.size`).
+        let max_frame = match &sasl {
+            Some(sasl) if !sasl.is_authenticated() => config
+                .security
+                .sasl_max_receive_size
+                .min(config.socket_request_max_bytes),
+            _ => config.socket_request_max_bytes,
+        };
         let frame = tokio::select! {
-            frame = tokio::time::timeout(idle, read_frame(&mut reader, config.socket_request_max_bytes, &budgets)) => frame,
+            frame = tokio::time::timeout(idle, read_frame(&mut reader, max_frame, &budgets)) => frame,
             _ = shutdown.changed() => break,
         };
         let (body, reservation) = match frame {
@@ -142,6 +156,30 @@ async fn serve_requests<R: AsyncRead + Unpin>(
         }
         let started = Instant::now();
         broker.metrics().bytes_in.inc_by(body.len() as u64 + 4);
+        if let Some(sasl) = &mut sasl {
+            let (response, closing) = match sasl.intercept(&broker, &body) {
+                Intercepted::Pass => (None, None),
+                Intercepted::Respond(response) => (Some(response), None),
+                Intercepted::Close(response, reason) => (response, Some(reason)),
+            };
+            if let Some(principal) = sasl.principal() {
+                channel.set_principal(principal);
+            }
+            if response.is_some() || closing.is_some() {
+                if let Some(response) = response {
+                    // In order behind the responses still being computed.
+                    let ready = tokio::spawn(std::future::ready(Some(response)));
+                    if queue.send((ready, reservation)).await.is_err() {
+                        break;
+                    }
+                }
+                if let Some(reason) = closing {
+                    tracing::info!(?peer, reason, "closing connection");
+                    break;
+                }
+                continue;
+            }
+        }
         let api_name = api::api_name(&body);
         // The client id whose request time counts, if a request quota is set.
         let request_quota = (broker.client_quotas().enabled(QuotaKind::Request)
