@@ -199,7 +199,7 @@ impl Broker {
             config.controller_settings(),
         )?;
         meta.import_local_store(&config.data_dir.join("meta"))?;
-        let cluster_id = shared_cluster_id(&meta, &config.data_dir, cluster_id)?;
+        let cluster_id = shared_cluster_id(&meta, &config, cluster_id)?;
         let inter_broker = config.inter_broker_listener();
         let registration = BrokerInfo {
             id: config.node_id,
@@ -1052,6 +1052,31 @@ impl Broker {
         Ok(())
     }
 
+    /// Deletes and sets SCRAM credentials: each user's outcome, as the
+    /// controller decided it.
+    pub async fn alter_scram_credentials(
+        &self,
+        deletions: Vec<(String, weir_auth::ScramMechanism)>,
+        upsertions: Vec<weir_meta::ScramUpsertion>,
+    ) -> Result<Vec<(String, Result<(), weir_meta::ScramError>)>, BrokerError> {
+        let command = Command::AlterUserScramCredentials {
+            deletions,
+            upsertions,
+        };
+        match self.submit(command, CONTROLLER_CHANGE_TIMEOUT_MS).await? {
+            Applied::ScramAlterations(outcomes) => {
+                for (user, outcome) in &outcomes {
+                    match outcome {
+                        Ok(()) => tracing::info!(user, "altered SCRAM credentials"),
+                        Err(error) => tracing::debug!(user, %error, "SCRAM credential change refused"),
+                    }
+                }
+                Ok(outcomes)
+            }
+            other => unreachable!("AlterUserScramCredentials applied as {other:?}"),
+        }
+    }
+
     /// Deletes a topic (answered once committed, within `timeout_ms`);
     /// every replica removes its data when it sees the change.
     pub async fn delete_topic(
@@ -1330,13 +1355,34 @@ fn close_partition(partition: Arc<Partition>) {
 /// The cluster id every node reports: the one in the metadata, set by the
 /// first broker to start from its local id. Kept in the data directory too,
 /// so that the id of a node started before the metadata held one lives on.
+///
+/// The node that sets it created the cluster's metadata: it adds the SCRAM
+/// users it was started with (`--add-scram`), as `kafka-storage format`
+/// does.
 fn shared_cluster_id(
     meta: &Metadata,
-    data_dir: &std::path::Path,
+    config: &BrokerConfig,
     local: String,
 ) -> Result<String, BrokerError> {
+    let data_dir = &config.data_dir;
     if meta.image().cluster_id().is_none() {
         match meta.submit(Command::SetClusterId { id: local.clone() }) {
+            Ok(_) if !config.initial_scram.is_empty() => {
+                let command = Command::AlterUserScramCredentials {
+                    deletions: Vec::new(),
+                    upsertions: config.initial_scram.clone(),
+                };
+                if let Applied::ScramAlterations(outcomes) = meta.submit(command)? {
+                    for (user, outcome) in outcomes {
+                        if let Err(error) = outcome {
+                            return Err(BrokerError::Meta(MetaError::InvalidRequest(format!(
+                                "--add-scram for {user}: {error}"
+                            ))));
+                        }
+                        tracing::info!(user, "added SCRAM user");
+                    }
+                }
+            }
             // Another broker set it first.
             Ok(_) | Err(MetadataError::Rejected(MetaError::InvalidRequest(_))) => {}
             Err(error) => return Err(error.into()),

@@ -801,6 +801,9 @@ pub struct BrokerConfig {
     pub txn: crate::txn::TxnSettings,
     /// TLS, SASL and ACL settings.
     pub security: SecurityConfig,
+    /// SCRAM users the cluster's metadata starts with (`--add-scram`):
+    /// set by the node that creates the metadata, ignored afterwards.
+    pub initial_scram: Vec<weir_meta::ScramUpsertion>,
     /// The controller listener (Raft between controllers).
     pub controller_listen: SocketAddr,
     /// The voters of the controller quorum, id and controller address;
@@ -1054,6 +1057,7 @@ impl BrokerConfig {
                 )?,
             },
             security: SecurityConfig::parse(get)?,
+            initial_scram: Vec::new(),
             controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             controllers: Vec::new(),
             is_controller: true,
@@ -1103,6 +1107,7 @@ impl BrokerConfig {
             &values,
         )?;
         config.listeners = self.listeners.clone();
+        config.initial_scram = self.initial_scram.clone();
         config.inter_broker_listener_name = self.inter_broker_listener_name.clone();
         config.log_dirs = self.log_dirs.clone();
         config.controller_listen = self.controller_listen;

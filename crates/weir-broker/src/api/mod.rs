@@ -22,6 +22,7 @@ mod producer_id;
 mod producers;
 mod reassignments;
 mod sasl;
+mod scram;
 mod topic_partitions;
 mod txn;
 mod txn_markers;
@@ -93,6 +94,8 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterReplicaLogDirs, 1, 2),
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -223,7 +226,9 @@ pub(crate) fn throttle_time_offset(key: ApiKey, version: i16) -> Option<usize> {
         | ApiKey::UpdateFeatures
         | ApiKey::ListConfigResources
         | ApiKey::DescribeLogDirs
-        | ApiKey::AlterReplicaLogDirs => 0,
+        | ApiKey::AlterReplicaLogDirs
+        | ApiKey::DescribeUserScramCredentials
+        | ApiKey::AlterUserScramCredentials => 0,
         ApiKey::Fetch
         | ApiKey::FindCoordinator
         | ApiKey::Heartbeat
@@ -322,6 +327,8 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::AlterReplicaLogDirs => "AlterReplicaLogDirs",
         ApiKey::SaslHandshake => "SaslHandshake",
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
+        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         _ => "Other",
     }
 }
@@ -347,6 +354,8 @@ pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
             ApiKey::ApiVersions
                 | ApiKey::SaslHandshake
                 | ApiKey::SaslAuthenticate
+                | ApiKey::DescribeUserScramCredentials
+                | ApiKey::AlterUserScramCredentials
                 | ApiKey::Produce
                 | ApiKey::WriteTxnMarkers
                 | ApiKey::Fetch
@@ -633,6 +642,15 @@ pub(crate) fn dispatch(
         ))),
         ApiKey::AlterClientQuotas => {
             let altered = client_quotas::alter_client_quotas(broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+        }
+        ApiKey::DescribeUserScramCredentials => Reply::Now(Some(ctx.respond(&scram::describe(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::AlterUserScramCredentials => {
+            let altered = scram::alter(broker, decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
         }
         // A SASL listener's connection answers these before dispatch; on
