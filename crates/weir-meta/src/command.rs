@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::acl::{AclBinding, AclBindingFilter, AclError};
 use crate::client_quota::QuotaAlteration;
 use crate::model::BrokerInfo;
 use crate::scram::{ScramError, ScramUpsertion};
@@ -159,6 +160,20 @@ pub enum Command {
         /// The credentials to set.
         upsertions: Vec<ScramUpsertion>,
     },
+    /// Creates ACLs (Kafka's CreateAcls). Never rejected: each binding's
+    /// outcome is in [`Applied::AclsCreated`]; one that exists already is
+    /// a success that changes nothing.
+    CreateAcls {
+        /// The bindings, in request order.
+        bindings: Vec<AclBinding>,
+    },
+    /// Deletes the ACLs each filter matches (Kafka's DeleteAcls). Never
+    /// rejected: each filter's outcome, with the bindings it removed, is in
+    /// [`Applied::AclsDeleted`].
+    DeleteAcls {
+        /// The filters, in request order.
+        filters: Vec<AclBindingFilter>,
+    },
     /// An ElectLeaders request: a preferred election moves each partition's
     /// leadership to its preferred replica (the first) when that one is in
     /// sync and not fenced; an unclean election gives a leaderless
@@ -194,6 +209,12 @@ pub enum Applied {
     /// in the order users first appear in the command (deletions, then
     /// upsertions).
     ScramAlterations(Vec<(String, Result<(), ScramError>)>),
+    /// What [`Command::CreateAcls`] did with each binding, in its order.
+    AclsCreated(Vec<Result<(), AclError>>),
+    /// What [`Command::DeleteAcls`] did with each filter, in its order: the
+    /// bindings it removed, in their sorted order. A binding two filters
+    /// match is reported under the first.
+    AclsDeleted(Vec<Result<Vec<AclBinding>, AclError>>),
 }
 
 /// One partition's outcome of [`Command::ElectLeaders`].

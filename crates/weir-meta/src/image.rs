@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 use weir_auth::{ScramCredential, ScramMechanism};
 
+use crate::acl::{AclBinding, AclBindingFilter, AclError};
 use crate::client_quota::{self, ClientQuotas, QuotaAlteration};
 use crate::command::{Applied, Command, Election, ElectionOutcome};
 use crate::error::MetaError;
@@ -44,6 +45,9 @@ pub struct MetadataImage {
     /// mechanisms.
     #[serde(with = "scram::as_list")]
     scram_credentials: ScramCredentials,
+    /// The ACLs, sorted (resource first): a set, as in Kafka, where
+    /// creating an existing binding changes nothing.
+    acls: BTreeSet<AclBinding>,
     next_producer_id: i64,
     applied_index: u64,
     /// Topic id → name; derived from `topics`.
@@ -76,6 +80,9 @@ struct ImageData {
     /// Absent from images written before SCRAM credentials existed.
     #[serde(default, with = "scram::as_list")]
     scram_credentials: ScramCredentials,
+    /// Absent from images written before ACLs existed.
+    #[serde(default)]
+    acls: BTreeSet<AclBinding>,
     next_producer_id: i64,
     applied_index: u64,
 }
@@ -93,6 +100,7 @@ impl TryFrom<ImageData> for MetadataImage {
             broker_configs: data.broker_configs,
             client_quotas: data.client_quotas,
             scram_credentials: data.scram_credentials,
+            acls: data.acls,
             next_producer_id: data.next_producer_id,
             applied_index: data.applied_index,
             topic_ids: BTreeMap::new(),
@@ -165,7 +173,9 @@ impl MetadataImage {
             // Outcomes of these are per partition or per user, in `Applied`.
             Command::ElectPreferredLeaders
             | Command::ElectLeaders { .. }
-            | Command::AlterUserScramCredentials { .. } => Ok(()),
+            | Command::AlterUserScramCredentials { .. }
+            | Command::CreateAcls { .. }
+            | Command::DeleteAcls { .. } => Ok(()),
             Command::CreateTopic {
                 name,
                 id,
@@ -402,6 +412,8 @@ impl MetadataImage {
                 deletions,
                 upsertions,
             )),
+            Command::CreateAcls { bindings } => Applied::AclsCreated(self.create_acls(bindings)),
+            Command::DeleteAcls { filters } => Applied::AclsDeleted(self.delete_acls(filters)),
             Command::AllocateProducerIds { count } => {
                 let first = self.next_producer_id;
                 self.next_producer_id = first.saturating_add(*count);
@@ -543,6 +555,22 @@ impl MetadataImage {
     /// it).
     pub fn scram_user(&self, user: &str) -> Option<Vec<(ScramMechanism, u32)>> {
         self.scram_credentials.get(user).map(mechanisms_of)
+    }
+
+    /// Every ACL, sorted by resource (type, name, pattern type), then
+    /// principal, host, operation and permission.
+    pub fn acls(&self) -> impl Iterator<Item = &AclBinding> {
+        self.acls.iter()
+    }
+
+    /// The ACLs `filter` matches, in the order of [`acls`](Self::acls):
+    /// DescribeAcls.
+    pub fn describe_acls(&self, filter: &AclBindingFilter) -> Vec<AclBinding> {
+        self.acls
+            .iter()
+            .filter(|binding| filter.matches(binding))
+            .cloned()
+            .collect()
     }
 
     /// The brokers with dynamic configs of their own, by id.
@@ -709,6 +737,40 @@ impl MetadataImage {
                     partition,
                     outcome,
                 }
+            })
+            .collect()
+    }
+
+    /// `CreateAcls`: each valid binding is added (if it is new: creating an
+    /// existing one succeeds and changes nothing, as in Kafka).
+    fn create_acls(&mut self, bindings: &[AclBinding]) -> Vec<Result<(), AclError>> {
+        bindings
+            .iter()
+            .map(|binding| {
+                binding.check()?;
+                self.acls.insert(binding.clone());
+                Ok(())
+            })
+            .collect()
+    }
+
+    /// `DeleteAcls`: each valid filter, in turn, removes the bindings it
+    /// matches, so a binding two filters match is reported by the first
+    /// (as Kafka's ZooKeeper-era authorizer did; its controller lists it
+    /// under both). A filter that fails its check removes nothing.
+    fn delete_acls(
+        &mut self,
+        filters: &[AclBindingFilter],
+    ) -> Vec<Result<Vec<AclBinding>, AclError>> {
+        filters
+            .iter()
+            .map(|filter| {
+                filter.check()?;
+                let removed = self.describe_acls(filter);
+                for binding in &removed {
+                    self.acls.remove(binding);
+                }
+                Ok(removed)
             })
             .collect()
     }

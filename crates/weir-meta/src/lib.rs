@@ -1,8 +1,8 @@
 //! `weir-meta`: the cluster metadata of Weir.
 //!
 //! Brokers, topics, partitions (replicas, ISR, leader epochs), topic config
-//! overrides, dynamic broker configs, client quotas, SCRAM credentials and
-//! the producer id allocator form one
+//! overrides, dynamic broker configs, client quotas, SCRAM credentials,
+//! ACLs and the producer id allocator form one
 //! [`MetadataImage`]. It
 //! changes only by applying [`Command`]s, and applying is deterministic:
 //! no I/O, no clock, no randomness. Anything that varies (topic ids,
@@ -40,6 +40,9 @@
 //! The modules:
 //!
 //! - [`MetadataImage`] validates and applies commands, and answers queries;
+//! - [`acl`] is Kafka's ACL model (resource types, pattern types,
+//!   operations, permissions, bindings and filters) with the checks of its
+//!   controller;
 //! - [`topic_config`] is the registry of Kafka topic configs (types,
 //!   defaults, broker synonyms, validation);
 //! - [`topic_name`] holds Kafka's topic naming rules;
@@ -58,6 +61,7 @@
 //! crate.
 #![deny(missing_docs)]
 
+pub mod acl;
 mod client_quota;
 mod command;
 mod disk;
@@ -72,6 +76,10 @@ mod scram;
 pub mod topic_config;
 pub mod topic_name;
 
+pub use acl::{
+    AclBinding, AclBindingFilter, AclError, AclOperation, AclPermissionType, PatternType,
+    ResourceType,
+};
 pub use client_quota::{ClientQuotas, EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
 pub use command::{Applied, Command, Election, ElectionOutcome};
 pub use error::MetaError;

@@ -13,6 +13,9 @@ use proptest::test_runner::TestCaseError;
 use uuid::Uuid;
 
 use super::*;
+use crate::acl::{
+    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType,
+};
 use crate::client_quota::{EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
 use crate::command::Command;
 use crate::model::BrokerInfo;
@@ -163,7 +166,70 @@ fn command() -> impl Strategy<Value = Command> {
             prop::collection::vec(scram_upsertion(), 0..3),
         )
             .prop_map(|(deletions, upsertions)| Command::AlterUserScramCredentials { deletions, upsertions }),
+        // Some invalid bindings and filters (refused one by one).
+        2 => prop::collection::vec(acl_binding(), 0..3).prop_map(|bindings| Command::CreateAcls { bindings }),
+        1 => prop::collection::vec(acl_filter(), 0..3).prop_map(|filters| Command::DeleteAcls { filters }),
     ]
+}
+
+fn acl_binding() -> impl Strategy<Value = AclBinding> {
+    (
+        prop::sample::select(vec![
+            ResourceType::Topic,
+            ResourceType::Group,
+            ResourceType::Any,
+        ]),
+        prop::sample::select(vec!["a", "ab", "*", ""]),
+        prop::sample::select(vec![
+            PatternType::Literal,
+            PatternType::Prefixed,
+            PatternType::Match,
+        ]),
+        prop::sample::select(vec!["User:u1", "User:*", "u2"]),
+        prop::sample::select(vec![
+            AclOperation::Read,
+            AclOperation::All,
+            AclOperation::Any,
+        ]),
+        prop::sample::select(vec![AclPermissionType::Allow, AclPermissionType::Deny]),
+    )
+        .prop_map(
+            |(resource_type, name, pattern_type, principal, operation, permission)| AclBinding {
+                resource_type,
+                resource_name: name.to_owned(),
+                pattern_type,
+                principal: principal.to_owned(),
+                host: "*".to_owned(),
+                operation,
+                permission,
+            },
+        )
+}
+
+fn acl_filter() -> impl Strategy<Value = AclBindingFilter> {
+    (
+        prop::sample::select(vec![
+            ResourceType::Topic,
+            ResourceType::Any,
+            ResourceType::Unknown,
+        ]),
+        prop::option::of(prop::sample::select(vec!["a", "ab", "*"])),
+        prop::sample::select(vec![
+            PatternType::Any,
+            PatternType::Match,
+            PatternType::Literal,
+        ]),
+        prop::sample::select(vec![AclOperation::Any, AclOperation::Read]),
+    )
+        .prop_map(
+            |(resource_type, name, pattern_type, operation)| AclBindingFilter {
+                resource_type,
+                resource_name: name.map(str::to_owned),
+                pattern_type,
+                operation,
+                ..AclBindingFilter::any()
+            },
+        )
 }
 
 fn scram_user() -> impl Strategy<Value = String> {
