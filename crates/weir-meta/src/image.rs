@@ -11,6 +11,7 @@ use uuid::Uuid;
 use weir_auth::{ScramCredential, ScramMechanism};
 
 use crate::acl::{AclBinding, AclBindingFilter, AclError};
+use crate::authorizer::Authorizer;
 use crate::client_quota::{self, ClientQuotas, QuotaAlteration};
 use crate::command::{Applied, Command, Election, ElectionOutcome};
 use crate::error::MetaError;
@@ -571,6 +572,22 @@ impl MetadataImage {
             .filter(|binding| filter.matches(binding))
             .cloned()
             .collect()
+    }
+
+    /// An [`Authorizer`] over the image's ACLs, with the broker's
+    /// `super.users` and `allow.everyone.if.no.acl.found`. Building one
+    /// copies the ACLs once; a broker builds it when the image changes and
+    /// keeps it for the checks until the next change.
+    pub fn authorizer(
+        &self,
+        super_users: Vec<String>,
+        allow_everyone_if_no_acl_found: bool,
+    ) -> Authorizer {
+        Authorizer::new(
+            self.acls.iter().cloned(),
+            super_users,
+            allow_everyone_if_no_acl_found,
+        )
     }
 
     /// The brokers with dynamic configs of their own, by id.

@@ -43,6 +43,8 @@
 //! - [`acl`] is Kafka's ACL model (resource types, pattern types,
 //!   operations, permissions, bindings and filters) with the checks of its
 //!   controller;
+//! - [`Authorizer`] decides requests from the ACLs as Kafka's
+//!   `StandardAuthorizer` does, without I/O;
 //! - [`topic_config`] is the registry of Kafka topic configs (types,
 //!   defaults, broker synonyms, validation);
 //! - [`topic_name`] holds Kafka's topic naming rules;
@@ -62,6 +64,7 @@
 #![deny(missing_docs)]
 
 pub mod acl;
+mod authorizer;
 mod client_quota;
 mod command;
 mod disk;
@@ -80,6 +83,7 @@ pub use acl::{
     AclBinding, AclBindingFilter, AclError, AclOperation, AclPermissionType, PatternType,
     ResourceType,
 };
+pub use authorizer::Authorizer;
 pub use client_quota::{ClientQuotas, EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
 pub use command::{Applied, Command, Election, ElectionOutcome};
 pub use error::MetaError;
