@@ -1068,7 +1068,9 @@ impl Broker {
                 for (user, outcome) in &outcomes {
                     match outcome {
                         Ok(()) => tracing::info!(user, "altered SCRAM credentials"),
-                        Err(error) => tracing::debug!(user, %error, "SCRAM credential change refused"),
+                        Err(error) => {
+                            tracing::debug!(user, %error, "SCRAM credential change refused")
+                        }
                     }
                 }
                 Ok(outcomes)

@@ -74,6 +74,14 @@ pub(crate) struct ServeArgs {
     /// What this node does: broker, controller, or both (the default).
     #[arg(long, env = "WEIR_ROLES", value_name = "ROLES")]
     roles: Option<String>,
+    /// A SCRAM user the cluster's metadata is created with, in
+    /// `kafka-storage format --add-scram` syntax:
+    /// 'SCRAM-SHA-512=[name=admin,password=admin-secret]' (also
+    /// iterations=N, or salt=BASE64 and saltedpassword=BASE64 instead of the
+    /// password). Repeatable; applied only by the node that creates the
+    /// metadata, so a restart never resets a changed password.
+    #[arg(long = "add-scram", value_name = "MECHANISM=[name=...,password=...]")]
+    add_scram: Vec<String>,
     /// A TOML file of settings: the flag names above and Kafka broker
     /// config names as keys.
     #[arg(long, env = "WEIR_CONFIG")]
@@ -134,6 +142,7 @@ struct Settings {
     controllers: Vec<(u64, SocketAddr)>,
     roles: Roles,
     kafka: BTreeMap<String, String>,
+    initial_scram: Vec<weir_meta::ScramUpsertion>,
     /// The Kafka names of the startup configs given explicitly (see
     /// `BrokerConfig::startup_given`).
     given: BTreeSet<&'static str>,
@@ -331,6 +340,11 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         None if listeners.len() == 1 => listeners[0].name.clone(),
         None => "PLAINTEXT".to_owned(),
     };
+    let initial_scram = args
+        .add_scram
+        .iter()
+        .map(|entry| parse_add_scram(entry))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut kafka = file;
     for def in BROKER_CONFIGS {
         if let Some(value) = matches.get_one::<String>(def.name) {
@@ -348,7 +362,82 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         controllers,
         roles,
         kafka,
+        initial_scram,
         given,
+    })
+}
+
+/// One `--add-scram`: `SCRAM-SHA-256=[name=alice,password=secret]`, with
+/// optional `iterations=N` (default 4096), or `salt=` and `saltedpassword=`
+/// (base64) in place of the password, as `kafka-storage format` takes it.
+fn parse_add_scram(entry: &str) -> anyhow::Result<weir_meta::ScramUpsertion> {
+    use base64::Engine;
+    use weir_auth::{ScramCredential, ScramMechanism};
+    let syntax = "use MECHANISM=[name=USER,password=PASSWORD]";
+    let (mechanism, fields) = entry
+        .split_once('=')
+        .with_context(|| format!("--add-scram {entry:?}: {syntax}"))?;
+    let mechanism = ScramMechanism::from_name(mechanism.trim()).with_context(|| {
+        format!("--add-scram {entry:?}: unknown mechanism; use SCRAM-SHA-256 or SCRAM-SHA-512")
+    })?;
+    let fields = fields
+        .trim()
+        .strip_prefix('[')
+        .and_then(|f| f.strip_suffix(']'))
+        .with_context(|| format!("--add-scram {entry:?}: {syntax}"))?;
+    let mut values = BTreeMap::new();
+    for field in fields.split(',').filter(|f| !f.trim().is_empty()) {
+        let (key, value) = field
+            .split_once('=')
+            .with_context(|| format!("--add-scram {entry:?}: {field:?} is not key=value"))?;
+        let value = value.trim().trim_matches('"');
+        values.insert(key.trim().to_ascii_lowercase(), value.to_owned());
+    }
+    let name = values
+        .remove("name")
+        .filter(|n| !n.is_empty())
+        .with_context(|| format!("--add-scram {entry:?}: give name=USER"))?;
+    let iterations: u32 = match values.remove("iterations") {
+        Some(n) => n
+            .parse()
+            .with_context(|| format!("--add-scram {entry:?}: invalid iterations {n:?}"))?,
+        None => mechanism.min_iterations(),
+    };
+    if !(mechanism.min_iterations()..=mechanism.max_iterations()).contains(&iterations) {
+        bail!(
+            "--add-scram {entry:?}: iterations must be between {} and {}",
+            mechanism.min_iterations(),
+            mechanism.max_iterations()
+        );
+    }
+    let decode = |key: &str, value: &str| {
+        base64::engine::general_purpose::STANDARD
+            .decode(value)
+            .with_context(|| format!("--add-scram {entry:?}: {key} is not base64"))
+    };
+    let credential = match (
+        values.remove("password"),
+        values.remove("salt"),
+        values.remove("saltedpassword"),
+    ) {
+        (Some(password), None, None) => {
+            ScramCredential::from_password(mechanism, &password, iterations)
+        }
+        (None, Some(salt), Some(salted)) => ScramCredential::from_salted_password(
+            mechanism,
+            &decode("saltedpassword", &salted)?,
+            decode("salt", &salt)?,
+            iterations,
+        ),
+        _ => bail!("--add-scram {entry:?}: give password=, or salt= and saltedpassword="),
+    };
+    if let Some(key) = values.keys().next() {
+        bail!("--add-scram {entry:?}: unknown field {key:?}");
+    }
+    Ok(weir_meta::ScramUpsertion {
+        user: name,
+        mechanism,
+        credential,
     })
 }
 
@@ -458,6 +547,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     config.controllers = settings.controllers;
     config.is_controller = settings.roles.controller;
     config.startup_given = settings.given;
+    config.initial_scram = settings.initial_scram;
     let broker = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || Broker::open(config))

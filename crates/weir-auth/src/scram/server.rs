@@ -171,7 +171,10 @@ impl ScramServer {
                 "channel binding does not echo the GS2 header".into(),
             ));
         }
-        if message.nonce != exchange.nonce {
+        // librdkafka before 2.6.1 sends its own nonce again in front of
+        // the combined one; Kafka accepts that since 3.8.1 (KAFKA-17232),
+        // and so must Weir, for the clients still on those versions.
+        if !message.nonce.ends_with(&exchange.nonce) {
             return Err(ScramError::NonceMismatch);
         }
         if message.proof.len() != formula::hash_len(self.mechanism) {
