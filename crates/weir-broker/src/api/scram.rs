@@ -19,7 +19,7 @@ use kafka_protocol::ResponseError;
 use weir_auth::{ScramCredential, ScramMechanism};
 use weir_meta::{ScramError, ScramUpsertion};
 
-use super::admin::failure;
+use super::admin::{failure, Failure};
 use super::RequestContext;
 use crate::broker::Broker;
 
@@ -124,7 +124,7 @@ pub(super) async fn alter(
     }
     deletions.retain(|(user, _)| !unknown_mechanism.contains(user));
     upsertions.retain(|u| !unknown_mechanism.contains(&u.user));
-    let mut outcomes: Vec<(String, Result<(), (ResponseError, String)>)> = unknown_mechanism
+    let mut outcomes: Vec<(String, Result<(), Failure>)> = unknown_mechanism
         .iter()
         .map(|user| {
             let error = ScramError::UnknownMechanism;
