@@ -7,9 +7,13 @@
 //! supplies the time where one is needed.
 
 mod credential;
+mod distinguished_name;
 mod plain;
+mod principal_rules;
 mod scram;
 
 pub use credential::{ScramCredential, ScramMechanism};
+pub use distinguished_name::{rfc2253_keyword, rfc2253_name};
 pub use plain::{PlainCredentials, PlainError};
+pub use principal_rules::{PrincipalMapper, RuleError};
 pub use scram::{ScramClient, ScramError, ScramServer};
