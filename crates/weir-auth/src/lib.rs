@@ -10,6 +10,7 @@ mod credential;
 mod distinguished_name;
 mod plain;
 mod principal_rules;
+mod saslname;
 mod scram;
 
 pub use credential::{ScramCredential, ScramMechanism};

@@ -3,9 +3,9 @@
 use subtle::ConstantTimeEq;
 
 use super::formula;
-use super::messages::{encode_saslname, ClientFinal, ServerFinal, ServerFirst};
+use super::messages::{ClientFinal, ServerFinal, ServerFirst};
 use super::ScramError;
-use crate::ScramMechanism;
+use crate::{saslname, ScramMechanism};
 
 /// The GS2 header the client sends: no channel binding, no authorization
 /// id (Kafka's client sends none).
@@ -71,7 +71,7 @@ impl ScramClient {
     pub fn client_first(&mut self) -> Vec<u8> {
         let bare = format!(
             "n={},r={}",
-            encode_saslname(&self.username),
+            saslname::encode(&self.username),
             self.client_nonce
         );
         let message = format!("{GS2_HEADER}{bare}").into_bytes();
