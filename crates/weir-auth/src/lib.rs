@@ -8,6 +8,7 @@
 
 mod credential;
 mod distinguished_name;
+mod oauthbearer;
 mod plain;
 mod principal_rules;
 mod saslname;
@@ -15,6 +16,9 @@ mod scram;
 
 pub use credential::{ScramCredential, ScramMechanism};
 pub use distinguished_name::{rfc2253_keyword, rfc2253_name};
+pub use oauthbearer::{
+    ClientInitialResponse, JwtValidator, OAuthBearerServer, OAuthError, ValidatedToken,
+};
 pub use plain::{PlainCredentials, PlainError};
 pub use principal_rules::{PrincipalMapper, RuleError};
 pub use scram::{ScramClient, ScramError, ScramServer};
