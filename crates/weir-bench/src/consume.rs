@@ -71,7 +71,7 @@ pub(crate) fn run(bootstrap: &str, args: &ConsumeArgs, json: bool) -> anyhow::Re
                 if first.is_none() {
                     first = Some((Instant::now(), bytes));
                 }
-                if count % 1024 == 0 {
+                if count.is_multiple_of(1024) {
                     received.store(count, Ordering::Relaxed);
                 }
             }

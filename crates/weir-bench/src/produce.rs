@@ -147,7 +147,7 @@ fn send_records(
     let per_transaction = args.transaction_records;
     for i in first..first + count {
         let sent = i - first;
-        if per_transaction.is_some_and(|n| sent % n == 0) {
+        if per_transaction.is_some_and(|n| sent.is_multiple_of(n)) {
             producer
                 .begin_transaction()
                 .context("beginning a transaction")?;
@@ -158,7 +158,7 @@ fn send_records(
             record = record.key(keys[(i % keys.len() as u64) as usize].as_slice());
         }
         send(producer, record)?;
-        if per_transaction.is_some_and(|n| (sent + 1) % n == 0 || sent + 1 == count) {
+        if per_transaction.is_some_and(|n| (sent + 1).is_multiple_of(n) || sent + 1 == count) {
             wait_for_deliveries(producer);
             producer
                 .commit_transaction(Timeout::Never)

@@ -25,6 +25,7 @@ use crate::producer_ids::ProducerIdBlocks;
 use crate::replica_manager::{NotServed, ReplicaManager};
 use crate::tls::TlsServer;
 use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
+use weir_meta::Authorizer;
 
 /// How long a change forwarded to the controller quorum by a request with
 /// no timeout of its own (AlterConfigs, IncrementalAlterConfigs) may wait
@@ -137,6 +138,9 @@ pub struct Broker {
     /// `queued.max.request.bytes`: what requests being read or handled may
     /// hold, over every listener.
     request_budget: Arc<tokio::sync::Semaphore>,
+    /// The authorizer over the ACLs of the image at the given applied
+    /// index: rebuilt when the image changes.
+    authorizer: RwLock<(u64, Option<Arc<Authorizer>>)>,
 }
 
 /// The settings in force and what they were built from.
@@ -302,6 +306,7 @@ impl Broker {
             client_quotas,
             tls,
             request_budget,
+            authorizer: RwLock::new((u64::MAX, None)),
         });
         broker.load_led_transactions();
         broker.start_membership();
@@ -704,6 +709,30 @@ impl Broker {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The ACL authorizer when `authorizer.class.name` is set; `None`
+    /// when every request is allowed.
+    pub(crate) fn authorizer(&self) -> Option<Arc<Authorizer>> {
+        let config = self.config();
+        let security = &config.security;
+        if !security.authorizer_enabled {
+            return None;
+        }
+        let image = self.meta.image();
+        let index = image.applied_index();
+        {
+            let cached = self.authorizer.read();
+            if cached.0 == index {
+                return cached.1.clone();
+            }
+        }
+        let built = Arc::new(image.authorizer(
+            security.super_users.clone(),
+            security.allow_everyone_if_no_acl_found,
+        ));
+        *self.authorizer.write() = (index, Some(built.clone()));
+        Some(built)
     }
 
     /// The TLS setup of the SSL and SASL_SSL listeners.

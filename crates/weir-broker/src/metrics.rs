@@ -227,6 +227,24 @@ impl Metrics {
             .inc();
     }
 
+    /// A request, or part of one, was denied.
+    pub fn authorization_denied(
+        &self,
+        principal: &str,
+        operation: weir_meta::AclOperation,
+        resource_type: weir_meta::ResourceType,
+        resource: &str,
+    ) {
+        self.authorization_denials
+            .get_or_create(&DenialLabels {
+                principal: principal.to_owned(),
+                operation: operation.to_string(),
+                resource_type: resource_type.to_string(),
+                resource: resource.to_owned(),
+            })
+            .inc();
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
         let mut out = String::new();

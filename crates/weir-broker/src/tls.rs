@@ -92,6 +92,8 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
     #[error("invalid trust store: {0}")]
     Verifier(String),
+    #[error("client certificate: {0}")]
+    Certificate(String),
 }
 
 impl TlsSettings {
@@ -183,6 +185,9 @@ impl TlsSettings {
             return Err(refuse("ssl.enabled.protocols", "enable TLSv1.2 or TLSv1.3"));
         }
         let rules = get("ssl.principal.mapping.rules").trim().to_owned();
+        if let Err(error) = weir_auth::PrincipalMapper::parse(&rules) {
+            return Err(refuse("ssl.principal.mapping.rules", &error.to_string()));
+        }
         Ok(Self {
             key,
             chain,
@@ -266,6 +271,8 @@ impl TlsSettings {
 /// change.
 pub struct TlsServer {
     settings: TlsSettings,
+    /// `ssl.principal.mapping.rules`
+    mapper: weir_auth::PrincipalMapper,
     config: RwLock<Arc<ServerConfig>>,
     /// The stamps of the files the configuration was built from.
     stamps: Mutex<Vec<Option<(SystemTime, u64)>>>,
@@ -283,7 +290,10 @@ impl TlsServer {
     pub fn new(settings: TlsSettings) -> Result<Self, TlsError> {
         let stamps = settings.sources().map(PemSource::stamp).collect();
         let config = settings.server_config()?;
+        let mapper = weir_auth::PrincipalMapper::parse(&settings.principal_mapping_rules)
+            .map_err(|error| TlsError::Certificate(error.to_string()))?;
         Ok(Self {
+            mapper,
             settings,
             config: RwLock::new(Arc::new(config)),
             stamps: Mutex::new(stamps),
@@ -314,11 +324,38 @@ impl TlsServer {
 
 impl TlsServer {
     /// The principal of a client that presented `certificate`: its subject
-    /// as Kafka writes it (RFC 2253), mapped by `ssl.principal.mapping.rules`.
+    /// as Kafka writes it (RFC 2253, `CN=alice,O=Weir,C=US`), mapped by
+    /// `ssl.principal.mapping.rules`.
     pub fn principal(&self, certificate: &CertificateDer<'_>) -> Result<String, TlsError> {
-        let (_, parsed) = x509_parser::parse_x509_certificate(certificate).map_err(|error| {
-            TlsError::Verifier(format!("unreadable client certificate: {error}"))
-        })?;
-        Ok(format!("User:{}", parsed.subject()))
+        use x509_parser::der_parser::asn1_rs::ToDer;
+        let (_, parsed) = x509_parser::parse_x509_certificate(certificate)
+            .map_err(|error| TlsError::Certificate(error.to_string()))?;
+        // As Java writes them: a keyword and the text of a string value,
+        // else the dotted OID and `#` with the hex of the value's DER.
+        let attributes: Vec<(String, String)> = parsed
+            .subject()
+            .iter_attributes()
+            .map(|attribute| {
+                let oid = attribute.attr_type().to_id_string();
+                match (weir_auth::rfc2253_keyword(&oid), attribute.as_str()) {
+                    (Some(keyword), Ok(text)) => (keyword.to_owned(), text.to_owned()),
+                    _ => {
+                        let der = attribute.attr_value().to_der_vec().unwrap_or_default();
+                        let hex: String = der.iter().map(|b| format!("{b:02x}")).collect();
+                        (oid, format!("#{hex}"))
+                    }
+                }
+            })
+            .collect();
+        let pairs: Vec<(&str, &str)> = attributes
+            .iter()
+            .map(|(kind, value)| (kind.as_str(), value.as_str()))
+            .collect();
+        let name = weir_auth::rfc2253_name(&pairs);
+        let mapped = self
+            .mapper
+            .map(&name)
+            .map_err(|error| TlsError::Certificate(error.to_string()))?;
+        Ok(format!("User:{mapped}"))
     }
 }

@@ -487,7 +487,7 @@ fn decode_body(
     base_offset: u64,
     next_offset: u64,
 ) -> Result<(Vec<AbortedTxn>, Option<u64>), String> {
-    if body.len() % ENTRY_SIZE != 0 {
+    if !body.len().is_multiple_of(ENTRY_SIZE) {
         return Err(format!("{} trailing bytes", body.len() % ENTRY_SIZE));
     }
     let mut entries: Vec<AbortedTxn> = Vec::with_capacity(body.len() / ENTRY_SIZE);

@@ -4,50 +4,60 @@
 //! do every operation the resource type supports, which is what Kafka then
 //! answers.
 
-/// Kafka's `AclOperation` codes.
-const READ: u8 = 3;
-const WRITE: u8 = 4;
-const CREATE: u8 = 5;
-const DELETE: u8 = 6;
-const ALTER: u8 = 7;
-const DESCRIBE: u8 = 8;
-const CLUSTER_ACTION: u8 = 9;
-const DESCRIBE_CONFIGS: u8 = 10;
-const ALTER_CONFIGS: u8 = 11;
-const IDEMPOTENT_WRITE: u8 = 12;
+use weir_meta::acl::CLUSTER_RESOURCE_NAME;
+use weir_meta::{AclOperation, ResourceType};
 
-const fn bits(operations: &[u8]) -> i32 {
-    let mut field = 0;
-    let mut i = 0;
-    while i < operations.len() {
-        field |= 1 << operations[i];
-        i += 1;
-    }
-    field
-}
+use super::RequestContext;
+
+use AclOperation::*;
 
 /// The operations a topic supports.
-pub(super) const TOPIC: i32 = bits(&[
-    READ,
-    WRITE,
-    CREATE,
-    DESCRIBE,
-    DELETE,
-    ALTER,
-    DESCRIBE_CONFIGS,
-    ALTER_CONFIGS,
-]);
+const TOPIC: &[AclOperation] = &[
+    Read,
+    Write,
+    Create,
+    Describe,
+    Delete,
+    Alter,
+    DescribeConfigs,
+    AlterConfigs,
+];
 
 /// The operations a group supports.
-pub(super) const GROUP: i32 = bits(&[READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS]);
+const GROUP: &[AclOperation] = &[Read, Describe, Delete, DescribeConfigs, AlterConfigs];
 
 /// The operations the cluster supports.
-pub(super) const CLUSTER: i32 = bits(&[
-    CREATE,
-    CLUSTER_ACTION,
-    DESCRIBE_CONFIGS,
-    ALTER_CONFIGS,
-    IDEMPOTENT_WRITE,
-    ALTER,
-    DESCRIBE,
-]);
+const CLUSTER: &[AclOperation] = &[
+    Create,
+    ClusterAction,
+    DescribeConfigs,
+    AlterConfigs,
+    IdempotentWrite,
+    Alter,
+    Describe,
+];
+
+/// The bit field of the `operations` the principal may do on the resource.
+fn allowed(
+    ctx: &RequestContext,
+    resource_type: ResourceType,
+    name: &str,
+    operations: &[AclOperation],
+) -> i32 {
+    operations
+        .iter()
+        .filter(|op| ctx.may(**op, resource_type, name))
+        .fold(0, |field, op| field | 1 << op.code())
+}
+
+pub(super) fn topic(ctx: &RequestContext, name: &str) -> i32 {
+    allowed(ctx, ResourceType::Topic, name, TOPIC)
+}
+
+pub(super) fn group(ctx: &RequestContext, name: &str) -> i32 {
+    allowed(ctx, ResourceType::Group, name, GROUP)
+}
+
+pub(super) fn cluster(ctx: &RequestContext) -> i32 {
+    allowed(ctx, ResourceType::Cluster, CLUSTER_RESOURCE_NAME, CLUSTER)
+}

@@ -76,7 +76,7 @@ pub(super) fn describe_cluster(
         .with_controller_id(BrokerId(broker.controller_id()))
         .with_brokers(brokers);
     if request.include_cluster_authorized_operations {
-        response.with_cluster_authorized_operations(authorized_operations::CLUSTER)
+        response.with_cluster_authorized_operations(authorized_operations::cluster(ctx))
     } else {
         response
     }

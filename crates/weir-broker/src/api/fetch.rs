@@ -17,6 +17,9 @@ use tokio::time::Instant;
 use weir_log::LogError;
 use weir_meta::MetadataImage;
 
+use weir_meta::acl::CLUSTER_RESOURCE_NAME;
+use weir_meta::{AclOperation, ResourceType};
+
 use super::fetch_response::{self, FetchedPartition, NodeEndpoint};
 use super::RequestContext;
 use crate::broker::Broker;
@@ -63,7 +66,12 @@ pub(super) async fn handle(
         request.replica_id.0
     };
     let follower = replica >= 0;
-    if follower {
+    // A replica's fetch needs ClusterAction: a client that only claims to
+    // be a follower gets an authorization error for every partition, never
+    // a follower's view of the log.
+    let follower_denied =
+        follower && !ctx.authorized_on_cluster(broker, AclOperation::ClusterAction);
+    if follower && !follower_denied {
         ctx.channel.mark_inter_broker();
     }
     let read_committed = request.isolation_level == 1 && !follower;
@@ -72,7 +80,7 @@ pub(super) async fn handle(
         .fetch_sessions()
         .new_context(session_view(ctx.version, &request, follower), now);
     let image = broker.image();
-    let led = led_here(broker, &image, context.partitions());
+    let led = led_here(broker, ctx, follower, &image, context.partitions());
     let targets: Vec<Target> = context
         .partitions()
         .iter()
@@ -182,8 +190,13 @@ fn changes(partitions: &[&Arc<Partition>]) -> u64 {
 
 /// The partition each key names, if led here; the error code otherwise.
 /// Topics are looked up once per run of partitions of the same topic.
+/// The partitions this broker leads among those asked for, or why not;
+/// a topic the client may not read (a consumer needs Read on it, a
+/// follower ClusterAction) is TOPIC_AUTHORIZATION_FAILED.
 fn led_here(
     broker: &Broker,
+    ctx: &RequestContext,
+    follower: bool,
     image: &MetadataImage,
     partitions: &[(PartitionKey, FetchParams)],
 ) -> Vec<Result<Arc<Partition>, i16>> {
@@ -200,6 +213,22 @@ fn led_here(
             );
             continue;
         };
+        let allowed = if follower {
+            ctx.may(
+                AclOperation::ClusterAction,
+                ResourceType::Cluster,
+                CLUSTER_RESOURCE_NAME,
+            )
+        } else {
+            ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, name)
+        };
+        if !allowed {
+            led.extend(
+                run.iter()
+                    .map(|_| Err(ResponseError::TopicAuthorizationFailed.code())),
+            );
+            continue;
+        }
         let indexes = run.iter().map(|(key, _)| key.partition);
         let found = broker.leader_partitions(image, name, indexes);
         led.extend(found.into_iter().map(|p| p.map_err(NotServed::code)));

@@ -129,7 +129,7 @@ pub(super) fn describe_groups(
         .collect();
     if with_operations {
         for group in groups.iter_mut().filter(|g| g.error_code == 0) {
-            group.authorized_operations = authorized_operations::GROUP;
+            group.authorized_operations = authorized_operations::group(ctx, &group.group_id);
         }
     }
     DescribeGroupsResponse::default().with_groups(groups)

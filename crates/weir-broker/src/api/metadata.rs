@@ -9,6 +9,9 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use std::collections::HashSet;
 use uuid::Uuid;
+use weir_meta::acl::CLUSTER_RESOURCE_NAME;
+use weir_meta::AclOperation::{Create, Describe};
+use weir_meta::ResourceType::{Cluster, Topic};
 use weir_meta::{MetaError, MetadataImage, TopicInfo};
 
 use super::{authorized_operations, RequestContext};
@@ -49,6 +52,12 @@ pub(super) fn handle(
             let mut seen = HashSet::new();
             for id in ids.into_iter().filter(|id| seen.insert(*id)) {
                 topics.push(match image.topic_by_id(id) {
+                    Some(topic) if !ctx.authorized(broker, Describe, Topic, &topic.name) => {
+                        MetadataResponseTopic::default()
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                            .with_name(None)
+                            .with_topic_id(id)
+                    }
                     Some(topic) => topic_response(image, topic),
                     None => MetadataResponseTopic::default()
                         .with_error_code(ResponseError::UnknownTopicId.code())
@@ -57,16 +66,34 @@ pub(super) fn handle(
                 });
             }
         }),
+        // Every topic the principal may see.
         None => broker.with_image(|image| {
-            topics.extend(image.topics().map(|t| topic_response(image, t)));
+            topics.extend(
+                image
+                    .topics()
+                    .filter(|t| ctx.may(Describe, Topic, &t.name))
+                    .map(|t| topic_response(image, t)),
+            );
         }),
         Some(names) => {
             for name in names {
+                if !ctx.authorized(broker, Describe, Topic, &name) {
+                    topics.push(error_topic(&name, ResponseError::TopicAuthorizationFailed));
+                    continue;
+                }
                 let known =
                     broker.with_image(|image| image.topic(&name).map(|t| topic_response(image, t)));
+                // Creating needs Create on the cluster or on the topic.
+                let may_create = || {
+                    ctx.may(Create, Cluster, CLUSTER_RESOURCE_NAME)
+                        || ctx.authorized(broker, Create, Topic, &name)
+                };
                 let response = match known {
                     Some(topic) => topic,
-                    None if auto_create => auto_create_topic(broker, &name),
+                    None if auto_create && may_create() => auto_create_topic(broker, &name),
+                    None if auto_create => {
+                        error_topic(&name, ResponseError::TopicAuthorizationFailed)
+                    }
                     None => error_topic(&name, ResponseError::UnknownTopicOrPartition),
                 };
                 topics.push(response);
@@ -93,7 +120,9 @@ pub(super) fn handle(
     });
     if ctx.version >= 8 && request.include_topic_authorized_operations {
         for topic in &mut topics {
-            topic.topic_authorized_operations = authorized_operations::TOPIC;
+            let name = topic.name.as_ref().map(|n| n.0.to_string());
+            topic.topic_authorized_operations =
+                authorized_operations::topic(ctx, name.as_deref().unwrap_or_default());
         }
     }
     let mut response = MetadataResponse::default()
@@ -103,7 +132,7 @@ pub(super) fn handle(
         .with_topics(topics);
     // Versions 8 to 10 only; later ones ask DescribeCluster.
     if (8..=10).contains(&ctx.version) && request.include_cluster_authorized_operations {
-        response.cluster_authorized_operations = authorized_operations::CLUSTER;
+        response.cluster_authorized_operations = authorized_operations::cluster(ctx);
     }
     response
 }

@@ -41,6 +41,8 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::broker::Broker;
 use crate::client_quotas::{Client, QuotaKind};
 use crate::net::{Channel, Outgoing};
+use weir_meta::acl::CLUSTER_RESOURCE_NAME;
+use weir_meta::{AclOperation, Authorizer, ResourceType};
 
 pub(crate) use sasl::{Authenticator, Intercepted};
 
@@ -147,6 +149,13 @@ pub(crate) struct RequestContext {
     pub(crate) channel: Arc<Channel>,
     /// The principal's name, as quotas know the user.
     pub(crate) user: Arc<str>,
+    /// Who asked: `User:alice`, `User:ANONYMOUS`.
+    pub(crate) principal: Arc<str>,
+    /// The client's IP address, as ACL hosts name it.
+    pub(crate) client_ip: String,
+    /// The ACLs to check requests against; `None`: no authorizer is
+    /// configured and everything is allowed.
+    pub(crate) authorizer: Option<Arc<Authorizer>>,
 }
 
 impl RequestContext {
@@ -167,6 +176,68 @@ impl RequestContext {
             return 0;
         }
         quotas.record(kind, &self.quota_client(), value, broker.now_ms())
+    }
+
+    /// Whether the principal may do `operation` on the resource. A denial
+    /// is counted (and answered with an authorization error by the
+    /// caller).
+    pub(crate) fn authorized(
+        &self,
+        broker: &Broker,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        if self.may(operation, resource_type, name) {
+            return true;
+        }
+        broker
+            .metrics()
+            .authorization_denied(&self.principal, operation, resource_type, name);
+        false
+    }
+
+    /// [`authorized`](Self::authorized) on the cluster resource.
+    pub(crate) fn authorized_on_cluster(&self, broker: &Broker, operation: AclOperation) -> bool {
+        self.authorized(
+            broker,
+            operation,
+            ResourceType::Cluster,
+            CLUSTER_RESOURCE_NAME,
+        )
+    }
+
+    /// Whether the principal may do `operation` on the resource, not
+    /// counted as a denial: for leaving out of a listing what it may not
+    /// see, as Kafka does without logging.
+    pub(crate) fn may(
+        &self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        self.authorizer.as_ref().is_none_or(|authorizer| {
+            authorizer.authorize(
+                &self.principal,
+                &self.client_ip,
+                operation,
+                resource_type,
+                name,
+            )
+        })
+    }
+
+    /// Whether the principal may do `operation` on some resource of the
+    /// type (Kafka's `authorizeByResourceType`).
+    pub(crate) fn may_on_some(&self, operation: AclOperation, resource_type: ResourceType) -> bool {
+        self.authorizer.as_ref().is_none_or(|authorizer| {
+            authorizer.authorize_by_resource_type(
+                &self.principal,
+                &self.client_ip,
+                operation,
+                resource_type,
+            )
+        })
     }
 
     /// Frames `body` with the response header for this request.
@@ -426,6 +497,9 @@ pub(crate) fn dispatch(
             .map(|id| id.to_string())
             .unwrap_or_default(),
         client_host: peer.map(|p| format!("/{}", p.ip())).unwrap_or_default(),
+        client_ip: peer.map(|p| p.ip().to_string()).unwrap_or_default(),
+        principal: channel.principal(),
+        authorizer: broker.authorizer(),
         connection,
         request_size,
         user: channel.user(),

@@ -23,6 +23,8 @@ use weir_log::batch::{BatchError, BatchHeader};
 use weir_log::records::RecordsError;
 use weir_log::LogError;
 
+use weir_meta::{AclOperation, ResourceType};
+
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
 use crate::client_quotas::QuotaKind;
@@ -55,13 +57,32 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut pending = Vec::new();
     let invalid_acks = !matches!(request.acks, -1..=1);
+    // A transactional producer must be allowed to write for its id.
+    let transactional_id_denied = request.transactional_id.as_ref().is_some_and(|id| {
+        !ctx.authorized(
+            broker,
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            id,
+        )
+    });
     for (t, topic) in request.topic_data.into_iter().enumerate() {
         let name = topic.name.0.to_string();
+        let topic_denied = !transactional_id_denied
+            && !ctx.authorized(broker, AclOperation::Write, ResourceType::Topic, &name);
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for (p, data) in topic.partition_data.into_iter().enumerate() {
             let transactional = request.transactional_id.is_some();
             let response = if invalid_acks {
                 error(data.index, ResponseError::InvalidRequiredAcks, None)
+            } else if transactional_id_denied {
+                error(
+                    data.index,
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    None,
+                )
+            } else if topic_denied {
+                error(data.index, ResponseError::TopicAuthorizationFailed, None)
             } else if let Some((code, message)) =
                 check_transactional(transactional, data.records.as_deref())
             {

@@ -25,6 +25,8 @@ use kafka_protocol::ResponseError;
 use weir_meta::topic_name::validate_topic_name;
 use weir_meta::{MetadataImage, TopicInfo};
 
+use weir_meta::{AclOperation, ResourceType};
+
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
 
@@ -42,11 +44,11 @@ const INTERNAL_TOPICS: [&str; 3] = [
 
 pub(super) fn describe_topic_partitions(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
     let image = broker.image();
-    match page(&image, &request) {
+    match page(broker, ctx, &image, &request) {
         Ok(response) => response,
         // As Kafka answers an INVALID_REQUEST it throws: every topic asked
         // for, with the error and nothing else.
@@ -65,6 +67,8 @@ pub(super) fn describe_topic_partitions(
 }
 
 fn page(
+    broker: &Broker,
+    ctx: &RequestContext,
     image: &MetadataImage,
     request: &DescribeTopicPartitionsRequest,
 ) -> Result<DescribeTopicPartitionsResponse, ResponseError> {
@@ -73,10 +77,12 @@ fn page(
     let cursor_topic = cursor.map_or("", |c| c.topic_name.0.as_str());
     // Sorted and without repeats, from the cursor's topic on.
     let names: BTreeSet<String> = if all_topics {
+        // Only the topics the principal may see, as Kafka lists them.
         image
             .topics()
             .map(|t| t.name.clone())
             .filter(|name| name.as_str() >= cursor_topic)
+            .filter(|name| ctx.may(AclOperation::Describe, ResourceType::Topic, name))
             .collect()
     } else {
         request
@@ -107,6 +113,16 @@ fn page(
             next_cursor = Some(cursor_at(&name, 0));
             break;
         }
+        if !all_topics
+            && !ctx.authorized(broker, AclOperation::Describe, ResourceType::Topic, &name)
+        {
+            topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_name(Some(topic_name(&name))),
+            );
+            continue;
+        }
         let Some(topic) = image.topic(&name) else {
             if !all_topics {
                 let error = match validate_topic_name(&name) {
@@ -134,7 +150,7 @@ fn page(
             .map(|p| partition_response(image, p))
             .collect();
         remaining -= partitions.len();
-        topics.push(topic_response(topic, partitions));
+        topics.push(topic_response(topic, partitions, ctx));
         if end < count {
             next_cursor = Some(cursor_at(&name, end as i32));
             break;
@@ -148,14 +164,14 @@ fn page(
 fn topic_response(
     topic: &TopicInfo,
     partitions: Vec<DescribeTopicPartitionsResponsePartition>,
+    ctx: &RequestContext,
 ) -> DescribeTopicPartitionsResponseTopic {
     DescribeTopicPartitionsResponseTopic::default()
         .with_name(Some(topic_name(&topic.name)))
         .with_topic_id(topic.id)
         .with_is_internal(topic.internal || INTERNAL_TOPICS.contains(&topic.name.as_str()))
         .with_partitions(partitions)
-        // No authorizer restricts anyone: every operation a topic has.
-        .with_topic_authorized_operations(authorized_operations::TOPIC)
+        .with_topic_authorized_operations(authorized_operations::topic(ctx, &topic.name))
 }
 
 fn partition_response(

@@ -20,6 +20,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use weir_meta::{AclOperation, ResourceType};
+
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
 use crate::offsets::OFFSETS_TOPIC;
@@ -84,6 +86,15 @@ pub(super) fn init_producer_id(
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
+    if !ctx.authorized(
+        broker,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &transactional_id,
+    ) {
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return Reply::Now(Some(ctx.respond(&failure(code))));
+    }
     // Taken before the id's turn, so that the controller is never waited
     // for while other requests of the id are held up; unused ids are
     // simply skipped.
