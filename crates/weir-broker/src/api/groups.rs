@@ -17,6 +17,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use weir_meta::acl::CLUSTER_RESOURCE_NAME;
+use weir_meta::{AclOperation, ResourceType};
+
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
 use crate::group::GroupState;
@@ -32,7 +35,7 @@ const CLASSIC_GROUP_TYPE: &str = "classic";
 
 pub(super) fn list_groups(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: ListGroupsRequest,
 ) -> ListGroupsResponse {
     let wanted = |state: &str| {
@@ -57,6 +60,15 @@ pub(super) fn list_groups(
         if !groups.iter().any(|(name, _, _)| *name == group) {
             groups.push((group, GroupState::Empty, String::new()));
         }
+    }
+    // Describe on the cluster lists every group; otherwise only those the
+    // principal may describe, as Kafka does.
+    if !ctx.may(
+        AclOperation::Describe,
+        ResourceType::Cluster,
+        CLUSTER_RESOURCE_NAME,
+    ) {
+        groups.retain(|(name, _, _)| ctx.may(AclOperation::Describe, ResourceType::Group, name));
     }
     groups.sort_by(|a, b| a.0.cmp(&b.0));
     let groups = groups
@@ -86,6 +98,9 @@ pub(super) fn describe_groups(
         .into_iter()
         .map(|group| {
             let described = DescribedGroup::default().with_group_id(group.clone());
+            if !ctx.authorized(broker, AclOperation::Describe, ResourceType::Group, &group) {
+                return described.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
             if let Err(code) = broker.check_coordinator(&group) {
                 return described.with_error_code(code);
             }
@@ -140,6 +155,7 @@ pub(super) fn describe_groups(
 /// here; the returned future only waits for the replicas.
 pub(super) fn delete_groups(
     broker: &Broker,
+    ctx: &RequestContext,
     request: DeleteGroupsRequest,
 ) -> impl Future<Output = DeleteGroupsResponse> + Send + 'static {
     let (results, writes): (Vec<_>, Vec<_>) = request
@@ -147,6 +163,10 @@ pub(super) fn delete_groups(
         .into_iter()
         .map(|group| {
             let result = DeletableGroupResult::default().with_group_id(group.clone());
+            if !ctx.authorized(broker, AclOperation::Delete, ResourceType::Group, &group) {
+                let code = ResponseError::GroupAuthorizationFailed.code();
+                return (result.with_error_code(code), None);
+            }
             if let Err(code) = broker.check_coordinator(&group) {
                 return (result.with_error_code(code), None);
             }

@@ -12,6 +12,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use weir_meta::{AclOperation, ResourceType};
+
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::group::{
@@ -45,7 +47,10 @@ pub(super) async fn join_group(
             .with_protocol_name(protocol_name(None))
             .with_member_id(request.member_id);
     }
-    if let Err(code) = broker.check_coordinator(&request.group_id) {
+    if let Err(code) = broker
+        .check_coordinator(&request.group_id)
+        .and_then(|()| may_read_group(broker, ctx, &request.group_id))
+    {
         return JoinGroupResponse::default()
             .with_error_code(code)
             .with_generation_id(-1)
@@ -98,13 +103,16 @@ pub(super) async fn join_group(
 
 pub(super) async fn sync_group(
     broker: &std::sync::Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: SyncGroupRequest,
 ) -> SyncGroupResponse {
     if request.group_id.is_empty() {
         return SyncGroupResponse::default().with_error_code(invalid_group_id());
     }
-    if let Err(code) = broker.check_coordinator(&request.group_id) {
+    if let Err(code) = broker
+        .check_coordinator(&request.group_id)
+        .and_then(|()| may_read_group(broker, ctx, &request.group_id))
+    {
         return SyncGroupResponse::default().with_error_code(code);
     }
     let sync = SyncGroup {
@@ -129,13 +137,16 @@ pub(super) async fn sync_group(
 
 pub(super) async fn heartbeat(
     broker: &std::sync::Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: HeartbeatRequest,
 ) -> HeartbeatResponse {
     if request.group_id.is_empty() {
         return HeartbeatResponse::default().with_error_code(invalid_group_id());
     }
-    if let Err(code) = broker.check_coordinator(&request.group_id) {
+    if let Err(code) = broker
+        .check_coordinator(&request.group_id)
+        .and_then(|()| may_read_group(broker, ctx, &request.group_id))
+    {
         return HeartbeatResponse::default().with_error_code(code);
     }
     let heartbeat = Heartbeat {
@@ -158,7 +169,10 @@ pub(super) async fn leave_group(
     if request.group_id.is_empty() {
         return LeaveGroupResponse::default().with_error_code(invalid_group_id());
     }
-    if let Err(code) = broker.check_coordinator(&request.group_id) {
+    if let Err(code) = broker
+        .check_coordinator(&request.group_id)
+        .and_then(|()| may_read_group(broker, ctx, &request.group_id))
+    {
         return LeaveGroupResponse::default().with_error_code(code);
     }
     let members = if ctx.version >= 3 {
@@ -201,4 +215,14 @@ pub(super) async fn leave_group(
                 })
                 .collect(),
         )
+}
+
+/// A member of a group needs Read on it: GROUP_AUTHORIZATION_FAILED
+/// otherwise.
+fn may_read_group(broker: &Broker, ctx: &RequestContext, group: &str) -> Result<(), i16> {
+    if ctx.authorized(broker, AclOperation::Read, ResourceType::Group, group) {
+        Ok(())
+    } else {
+        Err(ResponseError::GroupAuthorizationFailed.code())
+    }
 }

@@ -663,7 +663,7 @@ pub(crate) fn dispatch(
             decode!(),
         )))),
         ApiKey::DeleteGroups => {
-            let deleted = groups::delete_groups(&broker, decode!());
+            let deleted = groups::delete_groups(&broker, &ctx, decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&deleted.await)) }))
         }
         ApiKey::DeleteRecords => Reply::Now(Some(ctx.respond(&admin::delete_records(
@@ -680,7 +680,7 @@ pub(crate) fn dispatch(
             Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
         }
         ApiKey::OffsetDelete => {
-            let deleted = offsets::offset_delete(&broker, decode!());
+            let deleted = offsets::offset_delete(&broker, &ctx, decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&deleted.await)) }))
         }
         ApiKey::JoinGroup => {

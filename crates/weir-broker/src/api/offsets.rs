@@ -24,6 +24,8 @@ use kafka_protocol::ResponseError;
 
 use std::sync::Arc;
 
+use weir_meta::{AclOperation, ResourceType};
+
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
 use crate::group_coordinator::{
@@ -99,6 +101,20 @@ pub(super) fn find_coordinator(
                     .with_error_code(error.code())
                     .with_error_message(Some(StrBytes::from_string(message)))
             };
+            // Finding a coordinator needs Describe on its group or
+            // transactional id.
+            let (denied, kind) = match request.key_type {
+                GROUP_KEY => (ResponseError::GroupAuthorizationFailed, ResourceType::Group),
+                _ => (
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    ResourceType::TransactionalId,
+                ),
+            };
+            if matches!(request.key_type, GROUP_KEY | TRANSACTION_KEY)
+                && !ctx.authorized(broker, AclOperation::Describe, kind, &key)
+            {
+                return refuse(denied, denied.to_string());
+            }
             let (topic, found) = match request.key_type {
                 GROUP_KEY => (OFFSETS_TOPIC, broker.coordinator_of(&key)),
                 TRANSACTION_KEY => (TRANSACTION_STATE_TOPIC, broker.txn_coordinator_of(&key)),
@@ -199,6 +215,8 @@ fn write_offset_commit(
     };
     let group_error = if group.is_empty() {
         Some(ResponseError::InvalidGroupId)
+    } else if !ctx.authorized(broker, AclOperation::Read, ResourceType::Group, &group) {
+        Some(ResponseError::GroupAuthorizationFailed)
     } else if let Err(code) = broker.check_coordinator(&group) {
         Some(kafka_error(code))
     } else {
@@ -213,13 +231,18 @@ fn write_offset_commit(
     let mut responses: Vec<(TopicName, Answers)> = Vec::new();
     for topic in request.topics {
         let name = topic.name.0.to_string();
+        // Committing needs Read on the topic too.
+        let topic_error = group_error.or_else(|| {
+            (!ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, &name))
+                .then_some(ResponseError::TopicAuthorizationFailed)
+        });
         let partitions = topic
             .partitions
             .into_iter()
             .map(|p| {
                 let error = match check_partition_commit(
                     broker,
-                    group_error,
+                    topic_error,
                     &name,
                     p.partition_index,
                     p.committed_metadata,
@@ -289,14 +312,19 @@ enum Fetched {
     /// partition pending: UNSTABLE_OFFSET_COMMIT, so that a read_committed
     /// consumer waits rather than start from an offset that may yet change.
     Unstable,
+    /// The principal may not describe the topic.
+    Denied,
 }
 
 /// A group's committed offsets for the requested partitions (all it has
 /// when `topics` is `None`): `(topic, [(partition, fetched)])`.
 type FetchedOffsets = Vec<(String, Vec<(i32, Fetched)>)>;
 
+/// Topics the principal may not describe are left out of "all the
+/// group's offsets", and answered TOPIC_AUTHORIZATION_FAILED when named.
 fn fetch_group(
     broker: &Broker,
+    ctx: &RequestContext,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
@@ -322,11 +350,18 @@ fn fetch_group(
         Some(topics) => topics
             .into_iter()
             .map(|(topic, partitions)| {
+                let allowed =
+                    ctx.authorized(broker, AclOperation::Describe, ResourceType::Topic, &topic);
                 let found = partitions
                     .into_iter()
                     .map(|p| {
                         let committed = offsets.remove(&(topic.clone(), p));
-                        (p, fetched(&topic, p, committed))
+                        let answer = if allowed {
+                            fetched(&topic, p, committed)
+                        } else {
+                            Fetched::Denied
+                        };
+                        (p, answer)
                     })
                     .collect();
                 (topic, found)
@@ -336,6 +371,9 @@ fn fetch_group(
             let mut by_topic: std::collections::BTreeMap<String, Vec<(i32, Fetched)>> =
                 Default::default();
             for ((topic, partition), committed) in offsets {
+                if !ctx.may(AclOperation::Describe, ResourceType::Topic, &topic) {
+                    continue;
+                }
                 let answer = fetched(&topic, partition, Some(committed));
                 by_topic.entry(topic).or_default().push((partition, answer));
             }
@@ -361,6 +399,12 @@ fn answer(version: i16, fetched: &Fetched) -> (i64, i32, Option<StrBytes>, i16) 
             Some(StrBytes::default()),
             ResponseError::UnstableOffsetCommit.code(),
         ),
+        Fetched::Denied => (
+            -1,
+            -1,
+            Some(StrBytes::default()),
+            ResponseError::TopicAuthorizationFailed.code(),
+        ),
     }
 }
 
@@ -376,7 +420,9 @@ pub(super) fn offset_fetch(
             .into_iter()
             .map(|g| {
                 let group = g.group_id.0.to_string();
-                if let Err(code) = broker.check_coordinator(&group) {
+                if let Err(code) = may_describe_group(broker, ctx, &group)
+                    .and_then(|()| broker.check_coordinator(&group))
+                {
                     return OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id)
                         .with_error_code(code);
@@ -387,7 +433,7 @@ pub(super) fn offset_fetch(
                         .map(|t| (t.name.0.to_string(), t.partition_indexes))
                         .collect()
                 });
-                let topics = fetch_group(broker, &group, topics, request.require_stable)
+                let topics = fetch_group(broker, ctx, &group, topics, request.require_stable)
                     .into_iter()
                     .map(|(topic, partitions)| {
                         let partitions = partitions.into_iter().map(|(p, c)| {
@@ -412,7 +458,9 @@ pub(super) fn offset_fetch(
         return OffsetFetchResponse::default().with_groups(groups);
     }
     let group = request.group_id.0.to_string();
-    if let Err(code) = broker.check_coordinator(&group) {
+    if let Err(code) =
+        may_describe_group(broker, ctx, &group).and_then(|()| broker.check_coordinator(&group))
+    {
         if ctx.version >= 2 {
             return OffsetFetchResponse::default().with_error_code(code);
         }
@@ -438,7 +486,7 @@ pub(super) fn offset_fetch(
     });
     // `require_stable` exists from v7 on.
     let require_stable = ctx.version >= 7 && request.require_stable;
-    let topics = fetch_group(broker, &group, topics, require_stable)
+    let topics = fetch_group(broker, ctx, &group, topics, require_stable)
         .into_iter()
         .map(|(topic, partitions)| {
             let partitions = partitions.into_iter().map(|(p, c)| {
@@ -463,9 +511,10 @@ pub(super) fn offset_fetch(
 /// here; the returned future only waits for the replicas.
 pub(super) fn offset_delete(
     broker: &Broker,
+    ctx: &RequestContext,
     request: OffsetDeleteRequest,
 ) -> impl Future<Output = OffsetDeleteResponse> + Send + 'static {
-    let (response, write) = delete_offsets(broker, request);
+    let (response, write) = delete_offsets(broker, ctx, request);
     let node_id = broker.node_id();
     async move {
         let Some(write) = write else {
@@ -482,6 +531,7 @@ pub(super) fn offset_delete(
 /// write goes, and the write to wait on.
 fn delete_offsets(
     broker: &Broker,
+    ctx: &RequestContext,
     request: OffsetDeleteRequest,
 ) -> (OffsetDeleteResponse, Option<ReplicatedWrite>) {
     let refuse = |error: ResponseError| {
@@ -494,15 +544,23 @@ fn delete_offsets(
     if group.is_empty() {
         return refuse(ResponseError::InvalidGroupId);
     }
+    if !ctx.authorized(broker, AclOperation::Delete, ResourceType::Group, &group) {
+        return refuse(ResponseError::GroupAuthorizationFailed);
+    }
     if let Err(code) = broker.check_coordinator(&group) {
         return refuse(kafka_error(code));
     }
     let mut requested = Vec::new();
     let mut unknown = Vec::new();
+    let mut denied = Vec::new();
     for topic in &request.topics {
+        let name = topic.name.0.to_string();
+        let allowed = ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, &name);
         for p in &topic.partitions {
-            let key = (topic.name.0.to_string(), p.partition_index);
-            if partition_exists(broker, &key.0, key.1) {
+            let key = (name.clone(), p.partition_index);
+            if !allowed {
+                denied.push(key);
+            } else if partition_exists(broker, &key.0, key.1) {
                 requested.push(key);
             } else {
                 unknown.push(key);
@@ -532,7 +590,9 @@ fn delete_offsets(
                 .into_iter()
                 .map(|p| {
                     let key = (name.clone(), p.partition_index);
-                    let code = if unknown.contains(&key) {
+                    let code = if denied.contains(&key) {
+                        ResponseError::TopicAuthorizationFailed.code()
+                    } else if unknown.contains(&key) {
                         ResponseError::UnknownTopicOrPartition.code()
                     } else if refused.contains(&key) {
                         ResponseError::GroupSubscribedToTopic.code()
@@ -582,6 +642,15 @@ pub(super) fn txn_offset_commit(
     };
     let group_error = if group.is_empty() {
         Some(ResponseError::InvalidGroupId)
+    } else if !ctx.authorized(
+        broker,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &request.transactional_id,
+    ) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !ctx.authorized(broker, AclOperation::Read, ResourceType::Group, &group) {
+        Some(ResponseError::GroupAuthorizationFailed)
     } else {
         broker.check_coordinator(&group).err().map(kafka_error)
     };
@@ -590,13 +659,17 @@ pub(super) fn txn_offset_commit(
     let mut responses: Vec<(TopicName, Answers)> = Vec::new();
     for topic in request.topics {
         let name = topic.name.0.to_string();
+        let topic_error = group_error.or_else(|| {
+            (!ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, &name))
+                .then_some(ResponseError::TopicAuthorizationFailed)
+        });
         let partitions = topic
             .partitions
             .into_iter()
             .map(|p| {
                 let error = match check_partition_commit(
                     broker,
-                    group_error,
+                    topic_error,
                     &name,
                     p.partition_index,
                     p.committed_metadata,
@@ -679,4 +752,13 @@ fn txn_offset_commit_response(
         })
         .collect();
     kafka_protocol::messages::TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Fetching a group's offsets needs Describe on the group.
+fn may_describe_group(broker: &Broker, ctx: &RequestContext, group: &str) -> Result<(), i16> {
+    if ctx.authorized(broker, AclOperation::Describe, ResourceType::Group, group) {
+        Ok(())
+    } else {
+        Err(ResponseError::GroupAuthorizationFailed.code())
+    }
 }

@@ -203,6 +203,32 @@ pub(super) fn add_partitions_to_txn(
             &AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(topics),
         ))
     };
+    // Write on the transactional id, then on every topic: as Kafka, a
+    // denied topic fails the request and the others are not attempted.
+    if !ctx.authorized(
+        broker,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &transactional_id,
+    ) {
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return Reply::Now(respond(&ctx, &|_| code));
+    }
+    let denied: Vec<String> = request
+        .v3_and_below_topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|topic| !ctx.authorized(broker, AclOperation::Write, ResourceType::Topic, topic))
+        .collect();
+    if !denied.is_empty() {
+        return Reply::Now(respond(&ctx, &|(topic, _)| {
+            if denied.contains(topic) {
+                ResponseError::TopicAuthorizationFailed.code()
+            } else {
+                ResponseError::OperationNotAttempted.code()
+            }
+        }));
+    }
     // Kafka adds none of the partitions if any is unknown.
     let unknown: Vec<(String, i32)> = partitions
         .iter()
@@ -259,6 +285,24 @@ pub(super) fn add_offsets_to_txn(
     let respond = |ctx: &RequestContext, code: i16| {
         Some(ctx.respond(&AddOffsetsToTxnResponse::default().with_error_code(code)))
     };
+    if !ctx.authorized(
+        broker,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &request.transactional_id,
+    ) {
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return Reply::Now(respond(&ctx, code));
+    }
+    if !ctx.authorized(
+        broker,
+        AclOperation::Read,
+        ResourceType::Group,
+        &request.group_id,
+    ) {
+        let code = ResponseError::GroupAuthorizationFailed.code();
+        return Reply::Now(respond(&ctx, code));
+    }
     let Some((index, _)) = broker.coordinator_of(&request.group_id.0) else {
         if let Err(error) = broker.auto_create_topic(OFFSETS_TOPIC) {
             tracing::warn!(%error, "cannot create {OFFSETS_TOPIC}");
@@ -293,6 +337,15 @@ pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxn
         Some(ctx.respond(&EndTxnResponse::default().with_error_code(code)))
     };
     let transactional_id = request.transactional_id.0.to_string();
+    if !ctx.authorized(
+        broker,
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &transactional_id,
+    ) {
+        let code = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return Reply::Now(respond(&ctx, code));
+    }
     let now = broker.now_ms();
     let begun = broker
         .txns()

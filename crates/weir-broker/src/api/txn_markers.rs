@@ -23,6 +23,8 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use kafka_protocol::ResponseError;
 
+use weir_meta::AclOperation;
+
 use super::produce::append_error_code;
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
@@ -47,8 +49,11 @@ pub(super) fn handle(
     ctx: RequestContext,
     request: WriteTxnMarkersRequest,
 ) -> Reply {
-    // Only transaction coordinators send markers.
-    ctx.channel.mark_inter_broker();
+    // Only transaction coordinators send markers: they need ClusterAction.
+    let denied = !ctx.authorized_on_cluster(broker, AclOperation::ClusterAction);
+    if !denied {
+        ctx.channel.mark_inter_broker();
+    }
     let mut markers = Vec::with_capacity(request.markers.len());
     let mut pending = Vec::new();
     for (m, marker) in request.markers.into_iter().enumerate() {
@@ -57,15 +62,19 @@ pub(super) fn handle(
             let name = topic.name.0.to_string();
             let mut partitions = Vec::with_capacity(topic.partition_indexes.len());
             for (p, index) in topic.partition_indexes.into_iter().enumerate() {
-                let written = write(
-                    broker,
-                    &name,
-                    index,
-                    marker.producer_id.0,
-                    marker.producer_epoch,
-                    marker.transaction_result,
-                    marker.coordinator_epoch,
-                );
+                let written = if denied {
+                    Err(ResponseError::ClusterAuthorizationFailed)
+                } else {
+                    write(
+                        broker,
+                        &name,
+                        index,
+                        marker.producer_id.0,
+                        marker.producer_epoch,
+                        marker.transaction_result,
+                        marker.coordinator_epoch,
+                    )
+                };
                 let code = match written {
                     Ok(Some((replica, until))) => {
                         pending.push(Pending {
