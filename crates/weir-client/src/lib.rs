@@ -39,6 +39,8 @@ mod markers;
 mod offsets;
 mod partitioner;
 mod produce;
+mod properties;
+mod security;
 mod transactions;
 
 #[cfg(test)]
@@ -62,4 +64,9 @@ pub use markers::{MarkerOutcome, TxnMarker};
 pub use offsets::{EARLIEST, LATEST};
 pub use partitioner::{murmur2, murmur2_partition, to_positive};
 pub use produce::encode_batch;
+pub use properties::{parse_properties, PropertiesError};
+pub use security::{
+    PemSource, SaslConfig, SaslMechanism, SecurityConfig, SecurityConfigError, SecurityProtocol,
+    TlsConfig, TlsIdentity,
+};
 pub use transactions::{ListedTransaction, TransactionDescription};
