@@ -2,6 +2,7 @@
 //! ApiVersions, and exchange requests for responses in order.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,10 +10,12 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::ResponseError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use crate::error::{check, ClientError};
 use crate::frame::{self, FrameError};
+use crate::security::SecurityConfig;
+use crate::transport::{self, Connector, Stream};
 
 /// How a [`Client`] connects and how long it waits.
 #[derive(Debug, Clone)]
@@ -52,20 +55,26 @@ pub(crate) fn client_versions(key: ApiKey) -> (i16, i16) {
 
 /// A connection to one Kafka broker. Requests go out one at a time and
 /// each waits for its response; after a network error or a timeout the
-/// connection is dropped and the next request opens a new one.
+/// connection is dropped and the next request opens a new one (with TLS
+/// and SASL again, as configured).
 pub struct Client {
     addr: String,
     config: ClientConfig,
-    stream: Option<TcpStream>,
+    connector: Arc<Connector>,
+    stream: Option<Stream>,
     /// What the broker advertised in ApiVersions: key → (min, max).
     broker_versions: HashMap<i16, (i16, i16)>,
     next_correlation_id: i32,
+    /// When to authenticate again on this connection, before the broker's
+    /// `connections.max.reauth.ms` ends the SASL session.
+    pub(crate) reauthenticate_at: Option<Instant>,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("addr", &self.addr)
+            .field("security", &self.connector.security().protocol())
             .field("connected", &self.stream.is_some())
             .finish_non_exhaustive()
     }
@@ -81,6 +90,30 @@ impl Client {
 
     /// [`Client::connect`] with explicit settings.
     pub async fn connect_with(bootstrap: &str, config: ClientConfig) -> Result<Self, ClientError> {
+        Self::connect_using(bootstrap, config, Connector::plaintext()).await
+    }
+
+    /// [`Client::connect_with`] over TLS and/or SASL as `security` says.
+    /// Its files (CAs, client certificate) are read here, once.
+    pub async fn connect_with_security(
+        bootstrap: &str,
+        config: ClientConfig,
+        security: SecurityConfig,
+    ) -> Result<Self, ClientError> {
+        Self::connect_using(bootstrap, config, Connector::new(security)?).await
+    }
+
+    /// A client of another broker of the same cluster (a coordinator, a
+    /// partition's leader) with this client's settings and security.
+    pub async fn connect_to_broker(&self, addr: &str) -> Result<Self, ClientError> {
+        Self::connect_one(addr, self.config.clone(), self.connector.clone()).await
+    }
+
+    async fn connect_using(
+        bootstrap: &str,
+        config: ClientConfig,
+        connector: Arc<Connector>,
+    ) -> Result<Self, ClientError> {
         let addrs: Vec<&str> = bootstrap
             .split(',')
             .map(str::trim)
@@ -88,7 +121,7 @@ impl Client {
             .collect();
         let mut last_error = None;
         for addr in addrs {
-            match Self::connect_one(addr, config.clone()).await {
+            match Self::connect_one(addr, config.clone(), connector.clone()).await {
                 Ok(client) => return Ok(client),
                 Err(error) => last_error = Some(error),
             }
@@ -98,16 +131,25 @@ impl Client {
         }))
     }
 
-    async fn connect_one(addr: &str, config: ClientConfig) -> Result<Self, ClientError> {
-        let stream = open(addr, config.connect_timeout).await?;
+    /// Connects, negotiates versions (ApiVersions is answered before
+    /// authentication), then authenticates if SASL is configured.
+    async fn connect_one(
+        addr: &str,
+        config: ClientConfig,
+        connector: Arc<Connector>,
+    ) -> Result<Self, ClientError> {
+        let stream = connector.open(addr, config.connect_timeout).await?;
         let mut client = Self {
             addr: addr.to_owned(),
             config,
+            connector,
             stream: Some(stream),
             broker_versions: HashMap::new(),
             next_correlation_id: 1,
+            reauthenticate_at: None,
         };
         client.negotiate().await?;
+        client.authenticate().await?;
         Ok(client)
     }
 
@@ -119,6 +161,15 @@ impl Client {
     /// The settings this client was built with.
     pub fn config(&self) -> &ClientConfig {
         &self.config
+    }
+
+    /// How this client's connections are secured.
+    pub fn security(&self) -> &SecurityConfig {
+        self.connector.security()
+    }
+
+    pub(crate) fn connector(&self) -> &Arc<Connector> {
+        &self.connector
     }
 
     /// The version used for `key`: the highest that both this client and
@@ -184,8 +235,49 @@ impl Client {
     }
 
     /// Writes one request and reads its response frame (size prefix
-    /// removed, correlation id checked).
+    /// removed, correlation id checked), connecting again first if the
+    /// connection was dropped, and authenticating again first if the SASL
+    /// session is about to end.
     async fn exchange<Req: Encodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Req,
+        timeout: Duration,
+    ) -> Result<(i32, Bytes), ClientError> {
+        if self.stream.is_none() {
+            self.stream = Some(
+                self.connector
+                    .open(&self.addr, self.config.connect_timeout)
+                    .await?,
+            );
+            self.authenticate().await?;
+        } else if self
+            .reauthenticate_at
+            .is_some_and(|at| Instant::now() >= at)
+        {
+            self.authenticate().await?;
+        }
+        self.round_trip(key, version, request, timeout).await
+    }
+
+    /// [`Client::call_version`] on the connection as it is: no reconnecting,
+    /// for the exchanges that set a connection up.
+    pub(crate) async fn call_on_connection<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> Result<Resp, ClientError> {
+        let timeout = self.config.request_timeout;
+        let (correlation_id, frame) = self.round_trip(key, version, request, timeout).await?;
+        frame::decode_response(key, version, correlation_id, frame)
+            .map_err(|e| self.protocol_error(e))
+    }
+
+    /// Writes one request on the open connection and reads its response
+    /// frame.
+    async fn round_trip<Req: Encodable>(
         &mut self,
         key: ApiKey,
         version: i16,
@@ -202,23 +294,28 @@ impl Client {
             request,
         )
         .map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
-        if self.stream.is_none() {
-            self.stream = Some(open(&self.addr, self.config.connect_timeout).await?);
-        }
         let addr = self.addr.clone();
-        let stream = self.stream.as_mut().expect("connected above");
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(ClientError::Io {
+                context: format!("cannot send {key:?} request to {addr}"),
+                error: std::io::ErrorKind::NotConnected.into(),
+            });
+        };
+        let io_error = |context: String, error: std::io::Error| {
+            transport::tls_error(&addr, &error).unwrap_or(ClientError::Io { context, error })
+        };
         let round_trip = async {
-            stream
-                .write_all(&request)
-                .await
-                .map_err(|error| ClientError::Io {
-                    context: format!("cannot send {key:?} request to {addr}"),
-                    error,
-                })?;
-            let read_error = |error: std::io::Error| ClientError::Io {
-                context: format!("cannot read {key:?} response from {addr}"),
-                error,
+            let sent = async {
+                stream.write_all(&request).await?;
+                // TLS may hold the last record back until flushed; TCP
+                // flushes are free.
+                stream.flush().await
             };
+            sent.await.map_err(|error| {
+                io_error(format!("cannot send {key:?} request to {addr}"), error)
+            })?;
+            let read_error =
+                |error| io_error(format!("cannot read {key:?} response from {addr}"), error);
             let mut prefix = [0u8; 4];
             stream.read_exact(&mut prefix).await.map_err(read_error)?;
             let size = frame::frame_size(prefix).map_err(|e| ClientError::Protocol {
@@ -256,6 +353,13 @@ impl Client {
         }
     }
 
+    /// The connection is of no more use (a failed authentication): the
+    /// next request opens a new one.
+    pub(crate) fn disconnect(&mut self) {
+        self.stream = None;
+        self.reauthenticate_at = None;
+    }
+
     /// A protocol error; the connection is dropped since what follows on
     /// it cannot be trusted.
     fn protocol_error(&mut self, error: FrameError) -> ClientError {
@@ -282,7 +386,7 @@ impl Client {
                     )));
             }
             let timeout = self.config.request_timeout;
-            let (correlation_id, frame) = self.exchange(key, version, &request, timeout).await?;
+            let (correlation_id, frame) = self.round_trip(key, version, &request, timeout).await?;
             // Every ApiVersions response starts with header v0 (the
             // correlation id) and the error code.
             let code = frame.get(4..6).map(|b| i16::from_be_bytes([b[0], b[1]]));
@@ -310,28 +414,4 @@ impl Client {
             return Ok(());
         }
     }
-}
-
-async fn open(addr: &str, timeout: Duration) -> Result<TcpStream, ClientError> {
-    let context = || format!("cannot connect to {addr}");
-    let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => {
-            return Err(ClientError::Io {
-                context: context(),
-                error,
-            })
-        }
-        Err(_) => {
-            return Err(ClientError::Timeout {
-                context: context(),
-                after: timeout,
-            })
-        }
-    };
-    stream.set_nodelay(true).map_err(|error| ClientError::Io {
-        context: context(),
-        error,
-    })?;
-    Ok(stream)
 }

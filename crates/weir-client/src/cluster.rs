@@ -10,7 +10,7 @@ use kafka_protocol::ResponseError;
 
 use crate::admin::Metadata;
 use crate::fetch::{ConsumedRecord, FetchTarget, FetchedPartition};
-use crate::{Client, ClientConfig, ClientError, Compression};
+use crate::{Client, ClientConfig, ClientError, Compression, SecurityConfig};
 
 /// How long to wait before asking again where a partition's leader is.
 const LEADER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
@@ -57,14 +57,33 @@ impl Cluster {
 
     /// [`Cluster::connect`] with explicit settings.
     pub async fn connect_with(bootstrap: &str, config: ClientConfig) -> Result<Self, ClientError> {
-        let client = Client::connect_with(bootstrap, config.clone()).await?;
-        Ok(Self {
-            bootstrap: client,
-            config,
+        Ok(Self::from_client(
+            Client::connect_with(bootstrap, config).await?,
+        ))
+    }
+
+    /// [`Cluster::connect_with`] over TLS and/or SASL: every broker the
+    /// metadata names is connected to with the same security.
+    pub async fn connect_with_security(
+        bootstrap: &str,
+        config: ClientConfig,
+        security: SecurityConfig,
+    ) -> Result<Self, ClientError> {
+        Ok(Self::from_client(
+            Client::connect_with_security(bootstrap, config, security).await?,
+        ))
+    }
+
+    /// A cluster client starting from a connection to one of its brokers;
+    /// the others are connected to with its settings and security.
+    pub fn from_client(bootstrap: Client) -> Self {
+        Self {
+            config: bootstrap.config().clone(),
+            bootstrap,
             brokers: HashMap::new(),
             leaders: HashMap::new(),
             connections: HashMap::new(),
-        })
+        }
     }
 
     /// The connection to the bootstrap broker, for requests any broker
@@ -120,7 +139,7 @@ impl Cluster {
             let addr = self.brokers.get(&node).cloned().ok_or_else(|| {
                 ClientError::InvalidArgument(format!("broker {node} is not in the metadata"))
             })?;
-            let client = Client::connect_with(&addr, self.config.clone()).await?;
+            let client = self.bootstrap.connect_to_broker(&addr).await?;
             self.connections.insert(node, client);
         }
         Ok(self.connections.get_mut(&node).expect("just connected"))

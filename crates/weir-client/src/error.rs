@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 
+use crate::security::SecurityConfigError;
+
 /// Every failure of a [`Client`](crate::Client) call.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -40,6 +42,30 @@ pub enum ClientError {
     /// A request this client cannot build from the arguments given.
     #[error("invalid request: {0}")]
     InvalidArgument(String),
+    /// TLS failed: the handshake, or an alert from the broker. `reason` is
+    /// rustls's; `hint` says what to check.
+    #[error("TLS with {addr} failed: {reason}{}", hint.map(|h| format!(" ({h})")).unwrap_or_default())]
+    Tls {
+        addr: String,
+        reason: String,
+        hint: Option<&'static str>,
+    },
+    /// SASL authentication failed. `message` is the broker's when it sent
+    /// one (with `code`, e.g. SASL_AUTHENTICATION_FAILED), or why this
+    /// client gave up on the exchange.
+    #[error("SASL authentication with {addr} failed: {message}")]
+    Authentication {
+        addr: String,
+        /// The SASL mechanism, e.g. `SCRAM-SHA-512`.
+        mechanism: String,
+        /// The Kafka error code the broker answered with, if it did.
+        code: Option<i16>,
+        message: String,
+    },
+    /// Security settings that cannot be used: a PEM file that is missing
+    /// or holds no certificate, say.
+    #[error(transparent)]
+    Security(#[from] SecurityConfigError),
 }
 
 impl ClientError {
@@ -56,7 +82,10 @@ impl ClientError {
     /// The Kafka error this is, if the broker sent one.
     pub fn kafka_error(&self) -> Option<ResponseError> {
         match self {
-            Self::Kafka { code, .. } => ResponseError::try_from_code(*code),
+            Self::Kafka { code, .. }
+            | Self::Authentication {
+                code: Some(code), ..
+            } => ResponseError::try_from_code(*code),
             _ => None,
         }
     }

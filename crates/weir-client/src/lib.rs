@@ -23,6 +23,27 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Connections use TLS and SASL as a [`SecurityConfig`] says, which reads
+//! the Kafka client properties people already have (`security.protocol`,
+//! `ssl.ca.location`, `sasl.jaas.config`, ...):
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use weir_client::{parse_properties, Client, ClientConfig, SecurityConfig};
+//!
+//! let properties = parse_properties(
+//!     "security.protocol=SASL_SSL\n\
+//!      ssl.ca.location=/etc/weir/ca.pem\n\
+//!      sasl.mechanism=SCRAM-SHA-512\n\
+//!      sasl.username=admin\n\
+//!      sasl.password=admin-secret\n",
+//! )?;
+//! let security = SecurityConfig::from_properties(&properties)?;
+//! let client =
+//!     Client::connect_with_security("127.0.0.1:9094", ClientConfig::default(), security).await?;
+//! # Ok(()) }
+//! ```
+//!
 //! Every Kafka error code in a response becomes [`ClientError::Kafka`].
 //! A [`Client`]'s requests go to the broker it is connected to; a
 //! [`Cluster`] sends each request about a partition to the partition's
@@ -40,8 +61,11 @@ mod offsets;
 mod partitioner;
 mod produce;
 mod properties;
+mod sasl;
 mod security;
+mod tls;
 mod transactions;
+mod transport;
 
 #[cfg(test)]
 mod tests;
