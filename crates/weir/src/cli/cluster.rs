@@ -120,7 +120,8 @@ async fn connect_to_broker(client: &mut Client, id: i32) -> anyhow::Result<Optio
     if addr == client.addr() {
         return Ok(None);
     }
-    let target = Client::connect_with(&addr, client.config().clone())
+    let target = client
+        .connect_to_broker(&addr)
         .await
         .with_context(|| format!("cannot reach broker {id} at {addr}"))?;
     Ok(Some(target))

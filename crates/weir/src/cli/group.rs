@@ -222,14 +222,12 @@ impl Clients {
         let coordinator = if addr == bootstrap.addr() {
             None
         } else {
-            let client = Client::connect_with(&addr, bootstrap.config().clone())
-                .await
-                .with_context(|| {
-                    format!(
-                        "cannot reach the coordinator of group {group} (node {})",
-                        found.node_id
-                    )
-                })?;
+            let client = bootstrap.connect_to_broker(&addr).await.with_context(|| {
+                format!(
+                    "cannot reach the coordinator of group {group} (node {})",
+                    found.node_id
+                )
+            })?;
             Some(client)
         };
         Ok(Self {
@@ -267,7 +265,8 @@ async fn list(connection: &Connection) -> anyhow::Result<String> {
         let client = if addr == bootstrap.addr() {
             &mut bootstrap
         } else {
-            other = Client::connect_with(&addr, bootstrap.config().clone())
+            other = bootstrap
+                .connect_to_broker(&addr)
                 .await
                 .with_context(|| format!("cannot list the groups of node {}", broker.node_id))?;
             &mut other

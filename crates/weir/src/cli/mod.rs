@@ -11,12 +11,16 @@ pub(crate) mod txn;
 
 use std::fmt::Write as _;
 use std::future::Future;
+use std::path::PathBuf;
 
 use anyhow::{anyhow, Context};
 use clap::Args;
-use weir_client::{Client, ClientError, Cluster, ResponseError, TopicMetadata};
+use weir_client::{
+    parse_properties, Client, ClientConfig, ClientError, Cluster, ResponseError, SecurityConfig,
+    TopicMetadata,
+};
 
-/// Where the broker is.
+/// Where the broker is, and how to connect to it.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct Connection {
     /// A broker's Kafka address, HOST:PORT (several separated by commas).
@@ -28,16 +32,54 @@ pub(crate) struct Connection {
         value_name = "HOST:PORT"
     )]
     pub(crate) bootstrap: String,
+    /// A Kafka client properties file, as Kafka's tools take it: TLS and
+    /// SASL settings by the Java client's or librdkafka's names
+    /// (security.protocol, ssl.ca.location or ssl.truststore.location,
+    /// sasl.mechanism, sasl.username and sasl.password or
+    /// sasl.jaas.config, ...).
+    #[arg(long, global = true, env = "WEIR_COMMAND_CONFIG", value_name = "FILE")]
+    pub(crate) command_config: Option<PathBuf>,
 }
 
 impl Connection {
     pub(crate) async fn connect(&self) -> anyhow::Result<Client> {
-        Ok(Client::connect(&self.bootstrap).await?)
+        let security = self.security()?;
+        Ok(
+            Client::connect_with_security(&self.bootstrap, ClientConfig::default(), security)
+                .await?,
+        )
     }
 
     /// Connects to the cluster: requests about a partition go to its leader.
     pub(crate) async fn cluster(&self) -> anyhow::Result<Cluster> {
-        Ok(Cluster::connect(&self.bootstrap).await?)
+        let security = self.security()?;
+        Ok(
+            Cluster::connect_with_security(&self.bootstrap, ClientConfig::default(), security)
+                .await?,
+        )
+    }
+
+    /// The security settings of `--command-config` (none without it).
+    /// Properties it does not use are warned about on stderr, as Kafka's
+    /// tools log them, since a misspelt name would otherwise go unnoticed.
+    fn security(&self) -> anyhow::Result<SecurityConfig> {
+        let Some(path) = &self.command_config else {
+            return Ok(SecurityConfig::plaintext());
+        };
+        let file = || format!("--command-config {}", path.display());
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", file()))?;
+        let properties = parse_properties(&text).with_context(file)?;
+        let security = SecurityConfig::from_properties(&properties).with_context(file)?;
+        let unused = security.unused_properties(&properties);
+        if !unused.is_empty() {
+            eprintln!(
+                "warning: {}: ignoring properties Weir does not use: {}",
+                file(),
+                unused.join(", ")
+            );
+        }
+        Ok(security)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use anyhow::{anyhow, Context};
 use clap::{Args, Subcommand};
-use weir_client::{Client, ClientError, ResponseError};
+use weir_client::{ClientError, ResponseError};
 
 use super::{block_on, table, Connection};
 
@@ -58,7 +58,8 @@ async fn list(connection: &Connection) -> anyhow::Result<String> {
     let mut rows = Vec::new();
     for broker in brokers {
         let addr = format!("{}:{}", broker.host, broker.port);
-        let mut client = Client::connect_with(&addr, bootstrap.config().clone())
+        let mut client = bootstrap
+            .connect_to_broker(&addr)
             .await
             .with_context(|| format!("cannot reach node {}", broker.node_id))?;
         for txn in client.list_transactions().await? {
@@ -87,7 +88,8 @@ async fn describe(connection: &Connection, id: &str) -> anyhow::Result<String> {
         .find_transaction_coordinator(id)
         .await
         .map_err(|e| txn_error(e, id))?;
-    let mut coordinator = Client::connect_with(&found.addr(), bootstrap.config().clone())
+    let mut coordinator = bootstrap
+        .connect_to_broker(&found.addr())
         .await
         .with_context(|| {
             format!(
