@@ -67,10 +67,17 @@ impl Out {
 
 /// Runs `weir ARGS` with `input` on stdin; kills it after a minute.
 pub fn run(args: &[&str], input: &[u8]) -> Out {
+    run_with_env(args, input, &[])
+}
+
+/// [`run`] with extra environment variables.
+pub fn run_with_env(args: &[&str], input: &[u8], envs: &[(&str, &str)]) -> Out {
     let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(args)
         .env("WEIR_LOG", "warn")
         .env_remove("WEIR_BOOTSTRAP")
+        .env_remove("WEIR_COMMAND_CONFIG")
+        .envs(envs.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

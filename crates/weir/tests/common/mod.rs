@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod pki;
 pub mod raw;
 
 use std::io::{BufRead, BufReader};
@@ -69,6 +70,8 @@ pub struct Weir {
     pub data_dir: PathBuf,
     pub kafka: String,
     pub http: String,
+    /// The Kafka listeners of the ready line: (name, host:port).
+    pub listeners: Vec<(String, String)>,
     extra_args: Vec<String>,
     _tmp: Option<tempfile::TempDir>,
 }
@@ -125,7 +128,14 @@ impl Weir {
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--listen", &listen, "--http-listen", "127.0.0.1:0"])
+            // --listeners in `extra_args` replaces the one --listen gives.
+            .args(
+                Some(["--listen", &listen])
+                    .filter(|_| !extra_args.contains(&"--listeners"))
+                    .into_iter()
+                    .flatten(),
+            )
+            .args(["--http-listen", "127.0.0.1:0"])
             .args(
                 Some(["--controller-listen", "127.0.0.1:0"])
                     .filter(|_| !extra_args.contains(&"--controller-listen"))
@@ -164,6 +174,15 @@ impl Weir {
 
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
+    }
+
+    /// The address of the listener named `name` (as in --listeners).
+    pub fn listener(&self, name: &str) -> &str {
+        self.listeners
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, addr)| addr.as_str())
+            .unwrap_or_else(|| panic!("no {name} listener in {:?}", self.listeners))
     }
 
     pub fn port(&self) -> u16 {
@@ -267,9 +286,15 @@ impl Launch {
                 .unwrap_or_default()
                 .to_owned()
         };
+        let listeners = field("listeners")
+            .split(',')
+            .filter_map(|l| l.split_once("://"))
+            .map(|(name, addr)| (name.to_owned(), addr.to_owned()))
+            .collect();
         Ok(Weir {
             kafka: field("kafka"),
             http: field("http"),
+            listeners,
             child: Some(self.child),
             data_dir: self.data_dir,
             extra_args: self.extra_args,
