@@ -70,6 +70,8 @@ fn framed_with_throttle(key: ApiKey, version: i16) -> Bytes {
         ListConfigResources => ListConfigResourcesResponse,
         DescribeLogDirs => DescribeLogDirsResponse,
         AlterReplicaLogDirs => AlterReplicaLogDirsResponse,
+        DescribeUserScramCredentials => DescribeUserScramCredentialsResponse,
+        AlterUserScramCredentials => AlterUserScramCredentialsResponse,
     }
 }
 
@@ -108,6 +110,8 @@ fn throttle_times_are_found_where_each_response_has_them() {
             ApiKey::WriteTxnMarkers,
             ApiKey::DescribeQuorum,
             ApiKey::OffsetDelete,
+            ApiKey::SaslHandshake,
+            ApiKey::SaslAuthenticate,
         ],
         "responses whose newest version does not start with the throttle time"
     );
