@@ -1108,6 +1108,41 @@ impl Broker {
         }
     }
 
+    /// Creates ACLs: each binding's outcome, as the controller decided it,
+    /// once the quorum has committed them.
+    pub async fn create_acls(
+        &self,
+        bindings: Vec<weir_meta::AclBinding>,
+    ) -> Result<Vec<Result<(), weir_meta::AclError>>, BrokerError> {
+        let command = Command::CreateAcls { bindings };
+        match self.submit(command, CONTROLLER_CHANGE_TIMEOUT_MS).await? {
+            Applied::AclsCreated(outcomes) => {
+                let created = outcomes.iter().filter(|o| o.is_ok()).count();
+                tracing::info!(created, refused = outcomes.len() - created, "created ACLs");
+                Ok(outcomes)
+            }
+            other => unreachable!("CreateAcls applied as {other:?}"),
+        }
+    }
+
+    /// Deletes the ACLs each filter matches: per filter, the bindings it
+    /// removed (or why it could not be used), once the quorum has
+    /// committed the change.
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<weir_meta::AclBindingFilter>,
+    ) -> Result<Vec<Result<Vec<weir_meta::AclBinding>, weir_meta::AclError>>, BrokerError> {
+        let command = Command::DeleteAcls { filters };
+        match self.submit(command, CONTROLLER_CHANGE_TIMEOUT_MS).await? {
+            Applied::AclsDeleted(outcomes) => {
+                let deleted: usize = outcomes.iter().flatten().map(Vec::len).sum();
+                tracing::info!(deleted, "deleted ACLs");
+                Ok(outcomes)
+            }
+            other => unreachable!("DeleteAcls applied as {other:?}"),
+        }
+    }
+
     /// Deletes a topic (answered once committed, within `timeout_ms`);
     /// every replica removes its data when it sees the change.
     pub async fn delete_topic(

@@ -1,6 +1,7 @@
 //! Request routing: decode the header, check the version, hand the request
 //! to its API family, encode the response. One module per API family.
 
+mod acls;
 mod admin;
 mod api_versions;
 mod authorized_operations;
@@ -98,6 +99,9 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
@@ -299,7 +303,10 @@ pub(crate) fn throttle_time_offset(key: ApiKey, version: i16) -> Option<usize> {
         | ApiKey::DescribeLogDirs
         | ApiKey::AlterReplicaLogDirs
         | ApiKey::DescribeUserScramCredentials
-        | ApiKey::AlterUserScramCredentials => 0,
+        | ApiKey::AlterUserScramCredentials
+        | ApiKey::DescribeAcls
+        | ApiKey::CreateAcls
+        | ApiKey::DeleteAcls => 0,
         ApiKey::Fetch
         | ApiKey::FindCoordinator
         | ApiKey::Heartbeat
@@ -400,6 +407,9 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
         ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
         _ => "Other",
     }
 }
@@ -427,6 +437,9 @@ pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
                 | ApiKey::SaslAuthenticate
                 | ApiKey::DescribeUserScramCredentials
                 | ApiKey::AlterUserScramCredentials
+                | ApiKey::DescribeAcls
+                | ApiKey::CreateAcls
+                | ApiKey::DeleteAcls
                 | ApiKey::Produce
                 | ApiKey::WriteTxnMarkers
                 | ApiKey::Fetch
@@ -726,6 +739,19 @@ pub(crate) fn dispatch(
         ApiKey::AlterUserScramCredentials => {
             let altered = scram::alter(broker, decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+        }
+        ApiKey::DescribeAcls => Reply::Now(Some(ctx.respond(&acls::describe_acls(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::CreateAcls => {
+            let created = acls::create_acls(broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&created.await)) }))
+        }
+        ApiKey::DeleteAcls => {
+            let deleted = acls::delete_acls(broker, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&deleted.await)) }))
         }
         // A SASL listener's connection answers these before dispatch; on
         // any other listener, or once authenticated, they are out of place.

@@ -72,6 +72,9 @@ fn framed_with_throttle(key: ApiKey, version: i16) -> Bytes {
         AlterReplicaLogDirs => AlterReplicaLogDirsResponse,
         DescribeUserScramCredentials => DescribeUserScramCredentialsResponse,
         AlterUserScramCredentials => AlterUserScramCredentialsResponse,
+        DescribeAcls => DescribeAclsResponse,
+        CreateAcls => CreateAclsResponse,
+        DeleteAcls => DeleteAclsResponse,
     }
 }
 
