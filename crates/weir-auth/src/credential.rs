@@ -87,10 +87,13 @@ impl ScramCredential {
     /// [`ScramMechanism::min_iterations`] to
     /// [`ScramMechanism::max_iterations`]).
     pub fn from_password(mechanism: ScramMechanism, password: &str, iterations: u32) -> Self {
-        let salt = formula::random_bytes(SALT_LEN);
-        let salted_password =
-            formula::salted_password(mechanism, password.as_bytes(), &salt, iterations);
-        Self::from_salted_password(mechanism, &salted_password, salt, iterations)
+        let salted = SaltedPassword::new(mechanism, password, iterations);
+        Self::from_salted_password(
+            mechanism,
+            &salted.salted_password,
+            salted.salt,
+            salted.iterations,
+        )
     }
 
     /// Derives a credential from a salted password: what
@@ -133,6 +136,35 @@ impl ScramCredential {
     }
 }
 
+/// A password salted for one mechanism (RFC 5802's `SaltedPassword`), with
+/// the fresh random salt and the iteration count that made it: what a
+/// client sends in AlterUserScramCredentials, so that the broker never sees
+/// the password.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaltedPassword {
+    /// The random salt.
+    pub salt: Vec<u8>,
+    /// `Hi(password, salt, iterations)`.
+    pub salted_password: Vec<u8>,
+    /// PBKDF2 iterations.
+    pub iterations: u32,
+}
+
+impl SaltedPassword {
+    /// Salts `password` with a fresh random salt. The iteration count is the
+    /// caller's to bound, as for [`ScramCredential::from_password`].
+    pub fn new(mechanism: ScramMechanism, password: &str, iterations: u32) -> Self {
+        let salt = formula::random_bytes(SALT_LEN);
+        let salted_password =
+            formula::salted_password(mechanism, password.as_bytes(), &salt, iterations);
+        Self {
+            salt,
+            salted_password,
+            iterations,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +200,24 @@ mod tests {
         // A credential checked with the other mechanism does not verify.
         let c = ScramCredential::from_password(ScramMechanism::Sha256, "pencil", 4096);
         assert!(!c.verify_password(ScramMechanism::Sha512, "pencil"));
+    }
+
+    #[test]
+    fn a_salted_password_makes_a_credential_of_the_password() {
+        for mechanism in ScramMechanism::ALL {
+            let a = SaltedPassword::new(mechanism, "pencil", 4096);
+            let b = SaltedPassword::new(mechanism, "pencil", 4096);
+            assert_ne!(a.salt, b.salt);
+            assert_eq!(a.salted_password.len(), formula::hash_len(mechanism));
+            let c = ScramCredential::from_salted_password(
+                mechanism,
+                &a.salted_password,
+                a.salt,
+                a.iterations,
+            );
+            assert!(c.verify_password(mechanism, "pencil"));
+            assert!(!c.verify_password(mechanism, "pencil2"));
+        }
     }
 
     #[test]

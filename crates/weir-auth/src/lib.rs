@@ -14,7 +14,7 @@ mod principal_rules;
 mod saslname;
 mod scram;
 
-pub use credential::{ScramCredential, ScramMechanism};
+pub use credential::{SaltedPassword, ScramCredential, ScramMechanism};
 pub use distinguished_name::{rfc2253_keyword, rfc2253_name};
 pub use oauthbearer::{
     ClientInitialResponse, JwtValidator, OAuthBearerServer, OAuthError, ValidatedToken,
