@@ -49,6 +49,7 @@
 //! [`Cluster`] sends each request about a partition to the partition's
 //! leader.
 
+mod acls;
 mod admin;
 mod client;
 mod cluster;
@@ -66,10 +67,12 @@ mod security;
 mod tls;
 mod transactions;
 mod transport;
+mod users;
 
 #[cfg(test)]
 mod tests;
 
+pub use acls::{AclBinding, AclFilter};
 pub use admin::{
     BrokerMetadata, ConfigEntry, ConfigResource, ConfigSource, CreatedTopic, Metadata,
     PartitionMetadata, QuorumStatus, TopicMetadata,
@@ -94,3 +97,4 @@ pub use security::{
     TlsConfig, TlsIdentity,
 };
 pub use transactions::{ListedTransaction, TransactionDescription};
+pub use users::{NewScramCredential, ScramCredentialInfo, ScramUser};
