@@ -30,6 +30,10 @@ enum Command {
     Cluster(cli::cluster::ClusterArgs),
     /// List and describe transactional producers and their transactions.
     Txn(cli::txn::TxnArgs),
+    /// Create, list and delete ACLs (kafka-acls.sh's flags).
+    Acl(cli::acl::AclArgs),
+    /// Create, list and delete SCRAM users.
+    User(cli::user::UserArgs),
 }
 
 /// Weir's own lines from `info` on; a dependency's (openraft, hyper, …)
@@ -69,6 +73,8 @@ fn main() -> std::process::ExitCode {
         Command::Group(args) => cli::group::run(args),
         Command::Cluster(args) => cli::cluster::run(args),
         Command::Txn(args) => cli::txn::run(args),
+        Command::Acl(args) => cli::acl::run(args),
+        Command::User(args) => cli::user::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

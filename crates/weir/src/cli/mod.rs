@@ -2,12 +2,14 @@
 //! `weir group`, `weir cluster`. Each command is a Kafka client (through `weir-client`) of
 //! the broker named by `--bootstrap`.
 
+pub(crate) mod acl;
 pub(crate) mod cluster;
 pub(crate) mod consume;
 pub(crate) mod group;
 pub(crate) mod produce;
 pub(crate) mod topic;
 pub(crate) mod txn;
+pub(crate) mod user;
 
 use std::fmt::Write as _;
 use std::future::Future;
