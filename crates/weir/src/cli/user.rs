@@ -97,15 +97,21 @@ pub(crate) fn run(args: UserArgs) -> anyhow::Result<()> {
                 if mechanisms.is_empty() {
                     bail!("user {name} has no SCRAM credential");
                 }
-                let deletions = mechanisms.iter().map(|m| (name.clone(), *m)).collect();
                 let what = match mechanism {
                     Some(mechanism) => mechanism.name(),
                     None => "SCRAM",
                 };
-                alter(&mut client, &name, deletions, Vec::new())
+                // One request each: Kafka refuses two changes to a user's
+                // credentials in one request.
+                for mechanism in mechanisms {
+                    alter(
+                        &mut client,
+                        &name,
+                        vec![(name.clone(), mechanism)],
+                        Vec::new(),
+                    )
                     .await?
                     .map_err(|e| missing(e, &name, what))?;
-                for mechanism in mechanisms {
                     super::print_line(format_args!(
                         "Deleted the {mechanism} credential of user {name}"
                     ))?;
