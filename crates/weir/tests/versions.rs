@@ -816,6 +816,84 @@ fn every_advertised_version_answers() {
                     assert_eq!(r.results.len(), 1, "{label}");
                     assert_eq!(r.results[0].partitions[0].error_code, 0, "{label}");
                 }
+                ApiKey::SaslHandshake => {
+                    // Out of place on a listener without SASL.
+                    let r: SaslHandshakeResponse = raw.call(
+                        key,
+                        version,
+                        &SaslHandshakeRequest::default()
+                            .with_mechanism(StrBytes::from_static_str("PLAIN")),
+                    );
+                    assert_eq!(r.error_code, 34, "{label}"); // ILLEGAL_SASL_STATE
+                }
+                ApiKey::SaslAuthenticate => {
+                    let r: SaslAuthenticateResponse =
+                        raw.call(key, version, &SaslAuthenticateRequest::default());
+                    assert_eq!(r.error_code, 34, "{label}"); // ILLEGAL_SASL_STATE
+                }
+                ApiKey::DescribeUserScramCredentials => {
+                    let r: DescribeUserScramCredentialsResponse = raw.call(
+                        key,
+                        version,
+                        &DescribeUserScramCredentialsRequest::default().with_users(None),
+                    );
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert!(r.results.is_empty(), "{label}");
+                }
+                ApiKey::AlterUserScramCredentials => {
+                    let r: AlterUserScramCredentialsResponse =
+                        raw.call(key, version, &AlterUserScramCredentialsRequest::default());
+                    assert!(r.results.is_empty(), "{label}");
+                }
+                ApiKey::DescribeAcls => {
+                    let r: DescribeAclsResponse = raw.call(
+                        key,
+                        version,
+                        &DescribeAclsRequest::default()
+                            .with_resource_type_filter(1)
+                            .with_resource_name_filter(None)
+                            .with_pattern_type_filter(1)
+                            .with_principal_filter(None)
+                            .with_host_filter(None)
+                            .with_operation(1)
+                            .with_permission_type(1),
+                    );
+                    assert_eq!(r.error_code, 0, "{label}");
+                }
+                ApiKey::CreateAcls => {
+                    let creation = create_acls_request::AclCreation::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_static_str("sweep"))
+                        .with_resource_pattern_type(3)
+                        .with_principal(StrBytes::from_static_str("User:sweep"))
+                        .with_host(StrBytes::from_static_str("*"))
+                        .with_operation(3)
+                        .with_permission_type(3);
+                    let r: CreateAclsResponse = raw.call(
+                        key,
+                        version,
+                        &CreateAclsRequest::default().with_creations(vec![creation]),
+                    );
+                    assert_eq!(r.results.len(), 1, "{label}");
+                    assert_eq!(r.results[0].error_code, 0, "{label}");
+                }
+                ApiKey::DeleteAcls => {
+                    let filter = delete_acls_request::DeleteAclsFilter::default()
+                        .with_resource_type_filter(2)
+                        .with_resource_name_filter(Some(StrBytes::from_static_str("sweep")))
+                        .with_pattern_type_filter(1)
+                        .with_principal_filter(None)
+                        .with_host_filter(None)
+                        .with_operation(1)
+                        .with_permission_type(1);
+                    let r: DeleteAclsResponse = raw.call(
+                        key,
+                        version,
+                        &DeleteAclsRequest::default().with_filters(vec![filter]),
+                    );
+                    assert_eq!(r.filter_results.len(), 1, "{label}");
+                    assert_eq!(r.filter_results[0].error_code, 0, "{label}");
+                }
                 other => panic!("{other:?} is advertised but this test does not cover it"),
             }
             checked += 1;
