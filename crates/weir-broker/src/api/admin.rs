@@ -21,7 +21,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use weir_meta::MetaError;
+use weir_meta::acl::CLUSTER_RESOURCE_NAME;
+use weir_meta::{AclOperation, MetaError, ResourceType};
 
 use super::RequestContext;
 use crate::broker::{Broker, BrokerError, NewTopic};
@@ -113,11 +114,22 @@ fn manual_assignment(
     Ok(by_partition.into_values().collect())
 }
 
+/// The controller quorum's own log, which no client may create.
+const METADATA_TOPIC: &str = "__cluster_metadata";
+
 pub(super) async fn create_topics(
     broker: Arc<Broker>,
+    ctx: &RequestContext,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let deadline = Deadline::new(request.timeout_ms);
+    // As Kafka's controller: Create on the cluster covers every topic (its
+    // denial is not logged), else each topic needs Create of its own.
+    let create_on_cluster = ctx.may(
+        AclOperation::Create,
+        ResourceType::Cluster,
+        CLUSTER_RESOURCE_NAME,
+    );
     let mut seen = HashSet::new();
     let duplicates: HashSet<String> = request
         .topics
@@ -133,6 +145,9 @@ pub(super) async fn create_topics(
         let result = CreatableTopicResult::default()
             .with_name(topic.name.clone())
             .with_error_message(None);
+        // Without DescribeConfigs on the topic, a created topic is
+        // answered without its configs, counts or replication factor.
+        let mut describable = true;
         let prepared = (|| {
             if duplicates.contains(&name) {
                 return Err((
@@ -140,6 +155,21 @@ pub(super) async fn create_topics(
                     "Duplicate topic name.".to_owned(),
                 ));
             }
+            if name == METADATA_TOPIC {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("Creation of internal topic {METADATA_TOPIC} is prohibited."),
+                ));
+            }
+            if !create_on_cluster
+                && !ctx.authorized(&broker, AclOperation::Create, ResourceType::Topic, &name)
+            {
+                return Err((
+                    ResponseError::TopicAuthorizationFailed,
+                    "Authorization failed.".to_owned(),
+                ));
+            }
+            describable = ctx.may(AclOperation::DescribeConfigs, ResourceType::Topic, &name);
             let configs: BTreeMap<String, String> = topic
                 .configs
                 .iter()
@@ -209,6 +239,10 @@ pub(super) async fn create_topics(
             Err(failure) => Err(failure),
         };
         topics.push(match outcome {
+            Ok(info) if !describable => result
+                .with_topic_id(info.id)
+                .with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code())
+                .with_configs(Some(Vec::new())),
             Ok(info) => {
                 let configs = topic_configs::effective(&broker.config(), &info.configs)
                     .into_iter()
@@ -237,9 +271,20 @@ pub(super) async fn create_topics(
 
 pub(super) async fn delete_topics(
     broker: Arc<Broker>,
+    ctx: &RequestContext,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
     let deadline = Deadline::new(request.timeout_ms);
+    // As Kafka's controller: Delete on the cluster covers every topic (its
+    // denial is not logged); else a topic needs Describe and Delete.
+    let delete_on_cluster = ctx.may(
+        AclOperation::Delete,
+        ResourceType::Cluster,
+        CLUSTER_RESOURCE_NAME,
+    );
+    let may = |operation, name: &str| {
+        delete_on_cluster || ctx.authorized(&broker, operation, ResourceType::Topic, name)
+    };
     // v0–v5 name topics in `topic_names`; v6 in `topics`, by name or id.
     let mut wanted: Vec<(Option<String>, uuid::Uuid)> = request
         .topic_names
@@ -252,9 +297,18 @@ pub(super) async fn delete_topics(
             .iter()
             .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
     );
+    // Kafka's controller answers a denial with the error's own message.
+    let denied = |result: DeletableTopicResult| {
+        result
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Topic authorization failed.",
+            )))
+    };
     let mut responses = Vec::with_capacity(wanted.len());
-    for (name, id) in wanted {
-        let name = name
+    for (named, id) in wanted {
+        let by_id = named.is_none();
+        let name = named
             .or_else(|| broker.with_image(|image| image.topic_by_id(id).map(|t| t.name.clone())));
         let result = DeletableTopicResult::default()
             .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
@@ -263,6 +317,35 @@ pub(super) async fn delete_topics(
             responses.push(result.with_error_code(ResponseError::UnknownTopicId.code()));
             continue;
         };
+        let describable = may(AclOperation::Describe, &name);
+        let deletable = may(AclOperation::Delete, &name);
+        if by_id && !deletable {
+            // The name is told only to who may describe the topic.
+            let result = if describable {
+                result
+            } else {
+                result.with_name(None)
+            };
+            responses.push(denied(result));
+            continue;
+        }
+        if !describable {
+            responses.push(denied(result));
+            continue;
+        }
+        if !deletable {
+            // Who may describe the topic learns whether it exists.
+            let exists = broker.with_image(|image| image.topic(&name).is_some());
+            responses.push(if exists {
+                denied(result)
+            } else {
+                let (code, message) = failure(MetaError::UnknownTopic(name).into());
+                result
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message)))
+            });
+            continue;
+        }
         responses.push(
             match broker.delete_topic(&name, deadline.remaining_ms()).await {
                 Ok(id) => result.with_topic_id(id),
@@ -280,6 +363,7 @@ pub(super) async fn delete_topics(
 
 pub(super) async fn create_partitions(
     broker: Arc<Broker>,
+    ctx: &RequestContext,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let deadline = Deadline::new(request.timeout_ms);
@@ -287,6 +371,16 @@ pub(super) async fn create_partitions(
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let result = CreatePartitionsTopicResult::default().with_name(topic.name);
+        // Adding partitions alters the topic; Kafka's controller answers a
+        // denial without a message.
+        if !ctx.authorized(&broker, AclOperation::Alter, ResourceType::Topic, &name) {
+            results.push(
+                result
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(None),
+            );
+            continue;
+        }
         // A list, even an empty one, is a manual assignment (Kafka checks
         // its length against the partitions added).
         let assignment = topic.assignments.as_ref().map(|assignments| {
@@ -319,7 +413,7 @@ pub(super) async fn create_partitions(
 /// offset (-1: the high watermark); whole segments below it are deleted.
 pub(super) fn delete_records(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
     let topics = request
@@ -327,6 +421,9 @@ pub(super) fn delete_records(
         .into_iter()
         .map(|topic| {
             let name = topic.name.0.as_str();
+            // Every partition of a topic the principal may not delete from
+            // is answered TOPIC_AUTHORIZATION_FAILED.
+            let denied = !ctx.authorized(broker, AclOperation::Delete, ResourceType::Topic, name);
             // Kafka refuses it unless the policy deletes: the cleaner owns
             // a compacted log's start, and an empty policy keeps everything.
             let not_deleting = broker.with_image(|image| {
@@ -345,6 +442,10 @@ pub(super) fn delete_records(
                     let result = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
+                    if denied {
+                        return result
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let partition = match broker.leader_partition(name, p.partition_index) {
                         Ok(partition) => partition,
                         Err(not_served) => return result.with_error_code(not_served.code()),

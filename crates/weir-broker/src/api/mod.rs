@@ -569,16 +569,25 @@ pub(crate) fn dispatch(
             decode!(),
         )))),
         ApiKey::CreateTopics => {
-            let changed = admin::create_topics(broker, decode!());
-            Reply::Later(Box::pin(async move { Some(ctx.respond(&changed.await)) }))
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let changed = admin::create_topics(broker, &ctx, request).await;
+                Some(ctx.respond(&changed))
+            }))
         }
         ApiKey::DeleteTopics => {
-            let changed = admin::delete_topics(broker, decode!());
-            Reply::Later(Box::pin(async move { Some(ctx.respond(&changed.await)) }))
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let changed = admin::delete_topics(broker, &ctx, request).await;
+                Some(ctx.respond(&changed))
+            }))
         }
         ApiKey::CreatePartitions => {
-            let changed = admin::create_partitions(broker, decode!());
-            Reply::Later(Box::pin(async move { Some(ctx.respond(&changed.await)) }))
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let changed = admin::create_partitions(broker, &ctx, request).await;
+                Some(ctx.respond(&changed))
+            }))
         }
         ApiKey::InitProducerId => {
             let request: kafka_protocol::messages::InitProducerIdRequest = decode!();
