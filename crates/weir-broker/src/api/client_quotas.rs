@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use weir_meta::{EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
+use weir_meta::{AclOperation, EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
 
 use super::admin::{failure, Failure};
 use super::RequestContext;
@@ -33,11 +33,21 @@ const MATCH_EXACT: i8 = 0;
 const MATCH_DEFAULT: i8 = 1;
 const MATCH_SPECIFIED: i8 = 2;
 
+/// Kafka's message for CLUSTER_AUTHORIZATION_FAILED, which it sends along.
+const CLUSTER_DENIED: &str = "Cluster authorization failed.";
+
 pub(super) fn describe_client_quotas(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeClientQuotasRequest,
 ) -> DescribeClientQuotasResponse {
+    // Quotas are configs of the cluster.
+    if !ctx.authorized_on_cluster(broker, AclOperation::DescribeConfigs) {
+        return DescribeClientQuotasResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(CLUSTER_DENIED)))
+            .with_entries(None);
+    }
     let filter = match Filter::parse(&request) {
         Ok(filter) => filter,
         Err((code, message)) => {
@@ -168,8 +178,19 @@ impl Filter {
 
 pub(super) async fn alter_client_quotas(
     broker: Arc<Broker>,
+    ctx: &RequestContext,
     request: AlterClientQuotasRequest,
 ) -> AlterClientQuotasResponse {
+    // As Kafka: without AlterConfigs on the cluster every entry fails, and
+    // nothing is checked or changed.
+    if !ctx.authorized_on_cluster(&broker, AclOperation::AlterConfigs) {
+        let denied = (
+            ResponseError::ClusterAuthorizationFailed,
+            CLUSTER_DENIED.to_owned(),
+        );
+        let results = request.entries.iter().map(|_| Err(denied.clone()));
+        return altered(&request, results.collect());
+    }
     let mut results: Vec<Result<(), Failure>> = Vec::with_capacity(request.entries.len());
     let mut alterations = Vec::new();
     let mut seen = BTreeSet::new();
@@ -198,6 +219,14 @@ pub(super) async fn alter_client_quotas(
             }
         }
     }
+    altered(&request, results)
+}
+
+/// The response: each entry of the request with its outcome.
+fn altered(
+    request: &AlterClientQuotasRequest,
+    results: Vec<Result<(), Failure>>,
+) -> AlterClientQuotasResponse {
     let entries = request
         .entries
         .iter()

@@ -21,7 +21,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use weir_meta::acl::CLUSTER_RESOURCE_NAME;
 use weir_meta::topic_config::{self, ConfigType};
+use weir_meta::{AclOperation, ResourceType};
 
 use super::admin::{failure, Failure};
 use super::RequestContext;
@@ -31,6 +33,7 @@ use crate::topic_configs::{self, ConfigSource};
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const BROKER_LOGGER: i8 = 8;
 const CLIENT_METRICS: i8 = 16;
 const GROUP: i8 = 32;
 
@@ -47,9 +50,51 @@ struct Described<'a> {
     synonyms: Vec<(&'a str, String, ConfigSource)>,
 }
 
+/// Whether the principal may not do `operation` on a config resource, as
+/// Kafka checks it: on the cluster for the broker-wide types, on the topic
+/// or group for theirs. The error to answer it with; `None` when allowed,
+/// or for a type Kafka has no check for (refused further on).
+fn config_denial(
+    broker: &Broker,
+    ctx: &RequestContext,
+    operation: AclOperation,
+    resource_type: i8,
+    name: &str,
+) -> Option<ResponseError> {
+    let (acl_type, acl_name, error) = match resource_type {
+        BROKER | BROKER_LOGGER | CLIENT_METRICS => (
+            ResourceType::Cluster,
+            CLUSTER_RESOURCE_NAME,
+            ResponseError::ClusterAuthorizationFailed,
+        ),
+        TOPIC => (
+            ResourceType::Topic,
+            name,
+            ResponseError::TopicAuthorizationFailed,
+        ),
+        GROUP => (
+            ResourceType::Group,
+            name,
+            ResponseError::GroupAuthorizationFailed,
+        ),
+        _ => return None,
+    };
+    (!ctx.authorized(broker, operation, acl_type, acl_name)).then_some(error)
+}
+
+/// Kafka's message for an authorization error, which it sends along.
+fn denial_message(error: ResponseError) -> &'static str {
+    match error {
+        ResponseError::ClusterAuthorizationFailed => "Cluster authorization failed.",
+        ResponseError::TopicAuthorizationFailed => "Topic authorization failed.",
+        ResponseError::GroupAuthorizationFailed => "Group authorization failed.",
+        _ => "",
+    }
+}
+
 pub(super) fn describe_configs(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
     let results = request
@@ -103,6 +148,15 @@ pub(super) fn describe_configs(
                     .with_error_code(code.code())
                     .with_error_message(Some(StrBytes::from_string(message)))
             };
+            if let Some(denied) = config_denial(
+                broker,
+                ctx,
+                AclOperation::DescribeConfigs,
+                resource.resource_type,
+                &name,
+            ) {
+                return error(denied, denial_message(denied).to_owned());
+            }
             match resource.resource_type {
                 TOPIC => {
                     let Some(overrides) =
@@ -279,11 +333,20 @@ type Changes = (BTreeMap<String, String>, Vec<String>);
 /// the cluster-wide default); the error code and message for its response.
 async fn alter_resource(
     broker: &Broker,
+    ctx: &RequestContext,
     resource_type: i8,
     name: &str,
     validate_only: bool,
     plan: impl FnOnce(Resource, &BTreeMap<String, String>) -> Result<Changes, Failure>,
 ) -> (i16, Option<StrBytes>) {
+    if let Some(denied) =
+        config_denial(broker, ctx, AclOperation::AlterConfigs, resource_type, name)
+    {
+        return (
+            denied.code(),
+            Some(StrBytes::from_static_str(denial_message(denied))),
+        );
+    }
     let result = match resource_type {
         TOPIC => {
             match overrides_of(broker, name).and_then(|current| plan(Resource::Topic, &current)) {
@@ -327,6 +390,7 @@ enum Resource {
 /// (a topic's overrides, the dynamic configs of a broker resource).
 pub(super) async fn alter_configs(
     broker: Arc<Broker>,
+    ctx: &RequestContext,
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
     use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
@@ -334,6 +398,7 @@ pub(super) async fn alter_configs(
     for resource in request.resources {
         let (code, message) = alter_resource(
             &broker,
+            ctx,
             resource.resource_type,
             resource.resource_name.as_str(),
             request.validate_only,
@@ -385,6 +450,7 @@ const SUBTRACT: i8 = 3;
 /// configs, applied to a resource's current values.
 pub(super) async fn incremental_alter_configs(
     broker: Arc<Broker>,
+    ctx: &RequestContext,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -398,6 +464,7 @@ pub(super) async fn incremental_alter_configs(
         let config = broker.config();
         let (code, message) = alter_resource(
             &broker,
+            ctx,
             resource.resource_type,
             resource.resource_name.as_str(),
             request.validate_only,
@@ -527,6 +594,11 @@ pub(super) fn list_config_resources(
     ctx: &RequestContext,
     request: ListConfigResourcesRequest,
 ) -> ListConfigResourcesResponse {
+    // Listing config resources is describing the cluster's configs.
+    if !ctx.authorized_on_cluster(broker, AclOperation::DescribeConfigs) {
+        return ListConfigResourcesResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let listable = listable_types(ctx.version);
     // As Kafka: no types is every type, and one it cannot list fails the
     // whole request.

@@ -694,12 +694,18 @@ pub(crate) fn dispatch(
             decode!(),
         )))),
         ApiKey::AlterConfigs => {
-            let altered = configs::alter_configs(broker, decode!());
-            Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let altered = configs::alter_configs(broker, &ctx, request).await;
+                Some(ctx.respond(&altered))
+            }))
         }
         ApiKey::IncrementalAlterConfigs => {
-            let altered = configs::incremental_alter_configs(broker, decode!());
-            Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let altered = configs::incremental_alter_configs(broker, &ctx, request).await;
+                Some(ctx.respond(&altered))
+            }))
         }
         ApiKey::OffsetDelete => {
             let deleted = offsets::offset_delete(&broker, &ctx, decode!());
@@ -737,8 +743,11 @@ pub(crate) fn dispatch(
             &client_quotas::describe_client_quotas(&broker, &ctx, decode!()),
         ))),
         ApiKey::AlterClientQuotas => {
-            let altered = client_quotas::alter_client_quotas(broker, decode!());
-            Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let altered = client_quotas::alter_client_quotas(broker, &ctx, request).await;
+                Some(ctx.respond(&altered))
+            }))
         }
         ApiKey::DescribeUserScramCredentials => Reply::Now(Some(ctx.respond(&scram::describe(
             &broker,
