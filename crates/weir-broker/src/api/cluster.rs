@@ -12,6 +12,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use weir_meta::AclOperation;
 
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
@@ -75,8 +76,16 @@ pub(super) fn describe_cluster(
         .with_cluster_id(StrBytes::from_string(broker.cluster_id().to_owned()))
         .with_controller_id(BrokerId(broker.controller_id()))
         .with_brokers(brokers);
+    // A broker answers anyone (Kafka's controller wants Alter on the
+    // cluster, but Weir's listeners are brokers'); the operations are told
+    // only to who may describe the cluster, as Kafka.
     if request.include_cluster_authorized_operations {
-        response.with_cluster_authorized_operations(authorized_operations::cluster(ctx))
+        let operations = if ctx.authorized_on_cluster(broker, AclOperation::Describe) {
+            authorized_operations::cluster(ctx)
+        } else {
+            0
+        };
+        response.with_cluster_authorized_operations(operations)
     } else {
         response
     }
@@ -90,6 +99,14 @@ pub(super) fn describe_quorum(
     ctx: &RequestContext,
     request: DescribeQuorumRequest,
 ) -> DescribeQuorumResponse {
+    // Kafka's controller answers it to who may describe the cluster.
+    if !ctx.authorized_on_cluster(broker, AclOperation::Describe) {
+        return DescribeQuorumResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+    }
     let asked_for_metadata_log = request.topics.iter().any(|t| {
         t.topic_name.0.as_str() == METADATA_TOPIC
             && t.partitions.iter().any(|p| p.partition_index == 0)

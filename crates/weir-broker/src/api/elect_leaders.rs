@@ -10,8 +10,9 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use weir_meta::{Election, ElectionOutcome};
+use weir_meta::{AclOperation, Election, ElectionOutcome};
 
+use super::RequestContext;
 use crate::broker::{Broker, BrokerError};
 use crate::metadata::MetadataError;
 
@@ -21,9 +22,19 @@ const UNCLEAN: i8 = 1;
 
 pub(super) async fn elect_leaders(
     broker: Arc<Broker>,
-    version: i16,
+    ctx: &RequestContext,
     request: ElectLeadersRequest,
 ) -> ElectLeadersResponse {
+    let version = ctx.version;
+    // Moving leadership alters the cluster.
+    if !ctx.authorized_on_cluster(&broker, AclOperation::Alter) {
+        return failed(
+            version,
+            &request,
+            ResponseError::ClusterAuthorizationFailed,
+            Some("Cluster authorization failed.".to_owned()),
+        );
+    }
     // v0 has no type: preferred (the decoder leaves the field at 0).
     let unclean = match request.election_type {
         PREFERRED => false,

@@ -38,15 +38,20 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use weir_meta::AclOperation;
 
 use super::RequestContext;
 use crate::broker::Broker;
 
 pub(super) fn describe_log_dirs(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
+    if !ctx.authorized_on_cluster(broker, AclOperation::Describe) {
+        return DescribeLogDirsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let wanted: Option<HashSet<(String, i32)>> = request.topics.map(|topics| {
         topics
             .iter()
@@ -156,9 +161,29 @@ pub(super) fn describe_log_dirs(
 
 pub(super) fn alter_replica_log_dirs(
     broker: &Arc<Broker>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: AlterReplicaLogDirsRequest,
 ) -> AlterReplicaLogDirsResponse {
+    if !ctx.authorized_on_cluster(broker, AclOperation::Alter) {
+        // As Kafka: every partition asked for fails, a topic once per
+        // directory it is named under.
+        let results = request
+            .dirs
+            .iter()
+            .flat_map(|dir| &dir.topics)
+            .map(|topic| {
+                let partitions = topic.partitions.iter().map(|&index| {
+                    AlterReplicaLogDirPartitionResult::default()
+                        .with_partition_index(index)
+                        .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+                });
+                AlterReplicaLogDirTopicResult::default()
+                    .with_topic_name(topic.name.clone())
+                    .with_partitions(partitions.collect())
+            })
+            .collect();
+        return AlterReplicaLogDirsResponse::default().with_results(results);
+    }
     // Topic → partition results, in the order the topics first come.
     let mut results: Vec<AlterReplicaLogDirTopicResult> = Vec::new();
     for dir in &request.dirs {

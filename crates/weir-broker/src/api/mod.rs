@@ -546,12 +546,18 @@ pub(crate) fn dispatch(
             }))
         }
         ApiKey::AlterPartitionReassignments => {
-            let altered = reassignments::alter(broker, decode!());
-            Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let altered = reassignments::alter(broker, &ctx, request).await;
+                Some(ctx.respond(&altered))
+            }))
         }
         ApiKey::ElectLeaders => {
-            let elected = elect_leaders::elect_leaders(broker, version, decode!());
-            Reply::Later(Box::pin(async move { Some(ctx.respond(&elected.await)) }))
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let elected = elect_leaders::elect_leaders(broker, &ctx, request).await;
+                Some(ctx.respond(&elected))
+            }))
         }
         ApiKey::ListPartitionReassignments => Reply::Now(Some(ctx.respond(&reassignments::list(
             &broker,
@@ -755,8 +761,11 @@ pub(crate) fn dispatch(
             decode!(),
         )))),
         ApiKey::AlterUserScramCredentials => {
-            let altered = scram::alter(broker, decode!());
-            Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let altered = scram::alter(broker, &ctx, request).await;
+                Some(ctx.respond(&altered))
+            }))
         }
         ApiKey::DescribeAcls => Reply::Now(Some(ctx.respond(&acls::describe_acls(
             &broker,

@@ -18,15 +18,45 @@ use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
 
+use weir_meta::AclOperation;
+
 use super::admin::Deadline;
 use super::RequestContext;
 use crate::broker::{Broker, BrokerError};
 use crate::metadata::MetadataError;
 
+/// Kafka's message for CLUSTER_AUTHORIZATION_FAILED, which it sends along.
+const CLUSTER_DENIED: &str = "Cluster authorization failed.";
+
 pub(super) async fn alter(
     broker: Arc<Broker>,
+    ctx: &RequestContext,
     request: AlterPartitionReassignmentsRequest,
 ) -> AlterPartitionReassignmentsResponse {
+    if !ctx.authorized_on_cluster(&broker, AclOperation::Alter) {
+        // As Kafka: the error at the top and on every partition.
+        let denied = || Some(StrBytes::from_static_str(CLUSTER_DENIED));
+        let code = ResponseError::ClusterAuthorizationFailed.code();
+        let responses = request
+            .topics
+            .into_iter()
+            .map(|topic| {
+                let partitions = topic.partitions.iter().map(|p| {
+                    ReassignablePartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                        .with_error_message(denied())
+                });
+                ReassignableTopicResponse::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions.collect())
+            })
+            .collect();
+        return AlterPartitionReassignmentsResponse::default()
+            .with_error_code(code)
+            .with_error_message(denied())
+            .with_responses(responses);
+    }
     let deadline = Deadline::new(request.timeout_ms);
     let mut responses = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
@@ -73,9 +103,30 @@ pub(super) async fn alter(
 
 pub(super) fn list(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
+    if !ctx.authorized_on_cluster(broker, AclOperation::Describe) {
+        // As Kafka: the error at the top, and the partitions asked for
+        // with nothing about them.
+        let topics = request
+            .topics
+            .into_iter()
+            .flatten()
+            .map(|topic| {
+                let partitions = topic.partition_indexes.iter().map(|&index| {
+                    OngoingPartitionReassignment::default().with_partition_index(index)
+                });
+                OngoingTopicReassignment::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions.collect())
+            })
+            .collect();
+        return ListPartitionReassignmentsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(CLUSTER_DENIED)))
+            .with_topics(topics);
+    }
     let image = broker.image();
     let wanted = |topic: &str, partition: i32| match &request.topics {
         None => true,

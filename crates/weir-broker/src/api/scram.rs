@@ -17,17 +17,34 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use weir_auth::{ScramCredential, ScramMechanism};
-use weir_meta::{ScramError, ScramUpsertion};
+use weir_meta::{AclOperation, ScramError, ScramUpsertion};
 
 use super::admin::{failure, Failure};
 use super::RequestContext;
 use crate::broker::Broker;
 
+/// Kafka's message for CLUSTER_AUTHORIZATION_FAILED, which it sends along.
+const CLUSTER_DENIED: &str = "Cluster authorization failed.";
+
 pub(super) fn describe(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    if !ctx.authorized_on_cluster(broker, AclOperation::Describe) {
+        // As Kafka: the error at the top, and once per user asked for,
+        // without the user's name.
+        let denied = || {
+            DescribeUserScramCredentialsResult::default()
+                .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+                .with_error_message(Some(StrBytes::from_static_str(CLUSTER_DENIED)))
+        };
+        let asked = request.users.as_ref().map_or(0, Vec::len);
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(CLUSTER_DENIED)))
+            .with_results((0..asked).map(|_| denied()).collect());
+    }
     let result = |user: &str, mechanisms: Option<Vec<(ScramMechanism, u32)>>| {
         let named = DescribeUserScramCredentialsResult::default()
             .with_user(StrBytes::from_string(user.to_owned()));
@@ -88,8 +105,28 @@ pub(super) fn describe(
 
 pub(super) async fn alter(
     broker: Arc<Broker>,
+    ctx: &RequestContext,
     request: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
+    if !ctx.authorized_on_cluster(&broker, AclOperation::Alter) {
+        // As Kafka: each user named, once and in order, fails.
+        let users: BTreeSet<&str> = request
+            .deletions
+            .iter()
+            .map(|d| d.name.as_str())
+            .chain(request.upsertions.iter().map(|u| u.name.as_str()))
+            .collect();
+        let results = users
+            .into_iter()
+            .map(|user| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user(StrBytes::from_string(user.to_owned()))
+                    .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+                    .with_error_message(Some(StrBytes::from_static_str(CLUSTER_DENIED)))
+            })
+            .collect();
+        return AlterUserScramCredentialsResponse::default().with_results(results);
+    }
     // Users named with a mechanism Weir does not know are answered here,
     // and left out of the command with the rest of their changes.
     let mut unknown_mechanism: Vec<String> = Vec::new();

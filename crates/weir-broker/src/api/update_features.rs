@@ -12,6 +12,7 @@ use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use weir_meta::AclOperation;
 
 use super::RequestContext;
 use crate::broker::Broker;
@@ -22,6 +23,13 @@ pub(super) fn update_features(
     ctx: &RequestContext,
     request: UpdateFeaturesRequest,
 ) -> UpdateFeaturesResponse {
+    if !ctx.authorized_on_cluster(broker, AclOperation::Alter) {
+        return UpdateFeaturesResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+    }
     // The controller's id, as Kafka's message names the controller that
     // checked the level.
     let controller_id = broker
