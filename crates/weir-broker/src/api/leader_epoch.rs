@@ -8,20 +8,33 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
+use kafka_protocol::ResponseError;
+use weir_meta::acl::CLUSTER_RESOURCE_NAME;
+use weir_meta::{AclOperation, ResourceType};
+
 use super::fetch::led_at_epoch;
 use super::RequestContext;
 use crate::broker::Broker;
 
 pub(super) fn handle(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    // As Kafka (KIP-320): followers ask with ClusterAction on the cluster
+    // (its denial not logged), consumers with Describe on each topic.
+    let cluster_action = ctx.may(
+        AclOperation::ClusterAction,
+        ResourceType::Cluster,
+        CLUSTER_RESOURCE_NAME,
+    );
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
             let name = topic.topic.0.to_string();
+            let denied = !cluster_action
+                && !ctx.authorized(broker, AclOperation::Describe, ResourceType::Topic, &name);
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -30,6 +43,10 @@ pub(super) fn handle(
                         .with_partition(p.partition)
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
+                    if denied {
+                        return answer
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     match led_at_epoch(broker, &name, p.partition, p.current_leader_epoch) {
                         Ok(partition) => {
                             let (epoch, end) = partition.log().end_offset_for_epoch(p.leader_epoch);

@@ -23,6 +23,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::ResponseError;
 use weir_log::TimestampOffset;
+use weir_meta::{AclOperation, ResourceType};
 
 use super::RequestContext;
 use crate::broker::Broker;
@@ -72,6 +73,21 @@ pub(super) fn handle(
         .into_iter()
         .map(|topic| {
             let name = topic.name.0.to_string();
+            // As Kafka: a topic the principal may not describe has each of
+            // its partitions answered TOPIC_AUTHORIZATION_FAILED, repeats
+            // included.
+            if !ctx.authorized(broker, AclOperation::Describe, ResourceType::Topic, &name) {
+                let partitions = topic.partitions.iter().map(|p| {
+                    ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                });
+                return ListOffsetsTopicResponse::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions.collect());
+            }
             let partitions = topic
                 .partitions
                 .into_iter()

@@ -15,7 +15,7 @@ use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersRespon
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use weir_meta::topic_name::validate_topic_name;
-use weir_meta::MetaError;
+use weir_meta::{AclOperation, MetaError, ResourceType};
 
 use super::RequestContext;
 use crate::broker::Broker;
@@ -26,7 +26,7 @@ const UNKNOWN_TOPIC_MESSAGE: &str = "This server does not host this topic-partit
 
 pub(super) fn describe_producers(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     let topics = request
@@ -38,6 +38,13 @@ pub(super) fn describe_producers(
             let topic_error = match validate_topic_name(&name) {
                 Err(MetaError::InvalidTopicName { reason, .. }) => {
                     Some((ResponseError::InvalidTopicException, reason))
+                }
+                // Producer state is read from the topic's partitions.
+                _ if !ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, &name) => {
+                    Some((
+                        ResponseError::TopicAuthorizationFailed,
+                        "Topic authorization failed.".to_owned(),
+                    ))
                 }
                 _ if broker.with_image(|image| image.topic(&name).is_none()) => Some((
                     ResponseError::UnknownTopicOrPartition,

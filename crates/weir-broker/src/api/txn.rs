@@ -380,7 +380,7 @@ pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxn
 
 pub(super) fn describe_transactions(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
@@ -389,6 +389,15 @@ pub(super) fn describe_transactions(
         .into_iter()
         .map(|id| {
             let state = TransactionState::default().with_transactional_id(id.clone());
+            if !ctx.authorized(
+                broker,
+                AclOperation::Describe,
+                ResourceType::TransactionalId,
+                &id.0,
+            ) {
+                return state
+                    .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+            }
             match broker.txns().describe(broker, &id.0) {
                 Ok(Some(meta)) => {
                     let mut topics: Vec<TopicData> = Vec::new();
@@ -404,6 +413,15 @@ pub(super) fn describe_transactions(
                             ),
                         }
                     }
+                    // As Kafka: only the topics the principal may describe.
+                    topics.retain(|t| {
+                        ctx.authorized(
+                            broker,
+                            AclOperation::Describe,
+                            ResourceType::Topic,
+                            &t.topic,
+                        )
+                    });
                     state
                         .with_transaction_state(StrBytes::from_static_str(meta.status.name()))
                         .with_transaction_timeout_ms(meta.timeout_ms)
@@ -435,7 +453,7 @@ const STATES: [TxnStatus; 8] = [
 /// by state, producer id and (v1+) how long they have been running.
 pub(super) fn list_transactions(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: ListTransactionsRequest,
 ) -> ListTransactionsResponse {
     use kafka_protocol::messages::list_transactions_response::TransactionState;
@@ -474,6 +492,15 @@ pub(super) fn list_transactions(
         .list()
         .into_iter()
         .filter(|view| wanted(&view.meta))
+        // As Kafka: only the transactions the principal may describe.
+        .filter(|view| {
+            ctx.authorized(
+                broker,
+                AclOperation::Describe,
+                ResourceType::TransactionalId,
+                &view.meta.transactional_id,
+            )
+        })
         .map(|view| {
             TransactionState::default()
                 .with_transactional_id(TransactionalId(StrBytes::from_string(
