@@ -586,7 +586,7 @@ fn a_user_made_with_weir_user_authenticates_with_scram() {
     let plain = weir.listener("PLAINTEXT");
     let sasl = weir.listener("SASL_PLAINTEXT");
     assert_ne!(plain, sasl);
-    let b = plain.as_str();
+    let b = plain;
 
     let created = run(
         &[
@@ -646,7 +646,7 @@ fn a_user_made_with_weir_user_authenticates_with_scram() {
     .ok();
 
     // alice produces one record over SCRAM-SHA-512 and reads it back.
-    let producer: BaseProducer = scram_config(&sasl, "alice", "alice-secret")
+    let producer: BaseProducer = scram_config(sasl, "alice", "alice-secret")
         .set("linger.ms", "0")
         .set("message.timeout.ms", "20000")
         .create()
@@ -659,7 +659,7 @@ fn a_user_made_with_weir_user_authenticates_with_scram() {
         )
         .expect("queue");
     producer.flush(Duration::from_secs(20)).expect("delivered");
-    let consumer: BaseConsumer = scram_config(&sasl, "alice", "alice-secret")
+    let consumer: BaseConsumer = scram_config(sasl, "alice", "alice-secret")
         .set("group.id", "unused")
         .set("enable.auto.commit", "false")
         .create()
@@ -682,7 +682,7 @@ fn a_user_made_with_weir_user_authenticates_with_scram() {
     // A wrong password, or the SCRAM-SHA-256 password over SCRAM-SHA-512,
     // authenticates nothing.
     for password in ["wrong", "other-secret"] {
-        let refused: BaseConsumer = scram_config(&sasl, "alice", password)
+        let refused: BaseConsumer = scram_config(sasl, "alice", password)
             .set("group.id", "unused")
             .create()
             .expect("consumer");
@@ -709,7 +709,7 @@ fn a_user_made_with_weir_user_authenticates_with_scram() {
     let error = run(&["user", "delete", "alice", "--bootstrap", b], b"").failed_with_one_line();
     assert_eq!(error, "error: user alice has no SCRAM credential");
     // Deleted, alice no longer gets in.
-    let gone: BaseConsumer = scram_config(&sasl, "alice", "alice-secret")
+    let gone: BaseConsumer = scram_config(sasl, "alice", "alice-secret")
         .set("group.id", "unused")
         .create()
         .expect("consumer");

@@ -35,9 +35,15 @@ use crate::broker::{Broker, BrokerError};
 /// broker drops the connection over it.
 pub(super) fn describe_acls(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeAclsRequest,
 ) -> DescribeAclsResponse {
+    if !ctx.authorized_on_cluster(broker, AclOperation::Describe) {
+        let denied = ResponseError::ClusterAuthorizationFailed;
+        return DescribeAclsResponse::default()
+            .with_error_code(denied.code())
+            .with_error_message(Some(StrBytes::from_string(denied.to_string())));
+    }
     let filter = AclBindingFilter {
         resource_type: ResourceType::from_code(request.resource_type_filter),
         resource_name: text(request.resource_name_filter),
@@ -89,10 +95,26 @@ fn group_by_resource(bindings: Vec<AclBinding>) -> Vec<DescribeAclsResource> {
 /// CreateAcls: each binding's outcome, in request order. The valid ones
 /// are created together and acknowledged once the controller quorum has
 /// committed them; an invalid one is answered here with Kafka's message.
+/// Without Alter on the cluster (`allowed` false) every creation is
+/// CLUSTER_AUTHORIZATION_FAILED.
 pub(super) async fn create_acls(
     broker: Arc<Broker>,
+    allowed: bool,
     request: CreateAclsRequest,
 ) -> CreateAclsResponse {
+    if !allowed {
+        let denied = ResponseError::ClusterAuthorizationFailed;
+        let results = request
+            .creations
+            .iter()
+            .map(|_| {
+                AclCreationResult::default()
+                    .with_error_code(denied.code())
+                    .with_error_message(Some(StrBytes::from_string(denied.to_string())))
+            })
+            .collect();
+        return CreateAclsResponse::default().with_results(results);
+    }
     let bindings: Vec<AclBinding> = request
         .creations
         .into_iter()
@@ -123,10 +145,26 @@ pub(super) async fn create_acls(
 /// DeleteAcls: per filter, in request order, the bindings it removed, or
 /// why it could not be used. Answered once the controller quorum has
 /// committed the deletions.
+/// Without Alter on the cluster (`allowed` false) every filter is
+/// CLUSTER_AUTHORIZATION_FAILED.
 pub(super) async fn delete_acls(
     broker: Arc<Broker>,
+    allowed: bool,
     request: DeleteAclsRequest,
 ) -> DeleteAclsResponse {
+    if !allowed {
+        let denied = ResponseError::ClusterAuthorizationFailed;
+        let results = request
+            .filters
+            .iter()
+            .map(|_| {
+                DeleteAclsFilterResult::default()
+                    .with_error_code(denied.code())
+                    .with_error_message(Some(StrBytes::from_string(denied.to_string())))
+            })
+            .collect();
+        return DeleteAclsResponse::default().with_filter_results(results);
+    }
     let filters: Vec<AclBindingFilter> = request
         .filters
         .into_iter()

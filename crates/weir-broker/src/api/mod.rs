@@ -773,11 +773,13 @@ pub(crate) fn dispatch(
             decode!(),
         )))),
         ApiKey::CreateAcls => {
-            let created = acls::create_acls(broker, decode!());
+            let allowed = ctx.authorized_on_cluster(&broker, AclOperation::Alter);
+            let created = acls::create_acls(broker, allowed, decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&created.await)) }))
         }
         ApiKey::DeleteAcls => {
-            let deleted = acls::delete_acls(broker, decode!());
+            let allowed = ctx.authorized_on_cluster(&broker, AclOperation::Alter);
+            let deleted = acls::delete_acls(broker, allowed, decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&deleted.await)) }))
         }
         // A SASL listener's connection answers these before dispatch; on

@@ -45,10 +45,11 @@ pub fn open_transaction(
 
 /// Queues `record` on `producer`, waiting (polling delivery reports) while
 /// librdkafka's queue is full.
-pub fn send_queued<K, P>(
-    producer: &rdkafka::producer::BaseProducer,
+pub fn send_queued<K, P, C>(
+    producer: &rdkafka::producer::BaseProducer<C>,
     mut record: rdkafka::producer::BaseRecord<'_, K, P>,
 ) where
+    C: rdkafka::producer::ProducerContext<DeliveryOpaque = ()>,
     K: rdkafka::message::ToBytes + ?Sized,
     P: rdkafka::message::ToBytes + ?Sized,
 {

@@ -44,12 +44,24 @@ impl Pki {
             names,
             "weir broker",
             ExtendedKeyUsagePurpose::ServerAuth,
+            |_| {},
         )
     }
 
     /// A client's certificate with subject CN=`name`.
     pub fn client(&self, file: &str, name: &str) -> Identity {
-        self.issue(file, &[], name, ExtendedKeyUsagePurpose::ClientAuth)
+        self.client_with(file, name, |_| {})
+    }
+
+    /// A client's certificate with subject CN=`name`, its parameters
+    /// changed by `adjust` (more of the subject, a validity in the past).
+    pub fn client_with(
+        &self,
+        file: &str,
+        name: &str,
+        adjust: impl FnOnce(&mut CertificateParams),
+    ) -> Identity {
+        self.issue(file, &[], name, ExtendedKeyUsagePurpose::ClientAuth, adjust)
     }
 
     fn issue(
@@ -58,6 +70,7 @@ impl Pki {
         names: &[&str],
         common_name: &str,
         purpose: ExtendedKeyUsagePurpose,
+        adjust: impl FnOnce(&mut CertificateParams),
     ) -> Identity {
         let key = KeyPair::generate().unwrap();
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
@@ -66,6 +79,7 @@ impl Pki {
             .distinguished_name
             .push(DnType::CommonName, common_name);
         params.extended_key_usages = vec![purpose];
+        adjust(&mut params);
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         let path = |suffix: &str| self.dir.path().join(format!("{file}{suffix}"));
         let identity = Identity {

@@ -1,0 +1,471 @@
+//! Listeners, TLS, SASL and ACLs against the real binary, with librdkafka
+//! (the rdkafka crate) and raw requests: clients in, each on its listener,
+//! and nobody in where they do not belong.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+use common::pki::Pki;
+use common::raw::Raw;
+use common::Weir;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Message};
+
+const TIMEOUT: Duration = Duration::from_secs(15);
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// A librdkafka configuration for `bootstrap` with `settings` on top.
+fn client(bootstrap: &str, settings: &[(&str, &str)]) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("message.timeout.ms", "10000")
+        .set("socket.timeout.ms", "5000")
+        .set("linger.ms", "0");
+    for (key, value) in settings {
+        config.set(*key, *value);
+    }
+    config
+}
+
+/// Counts the records the broker did not acknowledge, and the last error.
+#[derive(Default)]
+struct Deliveries {
+    failed: std::sync::Mutex<Vec<String>>,
+}
+
+impl rdkafka::ClientContext for Deliveries {}
+
+impl rdkafka::producer::ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, report: &rdkafka::message::DeliveryResult<'_>, _: ()) {
+        if let Err((error, _)) = report {
+            self.failed.lock().unwrap().push(error.to_string());
+        }
+    }
+}
+
+/// Produces `count` records to `topic` and waits for their acknowledgement:
+/// an error if any was not acknowledged.
+fn produce(config: &ClientConfig, topic: &str, count: usize) -> Result<(), String> {
+    let producer: BaseProducer<Deliveries> = config
+        .create_with_context(Deliveries::default())
+        .map_err(|e| e.to_string())?;
+    for i in 0..count {
+        let value = format!("value-{i}");
+        common::send_queued(&producer, BaseRecord::<(), str>::to(topic).payload(&value));
+    }
+    producer.flush(TIMEOUT).map_err(|e| e.to_string())?;
+    let failed = producer.context().failed.lock().unwrap();
+    match failed.first() {
+        Some(error) => Err(format!("{} of {count} failed: {error}", failed.len())),
+        None => Ok(()),
+    }
+}
+
+/// Reads `count` records of partition 0 of `topic` from the start.
+fn consume(config: &ClientConfig, topic: &str, count: usize) -> Vec<String> {
+    let consumer: BaseConsumer = config
+        .clone()
+        .set("group.id", format!("reader-{topic}"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    let mut values = Vec::new();
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while values.len() < count && std::time::Instant::now() < deadline {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            values.push(String::from_utf8_lossy(message.payload().unwrap_or_default()).into());
+        }
+    }
+    values
+}
+
+/// The brokers a client of `config` is told of, as host:port.
+fn advertised(config: &ClientConfig) -> Vec<String> {
+    let consumer: BaseConsumer = config.create().unwrap();
+    let metadata = consumer.fetch_metadata(None, TIMEOUT).unwrap();
+    metadata
+        .brokers()
+        .iter()
+        .map(|b| format!("{}:{}", b.host(), b.port()))
+        .collect()
+}
+
+#[test]
+fn each_listener_serves_its_protocol_and_tells_clients_its_own_addresses() {
+    let pki = Pki::new("weir");
+    let keystore = pki.server("broker", &["localhost", "127.0.0.1"]).keystore;
+    let weir = Weir::start(&[
+        "--listeners",
+        "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "--ssl-keystore-location",
+        &path(&keystore),
+    ]);
+    let (plain, ssl) = (
+        weir.listener("PLAINTEXT").to_owned(),
+        weir.listener("SSL").to_owned(),
+    );
+    assert_ne!(plain, ssl);
+    let tls = client(
+        &ssl,
+        &[
+            ("security.protocol", "SSL"),
+            ("ssl.ca.location", &path(&pki.ca)),
+        ],
+    );
+    assert_eq!(advertised(&tls), vec![ssl.clone()]);
+    assert_eq!(advertised(&client(&plain, &[])), vec![plain.clone()]);
+    produce(&tls, "over-tls", 200).unwrap();
+    let values = consume(&tls, "over-tls", 200);
+    assert_eq!(values.len(), 200);
+    assert_eq!(values[199], "value-199");
+    // What went in over TLS reads the same over PLAINTEXT.
+    assert_eq!(consume(&client(&plain, &[]), "over-tls", 200), values);
+}
+
+#[test]
+fn mutual_tls_takes_the_principal_from_the_certificate_and_refuses_strangers() {
+    let pki = Pki::new("weir");
+    let stranger = Pki::new("other");
+    let keystore = pki.server("broker", &["localhost", "127.0.0.1"]).keystore;
+    // Only alice's certificate, mapped by the rule to "alice", is a super
+    // user; everyone else has no ACL and is denied.
+    let weir = Weir::start(&[
+        "--listeners",
+        "SSL://127.0.0.1:0",
+        "--ssl-keystore-location",
+        &path(&keystore),
+        "--ssl-truststore-location",
+        &path(&pki.ca),
+        "--ssl-client-auth",
+        "required",
+        "--ssl-principal-mapping-rules",
+        "RULE:^CN=([^,]+),O=Weir,C=US$/$1/L,DEFAULT",
+        "--authorizer-class-name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "--super-users",
+        "User:alice",
+    ]);
+    let ssl = weir.listener("SSL").to_owned();
+    let with_certificate = |cert: &Path, key: &Path, ca: &Path| {
+        client(
+            &ssl,
+            &[
+                ("security.protocol", "SSL"),
+                ("ssl.ca.location", &path(ca)),
+                ("ssl.certificate.location", &path(cert)),
+                ("ssl.key.location", &path(key)),
+            ],
+        )
+    };
+    // Subjects as C=US, O=…, CN=… in the certificate: CN=…,O=…,C=US as
+    // Kafka writes them.
+    let organisation = |name: &'static str, org: &'static str| {
+        move |params: &mut rcgen::CertificateParams| {
+            let mut subject = rcgen::DistinguishedName::new();
+            subject.push(rcgen::DnType::CountryName, "US");
+            subject.push(rcgen::DnType::OrganizationName, org);
+            subject.push(rcgen::DnType::CommonName, name);
+            params.distinguished_name = subject;
+        }
+    };
+    let alice = pki.client_with("alice", "Alice", organisation("Alice", "Weir"));
+    let alice = with_certificate(&alice.certificate, &alice.key, &pki.ca);
+    produce(&alice, "secured", 10).unwrap();
+    assert_eq!(consume(&alice, "secured", 10).len(), 10);
+
+    // Bob's certificate is good, but the principal User:CN=Bob,O=Other,C=US
+    // may not write.
+    let bob = pki.client_with("bob", "Bob", organisation("Bob", "Other"));
+    let bob = with_certificate(&bob.certificate, &bob.key, &pki.ca);
+    let denied = produce(
+        &bob.clone().set("message.timeout.ms", "3000").clone(),
+        "secured",
+        1,
+    );
+    assert!(denied.is_err(), "bob wrote without an ACL");
+
+    // No certificate, one from another CA, or an expired one: no handshake.
+    let other = stranger.client_with("mallory", "Mallory", organisation("Mallory", "Weir"));
+    let old = pki.client_with("oldie", "Oldie", |params| {
+        organisation("Oldie", "Weir")(params);
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    });
+    for config in [
+        client(
+            &ssl,
+            &[
+                ("security.protocol", "SSL"),
+                ("ssl.ca.location", &path(&pki.ca)),
+            ],
+        ),
+        with_certificate(&other.certificate, &other.key, &pki.ca),
+        with_certificate(&old.certificate, &old.key, &pki.ca),
+    ] {
+        let consumer: BaseConsumer = config.create().unwrap();
+        assert!(
+            consumer
+                .fetch_metadata(None, Duration::from_secs(3))
+                .is_err(),
+            "a client without a trusted, valid certificate was served"
+        );
+    }
+    // Garbage instead of a ClientHello closes that connection only.
+    let mut garbage = TcpStream::connect(&ssl).unwrap();
+    garbage.write_all(&[0, 0, 0, 20, 0, 3, 0, 0]).unwrap();
+    garbage
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert!(matches!(
+        std::io::Read::read(&mut garbage, &mut buf),
+        Ok(0) | Ok(7) | Err(_)
+    ));
+    // Alice is still served.
+    assert_eq!(consume(&alice, "secured", 10).len(), 10);
+    let metrics = weir.http_get("/metrics").1;
+    assert!(
+        metrics.contains("weir_authentication_failures_total{listener=\"SSL\",mechanism=\"TLS\"}"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn sasl_scram_and_plain_authenticate_against_the_same_users() {
+    let pki = Pki::new("weir");
+    let keystore = pki.server("broker", &["localhost", "127.0.0.1"]).keystore;
+    let weir = Weir::start(&[
+        "--listeners",
+        "SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "--inter-broker-listener-name",
+        "SASL_PLAINTEXT",
+        "--ssl-keystore-location",
+        &path(&keystore),
+        "--add-scram",
+        "SCRAM-SHA-512=[name=admin,password=admin-secret]",
+        "--add-scram",
+        "SCRAM-SHA-256=[name=alice,password=alice-secret,iterations=8192]",
+    ]);
+    let sasl_ssl = weir.listener("SASL_SSL").to_owned();
+    let login = |mechanism: &str, user: &str, password: &str| {
+        client(
+            &sasl_ssl,
+            &[
+                ("security.protocol", "SASL_SSL"),
+                ("ssl.ca.location", &path(&pki.ca)),
+                ("sasl.mechanism", mechanism),
+                ("sasl.username", user),
+                ("sasl.password", password),
+            ],
+        )
+    };
+    produce(&login("SCRAM-SHA-512", "admin", "admin-secret"), "users", 5).unwrap();
+    produce(&login("SCRAM-SHA-256", "alice", "alice-secret"), "users", 5).unwrap();
+    // PLAIN checks the password against the SCRAM credential.
+    produce(&login("PLAIN", "alice", "alice-secret"), "users", 5).unwrap();
+    assert_eq!(
+        consume(&login("PLAIN", "admin", "admin-secret"), "users", 15).len(),
+        15
+    );
+    for (mechanism, user, password) in [
+        ("SCRAM-SHA-512", "admin", "wrong"),
+        // alice has no SHA-512 credential.
+        ("SCRAM-SHA-512", "alice", "alice-secret"),
+        ("SCRAM-SHA-256", "nobody", "x"),
+        ("PLAIN", "alice", "wrong"),
+    ] {
+        let consumer: BaseConsumer = login(mechanism, user, password).create().unwrap();
+        let error = consumer
+            .fetch_metadata(None, Duration::from_secs(3))
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("Authentication") || error.to_string().contains("transport"),
+            "{mechanism} {user}: {error}"
+        );
+    }
+    // The others are undisturbed.
+    assert_eq!(
+        consume(
+            &login("SCRAM-SHA-256", "alice", "alice-secret"),
+            "users",
+            15
+        )
+        .len(),
+        15
+    );
+}
+
+/// Sends SaslHandshake for `mechanism`; the response's error code.
+fn handshake(raw: &mut Raw, mechanism: &str) -> SaslHandshakeResponse {
+    raw.call(
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into())),
+    )
+}
+
+#[test]
+fn a_sasl_listener_serves_nothing_before_authentication() {
+    let weir = Weir::start(&[
+        "--listeners",
+        "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "--sasl-enabled-mechanisms",
+        "SCRAM-SHA-512,PLAIN",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=admin,password=admin-secret]",
+    ]);
+    let sasl = weir.listener("SASL_PLAINTEXT").to_owned();
+
+    // A Kafka request before the handshake closes the connection.
+    let mut early = Raw::connect(&sasl);
+    early.send(ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert!(early.is_closed());
+
+    // A frame above sasl.server.max.receive.size closes it too, unread.
+    let mut large = TcpStream::connect(&sasl).unwrap();
+    large.write_all(&(600_000i32).to_be_bytes()).unwrap();
+    let _ = large.write_all(&[0u8; 1024]);
+    large
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 8];
+    assert!(matches!(
+        std::io::Read::read(&mut large, &mut buf),
+        Ok(0) | Err(_)
+    ));
+
+    // A mechanism not enabled: refused with the list of enabled ones.
+    let mut unknown = Raw::connect(&sasl);
+    let response = handshake(&mut unknown, "SCRAM-SHA-256");
+    assert_eq!(response.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    let enabled: Vec<&str> = response.mechanisms.iter().map(|m| m.as_str()).collect();
+    assert_eq!(enabled, ["SCRAM-SHA-512", "PLAIN"]);
+    assert!(unknown.is_closed());
+
+    // SaslAuthenticate without a handshake: ILLEGAL_SASL_STATE, closed.
+    let mut out_of_turn = Raw::connect(&sasl);
+    let response: SaslAuthenticateResponse = out_of_turn.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(b"\0admin\0admin-secret"[..].into()),
+    );
+    assert_eq!(response.error_code, 34, "ILLEGAL_SASL_STATE");
+    assert!(out_of_turn.is_closed());
+
+    // A wrong PLAIN password: a message that does not say which part was
+    // wrong, then the connection closes.
+    let mut wrong = Raw::connect(&sasl);
+    assert_eq!(handshake(&mut wrong, "PLAIN").error_code, 0);
+    let response: SaslAuthenticateResponse = wrong.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(b"\0admin\0guess"[..].into()),
+    );
+    assert_eq!(response.error_code, 58, "SASL_AUTHENTICATION_FAILED");
+    assert_eq!(
+        response.error_message.as_deref(),
+        Some("Authentication failed: Invalid username or password")
+    );
+    assert!(wrong.is_closed());
+
+    // The right one: then any request is served.
+    let mut right = Raw::connect(&sasl);
+    assert_eq!(handshake(&mut right, "PLAIN").error_code, 0);
+    let response: SaslAuthenticateResponse = right.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(b"\0admin\0admin-secret"[..].into()),
+    );
+    assert_eq!(response.error_code, 0);
+    let metadata: MetadataResponse = right.call(ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert_eq!(metadata.brokers.len(), 1);
+    assert_eq!(
+        format!("{}:{}", metadata.brokers[0].host, metadata.brokers[0].port),
+        sasl
+    );
+    // SaslHandshake on a PLAINTEXT listener is out of place.
+    let mut plain = Raw::connect(weir.listener("PLAINTEXT"));
+    assert_eq!(handshake(&mut plain, "PLAIN").error_code, 34);
+}
+
+fn follower_fetch(topic: &str) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(2))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+#[test]
+fn without_acls_a_principal_sees_nothing_and_a_replica_id_gets_no_follower_view() {
+    let weir = Weir::start(&[
+        "--listeners",
+        "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=admin,password=admin-secret]",
+        "--authorizer-class-name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "--super-users",
+        "User:admin",
+    ]);
+    let admin = client(
+        weir.listener("SASL_PLAINTEXT"),
+        &[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "admin"),
+            ("sasl.password", "admin-secret"),
+        ],
+    );
+    produce(&admin, "guarded", 3).unwrap();
+    assert_eq!(consume(&admin, "guarded", 3).len(), 3);
+
+    // User:ANONYMOUS on the PLAINTEXT listener: no ACL names it.
+    let mut anonymous = Raw::connect(weir.listener("PLAINTEXT"));
+    let all: MetadataResponse = anonymous.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(None),
+    );
+    assert!(all.topics.is_empty(), "{:?}", all.topics);
+    let named = anonymous.topic_metadata("guarded");
+    assert_eq!(named.topics[0].error_code, 29, "TOPIC_AUTHORIZATION_FAILED");
+    // Claiming to be broker 2 without ClusterAction: an authorization
+    // error, not the log.
+    let fetched: FetchResponse = anonymous.call(ApiKey::Fetch, 12, &follower_fetch("guarded"));
+    let partition = &fetched.responses[0].partitions[0];
+    assert_eq!(partition.error_code, 29);
+    assert!(partition.records.as_ref().is_none_or(|r| r.is_empty()));
+    let metrics = weir.http_get("/metrics").1;
+    assert!(
+        metrics.contains("weir_authorization_denials_total{principal=\"User:ANONYMOUS\",operation=\"CLUSTER_ACTION\""),
+        "{metrics}"
+    );
+}
