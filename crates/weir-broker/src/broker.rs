@@ -87,6 +87,8 @@ pub enum BrokerError {
     },
     #[error("TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 impl From<MetadataError> for BrokerError {
@@ -141,6 +143,8 @@ pub struct Broker {
     /// The authorizer over the ACLs of the image at the given applied
     /// index: rebuilt when the image changes.
     authorizer: RwLock<(u64, Option<Arc<Authorizer>>)>,
+    /// How this broker connects to the others' inter-broker listener.
+    inter_broker_security: weir_client::SecurityConfig,
 }
 
 /// The settings in force and what they were built from.
@@ -172,12 +176,14 @@ impl Broker {
             let path = path.display().to_string();
             move |source| BrokerError::Io { path, source }
         };
-        // Before anything else: a TLS setup that cannot work stops the start.
+        // Before anything else: a TLS setup that cannot work, or no way to
+        // reach the other brokers, stops the start.
         let tls = if config.listeners.iter().any(|l| l.protocol.is_tls()) {
             Some(Arc::new(TlsServer::new(config.security.tls.clone())?))
         } else {
             None
         };
+        let inter_broker_security = config.inter_broker_client_security()?;
         std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
         let cluster_id = load_cluster_id(&config.data_dir)?;
         // Before joining the cluster: a partition found twice stops the
@@ -243,6 +249,7 @@ impl Broker {
                 samples: config.replication_quota_window_num,
                 window_ms: i64::from(config.replication_quota_window_size_seconds) * 1000,
             },
+            inter_broker_security.clone(),
         );
         replicas.reconcile(&current.config, &image);
         let offsets = OffsetStore::load(&replicas.of_topic(OFFSETS_TOPIC)).map_err(|source| {
@@ -307,6 +314,7 @@ impl Broker {
             tls,
             request_budget,
             authorizer: RwLock::new((u64::MAX, None)),
+            inter_broker_security,
         });
         broker.load_led_transactions();
         broker.start_membership();
@@ -733,6 +741,11 @@ impl Broker {
         ));
         *self.authorizer.write() = (index, Some(built.clone()));
         Some(built)
+    }
+
+    /// How this broker connects to the other brokers.
+    pub(crate) fn inter_broker_security(&self) -> &weir_client::SecurityConfig {
+        &self.inter_broker_security
     }
 
     /// The TLS setup of the SSL and SASL_SSL listeners.

@@ -516,6 +516,27 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "The SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
     },
     BrokerConfigDef {
+        name: "sasl.mechanism.inter.broker.protocol",
+        default: "SCRAM-SHA-512",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The SASL mechanism this broker authenticates with to the others, when the inter-broker listener uses SASL",
+    },
+    BrokerConfigDef {
+        name: "sasl.jaas.config",
+        default: "",
+        config_type: ConfigType::Password,
+        dynamic: false,
+        doc: "This broker's own credentials for an inter-broker listener with SASL, as Kafka's login modules take them: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\" password=\"…\";",
+    },
+    BrokerConfigDef {
+        name: "ssl.endpoint.identification.algorithm",
+        default: "https",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "https: a broker connecting to another over TLS checks that the certificate names the host it connects to; empty: only that it is trusted",
+    },
+    BrokerConfigDef {
         name: "sasl.server.max.receive.size",
         default: "524288",
         config_type: ConfigType::Int,
@@ -1285,6 +1306,67 @@ impl BrokerConfig {
         }
         let entries: Vec<String> = map.iter().map(|(n, p)| format!("{n}:{p}")).collect();
         entries.join(",")
+    }
+
+    /// How this broker connects to the others, on their inter-broker
+    /// listener: its security protocol; the trust store and key store of
+    /// the TLS listeners (a key store doubles as the client certificate,
+    /// for brokers that ask for one); `sasl.mechanism.inter.broker.protocol`
+    /// with the credentials of `sasl.jaas.config`.
+    pub fn inter_broker_client_security(&self) -> Result<weir_client::SecurityConfig, ConfigError> {
+        let protocol = self.inter_broker_listener().protocol;
+        let mut properties = BTreeMap::new();
+        properties.insert("security.protocol".to_owned(), protocol.name().to_owned());
+        let value = |name: &str| {
+            self.values
+                .get(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        if protocol.is_tls() {
+            for name in [
+                "ssl.truststore.location",
+                "ssl.truststore.certificates",
+                "ssl.keystore.location",
+                "ssl.keystore.key",
+                "ssl.keystore.certificate.chain",
+            ] {
+                if let Some(v) = value(name) {
+                    properties.insert(name.to_owned(), v);
+                }
+            }
+            properties.insert("ssl.truststore.type".to_owned(), "PEM".to_owned());
+            properties.insert("ssl.keystore.type".to_owned(), "PEM".to_owned());
+            properties.insert(
+                "ssl.endpoint.identification.algorithm".to_owned(),
+                value("ssl.endpoint.identification.algorithm").unwrap_or_default(),
+            );
+        }
+        if protocol.is_sasl() {
+            let Some(jaas) = value("sasl.jaas.config") else {
+                return Err(ConfigError {
+                    name: "sasl.jaas.config".into(),
+                    value: String::new(),
+                    reason: format!(
+                        "the inter-broker listener {} uses SASL: give this broker's own \
+                         credentials, e.g. org.apache.kafka.common.security.scram.ScramLoginModule \
+                         required username=\"broker\" password=\"...\";",
+                        self.inter_broker_listener_name
+                    ),
+                });
+            };
+            properties.insert("sasl.jaas.config".to_owned(), jaas);
+            properties.insert(
+                "sasl.mechanism".to_owned(),
+                value("sasl.mechanism.inter.broker.protocol").unwrap_or_default(),
+            );
+        }
+        weir_client::SecurityConfig::from_properties(&properties).map_err(|error| ConfigError {
+            name: "inter.broker.listener.name".into(),
+            value: self.inter_broker_listener_name.clone(),
+            // Never the credentials themselves.
+            reason: format!("this broker cannot connect to the others: {error}"),
+        })
     }
 
     /// The directories of the partition logs: `log.dirs`, else the data

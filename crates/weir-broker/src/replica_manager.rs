@@ -102,6 +102,7 @@ impl ReplicaManager {
         log_dirs: LogDirs,
         clock: Arc<dyn Clock>,
         replication_quota_windows: QuotaWindows,
+        inter_broker_security: weir_client::SecurityConfig,
     ) -> Self {
         let storage: Arc<dyn Storage> = Arc::new(FsStorage::with_open_file_limit(max_open_files));
         let follower_quota = Arc::new(ReplicationQuota::new(
@@ -114,7 +115,7 @@ impl ReplicaManager {
             log_dirs,
             leader_quota: ReplicationQuota::new(replication_quota_windows, clock.clone()),
             log_dir_move_quota: ReplicationQuota::new(replication_quota_windows, clock.clone()),
-            fetchers: ReplicaFetchers::new(node_id, follower_quota.clone()),
+            fetchers: ReplicaFetchers::new(node_id, follower_quota.clone(), inter_broker_security),
             follower_quota,
             env: LogEnv {
                 storage,

@@ -469,3 +469,105 @@ fn without_acls_a_principal_sees_nothing_and_a_replica_id_gets_no_follower_view(
         "{metrics}"
     );
 }
+
+/// Leaders of the partitions of `topic`, as a SASL_SSL client sees them.
+fn leaders(config: &ClientConfig, topic: &str) -> Option<Vec<i32>> {
+    let consumer: BaseConsumer = config.create().ok()?;
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(5))
+        .ok()?;
+    let topic = metadata.topics().first()?;
+    (topic.error().is_none() && !topic.partitions().is_empty())
+        .then(|| topic.partitions().iter().map(|p| p.leader()).collect())
+}
+
+#[test]
+fn a_cluster_with_only_sasl_ssl_listeners_replicates_and_fails_over() {
+    use common::cluster::{free_port, wait_until};
+    let pki = Pki::new("weir");
+    let keystore = pki.server("broker", &["localhost", "127.0.0.1"]).keystore;
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let voters: Vec<String> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
+        .collect();
+    let voters = voters.join(",");
+    let jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required \
+                username=\"broker\" password=\"broker-secret\";";
+    let launches: Vec<_> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            let args: Vec<String> = [
+                "--node-id",
+                &(i + 1).to_string(),
+                "--controllers",
+                &voters,
+                "--controller-listen",
+                &format!("127.0.0.1:{port}"),
+                "--listeners",
+                "SASL_SSL://127.0.0.1:0",
+                "--ssl-keystore-location",
+                &path(&keystore),
+                "--ssl-truststore-location",
+                &path(&pki.ca),
+                "--sasl-jaas-config",
+                jaas,
+                "--add-scram",
+                "SCRAM-SHA-512=[name=broker,password=broker-secret]",
+                "--add-scram",
+                "SCRAM-SHA-512=[name=app,password=app-secret]",
+                "--broker-heartbeat-interval-ms",
+                "500",
+                "--broker-session-timeout-ms",
+                "3000",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            Weir::launch(&args)
+        })
+        .collect();
+    let mut nodes: Vec<Weir> = launches.into_iter().map(|l| l.ready()).collect();
+    let app = |node: &Weir| {
+        client(
+            node.listener("SASL_SSL"),
+            &[
+                ("security.protocol", "SASL_SSL"),
+                ("ssl.ca.location", &path(&pki.ca)),
+                ("sasl.mechanism", "SCRAM-SHA-512"),
+                ("sasl.username", "app"),
+                ("sasl.password", "app-secret"),
+                ("acks", "all"),
+            ],
+        )
+    };
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+        app(&nodes[0]).create().unwrap();
+    let topic =
+        rdkafka::admin::NewTopic::new("replicated", 1, rdkafka::admin::TopicReplication::Fixed(3))
+            .set("min.insync.replicas", "2");
+    let created =
+        common::cli::block_on(admin.create_topics(&[topic], &rdkafka::admin::AdminOptions::new()))
+            .unwrap();
+    assert!(created.iter().all(Result::is_ok), "{created:?}");
+    let config = app(&nodes[0]);
+    wait_until("a leader", Duration::from_secs(20), || {
+        leaders(&config, "replicated").filter(|l| l[0] > 0)
+    });
+    // Acknowledged under acks=all and min.insync.replicas=2: the followers
+    // fetched them over SASL_SSL as the broker user.
+    produce(&config, "replicated", 100).unwrap();
+    let leader = leaders(&config, "replicated").unwrap()[0];
+    nodes[(leader - 1) as usize].kill();
+    let survivor = nodes.iter().position(|n| n.is_running()).unwrap();
+    let config = app(&nodes[survivor]);
+    let moved = wait_until("the leadership to move", Duration::from_secs(30), || {
+        leaders(&config, "replicated").filter(|l| l[0] > 0 && l[0] != leader)
+    });
+    assert_ne!(moved[0], leader);
+    produce(&config, "replicated", 100).unwrap();
+    let values = consume(&config, "replicated", 200);
+    assert_eq!(values.len(), 200, "every acknowledged record survives");
+}

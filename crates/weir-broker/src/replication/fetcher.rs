@@ -76,13 +76,20 @@ pub struct ReplicaFetchers {
     fetchers: Mutex<HashMap<i32, LeaderFetcher>>,
     /// `follower.replication.throttled.rate`.
     quota: Arc<ReplicationQuota>,
+    /// How to connect to the leaders' inter-broker listener.
+    security: weir_client::SecurityConfig,
 }
 
 impl ReplicaFetchers {
-    pub fn new(node_id: i32, quota: Arc<ReplicationQuota>) -> Self {
+    pub fn new(
+        node_id: i32,
+        quota: Arc<ReplicationQuota>,
+        security: weir_client::SecurityConfig,
+    ) -> Self {
         Self {
             node_id,
             quota,
+            security,
             runtime: Mutex::new(None),
             fetchers: Mutex::new(HashMap::new()),
         }
@@ -149,6 +156,7 @@ impl ReplicaFetchers {
             addr.clone(),
             partitions.clone(),
             self.quota.clone(),
+            self.security.clone(),
         ));
         LeaderFetcher {
             addr,
@@ -179,6 +187,7 @@ async fn fetch_loop(
     addr: String,
     partitions: Arc<Mutex<BTreeMap<Key, Followed>>>,
     quota: Arc<ReplicationQuota>,
+    security: weir_client::SecurityConfig,
 ) {
     let config = ClientConfig {
         client_id: format!("weir-replica-{node_id}"),
@@ -193,14 +202,16 @@ async fn fetch_loop(
         }
         let connection = match client.as_mut() {
             Some(connection) => connection,
-            None => match Client::connect_with(&addr, config.clone()).await {
-                Ok(connection) => client.insert(connection),
-                Err(error) => {
-                    tracing::debug!(addr, %error, "cannot reach the leader");
-                    tokio::time::sleep(BACKOFF).await;
-                    continue;
+            None => {
+                match Client::connect_with_security(&addr, config.clone(), security.clone()).await {
+                    Ok(connection) => client.insert(connection),
+                    Err(error) => {
+                        tracing::debug!(addr, %error, "cannot reach the leader");
+                        tokio::time::sleep(BACKOFF).await;
+                        continue;
+                    }
                 }
-            },
+            }
         };
         let outcome = match truncate_divergent(connection, node_id, &partitions).await {
             Ok(()) => fetch_once(connection, node_id, partitions.clone(), quota.clone()).await,

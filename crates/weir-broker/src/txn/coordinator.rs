@@ -543,7 +543,17 @@ async fn write_markers(
         }
     });
     for (addr, partitions) in by_leader {
-        match send_markers(&addr, meta, commit, coordinator_epoch, &partitions).await {
+        let security = broker.inter_broker_security().clone();
+        match send_markers(
+            &addr,
+            security,
+            meta,
+            commit,
+            coordinator_epoch,
+            &partitions,
+        )
+        .await
+        {
             Ok(failed) => remaining.extend(failed),
             Err(error) => {
                 tracing::debug!(addr, %error, "cannot send transaction markers");
@@ -557,6 +567,7 @@ async fn write_markers(
 /// One WriteTxnMarkers request; returns the partitions that failed.
 async fn send_markers(
     addr: &str,
+    security: weir_client::SecurityConfig,
     meta: &TxnMetadata,
     commit: bool,
     coordinator_epoch: i32,
@@ -567,7 +578,7 @@ async fn send_markers(
         connect_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(30),
     };
-    let mut client = Client::connect_with(addr, config).await?;
+    let mut client = Client::connect_with_security(addr, config, security).await?;
     let mut topics: Vec<WritableTxnMarkerTopic> = Vec::new();
     for (topic, index) in partitions {
         match topics.last_mut() {

@@ -122,7 +122,10 @@ async fn coordinator_knows(
         request_timeout: Duration::from_secs(10),
     };
     for addr in brokers {
-        let mut client = Client::connect_with(&addr, config.clone()).await.ok()?;
+        let security = broker.inter_broker_security().clone();
+        let mut client = Client::connect_with_security(&addr, config.clone(), security)
+            .await
+            .ok()?;
         let listed: ListTransactionsResponse = client
             .call(
                 ApiKey::ListTransactions,
