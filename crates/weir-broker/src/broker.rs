@@ -145,6 +145,8 @@ pub struct Broker {
     authorizer: RwLock<(u64, Option<Arc<Authorizer>>)>,
     /// How this broker connects to the others' inter-broker listener.
     inter_broker_security: weir_client::SecurityConfig,
+    /// Checks OAUTHBEARER tokens, when that mechanism is enabled.
+    oauth: Option<Arc<weir_auth::JwtValidator>>,
 }
 
 /// The settings in force and what they were built from.
@@ -184,6 +186,7 @@ impl Broker {
             None
         };
         let inter_broker_security = config.inter_broker_client_security()?;
+        let oauth = config.security.jwt_validator()?.map(Arc::new);
         std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
         let cluster_id = load_cluster_id(&config.data_dir)?;
         // Before joining the cluster: a partition found twice stops the
@@ -315,6 +318,7 @@ impl Broker {
             request_budget,
             authorizer: RwLock::new((u64::MAX, None)),
             inter_broker_security,
+            oauth,
         });
         broker.load_led_transactions();
         broker.start_membership();
@@ -741,6 +745,11 @@ impl Broker {
         ));
         *self.authorizer.write() = (index, Some(built.clone()));
         Some(built)
+    }
+
+    /// Checks OAUTHBEARER tokens; `None` when the mechanism is not enabled.
+    pub(crate) fn oauth(&self) -> Option<Arc<weir_auth::JwtValidator>> {
+        self.oauth.clone()
     }
 
     /// How this broker connects to the other brokers.

@@ -537,6 +537,13 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "https: a broker connecting to another over TLS checks that the certificate names the host it connects to; empty: only that it is trusted",
     },
     BrokerConfigDef {
+        name: "connection.failed.authentication.delay.ms",
+        default: "100",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How long a connection stays open after a failed authentication was answered: the client reads the answer before the connection ends, and a password guesser is slowed down",
+    },
+    BrokerConfigDef {
         name: "sasl.server.max.receive.size",
         default: "524288",
         config_type: ConfigType::Int,
@@ -1312,7 +1319,8 @@ impl BrokerConfig {
     /// listener: its security protocol; the trust store and key store of
     /// the TLS listeners (a key store doubles as the client certificate,
     /// for brokers that ask for one); `sasl.mechanism.inter.broker.protocol`
-    /// with the credentials of `sasl.jaas.config`.
+    /// with the credentials of `sasl.jaas.config`, which a node alone in its
+    /// cluster may leave out.
     pub fn inter_broker_client_security(&self) -> Result<weir_client::SecurityConfig, ConfigError> {
         let protocol = self.inter_broker_listener().protocol;
         let mut properties = BTreeMap::new();
@@ -1341,6 +1349,11 @@ impl BrokerConfig {
                 "ssl.endpoint.identification.algorithm".to_owned(),
                 value("ssl.endpoint.identification.algorithm").unwrap_or_default(),
             );
+        }
+        // A node alone in its cluster never connects to another broker.
+        let alone = self.is_controller && self.controllers.len() <= 1;
+        if protocol.is_sasl() && alone && value("sasl.jaas.config").is_none() {
+            return Ok(weir_client::SecurityConfig::plaintext());
         }
         if protocol.is_sasl() {
             let Some(jaas) = value("sasl.jaas.config") else {
@@ -1418,12 +1431,58 @@ pub struct SecurityConfig {
     pub sasl_max_receive_size: usize,
     /// `connections.max.reauth.ms`; 0: a session never expires.
     pub max_reauth_ms: i64,
+    /// `connection.failed.authentication.delay.ms` (KIP-306)
+    pub failed_authentication_delay_ms: u64,
     pub oauthbearer: OAuthBearerConfig,
     /// `authorizer.class.name` is set: ACLs are enforced.
     pub authorizer_enabled: bool,
     /// `super.users`: principals allowed everything (`User:admin`).
     pub super_users: Vec<String>,
     pub allow_everyone_if_no_acl_found: bool,
+}
+
+impl SecurityConfig {
+    /// The OAUTHBEARER token checker when the mechanism is enabled: the
+    /// JWKS read from `sasl.oauthbearer.jwks.endpoint.url` (a `file://`
+    /// URL or a path).
+    pub fn jwt_validator(&self) -> Result<Option<weir_auth::JwtValidator>, ConfigError> {
+        if !self.sasl_mechanisms.iter().any(|m| m == "OAUTHBEARER") {
+            return Ok(None);
+        }
+        let oauth = &self.oauthbearer;
+        let url = oauth.jwks_endpoint_url.as_str();
+        let refuse = |reason: String| ConfigError {
+            name: "sasl.oauthbearer.jwks.endpoint.url".into(),
+            value: url.to_owned(),
+            reason,
+        };
+        if url.is_empty() {
+            return Err(refuse(
+                "OAUTHBEARER is enabled: name the JWKS its tokens are signed with".into(),
+            ));
+        }
+        if url.starts_with("http://") || url.starts_with("https://") {
+            return Err(refuse(
+                "JWKS endpoints over HTTP are not supported yet: save the JWKS to a file and \
+                 give file:///path/to/jwks.json"
+                    .into(),
+            ));
+        }
+        let path = url.strip_prefix("file://").unwrap_or(url);
+        let jwks = std::fs::read_to_string(path)
+            .map_err(|error| refuse(format!("cannot read {path}: {error}")))?;
+        let audience =
+            (!oauth.expected_audience.is_empty()).then(|| oauth.expected_audience.clone());
+        let claim = Some(oauth.sub_claim_name.clone()).filter(|c| !c.is_empty());
+        weir_auth::JwtValidator::from_jwks_json(
+            &jwks,
+            audience,
+            oauth.expected_issuer.clone(),
+            claim,
+        )
+        .map(Some)
+        .map_err(|error| refuse(error.to_string()))
+    }
 }
 
 /// The OAUTHBEARER validation settings.
@@ -1510,6 +1569,11 @@ impl SecurityConfig {
                 1..=i32::MAX as usize,
             )?,
             max_reauth_ms: parse_in(get, "connections.max.reauth.ms", 0..=i64::MAX)?,
+            failed_authentication_delay_ms: parse_in(
+                get,
+                "connection.failed.authentication.delay.ms",
+                0..=i32::MAX as u64,
+            )?,
             oauthbearer: OAuthBearerConfig {
                 jwks_endpoint_url: get("sasl.oauthbearer.jwks.endpoint.url").trim().to_owned(),
                 expected_audience: list("sasl.oauthbearer.expected.audience"),

@@ -571,3 +571,93 @@ fn a_cluster_with_only_sasl_ssl_listeners_replicates_and_fails_over() {
     let values = consume(&config, "replicated", 200);
     assert_eq!(values.len(), 200, "every acknowledged record survives");
 }
+
+/// A P-256 key and its JWKS (key id `k1`), for OAUTHBEARER tokens.
+fn signing_key() -> (jsonwebtoken::EncodingKey, String) {
+    use base64::Engine;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let point = key.public_key_raw(); // 0x04, then X and Y
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let jwks = format!(
+        r#"{{"keys":[{{"kty":"EC","crv":"P-256","kid":"k1","use":"sig","alg":"ES256","x":"{}","y":"{}"}}]}}"#,
+        b64(&point[1..33]),
+        b64(&point[33..65])
+    );
+    let encoding = jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).unwrap();
+    (encoding, jwks)
+}
+
+fn token(key: &jsonwebtoken::EncodingKey, subject: &str, expires_in: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some("k1".into());
+    let claims = serde_json::json!({
+        "sub": subject, "iss": "https://issuer.example", "aud": "weir",
+        "iat": now, "exp": now + expires_in,
+    });
+    jsonwebtoken::encode(&header, &claims, key).unwrap()
+}
+
+fn oauth_authenticate(raw: &mut Raw, token: &str) -> SaslAuthenticateResponse {
+    let message = format!("n,,\x01auth=Bearer {token}\x01\x01");
+    raw.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(message.into_bytes().into()),
+    )
+}
+
+#[test]
+fn oauthbearer_accepts_tokens_signed_by_the_jwks_and_refuses_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (key, jwks) = signing_key();
+    let (stranger, _) = signing_key();
+    let jwks_file = tmp.path().join("jwks.json");
+    std::fs::write(&jwks_file, jwks).unwrap();
+    let weir = Weir::start(&[
+        "--listeners",
+        "SASL_PLAINTEXT://127.0.0.1:0",
+        "--sasl-enabled-mechanisms",
+        "OAUTHBEARER,SCRAM-SHA-512",
+        "--sasl-oauthbearer-jwks-endpoint-url",
+        &format!("file://{}", jwks_file.display()),
+        "--sasl-oauthbearer-expected-audience",
+        "weir",
+        "--sasl-oauthbearer-expected-issuer",
+        "https://issuer.example",
+        "--connections-max-reauth-ms",
+        "3600000",
+    ]);
+    let sasl = weir.listener("SASL_PLAINTEXT").to_owned();
+    let mut good = Raw::connect(&sasl);
+    assert_eq!(handshake(&mut good, "OAUTHBEARER").error_code, 0);
+    let response = oauth_authenticate(&mut good, &token(&key, "svc-orders", 600));
+    assert_eq!(response.error_code, 0, "{:?}", response.error_message);
+    // The session ends with the token, before connections.max.reauth.ms.
+    assert!(
+        (1..=600_000).contains(&response.session_lifetime_ms),
+        "{}",
+        response.session_lifetime_ms
+    );
+    let metadata: MetadataResponse = good.call(ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert_eq!(metadata.brokers.len(), 1);
+
+    // Signed by another key, or expired: the error challenge, then failure.
+    for bad in [token(&stranger, "mallory", 600), token(&key, "late", -600)] {
+        let mut raw = Raw::connect(&sasl);
+        assert_eq!(handshake(&mut raw, "OAUTHBEARER").error_code, 0);
+        let challenge = oauth_authenticate(&mut raw, &bad);
+        assert_eq!(challenge.error_code, 0);
+        assert_eq!(&challenge.auth_bytes[..], br#"{"status":"invalid_token"}"#);
+        let failed: SaslAuthenticateResponse = raw.call(
+            ApiKey::SaslAuthenticate,
+            2,
+            &SaslAuthenticateRequest::default().with_auth_bytes(b"\x01"[..].into()),
+        );
+        assert_eq!(failed.error_code, 58, "SASL_AUTHENTICATION_FAILED");
+        assert!(raw.is_closed());
+    }
+}

@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
-use weir_auth::{PlainCredentials, ScramMechanism, ScramServer};
+use weir_auth::{OAuthBearerServer, PlainCredentials, ScramMechanism, ScramServer};
 
 use super::{encode_response, key_and_version, supported_versions};
 use crate::broker::Broker;
@@ -36,6 +36,7 @@ pub(crate) enum Intercepted {
 /// A mechanism's exchange in progress.
 enum Exchange {
     Plain,
+    OAuthBearer(Box<OAuthBearerServer>),
     Scram {
         server: Box<ScramServer>,
         /// The client's first message has been answered.
@@ -62,6 +63,46 @@ fn plain(broker: &Broker, token: &[u8]) -> Option<String> {
         credentials.authenticate(stored.as_ref().map(|(m, c)| (*m, c)))
     });
     verified.ok().map(|()| credentials.username.clone())
+}
+
+/// One OAUTHBEARER message (RFC 7628): the client's token, answered with
+/// an empty reply and the principal (its `sub`, or the configured claim)
+/// and the token's expiry; or, if the token does not check out, with the
+/// error the client acknowledges before the exchange fails.
+#[allow(clippy::type_complexity)]
+fn oauth_step(
+    broker: &Broker,
+    server: &mut OAuthBearerServer,
+    token: &[u8],
+) -> Option<(Bytes, Option<(String, u64)>)> {
+    let response = match server.receive_client_response(token) {
+        Ok(response) => response,
+        Err(error) => {
+            tracing::debug!(%error, "OAUTHBEARER exchange refused");
+            return None;
+        }
+    };
+    let now_secs = (broker.now_ms().max(0) / 1000) as u64;
+    let validated = broker
+        .oauth()
+        .ok_or(weir_auth::OAuthError::AuthenticationFailed)
+        .and_then(|validator| validator.validate_token(&response.token, now_secs));
+    match validated {
+        Ok(token) => match server.accept(&token.principal) {
+            Ok(reply) => Some((
+                Bytes::from(reply),
+                Some((token.principal, token.expires_at)),
+            )),
+            Err(error) => {
+                tracing::debug!(%error, "OAUTHBEARER exchange refused");
+                None
+            }
+        },
+        Err(error) => {
+            tracing::debug!(%error, "OAUTHBEARER token refused");
+            Some((Bytes::from(server.reject()), None))
+        }
+    }
 }
 
 /// One SCRAM message: the client's first (answered with the server's
@@ -204,6 +245,7 @@ impl Authenticator {
         let exchange = match mechanism.as_str() {
             name if !self.mechanisms.iter().any(|m| m == name) => None,
             "PLAIN" => Some(Exchange::Plain),
+            "OAUTHBEARER" => Some(Exchange::OAuthBearer(Box::default())),
             name => ScramMechanism::from_name(name).map(|m| Exchange::Scram {
                 server: Box::new(ScramServer::new(m)),
                 first_answered: false,
@@ -296,8 +338,19 @@ impl Authenticator {
         };
         let mechanism = mechanism.clone();
         // The reply, and the user once proven; `None`: refused.
+        // When the credential itself expires (a token's `exp`).
+        let mut credential_expires: Option<u64> = None;
         let outcome: Option<(Bytes, Option<String>)> = match exchange {
             Exchange::Plain => plain(broker, token).map(|user| (Bytes::new(), Some(user))),
+            Exchange::OAuthBearer(server) => {
+                oauth_step(broker, server, token).map(|(reply, proven)| match proven {
+                    Some((principal, expires)) => {
+                        credential_expires = Some(expires);
+                        (reply, Some(principal))
+                    }
+                    None => (reply, None),
+                })
+            }
             Exchange::Scram {
                 server,
                 first_answered,
@@ -305,6 +358,11 @@ impl Authenticator {
         };
         let failure = match (&outcome, &exchange) {
             (Some(_), _) => None,
+            (None, Exchange::OAuthBearer(_)) => Some(
+                "Authentication failed during authentication due to invalid credentials with \
+                 SASL mechanism OAUTHBEARER"
+                    .to_owned(),
+            ),
             (None, Exchange::Plain) => {
                 Some("Authentication failed: Invalid username or password".to_owned())
             }
@@ -338,8 +396,19 @@ impl Authenticator {
             return Err(message);
         }
         self.principal = Some(principal);
-        self.expires = (self.max_reauth_ms > 0)
+        // The session ends at connections.max.reauth.ms, or when the
+        // credential does, whichever comes first (KIP-368).
+        let reauth = (self.max_reauth_ms > 0)
             .then(|| Instant::now() + Duration::from_millis(self.max_reauth_ms as u64));
+        let credential = credential_expires.map(|expires_secs| {
+            let now_ms = broker.now_ms().max(0) as u64;
+            let left_ms = (expires_secs * 1000).saturating_sub(now_ms);
+            Instant::now() + Duration::from_millis(left_ms)
+        });
+        self.expires = match (reauth, credential) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         self.state = State::Authenticated;
         Ok((reply, true))
     }

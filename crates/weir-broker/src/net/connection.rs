@@ -175,6 +175,13 @@ async fn serve_requests<R: AsyncRead + Unpin>(
                 }
                 if let Some(reason) = closing {
                     tracing::info!(?peer, reason, "closing connection");
+                    // As Kafka (KIP-306): the client reads the answer before
+                    // the connection ends, and a guesser waits.
+                    let delay = config.security.failed_authentication_delay_ms;
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
+                        _ = shutdown.changed() => {}
+                    }
                     break;
                 }
                 continue;
