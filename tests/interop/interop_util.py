@@ -132,3 +132,44 @@ def compare_records(got, expected, what):
         for field in ("offset", "key", "value", "headers", "timestamp"):
             if field in e and field in g:
                 expect_eq(g[field], e[field], f"{what}: record {i} {field}")
+
+
+class SecuritySetup:
+    """The secured listeners and credentials that run.sh hands the security
+    checks, from the environment:
+
+    INTEROP_SASL_SSL_BOOTSTRAP  HOST:PORT of the SASL_SSL listener
+    INTEROP_SSL_BOOTSTRAP       HOST:PORT of the SSL listener (client certificates requested)
+    INTEROP_CA_FILE             PEM of the CA that signed the broker's and the client's certificates
+    INTEROP_CLIENT_CERT         PEM certificate for mutual TLS (extendedKeyUsage clientAuth)
+    INTEROP_CLIENT_KEY          its unencrypted private key, PEM
+    INTEROP_SCRAM_SHA512_USER   USER:PASSWORD of a SCRAM-SHA-512 user
+    INTEROP_SCRAM_SHA256_USER   USER:PASSWORD of a SCRAM-SHA-256 user
+    """
+
+    VARS = (
+        "INTEROP_SASL_SSL_BOOTSTRAP",
+        "INTEROP_SSL_BOOTSTRAP",
+        "INTEROP_CA_FILE",
+        "INTEROP_CLIENT_CERT",
+        "INTEROP_CLIENT_KEY",
+        "INTEROP_SCRAM_SHA512_USER",
+        "INTEROP_SCRAM_SHA256_USER",
+    )
+
+    def __init__(self, env):
+        self.sasl_ssl = env["INTEROP_SASL_SSL_BOOTSTRAP"]
+        self.ssl = env["INTEROP_SSL_BOOTSTRAP"]
+        self.ca_file = env["INTEROP_CA_FILE"]
+        self.client_cert = env["INTEROP_CLIENT_CERT"]
+        self.client_key = env["INTEROP_CLIENT_KEY"]
+        self.sha512_user, self.sha512_password = env["INTEROP_SCRAM_SHA512_USER"].split(":", 1)
+        self.sha256_user, self.sha256_password = env["INTEROP_SCRAM_SHA256_USER"].split(":", 1)
+
+
+def security_from_env(script):
+    missing = [v for v in SecuritySetup.VARS if not os.environ.get(v)]
+    if missing:
+        print(f"{script}: set {', '.join(missing)} (tests/interop/run.sh does)", file=sys.stderr)
+        sys.exit(64)
+    return SecuritySetup(os.environ)

@@ -7,8 +7,13 @@
 # installed (kcat; python3 with kafka-python, confluent-kafka, lz4,
 # python-snappy, zstandard; Java 17 and Maven, which fetches the Java client
 # and Kafka's own tools; see .ci/run). Builds the Java client check
-# (java/, with `mvn package`). Starts one broker on ephemeral
-# ports in a temporary directory, runs each client script against it, stops
+# (java/, with `mvn package`); makes a CA and certificates with openssl.
+# Starts one broker on ephemeral ports in a temporary directory, with a
+# PLAINTEXT, a SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and an SSL
+# listener (client certificates requested), runs each client script against
+# it (the *_security_check scripts against the secured listeners, which they
+# find with the CA, the client certificate and the credentials in the
+# INTEROP_* environment variables described in interop_util.py), stops
 # the broker with SIGTERM and checks that it exits 0 and logged no panic.
 # Each script prints `PASS: name` / `FAIL: name: reason` per check; the
 # totals end in `interop: N passed, M failed`, and the exit status is 1 if
@@ -77,11 +82,55 @@ fi
 # The broker's own settings come from flags only: drop WEIR_* from the environment.
 while read -r var; do unset "$var"; done < <(env | grep -o '^WEIR_[A-Z_]*' || true)
 
+# Certificates for the TLS listeners, made with openssl: a CA; the broker's
+# (CN=localhost, subjectAltName DNS:localhost and IP:127.0.0.1, serverAuth),
+# given to the broker as one PEM of its key and certificate; a client's
+# (clientAuth, for mutual TLS on the SSL listener). X.509 v3 all: the
+# extensions come from -addext / -extfile.
+certs=$work/certs
+mkdir -p "$certs"
+make_certs() {
+  local d=$certs
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=weir-interop-ca \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+    -keyout "$d/ca.key" -out "$d/ca.pem" &&
+    printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment \
+      extendedKeyUsage=serverAuth subjectAltName=DNS:localhost,IP:127.0.0.1 >"$d/server.ext" &&
+    openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout "$d/server.key" -out "$d/server.csr" &&
+    openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+      -extfile "$d/server.ext" -out "$d/server.pem" &&
+    cat "$d/server.key" "$d/server.pem" >"$d/server-keystore.pem" &&
+    printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment \
+      extendedKeyUsage=clientAuth >"$d/client.ext" &&
+    openssl req -newkey rsa:2048 -nodes -subj /CN=weir-interop-client -keyout "$d/client.key" -out "$d/client.csr" &&
+    openssl x509 -req -in "$d/client.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+      -extfile "$d/client.ext" -out "$d/client.pem"
+}
+if ! make_certs >"$work/openssl.out" 2>&1; then
+  fail "TLS certificates made with openssl"
+  tail -n 20 "$work/openssl.out" | sed -e 's/^/    | /'
+  summary
+  exit 1
+fi
+
+# SCRAM users the broker starts with (PLAIN checks passwords against them).
+scram_sha512_user=admin:admin-secret
+scram_sha256_user=alice:alice-secret
+
+# Listeners: PLAINTEXT first (the address of the ready line's kafka=, which
+# the plaintext checks use), then SASL_SSL (PLAIN, SCRAM-SHA-256,
+# SCRAM-SHA-512) and SSL (client certificates requested, verified against
+# the CA).
 # No wait before a new group's first rebalance (Kafka's
 # group.initial.rebalance.delay.ms, 3 s by default): the consumer group checks
 # start many short-lived groups. Two log directories, so that Kafka's tools
 # can move a replica from one to the other.
-"$weir" serve --data-dir "$work/data" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+"$weir" serve --data-dir "$work/data" --http-listen 127.0.0.1:0 \
+  --listeners PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0 \
+  --ssl-keystore-location "$certs/server-keystore.pem" \
+  --ssl-truststore-location "$certs/ca.pem" --ssl-client-auth requested \
+  --add-scram "SCRAM-SHA-512=[name=${scram_sha512_user%%:*},password=${scram_sha512_user#*:}]" \
+  --add-scram "SCRAM-SHA-256=[name=${scram_sha256_user%%:*},password=${scram_sha256_user#*:}]" \
   --controller-listen 127.0.0.1:0 --log-dirs "$work/logs-a,$work/logs-b" \
   --group-initial-rebalance-delay-ms 0 \
   >"$work/broker.out" 2>"$work/broker.log" &
@@ -96,6 +145,9 @@ for _ in $(seq 1 300); do # up to 30 s
 done
 kafka_addr=$(sed -n 's/^weir ready: .*kafka=\([^ ]*\).*/\1/p' <<<"$ready")
 http_addr=$(sed -n 's/^weir ready: .*http=\([^ ]*\).*/\1/p' <<<"$ready")
+listener_addr() { sed -n "s/^weir ready: .*listeners=\([^ ]*,\)\{0,1\}$1:\/\/\([^ ,]*\).*/\2/p" <<<"$ready"; }
+sasl_ssl_addr=$(listener_addr SASL_SSL)
+ssl_addr=$(listener_addr SSL)
 if [[ -z "$kafka_addr" || -z "$http_addr" ]]; then
   if kill -0 "$broker_pid" 2>/dev/null; then
     why="no 'weir ready: kafka=... http=...' line within 30 s"
@@ -119,6 +171,22 @@ EOF
   pass "HTTP /ready answers 200"
 else
   fail "HTTP /ready answers 200"
+fi
+
+# The secured listeners, their CA and the credentials, for the security checks.
+if [[ -n "$sasl_ssl_addr" && -n "$ssl_addr" ]]; then
+  pass "ready line lists the SASL_SSL and SSL listeners"
+  export INTEROP_SASL_SSL_BOOTSTRAP=$sasl_ssl_addr
+  export INTEROP_SSL_BOOTSTRAP=$ssl_addr
+  export INTEROP_CA_FILE=$certs/ca.pem
+  export INTEROP_CLIENT_CERT=$certs/client.pem
+  export INTEROP_CLIENT_KEY=$certs/client.key
+  export INTEROP_SCRAM_SHA512_USER=$scram_sha512_user
+  export INTEROP_SCRAM_SHA256_USER=$scram_sha256_user
+  secured=1
+else
+  fail "ready line lists the SASL_SSL and SSL listeners" "$ready"
+  secured=
 fi
 
 # ---------------------------------------------------------------- clients
