@@ -244,13 +244,16 @@ fi
 
 if command -v kcat >/dev/null 2>&1; then
   run_client kcat bash "$here/kcat_check.sh" "$kafka_addr" "$work/broker.log" "$weir"
+  [[ -n "$secured" ]] && run_client kcat-security bash "$here/kcat_security_check.sh"
 fi
 if "$python" -c 'import kafka, lz4, snappy, zstandard' 2>/dev/null; then
   run_client kafka-python "$python" "$here/kafka_python_check.py" "$kafka_addr"
+  [[ -n "$secured" ]] && run_client kafka-python-security "$python" "$here/kafka_python_security_check.py"
 fi
 if "$python" -c 'import confluent_kafka' 2>/dev/null; then
   run_client confluent-kafka "$python" "$here/confluent_check.py" "$kafka_addr"
   run_client confluent-kafka-transactions "$python" "$here/eos_check.py" "$kafka_addr"
+  [[ -n "$secured" ]] && run_client confluent-kafka-security "$python" "$here/confluent_security_check.py"
 fi
 if [[ -n "$have_java" ]] && command -v mvn >/dev/null 2>&1; then
   # Maven fetches the client into ~/.m2 on the first run; later runs take
@@ -261,6 +264,8 @@ if [[ -n "$have_java" ]] && command -v mvn >/dev/null 2>&1; then
     pass "java client check builds (mvn package)"
     run_client java-client java -cp "$here/java/target/weir-java-interop.jar:$here/java/target/lib/*" \
       weir.interop.JavaClientCheck "$kafka_addr"
+    [[ -n "$secured" ]] && run_client java-client-security java -cp "$here/java/target/weir-java-interop.jar:$here/java/target/lib/*" \
+      weir.interop.JavaSecurityCheck
   else
     fail "java client check builds (mvn package)"
     tail -n 20 "$work/mvn.out" | sed -e 's/^/    | /'
