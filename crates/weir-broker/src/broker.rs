@@ -179,8 +179,9 @@ impl Broker {
             move |source| BrokerError::Io { path, source }
         };
         // Before anything else: a TLS setup that cannot work, or no way to
-        // reach the other brokers, stops the start.
-        let tls = if config.listeners.iter().any(|l| l.protocol.is_tls()) {
+        // reach the other brokers, stops the start. HTTPS uses the TLS setup
+        // too, with or without a TLS Kafka listener.
+        let tls = if config.http_tls || config.listeners.iter().any(|l| l.protocol.is_tls()) {
             Some(Arc::new(TlsServer::new(config.security.tls.clone())?))
         } else {
             None
@@ -757,7 +758,7 @@ impl Broker {
         &self.inter_broker_security
     }
 
-    /// The TLS setup of the SSL and SASL_SSL listeners.
+    /// The TLS setup of the SSL and SASL_SSL listeners, and of HTTPS.
     pub fn tls(&self) -> Option<Arc<TlsServer>> {
         self.tls.clone()
     }

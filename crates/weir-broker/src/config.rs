@@ -768,6 +768,10 @@ pub struct BrokerConfig {
     /// one on, one of `listeners`.
     pub inter_broker_listener_name: String,
     pub http_listen: SocketAddr,
+    /// The HTTP endpoint speaks HTTPS (`--http-listen https://HOST:PORT`),
+    /// with the key store of the SSL listeners (`ssl.keystore.*`, and
+    /// `ssl.client.auth` with its trust store), reloaded with them.
+    pub http_tls: bool,
     pub num_partitions: i32,
     pub auto_create_topics_enable: bool,
     pub log_segment_bytes: u64,
@@ -889,6 +893,7 @@ impl BrokerConfig {
             inter_broker_listener_name: listener.name.clone(),
             listeners: vec![listener],
             http_listen,
+            http_tls: false,
             num_partitions: parse_in(get, "num.partitions", 1..=1_000_000)?,
             auto_create_topics_enable: parse(get, "auto.create.topics.enable")?,
             log_segment_bytes: parse_in(get, "log.segment.bytes", 14..=i32::MAX as u64)?,
@@ -1135,6 +1140,7 @@ impl BrokerConfig {
             &values,
         )?;
         config.listeners = self.listeners.clone();
+        config.http_tls = self.http_tls;
         config.initial_scram = self.initial_scram.clone();
         config.inter_broker_listener_name = self.inter_broker_listener_name.clone();
         config.log_dirs = self.log_dirs.clone();
@@ -1380,6 +1386,16 @@ impl BrokerConfig {
             // Never the credentials themselves.
             reason: format!("this broker cannot connect to the others: {error}"),
         })
+    }
+
+    /// Whether security is on, so that the HTTP endpoint asks for a user
+    /// (Basic authentication, `/ready` excepted): some Kafka listener
+    /// authenticates with SASL, or an authorizer enforces ACLs. Otherwise
+    /// the Kafka side is open too, and a password on HTTP alone would
+    /// protect nothing. TLS with client certificates alone does not count:
+    /// its users have no password to give.
+    pub fn http_requires_authentication(&self) -> bool {
+        self.security.authorizer_enabled || self.listeners.iter().any(|l| l.protocol.is_sasl())
     }
 
     /// The directories of the partition logs: `log.dirs`, else the data

@@ -57,9 +57,11 @@ pub(crate) struct ServeArgs {
     /// connect to (default PLAINTEXT, or the only listener).
     #[arg(long, env = "WEIR_INTER_BROKER_LISTENER_NAME", value_name = "NAME")]
     inter_broker_listener_name: Option<String>,
-    /// HTTP listener: /ready, /metrics, /v1/cluster.
-    #[arg(long, env = "WEIR_HTTP_LISTEN")]
-    http_listen: Option<SocketAddr>,
+    /// HTTP listener: /ready, /metrics, /v1/cluster. HOST:PORT or
+    /// http://HOST:PORT; https://HOST:PORT serves HTTPS with the key store
+    /// of the SSL listeners (ssl.keystore.*), which must then be set.
+    #[arg(long, env = "WEIR_HTTP_LISTEN", value_name = "[https://]HOST:PORT")]
+    http_listen: Option<String>,
     /// This node's id.
     #[arg(long, env = "WEIR_NODE_ID")]
     node_id: Option<i32>,
@@ -137,6 +139,8 @@ struct Settings {
     listeners: Vec<ListenerSpec>,
     inter_broker_listener: String,
     http_listen: SocketAddr,
+    /// `--http-listen https://…`
+    http_tls: bool,
     node_id: i32,
     controller_listen: SocketAddr,
     controllers: Vec<(u64, SocketAddr)>,
@@ -146,6 +150,26 @@ struct Settings {
     /// The Kafka names of the startup configs given explicitly (see
     /// `BrokerConfig::startup_given`).
     given: BTreeSet<&'static str>,
+}
+
+/// `--http-listen`: `HOST:PORT` or `http://HOST:PORT` for HTTP,
+/// `https://HOST:PORT` for HTTPS; true for HTTPS.
+fn parse_http_listen(value: &str) -> anyhow::Result<(SocketAddr, bool)> {
+    let value = value.trim();
+    let (address, tls) = if let Some(rest) = value.strip_prefix("https://") {
+        (rest, true)
+    } else if let Some(rest) = value.strip_prefix("http://") {
+        (rest, false)
+    } else if value.contains("://") {
+        bail!("http-listen {value:?}: the scheme must be http:// or https://");
+    } else {
+        (value, false)
+    };
+    let address = address.strip_suffix('/').unwrap_or(address);
+    let address = address.parse().with_context(|| {
+        format!("http-listen: invalid address {value:?}; use [https://]IP:PORT")
+    })?;
+    Ok((address, tls))
 }
 
 /// `log.dirs`: directories separated by commas, as Kafka reads them.
@@ -239,11 +263,9 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
     note(&["advertised.listeners"], advertised_listeners.is_some());
     note(&["listener.security.protocol.map"], protocol_map.is_some());
     note(&["inter.broker.listener.name"], inter_broker.is_some());
-    let http_listen = match args.http_listen {
-        Some(addr) => addr,
-        None => {
-            parse_addr(take("http-listen"), "http-listen")?.unwrap_or(([127, 0, 0, 1], 9644).into())
-        }
+    let (http_listen, http_tls) = match args.http_listen.or_else(|| take("http-listen")) {
+        Some(value) => parse_http_listen(&value)?,
+        None => (([127, 0, 0, 1], 9644).into(), false),
     };
     let node_id = match args.node_id {
         Some(id) => Some(id),
@@ -357,6 +379,7 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         listeners,
         inter_broker_listener,
         http_listen,
+        http_tls,
         node_id,
         controller_listen,
         controllers,
@@ -513,6 +536,14 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         &settings.kafka,
     )?
     .with_listeners(unbound_listeners, &settings.inter_broker_listener)?;
+    if settings.roles.broker && settings.http_tls && unbound.security.tls.key.is_none() {
+        bail!(
+            "--http-listen https://{} needs a key store: set ssl.keystore.location (key and \
+             certificate chain in one PEM file), or ssl.keystore.key and \
+             ssl.keystore.certificate.chain",
+            settings.http_listen
+        );
+    }
     if !settings.roles.broker {
         return serve_controller_only(settings, unbound).await;
     }
@@ -543,6 +574,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         &settings.inter_broker_listener,
     )?;
     config.log_dirs = settings.log_dirs;
+    config.http_tls = settings.http_tls;
     config.controller_listen = settings.controller_listen;
     config.controllers = settings.controllers;
     config.is_controller = settings.roles.controller;
@@ -558,17 +590,29 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     };
     broker.groups().start(&broker);
     let (stop, stopped) = watch::channel(false);
-    let http = tokio::spawn({
-        let router = weir_broker::http::router(broker.clone());
+    let http = {
+        use weir_broker::http::{HttpPeer, HttpsListener};
+        let service = weir_broker::http::router(broker.clone())
+            .into_make_service_with_connect_info::<HttpPeer>();
         let mut stopped = stopped.clone();
-        async move {
-            axum::serve(http_listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.changed().await;
-                })
-                .await
+        let stopped = async move {
+            let _ = stopped.changed().await;
+        };
+        if config.http_tls {
+            let listener = HttpsListener::new(http_listener, broker.clone())?;
+            tokio::spawn(async move {
+                axum::serve(listener, service)
+                    .with_graceful_shutdown(stopped)
+                    .await
+            })
+        } else {
+            tokio::spawn(async move {
+                axum::serve(http_listener, service)
+                    .with_graceful_shutdown(stopped)
+                    .await
+            })
         }
-    });
+    };
     let maintenance = tokio::spawn(weir_broker::maintenance::run(
         broker.clone(),
         stopped.clone(),

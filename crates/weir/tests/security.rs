@@ -164,6 +164,9 @@ fn mutual_tls_takes_the_principal_from_the_certificate_and_refuses_strangers() {
         "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "--super-users",
         "User:alice",
+        // Alice's password, for the HTTP endpoint.
+        "--add-scram",
+        "SCRAM-SHA-512=[name=alice,password=alice-secret]",
     ]);
     let ssl = weir.listener("SSL").to_owned();
     let with_certificate = |cert: &Path, key: &Path, ca: &Path| {
@@ -243,7 +246,7 @@ fn mutual_tls_takes_the_principal_from_the_certificate_and_refuses_strangers() {
     ));
     // Alice is still served.
     assert_eq!(consume(&alice, "secured", 10).len(), 10);
-    let metrics = weir.http_get("/metrics").1;
+    let metrics = weir.http_get_as("/metrics", "alice", "alice-secret").1;
     assert!(
         metrics.contains("weir_authentication_failures_total{listener=\"SSL\",mechanism=\"TLS\"}"),
         "{metrics}"
@@ -463,7 +466,7 @@ fn without_acls_a_principal_sees_nothing_and_a_replica_id_gets_no_follower_view(
     let partition = &fetched.responses[0].partitions[0];
     assert_eq!(partition.error_code, 29);
     assert!(partition.records.as_ref().is_none_or(|r| r.is_empty()));
-    let metrics = weir.http_get("/metrics").1;
+    let metrics = weir.http_get_as("/metrics", "admin", "admin-secret").1;
     assert!(
         metrics.contains("weir_authorization_denials_total{principal=\"User:ANONYMOUS\",operation=\"CLUSTER_ACTION\""),
         "{metrics}"

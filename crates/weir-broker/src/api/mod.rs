@@ -22,7 +22,7 @@ mod produce;
 mod producer_id;
 mod producers;
 mod reassignments;
-mod sasl;
+pub(crate) mod sasl;
 mod scram;
 mod topic_partitions;
 mod txn;

@@ -44,11 +44,20 @@ enum Exchange {
     },
 }
 
-/// PLAIN: the user, if the password is theirs. It is checked against the
-/// user's SCRAM credential, the strongest one it has (as Redpanda does):
-/// one user store for both mechanisms.
+/// PLAIN: the user, if the password is theirs.
 fn plain(broker: &Broker, token: &[u8]) -> Option<String> {
     let credentials = PlainCredentials::parse(token).ok()?;
+    // PBKDF2 holds the thread for milliseconds.
+    let verified =
+        crate::blocking::without_holding_up_the_worker(|| password_matches(broker, &credentials));
+    verified.then(|| credentials.username.clone())
+}
+
+/// Whether the password is the user's. It is checked against the user's
+/// SCRAM credential, the strongest one it has (as Redpanda does): one user
+/// store for SASL/PLAIN, SCRAM and the HTTP endpoint. Runs PBKDF2, so it
+/// holds the thread for milliseconds: call it off the runtime's workers.
+pub(crate) fn password_matches(broker: &Broker, credentials: &PlainCredentials) -> bool {
     let stored = broker.with_image(|image| {
         [ScramMechanism::Sha512, ScramMechanism::Sha256]
             .into_iter()
@@ -58,11 +67,9 @@ fn plain(broker: &Broker, token: &[u8]) -> Option<String> {
                     .map(|c| (m, c.clone()))
             })
     });
-    // PBKDF2 holds the thread for milliseconds.
-    let verified = crate::blocking::without_holding_up_the_worker(|| {
-        credentials.authenticate(stored.as_ref().map(|(m, c)| (*m, c)))
-    });
-    verified.ok().map(|()| credentials.username.clone())
+    credentials
+        .authenticate(stored.as_ref().map(|(m, c)| (*m, c)))
+        .is_ok()
 }
 
 /// One OAUTHBEARER message (RFC 7628): the client's token, answered with

@@ -136,7 +136,12 @@ impl Weir {
                     .into_iter()
                     .flatten(),
             )
-            .args(["--http-listen", "127.0.0.1:0"])
+            .args(
+                Some(["--http-listen", "127.0.0.1:0"])
+                    .filter(|_| !extra_args.contains(&"--http-listen"))
+                    .into_iter()
+                    .flatten(),
+            )
             .args(
                 Some(["--controller-listen", "127.0.0.1:0"])
                     .filter(|_| !extra_args.contains(&"--controller-listen"))
@@ -243,9 +248,21 @@ impl Weir {
     }
 
     pub fn http_get(&self, path: &str) -> (u16, String) {
+        self.http_request(path, "")
+    }
+
+    /// [`http_get`](Self::http_get) as a SCRAM user, for a broker with
+    /// security on (Basic authentication).
+    pub fn http_get_as(&self, path: &str, user: &str, password: &str) -> (u16, String) {
+        use base64::Engine;
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        self.http_request(path, &format!("Authorization: Basic {token}\r\n"))
+    }
+
+    fn http_request(&self, path: &str, headers: &str) -> (u16, String) {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(&self.http).expect("connect http");
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n{headers}\r\n").unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).unwrap();
         let status = response[9..12].parse().unwrap();
