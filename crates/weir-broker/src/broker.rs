@@ -146,7 +146,9 @@ pub struct Broker {
     /// How this broker connects to the others' inter-broker listener.
     inter_broker_security: weir_client::SecurityConfig,
     /// Checks OAUTHBEARER tokens, when that mechanism is enabled.
-    oauth: Option<Arc<weir_auth::JwtValidator>>,
+    oauth: RwLock<Option<Arc<weir_auth::JwtValidator>>>,
+    /// The modification time and length of the JWKS file it was read from.
+    jwks_stamp: Mutex<Option<(std::time::SystemTime, u64)>>,
 }
 
 /// The settings in force and what they were built from.
@@ -187,7 +189,8 @@ impl Broker {
             None
         };
         let inter_broker_security = config.inter_broker_client_security()?;
-        let oauth = config.security.jwt_validator()?.map(Arc::new);
+        let jwks_stamp = Mutex::new(config.security.jwks_path().and_then(|p| file_stamp(&p)));
+        let oauth = RwLock::new(config.security.jwt_validator()?.map(Arc::new));
         std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
         let cluster_id = load_cluster_id(&config.data_dir)?;
         // Before joining the cluster: a partition found twice stops the
@@ -320,6 +323,7 @@ impl Broker {
             authorizer: RwLock::new((u64::MAX, None)),
             inter_broker_security,
             oauth,
+            jwks_stamp,
         });
         broker.load_led_transactions();
         broker.start_membership();
@@ -750,7 +754,26 @@ impl Broker {
 
     /// Checks OAUTHBEARER tokens; `None` when the mechanism is not enabled.
     pub(crate) fn oauth(&self) -> Option<Arc<weir_auth::JwtValidator>> {
-        self.oauth.clone()
+        self.oauth.read().clone()
+    }
+
+    /// Reads the OAUTHBEARER JWKS again if its file changed (keys rotate
+    /// without a restart); true if the new keys are in force. A file that
+    /// cannot be used leaves the old keys in force.
+    pub fn reload_jwks_if_changed(&self) -> Result<bool, crate::config::ConfigError> {
+        let security = &self.static_config.security;
+        let Some(path) = security.jwks_path() else {
+            return Ok(false);
+        };
+        let now = file_stamp(&path);
+        let mut stamp = self.jwks_stamp.lock();
+        if *stamp == now {
+            return Ok(false);
+        }
+        *stamp = now;
+        let validator = security.jwt_validator()?;
+        *self.oauth.write() = validator.map(Arc::new);
+        Ok(true)
     }
 
     /// How this broker connects to the other brokers.
@@ -1525,4 +1548,10 @@ fn load_cluster_id(data_dir: &std::path::Path) -> Result<String, BrokerError> {
             Ok(id)
         }
     }
+}
+
+/// A file's modification time and length, to tell when it changed.
+fn file_stamp(path: &std::path::Path) -> Option<(std::time::SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
 }

@@ -1458,6 +1458,19 @@ pub struct SecurityConfig {
 }
 
 impl SecurityConfig {
+    /// The JWKS file OAUTHBEARER tokens are checked against, when that
+    /// mechanism is enabled.
+    pub fn jwks_path(&self) -> Option<PathBuf> {
+        let url = self.oauthbearer.jwks_endpoint_url.as_str();
+        if !self.sasl_mechanisms.iter().any(|m| m == "OAUTHBEARER") || url.is_empty() {
+            return None;
+        }
+        match url.strip_prefix("file://") {
+            Some(path) => Some(PathBuf::from(path)),
+            None => (!url.contains("://")).then(|| PathBuf::from(url)),
+        }
+    }
+
     /// The OAUTHBEARER token checker when the mechanism is enabled: the
     /// JWKS read from `sasl.oauthbearer.jwks.endpoint.url` (a `file://`
     /// URL or a path).
@@ -1484,8 +1497,9 @@ impl SecurityConfig {
                     .into(),
             ));
         }
-        let path = url.strip_prefix("file://").unwrap_or(url);
-        let jwks = std::fs::read_to_string(path)
+        let path = self.jwks_path().unwrap_or_default();
+        let path = path.display();
+        let jwks = std::fs::read_to_string(path.to_string())
             .map_err(|error| refuse(format!("cannot read {path}: {error}")))?;
         let audience =
             (!oauth.expected_audience.is_empty()).then(|| oauth.expected_audience.clone());

@@ -80,12 +80,23 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 let broker = broker.clone();
                 let _ = tokio::task::spawn_blocking(move || flush_due(&broker)).await;
             }
-            _ = tls_reload.tick(), if broker.tls().is_some() => {
-                let tls = broker.tls().expect("checked by the guard");
-                match tokio::task::spawn_blocking(move || tls.reload_if_changed()).await {
-                    Ok(Ok(true)) => tracing::info!("TLS certificates changed on disk: new connections use them"),
-                    Ok(Ok(false)) | Err(_) => {}
-                    Ok(Err(error)) => tracing::warn!(%error, "TLS files changed but cannot be used; the previous ones stay in force"),
+            _ = tls_reload.tick(), if broker.tls().is_some() || broker.oauth().is_some() => {
+                let files = broker.clone();
+                let reloaded = tokio::task::spawn_blocking(move || {
+                    let tls = files.tls().map(|tls| tls.reload_if_changed());
+                    (tls, files.reload_jwks_if_changed())
+                })
+                .await;
+                let Ok((tls, jwks)) = reloaded else { continue };
+                match tls {
+                    Some(Ok(true)) => tracing::info!("TLS certificates changed on disk: new connections use them"),
+                    Some(Err(error)) => tracing::warn!(%error, "TLS files changed but cannot be used; the previous ones stay in force"),
+                    _ => {}
+                }
+                match jwks {
+                    Ok(true) => tracing::info!("the OAUTHBEARER JWKS changed on disk: new tokens are checked against it"),
+                    Ok(false) => {}
+                    Err(error) => tracing::warn!(%error, "the OAUTHBEARER JWKS changed but cannot be used; the previous keys stay in force"),
                 }
             }
             _ = broker.log_dirs().failed_since() => {

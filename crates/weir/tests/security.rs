@@ -663,4 +663,15 @@ fn oauthbearer_accepts_tokens_signed_by_the_jwks_and_refuses_the_others() {
         assert_eq!(failed.error_code, 58, "SASL_AUTHENTICATION_FAILED");
         assert!(raw.is_closed());
     }
+
+    // The keys rotate: the JWKS file now holds only the new key, and
+    // tokens it signs are accepted without a restart.
+    let (rotated, rotated_jwks) = signing_key();
+    std::fs::write(&jwks_file, rotated_jwks).unwrap();
+    common::cluster::wait_until("the new JWKS to be read", Duration::from_secs(10), || {
+        let mut raw = Raw::connect(&sasl);
+        assert_eq!(handshake(&mut raw, "OAUTHBEARER").error_code, 0);
+        let response = oauth_authenticate(&mut raw, &token(&rotated, "svc-orders", 600));
+        (response.error_code == 0 && response.auth_bytes.is_empty()).then_some(())
+    });
 }
