@@ -23,7 +23,7 @@ use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::partition::{AppendError, Partition, ReplicatedWrite};
 use crate::producer_ids::ProducerIdBlocks;
 use crate::replica_manager::{NotServed, ReplicaManager};
-use crate::tls::TlsServer;
+use crate::tls::{file_stamp, TlsServer};
 use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
 use weir_meta::Authorizer;
 
@@ -1548,10 +1548,4 @@ fn load_cluster_id(data_dir: &std::path::Path) -> Result<String, BrokerError> {
             Ok(id)
         }
     }
-}
-
-/// A file's modification time and length, to tell when it changed.
-fn file_stamp(path: &std::path::Path) -> Option<(std::time::SystemTime, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
 }

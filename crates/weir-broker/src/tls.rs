@@ -45,10 +45,7 @@ impl PemSource {
     /// The file's modification time and length, to tell when it changed.
     fn stamp(&self) -> Option<(SystemTime, u64)> {
         match self {
-            Self::File(path) => {
-                let meta = std::fs::metadata(path).ok()?;
-                Some((meta.modified().ok()?, meta.len()))
-            }
+            Self::File(path) => file_stamp(path),
             Self::Inline(_) => None,
         }
     }
@@ -358,4 +355,11 @@ impl TlsServer {
             .map_err(|error| TlsError::Certificate(error.to_string()))?;
         Ok(format!("User:{mapped}"))
     }
+}
+
+/// A file's modification time and length: the files read at start (key
+/// and trust stores, the OAUTHBEARER JWKS) are read again when it changes.
+pub(crate) fn file_stamp(path: &std::path::Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
 }
