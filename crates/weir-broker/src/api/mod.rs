@@ -151,8 +151,6 @@ pub(crate) struct RequestContext {
     pub(crate) request_size: usize,
     /// The connection's throttling, shared by its requests.
     pub(crate) channel: Arc<Channel>,
-    /// The principal's name, as quotas know the user.
-    pub(crate) user: Arc<str>,
     /// Who asked: `User:alice`, `User:ANONYMOUS`.
     pub(crate) principal: Arc<str>,
     /// The client's IP address, as ACL hosts name it.
@@ -166,7 +164,7 @@ impl RequestContext {
     /// The client as quotas see it.
     pub(crate) fn quota_client(&self) -> Client<'_> {
         Client {
-            user: &self.user,
+            user: crate::net::principal_name(&self.principal),
             client_id: &self.client_id,
         }
     }
@@ -515,7 +513,6 @@ pub(crate) fn dispatch(
         authorizer: broker.authorizer(),
         connection,
         request_size,
-        user: channel.user(),
         channel,
     };
     macro_rules! decode {

@@ -46,15 +46,6 @@ impl Channel {
         self.principal.read().clone()
     }
 
-    /// The principal's name: what quotas call the user.
-    pub(crate) fn user(&self) -> Arc<str> {
-        let principal = self.principal();
-        match principal.split_once(':') {
-            Some((_, name)) => Arc::from(name),
-            None => principal,
-        }
-    }
-
     /// The client authenticated (again) as `principal`.
     pub(crate) fn set_principal(&self, principal: &str) {
         if *self.principal.read().as_ref() != *principal {
@@ -92,4 +83,11 @@ impl Channel {
     pub(crate) fn is_inter_broker(&self) -> bool {
         self.inter_broker.load(Ordering::Relaxed)
     }
+}
+
+/// A principal's name (`alice` of `User:alice`): what quotas call the user.
+pub(crate) fn principal_name(principal: &str) -> &str {
+    principal
+        .split_once(':')
+        .map_or(principal, |(_, name)| name)
 }

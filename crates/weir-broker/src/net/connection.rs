@@ -233,9 +233,9 @@ async fn serve_requests<R: AsyncRead + Unpin>(
                 // thread, as Kafka counts it.
                 let percent_seconds = (dispatch_time + busy).as_secs_f64() * 100.0;
                 if !channel.is_inter_broker() {
-                    let user = channel.user();
+                    let principal = channel.principal();
                     let client = Client {
-                        user: &user,
+                        user: super::principal_name(&principal),
                         client_id: &client_id,
                     };
                     let now = metered.now_ms();
