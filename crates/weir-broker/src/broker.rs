@@ -181,9 +181,13 @@ impl Broker {
             move |source| BrokerError::Io { path, source }
         };
         // Before anything else: a TLS setup that cannot work, or no way to
-        // reach the other brokers, stops the start. HTTPS uses the TLS setup
-        // too, with or without a TLS Kafka listener.
-        let tls = if config.http_tls || config.listeners.iter().any(|l| l.protocol.is_tls()) {
+        // reach the other brokers, stops the start. HTTPS and an SSL
+        // controller listener use the TLS setup too, with or without a TLS
+        // Kafka listener.
+        let tls = if config.http_tls
+            || config.controller_protocol.is_tls()
+            || config.listeners.iter().any(|l| l.protocol.is_tls())
+        {
             Some(Arc::new(TlsServer::new(config.security.tls.clone())?))
         } else {
             None
@@ -213,7 +217,7 @@ impl Broker {
             listener,
             voters,
             config.is_controller,
-            config.controller_settings(),
+            config.controller_settings(tls.clone())?,
         )?;
         meta.import_local_store(&config.data_dir.join("meta"))?;
         let cluster_id = shared_cluster_id(&meta, &config, cluster_id)?;

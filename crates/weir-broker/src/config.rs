@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use weir_meta::topic_config::ConfigType;
@@ -838,6 +839,9 @@ pub struct BrokerConfig {
     pub initial_scram: Vec<weir_meta::ScramUpsertion>,
     /// The controller listener (Raft between controllers).
     pub controller_listen: SocketAddr,
+    /// The controller listener's security protocol: `CONTROLLER` in
+    /// `listener.security.protocol.map`, PLAINTEXT when it is not there.
+    pub controller_protocol: crate::listeners::SecurityProtocol,
     /// The voters of the controller quorum, id and controller address;
     /// empty for a quorum of this node alone, at `controller_listen`.
     pub controllers: Vec<(u64, SocketAddr)>,
@@ -1092,6 +1096,7 @@ impl BrokerConfig {
             security: SecurityConfig::parse(get)?,
             initial_scram: Vec::new(),
             controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            controller_protocol: crate::listeners::SecurityProtocol::Plaintext,
             controllers: Vec::new(),
             is_controller: true,
             startup_given: BTreeSet::new(),
@@ -1310,13 +1315,17 @@ impl BrokerConfig {
     }
 
     /// `listener.security.protocol.map` as in force: the default mapping,
-    /// and the listeners' own names.
+    /// and the listeners' own names, the controller's included.
     fn protocol_map(&self) -> String {
         let mut map = crate::listeners::parse_protocol_map(DEFAULT_PROTOCOL_MAP)
             .expect("the default map parses");
         for listener in &self.listeners {
             map.insert(listener.name.clone(), listener.protocol);
         }
+        map.insert(
+            crate::listeners::CONTROLLER_LISTENER.to_owned(),
+            self.controller_protocol,
+        );
         let entries: Vec<String> = map.iter().map(|(n, p)| format!("{n}:{p}")).collect();
         entries.join(",")
     }
@@ -1331,30 +1340,9 @@ impl BrokerConfig {
         let protocol = self.inter_broker_listener().protocol;
         let mut properties = BTreeMap::new();
         properties.insert("security.protocol".to_owned(), protocol.name().to_owned());
-        let value = |name: &str| {
-            self.values
-                .get(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-        };
+        let value = |name: &str| self.given_value(name);
         if protocol.is_tls() {
-            for name in [
-                "ssl.truststore.location",
-                "ssl.truststore.certificates",
-                "ssl.keystore.location",
-                "ssl.keystore.key",
-                "ssl.keystore.certificate.chain",
-            ] {
-                if let Some(v) = value(name) {
-                    properties.insert(name.to_owned(), v);
-                }
-            }
-            properties.insert("ssl.truststore.type".to_owned(), "PEM".to_owned());
-            properties.insert("ssl.keystore.type".to_owned(), "PEM".to_owned());
-            properties.insert(
-                "ssl.endpoint.identification.algorithm".to_owned(),
-                value("ssl.endpoint.identification.algorithm").unwrap_or_default(),
-            );
+            self.tls_client_properties(&mut properties);
         }
         // A node alone in its cluster never connects to another broker.
         let alone = self.is_controller && self.controllers.len() <= 1;
@@ -1388,6 +1376,53 @@ impl BrokerConfig {
         })
     }
 
+    /// How this node connects to the controllers over TLS: the key store
+    /// as its client certificate, the trust store for theirs.
+    pub fn controller_client_tls(&self) -> Result<weir_client::TlsConfig, ConfigError> {
+        let mut properties = BTreeMap::new();
+        properties.insert("security.protocol".to_owned(), "SSL".to_owned());
+        self.tls_client_properties(&mut properties);
+        let security =
+            weir_client::SecurityConfig::from_properties(&properties).map_err(|error| {
+                ConfigError {
+                    name: "listener.security.protocol.map".into(),
+                    value: "CONTROLLER:SSL".to_owned(),
+                    reason: error.to_string(),
+                }
+            })?;
+        Ok(security.tls.unwrap_or_default())
+    }
+
+    /// A config as given, trimmed; `None` when absent or empty.
+    fn given_value(&self, name: &str) -> Option<String> {
+        self.values
+            .get(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The client side of the TLS listeners' stores, as client properties.
+    fn tls_client_properties(&self, properties: &mut BTreeMap<String, String>) {
+        for name in [
+            "ssl.truststore.location",
+            "ssl.truststore.certificates",
+            "ssl.keystore.location",
+            "ssl.keystore.key",
+            "ssl.keystore.certificate.chain",
+        ] {
+            if let Some(v) = self.given_value(name) {
+                properties.insert(name.to_owned(), v);
+            }
+        }
+        properties.insert("ssl.truststore.type".to_owned(), "PEM".to_owned());
+        properties.insert("ssl.keystore.type".to_owned(), "PEM".to_owned());
+        properties.insert(
+            "ssl.endpoint.identification.algorithm".to_owned(),
+            self.given_value("ssl.endpoint.identification.algorithm")
+                .unwrap_or_default(),
+        );
+    }
+
     /// Whether security is on, so that the HTTP endpoint asks for a user
     /// (Basic authentication, `/ready` excepted): some Kafka listener
     /// authenticates with SASL, or an authorizer enforces ACLs. Otherwise
@@ -1408,15 +1443,27 @@ impl BrokerConfig {
         }
     }
 
-    /// The settings of this node's controller.
-    pub fn controller_settings(&self) -> weir_meta::ControllerConfig {
-        weir_meta::ControllerConfig {
+    /// The settings of this node's controller; `tls` secures the
+    /// controller listener when it is SSL.
+    pub fn controller_settings(
+        &self,
+        tls: Option<Arc<crate::tls::TlsServer>>,
+    ) -> Result<weir_meta::ControllerConfig, ConfigError> {
+        let security = &self.security;
+        Ok(weir_meta::ControllerConfig {
             broker_session_timeout: Duration::from_millis(self.broker_session_timeout_ms),
             leader_imbalance_check_interval: self
                 .auto_leader_rebalance_enable
                 .then(|| Duration::from_secs(self.leader_imbalance_check_interval_seconds)),
+            transport: crate::controller_link::controller_transport(self, tls)?,
+            peer_authorization: security
+                .authorizer_enabled
+                .then(|| weir_meta::PeerAuthorization {
+                    super_users: security.super_users.clone(),
+                    allow_everyone_if_no_acl_found: security.allow_everyone_if_no_acl_found,
+                }),
             ..weir_meta::ControllerConfig::default()
-        }
+        })
     }
 
     /// The settings of the group membership protocol.

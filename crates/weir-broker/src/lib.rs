@@ -5,6 +5,7 @@ mod blocking;
 pub mod broker;
 mod client_quotas;
 pub mod config;
+mod controller_link;
 mod features;
 mod fetch_sessions;
 pub mod group;

@@ -292,6 +292,15 @@ pub fn parse_listeners(
     Ok(specs)
 }
 
+/// The controller listener's security protocol: `CONTROLLER` in the
+/// protocol map, PLAINTEXT when the map does not name it.
+pub fn controller_protocol(protocol_map: &str) -> Result<SecurityProtocol, ConfigError> {
+    Ok(parse_protocol_map(protocol_map)?
+        .get(CONTROLLER_LISTENER)
+        .copied()
+        .unwrap_or(SecurityProtocol::Plaintext))
+}
+
 /// The controller listener's address in `listeners`, if it names one.
 pub fn controller_listener(listeners: &str) -> Result<Option<SocketAddr>, ConfigError> {
     parse_endpoints("listeners", listeners)?
@@ -385,5 +394,13 @@ mod tests {
             Some("127.0.0.1:9093".parse().unwrap())
         );
         assert_eq!(controller_listener("PLAINTEXT://:9092").unwrap(), None);
+        assert_eq!(
+            controller_protocol(DEFAULT_PROTOCOL_MAP).unwrap(),
+            SecurityProtocol::Plaintext
+        );
+        assert_eq!(
+            controller_protocol("CONTROLLER:SSL,PLAINTEXT:PLAINTEXT").unwrap(),
+            SecurityProtocol::Ssl
+        );
     }
 }

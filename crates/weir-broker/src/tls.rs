@@ -320,6 +320,18 @@ impl TlsServer {
 }
 
 impl TlsServer {
+    /// The principal of the client at the other end of `connection`: by
+    /// its certificate, or `User:ANONYMOUS` when it presented none.
+    pub fn peer_principal(
+        &self,
+        connection: &rustls::ServerConnection,
+    ) -> Result<String, TlsError> {
+        match connection.peer_certificates() {
+            Some([leaf, ..]) => self.principal(leaf),
+            _ => Ok(crate::net::ANONYMOUS.to_owned()),
+        }
+    }
+
     /// The principal of a client that presented `certificate`: its subject
     /// as Kafka writes it (RFC 2253, `CN=alice,O=Weir,C=US`), mapped by
     /// `ssl.principal.mapping.rules`.

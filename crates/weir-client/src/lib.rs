@@ -96,5 +96,6 @@ pub use security::{
     PemSource, SaslConfig, SaslMechanism, SecurityConfig, SecurityConfigError, SecurityProtocol,
     TlsConfig, TlsIdentity,
 };
+pub use tls::{client_config as tls_client_config, server_name as tls_server_name};
 pub use transactions::{ListedTransaction, TransactionDescription};
 pub use users::{NewScramCredential, ScramCredentialInfo, ScramUser};

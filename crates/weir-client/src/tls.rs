@@ -24,9 +24,7 @@ const SYSTEM_CA_BUNDLES: &[&str] = &[
 
 /// The rustls client configuration for `tls`, with the files as they are
 /// now.
-pub(crate) fn client_config(
-    tls: &TlsConfig,
-) -> Result<Arc<rustls::ClientConfig>, SecurityConfigError> {
+pub fn client_config(tls: &TlsConfig) -> Result<Arc<rustls::ClientConfig>, SecurityConfigError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let roots = Arc::new(match &tls.trust {
         Some(source) => trusted(source)?,
@@ -139,7 +137,7 @@ fn system_roots() -> Option<RootCertStore> {
 
 /// The name the broker's certificate must carry: the host of `addr`
 /// (`host:port`, `[v6]:port`), a DNS name or an IP address.
-pub(crate) fn server_name(addr: &str) -> Option<ServerName<'static>> {
+pub fn server_name(addr: &str) -> Option<ServerName<'static>> {
     let host = match addr.rsplit_once(':') {
         Some((host, port)) if port.parse::<u16>().is_ok() => host,
         _ => addr,

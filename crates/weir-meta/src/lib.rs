@@ -90,8 +90,9 @@ pub use error::MetaError;
 pub use image::MetadataImage;
 pub use model::{BrokerInfo, ListenerEndpoint, PartitionInfo, TopicInfo};
 pub use raft::{
-    Controller, ControllerConfig, ControllerError, ControllerStatus, HeartbeatReply, Role,
-    SubmitError,
+    Controller, ControllerConfig, ControllerError, ControllerIo, ControllerStatus,
+    ControllerStream, ControllerTransport, Handshake, HeartbeatReply, PeerAuthorization, Plaintext,
+    Role, SubmitError, ANONYMOUS,
 };
 pub use scram::{ScramError, ScramUpsertion};
 /// The credential types the image stores, from `weir-auth`.

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::{Arg, ArgMatches, Args};
@@ -12,6 +13,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use weir_broker::listeners::{self, ListenerSpec, SecurityProtocol};
 use weir_broker::metadata::Metadata;
+use weir_broker::tls::TlsServer;
 use weir_broker::{Broker, BrokerConfig, BROKER_CONFIGS};
 
 #[derive(Args, Debug)]
@@ -143,6 +145,8 @@ struct Settings {
     http_tls: bool,
     node_id: i32,
     controller_listen: SocketAddr,
+    /// `CONTROLLER` in the protocol map.
+    controller_protocol: SecurityProtocol,
     controllers: Vec<(u64, SocketAddr)>,
     roles: Roles,
     kafka: BTreeMap<String, String>,
@@ -289,6 +293,11 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
     let controller_listen = controller_listen.or(listed_controller);
     note(&["listeners"], controller_listen.is_some());
     let controller_listen = controller_listen.unwrap_or(([127, 0, 0, 1], 9093).into());
+    let controller_protocol = listeners::controller_protocol(
+        protocol_map
+            .as_deref()
+            .unwrap_or(listeners::DEFAULT_PROTOCOL_MAP),
+    )?;
     let controllers = match args.controllers.or_else(|| take("controllers")) {
         Some(value) => {
             note(&["controller.quorum.voters"], true);
@@ -382,6 +391,7 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         http_tls,
         node_id,
         controller_listen,
+        controller_protocol,
         controllers,
         roles,
         kafka,
@@ -527,7 +537,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         .iter()
         .map(|spec| Ok(spec.bound(spec.bind_addr()?)))
         .collect::<Result<Vec<_>, weir_broker::ConfigError>>()?;
-    let unbound = BrokerConfig::new(
+    let mut unbound = BrokerConfig::new(
         settings.node_id,
         settings.data_dir.clone(),
         unbound_listeners[0].bind,
@@ -536,6 +546,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         &settings.kafka,
     )?
     .with_listeners(unbound_listeners, &settings.inter_broker_listener)?;
+    unbound.controller_protocol = settings.controller_protocol;
     if settings.roles.broker && settings.http_tls && unbound.security.tls.key.is_none() {
         bail!(
             "--http-listen https://{} needs a key store: set ssl.keystore.location (key and \
@@ -576,6 +587,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     config.log_dirs = settings.log_dirs;
     config.http_tls = settings.http_tls;
     config.controller_listen = settings.controller_listen;
+    config.controller_protocol = settings.controller_protocol;
     config.controllers = settings.controllers;
     config.is_controller = settings.roles.controller;
     config.startup_given = settings.given;
@@ -676,6 +688,15 @@ async fn serve_controller_only(settings: Settings, config: BrokerConfig) -> anyh
     let controller_addr = listener.local_addr()?;
     let dir = settings.data_dir.join("controller");
     let node_id = settings.node_id;
+    let tls = if config.controller_protocol.is_tls() {
+        Some(Arc::new(
+            TlsServer::new(config.security.tls.clone()).context("TLS")?,
+        ))
+    } else {
+        None
+    };
+    let controller_settings = config.controller_settings(tls.clone())?;
+    let reload = tls.map(|tls| tokio::spawn(reload_certificates(tls)));
     let metadata = tokio::task::spawn_blocking(move || {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -685,7 +706,7 @@ async fn serve_controller_only(settings: Settings, config: BrokerConfig) -> anyh
             listener,
             settings.controllers,
             true,
-            config.controller_settings(),
+            controller_settings,
         )
         .context("cannot start the controller")
     })
@@ -695,9 +716,31 @@ async fn serve_controller_only(settings: Settings, config: BrokerConfig) -> anyh
         settings.data_dir.display()
     ));
     wait_for_signal().await;
+    if let Some(reload) = reload {
+        reload.abort();
+    }
     tokio::task::spawn_blocking(move || metadata.shutdown()).await?;
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// Reads the key and trust stores again when they change, as a broker's
+/// maintenance does (a controller-only node has none).
+async fn reload_certificates(tls: Arc<TlsServer>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let files = tls.clone();
+        match tokio::task::spawn_blocking(move || files.reload_if_changed()).await {
+            Ok(Ok(true)) => tracing::info!(
+                "TLS certificates changed on disk: new controller connections use them"
+            ),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "TLS files changed but cannot be used; the previous ones stay in force")
+            }
+            _ => {}
+        }
+    }
 }
 
 async fn wait_for_signal() {

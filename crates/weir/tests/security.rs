@@ -675,3 +675,176 @@ fn oauthbearer_accepts_tokens_signed_by_the_jwks_and_refuses_the_others() {
         (response.error_code == 0 && response.auth_bytes.is_empty()).then_some(())
     });
 }
+
+/// A TLS connection to a controller listener, as a node with `identity`
+/// would open it, and one controller frame (a broker heartbeat) sent on it;
+/// what comes back, or the error.
+fn controller_heartbeat(
+    addr: &str,
+    ca: &Path,
+    identity: &common::pki::Identity,
+) -> Result<Vec<u8>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use std::io::Read;
+    use std::sync::Arc;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let chain: Vec<_> = CertificateDer::pem_file_iter(&identity.certificate)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(&identity.key).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_client_auth_cert(chain, key)
+    .unwrap();
+    let connection =
+        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("127.0.0.1").unwrap())
+            .unwrap();
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    let body =
+        br#"{"Heartbeat":{"broker_id":99,"incarnation":"00000000-0000-0000-0000-000000000000"}}"#;
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    stream.write_all(&frame).map_err(|e| e.to_string())?;
+    stream.flush().map_err(|e| e.to_string())?;
+    let mut answer = Vec::new();
+    match stream.read_to_end(&mut answer) {
+        Ok(_) => Ok(answer),
+        // An answer, then no close: the connection stays open for more.
+        Err(e) if !answer.is_empty() && e.kind() == std::io::ErrorKind::WouldBlock => Ok(answer),
+        Err(e) if !answer.is_empty() && e.kind() == std::io::ErrorKind::TimedOut => Ok(answer),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[test]
+fn controllers_talk_over_mutual_tls_and_refuse_who_lacks_cluster_action() {
+    use common::cluster::{free_port, wait_until};
+    let pki = Pki::new("weir");
+    let node = pki.node("node", &["localhost", "127.0.0.1"], "weir node");
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let voters: Vec<String> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
+        .collect();
+    let voters = voters.join(",");
+    let launches: Vec<_> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            let args: Vec<String> = [
+                "--node-id",
+                &(i + 1).to_string(),
+                "--controllers",
+                &voters,
+                "--listeners",
+                &format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
+                "--listener-security-protocol-map",
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+                "--ssl-keystore-location",
+                &path(&node.keystore),
+                "--ssl-truststore-location",
+                &path(&pki.ca),
+                "--ssl-client-auth",
+                "required",
+                "--authorizer-class-name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                // The nodes by their certificate; clients on the PLAINTEXT
+                // listener are anonymous (the controller listener asks
+                // every peer for a certificate, so none is anonymous there).
+                "--super-users",
+                "User:CN=weir node;User:ANONYMOUS",
+                "--broker-heartbeat-interval-ms",
+                "500",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            Weir::launch(&args)
+        })
+        .collect();
+    let nodes: Vec<Weir> = launches.into_iter().map(|l| l.ready()).collect();
+    // The quorum formed, and commands from the other nodes reach its
+    // leader: a replicated topic is created through each node.
+    for (i, node) in nodes.iter().enumerate() {
+        let plain = client(node.listener("PLAINTEXT"), &[("acks", "all")]);
+        let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+            plain.create().unwrap();
+        let topic = format!("over-tls-{i}");
+        let new =
+            rdkafka::admin::NewTopic::new(&topic, 1, rdkafka::admin::TopicReplication::Fixed(3));
+        let created = common::cli::block_on(
+            admin.create_topics(&[new], &rdkafka::admin::AdminOptions::new()),
+        )
+        .unwrap();
+        assert!(created.iter().all(Result::is_ok), "{created:?}");
+        wait_until("a leader", Duration::from_secs(20), || {
+            leaders(&plain, &topic).filter(|l| l[0] > 0)
+        });
+        produce(&plain, &topic, 20).unwrap();
+    }
+    let controller = format!("127.0.0.1:{}", ports[0]);
+    // A node's certificate is answered (the heartbeat of an unknown broker
+    // gets a reply, whatever it says).
+    let answer = controller_heartbeat(&controller, &pki.ca, &node).unwrap();
+    assert!(answer.len() > 4, "a node is answered: {answer:?}");
+    // A certificate from the same CA whose principal has no ClusterAction:
+    // the connection is closed with no answer.
+    let intruder = pki.node("intruder", &["localhost"], "intruder");
+    match controller_heartbeat(&controller, &pki.ca, &intruder) {
+        Ok(answer) => assert!(answer.is_empty(), "no answer to a stranger: {answer:?}"),
+        Err(_) => {}
+    }
+    // Plaintext on the controller listener gets no answer either.
+    let mut raw = TcpStream::connect(&controller).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let body =
+        br#"{"Heartbeat":{"broker_id":99,"incarnation":"00000000-0000-0000-0000-000000000000"}}"#;
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    raw.write_all(&frame).unwrap();
+    let mut reply = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut raw, &mut reply);
+    assert!(
+        !String::from_utf8_lossy(&reply).contains("Heartbeat"),
+        "no controller answer over plaintext: {reply:?}"
+    );
+}
+
+#[test]
+fn sasl_on_the_controller_listener_stops_the_start_with_a_clear_error() {
+    let data = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("serve")
+        .args([
+            "--data-dir",
+            &path(data.path()),
+            "--http-listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--listeners",
+            "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+            "--listener-security-protocol-map",
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("SASL on the controller listener is not supported"),
+        "{stderr}"
+    );
+}

@@ -10,7 +10,7 @@ use parking_lot::{Mutex, RwLock};
 
 /// The principal of a client that has not proved who it is: a PLAINTEXT
 /// connection, or TLS without a client certificate.
-pub(crate) const ANONYMOUS: &str = "User:ANONYMOUS";
+pub(crate) use weir_meta::ANONYMOUS;
 
 #[derive(Debug)]
 pub(crate) struct Channel {

@@ -13,9 +13,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 
-use super::channel::ANONYMOUS;
 use super::frame::{read_frame, Budgets, FrameError, Reservation};
 use super::outgoing::{Outgoing, ResponseWriter};
+use super::ANONYMOUS;
 use super::{Channel, ServedListener};
 use crate::api::{self, Authenticator, Intercepted, Reply};
 use crate::broker::Broker;
@@ -68,18 +68,15 @@ pub(crate) async fn serve(
             return;
         }
     };
-    let principal = match stream.get_ref().1.peer_certificates() {
-        Some([leaf, ..]) => match tls.principal(leaf) {
-            Ok(principal) => principal,
-            Err(error) => {
-                broker
-                    .metrics()
-                    .failed_authentication(&listener.name, "TLS");
-                tracing::info!(?peer, %error, "no principal for the client certificate; closing connection");
-                return;
-            }
-        },
-        _ => ANONYMOUS.to_owned(),
+    let principal = match tls.peer_principal(stream.get_ref().1) {
+        Ok(principal) => principal,
+        Err(error) => {
+            broker
+                .metrics()
+                .failed_authentication(&listener.name, "TLS");
+            tracing::info!(?peer, %error, "no principal for the client certificate; closing connection");
+            return;
+        }
     };
     let peer = Peer {
         channel: Channel::new(&listener.name, &principal),

@@ -5,7 +5,7 @@ mod connection;
 mod frame;
 mod outgoing;
 
-pub(crate) use channel::{principal_name, Channel};
+pub(crate) use channel::{principal_name, Channel, ANONYMOUS};
 pub(crate) use outgoing::{Chunk, Outgoing};
 
 use std::sync::Arc;

@@ -10,7 +10,7 @@
 //! whole means the leader never saw it.
 
 use std::io;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::net::TcpStream;
@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::network::{read_frame, write_frame, RpcRequest, RpcResponse};
+use super::transport::{still_open, ControllerStream, ControllerTransport};
 use super::HeartbeatReply;
 
 /// Idle connections kept, over all addresses.
@@ -38,21 +39,27 @@ pub(crate) enum CallError {
 /// Connections to leaders, for forwarded calls.
 #[derive(Debug)]
 pub(crate) struct Forwarder {
+    transport: Arc<dyn ControllerTransport>,
     connect_timeout: Duration,
     body_timeout: Duration,
-    idle: Mutex<Vec<(String, TcpStream)>>,
+    idle: Mutex<Vec<(String, ControllerStream)>>,
 }
 
 impl Forwarder {
-    pub(crate) fn new(connect_timeout: Duration, body_timeout: Duration) -> Forwarder {
+    pub(crate) fn new(
+        transport: Arc<dyn ControllerTransport>,
+        connect_timeout: Duration,
+        body_timeout: Duration,
+    ) -> Forwarder {
         Forwarder {
+            transport,
             connect_timeout,
             body_timeout,
             idle: Mutex::new(Vec::new()),
         }
     }
 
-    fn idle(&self) -> MutexGuard<'_, Vec<(String, TcpStream)>> {
+    fn idle(&self) -> MutexGuard<'_, Vec<(String, ControllerStream)>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -105,35 +112,33 @@ impl Forwarder {
     }
 
     /// An idle connection to `addr` that the peer has not closed.
-    fn take_idle(&self, addr: &str) -> Option<TcpStream> {
+    fn take_idle(&self, addr: &str) -> Option<ControllerStream> {
         let mut idle = self.idle();
         while let Some(at) = idle.iter().position(|(a, _)| a == addr) {
-            let (_, stream) = idle.swap_remove(at);
-            let mut byte = [0u8; 1];
-            match stream.try_read(&mut byte) {
-                // Nothing to read: still open.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(stream),
-                // Closed (0), unexpected bytes, or failed: drop it.
-                _ => debug!(addr, "dropping a closed controller connection"),
+            let (_, mut stream) = idle.swap_remove(at);
+            if still_open(&mut stream) {
+                return Some(stream);
             }
+            debug!(addr, "dropping a closed controller connection");
         }
         None
     }
 
-    async fn connect(&self, addr: &str, deadline: Instant) -> Result<TcpStream, CallError> {
+    async fn connect(&self, addr: &str, deadline: Instant) -> Result<ControllerStream, CallError> {
         let limit = deadline.min(Instant::now() + self.connect_timeout);
-        let stream = match tokio::time::timeout_at(limit, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => return Err(CallError::NotSent(e)),
-            Err(_) => {
-                return Err(CallError::NotSent(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("connecting to controller {addr} timed out"),
-                )))
-            }
+        let connect = async {
+            let socket = TcpStream::connect(addr).await?;
+            socket.set_nodelay(true)?;
+            self.transport.connect(socket, addr.to_owned()).await
         };
-        stream.set_nodelay(true).map_err(CallError::NotSent)?;
-        Ok(stream)
+        match tokio::time::timeout_at(limit, connect).await {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(e)) => Err(CallError::NotSent(e)),
+            Err(_) => Err(CallError::NotSent(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connecting to controller {addr} timed out"),
+            ))),
+        }
     }
 }
 
@@ -189,7 +194,6 @@ impl HeartbeatAttempt<'_> {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
 
     use tokio::net::TcpListener;
 
@@ -206,7 +210,11 @@ mod tests {
     }
 
     fn forwarder() -> Forwarder {
-        Forwarder::new(Duration::from_secs(2), Duration::from_secs(2))
+        Forwarder::new(
+            Arc::new(crate::raft::Plaintext),
+            Duration::from_secs(2),
+            Duration::from_secs(2),
+        )
     }
 
     /// How a fake leader treats each connection it accepts.

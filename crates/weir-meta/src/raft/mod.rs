@@ -10,7 +10,8 @@
 //! - `log_store`: the durable Raft log;
 //! - `state_machine`: applies entries to the image, builds and installs
 //!   snapshots;
-//! - `network` and `server`: controller RPC over TCP;
+//! - `network` and `server`: controller RPC over TCP, secured by a
+//!   `transport`;
 //! - `forward`: commands and broker heartbeats sent on to the leader;
 //! - `leader`: what the active controller does: proposing, broker
 //!   sessions, admitting learners, fencing silent brokers, restoring
@@ -28,6 +29,7 @@ mod log_store;
 mod network;
 mod server;
 mod state_machine;
+mod transport;
 mod types;
 
 use std::collections::BTreeMap;
@@ -55,6 +57,10 @@ use self::leader::Shared;
 use self::log_store::LogStore;
 use self::network::{Network, RpcRequest, RpcResponse};
 use self::state_machine::StateMachine;
+pub use self::transport::{
+    ControllerIo, ControllerStream, ControllerTransport, Handshake, PeerAuthorization, Plaintext,
+    ANONYMOUS,
+};
 use self::types::{ControllerNode, JoinOutcome, WriteOutcome};
 
 /// How long a forwarded call waits before trying again when no leader is
@@ -95,6 +101,11 @@ pub struct ControllerConfig {
     /// `leader.imbalance.check.interval.seconds`); `None` never does
     /// (`auto.leader.rebalance.enable=false`).
     pub leader_imbalance_check_interval: Option<Duration>,
+    /// How connections between controllers, and from brokers to them, are
+    /// secured; the same on every node.
+    pub transport: Arc<dyn ControllerTransport>,
+    /// When an authorizer is on: peers need `ClusterAction` on the cluster.
+    pub peer_authorization: Option<PeerAuthorization>,
 }
 
 impl Default for ControllerConfig {
@@ -109,6 +120,8 @@ impl Default for ControllerConfig {
             submit_timeout: Duration::from_secs(10),
             broker_session_timeout: Duration::from_secs(9),
             leader_imbalance_check_interval: Some(Duration::from_secs(300)),
+            transport: Arc::new(Plaintext),
+            peer_authorization: None,
         }
     }
 }
@@ -503,12 +516,22 @@ impl Controller {
         let network = Network {
             node_id,
             connect_timeout: config.rpc_timeout,
+            transport: config.transport.clone(),
         };
         let raft = types::Raft::new(node_id, raft_config, network, log_store, state_machine)
             .await
             .map_err(|e| ControllerError::Raft(e.to_string()))?;
         let shared = Arc::new(Shared::new(node_id, raft, image, config.submit_timeout));
-        let server = server::spawn(listener, shared.clone(), config.rpc_timeout);
+        let server = server::spawn(
+            listener,
+            shared.clone(),
+            server::Admission {
+                transport: config.transport.clone(),
+                authorization: config.peer_authorization.clone(),
+                handshake_timeout: config.rpc_timeout,
+            },
+            config.rpc_timeout,
+        );
         let monitor = tokio::spawn(leader::monitor(
             shared.clone(),
             config.broker_session_timeout,
@@ -517,7 +540,11 @@ impl Controller {
         Ok(Controller {
             node_id,
             shared,
-            forwarder: Forwarder::new(config.rpc_timeout, config.rpc_timeout),
+            forwarder: Forwarder::new(
+                config.transport.clone(),
+                config.rpc_timeout,
+                config.rpc_timeout,
+            ),
             heartbeat_attempt_timeout: heartbeat_attempt_timeout(
                 config.rpc_timeout,
                 config.broker_session_timeout,

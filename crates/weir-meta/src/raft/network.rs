@@ -10,6 +10,7 @@
 //! next request).
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{
@@ -22,12 +23,13 @@ use openraft::raft::{
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::debug;
 
 use crate::command::Command;
 
+use super::transport::{ControllerStream, ControllerTransport};
 use super::types::{ControllerNode, JoinOutcome, NodeId, TypeConfig, WriteOutcome};
 use super::HeartbeatReply;
 
@@ -71,7 +73,7 @@ pub(crate) enum RpcResponse {
 
 /// Writes one frame.
 pub(crate) async fn write_frame<T: Serialize>(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncWrite + Unpin + ?Sized),
     message: &T,
 ) -> io::Result<()> {
     let body = serde_json::to_vec(message).map_err(io::Error::other)?;
@@ -95,7 +97,7 @@ pub(crate) async fn write_frame<T: Serialize>(
 /// frames. Once a frame has started, the rest of it must arrive within
 /// `body_timeout`.
 pub(crate) async fn read_frame<T: DeserializeOwned>(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncRead + Unpin + ?Sized),
     body_timeout: Duration,
 ) -> io::Result<Option<T>> {
     let mut len = [0u8; 4];
@@ -125,8 +127,9 @@ pub(crate) async fn read_frame<T: DeserializeOwned>(
 pub(crate) struct Network {
     /// This node's id (named in timeout errors).
     pub(crate) node_id: NodeId,
-    /// How long connecting may take.
+    /// How long connecting, the handshake included, may take.
     pub(crate) connect_timeout: Duration,
+    pub(crate) transport: Arc<dyn ControllerTransport>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -138,6 +141,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             addr: node.addr.clone(),
             connect_timeout: self.connect_timeout,
+            transport: self.transport.clone(),
             conn: None,
         }
     }
@@ -150,7 +154,8 @@ pub(crate) struct PeerClient {
     target: NodeId,
     addr: String,
     connect_timeout: Duration,
-    conn: Option<TcpStream>,
+    transport: Arc<dyn ControllerTransport>,
+    conn: Option<ControllerStream>,
 }
 
 /// Why a call failed, before it is turned into openraft's error.
@@ -179,20 +184,17 @@ impl PeerClient {
         ttl: Duration,
     ) -> Result<RpcResponse, CallError> {
         if self.conn.is_none() {
-            let stream =
-                match tokio::time::timeout(self.connect_timeout, TcpStream::connect(&self.addr))
-                    .await
-                {
-                    Ok(Ok(stream)) => stream,
-                    Ok(Err(e)) => return Err(CallError::Connect(e)),
-                    Err(_) => {
-                        return Err(CallError::Connect(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            format!("connecting to {} timed out", self.addr),
-                        )))
-                    }
-                };
-            stream.set_nodelay(true).map_err(CallError::Connect)?;
+            let connected = tokio::time::timeout(self.connect_timeout, self.connect()).await;
+            let stream = match connected {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return Err(CallError::Connect(e)),
+                Err(_) => {
+                    return Err(CallError::Connect(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("connecting to {} timed out", self.addr),
+                    )))
+                }
+            };
             debug!(target_node = self.target, addr = %self.addr, "controller connection opened");
             self.conn = Some(stream);
         }
@@ -208,6 +210,13 @@ impl PeerClient {
             ))),
             Err(e) => Err(CallError::Io(e)),
         }
+    }
+
+    /// A connection to the peer, secured.
+    async fn connect(&self) -> io::Result<ControllerStream> {
+        let socket = TcpStream::connect(&self.addr).await?;
+        socket.set_nodelay(true)?;
+        self.transport.connect(socket, self.addr.clone()).await
     }
 
     fn rpc_error<E: std::error::Error>(

@@ -1,11 +1,13 @@
 //! Controller RPC, the server side: accepts connections on the controller
-//! listener and hands each request to Raft (or, for forwarded commands,
-//! heartbeats and learners asking to join, to the leader's side of this
-//! node), answering in order.
+//! listener, secures them and checks the peer may use them, then hands
+//! each request to Raft (or, for forwarded commands, heartbeats and
+//! learners asking to join, to the leader's side of this node), answering
+//! in order.
 //!
 //! The accept task owns every connection task: aborting it (on shutdown)
 //! closes them all.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,26 +17,79 @@ use tracing::{debug, warn};
 
 use super::leader::Shared;
 use super::network::{read_frame, write_frame, RpcRequest, RpcResponse};
+use super::transport::{ControllerStream, ControllerTransport, PeerAuthorization};
+
+/// Who gets in, and how.
+#[derive(Debug, Clone)]
+pub(crate) struct Admission {
+    pub(crate) transport: Arc<dyn ControllerTransport>,
+    /// `None`: no authorizer, any peer that completes the handshake.
+    pub(crate) authorization: Option<PeerAuthorization>,
+    pub(crate) handshake_timeout: Duration,
+}
+
+impl Admission {
+    /// The connection secured, once the peer is known to be allowed in.
+    async fn admit(
+        &self,
+        socket: TcpStream,
+        peer: SocketAddr,
+        shared: &Shared,
+    ) -> std::io::Result<ControllerStream> {
+        socket.set_nodelay(true)?;
+        let handshake = tokio::time::timeout(self.handshake_timeout, self.transport.accept(socket));
+        let (stream, principal) = handshake.await.map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "the handshake timed out")
+        })??;
+        if let Some(authorization) = &self.authorization {
+            let image = shared.image.borrow().clone();
+            if !authorization.allows(&image, &principal, &peer.ip().to_string()) {
+                warn!(%peer, principal, "refused a controller connection: the principal lacks ClusterAction on the cluster");
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!("{principal} may not use the controller RPC"),
+                ));
+            }
+        }
+        Ok(stream)
+    }
+}
 
 /// Starts serving controller RPC on `listener`.
 pub(crate) fn spawn(
     listener: TcpListener,
     shared: Arc<Shared>,
+    admission: Admission,
     body_timeout: Duration,
 ) -> JoinHandle<()> {
-    tokio::spawn(accept_loop(listener, shared, body_timeout))
+    tokio::spawn(accept_loop(
+        listener,
+        shared,
+        Arc::new(admission),
+        body_timeout,
+    ))
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, body_timeout: Duration) {
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    admission: Arc<Admission>,
+    body_timeout: Duration,
+) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
+                Ok((socket, peer)) => {
                     debug!(%peer, "controller connection accepted");
                     let shared = shared.clone();
+                    let admission = admission.clone();
                     connections.spawn(async move {
-                        if let Err(e) = serve(stream, &shared, body_timeout).await {
+                        let served = match admission.admit(socket, peer, &shared).await {
+                            Ok(stream) => serve(stream, &shared, body_timeout).await,
+                            Err(e) => Err(e),
+                        };
+                        if let Err(e) = served {
                             debug!(%peer, error = %e, "controller connection closed");
                         }
                     });
@@ -51,11 +106,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, body_timeout: D
 }
 
 async fn serve(
-    mut stream: TcpStream,
+    mut stream: ControllerStream,
     shared: &Shared,
     body_timeout: Duration,
 ) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
     let raft = &shared.raft;
     while let Some(request) = read_frame::<RpcRequest>(&mut stream, body_timeout).await? {
         let response = match request {

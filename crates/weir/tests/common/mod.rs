@@ -125,6 +125,10 @@ impl Weir {
         envs: &[(&str, &str)],
     ) -> Launch {
         let listen = format!("127.0.0.1:{}", port.unwrap_or(0));
+        // A CONTROLLER:// listener replaces the one --controller-listen gives.
+        let names_controller = extra_args
+            .iter()
+            .any(|a| a.to_ascii_uppercase().contains("CONTROLLER://"));
         let child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .arg("serve")
             .arg("--data-dir")
@@ -144,7 +148,7 @@ impl Weir {
             )
             .args(
                 Some(["--controller-listen", "127.0.0.1:0"])
-                    .filter(|_| !extra_args.contains(&"--controller-listen"))
+                    .filter(|_| !extra_args.contains(&"--controller-listen") && !names_controller)
                     .into_iter()
                     .flatten(),
             )

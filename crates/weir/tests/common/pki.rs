@@ -43,7 +43,22 @@ impl Pki {
             file,
             names,
             "weir broker",
-            ExtendedKeyUsagePurpose::ServerAuth,
+            &[ExtendedKeyUsagePurpose::ServerAuth],
+            |_| {},
+        )
+    }
+
+    /// A node's certificate for `names`, with subject CN=`name`, good for
+    /// both ends of a connection between nodes (server and client).
+    pub fn node(&self, file: &str, names: &[&str], name: &str) -> Identity {
+        self.issue(
+            file,
+            names,
+            name,
+            &[
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
             |_| {},
         )
     }
@@ -61,7 +76,13 @@ impl Pki {
         name: &str,
         adjust: impl FnOnce(&mut CertificateParams),
     ) -> Identity {
-        self.issue(file, &[], name, ExtendedKeyUsagePurpose::ClientAuth, adjust)
+        self.issue(
+            file,
+            &[],
+            name,
+            &[ExtendedKeyUsagePurpose::ClientAuth],
+            adjust,
+        )
     }
 
     fn issue(
@@ -69,7 +90,7 @@ impl Pki {
         file: &str,
         names: &[&str],
         common_name: &str,
-        purpose: ExtendedKeyUsagePurpose,
+        purposes: &[ExtendedKeyUsagePurpose],
         adjust: impl FnOnce(&mut CertificateParams),
     ) -> Identity {
         let key = KeyPair::generate().unwrap();
@@ -78,7 +99,7 @@ impl Pki {
         params
             .distinguished_name
             .push(DnType::CommonName, common_name);
-        params.extended_key_usages = vec![purpose];
+        params.extended_key_usages = purposes.to_vec();
         adjust(&mut params);
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         let path = |suffix: &str| self.dir.path().join(format!("{file}{suffix}"));
