@@ -23,7 +23,7 @@ use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::partition::{AppendError, Partition, ReplicatedWrite};
 use crate::producer_ids::ProducerIdBlocks;
 use crate::replica_manager::{NotServed, ReplicaManager};
-use crate::tls::{file_stamp, TlsServer};
+use crate::tls::TlsServer;
 use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
 use weir_meta::Authorizer;
 
@@ -148,7 +148,8 @@ pub struct Broker {
     /// Checks OAUTHBEARER tokens, when that mechanism is enabled.
     oauth: RwLock<Option<Arc<weir_auth::JwtValidator>>>,
     /// The modification time and length of the JWKS file it was read from.
-    jwks_stamp: Mutex<Option<(std::time::SystemTime, u64)>>,
+    /// When to read the OAUTHBEARER keys again.
+    jwks: Option<crate::jwks::JwksRefresh>,
 }
 
 /// The settings in force and what they were built from.
@@ -193,8 +194,27 @@ impl Broker {
             None
         };
         let inter_broker_security = config.inter_broker_client_security()?;
-        let jwks_stamp = Mutex::new(config.security.jwks_path().and_then(|p| file_stamp(&p)));
-        let oauth = RwLock::new(config.security.jwt_validator()?.map(Arc::new));
+        let (oauth, jwks) = match config.security.jwks_source()? {
+            None => (None, None),
+            Some(source) => {
+                let oauth = &config.security.oauthbearer;
+                // Tracked from before the read: a change during it is
+                // read again.
+                let refresh = crate::jwks::JwksRefresh::new(
+                    source,
+                    std::time::Duration::from_millis(oauth.jwks_refresh_ms),
+                    std::time::Duration::from_millis(oauth.jwks_retry_backoff_max_ms),
+                    std::time::Instant::now(),
+                );
+                let jwks = refresh
+                    .source()
+                    .read()
+                    .map_err(|reason| config.security.jwks_error(reason))?;
+                let validator = config.security.jwt_validator(&jwks)?;
+                (Some(Arc::new(validator)), Some(refresh))
+            }
+        };
+        let oauth = RwLock::new(oauth);
         std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
         let cluster_id = load_cluster_id(&config.data_dir)?;
         // Before joining the cluster: a partition found twice stops the
@@ -327,7 +347,7 @@ impl Broker {
             authorizer: RwLock::new((u64::MAX, None)),
             inter_broker_security,
             oauth,
-            jwks_stamp,
+            jwks,
         });
         broker.load_led_transactions();
         broker.start_membership();
@@ -761,23 +781,32 @@ impl Broker {
         self.oauth.read().clone()
     }
 
-    /// Reads the OAUTHBEARER JWKS again if its file changed (keys rotate
-    /// without a restart); true if the new keys are in force. A file that
-    /// cannot be used leaves the old keys in force.
-    pub fn reload_jwks_if_changed(&self) -> Result<bool, crate::config::ConfigError> {
-        let security = &self.static_config.security;
-        let Some(path) = security.jwks_path() else {
+    /// Reads the OAUTHBEARER JWKS again when due (its file changed, its
+    /// endpoint's refresh interval passed, a token named a key it lacks);
+    /// true if new keys are in force. Keys that cannot be read or used
+    /// leave the old ones in force. Blocks: run it on the blocking pool.
+    pub fn refresh_jwks_if_due(&self) -> Result<bool, crate::config::ConfigError> {
+        let Some(jwks) = &self.jwks else {
             return Ok(false);
         };
-        let now = file_stamp(&path);
-        let mut stamp = self.jwks_stamp.lock();
-        if *stamp == now {
+        if !jwks.due(std::time::Instant::now()) {
             return Ok(false);
         }
-        *stamp = now;
-        let validator = security.jwt_validator()?;
-        *self.oauth.write() = validator.map(Arc::new);
+        let security = &self.static_config.security;
+        let text = jwks
+            .source()
+            .read()
+            .map_err(|reason| security.jwks_error(reason))?;
+        let validator = security.jwt_validator(&text)?;
+        *self.oauth.write() = Some(Arc::new(validator));
         Ok(true)
+    }
+
+    /// A token named a key the JWKS lacks: fetch it again soon.
+    pub(crate) fn jwks_key_missing(&self) {
+        if let Some(jwks) = &self.jwks {
+            jwks.key_missing();
+        }
     }
 
     /// How this broker connects to the other brokers.

@@ -566,6 +566,20 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "Where OAUTHBEARER tokens' signing keys are: an https:// URL or a file:// path to a JWKS",
     },
     BrokerConfigDef {
+        name: "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        default: "3600000",
+        config_type: ConfigType::Long,
+        dynamic: false,
+        doc: "How often the JWKS of an http(s) endpoint is fetched again",
+    },
+    BrokerConfigDef {
+        name: "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        default: "10000",
+        config_type: ConfigType::Long,
+        dynamic: false,
+        doc: "The least time between two fetches of the JWKS asked for by tokens naming a key it lacks",
+    },
+    BrokerConfigDef {
         name: "sasl.oauthbearer.expected.audience",
         default: "",
         config_type: ConfigType::List,
@@ -1505,60 +1519,46 @@ pub struct SecurityConfig {
 }
 
 impl SecurityConfig {
-    /// The JWKS file OAUTHBEARER tokens are checked against, when that
-    /// mechanism is enabled.
-    pub fn jwks_path(&self) -> Option<PathBuf> {
-        let url = self.oauthbearer.jwks_endpoint_url.as_str();
-        if !self.sasl_mechanisms.iter().any(|m| m == "OAUTHBEARER") || url.is_empty() {
-            return None;
-        }
-        match url.strip_prefix("file://") {
-            Some(path) => Some(PathBuf::from(path)),
-            None => (!url.contains("://")).then(|| PathBuf::from(url)),
-        }
-    }
-
-    /// The OAUTHBEARER token checker when the mechanism is enabled: the
-    /// JWKS read from `sasl.oauthbearer.jwks.endpoint.url` (a `file://`
-    /// URL or a path).
-    pub fn jwt_validator(&self) -> Result<Option<weir_auth::JwtValidator>, ConfigError> {
+    /// Where the keys OAUTHBEARER tokens are checked against are, when
+    /// that mechanism is enabled.
+    pub fn jwks_source(&self) -> Result<Option<crate::jwks::JwksSource>, ConfigError> {
         if !self.sasl_mechanisms.iter().any(|m| m == "OAUTHBEARER") {
             return Ok(None);
         }
-        let oauth = &self.oauthbearer;
-        let url = oauth.jwks_endpoint_url.as_str();
-        let refuse = |reason: String| ConfigError {
-            name: "sasl.oauthbearer.jwks.endpoint.url".into(),
-            value: url.to_owned(),
-            reason,
-        };
+        let url = self.oauthbearer.jwks_endpoint_url.as_str();
         if url.is_empty() {
-            return Err(refuse(
+            return Err(self.jwks_error(
                 "OAUTHBEARER is enabled: name the JWKS its tokens are signed with".into(),
             ));
         }
-        if url.starts_with("http://") || url.starts_with("https://") {
-            return Err(refuse(
-                "JWKS endpoints over HTTP are not supported yet: save the JWKS to a file and \
-                 give file:///path/to/jwks.json"
-                    .into(),
-            ));
+        crate::jwks::JwksSource::parse(url)
+            .map(Some)
+            .map_err(|reason| self.jwks_error(reason))
+    }
+
+    /// An error about `sasl.oauthbearer.jwks.endpoint.url`.
+    pub(crate) fn jwks_error(&self, reason: String) -> ConfigError {
+        ConfigError {
+            name: "sasl.oauthbearer.jwks.endpoint.url".into(),
+            value: self.oauthbearer.jwks_endpoint_url.clone(),
+            reason,
         }
-        let path = self.jwks_path().unwrap_or_default();
-        let path = path.display();
-        let jwks = std::fs::read_to_string(path.to_string())
-            .map_err(|error| refuse(format!("cannot read {path}: {error}")))?;
+    }
+
+    /// The OAUTHBEARER token checker over `jwks` (a JWKS's JSON), with the
+    /// expected audience, issuer and principal claim.
+    pub fn jwt_validator(&self, jwks: &str) -> Result<weir_auth::JwtValidator, ConfigError> {
+        let oauth = &self.oauthbearer;
         let audience =
             (!oauth.expected_audience.is_empty()).then(|| oauth.expected_audience.clone());
         let claim = Some(oauth.sub_claim_name.clone()).filter(|c| !c.is_empty());
         weir_auth::JwtValidator::from_jwks_json(
-            &jwks,
+            jwks,
             audience,
             oauth.expected_issuer.clone(),
             claim,
         )
-        .map(Some)
-        .map_err(|error| refuse(error.to_string()))
+        .map_err(|error| self.jwks_error(error.to_string()))
     }
 }
 
@@ -1567,6 +1567,10 @@ impl SecurityConfig {
 pub struct OAuthBearerConfig {
     /// `sasl.oauthbearer.jwks.endpoint.url`
     pub jwks_endpoint_url: String,
+    /// `sasl.oauthbearer.jwks.endpoint.refresh.ms`
+    pub jwks_refresh_ms: u64,
+    /// `sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms`
+    pub jwks_retry_backoff_max_ms: u64,
     pub expected_audience: Vec<String>,
     pub expected_issuer: Option<String>,
     pub sub_claim_name: String,
@@ -1653,6 +1657,16 @@ impl SecurityConfig {
             )?,
             oauthbearer: OAuthBearerConfig {
                 jwks_endpoint_url: get("sasl.oauthbearer.jwks.endpoint.url").trim().to_owned(),
+                jwks_refresh_ms: parse_in(
+                    get,
+                    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+                    1..=i64::MAX as u64,
+                )?,
+                jwks_retry_backoff_max_ms: parse_in(
+                    get,
+                    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+                    0..=i64::MAX as u64,
+                )?,
                 expected_audience: list("sasl.oauthbearer.expected.audience"),
                 expected_issuer: (!issuer.is_empty()).then(|| issuer.to_owned()),
                 sub_claim_name: get("sasl.oauthbearer.sub.claim.name").trim().to_owned(),

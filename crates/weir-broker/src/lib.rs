@@ -12,6 +12,7 @@ pub mod group;
 pub mod group_coordinator;
 pub mod high_watermarks;
 pub mod http;
+pub mod jwks;
 pub mod lag;
 pub mod listeners;
 pub mod log_cleaner;

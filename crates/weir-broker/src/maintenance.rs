@@ -84,7 +84,7 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 let files = broker.clone();
                 let reloaded = tokio::task::spawn_blocking(move || {
                     let tls = files.tls().map(|tls| tls.reload_if_changed());
-                    (tls, files.reload_jwks_if_changed())
+                    (tls, files.refresh_jwks_if_due())
                 })
                 .await;
                 let Ok((tls, jwks)) = reloaded else { continue };
@@ -94,9 +94,9 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                     _ => {}
                 }
                 match jwks {
-                    Ok(true) => tracing::info!("the OAUTHBEARER JWKS changed on disk: new tokens are checked against it"),
+                    Ok(true) => tracing::info!("the OAUTHBEARER JWKS was read again: new tokens are checked against it"),
                     Ok(false) => {}
-                    Err(error) => tracing::warn!(%error, "the OAUTHBEARER JWKS changed but cannot be used; the previous keys stay in force"),
+                    Err(error) => tracing::warn!(%error, "the OAUTHBEARER JWKS cannot be read again or used; the previous keys stay in force"),
                 }
             }
             _ = broker.log_dirs().failed_since() => {

@@ -96,6 +96,8 @@ pub use security::{
     PemSource, SaslConfig, SaslMechanism, SecurityConfig, SecurityConfigError, SecurityProtocol,
     TlsConfig, TlsIdentity,
 };
-pub use tls::{client_config as tls_client_config, server_name as tls_server_name};
+pub use tls::{
+    client_config as tls_client_config, server_name as tls_server_name, system_ca_certificates,
+};
 pub use transactions::{ListedTransaction, TransactionDescription};
 pub use users::{NewScramCredential, ScramCredentialInfo, ScramUser};

@@ -117,6 +117,14 @@ fn trusted(source: &PemSource) -> Result<RootCertStore, SecurityConfigError> {
 /// distributions keep it. A bundle's odd certificate that does not parse is
 /// skipped rather than failing every connection.
 fn system_roots() -> Option<RootCertStore> {
+    let mut roots = RootCertStore::empty();
+    roots.add_parsable_certificates(system_ca_certificates());
+    (!roots.is_empty()).then_some(roots)
+}
+
+/// The certificates of the system's CA bundle: `SSL_CERT_FILE`, or the
+/// first bundle found where distributions keep it; none if there is none.
+pub fn system_ca_certificates() -> Vec<CertificateDer<'static>> {
     let from_env = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
     let candidates = from_env
         .into_iter()
@@ -125,14 +133,14 @@ fn system_roots() -> Option<RootCertStore> {
         let Ok(pem) = std::fs::read(&path) else {
             continue;
         };
-        let mut roots = RootCertStore::empty();
-        roots
-            .add_parsable_certificates(CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok));
-        if !roots.is_empty() {
-            return Some(roots);
+        let certificates: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+            .filter_map(Result::ok)
+            .collect();
+        if !certificates.is_empty() {
+            return certificates;
         }
     }
-    None
+    Vec::new()
 }
 
 /// The name the broker's certificate must carry: the host of `addr`

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use uuid::Uuid;
 use weir_meta::{
     Applied, BrokerInfo, Command, Controller, ControllerConfig, ControllerError, HeartbeatReply,
-    MetaError, MetadataImage, Role, SubmitError,
+    MetaError, MetadataImage, PeerAuthorization, Role, SubmitError,
 };
 
 /// The longest any single wait may take.
@@ -31,6 +31,7 @@ fn config() -> ControllerConfig {
         submit_timeout: Duration::from_secs(10),
         broker_session_timeout: Duration::from_secs(3600),
         leader_imbalance_check_interval: None,
+        ..ControllerConfig::default()
     }
 }
 
@@ -318,6 +319,54 @@ async fn three_voters_elect_one_leader_and_replicate_to_every_image() {
     for c in cluster.running() {
         c.shutdown().await.unwrap();
     }
+}
+
+/// One broker heartbeat written on a fresh connection to `addr`, as raw
+/// controller RPC; the bytes that come back before the peer closes or goes
+/// quiet.
+async fn raw_heartbeat(addr: SocketAddr) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body =
+        br#"{"Heartbeat":{"broker_id":7,"incarnation":"00000000-0000-0000-0000-000000000000"}}"#;
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    let _ = stream.write_all(&frame).await;
+    let mut answer = vec![0u8; 4096];
+    match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer)).await {
+        Ok(Ok(n)) => answer[..n].to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_authorizer_only_peers_with_cluster_action_are_served() {
+    // Every peer of a plaintext link is anonymous: as a super user it is
+    // served, and the voters elect and forward as usual.
+    let allowed = ControllerConfig {
+        peer_authorization: Some(PeerAuthorization {
+            super_users: vec!["User:ANONYMOUS".to_owned()],
+            allow_everyone_if_no_acl_found: false,
+        }),
+        ..config()
+    };
+    let cluster = Cluster::start_with(3, allowed).await;
+    let leader = cluster.wait_leader().await;
+    let follower = cluster.running().find(|c| c.node_id() != leader).unwrap();
+    assert_eq!(follower.submit(broker(1)).await.unwrap(), Applied::Done);
+    assert!(!raw_heartbeat(cluster.nodes[0].addr).await.is_empty());
+    for c in cluster.running() {
+        c.shutdown().await.unwrap();
+    }
+    // Without ClusterAction (no ACL, nobody super): closed unanswered.
+    let refused = ControllerConfig {
+        peer_authorization: Some(PeerAuthorization::default()),
+        ..config()
+    };
+    let cluster = Cluster::start_with(1, refused).await;
+    cluster.wait_leader().await;
+    assert_eq!(raw_heartbeat(cluster.nodes[0].addr).await, Vec::<u8>::new());
+    cluster.node(1).shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

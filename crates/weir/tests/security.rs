@@ -577,12 +577,17 @@ fn a_cluster_with_only_sasl_ssl_listeners_replicates_and_fails_over() {
 
 /// A P-256 key and its JWKS (key id `k1`), for OAUTHBEARER tokens.
 fn signing_key() -> (jsonwebtoken::EncodingKey, String) {
+    signing_key_named("k1")
+}
+
+/// A P-256 key and its JWKS, with key id `kid`.
+fn signing_key_named(kid: &str) -> (jsonwebtoken::EncodingKey, String) {
     use base64::Engine;
     let key = rcgen::KeyPair::generate().unwrap();
     let point = key.public_key_raw(); // 0x04, then X and Y
     let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
     let jwks = format!(
-        r#"{{"keys":[{{"kty":"EC","crv":"P-256","kid":"k1","use":"sig","alg":"ES256","x":"{}","y":"{}"}}]}}"#,
+        r#"{{"keys":[{{"kty":"EC","crv":"P-256","kid":"{kid}","use":"sig","alg":"ES256","x":"{}","y":"{}"}}]}}"#,
         b64(&point[1..33]),
         b64(&point[33..65])
     );
@@ -591,12 +596,17 @@ fn signing_key() -> (jsonwebtoken::EncodingKey, String) {
 }
 
 fn token(key: &jsonwebtoken::EncodingKey, subject: &str, expires_in: i64) -> String {
+    token_of("k1", key, subject, expires_in)
+}
+
+/// A token signed with `key`, whose header names `kid`.
+fn token_of(kid: &str, key: &jsonwebtoken::EncodingKey, subject: &str, expires_in: i64) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-    header.kid = Some("k1".into());
+    header.kid = Some(kid.into());
     let claims = serde_json::json!({
         "sub": subject, "iss": "https://issuer.example", "aud": "weir",
         "iat": now, "exp": now + expires_in,
@@ -674,6 +684,119 @@ fn oauthbearer_accepts_tokens_signed_by_the_jwks_and_refuses_the_others() {
         let response = oauth_authenticate(&mut raw, &token(&rotated, "svc-orders", 600));
         (response.error_code == 0 && response.auth_bytes.is_empty()).then_some(())
     });
+}
+
+/// An HTTPS endpoint serving the JWKS in `jwks` to every GET, with
+/// `identity`'s certificate; its address, and a count of requests.
+fn serve_jwks(
+    identity: &common::pki::Identity,
+    jwks: std::sync::Arc<std::sync::Mutex<String>>,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use std::io::{BufRead, BufReader};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let chain: Vec<_> = CertificateDer::pem_file_iter(&identity.certificate)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(&identity.key).unwrap();
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap(),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(tcp) = tcp else { continue };
+            let connection = rustls::ServerConnection::new(config.clone()).unwrap();
+            let mut stream = rustls::StreamOwned::new(connection, tcp);
+            let mut reader = BufReader::new(&mut stream);
+            let mut line = String::new();
+            // The request line and headers, up to the blank line.
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            counted.fetch_add(1, Ordering::SeqCst);
+            let body = jwks.lock().unwrap().clone();
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+            let _ = stream.flush();
+            stream.conn.send_close_notify();
+            let _ = stream.flush();
+        }
+    });
+    (addr, requests)
+}
+
+#[test]
+fn oauthbearer_fetches_the_jwks_over_https_and_again_for_an_unknown_key() {
+    use std::sync::atomic::Ordering;
+    let pki = Pki::new("identity provider");
+    let endpoint = pki.server("idp", &["localhost", "127.0.0.1"]);
+    let (key, jwks) = signing_key_named("2026-a");
+    let served = std::sync::Arc::new(std::sync::Mutex::new(jwks));
+    let (addr, requests) = serve_jwks(&endpoint, served.clone());
+    let ca = path(&pki.ca);
+    let weir = Weir::start_with_env(
+        &[
+            "--listeners",
+            "SASL_PLAINTEXT://127.0.0.1:0",
+            "--sasl-enabled-mechanisms",
+            "OAUTHBEARER",
+            "--sasl-oauthbearer-jwks-endpoint-url",
+            &format!("https://{addr}/keys"),
+            "--sasl-oauthbearer-expected-audience",
+            "weir",
+            "--sasl-oauthbearer-expected-issuer",
+            "https://issuer.example",
+            "--sasl-oauthbearer-jwks-endpoint-retry-backoff-max-ms",
+            "0",
+        ],
+        // The endpoint's CA, as the system's.
+        &[("SSL_CERT_FILE", &ca)],
+    );
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        1,
+        "fetched once at the start"
+    );
+    let sasl = weir.listener("SASL_PLAINTEXT").to_owned();
+    let authenticate = |token: &str| {
+        let mut raw = Raw::connect(&sasl);
+        assert_eq!(handshake(&mut raw, "OAUTHBEARER").error_code, 0);
+        let response = oauth_authenticate(&mut raw, token);
+        response.error_code == 0 && response.auth_bytes.is_empty()
+    };
+    assert!(authenticate(&token_of("2026-a", &key, "svc-orders", 600)));
+
+    // The provider rotates its keys: a token naming the new key makes the
+    // broker fetch the set again (well before the hourly refresh), and
+    // then it is accepted.
+    let (rotated, rotated_jwks) = signing_key_named("2026-b");
+    *served.lock().unwrap() = rotated_jwks;
+    let fresh = token_of("2026-b", &rotated, "svc-orders", 600);
+    common::cluster::wait_until(
+        "the rotated JWKS to be fetched",
+        Duration::from_secs(10),
+        || authenticate(&fresh).then_some(()),
+    );
+    assert!(requests.load(Ordering::SeqCst) >= 2);
+    // The retired key is gone with the old set.
+    assert!(!authenticate(&token_of("2026-a", &key, "svc-orders", 600)));
 }
 
 /// A TLS connection to a controller listener, as a node with `identity`
@@ -802,9 +925,8 @@ fn controllers_talk_over_mutual_tls_and_refuse_who_lacks_cluster_action() {
     // A certificate from the same CA whose principal has no ClusterAction:
     // the connection is closed with no answer.
     let intruder = pki.node("intruder", &["localhost"], "intruder");
-    match controller_heartbeat(&controller, &pki.ca, &intruder) {
-        Ok(answer) => assert!(answer.is_empty(), "no answer to a stranger: {answer:?}"),
-        Err(_) => {}
+    if let Ok(answer) = controller_heartbeat(&controller, &pki.ca, &intruder) {
+        assert!(answer.is_empty(), "no answer to a stranger: {answer:?}");
     }
     // Plaintext on the controller listener gets no answer either.
     let mut raw = TcpStream::connect(&controller).unwrap();

@@ -106,6 +106,9 @@ fn oauth_step(
             }
         },
         Err(error) => {
+            if matches!(error, weir_auth::OAuthError::UnknownKey { .. }) {
+                broker.jwks_key_missing();
+            }
             tracing::debug!(%error, "OAUTHBEARER token refused");
             Some((Bytes::from(server.reject()), None))
         }
