@@ -970,3 +970,103 @@ fn sasl_on_the_controller_listener_stops_the_start_with_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// librdkafka's connection counts per broker, from its statistics.
+#[derive(Default)]
+struct Connects {
+    by_broker: std::sync::Mutex<std::collections::BTreeMap<String, i64>>,
+}
+
+impl rdkafka::ClientContext for Connects {
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        let mut by_broker = self.by_broker.lock().unwrap();
+        for (name, broker) in statistics.brokers {
+            // The bootstrap entry, and the broker by its id.
+            if broker.nodeid >= 0 {
+                by_broker.insert(name, broker.connects.unwrap_or_default());
+            }
+        }
+    }
+}
+
+impl rdkafka::producer::ProducerContext for Connects {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, report: &rdkafka::message::DeliveryResult<'_>, _: ()) {
+        report.as_ref().map_err(|(e, _)| e.clone()).unwrap();
+    }
+}
+
+#[test]
+fn sessions_end_at_connections_max_reauth_ms_and_librdkafka_reauthenticates_on_its_connection() {
+    let weir = Weir::start(&[
+        "--listeners",
+        "SASL_PLAINTEXT://127.0.0.1:0",
+        "--connections-max-reauth-ms",
+        "1500",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=app,password=app-secret]",
+    ]);
+    let sasl = weir.listener("SASL_PLAINTEXT").to_owned();
+    // A client that does not authenticate again is cut off once its
+    // session is over.
+    let mut raw = Raw::connect(&sasl);
+    assert_eq!(handshake(&mut raw, "PLAIN").error_code, 0);
+    let response: SaslAuthenticateResponse = raw.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(b"\0app\0app-secret"[..].into()),
+    );
+    assert_eq!(response.error_code, 0);
+    assert!((1..=1500).contains(&response.session_lifetime_ms));
+    let metadata: MetadataResponse = raw.call(ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert_eq!(metadata.brokers.len(), 1);
+    std::thread::sleep(Duration::from_millis(1700));
+    raw.send(ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert!(raw.is_closed(), "an expired session is closed");
+
+    // librdkafka (KIP-368) authenticates again on the same connection
+    // before its session ends: records keep flowing over several session
+    // lifetimes without a reconnect.
+    let producer: BaseProducer<Connects> = client(
+        &sasl,
+        &[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "app"),
+            ("sasl.password", "app-secret"),
+            ("statistics.interval.ms", "200"),
+        ],
+    )
+    .create_with_context(Connects::default())
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut sent = 0;
+    while started.elapsed() < Duration::from_secs(6) {
+        let value = format!("value-{sent}");
+        common::send_queued(
+            &producer,
+            BaseRecord::<(), str>::to("reauth").payload(&value),
+        );
+        sent += 1;
+        producer.poll(Duration::from_millis(100));
+    }
+    producer.flush(TIMEOUT).unwrap();
+    producer.poll(Duration::from_millis(500));
+    let connects = producer.context().by_broker.lock().unwrap().clone();
+    assert!(!connects.is_empty(), "statistics arrived");
+    assert!(
+        connects.values().all(|&n| n == 1),
+        "one connection per broker for four session lifetimes: {connects:?}"
+    );
+    let config = client(
+        &sasl,
+        &[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "app"),
+            ("sasl.password", "app-secret"),
+        ],
+    );
+    assert_eq!(consume(&config, "reauth", sent).len(), sent);
+}
