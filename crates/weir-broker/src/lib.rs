@@ -5,6 +5,7 @@ mod blocking;
 pub mod broker;
 mod client_quotas;
 pub mod config;
+pub mod consumer_group;
 mod controller_link;
 mod features;
 mod fetch_sessions;
