@@ -153,6 +153,12 @@ impl ConsumerGroupEngine {
         std::mem::take(&mut self.out)
     }
 
+    /// The replayed state, for tests comparing engines.
+    #[cfg(test)]
+    pub(super) fn persisted(&self) -> &GroupState {
+        &self.state
+    }
+
     // ---- views for the coordinator ----
 
     pub fn group_id(&self) -> &str {
@@ -834,16 +840,20 @@ impl ConsumerGroupEngine {
     }
 }
 
-/// Kafka's throwIfConsumerGroupMemberEpochIsInvalid: an epoch ahead of the
-/// member's is fenced; one behind is accepted only if it is the previous epoch
-/// and the member owns no more than it is assigned (its response with the
-/// bump was lost).
+/// Kafka's throwIfConsumerGroupMemberEpochIsInvalid: epoch 0 is a member
+/// rejoining after it was fenced, owning nothing (accepted, as Kafka does
+/// since KAFKA-19233); an epoch ahead of the member's is fenced; one behind is
+/// accepted only if it is the previous epoch and the member owns no more than
+/// it is assigned (its response with the bump was lost).
 fn check_member_epoch(
     member: &Member,
     received: i32,
     owned: Option<&Assignment>,
 ) -> Result<(), ConsumerGroupError> {
     let current = &member.current;
+    if received == 0 {
+        return Ok(());
+    }
     if received > current.member_epoch {
         return Err(ConsumerGroupError::FencedMemberEpoch);
     }
