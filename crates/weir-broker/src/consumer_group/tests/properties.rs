@@ -4,7 +4,8 @@
 //! and topic changes, checking named invariants:
 //!
 //! - `no_partition_owned_twice`: after every step, no partition is assigned or
-//!   pending revocation in two members' current assignments;
+//!   pending revocation in two members' current assignments, and no two
+//!   clients that are still members consume the same partition;
 //! - `the_group_settles`: once every client heartbeats reporting what it owns
 //!   and nothing else changes, the group becomes Stable with every partition
 //!   of every subscribed topic owned by exactly one member, each member owning
@@ -263,6 +264,22 @@ impl Run {
     fn check_invariants(&self) {
         let engine = &self.h.engine;
         assert_no_partition_owned_twice(engine);
+        // What clients consume: two clients the group still has never consume
+        // the same partition. (A client fenced behind its back may, until its
+        // next heartbeat tells it; its offset commits are refused meanwhile.)
+        let mut consumers: BTreeMap<(uuid::Uuid, i32), usize> = BTreeMap::new();
+        for (client, c) in self.clients.iter().enumerate() {
+            if !c.joined || engine.member(&self.member_id(client)).is_none() {
+                continue;
+            }
+            for (topic, partitions) in &c.owned {
+                for p in partitions {
+                    if let Some(other) = consumers.insert((*topic, *p), client) {
+                        panic!("{topic}-{p} consumed by clients {other} and {client}");
+                    }
+                }
+            }
+        }
         assert!(engine.assignment_epoch() <= engine.group_epoch());
         for member in engine.members() {
             assert!(
