@@ -143,7 +143,10 @@ impl ConsumerGroupEngine {
             } => {
                 let response = self.on_heartbeat(now_ms, &request, fresh_member_id, topics);
                 if response.is_err() {
-                    debug_assert!(self.out.records.is_empty(), "a refused request changes nothing");
+                    debug_assert!(
+                        self.out.records.is_empty(),
+                        "a refused request changes nothing"
+                    );
                 }
                 self.out.response = Some(response);
             }
@@ -410,9 +413,9 @@ impl ConsumerGroupEngine {
                 .get(&member_id)
                 .map_or(&default, |m| &m.metadata);
             let updated = updated_metadata(old, request);
-            if let Some(updated) = updated.or_else(|| {
-                matches!(joining, Joining::New).then(|| MemberMetadata::clone(old))
-            }) {
+            if let Some(updated) = updated
+                .or_else(|| matches!(joining, Joining::New).then(|| MemberMetadata::clone(old)))
+            {
                 bump = !updated.same_subscription(old);
                 self.append(Record::MemberMetadata {
                     member_id: member_id.clone(),
@@ -620,7 +623,8 @@ impl ConsumerGroupEngine {
         }
         let changed = next.assigned != member.current.assigned;
         let rebalance_timeout_ms = member.metadata.rebalance_timeout_ms;
-        let unrevoked = (next.state == MemberState::UnrevokedPartitions).then_some(next.member_epoch);
+        let unrevoked =
+            (next.state == MemberState::UnrevokedPartitions).then_some(next.member_epoch);
         self.append(Record::CurrentMemberAssignment {
             member_id: member_id.to_owned(),
             assignment: next,
@@ -818,8 +822,7 @@ impl ConsumerGroupEngine {
 
     fn schedule_rebalance(&mut self, member_id: &str, now_ms: u64, epoch: i32, timeout: i32) {
         let at_ms = now_ms + timeout_ms(timeout);
-        self.rebalances
-            .insert(member_id.to_owned(), (at_ms, epoch));
+        self.rebalances.insert(member_id.to_owned(), (at_ms, epoch));
         self.out.timers.push(TimerCommand::Schedule {
             key: TimerKey::Rebalance {
                 member_id: member_id.to_owned(),
@@ -887,10 +890,15 @@ fn updated_metadata(old: &MemberMetadata, request: &HeartbeatRequest) -> Option<
             .server_assignor
             .as_ref()
             .is_some_and(|a| old.server_assignor.as_ref() != Some(a))
-        || request.subscribed_topic_names.as_ref().is_some_and(|names| {
-            names.len() != old.subscribed_topic_names.len()
-                || names.iter().any(|n| !old.subscribed_topic_names.contains(n))
-        })
+        || request
+            .subscribed_topic_names
+            .as_ref()
+            .is_some_and(|names| {
+                names.len() != old.subscribed_topic_names.len()
+                    || names
+                        .iter()
+                        .any(|n| !old.subscribed_topic_names.contains(n))
+            })
         || regex
             .as_ref()
             .is_some_and(|regex| *regex != old.subscribed_topic_regex)

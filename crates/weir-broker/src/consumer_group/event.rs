@@ -91,8 +91,7 @@ impl HeartbeatRequest {
     pub fn is_full(&self) -> bool {
         self.member_epoch == 0
             || (self.rebalance_timeout_ms != -1
-                && (self.subscribed_topic_names.is_some()
-                    || self.subscribed_topic_regex.is_some())
+                && (self.subscribed_topic_names.is_some() || self.subscribed_topic_regex.is_some())
                 && self.owned_partitions.is_some())
     }
 }

@@ -22,12 +22,14 @@ use super::topics::Assignment;
 
 pub(super) fn assign(spec: &GroupSpec) -> BTreeMap<String, Assignment> {
     let mut order: Vec<(&String, &MemberSpec)> = spec.members.iter().collect();
-    order.sort_by(|(a_id, a), (b_id, b)| match (&a.instance_id, &b.instance_id) {
-        (Some(a), Some(b)) => a.cmp(b).then(a_id.cmp(b_id)),
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => a_id.cmp(b_id),
-    });
+    order.sort_by(
+        |(a_id, a), (b_id, b)| match (&a.instance_id, &b.instance_id) {
+            (Some(a), Some(b)) => a.cmp(b).then(a_id.cmp(b_id)),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => a_id.cmp(b_id),
+        },
+    );
 
     // Per topic: partition count, subscribers, and the next range's start.
     let mut ranges: BTreeMap<Uuid, TopicRanges> = BTreeMap::new();

@@ -196,7 +196,10 @@ impl GroupState {
                     pending_revocation: Assignment::new(),
                 };
                 self.move_partitions(member_id, &old, &gone)?;
-                self.members.get_mut(member_id).expect("checked above").current = gone;
+                self.members
+                    .get_mut(member_id)
+                    .expect("checked above")
+                    .current = gone;
             }
         }
         Ok(())
@@ -212,7 +215,10 @@ impl GroupState {
     ) -> Result<(), ReplayError> {
         const RECORD: &str = "ConsumerGroupCurrentMemberAssignment";
         for (topic, partition) in old.owned() {
-            let epoch = self.partition_epochs.get(&topic).and_then(|p| p.get(&partition));
+            let epoch = self
+                .partition_epochs
+                .get(&topic)
+                .and_then(|p| p.get(&partition));
             if epoch != Some(&old.member_epoch) {
                 return Err(refuse(
                     RECORD,
@@ -233,7 +239,9 @@ impl GroupState {
             if !mine && self.is_owned(topic, partition) {
                 return Err(refuse(
                     RECORD,
-                    format!("{topic}-{partition} is still owned by another member than {member_id}"),
+                    format!(
+                        "{topic}-{partition} is still owned by another member than {member_id}"
+                    ),
                 ));
             }
         }

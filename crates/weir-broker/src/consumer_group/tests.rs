@@ -200,5 +200,8 @@ fn assert_no_partition_owned_twice(engine: &ConsumerGroupEngine) {
         .flat_map(|(topic, partitions)| partitions.keys().map(move |p| (*topic, *p)))
         .collect();
     let owned: BTreeSet<(Uuid, i32)> = owners.keys().copied().collect();
-    assert_eq!(indexed, owned, "the partition index disagrees with the members");
+    assert_eq!(
+        indexed, owned,
+        "the partition index disagrees with the members"
+    );
 }

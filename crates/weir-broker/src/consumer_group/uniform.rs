@@ -131,10 +131,7 @@ impl Builder {
         };
         order.sort_by(|a, b| {
             let ((pa, sa), (pb, sb)) = (key(a), key(b));
-            (pb * sa)
-                .cmp(&(pa * sb))
-                .then(sa.cmp(&sb))
-                .then(a.cmp(b))
+            (pb * sa).cmp(&(pa * sb)).then(sa.cmp(&sb)).then(a.cmp(b))
         });
         order
     }

@@ -67,7 +67,10 @@ fn assert_complete(spec: &GroupSpec, result: &BTreeMap<String, Assignment>) {
     for (member_id, assignment) in result {
         let member = &spec.members[member_id];
         for (topic, partitions) in assignment {
-            assert!(member.subscribed_topics.contains(topic), "{member_id} got unsubscribed {topic}");
+            assert!(
+                member.subscribed_topics.contains(topic),
+                "{member_id} got unsubscribed {topic}"
+            );
             let n = spec.topics[topic].partitions;
             for p in partitions {
                 assert!((0..n).contains(p), "{topic}-{p} does not exist");
@@ -76,7 +79,11 @@ fn assert_complete(spec: &GroupSpec, result: &BTreeMap<String, Assignment>) {
         }
     }
     for (topic, t) in &spec.topics {
-        if spec.members.values().any(|m| m.subscribed_topics.contains(topic)) {
+        if spec
+            .members
+            .values()
+            .any(|m| m.subscribed_topics.contains(topic))
+        {
             for p in 0..t.partitions {
                 assert!(seen.contains(&(*topic, p)), "{topic}-{p} unassigned");
             }
@@ -101,7 +108,10 @@ fn uniform_no_members_and_no_topics() {
 
 #[test]
 fn uniform_one_member_gets_everything() {
-    let s = spec(&[(T1, 3), (T2, 2)], &[("a", None, &[T1, T2], Assignment::new())]);
+    let s = spec(
+        &[(T1, 3), (T2, 2)],
+        &[("a", None, &[T1, T2], Assignment::new())],
+    );
     assert_eq!(
         ServerAssignor::Uniform.assign(&s),
         expect(&[("a", parts(&[(T1, &[0, 1, 2]), (T2, &[0, 1])]))])
@@ -149,7 +159,12 @@ fn uniform_new_member_takes_only_its_share() {
     let s = spec(
         &[(T1, 3), (T2, 3)],
         &[
-            ("a", None, &[T1, T2], parts(&[(T1, &[0, 1, 2]), (T2, &[0, 1, 2])])),
+            (
+                "a",
+                None,
+                &[T1, T2],
+                parts(&[(T1, &[0, 1, 2]), (T2, &[0, 1, 2])]),
+            ),
             ("b", None, &[T1, T2], Assignment::new()),
         ],
     );
@@ -212,7 +227,10 @@ fn uniform_drops_unsubscribed_topics_and_vanished_partitions() {
     );
     assert_eq!(
         ServerAssignor::Uniform.assign(&s),
-        expect(&[("a", parts(&[(T1, &[0, 1])])), ("b", parts(&[(T2, &[0, 1])]))])
+        expect(&[
+            ("a", parts(&[(T1, &[0, 1])])),
+            ("b", parts(&[(T2, &[0, 1])]))
+        ])
     );
 }
 
@@ -405,8 +423,14 @@ fn range_orders_static_members_by_instance_id_first() {
 
 #[test]
 fn assignor_names() {
-    assert_eq!(ServerAssignor::from_name("uniform"), Some(ServerAssignor::Uniform));
-    assert_eq!(ServerAssignor::from_name("range"), Some(ServerAssignor::Range));
+    assert_eq!(
+        ServerAssignor::from_name("uniform"),
+        Some(ServerAssignor::Uniform)
+    );
+    assert_eq!(
+        ServerAssignor::from_name("range"),
+        Some(ServerAssignor::Range)
+    );
     assert_eq!(ServerAssignor::from_name("sticky"), None);
     assert_eq!(ServerAssignor::Range.to_string(), "range");
 }
@@ -443,7 +467,9 @@ fn target_builder_writes_only_changed_members_then_the_epoch() {
                 member_id: "c".into(),
                 assignment: parts(&[(T1, &[1])]),
             },
-            Record::TargetAssignmentMetadata { assignment_epoch: 7 },
+            Record::TargetAssignmentMetadata {
+                assignment_epoch: 7
+            },
         ]
     );
 }
@@ -452,49 +478,52 @@ fn target_builder_writes_only_changed_members_then_the_epoch() {
 
 fn arb_spec() -> impl Strategy<Value = GroupSpec> {
     let topics = prop::collection::vec(0..12i32, 1..4);
-    (topics, 1..6usize).prop_flat_map(|(sizes, members)| {
-        let n_topics = sizes.len();
-        let member = (
-            prop::collection::btree_set(0..n_topics, 0..=n_topics),
-            prop::collection::vec((0..n_topics, 0..14i32), 0..8),
-        );
-        (Just(sizes), prop::collection::vec(member, members))
-    })
-    .prop_map(|(sizes, members)| GroupSpec {
-        topics: sizes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                (
-                    topic_id(i as u128 + 1),
-                    TopicSpec {
-                        name: format!("t{i}"),
-                        partitions: *n,
-                    },
-                )
-            })
-            .collect(),
-        members: members
-            .into_iter()
-            .enumerate()
-            .map(|(i, (subscribed, owned))| {
-                (
-                    format!("m{i}"),
-                    MemberSpec {
-                        instance_id: None,
-                        rack_id: None,
-                        subscribed_topics: subscribed
-                            .into_iter()
-                            .map(|t| topic_id(t as u128 + 1))
-                            .collect(),
-                        assignment: assignment_from(
-                            owned.into_iter().map(|(t, p)| (topic_id(t as u128 + 1), [p])),
-                        ),
-                    },
-                )
-            })
-            .collect(),
-    })
+    (topics, 1..6usize)
+        .prop_flat_map(|(sizes, members)| {
+            let n_topics = sizes.len();
+            let member = (
+                prop::collection::btree_set(0..n_topics, 0..=n_topics),
+                prop::collection::vec((0..n_topics, 0..14i32), 0..8),
+            );
+            (Just(sizes), prop::collection::vec(member, members))
+        })
+        .prop_map(|(sizes, members)| GroupSpec {
+            topics: sizes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    (
+                        topic_id(i as u128 + 1),
+                        TopicSpec {
+                            name: format!("t{i}"),
+                            partitions: *n,
+                        },
+                    )
+                })
+                .collect(),
+            members: members
+                .into_iter()
+                .enumerate()
+                .map(|(i, (subscribed, owned))| {
+                    (
+                        format!("m{i}"),
+                        MemberSpec {
+                            instance_id: None,
+                            rack_id: None,
+                            subscribed_topics: subscribed
+                                .into_iter()
+                                .map(|t| topic_id(t as u128 + 1))
+                                .collect(),
+                            assignment: assignment_from(
+                                owned
+                                    .into_iter()
+                                    .map(|(t, p)| (topic_id(t as u128 + 1), [p])),
+                            ),
+                        },
+                    )
+                })
+                .collect(),
+        })
 }
 
 proptest! {

@@ -376,9 +376,9 @@ fn a_leaving_member_is_removed_and_its_partitions_move() {
             Record::GroupMetadata { epoch: 3 },
         ]
     );
-    assert!(out.timers.contains(&TimerCommand::Cancel {
-        key: session("m2")
-    }));
+    assert!(out
+        .timers
+        .contains(&TimerCommand::Cancel { key: session("m2") }));
     assert!(h.engine.member("m2").is_none());
     assert_eq!(h.engine.state(), ConsumerGroupState::Assigning);
 
@@ -454,9 +454,9 @@ fn static_member_leaves_for_a_while_and_comes_back_with_its_partitions() {
             },
         ]
     );
-    assert!(out.timers.contains(&TimerCommand::Cancel {
-        key: session("s1")
-    }));
+    assert!(out
+        .timers
+        .contains(&TimerCommand::Cancel { key: session("s1") }));
 
     // The old incarnation is fenced by the new one.
     assert_eq!(

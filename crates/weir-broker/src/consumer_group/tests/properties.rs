@@ -27,21 +27,44 @@ const TOPICS: [&str; 3] = ["t0", "t1", "t2"];
 #[derive(Debug, Clone)]
 enum Step {
     /// A client that is not a member joins.
-    Join { client: usize },
+    Join {
+        client: usize,
+    },
     /// A member heartbeats; it says what it owns unless `silent`.
-    Heartbeat { client: usize, silent: bool },
+    Heartbeat {
+        client: usize,
+        silent: bool,
+    },
     /// The client's application catches up with the last assignment it got
     /// (revoking what it lost, taking what it gained).
-    Apply { client: usize },
+    Apply {
+        client: usize,
+    },
     /// A member changes its subscription.
-    Subscribe { client: usize, topics: u8 },
+    Subscribe {
+        client: usize,
+        topics: u8,
+    },
     /// A member leaves (a static one may leave for a while, epoch -2, and
     /// comes back under a new member id).
-    Leave { client: usize, temporarily: bool },
-    Advance { ms: u64 },
-    AddPartitions { topic: usize, more: i32 },
-    DeleteTopic { topic: usize },
-    CreateTopic { topic: usize, partitions: i32 },
+    Leave {
+        client: usize,
+        temporarily: bool,
+    },
+    Advance {
+        ms: u64,
+    },
+    AddPartitions {
+        topic: usize,
+        more: i32,
+    },
+    DeleteTopic {
+        topic: usize,
+    },
+    CreateTopic {
+        topic: usize,
+        partitions: i32,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -315,14 +338,28 @@ impl Run {
 
     fn check_settled(&self) {
         let engine = &self.h.engine;
-        assert_eq!(engine.state(), ConsumerGroupState::Stable, "{:#?}", engine.describe());
+        assert_eq!(
+            engine.state(),
+            ConsumerGroupState::Stable,
+            "{:#?}",
+            engine.describe()
+        );
         let mut owners: BTreeMap<(uuid::Uuid, i32), &str> = BTreeMap::new();
         for member in engine.members() {
-            let target = engine.target_assignment(&member.member_id).cloned().unwrap_or_default();
-            assert_eq!(member.current.assigned, target, "{} is not at its target", member.member_id);
+            let target = engine
+                .target_assignment(&member.member_id)
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(
+                member.current.assigned, target,
+                "{} is not at its target",
+                member.member_id
+            );
             assert!(member.current.pending_revocation.is_empty());
             for (topic, partition) in member.current.owned() {
-                assert!(owners.insert((topic, partition), &member.member_id).is_none());
+                assert!(owners
+                    .insert((topic, partition), &member.member_id)
+                    .is_none());
             }
         }
         // Every partition of every topic a member subscribes to is owned.
@@ -330,7 +367,10 @@ impl Run {
             let c = &self.clients[client];
             assert!(c.joined, "client {client} did not get back in");
             let member = engine.member(&self.member_id(client)).expect("a member");
-            assert_eq!(c.owned, member.current.assigned, "client {client} owns what it is told");
+            assert_eq!(
+                c.owned, member.current.assigned,
+                "client {client} owns what it is told"
+            );
             for name in Self::names(c.subscription) {
                 if let Some(topic) = self.h.topics.topic(&name) {
                     for p in 0..topic.partitions {
@@ -366,7 +406,12 @@ impl Run {
                             partition_count(&a.current.assigned),
                             partition_count(&b.current.assigned),
                         );
-                        assert!(ca <= cb + 1, "{} has {ca}, {} has {cb}", a.member_id, b.member_id);
+                        assert!(
+                            ca <= cb + 1,
+                            "{} has {ca}, {} has {cb}",
+                            a.member_id,
+                            b.member_id
+                        );
                     }
                 }
             }

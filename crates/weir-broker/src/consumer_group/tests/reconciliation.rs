@@ -49,24 +49,59 @@ fn step(
 
 #[test]
 fn stable_to_stable_when_only_partitions_are_added() {
-    let member = current(10, 9, MemberState::Stable, parts(&[(T1, &[1, 2])]), Assignment::new());
+    let member = current(
+        10,
+        9,
+        MemberState::Stable,
+        parts(&[(T1, &[1, 2])]),
+        Assignment::new(),
+    );
     let target = parts(&[(T1, &[1, 2, 3]), (T2, &[0])]);
-    let next = step(&member, 11, &target, Some(&parts(&[(T1, &[1, 2])])), &Assignment::new()).unwrap();
-    assert_eq!(next, current(11, 10, MemberState::Stable, target, Assignment::new()));
+    let next = step(
+        &member,
+        11,
+        &target,
+        Some(&parts(&[(T1, &[1, 2])])),
+        &Assignment::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        next,
+        current(11, 10, MemberState::Stable, target, Assignment::new())
+    );
 }
 
 #[test]
 fn stable_member_at_the_target_epoch_stays() {
-    let member = current(11, 10, MemberState::Stable, parts(&[(T1, &[1])]), Assignment::new());
+    let member = current(
+        11,
+        10,
+        MemberState::Stable,
+        parts(&[(T1, &[1])]),
+        Assignment::new(),
+    );
     let next = step(&member, 11, &parts(&[(T1, &[1])]), None, &Assignment::new()).unwrap();
     assert_eq!(next, member);
 }
 
 #[test]
 fn stable_to_unrevoked_when_partitions_must_go() {
-    let member = current(10, 9, MemberState::Stable, parts(&[(T1, &[1, 2, 3])]), Assignment::new());
+    let member = current(
+        10,
+        9,
+        MemberState::Stable,
+        parts(&[(T1, &[1, 2, 3])]),
+        Assignment::new(),
+    );
     let target = parts(&[(T1, &[2, 3, 4])]);
-    let next = step(&member, 11, &target, Some(&parts(&[(T1, &[1, 2, 3])])), &Assignment::new()).unwrap();
+    let next = step(
+        &member,
+        11,
+        &target,
+        Some(&parts(&[(T1, &[1, 2, 3])])),
+        &Assignment::new(),
+    )
+    .unwrap();
     // Revoke first, at the same epoch; 4 is not given yet.
     assert_eq!(
         next,
@@ -83,10 +118,26 @@ fn stable_to_unrevoked_when_partitions_must_go() {
 #[test]
 fn revocation_already_done_goes_straight_to_the_target() {
     // The member reports it no longer owns 1: nothing to wait for.
-    let member = current(10, 9, MemberState::Stable, parts(&[(T1, &[1, 2, 3])]), Assignment::new());
+    let member = current(
+        10,
+        9,
+        MemberState::Stable,
+        parts(&[(T1, &[1, 2, 3])]),
+        Assignment::new(),
+    );
     let target = parts(&[(T1, &[2, 3, 4])]);
-    let next = step(&member, 11, &target, Some(&parts(&[(T1, &[2, 3])])), &Assignment::new()).unwrap();
-    assert_eq!(next, current(11, 10, MemberState::Stable, target, Assignment::new()));
+    let next = step(
+        &member,
+        11,
+        &target,
+        Some(&parts(&[(T1, &[2, 3])])),
+        &Assignment::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        next,
+        current(11, 10, MemberState::Stable, target, Assignment::new())
+    );
 }
 
 #[test]
@@ -99,7 +150,11 @@ fn unrevoked_stays_until_the_member_reports_the_revocation() {
         parts(&[(T1, &[1])]),
     );
     let target = parts(&[(T1, &[2, 3, 4])]);
-    for owned in [None, Some(parts(&[(T1, &[1, 2, 3])])), Some(parts(&[(T1, &[1])]))] {
+    for owned in [
+        None,
+        Some(parts(&[(T1, &[1, 2, 3])])),
+        Some(parts(&[(T1, &[1])])),
+    ] {
         let next = step(&member, 11, &target, owned.as_ref(), &Assignment::new()).unwrap();
         assert_eq!(next, member, "owned {owned:?}");
     }
@@ -115,8 +170,18 @@ fn unrevoked_to_stable_once_revoked() {
         parts(&[(T1, &[1])]),
     );
     let target = parts(&[(T1, &[2, 3, 4])]);
-    let next = step(&member, 11, &target, Some(&parts(&[(T1, &[2, 3])])), &Assignment::new()).unwrap();
-    assert_eq!(next, current(11, 10, MemberState::Stable, target, Assignment::new()));
+    let next = step(
+        &member,
+        11,
+        &target,
+        Some(&parts(&[(T1, &[2, 3])])),
+        &Assignment::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        next,
+        current(11, 10, MemberState::Stable, target, Assignment::new())
+    );
 }
 
 #[test]
@@ -130,7 +195,14 @@ fn unrevoked_to_unreleased_when_another_member_still_owns_a_partition() {
     );
     let target = parts(&[(T1, &[2, 3, 4, 5])]);
     let others = parts(&[(T1, &[4])]);
-    let next = step(&member, 11, &target, Some(&parts(&[(T1, &[2, 3])])), &others).unwrap();
+    let next = step(
+        &member,
+        11,
+        &target,
+        Some(&parts(&[(T1, &[2, 3])])),
+        &others,
+    )
+    .unwrap();
     // Moves to the target epoch with what is free (5); waits for 4.
     assert_eq!(
         next,
@@ -160,7 +232,10 @@ fn unreleased_waits_then_gets_the_released_partition() {
     assert_eq!(still.member_epoch, 11);
 
     let next = step(&member, 11, &target, None, &Assignment::new()).unwrap();
-    assert_eq!(next, current(11, 11, MemberState::Stable, target, Assignment::new()));
+    assert_eq!(
+        next,
+        current(11, 11, MemberState::Stable, target, Assignment::new())
+    );
 }
 
 #[test]
@@ -174,7 +249,14 @@ fn unreleased_member_follows_a_newer_target() {
         Assignment::new(),
     );
     let target = parts(&[(T1, &[2])]);
-    let next = step(&member, 12, &target, Some(&parts(&[(T1, &[2, 3])])), &parts(&[(T1, &[4])])).unwrap();
+    let next = step(
+        &member,
+        12,
+        &target,
+        Some(&parts(&[(T1, &[2, 3])])),
+        &parts(&[(T1, &[4])]),
+    )
+    .unwrap();
     assert_eq!(
         next,
         current(
@@ -200,29 +282,68 @@ fn a_partition_the_member_is_still_revoking_is_not_reassigned_to_it_early() {
         parts(&[(T1, &[1])]),
     );
     let target = parts(&[(T1, &[1, 2])]);
-    let next = step(&member, 12, &target, Some(&parts(&[(T1, &[2])])), &Assignment::new()).unwrap();
+    let next = step(
+        &member,
+        12,
+        &target,
+        Some(&parts(&[(T1, &[2])])),
+        &Assignment::new(),
+    )
+    .unwrap();
     assert_eq!(next.state, MemberState::UnreleasedPartitions);
     assert_eq!(next.member_epoch, 12);
     assert_eq!(next.assigned, parts(&[(T1, &[2])]));
     assert!(next.pending_revocation.is_empty());
-    let last = step(&next, 12, &target, Some(&parts(&[(T1, &[2])])), &Assignment::new()).unwrap();
-    assert_eq!(last, current(12, 12, MemberState::Stable, target, Assignment::new()));
+    let last = step(
+        &next,
+        12,
+        &target,
+        Some(&parts(&[(T1, &[2])])),
+        &Assignment::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        last,
+        current(12, 12, MemberState::Stable, target, Assignment::new())
+    );
 }
 
 #[test]
 fn unknown_state_is_fenced_unless_the_member_owns_nothing() {
-    let member = current(10, 9, MemberState::Unknown, parts(&[(T1, &[1])]), Assignment::new());
+    let member = current(
+        10,
+        9,
+        MemberState::Unknown,
+        parts(&[(T1, &[1])]),
+        Assignment::new(),
+    );
     let target = parts(&[(T1, &[1, 2])]);
     assert_eq!(
         step(&member, 11, &target, None, &Assignment::new()),
         Err(ConsumerGroupError::FencedMemberEpoch)
     );
     assert_eq!(
-        step(&member, 11, &target, Some(&parts(&[(T1, &[1])])), &Assignment::new()),
+        step(
+            &member,
+            11,
+            &target,
+            Some(&parts(&[(T1, &[1])])),
+            &Assignment::new()
+        ),
         Err(ConsumerGroupError::FencedMemberEpoch)
     );
-    let next = step(&member, 11, &target, Some(&Assignment::new()), &Assignment::new()).unwrap();
-    assert_eq!(next, current(11, 10, MemberState::Stable, target, Assignment::new()));
+    let next = step(
+        &member,
+        11,
+        &target,
+        Some(&Assignment::new()),
+        &Assignment::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        next,
+        current(11, 10, MemberState::Stable, target, Assignment::new())
+    );
 }
 
 #[test]
