@@ -7,6 +7,9 @@ use super::command::TimerKey;
 use super::topics::Assignment;
 
 /// An input to [`ConsumerGroupEngine::handle`](super::ConsumerGroupEngine::handle).
+// Events are built per request and moved straight into the engine, never
+// stored: boxing the request would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// A ConsumerGroupHeartbeat request for this group.

@@ -29,7 +29,7 @@ fn refuse(record: &'static str, reason: impl Into<String>) -> ReplayError {
 }
 
 /// The state of a group, as replayed from its records.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(super) struct GroupState {
     /// Whether any record created the group (and no tombstone deleted it).
     pub(super) exists: bool,
@@ -48,21 +48,6 @@ pub(super) struct GroupState {
     /// revocation). A partition is in here at most once: the invariant the
     /// reconciliation protects.
     pub(super) partition_epochs: BTreeMap<Uuid, BTreeMap<i32, i32>>,
-}
-
-impl Default for GroupState {
-    fn default() -> Self {
-        Self {
-            exists: false,
-            group_epoch: 0,
-            assignment_epoch: 0,
-            subscription: BTreeMap::new(),
-            members: BTreeMap::new(),
-            static_members: BTreeMap::new(),
-            target: BTreeMap::new(),
-            partition_epochs: BTreeMap::new(),
-        }
-    }
 }
 
 impl GroupState {
