@@ -61,7 +61,27 @@
 //!
 //! Left to the caller: regex validation (INVALID_REGULAR_EXPRESSION) and
 //! authorization, the group's existence across group types (a classic group
-//! of the same id), and encoding records and responses.
+//! of the same id), topic names in ConsumerGroupDescribe (assignments are by
+//! topic id), OffsetCommit's version check, and encoding records and responses.
+//!
+//! Where this differs from Kafka, on purpose:
+//!
+//! - Topic changes bump the group epoch when [`Event::MetadataChanged`] is
+//!   handled, rather than at the next heartbeat after a metadata refresh
+//!   deadline; there is no periodic refresh.
+//! - A subscription regex is resolved through the [`TopicLookup`] whenever the
+//!   subscription is recomputed, instead of Kafka 4.x's asynchronous resolution
+//!   and its ConsumerGroupRegularExpression records.
+//! - The `uniform` assignor is its own algorithm with Kafka's guarantees
+//!   (balance first, then stickiness; see its module), so its choices can
+//!   differ from Kafka's; assignors ignore subscribed topics missing from the
+//!   metadata instead of failing.
+//! - A member rejoining with epoch 0 under its existing member id is accepted
+//!   (KAFKA-19233).
+//!
+//! Not modelled: members using the classic protocol inside a consumer group
+//! (JoinGroup/SyncGroup against it, online upgrade and downgrade), per-group
+//! configuration overrides, rack-aware assignment, and group expiration.
 
 mod assignor;
 mod command;
