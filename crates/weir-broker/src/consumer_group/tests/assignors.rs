@@ -487,42 +487,49 @@ fn arb_spec() -> impl Strategy<Value = GroupSpec> {
             );
             (Just(sizes), prop::collection::vec(member, members))
         })
-        .prop_map(|(sizes, members)| GroupSpec {
-            topics: sizes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| {
-                    (
-                        topic_id(i as u128 + 1),
-                        TopicSpec {
-                            name: format!("t{i}"),
-                            partitions: *n,
-                        },
-                    )
-                })
-                .collect(),
-            members: members
-                .into_iter()
-                .enumerate()
-                .map(|(i, (subscribed, owned))| {
-                    (
-                        format!("m{i}"),
-                        MemberSpec {
-                            instance_id: None,
-                            rack_id: None,
-                            subscribed_topics: subscribed
-                                .into_iter()
-                                .map(|t| topic_id(t as u128 + 1))
-                                .collect(),
-                            assignment: assignment_from(
-                                owned
+        .prop_map(|(sizes, members)| {
+            let mut claimed = BTreeSet::new();
+            GroupSpec {
+                topics: sizes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| {
+                        (
+                            topic_id(i as u128 + 1),
+                            TopicSpec {
+                                name: format!("t{i}"),
+                                partitions: *n,
+                            },
+                        )
+                    })
+                    .collect(),
+                members: members
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (subscribed, owned))| {
+                        // A target never gives a partition to two members: the
+                        // first member to claim one keeps it.
+                        let owned: Vec<(usize, i32)> =
+                            owned.into_iter().filter(|tp| claimed.insert(*tp)).collect();
+                        (
+                            format!("m{i}"),
+                            MemberSpec {
+                                instance_id: None,
+                                rack_id: None,
+                                subscribed_topics: subscribed
                                     .into_iter()
-                                    .map(|(t, p)| (topic_id(t as u128 + 1), [p])),
-                            ),
-                        },
-                    )
-                })
-                .collect(),
+                                    .map(|t| topic_id(t as u128 + 1))
+                                    .collect(),
+                                assignment: assignment_from(
+                                    owned
+                                        .into_iter()
+                                        .map(|(t, p)| (topic_id(t as u128 + 1), [p])),
+                                ),
+                            },
+                        )
+                    })
+                    .collect(),
+            }
         })
 }
 

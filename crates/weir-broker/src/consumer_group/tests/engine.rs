@@ -795,3 +795,58 @@ fn an_empty_group_can_be_deleted() {
         ConsumerGroupError::GroupIdNotFound
     );
 }
+
+#[test]
+fn a_static_member_can_come_back_under_the_same_member_id() {
+    let mut h = Harness::new();
+    h.ok(static_join("s1", "i1", &["foo"]));
+    h.ok(HeartbeatRequest {
+        instance_id: Some("i1".into()),
+        ..beat("s1", -2, None)
+    });
+    let response = h.ok(static_join("s1", "i1", &["foo"]));
+    assert_eq!(response.member_epoch, 1);
+    assert_eq!(response.assignment, Some(all_foo()));
+    assert_eq!(h.engine.group_epoch(), 1);
+    h.assert_replay_matches();
+}
+
+#[test]
+fn a_member_in_a_state_from_a_newer_version_must_rejoin_owning_nothing() {
+    let mut h = one_member();
+    let mut current = h.member("m1").current.clone();
+    current.state = MemberState::from_value(42);
+    let record = Record::CurrentMemberAssignment {
+        member_id: "m1".into(),
+        assignment: current,
+    };
+    h.engine.replay(&record).unwrap();
+    h.log.push(record);
+    assert_eq!(
+        h.err(beat("m1", 1, Some(all_foo()))),
+        ConsumerGroupError::FencedMemberEpoch
+    );
+    assert_eq!(
+        h.err(beat("m1", 1, None)),
+        ConsumerGroupError::FencedMemberEpoch
+    );
+    let response = h.ok(join("m1", &["foo"]));
+    assert_eq!(response.member_epoch, 1);
+    assert_eq!(h.member("m1").current.state, MemberState::Stable);
+    assert_eq!(response.assignment, Some(all_foo()));
+    h.assert_replay_matches();
+}
+
+#[test]
+fn a_member_changing_only_its_client_details_does_not_rebalance() {
+    let mut h = one_member();
+    let out = h.send(HeartbeatRequest {
+        client_host: "/10.0.0.2".into(),
+        rack_id: Some("r2".into()),
+        ..beat("m1", 1, None)
+    });
+    assert_eq!(out.records.len(), 1, "only the member's metadata: {out:?}");
+    assert_eq!(h.engine.group_epoch(), 1);
+    assert_eq!(h.member("m1").metadata.client_host, "/10.0.0.2");
+    assert_eq!(h.member("m1").metadata.rack_id.as_deref(), Some("r2"));
+}
