@@ -305,15 +305,7 @@ impl ConsumerGroupEngine {
         if member_epoch < 0 && self.state.members.is_empty() {
             return Ok(());
         }
-        let member = self
-            .state
-            .members
-            .get(member_id)
-            .ok_or(ConsumerGroupError::UnknownMemberId)?;
-        if member.current.member_epoch != member_epoch {
-            return Err(ConsumerGroupError::StaleMemberEpoch);
-        }
-        Ok(())
+        self.validate_member_epoch(member_id, member_epoch)
     }
 
     /// Checks an OffsetFetch that names a member (v9+, Kafka's
@@ -330,6 +322,8 @@ impl ConsumerGroupEngine {
         }
     }
 
+    /// The member exists (UNKNOWN_MEMBER_ID) at exactly `member_epoch`
+    /// (STALE_MEMBER_EPOCH).
     fn validate_member_epoch(
         &self,
         member_id: &str,
