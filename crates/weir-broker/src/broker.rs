@@ -132,6 +132,7 @@ pub struct Broker {
     serving: AtomicBool,
     offsets: OffsetStore,
     groups: GroupCoordinator,
+    consumer_groups: crate::consumer_group_coordinator::ConsumerGroupCoordinator,
     txns: Arc<TxnCoordinator>,
     fetch_sessions: FetchSessionCache,
     client_quotas: ClientQuotaManager,
@@ -321,6 +322,9 @@ impl Broker {
         });
         client_quotas.update(meta.image().client_quotas());
         let request_budget = Arc::new(tokio::sync::Semaphore::new(config.queued_max_request_bytes));
+        let consumer_groups = crate::consumer_group_coordinator::ConsumerGroupCoordinator::new(
+            config.consumer_group.clone(),
+        );
         let broker = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             clock,
@@ -339,6 +343,7 @@ impl Broker {
             serving: AtomicBool::new(false),
             offsets,
             groups,
+            consumer_groups,
             txns: Arc::default(),
             fetch_sessions,
             client_quotas,
@@ -357,6 +362,21 @@ impl Broker {
         // Changes committed between the first reconcile and now.
         broker.reconcile();
         Ok(broker)
+    }
+
+    /// Loads the consumer groups (KIP-848) of the `__consumer_offsets`
+    /// partitions led here as the broker opens, and arms their timers.
+    /// Needs the Tokio runtime.
+    pub fn start_consumer_groups(self: &Arc<Self>) {
+        let count = self.with_image(|image| {
+            image
+                .topic(OFFSETS_TOPIC)
+                .map_or(0, |t| t.partition_count())
+        });
+        for index in self.groups.coordinated() {
+            let records = self.offsets.consumer_group_records(index, count);
+            self.consumer_groups.take_over(self, index, count, records);
+        }
     }
 
     /// Keeps this node's membership alive (heartbeats to the active
@@ -425,6 +445,7 @@ impl Broker {
         // partition.
         for (_, index) in outcome.unled.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
             self.groups.hand_over(*index);
+            self.consumer_groups.hand_over(*index);
         }
         for (_, index) in outcome
             .unled
@@ -458,6 +479,12 @@ impl Broker {
                         "coordinating the groups of a __consumer_offsets partition"
                     );
                     self.groups.take_over(&me, *index, count, loaded);
+                    self.consumer_groups.take_over(
+                        &me,
+                        *index,
+                        count,
+                        self.offsets.consumer_group_records(*index, count),
+                    );
                 }
                 Err(error) => tracing::error!(partition = index, %error, "cannot load groups"),
             }
@@ -555,6 +582,10 @@ impl Broker {
 
     pub fn groups(&self) -> &GroupCoordinator {
         &self.groups
+    }
+
+    pub fn consumer_groups(&self) -> &crate::consumer_group_coordinator::ConsumerGroupCoordinator {
+        &self.consumer_groups
     }
 
     pub fn txns(&self) -> &Arc<TxnCoordinator> {
@@ -681,6 +712,20 @@ impl Broker {
         let appended =
             self.offsets
                 .write_group(&partition, group, Some(snapshot), self.now_ms())?;
+        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
+    }
+
+    /// Appends a consumer group's records (keys and values as encoded);
+    /// returns the write to wait on.
+    pub(crate) fn write_consumer_group(
+        &self,
+        group: &str,
+        records: Vec<(bytes::Bytes, Option<bytes::Bytes>)>,
+    ) -> Result<Option<ReplicatedWrite>, AppendError> {
+        let partition = self.group_partition(group)?;
+        let appended =
+            self.offsets
+                .write_consumer_group(&partition, group, records, self.now_ms())?;
         Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
     }
 

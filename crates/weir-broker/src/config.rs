@@ -186,6 +186,34 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "The most members a consumer group may have",
     },
     BrokerConfigDef {
+        name: "group.consumer.heartbeat.interval.ms",
+        default: "5000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How often members of consumer groups (group.protocol=consumer) heartbeat",
+    },
+    BrokerConfigDef {
+        name: "group.consumer.session.timeout.ms",
+        default: "45000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How long a consumer group member may go without a heartbeat before it is removed",
+    },
+    BrokerConfigDef {
+        name: "group.consumer.max.size",
+        default: "2147483647",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The most members a consumer group (group.protocol=consumer) may have",
+    },
+    BrokerConfigDef {
+        name: "group.consumer.assignors",
+        default: "uniform,range",
+        config_type: ConfigType::List,
+        dynamic: false,
+        doc: "The server-side assignors of consumer groups; the first is the default",
+    },
+    BrokerConfigDef {
         name: "max.incremental.fetch.session.cache.slots",
         default: "1000",
         config_type: ConfigType::Int,
@@ -806,6 +834,8 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
     pub group_max_size: i32,
+    /// The `group.consumer.*` settings of consumer groups (KIP-848).
+    pub consumer_group: crate::consumer_group::ConsumerGroupConfig,
     pub replica_lag_time_max_ms: i64,
     /// `leader.replication.throttled.rate`, bytes per second.
     pub leader_replication_throttled_rate: i64,
@@ -971,6 +1001,7 @@ impl BrokerConfig {
                 0..=i32::MAX,
             )?,
             group_max_size: parse_in(get, "group.max.size", 1..=i32::MAX)?,
+            consumer_group: consumer_group_config(&get)?,
             replica_lag_time_max_ms: parse_in(get, "replica.lag.time.max.ms", 1..=i32::MAX as i64)?,
             leader_replication_throttled_rate: parse_in(
                 get,
@@ -1699,6 +1730,52 @@ where
         name: name.to_owned(),
         value: value.to_owned(),
         reason: e.to_string(),
+    })
+}
+
+/// The `group.consumer.*` settings, checked as Kafka checks them: the
+/// heartbeat interval below the session timeout, known assignors.
+fn consumer_group_config<'a>(
+    get: &impl Fn(&str) -> &'a str,
+) -> Result<crate::consumer_group::ConsumerGroupConfig, ConfigError> {
+    use crate::consumer_group::ServerAssignor;
+    let heartbeat_interval_ms =
+        parse_in(get, "group.consumer.heartbeat.interval.ms", 1..=i32::MAX)?;
+    let session_timeout_ms = parse_in(get, "group.consumer.session.timeout.ms", 1..=i32::MAX)?;
+    if heartbeat_interval_ms >= session_timeout_ms {
+        return Err(ConfigError {
+            name: "group.consumer.heartbeat.interval.ms".into(),
+            value: heartbeat_interval_ms.to_string(),
+            reason: format!(
+                "must be below group.consumer.session.timeout.ms ({session_timeout_ms})"
+            ),
+        });
+    }
+    let names = get("group.consumer.assignors");
+    let assignors = names
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|name| {
+            ServerAssignor::from_name(name).ok_or_else(|| ConfigError {
+                name: "group.consumer.assignors".into(),
+                value: names.to_owned(),
+                reason: format!("unknown assignor {name:?}; use uniform or range"),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if assignors.is_empty() {
+        return Err(ConfigError {
+            name: "group.consumer.assignors".into(),
+            value: names.to_owned(),
+            reason: "name at least one assignor".into(),
+        });
+    }
+    Ok(crate::consumer_group::ConsumerGroupConfig {
+        heartbeat_interval_ms,
+        session_timeout_ms,
+        max_size: parse_in(get, "group.consumer.max.size", 1..=i32::MAX)? as usize,
+        assignors,
     })
 }
 

@@ -213,6 +213,11 @@ impl GroupCoordinator {
         self.read_committed.lock().contains(group)
     }
 
+    /// The `__consumer_offsets` partitions whose groups are loaded here.
+    pub fn coordinated(&self) -> Vec<i32> {
+        self.partitions.read().keys().copied().collect()
+    }
+
     /// Whether the groups of `__consumer_offsets` partition `partition` are
     /// loaded here.
     pub fn coordinates(&self, partition: i32) -> bool {
@@ -508,6 +513,32 @@ impl GroupCoordinator {
             now_ms: broker.now_ms() as u64,
         });
         self.execute(broker, group, hosted);
+    }
+
+    /// A consumer group (KIP-848) takes over the id of `group`, an empty
+    /// classic group: it is removed here and its metadata tombstoned (its
+    /// committed offsets stay). False if it is no longer empty.
+    pub fn convert_empty(&self, broker: &Broker, group: &str) -> bool {
+        let Some(partition) = self.partition_of(group) else {
+            return false;
+        };
+        let mut groups = partition.lock();
+        if groups.get(group).map(|h| h.engine.state()) != Some(GroupState::Empty) {
+            return false;
+        }
+        let written = broker.group_partition(group).and_then(|partition| {
+            broker
+                .offsets()
+                .write_group(&partition, group, None, broker.now_ms())
+        });
+        if let Err(error) = written {
+            tracing::warn!(group, %error, "cannot remove the empty classic group");
+            return false;
+        }
+        if let Some(mut hosted) = groups.remove(group) {
+            hosted.disarm_all();
+        }
+        true
     }
 
     /// The state of a hosted group.

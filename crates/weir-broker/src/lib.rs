@@ -6,6 +6,7 @@ pub mod broker;
 mod client_quotas;
 pub mod config;
 pub mod consumer_group;
+pub mod consumer_group_coordinator;
 mod controller_link;
 mod features;
 mod fetch_sessions;

@@ -601,6 +601,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             })?
     };
     broker.groups().start(&broker);
+    broker.start_consumer_groups();
     let (stop, stopped) = watch::channel(false);
     let http = {
         use weir_broker::http::{HttpPeer, HttpsListener};

@@ -92,9 +92,13 @@ fn consumer_config(weir: &Weir, group: &str, extra: &[(&str, &str)]) -> ClientCo
         .set("bootstrap.servers", &weir.kafka)
         .set("group.id", group)
         .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .set("session.timeout.ms", "6000")
-        .set("heartbeat.interval.ms", "500");
+        .set("enable.auto.commit", "false");
+    // With the consumer protocol the broker sets these.
+    if !extra.contains(&("group.protocol", "consumer")) {
+        config
+            .set("session.timeout.ms", "6000")
+            .set("heartbeat.interval.ms", "500");
+    }
     for (k, v) in extra {
         config.set(*k, *v);
     }
@@ -826,4 +830,238 @@ fn reset_to_earliest_replays_the_topic() {
         again.read().len() == 20
     });
     every_record_read_once(&[&again], 2, 10);
+}
+
+/// librdkafka members of a consumer group (KIP-848).
+const CONSUMER_PROTOCOL: &[(&str, &str)] = &[("group.protocol", "consumer")];
+
+/// Consumer group members heartbeat every 500 ms and expire after 6 s.
+const CONSUMER_BROKER_ARGS: &[&str] = &[
+    "--group-consumer-heartbeat-interval-ms",
+    "500",
+    "--group-consumer-session-timeout-ms",
+    "6000",
+];
+
+#[test]
+fn consumer_protocol_members_share_partitions_and_a_newcomer_takes_some_without_moving_the_rest() {
+    let weir = Weir::start(CONSUMER_BROKER_ARGS);
+    create_topic(&weir, "events", 6, 0);
+    let first: Vec<Member> = (0..3)
+        .map(|_| Member::start(&weir, "modern", "events", CONSUMER_PROTOCOL))
+        .collect();
+    let refs: Vec<&Member> = first.iter().collect();
+    let before = wait_for_split(&refs, 6);
+    assert!(before.iter().all(|s| s.len() == 2), "{before:?}");
+    produce_each(&weir, "events", 6, 50);
+    wait_until("every record is read", Duration::from_secs(30), || {
+        refs.iter().map(|m| m.read().len()).sum::<usize>() >= 300
+    });
+    every_record_read_once(&refs, 6, 50);
+    let revoked_before: Vec<usize> = first
+        .iter()
+        .map(|m| m.rebalances.revoked.lock().unwrap().iter().sum())
+        .collect();
+
+    // A fourth member: the uniform assignor gives it two partitions, taken
+    // one each from two members; everyone else keeps what it had.
+    let newcomer = Member::start(&weir, "modern", "events", CONSUMER_PROTOCOL);
+    let mut all = refs.clone();
+    all.push(&newcomer);
+    let after = wait_for_split(&all, 6);
+    for (kept, had) in after.iter().zip(&before) {
+        assert!(
+            kept.is_subset(had),
+            "a member got a partition it did not have: {had:?} -> {kept:?}"
+        );
+    }
+    let revoked_after: usize = first
+        .iter()
+        .map(|m| m.rebalances.revoked.lock().unwrap().iter().sum::<usize>())
+        .sum::<usize>()
+        - revoked_before.iter().sum::<usize>();
+    assert_eq!(
+        revoked_after,
+        after[3].len(),
+        "only the partitions that moved were revoked"
+    );
+
+    // Records written now are read by the partition's owner, the newcomer
+    // included.
+    produce_each(&weir, "events", 6, 10);
+    wait_until("the second batch is read", Duration::from_secs(30), || {
+        all.iter()
+            .map(|m| m.read().iter().filter(|(_, o)| *o >= 50).count())
+            .sum::<usize>()
+            >= 60
+    });
+    assert!(newcomer
+        .read()
+        .iter()
+        .any(|(p, o)| *o >= 50 && after[3].contains(p)));
+}
+
+/// One raw ConsumerGroupHeartbeat v1.
+fn consumer_heartbeat(
+    raw: &mut Raw,
+    group: &str,
+    member_id: &str,
+    epoch: i32,
+    topics: Option<&[&str]>,
+) -> kafka_protocol::messages::ConsumerGroupHeartbeatResponse {
+    use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
+    let request = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(str(group)))
+        .with_member_id(str(member_id))
+        .with_member_epoch(epoch)
+        .with_rebalance_timeout_ms(if epoch == 0 { 30_000 } else { -1 })
+        .with_subscribed_topic_names(
+            topics.map(|t| t.iter().map(|name| TopicName(str(name))).collect()),
+        )
+        .with_topic_partitions((epoch == 0).then(Vec::new));
+    raw.call(ApiKey::ConsumerGroupHeartbeat, 1, &request)
+}
+
+/// Joins `group` as a consumer group member subscribed to `topic`: its
+/// member id, epoch and assigned partitions.
+fn consumer_join(raw: &mut Raw, group: &str, topic: &str) -> (String, i32, BTreeSet<i32>) {
+    let member_id = uuid::Uuid::new_v4().to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let joined = consumer_heartbeat(raw, group, &member_id, 0, Some(&[topic]));
+        // The offsets topic is created by the first request: retry until
+        // it is loaded.
+        if joined.error_code == 0 {
+            let assigned = joined
+                .assignment
+                .map(|a| {
+                    a.topic_partitions
+                        .into_iter()
+                        .flat_map(|t| t.partitions)
+                        .collect()
+                })
+                .unwrap_or_default();
+            return (member_id, joined.member_epoch, assigned);
+        }
+        assert!(Instant::now() < deadline, "cannot join: {joined:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn consumer_group_epochs_fence_offset_commits_and_a_silent_member_loses_its_partitions() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+    let weir = Weir::start(CONSUMER_BROKER_ARGS);
+    create_topic(&weir, "work", 4, 5);
+    let mut raw = Raw::connect(&weir.kafka);
+    assert_eq!(raw.find_coordinator(0, "fenced").error_code, 0);
+    let (member, epoch, assigned) = consumer_join(&mut raw, "fenced", "work");
+    assert_eq!(
+        assigned,
+        (0..4).collect(),
+        "the only member gets every partition"
+    );
+    // A wrong epoch is fenced; the member's own is accepted.
+    assert_eq!(
+        consumer_heartbeat(&mut raw, "fenced", &member, epoch + 5, None).error_code,
+        110
+    );
+    assert_eq!(
+        consumer_heartbeat(&mut raw, "fenced", &member, epoch, None).error_code,
+        0
+    );
+    let commit = |raw: &mut Raw, epoch: i32| -> i16 {
+        let response: OffsetCommitResponse = raw.call(
+            ApiKey::OffsetCommit,
+            9,
+            &OffsetCommitRequest::default()
+                .with_group_id(GroupId(str("fenced")))
+                .with_member_id(str(&member))
+                .with_generation_id_or_member_epoch(epoch)
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(str("work")))
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(3)])]),
+        );
+        response.topics[0].partitions[0].error_code
+    };
+    assert_eq!(commit(&mut raw, epoch - 1), 113, "STALE_MEMBER_EPOCH");
+    assert_eq!(commit(&mut raw, epoch), 0);
+    // A classic member cannot join a consumer group.
+    let classic: JoinGroupResponse = raw.call(
+        ApiKey::JoinGroup,
+        5,
+        &JoinGroupRequest::default()
+            .with_group_id(GroupId(str("fenced")))
+            .with_session_timeout_ms(6000)
+            .with_rebalance_timeout_ms(6000)
+            .with_member_id(str("classic"))
+            .with_protocol_type(str("consumer")),
+    );
+    assert_eq!(classic.error_code, 23, "INCONSISTENT_GROUP_PROTOCOL");
+
+    // A librdkafka member joins and gets nothing until the silent one's
+    // session ends: then every partition, reading on from the commit.
+    let reader = Member::start(&weir, "fenced", "work", CONSUMER_PROTOCOL);
+    wait_until("the silent member expires", Duration::from_secs(30), || {
+        reader.assignment().len() == 4
+    });
+    assert_eq!(
+        consumer_heartbeat(&mut raw, "fenced", &member, epoch, None).error_code,
+        25
+    );
+    wait_until("the reader reads", Duration::from_secs(20), || {
+        reader.read().len() >= 17
+    });
+    let read: BTreeSet<(i32, i64)> = reader.read().into_iter().collect();
+    assert!(
+        !read.contains(&(0, 2)),
+        "committed records are not read again"
+    );
+    assert!(read.contains(&(0, 3)) && read.contains(&(1, 0)));
+}
+
+#[test]
+fn consumer_group_members_keep_their_epochs_and_assignments_across_a_broker_restart() {
+    let mut weir = Weir::start(CONSUMER_BROKER_ARGS);
+    create_topic(&weir, "kept", 3, 0);
+    let mut raw = Raw::connect(&weir.kafka);
+    assert_eq!(raw.find_coordinator(0, "durable").error_code, 0);
+    let (member, epoch, assigned) = consumer_join(&mut raw, "durable", "kept");
+    assert_eq!(assigned.len(), 3);
+    drop(raw);
+    weir.restart(false);
+    let mut raw = Raw::connect(&weir.kafka);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        let answer = consumer_heartbeat(&mut raw, "durable", &member, epoch, None);
+        // Until the coordinator has loaded __consumer_offsets again.
+        if answer.error_code != 14 && answer.error_code != 15 && answer.error_code != 16 {
+            break answer;
+        }
+        assert!(Instant::now() < deadline, "{answer:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        answer.error_code, 0,
+        "the member is still known: {answer:?}"
+    );
+    assert_eq!(answer.member_epoch, epoch);
+}
+
+#[test]
+fn a_classic_group_and_a_consumer_group_read_the_same_topic() {
+    let weir = Weir::start(&[BROKER_ARGS, CONSUMER_BROKER_ARGS].concat());
+    create_topic(&weir, "shared", 4, 25);
+    let classic = Member::start(&weir, "old-style", "shared", &[]);
+    let modern = Member::start(&weir, "new-style", "shared", CONSUMER_PROTOCOL);
+    wait_until("both read everything", Duration::from_secs(30), || {
+        classic.read().len() >= 100 && modern.read().len() >= 100
+    });
+    every_record_read_once(&[&classic], 4, 25);
+    every_record_read_once(&[&modern], 4, 25);
 }

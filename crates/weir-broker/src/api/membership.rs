@@ -47,9 +47,18 @@ pub(super) async fn join_group(
             .with_protocol_name(protocol_name(None))
             .with_member_id(request.member_id);
     }
+    // A consumer group (KIP-848) takes no classic members.
+    let classic = || {
+        if broker.consumer_groups().hosts(&request.group_id) {
+            Err(ResponseError::InconsistentGroupProtocol.code())
+        } else {
+            Ok(())
+        }
+    };
     if let Err(code) = broker
         .check_coordinator(&request.group_id)
         .and_then(|()| may_read_group(broker, ctx, &request.group_id))
+        .and_then(|()| classic())
     {
         return JoinGroupResponse::default()
             .with_error_code(code)

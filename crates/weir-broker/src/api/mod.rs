@@ -8,6 +8,7 @@ mod authorized_operations;
 mod client_quotas;
 mod cluster;
 mod configs;
+mod consumer_groups;
 mod elect_leaders;
 mod fetch;
 mod fetch_response;
@@ -78,6 +79,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::AlterConfigs, 0, 2),
@@ -384,6 +386,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::SyncGroup => "SyncGroup",
         ApiKey::Heartbeat => "Heartbeat",
         ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::AlterConfigs => "AlterConfigs",
@@ -734,6 +737,10 @@ pub(crate) fn dispatch(
                 let response = membership::heartbeat(&broker, &ctx, request).await;
                 Some(ctx.respond(&response))
             }))
+        }
+        ApiKey::ConsumerGroupHeartbeat => {
+            let response = consumer_groups::heartbeat(&broker, &ctx, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
         }
         ApiKey::LeaveGroup => {
             let request = decode!();

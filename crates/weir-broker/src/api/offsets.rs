@@ -213,12 +213,21 @@ fn write_offset_commit(
         generation_id: request.generation_id_or_member_epoch,
         group_instance_id: request.group_instance_id.as_deref(),
     };
+    // A consumer group (KIP-848) checks the member epoch; a classic group
+    // the generation.
+    let consumer_group = broker.consumer_groups().validate_offset_commit(
+        &group,
+        &request.member_id,
+        request.generation_id_or_member_epoch,
+    );
     let group_error = if group.is_empty() {
         Some(ResponseError::InvalidGroupId)
     } else if !ctx.authorized(broker, AclOperation::Read, ResourceType::Group, &group) {
         Some(ResponseError::GroupAuthorizationFailed)
     } else if let Err(code) = broker.check_coordinator(&group) {
         Some(kafka_error(code))
+    } else if let Some(checked) = &consumer_group {
+        checked.as_ref().err().map(|e| kafka_error(e.code()))
     } else {
         broker
             .groups()
@@ -273,6 +282,13 @@ fn write_offset_commit(
     }
     let written = if changes.is_empty() {
         Ok(None)
+    } else if consumer_group.is_some() {
+        broker
+            .commit_offsets(&group, changes, now)
+            .map_err(|error| {
+                tracing::error!(group, %error, "offset commit failed");
+                GroupAdminError::Unavailable
+            })
     } else {
         // Checked again with the write: a rebalance may have begun since.
         broker
@@ -420,8 +436,19 @@ pub(super) fn offset_fetch(
             .into_iter()
             .map(|g| {
                 let group = g.group_id.0.to_string();
+                // v9+: a member of a consumer group names itself and its
+                // epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID).
+                let member = || {
+                    let member_id = g.member_id.as_deref().filter(|m| !m.is_empty());
+                    broker
+                        .consumer_groups()
+                        .validate_offset_fetch(&group, member_id, g.member_epoch)
+                        .and_then(Result::err)
+                        .map_or(Ok(()), |error| Err(error.code()))
+                };
                 if let Err(code) = may_describe_group(broker, ctx, &group)
                     .and_then(|()| broker.check_coordinator(&group))
+                    .and_then(|()| member())
                 {
                     return OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id)

@@ -18,6 +18,7 @@
 //! start past everything older, so loading reads little more than the live
 //! state.
 
+pub mod consumer_group_records;
 pub mod records;
 #[cfg(test)]
 mod tests;
@@ -86,6 +87,9 @@ struct Contents {
     offsets: HashMap<String, GroupOffsets>,
     /// The encoded GroupMetadataValue last written for each group.
     metadata: HashMap<String, Bytes>,
+    /// The live records of each consumer group (KIP-848): by key, the last
+    /// value written and its log offset, as compaction would keep them.
+    consumer_groups: HashMap<String, HashMap<Bytes, (u64, Bytes)>>,
     /// Transactional offset commits whose transaction has not ended: by
     /// producer id, then group.
     pending: HashMap<i64, HashMap<String, GroupOffsets>>,
@@ -220,6 +224,22 @@ impl Contents {
                 }
                 None => {
                     self.metadata.remove(&group);
+                }
+            },
+            RecordKey::ConsumerGroup { group, key } => match value {
+                Some(value) => {
+                    self.consumer_groups
+                        .entry(group)
+                        .or_default()
+                        .insert(key, (at, value));
+                }
+                None => {
+                    if let Some(records) = self.consumer_groups.get_mut(&group) {
+                        records.remove(&key);
+                        if records.is_empty() {
+                            self.consumer_groups.remove(&group);
+                        }
+                    }
                 }
             },
         }
@@ -366,6 +386,7 @@ impl Contents {
     fn absorb(&mut self, other: Contents) {
         self.offsets.extend(other.offsets);
         self.metadata.extend(other.metadata);
+        self.consumer_groups.extend(other.consumer_groups);
         for (producer_id, groups) in other.pending {
             self.pending.entry(producer_id).or_default().extend(groups);
         }
@@ -379,6 +400,11 @@ impl Contents {
         }
         for (group, value) in self.metadata {
             stripes[stripe_of(&group)].metadata.insert(group, value);
+        }
+        for (group, records) in self.consumer_groups {
+            stripes[stripe_of(&group)]
+                .consumer_groups
+                .insert(group, records);
         }
         for (producer_id, groups) in self.pending {
             for (group, offsets) in groups {
@@ -402,6 +428,7 @@ impl Contents {
         self.offsets.retain(|group, _| !owns(group));
         self.unreplicated.retain(|group, _| !owns(group));
         self.metadata.retain(|group, _| !owns(group));
+        self.consumer_groups.retain(|group, _| !owns(group));
         self.pending.retain(|_, groups| {
             groups.retain(|group, _| !owns(group));
             !groups.is_empty()
@@ -422,6 +449,11 @@ impl Contents {
     /// The live records of the groups for which `owns` is true.
     fn live_entries(&self, owns: impl Fn(&str) -> bool) -> Vec<Entry> {
         let mut entries = Vec::new();
+        for (group, records) in &self.consumer_groups {
+            if owns(group) {
+                entries.extend(consumer_group_entries(records));
+            }
+        }
         for (group, value) in &self.metadata {
             if owns(group) {
                 entries.push(Entry {
@@ -598,6 +630,48 @@ impl OffsetStore {
         self.write(partition, group, vec![entry], now_ms, None)
     }
 
+    /// Writes a consumer group's records (KIP-848), keys and values as
+    /// encoded, in one batch.
+    pub fn write_consumer_group(
+        &self,
+        partition: &Partition,
+        group: &str,
+        records: Vec<(Bytes, Option<Bytes>)>,
+        now_ms: i64,
+    ) -> Result<Option<Appended>, AppendError> {
+        let entries = records
+            .into_iter()
+            .map(|(key, value)| Entry { key, value })
+            .collect();
+        self.write(partition, group, entries, now_ms, None)
+    }
+
+    /// The live records of the consumer groups (KIP-848) of partition
+    /// `index` of `count`, each group's in log order: what a coordinator
+    /// replays to continue them.
+    pub fn consumer_group_records(
+        &self,
+        index: i32,
+        count: i32,
+    ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
+        let owns = |group: &str| records::partition_for(group, count) == index;
+        let mut groups = Vec::new();
+        for stripe in self.stripes.iter() {
+            let contents = stripe.lock();
+            for (group, records) in &contents.consumer_groups {
+                if owns(group) {
+                    let entries = consumer_group_entries(records)
+                        .into_iter()
+                        .filter_map(|entry| Some((entry.key, entry.value?)))
+                        .collect();
+                    groups.push((group.clone(), entries));
+                }
+            }
+        }
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
+        groups
+    }
+
     /// Removes a group: tombstones for its offsets, those of its open
     /// transactions too (as Kafka's DeleteGroups does), and its metadata.
     pub fn delete_group(
@@ -736,6 +810,12 @@ impl OffsetStore {
             .map(|stripe| {
                 let contents = stripe.lock();
                 contents.metadata.keys().filter(|g| owns(g)).count()
+                    + contents
+                        .consumer_groups
+                        .iter()
+                        .filter(|(g, _)| owns(g))
+                        .map(|(_, records)| records.len())
+                        .sum::<usize>()
                     + offsets(&contents.offsets)
                     + contents.pending.values().map(offsets).sum::<usize>()
             })
@@ -917,6 +997,22 @@ fn encode_batch(entries: &[Entry], now_ms: i64, producer: Option<TxnProducer>) -
     )
     .expect("__consumer_offsets records encode");
     batch
+}
+
+/// A consumer group's live records as entries, in log order.
+fn consumer_group_entries(records: &HashMap<Bytes, (u64, Bytes)>) -> Vec<Entry> {
+    let mut ordered: Vec<(&u64, &Bytes, &Bytes)> = records
+        .iter()
+        .map(|(key, (at, value))| (at, key, value))
+        .collect();
+    ordered.sort_by_key(|(at, _, _)| **at);
+    ordered
+        .into_iter()
+        .map(|(_, key, value)| Entry {
+            key: key.clone(),
+            value: Some(value.clone()),
+        })
+        .collect()
 }
 
 fn decode_metadata<'a>(

@@ -44,6 +44,11 @@ pub enum RecordKey {
     GroupMetadata {
         group: String,
     },
+    /// One of a consumer group's records (KIP-848), kept by its whole key.
+    ConsumerGroup {
+        group: String,
+        key: Bytes,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -153,7 +158,8 @@ pub fn decode_group_value(mut buf: &[u8]) -> Result<GroupSnapshot, RecordError> 
     })
 }
 
-pub fn decode_key(mut buf: &[u8]) -> Result<RecordKey, RecordError> {
+pub fn decode_key(whole: &[u8]) -> Result<RecordKey, RecordError> {
+    let mut buf = whole;
     let version = get_i16(&mut buf)?;
     match version {
         0 | 1 => Ok(RecordKey::Offset {
@@ -164,6 +170,12 @@ pub fn decode_key(mut buf: &[u8]) -> Result<RecordKey, RecordError> {
         2 => Ok(RecordKey::GroupMetadata {
             group: get_string(&mut buf)?,
         }),
+        key_type if super::consumer_group_records::is_consumer_group_key(key_type) => {
+            Ok(RecordKey::ConsumerGroup {
+                group: get_string(&mut buf)?,
+                key: Bytes::copy_from_slice(whole),
+            })
+        }
         other => Err(RecordError(format!("unknown key version {other}"))),
     }
 }

@@ -1,0 +1,135 @@
+//! ConsumerGroupHeartbeat: the consumer group protocol of KIP-848
+//! (`group.protocol=consumer`). The handler checks what Kafka checks before
+//! the group sees the request (the group id, the coordinator, Read on the
+//! group, the regex), maps it onto the engine's request, and answers once
+//! the group's records are replicated.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use weir_meta::{AclOperation, ResourceType};
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::consumer_group::{assignment_from, HeartbeatRequest};
+use crate::group::GroupState;
+
+fn failed(code: i16, message: impl Into<String>) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse::default()
+        .with_error_code(code)
+        .with_error_message(Some(StrBytes::from_string(message.into())))
+}
+
+pub(super) fn heartbeat(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: ConsumerGroupHeartbeatRequest,
+) -> impl Future<Output = ConsumerGroupHeartbeatResponse> + Send + 'static {
+    let checked = check(broker, ctx, &request);
+    let outcome = checked
+        .map_err(|(code, message)| failed(code, message))
+        .map(|()| {
+            let group = request.group_id.to_string();
+            let heartbeat = HeartbeatRequest {
+                member_id: request.member_id.to_string(),
+                member_epoch: request.member_epoch,
+                instance_id: request.instance_id.map(|s| s.to_string()),
+                rack_id: request.rack_id.map(|s| s.to_string()),
+                rebalance_timeout_ms: request.rebalance_timeout_ms,
+                subscribed_topic_names: request
+                    .subscribed_topic_names
+                    .map(|names| names.into_iter().map(|n| n.to_string()).collect()),
+                subscribed_topic_regex: request.subscribed_topic_regex.map(|s| s.to_string()),
+                server_assignor: request.server_assignor.map(|s| s.to_string()),
+                owned_partitions: request.topic_partitions.map(|owned| {
+                    assignment_from(owned.into_iter().map(|t| (t.topic_id, t.partitions)))
+                }),
+                client_id: ctx.client_id.clone(),
+                client_host: ctx.client_host.clone(),
+            };
+            broker
+                .consumer_groups()
+                .heartbeat(broker, &group, heartbeat)
+        });
+    async move {
+        let answer = match outcome {
+            Err(response) => return response,
+            Ok(answer) => answer.await,
+        };
+        match answer {
+            Ok(response) => ConsumerGroupHeartbeatResponse::default()
+                .with_member_id(Some(StrBytes::from_string(response.member_id)))
+                .with_member_epoch(response.member_epoch)
+                .with_heartbeat_interval_ms(response.heartbeat_interval_ms)
+                .with_assignment(response.assignment.map(|assignment| {
+                    Assignment::default().with_topic_partitions(
+                        assignment
+                            .into_iter()
+                            .map(|(topic, partitions)| {
+                                TopicPartitions::default()
+                                    .with_topic_id(topic)
+                                    .with_partitions(partitions.into_iter().collect())
+                            })
+                            .collect(),
+                    )
+                })),
+            Err(error) => failed(error.code(), error.to_string()),
+        }
+    }
+}
+
+/// What Kafka refuses before the group sees the request.
+fn check(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: &ConsumerGroupHeartbeatRequest,
+) -> Result<(), (i16, String)> {
+    let group = request.group_id.as_str();
+    if group.is_empty() {
+        return Err((
+            ResponseError::InvalidRequest.code(),
+            "GroupId can't be empty.".to_owned(),
+        ));
+    }
+    broker.check_coordinator(group).map_err(|code| {
+        (
+            code,
+            "this broker is not the group's coordinator".to_owned(),
+        )
+    })?;
+    if !ctx.authorized(broker, AclOperation::Read, ResourceType::Group, group) {
+        return Err((
+            ResponseError::GroupAuthorizationFailed.code(),
+            "not authorized to read the group".to_owned(),
+        ));
+    }
+    if let Some(regex) = request.subscribed_topic_regex.as_deref() {
+        if !regex.is_empty() && regex::Regex::new(regex).is_err() {
+            return Err((
+                ResponseError::InvalidRegularExpression.code(),
+                format!("SubscribedTopicRegex {regex:?} is not a valid regular expression."),
+            ));
+        }
+    }
+    // A classic group with members keeps its id; an empty one becomes a
+    // consumer group.
+    match broker.groups().state(group) {
+        None | Some(GroupState::Dead) => {}
+        Some(GroupState::Empty) => {
+            if !broker.consumer_groups().hosts(group) {
+                broker.groups().convert_empty(broker, group);
+            }
+        }
+        Some(_) => {
+            return Err((
+                ResponseError::GroupIdNotFound.code(),
+                format!("Group {group} is not a consumer group."),
+            ))
+        }
+    }
+    Ok(())
+}
