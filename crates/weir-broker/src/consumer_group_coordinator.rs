@@ -36,9 +36,9 @@ use crate::offsets::consumer_group_records;
 use crate::offsets::records::partition_for;
 use crate::partition::ReplicatedWrite;
 
-/// Why a heartbeat got no answer from the group itself.
+/// Why a request got no answer from the group itself.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HeartbeatError {
+pub enum CoordinatorError {
     #[error(transparent)]
     Group(#[from] ConsumerGroupError),
     /// This node does not (or no longer) coordinate the group.
@@ -49,12 +49,12 @@ pub enum HeartbeatError {
     CoordinatorNotAvailable,
 }
 
-impl HeartbeatError {
+impl CoordinatorError {
     pub fn code(&self) -> i16 {
         match self {
-            HeartbeatError::Group(error) => error.code(),
-            HeartbeatError::NotCoordinator => 16,
-            HeartbeatError::CoordinatorNotAvailable => 15,
+            CoordinatorError::Group(error) => error.code(),
+            CoordinatorError::NotCoordinator => 16,
+            CoordinatorError::CoordinatorNotAvailable => 15,
         }
     }
 }
@@ -196,7 +196,7 @@ impl ConsumerGroupCoordinator {
         broker: &Arc<Broker>,
         group: &str,
         request: HeartbeatRequest,
-    ) -> impl std::future::Future<Output = Result<HeartbeatResponse, HeartbeatError>> + Send + 'static
+    ) -> impl std::future::Future<Output = Result<HeartbeatResponse, CoordinatorError>> + Send + 'static
     {
         let outcome = self.heartbeat_now(broker, group, request);
         let node_id = broker.node_id();
@@ -206,9 +206,9 @@ impl ConsumerGroupCoordinator {
                 write
                     .replicated(node_id, COORDINATOR_WRITE_TIMEOUT)
                     .await
-                    .map_err(|_| HeartbeatError::CoordinatorNotAvailable)?;
+                    .map_err(|_| CoordinatorError::CoordinatorNotAvailable)?;
             }
-            response.map_err(HeartbeatError::Group)
+            response.map_err(CoordinatorError::Group)
         }
     }
 
@@ -223,11 +223,11 @@ impl ConsumerGroupCoordinator {
             Result<HeartbeatResponse, ConsumerGroupError>,
             Option<ReplicatedWrite>,
         ),
-        HeartbeatError,
+        CoordinatorError,
     > {
         let partition = self
             .partition_of(group)
-            .ok_or(HeartbeatError::NotCoordinator)?;
+            .ok_or(CoordinatorError::NotCoordinator)?;
         let image = broker.image();
         let now = broker.now_ms() as u64;
         let mut groups = partition.lock();
@@ -267,7 +267,7 @@ impl ConsumerGroupCoordinator {
         }
         match write {
             Ok(write) => Ok((response, write)),
-            Err(()) => Err(HeartbeatError::CoordinatorNotAvailable),
+            Err(()) => Err(CoordinatorError::CoordinatorNotAvailable),
         }
     }
 
@@ -275,7 +275,7 @@ impl ConsumerGroupCoordinator {
     /// rebuilt from what the log holds.
     fn persist(
         &self,
-        broker: &Arc<Broker>,
+        broker: &Broker,
         group: &str,
         hosted: &mut HostedGroup,
         records: Vec<Record>,
@@ -411,6 +411,37 @@ impl ConsumerGroupCoordinator {
         let groups = partition.lock();
         let hosted = groups.get(group).filter(|h| h.engine.exists())?;
         Some(hosted.engine.validate_offset_fetch(member_id, member_epoch))
+    }
+
+    /// DeleteGroups of a consumer group: refused while it has members;
+    /// otherwise its records and offsets are tombstoned. Returns the write
+    /// to wait on.
+    pub fn delete(
+        &self,
+        broker: &Broker,
+        group: &str,
+    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+        let partition = self
+            .partition_of(group)
+            .ok_or(CoordinatorError::NotCoordinator)?;
+        let mut groups = partition.lock();
+        let hosted = groups
+            .get_mut(group)
+            .filter(|h| h.engine.exists())
+            .ok_or(ConsumerGroupError::GroupIdNotFound)?;
+        let records = hosted.engine.delete()?;
+        self.persist(broker, group, hosted, records)
+            .map_err(|()| CoordinatorError::CoordinatorNotAvailable)?;
+        let offsets = broker
+            .delete_group(group, broker.now_ms())
+            .map_err(|error| {
+                tracing::error!(group, %error, "deleting a group's offsets failed");
+                CoordinatorError::CoordinatorNotAvailable
+            })?;
+        if let Some(mut hosted) = groups.remove(group) {
+            hosted.disarm_all();
+        }
+        Ok(offsets)
     }
 
     /// What ConsumerGroupDescribe shows of `group`, if hosted here.

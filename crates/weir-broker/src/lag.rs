@@ -12,6 +12,10 @@ pub struct GroupLag {
     pub group: String,
     /// Kafka's name of the group's state ("Stable", "Empty", ...).
     pub state: &'static str,
+    /// `classic`, or `consumer` for a group of the consumer protocol
+    /// (KIP-848).
+    #[serde(rename = "type")]
+    pub group_type: &'static str,
     pub members: usize,
     /// Its consumers read committed data only (isolation.level
     /// read_committed): lag counts to the last stable offset.
@@ -47,6 +51,13 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
         None => {
             let mut names = store.groups();
             names.extend(broker.groups().list().into_iter().map(|(name, _, _)| name));
+            names.extend(
+                broker
+                    .consumer_groups()
+                    .list()
+                    .into_iter()
+                    .map(|g| g.group_id),
+            );
             names.sort();
             names.dedup();
             names
@@ -57,10 +68,12 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
         .into_iter()
         .filter_map(|group| {
             let committed = store.group_offsets(&group);
-            let (state, members) = match broker.groups().describe(&group) {
-                Some(summary) => (summary.state, summary.members.len()),
-                None if committed.is_empty() => return None,
-                None => (GroupState::Empty, 0),
+            let consumer_group = broker.consumer_groups().describe(&group);
+            let (state, members, group_type) = match (&consumer_group, broker.groups().describe(&group)) {
+                (Some(described), _) => (described.state.as_str(), described.members.len(), "consumer"),
+                (None, Some(summary)) => (summary.state.as_str(), summary.members.len(), "classic"),
+                (None, None) if committed.is_empty() => return None,
+                (None, None) => (GroupState::Empty.as_str(), 0, "classic"),
             };
             let read_committed = broker.groups().reads_committed(&group);
             let partitions: Vec<PartitionLag> = committed
@@ -100,7 +113,8 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
             Some(GroupLag {
                 lag: partitions.iter().map(|p| p.lag).sum(),
                 group,
-                state: state.as_str(),
+                state,
+                group_type,
                 members,
                 read_committed,
                 partitions,

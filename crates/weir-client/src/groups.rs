@@ -108,6 +108,8 @@ pub struct ListedGroup {
     /// `Empty`, `Stable`, `PreparingRebalance`, …; `None` when the broker
     /// answered with ListGroups before v4, which has no state.
     pub state: Option<String>,
+    /// `classic` or `consumer` (KIP-848); `None` before ListGroups v5.
+    pub group_type: Option<String>,
 }
 
 /// A group as DescribeGroups tells it.
@@ -326,6 +328,7 @@ impl Client {
                 group_id: g.group_id.0.to_string(),
                 protocol_type: g.protocol_type.to_string(),
                 state: (version >= 4).then(|| g.group_state.to_string()),
+                group_type: (version >= 5).then(|| g.group_type.to_string()),
             })
             .collect();
         groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));

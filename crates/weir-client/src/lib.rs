@@ -53,6 +53,7 @@ mod acls;
 mod admin;
 mod client;
 mod cluster;
+mod consumer_groups;
 mod error;
 mod fetch;
 mod frame;
@@ -79,6 +80,7 @@ pub use admin::{
 };
 pub use client::{Client, ClientConfig};
 pub use cluster::Cluster;
+pub use consumer_groups::{ConsumerGroupDescription, ConsumerGroupMember};
 pub use error::ClientError;
 pub use fetch::{ConsumedRecord, FetchTarget, FetchedPartition};
 pub use groups::{

@@ -85,7 +85,7 @@ fn list_and_describe_show_committed_offsets_log_ends_and_lag() {
     produce_lines(&broker, "audit", 0, 4);
 
     let out = cli(&broker, &["group", "list"]).ok();
-    assert_eq!(out.stdout, "GROUP  STATE\n");
+    assert_eq!(out.stdout, "GROUP  STATE  TYPE\n");
 
     commit(
         &broker,
@@ -98,9 +98,9 @@ fn list_and_describe_show_committed_offsets_log_ends_and_lag() {
     assert_eq!(
         out.table("GROUP"),
         vec![
-            vec!["GROUP", "STATE"],
-            vec!["billing", "Empty"],
-            vec!["reporting", "Empty"],
+            vec!["GROUP", "STATE", "TYPE"],
+            vec!["billing", "Empty", "classic"],
+            vec!["reporting", "Empty", "classic"],
         ]
     );
 
@@ -313,14 +313,17 @@ fn a_reset_can_start_a_group_and_delete_ends_it() {
     let out = cli(&broker, &["group", "list"]).ok();
     assert_eq!(
         out.table("GROUP"),
-        vec![vec!["GROUP", "STATE"], vec!["fresh", "Empty"]]
+        vec![
+            vec!["GROUP", "STATE", "TYPE"],
+            vec!["fresh", "Empty", "classic"]
+        ]
     );
 
     let out = cli(&broker, &["group", "delete", "fresh"]).ok();
     assert_eq!(out.stdout, "Deleted group fresh\n");
     assert_eq!(committed(&broker, "fresh"), BTreeMap::new());
     let out = cli(&broker, &["group", "list"]).ok();
-    assert_eq!(out.stdout, "GROUP  STATE\n");
+    assert_eq!(out.stdout, "GROUP  STATE  TYPE\n");
     for args in [
         &["group", "delete", "fresh"][..],
         &["group", "describe", "fresh"],

@@ -331,6 +331,7 @@ fn empty() -> (Option<ListedGroup>, (String, String, usize)) {
         group_id: GROUP.to_owned(),
         protocol_type: String::new(),
         state: Some("Empty".to_owned()),
+        group_type: Some("classic".to_owned()),
     };
     (Some(listed), ("Empty".to_owned(), String::new(), 0))
 }

@@ -1,19 +1,26 @@
-//! ConsumerGroupHeartbeat: the consumer group protocol of KIP-848
-//! (`group.protocol=consumer`). The handler checks what Kafka checks before
-//! the group sees the request (the group id, the coordinator, Read on the
-//! group, the regex), maps it onto the engine's request, and answers once
-//! the group's records are replicated.
+//! ConsumerGroupHeartbeat and ConsumerGroupDescribe: the consumer group
+//! protocol of KIP-848 (`group.protocol=consumer`). The heartbeat handler
+//! checks what Kafka checks before the group sees the request (the group
+//! id, the coordinator, Read on the group, the regex), maps it onto the
+//! engine's request, and answers once the group's records are replicated.
 
 use std::future::Future;
 use std::sync::Arc;
 
+use kafka_protocol::messages::consumer_group_describe_response::{
+    Assignment as DescribedAssignment, DescribedGroup, Member as DescribedMember,
+    TopicPartitions as DescribedTopicPartitions,
+};
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
-use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use weir_meta::{AclOperation, ResourceType};
 
-use super::RequestContext;
+use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
 use crate::consumer_group::{assignment_from, HeartbeatRequest};
 use crate::group::GroupState;
@@ -132,4 +139,93 @@ fn check(
         }
     }
     Ok(())
+}
+
+/// ConsumerGroupDescribe: each consumer group as its coordinator sees it,
+/// topics named by id and name. A classic group, or an unknown one, is
+/// GROUP_ID_NOT_FOUND, as Kafka answers (clients then ask DescribeGroups).
+pub(super) fn describe(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: ConsumerGroupDescribeRequest,
+) -> ConsumerGroupDescribeResponse {
+    let image = broker.image();
+    let topic_partitions = |assignment: crate::consumer_group::Assignment| {
+        DescribedAssignment::default().with_topic_partitions(
+            assignment
+                .into_iter()
+                .map(|(id, partitions)| {
+                    let name = image
+                        .topic_by_id(id)
+                        .map_or(String::new(), |t| t.name.clone());
+                    DescribedTopicPartitions::default()
+                        .with_topic_id(id)
+                        .with_topic_name(TopicName(StrBytes::from_string(name)))
+                        .with_partitions(partitions.into_iter().collect())
+                })
+                .collect(),
+        )
+    };
+    let groups = request
+        .group_ids
+        .into_iter()
+        .map(|group_id| {
+            let described = DescribedGroup::default().with_group_id(group_id.clone());
+            let group = group_id.as_str();
+            if !ctx.authorized(broker, AclOperation::Describe, ResourceType::Group, group) {
+                return described.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
+            if let Err(code) = broker.check_coordinator(group) {
+                return described.with_error_code(code);
+            }
+            let Some(description) = broker.consumer_groups().describe(group) else {
+                let message = if broker.groups().state(group).is_some() {
+                    format!("Group {group} is not a consumer group.")
+                } else {
+                    format!("Group {group} not found.")
+                };
+                return described
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(StrBytes::from_string(message)));
+            };
+            let members = description
+                .members
+                .into_iter()
+                .map(|m| {
+                    DescribedMember::default()
+                        .with_member_id(StrBytes::from_string(m.member_id))
+                        .with_instance_id(m.instance_id.map(StrBytes::from_string))
+                        .with_rack_id(m.rack_id.map(StrBytes::from_string))
+                        .with_member_epoch(m.member_epoch)
+                        .with_client_id(StrBytes::from_string(m.client_id))
+                        .with_client_host(StrBytes::from_string(m.client_host))
+                        .with_subscribed_topic_names(
+                            m.subscribed_topic_names
+                                .into_iter()
+                                .map(|n| TopicName(StrBytes::from_string(n)))
+                                .collect(),
+                        )
+                        .with_subscribed_topic_regex(
+                            m.subscribed_topic_regex.map(StrBytes::from_string),
+                        )
+                        .with_assignment(topic_partitions(m.assignment))
+                        .with_target_assignment(topic_partitions(m.target_assignment))
+                        // A member of the consumer protocol (v1).
+                        .with_member_type(1)
+                })
+                .collect();
+            let described = described
+                .with_group_state(StrBytes::from_static_str(description.state.as_str()))
+                .with_group_epoch(description.group_epoch)
+                .with_assignment_epoch(description.assignment_epoch)
+                .with_assignor_name(StrBytes::from_static_str(description.assignor.name()))
+                .with_members(members);
+            if request.include_authorized_operations {
+                described.with_authorized_operations(authorized_operations::group(ctx, &group_id))
+            } else {
+                described
+            }
+        })
+        .collect();
+    ConsumerGroupDescribeResponse::default().with_groups(groups)
 }

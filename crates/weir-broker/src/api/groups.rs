@@ -29,9 +29,10 @@ fn text(s: String) -> StrBytes {
     StrBytes::from_string(s)
 }
 
-/// Kafka's name for the type of groups of the classic protocol (ListGroups
-/// v5).
+/// Kafka's names for the types of groups (ListGroups v5): the classic
+/// protocol's, and KIP-848's.
 const CLASSIC_GROUP_TYPE: &str = "classic";
+const CONSUMER_GROUP_TYPE: &str = "consumer";
 
 pub(super) fn list_groups(
     broker: &Broker,
@@ -45,21 +46,47 @@ pub(super) fn list_groups(
                 .iter()
                 .any(|s| s.eq_ignore_ascii_case(state))
     };
-    // Every group here is a classic one; a types filter (v5) without that
-    // type, in any case, lists none, as in Kafka.
-    let classic_wanted = request.types_filter.is_empty()
-        || request
-            .types_filter
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
-    if !classic_wanted {
-        return ListGroupsResponse::default();
+    // A types filter (v5) lists only the types it names, in any case.
+    let type_wanted = |group_type: &str| {
+        request.types_filter.is_empty()
+            || request
+                .types_filter
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(group_type))
+    };
+    // (group, state, protocol type, group type)
+    let mut groups: Vec<(String, String, String, &str)> = Vec::new();
+    let consumer_groups = broker.consumer_groups().list();
+    if type_wanted(CONSUMER_GROUP_TYPE) {
+        groups.extend(consumer_groups.iter().map(|g| {
+            (
+                g.group_id.clone(),
+                g.state.as_str().to_owned(),
+                "consumer".to_owned(),
+                CONSUMER_GROUP_TYPE,
+            )
+        }));
     }
-    let mut groups = broker.groups().list();
-    for group in broker.offsets().groups() {
-        if !groups.iter().any(|(name, _, _)| *name == group) {
-            groups.push((group, GroupState::Empty, String::new()));
+    if type_wanted(CLASSIC_GROUP_TYPE) {
+        let mut classic = broker.groups().list();
+        for group in broker.offsets().groups() {
+            if !classic.iter().any(|(name, _, _)| *name == group) {
+                classic.push((group, GroupState::Empty, String::new()));
+            }
         }
+        groups.extend(
+            classic
+                .into_iter()
+                .filter(|(name, _, _)| !consumer_groups.iter().any(|g| g.group_id == *name))
+                .map(|(name, state, protocol_type)| {
+                    (
+                        name,
+                        state.as_str().to_owned(),
+                        protocol_type,
+                        CLASSIC_GROUP_TYPE,
+                    )
+                }),
+        );
     }
     // Describe on the cluster lists every group; otherwise only those the
     // principal may describe, as Kafka does.
@@ -68,20 +95,20 @@ pub(super) fn list_groups(
         ResourceType::Cluster,
         CLUSTER_RESOURCE_NAME,
     ) {
-        groups.retain(|(name, _, _)| ctx.may(AclOperation::Describe, ResourceType::Group, name));
+        groups.retain(|(name, _, _, _)| ctx.may(AclOperation::Describe, ResourceType::Group, name));
     }
     groups.sort_by(|a, b| a.0.cmp(&b.0));
     let groups = groups
         .into_iter()
-        .filter(|(_, state, _)| wanted(state.as_str()))
+        .filter(|(_, state, _, _)| wanted(state))
         // Each broker lists the groups it coordinates; clients ask them all.
-        .filter(|(group, _, _)| broker.check_coordinator(group).is_ok())
-        .map(|(group, state, protocol_type)| {
+        .filter(|(group, _, _, _)| broker.check_coordinator(group).is_ok())
+        .map(|(group, state, protocol_type, group_type)| {
             ListedGroup::default()
                 .with_group_id(GroupId(text(group)))
                 .with_protocol_type(text(protocol_type))
-                .with_group_state(StrBytes::from_static_str(state.as_str()))
-                .with_group_type(StrBytes::from_static_str(CLASSIC_GROUP_TYPE))
+                .with_group_state(text(state))
+                .with_group_type(StrBytes::from_static_str(group_type))
         })
         .collect();
     ListGroupsResponse::default().with_groups(groups)
@@ -103,6 +130,16 @@ pub(super) fn describe_groups(
             }
             if let Err(code) = broker.check_coordinator(&group) {
                 return described.with_error_code(code);
+            }
+            // A consumer group is described by ConsumerGroupDescribe.
+            if broker.consumer_groups().hosts(&group) {
+                return described
+                    .with_group_state(StrBytes::from_static_str(GroupState::Dead.as_str()))
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(text(format!(
+                        "Group {} is not a classic group.",
+                        group.0
+                    ))));
             }
             if let Some(summary) = broker.groups().describe(&group) {
                 let members = summary
@@ -169,6 +206,12 @@ pub(super) fn delete_groups(
             }
             if let Err(code) = broker.check_coordinator(&group) {
                 return (result.with_error_code(code), None);
+            }
+            if broker.consumer_groups().hosts(&group) {
+                return match broker.consumer_groups().delete(broker, &group.0) {
+                    Ok(write) => (result, write),
+                    Err(error) => (result.with_error_code(error.code()), None),
+                };
             }
             let error = match broker.groups().delete(broker, &group.0) {
                 Ok(write) => return (result, write),

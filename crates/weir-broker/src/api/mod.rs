@@ -80,6 +80,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::AlterConfigs, 0, 2),
@@ -387,6 +388,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::Heartbeat => "Heartbeat",
         ApiKey::LeaveGroup => "LeaveGroup",
         ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
+        ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::AlterConfigs => "AlterConfigs",
@@ -738,6 +740,11 @@ pub(crate) fn dispatch(
                 Some(ctx.respond(&response))
             }))
         }
+        ApiKey::ConsumerGroupDescribe => Reply::Now(Some(ctx.respond(&consumer_groups::describe(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
         ApiKey::ConsumerGroupHeartbeat => {
             let response = consumer_groups::heartbeat(&broker, &ctx, decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))

@@ -258,7 +258,8 @@ impl Clients {
 async fn list(connection: &Connection) -> anyhow::Result<String> {
     let mut bootstrap = connection.connect().await?;
     let brokers = bootstrap.metadata(Some(&[])).await?.brokers;
-    let mut states: BTreeMap<String, String> = BTreeMap::new();
+    // Group → (state, type).
+    let mut states: BTreeMap<String, (String, String)> = BTreeMap::new();
     for broker in brokers {
         let addr = format!("{}:{}", broker.host, broker.port);
         let mut other;
@@ -291,12 +292,66 @@ async fn list(connection: &Connection) -> anyhow::Result<String> {
                     .find(|d| d.group_id == group.group_id)
                     .map(|d| d.state.clone())
             });
-            states.insert(group.group_id.clone(), state.unwrap_or_default());
+            let group_type = group
+                .group_type
+                .clone()
+                .unwrap_or_else(|| "classic".to_owned());
+            states.insert(
+                group.group_id.clone(),
+                (state.unwrap_or_default(), group_type),
+            );
         }
     }
-    let mut rows = vec![vec!["GROUP".to_owned(), "STATE".to_owned()]];
-    rows.extend(states.into_iter().map(|(group, state)| vec![group, state]));
+    let mut rows = vec![vec![
+        "GROUP".to_owned(),
+        "STATE".to_owned(),
+        "TYPE".to_owned(),
+    ]];
+    rows.extend(
+        states
+            .into_iter()
+            .map(|(group, (state, group_type))| vec![group, state, group_type]),
+    );
     Ok(table(&rows))
+}
+
+/// The members of a consumer group: epoch, assignment, and the target
+/// assignment while the member is still reconciling towards it.
+fn consumer_members(described: &weir_client::ConsumerGroupDescription) -> String {
+    let list = |partitions: &[(String, i32)]| {
+        if partitions.is_empty() {
+            return "-".to_owned();
+        }
+        partitions
+            .iter()
+            .map(|(topic, partition)| format!("{topic}-{partition}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut rows = vec![[
+        "MEMBER-ID",
+        "INSTANCE-ID",
+        "EPOCH",
+        "ASSIGNMENT",
+        "TARGET-ASSIGNMENT",
+    ]
+    .map(str::to_owned)
+    .to_vec()];
+    for member in &described.members {
+        let target = if member.target_assignment == member.assignment {
+            "(reached)".to_owned()
+        } else {
+            list(&member.target_assignment)
+        };
+        rows.push(vec![
+            member.member_id.clone(),
+            member.instance_id.clone().unwrap_or_else(|| "-".to_owned()),
+            member.member_epoch.to_string(),
+            list(&member.assignment),
+            target,
+        ]);
+    }
+    table(&rows)
 }
 
 /// One row of `describe`: a partition, or a member with none.
@@ -307,17 +362,66 @@ struct Row {
     member: Option<usize>,
 }
 
+/// A member as the partitions table shows it.
+struct Owner {
+    member_id: String,
+    client_host: String,
+    client_id: String,
+    assigned: Vec<(String, i32)>,
+}
+
 async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String> {
     let mut clients = Clients::open(connection, group).await?;
-    let description = clients.describe(group).await?;
+    // A consumer group (KIP-848) first; else the classic description.
+    let consumer = clients
+        .coordinator()
+        .describe_consumer_groups(&[group])
+        .await
+        .map_err(|e| group_error(e, group))?
+        .pop()
+        .flatten();
+    let classic = match &consumer {
+        Some(_) => None,
+        None => Some(clients.describe(group).await?),
+    };
     let committed = clients
         .coordinator()
         .offset_fetch(group, None)
         .await
         .map_err(|e| group_error(e, group))?;
-    if description.is_dead() && committed.is_empty() {
+    if classic.as_ref().is_some_and(|d| d.is_dead()) && committed.is_empty() {
         bail!("group {group} does not exist");
     }
+    let owners: Vec<Owner> = match (&consumer, &classic) {
+        (Some(described), _) => described
+            .members
+            .iter()
+            .map(|m| Owner {
+                member_id: m.member_id.clone(),
+                client_host: m.client_host.clone(),
+                client_id: m.client_id.clone(),
+                assigned: m.assignment.clone(),
+            })
+            .collect(),
+        (None, Some(description)) => description
+            .members
+            .iter()
+            .map(|member| Owner {
+                member_id: member.member_id.clone(),
+                client_host: member.client_host.clone(),
+                client_id: member.client_id.clone(),
+                assigned: if description.is_consumer_group() {
+                    member.consumer_assignment().unwrap_or_else(|error| {
+                        tracing::warn!(group, member = %member.member_id, %error, "cannot read a member's assignment");
+                        Vec::new()
+                    })
+                } else {
+                    Vec::new()
+                },
+            })
+            .collect(),
+        (None, None) => Vec::new(),
+    };
 
     let mut rows: BTreeMap<(String, i32), Row> = BTreeMap::new();
     for offset in committed {
@@ -326,25 +430,17 @@ async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String
             .committed = Some(offset.offset);
     }
     let mut unassigned: Vec<usize> = Vec::new();
-    for (index, member) in description.members.iter().enumerate() {
-        let assigned = if description.is_consumer_group() {
-            member.consumer_assignment().unwrap_or_else(|error| {
-                tracing::warn!(group, member = %member.member_id, %error, "cannot read a member's assignment");
-                Vec::new()
-            })
-        } else {
-            Vec::new()
-        };
-        if assigned.is_empty() {
+    for (index, owner) in owners.iter().enumerate() {
+        if owner.assigned.is_empty() {
             unassigned.push(index);
         }
-        for partition in assigned {
-            rows.entry(partition).or_default().member = Some(index);
+        for partition in &owner.assigned {
+            rows.entry(partition.clone()).or_default().member = Some(index);
         }
     }
 
     let member_cells = |member: Option<usize>| -> [String; 3] {
-        match member.map(|i| &description.members[i]) {
+        match member.map(|i| &owners[i]) {
             Some(m) => [
                 m.member_id.clone(),
                 m.client_host.clone(),
@@ -409,16 +505,29 @@ async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String
         lines.push(line);
     }
 
-    let members = description.members.len();
+    let members = owners.len();
+    let plural = if members == 1 { "" } else { "s" };
     let mut out = String::new();
-    writeln!(
-        out,
-        "Group {group}: state {}, {members} member{}",
-        description.state,
-        if members == 1 { "" } else { "s" }
-    )?;
+    match (&consumer, &classic) {
+        (Some(described), _) => writeln!(
+            out,
+            "Group {group}: consumer protocol, state {}, group epoch {}, assignment epoch {}, \
+             assignor {}, {members} member{plural}",
+            described.state, described.group_epoch, described.assignment_epoch, described.assignor
+        )?,
+        (None, Some(description)) => writeln!(
+            out,
+            "Group {group}: state {}, {members} member{plural}",
+            description.state
+        )?,
+        (None, None) => {}
+    }
     writeln!(out)?;
     out.push_str(&table(&lines));
+    if let Some(described) = consumer.as_ref().filter(|d| !d.members.is_empty()) {
+        writeln!(out)?;
+        out.push_str(&consumer_members(described));
+    }
     if !lost.is_empty() {
         writeln!(out)?;
         for line in lost {
