@@ -1065,3 +1065,50 @@ fn a_classic_group_and_a_consumer_group_read_the_same_topic() {
     every_record_read_once(&[&classic], 4, 25);
     every_record_read_once(&[&modern], 4, 25);
 }
+
+#[test]
+fn a_consumer_group_regex_subscription_picks_up_a_topic_created_later() {
+    let weir = Weir::start(CONSUMER_BROKER_ARGS);
+    create_topic(&weir, "metrics-cpu", 2, 5);
+    let reader = Member::start(&weir, "by-pattern", "^metrics-.*", CONSUMER_PROTOCOL);
+    wait_until("the first topic is read", Duration::from_secs(30), || {
+        reader.read().len() >= 10
+    });
+    create_topic(&weir, "metrics-disk", 3, 4);
+    create_topic(&weir, "logs", 1, 4);
+    // The new matching topic's records arrive too (partitions 0..3 of a
+    // second topic: 12 more records); the topic that does not match never.
+    wait_until("the later topic is read", Duration::from_secs(30), || {
+        reader.read().len() >= 22
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(reader.read().len(), 22);
+}
+
+#[test]
+fn a_static_consumer_group_member_gets_its_partitions_back_when_it_returns() {
+    let weir = Weir::start(CONSUMER_BROKER_ARGS);
+    create_topic(&weir, "ledger", 4, 0);
+    let static_member = |instance: &str| {
+        Member::start(
+            &weir,
+            "statics",
+            "ledger",
+            &[
+                ("group.protocol", "consumer"),
+                ("group.instance.id", instance),
+            ],
+        )
+    };
+    let a = static_member("a");
+    let b = static_member("b");
+    let before = wait_for_split(&[&a, &b], 4);
+    // `a` goes away for less than the session timeout: its partitions
+    // wait for it rather than move to `b`.
+    a.close();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(b.assignment(), before[1], "b did not take a's partitions");
+    let a = static_member("a");
+    let after = wait_for_split(&[&a, &b], 4);
+    assert_eq!(after, before);
+}
