@@ -1655,3 +1655,164 @@ fn throttle_on_the_leader_holds_back_a_catching_up_follower() {
 fn throttle_on_the_follower_holds_back_its_own_catching_up() {
     a_throttled_replica_catches_up_at_the_throttled_rate("follower");
 }
+
+/// A consumer of the consumer group protocol (KIP-848) polling on its own
+/// thread: every assignment it had, in order, and the records it read.
+struct ModernConsumer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    assignments: std::sync::Arc<std::sync::Mutex<Vec<BTreeSet<i32>>>>,
+}
+
+impl ModernConsumer {
+    fn start(bootstrap: &str, group: &str, topic: &str) -> Self {
+        use std::sync::atomic::Ordering;
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("group.id", group)
+            .set("group.protocol", "consumer")
+            .set("auto.offset.reset", "earliest")
+            .create()
+            .expect("consumer");
+        consumer.subscribe(&[topic]).expect("subscribe");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let assignments = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let thread = std::thread::spawn({
+            let (stop, assignments) = (stop.clone(), assignments.clone());
+            move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let _ = consumer.poll(Duration::from_millis(100));
+                    let current: BTreeSet<i32> = consumer
+                        .assignment()
+                        .map(|a| a.elements().iter().map(|e| e.partition()).collect())
+                        .unwrap_or_default();
+                    let mut seen = assignments.lock().unwrap();
+                    if seen.last() != Some(&current) {
+                        seen.push(current);
+                    }
+                }
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+            assignments,
+        }
+    }
+
+    fn assignment(&self) -> BTreeSet<i32> {
+        self.assignments
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The assignments it went through from the `from`th on.
+    fn assignments_since(&self, from: usize) -> Vec<BTreeSet<i32>> {
+        self.assignments.lock().unwrap()[from.min(self.changes())..].to_vec()
+    }
+
+    fn changes(&self) -> usize {
+        self.assignments.lock().unwrap().len()
+    }
+}
+
+impl Drop for ModernConsumer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The consumer group `group` as its coordinator describes it.
+fn describe_consumer_group(
+    bootstrap: &str,
+    group: &str,
+) -> Option<weir_client::ConsumerGroupDescription> {
+    common::cli::block_on(async {
+        let mut client = weir_client::Client::connect(bootstrap).await.ok()?;
+        let found = client.find_coordinator(group).await.ok()?;
+        let mut coordinator = client.connect_to_broker(&found.addr()).await.ok()?;
+        coordinator
+            .describe_consumer_groups(&[group])
+            .await
+            .ok()?
+            .pop()
+            .flatten()
+    })
+}
+
+#[test]
+fn a_consumer_group_carries_on_at_a_new_coordinator_when_the_old_one_is_killed() {
+    let mut cluster = Cluster::start(&[
+        "--group-consumer-heartbeat-interval-ms",
+        "500",
+        // Longer than the failover: members are not expired meanwhile.
+        "--group-consumer-session-timeout-ms",
+        "45000",
+    ]);
+    let bootstrap = cluster.bootstrap();
+    create_topic(&bootstrap, "tasks", 4, 3);
+    let coordinator = common::cli::block_on(async {
+        let mut client = weir_client::Client::connect(&bootstrap).await.unwrap();
+        loop {
+            match client.find_coordinator("crew").await {
+                Ok(found) => break found.node_id,
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    });
+    // The members connect to the nodes that survive.
+    let survivors: Vec<String> = (1..=3)
+        .filter(|id| *id != coordinator)
+        .map(|id| cluster.node(id).kafka.clone())
+        .collect();
+    let survivors = survivors.join(",");
+    let first = ModernConsumer::start(&survivors, "crew", "tasks");
+    let second = ModernConsumer::start(&survivors, "crew", "tasks");
+    let stable = wait_until("the group to be stable", Duration::from_secs(30), || {
+        let described = describe_consumer_group(&survivors, "crew")?;
+        let split = first.assignment().len() == 2 && second.assignment().len() == 2;
+        (described.state == "Stable" && described.members.len() == 2 && split).then_some(described)
+    });
+    let (first_had, second_had) = (first.assignment(), second.assignment());
+    let changes = (first.changes(), second.changes());
+
+    cluster.node_mut(coordinator).kill();
+    let moved = wait_until(
+        "the group at a new coordinator",
+        Duration::from_millis(SESSION_TIMEOUT_MS + 30_000),
+        || {
+            let described = describe_consumer_group(&survivors, "crew")?;
+            (described.state == "Stable").then_some(described)
+        },
+    );
+    // The same members at the same epochs, with the same partitions: the
+    // new coordinator replayed the group from __consumer_offsets, and no
+    // member had to rejoin or give anything up.
+    let members = |d: &weir_client::ConsumerGroupDescription| {
+        d.members
+            .iter()
+            .map(|m| (m.member_id.clone(), m.member_epoch, m.assignment.clone()))
+            .collect::<BTreeSet<_>>()
+    };
+    assert_eq!(moved.group_epoch, stable.group_epoch);
+    assert_eq!(members(&moved), members(&stable));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        first.assignments_since(changes.0),
+        Vec::<BTreeSet<i32>>::new()
+    );
+    assert_eq!(
+        second.assignments_since(changes.1),
+        Vec::<BTreeSet<i32>>::new()
+    );
+    assert_eq!(
+        (first.assignment(), second.assignment()),
+        (first_had, second_had)
+    );
+}
