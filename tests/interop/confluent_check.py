@@ -439,7 +439,8 @@ class GroupMember:
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 100,
             "error_cb": lambda err: self.errors.append(str(err)),
-            **GROUP_TIMINGS,
+            # With the consumer protocol the broker sets the timings.
+            **({} if extra.get("group.protocol") == "consumer" else GROUP_TIMINGS),
             **extra,
         }
         self.consumer = Consumer(conf)
@@ -735,24 +736,23 @@ def describe_group(a, group):
     return a.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(timeout=TIMEOUT_S)
 
 
-def check_group_cooperative_fourth_member(bootstrap):
-    """Three cooperative-sticky members split six partitions 2/2/2; a fourth
-    joins and gets, in the follow-up rebalance, what the others gave up: no
-    partition is left without an owner and every record is read once."""
-    topic, group = "ck-group-coop4", "ck-coop4"
+def check_group_fourth_member(bootstrap, topic, group, conf, what):
+    """Three members split six partitions 2/2/2; a fourth joins and gets what
+    the others give up: no partition is left without an owner and every
+    record is read once. Cooperative-sticky (classic protocol), or the
+    consumer protocol (KIP-848), whose broker-side assignor does the same."""
     make_topic(bootstrap, topic, 6)
-    expected = produce_values(bootstrap, topic, record_values("coop4", 6, 5))
-    conf = {"partition.assignment.strategy": "cooperative-sticky"}
-    members = [GroupMember(bootstrap, group, f"ck-coop4-{n}", topic, **conf) for n in range(3)]
+    expected = produce_values(bootstrap, topic, record_values(topic, 6, 5))
+    members = [GroupMember(bootstrap, group, f"{topic}-{n}", topic, **conf) for n in range(3)]
     try:
         pump(
             members,
             lambda: split_evenly(members, range(6)) and sorted(len(m.assignment) for m in members) == [2, 2, 2],
             "three members at 2/2/2",
         )
-        members.append(GroupMember(bootstrap, group, "ck-coop4-3", topic, **conf))
+        members.append(GroupMember(bootstrap, group, f"{topic}-3", topic, **conf))
         pump(members, lambda: split_evenly(members, range(6)), "four members owning every partition once")
-        more = record_values("coop4-more", 6, 3)
+        more = record_values(f"{topic}-more", 6, 3)
         expected = merge_expected(expected, produce_values(bootstrap, topic, more))
         pump(
             members,
@@ -763,7 +763,7 @@ def check_group_cooperative_fourth_member(bootstrap):
         for m in members:
             m.check_callbacks()
         expect(split_evenly(members, range(6)), f"assignments changed: {[sorted(m.assignment) for m in members]}")
-        received_once(members, expected, "four cooperative-sticky members")
+        received_once(members, expected, what)
     finally:
         for m in members:
             m.close()
@@ -865,8 +865,21 @@ def main():
     )
     checks.run(
         "confluent-kafka group: cooperative-sticky, a fourth member gets what three give up",
-        check_group_cooperative_fourth_member,
+        check_group_fourth_member,
         bootstrap,
+        "ck-group-coop4",
+        "ck-coop4",
+        {"partition.assignment.strategy": "cooperative-sticky"},
+        "four cooperative-sticky members",
+    )
+    checks.run(
+        "confluent-kafka group: consumer protocol (KIP-848), a fourth member gets what three give up",
+        check_group_fourth_member,
+        bootstrap,
+        "ck-group-modern4",
+        "ck-modern4",
+        {"group.protocol": "consumer"},
+        "four members of the consumer protocol",
     )
     checks.run(
         "confluent-kafka group: cooperative-sticky static member (group.instance.id)",

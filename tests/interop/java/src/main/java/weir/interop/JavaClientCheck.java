@@ -115,6 +115,8 @@ public final class JavaClientCheck {
   private static final String GROUP = "java-group";
   private static final String COOP_TOPIC = "java-coop";
   private static final String COOP_GROUP = "java-coop-group";
+  private static final String MODERN_TOPIC = "java-modern";
+  private static final String MODERN_GROUP = "java-modern-group";
   private static final String EOS_GROUP = "java-eos-group";
   private static final String TXN_ID = "java-txn-writer";
   private static final int TXN_TIMEOUT_MS = 20_000;
@@ -171,7 +173,10 @@ public final class JavaClientCheck {
       }
       checks.run(
           "consumer group: CooperativeStickyAssignor, a fourth member gets what the others give up",
-          this::cooperativeSticky);
+          () -> incrementalRebalance(COOP_TOPIC, COOP_GROUP, false));
+      checks.run(
+          "consumer group protocol (KIP-848, group.protocol=consumer): a fourth member gets what the others give up",
+          () -> incrementalRebalance(MODERN_TOPIC, MODERN_GROUP, true));
       checks.run("transactions: committed and aborted, read_committed", this::transactions);
       if (wrote) {
         checks.run("transactions: sendOffsetsToTransaction", this::consumeTransformProduce);
@@ -622,13 +627,14 @@ public final class JavaClientCheck {
   }
 
   /**
-   * A classic group with the CooperativeStickyAssignor (KIP-429): three members split six
-   * partitions 2/2/2; a fourth joins and gets the partitions the others give up in the follow-up
-   * rebalance. No partition ever has two owners, none is left without one, and the three give
-   * up only what moves.
+   * Three members split six partitions 2/2/2; a fourth joins and gets the partitions the others
+   * give up. No partition ever has two owners, none is left without one, and the three give up
+   * only what moves. A classic group with the CooperativeStickyAssignor (KIP-429), or a group of
+   * the consumer protocol (KIP-848), whose broker-side assignor moves partitions the same way and
+   * which the admin client describes as a consumer group.
    */
-  private void cooperativeSticky() throws Exception {
-    admin.createTopics(List.of(new NewTopic(COOP_TOPIC, 6, (short) 1))).all().get();
+  private void incrementalRebalance(String topic, String group, boolean consumerProtocol) throws Exception {
+    admin.createTopics(List.of(new NewTopic(topic, 6, (short) 1))).all().get();
     Map<Integer, Set<Integer>> owned = new java.util.concurrent.ConcurrentHashMap<>();
     List<String> problems = java.util.Collections.synchronizedList(new ArrayList<>());
     java.util.concurrent.atomic.AtomicInteger revokedAfterSplit = new java.util.concurrent.atomic.AtomicInteger();
@@ -641,14 +647,18 @@ public final class JavaClientCheck {
           Thread t =
               new Thread(
                   () -> {
-                    Properties p = consumerProps(COOP_GROUP, IsolationLevel.READ_UNCOMMITTED);
-                    p.put(
-                        ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
-                        org.apache.kafka.clients.consumer.CooperativeStickyAssignor.class.getName());
-                    p.put(ConsumerConfig.CLIENT_ID_CONFIG, "coop-" + id);
+                    Properties p = consumerProps(group, IsolationLevel.READ_UNCOMMITTED);
+                    if (consumerProtocol) {
+                      p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+                    } else {
+                      p.put(
+                          ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                          org.apache.kafka.clients.consumer.CooperativeStickyAssignor.class.getName());
+                    }
+                    p.put(ConsumerConfig.CLIENT_ID_CONFIG, group + "-" + id);
                     try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
                       c.subscribe(
-                          List.of(COOP_TOPIC),
+                          List.of(topic),
                           new org.apache.kafka.clients.consumer.ConsumerRebalanceListener() {
                             @Override
                             public void onPartitionsAssigned(Collection<TopicPartition> parts) {
@@ -682,7 +692,7 @@ public final class JavaClientCheck {
                       }
                     }
                   },
-                  "coop-member-" + id);
+                  group + "-member-" + id);
           t.start();
           members.add(t);
         };
@@ -701,6 +711,17 @@ public final class JavaClientCheck {
       expect(ownedOnce(owned), "every partition owned once after the rebalances: " + owned);
       expectEq(revokedAfterSplit.get(), owned.get(3).size(), "partitions given up (only those that moved)");
       expectEq(problems, List.of(), "ownership problems");
+      if (consumerProtocol) {
+        ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+        expectEq(d.type(), GroupType.CONSUMER, "group type");
+        expectEq(d.partitionAssignor(), "uniform", "the broker's assignor");
+        expectEq(d.members().size(), 4, "members: " + d.members());
+        Set<Integer> described = new HashSet<>();
+        for (MemberDescription m : d.members()) {
+          m.assignment().topicPartitions().forEach(tp -> described.add(tp.partition()));
+        }
+        expectEq(described, Set.of(0, 1, 2, 3, 4, 5), "partitions of the described members");
+      }
     } finally {
       stop.set(true);
       for (Thread t : members) {
@@ -899,15 +920,17 @@ public final class JavaClientCheck {
   // ---------------------------------------------------------------- clean up
 
   private void deleteGroups() throws Exception {
-    admin.deleteConsumerGroups(List.of(GROUP, EOS_GROUP, COOP_GROUP)).all().get();
+    admin.deleteConsumerGroups(List.of(GROUP, EOS_GROUP, COOP_GROUP, MODERN_GROUP)).all().get();
     Set<String> left =
         admin.listConsumerGroups().all().get().stream().map(ConsumerGroupListing::groupId).collect(Collectors.toSet());
-    expect(!left.contains(GROUP) && !left.contains(EOS_GROUP), "deleted groups still listed: " + left);
+    expect(
+        !left.contains(GROUP) && !left.contains(EOS_GROUP) && !left.contains(MODERN_GROUP),
+        "deleted groups still listed: " + left);
     expectEq(committedOffsets(GROUP), Map.of(), "offsets of a deleted group");
   }
 
   private void deleteTopics() throws Exception {
-    List<String> topics = List.of(ADMIN_TOPIC, DEFAULTS_TOPIC, ORDERS, TXN_TOPIC, EOS_OUT, COOP_TOPIC);
+    List<String> topics = List.of(ADMIN_TOPIC, DEFAULTS_TOPIC, ORDERS, TXN_TOPIC, EOS_OUT, COOP_TOPIC, MODERN_TOPIC);
     admin.deleteTopics(topics).all().get();
     long deadline = System.nanoTime() + TIMEOUT.toNanos();
     Set<String> left;
