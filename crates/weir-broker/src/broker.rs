@@ -1141,6 +1141,46 @@ impl Broker {
         Ok(())
     }
 
+    /// Sets and removes the configs of `group` (GROUP config resource),
+    /// checked against this broker's consumer group settings; with
+    /// `validate_only` nothing changes.
+    pub async fn alter_group_configs(
+        &self,
+        group: &str,
+        set: BTreeMap<String, String>,
+        delete: Vec<String>,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        let invalid = |reason: String| {
+            BrokerError::Meta(MetaError::InvalidConfig {
+                key: group.to_owned(),
+                reason,
+            })
+        };
+        let image = self.meta.image();
+        let mut configs = image.group_configs(group).clone();
+        for name in &delete {
+            if crate::group_configs::lookup(name).is_none() {
+                return Err(invalid(format!("Unknown group config name: {name}")));
+            }
+            configs.remove(name);
+        }
+        configs.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        crate::group_configs::apply(&self.static_config.consumer_group, &configs)
+            .map_err(invalid)?;
+        let command = Command::AlterGroupConfigs {
+            group: group.to_owned(),
+            set,
+            delete,
+        };
+        if validate_only {
+            return Ok(image.validate(&command)?);
+        }
+        self.submit(command, CONTROLLER_CHANGE_TIMEOUT_MS).await?;
+        tracing::info!(group, "altered group configs");
+        Ok(())
+    }
+
     /// Sets and removes dynamic broker configs: those of broker `target`,
     /// or with `None` the cluster-wide default. Every name must be a
     /// dynamic broker config and every value valid for this broker's

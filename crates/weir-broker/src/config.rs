@@ -48,6 +48,8 @@ pub enum ConfigSource {
     DynamicDefaultBrokerConfig = 3,
     StaticBrokerConfig = 4,
     DefaultConfig = 5,
+    /// A group's own config (GROUP config resource).
+    GroupConfig = 8,
 }
 
 /// The Kafka broker configs Weir supports.

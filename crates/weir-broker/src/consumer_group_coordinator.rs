@@ -126,6 +126,13 @@ impl ConsumerGroupCoordinator {
         }
     }
 
+    /// The settings of `group`: the broker's, with the group's own configs
+    /// (GROUP config resource) on top.
+    fn config_of(&self, image: &MetadataImage, group: &str) -> ConsumerGroupConfig {
+        crate::group_configs::apply(&self.config, image.group_configs(group))
+            .unwrap_or_else(|_| self.config.clone())
+    }
+
     fn partition_of(&self, group: &str) -> Option<PartitionGroups> {
         match self.partition_count.load(Ordering::Acquire) {
             0 => None,
@@ -156,8 +163,10 @@ impl ConsumerGroupCoordinator {
             disarm(&replaced);
         }
         let now = broker.now_ms() as u64;
+        let image = broker.image();
         for (group, entries) in records {
-            let mut engine = ConsumerGroupEngine::new(group.clone(), self.config.clone());
+            let mut engine =
+                ConsumerGroupEngine::new(group.clone(), self.config_of(&image, &group));
             for (key, value) in entries {
                 let replayed = consumer_group_records::decode(&key, Some(&value))
                     .map_err(|e| e.to_string())
@@ -230,10 +239,14 @@ impl ConsumerGroupCoordinator {
             .ok_or(CoordinatorError::NotCoordinator)?;
         let image = broker.image();
         let now = broker.now_ms() as u64;
+        let config = self.config_of(&image, group);
         let mut groups = partition.lock();
-        let hosted = groups.entry(group.to_owned()).or_insert_with(|| {
-            HostedGroup::new(ConsumerGroupEngine::new(group, self.config.clone()))
-        });
+        let hosted = groups
+            .entry(group.to_owned())
+            .or_insert_with(|| HostedGroup::new(ConsumerGroupEngine::new(group, config.clone())));
+        if *hosted.engine.config() != config {
+            hosted.engine.set_config(config);
+        }
         let topics = ImageTopics(&image);
         let mut records = Vec::new();
         let mut timers = Vec::new();
@@ -300,7 +313,7 @@ impl ConsumerGroupCoordinator {
 
     /// `group` as the records in `__consumer_offsets` leave it.
     fn reload(&self, broker: &Broker, group: &str) -> ConsumerGroupEngine {
-        let mut engine = ConsumerGroupEngine::new(group, self.config.clone());
+        let mut engine = ConsumerGroupEngine::new(group, self.config_of(&broker.image(), group));
         let count = self.partition_count.load(Ordering::Acquire);
         let index = partition_for(group, count);
         for (name, entries) in broker.offsets().consumer_group_records(index, count) {

@@ -11,6 +11,7 @@ mod controller_link;
 mod features;
 mod fetch_sessions;
 pub mod group;
+pub mod group_configs;
 pub mod group_coordinator;
 pub mod high_watermarks;
 pub mod http;

@@ -101,6 +101,17 @@ pub enum Command {
         /// Configs to remove (back to the next level of precedence).
         delete: Vec<String>,
     },
+    /// Sets and removes the configs of a group (Kafka's GROUP config
+    /// resource, e.g. `consumer.session.timeout.ms`). As for broker
+    /// configs, the proposing broker validates names and values.
+    AlterGroupConfigs {
+        /// The group id.
+        group: String,
+        /// Configs to set (replacing any previous value).
+        set: BTreeMap<String, String>,
+        /// Configs to remove (back to the broker's value).
+        delete: Vec<String>,
+    },
     /// A partition leader changes the ISR (shrinking it when followers lag,
     /// growing it when one has caught up), checked against the leader and
     /// the epochs it computed the change from.

@@ -39,6 +39,9 @@ pub struct MetadataImage {
     /// Dynamic broker configs of single brokers (registered or not, as in
     /// Kafka), by broker id; never an empty map.
     broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
+    /// The configs of groups (GROUP config resource), by group; never an
+    /// empty map.
+    group_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Client quotas by entity; never an empty map of quotas.
     #[serde(with = "client_quota::as_pairs")]
     client_quotas: ClientQuotas,
@@ -75,6 +78,9 @@ struct ImageData {
     cluster_broker_configs: BTreeMap<String, String>,
     #[serde(default)]
     broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
+    /// Absent from images written before group configs existed.
+    #[serde(default)]
+    group_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Absent from images written before client quotas existed.
     #[serde(default, with = "client_quota::as_pairs")]
     client_quotas: ClientQuotas,
@@ -99,6 +105,7 @@ impl TryFrom<ImageData> for MetadataImage {
             topics: data.topics,
             cluster_broker_configs: data.cluster_broker_configs,
             broker_configs: data.broker_configs,
+            group_configs: data.group_configs,
             client_quotas: data.client_quotas,
             scram_credentials: data.scram_credentials,
             acls: data.acls,
@@ -197,6 +204,9 @@ impl MetadataImage {
                 set,
                 delete,
             } => check_broker_configs(*broker, set, delete),
+            Command::AlterGroupConfigs { group, set, delete } => {
+                check_group_configs(group, set, delete)
+            }
             Command::AllocateProducerIds { count } => self.check_producer_ids(*count),
             Command::AlterClientQuotas { alterations } => check_client_quotas(alterations),
             Command::SetClusterId { id } => self.check_cluster_id(id),
@@ -344,6 +354,17 @@ impl MetadataImage {
                     if self.broker_configs.get(id).is_some_and(BTreeMap::is_empty) {
                         self.broker_configs.remove(id);
                     }
+                }
+                Applied::Done
+            }
+            Command::AlterGroupConfigs { group, set, delete } => {
+                let configs = self.group_configs.entry(group.clone()).or_default();
+                for key in delete {
+                    configs.remove(key);
+                }
+                configs.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+                if configs.is_empty() {
+                    self.group_configs.remove(group);
                 }
                 Applied::Done
             }
@@ -588,6 +609,17 @@ impl MetadataImage {
             super_users,
             allow_everyone_if_no_acl_found,
         )
+    }
+
+    /// The configs set on `group` (GROUP config resource).
+    pub fn group_configs(&self, group: &str) -> &BTreeMap<String, String> {
+        static NONE: BTreeMap<String, String> = BTreeMap::new();
+        self.group_configs.get(group).unwrap_or(&NONE)
+    }
+
+    /// The groups with configs of their own.
+    pub fn groups_with_configs(&self) -> impl Iterator<Item = &str> {
+        self.group_configs.keys().map(String::as_str)
     }
 
     /// The brokers with dynamic configs of their own, by id.
@@ -1173,6 +1205,19 @@ fn check_client_quotas(alterations: &[QuotaAlteration]) -> Result<(), MetaError>
         }
     }
     Ok(())
+}
+
+fn check_group_configs(
+    group: &str,
+    set: &BTreeMap<String, String>,
+    delete: &[String],
+) -> Result<(), MetaError> {
+    if group.is_empty() {
+        return Err(MetaError::InvalidRequest(
+            "The group id must not be empty.".to_owned(),
+        ));
+    }
+    check_broker_configs(None, set, delete)
 }
 
 fn check_broker_configs(

@@ -1112,3 +1112,122 @@ fn a_static_consumer_group_member_gets_its_partitions_back_when_it_returns() {
     let after = wait_for_split(&[&a, &b], 4);
     assert_eq!(after, before);
 }
+
+#[test]
+fn a_consumer_group_takes_its_own_configs_from_the_group_config_resource() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    };
+    const GROUP_RESOURCE: i8 = 32;
+    let weir = Weir::start(CONSUMER_BROKER_ARGS);
+    create_topic(&weir, "tuned-topic", 1, 0);
+    let mut raw = Raw::connect(&weir.kafka);
+    let alter = |raw: &mut Raw, configs: &[(&str, &str)]| -> (i16, Option<String>) {
+        let response: IncrementalAlterConfigsResponse = raw.call(
+            ApiKey::IncrementalAlterConfigs,
+            1,
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(GROUP_RESOURCE)
+                    .with_resource_name(str("tuned"))
+                    .with_configs(
+                        configs
+                            .iter()
+                            .map(|(name, value)| {
+                                AlterableConfig::default()
+                                    .with_name(str(name))
+                                    .with_config_operation(0)
+                                    .with_value(Some(str(value)))
+                            })
+                            .collect(),
+                    ),
+            ]),
+        );
+        let answer = &response.responses[0];
+        (
+            answer.error_code,
+            answer.error_message.as_ref().map(|m| m.to_string()),
+        )
+    };
+    // Unknown names and values that do not fit are refused (INVALID_CONFIG).
+    assert_eq!(alter(&mut raw, &[("consumer.lunch.break.ms", "1")]).0, 40);
+    assert_eq!(
+        alter(&mut raw, &[("consumer.heartbeat.interval.ms", "60000")]).0,
+        40
+    );
+    assert_eq!(
+        alter(
+            &mut raw,
+            &[
+                ("consumer.heartbeat.interval.ms", "1234"),
+                ("consumer.session.timeout.ms", "7000")
+            ]
+        ),
+        (0, None)
+    );
+    let described: DescribeConfigsResponse = raw.call(
+        ApiKey::DescribeConfigs,
+        4,
+        &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(GROUP_RESOURCE)
+            .with_resource_name(str("tuned"))
+            .with_configuration_keys(None)]),
+    );
+    let configs: BTreeMap<String, (String, i8)> = described.results[0]
+        .configs
+        .iter()
+        .map(|c| {
+            (
+                c.name.to_string(),
+                (
+                    c.value.as_deref().unwrap_or_default().to_owned(),
+                    c.config_source,
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(
+        configs["consumer.heartbeat.interval.ms"],
+        ("1234".to_owned(), 8)
+    );
+    assert_eq!(
+        configs["consumer.session.timeout.ms"],
+        ("7000".to_owned(), 8)
+    );
+    // A member of the group is told the group's heartbeat interval; other
+    // groups keep the broker's.
+    assert_eq!(raw.find_coordinator(0, "tuned").error_code, 0);
+    let member = uuid::Uuid::new_v4().to_string();
+    let joined = wait_joined(&mut raw, "tuned", &member, "tuned-topic");
+    assert_eq!(joined.heartbeat_interval_ms, 1234);
+    let other = wait_joined(
+        &mut raw,
+        "untuned",
+        &uuid::Uuid::new_v4().to_string(),
+        "tuned-topic",
+    );
+    assert_eq!(other.heartbeat_interval_ms, 500);
+}
+
+/// Joins `group` as `member`, retrying while the coordinator loads.
+fn wait_joined(
+    raw: &mut Raw,
+    group: &str,
+    member: &str,
+    topic: &str,
+) -> kafka_protocol::messages::ConsumerGroupHeartbeatResponse {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let joined = consumer_heartbeat(raw, group, member, 0, Some(&[topic]));
+        if joined.error_code == 0 {
+            return joined;
+        }
+        assert!(Instant::now() < deadline, "cannot join: {joined:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

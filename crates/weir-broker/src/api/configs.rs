@@ -236,6 +236,46 @@ pub(super) fn describe_configs(
                     );
                     result.with_configs(configs)
                 }
+                // A group's configs, set or the broker's (Kafka describes
+                // any group id, known or not).
+                GROUP => {
+                    let config = broker.config();
+                    let set = broker.with_image(|image| image.group_configs(&name).clone());
+                    let configs = crate::group_configs::GROUP_CONFIGS
+                        .iter()
+                        .filter(|def| wanted(def.name))
+                        .map(|def| {
+                            let default = config.values[def.broker_default].clone();
+                            let mut synonyms = Vec::new();
+                            let (value, source) = match set.get(def.name) {
+                                Some(value) => {
+                                    synonyms.push((
+                                        def.name,
+                                        value.clone(),
+                                        ConfigSource::GroupConfig,
+                                    ));
+                                    (value.clone(), ConfigSource::GroupConfig)
+                                }
+                                None => (default.clone(), ConfigSource::DefaultConfig),
+                            };
+                            synonyms.push((
+                                def.broker_default,
+                                default,
+                                config.source(def.broker_default),
+                            ));
+                            entry(Described {
+                                name: def.name,
+                                value: Some(value),
+                                source,
+                                read_only: false,
+                                config_type: crate::group_configs::GROUP_CONFIG_TYPE,
+                                doc: def.doc,
+                                synonyms,
+                            })
+                        })
+                        .collect();
+                    result.with_configs(configs)
+                }
                 // Clients send a broker's DescribeConfigs to that broker,
                 // which alone knows its static configs.
                 BROKER => error(
@@ -370,6 +410,20 @@ async fn alter_resource(
                 Err(failure) => Err(failure),
             }
         }
+        GROUP if name.is_empty() => Err((
+            ResponseError::InvalidRequest,
+            "The group id must not be empty.".to_owned(),
+        )),
+        GROUP => {
+            let current = broker.with_image(|image| image.group_configs(name).clone());
+            match plan(Resource::Group, &current) {
+                Ok((set, delete)) => broker
+                    .alter_group_configs(name, set, delete, validate_only)
+                    .await
+                    .map_err(failure),
+                Err(failure) => Err(failure),
+            }
+        }
         other => Err(unsupported_resource(other)),
     };
     match result {
@@ -384,6 +438,7 @@ enum Resource {
     Topic,
     /// A broker, or the cluster-wide default.
     Broker,
+    Group,
 }
 
 /// AlterConfigs: the given configs replace all of a resource's configs
@@ -511,6 +566,10 @@ fn list_value(
             let def = config::lookup(name).ok_or_else(|| unknown("broker"))?;
             (def.config_type, config.values.get(name).cloned())
         }
+        Resource::Group => {
+            crate::group_configs::lookup(name).ok_or_else(|| unknown("group"))?;
+            (crate::group_configs::GROUP_CONFIG_TYPE, None)
+        }
     };
     if config_type != ConfigType::List {
         return Ok(None);
@@ -617,8 +676,18 @@ pub(super) fn list_config_resources(
             .with_resource_type(resource_type)
     };
     let mut resources = Vec::new();
-    // Kafka's order. GROUP lists the groups that have configs and
-    // CLIENT_METRICS the client-metrics subscriptions: Weir has neither.
+    // Kafka's order. GROUP lists the groups that have configs;
+    // CLIENT_METRICS the client-metrics subscriptions, of which Weir has
+    // none.
+    if wanted.contains(&GROUP) {
+        broker.with_image(|image| {
+            resources.extend(
+                image
+                    .groups_with_configs()
+                    .map(|g| resource(GROUP, g.to_owned())),
+            );
+        });
+    }
     if wanted.contains(&BROKER) {
         broker.with_image(|image| {
             resources.extend(image.brokers().map(|b| resource(BROKER, b.id.to_string())));

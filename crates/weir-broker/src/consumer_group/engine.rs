@@ -168,6 +168,12 @@ impl ConsumerGroupEngine {
         &self.group_id
     }
 
+    /// New settings (the group's configs changed): they apply from the next
+    /// event on, to timers armed from then on.
+    pub fn set_config(&mut self, config: ConsumerGroupConfig) {
+        self.config = config;
+    }
+
     pub fn config(&self) -> &ConsumerGroupConfig {
         &self.config
     }
