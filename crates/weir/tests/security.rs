@@ -486,53 +486,33 @@ fn leaders(config: &ClientConfig, topic: &str) -> Option<Vec<i32>> {
 
 #[test]
 fn a_cluster_with_only_sasl_ssl_listeners_replicates_and_fails_over() {
-    use common::cluster::{free_port, wait_until};
+    use common::cluster::wait_until;
     let pki = Pki::new("weir");
     let keystore = pki.server("broker", &["localhost", "127.0.0.1"]).keystore;
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let voters: Vec<String> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
-        .collect();
-    let voters = voters.join(",");
     let jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required \
                 username=\"broker\" password=\"broker-secret\";";
-    let launches: Vec<_> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, port)| {
-            let args: Vec<String> = [
-                "--node-id",
-                &(i + 1).to_string(),
-                "--controllers",
-                &voters,
-                "--controller-listen",
-                &format!("127.0.0.1:{port}"),
-                "--listeners",
-                "SASL_SSL://127.0.0.1:0",
-                "--ssl-keystore-location",
-                &path(&keystore),
-                "--ssl-truststore-location",
-                &path(&pki.ca),
-                "--sasl-jaas-config",
-                jaas,
-                "--add-scram",
-                "SCRAM-SHA-512=[name=broker,password=broker-secret]",
-                "--add-scram",
-                "SCRAM-SHA-512=[name=app,password=app-secret]",
-                "--broker-heartbeat-interval-ms",
-                "500",
-                "--broker-session-timeout-ms",
-                "3000",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            Weir::launch(&args)
-        })
-        .collect();
-    let mut nodes: Vec<Weir> = launches.into_iter().map(|l| l.ready()).collect();
+    let mut nodes = three_nodes(|port| {
+        vec![
+            "--controller-listen".to_owned(),
+            format!("127.0.0.1:{port}"),
+            "--listeners".to_owned(),
+            "SASL_SSL://127.0.0.1:0".to_owned(),
+            "--ssl-keystore-location".to_owned(),
+            path(&keystore),
+            "--ssl-truststore-location".to_owned(),
+            path(&pki.ca),
+            "--sasl-jaas-config".to_owned(),
+            jaas.to_owned(),
+            "--add-scram".to_owned(),
+            "SCRAM-SHA-512=[name=broker,password=broker-secret]".to_owned(),
+            "--add-scram".to_owned(),
+            "SCRAM-SHA-512=[name=app,password=app-secret]".to_owned(),
+            "--broker-heartbeat-interval-ms".to_owned(),
+            "500".to_owned(),
+            "--broker-session-timeout-ms".to_owned(),
+            "3000".to_owned(),
+        ]
+    });
     let app = |node: &Weir| {
         client(
             node.listener("SASL_SSL"),
@@ -573,6 +553,34 @@ fn a_cluster_with_only_sasl_ssl_listeners_replicates_and_fails_over() {
     produce(&config, "replicated", 100).unwrap();
     let values = consume(&config, "replicated", 200);
     assert_eq!(values.len(), 200, "every acknowledged record survives");
+}
+
+/// Three nodes, each a voter of the controller quorum on a port of its
+/// own, started with `node_args(controller port)` and ready.
+fn three_nodes(mut node_args: impl FnMut(u16) -> Vec<String>) -> Vec<Weir> {
+    use common::cluster::free_port;
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let voters: Vec<String> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
+        .collect();
+    let voters = voters.join(",");
+    let launches: Vec<_> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            let mut args = vec![
+                "--node-id".to_owned(),
+                (i + 1).to_string(),
+                "--controllers".to_owned(),
+                voters.clone(),
+            ];
+            args.extend(node_args(*port));
+            Weir::launch(&args)
+        })
+        .collect();
+    launches.into_iter().map(|l| l.ready()).collect()
 }
 
 /// A P-256 key and its JWKS (key id `k1`), for OAUTHBEARER tokens.
@@ -852,52 +860,37 @@ fn controller_heartbeat(
 
 #[test]
 fn controllers_talk_over_mutual_tls_and_refuse_who_lacks_cluster_action() {
-    use common::cluster::{free_port, wait_until};
+    use common::cluster::wait_until;
     let pki = Pki::new("weir");
     let node = pki.node("node", &["localhost", "127.0.0.1"], "weir node");
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let voters: Vec<String> = ports
+    let mut ports = Vec::new();
+    let nodes = three_nodes(|port| {
+        ports.push(port);
+        [
+            "--listeners",
+            &format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
+            "--listener-security-protocol-map",
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+            "--ssl-keystore-location",
+            &path(&node.keystore),
+            "--ssl-truststore-location",
+            &path(&pki.ca),
+            "--ssl-client-auth",
+            "required",
+            "--authorizer-class-name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            // The nodes by their certificate; clients on the PLAINTEXT
+            // listener are anonymous (the controller listener asks
+            // every peer for a certificate, so none is anonymous there).
+            "--super-users",
+            "User:CN=weir node;User:ANONYMOUS",
+            "--broker-heartbeat-interval-ms",
+            "500",
+        ]
         .iter()
-        .enumerate()
-        .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
-        .collect();
-    let voters = voters.join(",");
-    let launches: Vec<_> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, port)| {
-            let args: Vec<String> = [
-                "--node-id",
-                &(i + 1).to_string(),
-                "--controllers",
-                &voters,
-                "--listeners",
-                &format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
-                "--listener-security-protocol-map",
-                "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
-                "--ssl-keystore-location",
-                &path(&node.keystore),
-                "--ssl-truststore-location",
-                &path(&pki.ca),
-                "--ssl-client-auth",
-                "required",
-                "--authorizer-class-name",
-                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                // The nodes by their certificate; clients on the PLAINTEXT
-                // listener are anonymous (the controller listener asks
-                // every peer for a certificate, so none is anonymous there).
-                "--super-users",
-                "User:CN=weir node;User:ANONYMOUS",
-                "--broker-heartbeat-interval-ms",
-                "500",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            Weir::launch(&args)
-        })
-        .collect();
-    let nodes: Vec<Weir> = launches.into_iter().map(|l| l.ready()).collect();
+        .map(|s| s.to_string())
+        .collect()
+    });
     // The quorum formed, and commands from the other nodes reach its
     // leader: a replicated topic is created through each node.
     for (i, node) in nodes.iter().enumerate() {

@@ -39,21 +39,13 @@ pub(super) fn list_groups(
     ctx: &RequestContext,
     request: ListGroupsRequest,
 ) -> ListGroupsResponse {
-    let wanted = |state: &str| {
-        request.states_filter.is_empty()
-            || request
-                .states_filter
-                .iter()
-                .any(|s| s.eq_ignore_ascii_case(state))
+    // A filter lists only the states (v4) or types (v5) it names, in any
+    // case; an empty one lists all.
+    let passes = |filter: &[StrBytes], value: &str| {
+        filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(value))
     };
-    // A types filter (v5) lists only the types it names, in any case.
-    let type_wanted = |group_type: &str| {
-        request.types_filter.is_empty()
-            || request
-                .types_filter
-                .iter()
-                .any(|t| t.eq_ignore_ascii_case(group_type))
-    };
+    let wanted = |state: &str| passes(&request.states_filter, state);
+    let type_wanted = |group_type: &str| passes(&request.types_filter, group_type);
     // (group, state, protocol type, group type)
     let mut groups: Vec<(String, String, String, &str)> = Vec::new();
     let consumer_groups = broker.consumer_groups().list();
