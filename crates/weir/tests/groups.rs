@@ -973,10 +973,10 @@ fn consumer_group_epochs_fence_offset_commits_and_a_silent_member_loses_its_part
         consumer_heartbeat(&mut raw, "fenced", &member, epoch, None).error_code,
         0
     );
-    let commit = |raw: &mut Raw, epoch: i32| -> i16 {
+    let commit = |raw: &mut Raw, epoch: i32, version: i16| -> i16 {
         let response: OffsetCommitResponse = raw.call(
             ApiKey::OffsetCommit,
-            9,
+            version,
             &OffsetCommitRequest::default()
                 .with_group_id(GroupId(str("fenced")))
                 .with_member_id(str(&member))
@@ -989,8 +989,13 @@ fn consumer_group_epochs_fence_offset_commits_and_a_silent_member_loses_its_part
         );
         response.topics[0].partitions[0].error_code
     };
-    assert_eq!(commit(&mut raw, epoch - 1), 113, "STALE_MEMBER_EPOCH");
-    assert_eq!(commit(&mut raw, epoch), 0);
+    assert_eq!(commit(&mut raw, epoch - 1, 9), 113, "STALE_MEMBER_EPOCH");
+    assert_eq!(
+        commit(&mut raw, epoch, 8),
+        35,
+        "UNSUPPORTED_VERSION before v9"
+    );
+    assert_eq!(commit(&mut raw, epoch, 9), 0);
     // A classic member cannot join a consumer group.
     let classic: JoinGroupResponse = raw.call(
         ApiKey::JoinGroup,

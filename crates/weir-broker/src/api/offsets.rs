@@ -227,7 +227,15 @@ fn write_offset_commit(
     } else if let Err(code) = broker.check_coordinator(&group) {
         Some(kafka_error(code))
     } else if let Some(checked) = &consumer_group {
-        checked.as_ref().err().map(|e| kafka_error(e.code()))
+        match checked {
+            Err(error) => Some(kafka_error(error.code())),
+            // Members of the consumer protocol commit with v9 or later, as
+            // Kafka requires.
+            Ok(()) if ctx.version < 9 && request.generation_id_or_member_epoch >= 0 => {
+                Some(ResponseError::UnsupportedVersion)
+            }
+            Ok(()) => None,
+        }
     } else {
         broker
             .groups()
