@@ -504,6 +504,42 @@ fn every_advertised_version_answers() {
                     let r: HeartbeatResponse = raw.call(key, version, &request);
                     assert_eq!(r.error_code, 0, "{label}");
                 }
+                ApiKey::ConsumerGroupHeartbeat => {
+                    use kafka_protocol::messages::{
+                        ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+                    };
+                    let request = ConsumerGroupHeartbeatRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_string(format!("modern-v{version}"))))
+                        .with_member_id(StrBytes::from_string(format!("member-v{version}")))
+                        .with_member_epoch(0)
+                        .with_rebalance_timeout_ms(30_000)
+                        .with_subscribed_topic_names(Some(vec![name("sweep")]))
+                        .with_topic_partitions(Some(Vec::new()));
+                    // Until the group's coordinator has loaded its partition.
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    let r: ConsumerGroupHeartbeatResponse = loop {
+                        let r: ConsumerGroupHeartbeatResponse = raw.call(key, version, &request);
+                        if !matches!(r.error_code, 14 | 15) || std::time::Instant::now() > deadline
+                        {
+                            break r;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    };
+                    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{label}");
+                    let assigned = r.assignment.map(|a| a.topic_partitions.len());
+                    assert_eq!(assigned, Some(1), "{label}");
+                }
+                ApiKey::ConsumerGroupDescribe => {
+                    use kafka_protocol::messages::{
+                        ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
+                    };
+                    // The group the heartbeat sweep (v1) created.
+                    let request = ConsumerGroupDescribeRequest::default()
+                        .with_group_ids(vec![GroupId(StrBytes::from_static_str("modern-v1"))]);
+                    let r: ConsumerGroupDescribeResponse = raw.call(key, version, &request);
+                    assert_eq!(r.groups[0].error_code, 0, "{label}");
+                    assert_eq!(r.groups[0].members.len(), 1, "{label}");
+                }
                 ApiKey::LeaveGroup => {
                     use kafka_protocol::messages::leave_group_request::MemberIdentity;
                     let group = format!("leave-v{version}");

@@ -307,7 +307,9 @@ pub(crate) fn throttle_time_offset(key: ApiKey, version: i16) -> Option<usize> {
         | ApiKey::AlterUserScramCredentials
         | ApiKey::DescribeAcls
         | ApiKey::CreateAcls
-        | ApiKey::DeleteAcls => 0,
+        | ApiKey::DeleteAcls
+        | ApiKey::ConsumerGroupHeartbeat
+        | ApiKey::ConsumerGroupDescribe => 0,
         ApiKey::Fetch
         | ApiKey::FindCoordinator
         | ApiKey::Heartbeat

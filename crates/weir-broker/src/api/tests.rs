@@ -55,6 +55,8 @@ fn framed_with_throttle(key: ApiKey, version: i16) -> Bytes {
         AlterConfigs => AlterConfigsResponse,
         CreatePartitions => CreatePartitionsResponse,
         DeleteGroups => DeleteGroupsResponse,
+        ConsumerGroupHeartbeat => ConsumerGroupHeartbeatResponse,
+        ConsumerGroupDescribe => ConsumerGroupDescribeResponse,
         IncrementalAlterConfigs => IncrementalAlterConfigsResponse,
         AlterPartitionReassignments => AlterPartitionReassignmentsResponse,
         ListPartitionReassignments => ListPartitionReassignmentsResponse,
