@@ -65,6 +65,9 @@ struct HostedGroup {
     timers: HashMap<TimerKey, (u64, JoinHandle<()>)>,
     /// The metadata image the engine last saw (its applied index).
     image_seen: u64,
+    /// The group's last write: an answer that writes nothing still waits
+    /// for it, since it may tell what that write decided.
+    last_write: Option<ReplicatedWrite>,
 }
 
 impl HostedGroup {
@@ -73,6 +76,7 @@ impl HostedGroup {
             engine,
             timers: HashMap::new(),
             image_seen: 0,
+            last_write: None,
         }
     }
 
@@ -275,17 +279,18 @@ impl ConsumerGroupCoordinator {
             )));
         let write = self.persist(broker, group, hosted, records);
         self.apply_timers(broker, group, hosted, timers);
+        let hosted_write = hosted.last_write.clone();
         if !hosted.engine.exists() {
             groups.remove(group);
         }
         match write {
-            Ok(write) => Ok((response, write)),
+            Ok(_) => Ok((response, hosted_write)),
             Err(()) => Err(CoordinatorError::CoordinatorNotAvailable),
         }
     }
 
-    /// Appends `records`; on failure the engine, ahead of the log now, is
-    /// rebuilt from what the log holds.
+    /// Appends `records` (noted as the group's last write); on failure the
+    /// engine, ahead of the log now, is rebuilt from what the log holds.
     fn persist(
         &self,
         broker: &Broker,
@@ -301,7 +306,12 @@ impl ConsumerGroupCoordinator {
             .map(|record| consumer_group_records::encode(group, record))
             .collect();
         match broker.write_consumer_group(group, entries) {
-            Ok(write) => Ok(write),
+            Ok(write) => {
+                if write.is_some() {
+                    hosted.last_write.clone_from(&write);
+                }
+                Ok(write)
+            }
             Err(error) => {
                 tracing::error!(group, %error, "cannot write consumer group records");
                 hosted.disarm_all();
