@@ -299,6 +299,13 @@ public final class JavaClientCheck {
     return out;
   }
 
+  /** What a read_committed consumer sees as committed: OffsetFetch with require_stable. */
+  private static Map<TopicPartition, Long> stableCommitted(KafkaConsumer<?, ?> c, List<TopicPartition> tps) {
+    Map<TopicPartition, Long> out = new HashMap<>();
+    c.committed(Set.copyOf(tps), TIMEOUT).forEach((tp, om) -> out.put(tp, om == null ? null : om.offset()));
+    return out;
+  }
+
   private Map<String, ConfigEntry> topicConfig(String topic) throws Exception {
     ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
     Config cfg = admin.describeConfigs(List.of(res)).all().get().get(res);
@@ -883,6 +890,11 @@ public final class JavaClientCheck {
       tps.forEach(tp -> offsets.put(tp, new OffsetAndMetadata(c.position(tp))));
       p.sendOffsetsToTransaction(offsets, c.groupMetadata());
       p.commitTransaction();
+      // The markers that end the transaction's offset commits follow EndTxn
+      // in the background, as in Kafka: a read_committed consumer asks for
+      // stable offsets (UNSTABLE_OFFSET_COMMIT until the marker is in), and
+      // once it has them the admin listing shows the same.
+      expectEq(stableCommitted(c, tps), ends, "the group's stable offsets after the committed transaction");
       expectEq(committedOffsets(EOS_GROUP), ends, "the group's offsets after the committed transaction");
 
       // An aborted transaction's offsets do not count.
@@ -892,6 +904,7 @@ public final class JavaClientCheck {
       tps.forEach(tp -> rewind.put(tp, new OffsetAndMetadata(0)));
       p.sendOffsetsToTransaction(rewind, c.groupMetadata());
       p.abortTransaction();
+      expectEq(stableCommitted(c, tps), ends, "the group's stable offsets after the aborted transaction");
       expectEq(committedOffsets(EOS_GROUP), ends, "the group's offsets after the aborted transaction");
     }
     try (KafkaConsumer<String, String> c = consumer(null, IsolationLevel.READ_COMMITTED)) {
