@@ -27,7 +27,8 @@ cleanup() {
 }
 trap cleanup EXIT
 target/release/weir serve --data-dir "$work/data" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
-  --controller-listen 127.0.0.1:0 --group-consumer-heartbeat-interval-ms 500 >"$work/out" 2>&1 &
+  --controller-listen 127.0.0.1:0 --group-consumer-heartbeat-interval-ms 500 \
+  --group-consumer-min-heartbeat-interval-ms 500 >"$work/out" 2>&1 &
 pid=$!
 until grep -q "weir ready" "$work/out" 2>/dev/null; do
   kill -0 "$pid" 2>/dev/null || { cat "$work/out"; exit 1; }

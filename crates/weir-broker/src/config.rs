@@ -202,6 +202,34 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "How long a consumer group member may go without a heartbeat before it is removed",
     },
     BrokerConfigDef {
+        name: "group.consumer.min.heartbeat.interval.ms",
+        default: "5000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The shortest heartbeat interval a consumer group may be configured with",
+    },
+    BrokerConfigDef {
+        name: "group.consumer.max.heartbeat.interval.ms",
+        default: "15000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The longest heartbeat interval a consumer group may be configured with",
+    },
+    BrokerConfigDef {
+        name: "group.consumer.min.session.timeout.ms",
+        default: "45000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The shortest session timeout a consumer group may be configured with",
+    },
+    BrokerConfigDef {
+        name: "group.consumer.max.session.timeout.ms",
+        default: "60000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The longest session timeout a consumer group may be configured with",
+    },
+    BrokerConfigDef {
         name: "group.consumer.max.size",
         default: "2147483647",
         config_type: ConfigType::Int,
@@ -1736,7 +1764,8 @@ where
 }
 
 /// The `group.consumer.*` settings, checked as Kafka checks them: the
-/// heartbeat interval below the session timeout, known assignors.
+/// heartbeat interval and session timeout within their min/max bounds and
+/// the interval below the timeout, known assignors.
 fn consumer_group_config<'a>(
     get: &impl Fn(&str) -> &'a str,
 ) -> Result<crate::consumer_group::ConsumerGroupConfig, ConfigError> {
@@ -1744,15 +1773,22 @@ fn consumer_group_config<'a>(
     let heartbeat_interval_ms =
         parse_in(get, "group.consumer.heartbeat.interval.ms", 1..=i32::MAX)?;
     let session_timeout_ms = parse_in(get, "group.consumer.session.timeout.ms", 1..=i32::MAX)?;
-    if heartbeat_interval_ms >= session_timeout_ms {
-        return Err(ConfigError {
-            name: "group.consumer.heartbeat.interval.ms".into(),
-            value: heartbeat_interval_ms.to_string(),
-            reason: format!(
-                "must be below group.consumer.session.timeout.ms ({session_timeout_ms})"
-            ),
-        });
-    }
+    let bounds = |what: &str| -> Result<std::ops::RangeInclusive<i32>, ConfigError> {
+        let min_name = format!("group.consumer.min.{what}");
+        let max_name = format!("group.consumer.max.{what}");
+        let min = parse_in(get, &min_name, 1..=i32::MAX)?;
+        let max = parse_in(get, &max_name, 1..=i32::MAX)?;
+        if max < min {
+            return Err(ConfigError {
+                name: max_name,
+                value: max.to_string(),
+                reason: format!("must be greater than or equal to {min_name} ({min})"),
+            });
+        }
+        Ok(min..=max)
+    };
+    let heartbeat_interval_bounds = bounds("heartbeat.interval.ms")?;
+    let session_timeout_bounds = bounds("session.timeout.ms")?;
     let names = get("group.consumer.assignors");
     let assignors = names
         .split(',')
@@ -1773,12 +1809,25 @@ fn consumer_group_config<'a>(
             reason: "name at least one assignor".into(),
         });
     }
-    Ok(crate::consumer_group::ConsumerGroupConfig {
+    let config = crate::consumer_group::ConsumerGroupConfig {
         heartbeat_interval_ms,
         session_timeout_ms,
+        heartbeat_interval_bounds,
+        session_timeout_bounds,
         max_size: parse_in(get, "group.consumer.max.size", 1..=i32::MAX)? as usize,
         assignors,
-    })
+    };
+    config
+        .check_timing(
+            "group.consumer.heartbeat.interval.ms",
+            "group.consumer.session.timeout.ms",
+        )
+        .map_err(|error| ConfigError {
+            name: error.name.to_owned(),
+            value: error.value.to_string(),
+            reason: error.requirement,
+        })?;
+    Ok(config)
 }
 
 fn parse_in<'a, T>(
@@ -1830,6 +1879,43 @@ mod tests {
         assert_eq!(config.message_max_bytes, 1_048_588);
         assert_eq!(config.socket_request_max_bytes, 100 * 1024 * 1024);
         assert_eq!(config.inter_broker_listener().advertised_host, "127.0.0.1");
+    }
+
+    #[test]
+    fn consumer_group_timing_is_checked_against_its_bounds() {
+        let config = build(&[]).unwrap().consumer_group;
+        assert_eq!(
+            (config.heartbeat_interval_ms, config.session_timeout_ms),
+            (5_000, 45_000)
+        );
+        assert_eq!(config.heartbeat_interval_bounds, 5_000..=15_000);
+        assert_eq!(config.session_timeout_bounds, 45_000..=60_000);
+        let refused = |values: &[(&str, &str)]| build(values).unwrap_err().to_string();
+        // Below the minimum unless the minimum is lowered with it.
+        assert!(refused(&[("group.consumer.heartbeat.interval.ms", "500")])
+            .contains("must be greater than or equal to group.consumer.min.heartbeat.interval.ms"));
+        assert!(refused(&[("group.consumer.session.timeout.ms", "6000")])
+            .contains("must be greater than or equal to group.consumer.min.session.timeout.ms"));
+        assert!(refused(&[("group.consumer.session.timeout.ms", "60001")])
+            .contains("must be less than or equal to group.consumer.max.session.timeout.ms"));
+        assert!(refused(&[
+            ("group.consumer.min.heartbeat.interval.ms", "20000"),
+            ("group.consumer.heartbeat.interval.ms", "20000"),
+        ])
+        .contains("group.consumer.max.heartbeat.interval.ms"));
+        let lowered = build(&[
+            ("group.consumer.heartbeat.interval.ms", "500"),
+            ("group.consumer.min.heartbeat.interval.ms", "500"),
+            ("group.consumer.session.timeout.ms", "6000"),
+            ("group.consumer.min.session.timeout.ms", "6000"),
+        ])
+        .unwrap()
+        .consumer_group;
+        assert_eq!(lowered.heartbeat_interval_bounds, 500..=15_000);
+        assert_eq!(
+            (lowered.heartbeat_interval_ms, lowered.session_timeout_ms),
+            (500, 6_000)
+        );
     }
 
     #[test]

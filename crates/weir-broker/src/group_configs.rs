@@ -37,8 +37,9 @@ pub fn lookup(name: &str) -> Option<&'static GroupConfigDef> {
 }
 
 /// `broker`'s consumer group settings with a group's `configs` on top;
-/// an error names a config that is unknown or out of range, or a
-/// heartbeat interval not below the session timeout.
+/// an error names a config that is unknown, outside the broker's
+/// `group.consumer.min/max.*` bounds, or a heartbeat interval not below
+/// the session timeout.
 pub fn apply(
     broker: &ConsumerGroupConfig,
     configs: &BTreeMap<String, String>,
@@ -59,12 +60,12 @@ pub fn apply(
             other => return Err(format!("Unknown group config name: {other}")),
         }
     }
-    if config.heartbeat_interval_ms >= config.session_timeout_ms {
-        return Err(format!(
-            "consumer.heartbeat.interval.ms ({}) must be below consumer.session.timeout.ms ({})",
-            config.heartbeat_interval_ms, config.session_timeout_ms
-        ));
-    }
+    config
+        .check_timing(
+            "consumer.heartbeat.interval.ms",
+            "consumer.session.timeout.ms",
+        )
+        .map_err(|error| error.to_string())?;
     Ok(config)
 }
 
@@ -91,10 +92,46 @@ mod tests {
         assert_eq!(config.heartbeat_interval_ms, broker.heartbeat_interval_ms);
         assert!(apply(&broker, &configs(&[("consumer.session.timeout.ms", "0")])).is_err());
         assert!(apply(&broker, &configs(&[("share.record.lock.duration.ms", "1")])).is_err());
-        assert!(apply(
-            &broker,
-            &configs(&[("consumer.heartbeat.interval.ms", "45000")])
-        )
-        .is_err());
+        assert_eq!(
+            apply(
+                &broker,
+                &configs(&[("consumer.heartbeat.interval.ms", "45000")])
+            ),
+            Err(
+                "consumer.heartbeat.interval.ms must be less than or equal to \
+                 group.consumer.max.heartbeat.interval.ms (15000)"
+                    .into()
+            )
+        );
+        assert_eq!(
+            apply(
+                &broker,
+                &configs(&[("consumer.session.timeout.ms", "44999")])
+            ),
+            Err(
+                "consumer.session.timeout.ms must be greater than or equal to \
+                 group.consumer.min.session.timeout.ms (45000)"
+                    .into()
+            )
+        );
+        // Within the bounds, the interval must still be below the timeout.
+        let wide = ConsumerGroupConfig {
+            heartbeat_interval_bounds: 1..=100_000,
+            session_timeout_bounds: 1..=100_000,
+            ..broker
+        };
+        assert_eq!(
+            apply(
+                &wide,
+                &configs(&[
+                    ("consumer.heartbeat.interval.ms", "9000"),
+                    ("consumer.session.timeout.ms", "9000")
+                ])
+            ),
+            Err(
+                "consumer.heartbeat.interval.ms must be less than consumer.session.timeout.ms"
+                    .into()
+            )
+        );
     }
 }

@@ -1734,6 +1734,8 @@ fn a_consumer_group_carries_on_at_a_new_coordinator_when_the_old_one_is_killed()
     let mut cluster = Cluster::start(&[
         "--group-consumer-heartbeat-interval-ms",
         "500",
+        "--group-consumer-min-heartbeat-interval-ms",
+        "500",
         // Longer than the failover: members are not expired meanwhile.
         "--group-consumer-session-timeout-ms",
         "45000",

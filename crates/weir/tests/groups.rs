@@ -835,11 +835,16 @@ fn reset_to_earliest_replays_the_topic() {
 /// librdkafka members of a consumer group (KIP-848).
 const CONSUMER_PROTOCOL: &[(&str, &str)] = &[("group.protocol", "consumer")];
 
-/// Consumer group members heartbeat every 500 ms and expire after 6 s.
+/// Consumer group members heartbeat every 500 ms and expire after 6 s
+/// (below Kafka's default bounds, so the minimums come down too).
 const CONSUMER_BROKER_ARGS: &[&str] = &[
     "--group-consumer-heartbeat-interval-ms",
     "500",
+    "--group-consumer-min-heartbeat-interval-ms",
+    "500",
     "--group-consumer-session-timeout-ms",
+    "6000",
+    "--group-consumer-min-session-timeout-ms",
     "6000",
 ];
 
@@ -1159,10 +1164,22 @@ fn a_consumer_group_takes_its_own_configs_from_the_group_config_resource() {
             answer.error_message.as_ref().map(|m| m.to_string()),
         )
     };
-    // Unknown names and values that do not fit are refused (INVALID_CONFIG).
+    // Unknown names and values that do not fit are refused (INVALID_CONFIG),
+    // bounded by the broker's group.consumer.min/max.* as Kafka.
     assert_eq!(alter(&mut raw, &[("consumer.lunch.break.ms", "1")]).0, 40);
     assert_eq!(
-        alter(&mut raw, &[("consumer.heartbeat.interval.ms", "60000")]).0,
+        alter(&mut raw, &[("consumer.heartbeat.interval.ms", "60000")]),
+        (
+            40,
+            Some(
+                "consumer.heartbeat.interval.ms must be less than or equal to \
+                 group.consumer.max.heartbeat.interval.ms (15000)"
+                    .to_owned()
+            )
+        )
+    );
+    assert_eq!(
+        alter(&mut raw, &[("consumer.session.timeout.ms", "5999")]).0,
         40
     );
     assert_eq!(

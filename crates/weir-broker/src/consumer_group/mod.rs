@@ -104,7 +104,7 @@ mod tests;
 
 pub use assignor::{GroupSpec, MemberSpec, ServerAssignor, TopicSpec};
 pub use command::{HeartbeatResponse, Output, TimerCommand, TimerKey};
-pub use config::ConsumerGroupConfig;
+pub use config::{ConsumerGroupConfig, TimingError};
 pub use describe::{ConsumerGroupState, GroupDescription, MemberDescription};
 pub use engine::{ConsumerGroupEngine, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
 pub use error::ConsumerGroupError;
