@@ -237,6 +237,13 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "The most members a consumer group (group.protocol=consumer) may have",
     },
     BrokerConfigDef {
+        name: "group.consumer.migration.policy",
+        default: "bidirectional",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "Whether a classic group with members becomes a consumer group when a member joins with the consumer protocol (upgrade), and back when the last such member leaves (downgrade): bidirectional, upgrade, downgrade or disabled",
+    },
+    BrokerConfigDef {
         name: "group.consumer.assignors",
         default: "uniform,range",
         config_type: ConfigType::List,
@@ -1787,6 +1794,16 @@ fn consumer_group_config<'a>(
         }
         Ok(min..=max)
     };
+    let policy = get("group.consumer.migration.policy");
+    let migration_policy =
+        crate::consumer_group::MigrationPolicy::from_name(policy).ok_or_else(|| ConfigError {
+            name: "group.consumer.migration.policy".into(),
+            value: policy.to_owned(),
+            reason: format!(
+                "must be one of {}",
+                crate::consumer_group::MigrationPolicy::NAMES
+            ),
+        })?;
     let heartbeat_interval_bounds = bounds("heartbeat.interval.ms")?;
     let session_timeout_bounds = bounds("session.timeout.ms")?;
     let names = get("group.consumer.assignors");
@@ -1815,6 +1832,8 @@ fn consumer_group_config<'a>(
         heartbeat_interval_bounds,
         session_timeout_bounds,
         max_size: parse_in(get, "group.consumer.max.size", 1..=i32::MAX)? as usize,
+        migration_policy,
+        classic_max_size: parse_in(get, "group.max.size", 1..=i32::MAX)? as usize,
         assignors,
     };
     config

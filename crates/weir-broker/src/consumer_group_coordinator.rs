@@ -21,17 +21,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt};
 use parking_lot::{Mutex, RwLock};
 use tokio::task::JoinHandle;
 use weir_meta::MetadataImage;
 
 use crate::broker::Broker;
 use crate::consumer_group::{
-    ConsumerGroupConfig, ConsumerGroupEngine, ConsumerGroupError, Event, GroupDescription,
-    HeartbeatRequest, HeartbeatResponse, Output, Record, TimerCommand, TimerKey, TopicLookup,
-    TopicRef,
+    ClassicJoin, ClassicJoined, ClassicProtocol, ClassicSynced, ConsumerGroupConfig,
+    ConsumerGroupEngine, ConsumerGroupError, Event, GroupDescription, HeartbeatRequest,
+    HeartbeatResponse, Output, Record, TimerCommand, TimerKey, TopicLookup, TopicRef,
+    CONSUMER_PROTOCOL_TYPE,
 };
-use crate::group_coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::group::{
+    GroupError, GroupSnapshot, Heartbeat as ClassicHeartbeat, JoinGroup, JoinResponse, LeaveGroup,
+    LeaveResponse, LeftMember, SyncGroup, SyncResponse,
+};
+use crate::group_coordinator::{ConversionError, COORDINATOR_WRITE_TIMEOUT};
 use crate::offsets::consumer_group_records;
 use crate::offsets::records::partition_for;
 use crate::partition::ReplicatedWrite;
@@ -118,6 +124,10 @@ impl TopicLookup for ImageTopics<'_> {
             .map(|topic| topic.name.clone())
             .collect()
     }
+
+    fn topic_name(&self, id: uuid::Uuid) -> Option<String> {
+        self.0.topic_by_id(id).map(|topic| topic.name.clone())
+    }
 }
 
 impl ConsumerGroupCoordinator {
@@ -184,7 +194,7 @@ impl ConsumerGroupCoordinator {
             }
             let mut hosted = HostedGroup::new(engine);
             let output = hosted.engine.on_loaded(now);
-            self.execute(broker, &group, &mut hosted, output);
+            let _ = self.execute(broker, &group, &mut hosted, output);
             groups.insert(group, hosted);
         }
     }
@@ -245,24 +255,22 @@ impl ConsumerGroupCoordinator {
         let now = broker.now_ms() as u64;
         let config = self.config_of(&image, group);
         let mut groups = partition.lock();
+        // A member joining (epoch 0) may upgrade a classic group.
+        if request.member_epoch == 0 && !groups.get(group).is_some_and(|h| h.engine.exists()) {
+            match self.upgrade(broker, group, &config, &image, now) {
+                Some(Ok(hosted)) => {
+                    groups.insert(group.to_owned(), hosted);
+                }
+                Some(Err(error)) => return Ok((Err(error), None)),
+                None => {}
+            }
+        }
         let hosted = groups
             .entry(group.to_owned())
             .or_insert_with(|| HostedGroup::new(ConsumerGroupEngine::new(group, config.clone())));
-        if *hosted.engine.config() != config {
-            hosted.engine.set_config(config);
-        }
+        let mut output = self.catch_up(hosted, config, &image, now);
         let topics = ImageTopics(&image);
-        let mut records = Vec::new();
-        let mut timers = Vec::new();
-        if hosted.engine.exists() && hosted.image_seen != image.applied_index() {
-            let changed = hosted
-                .engine
-                .handle(Event::MetadataChanged { now_ms: now }, &topics);
-            records.extend(changed.records);
-            timers.extend(changed.timers);
-        }
-        hosted.image_seen = image.applied_index();
-        let output = hosted.engine.handle(
+        let handled = hosted.engine.handle(
             Event::Heartbeat {
                 now_ms: now,
                 request,
@@ -270,41 +278,109 @@ impl ConsumerGroupCoordinator {
             },
             &topics,
         );
-        records.extend(output.records);
-        timers.extend(output.timers);
-        let response = output
+        let response = handled
             .response
+            .clone()
             .unwrap_or(Err(ConsumerGroupError::InvalidRequest(
                 "no answer to the heartbeat",
             )));
-        let write = self.persist(broker, group, hosted, records);
-        self.apply_timers(broker, group, hosted, timers);
+        merge(&mut output, handled);
+        let written = self.execute(broker, group, hosted, output);
         let hosted_write = hosted.last_write.clone();
         if !hosted.engine.exists() {
             groups.remove(group);
         }
-        match write {
-            Ok(_) => Ok((response, hosted_write)),
+        match written {
+            Ok(()) => Ok((response, hosted_write)),
             Err(()) => Err(CoordinatorError::CoordinatorNotAvailable),
         }
     }
 
-    /// Appends `records` (noted as the group's last write); on failure the
-    /// engine, ahead of the log now, is rebuilt from what the log holds.
+    /// Brings a hosted group up to date: new settings, and the topics of
+    /// an image newer than the one it last saw. Returns what that produced.
+    fn catch_up(
+        &self,
+        hosted: &mut HostedGroup,
+        config: ConsumerGroupConfig,
+        image: &MetadataImage,
+        now: u64,
+    ) -> Output {
+        if *hosted.engine.config() != config {
+            hosted.engine.set_config(config);
+        }
+        let mut output = Output::default();
+        if hosted.engine.exists() && hosted.image_seen != image.applied_index() {
+            output = hosted
+                .engine
+                .handle(Event::MetadataChanged { now_ms: now }, &ImageTopics(image));
+        }
+        hosted.image_seen = image.applied_index();
+        output
+    }
+
+    /// The online upgrade of `group` if it is a classic group with members:
+    /// the consumer group it becomes (its records written), or why not
+    /// (GROUP_ID_NOT_FOUND, as Kafka answers when it may not upgrade).
+    /// `None` when there is no such classic group.
+    fn upgrade(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        config: &ConsumerGroupConfig,
+        image: &MetadataImage,
+        now: u64,
+    ) -> Option<Result<HostedGroup, ConsumerGroupError>> {
+        let topics = ImageTopics(image);
+        let converted = broker
+            .groups()
+            .convert_to_consumer(broker, group, |classic| {
+                if !ConsumerGroupEngine::may_upgrade(config, classic) {
+                    return Err(ConsumerGroupError::GroupIdNotFound);
+                }
+                let (engine, output) =
+                    ConsumerGroupEngine::from_classic(group, config.clone(), classic, &topics, now)
+                        .map_err(|_| ConsumerGroupError::GroupIdNotFound)?;
+                let entries = output
+                    .records
+                    .iter()
+                    .map(|record| consumer_group_records::encode(group, record))
+                    .collect();
+                Ok(((engine, output.timers), entries))
+            })?;
+        Some(match converted {
+            Ok(((engine, timers), write)) => {
+                let mut hosted = HostedGroup::new(engine);
+                hosted.last_write = write;
+                hosted.image_seen = image.applied_index();
+                self.apply_timers(broker, group, &mut hosted, timers);
+                Ok(hosted)
+            }
+            Err(ConversionError::Refused(error)) => Err(error),
+            Err(ConversionError::NotWritten) => Err(ConsumerGroupError::GroupIdNotFound),
+        })
+    }
+
+    /// Appends `records` (noted as the group's last write), with the
+    /// classic group it became if it was downgraded; on failure the engine,
+    /// ahead of the log now, is rebuilt from what the log holds.
     fn persist(
         &self,
         broker: &Broker,
         group: &str,
         hosted: &mut HostedGroup,
         records: Vec<Record>,
+        downgraded: Option<&GroupSnapshot>,
     ) -> Result<Option<ReplicatedWrite>, ()> {
         if records.is_empty() {
             return Ok(None);
         }
-        let entries = records
+        let mut entries: Vec<(Bytes, Option<Bytes>)> = records
             .iter()
             .map(|record| consumer_group_records::encode(group, record))
             .collect();
+        if let Some(snapshot) = downgraded {
+            entries.push(crate::offsets::classic_group_entry(group, Some(snapshot)));
+        }
         match broker.write_consumer_group(group, entries) {
             Ok(write) => {
                 if write.is_some() {
@@ -339,9 +415,32 @@ impl ConsumerGroupCoordinator {
         engine
     }
 
-    fn execute(&self, broker: &Arc<Broker>, group: &str, hosted: &mut HostedGroup, output: Output) {
-        let _ = self.persist(broker, group, hosted, output.records);
+    /// Writes what an event produced and arms its timers. A group that
+    /// became a classic group is handed to the classic coordinator (the
+    /// caller drops it here: its engine no longer exists).
+    fn execute(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        hosted: &mut HostedGroup,
+        output: Output,
+    ) -> Result<(), ()> {
+        let written = self.persist(
+            broker,
+            group,
+            hosted,
+            output.records,
+            output.downgraded.as_ref(),
+        );
+        if written.is_err() {
+            return Err(());
+        }
         self.apply_timers(broker, group, hosted, output.timers);
+        if let Some(snapshot) = output.downgraded {
+            hosted.disarm_all();
+            broker.groups().install_downgraded(broker, group, snapshot);
+        }
+        Ok(())
     }
 
     fn apply_timers(
@@ -401,7 +500,244 @@ impl ConsumerGroupCoordinator {
             },
             &ImageTopics(&image),
         );
-        self.execute(broker, group, hosted, output);
+        let _ = self.execute(broker, group, hosted, output);
+        if !hosted.engine.exists() {
+            groups.remove(group);
+        }
+    }
+
+    // ---- classic requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) ----
+    //
+    // A classic request goes to the consumer group if `group` is one hosted
+    // here, else to the classic coordinator; the choice is made, and the
+    // classic coordinator fed, under the group's partition lock, so that no
+    // upgrade or downgrade of the group slips in between.
+
+    /// Runs `consumer` on the hosted consumer group `group`, or `classic`
+    /// if there is none, holding the partition's lock either way.
+    fn route<Q, A: Send + 'static, R: Send + 'static>(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        request: Q,
+        consumer: impl FnOnce(&mut HostedGroup, &MetadataImage, u64, Q) -> (Answer<A, R>, Output),
+        classic: impl FnOnce(Q) -> BoxFuture<'static, R>,
+    ) -> BoxFuture<'static, R> {
+        let Some(partition) = self.partition_of(group) else {
+            return classic(request);
+        };
+        let mut groups = partition.lock();
+        match groups.get_mut(group).filter(|h| h.engine.exists()) {
+            Some(hosted) => {
+                let image = broker.image();
+                let now = broker.now_ms() as u64;
+                let config = self.config_of(&image, group);
+                let mut output = self.catch_up(hosted, config, &image, now);
+                let (answer, produced) = consumer(hosted, &image, now, request);
+                merge(&mut output, produced);
+                let written = self.execute(broker, group, hosted, output);
+                let wait = hosted.last_write.clone();
+                if !hosted.engine.exists() {
+                    groups.remove(group);
+                }
+                consumer_answer(broker, written, wait, answer)
+            }
+            None => classic(request),
+        }
+    }
+
+    pub fn join(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        request: JoinGroup,
+    ) -> BoxFuture<'static, JoinResponse> {
+        let member_id = request.member_id.clone();
+        self.route(
+            broker,
+            group,
+            request,
+            |hosted, image, now, request| {
+                let join = ClassicJoin {
+                    member_id: request.member_id.clone(),
+                    instance_id: request.group_instance_id.clone(),
+                    session_timeout_ms: request.session_timeout_ms,
+                    rebalance_timeout_ms: request.rebalance_timeout_ms,
+                    protocol_type: request.protocol_type.clone(),
+                    protocols: request
+                        .protocols
+                        .iter()
+                        .map(|p| ClassicProtocol {
+                            name: p.name.clone(),
+                            metadata: Bytes::from(p.metadata.clone()),
+                        })
+                        .collect(),
+                    require_known_member_id: request.require_known_member_id,
+                    client_id: request.client_id.clone(),
+                    client_host: request.client_host.clone(),
+                };
+                let (result, output) = hosted.engine.classic_join(
+                    now,
+                    &join,
+                    uuid::Uuid::new_v4(),
+                    &ImageTopics(image),
+                );
+                let answer = move |result: Result<ClassicJoined, CoordinatorError>| match result {
+                    Ok(joined) => JoinResponse {
+                        error: None,
+                        generation_id: joined.generation_id,
+                        protocol_type: Some(CONSUMER_PROTOCOL_TYPE.to_owned()),
+                        protocol_name: Some(joined.protocol_name),
+                        leader: String::new(),
+                        member_id: joined.member_id,
+                        members: Vec::new(),
+                        skip_assignment: false,
+                    },
+                    Err(error) => {
+                        let member_id = match &error {
+                            CoordinatorError::Group(ConsumerGroupError::MemberIdRequired(id)) => {
+                                id.clone()
+                            }
+                            _ => member_id,
+                        };
+                        JoinResponse {
+                            error: Some(classic_error(&error)),
+                            generation_id: -1,
+                            protocol_type: None,
+                            protocol_name: None,
+                            leader: String::new(),
+                            member_id,
+                            members: Vec::new(),
+                            skip_assignment: false,
+                        }
+                    }
+                };
+                (
+                    (result, Box::new(answer) as Box<dyn FnOnce(_) -> _ + Send>),
+                    output,
+                )
+            },
+            |request| broker.groups().join(broker, group, request).boxed(),
+        )
+    }
+
+    pub fn sync(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        request: SyncGroup,
+    ) -> BoxFuture<'static, SyncResponse> {
+        self.route(
+            broker,
+            group,
+            request,
+            |hosted, image, now, request| {
+                let (result, output) =
+                    hosted
+                        .engine
+                        .classic_sync(now, &request, &ImageTopics(image));
+                let (protocol_type, protocol_name) =
+                    (request.protocol_type.clone(), request.protocol_name.clone());
+                let answer = move |result: Result<ClassicSynced, CoordinatorError>| match result {
+                    Ok(synced) => SyncResponse {
+                        error: None,
+                        protocol_type,
+                        protocol_name,
+                        assignment: synced.assignment.to_vec(),
+                    },
+                    Err(error) => SyncResponse {
+                        error: Some(classic_error(&error)),
+                        ..SyncResponse::default()
+                    },
+                };
+                (
+                    (result, Box::new(answer) as Box<dyn FnOnce(_) -> _ + Send>),
+                    output,
+                )
+            },
+            |request| broker.groups().sync(broker, group, request).boxed(),
+        )
+    }
+
+    pub fn classic_heartbeat(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        request: ClassicHeartbeat,
+    ) -> BoxFuture<'static, Result<(), GroupError>> {
+        self.route(
+            broker,
+            group,
+            request,
+            |hosted, _, now, request| {
+                let (result, output) = hosted.engine.classic_heartbeat(
+                    now,
+                    &request.member_id,
+                    request.group_instance_id.as_deref(),
+                    request.generation_id,
+                );
+                let answer =
+                    |result: Result<(), CoordinatorError>| result.map_err(|e| classic_error(&e));
+                (
+                    (result, Box::new(answer) as Box<dyn FnOnce(_) -> _ + Send>),
+                    output,
+                )
+            },
+            |request| broker.groups().heartbeat(broker, group, request).boxed(),
+        )
+    }
+
+    pub fn leave(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        request: LeaveGroup,
+    ) -> BoxFuture<'static, LeaveResponse> {
+        self.route(
+            broker,
+            group,
+            request,
+            |hosted, image, _, request| {
+                let leaving: Vec<(String, Option<String>)> = request
+                    .members
+                    .iter()
+                    .map(|m| (m.member_id.clone(), m.group_instance_id.clone()))
+                    .collect();
+                let (answers, output) = hosted.engine.classic_leave(&leaving, &ImageTopics(image));
+                let members = request.members.clone();
+                let answer = move |result: Result<
+                    Vec<Result<String, ConsumerGroupError>>,
+                    CoordinatorError,
+                >| match result {
+                    Ok(answers) => LeaveResponse {
+                        error: None,
+                        members: members
+                            .into_iter()
+                            .zip(answers)
+                            .map(|(m, answer)| LeftMember {
+                                member_id: answer.as_ref().map_or(m.member_id, Clone::clone),
+                                group_instance_id: m.group_instance_id,
+                                error: answer
+                                    .err()
+                                    .map(|e| classic_error(&CoordinatorError::Group(e))),
+                            })
+                            .collect(),
+                    },
+                    Err(error) => LeaveResponse {
+                        error: Some(classic_error(&error)),
+                        members: Vec::new(),
+                    },
+                };
+                (
+                    (
+                        Ok(answers),
+                        Box::new(answer) as Box<dyn FnOnce(_) -> _ + Send>,
+                    ),
+                    output,
+                )
+            },
+            |request| broker.groups().leave(broker, group, request).boxed(),
+        )
     }
 
     /// Checks an OffsetCommit of a consumer group member; `None` when
@@ -411,6 +747,7 @@ impl ConsumerGroupCoordinator {
         group: &str,
         member_id: &str,
         member_epoch: i32,
+        api_version: i16,
     ) -> Option<Result<(), ConsumerGroupError>> {
         let partition = self.partition_of(group)?;
         let groups = partition.lock();
@@ -418,7 +755,7 @@ impl ConsumerGroupCoordinator {
         Some(
             hosted
                 .engine
-                .validate_offset_commit(member_id, member_epoch),
+                .validate_offset_commit(member_id, member_epoch, api_version),
         )
     }
 
@@ -453,7 +790,7 @@ impl ConsumerGroupCoordinator {
             .filter(|h| h.engine.exists())
             .ok_or(ConsumerGroupError::GroupIdNotFound)?;
         let records = hosted.engine.delete()?;
-        self.persist(broker, group, hosted, records)
+        self.persist(broker, group, hosted, records, None)
             .map_err(|()| CoordinatorError::CoordinatorNotAvailable)?;
         let offsets = broker
             .delete_group(group, broker.now_ms())
@@ -495,5 +832,67 @@ impl ConsumerGroupCoordinator {
 fn disarm(partition: &PartitionGroups) {
     for hosted in partition.lock().values_mut() {
         hosted.disarm_all();
+    }
+}
+
+/// Adds what a second event produced to the first's output.
+fn merge(into: &mut Output, from: Output) {
+    into.records.extend(from.records);
+    into.timers.extend(from.timers);
+    if from.downgraded.is_some() {
+        into.downgraded = from.downgraded;
+    }
+}
+
+/// A consumer group's answer to a classic request, and how to turn it
+/// into the classic response.
+type Answer<A, R> = (
+    Result<A, ConsumerGroupError>,
+    Box<dyn FnOnce(Result<A, CoordinatorError>) -> R + Send>,
+);
+
+/// The answer to a classic request the consumer group handled: `result`
+/// (turned into the response by `respond`) once the group's last write is
+/// replicated, COORDINATOR_NOT_AVAILABLE if it cannot be.
+fn consumer_answer<T: Send + 'static, R: Send + 'static>(
+    broker: &Arc<Broker>,
+    written: Result<(), ()>,
+    wait: Option<ReplicatedWrite>,
+    (result, respond): Answer<T, R>,
+) -> BoxFuture<'static, R> {
+    let node_id = broker.node_id();
+    async move {
+        if written.is_err() {
+            return respond(Err(CoordinatorError::CoordinatorNotAvailable));
+        }
+        if let Some(write) = wait {
+            if write
+                .replicated(node_id, COORDINATOR_WRITE_TIMEOUT)
+                .await
+                .is_err()
+            {
+                return respond(Err(CoordinatorError::CoordinatorNotAvailable));
+            }
+        }
+        respond(result.map_err(CoordinatorError::Group))
+    }
+    .boxed()
+}
+
+/// A consumer group's refusal of a classic request, as the classic
+/// protocol's error.
+fn classic_error(error: &CoordinatorError) -> GroupError {
+    match error {
+        CoordinatorError::Group(error) => match error {
+            ConsumerGroupError::IllegalGeneration => GroupError::IllegalGeneration,
+            ConsumerGroupError::InconsistentGroupProtocol => GroupError::InconsistentGroupProtocol,
+            ConsumerGroupError::RebalanceInProgress => GroupError::RebalanceInProgress,
+            ConsumerGroupError::MemberIdRequired(_) => GroupError::MemberIdRequired,
+            ConsumerGroupError::GroupMaxSizeReached => GroupError::GroupMaxSizeReached,
+            ConsumerGroupError::FencedInstanceId => GroupError::FencedInstanceId,
+            _ => GroupError::UnknownMemberId,
+        },
+        CoordinatorError::NotCoordinator => GroupError::NotCoordinator,
+        CoordinatorError::CoordinatorNotAvailable => GroupError::CoordinatorNotAvailable,
     }
 }

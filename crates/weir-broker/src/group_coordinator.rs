@@ -17,15 +17,18 @@
 //! is replaced by the load.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
+use crate::consumer_group::{ClassicGroupImage, ClassicMemberImage, ClassicProtocol};
 use crate::group::{
     Command, Event, GroupConfig, GroupEngine, GroupError, GroupSnapshot, GroupState, Heartbeat,
     JoinGroup, JoinResponse, LeaveGroup, LeaveResponse, LeftMember, RequestId, Response, SyncGroup,
@@ -276,120 +279,126 @@ impl GroupCoordinator {
         }
     }
 
-    pub async fn join(
+    // The request handlers below do their synchronous part (feeding the
+    // engine) when called and return a future for the answer, so that the
+    // consumer group coordinator can route a request here while it holds
+    // the group's partition (no conversion of the group in between).
+
+    pub fn join(
         &self,
         broker: &Arc<Broker>,
         group: &str,
         request: JoinGroup,
-    ) -> JoinResponse {
+    ) -> impl Future<Output = JoinResponse> + Send + 'static {
         let member_id = request.member_id.clone();
         let fresh_uuid = uuid::Uuid::new_v4();
-        let outcome = self
-            .submit(broker, group, true, |request_id, now_ms| Event::Join {
-                request_id,
-                now_ms,
-                request,
-                fresh_uuid,
-            })
-            .await;
-        match outcome {
-            Ok(Some(Response::Join(response))) => response,
-            Ok(_) => join_error(&member_id, GroupError::CoordinatorNotAvailable),
-            Err(error) => join_error(&member_id, error),
+        let answer = self.submit(broker, group, true, |request_id, now_ms| Event::Join {
+            request_id,
+            now_ms,
+            request,
+            fresh_uuid,
+        });
+        async move {
+            match wait(answer).await {
+                Ok(Some(Response::Join(response))) => response,
+                Ok(_) => join_error(&member_id, GroupError::CoordinatorNotAvailable),
+                Err(error) => join_error(&member_id, error),
+            }
         }
     }
 
-    pub async fn sync(
+    pub fn sync(
         &self,
         broker: &Arc<Broker>,
         group: &str,
         request: SyncGroup,
-    ) -> SyncResponse {
-        let outcome = self
-            .submit(broker, group, false, |request_id, now_ms| Event::Sync {
-                request_id,
-                now_ms,
-                request,
-            })
-            .await;
-        match outcome {
-            Ok(Some(Response::Sync(response))) => response,
-            Ok(None) => sync_error(GroupError::UnknownMemberId),
-            Ok(Some(_)) => sync_error(GroupError::CoordinatorNotAvailable),
-            Err(error) => sync_error(error),
+    ) -> impl Future<Output = SyncResponse> + Send + 'static {
+        let answer = self.submit(broker, group, false, |request_id, now_ms| Event::Sync {
+            request_id,
+            now_ms,
+            request,
+        });
+        async move {
+            match wait(answer).await {
+                Ok(Some(Response::Sync(response))) => response,
+                Ok(None) => sync_error(GroupError::UnknownMemberId),
+                Ok(Some(_)) => sync_error(GroupError::CoordinatorNotAvailable),
+                Err(error) => sync_error(error),
+            }
         }
     }
 
-    pub async fn heartbeat(
+    pub fn heartbeat(
         &self,
         broker: &Arc<Broker>,
         group: &str,
         request: Heartbeat,
-    ) -> Result<(), GroupError> {
-        let outcome = self
-            .submit(broker, group, false, |request_id, now_ms| {
-                Event::Heartbeat {
-                    request_id,
-                    now_ms,
-                    request,
-                }
-            })
-            .await?;
-        match outcome {
-            Some(Response::Heartbeat(result)) => result,
-            None => Err(GroupError::UnknownMemberId),
-            Some(_) => Err(GroupError::CoordinatorNotAvailable),
+    ) -> impl Future<Output = Result<(), GroupError>> + Send + 'static {
+        let answer = self.submit(broker, group, false, |request_id, now_ms| {
+            Event::Heartbeat {
+                request_id,
+                now_ms,
+                request,
+            }
+        });
+        async move {
+            match wait(answer).await? {
+                Some(Response::Heartbeat(result)) => result,
+                None => Err(GroupError::UnknownMemberId),
+                Some(_) => Err(GroupError::CoordinatorNotAvailable),
+            }
         }
     }
 
-    pub async fn leave(
+    pub fn leave(
         &self,
         broker: &Arc<Broker>,
         group: &str,
         request: LeaveGroup,
-    ) -> LeaveResponse {
+    ) -> impl Future<Output = LeaveResponse> + Send + 'static {
         let members = request.members.clone();
-        let outcome = self
-            .submit(broker, group, false, |request_id, now_ms| Event::Leave {
-                request_id,
-                now_ms,
-                request,
-            })
-            .await;
-        match outcome {
-            Ok(Some(Response::Leave(response))) => response,
-            // Kafka answers a leave from an unknown group member by member.
-            Ok(None) => LeaveResponse {
-                error: None,
-                members: members
-                    .into_iter()
-                    .map(|m| LeftMember {
-                        member_id: m.member_id,
-                        group_instance_id: m.group_instance_id,
-                        error: Some(GroupError::UnknownMemberId),
-                    })
-                    .collect(),
-            },
-            Ok(Some(_)) => LeaveResponse {
-                error: Some(GroupError::CoordinatorNotAvailable),
-                members: Vec::new(),
-            },
-            Err(error) => LeaveResponse {
-                error: Some(error),
-                members: Vec::new(),
-            },
+        let answer = self.submit(broker, group, false, |request_id, now_ms| Event::Leave {
+            request_id,
+            now_ms,
+            request,
+        });
+        async move {
+            match wait(answer).await {
+                Ok(Some(Response::Leave(response))) => response,
+                // Kafka answers a leave from an unknown group member by member.
+                Ok(None) => LeaveResponse {
+                    error: None,
+                    members: members
+                        .into_iter()
+                        .map(|m| LeftMember {
+                            member_id: m.member_id,
+                            group_instance_id: m.group_instance_id,
+                            error: Some(GroupError::UnknownMemberId),
+                        })
+                        .collect(),
+                },
+                Ok(Some(_)) => LeaveResponse {
+                    error: Some(GroupError::CoordinatorNotAvailable),
+                    members: Vec::new(),
+                },
+                Err(error) => LeaveResponse {
+                    error: Some(error),
+                    members: Vec::new(),
+                },
+            }
         }
     }
 
-    /// Feeds one request to the group's engine and waits for its answer.
-    /// `Ok(None)` when the group is not hosted and `create` is false.
-    async fn submit(
+    /// Feeds one request to the group's engine; the answer comes on the
+    /// receiver. `Ok(None)` when the group is not hosted and `create` is
+    /// false.
+    fn submit(
         &self,
         broker: &Arc<Broker>,
         group: &str,
         create: bool,
         event: impl FnOnce(RequestId, u64) -> Event,
-    ) -> Result<Option<Response>, GroupError> {
+    ) -> Result<Option<oneshot::Receiver<Response>>, GroupError> {
         let (partition, _) = broker
             .coordinator_of(group)
             .ok_or(GroupError::CoordinatorNotAvailable)?;
@@ -397,30 +406,23 @@ impl GroupCoordinator {
         let partition = self
             .partition(partition)
             .ok_or(GroupError::NotCoordinator)?;
-        let answer = {
-            let mut groups = partition.lock();
-            if !groups.contains_key(group) {
-                if !create {
-                    return Ok(None);
-                }
-                let engine = GroupEngine::new(group, self.config.clone());
-                groups.insert(group.to_owned(), HostedGroup::new(engine));
+        let mut groups = partition.lock();
+        if !groups.contains_key(group) {
+            if !create {
+                return Ok(None);
             }
-            let hosted = groups.get_mut(group).expect("inserted above");
-            let request_id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let (reply, answer) = oneshot::channel();
-            hosted.waiting.insert(request_id, reply);
-            hosted
-                .engine
-                .handle(event(request_id, broker.now_ms() as u64));
-            self.execute(broker, group, hosted);
-            answer
-        };
-        // The sender goes only if the group is dropped with the request parked.
-        answer
-            .await
-            .map(Some)
-            .map_err(|_| GroupError::CoordinatorNotAvailable)
+            let engine = GroupEngine::new(group, self.config.clone());
+            groups.insert(group.to_owned(), HostedGroup::new(engine));
+        }
+        let hosted = groups.get_mut(group).expect("inserted above");
+        let request_id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (reply, answer) = oneshot::channel();
+        hosted.waiting.insert(request_id, reply);
+        hosted
+            .engine
+            .handle(event(request_id, broker.now_ms() as u64));
+        self.execute(broker, group, hosted);
+        Ok(Some(answer))
     }
 
     /// Runs the engine's pending commands in order.
@@ -539,6 +541,105 @@ impl GroupCoordinator {
             hosted.disarm_all();
         }
         true
+    }
+
+    /// An online upgrade (KIP-848): the classic group `group`, if hosted
+    /// here with members, becomes a consumer group. `convert` builds the
+    /// consumer group from the classic one and returns it with its records;
+    /// they are written in one batch with the classic group's tombstone,
+    /// and the classic group is gone once that batch is appended (requests
+    /// parked in it are answered NOT_COORDINATOR, so that its members find
+    /// the group again). `None` when there is no such classic group.
+    pub fn convert_to_consumer<T, E>(
+        &self,
+        broker: &Broker,
+        group: &str,
+        convert: impl FnOnce(&ClassicGroupImage) -> Result<(T, Vec<(Bytes, Option<Bytes>)>), E>,
+    ) -> Option<Conversion<T, E>> {
+        let partition = self.partition_of(group)?;
+        let mut groups = partition.lock();
+        let hosted = groups.get_mut(group)?;
+        let engine = &hosted.engine;
+        if engine.members().is_empty() || engine.state() == GroupState::Dead {
+            return None;
+        }
+        let image = ClassicGroupImage {
+            generation_id: engine.generation_id(),
+            protocol_type: engine.protocol_type().map(str::to_owned),
+            protocol_name: engine.protocol_name().map(str::to_owned),
+            members: engine
+                .members()
+                .iter()
+                .map(|m| ClassicMemberImage {
+                    member_id: m.member_id.clone(),
+                    instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    session_timeout_ms: m.session_timeout_ms,
+                    protocols: m
+                        .protocols
+                        .iter()
+                        .map(|p| ClassicProtocol {
+                            name: p.name.clone(),
+                            metadata: Bytes::from(p.metadata.clone()),
+                        })
+                        .collect(),
+                    assignment: Bytes::from(m.assignment.clone()),
+                })
+                .collect(),
+        };
+        let (converted, records) = match convert(&image) {
+            Ok(converted) => converted,
+            Err(error) => return Some(Err(ConversionError::Refused(error))),
+        };
+        let mut entries = vec![crate::offsets::classic_group_entry(group, None)];
+        entries.extend(records);
+        let write = match broker.write_consumer_group(group, entries) {
+            Ok(write) => write,
+            Err(error) => {
+                tracing::error!(group, %error, "cannot write the upgrade of a classic group");
+                return Some(Err(ConversionError::NotWritten));
+            }
+        };
+        tracing::info!(group, "classic group upgraded to a consumer group");
+        if let Some(mut hosted) = groups.remove(group) {
+            hosted.engine.handle(Event::Unload {
+                now_ms: broker.now_ms() as u64,
+            });
+            for command in hosted.engine.take_commands() {
+                if let Command::Respond {
+                    request_id,
+                    response,
+                } = command
+                {
+                    if let Some(reply) = hosted.waiting.remove(&request_id) {
+                        let _ = reply.send(response);
+                    }
+                }
+            }
+            hosted.disarm_all();
+        }
+        Some(Ok((converted, write)))
+    }
+
+    /// An online downgrade (KIP-848): `group`, a consumer group a moment
+    /// ago, is hosted here as the classic group `snapshot` describes (its
+    /// record already written) and rebalances, so that its members rejoin.
+    pub fn install_downgraded(&self, broker: &Arc<Broker>, group: &str, snapshot: GroupSnapshot) {
+        let Some(partition) = self.partition_of(group) else {
+            return;
+        };
+        let mut groups = partition.lock();
+        let now = broker.now_ms() as u64;
+        let mut engine = GroupEngine::load(group, self.config.clone(), snapshot, now);
+        engine.rebalance(now);
+        if let Some(mut replaced) = groups.insert(group.to_owned(), HostedGroup::new(engine)) {
+            replaced.disarm_all();
+        }
+        let hosted = groups.get_mut(group).expect("inserted above");
+        self.execute(broker, group, hosted);
+        tracing::info!(group, "consumer group downgraded to a classic group");
     }
 
     /// The state of a hosted group.
@@ -920,5 +1021,32 @@ fn consumer_subscription(metadata: &[u8]) -> Vec<String> {
             .map(|t| t.to_string())
             .collect(),
         Err(_) => Vec::new(),
+    }
+}
+
+/// The outcome of an online upgrade: what the conversion built and the
+/// write to wait on.
+pub type Conversion<T, E> = Result<(T, Option<ReplicatedWrite>), ConversionError<E>>;
+
+/// Why an online upgrade did not happen.
+#[derive(Debug)]
+pub enum ConversionError<E> {
+    /// The conversion refused the group.
+    Refused(E),
+    /// The records could not be written.
+    NotWritten,
+}
+
+/// The answer to a request [`submit`](GroupCoordinator::submit)ted.
+async fn wait(
+    submitted: Result<Option<oneshot::Receiver<Response>>, GroupError>,
+) -> Result<Option<Response>, GroupError> {
+    match submitted? {
+        // The sender goes only if the group is dropped with the request parked.
+        Some(answer) => answer
+            .await
+            .map(Some)
+            .map_err(|_| GroupError::CoordinatorNotAvailable),
+        None => Ok(None),
     }
 }

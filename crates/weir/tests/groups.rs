@@ -221,11 +221,14 @@ fn describe(weir: &Weir, group: &str) -> DescribeGroupsResponse {
 }
 
 fn every_record_read_once(members: &[&Member], partitions: i32, per_partition: i64) {
+    let reads: Vec<Vec<(i32, i64)>> = members.iter().map(|m| m.read()).collect();
+    every_record_in_reads_once(&reads, partitions, per_partition);
+}
+
+fn every_record_in_reads_once(reads: &[Vec<(i32, i64)>], partitions: i32, per_partition: i64) {
     let mut seen: BTreeMap<(i32, i64), usize> = BTreeMap::new();
-    for member in members {
-        for record in member.read() {
-            *seen.entry(record).or_default() += 1;
-        }
+    for record in reads.iter().flatten() {
+        *seen.entry(*record).or_default() += 1;
     }
     let expected: BTreeSet<(i32, i64)> = (0..partitions)
         .flat_map(|p| (0..per_partition).map(move |o| (p, o)))
@@ -1001,7 +1004,8 @@ fn consumer_group_epochs_fence_offset_commits_and_a_silent_member_loses_its_part
         "UNSUPPORTED_VERSION before v9"
     );
     assert_eq!(commit(&mut raw, epoch, 9), 0);
-    // A classic member cannot join a consumer group.
+    // A classic member joins a consumer group only with the consumer
+    // protocol type and a protocol (assignor) to speak.
     let classic: JoinGroupResponse = raw.call(
         ApiKey::JoinGroup,
         5,
@@ -1252,4 +1256,80 @@ fn wait_joined(
         assert!(Instant::now() < deadline, "cannot join: {joined:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The group's kind and member count as ConsumerGroupDescribe sees it:
+/// `None` when it is not a consumer group (GROUP_ID_NOT_FOUND).
+fn consumer_group_members(weir: &Weir, group: &str) -> Option<usize> {
+    use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse};
+    let response: ConsumerGroupDescribeResponse = Raw::connect(&weir.kafka).call(
+        ApiKey::ConsumerGroupDescribe,
+        0,
+        &ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(str(group))]),
+    );
+    let described = &response.groups[0];
+    (described.error_code == 0).then_some(described.members.len())
+}
+
+#[test]
+fn a_classic_group_becomes_a_consumer_group_and_back_while_its_members_keep_reading() {
+    let weir = Weir::start(&[BROKER_ARGS, CONSUMER_BROKER_ARGS].concat());
+    create_topic(&weir, "migrating", 6, 0);
+    // Classic members commit as they go (and when they give a partition
+    // up), so that a partition's next owner reads on from there.
+    let classic: &[(&str, &str)] = &[
+        ("partition.assignment.strategy", "cooperative-sticky"),
+        ("enable.auto.commit", "true"),
+        ("auto.commit.interval.ms", "100"),
+    ];
+    let a = Member::start(&weir, "migrating", "migrating", classic);
+    let b = Member::start(&weir, "migrating", "migrating", classic);
+    wait_for_split(&[&a, &b], 6);
+    assert_eq!(consumer_group_members(&weir, "migrating"), None);
+    produce_each(&weir, "migrating", 6, 10);
+    wait_until("the classic group reads", Duration::from_secs(30), || {
+        a.read().len() + b.read().len() >= 60
+    });
+
+    // A member of the consumer protocol joins: the group becomes a consumer
+    // group with the two classic members in it, and the three share the
+    // partitions.
+    let c = Member::start(
+        &weir,
+        "migrating",
+        "migrating",
+        &[
+            ("group.protocol", "consumer"),
+            ("enable.auto.commit", "true"),
+            ("auto.commit.interval.ms", "100"),
+        ],
+    );
+    wait_for_split(&[&a, &b, &c], 6);
+    assert_eq!(consumer_group_members(&weir, "migrating"), Some(3));
+    produce_each(&weir, "migrating", 6, 10);
+    wait_until("the upgraded group reads", Duration::from_secs(30), || {
+        a.read().len() + b.read().len() + c.read().len() >= 120
+    });
+
+    // The consumer-protocol member leaves: the group is classic again and
+    // its two members take every partition.
+    let read_by_c = c.read.clone();
+    c.close();
+    let read_by_c = move || read_by_c.lock().unwrap().clone();
+    wait_until(
+        "the group is classic again",
+        Duration::from_secs(30),
+        || consumer_group_members(&weir, "migrating").is_none(),
+    );
+    wait_for_split(&[&a, &b], 6);
+    let described = describe(&weir, "migrating");
+    assert_eq!(described.groups[0].protocol_type.as_str(), "consumer");
+    assert_eq!(described.groups[0].members.len(), 2);
+    produce_each(&weir, "migrating", 6, 10);
+    wait_until(
+        "the downgraded group reads",
+        Duration::from_secs(30),
+        || a.read().len() + b.read().len() + read_by_c().len() >= 180,
+    );
+    every_record_in_reads_once(&[a.read(), b.read(), read_by_c()], 6, 30);
 }

@@ -122,21 +122,13 @@ fn check(
             ));
         }
     }
-    // A classic group with members keeps its id; an empty one becomes a
-    // consumer group.
-    match broker.groups().state(group) {
-        None | Some(GroupState::Dead) => {}
-        Some(GroupState::Empty) => {
-            if !broker.consumer_groups().hosts(group) {
-                broker.groups().convert_empty(broker, group);
-            }
-        }
-        Some(_) => {
-            return Err((
-                ResponseError::GroupIdNotFound.code(),
-                format!("Group {group} is not a consumer group."),
-            ))
-        }
+    // An empty classic group becomes a consumer group; one with members
+    // too, as group.consumer.migration.policy allows (the coordinator
+    // upgrades it).
+    if broker.groups().state(group) == Some(GroupState::Empty)
+        && !broker.consumer_groups().hosts(group)
+    {
+        broker.groups().convert_empty(broker, group);
     }
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! JoinGroup, SyncGroup, Heartbeat and LeaveGroup: the classic group
 //! membership protocol. Each handler maps its API version onto the engine's
 //! request shape, waits for the group coordinator's answer, and maps it back.
+//! The consumer group coordinator routes each request: to the group's
+//! classic coordinator, or to the consumer group (KIP-848) it belongs to.
 
 use bytes::Bytes;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
@@ -47,18 +49,9 @@ pub(super) async fn join_group(
             .with_protocol_name(protocol_name(None))
             .with_member_id(request.member_id);
     }
-    // A consumer group (KIP-848) takes no classic members.
-    let classic = || {
-        if broker.consumer_groups().hosts(&request.group_id) {
-            Err(ResponseError::InconsistentGroupProtocol.code())
-        } else {
-            Ok(())
-        }
-    };
     if let Err(code) = broker
         .check_coordinator(&request.group_id)
         .and_then(|()| may_read_group(broker, ctx, &request.group_id))
-        .and_then(|()| classic())
     {
         return JoinGroupResponse::default()
             .with_error_code(code)
@@ -87,7 +80,12 @@ pub(super) async fn join_group(
         require_known_member_id: v >= 4,
         supports_skip_assignment: v >= 9,
     };
-    let response = broker.groups().join(broker, &request.group_id, join).await;
+    // A consumer group (KIP-848) takes classic members too (its online
+    // migration): the consumer group coordinator routes the request.
+    let response = broker
+        .consumer_groups()
+        .join(broker, &request.group_id, join)
+        .await;
     JoinGroupResponse::default()
         .with_error_code(error_code(response.error))
         .with_generation_id(response.generation_id)
@@ -136,7 +134,10 @@ pub(super) async fn sync_group(
             .map(|a| (a.member_id.to_string(), a.assignment.to_vec()))
             .collect(),
     };
-    let response = broker.groups().sync(broker, &request.group_id, sync).await;
+    let response = broker
+        .consumer_groups()
+        .sync(broker, &request.group_id, sync)
+        .await;
     SyncGroupResponse::default()
         .with_error_code(error_code(response.error))
         .with_protocol_type(response.protocol_type.map(text))
@@ -164,8 +165,8 @@ pub(super) async fn heartbeat(
         generation_id: request.generation_id,
     };
     let result = broker
-        .groups()
-        .heartbeat(broker, &request.group_id, heartbeat)
+        .consumer_groups()
+        .classic_heartbeat(broker, &request.group_id, heartbeat)
         .await;
     HeartbeatResponse::default().with_error_code(error_code(result.err()))
 }
@@ -200,7 +201,7 @@ pub(super) async fn leave_group(
         }]
     };
     let response = broker
-        .groups()
+        .consumer_groups()
         .leave(broker, &request.group_id, LeaveGroup { members })
         .await;
     if ctx.version < 3 {

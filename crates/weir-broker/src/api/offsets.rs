@@ -219,6 +219,7 @@ fn write_offset_commit(
         &group,
         &request.member_id,
         request.generation_id_or_member_epoch,
+        ctx.version,
     );
     let group_error = if group.is_empty() {
         Some(ResponseError::InvalidGroupId)
@@ -227,15 +228,10 @@ fn write_offset_commit(
     } else if let Err(code) = broker.check_coordinator(&group) {
         Some(kafka_error(code))
     } else if let Some(checked) = &consumer_group {
-        match checked {
-            Err(error) => Some(kafka_error(error.code())),
-            // Members of the consumer protocol commit with v9 or later, as
-            // Kafka requires.
-            Ok(()) if ctx.version < 9 && request.generation_id_or_member_epoch >= 0 => {
-                Some(ResponseError::UnsupportedVersion)
-            }
-            Ok(()) => None,
-        }
+        checked
+            .as_ref()
+            .err()
+            .map(|error| kafka_error(error.code()))
     } else {
         broker
             .groups()

@@ -21,6 +21,11 @@ pub struct Output {
     pub response: Option<Result<HeartbeatResponse, ConsumerGroupError>>,
     pub records: Vec<Record>,
     pub timers: Vec<TimerCommand>,
+    /// The group became a classic group again (its last consumer-protocol
+    /// member left; `records` delete it as a consumer group): write this
+    /// classic group with the records, in the same batch, and host it,
+    /// rebalancing.
+    pub downgraded: Option<crate::group::GroupSnapshot>,
 }
 
 /// A successful ConsumerGroupHeartbeat response.
@@ -45,6 +50,12 @@ pub enum TimerKey {
     /// The member's revocation: fenced when it fires if it is still at the
     /// epoch it was asked to revoke partitions in (its rebalance timeout).
     Rebalance { member_id: String },
+    /// A classic member told to rejoin: fenced when it fires if it has not
+    /// (its rebalance timeout).
+    ClassicJoin { member_id: String },
+    /// A classic member that joined: fenced when it fires if it has not sent
+    /// SyncGroup (its rebalance timeout).
+    ClassicSync { member_id: String },
 }
 
 /// Arm or disarm a timer.

@@ -5,6 +5,40 @@ use std::ops::RangeInclusive;
 
 use super::assignor::ServerAssignor;
 
+/// `group.consumer.migration.policy` (KIP-848's online migration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MigrationPolicy {
+    Bidirectional,
+    Upgrade,
+    Downgrade,
+    Disabled,
+}
+
+impl MigrationPolicy {
+    pub const NAMES: &'static str = "bidirectional, upgrade, downgrade, disabled";
+
+    /// The policy named `name`, ignoring case as Kafka does.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "bidirectional" => Some(Self::Bidirectional),
+            "upgrade" => Some(Self::Upgrade),
+            "downgrade" => Some(Self::Downgrade),
+            "disabled" => Some(Self::Disabled),
+            _ => None,
+        }
+    }
+
+    /// Classic group → consumer group.
+    pub fn upgrades(self) -> bool {
+        matches!(self, Self::Bidirectional | Self::Upgrade)
+    }
+
+    /// Consumer group → classic group.
+    pub fn downgrades(self) -> bool {
+        matches!(self, Self::Bidirectional | Self::Downgrade)
+    }
+}
+
 /// A heartbeat interval or session timeout out of its bounds.
 #[derive(Debug, PartialEq, Eq)]
 pub struct TimingError<'a> {
@@ -38,6 +72,13 @@ pub struct ConsumerGroupConfig {
     pub session_timeout_bounds: RangeInclusive<i32>,
     /// `group.consumer.max.size`: the most members a group may have.
     pub max_size: usize,
+    /// `group.consumer.migration.policy`: whether a classic group with
+    /// members becomes a consumer group when a consumer-protocol member
+    /// joins, and back when the last one leaves.
+    pub migration_policy: MigrationPolicy,
+    /// `group.max.size`: a consumer group larger than this is not turned
+    /// back into a classic group.
+    pub classic_max_size: usize,
     /// `group.consumer.assignors`: the server assignors offered; the first is
     /// the default when no member asks for one.
     pub assignors: Vec<ServerAssignor>,
@@ -51,6 +92,8 @@ impl Default for ConsumerGroupConfig {
             heartbeat_interval_bounds: 5_000..=15_000,
             session_timeout_bounds: 45_000..=60_000,
             max_size: i32::MAX as usize,
+            migration_policy: MigrationPolicy::Bidirectional,
+            classic_max_size: i32::MAX as usize,
             assignors: ServerAssignor::ALL.to_vec(),
         }
     }

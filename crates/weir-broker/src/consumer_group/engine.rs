@@ -46,16 +46,20 @@ pub const LEAVE_GROUP_STATIC_MEMBER_EPOCH: i32 = -2;
 /// [`on_loaded`](Self::on_loaded).
 #[derive(Debug, Clone)]
 pub struct ConsumerGroupEngine {
-    group_id: String,
-    config: ConsumerGroupConfig,
-    state: GroupState,
+    pub(super) group_id: String,
+    pub(super) config: ConsumerGroupConfig,
+    pub(super) state: GroupState,
     /// Member id → when its session expires. Not persisted: a loaded group
     /// gives every member a full session (see [`on_loaded`](Self::on_loaded)).
-    sessions: BTreeMap<String, u64>,
+    pub(super) sessions: BTreeMap<String, u64>,
     /// Member id → (deadline, epoch) of its pending revocation.
-    rebalances: BTreeMap<String, (u64, i32)>,
+    pub(super) rebalances: BTreeMap<String, (u64, i32)>,
+    /// Classic member id → by when it must rejoin (JoinGroup) after it was
+    /// told to, and by when it must SyncGroup after joining.
+    pub(super) classic_joins: BTreeMap<String, u64>,
+    pub(super) classic_syncs: BTreeMap<String, u64>,
     /// What the event being handled produced so far.
-    out: Output,
+    pub(super) out: Output,
 }
 
 /// How a heartbeat that passed validation relates to the group's members.
@@ -70,11 +74,11 @@ enum Joining {
 }
 
 /// Kafka's textual form of a Uuid: URL-safe base64 without padding.
-fn kafka_uuid(uuid: Uuid) -> String {
+pub(super) fn kafka_uuid(uuid: Uuid) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid.as_bytes())
 }
 
-fn timeout_ms(timeout: i32) -> u64 {
+pub(super) fn timeout_ms(timeout: i32) -> u64 {
     u64::try_from(timeout).unwrap_or(0)
 }
 
@@ -88,6 +92,8 @@ impl ConsumerGroupEngine {
             state: GroupState::default(),
             sessions: BTreeMap::new(),
             rebalances: BTreeMap::new(),
+            classic_joins: BTreeMap::new(),
+            classic_syncs: BTreeMap::new(),
             out: Output::default(),
         }
     }
@@ -299,17 +305,33 @@ impl ConsumerGroupEngine {
     /// Checks an OffsetCommit against the group (Kafka's
     /// ConsumerGroup.validateOffsetCommit): a negative epoch (admin client or
     /// a consumer without group management) may commit only while the group is
-    /// empty; otherwise the member must exist (UNKNOWN_MEMBER_ID) and send its
-    /// current epoch (STALE_MEMBER_EPOCH). The coordinator checks the rest:
-    /// that consumer-protocol members use OffsetCommit v9+ (UNSUPPORTED_VERSION),
-    /// and what to do when the group does not exist.
+    /// empty; otherwise the member must exist (UNKNOWN_MEMBER_ID). A classic
+    /// member sends its generation (ILLEGAL_GENERATION); a consumer-protocol
+    /// member uses v9+ (UNSUPPORTED_VERSION) and its current epoch
+    /// (STALE_MEMBER_EPOCH).
     pub fn validate_offset_commit(
         &self,
         member_id: &str,
         member_epoch: i32,
+        api_version: i16,
     ) -> Result<(), ConsumerGroupError> {
         if member_epoch < 0 && self.state.members.is_empty() {
             return Ok(());
+        }
+        let member = self
+            .state
+            .members
+            .get(member_id)
+            .ok_or(ConsumerGroupError::UnknownMemberId)?;
+        if member.is_classic() {
+            // A classic member commits with its generation, any version.
+            if member.current.member_epoch != member_epoch {
+                return Err(ConsumerGroupError::IllegalGeneration);
+            }
+            return Ok(());
+        }
+        if api_version < 9 {
+            return Err(ConsumerGroupError::UnsupportedVersion);
         }
         self.validate_member_epoch(member_id, member_epoch)
     }
@@ -434,7 +456,8 @@ impl ConsumerGroupEngine {
         }
 
         // 3. Reconcile the member towards its target.
-        let assignment_changed = self.reconcile_member(now_ms, &member_id, request);
+        let assignment_changed =
+            self.reconcile_member(now_ms, &member_id, request.owned_partitions.as_ref());
 
         self.schedule_session(&member_id, now_ms);
         let member = &self.state.members[&member_id];
@@ -565,7 +588,7 @@ impl ConsumerGroupEngine {
     /// A static member rejoins under `new_member_id`: the old member goes and
     /// the new one takes its metadata, target and current assignment at
     /// epoch 0, so it keeps its partitions without a rebalance.
-    fn replace_static_member(&mut self, old_member_id: &str, new_member_id: &str) {
+    pub(super) fn replace_static_member(&mut self, old_member_id: &str, new_member_id: &str) {
         let old = self.state.members[old_member_id].clone();
         let old_target = self
             .state
@@ -594,11 +617,11 @@ impl ConsumerGroupEngine {
 
     /// Moves the member one reconciliation step towards its target if it is
     /// not there; returns whether its assigned partitions changed.
-    fn reconcile_member(
+    pub(super) fn reconcile_member(
         &mut self,
         now_ms: u64,
         member_id: &str,
-        request: &HeartbeatRequest,
+        owned: Option<&Assignment>,
     ) -> bool {
         let epoch = self.state.assignment_epoch;
         let member = &self.state.members[member_id];
@@ -611,12 +634,9 @@ impl ConsumerGroupEngine {
             assignment: self.state.target.get(member_id).unwrap_or(&empty),
         };
         let state = &self.state;
-        let next = reconcile(
-            &member.current,
-            target,
-            request.owned_partitions.as_ref(),
-            |topic, partition| state.is_owned(topic, partition),
-        )
+        let next = reconcile(&member.current, target, owned, |topic, partition| {
+            state.is_owned(topic, partition)
+        })
         .expect("resolve_member refused members that cannot reconcile");
         if next == member.current {
             return false;
@@ -695,14 +715,18 @@ impl ConsumerGroupEngine {
 
     /// Removes a member that left or was fenced: its partitions are free, the
     /// subscription may shrink, the group epoch moves.
-    fn fence_member(&mut self, member_id: &str, topics: &dyn TopicLookup) {
+    pub(super) fn fence_member(&mut self, member_id: &str, topics: &dyn TopicLookup) {
+        if self.may_downgrade_without(member_id) {
+            self.downgrade_without(member_id, topics);
+            return;
+        }
         self.remove_member(member_id);
         self.refresh_subscription(topics);
         self.bump_group_epoch();
     }
 
     /// The tombstones of a member, in the order replay expects, and its timers.
-    fn remove_member(&mut self, member_id: &str) {
+    pub(super) fn remove_member(&mut self, member_id: &str) {
         self.append(Record::CurrentMemberAssignmentTombstone {
             member_id: member_id.to_owned(),
         });
@@ -720,6 +744,7 @@ impl ConsumerGroupEngine {
             });
         }
         self.cancel_rebalance(member_id);
+        self.cancel_classic_timers(member_id);
     }
 
     // ---- timers and metadata ----
@@ -733,6 +758,18 @@ impl ConsumerGroupEngine {
                     .is_some_and(|deadline| now_ms >= *deadline);
                 if expired && self.state.members.contains_key(member_id) {
                     self.fence_member(member_id, topics);
+                }
+            }
+            TimerKey::ClassicJoin { member_id } | TimerKey::ClassicSync { member_id } => {
+                let deadlines = match key {
+                    TimerKey::ClassicJoin { .. } => &mut self.classic_joins,
+                    _ => &mut self.classic_syncs,
+                };
+                if deadlines.get(member_id).is_some_and(|at| now_ms >= *at) {
+                    deadlines.remove(member_id);
+                    if self.state.members.contains_key(member_id) {
+                        self.fence_member(member_id, topics);
+                    }
                 }
             }
             TimerKey::Rebalance { member_id } => {
@@ -768,7 +805,7 @@ impl ConsumerGroupEngine {
 
     /// Recomputes the subscription metadata; writes it and returns true if
     /// it changed.
-    fn refresh_subscription(&mut self, topics: &dyn TopicLookup) -> bool {
+    pub(super) fn refresh_subscription(&mut self, topics: &dyn TopicLookup) -> bool {
         let subscription = subscription_metadata(self.state.members.values(), topics);
         if subscription == self.state.subscription {
             return false;
@@ -779,13 +816,13 @@ impl ConsumerGroupEngine {
         true
     }
 
-    fn bump_group_epoch(&mut self) {
+    pub(super) fn bump_group_epoch(&mut self) {
         self.append(Record::GroupMetadata {
             epoch: self.state.group_epoch + 1,
         });
     }
 
-    fn compute_target_assignment(&mut self, topics: &dyn TopicLookup) {
+    pub(super) fn compute_target_assignment(&mut self, topics: &dyn TopicLookup) {
         let assignor = self.preferred_assignor();
         let spec = group_spec(
             self.state.members.values(),
@@ -801,7 +838,7 @@ impl ConsumerGroupEngine {
     }
 
     /// Emits a record and applies it.
-    fn append(&mut self, record: Record) {
+    pub(super) fn append(&mut self, record: Record) {
         if let Err(e) = self.state.replay(&record) {
             // The engine only emits records that fit its own state.
             panic!("consumer group {}: {e}", self.group_id);
@@ -809,8 +846,15 @@ impl ConsumerGroupEngine {
         self.out.records.push(record);
     }
 
-    fn schedule_session(&mut self, member_id: &str, now_ms: u64) {
-        let at_ms = now_ms + timeout_ms(self.config.session_timeout_ms);
+    pub(super) fn schedule_session(&mut self, member_id: &str, now_ms: u64) {
+        // A classic member keeps the session timeout it joined with.
+        let session_timeout_ms = self
+            .state
+            .members
+            .get(member_id)
+            .and_then(|m| m.metadata.classic.as_ref())
+            .map_or(self.config.session_timeout_ms, |c| c.session_timeout_ms);
+        let at_ms = now_ms + timeout_ms(session_timeout_ms);
         self.sessions.insert(member_id.to_owned(), at_ms);
         self.out.timers.push(TimerCommand::Schedule {
             key: TimerKey::Session {
@@ -820,7 +864,13 @@ impl ConsumerGroupEngine {
         });
     }
 
-    fn schedule_rebalance(&mut self, member_id: &str, now_ms: u64, epoch: i32, timeout: i32) {
+    pub(super) fn schedule_rebalance(
+        &mut self,
+        member_id: &str,
+        now_ms: u64,
+        epoch: i32,
+        timeout: i32,
+    ) {
         let at_ms = now_ms + timeout_ms(timeout);
         self.rebalances.insert(member_id.to_owned(), (at_ms, epoch));
         self.out.timers.push(TimerCommand::Schedule {
@@ -832,7 +882,7 @@ impl ConsumerGroupEngine {
     }
 
     /// Disarms the member's rebalance timeout, if armed.
-    fn cancel_rebalance(&mut self, member_id: &str) {
+    pub(super) fn cancel_rebalance(&mut self, member_id: &str) {
         if self.rebalances.remove(member_id).is_some() {
             self.out.timers.push(TimerCommand::Cancel {
                 key: TimerKey::Rebalance {

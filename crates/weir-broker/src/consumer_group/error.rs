@@ -38,13 +38,33 @@ pub enum ConsumerGroupError {
     /// The group cannot be deleted while it has members.
     #[error("the group is not empty")]
     NonEmptyGroup,
+    /// A consumer-protocol member committed offsets below OffsetCommit v9.
+    #[error("members of the consumer protocol commit offsets with OffsetCommit v9 or later")]
+    UnsupportedVersion,
+    /// A classic member's generation is not its member epoch.
+    #[error("the generation id is not the member's current one")]
+    IllegalGeneration,
+    /// A classic member's protocol type or protocols do not fit the group.
+    #[error("the member's protocol type or protocols are not supported by the group")]
+    InconsistentGroupProtocol,
+    /// A classic member must rejoin (JoinGroup) to catch up.
+    #[error("the group is rebalancing; rejoin")]
+    RebalanceInProgress,
+    /// A classic member without a member id: rejoin with this one.
+    #[error("a member id is required; rejoin with the one given")]
+    MemberIdRequired(String),
 }
 
 impl ConsumerGroupError {
     /// Kafka's error code.
     pub fn code(&self) -> i16 {
         match self {
+            ConsumerGroupError::IllegalGeneration => 22,
+            ConsumerGroupError::InconsistentGroupProtocol => 23,
             ConsumerGroupError::UnknownMemberId => 25,
+            ConsumerGroupError::UnsupportedVersion => 35,
+            ConsumerGroupError::RebalanceInProgress => 27,
+            ConsumerGroupError::MemberIdRequired(_) => 79,
             ConsumerGroupError::InvalidRequest(_) => 42,
             ConsumerGroupError::NonEmptyGroup => 68,
             ConsumerGroupError::GroupIdNotFound => 69,

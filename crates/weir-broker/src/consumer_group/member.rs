@@ -4,11 +4,12 @@
 
 use std::collections::BTreeSet;
 
+use bytes::Bytes;
+
 use super::reconciliation::CurrentAssignment;
 
 /// The member's self-description and subscription: exactly the content of
-/// Kafka's ConsumerGroupMemberMetadataValue (without the classic-protocol
-/// fields, which only members that joined through JoinGroup have).
+/// Kafka's ConsumerGroupMemberMetadataValue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberMetadata {
     /// `group.instance.id` of a static member.
@@ -25,6 +26,25 @@ pub struct MemberMetadata {
     pub rebalance_timeout_ms: i32,
     /// The server assignor the member asked for, if any.
     pub server_assignor: Option<String>,
+    /// Set for a member that speaks the classic protocol (JoinGroup,
+    /// SyncGroup, Heartbeat) in a consumer group: one that was in a classic
+    /// group when it was upgraded, or joined the consumer group that way.
+    pub classic: Option<ClassicMetadata>,
+}
+
+/// What a classic member told the coordinator in its JoinGroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicMetadata {
+    pub session_timeout_ms: i32,
+    /// Its protocols (assignor names) with their ConsumerProtocolSubscription
+    /// metadata, in its order of preference.
+    pub protocols: Vec<ClassicProtocol>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicProtocol {
+    pub name: String,
+    pub metadata: Bytes,
 }
 
 impl Default for MemberMetadata {
@@ -38,6 +58,7 @@ impl Default for MemberMetadata {
             subscribed_topic_regex: None,
             rebalance_timeout_ms: -1,
             server_assignor: None,
+            classic: None,
         }
     }
 }
@@ -75,5 +96,10 @@ impl Member {
 
     pub fn instance_id(&self) -> Option<&str> {
         self.metadata.instance_id.as_deref()
+    }
+
+    /// Whether the member speaks the classic protocol.
+    pub fn is_classic(&self) -> bool {
+        self.metadata.classic.is_some()
     }
 }

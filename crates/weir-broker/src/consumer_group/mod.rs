@@ -84,6 +84,7 @@
 //! configuration overrides, rack-aware assignment, and group expiration.
 
 mod assignor;
+mod classic;
 mod command;
 mod config;
 mod describe;
@@ -103,13 +104,17 @@ mod uniform;
 mod tests;
 
 pub use assignor::{GroupSpec, MemberSpec, ServerAssignor, TopicSpec};
+pub use classic::{
+    ClassicGroupImage, ClassicJoin, ClassicJoined, ClassicMemberImage, ClassicSynced,
+    CONSUMER_PROTOCOL_TYPE,
+};
 pub use command::{HeartbeatResponse, Output, TimerCommand, TimerKey};
-pub use config::{ConsumerGroupConfig, TimingError};
+pub use config::{ConsumerGroupConfig, MigrationPolicy, TimingError};
 pub use describe::{ConsumerGroupState, GroupDescription, MemberDescription};
 pub use engine::{ConsumerGroupEngine, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
 pub use error::ConsumerGroupError;
 pub use event::{Event, HeartbeatRequest};
-pub use member::{Member, MemberMetadata};
+pub use member::{ClassicMetadata, ClassicProtocol, Member, MemberMetadata};
 pub use reconciliation::{reconcile, CurrentAssignment, MemberState, Target};
 pub use record::Record;
 pub use state::ReplayError;

@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::*;
 
 mod assignors;
+mod classic;
 mod engine;
 mod properties;
 mod reconciliation;

@@ -92,6 +92,10 @@ pub trait TopicLookup {
     /// caller validates regexes before a heartbeat reaches the engine
     /// (INVALID_REGULAR_EXPRESSION), so an invalid one matches nothing here.
     fn topics_matching(&self, regex: &str) -> BTreeSet<String>;
+
+    /// The name of the topic with id `id`, if it exists: classic members
+    /// name partitions by topic name.
+    fn topic_name(&self, id: Uuid) -> Option<String>;
 }
 
 /// A map of topic name → [`TopicRef`]: the simplest [`TopicLookup`].
@@ -135,6 +139,13 @@ impl TopicLookup for TopicsImage {
             .filter(|name| regex.is_match(name))
             .cloned()
             .collect()
+    }
+
+    fn topic_name(&self, id: Uuid) -> Option<String> {
+        self.topics
+            .iter()
+            .find(|(_, topic)| topic.id == id)
+            .map(|(name, _)| name.clone())
     }
 }
 

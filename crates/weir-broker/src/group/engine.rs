@@ -156,6 +156,15 @@ impl GroupEngine {
         engine
     }
 
+    /// Starts a rebalance of a loaded group (one that was a consumer group a
+    /// moment ago, KIP-848's online downgrade): every member must rejoin.
+    pub fn rebalance(&mut self, now_ms: u64) {
+        self.now_ms = now_ms;
+        if !self.members.is_empty() {
+            self.prepare_rebalance();
+        }
+    }
+
     /// Apply one event; its commands are queued for [`take_commands`](Self::take_commands).
     pub fn handle(&mut self, event: Event) {
         self.now_ms = event.now_ms();

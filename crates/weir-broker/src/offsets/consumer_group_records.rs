@@ -18,7 +18,8 @@ use uuid::Uuid;
 
 use super::records::RecordError;
 use crate::consumer_group::{
-    Assignment, CurrentAssignment, MemberMetadata, MemberState, Record, TopicMetadata,
+    Assignment, ClassicMetadata, ClassicProtocol, CurrentAssignment, MemberMetadata, MemberState,
+    Record, TopicMetadata,
 };
 
 pub(crate) const GROUP_METADATA: i16 = 3;
@@ -86,6 +87,24 @@ fn encode_value(record: &Record) -> Option<Bytes> {
             put_compact_nullable(&mut value, metadata.subscribed_topic_regex.as_deref());
             value.put_i32(metadata.rebalance_timeout_ms);
             put_compact_nullable(&mut value, metadata.server_assignor.as_deref());
+            if let Some(classic) = &metadata.classic {
+                // Tagged field 0: ClassicMemberMetadata.
+                let mut field = BytesMut::new();
+                field.put_i32(classic.session_timeout_ms);
+                put_length(&mut field, classic.protocols.len());
+                for protocol in &classic.protocols {
+                    put_compact_string(&mut field, &protocol.name);
+                    put_length(&mut field, protocol.metadata.len());
+                    field.put_slice(&protocol.metadata);
+                    put_no_tags(&mut field);
+                }
+                put_no_tags(&mut field);
+                put_uvarint(&mut value, 1);
+                put_uvarint(&mut value, 0);
+                put_uvarint(&mut value, field.len() as u64);
+                value.put_slice(&field);
+                return Some(value.freeze());
+            }
         }
         Record::TargetAssignmentMember { assignment, .. } => {
             put_assignment(&mut value, assignment);
@@ -184,19 +203,35 @@ pub fn decode(mut key: &[u8], value: Option<&[u8]>) -> Result<(String, Record), 
             for _ in 0..get_length(buf)? {
                 subscribed_topic_names.insert(get_compact_string(buf)?);
             }
-            Record::MemberMetadata {
-                member_id: member_id(),
-                metadata: MemberMetadata {
-                    instance_id,
-                    rack_id,
-                    client_id,
-                    client_host,
-                    subscribed_topic_names,
-                    subscribed_topic_regex: get_compact_nullable(buf)?,
-                    rebalance_timeout_ms: get_i32(buf)?,
-                    server_assignor: get_compact_nullable(buf)?,
-                },
+            let subscribed_topic_regex = get_compact_nullable(buf)?;
+            let rebalance_timeout_ms = get_i32(buf)?;
+            let server_assignor = get_compact_nullable(buf)?;
+            let mut classic = None;
+            for _ in 0..get_uvarint(buf)? {
+                let tag = get_uvarint(buf)?;
+                let size = get_uvarint(buf)? as usize;
+                let mut field = take(buf, size)?;
+                if tag == 0 {
+                    classic = Some(get_classic_metadata(&mut field)?);
+                }
             }
+            return Ok((
+                group,
+                Record::MemberMetadata {
+                    member_id: member_id(),
+                    metadata: MemberMetadata {
+                        instance_id,
+                        rack_id,
+                        client_id,
+                        client_host,
+                        subscribed_topic_names,
+                        subscribed_topic_regex,
+                        rebalance_timeout_ms,
+                        server_assignor,
+                        classic,
+                    },
+                },
+            ));
         }
         TARGET_ASSIGNMENT_METADATA => Record::TargetAssignmentMetadata {
             assignment_epoch: get_i32(buf)?,
@@ -218,6 +253,24 @@ pub fn decode(mut key: &[u8], value: Option<&[u8]>) -> Result<(String, Record), 
     };
     skip_tags(buf)?;
     Ok((group, record))
+}
+
+/// ClassicMemberMetadata, the tagged field of a member's metadata.
+fn get_classic_metadata(buf: &mut &[u8]) -> Result<ClassicMetadata, RecordError> {
+    let session_timeout_ms = get_i32(buf)?;
+    let mut protocols = Vec::new();
+    for _ in 0..get_length(buf)? {
+        let name = get_compact_string(buf)?;
+        let len = get_length(buf)?;
+        let metadata = Bytes::copy_from_slice(take(buf, len)?);
+        skip_tags(buf)?;
+        protocols.push(ClassicProtocol { name, metadata });
+    }
+    skip_tags(buf)?;
+    Ok(ClassicMetadata {
+        session_timeout_ms,
+        protocols,
+    })
 }
 
 fn put_string(buf: &mut BytesMut, s: &str) {
@@ -397,6 +450,29 @@ mod tests {
                     subscribed_topic_regex: Some("ord.*".into()),
                     rebalance_timeout_ms: 300_000,
                     server_assignor: Some("uniform".into()),
+                    classic: None,
+                },
+            },
+            Record::MemberMetadata {
+                member_id: "m-2".into(),
+                metadata: MemberMetadata {
+                    client_id: "classic".into(),
+                    subscribed_topic_names: ["orders".to_owned()].into(),
+                    rebalance_timeout_ms: 60_000,
+                    classic: Some(ClassicMetadata {
+                        session_timeout_ms: 10_000,
+                        protocols: vec![
+                            ClassicProtocol {
+                                name: "cooperative-sticky".into(),
+                                metadata: Bytes::from_static(&[0, 3, 0, 0, 0, 1]),
+                            },
+                            ClassicProtocol {
+                                name: "range".into(),
+                                metadata: Bytes::new(),
+                            },
+                        ],
+                    }),
+                    ..MemberMetadata::default()
                 },
             },
             Record::MemberMetadataTombstone {

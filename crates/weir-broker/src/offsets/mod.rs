@@ -1033,6 +1033,18 @@ fn decode_metadata<'a>(
 /// Calls `f(key, value)` for every record of `partition` outside control
 /// batches, oldest first, to its log end: a new leader's records above the
 /// high watermark were written by the leader before it.
+/// The record of a classic group's metadata (`None`: its tombstone), to
+/// write in one batch with consumer group records when a group changes kind.
+pub(crate) fn classic_group_entry(
+    group: &str,
+    snapshot: Option<&GroupSnapshot>,
+) -> (Bytes, Option<Bytes>) {
+    (
+        records::encode_group_key(group),
+        snapshot.map(records::encode_group_value),
+    )
+}
+
 pub(crate) fn for_each_record(
     partition: &Partition,
     mut f: impl FnMut(Bytes, Option<Bytes>),

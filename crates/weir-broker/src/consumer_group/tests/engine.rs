@@ -656,24 +656,24 @@ fn members_choose_the_assignor() {
 fn offset_commit_validation() {
     let mut h = Harness::new();
     // An empty group takes commits from anyone with epoch -1.
-    assert_eq!(h.engine.validate_offset_commit("", -1), Ok(()));
+    assert_eq!(h.engine.validate_offset_commit("", -1, 9), Ok(()));
     h.ok(join("m1", &["foo"]));
-    assert_eq!(h.engine.validate_offset_commit("m1", 1), Ok(()));
+    assert_eq!(h.engine.validate_offset_commit("m1", 1, 9), Ok(()));
     assert_eq!(
-        h.engine.validate_offset_commit("m1", 0),
+        h.engine.validate_offset_commit("m1", 0, 9),
         Err(ConsumerGroupError::StaleMemberEpoch)
     );
     assert_eq!(
-        h.engine.validate_offset_commit("m1", 2),
+        h.engine.validate_offset_commit("m1", 2, 9),
         Err(ConsumerGroupError::StaleMemberEpoch)
     );
     assert_eq!(
-        h.engine.validate_offset_commit("", -1),
+        h.engine.validate_offset_commit("", -1, 9),
         Err(ConsumerGroupError::UnknownMemberId),
         "no simple commits while the group has members"
     );
     assert_eq!(
-        h.engine.validate_offset_commit("m9", 1),
+        h.engine.validate_offset_commit("m9", 1, 9),
         Err(ConsumerGroupError::UnknownMemberId)
     );
     assert_eq!(h.engine.validate_offset_fetch(None, -1), Ok(()));
