@@ -39,6 +39,9 @@ pub struct ConsumerGroupMember {
     pub assignment: Vec<(String, i32)>,
     /// The partitions it is reconciling towards, sorted.
     pub target_assignment: Vec<(String, i32)>,
+    /// Whether it speaks the classic protocol (ConsumerGroupDescribe v1's
+    /// member type 0): a classic member in a consumer group.
+    pub classic: bool,
 }
 
 fn partitions(assignment: Assignment) -> Vec<(String, i32)> {
@@ -117,6 +120,7 @@ impl Client {
                         subscribed_topic_regex: m.subscribed_topic_regex.map(|s| s.to_string()),
                         assignment: partitions(m.assignment),
                         target_assignment: partitions(m.target_assignment),
+                        classic: m.member_type == 0,
                     })
                     .collect(),
             }));

@@ -202,8 +202,8 @@ pub(super) fn describe(
                         )
                         .with_assignment(topic_partitions(m.assignment))
                         .with_target_assignment(topic_partitions(m.target_assignment))
-                        // A member of the consumer protocol (v1).
-                        .with_member_type(1)
+                        // v1: 0 for a classic member, 1 for a consumer one.
+                        .with_member_type(if m.classic { 0 } else { 1 })
                 })
                 .collect();
             let described = described

@@ -3,8 +3,12 @@
 //! request shape, waits for the group coordinator's answer, and maps it back.
 //! The consumer group coordinator routes each request: to the group's
 //! classic coordinator, or to the consumer group (KIP-848) it belongs to.
+//! Routing feeds the group at once and may wait for its partition's lock
+//! (held across an append), so these requests are dispatched on the
+//! blocking pool and return a future that only awaits the answer.
 
 use bytes::Bytes;
+use futures::future::{ready, BoxFuture, FutureExt};
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{
@@ -30,34 +34,40 @@ fn invalid_group_id() -> i16 {
     ResponseError::InvalidGroupId.code()
 }
 
-pub(super) async fn join_group(
+pub(super) fn join_group(
     broker: &std::sync::Arc<Broker>,
     ctx: &RequestContext,
     request: JoinGroupRequest,
-) -> JoinGroupResponse {
+) -> BoxFuture<'static, JoinGroupResponse> {
     let v = ctx.version;
     // Before v7 the protocol name is not nullable.
-    let protocol_name = |name: Option<String>| match name {
+    let protocol_name = move |name: Option<String>| match name {
         Some(name) => Some(text(name)),
         None if v < 7 => Some(StrBytes::default()),
         None => None,
     };
     if request.group_id.is_empty() {
-        return JoinGroupResponse::default()
-            .with_error_code(invalid_group_id())
-            .with_generation_id(-1)
-            .with_protocol_name(protocol_name(None))
-            .with_member_id(request.member_id);
+        return ready(
+            JoinGroupResponse::default()
+                .with_error_code(invalid_group_id())
+                .with_generation_id(-1)
+                .with_protocol_name(protocol_name(None))
+                .with_member_id(request.member_id),
+        )
+        .boxed();
     }
     if let Err(code) = broker
         .check_coordinator(&request.group_id)
         .and_then(|()| may_read_group(broker, ctx, &request.group_id))
     {
-        return JoinGroupResponse::default()
-            .with_error_code(code)
-            .with_generation_id(-1)
-            .with_protocol_name(protocol_name(None))
-            .with_member_id(request.member_id);
+        return ready(
+            JoinGroupResponse::default()
+                .with_error_code(code)
+                .with_generation_id(-1)
+                .with_protocol_name(protocol_name(None))
+                .with_member_id(request.member_id),
+        )
+        .boxed();
     }
     let join = JoinGroup {
         member_id: request.member_id.to_string(),
@@ -82,45 +92,48 @@ pub(super) async fn join_group(
     };
     // A consumer group (KIP-848) takes classic members too (its online
     // migration): the consumer group coordinator routes the request.
-    let response = broker
+    let answer = broker
         .consumer_groups()
-        .join(broker, &request.group_id, join)
-        .await;
-    JoinGroupResponse::default()
-        .with_error_code(error_code(response.error))
-        .with_generation_id(response.generation_id)
-        .with_protocol_type(response.protocol_type.map(text))
-        .with_protocol_name(protocol_name(response.protocol_name))
-        .with_leader(text(response.leader))
-        .with_skip_assignment(response.skip_assignment)
-        .with_member_id(text(response.member_id))
-        .with_members(
-            response
-                .members
-                .into_iter()
-                .map(|m| {
-                    JoinGroupResponseMember::default()
-                        .with_member_id(text(m.member_id))
-                        .with_group_instance_id(m.group_instance_id.map(text))
-                        .with_metadata(Bytes::from(m.metadata))
-                })
-                .collect(),
-        )
+        .join(broker, &request.group_id, join);
+    async move {
+        let response = answer.await;
+        JoinGroupResponse::default()
+            .with_error_code(error_code(response.error))
+            .with_generation_id(response.generation_id)
+            .with_protocol_type(response.protocol_type.map(text))
+            .with_protocol_name(protocol_name(response.protocol_name))
+            .with_leader(text(response.leader))
+            .with_skip_assignment(response.skip_assignment)
+            .with_member_id(text(response.member_id))
+            .with_members(
+                response
+                    .members
+                    .into_iter()
+                    .map(|m| {
+                        JoinGroupResponseMember::default()
+                            .with_member_id(text(m.member_id))
+                            .with_group_instance_id(m.group_instance_id.map(text))
+                            .with_metadata(Bytes::from(m.metadata))
+                    })
+                    .collect(),
+            )
+    }
+    .boxed()
 }
 
-pub(super) async fn sync_group(
+pub(super) fn sync_group(
     broker: &std::sync::Arc<Broker>,
     ctx: &RequestContext,
     request: SyncGroupRequest,
-) -> SyncGroupResponse {
+) -> BoxFuture<'static, SyncGroupResponse> {
     if request.group_id.is_empty() {
-        return SyncGroupResponse::default().with_error_code(invalid_group_id());
+        return ready(SyncGroupResponse::default().with_error_code(invalid_group_id())).boxed();
     }
     if let Err(code) = broker
         .check_coordinator(&request.group_id)
         .and_then(|()| may_read_group(broker, ctx, &request.group_id))
     {
-        return SyncGroupResponse::default().with_error_code(code);
+        return ready(SyncGroupResponse::default().with_error_code(code)).boxed();
     }
     let sync = SyncGroup {
         member_id: request.member_id.to_string(),
@@ -134,56 +147,59 @@ pub(super) async fn sync_group(
             .map(|a| (a.member_id.to_string(), a.assignment.to_vec()))
             .collect(),
     };
-    let response = broker
+    let answer = broker
         .consumer_groups()
-        .sync(broker, &request.group_id, sync)
-        .await;
-    SyncGroupResponse::default()
-        .with_error_code(error_code(response.error))
-        .with_protocol_type(response.protocol_type.map(text))
-        .with_protocol_name(response.protocol_name.map(text))
-        .with_assignment(Bytes::from(response.assignment))
+        .sync(broker, &request.group_id, sync);
+    async move {
+        let response = answer.await;
+        SyncGroupResponse::default()
+            .with_error_code(error_code(response.error))
+            .with_protocol_type(response.protocol_type.map(text))
+            .with_protocol_name(response.protocol_name.map(text))
+            .with_assignment(Bytes::from(response.assignment))
+    }
+    .boxed()
 }
 
-pub(super) async fn heartbeat(
+pub(super) fn heartbeat(
     broker: &std::sync::Arc<Broker>,
     ctx: &RequestContext,
     request: HeartbeatRequest,
-) -> HeartbeatResponse {
+) -> BoxFuture<'static, HeartbeatResponse> {
     if request.group_id.is_empty() {
-        return HeartbeatResponse::default().with_error_code(invalid_group_id());
+        return ready(HeartbeatResponse::default().with_error_code(invalid_group_id())).boxed();
     }
     if let Err(code) = broker
         .check_coordinator(&request.group_id)
         .and_then(|()| may_read_group(broker, ctx, &request.group_id))
     {
-        return HeartbeatResponse::default().with_error_code(code);
+        return ready(HeartbeatResponse::default().with_error_code(code)).boxed();
     }
     let heartbeat = Heartbeat {
         member_id: request.member_id.to_string(),
         group_instance_id: request.group_instance_id.map(|id| id.to_string()),
         generation_id: request.generation_id,
     };
-    let result = broker
+    let answer = broker
         .consumer_groups()
-        .classic_heartbeat(broker, &request.group_id, heartbeat)
-        .await;
-    HeartbeatResponse::default().with_error_code(error_code(result.err()))
+        .classic_heartbeat(broker, &request.group_id, heartbeat);
+    async move { HeartbeatResponse::default().with_error_code(error_code(answer.await.err())) }
+        .boxed()
 }
 
-pub(super) async fn leave_group(
+pub(super) fn leave_group(
     broker: &std::sync::Arc<Broker>,
     ctx: &RequestContext,
     request: LeaveGroupRequest,
-) -> LeaveGroupResponse {
+) -> BoxFuture<'static, LeaveGroupResponse> {
     if request.group_id.is_empty() {
-        return LeaveGroupResponse::default().with_error_code(invalid_group_id());
+        return ready(LeaveGroupResponse::default().with_error_code(invalid_group_id())).boxed();
     }
     if let Err(code) = broker
         .check_coordinator(&request.group_id)
         .and_then(|()| may_read_group(broker, ctx, &request.group_id))
     {
-        return LeaveGroupResponse::default().with_error_code(code);
+        return ready(LeaveGroupResponse::default().with_error_code(code)).boxed();
     }
     let members = if ctx.version >= 3 {
         request
@@ -200,31 +216,35 @@ pub(super) async fn leave_group(
             group_instance_id: None,
         }]
     };
-    let response = broker
+    let answer = broker
         .consumer_groups()
-        .leave(broker, &request.group_id, LeaveGroup { members })
-        .await;
-    if ctx.version < 3 {
-        // One member, answered at the request level.
-        let error = response
-            .error
-            .or_else(|| response.members.first().and_then(|m| m.error));
-        return LeaveGroupResponse::default().with_error_code(error_code(error));
+        .leave(broker, &request.group_id, LeaveGroup { members });
+    let version = ctx.version;
+    async move {
+        let response = answer.await;
+        if version < 3 {
+            // One member, answered at the request level.
+            let error = response
+                .error
+                .or_else(|| response.members.first().and_then(|m| m.error));
+            return LeaveGroupResponse::default().with_error_code(error_code(error));
+        }
+        LeaveGroupResponse::default()
+            .with_error_code(error_code(response.error))
+            .with_members(
+                response
+                    .members
+                    .into_iter()
+                    .map(|m| {
+                        MemberResponse::default()
+                            .with_member_id(text(m.member_id))
+                            .with_group_instance_id(m.group_instance_id.map(text))
+                            .with_error_code(error_code(m.error))
+                    })
+                    .collect(),
+            )
     }
-    LeaveGroupResponse::default()
-        .with_error_code(error_code(response.error))
-        .with_members(
-            response
-                .members
-                .into_iter()
-                .map(|m| {
-                    MemberResponse::default()
-                        .with_member_id(text(m.member_id))
-                        .with_group_instance_id(m.group_instance_id.map(text))
-                        .with_error_code(error_code(m.error))
-                })
-                .collect(),
-        )
+    .boxed()
 }
 
 /// A member of a group needs Read on it: GROUP_AUTHORIZATION_FAILED

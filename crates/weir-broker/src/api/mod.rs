@@ -448,10 +448,6 @@ pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
                 | ApiKey::Produce
                 | ApiKey::WriteTxnMarkers
                 | ApiKey::Fetch
-                | ApiKey::JoinGroup
-                | ApiKey::SyncGroup
-                | ApiKey::Heartbeat
-                | ApiKey::LeaveGroup
                 | ApiKey::Metadata
                 | ApiKey::DescribeTopicPartitions
                 | ApiKey::FindCoordinator
@@ -722,25 +718,16 @@ pub(crate) fn dispatch(
             Reply::Later(Box::pin(async move { Some(ctx.respond(&deleted.await)) }))
         }
         ApiKey::JoinGroup => {
-            let request = decode!();
-            Reply::Later(Box::pin(async move {
-                let response = membership::join_group(&broker, &ctx, request).await;
-                Some(ctx.respond(&response))
-            }))
+            let response = membership::join_group(&broker, &ctx, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
         }
         ApiKey::SyncGroup => {
-            let request = decode!();
-            Reply::Later(Box::pin(async move {
-                let response = membership::sync_group(&broker, &ctx, request).await;
-                Some(ctx.respond(&response))
-            }))
+            let response = membership::sync_group(&broker, &ctx, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
         }
         ApiKey::Heartbeat => {
-            let request = decode!();
-            Reply::Later(Box::pin(async move {
-                let response = membership::heartbeat(&broker, &ctx, request).await;
-                Some(ctx.respond(&response))
-            }))
+            let response = membership::heartbeat(&broker, &ctx, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
         }
         ApiKey::ConsumerGroupDescribe => Reply::Now(Some(ctx.respond(&consumer_groups::describe(
             &broker,
@@ -752,11 +739,8 @@ pub(crate) fn dispatch(
             Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
         }
         ApiKey::LeaveGroup => {
-            let request = decode!();
-            Reply::Later(Box::pin(async move {
-                let response = membership::leave_group(&broker, &ctx, request).await;
-                Some(ctx.respond(&response))
-            }))
+            let response = membership::leave_group(&broker, &ctx, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
         }
         ApiKey::DescribeClientQuotas => Reply::Now(Some(ctx.respond(
             &client_quotas::describe_client_quotas(&broker, &ctx, decode!()),

@@ -65,4 +65,7 @@ pub struct MemberDescription {
     pub assignment: Assignment,
     /// The partitions the member is reconciling towards.
     pub target_assignment: Assignment,
+    /// Whether it speaks the classic protocol (a member of a classic group
+    /// that was upgraded, or one that joined with JoinGroup).
+    pub classic: bool,
 }

@@ -297,6 +297,7 @@ impl ConsumerGroupEngine {
                         .get(&m.member_id)
                         .unwrap_or(&empty)
                         .clone(),
+                    classic: m.is_classic(),
                 })
                 .collect(),
         }

@@ -315,8 +315,9 @@ async fn list(connection: &Connection) -> anyhow::Result<String> {
     Ok(table(&rows))
 }
 
-/// The members of a consumer group: epoch, assignment, and the target
-/// assignment while the member is still reconciling towards it.
+/// The members of a consumer group: the protocol each speaks (classic
+/// members stay in a group upgraded online), epoch, assignment, and the
+/// target assignment while the member is still reconciling towards it.
 fn consumer_members(described: &weir_client::ConsumerGroupDescription) -> String {
     let list = |partitions: &[(String, i32)]| {
         if partitions.is_empty() {
@@ -331,6 +332,7 @@ fn consumer_members(described: &weir_client::ConsumerGroupDescription) -> String
     let mut rows = vec![[
         "MEMBER-ID",
         "INSTANCE-ID",
+        "PROTOCOL",
         "EPOCH",
         "ASSIGNMENT",
         "TARGET-ASSIGNMENT",
@@ -346,6 +348,12 @@ fn consumer_members(described: &weir_client::ConsumerGroupDescription) -> String
         rows.push(vec![
             member.member_id.clone(),
             member.instance_id.clone().unwrap_or_else(|| "-".to_owned()),
+            if member.classic {
+                "classic"
+            } else {
+                "consumer"
+            }
+            .to_owned(),
             member.member_epoch.to_string(),
             list(&member.assignment),
             target,

@@ -91,7 +91,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       member, and deleteConsumerGroups refused meanwhile.
  *   <li>A classic group with the CooperativeStickyAssignor: three members split six partitions
  *       2/2/2, a fourth joins and gets what the others give up; no partition has two owners or
- *       none, and only what moves is revoked.
+ *       none, and only what moves is revoked. The same with the consumer protocol (KIP-848).
+ *   <li>Online migration (KIP-848): three classic members, then one of the consumer protocol
+ *       joins and the group becomes a consumer group, the classic members giving up only what it
+ *       gets; it leaves and the group is classic again, the three sharing everything.
  *   <li>Transactions: one committed, one aborted; read_committed sees only the committed records,
  *       read_uncommitted all of them; consume-transform-produce with sendOffsetsToTransaction, whose
  *       offsets count only when the transaction commits.
@@ -117,6 +120,8 @@ public final class JavaClientCheck {
   private static final String COOP_GROUP = "java-coop-group";
   private static final String MODERN_TOPIC = "java-modern";
   private static final String MODERN_GROUP = "java-modern-group";
+  private static final String MIGRATING_TOPIC = "java-migrating";
+  private static final String MIGRATING_GROUP = "java-migrating-group";
   private static final String EOS_GROUP = "java-eos-group";
   private static final String TXN_ID = "java-txn-writer";
   private static final int TXN_TIMEOUT_MS = 20_000;
@@ -177,6 +182,9 @@ public final class JavaClientCheck {
       checks.run(
           "consumer group protocol (KIP-848, group.protocol=consumer): a fourth member gets what the others give up",
           () -> incrementalRebalance(MODERN_TOPIC, MODERN_GROUP, true));
+      checks.run(
+          "consumer group protocol migration (KIP-848): classic members upgraded online to a consumer group and back",
+          this::onlineMigration);
       checks.run("transactions: committed and aborted, read_committed", this::transactions);
       if (wrote) {
         checks.run("transactions: sendOffsetsToTransaction", this::consumeTransformProduce);
@@ -642,82 +650,23 @@ public final class JavaClientCheck {
    */
   private void incrementalRebalance(String topic, String group, boolean consumerProtocol) throws Exception {
     admin.createTopics(List.of(new NewTopic(topic, 6, (short) 1))).all().get();
-    Map<Integer, Set<Integer>> owned = new java.util.concurrent.ConcurrentHashMap<>();
-    List<String> problems = java.util.Collections.synchronizedList(new ArrayList<>());
-    java.util.concurrent.atomic.AtomicInteger revokedAfterSplit = new java.util.concurrent.atomic.AtomicInteger();
-    java.util.concurrent.atomic.AtomicBoolean split = new java.util.concurrent.atomic.AtomicBoolean();
-    java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
-    List<Thread> members = new ArrayList<>();
-    java.util.function.IntConsumer start =
-        id -> {
-          owned.put(id, java.util.concurrent.ConcurrentHashMap.newKeySet());
-          Thread t =
-              new Thread(
-                  () -> {
-                    Properties p = consumerProps(group, IsolationLevel.READ_UNCOMMITTED);
-                    if (consumerProtocol) {
-                      p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
-                    } else {
-                      p.put(
-                          ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
-                          org.apache.kafka.clients.consumer.CooperativeStickyAssignor.class.getName());
-                    }
-                    p.put(ConsumerConfig.CLIENT_ID_CONFIG, group + "-" + id);
-                    try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
-                      c.subscribe(
-                          List.of(topic),
-                          new org.apache.kafka.clients.consumer.ConsumerRebalanceListener() {
-                            @Override
-                            public void onPartitionsAssigned(Collection<TopicPartition> parts) {
-                              for (TopicPartition tp : parts) {
-                                owned.forEach(
-                                    (other, theirs) -> {
-                                      if (other != id && theirs.contains(tp.partition())) {
-                                        problems.add(tp + " assigned to " + id + " while " + other + " owns it");
-                                      }
-                                    });
-                                owned.get(id).add(tp.partition());
-                              }
-                            }
-
-                            @Override
-                            public void onPartitionsRevoked(Collection<TopicPartition> parts) {
-                              if (split.get()) {
-                                revokedAfterSplit.addAndGet(parts.size());
-                              }
-                              parts.forEach(tp -> owned.get(id).remove(tp.partition()));
-                            }
-
-                            @Override
-                            public void onPartitionsLost(Collection<TopicPartition> parts) {
-                              problems.add("member " + id + " lost " + parts);
-                              parts.forEach(tp -> owned.get(id).remove(tp.partition()));
-                            }
-                          });
-                      while (!stop.get()) {
-                        c.poll(Duration.ofMillis(100));
-                      }
-                    }
-                  },
-                  group + "-member-" + id);
-          t.start();
-          members.add(t);
-        };
+    Ownership ownership = new Ownership();
+    List<Member> members = new ArrayList<>();
     try {
       for (int id = 0; id < 3; id++) {
-        start.accept(id);
+        members.add(new Member(topic, group, id, consumerProtocol, ownership));
       }
-      waitFor(() -> sizes(owned).equals(List.of(2, 2, 2)), () -> "three members at 2/2/2: " + owned);
-      split.set(true);
-      start.accept(3);
+      waitFor(() -> sizes(ownership.owned).equals(List.of(2, 2, 2)), () -> "three members at 2/2/2: " + ownership.owned);
+      ownership.split.set(true);
+      members.add(new Member(topic, group, 3, consumerProtocol, ownership));
       waitFor(
-          () -> !owned.get(3).isEmpty() && ownedOnce(owned),
-          () -> "every partition owned once, the fourth member with a share: " + owned);
+          () -> !ownership.owned.get(3).isEmpty() && ownedOnce(ownership.owned),
+          () -> "every partition owned once, the fourth member with a share: " + ownership.owned);
       // A moment more: nothing else moves once the group settled.
       Thread.sleep(2_000);
-      expect(ownedOnce(owned), "every partition owned once after the rebalances: " + owned);
-      expectEq(revokedAfterSplit.get(), owned.get(3).size(), "partitions given up (only those that moved)");
-      expectEq(problems, List.of(), "ownership problems");
+      expect(ownedOnce(ownership.owned), "every partition owned once after the rebalances: " + ownership.owned);
+      expectEq(ownership.revokedAfterSplit.get(), ownership.owned.get(3).size(), "partitions given up (only those that moved)");
+      expectEq(ownership.problems, List.of(), "ownership problems");
       if (consumerProtocol) {
         ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
         expectEq(d.type(), GroupType.CONSUMER, "group type");
@@ -730,10 +679,135 @@ public final class JavaClientCheck {
         expectEq(described, Set.of(0, 1, 2, 3, 4, 5), "partitions of the described members");
       }
     } finally {
-      stop.set(true);
-      for (Thread t : members) {
-        t.join(TIMEOUT_MS);
+      for (Member m : members) {
+        m.close();
       }
+    }
+  }
+
+  /**
+   * KIP-848's online migration: three classic members (CooperativeStickyAssignor) split six
+   * partitions; a member of the consumer protocol joins and the group becomes a consumer group
+   * at once, the classic members in it giving up only what the newcomer gets; when it leaves, the
+   * group is classic again and the three share everything. No partition ever has two owners.
+   */
+  private void onlineMigration() throws Exception {
+    admin.createTopics(List.of(new NewTopic(MIGRATING_TOPIC, 6, (short) 1))).all().get();
+    Ownership ownership = new Ownership();
+    List<Member> members = new ArrayList<>();
+    try {
+      for (int id = 0; id < 3; id++) {
+        members.add(new Member(MIGRATING_TOPIC, MIGRATING_GROUP, id, false, ownership));
+      }
+      waitFor(() -> sizes(ownership.owned).equals(List.of(2, 2, 2)), () -> "three classic members at 2/2/2: " + ownership.owned);
+      expectEq(describeGroup(MIGRATING_GROUP).type(), GroupType.CLASSIC, "group type before the upgrade");
+      ownership.split.set(true);
+      Member modern = new Member(MIGRATING_TOPIC, MIGRATING_GROUP, 3, true, ownership);
+      members.add(modern);
+      waitFor(
+          () -> !ownership.owned.get(3).isEmpty() && ownedOnce(ownership.owned),
+          () -> "every partition owned once, the consumer-protocol member with a share: " + ownership.owned);
+      Thread.sleep(2_000);
+      expect(ownedOnce(ownership.owned), "every partition owned once after the upgrade: " + ownership.owned);
+      expectEq(ownership.revokedAfterSplit.get(), ownership.owned.get(3).size(), "partitions the classic members gave up (only those that moved)");
+      ConsumerGroupDescription upgraded = describeGroup(MIGRATING_GROUP);
+      expectEq(upgraded.type(), GroupType.CONSUMER, "group type after a consumer-protocol member joined");
+      expectEq(upgraded.members().size(), 4, "members of the upgraded group: " + upgraded.members());
+
+      modern.close();
+      waitFor(
+          () -> sizes(ownership.owned).equals(List.of(0, 2, 2, 2)),
+          () -> "the three classic members at 2/2/2 again: " + ownership.owned);
+      ConsumerGroupDescription downgraded = describeGroup(MIGRATING_GROUP);
+      expectEq(downgraded.type(), GroupType.CLASSIC, "group type after the consumer-protocol member left");
+      expectEq(downgraded.members().size(), 3, "members of the downgraded group: " + downgraded.members());
+      expectEq(ownership.problems, List.of(), "ownership problems");
+    } finally {
+      for (Member m : members) {
+        m.close();
+      }
+    }
+  }
+
+  private ConsumerGroupDescription describeGroup(String group) throws Exception {
+    return admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+  }
+
+  /** Who owns which partition, as the members' rebalance listeners see it. */
+  private static final class Ownership {
+    final Map<Integer, Set<Integer>> owned = new java.util.concurrent.ConcurrentHashMap<>();
+    final List<String> problems = java.util.Collections.synchronizedList(new ArrayList<>());
+    final java.util.concurrent.atomic.AtomicInteger revokedAfterSplit = new java.util.concurrent.atomic.AtomicInteger();
+    final java.util.concurrent.atomic.AtomicBoolean split = new java.util.concurrent.atomic.AtomicBoolean();
+  }
+
+  /**
+   * A group member polling on its own thread: a classic one with the CooperativeStickyAssignor,
+   * or one of the consumer protocol. It notes what it is assigned and gives up in `ownership`, and
+   * any partition assigned to it while another member owns it.
+   */
+  private final class Member implements AutoCloseable {
+    private final java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+    private final Thread thread;
+
+    Member(String topic, String group, int id, boolean consumerProtocol, Ownership ownership) {
+      ownership.owned.put(id, java.util.concurrent.ConcurrentHashMap.newKeySet());
+      Properties p = consumerProps(group, IsolationLevel.READ_UNCOMMITTED);
+      if (consumerProtocol) {
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+      } else {
+        p.put(
+            ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+            org.apache.kafka.clients.consumer.CooperativeStickyAssignor.class.getName());
+      }
+      p.put(ConsumerConfig.CLIENT_ID_CONFIG, group + "-" + id);
+      thread =
+          new Thread(
+              () -> {
+                try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+                  c.subscribe(
+                      List.of(topic),
+                      new org.apache.kafka.clients.consumer.ConsumerRebalanceListener() {
+                        @Override
+                        public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                          for (TopicPartition tp : parts) {
+                            ownership.owned.forEach(
+                                (other, theirs) -> {
+                                  if (other != id && theirs.contains(tp.partition())) {
+                                    ownership.problems.add(tp + " assigned to " + id + " while " + other + " owns it");
+                                  }
+                                });
+                            ownership.owned.get(id).add(tp.partition());
+                          }
+                        }
+
+                        @Override
+                        public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+                          if (ownership.split.get() && !stop.get()) {
+                            ownership.revokedAfterSplit.addAndGet(parts.size());
+                          }
+                          parts.forEach(tp -> ownership.owned.get(id).remove(tp.partition()));
+                        }
+
+                        @Override
+                        public void onPartitionsLost(Collection<TopicPartition> parts) {
+                          ownership.problems.add("member " + id + " lost " + parts);
+                          parts.forEach(tp -> ownership.owned.get(id).remove(tp.partition()));
+                        }
+                      });
+                  while (!stop.get()) {
+                    c.poll(Duration.ofMillis(100));
+                  }
+                }
+              },
+              group + "-member-" + id);
+      thread.start();
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+      stop.set(true);
+      thread.join(TIMEOUT_MS);
     }
   }
 
@@ -933,7 +1007,7 @@ public final class JavaClientCheck {
   // ---------------------------------------------------------------- clean up
 
   private void deleteGroups() throws Exception {
-    admin.deleteConsumerGroups(List.of(GROUP, EOS_GROUP, COOP_GROUP, MODERN_GROUP)).all().get();
+    admin.deleteConsumerGroups(List.of(GROUP, EOS_GROUP, COOP_GROUP, MODERN_GROUP, MIGRATING_GROUP)).all().get();
     Set<String> left =
         admin.listConsumerGroups().all().get().stream().map(ConsumerGroupListing::groupId).collect(Collectors.toSet());
     expect(
@@ -943,7 +1017,8 @@ public final class JavaClientCheck {
   }
 
   private void deleteTopics() throws Exception {
-    List<String> topics = List.of(ADMIN_TOPIC, DEFAULTS_TOPIC, ORDERS, TXN_TOPIC, EOS_OUT, COOP_TOPIC, MODERN_TOPIC);
+    List<String> topics =
+        List.of(ADMIN_TOPIC, DEFAULTS_TOPIC, ORDERS, TXN_TOPIC, EOS_OUT, COOP_TOPIC, MODERN_TOPIC, MIGRATING_TOPIC);
     admin.deleteTopics(topics).all().get();
     long deadline = System.nanoTime() + TIMEOUT.toNanos();
     Set<String> left;
