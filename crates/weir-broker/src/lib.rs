@@ -32,6 +32,7 @@ pub mod producer_state;
 pub mod rate;
 pub mod replica_manager;
 pub mod replication;
+pub mod share;
 #[cfg(test)]
 mod simulation;
 pub mod tls;

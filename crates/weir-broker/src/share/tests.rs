@@ -1,0 +1,460 @@
+//! Tests of the share-partition state machine: tables of the transitions,
+//! and random schedules of members checked against named invariants.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn log(offsets: std::ops::Range<i64>) -> Vec<LogRecord> {
+    offsets
+        .map(|offset| LogRecord {
+            offset,
+            deliver_at_ms: None,
+        })
+        .collect()
+}
+
+fn range(first: i64, last: i64, delivery_count: u16) -> AcquiredRange {
+    AcquiredRange {
+        first_offset: first,
+        last_offset: last,
+        delivery_count,
+    }
+}
+
+fn config() -> SharePartitionConfig {
+    SharePartitionConfig {
+        record_lock_duration_ms: 1_000,
+        delivery_count_limit: 3,
+        max_in_flight: 10,
+        ..SharePartitionConfig::default()
+    }
+}
+
+#[test]
+fn members_acquire_disjoint_records_and_acknowledged_ones_move_the_start() {
+    let mut sp = SharePartition::new(config(), 0);
+    assert_eq!(sp.fetch_offset(0), Some(0));
+    assert_eq!(sp.acquire("a", 0, log(0..4), 2), vec![range(0, 1, 1)]);
+    // b reads the log from the same place and gets what a did not take.
+    assert_eq!(sp.acquire("b", 0, log(0..4), 10), vec![range(2, 3, 1)]);
+    assert_eq!(sp.counts(), (0, 4, 0, 0));
+    sp.acknowledge("b", 0, &[(2, 3, AcknowledgeType::Accept)])
+        .unwrap();
+    assert_eq!(sp.start_offset(), 0, "0 and 1 are still acquired");
+    sp.acknowledge("a", 0, &[(0, 1, AcknowledgeType::Accept)])
+        .unwrap();
+    assert_eq!((sp.start_offset(), sp.end_offset()), (4, 4));
+    assert_eq!(sp.counts(), (0, 0, 0, 0));
+}
+
+#[test]
+fn only_the_member_holding_a_record_acknowledges_it_and_only_once() {
+    let mut sp = SharePartition::new(config(), 0);
+    sp.acquire("a", 0, log(0..3), 10);
+    assert_eq!(
+        sp.acknowledge("b", 0, &[(0, 0, AcknowledgeType::Accept)]),
+        Err(ShareError::InvalidRecordState(0))
+    );
+    // All or nothing: 5 was never acquired, so 0-2 stay acquired.
+    assert_eq!(
+        sp.acknowledge(
+            "a",
+            0,
+            &[
+                (0, 2, AcknowledgeType::Accept),
+                (5, 5, AcknowledgeType::Accept)
+            ]
+        ),
+        Err(ShareError::InvalidRecordState(5))
+    );
+    assert_eq!(sp.record(0), Some((RecordState::Acquired, 1)));
+    assert_eq!(
+        sp.acknowledge(
+            "a",
+            0,
+            &[
+                (1, 2, AcknowledgeType::Accept),
+                (0, 1, AcknowledgeType::Accept)
+            ]
+        ),
+        Err(ShareError::InvalidRequest)
+    );
+    sp.acknowledge("a", 0, &[(0, 0, AcknowledgeType::Accept)])
+        .unwrap();
+    assert_eq!(
+        sp.acknowledge("a", 0, &[(0, 0, AcknowledgeType::Accept)]),
+        Err(ShareError::InvalidRecordState(0)),
+        "acknowledged once"
+    );
+}
+
+#[test]
+fn an_expired_lock_makes_the_record_available_to_another_member() {
+    let mut sp = SharePartition::new(config(), 0);
+    sp.acquire("a", 0, log(0..2), 10);
+    assert_eq!(sp.next_lock_expiry_ms(), Some(1_000));
+    sp.expire_locks(999);
+    assert_eq!(sp.fetch_offset(999), Some(2), "nothing to redeliver yet");
+    sp.expire_locks(1_000);
+    assert_eq!(sp.fetch_offset(1_000), Some(0));
+    assert_eq!(sp.acquire("b", 1_000, log(0..2), 10), vec![range(0, 1, 2)]);
+    // a's late acknowledgement is refused: the records are b's now.
+    assert_eq!(
+        sp.acknowledge("a", 1_001, &[(0, 1, AcknowledgeType::Accept)]),
+        Err(ShareError::InvalidRecordState(0))
+    );
+    sp.acknowledge("b", 1_001, &[(0, 1, AcknowledgeType::Accept)])
+        .unwrap();
+    assert_eq!(sp.start_offset(), 2);
+}
+
+#[test]
+fn a_record_delivered_as_often_as_allowed_is_a_dead_letter_and_so_is_a_rejected_one() {
+    let mut sp = SharePartition::new(config(), 0);
+    for delivery in 1..=3u16 {
+        assert_eq!(
+            sp.acquire("a", 0, log(0..1), 10),
+            vec![range(0, 0, delivery)]
+        );
+        sp.acknowledge("a", 0, &[(0, 0, AcknowledgeType::Release)])
+            .unwrap();
+    }
+    assert_eq!(sp.start_offset(), 1, "archived after 3 deliveries");
+    sp.acquire("a", 0, log(1..3), 10);
+    sp.acknowledge(
+        "a",
+        0,
+        &[
+            (1, 1, AcknowledgeType::Reject),
+            (2, 2, AcknowledgeType::Gap),
+        ],
+    )
+    .unwrap();
+    let (changes, dead) = sp.take_changes();
+    assert_eq!(
+        dead,
+        vec![
+            DeadLetter {
+                offset: 0,
+                delivery_count: 3,
+                reason: DeadLetterReason::DeliveryLimit
+            },
+            DeadLetter {
+                offset: 1,
+                delivery_count: 1,
+                reason: DeadLetterReason::Rejected
+            },
+        ],
+        "a gap is archived, not dead-lettered"
+    );
+    assert_eq!(changes.unwrap().start_offset, 3);
+}
+
+#[test]
+fn no_more_than_max_in_flight_records_are_in_flight() {
+    let mut sp = SharePartition::new(config(), 0);
+    assert_eq!(sp.acquire("a", 0, log(0..20), 100), vec![range(0, 9, 1)]);
+    assert_eq!(sp.fetch_offset(0), None, "full, and nothing available");
+    sp.acknowledge("a", 0, &[(0, 4, AcknowledgeType::Accept)])
+        .unwrap();
+    assert_eq!(sp.fetch_offset(0), Some(10));
+    assert_eq!(sp.acquire("b", 0, log(10..20), 100), vec![range(10, 14, 1)]);
+}
+
+#[test]
+fn a_released_record_waits_a_backoff_that_doubles_with_each_delivery() {
+    let mut sp = SharePartition::new(
+        SharePartitionConfig {
+            release_backoff_ms: 100,
+            release_backoff_max_ms: 250,
+            delivery_count_limit: 10,
+            ..config()
+        },
+        0,
+    );
+    let mut now = 0;
+    for (delivery, backoff) in [(1u16, 100u64), (2, 200), (3, 250), (4, 250)] {
+        assert_eq!(
+            sp.acquire("a", now, log(0..2), 1),
+            vec![range(0, 0, delivery)]
+        );
+        sp.acknowledge("a", now, &[(0, 0, AcknowledgeType::Release)])
+            .unwrap();
+        // Meanwhile the next record is not held back.
+        assert_eq!(sp.fetch_offset(now), Some(1));
+        assert!(sp.acquire("b", now + backoff - 1, log(0..1), 1).is_empty());
+        assert_eq!(sp.next_available_ms(), Some(now + backoff));
+        now += backoff;
+    }
+}
+
+#[test]
+fn a_record_with_a_delivery_time_waits_for_it_without_holding_back_the_rest() {
+    let mut sp = SharePartition::new(config(), 0);
+    let records = [
+        LogRecord {
+            offset: 0,
+            deliver_at_ms: Some(5_000),
+        },
+        LogRecord {
+            offset: 1,
+            deliver_at_ms: None,
+        },
+    ];
+    assert_eq!(sp.acquire("a", 0, records, 10), vec![range(1, 1, 1)]);
+    assert_eq!(sp.next_available_ms(), Some(5_000));
+    assert_eq!(sp.fetch_offset(4_999), Some(2));
+    assert_eq!(sp.fetch_offset(5_000), Some(0));
+    assert_eq!(sp.acquire("a", 5_000, records, 10), vec![range(0, 0, 1)]);
+}
+
+#[test]
+fn a_loaded_partition_redelivers_what_was_in_flight_and_nothing_settled() {
+    let mut sp = SharePartition::new(config(), 0);
+    sp.acquire("a", 0, log(0..5), 10);
+    sp.acknowledge(
+        "a",
+        0,
+        &[
+            (1, 1, AcknowledgeType::Accept),
+            (3, 3, AcknowledgeType::Release),
+        ],
+    )
+    .unwrap();
+    let snapshot = sp.snapshot();
+    assert_eq!(snapshot.start_offset, 0);
+    let loaded = SharePartition::load(config(), &snapshot);
+    assert_eq!(loaded.start_offset(), 0);
+    assert_eq!(loaded.record(0), Some((RecordState::Available, 1)));
+    assert_eq!(loaded.record(1), Some((RecordState::Acknowledged, 1)));
+    assert_eq!(loaded.record(3), Some((RecordState::Available, 1)));
+    assert_eq!(loaded.end_offset(), 5);
+    // Updates carry the same: replaying them over the snapshot agrees.
+    let (update, _) = sp.take_changes();
+    assert!(update.is_some());
+}
+
+#[test]
+fn records_below_the_log_start_are_archived() {
+    let mut sp = SharePartition::new(config(), 0);
+    sp.acquire("a", 0, log(0..4), 10);
+    sp.on_log_start(2);
+    assert_eq!(sp.start_offset(), 2);
+    assert_eq!(
+        sp.acknowledge("a", 0, &[(0, 0, AcknowledgeType::Accept)]),
+        Err(ShareError::InvalidRecordState(0))
+    );
+    sp.on_log_start(10);
+    assert_eq!((sp.start_offset(), sp.end_offset()), (10, 10));
+}
+
+#[test]
+fn the_log_skipping_offsets_archives_them() {
+    let mut sp = SharePartition::new(config(), 0);
+    let compacted = [0, 3].map(|offset| LogRecord {
+        offset,
+        deliver_at_ms: None,
+    });
+    assert_eq!(
+        sp.acquire("a", 0, compacted, 10),
+        vec![range(0, 0, 1), range(3, 3, 1)]
+    );
+    assert_eq!(sp.record(1), Some((RecordState::Archived, 0)));
+    sp.acknowledge(
+        "a",
+        0,
+        &[
+            (0, 0, AcknowledgeType::Accept),
+            (3, 3, AcknowledgeType::Accept),
+        ],
+    )
+    .unwrap();
+    assert_eq!(sp.start_offset(), 4);
+}
+
+// ---- random schedules ----
+
+#[derive(Debug, Clone)]
+enum Step {
+    Acquire {
+        member: usize,
+        max: usize,
+    },
+    /// The member acknowledges the `pick`-th run of what it holds.
+    Acknowledge {
+        member: usize,
+        pick: usize,
+        kind: u8,
+    },
+    /// An acknowledgement of arbitrary offsets (may be refused).
+    Stray {
+        member: usize,
+        first: i64,
+        len: i64,
+    },
+    Leave {
+        member: usize,
+    },
+    Advance {
+        ms: u64,
+    },
+    Reload,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0..3usize, 1..6usize).prop_map(|(member, max)| Step::Acquire { member, max }),
+        4 => (0..3usize, 0..4usize, 0..4u8).prop_map(|(member, pick, kind)| Step::Acknowledge { member, pick, kind }),
+        1 => (0..3usize, 0..30i64, 1..4i64).prop_map(|(member, first, len)| Step::Stray { member, first, len }),
+        1 => (0..3usize).prop_map(|member| Step::Leave { member }),
+        2 => (0..1_500u64).prop_map(|ms| Step::Advance { ms }),
+        1 => Just(Step::Reload),
+    ]
+}
+
+const MEMBERS: [&str; 3] = ["m0", "m1", "m2"];
+const LOG_END: i64 = 40;
+
+proptest! {
+    /// Invariants, after every step:
+    /// - `acknowledged_at_most_once`: an Accept succeeds at most once per
+    ///   offset, and a settled record never goes back in flight;
+    /// - `in_flight_within_the_limit`: never more than `max_in_flight`;
+    /// - `below_the_start_is_settled`: every offset below the start offset
+    ///   was acknowledged or archived (by the model's account);
+    /// - `one_holder`: what a member holds, by the model, is acquired;
+    /// - `delivery_within_the_limit`: no record is delivered more often
+    ///   than `delivery_count_limit`;
+    /// - `reload_keeps_the_settled`: a share-partition loaded from its
+    ///   snapshot has the same start offset and settled records.
+    #[test]
+    fn share_partition_invariants(steps in prop::collection::vec(step(), 1..80)) {
+        let config = SharePartitionConfig { release_backoff_ms: 10, ..config() };
+        let mut sp = SharePartition::new(config.clone(), 0);
+        let mut now = 0u64;
+        // The model: what each member holds, what was accepted, what settled.
+        let mut held: Vec<BTreeSet<i64>> = vec![BTreeSet::new(); MEMBERS.len()];
+        let mut accepted: BTreeSet<i64> = BTreeSet::new();
+        let mut settled: BTreeSet<i64> = BTreeSet::new();
+        let mut deliveries: BTreeMap<i64, u16> = BTreeMap::new();
+        let mut locked_until: BTreeMap<i64, u64> = BTreeMap::new();
+        for step in steps {
+            match step {
+                Step::Acquire { member, max } => {
+                    let Some(from) = sp.fetch_offset(now) else { continue };
+                    let got = sp.acquire(MEMBERS[member], now, log(from..LOG_END), max);
+                    for r in got {
+                        for offset in r.first_offset..=r.last_offset {
+                            prop_assert!(!settled.contains(&offset), "settled {offset} delivered again");
+                            for (other, theirs) in held.iter().enumerate() {
+                                prop_assert!(!theirs.contains(&offset), "{offset} acquired while {other} holds it");
+                            }
+                            held[member].insert(offset);
+                            locked_until.insert(offset, now + config.record_lock_duration_ms);
+                            let count = deliveries.entry(offset).or_default();
+                            *count += 1;
+                            prop_assert_eq!(*count, r.delivery_count);
+                            prop_assert!(*count <= config.delivery_count_limit);
+                        }
+                    }
+                }
+                Step::Acknowledge { member, pick, kind } => {
+                    let runs = runs(&held[member]);
+                    let Some(&(first, last)) = runs.get(pick % runs.len().max(1)) else { continue };
+                    let kind = AcknowledgeType::from_id(kind as i8).unwrap();
+                    sp.acknowledge(MEMBERS[member], now, &[(first, last, kind)]).unwrap();
+                    for offset in first..=last {
+                        held[member].remove(&offset);
+                        match kind {
+                            AcknowledgeType::Accept => {
+                                prop_assert!(accepted.insert(offset), "{offset} accepted twice");
+                                settled.insert(offset);
+                            }
+                            AcknowledgeType::Gap | AcknowledgeType::Reject => {
+                                settled.insert(offset);
+                            }
+                            AcknowledgeType::Release => {
+                                if deliveries[&offset] >= config.delivery_count_limit {
+                                    settled.insert(offset);
+                                }
+                            }
+                        }
+                    }
+                }
+                Step::Stray { member, first, len } => {
+                    let last = first + len - 1;
+                    let mine = (first..=last).all(|o| held[member].contains(&o));
+                    let result = sp.acknowledge(MEMBERS[member], now, &[(first, last, AcknowledgeType::Accept)]);
+                    prop_assert_eq!(result.is_ok(), mine, "stray ack of {}-{}", first, last);
+                    if mine {
+                        for offset in first..=last {
+                            held[member].remove(&offset);
+                            prop_assert!(accepted.insert(offset), "{offset} accepted twice");
+                            settled.insert(offset);
+                        }
+                    }
+                }
+                Step::Leave { member } => {
+                    sp.release_member(MEMBERS[member], now);
+                    for offset in std::mem::take(&mut held[member]) {
+                        if deliveries[&offset] >= config.delivery_count_limit {
+                            settled.insert(offset);
+                        }
+                    }
+                }
+                Step::Advance { ms } => {
+                    now += ms;
+                    sp.expire_locks(now);
+                    for theirs in held.iter_mut() {
+                        let expired: Vec<i64> = theirs
+                            .iter()
+                            .copied()
+                            .filter(|o| locked_until[o] <= now)
+                            .collect();
+                        for offset in expired {
+                            theirs.remove(&offset);
+                            if deliveries[&offset] >= config.delivery_count_limit {
+                                settled.insert(offset);
+                            }
+                        }
+                    }
+                }
+                Step::Reload => {
+                    let loaded = SharePartition::load(config.clone(), &sp.snapshot());
+                    prop_assert_eq!(loaded.start_offset(), sp.start_offset());
+                    for offset in loaded.start_offset()..loaded.end_offset() {
+                        let (state, _) = loaded.record(offset).unwrap();
+                        prop_assert_eq!(state.is_terminal(), settled.contains(&offset));
+                    }
+                }
+            }
+            let (available, acquired, acknowledged, archived) = sp.counts();
+            prop_assert!(available + acquired + acknowledged + archived <= config.max_in_flight);
+            for offset in 0..sp.start_offset() {
+                prop_assert!(settled.contains(&offset), "{offset} below the start but not settled");
+            }
+            for (member, theirs) in held.iter().enumerate() {
+                for offset in theirs {
+                    prop_assert_eq!(sp.record(*offset).map(|r| r.0), Some(RecordState::Acquired),
+                        "{} holds {}", member, offset);
+                }
+            }
+            let _ = sp.take_changes();
+        }
+    }
+}
+
+/// The runs of consecutive offsets in `offsets`.
+fn runs(offsets: &BTreeSet<i64>) -> Vec<(i64, i64)> {
+    let mut runs: Vec<(i64, i64)> = Vec::new();
+    for &offset in offsets {
+        match runs.last_mut() {
+            Some(last) if last.1 + 1 == offset => last.1 = offset,
+            _ => runs.push((offset, offset)),
+        }
+    }
+    runs
+}
