@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use kafka_protocol::ResponseError;
@@ -385,6 +385,29 @@ pub struct Partition {
     /// this partition on this broker: this replica's fetches, while it
     /// follows, count against `follower.replication.throttled.rate`.
     follower_throttled: AtomicBool,
+    /// `weir.delivery.delay.ms`, read by every consumer fetch.
+    delivery_delay_ms: AtomicI64,
+    /// How far consumers may read under it.
+    delivery: Mutex<DeliveryCursor>,
+}
+
+/// The delivery delay's watermark, moved on as time passes: batches below
+/// `visible` are old enough for consumers. Each batch header is read about
+/// once, when the watermark reaches it; nothing is held per record, so a
+/// partition holding back a million records costs what one holding back
+/// one does.
+#[derive(Debug, Default)]
+struct DeliveryCursor {
+    /// The delay it was computed for.
+    delay_ms: i64,
+    /// The log's truncation count then: a truncated log starts over.
+    truncations: u64,
+    visible: u64,
+    /// When the batch at `visible` becomes readable (`i64::MAX`: `visible`
+    /// was the upper bound asked for, nothing held back).
+    visible_at_ms: i64,
+    /// The upper bound it was computed for.
+    upper: u64,
 }
 
 impl Partition {
@@ -424,6 +447,7 @@ impl Partition {
             log.on_failure(listener.clone());
         }
         let (producers, snapshot_offset) = load_producer_state(&*env.storage, &log)?;
+        let log_delivery_delay_ms = log.config().delivery_delay_ms;
         let snapshot_offset = snapshot_offset
             .filter(|offset| *offset == log.log_end_offset())
             .unwrap_or(u64::MAX);
@@ -450,6 +474,8 @@ impl Partition {
             snapshot_offset: AtomicU64::new(snapshot_offset),
             leader_throttled: AtomicBool::new(false),
             follower_throttled: AtomicBool::new(false),
+            delivery_delay_ms: AtomicI64::new(log_delivery_delay_ms),
+            delivery: Mutex::new(DeliveryCursor::default()),
         })
     }
 
@@ -468,6 +494,55 @@ impl Partition {
     /// Whether this replica's fetches from its leader are throttled.
     pub fn follower_throttled(&self) -> bool {
         self.follower_throttled.load(Ordering::Relaxed)
+    }
+
+    /// How far a consumer may read below `upper` (the high watermark, or
+    /// the last stable offset) under the topic's `weir.delivery.delay.ms`:
+    /// up to the first batch whose newest timestamp is not yet that old.
+    /// With it, when that batch becomes readable (`None`: nothing is held
+    /// back). Replicas are not held back: they read to their own bound.
+    pub fn delivery_limit(&self, upper: u64) -> (u64, Option<i64>) {
+        let delay_ms = self.delivery_delay_ms.load(Ordering::Relaxed);
+        if delay_ms <= 0 {
+            return (upper, None);
+        }
+        let log = self.read_log();
+        let now = self.clock.now_ms();
+        let truncations = log.truncation_count();
+        let mut cursor = self.delivery.lock();
+        let same = cursor.delay_ms == delay_ms && cursor.truncations == truncations;
+        let still_holds = same
+            && now < cursor.visible_at_ms
+            && (cursor.visible < cursor.upper || upper <= cursor.upper);
+        if !still_holds {
+            let from = if same {
+                cursor.visible
+            } else {
+                log.log_start_offset()
+            };
+            let cutoff = now.saturating_sub(delay_ms);
+            let found =
+                without_holding_up_the_worker(|| log.first_batch_newer_than(from, upper, cutoff));
+            let (visible, visible_at_ms) = match found {
+                Ok(Some((base, newest))) => (base, newest.saturating_add(delay_ms)),
+                Ok(None) => (upper, i64::MAX),
+                Err(error) => {
+                    // Serve nothing not already known to be old enough.
+                    tracing::warn!(topic = %self.topic, partition = self.index, %error, "cannot read batch timestamps for the delivery delay");
+                    let known = if same { cursor.visible } else { 0 };
+                    return (known.min(upper), Some(now.saturating_add(delay_ms)));
+                }
+            };
+            *cursor = DeliveryCursor {
+                delay_ms,
+                truncations,
+                visible,
+                visible_at_ms,
+                upper,
+            };
+        }
+        let limit = cursor.visible.min(upper);
+        (limit, (limit < upper).then_some(cursor.visible_at_ms))
     }
 
     /// The log, for reading.
@@ -502,7 +577,10 @@ impl Partition {
 
     /// Takes changed topic configs.
     pub fn set_log_config(&self, config: LogConfig) -> Result<(), LogError> {
-        self.read_log().set_config(config)
+        let delay_ms = config.delivery_delay_ms;
+        self.read_log().set_config(config)?;
+        self.delivery_delay_ms.store(delay_ms, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Makes every appended record durable.
@@ -1479,6 +1557,7 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
             }
             ("message.timestamp.before.max.ms", Some(n)) => config.timestamp_before_max_ms = n,
             ("message.timestamp.after.max.ms", Some(n)) => config.timestamp_after_max_ms = n,
+            ("weir.delivery.delay.ms", Some(n)) => config.delivery_delay_ms = n.max(0),
             ("message.timestamp.type", _) => {
                 config.timestamp_type = if value == "LogAppendTime" {
                     TimestampType::LogAppendTime

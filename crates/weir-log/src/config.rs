@@ -112,6 +112,9 @@ pub struct LogConfig {
     /// `min.cleanable.dirty.ratio`: the share of the log that must be dirty
     /// before it is cleaned.
     pub min_cleanable_dirty_ratio: f64,
+    /// `weir.delivery.delay.ms`: consumers read a batch only once its
+    /// newest timestamp is this old (0: at once). Replicas read everything.
+    pub delivery_delay_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -135,6 +138,7 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
             min_cleanable_dirty_ratio: 0.5,
+            delivery_delay_ms: 0,
         }
     }
 }

@@ -795,6 +795,49 @@ impl Log {
         Ok(LogSlice::empty())
     }
 
+    /// The first batch from the one holding `from` on, below `upper`,
+    /// whose newest timestamp is later than `cutoff_ms`: its base offset
+    /// and that timestamp. `None` when every batch up to `upper` is at or
+    /// before the cutoff. (A delivery delay's watermark: batches before it
+    /// are old enough to be read.) Reads the batch headers on the way.
+    pub fn first_batch_newer_than(
+        &self,
+        from: u64,
+        upper: u64,
+        cutoff_ms: i64,
+    ) -> Result<Option<(u64, i64)>, LogError> {
+        let st = self.state.lock();
+        let bound = upper.min(st.log_end_offset());
+        let from = from.max(st.log_start_offset);
+        if from >= bound {
+            return Ok(None);
+        }
+        let first_base = st
+            .segments
+            .range(..=from)
+            .next_back()
+            .map_or(0, |(&base, _)| base);
+        for segment in st.segments.range(first_base..).map(|(_, s)| s) {
+            if segment.base_offset >= bound {
+                break;
+            }
+            let mut position = segment.locate(from)?;
+            while position < segment.readable_end() {
+                let raw = segment.read_header(position)?;
+                let header = BatchHeader::parse(&raw, 0).expect("checked by read_header");
+                let base = header.base_offset() as u64;
+                if base >= bound {
+                    return Ok(None);
+                }
+                if header.last_offset() as u64 >= from && header.max_timestamp() > cutoff_ms {
+                    return Ok(Some((base, header.max_timestamp())));
+                }
+                position += header.total_size() as u64;
+            }
+        }
+        Ok(None)
+    }
+
     /// The first record whose timestamp is at or after `timestamp`, with its
     /// timestamp; `None` when every record is older.
     pub fn offset_for_timestamp(

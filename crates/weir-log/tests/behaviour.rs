@@ -335,6 +335,41 @@ fn offset_for_timestamp_finds_the_first_record_at_or_after() {
 }
 
 #[test]
+fn first_batch_newer_than_finds_a_delivery_delays_watermark() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    // Batches of 3 records with timestamps 1000*i + {0,1,2}: the newest
+    // of batch i is 1000*i + 2.
+    for i in 0..20 {
+        log.append(&BatchBuilder::new(3).timestamp(1000 * i).build(), 0)
+            .unwrap();
+    }
+    let end = log.log_end_offset();
+    assert_eq!(
+        log.first_batch_newer_than(0, end, -1).unwrap(),
+        Some((0, 2))
+    );
+    // Batch 0's newest is 2: at cutoff 2 it is old enough, batch 1 is not.
+    assert_eq!(
+        log.first_batch_newer_than(0, end, 2).unwrap(),
+        Some((3, 1002))
+    );
+    // From inside a batch, that batch is the first considered.
+    assert_eq!(
+        log.first_batch_newer_than(4, end, 2).unwrap(),
+        Some((3, 1002))
+    );
+    // Across segments, and nothing newer: up to the bound.
+    assert_eq!(
+        log.first_batch_newer_than(3, end, 12_500).unwrap(),
+        Some((39, 13_002))
+    );
+    assert_eq!(log.first_batch_newer_than(0, end, 19_002).unwrap(), None);
+    assert_eq!(log.first_batch_newer_than(0, 39, 12_500).unwrap(), None);
+    assert_eq!(log.first_batch_newer_than(end, end, -1).unwrap(), None);
+}
+
+#[test]
 fn max_timestamp_offset_finds_the_newest_record() {
     let h = Harness::new(small_segments());
     let log = h.open();

@@ -179,6 +179,8 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "Roll to a new segment when the active one is this old."),
     def!("unclean.leader.election.enable", Boolean, "false", Some("unclean.leader.election.enable"), Valid::Any,
         "Allow a replica outside the ISR to become leader, at the risk of losing data."),
+    def!("weir.delivery.delay.ms", Long, "0", None, Valid::AtLeast(0),
+        "A Weir extension: consumers see a record only once its timestamp is this old (the producer's with CreateTime, the broker's with LogAppendTime); 0 delivers at once."),
 ];
 
 /// The config with this name.

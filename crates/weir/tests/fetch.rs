@@ -225,3 +225,112 @@ fn deleting_a_topic_removes_its_data() {
         ResponseError::UnknownTopicOrPartition.code()
     );
 }
+
+/// Creates a topic of one partition with `configs`.
+fn create_with_configs(raw: &mut Raw, topic: &str, configs: &[(&str, &str)]) {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let response: CreateTopicsResponse = raw.call(
+        ApiKey::CreateTopics,
+        5,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(name, value)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string((*name).to_owned()))
+                            .with_value(Some(StrBytes::from_string((*value).to_owned())))
+                    })
+                    .collect(),
+            )]),
+    );
+    assert_eq!(response.topics[0].error_code, 0, "{response:?}");
+}
+
+fn epoch_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[test]
+fn a_delayed_topic_serves_a_batch_only_once_its_timestamp_is_old_enough() {
+    const DELAYED: &str = "delayed";
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    create_with_configs(&mut raw, DELAYED, &[("weir.delivery.delay.ms", "2000")]);
+    let produce_to = |raw: &mut Raw, batch: Vec<u8>| {
+        let (code, offset) = raw.produce(DELAYED, 0, batch);
+        assert_eq!(code, 0);
+        offset
+    };
+    let fetch_from = |raw: &mut Raw, offset: i64, max_wait_ms: i32| -> (Vec<i64>, i64) {
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(max_wait_ms)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_static_str(DELAYED)))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(1 << 20)])]);
+        let response: FetchResponse = raw.call(ApiKey::Fetch, 11, &request);
+        let data = &response.responses[0].partitions[0];
+        assert_eq!(data.error_code, 0);
+        (
+            batch_offsets(data.records.as_deref().unwrap_or_default()),
+            data.high_watermark,
+        )
+    };
+    let produced_at = epoch_ms();
+    // A record ten seconds old is served at once; a fresh batch is held
+    // back, and so is an old one behind it (the watermark moves in order).
+    assert_eq!(
+        produce_to(
+            &mut raw,
+            BatchBuilder::new(1).timestamp(produced_at - 10_000).build()
+        ),
+        0
+    );
+    assert_eq!(
+        produce_to(
+            &mut raw,
+            BatchBuilder::new(2).timestamp(produced_at).build()
+        ),
+        1
+    );
+    assert_eq!(
+        produce_to(
+            &mut raw,
+            BatchBuilder::new(1).timestamp(produced_at - 10_000).build()
+        ),
+        3
+    );
+    assert_eq!(
+        fetch_from(&mut raw, 0, 0),
+        (vec![0], 4),
+        "the high watermark counts every record"
+    );
+    assert_eq!(fetch_from(&mut raw, 1, 0).0, Vec::<i64>::new());
+    // A waiting fetch is answered when the fresh batch is due, not before
+    // and not at its deadline.
+    let started = Instant::now();
+    let (offsets, _) = fetch_from(&mut raw, 1, 20_000);
+    assert_eq!(offsets, vec![1, 3]);
+    assert!(
+        epoch_ms() >= produced_at + 2_000,
+        "a record was delivered before its delay"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "the fetch waited for its deadline instead of the delay"
+    );
+}

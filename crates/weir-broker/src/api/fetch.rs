@@ -173,10 +173,20 @@ pub(super) async fn handle(
         for partition in &live {
             partition.wake_on_change(&waker);
         }
+        // Records held back by a delivery delay are read again when they
+        // are due, or at the deadline if that is sooner.
+        let wake = reads
+            .iter()
+            .filter_map(|read| read.held_until_ms)
+            .min()
+            .map_or(deadline, |at| {
+                let wait = u64::try_from(at.saturating_sub(broker.now_ms())).unwrap_or(0);
+                deadline.min(Instant::now() + Duration::from_millis(wait))
+            });
         // A change between the read and the parking is read again now.
         if changes(&live) == seen {
             // On timeout, loop once more to answer with whatever is there.
-            let _ = tokio::time::timeout_at(deadline, waker.notified()).await;
+            let _ = tokio::time::timeout_at(wake, waker.notified()).await;
         }
     }
 }
@@ -459,6 +469,9 @@ struct Read {
     caught_up_at: Option<u64>,
     /// See [`Answered::skipped`].
     skipped: bool,
+    /// When records held back by the topic's delivery delay become
+    /// readable (epoch ms): a waiting fetch reads again then.
+    held_until_ms: Option<i64>,
 }
 
 impl Read {
@@ -486,6 +499,7 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
                 data: FetchedPartition::error(target.index, *code),
                 caught_up_at: None,
                 skipped: false,
+                held_until_ms: None,
             }
         }
     };
@@ -495,6 +509,7 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
             data: FetchedPartition::error(target.index, ResponseError::KafkaStorageError.code()),
             caught_up_at: None,
             skipped: false,
+            held_until_ms: None,
         };
     }
     // Taken before anything is read: a change from here on moves it.
@@ -503,6 +518,7 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
         data: FetchedPartition::error(target.index, 0),
         caught_up_at: None,
         skipped: target.caught_up_at == Some(changes),
+        held_until_ms: None,
     };
     if read.skipped {
         return read;
@@ -520,13 +536,21 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
     };
     let upper = if target.follower {
         partition.log().log_end_offset()
-    } else if target.read_committed {
-        last_stable
     } else {
-        high_watermark
+        // A consumer reads what the topic's delivery delay lets through.
+        let (limit, held_until_ms) = partition.delivery_limit(if target.read_committed {
+            last_stable
+        } else {
+            high_watermark
+        });
+        read.held_until_ms = held_until_ms;
+        limit
     };
     if offset == upper && offset >= log_start {
-        read.caught_up_at = Some(changes);
+        // Held back by the delay, it is not caught up: time alone moves it.
+        if read.held_until_ms.is_none() {
+            read.caught_up_at = Some(changes);
+        }
         return read;
     }
     let limit = target.max_bytes.min(budget);
