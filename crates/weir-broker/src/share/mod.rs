@@ -2,16 +2,22 @@
 //! are delivered to any member of a share group, one at a time, and each is
 //! acknowledged on its own.
 //!
-//! [`SharePartition`] is the per-partition delivery state machine; the
-//! group membership, the ShareFetch/ShareAcknowledge APIs and the
-//! persistence of share-partition state in `__share_group_state` build on
-//! it.
+//! [`ShareGroupEngine`] is a group's membership (ShareGroupHeartbeat) and
+//! [`SharePartition`] the per-partition delivery state machine, both
+//! sans-IO; the ShareFetch/ShareAcknowledge APIs and the persistence of
+//! share-partition state in `__share_group_state` build on them.
 
+mod group;
 mod partition;
 
 #[cfg(test)]
 mod tests;
 
+pub use group::{
+    simple_assignment, ShareGroupConfig, ShareGroupEngine, ShareGroupError, ShareGroupState,
+    ShareHeartbeat, ShareHeartbeatResponse, ShareMember, ShareMemberMetadata, ShareOutput,
+    ShareRecord, LEAVE_GROUP_MEMBER_EPOCH,
+};
 pub use partition::{
     AcknowledgeType, AcquiredRange, DeadLetter, DeadLetterReason, LogRecord, PersistedState,
     RecordState, ShareError, SharePartition, SharePartitionConfig, StateBatch,

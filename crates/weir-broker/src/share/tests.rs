@@ -1,11 +1,14 @@
-//! Tests of the share-partition state machine: tables of the transitions,
-//! and random schedules of members checked against named invariants.
+//! Tests of the share-partition state machine (tables of the transitions,
+//! and random schedules of members checked against named invariants) and
+//! of share group membership.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
 use super::*;
+
+mod membership;
 
 fn log(offsets: std::ops::Range<i64>) -> Vec<LogRecord> {
     offsets

@@ -1,0 +1,188 @@
+//! Share group membership: members take their target at once, partitions
+//! are shared only when members outnumber them.
+
+use std::collections::BTreeSet;
+
+use uuid::Uuid;
+
+use super::super::*;
+use crate::consumer_group::{partition_count, TopicsImage};
+
+struct Harness {
+    engine: ShareGroupEngine,
+    topics: TopicsImage,
+    now: u64,
+    log: Vec<ShareRecord>,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let mut topics = TopicsImage::new();
+        topics.insert("jobs", Uuid::from_u128(1), 4);
+        Self {
+            engine: ShareGroupEngine::new("q", ShareGroupConfig::default()),
+            topics,
+            now: 0,
+            log: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, request: ShareHeartbeat) -> Result<ShareHeartbeatResponse, ShareGroupError> {
+        let (result, out) = self.engine.heartbeat(self.now, &request, &self.topics);
+        self.log.extend(out.records);
+        result
+    }
+
+    fn join(&mut self, member: &str) -> ShareHeartbeatResponse {
+        self.send(ShareHeartbeat {
+            member_id: member.into(),
+            member_epoch: 0,
+            subscribed_topic_names: Some(vec!["jobs".into()]),
+            ..ShareHeartbeat::default()
+        })
+        .expect("joins")
+    }
+
+    fn beat(
+        &mut self,
+        member: &str,
+        epoch: i32,
+    ) -> Result<ShareHeartbeatResponse, ShareGroupError> {
+        self.send(ShareHeartbeat {
+            member_id: member.into(),
+            member_epoch: epoch,
+            ..ShareHeartbeat::default()
+        })
+    }
+
+    fn partitions(&self, member: &str) -> BTreeSet<i32> {
+        self.engine.state().members[member]
+            .assignment
+            .values()
+            .flatten()
+            .copied()
+            .collect()
+    }
+
+    fn assert_replay_matches(&self) {
+        let mut replayed = ShareGroupEngine::new("q", ShareGroupConfig::default());
+        for record in &self.log {
+            replayed.replay(record);
+        }
+        assert_eq!(replayed.state(), self.engine.state());
+    }
+}
+
+#[test]
+fn members_take_their_share_at_once_and_share_partitions_only_when_outnumbering_them() {
+    let mut h = Harness::new();
+    let a = h.join("a");
+    assert_eq!(a.member_epoch, 1);
+    assert_eq!(partition_count(&a.assignment.unwrap()), 4);
+    let b = h.join("b");
+    assert_eq!(b.member_epoch, 2);
+    // a learns its smaller share on its next heartbeat, at the new epoch,
+    // with no revocation step: b may read a's partitions meanwhile.
+    let a = h.beat("a", 1).unwrap();
+    assert_eq!(a.member_epoch, 2);
+    assert_eq!(h.partitions("a").len() + h.partitions("b").len(), 4);
+    assert!(h.partitions("a").is_disjoint(&h.partitions("b")));
+    // Six members on four partitions: every member reads one, and every
+    // partition is read.
+    for member in ["c", "d", "e", "f"] {
+        h.join(member);
+    }
+    for member in ["a", "b", "c", "d", "e"] {
+        let epoch = h.engine.state().members[member].member_epoch;
+        h.beat(member, epoch).unwrap();
+    }
+    let all: Vec<BTreeSet<i32>> = ["a", "b", "c", "d", "e", "f"]
+        .iter()
+        .map(|m| h.partitions(m))
+        .collect();
+    assert!(all.iter().all(|p| p.len() == 1), "{all:?}");
+    let union: BTreeSet<i32> = all.iter().flatten().copied().collect();
+    assert_eq!(union, (0..4).collect());
+    h.assert_replay_matches();
+}
+
+#[test]
+fn a_member_leaving_or_going_silent_is_removed_and_its_share_moves() {
+    let mut h = Harness::new();
+    h.join("a");
+    h.join("b");
+    let (left, out) = h.engine.heartbeat(
+        0,
+        &ShareHeartbeat {
+            member_id: "b".into(),
+            member_epoch: LEAVE_GROUP_MEMBER_EPOCH,
+            ..ShareHeartbeat::default()
+        },
+        &h.topics,
+    );
+    assert_eq!(left.unwrap().member_epoch, LEAVE_GROUP_MEMBER_EPOCH);
+    assert_eq!(out.ended, vec!["b".to_owned()]);
+    h.log.extend(out.records);
+    // a is still at the epoch it joined with; it catches up to the group.
+    let a = h.beat("a", 1).unwrap();
+    assert_eq!(a.member_epoch, 3);
+    assert_eq!(partition_count(&a.assignment.unwrap()), 4);
+    // a goes silent: removed at its session timeout, not before.
+    let out = h.engine.session_expired(44_999, "a", &h.topics);
+    assert!(out.ended.is_empty());
+    let out = h.engine.session_expired(45_000, "a", &h.topics);
+    assert_eq!(out.ended, vec!["a".to_owned()]);
+    h.log.extend(out.records);
+    assert!(h.engine.state().members.is_empty());
+    h.assert_replay_matches();
+}
+
+#[test]
+fn heartbeats_are_checked_as_kafka_checks_them() {
+    let mut h = Harness::new();
+    assert_eq!(
+        h.send(ShareHeartbeat {
+            member_id: "a".into(),
+            member_epoch: 0,
+            ..ShareHeartbeat::default()
+        }),
+        Err(ShareGroupError::InvalidRequest(
+            "SubscribedTopicNames must be set in first request."
+        ))
+    );
+    assert!(matches!(
+        h.send(ShareHeartbeat::default()),
+        Err(ShareGroupError::InvalidRequest(_))
+    ));
+    assert_eq!(h.beat("a", 3), Err(ShareGroupError::UnknownMemberId));
+    h.join("a");
+    assert_eq!(h.beat("a", 7), Err(ShareGroupError::FencedMemberEpoch));
+    let mut full = Harness::new();
+    full.engine.set_config(ShareGroupConfig {
+        max_size: 1,
+        ..ShareGroupConfig::default()
+    });
+    full.join("a");
+    assert_eq!(
+        full.send(ShareHeartbeat {
+            member_id: "b".into(),
+            member_epoch: 0,
+            subscribed_topic_names: Some(vec!["jobs".into()]),
+            ..ShareHeartbeat::default()
+        }),
+        Err(ShareGroupError::GroupMaxSizeReached)
+    );
+}
+
+#[test]
+fn a_new_partition_reaches_the_members() {
+    let mut h = Harness::new();
+    h.join("a");
+    h.topics.insert("jobs", Uuid::from_u128(1), 6);
+    let out = h.engine.metadata_changed(&h.topics);
+    h.log.extend(out.records);
+    let a = h.beat("a", 1).unwrap();
+    assert_eq!(a.member_epoch, 2);
+    assert_eq!(partition_count(&a.assignment.unwrap()), 6);
+    h.assert_replay_matches();
+}
