@@ -9,6 +9,7 @@
 
 mod group;
 mod partition;
+pub mod state_records;
 
 #[cfg(test)]
 mod tests;
