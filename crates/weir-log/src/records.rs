@@ -155,6 +155,47 @@ pub fn timestamps_out_of_range(
         .collect())
 }
 
+/// A record's offset and the value of one of its headers, if it has it.
+pub type OffsetHeader = (i64, Option<Vec<u8>>);
+
+/// The offset of each record of `batch`, with the value of its header
+/// named `header` if it has one (the first such header). Inflates at most
+/// [`MAX_INFLATED_BATCH_BYTES`].
+pub fn offsets_with_header(
+    batch: Batch<'_>,
+    header: &str,
+) -> Result<Vec<OffsetHeader>, RecordsError> {
+    let plain = inflate(batch, MAX_INFLATED_BATCH_BYTES)?;
+    let records =
+        parse_records(&plain, batch.header.record_count()).map_err(RecordsError::Malformed)?;
+    let base = batch.header.base_offset();
+    records
+        .iter()
+        .map(|record| {
+            let value =
+                header_value(record.rest, header.as_bytes()).map_err(RecordsError::Malformed)?;
+            Ok((base + i64::from(record.offset_delta), value))
+        })
+        .collect()
+}
+
+/// The value of the first header named `name` in a record's key, value and
+/// headers section.
+fn header_value(rest: &[u8], name: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    let mut at = 0;
+    read_bytes(rest, &mut at)?; // key
+    read_bytes(rest, &mut at)?; // value
+    let count = read_varint(rest, &mut at)?;
+    for _ in 0..count.max(0) {
+        let key = read_bytes(rest, &mut at)?.ok_or("a header without a name")?;
+        let value = read_bytes(rest, &mut at)?;
+        if key == name {
+            return Ok(value.map(<[u8]>::to_vec));
+        }
+    }
+    Ok(None)
+}
+
 /// One record of a batch, borrowed from the uncompressed record bytes.
 pub(crate) struct RecordView<'a> {
     /// The whole record, its length prefix included.
@@ -404,6 +445,30 @@ mod tests {
                 .build();
             let batch = batch::validate(&bytes, 0, Origin::Client, usize::MAX).unwrap();
             assert_eq!(keyless_records(batch), Ok(vec![1, 3]));
+        }
+    }
+
+    #[test]
+    fn each_record_is_listed_with_the_header_asked_for() {
+        for codec in [Compression::None, Compression::Lz4] {
+            let bytes = KeyedBatch::new()
+                .compression(wire(codec))
+                .record(Some(b"a"), Some(b"1"))
+                .header("trace", b"t1")
+                .header("weir-deliver-at", b"1700000005000")
+                .record(None, Some(b"2"))
+                .record(Some(b"c"), None)
+                .header("weir-deliver-at", b"1700000009000")
+                .build();
+            let batch = batch::validate(&bytes, 0, Origin::Client, usize::MAX).unwrap();
+            assert_eq!(
+                offsets_with_header(batch, "weir-deliver-at"),
+                Ok(vec![
+                    (0, Some(b"1700000005000".to_vec())),
+                    (1, None),
+                    (2, Some(b"1700000009000".to_vec())),
+                ])
+            );
         }
     }
 

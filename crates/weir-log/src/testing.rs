@@ -3,6 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 use indexmap::IndexMap;
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
@@ -135,6 +136,8 @@ impl BatchBuilder {
 #[derive(Debug, Clone)]
 pub struct KeyedBatch {
     records: Vec<(Option<Bytes>, Option<Bytes>)>,
+    /// Each record's headers, by record.
+    headers: Vec<Vec<(String, Bytes)>>,
     timestamp: i64,
     compression: Compression,
     producer: Option<(i64, i16, i32)>,
@@ -151,6 +154,7 @@ impl KeyedBatch {
     pub fn new() -> Self {
         Self {
             records: Vec::new(),
+            headers: Vec::new(),
             timestamp: 1_700_000_000_000,
             compression: Compression::None,
             producer: None,
@@ -171,6 +175,16 @@ impl KeyedBatch {
             key.map(Bytes::copy_from_slice),
             value.map(Bytes::copy_from_slice),
         ));
+        self.headers.push(Vec::new());
+        self
+    }
+
+    /// Adds a header to the last record added.
+    pub fn header(mut self, name: &str, value: &[u8]) -> Self {
+        self.headers
+            .last_mut()
+            .expect("a record to add the header to")
+            .push((name.to_owned(), Bytes::copy_from_slice(value)));
         self
     }
 
@@ -222,7 +236,10 @@ impl KeyedBatch {
                 timestamp: self.timestamp + i as i64,
                 key: key.clone(),
                 value: value.clone(),
-                headers: IndexMap::new(),
+                headers: self.headers[i]
+                    .iter()
+                    .map(|(name, value)| (StrBytes::from_string(name.clone()), Some(value.clone())))
+                    .collect(),
             })
             .collect();
         let mut buf = BytesMut::new();

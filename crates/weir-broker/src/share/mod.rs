@@ -20,6 +20,7 @@ pub use group::{
     ShareRecord, LEAVE_GROUP_MEMBER_EPOCH,
 };
 pub use partition::{
-    AcknowledgeType, AcquiredRange, DeadLetter, DeadLetterReason, LogRecord, PersistedState,
-    RecordState, ShareError, SharePartition, SharePartitionConfig, StateBatch,
+    log_records, AcknowledgeType, AcquiredRange, DeadLetter, DeadLetterReason, LogRecord,
+    PersistedState, RecordState, ShareError, SharePartition, SharePartitionConfig, StateBatch,
+    DELIVER_AT_HEADER,
 };

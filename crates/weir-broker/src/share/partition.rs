@@ -708,3 +708,40 @@ fn push_batch(batches: &mut Vec<StateBatch>, offset: i64, state: RecordState, de
         }),
     }
 }
+
+/// The header with which a record of a share group asks to be delivered no
+/// earlier than a time (epoch milliseconds, in decimal).
+pub const DELIVER_AT_HEADER: &str = "weir-deliver-at";
+
+/// The records of `log` (whole batches as the log holds them, read from a
+/// share-partition's fetch offset) as acquisition sees them: each data
+/// record's offset and its `weir-deliver-at` time. Control batches hold
+/// nothing to deliver and are left out (acquisition archives their
+/// offsets); a header that is not a decimal time is ignored.
+pub fn log_records(log: &[u8]) -> Result<Vec<LogRecord>, weir_log::records::RecordsError> {
+    use weir_log::batch::{self, Origin};
+    let mut records = Vec::new();
+    let mut position = 0;
+    while position < log.len() {
+        let Ok(batch) = batch::validate(&log[position..], 0, Origin::Log, usize::MAX) else {
+            break; // a partial batch at the end of a read
+        };
+        position += batch.header.total_size();
+        if batch.header.is_control() {
+            continue;
+        }
+        for (offset, deliver_at) in
+            weir_log::records::offsets_with_header(batch, DELIVER_AT_HEADER)?
+        {
+            let deliver_at_ms = deliver_at
+                .as_deref()
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            records.push(LogRecord {
+                offset,
+                deliver_at_ms,
+            });
+        }
+    }
+    Ok(records)
+}

@@ -278,6 +278,36 @@ fn the_log_skipping_offsets_archives_them() {
     assert_eq!(sp.start_offset(), 4);
 }
 
+#[test]
+fn acquisition_reads_each_records_delivery_time_from_its_header() {
+    use weir_log::testing::KeyedBatch;
+    let mut log = KeyedBatch::new()
+        .record(Some(b"a"), Some(b"1"))
+        .header(DELIVER_AT_HEADER, b"1700000005000")
+        .record(Some(b"b"), Some(b"2"))
+        .record(Some(b"c"), Some(b"3"))
+        .header(DELIVER_AT_HEADER, b"soon")
+        .build();
+    log.extend(&log.clone()[..10]); // a partial batch at the end of a read
+    assert_eq!(
+        log_records(&log).unwrap(),
+        vec![
+            LogRecord {
+                offset: 0,
+                deliver_at_ms: Some(1_700_000_005_000)
+            },
+            LogRecord {
+                offset: 1,
+                deliver_at_ms: None
+            },
+            LogRecord {
+                offset: 2,
+                deliver_at_ms: None
+            },
+        ]
+    );
+}
+
 // ---- random schedules ----
 
 #[derive(Debug, Clone)]
