@@ -9,6 +9,7 @@
 
 mod group;
 mod partition;
+mod session;
 pub mod state_records;
 
 #[cfg(test)]
@@ -23,4 +24,8 @@ pub use partition::{
     log_records, AcknowledgeType, AcquiredRange, DeadLetter, DeadLetterReason, LogRecord,
     PersistedState, RecordState, ShareError, SharePartition, SharePartitionConfig, StateBatch,
     DELIVER_AT_HEADER,
+};
+pub use session::{
+    SessionChange, ShareSessionError, ShareSessions, TopicIdPartition, FINAL_SESSION_EPOCH,
+    OPEN_SESSION_EPOCH,
 };
