@@ -24,6 +24,8 @@ Usage: confluent_check.py HOST:PORT
   that gets what they give up, no partition left unowned; a
   cooperative-sticky static member (group.instance.id) that keeps its place
   across a restart.
+- Delayed delivery (weir.delivery.delay.ms, a Weir extension): a group
+  consumer gets every record, none before its timestamp plus the delay.
 """
 
 import logging
@@ -830,9 +832,41 @@ def check_group_static_cooperative(bootstrap):
         again.close()
 
 
+def check_delayed_delivery(bootstrap):
+    """A topic with weir.delivery.delay.ms: a group consumer gets each record
+    no earlier than its timestamp plus the delay, and gets all of them."""
+    topic, delay_ms, count = "ck-delayed", 2000, 10
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"weir.delivery.delay.ms": str(delay_ms)})])[topic].result()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "ck-delayed-group",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        producer.produce(topic, value=f"later-{i}".encode())
+    producer.flush(10)
+    got = []
+    deadline = time.time() + 20
+    while len(got) < count and time.time() < deadline:
+        m = consumer.poll(0.1)
+        if m is None or m.error():
+            continue
+        got.append((m.value().decode(), m.timestamp()[1], time.time() * 1000))
+    consumer.close()
+    expect_eq(sorted(v for v, _, _ in got), sorted(f"later-{i}" for i in range(count)), "records of the delayed topic")
+    early = [(v, received - (ts + delay_ms)) for v, ts, received in got if received < ts + delay_ms]
+    expect(not early, f"records delivered before their delay: {early}")
+
+
 def main():
     bootstrap = bootstrap_from_argv("confluent_check.py")
-    checks = Checks("confluent_check.py", deadline_s=90)
+    checks = Checks("confluent_check.py", deadline_s=150)
     Checks.note(f"confluent-kafka {getattr(confluent_kafka, '__version__', confluent_kafka.version())}, librdkafka {confluent_kafka.libversion()[0]}")
     checks.run("confluent-kafka admin: describe_cluster", check_describe_cluster, bootstrap)
     checks.run("confluent-kafka admin: create_topics (configs, existing topic, validate_only)", check_create_topics, bootstrap)
@@ -884,6 +918,11 @@ def main():
     checks.run(
         "confluent-kafka group: cooperative-sticky static member (group.instance.id)",
         check_group_static_cooperative,
+        bootstrap,
+    )
+    checks.run(
+        "confluent-kafka group: a topic with weir.delivery.delay.ms delivers nothing early and everything",
+        check_delayed_delivery,
         bootstrap,
     )
     checks.finish()
