@@ -1166,8 +1166,12 @@ impl Broker {
             configs.remove(name);
         }
         configs.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
-        crate::group_configs::apply(&self.static_config.consumer_group, &configs)
-            .map_err(invalid)?;
+        crate::group_configs::validate(
+            &self.static_config.consumer_group,
+            &self.static_config.share_group,
+            &configs,
+        )
+        .map_err(invalid)?;
         let command = Command::AlterGroupConfigs {
             group: group.to_owned(),
             set,

@@ -251,6 +251,90 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "The server-side assignors of consumer groups; the first is the default",
     },
     BrokerConfigDef {
+        name: "group.share.heartbeat.interval.ms",
+        default: "5000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How often members of share groups heartbeat",
+    },
+    BrokerConfigDef {
+        name: "group.share.min.heartbeat.interval.ms",
+        default: "5000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The shortest heartbeat interval a share group may be configured with",
+    },
+    BrokerConfigDef {
+        name: "group.share.max.heartbeat.interval.ms",
+        default: "15000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The longest heartbeat interval a share group may be configured with",
+    },
+    BrokerConfigDef {
+        name: "group.share.session.timeout.ms",
+        default: "45000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How long a share group member may go without a heartbeat before it is removed",
+    },
+    BrokerConfigDef {
+        name: "group.share.min.session.timeout.ms",
+        default: "45000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The shortest session timeout a share group may be configured with",
+    },
+    BrokerConfigDef {
+        name: "group.share.max.session.timeout.ms",
+        default: "60000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The longest session timeout a share group may be configured with",
+    },
+    BrokerConfigDef {
+        name: "group.share.record.lock.duration.ms",
+        default: "30000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How long a record a share group member acquired stays with it",
+    },
+    BrokerConfigDef {
+        name: "group.share.min.record.lock.duration.ms",
+        default: "15000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The shortest record lock a share group may be configured with",
+    },
+    BrokerConfigDef {
+        name: "group.share.max.record.lock.duration.ms",
+        default: "60000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The longest record lock a share group may be configured with",
+    },
+    BrokerConfigDef {
+        name: "group.share.delivery.count.limit",
+        default: "5",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How often a share group delivers a record before archiving it (2 to 10)",
+    },
+    BrokerConfigDef {
+        name: "group.share.partition.max.record.locks",
+        default: "2000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The most records of a share-partition in flight at once",
+    },
+    BrokerConfigDef {
+        name: "group.share.max.size",
+        default: "200",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The most members a share group may have",
+    },
+    BrokerConfigDef {
         name: "max.incremental.fetch.session.cache.slots",
         default: "1000",
         config_type: ConfigType::Int,
@@ -873,6 +957,8 @@ pub struct BrokerConfig {
     pub group_max_size: i32,
     /// The `group.consumer.*` settings of consumer groups (KIP-848).
     pub consumer_group: crate::consumer_group::ConsumerGroupConfig,
+    /// The `group.share.*` settings of share groups (KIP-932).
+    pub share_group: crate::group_configs::ShareBrokerConfig,
     pub replica_lag_time_max_ms: i64,
     /// `leader.replication.throttled.rate`, bytes per second.
     pub leader_replication_throttled_rate: i64,
@@ -1039,6 +1125,7 @@ impl BrokerConfig {
             )?,
             group_max_size: parse_in(get, "group.max.size", 1..=i32::MAX)?,
             consumer_group: consumer_group_config(&get)?,
+            share_group: share_group_config(&get)?,
             replica_lag_time_max_ms: parse_in(get, "replica.lag.time.max.ms", 1..=i32::MAX as i64)?,
             leader_replication_throttled_rate: parse_in(
                 get,
@@ -1847,6 +1934,42 @@ fn consumer_group_config<'a>(
             reason: error.requirement,
         })?;
     Ok(config)
+}
+
+/// The `group.share.*` settings, each default within its bounds.
+fn share_group_config<'a>(
+    get: &impl Fn(&str) -> &'a str,
+) -> Result<crate::group_configs::ShareBrokerConfig, ConfigError> {
+    let bounded = |what: &str| -> Result<crate::group_configs::Bounded, ConfigError> {
+        let name = format!("group.share.{what}");
+        let min_name = format!("group.share.min.{what}");
+        let max_name = format!("group.share.max.{what}");
+        let min = parse_in(get, &min_name, 1..=i32::MAX)?;
+        let max = parse_in(get, &max_name, min..=i32::MAX)?;
+        let value = parse_in(get, &name, min..=max)?;
+        Ok(crate::group_configs::Bounded { value, min, max })
+    };
+    let heartbeat_interval_ms = bounded("heartbeat.interval.ms")?;
+    let session_timeout_ms = bounded("session.timeout.ms")?;
+    if heartbeat_interval_ms.value >= session_timeout_ms.value {
+        return Err(ConfigError {
+            name: "group.share.heartbeat.interval.ms".into(),
+            value: heartbeat_interval_ms.value.to_string(),
+            reason: "must be less than group.share.session.timeout.ms".into(),
+        });
+    }
+    Ok(crate::group_configs::ShareBrokerConfig {
+        heartbeat_interval_ms,
+        session_timeout_ms,
+        record_lock_duration_ms: bounded("record.lock.duration.ms")?,
+        delivery_count_limit: parse_in(get, "group.share.delivery.count.limit", 2..=10)?,
+        partition_max_record_locks: parse_in(
+            get,
+            "group.share.partition.max.record.locks",
+            100..=10_000,
+        )?,
+        max_size: parse_in(get, "group.share.max.size", 1..=1000)?,
+    })
 }
 
 fn parse_in<'a, T>(

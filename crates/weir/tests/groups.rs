@@ -1225,6 +1225,31 @@ fn a_consumer_group_takes_its_own_configs_from_the_group_config_resource() {
         configs["consumer.session.timeout.ms"],
         ("7000".to_owned(), 8)
     );
+    // The share group settings (KIP-932, and KIP-1191's dead-letter topic)
+    // are group configs too, with Kafka's defaults and bounds.
+    assert_eq!(
+        configs["share.record.lock.duration.ms"],
+        ("30000".to_owned(), 5)
+    );
+    assert_eq!(configs["share.auto.offset.reset"], ("latest".to_owned(), 5));
+    assert_eq!(
+        alter(
+            &mut raw,
+            &[
+                ("errors.deadletterqueue.topic.name", "tuned-dlq"),
+                ("share.delivery.count.limit", "3"),
+            ]
+        ),
+        (0, None)
+    );
+    assert_eq!(
+        alter(&mut raw, &[("share.delivery.count.limit", "11")]),
+        (
+            40,
+            Some("share.delivery.count.limit must be between 2 and 10".to_owned())
+        )
+    );
+    assert_eq!(alter(&mut raw, &[("share.isolation.level", "maybe")]).0, 40);
     // A member of the group is told the group's heartbeat interval; other
     // groups keep the broker's.
     assert_eq!(raw.find_coordinator(0, "tuned").error_code, 0);

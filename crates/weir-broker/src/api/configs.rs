@@ -245,7 +245,11 @@ pub(super) fn describe_configs(
                         .iter()
                         .filter(|def| wanted(def.name))
                         .map(|def| {
-                            let default = config.values[def.broker_default].clone();
+                            use crate::group_configs::GroupDefault;
+                            let default = match def.default {
+                                GroupDefault::Broker(name) => config.values[name].clone(),
+                                GroupDefault::Value(value) => value.to_owned(),
+                            };
                             let mut synonyms = Vec::new();
                             let (value, source) = match set.get(def.name) {
                                 Some(value) => {
@@ -258,17 +262,15 @@ pub(super) fn describe_configs(
                                 }
                                 None => (default.clone(), ConfigSource::DefaultConfig),
                             };
-                            synonyms.push((
-                                def.broker_default,
-                                default,
-                                config.source(def.broker_default),
-                            ));
+                            if let GroupDefault::Broker(name) = def.default {
+                                synonyms.push((name, default, config.source(name)));
+                            }
                             entry(Described {
                                 name: def.name,
                                 value: Some(value),
                                 source,
                                 read_only: false,
-                                config_type: crate::group_configs::GROUP_CONFIG_TYPE,
+                                config_type: def.config_type,
                                 doc: def.doc,
                                 synonyms,
                             })
@@ -567,8 +569,8 @@ fn list_value(
             (def.config_type, config.values.get(name).cloned())
         }
         Resource::Group => {
-            crate::group_configs::lookup(name).ok_or_else(|| unknown("group"))?;
-            (crate::group_configs::GROUP_CONFIG_TYPE, None)
+            let def = crate::group_configs::lookup(name).ok_or_else(|| unknown("group"))?;
+            (def.config_type, None)
         }
     };
     if config_type != ConfigType::List {
