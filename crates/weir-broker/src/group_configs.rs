@@ -305,6 +305,7 @@ pub fn share_settings(
             max_in_flight: broker.partition_max_record_locks.max(1) as usize,
             release_backoff_ms,
             release_backoff_max_ms,
+            dead_letter_topic: dead_letter_topic.is_some(),
         },
         auto_offset_reset,
         read_committed,

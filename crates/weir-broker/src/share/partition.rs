@@ -13,6 +13,11 @@
 //! over every Acknowledged or Archived record at its head, so everything
 //! below it was acknowledged or archived.
 //!
+//! With a dead-letter topic (KIP-1191), a record archived because it was
+//! rejected or reached the limit is Archiving until its dead letter is
+//! written, and the start offset waits for it: a dead letter is never lost
+//! to a failover, since the state says which are still to write.
+//!
 //! Two Weir extensions decide *when* an Available record may be acquired:
 //! a release backoff that grows with the delivery count
 //! (`weir.share.release.backoff.ms`, capped by `…max.ms`), and a record's
@@ -36,6 +41,8 @@ pub enum RecordState {
     Available = 0,
     Acquired = 1,
     Acknowledged = 2,
+    /// Undeliverable, its dead letter not yet written (KIP-1191).
+    Archiving = 3,
     Archived = 4,
 }
 
@@ -49,6 +56,7 @@ impl RecordState {
             0 => Some(Self::Available),
             1 => Some(Self::Acquired),
             2 => Some(Self::Acknowledged),
+            3 => Some(Self::Archiving),
             4 => Some(Self::Archived),
             _ => None,
         }
@@ -103,6 +111,10 @@ pub struct SharePartitionConfig {
     pub release_backoff_ms: u64,
     /// `weir.share.release.backoff.max.ms`: the longest such wait.
     pub release_backoff_max_ms: u64,
+    /// Whether the group has a dead-letter topic
+    /// (`errors.deadletterqueue.topic.name`): an undeliverable record is
+    /// then Archiving until its dead letter is written.
+    pub dead_letter_topic: bool,
 }
 
 impl Default for SharePartitionConfig {
@@ -113,6 +125,7 @@ impl Default for SharePartitionConfig {
             max_in_flight: 2_000,
             release_backoff_ms: 0,
             release_backoff_max_ms: 60_000,
+            dead_letter_topic: false,
         }
     }
 }
@@ -331,7 +344,7 @@ impl SharePartition {
     }
 
     /// How many records in flight are in each state: (available, acquired,
-    /// acknowledged, archived).
+    /// acknowledged, archived or archiving).
     pub fn counts(&self) -> (usize, usize, usize, usize) {
         let mut counts = (0, 0, 0, 0);
         for record in &self.records {
@@ -339,7 +352,7 @@ impl SharePartition {
                 RecordState::Available => counts.0 += 1,
                 RecordState::Acquired => counts.1 += 1,
                 RecordState::Acknowledged => counts.2 += 1,
-                RecordState::Archived => counts.3 += 1,
+                RecordState::Archiving | RecordState::Archived => counts.3 += 1,
             }
         }
         counts
@@ -531,6 +544,41 @@ impl SharePartition {
         self.advance_start();
     }
 
+    /// The dead letter of `offset` is written: the record is Archived.
+    /// False if it was not waiting for one (written before, or gone).
+    pub fn dead_letter_written(&mut self, offset: i64) -> bool {
+        let Some(index) = self.slot(offset) else {
+            return false;
+        };
+        if self.records[index].state != RecordState::Archiving {
+            return false;
+        }
+        self.records[index].state = RecordState::Archived;
+        self.changed.push(offset);
+        self.advance_start();
+        true
+    }
+
+    /// Every record waiting for its dead letter, e.g. after a load: the
+    /// dead letters to write (again, unless already written).
+    pub fn pending_dead_letters(&self) -> Vec<DeadLetter> {
+        (0..self.records.len())
+            .filter(|&index| self.records[index].state == RecordState::Archiving)
+            .map(|index| {
+                let delivery_count = self.records[index].delivery_count;
+                DeadLetter {
+                    offset: self.start_offset + index as i64,
+                    delivery_count,
+                    reason: if delivery_count >= self.config.delivery_count_limit {
+                        DeadLetterReason::DeliveryLimit
+                    } else {
+                        DeadLetterReason::Rejected
+                    },
+                }
+            })
+            .collect()
+    }
+
     /// The log's start offset moved to `log_start_offset` (retention,
     /// DeleteRecords): records below it are gone, archived.
     pub fn on_log_start(&mut self, log_start_offset: i64) {
@@ -539,6 +587,7 @@ impl SharePartition {
         }
         let end = self.end_offset();
         for offset in self.start_offset..log_start_offset.min(end) {
+            // Gone from the log: nothing left to deliver, or to dead-letter.
             let index = self.slot(offset).expect("in flight");
             if !self.records[index].state.is_terminal() {
                 self.records[index].state = RecordState::Archived;
@@ -650,13 +699,18 @@ impl SharePartition {
         self.changed.push(offset);
     }
 
+    /// A record reaches `state`. An undeliverable one (`dead`) of a group
+    /// with a dead-letter topic is Archiving instead, until its dead letter
+    /// is written ([`dead_letter_written`](Self::dead_letter_written)).
     fn settle(&mut self, offset: i64, state: RecordState, dead: Option<DeadLetterReason>) {
         let index = self.slot(offset).expect("in flight");
+        let dead_letter_topic = self.config.dead_letter_topic;
         let r = &mut self.records[index];
-        r.state = state;
         r.owner = NO_OWNER;
         r.until_ms = 0;
-        if let Some(reason) = dead {
+        r.state = state;
+        if let Some(reason) = dead.filter(|_| dead_letter_topic) {
+            r.state = RecordState::Archiving;
             self.dead_letters.push(DeadLetter {
                 offset,
                 delivery_count: r.delivery_count,

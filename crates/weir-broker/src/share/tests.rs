@@ -116,44 +116,111 @@ fn an_expired_lock_makes_the_record_available_to_another_member() {
 
 #[test]
 fn a_record_delivered_as_often_as_allowed_is_a_dead_letter_and_so_is_a_rejected_one() {
-    let mut sp = SharePartition::new(config(), 0);
-    for delivery in 1..=3u16 {
-        assert_eq!(
-            sp.acquire("a", 0, log(0..1), 10),
-            vec![range(0, 0, delivery)]
+    for dead_letter_topic in [false, true] {
+        let mut sp = SharePartition::new(
+            SharePartitionConfig {
+                dead_letter_topic,
+                ..config()
+            },
+            0,
         );
-        sp.acknowledge("a", 0, &[(0, 0, AcknowledgeType::Release)])
-            .unwrap();
+        for delivery in 1..=3u16 {
+            assert_eq!(
+                sp.acquire("a", 0, log(0..1), 10),
+                vec![range(0, 0, delivery)]
+            );
+            sp.acknowledge("a", 0, &[(0, 0, AcknowledgeType::Release)])
+                .unwrap();
+        }
+        let archived = if dead_letter_topic {
+            RecordState::Archiving
+        } else {
+            RecordState::Archived
+        };
+        assert_eq!(
+            sp.record(0).map(|r| r.0).unwrap_or(RecordState::Archived),
+            archived
+        );
+        sp.acquire("a", 0, log(1..3), 10);
+        sp.acknowledge(
+            "a",
+            0,
+            &[
+                (1, 1, AcknowledgeType::Reject),
+                (2, 2, AcknowledgeType::Gap),
+            ],
+        )
+        .unwrap();
+        let (changes, dead) = sp.take_changes();
+        if !dead_letter_topic {
+            // Without a dead-letter topic, undeliverable records are
+            // simply archived.
+            assert!(dead.is_empty());
+            assert_eq!(changes.unwrap().start_offset, 3);
+            continue;
+        }
+        assert_eq!(
+            dead,
+            vec![
+                DeadLetter {
+                    offset: 0,
+                    delivery_count: 3,
+                    reason: DeadLetterReason::DeliveryLimit
+                },
+                DeadLetter {
+                    offset: 1,
+                    delivery_count: 1,
+                    reason: DeadLetterReason::Rejected
+                },
+            ],
+            "a gap is archived, not dead-lettered"
+        );
+        assert_eq!(changes.unwrap().start_offset, 0);
+        assert!(sp.dead_letter_written(0) && sp.dead_letter_written(1));
+        assert_eq!(sp.start_offset(), 3);
     }
-    assert_eq!(sp.start_offset(), 1, "archived after 3 deliveries");
-    sp.acquire("a", 0, log(1..3), 10);
+}
+
+#[test]
+fn with_a_dead_letter_topic_the_start_offset_waits_for_each_dead_letter() {
+    let mut sp = SharePartition::new(
+        SharePartitionConfig {
+            dead_letter_topic: true,
+            ..config()
+        },
+        0,
+    );
+    sp.acquire("a", 0, log(0..3), 10);
     sp.acknowledge(
         "a",
         0,
         &[
-            (1, 1, AcknowledgeType::Reject),
-            (2, 2, AcknowledgeType::Gap),
+            (0, 0, AcknowledgeType::Reject),
+            (1, 2, AcknowledgeType::Accept),
         ],
     )
     .unwrap();
-    let (changes, dead) = sp.take_changes();
+    assert_eq!(sp.record(0), Some((RecordState::Archiving, 1)));
     assert_eq!(
-        dead,
-        vec![
-            DeadLetter {
-                offset: 0,
-                delivery_count: 3,
-                reason: DeadLetterReason::DeliveryLimit
-            },
-            DeadLetter {
-                offset: 1,
-                delivery_count: 1,
-                reason: DeadLetterReason::Rejected
-            },
-        ],
-        "a gap is archived, not dead-lettered"
+        sp.start_offset(),
+        0,
+        "the dead letter of 0 is not written yet"
     );
-    assert_eq!(changes.unwrap().start_offset, 3);
+    let (_, dead) = sp.take_changes();
+    assert_eq!(dead.len(), 1);
+    // A failover now: the loaded partition still has it to write.
+    let loaded = SharePartition::load(sp.config().clone(), &sp.snapshot());
+    assert_eq!(
+        loaded.pending_dead_letters(),
+        vec![DeadLetter {
+            offset: 0,
+            delivery_count: 1,
+            reason: DeadLetterReason::Rejected
+        }]
+    );
+    assert!(sp.dead_letter_written(0));
+    assert!(!sp.dead_letter_written(0), "written once");
+    assert_eq!(sp.start_offset(), 3);
 }
 
 #[test]
@@ -335,6 +402,8 @@ enum Step {
         ms: u64,
     },
     Reload,
+    /// The dead letters reported so far are written.
+    DeadLettersWritten,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -345,6 +414,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0..3usize).prop_map(|member| Step::Leave { member }),
         2 => (0..1_500u64).prop_map(|ms| Step::Advance { ms }),
         1 => Just(Step::Reload),
+        2 => Just(Step::DeadLettersWritten),
     ]
 }
 
@@ -362,10 +432,13 @@ proptest! {
     /// - `delivery_within_the_limit`: no record is delivered more often
     ///   than `delivery_count_limit`;
     /// - `reload_keeps_the_settled`: a share-partition loaded from its
-    ///   snapshot has the same start offset and settled records.
+    ///   snapshot has the same start offset, settled records, and records
+    ///   owing a dead letter;
+    /// - `dead_letters_once`: each undeliverable record is reported as a
+    ///   dead letter once, and is settled only once it is written.
     #[test]
     fn share_partition_invariants(steps in prop::collection::vec(step(), 1..80)) {
-        let config = SharePartitionConfig { release_backoff_ms: 10, ..config() };
+        let config = SharePartitionConfig { release_backoff_ms: 10, dead_letter_topic: true, ..config() };
         let mut sp = SharePartition::new(config.clone(), 0);
         let mut now = 0u64;
         // The model: what each member holds, what was accepted, what settled.
@@ -374,6 +447,9 @@ proptest! {
         let mut settled: BTreeSet<i64> = BTreeSet::new();
         let mut deliveries: BTreeMap<i64, u16> = BTreeMap::new();
         let mut locked_until: BTreeMap<i64, u64> = BTreeMap::new();
+        // Undeliverable records whose dead letter is owed, and those written.
+        let mut owed: BTreeSet<i64> = BTreeSet::new();
+        let mut reported: Vec<DeadLetter> = Vec::new();
         for step in steps {
             match step {
                 Step::Acquire { member, max } => {
@@ -406,12 +482,15 @@ proptest! {
                                 prop_assert!(accepted.insert(offset), "{offset} accepted twice");
                                 settled.insert(offset);
                             }
-                            AcknowledgeType::Gap | AcknowledgeType::Reject => {
+                            AcknowledgeType::Gap => {
                                 settled.insert(offset);
+                            }
+                            AcknowledgeType::Reject => {
+                                owed.insert(offset);
                             }
                             AcknowledgeType::Release => {
                                 if deliveries[&offset] >= config.delivery_count_limit {
-                                    settled.insert(offset);
+                                    owed.insert(offset);
                                 }
                             }
                         }
@@ -434,7 +513,7 @@ proptest! {
                     sp.release_member(MEMBERS[member], now);
                     for offset in std::mem::take(&mut held[member]) {
                         if deliveries[&offset] >= config.delivery_count_limit {
-                            settled.insert(offset);
+                            owed.insert(offset);
                         }
                     }
                 }
@@ -450,7 +529,7 @@ proptest! {
                         for offset in expired {
                             theirs.remove(&offset);
                             if deliveries[&offset] >= config.delivery_count_limit {
-                                settled.insert(offset);
+                                owed.insert(offset);
                             }
                         }
                     }
@@ -461,6 +540,14 @@ proptest! {
                     for offset in loaded.start_offset()..loaded.end_offset() {
                         let (state, _) = loaded.record(offset).unwrap();
                         prop_assert_eq!(state.is_terminal(), settled.contains(&offset));
+                        prop_assert_eq!(state == RecordState::Archiving, owed.contains(&offset));
+                    }
+                }
+                Step::DeadLettersWritten => {
+                    for dead in reported.drain(..) {
+                        prop_assert!(owed.remove(&dead.offset), "dead letter {} not owed", dead.offset);
+                        prop_assert!(sp.dead_letter_written(dead.offset));
+                        settled.insert(dead.offset);
                     }
                 }
             }
@@ -475,7 +562,12 @@ proptest! {
                         "{} holds {}", member, offset);
                 }
             }
-            let _ = sp.take_changes();
+            let (_, dead) = sp.take_changes();
+            for letter in &dead {
+                prop_assert!(owed.contains(&letter.offset), "dead letter {} not owed", letter.offset);
+                prop_assert!(!reported.iter().any(|r| r.offset == letter.offset), "dead letter {} reported twice", letter.offset);
+            }
+            reported.extend(dead);
         }
     }
 }
