@@ -273,12 +273,12 @@ fn get_classic_metadata(buf: &mut &[u8]) -> Result<ClassicMetadata, RecordError>
     })
 }
 
-fn put_string(buf: &mut BytesMut, s: &str) {
+pub(super) fn put_string(buf: &mut BytesMut, s: &str) {
     buf.put_i16(s.len() as i16);
     buf.put_slice(s.as_bytes());
 }
 
-fn put_uvarint(buf: &mut BytesMut, mut n: u64) {
+pub(super) fn put_uvarint(buf: &mut BytesMut, mut n: u64) {
     while n >= 0x80 {
         buf.put_u8((n as u8) | 0x80);
         n >>= 7;
@@ -287,28 +287,28 @@ fn put_uvarint(buf: &mut BytesMut, mut n: u64) {
 }
 
 /// A compact array's or string's length (+ 1: 0 is null).
-fn put_length(buf: &mut BytesMut, len: usize) {
+pub(super) fn put_length(buf: &mut BytesMut, len: usize) {
     put_uvarint(buf, len as u64 + 1);
 }
 
-fn put_compact_string(buf: &mut BytesMut, s: &str) {
+pub(super) fn put_compact_string(buf: &mut BytesMut, s: &str) {
     put_length(buf, s.len());
     buf.put_slice(s.as_bytes());
 }
 
-fn put_compact_nullable(buf: &mut BytesMut, s: Option<&str>) {
+pub(super) fn put_compact_nullable(buf: &mut BytesMut, s: Option<&str>) {
     match s {
         Some(s) => put_compact_string(buf, s),
         None => put_uvarint(buf, 0),
     }
 }
 
-fn put_no_tags(buf: &mut BytesMut) {
+pub(super) fn put_no_tags(buf: &mut BytesMut) {
     put_uvarint(buf, 0);
 }
 
 /// `[]TopicPartitions`: topic id, partitions, tags.
-fn put_assignment(buf: &mut BytesMut, assignment: &Assignment) {
+pub(super) fn put_assignment(buf: &mut BytesMut, assignment: &Assignment) {
     put_length(buf, assignment.len());
     for (topic, partitions) in assignment {
         buf.put_slice(topic.as_bytes());
@@ -320,7 +320,7 @@ fn put_assignment(buf: &mut BytesMut, assignment: &Assignment) {
     }
 }
 
-fn take<'a>(buf: &mut &'a [u8], n: usize) -> Result<&'a [u8], RecordError> {
+pub(super) fn take<'a>(buf: &mut &'a [u8], n: usize) -> Result<&'a [u8], RecordError> {
     if buf.len() < n {
         return Err(RecordError("consumer group record cut short".to_owned()));
     }
@@ -329,21 +329,21 @@ fn take<'a>(buf: &mut &'a [u8], n: usize) -> Result<&'a [u8], RecordError> {
     Ok(head)
 }
 
-fn get_i8(buf: &mut &[u8]) -> Result<i8, RecordError> {
+pub(super) fn get_i8(buf: &mut &[u8]) -> Result<i8, RecordError> {
     Ok(take(buf, 1)?[0] as i8)
 }
 
-fn get_i16(buf: &mut &[u8]) -> Result<i16, RecordError> {
+pub(super) fn get_i16(buf: &mut &[u8]) -> Result<i16, RecordError> {
     let b = take(buf, 2)?;
     Ok(i16::from_be_bytes([b[0], b[1]]))
 }
 
-fn get_i32(buf: &mut &[u8]) -> Result<i32, RecordError> {
+pub(super) fn get_i32(buf: &mut &[u8]) -> Result<i32, RecordError> {
     let b = take(buf, 4)?;
     Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-fn get_uuid(buf: &mut &[u8]) -> Result<Uuid, RecordError> {
+pub(super) fn get_uuid(buf: &mut &[u8]) -> Result<Uuid, RecordError> {
     let b = take(buf, 16)?;
     Ok(Uuid::from_slice(b).expect("16 bytes"))
 }
@@ -353,7 +353,7 @@ fn utf8(bytes: &[u8]) -> Result<String, RecordError> {
         .map_err(|_| RecordError("a string of a consumer group record is not UTF-8".into()))
 }
 
-fn get_string(buf: &mut &[u8]) -> Result<String, RecordError> {
+pub(super) fn get_string(buf: &mut &[u8]) -> Result<String, RecordError> {
     let len = get_i16(buf)?;
     if len < 0 {
         return Err(RecordError("a null string in a consumer group key".into()));
@@ -361,7 +361,7 @@ fn get_string(buf: &mut &[u8]) -> Result<String, RecordError> {
     utf8(take(buf, len as usize)?)
 }
 
-fn get_uvarint(buf: &mut &[u8]) -> Result<u64, RecordError> {
+pub(super) fn get_uvarint(buf: &mut &[u8]) -> Result<u64, RecordError> {
     let mut value = 0u64;
     for shift in (0..35).step_by(7) {
         let byte = take(buf, 1)?[0];
@@ -380,22 +380,22 @@ fn get_nullable_length(buf: &mut &[u8]) -> Result<Option<usize>, RecordError> {
     Ok(get_uvarint(buf)?.checked_sub(1).map(|n| n as usize))
 }
 
-fn get_length(buf: &mut &[u8]) -> Result<usize, RecordError> {
+pub(super) fn get_length(buf: &mut &[u8]) -> Result<usize, RecordError> {
     Ok(get_nullable_length(buf)?.unwrap_or(0))
 }
 
-fn get_compact_nullable(buf: &mut &[u8]) -> Result<Option<String>, RecordError> {
+pub(super) fn get_compact_nullable(buf: &mut &[u8]) -> Result<Option<String>, RecordError> {
     match get_nullable_length(buf)? {
         None => Ok(None),
         Some(len) => utf8(take(buf, len)?).map(Some),
     }
 }
 
-fn get_compact_string(buf: &mut &[u8]) -> Result<String, RecordError> {
+pub(super) fn get_compact_string(buf: &mut &[u8]) -> Result<String, RecordError> {
     Ok(get_compact_nullable(buf)?.unwrap_or_default())
 }
 
-fn skip_tags(buf: &mut &[u8]) -> Result<(), RecordError> {
+pub(super) fn skip_tags(buf: &mut &[u8]) -> Result<(), RecordError> {
     for _ in 0..get_uvarint(buf)? {
         get_uvarint(buf)?;
         let size = get_uvarint(buf)? as usize;
@@ -404,7 +404,7 @@ fn skip_tags(buf: &mut &[u8]) -> Result<(), RecordError> {
     Ok(())
 }
 
-fn get_assignment(buf: &mut &[u8]) -> Result<Assignment, RecordError> {
+pub(super) fn get_assignment(buf: &mut &[u8]) -> Result<Assignment, RecordError> {
     let mut assignment = Assignment::new();
     for _ in 0..get_length(buf)? {
         let topic = get_uuid(buf)?;

@@ -20,6 +20,7 @@
 
 pub mod consumer_group_records;
 pub mod records;
+pub mod share_group_records;
 #[cfg(test)]
 mod tests;
 
