@@ -567,10 +567,7 @@ impl ConsumerGroupCoordinator {
                     protocols: request
                         .protocols
                         .iter()
-                        .map(|p| ClassicProtocol {
-                            name: p.name.clone(),
-                            metadata: Bytes::from(p.metadata.clone()),
-                        })
+                        .map(ClassicProtocol::from)
                         .collect(),
                     require_known_member_id: request.require_known_member_id,
                     client_id: request.client_id.clone(),

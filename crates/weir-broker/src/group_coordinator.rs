@@ -577,14 +577,7 @@ impl GroupCoordinator {
                     client_host: m.client_host.clone(),
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
                     session_timeout_ms: m.session_timeout_ms,
-                    protocols: m
-                        .protocols
-                        .iter()
-                        .map(|p| ClassicProtocol {
-                            name: p.name.clone(),
-                            metadata: Bytes::from(p.metadata.clone()),
-                        })
-                        .collect(),
+                    protocols: m.protocols.iter().map(ClassicProtocol::from).collect(),
                     assignment: Bytes::from(m.assignment.clone()),
                 })
                 .collect(),

@@ -181,6 +181,15 @@ fn encode_assignment(
     out.freeze()
 }
 
+impl From<&crate::group::Protocol> for ClassicProtocol {
+    fn from(protocol: &crate::group::Protocol) -> Self {
+        Self {
+            name: protocol.name.clone(),
+            metadata: Bytes::from(protocol.metadata.clone()),
+        }
+    }
+}
+
 impl ConsumerGroupEngine {
     /// A consumer group made of the members of a classic group (an online
     /// upgrade): each keeps its last assignment as its target and current
@@ -356,21 +365,12 @@ impl ConsumerGroupEngine {
             }),
         };
         if old.as_ref() != Some(&updated) {
-            let bump = old
+            let subscription_changed = old
                 .as_ref()
                 .is_none_or(|old| !updated.same_subscription(old));
-            self.append(Record::MemberMetadata {
-                member_id: member_id.clone(),
-                metadata: updated,
-            });
-            if bump {
-                self.refresh_subscription(topics);
-                self.bump_group_epoch();
-            }
+            self.write_member_metadata(&member_id, updated, subscription_changed, topics);
         }
-        if self.state.group_epoch > self.state.assignment_epoch {
-            self.compute_target_assignment(topics);
-        }
+        self.update_target_if_behind(topics);
         self.reconcile_member(now_ms, &member_id, Some(&subscription.owned));
 
         let member = &self.state.members[&member_id];

@@ -427,34 +427,21 @@ impl ConsumerGroupEngine {
 
         // 1. The member's metadata and subscription; a subscription change
         //    bumps the group epoch.
-        let mut bump = false;
-        {
-            let default = MemberMetadata::default();
-            let old = self
-                .state
-                .members
-                .get(&member_id)
-                .map_or(&default, |m| &m.metadata);
-            let updated = updated_metadata(old, request);
-            if let Some(updated) = updated
-                .or_else(|| matches!(joining, Joining::New).then(|| MemberMetadata::clone(old)))
-            {
-                bump = !updated.same_subscription(old);
-                self.append(Record::MemberMetadata {
-                    member_id: member_id.clone(),
-                    metadata: updated,
-                });
-            }
-        }
-        if bump {
-            self.refresh_subscription(topics);
-            self.bump_group_epoch();
+        let default = MemberMetadata::default();
+        let old = self
+            .state
+            .members
+            .get(&member_id)
+            .map_or(&default, |m| &m.metadata);
+        let updated = updated_metadata(old, request)
+            .or_else(|| matches!(joining, Joining::New).then(|| MemberMetadata::clone(old)));
+        if let Some(updated) = updated {
+            let subscription_changed = !updated.same_subscription(old);
+            self.write_member_metadata(&member_id, updated, subscription_changed, topics);
         }
 
         // 2. A new target assignment when the group epoch moved past it.
-        if self.state.group_epoch > self.state.assignment_epoch {
-            self.compute_target_assignment(topics);
-        }
+        self.update_target_if_behind(topics);
 
         // 3. Reconcile the member towards its target.
         let assignment_changed =
@@ -614,6 +601,32 @@ impl ConsumerGroupEngine {
                 ..old.current
             },
         });
+    }
+
+    /// Writes a member's new metadata; a changed subscription changes the
+    /// group's subscribed topics and bumps the group epoch.
+    pub(super) fn write_member_metadata(
+        &mut self,
+        member_id: &str,
+        metadata: MemberMetadata,
+        subscription_changed: bool,
+        topics: &dyn TopicLookup,
+    ) {
+        self.append(Record::MemberMetadata {
+            member_id: member_id.to_owned(),
+            metadata,
+        });
+        if subscription_changed {
+            self.refresh_subscription(topics);
+            self.bump_group_epoch();
+        }
+    }
+
+    /// A new target assignment when the group epoch moved past it.
+    pub(super) fn update_target_if_behind(&mut self, topics: &dyn TopicLookup) {
+        if self.state.group_epoch > self.state.assignment_epoch {
+            self.compute_target_assignment(topics);
+        }
     }
 
     /// Moves the member one reconciliation step towards its target if it is

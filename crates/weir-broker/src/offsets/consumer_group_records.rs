@@ -64,17 +64,7 @@ fn encode_value(record: &Record) -> Option<Bytes> {
     value.put_i16(0);
     match record {
         Record::GroupMetadata { epoch } => value.put_i32(*epoch),
-        Record::PartitionMetadata { topics } => {
-            put_length(&mut value, topics.len());
-            for topic in topics {
-                value.put_slice(topic.id.as_bytes());
-                put_compact_string(&mut value, &topic.name);
-                value.put_i32(topic.partitions);
-                // The deprecated partition racks: none.
-                put_length(&mut value, 0);
-                put_no_tags(&mut value);
-            }
-        }
+        Record::PartitionMetadata { topics } => put_topic_metadata(&mut value, topics),
         Record::MemberMetadata { metadata, .. } => {
             put_compact_nullable(&mut value, metadata.instance_id.as_deref());
             put_compact_nullable(&mut value, metadata.rack_id.as_deref());
@@ -172,28 +162,9 @@ pub fn decode(mut key: &[u8], value: Option<&[u8]>) -> Result<(String, Record), 
         GROUP_METADATA => Record::GroupMetadata {
             epoch: get_i32(buf)?,
         },
-        PARTITION_METADATA => {
-            let mut topics = Vec::new();
-            for _ in 0..get_length(buf)? {
-                let id = get_uuid(buf)?;
-                let name = get_compact_string(buf)?;
-                let partitions = get_i32(buf)?;
-                for _ in 0..get_length(buf)? {
-                    get_i32(buf)?;
-                    for _ in 0..get_length(buf)? {
-                        get_compact_string(buf)?;
-                    }
-                    skip_tags(buf)?;
-                }
-                skip_tags(buf)?;
-                topics.push(TopicMetadata {
-                    id,
-                    name,
-                    partitions,
-                });
-            }
-            Record::PartitionMetadata { topics }
-        }
+        PARTITION_METADATA => Record::PartitionMetadata {
+            topics: get_topic_metadata(buf)?,
+        },
         MEMBER_METADATA => {
             let instance_id = get_compact_nullable(buf)?;
             let rack_id = get_compact_nullable(buf)?;
@@ -305,6 +276,42 @@ pub(super) fn put_compact_nullable(buf: &mut BytesMut, s: Option<&str>) {
 
 pub(super) fn put_no_tags(buf: &mut BytesMut) {
     put_uvarint(buf, 0);
+}
+
+/// `[]TopicMetadata` of a PartitionMetadata value: id, name, partition
+/// count, and no partition racks (deprecated).
+pub(super) fn put_topic_metadata(buf: &mut BytesMut, topics: &[TopicMetadata]) {
+    put_length(buf, topics.len());
+    for topic in topics {
+        buf.put_slice(topic.id.as_bytes());
+        put_compact_string(buf, &topic.name);
+        buf.put_i32(topic.partitions);
+        put_length(buf, 0);
+        put_no_tags(buf);
+    }
+}
+
+pub(super) fn get_topic_metadata(buf: &mut &[u8]) -> Result<Vec<TopicMetadata>, RecordError> {
+    let mut topics = Vec::new();
+    for _ in 0..get_length(buf)? {
+        let id = get_uuid(buf)?;
+        let name = get_compact_string(buf)?;
+        let partitions = get_i32(buf)?;
+        for _ in 0..get_length(buf)? {
+            get_i32(buf)?;
+            for _ in 0..get_length(buf)? {
+                get_compact_string(buf)?;
+            }
+            skip_tags(buf)?;
+        }
+        skip_tags(buf)?;
+        topics.push(TopicMetadata {
+            id,
+            name,
+            partitions,
+        });
+    }
+    Ok(topics)
 }
 
 /// `[]TopicPartitions`: topic id, partitions, tags.

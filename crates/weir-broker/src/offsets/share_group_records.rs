@@ -12,11 +12,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::consumer_group_records::{
     get_assignment, get_compact_nullable, get_compact_string, get_i16, get_i32, get_i8, get_length,
-    get_string, get_uuid, put_assignment, put_compact_nullable, put_compact_string, put_length,
-    put_no_tags, put_string, skip_tags,
+    get_string, get_topic_metadata, put_assignment, put_compact_nullable, put_compact_string,
+    put_length, put_no_tags, put_string, put_topic_metadata, skip_tags,
 };
 use super::records::RecordError;
-use crate::consumer_group::TopicMetadata;
 use crate::share::{ShareMemberMetadata, ShareRecord};
 
 pub(crate) const PARTITION_METADATA: i16 = 9;
@@ -68,16 +67,7 @@ pub fn encode(group: &str, record: &ShareRecord) -> (Bytes, Option<Bytes>) {
     value.put_i16(0);
     match record {
         ShareRecord::GroupMetadata { epoch } => value.put_i32(*epoch),
-        ShareRecord::PartitionMetadata { topics } => {
-            put_length(&mut value, topics.len());
-            for topic in topics {
-                value.put_slice(topic.id.as_bytes());
-                put_compact_string(&mut value, &topic.name);
-                value.put_i32(topic.partitions);
-                put_length(&mut value, 0); // no partition racks
-                put_no_tags(&mut value);
-            }
-        }
+        ShareRecord::PartitionMetadata { topics } => put_topic_metadata(&mut value, topics),
         ShareRecord::MemberMetadata { metadata, .. } => {
             put_compact_nullable(&mut value, metadata.rack_id.as_deref());
             put_compact_string(&mut value, &metadata.client_id);
@@ -153,28 +143,9 @@ pub fn decode(mut key: &[u8], value: Option<&[u8]>) -> Result<(String, ShareReco
         GROUP_METADATA => ShareRecord::GroupMetadata {
             epoch: get_i32(buf)?,
         },
-        PARTITION_METADATA => {
-            let mut topics = Vec::new();
-            for _ in 0..get_length(buf)? {
-                let id = get_uuid(buf)?;
-                let name = get_compact_string(buf)?;
-                let partitions = get_i32(buf)?;
-                for _ in 0..get_length(buf)? {
-                    get_i32(buf)?;
-                    for _ in 0..get_length(buf)? {
-                        get_compact_string(buf)?;
-                    }
-                    skip_tags(buf)?;
-                }
-                skip_tags(buf)?;
-                topics.push(TopicMetadata {
-                    id,
-                    name,
-                    partitions,
-                });
-            }
-            ShareRecord::PartitionMetadata { topics }
-        }
+        PARTITION_METADATA => ShareRecord::PartitionMetadata {
+            topics: get_topic_metadata(buf)?,
+        },
         MEMBER_METADATA => {
             let rack_id = get_compact_nullable(buf)?;
             let client_id = get_compact_string(buf)?;
@@ -220,7 +191,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::consumer_group::assignment_from;
+    use crate::consumer_group::{assignment_from, TopicMetadata};
 
     #[test]
     fn every_record_round_trips() {
