@@ -253,6 +253,7 @@ fi
 if "$python" -c 'import confluent_kafka' 2>/dev/null; then
   run_client confluent-kafka "$python" "$here/confluent_check.py" "$kafka_addr"
   run_client confluent-kafka-transactions "$python" "$here/eos_check.py" "$kafka_addr"
+  run_client confluent-kafka-share-groups "$python" "$here/confluent_share_check.py" "$kafka_addr"
   [[ -n "$secured" ]] && run_client confluent-kafka-security "$python" "$here/confluent_security_check.py"
 fi
 if [[ -n "$have_java" ]] && command -v mvn >/dev/null 2>&1; then

@@ -24,6 +24,7 @@ use crate::partition::{AppendError, Partition, ReplicatedWrite};
 use crate::producer_ids::ProducerIdBlocks;
 use crate::replica_manager::{NotServed, ReplicaManager};
 use crate::tls::TlsServer;
+use crate::share_state::SHARE_STATE_TOPIC;
 use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
 use weir_meta::Authorizer;
 
@@ -133,6 +134,9 @@ pub struct Broker {
     offsets: OffsetStore,
     groups: GroupCoordinator,
     consumer_groups: crate::consumer_group_coordinator::ConsumerGroupCoordinator,
+    share_groups: crate::share_group_coordinator::ShareGroupCoordinator,
+    share_partitions: crate::share_partitions::SharePartitions,
+    share_state: crate::share_state::ShareStateStore,
     txns: Arc<TxnCoordinator>,
     fetch_sessions: FetchSessionCache,
     client_quotas: ClientQuotaManager,
@@ -325,7 +329,14 @@ impl Broker {
         let consumer_groups = crate::consumer_group_coordinator::ConsumerGroupCoordinator::new(
             config.consumer_group.clone(),
         );
+        let share_groups =
+            crate::share_group_coordinator::ShareGroupCoordinator::new(config.share_group.clone());
+        let max_share_sessions = config.share_group.max_share_sessions;
         let broker = Arc::new_cyclic(|me| Self {
+            share_partitions: crate::share_partitions::SharePartitions::new(
+                max_share_sessions,
+                me.clone(),
+            ),
             me: me.clone(),
             clock,
             static_config: config,
@@ -344,6 +355,8 @@ impl Broker {
             offsets,
             groups,
             consumer_groups,
+            share_groups,
+            share_state: Default::default(),
             txns: Arc::default(),
             fetch_sessions,
             client_quotas,
@@ -376,6 +389,8 @@ impl Broker {
         for index in self.groups.coordinated() {
             let records = self.offsets.consumer_group_records(index, count);
             self.consumer_groups.take_over(self, index, count, records);
+            let records = self.offsets.share_group_records(index, count);
+            self.share_groups.take_over(self, index, count, records);
         }
     }
 
@@ -446,6 +461,7 @@ impl Broker {
         for (_, index) in outcome.unled.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
             self.groups.hand_over(*index);
             self.consumer_groups.hand_over(*index);
+            self.share_groups.hand_over(*index);
         }
         for (_, index) in outcome
             .unled
@@ -453,6 +469,17 @@ impl Broker {
             .filter(|(t, _)| t == TRANSACTION_STATE_TOPIC)
         {
             self.txns.hand_over(*index);
+        }
+        for (_, index) in outcome.unled.iter().filter(|(t, _)| t == SHARE_STATE_TOPIC) {
+            self.share_state.hand_over(*index);
+        }
+        for (_, index) in outcome.led.iter().filter(|(t, _)| t == SHARE_STATE_TOPIC) {
+            if let Some(partition) = self.replicas.get(SHARE_STATE_TOPIC, *index) {
+                match self.share_state.take_over(&partition) {
+                    Ok(states) => tracing::debug!(partition = index, states, "leading a __share_group_state partition"),
+                    Err(error) => tracing::error!(partition = index, %error, "cannot load share-partition state"),
+                }
+            }
         }
         for (_, index) in outcome
             .led
@@ -484,6 +511,12 @@ impl Broker {
                         *index,
                         count,
                         self.offsets.consumer_group_records(*index, count),
+                    );
+                    self.share_groups.take_over(
+                        &me,
+                        *index,
+                        count,
+                        self.offsets.share_group_records(*index, count),
                     );
                 }
                 Err(error) => tracing::error!(partition = index, %error, "cannot load groups"),
@@ -588,6 +621,18 @@ impl Broker {
         &self.consumer_groups
     }
 
+    pub fn share_groups(&self) -> &crate::share_group_coordinator::ShareGroupCoordinator {
+        &self.share_groups
+    }
+
+    pub(crate) fn share_partitions(&self) -> &crate::share_partitions::SharePartitions {
+        &self.share_partitions
+    }
+
+    pub(crate) fn share_state(&self) -> &crate::share_state::ShareStateStore {
+        &self.share_state
+    }
+
     pub fn txns(&self) -> &Arc<TxnCoordinator> {
         &self.txns
     }
@@ -644,7 +689,8 @@ impl Broker {
 
     /// How an internal topic is created: `__consumer_offsets` with
     /// `offsets.topic.*`, `__transaction_state` with
-    /// `transaction.state.log.*`, both compacted and never expired, with
+    /// `transaction.state.log.*`, both compacted and never expired,
+    /// `__share_group_state` with `share.coordinator.state.topic.*`, with
     /// as many replicas as asked or as there are live brokers, and
     /// `min.insync.replicas` capped likewise. `None` for any other name.
     pub fn internal_topic(&self, name: &str) -> Option<NewTopic> {
@@ -654,6 +700,14 @@ impl Broker {
                 self.static_config.offsets_topic_replication_factor,
                 None,
             ),
+            SHARE_STATE_TOPIC => {
+                let share = &self.static_config.share_group;
+                (
+                    share.state_topic_num_partitions,
+                    share.state_topic_replication_factor,
+                    Some(share.state_topic_min_isr),
+                )
+            }
             TRANSACTION_STATE_TOPIC => {
                 let settings = self.txn_settings();
                 (
@@ -666,9 +720,16 @@ impl Broker {
         };
         let live = self.with_image(|image| image.live_brokers().count()) as i32;
         let replication_factor = replication_factor.min(live.max(1));
+        // Compacted, never expired: each key keeps its latest state. The
+        // share state is not compacted: a share-partition's updates share
+        // one key and each counts (Kafka's share coordinator prunes it).
+        let cleanup = if name == SHARE_STATE_TOPIC {
+            "delete"
+        } else {
+            "compact"
+        };
         let mut configs: BTreeMap<String, String> = [
-            // Compacted, never expired: each key keeps its latest state.
-            ("cleanup.policy", "compact"),
+            ("cleanup.policy", cleanup),
             ("retention.ms", "-1"),
             ("segment.bytes", "104857600"),
         ]

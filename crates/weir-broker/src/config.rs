@@ -335,6 +335,34 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "The most members a share group may have",
     },
     BrokerConfigDef {
+        name: "group.share.max.share.sessions",
+        default: "2000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "The most share sessions a broker keeps (one per share group member fetching from it)",
+    },
+    BrokerConfigDef {
+        name: "share.coordinator.state.topic.num.partitions",
+        default: "50",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "Partitions of __share_group_state, where share-partition state is kept",
+    },
+    BrokerConfigDef {
+        name: "share.coordinator.state.topic.replication.factor",
+        default: "3",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "Replicas of __share_group_state (fewer while the cluster has fewer live brokers)",
+    },
+    BrokerConfigDef {
+        name: "share.coordinator.state.topic.min.isr",
+        default: "2",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "min.insync.replicas of __share_group_state (capped at its replication factor)",
+    },
+    BrokerConfigDef {
         name: "max.incremental.fetch.session.cache.slots",
         default: "1000",
         config_type: ConfigType::Int,
@@ -1969,6 +1997,22 @@ fn share_group_config<'a>(
             100..=10_000,
         )?,
         max_size: parse_in(get, "group.share.max.size", 1..=1000)?,
+        max_share_sessions: parse_in(get, "group.share.max.share.sessions", 1..=100_000)?,
+        state_topic_num_partitions: parse_in(
+            get,
+            "share.coordinator.state.topic.num.partitions",
+            1..=10_000,
+        )?,
+        state_topic_replication_factor: parse_in(
+            get,
+            "share.coordinator.state.topic.replication.factor",
+            1..=i16::MAX as i32,
+        )?,
+        state_topic_min_isr: parse_in(
+            get,
+            "share.coordinator.state.topic.min.isr",
+            1..=i16::MAX as i32,
+        )?,
     })
 }
 

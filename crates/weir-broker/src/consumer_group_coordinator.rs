@@ -104,7 +104,7 @@ pub struct ConsumerGroupCoordinator {
 }
 
 /// The cluster's topics as the engines look them up: the metadata image.
-struct ImageTopics<'a>(&'a MetadataImage);
+pub(crate) struct ImageTopics<'a>(pub(crate) &'a MetadataImage);
 
 impl TopicLookup for ImageTopics<'_> {
     fn topic(&self, name: &str) -> Option<TopicRef> {

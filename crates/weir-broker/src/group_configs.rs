@@ -129,6 +129,14 @@ pub struct ShareBrokerConfig {
     pub partition_max_record_locks: i32,
     /// `group.share.max.size`.
     pub max_size: i32,
+    /// `group.share.max.share.sessions`.
+    pub max_share_sessions: usize,
+    /// `share.coordinator.state.topic.num.partitions`.
+    pub state_topic_num_partitions: i32,
+    /// `share.coordinator.state.topic.replication.factor`.
+    pub state_topic_replication_factor: i32,
+    /// `share.coordinator.state.topic.min.isr`.
+    pub state_topic_min_isr: i32,
 }
 
 impl Default for ShareBrokerConfig {
@@ -152,6 +160,10 @@ impl Default for ShareBrokerConfig {
             delivery_count_limit: 5,
             partition_max_record_locks: 2_000,
             max_size: 200,
+            max_share_sessions: 2_000,
+            state_topic_num_partitions: 50,
+            state_topic_replication_factor: 3,
+            state_topic_min_isr: 2,
         }
     }
 }

@@ -33,6 +33,9 @@ pub mod rate;
 pub mod replica_manager;
 pub mod replication;
 pub mod share;
+pub mod share_group_coordinator;
+mod share_partitions;
+pub mod share_state;
 #[cfg(test)]
 mod simulation;
 pub mod tls;

@@ -763,6 +763,13 @@ impl Partition {
         parked.push(Arc::downgrade(waker));
     }
 
+    /// Wakes the fetches parked on this partition: records it holds became
+    /// available to them some other way than by an append (a share group's
+    /// expired lock).
+    pub(crate) fn wake_fetches(&self) {
+        self.notify();
+    }
+
     fn notify(&self) {
         self.changes.fetch_add(1, Ordering::AcqRel);
         let parked = std::mem::take(&mut *self.parked_fetches.lock());

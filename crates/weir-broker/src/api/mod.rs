@@ -25,6 +25,7 @@ mod producers;
 mod reassignments;
 pub(crate) mod sasl;
 mod scram;
+mod share;
 mod topic_partitions;
 mod txn;
 mod txn_markers;
@@ -81,6 +82,10 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::LeaveGroup, 0, 5),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::ShareGroupHeartbeat, 1, 1),
+    (ApiKey::ShareGroupDescribe, 1, 1),
+    (ApiKey::ShareFetch, 1, 1),
+    (ApiKey::ShareAcknowledge, 1, 1),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::AlterConfigs, 0, 2),
@@ -309,7 +314,11 @@ pub(crate) fn throttle_time_offset(key: ApiKey, version: i16) -> Option<usize> {
         | ApiKey::CreateAcls
         | ApiKey::DeleteAcls
         | ApiKey::ConsumerGroupHeartbeat
-        | ApiKey::ConsumerGroupDescribe => 0,
+        | ApiKey::ConsumerGroupDescribe
+        | ApiKey::ShareGroupHeartbeat
+        | ApiKey::ShareGroupDescribe
+        | ApiKey::ShareFetch
+        | ApiKey::ShareAcknowledge => 0,
         ApiKey::Fetch
         | ApiKey::FindCoordinator
         | ApiKey::Heartbeat
@@ -391,6 +400,10 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::LeaveGroup => "LeaveGroup",
         ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
         ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
+        ApiKey::ShareGroupHeartbeat => "ShareGroupHeartbeat",
+        ApiKey::ShareGroupDescribe => "ShareGroupDescribe",
+        ApiKey::ShareFetch => "ShareFetch",
+        ApiKey::ShareAcknowledge => "ShareAcknowledge",
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::AlterConfigs => "AlterConfigs",
@@ -736,6 +749,23 @@ pub(crate) fn dispatch(
         )))),
         ApiKey::ConsumerGroupHeartbeat => {
             let response = consumer_groups::heartbeat(&broker, &ctx, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
+        }
+        ApiKey::ShareGroupHeartbeat => {
+            let response = share::heartbeat(&broker, &ctx, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
+        }
+        ApiKey::ShareGroupDescribe => Reply::Now(Some(ctx.respond(&share::describe(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::ShareFetch => {
+            let response = share::fetch(&broker, ctx.clone(), decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
+        }
+        ApiKey::ShareAcknowledge => {
+            let response = share::acknowledge_request(&broker, ctx.clone(), decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
         }
         ApiKey::LeaveGroup => {

@@ -150,13 +150,13 @@ pub struct TxnProducer {
 }
 
 /// One record of `__consumer_offsets`, ready to append.
-struct Entry {
-    key: Bytes,
-    value: Option<Bytes>,
+pub(crate) struct Entry {
+    pub(crate) key: Bytes,
+    pub(crate) value: Option<Bytes>,
 }
 
 /// What loading reads from a `__consumer_offsets` log, in log order.
-enum Item {
+pub(crate) enum Item {
     /// A record at offset `at`; `transaction` is the producer id when the
     /// record is part of a transactional batch.
     Record {
@@ -655,17 +655,38 @@ impl OffsetStore {
         index: i32,
         count: i32,
     ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
+        self.group_records(index, count, consumer_group_records::is_consumer_group_key)
+    }
+
+    /// The live records of the share groups (KIP-932) of partition `index`
+    /// of `count`, each group's in log order.
+    pub fn share_group_records(&self, index: i32, count: i32) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
+        self.group_records(index, count, share_group_records::is_share_group_key)
+    }
+
+    fn group_records(
+        &self,
+        index: i32,
+        count: i32,
+        of_kind: fn(i16) -> bool,
+    ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
         let owns = |group: &str| records::partition_for(group, count) == index;
         let mut groups = Vec::new();
         for stripe in self.stripes.iter() {
             let contents = stripe.lock();
             for (group, records) in &contents.consumer_groups {
                 if owns(group) {
-                    let entries = consumer_group_entries(records)
+                    let entries: Vec<(Bytes, Bytes)> = consumer_group_entries(records)
                         .into_iter()
+                        .filter(|entry| {
+                            entry.key.len() >= 2
+                                && of_kind(i16::from_be_bytes([entry.key[0], entry.key[1]]))
+                        })
                         .filter_map(|entry| Some((entry.key, entry.value?)))
                         .collect();
-                    groups.push((group.clone(), entries));
+                    if !entries.is_empty() {
+                        groups.push((group.clone(), entries));
+                    }
                 }
             }
         }
@@ -962,7 +983,7 @@ impl OffsetStore {
 /// One uncompressed batch of `entries`: without producer, or a
 /// transactional batch of `producer` with base sequence 0, as Kafka's
 /// coordinators write theirs.
-fn encode_batch(entries: &[Entry], now_ms: i64, producer: Option<TxnProducer>) -> BytesMut {
+pub(crate) fn encode_batch(entries: &[Entry], now_ms: i64, producer: Option<TxnProducer>) -> BytesMut {
     let records: Vec<Record> = entries
         .iter()
         .enumerate()
@@ -1059,7 +1080,7 @@ pub(crate) fn for_each_record(
 
 /// Every keyed record and every transaction marker of `partition`, in log
 /// order, to its log end.
-fn for_each_item(partition: &Partition, mut f: impl FnMut(Item)) -> Result<(), LogError> {
+pub(crate) fn for_each_item(partition: &Partition, mut f: impl FnMut(Item)) -> Result<(), LogError> {
     let end = partition.log().log_end_offset();
     let mut offset = partition.log().log_start_offset();
     while offset < end {

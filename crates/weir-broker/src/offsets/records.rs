@@ -44,7 +44,8 @@ pub enum RecordKey {
     GroupMetadata {
         group: String,
     },
-    /// One of a consumer group's records (KIP-848), kept by its whole key.
+    /// One of a consumer group's (KIP-848) or share group's (KIP-932)
+    /// records, kept by its whole key.
     ConsumerGroup {
         group: String,
         key: Bytes,
@@ -170,7 +171,10 @@ pub fn decode_key(whole: &[u8]) -> Result<RecordKey, RecordError> {
         2 => Ok(RecordKey::GroupMetadata {
             group: get_string(&mut buf)?,
         }),
-        key_type if super::consumer_group_records::is_consumer_group_key(key_type) => {
+        key_type
+            if super::consumer_group_records::is_consumer_group_key(key_type)
+                || super::share_group_records::is_share_group_key(key_type) =>
+        {
             Ok(RecordKey::ConsumerGroup {
                 group: get_string(&mut buf)?,
                 key: Bytes::copy_from_slice(whole),

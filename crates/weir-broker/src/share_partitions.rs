@@ -1,0 +1,394 @@
+//! The share-partitions this broker leads (KIP-932's share-partition
+//! leader): a [`SharePartition`] engine per share group and partition led
+//! here, loaded from `__share_group_state` on first use and on every new
+//! leader epoch, and the members' share sessions.
+//!
+//! Every change an acquisition, an acknowledgement, a release or an
+//! expired lock makes is written to `__share_group_state` before the
+//! request that made it is answered (the caller awaits the returned
+//! [`ReplicatedWrite`]). Acquired records are persisted as available with
+//! their delivery count, so a failover redelivers exactly what was in
+//! flight, and counts every delivery.
+//!
+//! All of it may wait on a file: callers run it on the blocking pool.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+
+use crate::broker::Broker;
+use crate::group_configs::{share_settings, ShareAutoOffsetReset, ShareSettings};
+use crate::partition::{Partition, ReplicatedWrite};
+use crate::share::state_records::SharePartitionKey;
+use crate::share::{
+    log_records, AcknowledgeType, AcquiredRange, PersistedState, ShareError, SharePartition,
+    ShareSessions,
+};
+use crate::share_state::{state_partition_for, SHARE_STATE_TOPIC};
+
+/// Why a share-partition cannot be served here, as Kafka's error code.
+pub(crate) type ShareCode = i16;
+
+const UNKNOWN_TOPIC_ID: ShareCode = 100;
+const COORDINATOR_NOT_AVAILABLE: ShareCode = 15;
+/// Not an error a client sees: the state partition is being created or
+/// loaded; ask again shortly.
+pub(crate) const STATE_LOADING: ShareCode = -1;
+const KAFKA_STORAGE_ERROR: ShareCode = 56;
+
+struct Hosted {
+    engine: SharePartition,
+    partition: Arc<Partition>,
+    /// The data partition's leader epoch when the state was loaded.
+    leader_epoch: i32,
+    read_committed: bool,
+    /// The armed wake-up for the next lock expiry or held-back record.
+    timer: Option<(u64, JoinHandle<()>)>,
+}
+
+/// What a fetch of one share-partition acquired.
+pub(crate) struct Acquired {
+    pub(crate) records: Bytes,
+    pub(crate) ranges: Vec<AcquiredRange>,
+}
+
+/// The share-partitions led here, and the share sessions.
+pub(crate) struct SharePartitions {
+    hosted: Mutex<HashMap<SharePartitionKey, Arc<Mutex<Hosted>>>>,
+    sessions: Mutex<ShareSessions>,
+    me: Weak<Broker>,
+}
+
+impl SharePartitions {
+    pub(crate) fn new(max_sessions: usize, me: Weak<Broker>) -> Self {
+        Self {
+            hosted: Mutex::default(),
+            sessions: Mutex::new(ShareSessions::new(max_sessions)),
+            me,
+        }
+    }
+
+    pub(crate) fn sessions(&self) -> parking_lot::MutexGuard<'_, ShareSessions> {
+        self.sessions.lock()
+    }
+
+    fn settings(broker: &Broker, group: &str) -> ShareSettings {
+        let config = broker.config();
+        let image = broker.image();
+        share_settings(&config.share_group, image.group_configs(group))
+            .or_else(|_| share_settings(&config.share_group, &Default::default()))
+            .expect("the broker's own share settings are valid")
+    }
+
+    /// The share-partition `key`, loaded if this broker leads its data
+    /// partition and its state partition.
+    fn hosted(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+    ) -> Result<Arc<Mutex<Hosted>>, ShareCode> {
+        let image = broker.image();
+        let topic = image
+            .topic_by_id(key.topic_id)
+            .ok_or(UNKNOWN_TOPIC_ID)?
+            .name
+            .clone();
+        let partition = broker
+            .leader_partition(&topic, key.partition)
+            .map_err(|not_served| not_served.code())?;
+        let leader_epoch = partition.replica_state().leader_epoch;
+        if let Some(hosted) = self.hosted.lock().get(key).cloned() {
+            let current = {
+                let h = hosted.lock();
+                h.leader_epoch == leader_epoch && Arc::ptr_eq(&h.partition, &partition)
+            };
+            if current {
+                return Ok(hosted);
+            }
+        }
+        let settings = Self::settings(broker, &key.group);
+        let (state_index, state_partition) = state_partition(broker, key)?;
+        let store = broker.share_state();
+        let engine = match store.read(state_index, key) {
+            Some((_, state)) => SharePartition::load(settings.partition.clone(), &state),
+            None => {
+                let start = match settings.auto_offset_reset {
+                    ShareAutoOffsetReset::Earliest => partition.log().log_start_offset(),
+                    ShareAutoOffsetReset::Latest => partition.high_watermark(),
+                } as i64;
+                let state = PersistedState {
+                    start_offset: start,
+                    batches: Vec::new(),
+                };
+                store
+                    .initialize(&state_partition, key, state, leader_epoch, broker.now_ms())
+                    .map_err(|error| {
+                        tracing::warn!(group = key.group, %error, "cannot initialize share-partition state");
+                        COORDINATOR_NOT_AVAILABLE
+                    })?;
+                SharePartition::new(settings.partition.clone(), start)
+            }
+        };
+        let hosted = Arc::new(Mutex::new(Hosted {
+            engine,
+            partition,
+            leader_epoch,
+            read_committed: settings.read_committed,
+            timer: None,
+        }));
+        self.hosted.lock().insert(key.clone(), hosted.clone());
+        Ok(hosted)
+    }
+
+    /// Acquires for `member` up to `max_records` records of `key`, reading
+    /// at most `max_bytes` of its log. Returns what was acquired (nothing
+    /// if nothing is available) and the write to await before answering.
+    pub(crate) fn acquire(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        member: &str,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<(Acquired, Option<ReplicatedWrite>), ShareCode> {
+        let hosted = self.hosted(broker, key)?;
+        let mut guard = hosted.lock();
+        let h = &mut *guard;
+        let now = broker.now_ms() as u64;
+        h.engine.expire_locks(now);
+        h.engine.on_log_start(h.partition.log().log_start_offset() as i64);
+        let mut acquired = Acquired {
+            records: Bytes::new(),
+            ranges: Vec::new(),
+        };
+        if let Some(from) = h.engine.fetch_offset(now) {
+            let high_watermark = h.partition.high_watermark();
+            let upper = if h.read_committed {
+                h.partition.last_stable_offset_at(high_watermark)
+            } else {
+                high_watermark
+            };
+            let (upper, _) = h.partition.delivery_limit(upper);
+            let from = u64::try_from(from).unwrap_or(0);
+            if from < upper {
+                let slice = h
+                    .partition
+                    .log()
+                    .read(from, max_bytes.max(1), upper)
+                    .map_err(|_| KAFKA_STORAGE_ERROR)?;
+                let bytes = slice.to_bytes().map_err(|_| KAFKA_STORAGE_ERROR)?;
+                let records = log_records(&bytes).map_err(|_| KAFKA_STORAGE_ERROR)?;
+                acquired.ranges = h.engine.acquire(member, now, records, max_records);
+                if let Some(last) = acquired.ranges.last() {
+                    acquired.records = batches_through(bytes, last.last_offset);
+                }
+            }
+        }
+        let write = self.persist(broker, key, h)?;
+        self.arm_timer(key, h, now);
+        Ok((acquired, write))
+    }
+
+    /// Applies `member`'s acknowledgements of `key`.
+    pub(crate) fn acknowledge(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        member: &str,
+        batches: &[(i64, i64, AcknowledgeType)],
+    ) -> Result<Option<ReplicatedWrite>, ShareCode> {
+        let hosted = self.hosted(broker, key)?;
+        let mut h = hosted.lock();
+        let now = broker.now_ms() as u64;
+        h.engine.expire_locks(now);
+        h.engine
+            .acknowledge(member, now, batches)
+            .map_err(|error: ShareError| error.code())?;
+        let write = self.persist(broker, key, &mut h)?;
+        self.arm_timer(key, &mut h, now);
+        Ok(write)
+    }
+
+    /// Releases what `member` acquired on the share-partitions of `group`
+    /// here: it left the group, was removed from it, or its share session
+    /// ended. (A session outlives its member's leaving: the member's last
+    /// acknowledgements may follow.)
+    pub(crate) fn release(&self, broker: &Broker, group: &str, member: &str) {
+        let of_group: Vec<(SharePartitionKey, Arc<Mutex<Hosted>>)> = self
+            .hosted
+            .lock()
+            .iter()
+            .filter(|(key, _)| key.group == group)
+            .map(|(key, hosted)| (key.clone(), hosted.clone()))
+            .collect();
+        let now = broker.now_ms() as u64;
+        for (key, hosted) in of_group {
+            let mut h = hosted.lock();
+            if !still_leads(broker, &h) {
+                continue;
+            }
+            h.engine.release_member(member, now);
+            let _ = self.persist(broker, &key, &mut h);
+            self.arm_timer(&key, &mut h, now);
+        }
+    }
+
+    /// Writes what changed to `__share_group_state`. On failure the engine,
+    /// ahead of what is persisted, is dropped: the next request loads the
+    /// persisted state again.
+    fn persist(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        h: &mut Hosted,
+    ) -> Result<Option<ReplicatedWrite>, ShareCode> {
+        let (changes, _dead_letters) = h.engine.take_changes();
+        let Some(update) = changes else {
+            return Ok(None);
+        };
+        let written = state_partition(broker, key).and_then(|(_, state_partition)| {
+            broker
+                .share_state()
+                .update(
+                    &state_partition,
+                    key,
+                    update,
+                    h.leader_epoch,
+                    broker.now_ms(),
+                )
+                .map_err(|error| {
+                    tracing::warn!(group = key.group, %error, "cannot write share-partition state");
+                    COORDINATOR_NOT_AVAILABLE
+                })
+        });
+        match written {
+            Ok(write) => Ok(Some(write)),
+            Err(code) => {
+                self.hosted.lock().remove(key);
+                Err(code)
+            }
+        }
+    }
+
+    /// Arms a wake-up for when the next lock expires or a held-back record
+    /// becomes available, so an expired lock is persisted (and its record
+    /// offered again) even when no request comes.
+    fn arm_timer(&self, key: &SharePartitionKey, h: &mut Hosted, now: u64) {
+        let next = [h.engine.next_lock_expiry_ms(), h.engine.next_available_ms()]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(at) = next else {
+            return;
+        };
+        if h.timer.as_ref().is_some_and(|(armed, task)| *armed <= at && !task.is_finished()) {
+            return;
+        }
+        let me = self.me.clone();
+        let key = key.clone();
+        let delay = Duration::from_millis(at.saturating_sub(now));
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let Some(broker) = me.upgrade() else {
+                return;
+            };
+            let _ = tokio::task::spawn_blocking(move || {
+                broker.share_partitions().on_timer(&broker, &key);
+            })
+            .await;
+        });
+        if let Some((_, previous)) = h.timer.replace((at, task)) {
+            previous.abort();
+        }
+    }
+
+    fn on_timer(&self, broker: &Broker, key: &SharePartitionKey) {
+        let Some(hosted) = self.hosted.lock().get(key).cloned() else {
+            return;
+        };
+        let mut h = hosted.lock();
+        h.timer = None;
+        if !still_leads(broker, &h) {
+            // Another broker leads it now; the next request loads it anew.
+            self.hosted.lock().remove(key);
+            return;
+        }
+        let now = broker.now_ms() as u64;
+        h.engine.expire_locks(now);
+        let _ = self.persist(broker, key, &mut h);
+        self.arm_timer(key, &mut h, now);
+        // Records available again: a waiting ShareFetch reads them.
+        h.partition.wake_fetches();
+    }
+
+    /// The data partition of a hosted share-partition, for waiting on.
+    pub(crate) fn partition_of(&self, key: &SharePartitionKey) -> Option<Arc<Partition>> {
+        let hosted = self.hosted.lock().get(key).cloned()?;
+        let partition = hosted.lock().partition.clone();
+        Some(partition)
+    }
+}
+
+/// Whether this broker still leads the data partition of `h` at the epoch
+/// its state was loaded at: only then may it change that state.
+fn still_leads(broker: &Broker, h: &Hosted) -> bool {
+    let state = h.partition.replica_state();
+    state.leader == broker.node_id() && state.leader_epoch == h.leader_epoch
+}
+
+/// The `__share_group_state` partition holding `key`, which this broker
+/// must lead.
+fn state_partition(
+    broker: &Broker,
+    key: &SharePartitionKey,
+) -> Result<(i32, Arc<Partition>), ShareCode> {
+    let count = broker.with_image(|image| {
+        image
+            .topic(SHARE_STATE_TOPIC)
+            .map(|topic| topic.partition_count())
+    });
+    let Some(count) = count else {
+        let _ = broker.auto_create_topic(SHARE_STATE_TOPIC);
+        return Err(STATE_LOADING);
+    };
+    let index = state_partition_for(key, count);
+    if !broker.share_state().leads(index) {
+        let leader = broker.with_image(|image| {
+            image
+                .topic(SHARE_STATE_TOPIC)
+                .and_then(|topic| topic.partition(index))
+                .map_or(-1, |p| p.leader)
+        });
+        // Led here but not loaded yet, or no leader at the moment: soon.
+        // Led by another broker: reaching it is not built yet.
+        return Err(if leader == broker.node_id() || leader < 0 {
+            STATE_LOADING
+        } else {
+            COORDINATOR_NOT_AVAILABLE
+        });
+    }
+    let partition = broker
+        .leader_partition(SHARE_STATE_TOPIC, index)
+        .map_err(|_| COORDINATOR_NOT_AVAILABLE)?;
+    Ok((index, partition))
+}
+
+/// The whole batches of `bytes` up to the one holding `last_offset`: what
+/// the client needs to read the records acquired.
+fn batches_through(bytes: Bytes, last_offset: i64) -> Bytes {
+    let mut position = 0;
+    while position < bytes.len() {
+        let Ok(header) = weir_log::batch::BatchHeader::parse(&bytes[position..], position) else {
+            break;
+        };
+        position += header.total_size();
+        if header.next_offset() > last_offset {
+            break;
+        }
+    }
+    bytes.slice(..position.min(bytes.len()))
+}

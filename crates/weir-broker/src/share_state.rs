@@ -1,0 +1,230 @@
+//! Share-partition state in `__share_group_state` (Kafka's share
+//! coordinator): each share-partition's state lives in the partition
+//! `hash("group:topicId:partition") % count` of that topic, as a
+//! ShareSnapshot followed by ShareUpdates. The leader of such a partition
+//! keeps the state of its share-partitions in memory, rebuilt by replaying
+//! the log when it becomes leader, and appends each change with acks=all;
+//! the caller answers once the in-sync replicas hold it.
+//!
+//! A snapshot is written again after [`UPDATES_PER_SNAPSHOT`] updates, so a
+//! share-partition's state never takes more than that many records to
+//! rebuild.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use weir_log::LogError;
+
+use crate::offsets::records::partition_for;
+use crate::offsets::{encode_batch, for_each_item, Entry, Item};
+use crate::partition::{AppendError, AppendOrigin, Partition, ReplicatedWrite, RequiredAcks};
+use crate::share::state_records::{self, SharePartitionKey, ShareStateRecord};
+use crate::share::PersistedState;
+
+/// The internal topic of share-partition state.
+pub const SHARE_STATE_TOPIC: &str = "__share_group_state";
+
+/// Kafka's `share.coordinator.snapshot.update.records.per.snapshot`.
+pub const UPDATES_PER_SNAPSHOT: u32 = 500;
+
+/// The `__share_group_state` partition (of `count`) holding `key`'s state.
+pub fn state_partition_for(key: &SharePartitionKey, count: i32) -> i32 {
+    partition_for(
+        &format!("{}:{}:{}", key.group, key.topic_id, key.partition),
+        count,
+    )
+}
+
+#[derive(Debug, Clone)]
+struct Stored {
+    state_epoch: i32,
+    snapshot_epoch: u16,
+    state: PersistedState,
+    updates_since_snapshot: u32,
+}
+
+/// The share-partitions of one `__share_group_state` partition.
+type PartitionStates = Arc<Mutex<HashMap<SharePartitionKey, Stored>>>;
+
+/// The state of the share-partitions whose `__share_group_state`
+/// partition this node leads.
+#[derive(Default)]
+pub struct ShareStateStore {
+    /// By `__share_group_state` partition: its share-partitions. A lock per
+    /// partition, held across its appends so they apply in log order.
+    partitions: Mutex<HashMap<i32, PartitionStates>>,
+}
+
+impl ShareStateStore {
+    /// This node leads `partition` now: its share-partitions are read
+    /// from its log.
+    pub fn take_over(&self, partition: &Partition) -> Result<usize, LogError> {
+        let mut states: HashMap<SharePartitionKey, Stored> = HashMap::new();
+        for_each_item(partition, |item| {
+            let Item::Record {
+                key,
+                value: Some(value),
+                ..
+            } = item
+            else {
+                return;
+            };
+            match state_records::decode(&key, &value) {
+                Ok((key, record)) => apply(&mut states, key, record),
+                Err(error) => tracing::warn!(%error, "skipping a __share_group_state record"),
+            }
+        })?;
+        let count = states.len();
+        self.partitions
+            .lock()
+            .insert(partition.index, Arc::new(Mutex::new(states)));
+        Ok(count)
+    }
+
+    /// Another node leads `index` now.
+    pub fn hand_over(&self, index: i32) {
+        self.partitions.lock().remove(&index);
+    }
+
+    /// Whether this node leads state partition `index`.
+    pub fn leads(&self, index: i32) -> bool {
+        self.partitions.lock().contains_key(&index)
+    }
+
+    fn states(&self, index: i32) -> Option<PartitionStates> {
+        self.partitions.lock().get(&index).cloned()
+    }
+
+    /// The state of `key` in state partition `index` and its state epoch;
+    /// `None` if it has none (never initialized, or deleted).
+    pub fn read(&self, index: i32, key: &SharePartitionKey) -> Option<(i32, PersistedState)> {
+        let states = self.states(index)?;
+        let states = states.lock();
+        states
+            .get(key)
+            .map(|stored| (stored.state_epoch, stored.state.clone()))
+    }
+
+    /// Writes `key`'s whole state, at a state epoch one above its last (a
+    /// new start: initialization, or a reset of its offsets).
+    pub fn initialize(
+        &self,
+        partition: &Arc<Partition>,
+        key: &SharePartitionKey,
+        state: PersistedState,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<ReplicatedWrite, AppendError> {
+        self.write(partition, key, now_ms, |stored| {
+            let state_epoch = stored.map_or(0, |s| s.state_epoch + 1);
+            ShareStateRecord::Snapshot {
+                snapshot_epoch: stored.map_or(0, |s| s.snapshot_epoch.wrapping_add(1)),
+                state_epoch,
+                leader_epoch,
+                state,
+            }
+        })
+    }
+
+    /// Writes what changed in `key`'s state: an update, or a snapshot of
+    /// the state with it applied once enough updates piled up.
+    pub fn update(
+        &self,
+        partition: &Arc<Partition>,
+        key: &SharePartitionKey,
+        update: PersistedState,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<ReplicatedWrite, AppendError> {
+        self.write(partition, key, now_ms, |stored| match stored {
+            Some(stored) if stored.updates_since_snapshot < UPDATES_PER_SNAPSHOT => {
+                ShareStateRecord::Update {
+                    snapshot_epoch: stored.snapshot_epoch,
+                    leader_epoch,
+                    state: update,
+                }
+            }
+            stored => {
+                let mut state = stored.map(|s| s.state.clone()).unwrap_or_default();
+                state.apply_update(&update);
+                ShareStateRecord::Snapshot {
+                    snapshot_epoch: stored.map_or(0, |s| s.snapshot_epoch.wrapping_add(1)),
+                    state_epoch: stored.map_or(0, |s| s.state_epoch),
+                    leader_epoch,
+                    state,
+                }
+            }
+        })
+    }
+
+    fn write(
+        &self,
+        partition: &Arc<Partition>,
+        key: &SharePartitionKey,
+        now_ms: i64,
+        record: impl FnOnce(Option<&Stored>) -> ShareStateRecord,
+    ) -> Result<ReplicatedWrite, AppendError> {
+        let states = self.states(partition.index).ok_or_else(|| {
+            AppendError::Log(LogError::Offline {
+                dir: Default::default(),
+                reason: format!("{SHARE_STATE_TOPIC}-{} is not led here", partition.index),
+            })
+        })?;
+        let mut states = states.lock();
+        let record = record(states.get(key));
+        let entry = Entry {
+            key: state_records::encode_key(key, &record),
+            value: Some(state_records::encode_value(&record)),
+        };
+        let batch = encode_batch(&[entry], now_ms, None);
+        let leader_epoch = partition.replica_state().leader_epoch;
+        let appended = partition.append_from(
+            &batch,
+            leader_epoch,
+            AppendOrigin::Coordinator,
+            RequiredAcks::All,
+        )?;
+        apply(&mut states, key.clone(), record);
+        Ok(ReplicatedWrite::of(partition.clone(), &appended))
+    }
+}
+
+/// Applies one record read from (or written to) the log.
+fn apply(
+    states: &mut HashMap<SharePartitionKey, Stored>,
+    key: SharePartitionKey,
+    record: ShareStateRecord,
+) {
+    match record {
+        ShareStateRecord::Snapshot {
+            snapshot_epoch,
+            state_epoch,
+            state,
+            ..
+        } => {
+            states.insert(
+                key,
+                Stored {
+                    state_epoch,
+                    snapshot_epoch,
+                    state,
+                    updates_since_snapshot: 0,
+                },
+            );
+        }
+        ShareStateRecord::Update {
+            snapshot_epoch,
+            state,
+            ..
+        } => {
+            // An update of an older snapshot was overtaken by a newer one.
+            if let Some(stored) = states.get_mut(&key) {
+                if stored.snapshot_epoch == snapshot_epoch {
+                    stored.state.apply_update(&state);
+                    stored.updates_since_snapshot += 1;
+                }
+            }
+        }
+    }
+}

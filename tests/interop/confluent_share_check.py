@@ -1,0 +1,263 @@
+"""Share groups (KIP-932) with confluent-kafka's ShareConsumer against weir.
+
+Usage: python3 confluent_share_check.py HOST:PORT
+
+Checks:
+- Several share consumers of one partition each get records the others do
+  not, and together all of them; a consumer joining later gets nothing the
+  group acknowledged.
+- A consumer killed with SIGKILL while holding acquired records: another
+  member gets exactly those records once their lock expires
+  (share.record.lock.duration.ms), and nothing acknowledged again.
+- RELEASE redelivers a record with a higher delivery count; REJECT and
+  reaching share.delivery.count.limit archive it (never delivered again).
+- weir.share.release.backoff.ms (a Weir extension): a released record comes
+  back only after the backoff.
+- A topic with weir.delivery.delay.ms and a record with the weir-deliver-at
+  header: nothing is delivered early, everything on time.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import confluent_kafka
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+from interop_util import Checks, bootstrap_from_argv, expect, expect_eq
+
+LOCK_MS = 15000  # group.share.min.record.lock.duration.ms
+
+
+def make_topic(bootstrap, topic, partitions=1, config=None):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result()
+
+
+def set_group_configs(bootstrap, group, configs):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    for future in admin.incremental_alter_configs([ConfigResource("GROUP", group, incremental_configs=entries)]).values():
+        future.result()
+
+
+def produce(bootstrap, topic, values, headers=None):
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for v in values:
+        producer.produce(topic, value=v.encode(), headers=headers)
+    expect_eq(producer.flush(10), 0, "records left unsent")
+
+
+def share_consumer(bootstrap, group, topic, explicit=False):
+    conf = {"bootstrap.servers": bootstrap, "group.id": group}
+    if explicit:
+        conf["share.acknowledgement.mode"] = "explicit"
+    consumer = ShareConsumer(conf)
+    consumer.subscribe([topic])
+    return consumer
+
+
+def poll_values(consumer, timeout_s=1.0):
+    got = []
+    for m in consumer.poll(timeout_s):
+        expect(m.error() is None, f"poll error: {m.error()}")
+        got.append(m)
+    return got
+
+
+def check_consumers_share_a_partition(bootstrap):
+    topic, group, count = "sh-split", "sh-split-group", 3000
+    make_topic(bootstrap, topic)
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    consumers = [share_consumer(bootstrap, group, topic) for _ in range(3)]
+    for c in consumers:
+        expect_eq(poll_values(c, 1.0), [], "records of an empty topic")
+    # More than one fetch acquires (500 records at most), while all three
+    # members are fetching.
+    produce(bootstrap, topic, [f"r{i}" for i in range(count)])
+    got = [[] for _ in consumers]
+    deadline = time.time() + 40
+    while sum(len(g) for g in got) < count and time.time() < deadline:
+        for c, g in zip(consumers, got):
+            # Few records per poll, so that every member gets a share.
+            g.extend(m.value().decode() for m in poll_values(c, 0.2))
+    every = [v for g in got for v in g]
+    expect_eq(len(every), count, "records delivered to the group")
+    expect_eq(sorted(set(every)), sorted(f"r{i}" for i in range(count)), "distinct records delivered")
+    busy = sum(1 for g in got if g)
+    expect(busy >= 2, f"one partition, three members: records went to {busy} of them ({[len(g) for g in got]})")
+    for c in consumers:
+        # Implicit acknowledgements go with the next poll or commit
+        # (librdkafka's close does not send those of the last poll).
+        c.commit_sync()
+        c.close()
+    # Acknowledged: never again.
+    late = share_consumer(bootstrap, group, topic)
+    again = []
+    end = time.time() + 4
+    while time.time() < end:
+        again.extend(m.value().decode() for m in poll_values(late, 0.5))
+    late.commit_sync()
+    late.close()
+    expect(not again, f"{len(again)} records delivered again after they were acknowledged, from {again[:3]}")
+
+
+HOLDER = r"""
+import sys, time
+from confluent_kafka import ShareConsumer
+c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "share.acknowledgement.mode": "explicit"})
+c.subscribe([sys.argv[3]])
+held = []
+end = time.time() + 20
+while not held and time.time() < end:
+    held = [m for m in c.poll(0.5) if m.error() is None]
+print(" ".join(m.value().decode() for m in held), flush=True)
+time.sleep(600)  # killed while holding them
+"""
+
+
+def check_killed_consumer_records_redelivered(bootstrap):
+    topic, group = "sh-killed", "sh-killed-group"
+    make_topic(bootstrap, topic)
+    set_group_configs(
+        bootstrap,
+        group,
+        {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(LOCK_MS)},
+    )
+    produce(bootstrap, topic, [f"k{i}" for i in range(20)])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, bootstrap, group, topic], stdout=subprocess.PIPE, text=True
+    )
+    held = holder.stdout.readline().split()
+    holder.kill()
+    holder.wait()
+    killed_at = time.time()
+    expect(held, "the holder acquired nothing")
+    # A second member acknowledges what it gets; the held records come
+    # back only once their lock expired.
+    consumer = share_consumer(bootstrap, group, topic, explicit=True)
+    got = {}
+    deadline = killed_at + LOCK_MS / 1000 + 25
+    while len(got) < 20 and time.time() < deadline:
+        for m in poll_values(consumer, 0.5):
+            value = m.value().decode()
+            expect(value not in got, f"{value} delivered twice to the survivor")
+            got[value] = time.time()
+            consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+    consumer.close()
+    expect_eq(sorted(got), sorted(f"k{i}" for i in range(20)), "records the survivor got")
+    early = [v for v in held if got[v] < killed_at + LOCK_MS / 1000 - 1.5]
+    expect(not early, f"held records redelivered before their lock expired: {early}")
+
+
+def check_release_reject_and_delivery_limit(bootstrap):
+    topic, group = "sh-acks", "sh-acks-group"
+    make_topic(bootstrap, topic)
+    set_group_configs(
+        bootstrap,
+        group,
+        {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "3"},
+    )
+    produce(bootstrap, topic, ["keep", "reject", "poison"])
+    consumer = share_consumer(bootstrap, group, topic, explicit=True)
+    seen = []
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        msgs = poll_values(consumer, 0.5)
+        for m in msgs:
+            value = m.value().decode()
+            seen.append(value)
+            kind = {"keep": AcknowledgeType.ACCEPT, "reject": AcknowledgeType.REJECT}.get(value, AcknowledgeType.RELEASE)
+            consumer.acknowledge(m, kind)
+        if msgs:
+            consumer.commit_sync()
+        if seen.count("poison") >= 3 and not msgs:
+            break
+    consumer.close()
+    expect_eq(seen.count("keep"), 1, "deliveries of the accepted record")
+    expect_eq(seen.count("reject"), 1, "deliveries of the rejected record")
+    expect_eq(seen.count("poison"), 3, "deliveries of a record released each time (share.delivery.count.limit=3)")
+
+
+def check_release_backoff(bootstrap):
+    topic, group, backoff_ms = "sh-backoff", "sh-backoff-group", 2000
+    make_topic(bootstrap, topic)
+    set_group_configs(
+        bootstrap,
+        group,
+        {"share.auto.offset.reset": "earliest", "weir.share.release.backoff.ms": str(backoff_ms)},
+    )
+    produce(bootstrap, topic, ["again"])
+    consumer = share_consumer(bootstrap, group, topic, explicit=True)
+    deliveries = []
+    deadline = time.time() + 30
+    while len(deliveries) < 2 and time.time() < deadline:
+        for m in poll_values(consumer, 0.2):
+            deliveries.append(time.time())
+            consumer.acknowledge(m, AcknowledgeType.RELEASE if len(deliveries) == 1 else AcknowledgeType.ACCEPT)
+            consumer.commit_sync()
+    consumer.close()
+    expect_eq(len(deliveries), 2, "deliveries of the released record")
+    gap = deliveries[1] - deliveries[0]
+    expect(gap >= backoff_ms / 1000 - 0.3, f"redelivered {gap:.2f} s after its release, before the {backoff_ms} ms backoff")
+
+
+def check_delayed_delivery(bootstrap):
+    topic, group, delay_ms = "sh-delayed", "sh-delayed-group", 2000
+    make_topic(bootstrap, topic, config={"weir.delivery.delay.ms": str(delay_ms)})
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    consumer = share_consumer(bootstrap, group, topic)
+    poll_values(consumer, 1.0)  # joined before the records come
+    at_ms = int(time.time() * 1000) + 4000
+    produce(bootstrap, topic, [f"d{i}" for i in range(5)])
+    produce(bootstrap, topic, ["deferred"], headers=[("weir-deliver-at", str(at_ms).encode())])
+    got = []
+    deadline = time.time() + 20
+    while len(got) < 6 and time.time() < deadline:
+        got.extend((m.value().decode(), m.timestamp()[1], time.time() * 1000) for m in poll_values(consumer, 0.2))
+    consumer.close()
+    expect_eq(sorted(v for v, _, _ in got), sorted([f"d{i}" for i in range(5)] + ["deferred"]), "records delivered")
+    early = [v for v, ts, received in got if received < ts + delay_ms]
+    expect(not early, f"records delivered before the topic's delay: {early}")
+    deferred = [received for v, _, received in got if v == "deferred"]
+    expect(deferred[0] >= at_ms, f"the weir-deliver-at record came {at_ms - deferred[0]:.0f} ms early")
+
+
+def main():
+    bootstrap = bootstrap_from_argv("confluent_share_check.py")
+    checks = Checks("confluent_share_check.py", deadline_s=110)
+    Checks.note(f"confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}")
+    checks.run(
+        "confluent-kafka share group: three ShareConsumers of one partition get disjoint records, all of them, none again",
+        check_consumers_share_a_partition,
+        bootstrap,
+    )
+    checks.run(
+        "confluent-kafka share group: RELEASE redelivers, REJECT and share.delivery.count.limit archive",
+        check_release_reject_and_delivery_limit,
+        bootstrap,
+    )
+    checks.run(
+        "confluent-kafka share group: weir.share.release.backoff.ms holds a released record back",
+        check_release_backoff,
+        bootstrap,
+    )
+    checks.run(
+        "confluent-kafka share group: weir.delivery.delay.ms and weir-deliver-at deliver nothing early",
+        check_delayed_delivery,
+        bootstrap,
+    )
+    checks.run(
+        "confluent-kafka share group: records of a consumer killed with SIGKILL come back after their lock, once",
+        check_killed_consumer_records_redelivered,
+        bootstrap,
+    )
+    checks.finish()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    main()
