@@ -23,8 +23,8 @@ use crate::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::partition::{AppendError, Partition, ReplicatedWrite};
 use crate::producer_ids::ProducerIdBlocks;
 use crate::replica_manager::{NotServed, ReplicaManager};
-use crate::tls::TlsServer;
 use crate::share_state::SHARE_STATE_TOPIC;
+use crate::tls::TlsServer;
 use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
 use weir_meta::Authorizer;
 
@@ -368,6 +368,7 @@ impl Broker {
             jwks,
         });
         broker.load_led_transactions();
+        broker.load_led_share_state();
         broker.start_membership();
         if broker.producer_ids.lock().request_if_empty() {
             broker.request_producer_id_block();
@@ -475,10 +476,7 @@ impl Broker {
         }
         for (_, index) in outcome.led.iter().filter(|(t, _)| t == SHARE_STATE_TOPIC) {
             if let Some(partition) = self.replicas.get(SHARE_STATE_TOPIC, *index) {
-                match self.share_state.take_over(&partition) {
-                    Ok(states) => tracing::debug!(partition = index, states, "leading a __share_group_state partition"),
-                    Err(error) => tracing::error!(partition = index, %error, "cannot load share-partition state"),
-                }
+                self.load_share_state(&partition);
             }
         }
         for (_, index) in outcome
@@ -527,17 +525,41 @@ impl Broker {
     /// Loads the transactions of the `__transaction_state` partitions this
     /// node leads as it opens.
     fn load_led_transactions(&self) {
-        let led: Vec<Arc<Partition>> = self
-            .replicas
-            .of_topic(TRANSACTION_STATE_TOPIC)
-            .into_iter()
-            .filter(|p| {
-                self.leader_partition(TRANSACTION_STATE_TOPIC, p.index)
-                    .is_ok()
-            })
-            .collect();
-        for partition in led {
+        for partition in self.led_partitions_of(TRANSACTION_STATE_TOPIC) {
             self.load_transactions(&partition);
+        }
+    }
+
+    /// Loads the share-partition state of the `__share_group_state`
+    /// partitions this node leads as it opens.
+    fn load_led_share_state(&self) {
+        for partition in self.led_partitions_of(SHARE_STATE_TOPIC) {
+            self.load_share_state(&partition);
+        }
+    }
+
+    fn led_partitions_of(&self, topic: &str) -> Vec<Arc<Partition>> {
+        self.replicas
+            .of_topic(topic)
+            .into_iter()
+            .filter(|p| self.leader_partition(topic, p.index).is_ok())
+            .collect()
+    }
+
+    /// This node leads `partition` of `__share_group_state`: it keeps the
+    /// state of the share-partitions stored there.
+    fn load_share_state(&self, partition: &Partition) {
+        match self.share_state.take_over(partition) {
+            Ok(states) => tracing::debug!(
+                partition = partition.index,
+                states,
+                "leading a __share_group_state partition"
+            ),
+            Err(error) => tracing::error!(
+                partition = partition.index,
+                %error,
+                "cannot load share-partition state"
+            ),
         }
     }
 

@@ -257,9 +257,9 @@ impl ShareGroupCoordinator {
         let now = broker.now_ms() as u64;
         let config = self.config_of(&image, group);
         let mut groups = partition.lock();
-        let hosted = groups.entry(group.to_owned()).or_insert_with(|| {
-            HostedShareGroup::new(ShareGroupEngine::new(group, config.clone()))
-        });
+        let hosted = groups
+            .entry(group.to_owned())
+            .or_insert_with(|| HostedShareGroup::new(ShareGroupEngine::new(group, config.clone())));
         hosted.engine.set_config(config);
         let topics = ImageTopics(&image);
         let mut output = ShareOutput::default();
@@ -369,7 +369,11 @@ impl ShareGroupCoordinator {
                 .engine
                 .session_expired(broker.now_ms() as u64, member, &ImageTopics(&image));
         if !output.ended.is_empty() {
-            tracing::info!(group, member, "removed a share group member whose session ended");
+            tracing::info!(
+                group,
+                member,
+                "removed a share group member whose session ended"
+            );
         }
         let _ = self.execute(broker, group, hosted, output);
     }

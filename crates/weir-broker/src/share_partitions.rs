@@ -160,7 +160,8 @@ impl SharePartitions {
         let h = &mut *guard;
         let now = broker.now_ms() as u64;
         h.engine.expire_locks(now);
-        h.engine.on_log_start(h.partition.log().log_start_offset() as i64);
+        h.engine
+            .on_log_start(h.partition.log().log_start_offset() as i64);
         let mut acquired = Acquired {
             records: Bytes::new(),
             ranges: Vec::new(),
@@ -285,7 +286,10 @@ impl SharePartitions {
         let Some(at) = next else {
             return;
         };
-        if h.timer.as_ref().is_some_and(|(armed, task)| *armed <= at && !task.is_finished()) {
+        if h.timer
+            .as_ref()
+            .is_some_and(|(armed, task)| *armed <= at && !task.is_finished())
+        {
             return;
         }
         let me = self.me.clone();

@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::share_acknowledge_response::{
-    LeaderIdAndEpoch as AckLeader, PartitionData as AckPartitionData,
-    ShareAcknowledgeTopicResponse,
+    LeaderIdAndEpoch as AckLeader, PartitionData as AckPartitionData, ShareAcknowledgeTopicResponse,
 };
 use kafka_protocol::messages::share_fetch_response::{
     AcquiredRecords, LeaderIdAndEpoch, PartitionData, ShareFetchableTopicResponse,
@@ -72,7 +71,10 @@ pub(super) fn heartbeat(
             "GroupId can't be empty.".into(),
         ))
     } else if let Err(code) = broker.check_coordinator(&group) {
-        Err(failed(code, "this broker is not the group's coordinator".into()))
+        Err(failed(
+            code,
+            "this broker is not the group's coordinator".into(),
+        ))
     } else if !ctx.authorized(broker, AclOperation::Read, ResourceType::Group, &group) {
         Err(failed(
             ResponseError::GroupAuthorizationFailed.code(),
@@ -277,7 +279,13 @@ fn acknowledge(
         .share_partitions()
         .acknowledge(broker, key, member, &ranges);
     if let Err(code) = &acknowledged {
-        tracing::debug!(group = key.group, member, partition = key.partition, code, "acknowledgements refused");
+        tracing::debug!(
+            group = key.group,
+            member,
+            partition = key.partition,
+            code,
+            "acknowledgements refused"
+        );
     }
     match acknowledged {
         Ok(write) => (0, write),
@@ -353,10 +361,11 @@ pub(super) fn fetch(
             .iter()
             .flat_map(|t| t.partitions.iter().map(|p| (t.topic_id, p.partition_index)))
             .collect();
-        let has_acks = request
-            .topics
-            .iter()
-            .any(|t| t.partitions.iter().any(|p| !p.acknowledgement_batches.is_empty()));
+        let has_acks = request.topics.iter().any(|t| {
+            t.partitions
+                .iter()
+                .any(|p| !p.acknowledgement_batches.is_empty())
+        });
         if epoch == 0 && has_acks {
             return failed(
                 ResponseError::InvalidRequest.code(),
@@ -394,7 +403,9 @@ pub(super) fn fetch(
                             key((t.topic_id, p.partition_index)),
                             p.acknowledgement_batches
                                 .iter()
-                                .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                                .map(|b| {
+                                    (b.first_offset, b.last_offset, b.acknowledge_types.clone())
+                                })
                                 .collect(),
                         )
                     })
@@ -433,11 +444,7 @@ pub(super) fn fetch(
             ack_codes.insert((key.topic_id, key.partition), code);
             writes.extend(write);
         }
-        let settings_lock_ms = broker
-            .config()
-            .share_group
-            .record_lock_duration_ms
-            .value;
+        let settings_lock_ms = broker.config().share_group.record_lock_duration_ms.value;
         let mut fetched: BTreeMap<(Uuid, i32), Fetched> = BTreeMap::new();
         if epoch != FINAL_SESSION_EPOCH {
             let max_records = usize::try_from(request.max_records)
@@ -460,8 +467,12 @@ pub(super) fn fetch(
                     }
                 }
                 let attempt = {
-                    let (broker, ctx, partitions, member) =
-                        (broker.clone(), ctx.clone(), partitions.clone(), member.clone());
+                    let (broker, ctx, partitions, member) = (
+                        broker.clone(),
+                        ctx.clone(),
+                        partitions.clone(),
+                        member.clone(),
+                    );
                     tokio::task::spawn_blocking(move || {
                         acquire_all(&broker, &ctx, &partitions, &member, max_records, max_bytes)
                     })
@@ -512,7 +523,9 @@ pub(super) fn fetch(
             let leader = current_leader(&broker, topic_id, index);
             let mut data = PartitionData::default()
                 .with_partition_index(index)
-                .with_acknowledge_error_code(ack_codes.get(&(topic_id, index)).copied().unwrap_or(0))
+                .with_acknowledge_error_code(
+                    ack_codes.get(&(topic_id, index)).copied().unwrap_or(0),
+                )
                 .with_current_leader(
                     LeaderIdAndEpoch::default()
                         .with_leader_id(leader.0)
@@ -651,7 +664,13 @@ pub(super) fn acknowledge_request(
                         let batches: Vec<(i64, i64, &[i8])> = partition
                             .acknowledgement_batches
                             .iter()
-                            .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.as_slice()))
+                            .map(|b| {
+                                (
+                                    b.first_offset,
+                                    b.last_offset,
+                                    b.acknowledge_types.as_slice(),
+                                )
+                            })
                             .collect();
                         let (code, write) = acknowledge(&broker, &ctx, &key, &member, &batches);
                         results.push((topic.topic_id, partition.partition_index, code, write));

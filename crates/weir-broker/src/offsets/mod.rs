@@ -660,7 +660,11 @@ impl OffsetStore {
 
     /// The live records of the share groups (KIP-932) of partition `index`
     /// of `count`, each group's in log order.
-    pub fn share_group_records(&self, index: i32, count: i32) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
+    pub fn share_group_records(
+        &self,
+        index: i32,
+        count: i32,
+    ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
         self.group_records(index, count, share_group_records::is_share_group_key)
     }
 
@@ -983,7 +987,11 @@ impl OffsetStore {
 /// One uncompressed batch of `entries`: without producer, or a
 /// transactional batch of `producer` with base sequence 0, as Kafka's
 /// coordinators write theirs.
-pub(crate) fn encode_batch(entries: &[Entry], now_ms: i64, producer: Option<TxnProducer>) -> BytesMut {
+pub(crate) fn encode_batch(
+    entries: &[Entry],
+    now_ms: i64,
+    producer: Option<TxnProducer>,
+) -> BytesMut {
     let records: Vec<Record> = entries
         .iter()
         .enumerate()
@@ -1080,7 +1088,10 @@ pub(crate) fn for_each_record(
 
 /// Every keyed record and every transaction marker of `partition`, in log
 /// order, to its log end.
-pub(crate) fn for_each_item(partition: &Partition, mut f: impl FnMut(Item)) -> Result<(), LogError> {
+pub(crate) fn for_each_item(
+    partition: &Partition,
+    mut f: impl FnMut(Item),
+) -> Result<(), LogError> {
     let end = partition.log().log_end_offset();
     let mut offset = partition.log().log_start_offset();
     while offset < end {

@@ -451,6 +451,9 @@ impl SharePartition {
             slot.until_ms = lock_until;
             let delivery_count = slot.delivery_count;
             self.locks.push(Reverse((lock_until, record.offset)));
+            // Persisted as available with its count: a failover redelivers
+            // it, and still counts this delivery.
+            self.changed.push(record.offset);
             taken += 1;
             match acquired.last_mut() {
                 Some(last)

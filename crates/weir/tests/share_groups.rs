@@ -1,0 +1,337 @@
+//! Share groups (KIP-932) on the wire, request by request: membership,
+//! acquisition, acknowledgement, share sessions and their errors, and
+//! share-partition state that outlives the broker.
+
+mod common;
+
+use common::raw::Raw;
+use common::Weir;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::share_acknowledge_request::{
+    AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
+};
+use kafka_protocol::messages::share_fetch_request::{
+    AcknowledgementBatch, FetchPartition, FetchTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, GroupId, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+    ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use uuid::Uuid;
+use weir_log::testing::BatchBuilder;
+
+const TOPIC: &str = "jobs";
+const GROUP: &str = "workers";
+const GROUP_RESOURCE: i8 = 32;
+const ACCEPT: i8 = 1;
+const RELEASE: i8 = 2;
+
+fn str(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+fn create_topic(raw: &mut Raw) -> Uuid {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+    let response: CreateTopicsResponse = raw.call(
+        ApiKey::CreateTopics,
+        7,
+        &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(str(TOPIC)))
+            .with_num_partitions(1)
+            .with_replication_factor(1)]),
+    );
+    assert_eq!(response.topics[0].error_code, 0);
+    response.topics[0].topic_id
+}
+
+fn set_group_config(raw: &mut Raw, name: &str, value: &str) {
+    let response: IncrementalAlterConfigsResponse = raw.call(
+        ApiKey::IncrementalAlterConfigs,
+        1,
+        &IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(GROUP_RESOURCE)
+                .with_resource_name(str(GROUP))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(str(name))
+                    .with_config_operation(0)
+                    .with_value(Some(str(value)))]),
+        ]),
+    );
+    assert_eq!(response.responses[0].error_code, 0, "{response:?}");
+}
+
+/// Joins the group as a new member; its id.
+fn join(raw: &mut Raw) -> String {
+    assert_eq!(raw.find_coordinator(0, GROUP).error_code, 0);
+    let member = Uuid::new_v4().to_string();
+    let response: ShareGroupHeartbeatResponse = raw.call(
+        ApiKey::ShareGroupHeartbeat,
+        1,
+        &ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(str(GROUP)))
+            .with_member_id(str(&member))
+            .with_member_epoch(0)
+            .with_subscribed_topic_names(Some(vec![TopicName(str(TOPIC))])),
+    );
+    assert_eq!(response.error_code, 0, "{response:?}");
+    assert!(response.member_epoch > 0);
+    let assignment = response
+        .assignment
+        .expect("a joining member gets its assignment");
+    assert_eq!(assignment.topic_partitions[0].partitions, vec![0]);
+    member
+}
+
+fn share_fetch(
+    raw: &mut Raw,
+    member: &str,
+    epoch: i32,
+    topic_id: Uuid,
+    acks: Vec<AcknowledgementBatch>,
+    max_wait_ms: i32,
+) -> ShareFetchResponse {
+    raw.call(
+        ApiKey::ShareFetch,
+        1,
+        &ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(str(GROUP))))
+            .with_member_id(Some(str(member)))
+            .with_share_session_epoch(epoch)
+            .with_max_wait_ms(max_wait_ms)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_max_records(100)
+            .with_batch_size(100)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(acks)])]),
+    )
+}
+
+/// The (first, last, delivery count) ranges a ShareFetch acquired.
+fn acquired(response: &ShareFetchResponse) -> Vec<(i64, i64, i16)> {
+    assert_eq!(response.error_code, 0, "{response:?}");
+    response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .inspect(|p| assert_eq!(p.error_code, 0, "{p:?}"))
+        .flat_map(|p| p.acquired_records.iter())
+        .map(|r| (r.first_offset, r.last_offset, r.delivery_count))
+        .collect()
+}
+
+fn ack(first: i64, last: i64, kind: i8) -> AcknowledgementBatch {
+    AcknowledgementBatch::default()
+        .with_first_offset(first)
+        .with_last_offset(last)
+        .with_acknowledge_types(vec![kind])
+}
+
+fn share_acknowledge(
+    raw: &mut Raw,
+    member: &str,
+    epoch: i32,
+    topic_id: Uuid,
+    batches: Vec<AckBatch>,
+) -> ShareAcknowledgeResponse {
+    raw.call(
+        ApiKey::ShareAcknowledge,
+        1,
+        &ShareAcknowledgeRequest::default()
+            .with_group_id(Some(GroupId(str(GROUP))))
+            .with_member_id(Some(str(member)))
+            .with_share_session_epoch(epoch)
+            .with_topics(vec![AcknowledgeTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![AcknowledgePartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(batches)])]),
+    )
+}
+
+fn started() -> (Weir, Raw, Uuid) {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let topic_id = create_topic(&mut raw);
+    set_group_config(&mut raw, "share.auto.offset.reset", "earliest");
+    let (code, _) = raw.produce(TOPIC, 0, BatchBuilder::new(10).build());
+    assert_eq!(code, 0);
+    (weir, raw, topic_id)
+}
+
+#[test]
+fn acknowledged_records_survive_a_crash_and_only_those_in_flight_come_back() {
+    let (mut weir, mut raw, topic_id) = started();
+    let member = join(&mut raw);
+    // The first fetch waits while __share_group_state is being created.
+    let first = share_fetch(&mut raw, &member, 0, topic_id, vec![], 10_000);
+    assert_eq!(acquired(&first), vec![(0, 9, 1)]);
+    let records = first.responses[0].partitions[0].records.as_ref().unwrap();
+    assert!(
+        !records.is_empty(),
+        "the acquired records come with their batch"
+    );
+    // Accept 0..=4 and release 5; 6..=9 stay acquired.
+    let acked = share_acknowledge(
+        &mut raw,
+        &member,
+        1,
+        topic_id,
+        vec![
+            AckBatch::default()
+                .with_first_offset(0)
+                .with_last_offset(4)
+                .with_acknowledge_types(vec![ACCEPT]),
+            AckBatch::default()
+                .with_first_offset(5)
+                .with_last_offset(5)
+                .with_acknowledge_types(vec![RELEASE]),
+        ],
+    );
+    assert_eq!(acked.error_code, 0, "{acked:?}");
+    assert_eq!(acked.responses[0].partitions[0].error_code, 0);
+
+    weir.restart(false); // kill -9
+    let mut raw = Raw::connect(&weir.kafka);
+    let member = join(&mut raw);
+    let again = share_fetch(&mut raw, &member, 0, topic_id, vec![], 10_000);
+    // Nothing accepted comes back; what was in flight does, its delivery
+    // counted.
+    assert_eq!(acquired(&again), vec![(5, 9, 2)]);
+    let done = share_fetch(&mut raw, &member, 1, topic_id, vec![ack(5, 9, ACCEPT)], 300);
+    assert_eq!(done.responses[0].partitions[0].acknowledge_error_code, 0);
+    assert_eq!(acquired(&done), vec![]);
+}
+
+#[test]
+fn two_members_of_one_partition_never_hold_the_same_record() {
+    let (_weir, mut raw, topic_id) = started();
+    let (a, b) = (join(&mut raw), join(&mut raw));
+    let mut raw_b = Raw::connect(&_weir.kafka);
+    let from_a = share_fetch(&mut raw, &a, 0, topic_id, vec![], 10_000);
+    let from_b = share_fetch(&mut raw_b, &b, 0, topic_id, vec![], 300);
+    assert_eq!(acquired(&from_a), vec![(0, 9, 1)]);
+    assert_eq!(acquired(&from_b), vec![], "b gets nothing a holds");
+    // a gives back 3..=9: b gets them, a may not acknowledge them now.
+    let released = share_acknowledge(
+        &mut raw,
+        &a,
+        1,
+        topic_id,
+        vec![AckBatch::default()
+            .with_first_offset(3)
+            .with_last_offset(9)
+            .with_acknowledge_types(vec![RELEASE])],
+    );
+    assert_eq!(released.responses[0].partitions[0].error_code, 0);
+    let from_b = share_fetch(&mut raw_b, &b, 1, topic_id, vec![], 5_000);
+    assert_eq!(acquired(&from_b), vec![(3, 9, 2)]);
+    let late = share_acknowledge(
+        &mut raw,
+        &a,
+        2,
+        topic_id,
+        vec![AckBatch::default()
+            .with_first_offset(3)
+            .with_last_offset(3)
+            .with_acknowledge_types(vec![ACCEPT])],
+    );
+    assert_eq!(
+        late.responses[0].partitions[0].error_code,
+        ResponseError::InvalidRecordState.code()
+    );
+}
+
+#[test]
+fn share_sessions_and_groups_refuse_what_kafka_refuses() {
+    let (weir, mut raw, topic_id) = started();
+    let member = join(&mut raw);
+    // Acknowledgements on the request that opens a session.
+    let opening = share_fetch(&mut raw, &member, 0, topic_id, vec![ack(0, 0, ACCEPT)], 0);
+    assert_eq!(opening.error_code, ResponseError::InvalidRequest.code());
+    // A session that does not exist, and an epoch out of step.
+    let unknown = share_fetch(
+        &mut raw,
+        &Uuid::new_v4().to_string(),
+        4,
+        topic_id,
+        vec![],
+        0,
+    );
+    assert_eq!(
+        unknown.error_code,
+        ResponseError::ShareSessionNotFound.code()
+    );
+    let opened = share_fetch(&mut raw, &member, 0, topic_id, vec![], 10_000);
+    assert_eq!(acquired(&opened), vec![(0, 9, 1)]);
+    let skipped = share_fetch(&mut raw, &member, 3, topic_id, vec![], 0);
+    assert_eq!(
+        skipped.error_code,
+        ResponseError::InvalidShareSessionEpoch.code()
+    );
+    // A ShareAcknowledge cannot open a session.
+    let no_open = share_acknowledge(&mut raw, &member, 0, topic_id, vec![]);
+    assert_eq!(
+        no_open.error_code,
+        ResponseError::InvalidShareSessionEpoch.code()
+    );
+    // Closing the session gives back what the member held.
+    let closed = share_acknowledge(&mut raw, &member, -1, topic_id, vec![]);
+    assert_eq!(closed.error_code, 0);
+    let other = join(&mut raw);
+    let mut raw_other = Raw::connect(&weir.kafka);
+    let taken = share_fetch(&mut raw_other, &other, 0, topic_id, vec![], 5_000);
+    assert_eq!(acquired(&taken), vec![(0, 9, 2)]);
+
+    // A heartbeat with an unknown member, and one at a stale epoch.
+    let heartbeat = |raw: &mut Raw, member: &str, epoch: i32| -> i16 {
+        let response: ShareGroupHeartbeatResponse = raw.call(
+            ApiKey::ShareGroupHeartbeat,
+            1,
+            &ShareGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(str(GROUP)))
+                .with_member_id(str(member))
+                .with_member_epoch(epoch),
+        );
+        response.error_code
+    };
+    assert_eq!(
+        heartbeat(&mut raw, "nobody", 1),
+        ResponseError::UnknownMemberId.code()
+    );
+    assert_eq!(
+        heartbeat(&mut raw, &other, 99),
+        ResponseError::FencedMemberEpoch.code()
+    );
+
+    let described: ShareGroupDescribeResponse = raw.call(
+        ApiKey::ShareGroupDescribe,
+        1,
+        &ShareGroupDescribeRequest::default()
+            .with_group_ids(vec![GroupId(str(GROUP)), GroupId(str("no-such-group"))]),
+    );
+    let group = &described.groups[0];
+    assert_eq!(group.error_code, 0);
+    assert_eq!(group.group_state.as_str(), "Stable");
+    assert_eq!(group.assignor_name.as_str(), "simple");
+    assert_eq!(group.members.len(), 2);
+    assert!(group
+        .members
+        .iter()
+        .all(|m| m.assignment.topic_partitions[0].topic_name.as_str() == TOPIC));
+    assert_eq!(
+        described.groups[1].error_code,
+        ResponseError::GroupIdNotFound.code()
+    );
+}
