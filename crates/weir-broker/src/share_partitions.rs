@@ -28,16 +28,9 @@ use crate::share::{
     log_records, AcknowledgeType, AcquiredRange, PersistedState, ShareError, SharePartition,
     ShareSessions,
 };
-use crate::share_state::{state_partition_for, SHARE_STATE_TOPIC};
-
-/// Why a share-partition cannot be served here, as Kafka's error code.
-pub(crate) type ShareCode = i16;
+use crate::share_persister::{ShareCode, SharePersister};
 
 const UNKNOWN_TOPIC_ID: ShareCode = 100;
-const COORDINATOR_NOT_AVAILABLE: ShareCode = 15;
-/// Not an error a client sees: the state partition is being created or
-/// loaded; ask again shortly.
-pub(crate) const STATE_LOADING: ShareCode = -1;
 const KAFKA_STORAGE_ERROR: ShareCode = 56;
 
 struct Hosted {
@@ -60,6 +53,7 @@ pub(crate) struct Acquired {
 pub(crate) struct SharePartitions {
     hosted: Mutex<HashMap<SharePartitionKey, Arc<Mutex<Hosted>>>>,
     sessions: Mutex<ShareSessions>,
+    persister: SharePersister,
     me: Weak<Broker>,
 }
 
@@ -68,6 +62,7 @@ impl SharePartitions {
         Self {
             hosted: Mutex::default(),
             sessions: Mutex::new(ShareSessions::new(max_sessions)),
+            persister: SharePersister::default(),
             me,
         }
     }
@@ -111,10 +106,9 @@ impl SharePartitions {
             }
         }
         let settings = Self::settings(broker, &key.group);
-        let (state_index, state_partition) = state_partition(broker, key)?;
-        let store = broker.share_state();
-        let engine = match store.read(state_index, key) {
-            Some((_, state)) => SharePartition::load(settings.partition.clone(), &state),
+        let home = self.persister.home(broker, key)?;
+        let engine = match self.persister.read(broker, &home, key, leader_epoch)? {
+            Some(state) => SharePartition::load(settings.partition.clone(), &state),
             None => {
                 let start = match settings.auto_offset_reset {
                     ShareAutoOffsetReset::Earliest => partition.log().log_start_offset(),
@@ -124,12 +118,11 @@ impl SharePartitions {
                     start_offset: start,
                     batches: Vec::new(),
                 };
-                store
-                    .initialize(&state_partition, key, state, leader_epoch, broker.now_ms())
-                    .map_err(|error| {
-                        tracing::warn!(group = key.group, %error, "cannot initialize share-partition state");
-                        COORDINATOR_NOT_AVAILABLE
-                    })?;
+                // Written before anything is acquired from it: the answer
+                // to the first fetch awaits this write with its own.
+                let _ = self
+                    .persister
+                    .initialize(broker, &home, key, state, leader_epoch)?;
                 SharePartition::new(settings.partition.clone(), start)
             }
         };
@@ -251,23 +244,12 @@ impl SharePartitions {
         let Some(update) = changes else {
             return Ok(None);
         };
-        let written = state_partition(broker, key).and_then(|(_, state_partition)| {
-            broker
-                .share_state()
-                .update(
-                    &state_partition,
-                    key,
-                    update,
-                    h.leader_epoch,
-                    broker.now_ms(),
-                )
-                .map_err(|error| {
-                    tracing::warn!(group = key.group, %error, "cannot write share-partition state");
-                    COORDINATOR_NOT_AVAILABLE
-                })
+        let written = self.persister.home(broker, key).and_then(|home| {
+            self.persister
+                .update(broker, &home, key, update, h.leader_epoch)
         });
         match written {
-            Ok(write) => Ok(Some(write)),
+            Ok(write) => Ok(write),
             Err(code) => {
                 self.hosted.lock().remove(key);
                 Err(code)
@@ -342,43 +324,6 @@ impl SharePartitions {
 fn still_leads(broker: &Broker, h: &Hosted) -> bool {
     let state = h.partition.replica_state();
     state.leader == broker.node_id() && state.leader_epoch == h.leader_epoch
-}
-
-/// The `__share_group_state` partition holding `key`, which this broker
-/// must lead.
-fn state_partition(
-    broker: &Broker,
-    key: &SharePartitionKey,
-) -> Result<(i32, Arc<Partition>), ShareCode> {
-    let count = broker.with_image(|image| {
-        image
-            .topic(SHARE_STATE_TOPIC)
-            .map(|topic| topic.partition_count())
-    });
-    let Some(count) = count else {
-        let _ = broker.auto_create_topic(SHARE_STATE_TOPIC);
-        return Err(STATE_LOADING);
-    };
-    let index = state_partition_for(key, count);
-    if !broker.share_state().leads(index) {
-        let leader = broker.with_image(|image| {
-            image
-                .topic(SHARE_STATE_TOPIC)
-                .and_then(|topic| topic.partition(index))
-                .map_or(-1, |p| p.leader)
-        });
-        // Led here but not loaded yet, or no leader at the moment: soon.
-        // Led by another broker: reaching it is not built yet.
-        return Err(if leader == broker.node_id() || leader < 0 {
-            STATE_LOADING
-        } else {
-            COORDINATOR_NOT_AVAILABLE
-        });
-    }
-    let partition = broker
-        .leader_partition(SHARE_STATE_TOPIC, index)
-        .map_err(|_| COORDINATOR_NOT_AVAILABLE)?;
-    Ok((index, partition))
 }
 
 /// The whole batches of `bytes` up to the one holding `last_offset`: what

@@ -36,7 +36,7 @@ fn str(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
 }
 
-fn create_topic(raw: &mut Raw) -> Uuid {
+fn create_topic(raw: &mut Raw, replicas: i16) -> Uuid {
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
     use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
     let response: CreateTopicsResponse = raw.call(
@@ -45,7 +45,7 @@ fn create_topic(raw: &mut Raw) -> Uuid {
         &CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
             .with_name(TopicName(str(TOPIC)))
             .with_num_partitions(1)
-            .with_replication_factor(1)]),
+            .with_replication_factor(replicas)]),
     );
     assert_eq!(response.topics[0].error_code, 0);
     response.topics[0].topic_id
@@ -163,7 +163,7 @@ fn share_acknowledge(
 fn started() -> (Weir, Raw, Uuid) {
     let weir = Weir::start(&[]);
     let mut raw = Raw::connect(&weir.kafka);
-    let topic_id = create_topic(&mut raw);
+    let topic_id = create_topic(&mut raw, 1);
     set_group_config(&mut raw, "share.auto.offset.reset", "earliest");
     let (code, _) = raw.produce(TOPIC, 0, BatchBuilder::new(10).build());
     assert_eq!(code, 0);
@@ -333,5 +333,233 @@ fn share_sessions_and_groups_refuse_what_kafka_refuses() {
     assert_eq!(
         described.groups[1].error_code,
         ResponseError::GroupIdNotFound.code()
+    );
+}
+
+// ---- a three-node cluster ----
+
+use common::cluster::{partitions, send_acked, wait_until, Cluster};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use weir_broker::share::state_records::SharePartitionKey;
+use weir_broker::share_state::{state_partition_for, SHARE_STATE_TOPIC};
+
+/// A connection to the coordinator of `group` (found through `any`).
+fn coordinator_of(cluster: &Cluster, any: i32, group: &str) -> Raw {
+    let mut raw = Raw::connect(&cluster.node(any).kafka);
+    let found = raw.find_coordinator(0, group);
+    assert_eq!(found.error_code, 0, "{found:?}");
+    Raw::connect(&cluster.node(found.node_id.0).kafka)
+}
+
+fn join_group(raw: &mut Raw, group: &str) -> String {
+    let member = Uuid::new_v4().to_string();
+    let response: ShareGroupHeartbeatResponse = raw.call(
+        ApiKey::ShareGroupHeartbeat,
+        1,
+        &ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(str(group)))
+            .with_member_id(str(&member))
+            .with_member_epoch(0)
+            .with_subscribed_topic_names(Some(vec![TopicName(str(TOPIC))])),
+    );
+    assert_eq!(response.error_code, 0, "{response:?}");
+    member
+}
+
+fn fetch_in(
+    raw: &mut Raw,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    topic_id: Uuid,
+    acks: Vec<AcknowledgementBatch>,
+) -> ShareFetchResponse {
+    raw.call(
+        ApiKey::ShareFetch,
+        1,
+        &ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(str(group))))
+            .with_member_id(Some(str(member)))
+            .with_share_session_epoch(epoch)
+            .with_max_wait_ms(2_000)
+            .with_max_bytes(1 << 20)
+            .with_max_records(100)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(acks)])]),
+    )
+}
+
+fn offsets_of(response: &ShareFetchResponse) -> Vec<i64> {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .flat_map(|p| p.acquired_records.iter())
+        .flat_map(|r| r.first_offset..=r.last_offset)
+        .collect()
+}
+
+fn accepted_ok(response: &ShareFetchResponse) -> bool {
+    response.error_code == 0
+        && response
+            .responses
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .all(|p| p.acknowledge_error_code == 0)
+}
+
+#[test]
+fn a_share_group_loses_no_acknowledgement_when_its_share_coordinator_and_then_its_leader_die() {
+    let mut cluster = Cluster::start(&[]);
+    let bootstrap = cluster.bootstrap();
+    let topic_id = create_topic(&mut Raw::connect(&cluster.node(1).kafka), 3);
+    send_acked(&bootstrap, TOPIC, "r", 20);
+    let leader = partitions(&bootstrap, TOPIC)[0].leader;
+
+    // A first share group creates __share_group_state; then a group whose
+    // share-partition state another broker than the leader keeps.
+    let mut probe = coordinator_of(&cluster, 1, "probe");
+    join_group(&mut probe, "probe");
+    let state_leaders = wait_until("__share_group_state", Duration::from_secs(30), || {
+        let views = partitions(&bootstrap, SHARE_STATE_TOPIC);
+        (views.iter().all(|v| v.leader > 0))
+            .then(|| views.iter().map(|v| v.leader).collect::<Vec<_>>())
+    });
+    let (group, state_index) = (0..)
+        .map(|i| format!("workers-{i}"))
+        .map(|group| {
+            let key = SharePartitionKey {
+                group: group.clone(),
+                topic_id,
+                partition: 0,
+            };
+            let index = state_partition_for(&key, state_leaders.len() as i32);
+            (group, index)
+        })
+        .find(|(_, index)| state_leaders[*index as usize] != leader)
+        .unwrap();
+    let share_coordinator = state_leaders[state_index as usize];
+    let mut admin = Raw::connect(&cluster.node(leader).kafka);
+    let configure: IncrementalAlterConfigsResponse = admin.call(
+        ApiKey::IncrementalAlterConfigs,
+        1,
+        &IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(GROUP_RESOURCE)
+                .with_resource_name(str(&group))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(str("share.auto.offset.reset"))
+                    .with_config_operation(0)
+                    .with_value(Some(str("earliest")))]),
+        ]),
+    );
+    assert_eq!(configure.responses[0].error_code, 0);
+
+    let mut coordinator = coordinator_of(&cluster, leader, &group);
+    let member = join_group(&mut coordinator, &group);
+    let mut on_leader = Raw::connect(&cluster.node(leader).kafka);
+    let mut accepted: BTreeSet<i64> = BTreeSet::new();
+    let first = wait_until("the first records", Duration::from_secs(30), || {
+        let response = fetch_in(&mut on_leader, &group, &member, 0, topic_id, vec![]);
+        let got = offsets_of(&response);
+        (!got.is_empty()).then_some(got)
+    });
+    assert_eq!(
+        first,
+        (0..20).collect::<Vec<_>>(),
+        "records acquired (state kept on broker {share_coordinator})"
+    );
+    let acked = fetch_in(
+        &mut on_leader,
+        &group,
+        &member,
+        1,
+        topic_id,
+        vec![ack(0, 9, ACCEPT)],
+    );
+    assert!(accepted_ok(&acked), "{acked:?}");
+    accepted.extend(0..10);
+
+    // The share coordinator dies; the leader writes to its successor.
+    cluster.node_mut(share_coordinator).kill();
+    wait_until(
+        "a new leader of the state partition",
+        Duration::from_secs(30),
+        || {
+            let view =
+                &partitions(&cluster.node(leader).kafka, SHARE_STATE_TOPIC)[state_index as usize];
+            (view.leader > 0 && view.leader != share_coordinator).then_some(())
+        },
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut epoch = 2;
+    loop {
+        let acked = fetch_in(
+            &mut on_leader,
+            &group,
+            &member,
+            epoch,
+            topic_id,
+            vec![ack(10, 14, ACCEPT)],
+        );
+        epoch += 1;
+        if accepted_ok(&acked) {
+            accepted.extend(10..15);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "acknowledgements refused after the failover: {acked:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // The coordinator comes back; the leader dies: the new leader loads
+    // the state, and only what was not accepted comes back.
+    cluster.node_mut(share_coordinator).restart(false);
+    cluster.node_mut(leader).kill();
+    let survivor = (1..=3).find(|n| *n != leader).unwrap();
+    let new_leader = wait_until("a new leader of the topic", Duration::from_secs(30), || {
+        let view = &partitions(&cluster.node(survivor).kafka, TOPIC)[0];
+        (view.leader > 0 && view.leader != leader).then_some(view.leader)
+    });
+    let mut coordinator = coordinator_of(&cluster, survivor, &group);
+    let member = join_group(&mut coordinator, &group);
+    let mut on_new_leader = Raw::connect(&cluster.node(new_leader).kafka);
+    let mut redelivered: BTreeSet<i64> = BTreeSet::new();
+    let mut epoch = 0;
+    let mut pending: Vec<AcknowledgementBatch> = vec![];
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while redelivered.len() + accepted.len() < 20 && Instant::now() < deadline {
+        let response = fetch_in(
+            &mut on_new_leader,
+            &group,
+            &member,
+            epoch,
+            topic_id,
+            std::mem::take(&mut pending),
+        );
+        if response.error_code != 0 {
+            epoch = 0; // a fresh session after an error
+            continue;
+        }
+        epoch += 1;
+        for offset in offsets_of(&response) {
+            assert!(
+                !accepted.contains(&offset),
+                "offset {offset} was accepted before the failovers, and came back"
+            );
+            redelivered.insert(offset);
+            pending.push(ack(offset, offset, ACCEPT));
+        }
+    }
+    assert_eq!(
+        redelivered,
+        (15..20).collect::<BTreeSet<_>>(),
+        "what was in flight comes back"
     );
 }

@@ -26,6 +26,7 @@ mod reassignments;
 pub(crate) mod sasl;
 mod scram;
 mod share;
+mod share_state;
 mod topic_partitions;
 mod txn;
 mod txn_markers;
@@ -86,6 +87,9 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::ShareFetch, 1, 1),
     (ApiKey::ShareAcknowledge, 1, 1),
+    (ApiKey::InitializeShareGroupState, 0, 0),
+    (ApiKey::ReadShareGroupState, 0, 0),
+    (ApiKey::WriteShareGroupState, 0, 0),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::AlterConfigs, 0, 2),
@@ -404,6 +408,9 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::ShareGroupDescribe => "ShareGroupDescribe",
         ApiKey::ShareFetch => "ShareFetch",
         ApiKey::ShareAcknowledge => "ShareAcknowledge",
+        ApiKey::InitializeShareGroupState => "InitializeShareGroupState",
+        ApiKey::ReadShareGroupState => "ReadShareGroupState",
+        ApiKey::WriteShareGroupState => "WriteShareGroupState",
         ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::AlterConfigs => "AlterConfigs",
@@ -766,6 +773,19 @@ pub(crate) fn dispatch(
         }
         ApiKey::ShareAcknowledge => {
             let response = share::acknowledge_request(&broker, ctx.clone(), decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
+        }
+        ApiKey::ReadShareGroupState => Reply::Now(Some(ctx.respond(&share_state::read(
+            &broker,
+            &ctx,
+            decode!(),
+        )))),
+        ApiKey::WriteShareGroupState => {
+            let response = share_state::write_state(&broker, &ctx, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
+        }
+        ApiKey::InitializeShareGroupState => {
+            let response = share_state::initialize(&broker, &ctx, decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))
         }
         ApiKey::LeaveGroup => {

@@ -39,7 +39,7 @@ use crate::group_coordinator::COORDINATOR_WRITE_TIMEOUT;
 use crate::partition::ReplicatedWrite;
 use crate::share::state_records::SharePartitionKey;
 use crate::share::{AcknowledgeType, AcquiredRange, ShareHeartbeat, FINAL_SESSION_EPOCH};
-use crate::share_partitions::STATE_LOADING;
+use crate::share_persister::STATE_LOADING;
 use crate::share_state::SHARE_STATE_TOPIC;
 
 /// How soon a fetch asks again for share-partitions whose state is loading.

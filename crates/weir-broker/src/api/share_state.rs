@@ -1,0 +1,239 @@
+//! InitializeShareGroupState, ReadShareGroupState and WriteShareGroupState:
+//! what a share-partition leader asks of the broker leading its
+//! share-partition's `__share_group_state` partition (Kafka's share
+//! coordinator). Brokers only: they need ClusterAction. A write is answered
+//! once the in-sync replicas hold it.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use kafka_protocol::messages::{
+    initialize_share_group_state_response as init, read_share_group_state_response as read,
+    write_share_group_state_response as write, InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse, ReadShareGroupStateRequest, ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest, WriteShareGroupStateResponse,
+};
+use kafka_protocol::ResponseError;
+use uuid::Uuid;
+use weir_meta::acl::CLUSTER_RESOURCE_NAME;
+use weir_meta::{AclOperation, ResourceType};
+
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::group_coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::partition::{Partition, ReplicatedWrite};
+use crate::share::state_records::SharePartitionKey;
+use crate::share::{PersistedState, RecordState, StateBatch};
+use crate::share_state::{state_partition_for, SHARE_STATE_TOPIC};
+
+fn key(group: &str, topic_id: Uuid, partition: i32) -> SharePartitionKey {
+    SharePartitionKey {
+        group: group.to_owned(),
+        topic_id,
+        partition,
+    }
+}
+
+/// The state partition of `key`, which this broker must lead.
+fn state_partition(broker: &Broker, key: &SharePartitionKey) -> Result<Arc<Partition>, i16> {
+    let count = broker
+        .with_image(|image| image.topic(SHARE_STATE_TOPIC).map(|t| t.partition_count()))
+        .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
+    let index = state_partition_for(key, count);
+    let partition = broker
+        .leader_partition(SHARE_STATE_TOPIC, index)
+        .map_err(|_| ResponseError::NotCoordinator.code())?;
+    if !broker.share_state().leads(index) {
+        return Err(ResponseError::CoordinatorLoadInProgress.code());
+    }
+    Ok(partition)
+}
+
+fn cluster_action(broker: &Broker, ctx: &RequestContext) -> bool {
+    ctx.authorized(
+        broker,
+        AclOperation::ClusterAction,
+        ResourceType::Cluster,
+        CLUSTER_RESOURCE_NAME,
+    )
+}
+
+pub(super) fn read(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: ReadShareGroupStateRequest,
+) -> ReadShareGroupStateResponse {
+    let allowed = cluster_action(broker, ctx);
+    let group = request.group_id.to_string();
+    let results = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let answer = read::PartitionResult::default().with_partition(p.partition);
+                    if !allowed {
+                        return answer
+                            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+                    }
+                    let key = key(&group, topic.topic_id, p.partition);
+                    match state_partition(broker, &key) {
+                        Err(code) => answer.with_error_code(code),
+                        Ok(partition) => match broker.share_state().read(partition.index, &key) {
+                            // Kafka's answer for a share-partition without state.
+                            None => answer.with_start_offset(-1),
+                            Some((state_epoch, state)) => answer
+                                .with_state_epoch(state_epoch)
+                                .with_start_offset(state.start_offset)
+                                .with_state_batches(
+                                    state
+                                        .batches
+                                        .iter()
+                                        .map(|b| {
+                                            read::StateBatch::default()
+                                                .with_first_offset(b.first_offset)
+                                                .with_last_offset(b.last_offset)
+                                                .with_delivery_state(b.state.id())
+                                                .with_delivery_count(b.delivery_count as i16)
+                                        })
+                                        .collect(),
+                                ),
+                        },
+                    }
+                })
+                .collect();
+            read::ReadStateResult::default()
+                .with_topic_id(topic.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ReadShareGroupStateResponse::default().with_results(results)
+}
+
+/// Answers each partition once its write (if any) is replicated.
+async fn settle(
+    node_id: i32,
+    writes: Vec<(Uuid, i32, Result<ReplicatedWrite, i16>)>,
+) -> Vec<(Uuid, i32, i16)> {
+    let mut codes = Vec::with_capacity(writes.len());
+    for (topic_id, partition, write) in writes {
+        let code = match write {
+            Ok(write) => match write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
+                Ok(()) => 0,
+                Err(error) => error.code(),
+            },
+            Err(code) => code,
+        };
+        codes.push((topic_id, partition, code));
+    }
+    codes
+}
+
+pub(super) fn write_state(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: WriteShareGroupStateRequest,
+) -> impl Future<Output = WriteShareGroupStateResponse> + Send + 'static {
+    let allowed = cluster_action(broker, ctx);
+    let group = request.group_id.to_string();
+    let mut writes = Vec::new();
+    for topic in request.topics {
+        for p in topic.partitions {
+            let key = key(&group, topic.topic_id, p.partition);
+            let written = if !allowed {
+                Err(ResponseError::ClusterAuthorizationFailed.code())
+            } else {
+                let update = PersistedState {
+                    start_offset: p.start_offset,
+                    batches: p
+                        .state_batches
+                        .iter()
+                        .filter_map(|b| {
+                            Some(StateBatch {
+                                first_offset: b.first_offset,
+                                last_offset: b.last_offset,
+                                state: RecordState::from_id(b.delivery_state)?,
+                                delivery_count: b.delivery_count.max(0) as u16,
+                            })
+                        })
+                        .collect(),
+                };
+                state_partition(broker, &key).and_then(|partition| {
+                    broker
+                        .share_state()
+                        .update(&partition, &key, update, p.leader_epoch, broker.now_ms())
+                        .map_err(|_| ResponseError::CoordinatorNotAvailable.code())
+                })
+            };
+            writes.push((topic.topic_id, p.partition, written));
+        }
+    }
+    let node_id = broker.node_id();
+    async move {
+        let mut results: Vec<write::WriteStateResult> = Vec::new();
+        for (topic_id, partition, code) in settle(node_id, writes).await {
+            let answer = write::PartitionResult::default()
+                .with_partition(partition)
+                .with_error_code(code);
+            match results.last_mut() {
+                Some(last) if last.topic_id == topic_id => last.partitions.push(answer),
+                _ => results.push(
+                    write::WriteStateResult::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(vec![answer]),
+                ),
+            }
+        }
+        WriteShareGroupStateResponse::default().with_results(results)
+    }
+}
+
+pub(super) fn initialize(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: InitializeShareGroupStateRequest,
+) -> impl Future<Output = InitializeShareGroupStateResponse> + Send + 'static {
+    let allowed = cluster_action(broker, ctx);
+    let group = request.group_id.to_string();
+    let mut writes = Vec::new();
+    for topic in request.topics {
+        for p in topic.partitions {
+            let key = key(&group, topic.topic_id, p.partition);
+            let written = if !allowed {
+                Err(ResponseError::ClusterAuthorizationFailed.code())
+            } else {
+                let state = PersistedState {
+                    start_offset: p.start_offset,
+                    batches: Vec::new(),
+                };
+                state_partition(broker, &key).and_then(|partition| {
+                    broker
+                        .share_state()
+                        .initialize(&partition, &key, state, -1, broker.now_ms())
+                        .map_err(|_| ResponseError::CoordinatorNotAvailable.code())
+                })
+            };
+            writes.push((topic.topic_id, p.partition, written));
+        }
+    }
+    let node_id = broker.node_id();
+    async move {
+        let mut results: Vec<init::InitializeStateResult> = Vec::new();
+        for (topic_id, partition, code) in settle(node_id, writes).await {
+            let answer = init::PartitionResult::default()
+                .with_partition(partition)
+                .with_error_code(code);
+            match results.last_mut() {
+                Some(last) if last.topic_id == topic_id => last.partitions.push(answer),
+                _ => results.push(
+                    init::InitializeStateResult::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(vec![answer]),
+                ),
+            }
+        }
+        InitializeShareGroupStateResponse::default().with_results(results)
+    }
+}
