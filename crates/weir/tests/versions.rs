@@ -102,6 +102,20 @@ fn join(raw: &mut Raw, group: &str, version: i16) -> (StrBytes, i32) {
     (r.member_id, r.generation_id)
 }
 
+/// Calls `call` again while the answer says a coordinator is loading or
+/// not there yet (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+/// NOT_COORDINATOR: its internal topic is being created), for up to 10 s.
+fn until_loaded<R>(mut call: impl FnMut() -> R, code: impl Fn(&R) -> i16) -> R {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let r = call();
+        if !matches!(code(&r), 14..=16) || std::time::Instant::now() > deadline {
+            return r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn every_advertised_version_answers() {
     let weir = Weir::start(&["--group-initial-rebalance-delay-ms", "0"]);
@@ -539,6 +553,100 @@ fn every_advertised_version_answers() {
                     let r: ConsumerGroupDescribeResponse = raw.call(key, version, &request);
                     assert_eq!(r.groups[0].error_code, 0, "{label}");
                     assert_eq!(r.groups[0].members.len(), 1, "{label}");
+                }
+                ApiKey::ShareGroupHeartbeat => {
+                    let request = ShareGroupHeartbeatRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("share-sweep")))
+                        .with_member_id(StrBytes::from_static_str("share-member"))
+                        .with_member_epoch(0)
+                        .with_subscribed_topic_names(Some(vec![name("sweep")]));
+                    let r: ShareGroupHeartbeatResponse = until_loaded(
+                        || raw.call(key, version, &request),
+                        |r: &ShareGroupHeartbeatResponse| r.error_code,
+                    );
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert!(r.member_epoch > 0, "{label}");
+                }
+                ApiKey::ShareGroupDescribe => {
+                    let request = ShareGroupDescribeRequest::default()
+                        .with_group_ids(vec![GroupId(StrBytes::from_static_str("share-sweep"))]);
+                    let r: ShareGroupDescribeResponse = raw.call(key, version, &request);
+                    assert_eq!(r.groups[0].error_code, 0, "{label}");
+                    assert_eq!(r.groups[0].members.len(), 1, "{label}");
+                }
+                ApiKey::ShareFetch => {
+                    use kafka_protocol::messages::share_fetch_request::{
+                        FetchPartition, FetchTopic,
+                    };
+                    let request = ShareFetchRequest::default()
+                        .with_group_id(Some(GroupId(StrBytes::from_static_str("share-sweep"))))
+                        .with_member_id(Some(StrBytes::from_static_str("share-member")))
+                        .with_share_session_epoch(0)
+                        .with_max_wait_ms(100)
+                        .with_max_bytes(1 << 20)
+                        .with_max_records(10)
+                        .with_topics(vec![FetchTopic::default()
+                            .with_topic_id(sweep_id)
+                            .with_partitions(vec![
+                                FetchPartition::default().with_partition_index(0)
+                            ])]);
+                    let r: ShareFetchResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                    assert_eq!(r.responses[0].partitions[0].error_code, 0, "{label}");
+                }
+                ApiKey::ShareAcknowledge => {
+                    let request = ShareAcknowledgeRequest::default()
+                        .with_group_id(Some(GroupId(StrBytes::from_static_str("share-sweep"))))
+                        .with_member_id(Some(StrBytes::from_static_str("share-member")))
+                        .with_share_session_epoch(1);
+                    let r: ShareAcknowledgeResponse = raw.call(key, version, &request);
+                    assert_eq!(r.error_code, 0, "{label}");
+                }
+                ApiKey::InitializeShareGroupState => {
+                    use kafka_protocol::messages::initialize_share_group_state_request::{
+                        InitializeStateData, PartitionData,
+                    };
+                    let request = InitializeShareGroupStateRequest::default()
+                        .with_group_id(StrBytes::from_static_str("state-sweep"))
+                        .with_topics(vec![InitializeStateData::default()
+                            .with_topic_id(sweep_id)
+                            .with_partitions(
+                                vec![PartitionData::default().with_start_offset(1)],
+                            )]);
+                    let r: InitializeShareGroupStateResponse = until_loaded(
+                        || raw.call(key, version, &request),
+                        |r: &InitializeShareGroupStateResponse| {
+                            r.results[0].partitions[0].error_code
+                        },
+                    );
+                    assert_eq!(r.results[0].partitions[0].error_code, 0, "{label}");
+                }
+                ApiKey::ReadShareGroupState => {
+                    use kafka_protocol::messages::read_share_group_state_request::{
+                        PartitionData, ReadStateData,
+                    };
+                    let request = ReadShareGroupStateRequest::default()
+                        .with_group_id(StrBytes::from_static_str("state-sweep"))
+                        .with_topics(vec![ReadStateData::default()
+                            .with_topic_id(sweep_id)
+                            .with_partitions(vec![PartitionData::default()])]);
+                    let r: ReadShareGroupStateResponse = raw.call(key, version, &request);
+                    let p = &r.results[0].partitions[0];
+                    assert_eq!((p.error_code, p.start_offset), (0, 1), "{label}");
+                }
+                ApiKey::WriteShareGroupState => {
+                    use kafka_protocol::messages::write_share_group_state_request::{
+                        PartitionData, WriteStateData,
+                    };
+                    let request = WriteShareGroupStateRequest::default()
+                        .with_group_id(StrBytes::from_static_str("state-sweep"))
+                        .with_topics(vec![WriteStateData::default()
+                            .with_topic_id(sweep_id)
+                            .with_partitions(
+                                vec![PartitionData::default().with_start_offset(2)],
+                            )]);
+                    let r: WriteShareGroupStateResponse = raw.call(key, version, &request);
+                    assert_eq!(r.results[0].partitions[0].error_code, 0, "{label}");
                 }
                 ApiKey::LeaveGroup => {
                     use kafka_protocol::messages::leave_group_request::MemberIdentity;
