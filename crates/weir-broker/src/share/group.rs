@@ -152,8 +152,9 @@ impl ShareGroupError {
 pub struct ShareOutput {
     pub records: Vec<ShareRecord>,
     pub sessions: Vec<(String, u64)>,
-    /// Members that left or were removed: their acquired records are to be
-    /// released.
+    /// Members that left or were removed: their session timers go. (What
+    /// they acquired stays theirs until their share sessions close or the
+    /// locks expire.)
     pub ended: Vec<String>,
 }
 
