@@ -169,15 +169,13 @@ impl SharePersister {
                             .with_start_offset(state.start_offset)])]);
                 let response: InitializeShareGroupStateResponse =
                     self.call(broker, addr, ApiKey::InitializeShareGroupState, &request)?;
-                let code = response
-                    .results
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .map_or(COORDINATOR_NOT_AVAILABLE, |p| p.error_code);
-                if code != 0 {
-                    return Err(remote_error(code));
-                }
-                Ok(None)
+                written_remotely(
+                    response
+                        .results
+                        .first()
+                        .and_then(|t| t.partitions.first())
+                        .map(|p| p.error_code),
+                )
             }
         }
     }
@@ -225,15 +223,13 @@ impl SharePersister {
                             )])]);
                 let response: WriteShareGroupStateResponse =
                     self.call(broker, addr, ApiKey::WriteShareGroupState, &request)?;
-                let code = response
-                    .results
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .map_or(COORDINATOR_NOT_AVAILABLE, |p| p.error_code);
-                if code != 0 {
-                    return Err(remote_error(code));
-                }
-                Ok(None)
+                written_remotely(
+                    response
+                        .results
+                        .first()
+                        .and_then(|t| t.partitions.first())
+                        .map(|p| p.error_code),
+                )
             }
         }
     }
@@ -282,6 +278,16 @@ impl SharePersister {
                 COORDINATOR_NOT_AVAILABLE
             })
         })
+    }
+}
+
+/// The outcome of a write another broker answered (its partition's error
+/// code, if it answered one): replicated there, so nothing to await.
+fn written_remotely(code: Option<i16>) -> Result<Option<ReplicatedWrite>, ShareCode> {
+    match code {
+        Some(0) => Ok(None),
+        Some(code) => Err(remote_error(code)),
+        None => Err(COORDINATOR_NOT_AVAILABLE),
     }
 }
 
