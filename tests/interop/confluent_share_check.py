@@ -11,6 +11,12 @@ Checks:
   (share.record.lock.duration.ms), and nothing acknowledged again.
 - RELEASE redelivers a record with a higher delivery count; REJECT and
   reaching share.delivery.count.limit archive it (never delivered again).
+- Dead letters (KIP-1191): a rejected record and one released until
+  share.delivery.count.limit are written once each to the group's
+  dead-letter topic, with their key, value and headers copied and the
+  __dlq.errors.* headers naming topic, partition, offset, group, delivery
+  count and reason; a dead letter its topic refuses (too few in-sync
+  replicas) is retried, and written once when the topic takes it.
 - weir.share.release.backoff.ms (a Weir extension): a released record comes
   back only after the backoff.
 - A topic with weir.delivery.delay.ms and a record with the weir-deliver-at
@@ -23,7 +29,7 @@ import sys
 import time
 
 import confluent_kafka
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from interop_util import Checks, bootstrap_from_argv, expect, expect_eq
@@ -43,10 +49,10 @@ def set_group_configs(bootstrap, group, configs):
         future.result()
 
 
-def produce(bootstrap, topic, values, headers=None):
+def produce(bootstrap, topic, values, headers=None, key=None):
     producer = Producer({"bootstrap.servers": bootstrap})
     for v in values:
-        producer.produce(topic, value=v.encode(), headers=headers)
+        producer.produce(topic, key=key, value=v.encode(), headers=headers)
     expect_eq(producer.flush(10), 0, "records left unsent")
 
 
@@ -182,6 +188,104 @@ def check_release_reject_and_delivery_limit(bootstrap):
     expect_eq(seen.count("poison"), 3, "deliveries of a record released each time (share.delivery.count.limit=3)")
 
 
+def read_all(bootstrap, topic, partitions, settle_s=3.0, first_within_s=None):
+    """Every record of `topic` from the beginning, polled until none came for
+    settle_s (for first_within_s before the first one)."""
+    first_within_s = first_within_s or settle_s
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got, quiet_since = [], time.time()
+    while time.time() - quiet_since < (settle_s if got else first_within_s):
+        m = consumer.poll(0.2)
+        if m is None:
+            continue
+        expect(m.error() is None, f"poll error: {m.error()}")
+        got.append(m)
+        quiet_since = time.time()
+    consumer.close()
+    return got
+
+
+def check_dead_letters(bootstrap):
+    topic, group, dlq = "sh-dead", "sh-dead-group", "dlq.sh-dead"
+    make_topic(bootstrap, topic)
+    make_topic(bootstrap, dlq, partitions=2, config={"errors.deadletterqueue.group.enable": "true"})
+    set_group_configs(
+        bootstrap,
+        group,
+        {
+            "share.auto.offset.reset": "earliest",
+            "share.delivery.count.limit": "3",
+            "errors.deadletterqueue.topic.name": dlq,
+            "errors.deadletterqueue.copy.record.enable": "true",
+        },
+    )
+    produce(bootstrap, topic, ["keep"])
+    produce(bootstrap, topic, ["reject"], key=b"k-reject", headers=[("trace", b"t-1")])
+    produce(bootstrap, topic, ["poison"])
+    consumer = share_consumer(bootstrap, group, topic, explicit=True)
+    seen = []
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        msgs = poll_values(consumer, 0.5)
+        for m in msgs:
+            value = m.value().decode()
+            seen.append(value)
+            kind = {"keep": AcknowledgeType.ACCEPT, "reject": AcknowledgeType.REJECT}.get(value, AcknowledgeType.RELEASE)
+            consumer.acknowledge(m, kind)
+        if msgs:
+            consumer.commit_sync()
+        if seen.count("poison") >= 3 and not msgs:
+            break
+    consumer.close()
+    expect_eq(seen.count("poison"), 3, "deliveries of the poison record")
+    letters = read_all(bootstrap, dlq, 2)
+    by_value = {m.value().decode(): m for m in letters}
+    expect_eq(sorted(m.value().decode() for m in letters), ["poison", "reject"], "dead letters (each once)")
+    expect_eq(len({m.partition() for m in letters}), 1, "dead-letter partitions of one share-partition")
+    for value, offset, count, reason in [("reject", 1, "1", "REJECTED"), ("poison", 2, "3", "DELIVERY_COUNT_LIMIT")]:
+        headers = dict(by_value[value].headers())
+        expect_eq(headers.get("__dlq.errors.topic"), topic.encode(), f"{value}: source topic header")
+        expect_eq(headers.get("__dlq.errors.partition"), b"0", f"{value}: source partition header")
+        expect_eq(headers.get("__dlq.errors.offset"), str(offset).encode(), f"{value}: source offset header")
+        expect_eq(headers.get("__dlq.errors.group.id"), group.encode(), f"{value}: group header")
+        expect_eq(headers.get("__dlq.errors.delivery.count"), count.encode(), f"{value}: delivery count header")
+        expect_eq(headers.get("__dlq.errors.reason"), reason.encode(), f"{value}: reason header")
+    expect_eq(by_value["reject"].key(), b"k-reject", "the copied key")
+    expect_eq(dict(by_value["reject"].headers()).get("trace"), b"t-1", "the copied header")
+
+
+def check_dead_letters_wait_for_their_topic(bootstrap):
+    topic, group, dlq = "sh-dead-later", "sh-dead-later-group", "dlq.sh-dead-later"
+    make_topic(bootstrap, topic)
+    # One replica cannot satisfy min.insync.replicas=2: writes fail until it is lowered.
+    make_topic(bootstrap, dlq, config={"errors.deadletterqueue.group.enable": "true", "min.insync.replicas": "2"})
+    set_group_configs(
+        bootstrap,
+        group,
+        {"share.auto.offset.reset": "earliest", "errors.deadletterqueue.topic.name": dlq},
+    )
+    produce(bootstrap, topic, ["reject"])
+    consumer = share_consumer(bootstrap, group, topic, explicit=True)
+    deadline = time.time() + 20
+    rejected = False
+    while not rejected and time.time() < deadline:
+        for m in poll_values(consumer, 0.5):
+            consumer.acknowledge(m, AcknowledgeType.REJECT)
+            consumer.commit_sync()
+            rejected = True
+    consumer.close()
+    expect(rejected, "the record was never delivered")
+    expect_eq(read_all(bootstrap, dlq, 1, settle_s=2.0), [], "dead letters while the topic refuses writes")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entry = ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)
+    for future in admin.incremental_alter_configs([ConfigResource("TOPIC", dlq, incremental_configs=[entry])]).values():
+        future.result()
+    letters = read_all(bootstrap, dlq, 1, settle_s=3.0, first_within_s=25.0)
+    expect_eq([m.value() for m in letters], [None], "the dead letter, written once the topic takes it (no record copy)")
+    expect_eq(dict(letters[0].headers()).get("__dlq.errors.offset"), b"0", "its source offset")
+
+
 def check_release_backoff(bootstrap):
     topic, group, backoff_ms = "sh-backoff", "sh-backoff-group", 2000
     make_topic(bootstrap, topic)
@@ -228,7 +332,7 @@ def check_delayed_delivery(bootstrap):
 
 def main():
     bootstrap = bootstrap_from_argv("confluent_share_check.py")
-    checks = Checks("confluent_share_check.py", deadline_s=110)
+    checks = Checks("confluent_share_check.py", deadline_s=150)
     Checks.note(f"confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}")
     checks.run(
         "confluent-kafka share group: three ShareConsumers of one partition get disjoint records, all of them, none again",
@@ -238,6 +342,16 @@ def main():
     checks.run(
         "confluent-kafka share group: RELEASE redelivers, REJECT and share.delivery.count.limit archive",
         check_release_reject_and_delivery_limit,
+        bootstrap,
+    )
+    checks.run(
+        "confluent-kafka share group: rejected and over-delivered records land in the dead-letter topic once, with their headers",
+        check_dead_letters,
+        bootstrap,
+    )
+    checks.run(
+        "confluent-kafka share group: a dead letter the topic refuses is written, once, when it takes it",
+        check_dead_letters_wait_for_their_topic,
         bootstrap,
     )
     checks.run(

@@ -342,6 +342,13 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "The most share sessions a broker keeps (one per share group member fetching from it)",
     },
     BrokerConfigDef {
+        name: "errors.deadletterqueue.topic.name.prefix",
+        default: "dlq.",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "What the name of a share group's dead-letter topic must begin with (KIP-1191)",
+    },
+    BrokerConfigDef {
         name: "share.coordinator.state.topic.num.partitions",
         default: "50",
         config_type: ConfigType::Int,
@@ -1998,6 +2005,7 @@ fn share_group_config<'a>(
         )?,
         max_size: parse_in(get, "group.share.max.size", 1..=1000)?,
         max_share_sessions: parse_in(get, "group.share.max.share.sessions", 1..=100_000)?,
+        dead_letter_topic_prefix: get("errors.deadletterqueue.topic.name.prefix").to_owned(),
         state_topic_num_partitions: parse_in(
             get,
             "share.coordinator.state.topic.num.partitions",

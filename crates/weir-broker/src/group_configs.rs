@@ -131,6 +131,9 @@ pub struct ShareBrokerConfig {
     pub max_size: i32,
     /// `group.share.max.share.sessions`.
     pub max_share_sessions: usize,
+    /// `errors.deadletterqueue.topic.name.prefix`: what a dead-letter
+    /// topic's name begins with.
+    pub dead_letter_topic_prefix: String,
     /// `share.coordinator.state.topic.num.partitions`.
     pub state_topic_num_partitions: i32,
     /// `share.coordinator.state.topic.replication.factor`.
@@ -161,6 +164,7 @@ impl Default for ShareBrokerConfig {
             partition_max_record_locks: 2_000,
             max_size: 200,
             max_share_sessions: 2_000,
+            dead_letter_topic_prefix: "dlq.".to_owned(),
             state_topic_num_partitions: 50,
             state_topic_replication_factor: 3,
             state_topic_min_isr: 2,
@@ -305,6 +309,17 @@ pub fn share_settings(
         .map(str::trim)
         .filter(|name| !name.is_empty())
         .map(str::to_owned);
+    if let Some(name) = &dead_letter_topic {
+        let prefix = &broker.dead_letter_topic_prefix;
+        if !name.starts_with(prefix.as_str()) {
+            return Err(format!(
+                "Invalid value {name} for configuration errors.deadletterqueue.topic.name: the name of a dead-letter topic must begin with {prefix} (errors.deadletterqueue.topic.name.prefix)"
+            ));
+        }
+        weir_meta::topic_name::validate_topic_name(name).map_err(|error| {
+            format!("Invalid value {name} for configuration errors.deadletterqueue.topic.name: {error}")
+        })?;
+    }
     let copy_dead_letter_record = get("errors.deadletterqueue.copy.record.enable")
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     Ok(ShareSettings {
@@ -459,7 +474,7 @@ mod tests {
                 ("share.delivery.count.limit", "3"),
                 ("share.auto.offset.reset", "earliest"),
                 ("share.isolation.level", "read_committed"),
-                ("errors.deadletterqueue.topic.name", "orders-dlq"),
+                ("errors.deadletterqueue.topic.name", "dlq.orders"),
                 ("errors.deadletterqueue.copy.record.enable", "true"),
                 ("weir.share.release.backoff.ms", "500"),
             ]),
@@ -470,7 +485,7 @@ mod tests {
         assert_eq!(set.partition.release_backoff_ms, 500);
         assert_eq!(set.auto_offset_reset, ShareAutoOffsetReset::Earliest);
         assert!(set.read_committed);
-        assert_eq!(set.dead_letter_topic.as_deref(), Some("orders-dlq"));
+        assert_eq!(set.dead_letter_topic.as_deref(), Some("dlq.orders"));
         assert!(set.copy_dead_letter_record);
         for (name, value, message) in [
             (
@@ -497,6 +512,11 @@ mod tests {
         assert!(
             share_settings(&broker, &configs(&[("share.auto.offset.reset", "middle")])).is_err()
         );
+        let unprefixed = share_settings(
+            &broker,
+            &configs(&[("errors.deadletterqueue.topic.name", "orders-dlq")]),
+        );
+        assert!(unprefixed.unwrap_err().contains("must begin with dlq."));
         assert!(share_settings(
             &broker,
             &configs(&[("weir.share.release.backoff.ms", "-1")])

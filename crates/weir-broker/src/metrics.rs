@@ -64,6 +64,7 @@ pub struct Metrics {
     pub transaction_oldest_open_seconds: Gauge<f64, AtomicU64>,
     pub authentication_failures: Family<AuthenticationLabels, Counter>,
     pub authorization_denials: Family<DenialLabels, Counter>,
+    pub share_group_dead_lettered: Family<GroupPartitionLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -92,6 +93,12 @@ impl Default for Metrics {
         let transaction_oldest_open_seconds = Gauge::<f64, AtomicU64>::default();
         let authentication_failures = Family::<AuthenticationLabels, Counter>::default();
         let authorization_denials = Family::<DenialLabels, Counter>::default();
+        let share_group_dead_lettered = Family::<GroupPartitionLabels, Counter>::default();
+        registry.register(
+            "share_group_dead_lettered",
+            "Records a share group wrote to its dead-letter topic, by group and source partition",
+            share_group_dead_lettered.clone(),
+        );
         registry.register(
             "authentication_failures",
             "Failed TLS handshakes and SASL authentications, by listener and mechanism (the \
@@ -204,6 +211,7 @@ impl Default for Metrics {
             transaction_oldest_open_seconds,
             authentication_failures,
             authorization_denials,
+            share_group_dead_lettered,
         }
     }
 }

@@ -22,16 +22,26 @@ use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
 use crate::group_configs::{share_settings, ShareAutoOffsetReset, ShareSettings};
+use crate::metrics::GroupPartitionLabels;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::share::state_records::SharePartitionKey;
 use crate::share::{
-    log_records, AcknowledgeType, AcquiredRange, PersistedState, ShareError, SharePartition,
-    ShareSessions,
+    log_records, AcknowledgeType, AcquiredRange, DeadLetter, PersistedState, ShareError,
+    SharePartition, ShareSessions,
 };
+use crate::share_dead_letters::{self, DeadLetterError, Source};
 use crate::share_persister::{ShareCode, SharePersister};
 
 const UNKNOWN_TOPIC_ID: ShareCode = 100;
 const KAFKA_STORAGE_ERROR: ShareCode = 56;
+
+/// How long a dead letter waits for its record's Archiving state to be
+/// replicated.
+const DEAD_LETTER_STATE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The first wait before a dead letter is tried again, doubling up to
+/// [`DEAD_LETTER_RETRY_BACKOFF_MAX`].
+const DEAD_LETTER_RETRY_BACKOFF: Duration = Duration::from_millis(500);
+const DEAD_LETTER_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(15);
 
 struct Hosted {
     engine: SharePartition,
@@ -39,6 +49,9 @@ struct Hosted {
     /// The data partition's leader epoch when the state was loaded.
     leader_epoch: i32,
     read_committed: bool,
+    /// `errors.deadletterqueue.topic.name` and `.copy.record.enable`.
+    dead_letter_topic: Option<String>,
+    copy_dead_letter_record: bool,
     /// The armed wake-up for the next lock expiry or held-back record.
     timer: Option<(u64, JoinHandle<()>)>,
 }
@@ -131,9 +144,16 @@ impl SharePartitions {
             partition,
             leader_epoch,
             read_committed: settings.read_committed,
+            dead_letter_topic: settings.dead_letter_topic,
+            copy_dead_letter_record: settings.copy_dead_letter_record,
             timer: None,
         }));
+        let pending = hosted.lock().engine.pending_dead_letters();
         self.hosted.lock().insert(key.clone(), hosted.clone());
+        if !pending.is_empty() {
+            // Left Archiving by the previous leader: some may be written.
+            self.send_dead_letters(key, pending, None, leader_epoch, 1);
+        }
         Ok(hosted)
     }
 
@@ -240,7 +260,7 @@ impl SharePartitions {
         key: &SharePartitionKey,
         h: &mut Hosted,
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
-        let (changes, _dead_letters) = h.engine.take_changes();
+        let (changes, dead_letters) = h.engine.take_changes();
         let Some(update) = changes else {
             return Ok(None);
         };
@@ -249,7 +269,13 @@ impl SharePartitions {
                 .update(broker, &home, key, update, h.leader_epoch)
         });
         match written {
-            Ok(write) => Ok(write),
+            Ok(write) => {
+                if !dead_letters.is_empty() {
+                    // Written once their Archiving state is replicated.
+                    self.send_dead_letters(key, dead_letters, write.clone(), h.leader_epoch, 0);
+                }
+                Ok(write)
+            }
             Err(code) => {
                 self.hosted.lock().remove(key);
                 Err(code)
@@ -308,6 +334,129 @@ impl SharePartitions {
         let _ = self.persist(broker, key, &mut h);
         self.arm_timer(key, &mut h, now);
         // Records available again: a waiting ShareFetch reads them.
+        h.partition.wake_fetches();
+    }
+
+    /// Writes `letters` to the group's dead-letter topic once `after` (the
+    /// write of their Archiving state) is replicated, then archives them;
+    /// `attempt` counts the tries before (a retry searches the topic for
+    /// the ones already written, and waits longer).
+    fn send_dead_letters(
+        &self,
+        key: &SharePartitionKey,
+        letters: Vec<DeadLetter>,
+        after: Option<ReplicatedWrite>,
+        leader_epoch: i32,
+        attempt: u32,
+    ) {
+        let me = self.me.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            let Some(broker) = me.upgrade() else {
+                return;
+            };
+            if attempt > 1 {
+                let backoff = DEAD_LETTER_RETRY_BACKOFF * 2u32.pow((attempt - 2).min(5));
+                tokio::time::sleep(backoff.min(DEAD_LETTER_RETRY_BACKOFF_MAX)).await;
+            }
+            let replicated = match &after {
+                Some(write) => write
+                    .replicated(broker.node_id(), DEAD_LETTER_STATE_TIMEOUT)
+                    .await
+                    .is_ok(),
+                None => true,
+            };
+            // A state write not known to be replicated may still be: the
+            // next try searches the topic first.
+            let attempt = if replicated { attempt } else { attempt.max(1) };
+            let _ = tokio::task::spawn_blocking(move || {
+                let partitions = broker.share_partitions();
+                partitions.write_dead_letters(&broker, &key, letters, leader_epoch, attempt);
+            })
+            .await;
+        });
+    }
+
+    fn write_dead_letters(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        letters: Vec<DeadLetter>,
+        leader_epoch: i32,
+        attempt: u32,
+    ) {
+        let Some(hosted) = self.hosted.lock().get(key).cloned() else {
+            return;
+        };
+        let (partition, topic, dead_letter_topic, copy, letters) = {
+            let h = hosted.lock();
+            if !still_leads(broker, &h) || h.leader_epoch != leader_epoch {
+                return; // the next leader writes what is still Archiving
+            }
+            let letters: Vec<DeadLetter> = letters
+                .into_iter()
+                .filter(|l| h.engine.awaits_dead_letter(l.offset))
+                .collect();
+            (
+                h.partition.clone(),
+                h.partition.topic.clone(),
+                h.dead_letter_topic.clone(),
+                h.copy_dead_letter_record,
+                letters,
+            )
+        };
+        if letters.is_empty() {
+            return;
+        }
+        let source = Source {
+            group: &key.group,
+            topic: &topic,
+            partition: &partition,
+        };
+        let written = match &dead_letter_topic {
+            Some(dead_letter_topic) => share_dead_letters::write(
+                broker,
+                &self.persister,
+                &source,
+                dead_letter_topic,
+                copy,
+                &letters,
+                attempt > 0,
+            ),
+            None => Err(DeadLetterError::Unwritable(
+                "the group has no dead-letter topic any more".to_owned(),
+            )),
+        };
+        match written {
+            Ok(written) => {
+                let labels = GroupPartitionLabels {
+                    group: key.group.clone(),
+                    topic: topic.clone(),
+                    partition: partition.index.to_string(),
+                };
+                let counter = broker.metrics().share_group_dead_lettered.get_or_create(&labels);
+                counter.inc_by(written as u64);
+            }
+            Err(DeadLetterError::Unwritable(why)) => {
+                tracing::warn!(group = key.group, topic, partition = partition.index, records = letters.len(), "records archived without their dead letters: {why}");
+            }
+            Err(DeadLetterError::Unavailable(why)) => {
+                tracing::debug!(group = key.group, topic, partition = partition.index, "dead letters not written yet: {why}");
+                self.send_dead_letters(key, letters, None, leader_epoch, attempt + 1);
+                return;
+            }
+        }
+        let mut h = hosted.lock();
+        if !still_leads(broker, &h) || h.leader_epoch != leader_epoch {
+            return;
+        }
+        for letter in &letters {
+            h.engine.dead_letter_written(letter.offset);
+        }
+        let now = broker.now_ms() as u64;
+        let _ = self.persist(broker, key, &mut h);
+        self.arm_timer(key, &mut h, now);
+        // The start offset may have moved: a waiting ShareFetch reads on.
         h.partition.wake_fetches();
     }
 

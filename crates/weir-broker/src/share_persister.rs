@@ -247,6 +247,22 @@ impl SharePersister {
         Q: kafka_protocol::protocol::Encodable,
         R: kafka_protocol::protocol::Decodable,
     {
+        self.with_client(broker, addr, async |client| client.call(key, request).await)
+            .map_err(|error| {
+                tracing::debug!(addr, %error, "a share coordinator call failed");
+                COORDINATOR_NOT_AVAILABLE
+            })
+    }
+
+    /// Runs `call` on the connection to the broker at `addr` (made if
+    /// needed, and dropped when the call fails), from a blocking-pool
+    /// thread.
+    pub(crate) fn with_client<T>(
+        &self,
+        broker: &Broker,
+        addr: &str,
+        call: impl AsyncFnOnce(&mut Client) -> Result<T, weir_client::ClientError>,
+    ) -> Result<T, weir_client::ClientError> {
         let slot = self
             .clients
             .lock()
@@ -263,20 +279,13 @@ impl SharePersister {
                     connect_timeout: Duration::from_secs(5),
                     request_timeout: CALL_TIMEOUT,
                 };
-                match Client::connect_with_security(addr, config, security).await {
-                    Ok(connected) => *client = Some(connected),
-                    Err(error) => {
-                        tracing::debug!(addr, %error, "cannot reach a share coordinator");
-                        return Err(COORDINATOR_NOT_AVAILABLE);
-                    }
-                }
+                *client = Some(Client::connect_with_security(addr, config, security).await?);
             }
-            let answer = client.as_mut().expect("connected").call(key, request).await;
-            answer.map_err(|error| {
-                tracing::debug!(addr, %error, "a share coordinator call failed");
+            let answer = call(client.as_mut().expect("connected")).await;
+            if answer.is_err() {
                 *client = None;
-                COORDINATOR_NOT_AVAILABLE
-            })
+            }
+            answer
         })
     }
 }

@@ -10,7 +10,7 @@ use kafka_protocol::ResponseError;
 
 use crate::admin::Metadata;
 use crate::fetch::{ConsumedRecord, FetchTarget, FetchedPartition};
-use crate::{Client, ClientConfig, ClientError, Compression, SecurityConfig};
+use crate::{Client, ClientConfig, ClientError, Compression, OutgoingRecord, SecurityConfig};
 
 /// How long to wait before asking again where a partition's leader is.
 const LEADER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
@@ -222,13 +222,33 @@ impl Cluster {
         records: Vec<(Option<Bytes>, Option<Bytes>)>,
         compression: Compression,
     ) -> Result<i64, ClientError> {
+        let records = records
+            .into_iter()
+            .map(|(key, value)| OutgoingRecord {
+                key,
+                value,
+                headers: Vec::new(),
+            })
+            .collect();
+        self.produce_records(topic, partition, records, compression)
+            .await
+    }
+
+    /// [`Cluster::produce_compressed`] for records with headers.
+    pub async fn produce_records(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        records: Vec<OutgoingRecord>,
+        compression: Compression,
+    ) -> Result<i64, ClientError> {
         let deadline = self.deadline();
         let key = [(topic.to_owned(), partition)];
         loop {
             let outcome = match self.leader(topic, partition).await {
                 Ok(client) => {
                     client
-                        .produce_compressed(topic, partition, records.clone(), compression)
+                        .produce_records(topic, partition, records.clone(), compression)
                         .await
                 }
                 Err(error) => Err(error),

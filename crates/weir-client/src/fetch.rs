@@ -20,6 +20,8 @@ pub struct ConsumedRecord {
     pub timestamp: i64,
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
+    /// Its headers, in order: (key, value).
+    pub headers: Vec<(String, Option<Bytes>)>,
 }
 
 /// Where to read from, in a [`Client::fetch_many`].
@@ -51,9 +53,9 @@ pub struct FetchedPartition {
 /// Decoded records of a fetch, and the offset after the last complete
 /// batch.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Decoded {
-    pub(crate) records: Vec<ConsumedRecord>,
-    pub(crate) next_offset: Option<i64>,
+pub struct Decoded {
+    pub records: Vec<ConsumedRecord>,
+    pub next_offset: Option<i64>,
 }
 
 /// Fixed offsets in a v2 batch header.
@@ -67,7 +69,7 @@ const CONTROL_FLAG: i16 = 1 << 5;
 /// fetch starts at the batch holding `from`), control batches are
 /// skipped, and a truncated batch at the end (a broker may cut the last
 /// one at `max_bytes`) is ignored.
-pub(crate) fn decode_records(mut data: Bytes, from: i64) -> Result<Decoded, String> {
+pub fn decode_records(mut data: Bytes, from: i64) -> Result<Decoded, String> {
     let mut decoded = Decoded::default();
     while data.len() >= LOG_OVERHEAD {
         let base_offset = (&data[..8]).get_i64();
@@ -110,6 +112,11 @@ pub(crate) fn decode_records(mut data: Bytes, from: i64) -> Result<Decoded, Stri
                     timestamp: r.timestamp,
                     key: r.key,
                     value: r.value,
+                    headers: r
+                        .headers
+                        .into_iter()
+                        .map(|(key, value)| (key.to_string(), value))
+                        .collect(),
                 }),
         );
     }

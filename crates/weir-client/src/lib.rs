@@ -82,7 +82,7 @@ pub use client::{Client, ClientConfig};
 pub use cluster::Cluster;
 pub use consumer_groups::{ConsumerGroupDescription, ConsumerGroupMember};
 pub use error::ClientError;
-pub use fetch::{ConsumedRecord, FetchTarget, FetchedPartition};
+pub use fetch::{decode_records, ConsumedRecord, Decoded, FetchTarget, FetchedPartition};
 pub use groups::{
     decode_consumer_assignment, AssignmentError, CommittedOffset, Coordinator, GroupDescription,
     GroupMember, ListedGroup, TopicPartitions, CONSUMER_PROTOCOL_TYPE, DEAD,
@@ -92,7 +92,7 @@ pub use kafka_protocol::ResponseError;
 pub use markers::{MarkerOutcome, TxnMarker};
 pub use offsets::{EARLIEST, LATEST};
 pub use partitioner::{murmur2, murmur2_partition, to_positive};
-pub use produce::encode_batch;
+pub use produce::{encode_batch, encode_records, OutgoingRecord};
 pub use properties::{parse_properties, PropertiesError};
 pub use security::{
     PemSource, SaslConfig, SaslMechanism, SecurityConfig, SecurityConfigError, SecurityProtocol,

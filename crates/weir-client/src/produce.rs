@@ -4,7 +4,6 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -20,10 +19,35 @@ use crate::Client;
 /// How long the broker may wait for replicas to acknowledge.
 const PRODUCE_TIMEOUT_MS: i32 = 30_000;
 
+/// A record to produce: key, value and headers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutgoingRecord {
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
+}
+
 /// Encodes `records` as a single v2 batch (no producer id, no
 /// compression, all stamped `timestamp`).
 pub fn encode_batch(
     records: Vec<(Option<Bytes>, Option<Bytes>)>,
+    timestamp: i64,
+    compression: Compression,
+) -> Result<Bytes, ClientError> {
+    let records = records
+        .into_iter()
+        .map(|(key, value)| OutgoingRecord {
+            key,
+            value,
+            headers: Vec::new(),
+        })
+        .collect();
+    encode_records(records, timestamp, compression)
+}
+
+/// [`encode_batch`] for records with headers.
+pub fn encode_records(
+    records: Vec<OutgoingRecord>,
     timestamp: i64,
     compression: Compression,
 ) -> Result<Bytes, ClientError> {
@@ -33,7 +57,7 @@ pub fn encode_batch(
     let records: Vec<Record> = records
         .into_iter()
         .enumerate()
-        .map(|(i, (key, value))| Record {
+        .map(|(i, record)| Record {
             transactional: false,
             control: false,
             delete_horizon: false,
@@ -44,9 +68,13 @@ pub fn encode_batch(
             offset: i as i64,
             sequence: (i as i32).wrapping_sub(1),
             timestamp,
-            key,
-            value,
-            headers: IndexMap::new(),
+            key: record.key,
+            value: record.value,
+            headers: record
+                .headers
+                .into_iter()
+                .map(|(key, value)| (StrBytes::from_string(key), value))
+                .collect(),
         })
         .collect();
     let mut buf = BytesMut::new();
@@ -89,13 +117,33 @@ impl Client {
         records: Vec<(Option<Bytes>, Option<Bytes>)>,
         compression: Compression,
     ) -> Result<i64, ClientError> {
+        let records = records
+            .into_iter()
+            .map(|(key, value)| OutgoingRecord {
+                key,
+                value,
+                headers: Vec::new(),
+            })
+            .collect();
+        self.produce_records(topic, partition, records, compression)
+            .await
+    }
+
+    /// [`Client::produce_compressed`] for records with headers.
+    pub async fn produce_records(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        records: Vec<OutgoingRecord>,
+        compression: Compression,
+    ) -> Result<i64, ClientError> {
         if records.is_empty() {
             return Err(ClientError::InvalidArgument(
                 "a produce request needs at least one record".to_owned(),
             ));
         }
         let version = self.require_version(ApiKey::Produce)?;
-        let batch = encode_batch(records, now_ms(), compression)?;
+        let batch = encode_records(records, now_ms(), compression)?;
         let request = ProduceRequest::default()
             .with_acks(-1)
             .with_timeout_ms(PRODUCE_TIMEOUT_MS)

@@ -135,6 +135,8 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "The zstd level used when compression.type is zstd."),
     def!("delete.retention.ms", Long, "86400000", Some("log.cleaner.delete.retention.ms"), Valid::AtLeast(0),
         "How long tombstones are kept in a compacted topic."),
+    def!("errors.deadletterqueue.group.enable", Boolean, "false", None, Valid::Any,
+        "Whether share groups may write their dead letters to this topic (KIP-1191)."),
     def!("file.delete.delay.ms", Long, "60000", Some("log.segment.delete.delay.ms"), Valid::AtLeast(0),
         "How long a deleted segment's files stay before removal from the file system."),
     def!("flush.messages", Long, LONG_MAX, Some("log.flush.interval.messages"), Valid::AtLeast(1),

@@ -1236,7 +1236,7 @@ fn a_consumer_group_takes_its_own_configs_from_the_group_config_resource() {
         alter(
             &mut raw,
             &[
-                ("errors.deadletterqueue.topic.name", "tuned-dlq"),
+                ("errors.deadletterqueue.topic.name", "dlq.tuned"),
                 ("share.delivery.count.limit", "3"),
             ]
         ),

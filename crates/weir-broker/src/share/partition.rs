@@ -562,6 +562,12 @@ impl SharePartition {
         true
     }
 
+    /// Whether `offset` waits for its dead letter to be written.
+    pub fn awaits_dead_letter(&self, offset: i64) -> bool {
+        self.slot(offset)
+            .is_some_and(|index| self.records[index].state == RecordState::Archiving)
+    }
+
     /// Every record waiting for its dead letter, e.g. after a load: the
     /// dead letters to write (again, unless already written).
     pub fn pending_dead_letters(&self) -> Vec<DeadLetter> {
