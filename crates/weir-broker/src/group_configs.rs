@@ -317,7 +317,9 @@ pub fn share_settings(
             ));
         }
         weir_meta::topic_name::validate_topic_name(name).map_err(|error| {
-            format!("Invalid value {name} for configuration errors.deadletterqueue.topic.name: {error}")
+            format!(
+                "Invalid value {name} for configuration errors.deadletterqueue.topic.name: {error}"
+            )
         })?;
     }
     let copy_dead_letter_record = get("errors.deadletterqueue.copy.record.enable")

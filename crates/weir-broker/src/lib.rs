@@ -33,9 +33,9 @@ pub mod rate;
 pub mod replica_manager;
 pub mod replication;
 pub mod share;
+pub mod share_dead_letters;
 pub mod share_group_coordinator;
 mod share_partitions;
-pub mod share_dead_letters;
 mod share_persister;
 pub mod share_state;
 #[cfg(test)]

@@ -229,8 +229,7 @@ fn already_written(
 fn is_dead_letter_of(record: &ConsumedRecord, source: &Source<'_>, letter: &DeadLetter) -> bool {
     header(record, GROUP_HEADER) == Some(source.group.as_bytes())
         && header(record, TOPIC_HEADER) == Some(source.topic.as_bytes())
-        && header(record, PARTITION_HEADER)
-            == Some(source.partition.index.to_string().as_bytes())
+        && header(record, PARTITION_HEADER) == Some(source.partition.index.to_string().as_bytes())
         && header(record, OFFSET_HEADER) == Some(letter.offset.to_string().as_bytes())
 }
 

@@ -157,6 +157,23 @@ impl SharePartitions {
         Ok(hosted)
     }
 
+    /// The start offset `key`'s state holds, `None` if it has none yet.
+    pub(crate) fn persisted_start(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+    ) -> Result<Option<i64>, ShareCode> {
+        let leader_epoch = broker.with_image(|image| {
+            image
+                .topic_by_id(key.topic_id)
+                .and_then(|t| t.partition(key.partition))
+                .map_or(-1, |p| p.leader_epoch)
+        });
+        let home = self.persister.home(broker, key)?;
+        let state = self.persister.read(broker, &home, key, leader_epoch)?;
+        Ok(state.map(|s| s.start_offset))
+    }
+
     /// Acquires for `member` up to `max_records` records of `key`, reading
     /// at most `max_bytes` of its log. Returns what was acquired (nothing
     /// if nothing is available) and the write to await before answering.
@@ -434,14 +451,28 @@ impl SharePartitions {
                     topic: topic.clone(),
                     partition: partition.index.to_string(),
                 };
-                let counter = broker.metrics().share_group_dead_lettered.get_or_create(&labels);
+                let counter = broker
+                    .metrics()
+                    .share_group_dead_lettered
+                    .get_or_create(&labels);
                 counter.inc_by(written as u64);
             }
             Err(DeadLetterError::Unwritable(why)) => {
-                tracing::warn!(group = key.group, topic, partition = partition.index, records = letters.len(), "records archived without their dead letters: {why}");
+                tracing::warn!(
+                    group = key.group,
+                    topic,
+                    partition = partition.index,
+                    records = letters.len(),
+                    "records archived without their dead letters: {why}"
+                );
             }
             Err(DeadLetterError::Unavailable(why)) => {
-                tracing::debug!(group = key.group, topic, partition = partition.index, "dead letters not written yet: {why}");
+                tracing::debug!(
+                    group = key.group,
+                    topic,
+                    partition = partition.index,
+                    "dead letters not written yet: {why}"
+                );
                 self.send_dead_letters(key, letters, None, leader_epoch, attempt + 1);
                 return;
             }

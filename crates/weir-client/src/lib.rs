@@ -65,6 +65,7 @@ mod produce;
 mod properties;
 mod sasl;
 mod security;
+mod share_groups;
 mod tls;
 mod transactions;
 mod transport;
@@ -98,6 +99,7 @@ pub use security::{
     PemSource, SaslConfig, SaslMechanism, SecurityConfig, SecurityConfigError, SecurityProtocol,
     TlsConfig, TlsIdentity,
 };
+pub use share_groups::{ShareGroupDescription, ShareGroupMember, ShareGroupOffset};
 pub use tls::{
     client_config as tls_client_config, server_name as tls_server_name, system_ca_certificates,
 };

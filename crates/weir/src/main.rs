@@ -25,6 +25,11 @@ enum Command {
     Consume(cli::consume::ConsumeArgs),
     /// List, describe and delete consumer groups; reset their offsets.
     Group(cli::group::GroupArgs),
+    /// List and describe share groups (queues on the log).
+    ShareGroup(cli::share_group::ShareGroupArgs),
+    /// List the dead letters of a share group's dead-letter topic; replay
+    /// chosen ones to their source topic.
+    Dlq(cli::dlq::DlqArgs),
     /// Show the cluster (brokers, the active controller, partitions that
     /// need attention) and its dynamic broker configs; change those.
     Cluster(cli::cluster::ClusterArgs),
@@ -71,6 +76,8 @@ fn main() -> std::process::ExitCode {
         Command::Produce(args) => cli::produce::run(args),
         Command::Consume(args) => cli::consume::run(args),
         Command::Group(args) => cli::group::run(args),
+        Command::Dlq(args) => cli::dlq::run(args),
+        Command::ShareGroup(args) => cli::share_group::run(args),
         Command::Cluster(args) => cli::cluster::run(args),
         Command::Txn(args) => cli::txn::run(args),
         Command::Acl(args) => cli::acl::run(args),

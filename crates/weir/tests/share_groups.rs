@@ -23,6 +23,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use std::time::{Duration, Instant};
 use uuid::Uuid;
 use weir_log::testing::BatchBuilder;
 
@@ -31,6 +32,7 @@ const GROUP: &str = "workers";
 const GROUP_RESOURCE: i8 = 32;
 const ACCEPT: i8 = 1;
 const RELEASE: i8 = 2;
+const REJECT: i8 = 3;
 
 fn str(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
@@ -71,23 +73,36 @@ fn set_group_config(raw: &mut Raw, name: &str, value: &str) {
 /// Joins the group as a new member; its id.
 fn join(raw: &mut Raw) -> String {
     assert_eq!(raw.find_coordinator(0, GROUP).error_code, 0);
-    let member = Uuid::new_v4().to_string();
-    let response: ShareGroupHeartbeatResponse = raw.call(
-        ApiKey::ShareGroupHeartbeat,
-        1,
-        &ShareGroupHeartbeatRequest::default()
-            .with_group_id(GroupId(str(GROUP)))
-            .with_member_id(str(&member))
-            .with_member_epoch(0)
-            .with_subscribed_topic_names(Some(vec![TopicName(str(TOPIC))])),
-    );
-    assert_eq!(response.error_code, 0, "{response:?}");
+    let (member, response) = heartbeat_new_member(raw, GROUP);
     assert!(response.member_epoch > 0);
     let assignment = response
         .assignment
         .expect("a joining member gets its assignment");
     assert_eq!(assignment.topic_partitions[0].partitions, vec![0]);
     member
+}
+
+/// A first heartbeat of a new member of `group`, asked again while the
+/// coordinator is still loading (as clients do); the member id and the
+/// answer.
+fn heartbeat_new_member(raw: &mut Raw, group: &str) -> (String, ShareGroupHeartbeatResponse) {
+    let member = Uuid::new_v4().to_string();
+    let request = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(str(group)))
+        .with_member_id(str(&member))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![TopicName(str(TOPIC))]));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let response: ShareGroupHeartbeatResponse =
+            raw.call(ApiKey::ShareGroupHeartbeat, 1, &request);
+        let loading = response.error_code == ResponseError::CoordinatorLoadInProgress.code();
+        if !loading || Instant::now() > deadline {
+            assert_eq!(response.error_code, 0, "{response:?}");
+            return (member, response);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn share_fetch(
@@ -212,6 +227,101 @@ fn acknowledged_records_survive_a_crash_and_only_those_in_flight_come_back() {
     let done = share_fetch(&mut raw, &member, 1, topic_id, vec![ack(5, 9, ACCEPT)], 300);
     assert_eq!(done.responses[0].partitions[0].acknowledge_error_code, 0);
     assert_eq!(acquired(&done), vec![]);
+}
+
+/// Runs `weir ARGS` against `weir` until its output contains `wanted`.
+fn cli_until(weir: &Weir, args: &[&str], wanted: &str) -> String {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--bootstrap", &weir.kafka]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let out = common::cli::run(&all, b"");
+        if out.stdout.contains(wanted) || std::time::Instant::now() > deadline {
+            assert!(
+                out.stdout.contains(wanted),
+                "{all:?}: {}\n{}",
+                out.stdout,
+                out.stderr
+            );
+            return out.stdout;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn rejected_records_are_dead_lettered_once_and_weir_dlq_lists_and_replays_them() {
+    let (mut weir, mut raw, topic_id) = started();
+    let out = common::cli::run(
+        &[
+            "topic",
+            "create",
+            "dlq.jobs",
+            "--partitions",
+            "3",
+            "--config",
+            "errors.deadletterqueue.group.enable=true",
+            "--bootstrap",
+            &weir.kafka,
+        ],
+        b"",
+    );
+    out.ok();
+    set_group_config(&mut raw, "errors.deadletterqueue.topic.name", "dlq.jobs");
+    set_group_config(
+        &mut raw,
+        "errors.deadletterqueue.copy.record.enable",
+        "true",
+    );
+    let member = join(&mut raw);
+    let first = share_fetch(&mut raw, &member, 0, topic_id, vec![], 10_000);
+    assert_eq!(acquired(&first), vec![(0, 9, 1)]);
+    // Reject 2 and 3, accept the rest.
+    let acks = vec![ack(0, 1, ACCEPT), ack(2, 3, REJECT), ack(4, 9, ACCEPT)];
+    let done = share_fetch(&mut raw, &member, 1, topic_id, acks, 300);
+    assert_eq!(done.responses[0].partitions[0].acknowledge_error_code, 0);
+    let listed = cli_until(&weir, &["dlq", "list", "dlq.jobs"], "2 dead letters");
+    assert!(
+        listed.contains("jobs-0@2") && listed.contains("jobs-0@3"),
+        "{listed}"
+    );
+    assert!(listed.contains("REJECTED"), "{listed}");
+    // Everything settled: the share-partition starts after the last record.
+    let described = common::cli::run(
+        &["share-group", "describe", GROUP, "--bootstrap", &weir.kafka],
+        b"",
+    )
+    .ok();
+    let rows = described.table("TOPIC");
+    assert_eq!(rows[1][..5], ["jobs", "0", "10", "10", "0"], "{rows:?}");
+    let groups = common::cli::run(&["share-group", "list", "--bootstrap", &weir.kafka], b"").ok();
+    assert_eq!(groups.table("GROUP")[1], ["workers", "Stable"]);
+
+    // Archived once written: a crash and a new load write nothing again.
+    weir.restart(false); // kill -9
+    let mut raw = Raw::connect(&weir.kafka);
+    let member = join(&mut raw);
+    assert_eq!(
+        acquired(&share_fetch(&mut raw, &member, 0, topic_id, vec![], 500)),
+        vec![]
+    );
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    cli_until(&weir, &["dlq", "list", "dlq.jobs"], "2 dead letters");
+
+    // Replayed to the source partition: the share group gets it again.
+    let row = listed
+        .lines()
+        .find(|l| l.contains("jobs-0@2"))
+        .expect("the dead letter of offset 2");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let position = format!("{}:{}", cells[0], cells[1]);
+    cli_until(
+        &weir,
+        &["dlq", "replay", "dlq.jobs", "--offset", &position],
+        "to jobs-0 at offset 10",
+    );
+    let again = share_fetch(&mut raw, &member, 1, topic_id, vec![], 5_000);
+    assert_eq!(acquired(&again), vec![(10, 10, 1)]);
 }
 
 #[test]
@@ -340,7 +450,6 @@ fn share_sessions_and_groups_refuse_what_kafka_refuses() {
 
 use common::cluster::{partitions, send_acked, wait_until, Cluster};
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 use weir_broker::share::state_records::SharePartitionKey;
 use weir_broker::share_state::{state_partition_for, SHARE_STATE_TOPIC};
 
@@ -353,18 +462,7 @@ fn coordinator_of(cluster: &Cluster, any: i32, group: &str) -> Raw {
 }
 
 fn join_group(raw: &mut Raw, group: &str) -> String {
-    let member = Uuid::new_v4().to_string();
-    let response: ShareGroupHeartbeatResponse = raw.call(
-        ApiKey::ShareGroupHeartbeat,
-        1,
-        &ShareGroupHeartbeatRequest::default()
-            .with_group_id(GroupId(str(group)))
-            .with_member_id(str(&member))
-            .with_member_epoch(0)
-            .with_subscribed_topic_names(Some(vec![TopicName(str(TOPIC))])),
-    );
-    assert_eq!(response.error_code, 0, "{response:?}");
-    member
+    heartbeat_new_member(raw, group).0
 }
 
 fn fetch_in(

@@ -602,6 +602,24 @@ fn every_advertised_version_answers() {
                     let r: ShareAcknowledgeResponse = raw.call(key, version, &request);
                     assert_eq!(r.error_code, 0, "{label}");
                 }
+                ApiKey::DescribeShareGroupOffsets => {
+                    use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+                    let request = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                        DescribeShareGroupOffsetsRequestGroup::default()
+                            .with_group_id(GroupId(StrBytes::from_static_str("share-sweep")))
+                            .with_topics(None),
+                    ]);
+                    let r: DescribeShareGroupOffsetsResponse = raw.call(key, version, &request);
+                    let group = &r.groups[0];
+                    assert_eq!(group.error_code, 0, "{label}");
+                    let p = &group
+                        .topics
+                        .first()
+                        .unwrap_or_else(|| panic!("{label}: {r:?}"))
+                        .partitions[0];
+                    assert_eq!(p.error_code, 0, "{label}");
+                    assert!(p.start_offset >= 0, "{label}: {p:?}");
+                }
                 ApiKey::InitializeShareGroupState => {
                     use kafka_protocol::messages::initialize_share_group_state_request::{
                         InitializeStateData, PartitionData,

@@ -102,12 +102,9 @@ fn check(
             "GroupId can't be empty.".to_owned(),
         ));
     }
-    broker.check_coordinator(group).map_err(|code| {
-        (
-            code,
-            "this broker is not the group's coordinator".to_owned(),
-        )
-    })?;
+    broker
+        .check_coordinator(group)
+        .map_err(|code| (code, super::coordinator_error_message(code).to_owned()))?;
     if !ctx.authorized(broker, AclOperation::Read, ResourceType::Group, group) {
         return Err((
             ResponseError::GroupAuthorizationFailed.code(),

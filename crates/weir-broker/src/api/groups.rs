@@ -30,9 +30,12 @@ fn text(s: String) -> StrBytes {
 }
 
 /// Kafka's names for the types of groups (ListGroups v5): the classic
-/// protocol's, and KIP-848's.
+/// protocol's, KIP-848's and KIP-932's.
 const CLASSIC_GROUP_TYPE: &str = "classic";
 const CONSUMER_GROUP_TYPE: &str = "consumer";
+const SHARE_GROUP_TYPE: &str = "share";
+/// The protocol type Kafka lists share groups with.
+const SHARE_PROTOCOL_TYPE: &str = "share";
 
 pub(super) fn list_groups(
     broker: &Broker,
@@ -58,6 +61,23 @@ pub(super) fn list_groups(
                 CONSUMER_GROUP_TYPE,
             )
         }));
+    }
+    if type_wanted(SHARE_GROUP_TYPE) {
+        groups.extend(
+            broker
+                .share_groups()
+                .list()
+                .into_iter()
+                .map(|(group, has_members)| {
+                    let state = if has_members { "Stable" } else { "Empty" };
+                    (
+                        group,
+                        state.to_owned(),
+                        SHARE_PROTOCOL_TYPE.to_owned(),
+                        SHARE_GROUP_TYPE,
+                    )
+                }),
+        );
     }
     if type_wanted(CLASSIC_GROUP_TYPE) {
         let mut classic = broker.groups().list();
@@ -123,8 +143,9 @@ pub(super) fn describe_groups(
             if let Err(code) = broker.check_coordinator(&group) {
                 return described.with_error_code(code);
             }
-            // A consumer group is described by ConsumerGroupDescribe.
-            if broker.consumer_groups().hosts(&group) {
+            // A consumer group is described by ConsumerGroupDescribe, a
+            // share group by ShareGroupDescribe.
+            if broker.consumer_groups().hosts(&group) || broker.share_groups().hosts(&group) {
                 return described
                     .with_group_state(StrBytes::from_static_str(GroupState::Dead.as_str()))
                     .with_error_code(ResponseError::GroupIdNotFound.code())

@@ -26,6 +26,7 @@ mod reassignments;
 pub(crate) mod sasl;
 mod scram;
 mod share;
+mod share_admin;
 mod share_state;
 mod topic_partitions;
 mod txn;
@@ -90,6 +91,7 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitializeShareGroupState, 0, 0),
     (ApiKey::ReadShareGroupState, 0, 0),
     (ApiKey::WriteShareGroupState, 0, 0),
+    (ApiKey::DescribeShareGroupOffsets, 0, 0),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::AlterConfigs, 0, 2),
@@ -322,7 +324,8 @@ pub(crate) fn throttle_time_offset(key: ApiKey, version: i16) -> Option<usize> {
         | ApiKey::ShareGroupHeartbeat
         | ApiKey::ShareGroupDescribe
         | ApiKey::ShareFetch
-        | ApiKey::ShareAcknowledge => 0,
+        | ApiKey::ShareAcknowledge
+        | ApiKey::DescribeShareGroupOffsets => 0,
         ApiKey::Fetch
         | ApiKey::FindCoordinator
         | ApiKey::Heartbeat
@@ -407,6 +410,7 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::ShareGroupHeartbeat => "ShareGroupHeartbeat",
         ApiKey::ShareGroupDescribe => "ShareGroupDescribe",
         ApiKey::ShareFetch => "ShareFetch",
+        ApiKey::DescribeShareGroupOffsets => "DescribeShareGroupOffsets",
         ApiKey::ShareAcknowledge => "ShareAcknowledge",
         ApiKey::InitializeShareGroupState => "InitializeShareGroupState",
         ApiKey::ReadShareGroupState => "ReadShareGroupState",
@@ -436,6 +440,16 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::CreateAcls => "CreateAcls",
         ApiKey::DeleteAcls => "DeleteAcls",
         _ => "Other",
+    }
+}
+
+/// What a group request answered with `code` from
+/// [`Broker::check_coordinator`] tells the client.
+pub(crate) fn coordinator_error_message(code: i16) -> &'static str {
+    if code == kafka_protocol::ResponseError::CoordinatorLoadInProgress.code() {
+        "the coordinator is still loading the group's partition; try again"
+    } else {
+        "this broker is not the group's coordinator"
     }
 }
 
@@ -767,6 +781,9 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
+        ApiKey::DescribeShareGroupOffsets => Reply::Now(Some(
+            ctx.respond(&share_admin::describe_offsets(&broker, &ctx, decode!())),
+        )),
         ApiKey::ShareFetch => {
             let response = share::fetch(&broker, ctx.clone(), decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))

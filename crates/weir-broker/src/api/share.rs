@@ -71,10 +71,7 @@ pub(super) fn heartbeat(
             "GroupId can't be empty.".into(),
         ))
     } else if let Err(code) = broker.check_coordinator(&group) {
-        Err(failed(
-            code,
-            "this broker is not the group's coordinator".into(),
-        ))
+        Err(failed(code, super::coordinator_error_message(code).into()))
     } else if !ctx.authorized(broker, AclOperation::Read, ResourceType::Group, &group) {
         Err(failed(
             ResponseError::GroupAuthorizationFailed.code(),

@@ -61,6 +61,7 @@ fn framed_with_throttle(key: ApiKey, version: i16) -> Bytes {
         ShareGroupDescribe => ShareGroupDescribeResponse,
         ShareFetch => ShareFetchResponse,
         ShareAcknowledge => ShareAcknowledgeResponse,
+        DescribeShareGroupOffsets => DescribeShareGroupOffsetsResponse,
         IncrementalAlterConfigs => IncrementalAlterConfigsResponse,
         AlterPartitionReassignments => AlterPartitionReassignmentsResponse,
         ListPartitionReassignments => ListPartitionReassignmentsResponse,

@@ -165,6 +165,9 @@ pub struct ShareGroupState {
     pub group_epoch: i32,
     pub assignment_epoch: i32,
     pub subscription: BTreeMap<String, TopicMetadata>,
+    /// Every topic the group subscribed to since this coordinator loaded
+    /// it: where it may have share-partition state.
+    pub topics_seen: BTreeSet<String>,
     pub members: BTreeMap<String, ShareMember>,
     pub target: BTreeMap<String, Assignment>,
 }
@@ -180,6 +183,8 @@ impl ShareGroupState {
             ShareRecord::GroupMetadataTombstone => *self = Self::default(),
             ShareRecord::PartitionMetadata { topics } => {
                 self.subscription = topics.iter().map(|t| (t.name.clone(), t.clone())).collect();
+                self.topics_seen
+                    .extend(topics.iter().map(|t| t.name.clone()));
             }
             ShareRecord::PartitionMetadataTombstone => self.subscription.clear(),
             ShareRecord::MemberMetadata {

@@ -192,7 +192,7 @@ pub(crate) fn run(args: GroupArgs) -> anyhow::Result<()> {
 }
 
 /// A client error about `group`, said the way an operator thinks of it.
-fn group_error(error: ClientError, group: &str) -> anyhow::Error {
+pub(super) fn group_error(error: ClientError, group: &str) -> anyhow::Error {
     match error.kafka_error() {
         Some(ResponseError::GroupIdNotFound) => anyhow!("group {group} does not exist"),
         Some(ResponseError::NonEmptyGroup) => {
@@ -205,13 +205,13 @@ fn group_error(error: ClientError, group: &str) -> anyhow::Error {
 /// The cluster, for topic metadata and the partitions' offsets (asked of
 /// their leaders), and a connection to the group's coordinator when that is
 /// another broker than the bootstrap one.
-struct Clients {
-    cluster: Cluster,
+pub(super) struct Clients {
+    pub(super) cluster: Cluster,
     coordinator: Option<Client>,
 }
 
 impl Clients {
-    async fn open(connection: &Connection, group: &str) -> anyhow::Result<Self> {
+    pub(super) async fn open(connection: &Connection, group: &str) -> anyhow::Result<Self> {
         let mut cluster = connection.cluster().await?;
         let bootstrap = cluster.any();
         let found = bootstrap
@@ -236,7 +236,7 @@ impl Clients {
         })
     }
 
-    fn coordinator(&mut self) -> &mut Client {
+    pub(super) fn coordinator(&mut self) -> &mut Client {
         match &mut self.coordinator {
             Some(client) => client,
             None => self.cluster.any(),
@@ -256,6 +256,24 @@ impl Clients {
 
 /// Every broker's groups, sorted, with their states.
 async fn list(connection: &Connection) -> anyhow::Result<String> {
+    let states = listed_groups(connection).await?;
+    let mut rows = vec![vec![
+        "GROUP".to_owned(),
+        "STATE".to_owned(),
+        "TYPE".to_owned(),
+    ]];
+    rows.extend(
+        states
+            .into_iter()
+            .map(|(group, (state, group_type))| vec![group, state, group_type]),
+    );
+    Ok(table(&rows))
+}
+
+/// Every group of every broker, by id: (state, type).
+pub(super) async fn listed_groups(
+    connection: &Connection,
+) -> anyhow::Result<BTreeMap<String, (String, String)>> {
     let mut bootstrap = connection.connect().await?;
     let brokers = bootstrap.metadata(Some(&[])).await?.brokers;
     // Group → (state, type).
@@ -302,17 +320,7 @@ async fn list(connection: &Connection) -> anyhow::Result<String> {
             );
         }
     }
-    let mut rows = vec![vec![
-        "GROUP".to_owned(),
-        "STATE".to_owned(),
-        "TYPE".to_owned(),
-    ]];
-    rows.extend(
-        states
-            .into_iter()
-            .map(|(group, (state, group_type))| vec![group, state, group_type]),
-    );
-    Ok(table(&rows))
+    Ok(states)
 }
 
 /// The members of a consumer group: the protocol each speaks (classic

@@ -5,8 +5,10 @@
 pub(crate) mod acl;
 pub(crate) mod cluster;
 pub(crate) mod consume;
+pub(crate) mod dlq;
 pub(crate) mod group;
 pub(crate) mod produce;
+pub(crate) mod share_group;
 pub(crate) mod topic;
 pub(crate) mod txn;
 pub(crate) mod user;

@@ -1,0 +1,126 @@
+//! `weir share-group list|describe`: share groups (KIP-932), their members
+//! and, per partition, where the group stands in the log.
+
+use clap::{Args, Subcommand};
+use weir_client::LATEST;
+
+use super::group::{group_error, listed_groups, Clients};
+use super::{block_on, table, Connection};
+
+#[derive(Args, Debug)]
+pub(crate) struct ShareGroupArgs {
+    #[command(subcommand)]
+    command: ShareGroupCommand,
+    #[command(flatten)]
+    connection: Connection,
+}
+
+#[derive(Subcommand, Debug)]
+enum ShareGroupCommand {
+    /// List every share group with its state.
+    List,
+    /// Show a share group's members and their partitions and, per
+    /// partition, its start offset (everything before it is acknowledged
+    /// or archived), the log end offset and the records between them.
+    Describe {
+        /// The group's id.
+        group: String,
+    },
+}
+
+pub(crate) fn run(args: ShareGroupArgs) -> anyhow::Result<()> {
+    block_on(async move {
+        let out = match args.command {
+            ShareGroupCommand::List => {
+                let mut rows = vec![vec!["GROUP".to_owned(), "STATE".to_owned()]];
+                rows.extend(
+                    listed_groups(&args.connection)
+                        .await?
+                        .into_iter()
+                        .filter(|(_, (_, group_type))| group_type == "share")
+                        .map(|(group, (state, _))| vec![group, state]),
+                );
+                table(&rows)
+            }
+            ShareGroupCommand::Describe { group } => describe(&args.connection, &group).await?,
+        };
+        super::print(format_args!("{out}"))?;
+        Ok(())
+    })
+}
+
+async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String> {
+    let mut clients = Clients::open(connection, group).await?;
+    let described = clients
+        .coordinator()
+        .describe_share_group(group)
+        .await
+        .map_err(|e| group_error(e, group))?;
+    let offsets = clients
+        .coordinator()
+        .share_group_offsets(group)
+        .await
+        .map_err(|e| group_error(e, group))?;
+    let mut out = format!(
+        "Group {group}: {}, epoch {}, {} members\n\n",
+        described.state,
+        described.group_epoch,
+        described.members.len()
+    );
+    let mut rows = vec![[
+        "TOPIC",
+        "PARTITION",
+        "START-OFFSET",
+        "LOG-END-OFFSET",
+        "UNDELIVERED-OR-IN-FLIGHT",
+        "MEMBERS",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for offset in offsets {
+        let at = (offset.topic.clone(), offset.partition);
+        let holders = described
+            .members
+            .iter()
+            .filter(|m| m.assignment.contains(&at))
+            .count();
+        let end = clients
+            .cluster
+            .list_offsets(&offset.topic, offset.partition, LATEST)
+            .await?;
+        let (start, behind) = match offset.start_offset {
+            Ok(Some(start)) => (start.to_string(), (end - start).max(0).to_string()),
+            Ok(None) => ("-".to_owned(), "-".to_owned()),
+            Err(error) => (error.to_string(), "-".to_owned()),
+        };
+        rows.push(vec![
+            offset.topic,
+            offset.partition.to_string(),
+            start,
+            end.to_string(),
+            behind,
+            holders.to_string(),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    let mut members = vec![["MEMBER", "CLIENT", "HOST", "EPOCH", "PARTITIONS"]
+        .map(String::from)
+        .to_vec()];
+    for m in &described.members {
+        let partitions: Vec<String> = m
+            .assignment
+            .iter()
+            .map(|(topic, p)| format!("{topic}-{p}"))
+            .collect();
+        members.push(vec![
+            m.member_id.clone(),
+            m.client_id.clone(),
+            m.client_host.clone(),
+            m.member_epoch.to_string(),
+            partitions.join(","),
+        ]);
+    }
+    out.push('\n');
+    out.push_str(&table(&members));
+    Ok(out)
+}
