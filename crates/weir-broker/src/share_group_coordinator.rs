@@ -194,6 +194,31 @@ impl ShareGroupCoordinator {
         })
     }
 
+    /// Deletes the empty share group `group` (DeleteGroups): writes the
+    /// tombstones of its records; the write to await.
+    pub fn delete(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+    ) -> Result<Option<ReplicatedWrite>, ShareCoordinatorError> {
+        let partition = self
+            .partition_of(group)
+            .ok_or(ShareCoordinatorError::NotCoordinator)?;
+        let mut groups = partition.lock();
+        let hosted = groups
+            .get_mut(group)
+            .filter(|h| h.engine.exists())
+            .ok_or(ShareGroupError::GroupIdNotFound)?;
+        let output = hosted.engine.delete()?;
+        self.execute(broker, group, hosted, output)
+            .map_err(|()| ShareCoordinatorError::CoordinatorNotAvailable)?;
+        let write = hosted.last_write.clone();
+        if let Some(mut deleted) = groups.remove(group) {
+            deleted.disarm_all();
+        }
+        Ok(write)
+    }
+
     /// Every share group hosted here, with whether it has members.
     pub fn list(&self) -> Vec<(String, bool)> {
         let partitions: Vec<PartitionGroups> = self.partitions.read().values().cloned().collect();

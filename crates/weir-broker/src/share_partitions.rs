@@ -34,6 +34,7 @@ use crate::share_persister::{ShareCode, SharePersister};
 
 const UNKNOWN_TOPIC_ID: ShareCode = 100;
 const KAFKA_STORAGE_ERROR: ShareCode = 56;
+const FENCED_STATE_EPOCH: ShareCode = 124;
 
 /// How long a dead letter waits for its record's Archiving state to be
 /// replicated.
@@ -48,6 +49,10 @@ struct Hosted {
     partition: Arc<Partition>,
     /// The data partition's leader epoch when the state was loaded.
     leader_epoch: i32,
+    /// The state epoch it was loaded at: a write after a reset or a
+    /// deletion of the state (a new epoch) is refused, and the state
+    /// loaded again.
+    state_epoch: i32,
     read_committed: bool,
     /// `errors.deadletterqueue.topic.name` and `.copy.record.enable`.
     dead_letter_topic: Option<String>,
@@ -120,7 +125,9 @@ impl SharePartitions {
         }
         let settings = Self::settings(broker, &key.group);
         let home = self.persister.home(broker, key)?;
-        let engine = match self.persister.read(broker, &home, key, leader_epoch)? {
+        let read = self.persister.read(broker, &home, key, leader_epoch)?;
+        let mut state_epoch = read.state_epoch;
+        let engine = match read.state {
             Some(state) => SharePartition::load(settings.partition.clone(), &state),
             None => {
                 let start = match settings.auto_offset_reset {
@@ -133,9 +140,15 @@ impl SharePartitions {
                 };
                 // Written before anything is acquired from it: the answer
                 // to the first fetch awaits this write with its own.
-                let _ = self
-                    .persister
-                    .initialize(broker, &home, key, state, leader_epoch)?;
+                state_epoch += 1;
+                let _ = self.persister.initialize(
+                    broker,
+                    &home,
+                    key,
+                    state,
+                    state_epoch,
+                    leader_epoch,
+                )?;
                 SharePartition::new(settings.partition.clone(), start)
             }
         };
@@ -143,6 +156,7 @@ impl SharePartitions {
             engine,
             partition,
             leader_epoch,
+            state_epoch,
             read_committed: settings.read_committed,
             dead_letter_topic: settings.dead_letter_topic,
             copy_dead_letter_record: settings.copy_dead_letter_record,
@@ -163,21 +177,56 @@ impl SharePartitions {
         broker: &Broker,
         key: &SharePartitionKey,
     ) -> Result<Option<i64>, ShareCode> {
-        let leader_epoch = broker.with_image(|image| {
-            image
-                .topic_by_id(key.topic_id)
-                .and_then(|t| t.partition(key.partition))
-                .map_or(-1, |p| p.leader_epoch)
-        });
         let home = self.persister.home(broker, key)?;
-        let state = self.persister.read(broker, &home, key, leader_epoch)?;
-        Ok(state.map(|s| s.start_offset))
+        let read = self
+            .persister
+            .read(broker, &home, key, current_leader_epoch(broker, key))?;
+        Ok(read.state.map(|s| s.start_offset))
+    }
+
+    /// Starts `key`'s state over at `start_offset` (AlterShareGroupOffsets),
+    /// or deletes it with -1 (DeleteShareGroupOffsets, DeleteGroups), at a
+    /// new state epoch: the engine holding the old state, here or on
+    /// another broker, is fenced and loads it again. Returns the write to
+    /// await.
+    pub(crate) fn reset_state(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        start_offset: i64,
+    ) -> Result<Option<ReplicatedWrite>, ShareCode> {
+        let home = self.persister.home(broker, key)?;
+        let leader_epoch = current_leader_epoch(broker, key);
+        let read = self.persister.read(broker, &home, key, leader_epoch)?;
+        if start_offset < 0 && read.state.is_none() {
+            return Ok(None); // nothing to delete
+        }
+        let state = PersistedState {
+            start_offset,
+            batches: Vec::new(),
+        };
+        let write =
+            self.persister
+                .initialize(broker, &home, key, state, read.state_epoch + 1, -1)?;
+        self.forget(key);
+        Ok(write)
     }
 
     /// Acquires for `member` up to `max_records` records of `key`, reading
     /// at most `max_bytes` of its log. Returns what was acquired (nothing
     /// if nothing is available) and the write to await before answering.
     pub(crate) fn acquire(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        member: &str,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<(Acquired, Option<ReplicatedWrite>), ShareCode> {
+        again_if_fenced(|| self.acquire_once(broker, key, member, max_records, max_bytes))
+    }
+
+    fn acquire_once(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
@@ -226,6 +275,16 @@ impl SharePartitions {
 
     /// Applies `member`'s acknowledgements of `key`.
     pub(crate) fn acknowledge(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        member: &str,
+        batches: &[(i64, i64, AcknowledgeType)],
+    ) -> Result<Option<ReplicatedWrite>, ShareCode> {
+        again_if_fenced(|| self.acknowledge_once(broker, key, member, batches))
+    }
+
+    fn acknowledge_once(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
@@ -283,7 +342,7 @@ impl SharePartitions {
         };
         let written = self.persister.home(broker, key).and_then(|home| {
             self.persister
-                .update(broker, &home, key, update, h.leader_epoch)
+                .update(broker, &home, key, update, h.state_epoch, h.leader_epoch)
         });
         match written {
             Ok(write) => {
@@ -491,11 +550,41 @@ impl SharePartitions {
         h.partition.wake_fetches();
     }
 
+    /// Drops the engine of `key`, if hosted here (its state was reset or
+    /// deleted): the next request loads the state anew.
+    pub(crate) fn forget(&self, key: &SharePartitionKey) {
+        if let Some(hosted) = self.hosted.lock().remove(key) {
+            if let Some((_, timer)) = hosted.lock().timer.take() {
+                timer.abort();
+            }
+        }
+    }
+
     /// The data partition of a hosted share-partition, for waiting on.
     pub(crate) fn partition_of(&self, key: &SharePartitionKey) -> Option<Arc<Partition>> {
         let hosted = self.hosted.lock().get(key).cloned()?;
         let partition = hosted.lock().partition.clone();
         Some(partition)
+    }
+}
+
+/// The leader epoch of `key`'s data partition, as the image says.
+fn current_leader_epoch(broker: &Broker, key: &SharePartitionKey) -> i32 {
+    broker.with_image(|image| {
+        image
+            .topic_by_id(key.topic_id)
+            .and_then(|t| t.partition(key.partition))
+            .map_or(-1, |p| p.leader_epoch)
+    })
+}
+
+/// Runs `attempt` again once if its state write was fenced: the state was
+/// reset or deleted, and the failed write dropped the engine, so the second
+/// attempt works on the state as it is now.
+fn again_if_fenced<T>(mut attempt: impl FnMut() -> Result<T, ShareCode>) -> Result<T, ShareCode> {
+    match attempt() {
+        Err(FENCED_STATE_EPOCH) => attempt(),
+        outcome => outcome,
     }
 }
 

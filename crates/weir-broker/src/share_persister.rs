@@ -27,7 +27,7 @@ use crate::broker::Broker;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::share::state_records::SharePartitionKey;
 use crate::share::{PersistedState, RecordState, StateBatch};
-use crate::share_state::{state_partition_for, SHARE_STATE_TOPIC};
+use crate::share_state::{state_partition_for, StateWriteError, SHARE_STATE_TOPIC};
 
 /// Why state cannot be read or written, as Kafka's error code.
 pub(crate) type ShareCode = i16;
@@ -39,6 +39,13 @@ const COORDINATOR_NOT_AVAILABLE: ShareCode = 15;
 
 /// How long a call to another broker's share coordinator may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A share-partition's state as read: its state epoch (-1 if it never had
+/// state) and the state, `None` if it has none (never had, or deleted).
+pub(crate) struct StateRead {
+    pub(crate) state_epoch: i32,
+    pub(crate) state: Option<PersistedState>,
+}
 
 /// The broker holding a share-partition's state.
 pub(crate) enum StateHome {
@@ -85,19 +92,27 @@ impl SharePersister {
         addr.map(StateHome::Remote).ok_or(STATE_LOADING)
     }
 
-    /// `key`'s state, `None` if it has none yet.
+    /// `key`'s state.
     pub(crate) fn read(
         &self,
         broker: &Broker,
         home: &StateHome,
         key: &SharePartitionKey,
         leader_epoch: i32,
-    ) -> Result<Option<PersistedState>, ShareCode> {
+    ) -> Result<StateRead, ShareCode> {
         match home {
-            StateHome::Local(partition) => Ok(broker
-                .share_state()
-                .read(partition.index, key)
-                .map(|(_, state)| state)),
+            StateHome::Local(partition) => {
+                Ok(match broker.share_state().read(partition.index, key) {
+                    None => StateRead {
+                        state_epoch: -1,
+                        state: None,
+                    },
+                    Some((state_epoch, state)) => StateRead {
+                        state_epoch,
+                        state: (state.start_offset >= 0).then_some(state),
+                    },
+                })
+            }
             StateHome::Remote(addr) => {
                 let request = ReadShareGroupStateRequest::default()
                     .with_group_id(StrBytes::from_string(key.group.clone()))
@@ -117,7 +132,10 @@ impl SharePersister {
                     return Err(remote_error(result.error_code));
                 }
                 if result.start_offset < 0 {
-                    return Ok(None);
+                    return Ok(StateRead {
+                        state_epoch: result.state_epoch,
+                        state: None,
+                    });
                 }
                 let batches = result
                     .state_batches
@@ -131,33 +149,43 @@ impl SharePersister {
                         })
                     })
                     .collect();
-                Ok(Some(PersistedState {
-                    start_offset: result.start_offset,
-                    batches,
-                }))
+                Ok(StateRead {
+                    state_epoch: result.state_epoch,
+                    state: Some(PersistedState {
+                        start_offset: result.start_offset,
+                        batches,
+                    }),
+                })
             }
         }
     }
 
-    /// Writes `key`'s first state. Returns the write to await (none when
-    /// another broker wrote it: its answer says it is replicated).
+    /// Writes `key`'s whole state anew at `state_epoch` (above the one
+    /// read): its first state, a reset, or (start offset -1) a deletion.
+    /// Returns the write to await (none when another broker wrote it: its
+    /// answer says it is replicated).
     pub(crate) fn initialize(
         &self,
         broker: &Broker,
         home: &StateHome,
         key: &SharePartitionKey,
         state: PersistedState,
+        state_epoch: i32,
         leader_epoch: i32,
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
         match home {
             StateHome::Local(partition) => broker
                 .share_state()
-                .initialize(partition, key, state, leader_epoch, broker.now_ms())
+                .initialize(
+                    partition,
+                    key,
+                    state,
+                    state_epoch,
+                    leader_epoch,
+                    broker.now_ms(),
+                )
                 .map(Some)
-                .map_err(|error| {
-                    tracing::warn!(group = key.group, %error, "cannot initialize share-partition state");
-                    COORDINATOR_NOT_AVAILABLE
-                }),
+                .map_err(|error| local_error(key, "initialize", error)),
             StateHome::Remote(addr) => {
                 let request = InitializeShareGroupStateRequest::default()
                     .with_group_id(StrBytes::from_string(key.group.clone()))
@@ -165,7 +193,7 @@ impl SharePersister {
                         .with_topic_id(key.topic_id)
                         .with_partitions(vec![init::PartitionData::default()
                             .with_partition(key.partition)
-                            .with_state_epoch(0)
+                            .with_state_epoch(state_epoch)
                             .with_start_offset(state.start_offset)])]);
                 let response: InitializeShareGroupStateResponse =
                     self.call(broker, addr, ApiKey::InitializeShareGroupState, &request)?;
@@ -180,24 +208,29 @@ impl SharePersister {
         }
     }
 
-    /// Writes what changed in `key`'s state.
+    /// Writes what changed in `key`'s state, loaded at `state_epoch`.
     pub(crate) fn update(
         &self,
         broker: &Broker,
         home: &StateHome,
         key: &SharePartitionKey,
         update: PersistedState,
+        state_epoch: i32,
         leader_epoch: i32,
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
         match home {
             StateHome::Local(partition) => broker
                 .share_state()
-                .update(partition, key, update, leader_epoch, broker.now_ms())
+                .update(
+                    partition,
+                    key,
+                    update,
+                    state_epoch,
+                    leader_epoch,
+                    broker.now_ms(),
+                )
                 .map(Some)
-                .map_err(|error| {
-                    tracing::warn!(group = key.group, %error, "cannot write share-partition state");
-                    COORDINATOR_NOT_AVAILABLE
-                }),
+                .map_err(|error| local_error(key, "write", error)),
             StateHome::Remote(addr) => {
                 let request = WriteShareGroupStateRequest::default()
                     .with_group_id(StrBytes::from_string(key.group.clone()))
@@ -205,7 +238,7 @@ impl SharePersister {
                         .with_topic_id(key.topic_id)
                         .with_partitions(vec![write::PartitionData::default()
                             .with_partition(key.partition)
-                            .with_state_epoch(0)
+                            .with_state_epoch(state_epoch)
                             .with_leader_epoch(leader_epoch)
                             .with_start_offset(update.start_offset)
                             .with_state_batches(
@@ -288,6 +321,17 @@ impl SharePersister {
             answer
         })
     }
+}
+
+/// A refused local state write as the share-partition leader's error.
+fn local_error(key: &SharePartitionKey, what: &str, error: StateWriteError) -> ShareCode {
+    match error {
+        StateWriteError::Append(_) => {
+            tracing::warn!(group = key.group, %error, "cannot {what} share-partition state");
+        }
+        _ => tracing::debug!(group = key.group, %error, "share-partition state {what} fenced"),
+    }
+    error.code()
 }
 
 /// The outcome of a write another broker answered (its partition's error

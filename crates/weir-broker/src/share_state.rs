@@ -36,9 +36,37 @@ pub fn state_partition_for(key: &SharePartitionKey, count: i32) -> i32 {
     )
 }
 
+/// Why a state write was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum StateWriteError {
+    /// The writer loaded the state at another state epoch: it was reset or
+    /// deleted since (or initialized by another writer).
+    #[error("the share-partition state epoch moved on (reset or deleted)")]
+    FencedStateEpoch,
+    /// The writer leads the data partition at an older leader epoch than
+    /// one that wrote the state.
+    #[error("a newer leader of the partition writes its state")]
+    FencedLeaderEpoch,
+    #[error(transparent)]
+    Append(#[from] AppendError),
+}
+
+impl StateWriteError {
+    /// Kafka's error code for it.
+    pub fn code(&self) -> i16 {
+        match self {
+            Self::FencedStateEpoch => 124, // FENCED_STATE_EPOCH
+            Self::FencedLeaderEpoch => 74, // FENCED_LEADER_EPOCH
+            Self::Append(_) => 15,         // COORDINATOR_NOT_AVAILABLE
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Stored {
     state_epoch: i32,
+    /// The newest leader epoch of the data partition that wrote it.
+    leader_epoch: i32,
     snapshot_epoch: u16,
     state: PersistedState,
     updates_since_snapshot: u32,
@@ -97,7 +125,8 @@ impl ShareStateStore {
     }
 
     /// The state of `key` in state partition `index` and its state epoch;
-    /// `None` if it has none (never initialized, or deleted).
+    /// `None` if it was never initialized. Deleted state has start offset
+    /// -1 (its epoch lives on, so that a writer from before is fenced).
     pub fn read(&self, index: i32, key: &SharePartitionKey) -> Option<(i32, PersistedState)> {
         let states = self.states(index)?;
         let states = states.lock();
@@ -106,55 +135,67 @@ impl ShareStateStore {
             .map(|stored| (stored.state_epoch, stored.state.clone()))
     }
 
-    /// Writes `key`'s whole state, at a state epoch one above its last (a
-    /// new start: initialization, or a reset of its offsets).
+    /// Writes `key`'s whole state at `state_epoch`, which must be above
+    /// its last: a new start (initialization, a reset of its offsets, or a
+    /// deletion with start offset -1).
     pub fn initialize(
         &self,
         partition: &Arc<Partition>,
         key: &SharePartitionKey,
         state: PersistedState,
+        state_epoch: i32,
         leader_epoch: i32,
         now_ms: i64,
-    ) -> Result<ReplicatedWrite, AppendError> {
+    ) -> Result<ReplicatedWrite, StateWriteError> {
         self.write(partition, key, now_ms, |stored| {
-            let state_epoch = stored.map_or(0, |s| s.state_epoch + 1);
-            ShareStateRecord::Snapshot {
+            if stored.is_some_and(|s| s.state_epoch >= state_epoch) {
+                return Err(StateWriteError::FencedStateEpoch);
+            }
+            Ok(ShareStateRecord::Snapshot {
                 snapshot_epoch: stored.map_or(0, |s| s.snapshot_epoch.wrapping_add(1)),
                 state_epoch,
                 leader_epoch,
                 state,
-            }
+            })
         })
     }
 
-    /// Writes what changed in `key`'s state: an update, or a snapshot of
-    /// the state with it applied once enough updates piled up.
+    /// Writes what changed in `key`'s state, by a writer that loaded it at
+    /// `state_epoch`: an update, or a snapshot of the state with it applied
+    /// once enough updates piled up.
     pub fn update(
         &self,
         partition: &Arc<Partition>,
         key: &SharePartitionKey,
         update: PersistedState,
+        state_epoch: i32,
         leader_epoch: i32,
         now_ms: i64,
-    ) -> Result<ReplicatedWrite, AppendError> {
-        self.write(partition, key, now_ms, |stored| match stored {
-            Some(stored) if stored.updates_since_snapshot < UPDATES_PER_SNAPSHOT => {
-                ShareStateRecord::Update {
+    ) -> Result<ReplicatedWrite, StateWriteError> {
+        self.write(partition, key, now_ms, |stored| {
+            let Some(stored) =
+                stored.filter(|s| s.state_epoch == state_epoch && s.state.start_offset >= 0)
+            else {
+                return Err(StateWriteError::FencedStateEpoch);
+            };
+            if leader_epoch < stored.leader_epoch {
+                return Err(StateWriteError::FencedLeaderEpoch);
+            }
+            if stored.updates_since_snapshot < UPDATES_PER_SNAPSHOT {
+                return Ok(ShareStateRecord::Update {
                     snapshot_epoch: stored.snapshot_epoch,
                     leader_epoch,
                     state: update,
-                }
+                });
             }
-            stored => {
-                let mut state = stored.map(|s| s.state.clone()).unwrap_or_default();
-                state.apply_update(&update);
-                ShareStateRecord::Snapshot {
-                    snapshot_epoch: stored.map_or(0, |s| s.snapshot_epoch.wrapping_add(1)),
-                    state_epoch: stored.map_or(0, |s| s.state_epoch),
-                    leader_epoch,
-                    state,
-                }
-            }
+            let mut state = stored.state.clone();
+            state.apply_update(&update);
+            Ok(ShareStateRecord::Snapshot {
+                snapshot_epoch: stored.snapshot_epoch.wrapping_add(1),
+                state_epoch,
+                leader_epoch,
+                state,
+            })
         })
     }
 
@@ -163,8 +204,8 @@ impl ShareStateStore {
         partition: &Arc<Partition>,
         key: &SharePartitionKey,
         now_ms: i64,
-        record: impl FnOnce(Option<&Stored>) -> ShareStateRecord,
-    ) -> Result<ReplicatedWrite, AppendError> {
+        record: impl FnOnce(Option<&Stored>) -> Result<ShareStateRecord, StateWriteError>,
+    ) -> Result<ReplicatedWrite, StateWriteError> {
         let states = self.states(partition.index).ok_or_else(|| {
             AppendError::Log(LogError::Offline {
                 dir: Default::default(),
@@ -172,7 +213,7 @@ impl ShareStateStore {
             })
         })?;
         let mut states = states.lock();
-        let record = record(states.get(key));
+        let record = record(states.get(key))?;
         let entry = Entry {
             key: state_records::encode_key(key, &record),
             value: Some(state_records::encode_value(&record)),
@@ -200,13 +241,20 @@ fn apply(
         ShareStateRecord::Snapshot {
             snapshot_epoch,
             state_epoch,
+            leader_epoch,
             state,
-            ..
         } => {
+            let previous = states.get(&key).map_or(-1, |s| s.leader_epoch);
+            // A reset (new state epoch) starts the leader epochs over.
+            let leader_epoch = match states.get(&key) {
+                Some(s) if s.state_epoch == state_epoch => previous.max(leader_epoch),
+                _ => leader_epoch,
+            };
             states.insert(
                 key,
                 Stored {
                     state_epoch,
+                    leader_epoch,
                     snapshot_epoch,
                     state,
                     updates_since_snapshot: 0,
@@ -215,14 +263,15 @@ fn apply(
         }
         ShareStateRecord::Update {
             snapshot_epoch,
+            leader_epoch,
             state,
-            ..
         } => {
             // An update of an older snapshot was overtaken by a newer one.
             if let Some(stored) = states.get_mut(&key) {
                 if stored.snapshot_epoch == snapshot_epoch {
                     stored.state.apply_update(&state);
                     stored.updates_since_snapshot += 1;
+                    stored.leader_epoch = stored.leader_epoch.max(leader_epoch);
                 }
             }
         }

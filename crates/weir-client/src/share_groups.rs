@@ -1,10 +1,14 @@
 //! Share groups (KIP-932) for operators: ShareGroupDescribe and
 //! DescribeShareGroupOffsets.
 
+use kafka_protocol::messages::alter_share_group_offsets_request::{
+    AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+};
 use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::{
-    ApiKey, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId,
-    ShareGroupDescribeRequest, ShareGroupDescribeResponse,
+    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, ApiKey,
+    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId,
+    ShareGroupDescribeRequest, ShareGroupDescribeResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -137,5 +141,48 @@ impl Client {
             .collect();
         offsets.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         Ok(offsets)
+    }
+
+    /// Starts the share-partitions of `group` in `offsets` (topic,
+    /// partition, start offset) over at those offsets, nothing in flight;
+    /// only while the group has no members. The first partition error
+    /// fails the call.
+    pub async fn alter_share_group_offsets(
+        &mut self,
+        group: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<(), ClientError> {
+        let mut topics: Vec<AlterShareGroupOffsetsRequestTopic> = Vec::new();
+        for (topic, partition, offset) in offsets {
+            let partition = AlterShareGroupOffsetsRequestPartition::default()
+                .with_partition_index(*partition)
+                .with_start_offset(*offset);
+            match topics.iter_mut().find(|t| t.topic_name.0.as_str() == topic) {
+                Some(t) => t.partitions.push(partition),
+                None => topics.push(
+                    AlterShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(TopicName(StrBytes::from_string(topic.clone())))
+                        .with_partitions(vec![partition]),
+                ),
+            }
+        }
+        let request = AlterShareGroupOffsetsRequest::default()
+            .with_group_id(group_id(group))
+            .with_topics(topics);
+        let response: AlterShareGroupOffsetsResponse =
+            self.call(ApiKey::AlterShareGroupOffsets, &request).await?;
+        check(
+            response.error_code,
+            response.error_message.map(|m| m.to_string()),
+        )
+        .map_err(|e| with_subject(e, "group", group))?;
+        for topic in response.responses {
+            for p in topic.partitions {
+                let subject = format!("{}-{}", topic.topic_name.0, p.partition_index);
+                check(p.error_code, p.error_message.map(|m| m.to_string()))
+                    .map_err(|e| with_subject(e, "partition", &subject))?;
+            }
+        }
+        Ok(())
     }
 }

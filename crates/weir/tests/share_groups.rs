@@ -324,6 +324,66 @@ fn rejected_records_are_dead_lettered_once_and_weir_dlq_lists_and_replays_them()
     assert_eq!(acquired(&again), vec![(10, 10, 1)]);
 }
 
+/// `member` leaves the group.
+fn leave(raw: &mut Raw, member: &str) {
+    let response: ShareGroupHeartbeatResponse = raw.call(
+        ApiKey::ShareGroupHeartbeat,
+        1,
+        &ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(str(GROUP)))
+            .with_member_id(str(member))
+            .with_member_epoch(-1),
+    );
+    assert_eq!(response.error_code, 0, "{response:?}");
+}
+
+#[test]
+fn reset_offsets_and_delete_need_an_empty_group_and_start_the_partition_over() {
+    let (weir, mut raw, topic_id) = started();
+    let bootstrap = ["--bootstrap", weir.kafka.as_str()];
+    let cli = |args: &[&str]| common::cli::run(&[args, &bootstrap[..]].concat(), b"");
+    let member = join(&mut raw);
+    assert_eq!(
+        acquired(&share_fetch(&mut raw, &member, 0, topic_id, vec![], 10_000)),
+        vec![(0, 9, 1)]
+    );
+    let done = share_fetch(&mut raw, &member, 1, topic_id, vec![ack(0, 4, ACCEPT)], 100);
+    assert_eq!(done.responses[0].partitions[0].acknowledge_error_code, 0);
+    let reset = [
+        "share-group",
+        "reset-offsets",
+        GROUP,
+        "--topic",
+        TOPIC,
+        "--to-offset",
+        "2",
+    ];
+    let refused = cli(&reset).failed_with_one_line();
+    assert!(refused.contains("has no members (1 now)"), "{refused}");
+    let refused = cli(&["share-group", "delete", GROUP]).failed_with_one_line();
+    assert!(refused.contains("has active members"), "{refused}");
+
+    // Empty, the group starts over at 2: what was accepted or held by the
+    // member that left is delivered again, as a first delivery.
+    leave(&mut raw, &member);
+    cli(&reset).ok();
+    let rows = cli(&["share-group", "describe", GROUP]).ok().table("TOPIC")[1]
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>();
+    assert_eq!(rows[..3], ["jobs", "0", "2"]);
+    let member = join(&mut raw);
+    let again = share_fetch(&mut raw, &member, 0, topic_id, vec![], 5_000);
+    assert_eq!(acquired(&again), vec![(2, 9, 1)]);
+
+    leave(&mut raw, &member);
+    cli(&["share-group", "delete", GROUP]).ok();
+    let listed = cli(&["share-group", "list"]).ok();
+    assert_eq!(listed.table("GROUP").len(), 1, "{}", listed.stdout);
+    let gone = cli(&["share-group", "describe", GROUP]).failed_with_one_line();
+    assert!(gone.contains("does not exist"), "{gone}");
+}
+
 #[test]
 fn two_members_of_one_partition_never_hold_the_same_record() {
     let (_weir, mut raw, topic_id) = started();

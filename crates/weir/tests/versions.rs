@@ -620,6 +620,38 @@ fn every_advertised_version_answers() {
                     assert_eq!(p.error_code, 0, "{label}");
                     assert!(p.start_offset >= 0, "{label}: {p:?}");
                 }
+                ApiKey::AlterShareGroupOffsets => {
+                    use kafka_protocol::messages::alter_share_group_offsets_request::{
+                        AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+                    };
+                    let request = AlterShareGroupOffsetsRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("share-sweep")))
+                        .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(name("sweep"))
+                            .with_partitions(vec![
+                                AlterShareGroupOffsetsRequestPartition::default(),
+                            ])]);
+                    let r: AlterShareGroupOffsetsResponse = raw.call(key, version, &request);
+                    // The group has a member: it is not changed.
+                    assert_eq!(
+                        r.error_code,
+                        kafka_protocol::ResponseError::NonEmptyGroup.code(),
+                        "{label}"
+                    );
+                }
+                ApiKey::DeleteShareGroupOffsets => {
+                    use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
+                    let request = DeleteShareGroupOffsetsRequest::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("share-sweep")))
+                        .with_topics(vec![DeleteShareGroupOffsetsRequestTopic::default()
+                            .with_topic_name(name("sweep"))]);
+                    let r: DeleteShareGroupOffsetsResponse = raw.call(key, version, &request);
+                    assert_eq!(
+                        r.error_code,
+                        kafka_protocol::ResponseError::NonEmptyGroup.code(),
+                        "{label}"
+                    );
+                }
                 ApiKey::InitializeShareGroupState => {
                     use kafka_protocol::messages::initialize_share_group_state_request::{
                         InitializeStateData, PartitionData,

@@ -5,6 +5,7 @@
 //! type.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
@@ -204,7 +205,7 @@ pub(super) fn describe_groups(
 /// `__consumer_offsets` partition hold its deletion. The deletions happen
 /// here; the returned future only waits for the replicas.
 pub(super) fn delete_groups(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     ctx: &RequestContext,
     request: DeleteGroupsRequest,
 ) -> impl Future<Output = DeleteGroupsResponse> + Send + 'static {
@@ -215,36 +216,42 @@ pub(super) fn delete_groups(
             let result = DeletableGroupResult::default().with_group_id(group.clone());
             if !ctx.authorized(broker, AclOperation::Delete, ResourceType::Group, &group) {
                 let code = ResponseError::GroupAuthorizationFailed.code();
-                return (result.with_error_code(code), None);
+                return (result.with_error_code(code), Vec::new());
             }
             if let Err(code) = broker.check_coordinator(&group) {
-                return (result.with_error_code(code), None);
+                return (result.with_error_code(code), Vec::new());
             }
             if broker.consumer_groups().hosts(&group) {
                 return match broker.consumer_groups().delete(broker, &group.0) {
-                    Ok(write) => (result, write),
-                    Err(error) => (result.with_error_code(error.code()), None),
+                    Ok(write) => (result, write.into_iter().collect()),
+                    Err(error) => (result.with_error_code(error.code()), Vec::new()),
+                };
+            }
+            if broker.share_groups().hosts(&group) {
+                return match super::share_admin::delete_group(broker, ctx, &group.0) {
+                    Ok(writes) => (result, writes),
+                    Err(code) => (result.with_error_code(code), Vec::new()),
                 };
             }
             let error = match broker.groups().delete(broker, &group.0) {
-                Ok(write) => return (result, write),
+                Ok(write) => return (result, write.into_iter().collect()),
                 Err(GroupAdminError::NotFound) => ResponseError::GroupIdNotFound,
                 Err(GroupAdminError::NotEmpty) => ResponseError::NonEmptyGroup,
                 Err(GroupAdminError::Membership(error)) => {
-                    return (result.with_error_code(error.code()), None)
+                    return (result.with_error_code(error.code()), Vec::new())
                 }
                 Err(GroupAdminError::Unavailable) => ResponseError::CoordinatorNotAvailable,
             };
-            (result.with_error_code(error.code()), None)
+            (result.with_error_code(error.code()), Vec::new())
         })
         .unzip();
     let node_id = broker.node_id();
     async move {
-        let replicated = futures::future::join_all(writes.into_iter().map(|write| async move {
-            match write {
-                Some(write) => write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await,
-                None => Ok(()),
+        let replicated = futures::future::join_all(writes.into_iter().map(|writes| async move {
+            for write in writes {
+                write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await?;
             }
+            Ok::<(), ResponseError>(())
         }))
         .await;
         let results = results

@@ -92,6 +92,8 @@ pub(crate) const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ReadShareGroupState, 0, 0),
     (ApiKey::WriteShareGroupState, 0, 0),
     (ApiKey::DescribeShareGroupOffsets, 0, 0),
+    (ApiKey::AlterShareGroupOffsets, 0, 0),
+    (ApiKey::DeleteShareGroupOffsets, 0, 0),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::AlterConfigs, 0, 2),
@@ -325,7 +327,9 @@ pub(crate) fn throttle_time_offset(key: ApiKey, version: i16) -> Option<usize> {
         | ApiKey::ShareGroupDescribe
         | ApiKey::ShareFetch
         | ApiKey::ShareAcknowledge
-        | ApiKey::DescribeShareGroupOffsets => 0,
+        | ApiKey::DescribeShareGroupOffsets
+        | ApiKey::AlterShareGroupOffsets
+        | ApiKey::DeleteShareGroupOffsets => 0,
         ApiKey::Fetch
         | ApiKey::FindCoordinator
         | ApiKey::Heartbeat
@@ -411,6 +415,8 @@ fn api_key_name(key: ApiKey) -> &'static str {
         ApiKey::ShareGroupDescribe => "ShareGroupDescribe",
         ApiKey::ShareFetch => "ShareFetch",
         ApiKey::DescribeShareGroupOffsets => "DescribeShareGroupOffsets",
+        ApiKey::AlterShareGroupOffsets => "AlterShareGroupOffsets",
+        ApiKey::DeleteShareGroupOffsets => "DeleteShareGroupOffsets",
         ApiKey::ShareAcknowledge => "ShareAcknowledge",
         ApiKey::InitializeShareGroupState => "InitializeShareGroupState",
         ApiKey::ReadShareGroupState => "ReadShareGroupState",
@@ -784,6 +790,14 @@ pub(crate) fn dispatch(
         ApiKey::DescribeShareGroupOffsets => Reply::Now(Some(
             ctx.respond(&share_admin::describe_offsets(&broker, &ctx, decode!())),
         )),
+        ApiKey::AlterShareGroupOffsets => {
+            let altered = share_admin::alter_offsets(&broker, &ctx, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&altered.await)) }))
+        }
+        ApiKey::DeleteShareGroupOffsets => {
+            let deleted = share_admin::delete_offsets(&broker, &ctx, decode!());
+            Reply::Later(Box::pin(async move { Some(ctx.respond(&deleted.await)) }))
+        }
         ApiKey::ShareFetch => {
             let response = share::fetch(&broker, ctx.clone(), decode!());
             Reply::Later(Box::pin(async move { Some(ctx.respond(&response.await)) }))

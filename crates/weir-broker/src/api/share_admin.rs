@@ -1,13 +1,26 @@
-//! The operators' view of share groups: DescribeShareGroupOffsets, each
-//! share-partition's start offset as `__share_group_state` holds it.
+//! Share groups for operators: DescribeShareGroupOffsets (each
+//! share-partition's start offset as `__share_group_state` holds it),
+//! AlterShareGroupOffsets and DeleteShareGroupOffsets (start a
+//! share-partition over, or forget it), and the deletion of a whole share
+//! group for DeleteGroups. Changes need an empty group, and are answered
+//! once replicated.
 
+use std::future::Future;
+
+use kafka_protocol::messages::alter_share_group_offsets_response::{
+    AlterShareGroupOffsetsResponsePartition as AlteredPartition,
+    AlterShareGroupOffsetsResponseTopic as AlteredTopic,
+};
+use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as DeletedTopic;
 use kafka_protocol::messages::describe_share_group_offsets_response::{
     DescribeShareGroupOffsetsResponseGroup as ResponseGroup,
     DescribeShareGroupOffsetsResponsePartition as ResponsePartition,
     DescribeShareGroupOffsetsResponseTopic as ResponseTopic,
 };
 use kafka_protocol::messages::{
-    DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, TopicName,
+    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse, DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -15,8 +28,11 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::group_coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::partition::ReplicatedWrite;
 use crate::share::state_records::SharePartitionKey;
-use crate::share_persister::STATE_LOADING;
+use crate::share_group_coordinator::ShareGroupDescription;
+use crate::share_persister::{ShareCode, STATE_LOADING};
 
 fn message(text: String) -> Option<StrBytes> {
     Some(StrBytes::from_string(text))
@@ -95,17 +111,10 @@ pub(super) fn describe_offsets(
                                 Ok(start) => answer
                                     .with_start_offset(start.unwrap_or(-1))
                                     .with_leader_epoch(-1),
-                                Err(code) => {
-                                    let code = if code == STATE_LOADING {
-                                        ResponseError::CoordinatorLoadInProgress.code()
-                                    } else {
-                                        code
-                                    };
-                                    answer
-                                        .with_error_code(code)
-                                        .with_start_offset(-1)
-                                        .with_leader_epoch(-1)
-                                }
+                                Err(code) => answer
+                                    .with_error_code(state_error(code))
+                                    .with_start_offset(-1)
+                                    .with_leader_epoch(-1),
                             }
                         })
                         .collect();
@@ -121,4 +130,245 @@ pub(super) fn describe_offsets(
         })
         .collect();
     DescribeShareGroupOffsetsResponse::default().with_groups(groups)
+}
+
+/// A refusal of a whole request: its error code and message.
+type Refusal = (i16, Option<StrBytes>);
+
+/// The share group `group` that a change may be made to: `operation` on it
+/// is allowed, this broker coordinates it, and it has no members.
+fn changeable_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group: &str,
+    operation: AclOperation,
+) -> Result<ShareGroupDescription, Refusal> {
+    if !ctx.authorized(broker, operation, ResourceType::Group, group) {
+        return Err((ResponseError::GroupAuthorizationFailed.code(), None));
+    }
+    broker
+        .check_coordinator(group)
+        .map_err(|code| (code, None))?;
+    let Some(description) = broker.share_groups().describe(group) else {
+        let text =
+            if broker.groups().state(group).is_some() || broker.consumer_groups().hosts(group) {
+                format!("Group {group} is not a share group.")
+            } else {
+                format!("Group {group} not found.")
+            };
+        return Err((ResponseError::GroupIdNotFound.code(), message(text)));
+    };
+    if !description.state.members.is_empty() {
+        return Err((
+            ResponseError::NonEmptyGroup.code(),
+            message(format!(
+                "The group {group} has active members: stop its consumers first."
+            )),
+        ));
+    }
+    Ok(description)
+}
+
+/// A state error as a client sees it.
+fn state_error(code: ShareCode) -> i16 {
+    if code == STATE_LOADING {
+        ResponseError::CoordinatorLoadInProgress.code()
+    } else {
+        code
+    }
+}
+
+/// Waits for `writes`; the first error, or 0.
+async fn replicated(node_id: i32, writes: Vec<ReplicatedWrite>) -> i16 {
+    for write in writes {
+        if let Err(error) = write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
+            return error.code();
+        }
+    }
+    0
+}
+
+/// AlterShareGroupOffsets: each share-partition named starts over at the
+/// offset given, with nothing in flight.
+pub(super) fn alter_offsets(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: AlterShareGroupOffsetsRequest,
+) -> impl Future<Output = AlterShareGroupOffsetsResponse> + Send + 'static {
+    let group = request.group_id.as_str().to_owned();
+    let node_id = broker.node_id();
+    let checked = changeable_group(broker, ctx, &group, AclOperation::Read);
+    let mut topics: Vec<(AlteredTopic, Vec<Option<ReplicatedWrite>>)> = Vec::new();
+    if checked.is_ok() {
+        let image = broker.image();
+        for asked in request.topics {
+            let name = asked.topic_name.0.to_string();
+            let topic = image.topic(&name);
+            let allowed = ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, &name);
+            let mut writes = Vec::new();
+            let partitions = asked
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let answer =
+                        AlteredPartition::default().with_partition_index(p.partition_index);
+                    let code = match topic {
+                        _ if !allowed => ResponseError::TopicAuthorizationFailed.code(),
+                        Some(t) if t.partition(p.partition_index).is_some() => {
+                            if p.start_offset < 0 {
+                                ResponseError::InvalidRequest.code()
+                            } else {
+                                let key = SharePartitionKey {
+                                    group: group.clone(),
+                                    topic_id: t.id,
+                                    partition: p.partition_index,
+                                };
+                                match broker.share_partitions().reset_state(
+                                    broker,
+                                    &key,
+                                    p.start_offset,
+                                ) {
+                                    Ok(write) => {
+                                        writes.push(write);
+                                        0
+                                    }
+                                    Err(code) => state_error(code),
+                                }
+                            }
+                        }
+                        _ => ResponseError::UnknownTopicOrPartition.code(),
+                    };
+                    answer.with_error_code(code)
+                })
+                .collect();
+            let answer = AlteredTopic::default()
+                .with_topic_name(asked.topic_name)
+                .with_topic_id(topic.map(|t| t.id).unwrap_or_default())
+                .with_partitions(partitions);
+            topics.push((answer, writes));
+        }
+    }
+    async move {
+        if let Err((code, text)) = checked {
+            return AlterShareGroupOffsetsResponse::default()
+                .with_error_code(code)
+                .with_error_message(text);
+        }
+        let mut responses = Vec::with_capacity(topics.len());
+        for (mut topic, writes) in topics {
+            // Partitions whose write succeeded take its replication's outcome.
+            let mut writes = writes.into_iter();
+            for partition in topic.partitions.iter_mut().filter(|p| p.error_code == 0) {
+                if let Some(Some(write)) = writes.next() {
+                    partition.error_code = replicated(node_id, vec![write]).await;
+                }
+            }
+            responses.push(topic);
+        }
+        AlterShareGroupOffsetsResponse::default().with_responses(responses)
+    }
+}
+
+/// DeleteShareGroupOffsets: the share-partitions of each topic named are
+/// forgotten; the group starts them again from `share.auto.offset.reset`.
+pub(super) fn delete_offsets(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: DeleteShareGroupOffsetsRequest,
+) -> impl Future<Output = DeleteShareGroupOffsetsResponse> + Send + 'static {
+    let group = request.group_id.as_str().to_owned();
+    let node_id = broker.node_id();
+    let checked = changeable_group(broker, ctx, &group, AclOperation::Delete);
+    let mut topics: Vec<(DeletedTopic, Vec<ReplicatedWrite>)> = Vec::new();
+    if checked.is_ok() {
+        let image = broker.image();
+        for asked in request.topics {
+            let name = asked.topic_name.0.to_string();
+            let answer = DeletedTopic::default().with_topic_name(asked.topic_name);
+            if !ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, &name) {
+                let code = ResponseError::TopicAuthorizationFailed.code();
+                topics.push((answer.with_error_code(code), Vec::new()));
+                continue;
+            }
+            let Some(topic) = image.topic(&name) else {
+                let code = ResponseError::UnknownTopicOrPartition.code();
+                topics.push((answer.with_error_code(code), Vec::new()));
+                continue;
+            };
+            let answer = answer.with_topic_id(topic.id);
+            match delete_topic_state(broker, &group, topic.id, topic.partition_count()) {
+                Ok(writes) => topics.push((answer, writes)),
+                Err(code) => topics.push((answer.with_error_code(code), Vec::new())),
+            }
+        }
+    }
+    async move {
+        if let Err((code, text)) = checked {
+            return DeleteShareGroupOffsetsResponse::default()
+                .with_error_code(code)
+                .with_error_message(text);
+        }
+        let mut responses = Vec::with_capacity(topics.len());
+        for (topic, writes) in topics {
+            let code = replicated(node_id, writes).await;
+            responses.push(if topic.error_code == 0 {
+                topic.with_error_code(code)
+            } else {
+                topic
+            });
+        }
+        DeleteShareGroupOffsetsResponse::default().with_responses(responses)
+    }
+}
+
+/// Deletes `group`'s state of every partition of a topic.
+fn delete_topic_state(
+    broker: &Broker,
+    group: &str,
+    topic_id: uuid::Uuid,
+    partitions: i32,
+) -> Result<Vec<ReplicatedWrite>, i16> {
+    let mut writes = Vec::new();
+    for partition in 0..partitions {
+        let key = SharePartitionKey {
+            group: group.to_owned(),
+            topic_id,
+            partition,
+        };
+        let write = broker
+            .share_partitions()
+            .reset_state(broker, &key, -1)
+            .map_err(state_error)?;
+        writes.extend(write);
+    }
+    Ok(writes)
+}
+
+/// Deletes the share group `group` for DeleteGroups: its share-partition
+/// state, then its records. The writes to await, or the error code.
+pub(super) fn delete_group(
+    broker: &std::sync::Arc<Broker>,
+    ctx: &RequestContext,
+    group: &str,
+) -> Result<Vec<ReplicatedWrite>, i16> {
+    let description =
+        changeable_group(broker, ctx, group, AclOperation::Delete).map_err(|(code, _)| code)?;
+    let image = broker.image();
+    let mut writes = Vec::new();
+    for name in &description.state.topics_seen {
+        if let Some(topic) = image.topic(name) {
+            writes.extend(delete_topic_state(
+                broker,
+                group,
+                topic.id,
+                topic.partition_count(),
+            )?);
+        }
+    }
+    let write = broker
+        .share_groups()
+        .delete(broker, group)
+        .map_err(|error| error.code())?;
+    writes.extend(write);
+    Ok(writes)
 }

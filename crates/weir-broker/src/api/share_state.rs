@@ -83,7 +83,7 @@ pub(super) fn read(
                         Err(code) => answer.with_error_code(code),
                         Ok(partition) => match broker.share_state().read(partition.index, &key) {
                             // Kafka's answer for a share-partition without state.
-                            None => answer.with_start_offset(-1),
+                            None => answer.with_state_epoch(-1).with_start_offset(-1),
                             Some((state_epoch, state)) => answer
                                 .with_state_epoch(state_epoch)
                                 .with_start_offset(state.start_offset)
@@ -163,8 +163,15 @@ pub(super) fn write_state(
                 state_partition(broker, &key).and_then(|partition| {
                     broker
                         .share_state()
-                        .update(&partition, &key, update, p.leader_epoch, broker.now_ms())
-                        .map_err(|_| ResponseError::CoordinatorNotAvailable.code())
+                        .update(
+                            &partition,
+                            &key,
+                            update,
+                            p.state_epoch,
+                            p.leader_epoch,
+                            broker.now_ms(),
+                        )
+                        .map_err(|error| error.code())
                 })
             };
             writes.push((topic.topic_id, p.partition, written));
@@ -211,8 +218,8 @@ pub(super) fn initialize(
                 state_partition(broker, &key).and_then(|partition| {
                     broker
                         .share_state()
-                        .initialize(&partition, &key, state, -1, broker.now_ms())
-                        .map_err(|_| ResponseError::CoordinatorNotAvailable.code())
+                        .initialize(&partition, &key, state, p.state_epoch, -1, broker.now_ms())
+                        .map_err(|error| error.code())
                 })
             };
             writes.push((topic.topic_id, p.partition, written));

@@ -62,6 +62,8 @@ fn framed_with_throttle(key: ApiKey, version: i16) -> Bytes {
         ShareFetch => ShareFetchResponse,
         ShareAcknowledge => ShareAcknowledgeResponse,
         DescribeShareGroupOffsets => DescribeShareGroupOffsetsResponse,
+        AlterShareGroupOffsets => AlterShareGroupOffsetsResponse,
+        DeleteShareGroupOffsets => DeleteShareGroupOffsetsResponse,
         IncrementalAlterConfigs => IncrementalAlterConfigsResponse,
         AlterPartitionReassignments => AlterPartitionReassignmentsResponse,
         ListPartitionReassignments => ListPartitionReassignmentsResponse,

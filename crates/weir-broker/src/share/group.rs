@@ -131,6 +131,8 @@ pub enum ShareGroupError {
     FencedMemberEpoch,
     #[error("the group has reached group.share.max.size members")]
     GroupMaxSizeReached,
+    #[error("the group has members")]
+    NonEmptyGroup,
 }
 
 impl ShareGroupError {
@@ -139,6 +141,7 @@ impl ShareGroupError {
             ShareGroupError::UnknownMemberId => 25,
             ShareGroupError::InvalidRequest(_) => 42,
             ShareGroupError::GroupIdNotFound => 69,
+            ShareGroupError::NonEmptyGroup => 68,
             ShareGroupError::GroupMaxSizeReached => 81,
             ShareGroupError::FencedMemberEpoch => 110,
         }
@@ -291,6 +294,25 @@ impl ShareGroupEngine {
 
     /// Whether `member_id` is a member: ShareFetch and ShareAcknowledge come
     /// only from members.
+    /// Deletes the group (DeleteGroups): the tombstones of all its records.
+    /// Only an empty group can be deleted.
+    pub fn delete(&mut self) -> Result<ShareOutput, ShareGroupError> {
+        if !self.state.exists {
+            return Err(ShareGroupError::GroupIdNotFound);
+        }
+        if !self.state.members.is_empty() {
+            return Err(ShareGroupError::NonEmptyGroup);
+        }
+        let targets: Vec<String> = self.state.target.keys().cloned().collect();
+        for member_id in targets {
+            self.append(ShareRecord::TargetAssignmentMemberTombstone { member_id });
+        }
+        self.append(ShareRecord::TargetAssignmentMetadataTombstone);
+        self.append(ShareRecord::PartitionMetadataTombstone);
+        self.append(ShareRecord::GroupMetadataTombstone);
+        Ok(std::mem::take(&mut self.out))
+    }
+
     pub fn is_member(&self, member_id: &str) -> bool {
         self.state.members.contains_key(member_id)
     }

@@ -50,9 +50,9 @@ enum GroupCommand {
         .required(true)
         .args(["to_earliest", "to_latest", "to_offset", "to_datetime"])
 ))]
-struct ResetArgs {
+pub(super) struct ResetArgs {
     /// The group's id.
-    group: String,
+    pub(super) group: String,
     /// A topic whose offsets to reset: TOPIC for all its partitions, or
     /// TOPIC:P,P,… for some; repeat for several.
     #[arg(
@@ -78,12 +78,12 @@ struct ResetArgs {
     to_datetime: Option<i64>,
     /// Print the new offsets without committing them.
     #[arg(long)]
-    dry_run: bool,
+    pub(super) dry_run: bool,
 }
 
 /// Where `reset-offsets` moves each partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ResetTo {
+pub(super) enum ResetTo {
     Earliest,
     Latest,
     Offset(i64),
@@ -92,7 +92,7 @@ enum ResetTo {
 }
 
 impl ResetArgs {
-    fn reset_to(&self) -> ResetTo {
+    pub(super) fn reset_to(&self) -> ResetTo {
         match (self.to_offset, self.to_datetime) {
             (Some(offset), _) => ResetTo::Offset(offset),
             (_, Some(time)) => ResetTo::Time(time),
@@ -565,6 +565,36 @@ async fn reset_offsets(connection: &Connection, args: ResetArgs) -> anyhow::Resu
         );
     }
 
+    let partitions = chosen_partitions(&mut clients, &args).await?;
+
+    let previous: BTreeMap<(String, i32), i64> = clients
+        .coordinator()
+        .offset_fetch(group, Some(&partitions))
+        .await
+        .map_err(|e| group_error(e, group))?
+        .into_iter()
+        .map(|c| ((c.topic, c.partition), c.offset))
+        .collect();
+
+    let plan = reset_plan(&mut clients, &partitions, args.reset_to()).await?;
+
+    if !args.dry_run {
+        clients
+            .coordinator()
+            .offset_commit_simple(group, &plan)
+            .await
+            .map_err(|e| group_error(e, group))?;
+    }
+
+    reset_report(group, plan, &previous, args.dry_run)
+}
+
+/// The partitions `args` names: topic → partitions, the union of every
+/// `--topic`.
+pub(super) async fn chosen_partitions(
+    clients: &mut Clients,
+    args: &ResetArgs,
+) -> anyhow::Result<Vec<(String, Vec<i32>)>> {
     // Topic → partitions (None: all), the union of every --topic.
     let mut wanted: BTreeMap<&str, Option<BTreeSet<i32>>> = BTreeMap::new();
     for spec in &args.topics {
@@ -591,32 +621,32 @@ async fn reset_offsets(connection: &Connection, args: ResetArgs) -> anyhow::Resu
         partitions.push((topic.to_owned(), chosen));
     }
 
-    let previous: BTreeMap<(String, i32), i64> = clients
-        .coordinator()
-        .offset_fetch(group, Some(&partitions))
-        .await
-        .map_err(|e| group_error(e, group))?
-        .into_iter()
-        .map(|c| ((c.topic, c.partition), c.offset))
-        .collect();
+    Ok(partitions)
+}
 
-    let to = args.reset_to();
+/// Where `to` moves each of `partitions`: (topic, partition, offset).
+pub(super) async fn reset_plan(
+    clients: &mut Clients,
+    partitions: &[(String, Vec<i32>)],
+    to: ResetTo,
+) -> anyhow::Result<Vec<(String, i32, i64)>> {
     let mut plan: Vec<(String, i32, i64)> = Vec::new();
-    for (topic, chosen) in &partitions {
+    for (topic, chosen) in partitions {
         for &partition in chosen {
             let offset = new_offset(&mut clients.cluster, topic, partition, to).await?;
             plan.push((topic.clone(), partition, offset));
         }
     }
+    Ok(plan)
+}
 
-    if !args.dry_run {
-        clients
-            .coordinator()
-            .offset_commit_simple(group, &plan)
-            .await
-            .map_err(|e| group_error(e, group))?;
-    }
-
+/// What `reset-offsets` prints: the new offsets next to the previous ones.
+pub(super) fn reset_report(
+    group: &str,
+    plan: Vec<(String, i32, i64)>,
+    previous: &BTreeMap<(String, i32), i64>,
+    dry_run: bool,
+) -> anyhow::Result<String> {
     let mut lines = vec![["TOPIC", "PARTITION", "NEW-OFFSET", "PREVIOUS-OFFSET"]
         .map(str::to_owned)
         .to_vec()];
@@ -632,7 +662,7 @@ async fn reset_offsets(connection: &Connection, args: ResetArgs) -> anyhow::Resu
         ]);
     }
     let mut out = String::new();
-    if args.dry_run {
+    if dry_run {
         writeln!(
             out,
             "Dry run, nothing committed. New offsets of group {group} would be:"

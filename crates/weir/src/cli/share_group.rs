@@ -4,7 +4,13 @@
 use clap::{Args, Subcommand};
 use weir_client::LATEST;
 
-use super::group::{group_error, listed_groups, Clients};
+use std::collections::BTreeMap;
+
+use anyhow::bail;
+
+use super::group::{
+    chosen_partitions, group_error, listed_groups, reset_plan, reset_report, Clients, ResetArgs,
+};
 use super::{block_on, table, Connection};
 
 #[derive(Args, Debug)]
@@ -26,6 +32,14 @@ enum ShareGroupCommand {
         /// The group's id.
         group: String,
     },
+    /// Start a share group's partitions over at a new offset, with nothing
+    /// in flight; only while it has no members.
+    ResetOffsets(ResetArgs),
+    /// Delete a share group and its state; only while it has no members.
+    Delete {
+        /// The group's id.
+        group: String,
+    },
 }
 
 pub(crate) fn run(args: ShareGroupArgs) -> anyhow::Result<()> {
@@ -43,6 +57,21 @@ pub(crate) fn run(args: ShareGroupArgs) -> anyhow::Result<()> {
                 table(&rows)
             }
             ShareGroupCommand::Describe { group } => describe(&args.connection, &group).await?,
+            ShareGroupCommand::ResetOffsets(reset) => {
+                reset_offsets(&args.connection, reset).await?
+            }
+            ShareGroupCommand::Delete { group } => {
+                let mut clients = Clients::open(&args.connection, &group).await?;
+                let results = clients
+                    .coordinator()
+                    .delete_groups(&[&group])
+                    .await
+                    .map_err(|e| group_error(e, &group))?;
+                for (_, result) in results {
+                    result.map_err(|e| group_error(e, &group))?;
+                }
+                format!("Deleted share group {group}\n")
+            }
         };
         super::print(format_args!("{out}"))?;
         Ok(())
@@ -123,4 +152,39 @@ async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String
     out.push('\n');
     out.push_str(&table(&members));
     Ok(out)
+}
+
+async fn reset_offsets(connection: &Connection, args: ResetArgs) -> anyhow::Result<String> {
+    let group = args.group.as_str();
+    let mut clients = Clients::open(connection, group).await?;
+    let described = clients
+        .coordinator()
+        .describe_share_group(group)
+        .await
+        .map_err(|e| group_error(e, group))?;
+    if !described.members.is_empty() {
+        bail!(
+            "offsets can only be reset while share group {group} has no members ({} now); \
+             stop its consumers first",
+            described.members.len()
+        );
+    }
+    let partitions = chosen_partitions(&mut clients, &args).await?;
+    let previous: BTreeMap<(String, i32), i64> = clients
+        .coordinator()
+        .share_group_offsets(group)
+        .await
+        .map_err(|e| group_error(e, group))?
+        .into_iter()
+        .filter_map(|o| Some(((o.topic, o.partition), o.start_offset.ok()??)))
+        .collect();
+    let plan = reset_plan(&mut clients, &partitions, args.reset_to()).await?;
+    if !args.dry_run {
+        clients
+            .coordinator()
+            .alter_share_group_offsets(group, &plan)
+            .await
+            .map_err(|e| group_error(e, group))?;
+    }
+    reset_report(group, plan, &previous, args.dry_run)
 }
