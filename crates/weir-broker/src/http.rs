@@ -337,7 +337,8 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
     let lags = tokio::task::spawn_blocking(move || lag::groups(&broker_for_lag, None))
         .await
         .unwrap_or_default();
-    for group in lags {
+    // A share group's lag is in the share_group_* metrics.
+    for group in lags.into_iter().filter(|g| g.group_type != "share") {
         for p in group.partitions {
             let labels = GroupPartitionLabels {
                 group: group.group.clone(),
@@ -357,6 +358,34 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
                 .get_or_create(&labels)
                 .set(p.lost_to_retention as i64);
         }
+    }
+    metrics.share_group_records_available.clear();
+    metrics.share_group_records_acquired.clear();
+    metrics.share_group_oldest_available_seconds.clear();
+    let broker_for_share = broker.clone();
+    let views = tokio::task::spawn_blocking(move || {
+        broker_for_share.share_partitions().views(&broker_for_share)
+    })
+    .await
+    .unwrap_or_default();
+    for view in views {
+        let labels = GroupPartitionLabels {
+            group: view.group,
+            topic: view.topic,
+            partition: view.partition.to_string(),
+        };
+        metrics
+            .share_group_records_available
+            .get_or_create(&labels)
+            .set(view.available as i64);
+        metrics
+            .share_group_records_acquired
+            .get_or_create(&labels)
+            .set(view.acquired as i64);
+        metrics
+            .share_group_oldest_available_seconds
+            .get_or_create(&labels)
+            .set(view.oldest_available_seconds);
     }
     (
         [(

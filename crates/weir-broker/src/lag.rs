@@ -12,8 +12,8 @@ pub struct GroupLag {
     pub group: String,
     /// Kafka's name of the group's state ("Stable", "Empty", ...).
     pub state: &'static str,
-    /// `classic`, or `consumer` for a group of the consumer protocol
-    /// (KIP-848).
+    /// `classic`, `consumer` for a group of the consumer protocol
+    /// (KIP-848), or `share` (KIP-932).
     #[serde(rename = "type")]
     pub group_type: &'static str,
     pub members: usize,
@@ -23,6 +23,9 @@ pub struct GroupLag {
     /// Sum of the partitions' lag.
     pub lag: u64,
     pub partitions: Vec<PartitionLag>,
+    /// For a share group: its share-partitions this broker leads.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub share_partitions: Vec<SharePartitionView>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -41,6 +44,28 @@ pub struct PartitionLag {
     /// removed them first: how far the committed offset is below the log
     /// start. The group resumes at the log start (`auto.offset.reset`).
     pub lost_to_retention: u64,
+}
+
+/// A share-partition led here, as `/v1/groups` and the metrics show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SharePartitionView {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    /// Every record before it is acknowledged or archived.
+    pub start_offset: i64,
+    /// The end consumers may read to (the high watermark, or the last
+    /// stable offset for `share.isolation.level=read_committed`).
+    pub log_end_offset: i64,
+    /// Records from the start offset on not yet acknowledged or archived.
+    pub in_flight: u64,
+    /// Records waiting to be acquired (never delivered, released, or their
+    /// lock expired), up to the log end.
+    pub available: u64,
+    /// Records acquired by a member now.
+    pub acquired: u64,
+    /// Age of the oldest available record, from its timestamp; 0 if none.
+    pub oldest_available_seconds: f64,
 }
 
 /// Lag of every group with members or committed offsets, or of one group.
@@ -118,7 +143,61 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
                 members,
                 read_committed,
                 partitions,
+                share_partitions: Vec::new(),
             })
+        })
+        .chain(share_groups(broker, only))
+        .collect()
+}
+
+/// The share groups this broker coordinates or leads share-partitions
+/// of (or only `only`): their lag is the records from each
+/// share-partition's start offset on not yet acknowledged or archived.
+fn share_groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
+    let views = broker.share_partitions().views(broker);
+    let mut names: Vec<String> = broker
+        .share_groups()
+        .list()
+        .into_iter()
+        .map(|(group, _)| group)
+        .chain(views.iter().map(|v| v.group.clone()))
+        .filter(|group| only.is_none_or(|o| o == group))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|group| {
+            let (state, members) = match broker.share_groups().describe(&group) {
+                Some(d) if d.state.members.is_empty() => ("Empty", 0),
+                Some(d) => ("Stable", d.state.members.len()),
+                // Coordinated by another broker.
+                None => ("Unknown", 0),
+            };
+            let share_partitions: Vec<SharePartitionView> =
+                views.iter().filter(|v| v.group == group).cloned().collect();
+            let partitions: Vec<PartitionLag> = share_partitions
+                .iter()
+                .map(|v| PartitionLag {
+                    topic: v.topic.clone(),
+                    partition: v.partition,
+                    committed_offset: v.start_offset,
+                    log_end_offset: v.log_end_offset.max(0) as u64,
+                    lag: v.in_flight,
+                    lag_seconds: v.oldest_available_seconds,
+                    lost_to_retention: 0,
+                })
+                .collect();
+            GroupLag {
+                lag: partitions.iter().map(|p| p.lag).sum(),
+                group,
+                state,
+                group_type: "share",
+                members,
+                read_committed: false,
+                partitions,
+                share_partitions,
+            }
         })
         .collect()
 }

@@ -65,6 +65,10 @@ pub struct Metrics {
     pub authentication_failures: Family<AuthenticationLabels, Counter>,
     pub authorization_denials: Family<DenialLabels, Counter>,
     pub share_group_dead_lettered: Family<GroupPartitionLabels, Counter>,
+    pub share_group_records_archived: Family<GroupPartitionLabels, Counter>,
+    pub share_group_records_available: Family<GroupPartitionLabels, Gauge>,
+    pub share_group_records_acquired: Family<GroupPartitionLabels, Gauge>,
+    pub share_group_oldest_available_seconds: Family<GroupPartitionLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -94,6 +98,32 @@ impl Default for Metrics {
         let authentication_failures = Family::<AuthenticationLabels, Counter>::default();
         let authorization_denials = Family::<DenialLabels, Counter>::default();
         let share_group_dead_lettered = Family::<GroupPartitionLabels, Counter>::default();
+        let share_group_records_archived = Family::<GroupPartitionLabels, Counter>::default();
+        registry.register(
+            "share_group_records_archived",
+            "Records a share group archived (rejected, delivered too often, or gone from the \
+             log) on the partitions this broker leads",
+            share_group_records_archived.clone(),
+        );
+        let share_group_records_available = Family::<GroupPartitionLabels, Gauge>::default();
+        registry.register(
+            "share_group_records_available",
+            "Records of a share-partition led here waiting to be acquired, up to the log end",
+            share_group_records_available.clone(),
+        );
+        let share_group_records_acquired = Family::<GroupPartitionLabels, Gauge>::default();
+        registry.register(
+            "share_group_records_acquired",
+            "Records of a share-partition led here that a member holds now",
+            share_group_records_acquired.clone(),
+        );
+        let share_group_oldest_available_seconds =
+            Family::<GroupPartitionLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "share_group_oldest_available_age_seconds",
+            "Age of the oldest record of a share-partition led here waiting to be acquired",
+            share_group_oldest_available_seconds.clone(),
+        );
         registry.register(
             "share_group_dead_lettered",
             "Records a share group wrote to its dead-letter topic, by group and source partition",
@@ -212,6 +242,10 @@ impl Default for Metrics {
             authentication_failures,
             authorization_denials,
             share_group_dead_lettered,
+            share_group_records_archived,
+            share_group_records_available,
+            share_group_records_acquired,
+            share_group_oldest_available_seconds,
         }
     }
 }

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
 use crate::group_configs::{share_settings, ShareAutoOffsetReset, ShareSettings};
+use crate::lag::SharePartitionView;
 use crate::metrics::GroupPartitionLabels;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::share::state_records::SharePartitionKey;
@@ -59,6 +60,20 @@ struct Hosted {
     copy_dead_letter_record: bool,
     /// The armed wake-up for the next lock expiry or held-back record.
     timer: Option<(u64, JoinHandle<()>)>,
+}
+
+impl Hosted {
+    /// Where reading stops: the high watermark, or the last stable offset
+    /// for read_committed, held back by the topic's delivery delay.
+    fn readable_end(&self) -> u64 {
+        let high_watermark = self.partition.high_watermark();
+        let upper = if self.read_committed {
+            self.partition.last_stable_offset_at(high_watermark)
+        } else {
+            high_watermark
+        };
+        self.partition.delivery_limit(upper).0
+    }
 }
 
 /// What a fetch of one share-partition acquired.
@@ -246,13 +261,7 @@ impl SharePartitions {
             ranges: Vec::new(),
         };
         if let Some(from) = h.engine.fetch_offset(now) {
-            let high_watermark = h.partition.high_watermark();
-            let upper = if h.read_committed {
-                h.partition.last_stable_offset_at(high_watermark)
-            } else {
-                high_watermark
-            };
-            let (upper, _) = h.partition.delivery_limit(upper);
+            let upper = h.readable_end();
             let from = u64::try_from(from).unwrap_or(0);
             if from < upper {
                 let slice = h
@@ -336,6 +345,19 @@ impl SharePartitions {
         key: &SharePartitionKey,
         h: &mut Hosted,
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
+        let archived = h.engine.take_archived();
+        if archived > 0 {
+            let labels = GroupPartitionLabels {
+                group: key.group.clone(),
+                topic: h.partition.topic.clone(),
+                partition: key.partition.to_string(),
+            };
+            let metrics = broker.metrics();
+            metrics
+                .share_group_records_archived
+                .get_or_create(&labels)
+                .inc_by(archived);
+        }
         let (changes, dead_letters) = h.engine.take_changes();
         let Some(update) = changes else {
             return Ok(None);
@@ -558,6 +580,54 @@ impl SharePartitions {
                 timer.abort();
             }
         }
+    }
+
+    /// Every share-partition led here and loaded, by group, topic and
+    /// partition.
+    pub(crate) fn views(&self, broker: &Broker) -> Vec<SharePartitionView> {
+        let hosted: Vec<(SharePartitionKey, Arc<Mutex<Hosted>>)> = self
+            .hosted
+            .lock()
+            .iter()
+            .map(|(key, hosted)| (key.clone(), hosted.clone()))
+            .collect();
+        let now = broker.now_ms();
+        let mut views: Vec<SharePartitionView> = hosted
+            .into_iter()
+            .filter_map(|(key, hosted)| {
+                let h = hosted.lock();
+                if !still_leads(broker, &h) {
+                    return None;
+                }
+                let end = h.readable_end() as i64;
+                let counts = h.engine.in_flight();
+                let window_end = h.engine.end_offset();
+                let unread = (end - window_end).max(0) as u64;
+                let first_available = counts
+                    .first_available
+                    .or((unread > 0).then_some(window_end));
+                let oldest = first_available
+                    .and_then(|offset| h.partition.timestamp_at(offset as u64).ok().flatten())
+                    .filter(|ts| *ts >= 0)
+                    .map_or(0.0, |ts| (now - ts).max(0) as f64 / 1000.0);
+                let start = h.engine.start_offset();
+                Some(SharePartitionView {
+                    group: key.group.clone(),
+                    topic: h.partition.topic.clone(),
+                    partition: key.partition,
+                    start_offset: start,
+                    log_end_offset: end,
+                    in_flight: (end - start).max(0) as u64,
+                    available: counts.available as u64 + unread,
+                    acquired: counts.acquired as u64,
+                    oldest_available_seconds: oldest,
+                })
+            })
+            .collect();
+        views.sort_by(|a, b| {
+            (&a.group, &a.topic, a.partition).cmp(&(&b.group, &b.topic, b.partition))
+        });
+        views
     }
 
     /// The data partition of a hosted share-partition, for waiting on.

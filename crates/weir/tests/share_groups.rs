@@ -286,6 +286,17 @@ fn rejected_records_are_dead_lettered_once_and_weir_dlq_lists_and_replays_them()
         "{listed}"
     );
     assert!(listed.contains("REJECTED"), "{listed}");
+    let (_, metrics) = weir.http_get("/metrics");
+    let labels = r#"{group="workers",topic="jobs",partition="0"}"#;
+    for line in [
+        format!("weir_share_group_dead_lettered_total{labels} 2"),
+        format!("weir_share_group_records_archived_total{labels} 2"),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line} in\n{metrics}"
+        );
+    }
     // Everything settled: the share-partition starts after the last record.
     let described = common::cli::run(
         &["share-group", "describe", GROUP, "--bootstrap", &weir.kafka],
@@ -349,6 +360,33 @@ fn reset_offsets_and_delete_need_an_empty_group_and_start_the_partition_over() {
     );
     let done = share_fetch(&mut raw, &member, 1, topic_id, vec![ack(0, 4, ACCEPT)], 100);
     assert_eq!(done.responses[0].partitions[0].acknowledge_error_code, 0);
+    // The leader's view: 5..=9 held by the member, nothing else to deliver.
+    let (status, body) = weir.http_get("/v1/groups/workers");
+    assert_eq!(status, 200, "{body}");
+    let view: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(view["type"], "share", "{body}");
+    let partition = &view["share_partitions"][0];
+    assert_eq!(
+        (&partition["start_offset"], &partition["in_flight"]),
+        (&5.into(), &5.into()),
+        "{body}"
+    );
+    assert_eq!(
+        (&partition["acquired"], &partition["available"]),
+        (&5.into(), &0.into()),
+        "{body}"
+    );
+    let (_, metrics) = weir.http_get("/metrics");
+    let labels = r#"{group="workers",topic="jobs",partition="0"}"#;
+    for line in [
+        format!("weir_share_group_records_acquired{labels} 5"),
+        format!("weir_share_group_records_available{labels} 0"),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line} in\n{metrics}"
+        );
+    }
     let reset = [
         "share-group",
         "reset-offsets",

@@ -21,9 +21,9 @@ pub use group::{
     ShareRecord, LEAVE_GROUP_MEMBER_EPOCH,
 };
 pub use partition::{
-    log_records, AcknowledgeType, AcquiredRange, DeadLetter, DeadLetterReason, LogRecord,
-    PersistedState, RecordState, ShareError, SharePartition, SharePartitionConfig, StateBatch,
-    DELIVER_AT_HEADER,
+    log_records, AcknowledgeType, AcquiredRange, DeadLetter, DeadLetterReason, InFlightCounts,
+    LogRecord, PersistedState, RecordState, ShareError, SharePartition, SharePartitionConfig,
+    StateBatch, DELIVER_AT_HEADER,
 };
 pub use session::{
     SessionChange, ShareSessionError, ShareSessions, TopicIdPartition, FINAL_SESSION_EPOCH,

@@ -259,6 +259,20 @@ pub struct SharePartition {
     changed: Vec<i64>,
     start_changed: bool,
     dead_letters: Vec<DeadLetter>,
+    /// Records archived (delivered too often, rejected, gapped, or gone
+    /// from the log) since [`take_archived`](Self::take_archived).
+    archived: u64,
+}
+
+/// How many records in flight are in each state, and the first available
+/// one (see [`SharePartition::in_flight`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InFlightCounts {
+    pub available: usize,
+    pub acquired: usize,
+    /// Waiting for their dead letter to be written.
+    pub archiving: usize,
+    pub first_available: Option<i64>,
 }
 
 impl SharePartition {
@@ -275,6 +289,7 @@ impl SharePartition {
             changed: Vec::new(),
             start_changed: false,
             dead_letters: Vec::new(),
+            archived: 0,
         }
     }
 
@@ -331,6 +346,31 @@ impl SharePartition {
     /// One past the last record in flight: where new records are read.
     pub fn end_offset(&self) -> i64 {
         self.start_offset + self.records.len() as i64
+    }
+
+    /// The records in flight by state (the records past
+    /// [`end_offset`](Self::end_offset) are available too, not yet read).
+    pub fn in_flight(&self) -> InFlightCounts {
+        let mut counts = InFlightCounts::default();
+        for (index, r) in self.records.iter().enumerate() {
+            match r.state {
+                RecordState::Available => {
+                    counts.available += 1;
+                    counts
+                        .first_available
+                        .get_or_insert(self.start_offset + index as i64);
+                }
+                RecordState::Acquired => counts.acquired += 1,
+                RecordState::Archiving => counts.archiving += 1,
+                RecordState::Acknowledged | RecordState::Archived => {}
+            }
+        }
+        counts
+    }
+
+    /// How many records were archived since the last call.
+    pub fn take_archived(&mut self) -> u64 {
+        std::mem::take(&mut self.archived)
     }
 
     /// The state and delivery count of `offset`, if it is in flight.
@@ -601,6 +641,7 @@ impl SharePartition {
             if !self.records[index].state.is_terminal() {
                 self.records[index].state = RecordState::Archived;
                 self.records[index].owner = NO_OWNER;
+                self.archived += 1;
             }
         }
         if log_start_offset > end {
@@ -718,6 +759,9 @@ impl SharePartition {
         r.owner = NO_OWNER;
         r.until_ms = 0;
         r.state = state;
+        if state == RecordState::Archived {
+            self.archived += 1;
+        }
         if let Some(reason) = dead.filter(|_| dead_letter_topic) {
             r.state = RecordState::Archiving;
             self.dead_letters.push(DeadLetter {
