@@ -17,6 +17,8 @@ Checks:
   __dlq.errors.* headers naming topic, partition, offset, group, delivery
   count and reason; a dead letter its topic refuses (too few in-sync
   replicas) is retried, and written once when the topic takes it.
+- share.isolation.level=read_committed: records of aborted transactions are
+  never delivered, committed ones are.
 - weir.share.release.backoff.ms (a Weir extension): a released record comes
   back only after the backoff.
 - A topic with weir.delivery.delay.ms and a record with the weir-deliver-at
@@ -286,6 +288,36 @@ def check_dead_letters_wait_for_their_topic(bootstrap):
     expect_eq(dict(letters[0].headers()).get("__dlq.errors.offset"), b"0", "its source offset")
 
 
+def check_read_committed(bootstrap):
+    topic, group = "sh-txn", "sh-txn-group"
+    make_topic(bootstrap, topic)
+    set_group_configs(
+        bootstrap,
+        group,
+        {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"},
+    )
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "sh-txn-producer"})
+    producer.init_transactions(10)
+    for values, commit in [(["a1", "a2"], False), (["c1", "c2"], True), (["a3"], False)]:
+        producer.begin_transaction()
+        for v in values:
+            producer.produce(topic, value=v.encode())
+        producer.flush(10)
+        if commit:
+            producer.commit_transaction(10)
+        else:
+            producer.abort_transaction(10)
+    produce(bootstrap, topic, ["plain"])
+    consumer = share_consumer(bootstrap, group, topic)
+    got = []
+    deadline = time.time() + 15
+    while "plain" not in got and time.time() < deadline:
+        got.extend(m.value().decode() for m in poll_values(consumer, 0.5))
+    consumer.commit_sync()
+    consumer.close()
+    expect_eq(got, ["c1", "c2", "plain"], "records delivered to a read_committed share group")
+
+
 def check_release_backoff(bootstrap):
     topic, group, backoff_ms = "sh-backoff", "sh-backoff-group", 2000
     make_topic(bootstrap, topic)
@@ -352,6 +384,11 @@ def main():
     checks.run(
         "confluent-kafka share group: a dead letter the topic refuses is written, once, when it takes it",
         check_dead_letters_wait_for_their_topic,
+        bootstrap,
+    )
+    checks.run(
+        "confluent-kafka share group: share.isolation.level=read_committed never delivers aborted records",
+        check_read_committed,
         bootstrap,
     )
     checks.run(

@@ -270,7 +270,12 @@ impl SharePartitions {
                     .read(from, max_bytes.max(1), upper)
                     .map_err(|_| KAFKA_STORAGE_ERROR)?;
                 let bytes = slice.to_bytes().map_err(|_| KAFKA_STORAGE_ERROR)?;
-                let records = log_records(&bytes).map_err(|_| KAFKA_STORAGE_ERROR)?;
+                let aborted = if h.read_committed {
+                    h.partition.log().aborted_transactions(from, upper)
+                } else {
+                    Vec::new()
+                };
+                let records = log_records(&bytes, &aborted).map_err(|_| KAFKA_STORAGE_ERROR)?;
                 acquired.ranges = h.engine.acquire(member, now, records, max_records);
                 if let Some(last) = acquired.ranges.last() {
                     acquired.records = batches_through(bytes, last.last_offset);

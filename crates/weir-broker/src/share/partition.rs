@@ -820,12 +820,30 @@ fn push_batch(batches: &mut Vec<StateBatch>, offset: i64, state: RecordState, de
 /// earlier than a time (epoch milliseconds, in decimal).
 pub const DELIVER_AT_HEADER: &str = "weir-deliver-at";
 
+/// Whether `header`'s batch belongs to one of the `aborted` transactions:
+/// a transactional batch of its producer between its first batch and its
+/// abort marker.
+fn is_aborted(header: &weir_log::batch::BatchHeader, aborted: &[weir_log::AbortedTxn]) -> bool {
+    header.is_transactional()
+        && aborted.iter().any(|txn| {
+            let at = header.base_offset() as u64;
+            txn.producer_id == header.producer_id()
+                && txn.first_offset <= at
+                && at < txn.last_offset
+        })
+}
+
 /// The records of `log` (whole batches as the log holds them, read from a
 /// share-partition's fetch offset) as acquisition sees them: each data
 /// record's offset and its `weir-deliver-at` time. Control batches hold
 /// nothing to deliver and are left out (acquisition archives their
-/// offsets); a header that is not a decimal time is ignored.
-pub fn log_records(log: &[u8]) -> Result<Vec<LogRecord>, weir_log::records::RecordsError> {
+/// offsets), and so are the batches of the `aborted` transactions (for
+/// `share.isolation.level=read_committed`); a header that is not a decimal
+/// time is ignored.
+pub fn log_records(
+    log: &[u8],
+    aborted: &[weir_log::AbortedTxn],
+) -> Result<Vec<LogRecord>, weir_log::records::RecordsError> {
     use weir_log::batch::{self, Origin};
     let mut records = Vec::new();
     let mut position = 0;
@@ -834,7 +852,7 @@ pub fn log_records(log: &[u8]) -> Result<Vec<LogRecord>, weir_log::records::Reco
             break; // a partial batch at the end of a read
         };
         position += batch.header.total_size();
-        if batch.header.is_control() {
+        if batch.header.is_control() || is_aborted(&batch.header, aborted) {
             continue;
         }
         for (offset, deliver_at) in

@@ -346,6 +346,54 @@ fn the_log_skipping_offsets_archives_them() {
 }
 
 #[test]
+fn read_committed_acquisition_leaves_out_aborted_transactions() {
+    use weir_log::testing::BatchBuilder;
+    use weir_log::AbortedTxn;
+    let rebase = |mut batch: Vec<u8>, base: i64| {
+        batch[..8].copy_from_slice(&base.to_be_bytes());
+        batch
+    };
+    // Offsets 0-1 of producer 7 (aborted, marker at 4), 2-3 of producer 8
+    // (committed), 5 of producer 7 after its abort.
+    let mut log = rebase(
+        BatchBuilder::new(2)
+            .producer(7, 0, 0)
+            .transactional()
+            .build(),
+        0,
+    );
+    log.extend(rebase(
+        BatchBuilder::new(2)
+            .producer(8, 0, 0)
+            .transactional()
+            .build(),
+        2,
+    ));
+    log.extend(rebase(
+        BatchBuilder::new(1)
+            .producer(7, 0, 2)
+            .transactional()
+            .build(),
+        5,
+    ));
+    let aborted = [AbortedTxn {
+        producer_id: 7,
+        first_offset: 0,
+        last_offset: 4,
+        last_stable_offset: 5,
+    }];
+    let offsets = |aborted: &[AbortedTxn]| -> Vec<i64> {
+        log_records(&log, aborted)
+            .unwrap()
+            .iter()
+            .map(|r| r.offset)
+            .collect()
+    };
+    assert_eq!(offsets(&[]), vec![0, 1, 2, 3, 5]);
+    assert_eq!(offsets(&aborted), vec![2, 3, 5]);
+}
+
+#[test]
 fn acquisition_reads_each_records_delivery_time_from_its_header() {
     use weir_log::testing::KeyedBatch;
     let mut log = KeyedBatch::new()
@@ -357,7 +405,7 @@ fn acquisition_reads_each_records_delivery_time_from_its_header() {
         .build();
     log.extend(&log.clone()[..10]); // a partial batch at the end of a read
     assert_eq!(
-        log_records(&log).unwrap(),
+        log_records(&log, &[]).unwrap(),
         vec![
             LogRecord {
                 offset: 0,
