@@ -265,6 +265,8 @@ if [[ -n "$have_java" ]] && command -v mvn >/dev/null 2>&1; then
     pass "java client check builds (mvn package)"
     run_client java-client java -cp "$here/java/target/weir-java-interop.jar:$here/java/target/lib/*" \
       weir.interop.JavaClientCheck "$kafka_addr"
+    run_client java-share java -cp "$here/java/target/weir-java-interop.jar:$here/java/target/lib/*" \
+      weir.interop.JavaShareCheck "$kafka_addr"
     [[ -n "$secured" ]] && run_client java-client-security java -cp "$here/java/target/weir-java-interop.jar:$here/java/target/lib/*" \
       weir.interop.JavaSecurityCheck
   else
