@@ -161,15 +161,10 @@ def check_killed_consumer_records_redelivered(bootstrap):
     expect(not early, f"held records redelivered before their lock expired: {early}")
 
 
-def check_release_reject_and_delivery_limit(bootstrap):
-    topic, group = "sh-acks", "sh-acks-group"
-    make_topic(bootstrap, topic)
-    set_group_configs(
-        bootstrap,
-        group,
-        {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "3"},
-    )
-    produce(bootstrap, topic, ["keep", "reject", "poison"])
+def keep_reject_poison(bootstrap, group, topic):
+    """Consumes `topic` in `group`, accepting "keep", rejecting "reject" and
+    releasing anything else, until "poison" came three times (the delivery
+    limit) and nothing more does; the values delivered, in order."""
     consumer = share_consumer(bootstrap, group, topic, explicit=True)
     seen = []
     deadline = time.time() + 30
@@ -185,6 +180,19 @@ def check_release_reject_and_delivery_limit(bootstrap):
         if seen.count("poison") >= 3 and not msgs:
             break
     consumer.close()
+    return seen
+
+
+def check_release_reject_and_delivery_limit(bootstrap):
+    topic, group = "sh-acks", "sh-acks-group"
+    make_topic(bootstrap, topic)
+    set_group_configs(
+        bootstrap,
+        group,
+        {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "3"},
+    )
+    produce(bootstrap, topic, ["keep", "reject", "poison"])
+    seen = keep_reject_poison(bootstrap, group, topic)
     expect_eq(seen.count("keep"), 1, "deliveries of the accepted record")
     expect_eq(seen.count("reject"), 1, "deliveries of the rejected record")
     expect_eq(seen.count("poison"), 3, "deliveries of a record released each time (share.delivery.count.limit=3)")
@@ -225,21 +233,7 @@ def check_dead_letters(bootstrap):
     produce(bootstrap, topic, ["keep"])
     produce(bootstrap, topic, ["reject"], key=b"k-reject", headers=[("trace", b"t-1")])
     produce(bootstrap, topic, ["poison"])
-    consumer = share_consumer(bootstrap, group, topic, explicit=True)
-    seen = []
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        msgs = poll_values(consumer, 0.5)
-        for m in msgs:
-            value = m.value().decode()
-            seen.append(value)
-            kind = {"keep": AcknowledgeType.ACCEPT, "reject": AcknowledgeType.REJECT}.get(value, AcknowledgeType.RELEASE)
-            consumer.acknowledge(m, kind)
-        if msgs:
-            consumer.commit_sync()
-        if seen.count("poison") >= 3 and not msgs:
-            break
-    consumer.close()
+    seen = keep_reject_poison(bootstrap, group, topic)
     expect_eq(seen.count("poison"), 3, "deliveries of the poison record")
     letters = read_all(bootstrap, dlq, 2)
     by_value = {m.value().decode(): m for m in letters}

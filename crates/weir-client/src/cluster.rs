@@ -222,14 +222,7 @@ impl Cluster {
         records: Vec<(Option<Bytes>, Option<Bytes>)>,
         compression: Compression,
     ) -> Result<i64, ClientError> {
-        let records = records
-            .into_iter()
-            .map(|(key, value)| OutgoingRecord {
-                key,
-                value,
-                headers: Vec::new(),
-            })
-            .collect();
+        let records = crate::produce::without_headers(records);
         self.produce_records(topic, partition, records, compression)
             .await
     }

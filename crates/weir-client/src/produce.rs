@@ -27,6 +27,18 @@ pub struct OutgoingRecord {
     pub headers: Vec<(String, Option<Bytes>)>,
 }
 
+/// (key, value) pairs as records without headers.
+pub(crate) fn without_headers(records: Vec<(Option<Bytes>, Option<Bytes>)>) -> Vec<OutgoingRecord> {
+    records
+        .into_iter()
+        .map(|(key, value)| OutgoingRecord {
+            key,
+            value,
+            headers: Vec::new(),
+        })
+        .collect()
+}
+
 /// Encodes `records` as a single v2 batch (no producer id, no
 /// compression, all stamped `timestamp`).
 pub fn encode_batch(
@@ -34,15 +46,7 @@ pub fn encode_batch(
     timestamp: i64,
     compression: Compression,
 ) -> Result<Bytes, ClientError> {
-    let records = records
-        .into_iter()
-        .map(|(key, value)| OutgoingRecord {
-            key,
-            value,
-            headers: Vec::new(),
-        })
-        .collect();
-    encode_records(records, timestamp, compression)
+    encode_records(without_headers(records), timestamp, compression)
 }
 
 /// [`encode_batch`] for records with headers.
@@ -117,15 +121,7 @@ impl Client {
         records: Vec<(Option<Bytes>, Option<Bytes>)>,
         compression: Compression,
     ) -> Result<i64, ClientError> {
-        let records = records
-            .into_iter()
-            .map(|(key, value)| OutgoingRecord {
-                key,
-                value,
-                headers: Vec::new(),
-            })
-            .collect();
-        self.produce_records(topic, partition, records, compression)
+        self.produce_records(topic, partition, without_headers(records), compression)
             .await
     }
 

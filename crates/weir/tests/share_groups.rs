@@ -229,6 +229,19 @@ fn acknowledged_records_survive_a_crash_and_only_those_in_flight_come_back() {
     assert_eq!(acquired(&done), vec![]);
 }
 
+/// Asserts the values of share-group metrics of the group's partition.
+fn assert_metrics(weir: &Weir, expected: &[(&str, u64)]) {
+    let (_, metrics) = weir.http_get("/metrics");
+    let labels = r#"{group="workers",topic="jobs",partition="0"}"#;
+    for (name, value) in expected {
+        let line = format!("{name}{labels} {value}");
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line} in\n{metrics}"
+        );
+    }
+}
+
 /// Runs `weir ARGS` against `weir` until its output contains `wanted`.
 fn cli_until(weir: &Weir, args: &[&str], wanted: &str) -> String {
     let mut all: Vec<&str> = args.to_vec();
@@ -286,17 +299,13 @@ fn rejected_records_are_dead_lettered_once_and_weir_dlq_lists_and_replays_them()
         "{listed}"
     );
     assert!(listed.contains("REJECTED"), "{listed}");
-    let (_, metrics) = weir.http_get("/metrics");
-    let labels = r#"{group="workers",topic="jobs",partition="0"}"#;
-    for line in [
-        format!("weir_share_group_dead_lettered_total{labels} 2"),
-        format!("weir_share_group_records_archived_total{labels} 2"),
-    ] {
-        assert!(
-            metrics.lines().any(|l| l == line),
-            "no {line} in\n{metrics}"
-        );
-    }
+    assert_metrics(
+        &weir,
+        &[
+            ("weir_share_group_dead_lettered_total", 2),
+            ("weir_share_group_records_archived_total", 2),
+        ],
+    );
     // Everything settled: the share-partition starts after the last record.
     let described = common::cli::run(
         &["share-group", "describe", GROUP, "--bootstrap", &weir.kafka],
@@ -376,17 +385,13 @@ fn reset_offsets_and_delete_need_an_empty_group_and_start_the_partition_over() {
         (&5.into(), &0.into()),
         "{body}"
     );
-    let (_, metrics) = weir.http_get("/metrics");
-    let labels = r#"{group="workers",topic="jobs",partition="0"}"#;
-    for line in [
-        format!("weir_share_group_records_acquired{labels} 5"),
-        format!("weir_share_group_records_available{labels} 0"),
-    ] {
-        assert!(
-            metrics.lines().any(|l| l == line),
-            "no {line} in\n{metrics}"
-        );
-    }
+    assert_metrics(
+        &weir,
+        &[
+            ("weir_share_group_records_acquired", 5),
+            ("weir_share_group_records_available", 0),
+        ],
+    );
     let reset = [
         "share-group",
         "reset-offsets",
