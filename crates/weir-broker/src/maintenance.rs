@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::broker::Broker;
 use crate::offsets::OFFSETS_TOPIC;
+use crate::share_state::SHARE_STATE_TOPIC;
 use crate::txn::hanging::HangingTxns;
 use crate::txn::TxnSettings;
 
@@ -67,7 +68,11 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             }
             _ = offsets.tick() => {
                 let broker = broker.clone();
-                let _ = tokio::task::spawn_blocking(move || upkeep_offsets(&broker)).await;
+                let _ = tokio::task::spawn_blocking(move || {
+                    upkeep_offsets(&broker);
+                    upkeep_share_state(&broker);
+                })
+                .await;
             }
             _ = isr.tick() => shrink_isrs(&broker, lag_ms),
             _ = transactions.tick() => upkeep_transactions(&broker, &txn_settings, &hanging).await,
@@ -184,6 +189,33 @@ fn upkeep_offsets(broker: &Broker) {
             ),
             Err(error) => {
                 tracing::warn!(partition = partition.index, %error, "__consumer_offsets checkpoint failed")
+            }
+        }
+    }
+}
+
+/// Prunes the `__share_group_state` partitions led here that hold many
+/// records: their cold share-partitions are snapshotted again and the log
+/// start moves up to the oldest snapshot still needed.
+fn upkeep_share_state(broker: &Broker) {
+    let led = broker
+        .partitions_of(SHARE_STATE_TOPIC)
+        .into_iter()
+        .filter(|p| broker.leader_partition(SHARE_STATE_TOPIC, p.index).is_ok());
+    for partition in led {
+        let in_log = partition.log().log_end_offset() - partition.log().log_start_offset();
+        if in_log < CHECKPOINT_MIN_RECORDS {
+            continue;
+        }
+        match broker.share_state().prune(&partition, broker.now_ms()) {
+            Ok(Some(start)) => tracing::info!(
+                partition = partition.index,
+                log_start = start,
+                "pruned __share_group_state"
+            ),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(partition = partition.index, %error, "pruning __share_group_state failed")
             }
         }
     }

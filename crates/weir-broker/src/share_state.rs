@@ -70,6 +70,9 @@ struct Stored {
     snapshot_epoch: u16,
     state: PersistedState,
     updates_since_snapshot: u32,
+    /// The log offset of its latest snapshot: the records before it are
+    /// not needed to rebuild it.
+    snapshot_at: u64,
 }
 
 /// The share-partitions of one `__share_group_state` partition.
@@ -93,13 +96,14 @@ impl ShareStateStore {
             let Item::Record {
                 key,
                 value: Some(value),
+                at,
                 ..
             } = item
             else {
                 return;
             };
             match state_records::decode(&key, &value) {
-                Ok((key, record)) => apply(&mut states, key, record),
+                Ok((key, record)) => apply(&mut states, key, record, at),
                 Err(error) => tracing::warn!(%error, "skipping a __share_group_state record"),
             }
         })?;
@@ -226,8 +230,58 @@ impl ShareStateStore {
             AppendOrigin::Coordinator,
             RequiredAcks::All,
         )?;
-        apply(&mut states, key.clone(), record);
+        apply(&mut states, key.clone(), record, appended.base_offset);
         Ok(ReplicatedWrite::of(partition.clone(), &appended))
+    }
+
+    /// Keeps `partition` (led here) from growing without end: the
+    /// share-partitions whose latest snapshot is in the older half of the
+    /// log get a new one (with the same state and epochs), then the log
+    /// start moves up to the oldest snapshot still needed, within what the
+    /// in-sync replicas hold. Returns the new log start, if it moved.
+    pub fn prune(
+        &self,
+        partition: &Arc<Partition>,
+        now_ms: i64,
+    ) -> Result<Option<u64>, StateWriteError> {
+        let Some(states) = self.states(partition.index) else {
+            return Ok(None);
+        };
+        let start = partition.log().log_start_offset();
+        let end = partition.log().log_end_offset();
+        let middle = start + (end - start) / 2;
+        let cold: Vec<SharePartitionKey> = states
+            .lock()
+            .iter()
+            .filter(|(_, stored)| stored.snapshot_at < middle)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &cold {
+            self.write(partition, key, now_ms, |stored| {
+                let stored = stored.ok_or(StateWriteError::FencedStateEpoch)?;
+                Ok(ShareStateRecord::Snapshot {
+                    snapshot_epoch: stored.snapshot_epoch.wrapping_add(1),
+                    state_epoch: stored.state_epoch,
+                    leader_epoch: stored.leader_epoch,
+                    state: stored.state.clone(),
+                })
+            })?;
+        }
+        // Under the lock: no write moves a snapshot meanwhile.
+        let states = states.lock();
+        let needed = states
+            .values()
+            .map(|stored| stored.snapshot_at)
+            .min()
+            .unwrap_or(end);
+        let below = needed.min(partition.high_watermark());
+        if below <= start {
+            return Ok(None);
+        }
+        let moved = partition
+            .delete_records_before(below)
+            .map_err(|error| StateWriteError::Append(AppendError::Log(error)))?;
+        Ok(Some(moved))
     }
 }
 
@@ -236,6 +290,7 @@ fn apply(
     states: &mut HashMap<SharePartitionKey, Stored>,
     key: SharePartitionKey,
     record: ShareStateRecord,
+    at: u64,
 ) {
     match record {
         ShareStateRecord::Snapshot {
@@ -258,6 +313,7 @@ fn apply(
                     snapshot_epoch,
                     state,
                     updates_since_snapshot: 0,
+                    snapshot_at: at,
                 },
             );
         }
@@ -275,5 +331,143 @@ fn apply(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_log::LogConfig;
+
+    use super::*;
+    use crate::share::{RecordState, StateBatch};
+
+    fn open(dir: &std::path::Path) -> Arc<Partition> {
+        let partition = Partition::open(
+            dir,
+            SHARE_STATE_TOPIC,
+            uuid::Uuid::nil(),
+            0,
+            LogConfig::default(),
+        )
+        .unwrap();
+        // The only replica: what it appends is replicated at once.
+        partition.lead_for_tests(&[1], 0, 1);
+        Arc::new(partition)
+    }
+
+    fn key(group: &str) -> SharePartitionKey {
+        SharePartitionKey {
+            group: group.to_owned(),
+            topic_id: uuid::Uuid::nil(),
+            partition: 0,
+        }
+    }
+
+    fn state(start_offset: i64) -> PersistedState {
+        PersistedState {
+            start_offset,
+            batches: Vec::new(),
+        }
+    }
+
+    fn acknowledged(offset: i64) -> PersistedState {
+        PersistedState {
+            start_offset: offset + 1,
+            batches: vec![StateBatch {
+                first_offset: offset,
+                last_offset: offset,
+                state: RecordState::Acknowledged,
+                delivery_count: 1,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_writer_of_an_older_state_epoch_or_leader_epoch_is_fenced() {
+        let dir = tempfile::tempdir().unwrap();
+        let partition = open(dir.path());
+        let store = ShareStateStore::default();
+        store.take_over(&partition).unwrap();
+        let k = key("g");
+        let fenced = store.update(&partition, &k, acknowledged(0), 0, 5, 0);
+        assert!(
+            matches!(fenced, Err(StateWriteError::FencedStateEpoch)),
+            "no state yet"
+        );
+        store.initialize(&partition, &k, state(0), 0, 5, 0).unwrap();
+        store
+            .update(&partition, &k, acknowledged(0), 0, 5, 0)
+            .unwrap();
+        let older = store.update(&partition, &k, acknowledged(1), 0, 4, 0);
+        assert!(matches!(older, Err(StateWriteError::FencedLeaderEpoch)));
+        // A reset: a new state epoch, which an initialize must raise.
+        let same = store.initialize(&partition, &k, state(10), 0, -1, 0);
+        assert!(matches!(same, Err(StateWriteError::FencedStateEpoch)));
+        store
+            .initialize(&partition, &k, state(10), 1, -1, 0)
+            .unwrap();
+        let stale = store.update(&partition, &k, acknowledged(1), 0, 5, 0);
+        assert!(matches!(stale, Err(StateWriteError::FencedStateEpoch)));
+        store
+            .update(&partition, &k, acknowledged(10), 1, 5, 0)
+            .unwrap();
+        // A deletion (start offset -1) fences the writers of the epoch before.
+        store
+            .initialize(&partition, &k, state(-1), 2, -1, 0)
+            .unwrap();
+        let deleted = store.update(&partition, &k, acknowledged(11), 2, 5, 0);
+        assert!(matches!(deleted, Err(StateWriteError::FencedStateEpoch)));
+        let reloaded = ShareStateStore::default();
+        reloaded.take_over(&partition).unwrap();
+        assert_eq!(
+            reloaded.read(0, &k).map(|(e, s)| (e, s.start_offset)),
+            Some((2, -1))
+        );
+    }
+
+    #[test]
+    fn pruning_keeps_every_state_and_drops_what_snapshots_superseded() {
+        let dir = tempfile::tempdir().unwrap();
+        let partition = open(dir.path());
+        let store = ShareStateStore::default();
+        store.take_over(&partition).unwrap();
+        let (hot, cold) = (key("hot"), key("cold"));
+        store
+            .initialize(&partition, &cold, state(0), 0, 0, 0)
+            .unwrap();
+        store
+            .update(&partition, &cold, acknowledged(0), 0, 0, 0)
+            .unwrap();
+        store
+            .initialize(&partition, &hot, state(0), 0, 0, 0)
+            .unwrap();
+        for offset in 0..(UPDATES_PER_SNAPSHOT as i64 * 3) {
+            store
+                .update(&partition, &hot, acknowledged(offset), 0, 0, 0)
+                .unwrap();
+        }
+        let end = partition.log().log_end_offset();
+        let start = store
+            .prune(&partition, 0)
+            .unwrap()
+            .expect("the log start moved");
+        assert!(start > end / 2, "log start {start} of {end}");
+        let reloaded = ShareStateStore::default();
+        reloaded.take_over(&partition).unwrap();
+        for k in [&hot, &cold] {
+            assert_eq!(reloaded.read(0, k), store.read(0, k), "{k:?}");
+        }
+        assert_eq!(
+            reloaded.read(0, &hot).unwrap().1.start_offset,
+            UPDATES_PER_SNAPSHOT as i64 * 3
+        );
+        assert_eq!(reloaded.read(0, &cold).unwrap().1.start_offset, 1);
+        // Writes go on after a prune, and a prune with nothing to gain
+        // keeps the log start.
+        store
+            .update(&partition, &cold, acknowledged(1), 0, 0, 0)
+            .unwrap();
+        let again = store.prune(&partition, 0).unwrap();
+        assert!(again.is_none_or(|s| s >= start), "{again:?}");
     }
 }

@@ -112,12 +112,13 @@ pub(super) fn read(
     ReadShareGroupStateResponse::default().with_results(results)
 }
 
-/// Answers each partition once its write (if any) is replicated.
+/// Answers each partition once its write (if any) is replicated: its
+/// error code, by topic in the order asked.
 async fn settle(
     node_id: i32,
     writes: Vec<(Uuid, i32, Result<ReplicatedWrite, i16>)>,
-) -> Vec<(Uuid, i32, i16)> {
-    let mut codes = Vec::with_capacity(writes.len());
+) -> Vec<(Uuid, Vec<(i32, i16)>)> {
+    let mut topics: Vec<(Uuid, Vec<(i32, i16)>)> = Vec::new();
     for (topic_id, partition, write) in writes {
         let code = match write {
             Ok(write) => match write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
@@ -126,9 +127,12 @@ async fn settle(
             },
             Err(code) => code,
         };
-        codes.push((topic_id, partition, code));
+        match topics.last_mut() {
+            Some((last, codes)) if *last == topic_id => codes.push((partition, code)),
+            _ => topics.push((topic_id, vec![(partition, code)])),
+        }
     }
-    codes
+    topics
 }
 
 pub(super) fn write_state(
@@ -179,21 +183,20 @@ pub(super) fn write_state(
     }
     let node_id = broker.node_id();
     async move {
-        let mut results: Vec<write::WriteStateResult> = Vec::new();
-        for (topic_id, partition, code) in settle(node_id, writes).await {
-            let answer = write::PartitionResult::default()
-                .with_partition(partition)
-                .with_error_code(code);
-            match results.last_mut() {
-                Some(last) if last.topic_id == topic_id => last.partitions.push(answer),
-                _ => results.push(
-                    write::WriteStateResult::default()
-                        .with_topic_id(topic_id)
-                        .with_partitions(vec![answer]),
-                ),
-            }
-        }
-        WriteShareGroupStateResponse::default().with_results(results)
+        let results = settle(node_id, writes)
+            .await
+            .into_iter()
+            .map(|(topic_id, codes)| {
+                let partitions = codes.into_iter().map(|(partition, code)| {
+                    write::PartitionResult::default()
+                        .with_partition(partition)
+                        .with_error_code(code)
+                });
+                write::WriteStateResult::default()
+                    .with_topic_id(topic_id)
+                    .with_partitions(partitions.collect())
+            });
+        WriteShareGroupStateResponse::default().with_results(results.collect())
     }
 }
 
@@ -227,20 +230,19 @@ pub(super) fn initialize(
     }
     let node_id = broker.node_id();
     async move {
-        let mut results: Vec<init::InitializeStateResult> = Vec::new();
-        for (topic_id, partition, code) in settle(node_id, writes).await {
-            let answer = init::PartitionResult::default()
-                .with_partition(partition)
-                .with_error_code(code);
-            match results.last_mut() {
-                Some(last) if last.topic_id == topic_id => last.partitions.push(answer),
-                _ => results.push(
-                    init::InitializeStateResult::default()
-                        .with_topic_id(topic_id)
-                        .with_partitions(vec![answer]),
-                ),
-            }
-        }
-        InitializeShareGroupStateResponse::default().with_results(results)
+        let results = settle(node_id, writes)
+            .await
+            .into_iter()
+            .map(|(topic_id, codes)| {
+                let partitions = codes.into_iter().map(|(partition, code)| {
+                    init::PartitionResult::default()
+                        .with_partition(partition)
+                        .with_error_code(code)
+                });
+                init::InitializeStateResult::default()
+                    .with_topic_id(topic_id)
+                    .with_partitions(partitions.collect())
+            });
+        InitializeShareGroupStateResponse::default().with_results(results.collect())
     }
 }
