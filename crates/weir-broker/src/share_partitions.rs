@@ -37,6 +37,11 @@ const UNKNOWN_TOPIC_ID: ShareCode = 100;
 const KAFKA_STORAGE_ERROR: ShareCode = 56;
 const FENCED_STATE_EPOCH: ShareCode = 124;
 
+/// The most of a partition's log one share fetch reads: more records than
+/// a fetch acquires unless they are large (at least one whole batch is
+/// always read). The client fetches again for more.
+const SHARE_READ_BYTES: usize = 256 * 1024;
+
 /// How long a dead letter waits for its record's Archiving state to be
 /// replicated.
 const DEAD_LETTER_STATE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -264,10 +269,13 @@ impl SharePartitions {
             let upper = h.readable_end();
             let from = u64::try_from(from).unwrap_or(0);
             if from < upper {
+                // What `max_records` records need, not all `max_bytes`: a
+                // share fetch reads and parses every record it reads.
+                let read_bytes = max_bytes.clamp(1, SHARE_READ_BYTES);
                 let slice = h
                     .partition
                     .log()
-                    .read(from, max_bytes.max(1), upper)
+                    .read(from, read_bytes, upper)
                     .map_err(|_| KAFKA_STORAGE_ERROR)?;
                 let bytes = slice.to_bytes().map_err(|_| KAFKA_STORAGE_ERROR)?;
                 let aborted = if h.read_committed {
