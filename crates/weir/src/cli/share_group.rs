@@ -78,13 +78,22 @@ pub(crate) fn run(args: ShareGroupArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String> {
+/// The clients for `group` (its coordinator found) and its description.
+async fn open_group(
+    connection: &Connection,
+    group: &str,
+) -> anyhow::Result<(Clients, weir_client::ShareGroupDescription)> {
     let mut clients = Clients::open(connection, group).await?;
     let described = clients
         .coordinator()
         .describe_share_group(group)
         .await
         .map_err(|e| group_error(e, group))?;
+    Ok((clients, described))
+}
+
+async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String> {
+    let (mut clients, described) = open_group(connection, group).await?;
     let offsets = clients
         .coordinator()
         .share_group_offsets(group)
@@ -156,12 +165,7 @@ async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String
 
 async fn reset_offsets(connection: &Connection, args: ResetArgs) -> anyhow::Result<String> {
     let group = args.group.as_str();
-    let mut clients = Clients::open(connection, group).await?;
-    let described = clients
-        .coordinator()
-        .describe_share_group(group)
-        .await
-        .map_err(|e| group_error(e, group))?;
+    let (mut clients, described) = open_group(connection, group).await?;
     if !described.members.is_empty() {
         bail!(
             "offsets can only be reset while share group {group} has no members ({} now); \
