@@ -134,7 +134,10 @@ impl SharePartitions {
             .leader_partition(&topic, key.partition)
             .map_err(|not_served| not_served.code())?;
         let leader_epoch = partition.replica_state().leader_epoch;
-        if let Some(hosted) = self.hosted.lock().get(key).cloned() {
+        // Bound first: the map's lock is not held while the
+        // share-partition's is taken (the other order is `persist`'s).
+        let loaded = self.hosted.lock().get(key).cloned();
+        if let Some(hosted) = loaded {
             let current = {
                 let h = hosted.lock();
                 h.leader_epoch == leader_epoch && Arc::ptr_eq(&h.partition, &partition)
@@ -588,7 +591,10 @@ impl SharePartitions {
     /// Drops the engine of `key`, if hosted here (its state was reset or
     /// deleted): the next request loads the state anew.
     pub(crate) fn forget(&self, key: &SharePartitionKey) {
-        if let Some(hosted) = self.hosted.lock().remove(key) {
+        // The map's lock is let go first: `persist` and `on_timer` take a
+        // share-partition's lock, then the map's.
+        let removed = self.hosted.lock().remove(key);
+        if let Some(hosted) = removed {
             if let Some((_, timer)) = hosted.lock().timer.take() {
                 timer.abort();
             }
