@@ -220,9 +220,12 @@ fn ready_for_final(mechanism: ScramMechanism) -> (ScramServer, ScramClient, Stri
 fn tampered_nonce_fails() {
     let (mut server, _, client_final) = ready_for_final(ScramMechanism::Sha256);
     // The nonce must end with the combined one (a prefix is what old
-    // librdkafka adds): change its last character.
+    // librdkafka adds): change its last character (the nonce is random, so
+    // pick one it does not already end with).
     let (before_proof, proof) = client_final.rsplit_once(",p=").unwrap();
-    let tampered = format!("{}x,p={proof}", &before_proof[..before_proof.len() - 1]);
+    let (kept, last) = before_proof.split_at(before_proof.len() - 1);
+    let other = if last == "x" { 'y' } else { 'x' };
+    let tampered = format!("{kept}{other},p={proof}");
     assert_eq!(
         server.receive_client_final(tampered.as_bytes()),
         Err(ScramError::NonceMismatch)
