@@ -895,6 +895,15 @@ pub const STARTUP_CONFIGS: &[BrokerConfigDef] = &[
         dynamic: false,
         doc: "The data directory when log.dirs is not set",
     },
+    BrokerConfigDef {
+        name: "weir.http.listener",
+        default: "http://127.0.0.1:9644",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "Where this broker's HTTP endpoint (/metrics, /v1/cluster, /v1/groups) is \
+              reached, http:// or https:// (--http-listen); bound to every interface, at the \
+              host its Kafka listener advertises",
+    },
 ];
 
 /// Checks the names of a change to the dynamic broker configs of one
@@ -1462,6 +1471,7 @@ impl BrokerConfig {
                 advertised.join(",")
             }),
             "listener.security.protocol.map" => Some(self.protocol_map()),
+            "weir.http.listener" => Some(self.http_url()),
             "inter.broker.listener.name" => Some(self.inter_broker_listener_name.clone()),
             "controller.quorum.voters" => Some(if self.controllers.is_empty() {
                 format!("{}@{}", self.node_id, self.controller_listen)
@@ -1635,6 +1645,25 @@ impl BrokerConfig {
     /// its users have no password to give.
     pub fn http_requires_authentication(&self) -> bool {
         self.security.authorizer_enabled || self.listeners.iter().any(|l| l.protocol.is_sasl())
+    }
+
+    /// The URL of the HTTP endpoint, for other hosts: a wildcard address
+    /// is no address to tell, so the host the Kafka listener advertises
+    /// stands for it.
+    pub fn http_url(&self) -> String {
+        let scheme = if self.http_tls { "https" } else { "http" };
+        let addr = self.http_listen;
+        match self.listeners.first() {
+            Some(listener) if addr.ip().is_unspecified() => {
+                let host = &listener.advertised_host;
+                if host.contains(':') {
+                    format!("{scheme}://[{host}]:{}", addr.port())
+                } else {
+                    format!("{scheme}://{host}:{}", addr.port())
+                }
+            }
+            _ => format!("{scheme}://{addr}"),
+        }
     }
 
     /// The directories of the partition logs: `log.dirs`, else the data

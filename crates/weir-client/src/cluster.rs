@@ -113,7 +113,7 @@ impl Cluster {
 
     /// The node leading `partition` of `topic`, from the metadata (asked
     /// for if not known yet); LEADER_NOT_AVAILABLE while it has none.
-    async fn leader_of(&mut self, topic: &str, partition: i32) -> Result<i32, ClientError> {
+    pub async fn leader_of(&mut self, topic: &str, partition: i32) -> Result<i32, ClientError> {
         let key = (topic.to_owned(), partition);
         if self.leaders.get(&key).is_none_or(|l| *l < 0) {
             self.metadata(Some(&[topic.to_owned()])).await?;
@@ -133,8 +133,10 @@ impl Cluster {
         }
     }
 
-    /// A connection to `node`, opened if there is none.
-    async fn connection(&mut self, node: i32) -> Result<&mut Client, ClientError> {
+    /// A connection to `node` (one the metadata named), opened if there is
+    /// none: for requests only that broker answers, as DescribeConfigs of
+    /// its own configs.
+    pub async fn connection(&mut self, node: i32) -> Result<&mut Client, ClientError> {
         if !self.connections.contains_key(&node) {
             let addr = self.brokers.get(&node).cloned().ok_or_else(|| {
                 ClientError::InvalidArgument(format!("broker {node} is not in the metadata"))

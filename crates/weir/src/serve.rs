@@ -267,7 +267,9 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
     note(&["advertised.listeners"], advertised_listeners.is_some());
     note(&["listener.security.protocol.map"], protocol_map.is_some());
     note(&["inter.broker.listener.name"], inter_broker.is_some());
-    let (http_listen, http_tls) = match args.http_listen.or_else(|| take("http-listen")) {
+    let http_listen = args.http_listen.or_else(|| take("http-listen"));
+    note(&["weir.http.listener"], http_listen.is_some());
+    let (http_listen, http_tls) = match http_listen {
         Some(value) => parse_http_listen(&value)?,
         None => (([127, 0, 0, 1], 9644).into(), false),
     };

@@ -946,6 +946,11 @@ fn a_broker_describes_its_static_configs_read_only() {
         ),
         ("log.dirs", &data_dir, STATIC_BROKER_CONFIG),
         ("log.dir", "./weir-data", DEFAULT_CONFIG),
+        (
+            "weir.http.listener",
+            &format!("http://{}", weir.http),
+            STATIC_BROKER_CONFIG,
+        ),
     ] {
         let entry = &configs[name];
         assert_eq!(

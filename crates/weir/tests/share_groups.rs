@@ -176,7 +176,13 @@ fn share_acknowledge(
 }
 
 fn started() -> (Weir, Raw, Uuid) {
-    let weir = Weir::start(&[]);
+    started_with(&[])
+}
+
+/// A broker started with `args`, a topic of ten records, and a group that
+/// starts at the earliest: a raw connection to its first listener.
+fn started_with(args: &[&str]) -> (Weir, Raw, Uuid) {
+    let weir = Weir::start(args);
     let mut raw = Raw::connect(&weir.kafka);
     let topic_id = create_topic(&mut raw, 1);
     set_group_config(&mut raw, "share.auto.offset.reset", "earliest");
@@ -344,6 +350,78 @@ fn rejected_records_are_dead_lettered_once_and_weir_dlq_lists_and_replays_them()
     assert_eq!(acquired(&again), vec![(10, 10, 1)]);
 }
 
+#[test]
+fn describe_reads_the_leader_over_https_as_the_sasl_user_of_the_command_config() {
+    let pki = common::pki::Pki::new("weir");
+    let keystore = pki.server("broker", &["localhost", "127.0.0.1"]).keystore;
+    let keystore = keystore.display().to_string();
+    let (weir, mut raw, topic_id) = started_with(&[
+        "--listeners",
+        "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "--http-listen",
+        "https://127.0.0.1:0",
+        "--ssl-keystore-location",
+        &keystore,
+        "--add-scram",
+        "SCRAM-SHA-512=[name=admin,password=admin-secret]",
+    ]);
+    let member = join(&mut raw);
+    let first = share_fetch(&mut raw, &member, 0, topic_id, vec![], 10_000);
+    assert_eq!(acquired(&first), vec![(0, 9, 1)]);
+    let describe = |listener: &str, properties: &str| {
+        let config = pki.write("client.properties", properties);
+        let config = config.display().to_string();
+        common::cli::run(
+            &[
+                "share-group",
+                "describe",
+                GROUP,
+                "--bootstrap",
+                listener,
+                "--command-config",
+                &config,
+            ],
+            b"",
+        )
+        .ok()
+    };
+    let described = describe(
+        weir.listener("SASL_SSL"),
+        &format!(
+            "security.protocol=SASL_SSL\n\
+             ssl.ca.location={}\n\
+             sasl.mechanism=SCRAM-SHA-512\n\
+             sasl.username=admin\n\
+             sasl.password=admin-secret\n",
+            pki.ca.display()
+        ),
+    );
+    assert_eq!(described.stderr, "");
+    assert_eq!(
+        described.table("TOPIC")[1][..7],
+        ["jobs", "0", "0", "10", "10", "0", "10"]
+    );
+    // Without the CA the endpoint is not trusted: the counts are missing
+    // and a warning says why; the rest is shown.
+    let described = describe(&weir.kafka, "security.protocol=PLAINTEXT\n");
+    assert!(
+        described
+            .stderr
+            .starts_with("warning: cannot read the records in flight from broker 1: "),
+        "{}",
+        described.stderr
+    );
+    assert!(
+        described.stderr.contains("UnknownIssuer"),
+        "{}",
+        described.stderr
+    );
+    assert_eq!(
+        described.table("TOPIC")[1][..9],
+        ["jobs", "0", "0", "10", "-", "-", "-", "-", "1"]
+    );
+}
+
 /// `member` leaves the group.
 fn leave(raw: &mut Raw, member: &str) {
     let response: ShareGroupHeartbeatResponse = raw.call(
@@ -391,6 +469,18 @@ fn reset_offsets_and_delete_need_an_empty_group_and_start_the_partition_over() {
             ("weir_share_group_records_acquired", 5),
             ("weir_share_group_records_available", 0),
         ],
+    );
+    // `weir share-group describe` reads the same from the leader.
+    let described = cli(&["share-group", "describe", GROUP]).ok();
+    let rows = described.table("TOPIC");
+    assert_eq!(
+        rows[0][4..8],
+        ["IN-FLIGHT", "AVAILABLE", "ACQUIRED", "OLDEST-AVAILABLE-AGE"]
+    );
+    assert_eq!(
+        rows[1][..8],
+        ["jobs", "0", "5", "10", "5", "0", "5", "0.0s"],
+        "{rows:?}"
     );
     let reset = [
         "share-group",
@@ -684,6 +774,27 @@ fn a_share_group_loses_no_acknowledgement_when_its_share_coordinator_and_then_it
     );
     assert!(accepted_ok(&acked), "{acked:?}");
     accepted.extend(0..10);
+    // Asked through another broker, `weir share-group describe` finds the
+    // leader's HTTP endpoint and reads what it holds in flight there.
+    let other = (1..=3).find(|n| *n != leader).unwrap();
+    let described = common::cli::run(
+        &[
+            "share-group",
+            "describe",
+            &group,
+            "--bootstrap",
+            &cluster.node(other).kafka,
+        ],
+        b"",
+    )
+    .ok();
+    let rows = described.table("TOPIC");
+    assert_eq!(
+        rows[1][..7],
+        ["jobs", "0", "10", "20", "10", "0", "10"],
+        "{}",
+        described.stderr
+    );
 
     // The share coordinator dies; the leader writes to its successor.
     cluster.node_mut(share_coordinator).kill();

@@ -3,6 +3,7 @@
 //! the broker named by `--bootstrap`.
 
 pub(crate) mod acl;
+mod broker_http;
 pub(crate) mod cluster;
 pub(crate) mod consume;
 pub(crate) mod dlq;
@@ -66,7 +67,7 @@ impl Connection {
     /// The security settings of `--command-config` (none without it).
     /// Properties it does not use are warned about on stderr, as Kafka's
     /// tools log them, since a misspelt name would otherwise go unnoticed.
-    fn security(&self) -> anyhow::Result<SecurityConfig> {
+    pub(crate) fn security(&self) -> anyhow::Result<SecurityConfig> {
         let Some(path) = &self.command_config else {
             return Ok(SecurityConfig::plaintext());
         };

@@ -4,10 +4,13 @@
 use clap::{Args, Subcommand};
 use weir_client::LATEST;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::bail;
+use serde::Deserialize;
+use weir_client::{Cluster, ShareGroupOffset};
 
+use super::broker_http::BrokerHttp;
 use super::group::{
     chosen_partitions, group_error, listed_groups, reset_plan, reset_report, Clients, ResetArgs,
 };
@@ -27,7 +30,9 @@ enum ShareGroupCommand {
     List,
     /// Show a share group's members and their partitions and, per
     /// partition, its start offset (everything before it is acknowledged
-    /// or archived), the log end offset and the records between them.
+    /// or archived), the log end offset, the records in flight (from the
+    /// start offset on, not yet acknowledged or archived), available and
+    /// acquired, and the age of the oldest available record.
     Describe {
         /// The group's id.
         group: String,
@@ -105,12 +110,16 @@ async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String
         described.group_epoch,
         described.members.len()
     );
+    let in_flight = in_flight_views(connection, &mut clients.cluster, group, &offsets).await?;
     let mut rows = vec![[
         "TOPIC",
         "PARTITION",
         "START-OFFSET",
         "LOG-END-OFFSET",
-        "UNDELIVERED-OR-IN-FLIGHT",
+        "IN-FLIGHT",
+        "AVAILABLE",
+        "ACQUIRED",
+        "OLDEST-AVAILABLE-AGE",
         "MEMBERS",
     ]
     .map(String::from)
@@ -126,19 +135,29 @@ async fn describe(connection: &Connection, group: &str) -> anyhow::Result<String
             .cluster
             .list_offsets(&offset.topic, offset.partition, LATEST)
             .await?;
-        let (start, behind) = match offset.start_offset {
-            Ok(Some(start)) => (start.to_string(), (end - start).max(0).to_string()),
-            Ok(None) => ("-".to_owned(), "-".to_owned()),
-            Err(error) => (error.to_string(), "-".to_owned()),
+        let start = match offset.start_offset {
+            Ok(Some(start)) => start.to_string(),
+            Ok(None) => "-".to_owned(),
+            Err(error) => error.to_string(),
         };
-        rows.push(vec![
+        let counts = match in_flight.get(&at) {
+            Some(view) => [
+                view.in_flight.to_string(),
+                view.available.to_string(),
+                view.acquired.to_string(),
+                format!("{:.1}s", view.oldest_available_seconds),
+            ],
+            None => ["-", "-", "-", "-"].map(String::from),
+        };
+        let mut row = vec![
             offset.topic,
             offset.partition.to_string(),
             start,
             end.to_string(),
-            behind,
-            holders.to_string(),
-        ]);
+        ];
+        row.extend(counts);
+        row.push(holders.to_string());
+        rows.push(row);
     }
     out.push_str(&table(&rows));
     let mut members = vec![["MEMBER", "CLIENT", "HOST", "EPOCH", "PARTITIONS"]
@@ -191,4 +210,64 @@ async fn reset_offsets(connection: &Connection, args: ResetArgs) -> anyhow::Resu
             .map_err(|e| group_error(e, group))?;
     }
     reset_report(group, plan, &previous, args.dry_run)
+}
+
+/// A share-partition as its leader's `/v1/groups` shows it.
+#[derive(Debug, Deserialize)]
+struct SharePartitionView {
+    topic: String,
+    partition: i32,
+    in_flight: u64,
+    available: u64,
+    acquired: u64,
+    oldest_available_seconds: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct GroupView {
+    #[serde(default)]
+    share_partitions: Vec<SharePartitionView>,
+}
+
+/// What the leaders of the group's share-partitions hold in flight, read
+/// from their HTTP endpoints: the Kafka protocol has no request for it. A
+/// leader that cannot be read is warned about and its partitions shown
+/// without counts; one that has not loaded the share-partition (nothing
+/// fetched since it became leader) shows none either.
+async fn in_flight_views(
+    connection: &Connection,
+    cluster: &mut Cluster,
+    group: &str,
+    offsets: &[ShareGroupOffset],
+) -> anyhow::Result<BTreeMap<(String, i32), SharePartitionView>> {
+    let http = BrokerHttp::new(&connection.security()?)?;
+    let mut leaders = BTreeSet::new();
+    for offset in offsets {
+        if let Ok(leader) = cluster.leader_of(&offset.topic, offset.partition).await {
+            leaders.insert(leader);
+        }
+    }
+    let path = format!(
+        "/v1/groups/{}",
+        percent_encoding::utf8_percent_encode(group, percent_encoding::NON_ALPHANUMERIC)
+    );
+    let mut views = BTreeMap::new();
+    for leader in leaders {
+        let read = async {
+            let endpoint = BrokerHttp::endpoint_of(cluster, leader).await?;
+            http.get_json::<GroupView>(format!("{endpoint}{path}"))
+                .await
+        };
+        match read.await {
+            Ok(view) => views.extend(
+                view.into_iter()
+                    .flat_map(|v| v.share_partitions)
+                    .map(|v| ((v.topic.clone(), v.partition), v)),
+            ),
+            Err(error) => eprintln!(
+                "warning: cannot read the records in flight from broker {leader}: {error:#}"
+            ),
+        }
+    }
+    Ok(views)
 }
