@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use weir_meta::MetadataImage;
 
 use crate::broker::Broker;
+use crate::consumer_group::TopicMetadata;
 use crate::consumer_group_coordinator::ImageTopics;
 use crate::group_configs::{share_settings, ShareBrokerConfig};
 use crate::group_coordinator::COORDINATOR_WRITE_TIMEOUT;
@@ -217,6 +218,32 @@ impl ShareGroupCoordinator {
             deleted.disarm_all();
         }
         Ok(write)
+    }
+
+    /// The group's offsets were altered on `added` or deleted on `removed`:
+    /// writes the topics where it may hold state; the write to await.
+    pub fn state_topics_changed(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        added: Vec<TopicMetadata>,
+        removed: &[String],
+    ) -> Result<Option<ReplicatedWrite>, ShareCoordinatorError> {
+        let partition = self
+            .partition_of(group)
+            .ok_or(ShareCoordinatorError::NotCoordinator)?;
+        let mut groups = partition.lock();
+        let hosted = groups
+            .get_mut(group)
+            .filter(|h| h.engine.exists())
+            .ok_or(ShareGroupError::GroupIdNotFound)?;
+        let output = hosted.engine.state_topics_changed(added, removed);
+        if output.records.is_empty() {
+            return Ok(None);
+        }
+        self.execute(broker, group, hosted, output)
+            .map_err(|()| ShareCoordinatorError::CoordinatorNotAvailable)?;
+        Ok(hosted.last_write.clone())
     }
 
     /// Every share group hosted here, with whether it has members.

@@ -437,7 +437,7 @@ fn leave(raw: &mut Raw, member: &str) {
 
 #[test]
 fn reset_offsets_and_delete_need_an_empty_group_and_start_the_partition_over() {
-    let (weir, mut raw, topic_id) = started();
+    let (mut weir, mut raw, topic_id) = started();
     let bootstrap = ["--bootstrap", weir.kafka.as_str()];
     let cli = |args: &[&str]| common::cli::run(&[args, &bootstrap[..]].concat(), b"");
     let member = join(&mut raw);
@@ -505,6 +505,28 @@ fn reset_offsets_and_delete_need_an_empty_group_and_start_the_partition_over() {
         .map(|c| c.to_string())
         .collect::<Vec<_>>();
     assert_eq!(rows[..3], ["jobs", "0", "2"]);
+    // A topic the group never subscribed to: its offsets set, it is listed
+    // with the group's, after a restart too.
+    cli(&["topic", "create", "later"]).ok();
+    cli(&[
+        "share-group",
+        "reset-offsets",
+        GROUP,
+        "--topic",
+        "later",
+        "--to-earliest",
+    ])
+    .ok();
+    weir.restart(false); // kill -9
+    let bootstrap = ["--bootstrap", weir.kafka.as_str()];
+    let cli = |args: &[&str]| common::cli::run(&[args, &bootstrap[..]].concat(), b"");
+    let described = cli(&["share-group", "describe", GROUP]).ok();
+    let starts: Vec<[&str; 3]> = described.table("TOPIC")[1..]
+        .iter()
+        .map(|row| [row[0], row[1], row[2]])
+        .collect();
+    assert_eq!(starts, [["jobs", "0", "2"], ["later", "0", "0"]]);
+    let mut raw = Raw::connect(&weir.kafka);
     let member = join(&mut raw);
     let again = share_fetch(&mut raw, &member, 0, topic_id, vec![], 5_000);
     assert_eq!(acquired(&again), vec![(2, 9, 1)]);

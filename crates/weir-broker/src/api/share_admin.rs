@@ -6,6 +6,7 @@
 //! once replicated.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use kafka_protocol::messages::alter_share_group_offsets_response::{
     AlterShareGroupOffsetsResponsePartition as AlteredPartition,
@@ -28,6 +29,7 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::consumer_group::TopicMetadata;
 use crate::group_coordinator::COORDINATOR_WRITE_TIMEOUT;
 use crate::partition::ReplicatedWrite;
 use crate::share::state_records::SharePartitionKey;
@@ -79,8 +81,8 @@ pub(super) fn describe_offsets(
                     .collect(),
                 None => description
                     .state
-                    .topics_seen
-                    .iter()
+                    .state_topics
+                    .keys()
                     .map(|name| (name.clone(), None))
                     .collect(),
             };
@@ -188,10 +190,19 @@ async fn replicated(node_id: i32, writes: Vec<ReplicatedWrite>) -> i16 {
     0
 }
 
+/// The outcome of the group's write of the topics it has state on: 0 once
+/// replicated, else the error code.
+async fn listed_outcome(node_id: i32, listed: Result<Option<ReplicatedWrite>, i16>) -> i16 {
+    match listed {
+        Ok(write) => replicated(node_id, write.into_iter().collect()).await,
+        Err(code) => code,
+    }
+}
+
 /// AlterShareGroupOffsets: each share-partition named starts over at the
 /// offset given, with nothing in flight.
 pub(super) fn alter_offsets(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     ctx: &RequestContext,
     request: AlterShareGroupOffsetsRequest,
 ) -> impl Future<Output = AlterShareGroupOffsetsResponse> + Send + 'static {
@@ -199,6 +210,7 @@ pub(super) fn alter_offsets(
     let node_id = broker.node_id();
     let checked = changeable_group(broker, ctx, &group, AclOperation::Read);
     let mut topics: Vec<(AlteredTopic, Vec<Option<ReplicatedWrite>>)> = Vec::new();
+    let mut reset_topics = Vec::new();
     if checked.is_ok() {
         let image = broker.image();
         for asked in request.topics {
@@ -206,7 +218,7 @@ pub(super) fn alter_offsets(
             let topic = image.topic(&name);
             let allowed = ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, &name);
             let mut writes = Vec::new();
-            let partitions = asked
+            let partitions: Vec<AlteredPartition> = asked
                 .partitions
                 .into_iter()
                 .map(|p| {
@@ -241,6 +253,13 @@ pub(super) fn alter_offsets(
                     answer.with_error_code(code)
                 })
                 .collect();
+            if let Some(t) = topic.filter(|_| partitions.iter().any(|p| p.error_code == 0)) {
+                reset_topics.push(TopicMetadata {
+                    id: t.id,
+                    name: name.clone(),
+                    partitions: t.partition_count(),
+                });
+            }
             let answer = AlteredTopic::default()
                 .with_topic_name(asked.topic_name)
                 .with_topic_id(topic.map(|t| t.id).unwrap_or_default())
@@ -248,12 +267,21 @@ pub(super) fn alter_offsets(
             topics.push((answer, writes));
         }
     }
+    // The group lists the topics it now has state on.
+    let listed = match reset_topics.is_empty() {
+        true => Ok(None),
+        false => broker
+            .share_groups()
+            .state_topics_changed(broker, &group, reset_topics, &[])
+            .map_err(|error| error.code()),
+    };
     async move {
         if let Err((code, text)) = checked {
             return AlterShareGroupOffsetsResponse::default()
                 .with_error_code(code)
                 .with_error_message(text);
         }
+        let listed = listed_outcome(node_id, listed).await;
         let mut responses = Vec::with_capacity(topics.len());
         for (mut topic, writes) in topics {
             // Partitions whose write succeeded take its replication's outcome.
@@ -261,6 +289,9 @@ pub(super) fn alter_offsets(
             for partition in topic.partitions.iter_mut().filter(|p| p.error_code == 0) {
                 if let Some(Some(write)) = writes.next() {
                     partition.error_code = replicated(node_id, vec![write]).await;
+                }
+                if partition.error_code == 0 {
+                    partition.error_code = listed;
                 }
             }
             responses.push(topic);
@@ -272,7 +303,7 @@ pub(super) fn alter_offsets(
 /// DeleteShareGroupOffsets: the share-partitions of each topic named are
 /// forgotten; the group starts them again from `share.auto.offset.reset`.
 pub(super) fn delete_offsets(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     ctx: &RequestContext,
     request: DeleteShareGroupOffsetsRequest,
 ) -> impl Future<Output = DeleteShareGroupOffsetsResponse> + Send + 'static {
@@ -280,6 +311,7 @@ pub(super) fn delete_offsets(
     let node_id = broker.node_id();
     let checked = changeable_group(broker, ctx, &group, AclOperation::Delete);
     let mut topics: Vec<(DeletedTopic, Vec<ReplicatedWrite>)> = Vec::new();
+    let mut deleted_topics = Vec::new();
     if checked.is_ok() {
         let image = broker.image();
         for asked in request.topics {
@@ -297,20 +329,35 @@ pub(super) fn delete_offsets(
             };
             let answer = answer.with_topic_id(topic.id);
             match delete_topic_state(broker, &group, topic.id, topic.partition_count()) {
-                Ok(writes) => topics.push((answer, writes)),
+                Ok(writes) => {
+                    deleted_topics.push(name);
+                    topics.push((answer, writes));
+                }
                 Err(code) => topics.push((answer.with_error_code(code), Vec::new())),
             }
         }
     }
+    // The group no longer lists the topics it has no state on.
+    let listed = match deleted_topics.is_empty() {
+        true => Ok(None),
+        false => broker
+            .share_groups()
+            .state_topics_changed(broker, &group, Vec::new(), &deleted_topics)
+            .map_err(|error| error.code()),
+    };
     async move {
         if let Err((code, text)) = checked {
             return DeleteShareGroupOffsetsResponse::default()
                 .with_error_code(code)
                 .with_error_message(text);
         }
+        let listed = listed_outcome(node_id, listed).await;
         let mut responses = Vec::with_capacity(topics.len());
         for (topic, writes) in topics {
-            let code = replicated(node_id, writes).await;
+            let code = match replicated(node_id, writes).await {
+                0 => listed,
+                code => code,
+            };
             responses.push(if topic.error_code == 0 {
                 topic.with_error_code(code)
             } else {
@@ -355,7 +402,7 @@ pub(super) fn delete_group(
         changeable_group(broker, ctx, group, AclOperation::Delete).map_err(|(code, _)| code)?;
     let image = broker.image();
     let mut writes = Vec::new();
-    for name in &description.state.topics_seen {
+    for name in description.state.state_topics.keys() {
         if let Some(topic) = image.topic(name) {
             writes.extend(delete_topic_state(
                 broker,

@@ -1,10 +1,11 @@
 //! The records of share groups (KIP-932) in `__consumer_offsets`, in
-//! Kafka's schemas: keys 9 to 14 (ShareGroupPartitionMetadata,
+//! Kafka's schemas: keys 9 to 15 (ShareGroupPartitionMetadata,
 //! ShareGroupMemberMetadata, ShareGroupMetadata,
 //! ShareGroupTargetAssignmentMetadata, ShareGroupTargetAssignmentMember,
-//! ShareGroupCurrentMemberAssignment), each key the group id (and the
-//! member id for member records) as classic strings, each value version 0,
-//! flexible. The same encoding helpers as the consumer group records.
+//! ShareGroupCurrentMemberAssignment, ShareGroupStatePartitionMetadata),
+//! each key the group id (and the member id for member records) as classic
+//! strings, each value version 0, flexible. The same encoding helpers as the
+//! consumer group records.
 
 use std::collections::BTreeSet;
 
@@ -12,10 +13,11 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::consumer_group_records::{
     get_assignment, get_compact_nullable, get_compact_string, get_i16, get_i32, get_i8, get_length,
-    get_string, get_topic_metadata, put_assignment, put_compact_nullable, put_compact_string,
-    put_length, put_no_tags, put_string, put_topic_metadata, skip_tags,
+    get_string, get_topic_metadata, get_uuid, put_assignment, put_compact_nullable,
+    put_compact_string, put_length, put_no_tags, put_string, put_topic_metadata, skip_tags,
 };
 use super::records::RecordError;
+use crate::consumer_group::TopicMetadata;
 use crate::share::{ShareMemberMetadata, ShareRecord};
 
 pub(crate) const PARTITION_METADATA: i16 = 9;
@@ -24,10 +26,11 @@ pub(crate) const GROUP_METADATA: i16 = 11;
 pub(crate) const TARGET_ASSIGNMENT_METADATA: i16 = 12;
 pub(crate) const TARGET_ASSIGNMENT_MEMBER: i16 = 13;
 pub(crate) const CURRENT_MEMBER_ASSIGNMENT: i16 = 14;
+pub(crate) const STATE_PARTITION_METADATA: i16 = 15;
 
 /// Whether a key of type `key_type` is a share group record's.
 pub(crate) fn is_share_group_key(key_type: i16) -> bool {
-    (PARTITION_METADATA..=CURRENT_MEMBER_ASSIGNMENT).contains(&key_type)
+    (PARTITION_METADATA..=STATE_PARTITION_METADATA).contains(&key_type)
 }
 
 fn key_of(record: &ShareRecord) -> (i16, Option<&str>) {
@@ -38,6 +41,8 @@ fn key_of(record: &ShareRecord) -> (i16, Option<&str>) {
         ShareRecord::PartitionMetadata { .. } | ShareRecord::PartitionMetadataTombstone => {
             (PARTITION_METADATA, None)
         }
+        ShareRecord::StatePartitionMetadata { .. }
+        | ShareRecord::StatePartitionMetadataTombstone => (STATE_PARTITION_METADATA, None),
         ShareRecord::MemberMetadata { member_id, .. }
         | ShareRecord::MemberMetadataTombstone { member_id } => (MEMBER_METADATA, Some(member_id)),
         ShareRecord::TargetAssignmentMetadata { .. }
@@ -68,6 +73,23 @@ pub fn encode(group: &str, record: &ShareRecord) -> (Bytes, Option<Bytes>) {
     match record {
         ShareRecord::GroupMetadata { epoch } => value.put_i32(*epoch),
         ShareRecord::PartitionMetadata { topics } => put_topic_metadata(&mut value, topics),
+        ShareRecord::StatePartitionMetadata { topics } => {
+            // Nothing initializing: a share-partition's state is initialized
+            // by its leader before this record names it.
+            put_length(&mut value, 0);
+            put_length(&mut value, topics.len());
+            for topic in topics {
+                value.put_slice(topic.id.as_bytes());
+                put_compact_string(&mut value, &topic.name);
+                put_length(&mut value, usize::try_from(topic.partitions).unwrap_or(0));
+                for partition in 0..topic.partitions {
+                    value.put_i32(partition);
+                }
+                put_no_tags(&mut value);
+            }
+            // Nor deleting: a deletion is answered once done.
+            put_length(&mut value, 0);
+        }
         ShareRecord::MemberMetadata { metadata, .. } => {
             put_compact_nullable(&mut value, metadata.rack_id.as_deref());
             put_compact_string(&mut value, &metadata.client_id);
@@ -97,6 +119,7 @@ pub fn encode(group: &str, record: &ShareRecord) -> (Bytes, Option<Bytes>) {
         }
         ShareRecord::GroupMetadataTombstone
         | ShareRecord::PartitionMetadataTombstone
+        | ShareRecord::StatePartitionMetadataTombstone
         | ShareRecord::MemberMetadataTombstone { .. }
         | ShareRecord::TargetAssignmentMetadataTombstone
         | ShareRecord::TargetAssignmentMemberTombstone { .. }
@@ -125,6 +148,7 @@ pub fn decode(mut key: &[u8], value: Option<&[u8]>) -> Result<(String, ShareReco
         let record = match key_type {
             GROUP_METADATA => ShareRecord::GroupMetadataTombstone,
             PARTITION_METADATA => ShareRecord::PartitionMetadataTombstone,
+            STATE_PARTITION_METADATA => ShareRecord::StatePartitionMetadataTombstone,
             MEMBER_METADATA => ShareRecord::MemberMetadataTombstone { member_id },
             TARGET_ASSIGNMENT_METADATA => ShareRecord::TargetAssignmentMetadataTombstone,
             TARGET_ASSIGNMENT_MEMBER => ShareRecord::TargetAssignmentMemberTombstone { member_id },
@@ -146,6 +170,35 @@ pub fn decode(mut key: &[u8], value: Option<&[u8]>) -> Result<(String, ShareReco
         PARTITION_METADATA => ShareRecord::PartitionMetadata {
             topics: get_topic_metadata(buf)?,
         },
+        STATE_PARTITION_METADATA => {
+            // Initializing and initialized topics both may hold state.
+            let mut topics: Vec<TopicMetadata> = Vec::new();
+            for _ in 0..2 {
+                for _ in 0..get_length(buf)? {
+                    let id = get_uuid(buf)?;
+                    let name = get_compact_string(buf)?;
+                    let mut partitions = 0;
+                    for _ in 0..get_length(buf)? {
+                        partitions = partitions.max(get_i32(buf)? + 1);
+                    }
+                    skip_tags(buf)?;
+                    match topics.iter_mut().find(|t| t.id == id) {
+                        Some(seen) => seen.partitions = seen.partitions.max(partitions),
+                        None => topics.push(TopicMetadata {
+                            id,
+                            name,
+                            partitions,
+                        }),
+                    }
+                }
+            }
+            for _ in 0..get_length(buf)? {
+                get_uuid(buf)?;
+                get_compact_string(buf)?;
+                skip_tags(buf)?;
+            }
+            ShareRecord::StatePartitionMetadata { topics }
+        }
         MEMBER_METADATA => {
             let rack_id = get_compact_nullable(buf)?;
             let client_id = get_compact_string(buf)?;
@@ -208,6 +261,14 @@ mod tests {
                 }],
             },
             ShareRecord::PartitionMetadataTombstone,
+            ShareRecord::StatePartitionMetadata {
+                topics: vec![TopicMetadata {
+                    id: topic,
+                    name: "jobs".into(),
+                    partitions: 4,
+                }],
+            },
+            ShareRecord::StatePartitionMetadataTombstone,
             ShareRecord::MemberMetadata {
                 member_id: "m".into(),
                 metadata: ShareMemberMetadata {
@@ -252,5 +313,45 @@ mod tests {
         assert_eq!(&key[..4], &[0, 11, 0, 5]);
         assert_eq!(value.unwrap().as_ref(), &[0, 0, 0, 0, 0, 3, 0]);
         assert!(decode(&[0, 3, 0, 0], None).is_err(), "a consumer group key");
+    }
+
+    /// A value as Kafka writes it, with topics initializing, initialized
+    /// and deleting: the first two may hold state.
+    #[test]
+    fn kafka_s_state_partition_metadata_names_initializing_and_initialized_topics() {
+        let (a, b, c) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
+        let mut value = BytesMut::new();
+        value.put_i16(0);
+        let topic = |value: &mut BytesMut, id: Uuid, name: &str, partitions: &[i32]| {
+            value.put_slice(id.as_bytes());
+            put_compact_string(value, name);
+            put_length(value, partitions.len());
+            for p in partitions {
+                value.put_i32(*p);
+            }
+            put_no_tags(value);
+        };
+        put_length(&mut value, 1);
+        topic(&mut value, a, "a", &[0, 1]);
+        put_length(&mut value, 1);
+        topic(&mut value, b, "b", &[0, 1, 2]);
+        put_length(&mut value, 1);
+        value.put_slice(c.as_bytes());
+        put_compact_string(&mut value, "c");
+        put_no_tags(&mut value);
+        put_no_tags(&mut value);
+        let (key, _) = encode("queue", &ShareRecord::StatePartitionMetadataTombstone);
+        let (_, record) = decode(&key, Some(&value)).unwrap();
+        let named = |id, name: &str, partitions| TopicMetadata {
+            id,
+            name: name.into(),
+            partitions,
+        };
+        assert_eq!(
+            record,
+            ShareRecord::StatePartitionMetadata {
+                topics: vec![named(a, "a", 2), named(b, "b", 3)]
+            }
+        );
     }
 }

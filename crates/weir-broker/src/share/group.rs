@@ -49,6 +49,13 @@ pub enum ShareRecord {
         topics: Vec<TopicMetadata>,
     },
     PartitionMetadataTombstone,
+    /// The topics whose share-partitions may hold state of the group
+    /// (Kafka's ShareGroupStatePartitionMetadata): what it lists with its
+    /// offsets and deletes with it.
+    StatePartitionMetadata {
+        topics: Vec<TopicMetadata>,
+    },
+    StatePartitionMetadataTombstone,
     MemberMetadata {
         member_id: String,
         metadata: ShareMemberMetadata,
@@ -168,9 +175,10 @@ pub struct ShareGroupState {
     pub group_epoch: i32,
     pub assignment_epoch: i32,
     pub subscription: BTreeMap<String, TopicMetadata>,
-    /// Every topic the group subscribed to since this coordinator loaded
-    /// it: where it may have share-partition state.
-    pub topics_seen: BTreeSet<String>,
+    /// The topics where the group may have share-partition state, by
+    /// name: every one it subscribed to or had offsets altered on, until
+    /// its offsets there are deleted.
+    pub state_topics: BTreeMap<String, TopicMetadata>,
     pub members: BTreeMap<String, ShareMember>,
     pub target: BTreeMap<String, Assignment>,
 }
@@ -186,10 +194,19 @@ impl ShareGroupState {
             ShareRecord::GroupMetadataTombstone => *self = Self::default(),
             ShareRecord::PartitionMetadata { topics } => {
                 self.subscription = topics.iter().map(|t| (t.name.clone(), t.clone())).collect();
-                self.topics_seen
-                    .extend(topics.iter().map(|t| t.name.clone()));
+                // A group written without StatePartitionMetadata still
+                // finds the state of what it subscribes to.
+                for topic in topics {
+                    self.state_topics
+                        .entry(topic.name.clone())
+                        .or_insert_with(|| topic.clone());
+                }
             }
             ShareRecord::PartitionMetadataTombstone => self.subscription.clear(),
+            ShareRecord::StatePartitionMetadata { topics } => {
+                self.state_topics = topics.iter().map(|t| (t.name.clone(), t.clone())).collect();
+            }
+            ShareRecord::StatePartitionMetadataTombstone => self.state_topics.clear(),
             ShareRecord::MemberMetadata {
                 member_id,
                 metadata,
@@ -292,8 +309,6 @@ impl ShareGroupEngine {
         self.config = config;
     }
 
-    /// Whether `member_id` is a member: ShareFetch and ShareAcknowledge come
-    /// only from members.
     /// Deletes the group (DeleteGroups): the tombstones of all its records.
     /// Only an empty group can be deleted.
     pub fn delete(&mut self) -> Result<ShareOutput, ShareGroupError> {
@@ -309,10 +324,39 @@ impl ShareGroupEngine {
         }
         self.append(ShareRecord::TargetAssignmentMetadataTombstone);
         self.append(ShareRecord::PartitionMetadataTombstone);
+        self.append(ShareRecord::StatePartitionMetadataTombstone);
         self.append(ShareRecord::GroupMetadataTombstone);
         Ok(std::mem::take(&mut self.out))
     }
 
+    /// The group's offsets were altered on `added` or deleted on `removed`
+    /// (topic names): the topics where it may hold state follow.
+    pub fn state_topics_changed(
+        &mut self,
+        added: Vec<TopicMetadata>,
+        removed: &[String],
+    ) -> ShareOutput {
+        let mut topics = self.state.state_topics.clone();
+        for name in removed {
+            topics.remove(name);
+        }
+        for topic in added {
+            topics.insert(topic.name.clone(), topic);
+        }
+        self.write_state_topics(topics);
+        std::mem::take(&mut self.out)
+    }
+
+    fn write_state_topics(&mut self, topics: BTreeMap<String, TopicMetadata>) {
+        if topics != self.state.state_topics {
+            self.append(ShareRecord::StatePartitionMetadata {
+                topics: topics.into_values().collect(),
+            });
+        }
+    }
+
+    /// Whether `member_id` is a member: ShareFetch and ShareAcknowledge come
+    /// only from members.
     pub fn is_member(&self, member_id: &str) -> bool {
         self.state.members.contains_key(member_id)
     }
@@ -513,6 +557,10 @@ impl ShareGroupEngine {
         if subscription == self.state.subscription {
             return false;
         }
+        // First: replaying the subscription would already count its topics.
+        let mut state_topics = self.state.state_topics.clone();
+        state_topics.extend(subscription.iter().map(|(n, t)| (n.clone(), t.clone())));
+        self.write_state_topics(state_topics);
         self.append(ShareRecord::PartitionMetadata {
             topics: subscription.into_values().collect(),
         });

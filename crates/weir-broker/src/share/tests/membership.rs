@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use uuid::Uuid;
 
 use super::super::*;
-use crate::consumer_group::{partition_count, TopicsImage};
+use crate::consumer_group::{partition_count, TopicMetadata, TopicsImage};
 
 struct Harness {
     engine: ShareGroupEngine,
@@ -185,4 +185,72 @@ fn a_new_partition_reaches_the_members() {
     assert_eq!(a.member_epoch, 2);
     assert_eq!(partition_count(&a.assignment.unwrap()), 6);
     h.assert_replay_matches();
+}
+
+/// The log as compaction leaves it: the latest record of each key, in the
+/// order they were written.
+fn compacted(log: &[ShareRecord]) -> Vec<ShareRecord> {
+    let keys: Vec<_> = log
+        .iter()
+        .map(|r| crate::offsets::share_group_records::encode("q", r).0)
+        .collect();
+    log.iter()
+        .enumerate()
+        .filter(|(i, _)| !keys[i + 1..].contains(&keys[*i]))
+        .map(|(_, r)| r.clone())
+        .collect()
+}
+
+#[test]
+fn the_topics_a_group_has_state_on_outlive_its_members_and_compaction() {
+    let mut h = Harness::new();
+    h.topics.insert("other", Uuid::from_u128(2), 2);
+    h.join("a");
+    assert!(h.log.iter().any(|r| matches!(
+        r,
+        ShareRecord::StatePartitionMetadata { topics } if topics.len() == 1
+    )));
+    h.beat("a", LEAVE_GROUP_MEMBER_EPOCH).unwrap();
+    assert!(h.engine.state().subscription.is_empty());
+    // Offsets altered on a topic never subscribed to count too.
+    let other = TopicMetadata {
+        id: Uuid::from_u128(2),
+        name: "other".into(),
+        partitions: 2,
+    };
+    let out = h.engine.state_topics_changed(vec![other.clone()], &[]);
+    h.log.extend(out.records);
+    let mut reloaded = ShareGroupEngine::new("q", ShareGroupConfig::default());
+    for record in compacted(&h.log) {
+        reloaded.replay(&record);
+    }
+    let names: Vec<&String> = reloaded.state().state_topics.keys().collect();
+    assert_eq!(names, ["jobs", "other"]);
+    h.assert_replay_matches();
+
+    // Deleting the offsets of a topic forgets it; the same change again
+    // writes nothing.
+    let out = h
+        .engine
+        .state_topics_changed(Vec::new(), &["jobs".to_owned()]);
+    assert_eq!(out.records.len(), 1);
+    h.log.extend(out.records);
+    let again = h
+        .engine
+        .state_topics_changed(Vec::new(), &["jobs".to_owned()]);
+    assert!(again.records.is_empty());
+    let mut reloaded = ShareGroupEngine::new("q", ShareGroupConfig::default());
+    for record in compacted(&h.log) {
+        reloaded.replay(&record);
+    }
+    assert_eq!(
+        reloaded.state().state_topics.values().collect::<Vec<_>>(),
+        [&other]
+    );
+
+    // Deleting the group deletes the list with it.
+    let out = h.engine.delete().unwrap();
+    assert!(out
+        .records
+        .contains(&ShareRecord::StatePartitionMetadataTombstone));
 }
