@@ -202,22 +202,7 @@ impl ShareGroupCoordinator {
         broker: &Arc<Broker>,
         group: &str,
     ) -> Result<Option<ReplicatedWrite>, ShareCoordinatorError> {
-        let partition = self
-            .partition_of(group)
-            .ok_or(ShareCoordinatorError::NotCoordinator)?;
-        let mut groups = partition.lock();
-        let hosted = groups
-            .get_mut(group)
-            .filter(|h| h.engine.exists())
-            .ok_or(ShareGroupError::GroupIdNotFound)?;
-        let output = hosted.engine.delete()?;
-        self.execute(broker, group, hosted, output)
-            .map_err(|()| ShareCoordinatorError::CoordinatorNotAvailable)?;
-        let write = hosted.last_write.clone();
-        if let Some(mut deleted) = groups.remove(group) {
-            deleted.disarm_all();
-        }
-        Ok(write)
+        self.change(broker, group, ShareGroupEngine::delete)
     }
 
     /// The group's offsets were altered on `added` or deleted on `removed`:
@@ -229,6 +214,19 @@ impl ShareGroupCoordinator {
         added: Vec<TopicMetadata>,
         removed: &[String],
     ) -> Result<Option<ReplicatedWrite>, ShareCoordinatorError> {
+        self.change(broker, group, |engine| {
+            Ok(engine.state_topics_changed(added, removed))
+        })
+    }
+
+    /// Applies `change` to the existing group `group` and writes what it
+    /// produced; the write to await, if any. A group it deleted goes.
+    fn change(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        change: impl FnOnce(&mut ShareGroupEngine) -> Result<ShareOutput, ShareGroupError>,
+    ) -> Result<Option<ReplicatedWrite>, ShareCoordinatorError> {
         let partition = self
             .partition_of(group)
             .ok_or(ShareCoordinatorError::NotCoordinator)?;
@@ -237,13 +235,19 @@ impl ShareGroupCoordinator {
             .get_mut(group)
             .filter(|h| h.engine.exists())
             .ok_or(ShareGroupError::GroupIdNotFound)?;
-        let output = hosted.engine.state_topics_changed(added, removed);
+        let output = change(&mut hosted.engine)?;
         if output.records.is_empty() {
             return Ok(None);
         }
         self.execute(broker, group, hosted, output)
             .map_err(|()| ShareCoordinatorError::CoordinatorNotAvailable)?;
-        Ok(hosted.last_write.clone())
+        let write = hosted.last_write.clone();
+        if !hosted.engine.exists() {
+            if let Some(mut deleted) = groups.remove(group) {
+                deleted.disarm_all();
+            }
+        }
+        Ok(write)
     }
 
     /// Every share group hosted here, with whether it has members.

@@ -3,7 +3,7 @@
 
 use kafka_protocol::messages::consumer_group_describe_response::Assignment;
 use kafka_protocol::messages::{
-    ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, GroupId,
+    ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, GroupId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -45,12 +45,23 @@ pub struct ConsumerGroupMember {
 }
 
 fn partitions(assignment: Assignment) -> Vec<(String, i32)> {
-    let mut partitions: Vec<(String, i32)> = assignment
-        .topic_partitions
+    sorted_partitions(
+        assignment
+            .topic_partitions
+            .into_iter()
+            .map(|t| (t.topic_name, t.partitions)),
+    )
+}
+
+/// Each (topic, partitions) as (topic, partition) pairs, sorted.
+pub(crate) fn sorted_partitions(
+    topics: impl IntoIterator<Item = (TopicName, Vec<i32>)>,
+) -> Vec<(String, i32)> {
+    let mut partitions: Vec<(String, i32)> = topics
         .into_iter()
-        .flat_map(|t| {
-            let topic = t.topic_name.0.to_string();
-            t.partitions.into_iter().map(move |p| (topic.clone(), p))
+        .flat_map(|(name, partitions)| {
+            let topic = name.0.to_string();
+            partitions.into_iter().map(move |p| (topic.clone(), p))
         })
         .collect();
     partitions.sort();

@@ -80,16 +80,12 @@ impl Client {
                 .members
                 .into_iter()
                 .map(|m| {
-                    let mut assignment: Vec<(String, i32)> = m
-                        .assignment
-                        .topic_partitions
-                        .into_iter()
-                        .flat_map(|t| {
-                            let topic = t.topic_name.0.to_string();
-                            t.partitions.into_iter().map(move |p| (topic.clone(), p))
-                        })
-                        .collect();
-                    assignment.sort();
+                    let assignment = crate::consumer_groups::sorted_partitions(
+                        m.assignment
+                            .topic_partitions
+                            .into_iter()
+                            .map(|t| (t.topic_name, t.partitions)),
+                    );
                     ShareGroupMember {
                         member_id: m.member_id.to_string(),
                         member_epoch: m.member_epoch,
