@@ -268,12 +268,13 @@ pub(super) fn alter_offsets(
         }
     }
     // The group lists the topics it now has state on.
-    let listed = match reset_topics.is_empty() {
-        true => Ok(None),
-        false => broker
+    let listed = if reset_topics.is_empty() {
+        Ok(None)
+    } else {
+        broker
             .share_groups()
             .state_topics_changed(broker, &group, reset_topics, &[])
-            .map_err(|error| error.code()),
+            .map_err(|error| error.code())
     };
     async move {
         if let Err((code, text)) = checked {
@@ -338,12 +339,13 @@ pub(super) fn delete_offsets(
         }
     }
     // The group no longer lists the topics it has no state on.
-    let listed = match deleted_topics.is_empty() {
-        true => Ok(None),
-        false => broker
+    let listed = if deleted_topics.is_empty() {
+        Ok(None)
+    } else {
+        broker
             .share_groups()
             .state_topics_changed(broker, &group, Vec::new(), &deleted_topics)
-            .map_err(|error| error.code()),
+            .map_err(|error| error.code())
     };
     async move {
         if let Err((code, text)) = checked {
