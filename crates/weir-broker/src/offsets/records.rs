@@ -382,7 +382,7 @@ mod tests {
     #[test]
     fn malformed_records_are_errors() {
         assert!(decode_key(&[0]).is_err());
-        assert!(decode_key(&[0, 15, 0, 0]).is_err());
+        assert!(decode_key(&[0, 99, 0, 0]).is_err());
         assert!(decode_offset_value(&[0, 3, 0, 0]).is_err());
         assert!(decode_group_value(&[0, 3, 0, 0]).is_err());
         assert!(decode_group_value(&[0, 9]).is_err());
