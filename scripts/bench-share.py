@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 BOOTSTRAP = sys.argv[1]
-RECORDS = int(os.environ.get("BENCH_RECORDS", "200000"))
+RECORDS = int(os.environ.get("BENCH_RECORDS", "1000000"))
 VALUE_BYTES = int(os.environ.get("BENCH_VALUE_BYTES", "100"))
 CONSUMERS = [int(n) for n in os.environ.get("BENCH_CONSUMERS", "1,4,16").split(",")]
 TOPIC = "bench-share"
