@@ -90,6 +90,11 @@ pub(crate) struct Acquired {
 /// The share-partitions led here, and the share sessions.
 pub(crate) struct SharePartitions {
     hosted: Mutex<HashMap<SharePartitionKey, Arc<Mutex<Hosted>>>>,
+    /// One lock per share-partition, held while its state is loaded: two
+    /// requests finding it unloaded must not build two engines (each would
+    /// hand out the same records, and one's acknowledgements would be lost
+    /// with it).
+    loading: Mutex<HashMap<SharePartitionKey, Arc<Mutex<()>>>>,
     sessions: Mutex<ShareSessions>,
     persister: SharePersister,
     me: Weak<Broker>,
@@ -99,6 +104,7 @@ impl SharePartitions {
     pub(crate) fn new(max_sessions: usize, me: Weak<Broker>) -> Self {
         Self {
             hosted: Mutex::default(),
+            loading: Mutex::default(),
             sessions: Mutex::new(ShareSessions::new(max_sessions)),
             persister: SharePersister::default(),
             me,
@@ -134,17 +140,23 @@ impl SharePartitions {
             .leader_partition(&topic, key.partition)
             .map_err(|not_served| not_served.code())?;
         let leader_epoch = partition.replica_state().leader_epoch;
-        // Bound first: the map's lock is not held while the
-        // share-partition's is taken (the other order is `persist`'s).
-        let loaded = self.hosted.lock().get(key).cloned();
-        if let Some(hosted) = loaded {
-            let current = {
-                let h = hosted.lock();
-                h.leader_epoch == leader_epoch && Arc::ptr_eq(&h.partition, &partition)
-            };
-            if current {
-                return Ok(hosted);
-            }
+        let loaded = || {
+            // Bound first: the map's lock is not held while the
+            // share-partition's is taken (the other order is `persist`'s).
+            let hosted = self.hosted.lock().get(key).cloned()?;
+            let h = hosted.lock();
+            let current = h.leader_epoch == leader_epoch && Arc::ptr_eq(&h.partition, &partition);
+            drop(h);
+            current.then_some(hosted)
+        };
+        if let Some(hosted) = loaded() {
+            return Ok(hosted);
+        }
+        let load_lock = self.loading.lock().entry(key.clone()).or_default().clone();
+        let _loading = load_lock.lock();
+        // Loaded by another request meanwhile.
+        if let Some(hosted) = loaded() {
+            return Ok(hosted);
         }
         let settings = Self::settings(broker, &key.group);
         let home = self.persister.home(broker, key)?;
