@@ -134,6 +134,9 @@ public final class JavaShareBench {
                             }
                         }
                     }
+                    // close() releases what the last poll returned rather than
+                    // accepting it, even in implicit mode: accept it first.
+                    consumer.commitSync();
                 }
             });
             member.start();

@@ -45,13 +45,14 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <p>Usage: JavaShareCheck HOST:PORT
  *
  * <p>Checks: two KafkaShareConsumers of one partition get disjoint records and together all of
- * them; a rejected record lands in the group's dead-letter topic (KIP-1191); Admin lists and
+ * them; a consumer closed without a commit gives back only what it had not accepted; a rejected record lands in the group's dead-letter topic (KIP-1191); Admin lists and
  * describes the share group, lists its start offsets, alters them while it is empty (the records
  * come again) and deletes it.
  */
 public final class JavaShareCheck {
   private static final String TOPIC = "java-share";
   private static final String GROUP = "java-share-group";
+  private static final String CLOSING_GROUP = "java-share-closing";
   private static final String DLQ = "dlq.java-share";
   private static final int RECORDS = 200;
   private static final int TIMEOUT_MS = 30_000;
@@ -85,6 +86,9 @@ public final class JavaShareCheck {
               "KafkaShareConsumer: two consumers of one partition get disjoint records, all of them",
               this::twoConsumersShareAPartition);
       checks.run(
+          "KafkaShareConsumer: closed without a commit, it gives back only what it had not accepted",
+          this::closeGivesBackOnlyWhatWasNotAccepted);
+      checks.run(
           "KafkaShareConsumer: a rejected record lands in the dead-letter topic, with its headers",
           this::rejectedRecordIsDeadLettered);
       if (shared) {
@@ -110,6 +114,10 @@ public final class JavaShareCheck {
         .all()
         .get();
     ConfigResource group = new ConfigResource(ConfigResource.Type.GROUP, GROUP);
+    ConfigResource closing = new ConfigResource(ConfigResource.Type.GROUP, CLOSING_GROUP);
+    AlterConfigOp earliest =
+        new AlterConfigOp(
+            new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET);
     List<AlterConfigOp> ops = new ArrayList<>();
     for (Map.Entry<String, String> e :
         Map.of(
@@ -119,7 +127,7 @@ public final class JavaShareCheck {
             .entrySet()) {
       ops.add(new AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue()), AlterConfigOp.OpType.SET));
     }
-    admin.incrementalAlterConfigs(Map.of(group, ops)).all().get();
+    admin.incrementalAlterConfigs(Map.of(group, ops, closing, List.of(earliest))).all().get();
     Properties p = new Properties();
     p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
@@ -133,9 +141,13 @@ public final class JavaShareCheck {
   }
 
   private KafkaShareConsumer<String, String> shareConsumer(boolean explicit) {
+    return shareConsumer(GROUP, explicit);
+  }
+
+  private KafkaShareConsumer<String, String> shareConsumer(String group, boolean explicit) {
     Properties p = new Properties();
     p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-    p.put(ConsumerConfig.GROUP_ID_CONFIG, GROUP);
+    p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
     p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
     p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
     p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 20);
@@ -178,6 +190,49 @@ public final class JavaShareCheck {
       expectEq(got.get(0).size() + got.get(1).size(), RECORDS, "deliveries (none twice)");
       expect(!got.get(0).isEmpty() && !got.get(1).isEmpty(), "one consumer got nothing: " + got);
     }
+  }
+
+  /**
+   * The client's close() sends no acknowledgement for the last poll, even in implicit mode: its
+   * records go back to the group when the share session ends, at once (well before the 30 s
+   * lock), each delivered once more. What a commit accepted before never comes again.
+   */
+  private void closeGivesBackOnlyWhatWasNotAccepted() {
+    Set<String> accepted = new TreeSet<>();
+    Set<String> unaccepted = new TreeSet<>();
+    try (KafkaShareConsumer<String, String> a = shareConsumer(CLOSING_GROUP, false)) {
+      pollUntilSome(a).forEach(r -> accepted.add(r.value()));
+      a.commitSync();
+      pollUntilSome(a).forEach(r -> unaccepted.add(r.value()));
+    }
+    expect(!accepted.isEmpty() && !unaccepted.isEmpty(), "the first consumer got too little");
+    Map<String, Integer> deliveries = new HashMap<>();
+    try (KafkaShareConsumer<String, String> b = shareConsumer(CLOSING_GROUP, false)) {
+      long deadline = System.currentTimeMillis() + 20_000;
+      while (!deliveries.keySet().containsAll(unaccepted)
+          && System.currentTimeMillis() < deadline) {
+        for (ConsumerRecord<String, String> r : b.poll(Duration.ofMillis(200))) {
+          deliveries.put(r.value(), r.deliveryCount().orElse((short) 0).intValue());
+        }
+        b.commitSync();
+      }
+    }
+    Set<String> again = new TreeSet<>(accepted);
+    again.retainAll(deliveries.keySet());
+    expect(again.isEmpty(), "accepted records delivered again: " + again);
+    for (String value : unaccepted) {
+      expectEq(deliveries.get(value), 2, "delivery count of unaccepted " + value);
+    }
+  }
+
+  private static List<ConsumerRecord<String, String>> pollUntilSome(
+      KafkaShareConsumer<String, String> consumer) {
+    List<ConsumerRecord<String, String>> got = new ArrayList<>();
+    long deadline = System.currentTimeMillis() + 20_000;
+    while (got.isEmpty() && System.currentTimeMillis() < deadline) {
+      consumer.poll(Duration.ofMillis(200)).forEach(got::add);
+    }
+    return got;
   }
 
   private void rejectedRecordIsDeadLettered() throws Exception {
