@@ -54,13 +54,17 @@ fn create_topic(raw: &mut Raw, replicas: i16) -> Uuid {
 }
 
 fn set_group_config(raw: &mut Raw, name: &str, value: &str) {
+    set_config_of_group(raw, GROUP, name, value);
+}
+
+fn set_config_of_group(raw: &mut Raw, group: &str, name: &str, value: &str) {
     let response: IncrementalAlterConfigsResponse = raw.call(
         ApiKey::IncrementalAlterConfigs,
         1,
         &IncrementalAlterConfigsRequest::default().with_resources(vec![
             AlterConfigsResource::default()
                 .with_resource_type(GROUP_RESOURCE)
-                .with_resource_name(str(GROUP))
+                .with_resource_name(str(group))
                 .with_configs(vec![AlterableConfig::default()
                     .with_name(str(name))
                     .with_config_operation(0)
@@ -576,6 +580,40 @@ fn two_members_of_one_partition_never_hold_the_same_record() {
         late.responses[0].partitions[0].error_code,
         ResponseError::InvalidRecordState.code()
     );
+}
+
+#[test]
+fn first_fetches_at_once_on_a_fresh_share_partition_never_acquire_the_same_records() {
+    let (weir, mut raw, topic_id) = started();
+    // __share_group_state exists once a first share-partition is loaded.
+    let member = join(&mut raw);
+    assert_eq!(
+        acquired(&share_fetch(&mut raw, &member, 0, topic_id, vec![], 10_000)),
+        vec![(0, 9, 1)]
+    );
+    for round in 0..6 {
+        let group = format!("racers-{round}");
+        set_config_of_group(&mut raw, &group, "share.auto.offset.reset", "earliest");
+        let members = [join_group(&mut raw, &group), join_group(&mut raw, &group)];
+        // Each member's first fetch finds the share-partition unloaded.
+        let fetched: Vec<Vec<i64>> = std::thread::scope(|s| {
+            let fetches: Vec<_> = members
+                .iter()
+                .map(|member| {
+                    let (weir, group) = (&weir, &group);
+                    s.spawn(move || {
+                        let mut raw = Raw::connect(&weir.kafka);
+                        offsets_of(&fetch_in(&mut raw, group, member, 0, topic_id, vec![]))
+                    })
+                })
+                .collect();
+            fetches.into_iter().map(|f| f.join().unwrap()).collect()
+        });
+        let all: Vec<i64> = fetched.concat();
+        let distinct: BTreeSet<i64> = all.iter().copied().collect();
+        assert_eq!(all.len(), distinct.len(), "round {round}: {fetched:?}");
+        assert_eq!(distinct, (0..10).collect(), "round {round}: {fetched:?}");
+    }
 }
 
 #[test]
