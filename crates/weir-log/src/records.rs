@@ -166,9 +166,16 @@ pub fn offsets_with_header(
     header: &str,
 ) -> Result<Vec<OffsetHeader>, RecordsError> {
     let plain = inflate(batch, MAX_INFLATED_BATCH_BYTES)?;
-    let records =
-        parse_records(&plain, batch.header.record_count()).map_err(RecordsError::Malformed)?;
     let base = batch.header.base_offset();
+    let count = batch.header.record_count();
+    // Offsets without gaps (not compacted) and no byte run spelling the
+    // header's name: no record needs parsing.
+    if i64::from(count) == i64::from(batch.header.last_offset_delta()) + 1
+        && memchr::memmem::find(&plain, header.as_bytes()).is_none()
+    {
+        return Ok((base..base + i64::from(count)).map(|o| (o, None)).collect());
+    }
+    let records = parse_records(&plain, count).map_err(RecordsError::Malformed)?;
     records
         .iter()
         .map(|record| {
@@ -468,6 +475,29 @@ mod tests {
                     (1, None),
                     (2, Some(b"1700000009000".to_vec())),
                 ])
+            );
+        }
+    }
+
+    #[test]
+    fn records_without_the_header_are_listed_with_none() {
+        for codec in [Compression::None, Compression::Lz4] {
+            let bytes = KeyedBatch::new()
+                .compression(wire(codec))
+                .record(Some(b"a"), Some(b"1"))
+                .header("trace", b"t1")
+                .record(None, Some(b"weir-deliver-at"))
+                .record(Some(b"c"), None)
+                .build();
+            let batch = batch::validate(&bytes, 0, Origin::Client, usize::MAX).unwrap();
+            assert_eq!(
+                offsets_with_header(batch, "weir-deliver-at"),
+                Ok(vec![(0, None), (1, None), (2, None)])
+            );
+            let batch = batch::validate(&bytes, 0, Origin::Client, usize::MAX).unwrap();
+            assert_eq!(
+                offsets_with_header(batch, "absent"),
+                Ok(vec![(0, None), (1, None), (2, None)])
             );
         }
     }

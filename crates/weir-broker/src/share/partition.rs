@@ -148,6 +148,9 @@ impl SharePartitionConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogRecord {
     pub offset: i64,
+    /// The last offset of the batch holding it: acquisition takes batches
+    /// whole.
+    pub batch_last_offset: i64,
     /// Its `weir-deliver-at` header (epoch milliseconds), if it has one.
     pub deliver_at_ms: Option<u64>,
 }
@@ -252,9 +255,10 @@ pub struct SharePartition {
     /// Member ids, interned: records name their owner by index.
     members: Vec<String>,
     member_index: HashMap<String, u32>,
-    /// (lock expiry, offset) of acquisitions, oldest first; entries whose
-    /// record moved on are skipped when met.
-    locks: BinaryHeap<Reverse<(u64, i64)>>,
+    /// (lock expiry, first offset, last offset) of acquisitions, oldest
+    /// first: one entry per acquired range, not per record. Records that
+    /// moved on are skipped when met.
+    locks: BinaryHeap<Reverse<(u64, i64, i64)>>,
     /// What changed since [`take_changes`](Self::take_changes), by offset.
     changed: Vec<i64>,
     start_changed: bool,
@@ -424,19 +428,30 @@ impl SharePartition {
 
     /// When the oldest lock expires, if any record is acquired.
     pub fn next_lock_expiry_ms(&mut self) -> Option<u64> {
-        while let Some(&Reverse((at, offset))) = self.locks.peek() {
-            if self.is_locked_until(offset, at) {
-                return Some(at);
+        while let Some(&Reverse((at, first, last))) = self.locks.peek() {
+            match (first..=last).find(|&offset| self.is_locked_until(offset, at)) {
+                Some(locked) => {
+                    // What was passed over is not looked at again.
+                    if let Some(mut oldest) = self.locks.peek_mut() {
+                        oldest.0 .1 = locked;
+                    }
+                    return Some(at);
+                }
+                None => {
+                    self.locks.pop();
+                }
             }
-            self.locks.pop();
         }
         None
     }
 
     /// Acquires for `member` the records of `log` (read from
     /// [`fetch_offset`](Self::fetch_offset) on, in offset order) that may be
-    /// acquired at `now_ms`, at most `max_records` of them, putting new
-    /// records in flight while fewer than `max_in_flight` are. Offsets the
+    /// acquired at `now_ms`, putting new records in flight while fewer than
+    /// `max_in_flight` are. `max_records` is a soft limit, as in Kafka's
+    /// default `share.acquire.mode` (batch_optimized): the rest of the batch
+    /// holding the `max_records`-th record is acquired too, so a client
+    /// that reads whole batches gets each batch once. Offsets the
     /// log skips (compacted away, control records) past the end are
     /// archived. Returns the acquired offsets in ranges of one delivery
     /// count.
@@ -451,8 +466,10 @@ impl SharePartition {
         let lock_until = now_ms + self.config.record_lock_duration_ms;
         let mut acquired: Vec<AcquiredRange> = Vec::new();
         let mut taken = 0;
+        // Once `max_records` are taken: the last offset of their batch.
+        let mut last_of_batch = i64::MIN;
         for record in log {
-            if taken >= max_records {
+            if taken >= max_records && record.offset > last_of_batch {
                 break;
             }
             if record.offset < self.start_offset {
@@ -490,11 +507,13 @@ impl SharePartition {
             slot.owner = owner;
             slot.until_ms = lock_until;
             let delivery_count = slot.delivery_count;
-            self.locks.push(Reverse((lock_until, record.offset)));
             // Persisted as available with its count: a failover redelivers
             // it, and still counts this delivery.
             self.changed.push(record.offset);
             taken += 1;
+            if taken == max_records {
+                last_of_batch = record.batch_last_offset;
+            }
             match acquired.last_mut() {
                 Some(last)
                     if last.last_offset + 1 == record.offset
@@ -508,6 +527,10 @@ impl SharePartition {
                     delivery_count,
                 }),
             }
+        }
+        for range in &acquired {
+            self.locks
+                .push(Reverse((lock_until, range.first_offset, range.last_offset)));
         }
         self.advance_start();
         acquired
@@ -575,13 +598,15 @@ impl SharePartition {
     /// Locks that expired by `now_ms` end: their records are available
     /// again, or archived at the delivery limit.
     pub fn expire_locks(&mut self, now_ms: u64) {
-        while let Some(&Reverse((at, offset))) = self.locks.peek() {
+        while let Some(&Reverse((at, first, last))) = self.locks.peek() {
             if at > now_ms {
                 break;
             }
             self.locks.pop();
-            if self.is_locked_until(offset, at) {
-                self.make_available(offset, now_ms);
+            for offset in first..=last {
+                if self.is_locked_until(offset, at) {
+                    self.make_available(offset, now_ms);
+                }
             }
         }
         self.advance_start();
@@ -875,6 +900,7 @@ pub fn log_records(
                 .and_then(|v| v.trim().parse::<u64>().ok());
             records.push(LogRecord {
                 offset,
+                batch_last_offset: batch.header.last_offset(),
                 deliver_at_ms,
             });
         }

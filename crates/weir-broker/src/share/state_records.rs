@@ -362,6 +362,7 @@ mod tests {
         let log: Vec<LogRecord> = (0..8)
             .map(|offset| LogRecord {
                 offset,
+                batch_last_offset: offset,
                 deliver_at_ms: None,
             })
             .collect();

@@ -14,6 +14,7 @@ fn log(offsets: std::ops::Range<i64>) -> Vec<LogRecord> {
     offsets
         .map(|offset| LogRecord {
             offset,
+            batch_last_offset: offset,
             deliver_at_ms: None,
         })
         .collect()
@@ -267,10 +268,12 @@ fn a_record_with_a_delivery_time_waits_for_it_without_holding_back_the_rest() {
     let records = [
         LogRecord {
             offset: 0,
+            batch_last_offset: 0,
             deliver_at_ms: Some(5_000),
         },
         LogRecord {
             offset: 1,
+            batch_last_offset: 1,
             deliver_at_ms: None,
         },
     ];
@@ -322,10 +325,30 @@ fn records_below_the_log_start_are_archived() {
 }
 
 #[test]
+fn max_records_is_a_soft_limit_reached_at_the_end_of_a_batch() {
+    let mut sp = SharePartition::new(config(), 0);
+    // Two batches, 0..=3 and 4..=7.
+    let log: Vec<LogRecord> = (0..8)
+        .map(|offset| LogRecord {
+            offset,
+            batch_last_offset: if offset < 4 { 3 } else { 7 },
+            deliver_at_ms: None,
+        })
+        .collect();
+    assert_eq!(sp.acquire("a", 0, log.clone(), 2), vec![range(0, 3, 1)]);
+    assert_eq!(sp.acquire("b", 0, log.clone(), 0), vec![]);
+    assert_eq!(sp.acquire("b", 0, log.clone(), 1), vec![range(4, 7, 1)]);
+    // Reached at a batch's last record, the limit holds exactly.
+    let mut exact = SharePartition::new(config(), 0);
+    assert_eq!(exact.acquire("a", 0, log, 4), vec![range(0, 3, 1)]);
+}
+
+#[test]
 fn the_log_skipping_offsets_archives_them() {
     let mut sp = SharePartition::new(config(), 0);
     let compacted = [0, 3].map(|offset| LogRecord {
         offset,
+        batch_last_offset: offset,
         deliver_at_ms: None,
     });
     assert_eq!(
@@ -409,14 +432,17 @@ fn acquisition_reads_each_records_delivery_time_from_its_header() {
         vec![
             LogRecord {
                 offset: 0,
+                batch_last_offset: 2,
                 deliver_at_ms: Some(1_700_000_005_000)
             },
             LogRecord {
                 offset: 1,
+                batch_last_offset: 2,
                 deliver_at_ms: None
             },
             LogRecord {
                 offset: 2,
+                batch_last_offset: 2,
                 deliver_at_ms: None
             },
         ]
@@ -468,12 +494,27 @@ fn step() -> impl Strategy<Value = Step> {
 
 const MEMBERS: [&str; 3] = ["m0", "m1", "m2"];
 const LOG_END: i64 = 40;
+/// Records per batch of the schedules' log.
+const BATCH: i64 = 3;
+
+/// The schedules' log from `from`, in batches of `BATCH` records.
+fn batched_log(from: i64) -> Vec<LogRecord> {
+    (from..LOG_END)
+        .map(|offset| LogRecord {
+            offset,
+            batch_last_offset: ((offset / BATCH + 1) * BATCH - 1).min(LOG_END - 1),
+            deliver_at_ms: None,
+        })
+        .collect()
+}
 
 proptest! {
     /// Invariants, after every step:
     /// - `acknowledged_at_most_once`: an Accept succeeds at most once per
     ///   offset, and a settled record never goes back in flight;
     /// - `in_flight_within_the_limit`: never more than `max_in_flight`;
+    /// - `records_within_the_soft_limit`: an acquisition takes at most
+    ///   `max_records`, or more only to finish the batch that reached it;
     /// - `below_the_start_is_settled`: every offset below the start offset
     ///   was acknowledged or archived (by the model's account);
     /// - `one_holder`: what a member holds, by the model, is acquired;
@@ -502,7 +543,13 @@ proptest! {
             match step {
                 Step::Acquire { member, max } => {
                     let Some(from) = sp.fetch_offset(now) else { continue };
-                    let got = sp.acquire(MEMBERS[member], now, log(from..LOG_END), max);
+                    let got = sp.acquire(MEMBERS[member], now, batched_log(from), max);
+                    let taken: Vec<i64> = got.iter().flat_map(|r| r.first_offset..=r.last_offset).collect();
+                    if taken.len() > max {
+                        let batch_of = |offset: i64| offset / BATCH;
+                        let last = *taken.last().unwrap();
+                        prop_assert_eq!(batch_of(taken[max - 1]), batch_of(last), "{:?} past the batch of the {}th", taken, max);
+                    }
                     for r in got {
                         for offset in r.first_offset..=r.last_offset {
                             prop_assert!(!settled.contains(&offset), "settled {offset} delivered again");

@@ -133,10 +133,14 @@ public final class JavaShareCheck {
     p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
     p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
     try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+      // Batches of ten: a share fetch acquires whole batches (max.poll.records
+      // is a soft limit), so one batch of all would go to one consumer.
       for (int i = 0; i < RECORDS; i++) {
         producer.send(new ProducerRecord<>(TOPIC, 0, "k" + i, "v" + i));
+        if (i % 10 == 9) {
+          producer.flush();
+        }
       }
-      producer.flush();
     }
   }
 
