@@ -2,8 +2,7 @@
 # Share-group consume throughput with the Java client (kafka-clients 4.x):
 # a classic KafkaConsumer of one partition, then share groups of 1, 4 and
 # 16 KafkaShareConsumers (tests/interop/java/.../JavaShareBench.java says
-# how it measures). The Java client does far less work per record than the
-# Python one, so these figures show the broker's share path.
+# how it measures). BENCHMARKS.md says where the time goes.
 #
 #   bash scripts/bench-share-java.sh
 #
