@@ -494,7 +494,6 @@ mod tests {
                 offsets_with_header(batch, "weir-deliver-at"),
                 Ok(vec![(0, None), (1, None), (2, None)])
             );
-            let batch = batch::validate(&bytes, 0, Origin::Client, usize::MAX).unwrap();
             assert_eq!(
                 offsets_with_header(batch, "absent"),
                 Ok(vec![(0, None), (1, None), (2, None)])
