@@ -51,10 +51,14 @@ def set_group_configs(bootstrap, group, configs):
         future.result()
 
 
-def produce(bootstrap, topic, values, headers=None, key=None):
+def produce(bootstrap, topic, values, headers=None, key=None, per_batch=None):
+    """Produces the values; with per_batch, flushes after each that many so
+    that each batch holds at most per_batch records."""
     producer = Producer({"bootstrap.servers": bootstrap})
-    for v in values:
+    for i, v in enumerate(values, 1):
         producer.produce(topic, key=key, value=v.encode(), headers=headers)
+        if per_batch and i % per_batch == 0:
+            expect_eq(producer.flush(10), 0, "records left unsent")
     expect_eq(producer.flush(10), 0, "records left unsent")
 
 
@@ -82,9 +86,10 @@ def check_consumers_share_a_partition(bootstrap):
     consumers = [share_consumer(bootstrap, group, topic) for _ in range(3)]
     for c in consumers:
         expect_eq(poll_values(c, 1.0), [], "records of an empty topic")
-    # More than one fetch acquires (500 records at most), while all three
-    # members are fetching.
-    produce(bootstrap, topic, [f"r{i}" for i in range(count)])
+    # More than one fetch acquires (500 records, rounded up to the end of a
+    # batch), while all three members are fetching. Batches of 100: a fetch
+    # acquires a batch whole, so one batch of 3000 would go to one member.
+    produce(bootstrap, topic, [f"r{i}" for i in range(count)], per_batch=100)
     got = [[] for _ in consumers]
     deadline = time.time() + 40
     while sum(len(g) for g in got) < count and time.time() < deadline:
