@@ -16,6 +16,7 @@ pub mod group_coordinator;
 pub mod high_watermarks;
 pub mod http;
 pub mod jwks;
+mod keyed_turns;
 pub mod lag;
 pub mod listeners;
 pub mod log_cleaner;

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
 use crate::group_configs::{share_settings, ShareAutoOffsetReset, ShareSettings};
+use crate::keyed_turns::KeyedTurns;
 use crate::lag::SharePartitionView;
 use crate::metrics::GroupPartitionLabels;
 use crate::partition::{Partition, ReplicatedWrite};
@@ -90,11 +91,10 @@ pub(crate) struct Acquired {
 /// The share-partitions led here, and the share sessions.
 pub(crate) struct SharePartitions {
     hosted: Mutex<HashMap<SharePartitionKey, Arc<Mutex<Hosted>>>>,
-    /// One lock per share-partition, held while its state is loaded: two
-    /// requests finding it unloaded must not build two engines (each would
-    /// hand out the same records, and one's acknowledgements would be lost
-    /// with it).
-    loading: Mutex<HashMap<SharePartitionKey, Arc<Mutex<()>>>>,
+    /// One load at a time per share-partition: two requests finding it
+    /// unloaded must not build two engines (each would hand out the same
+    /// records, and one's acknowledgements would be lost with it).
+    loading: KeyedTurns<SharePartitionKey>,
     sessions: Mutex<ShareSessions>,
     persister: SharePersister,
     me: Weak<Broker>,
@@ -104,7 +104,7 @@ impl SharePartitions {
     pub(crate) fn new(max_sessions: usize, me: Weak<Broker>) -> Self {
         Self {
             hosted: Mutex::default(),
-            loading: Mutex::default(),
+            loading: KeyedTurns::default(),
             sessions: Mutex::new(ShareSessions::new(max_sessions)),
             persister: SharePersister::default(),
             me,
@@ -152,12 +152,25 @@ impl SharePartitions {
         if let Some(hosted) = loaded() {
             return Ok(hosted);
         }
-        let load_lock = self.loading.lock().entry(key.clone()).or_default().clone();
-        let _loading = load_lock.lock();
-        // Loaded by another request meanwhile.
-        if let Some(hosted) = loaded() {
-            return Ok(hosted);
-        }
+        self.loading.run(key, || {
+            // Loaded by another request meanwhile.
+            match loaded() {
+                Some(hosted) => Ok(hosted),
+                None => self.load(broker, key, partition.clone(), leader_epoch),
+            }
+        })
+    }
+
+    /// Builds `key`'s engine from its persisted state, or starts that state
+    /// at `share.auto.offset.reset` if it has none. Only in `key`'s
+    /// loading turn.
+    fn load(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        partition: Arc<Partition>,
+        leader_epoch: i32,
+    ) -> Result<Arc<Mutex<Hosted>>, ShareCode> {
         let settings = Self::settings(broker, &key.group);
         let home = self.persister.home(broker, key)?;
         let read = self.persister.read(broker, &home, key, leader_epoch)?;
