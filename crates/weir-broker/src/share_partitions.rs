@@ -82,10 +82,13 @@ impl Hosted {
     }
 }
 
-/// What a fetch of one share-partition acquired.
+/// What a fetch of one share-partition acquired, and what became of the
+/// acknowledgements it carried.
 pub(crate) struct Acquired {
     pub(crate) records: Bytes,
     pub(crate) ranges: Vec<AcquiredRange>,
+    /// The outcome of the acknowledgements applied before acquiring.
+    pub(crate) acknowledgements: Result<(), ShareCode>,
 }
 
 /// The share-partitions led here, and the share sessions.
@@ -260,18 +263,21 @@ impl SharePartitions {
         Ok(write)
     }
 
-    /// Acquires for `member` up to `max_records` records of `key`, reading
-    /// at most `max_bytes` of its log. Returns what was acquired (nothing
-    /// if nothing is available) and the write to await before answering.
+    /// Applies `member`'s acknowledgements `acks` of `key`, then acquires for
+    /// it up to `max_records` records, reading at most `max_bytes` of its
+    /// log (none if either is 0). Returns what was acquired (nothing if
+    /// nothing is available), the acknowledgements' outcome, and the one
+    /// write of both to await before answering.
     pub(crate) fn acquire(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
         member: &str,
+        acks: &[(i64, i64, AcknowledgeType)],
         max_records: usize,
         max_bytes: usize,
     ) -> Result<(Acquired, Option<ReplicatedWrite>), ShareCode> {
-        again_if_fenced(|| self.acquire_once(broker, key, member, max_records, max_bytes))
+        again_if_fenced(|| self.acquire_once(broker, key, member, acks, max_records, max_bytes))
     }
 
     fn acquire_once(
@@ -279,6 +285,7 @@ impl SharePartitions {
         broker: &Broker,
         key: &SharePartitionKey,
         member: &str,
+        acks: &[(i64, i64, AcknowledgeType)],
         max_records: usize,
         max_bytes: usize,
     ) -> Result<(Acquired, Option<ReplicatedWrite>), ShareCode> {
@@ -287,13 +294,23 @@ impl SharePartitions {
         let h = &mut *guard;
         let now = broker.now_ms() as u64;
         h.engine.expire_locks(now);
-        h.engine
-            .on_log_start(h.partition.log().log_start_offset() as i64);
         let mut acquired = Acquired {
             records: Bytes::new(),
             ranges: Vec::new(),
+            acknowledgements: Ok(()),
         };
-        if let Some(from) = h.engine.fetch_offset(now) {
+        if !acks.is_empty() {
+            acquired.acknowledgements = h
+                .engine
+                .acknowledge(member, now, acks)
+                .map_err(|error: ShareError| error.code());
+        }
+        h.engine
+            .on_log_start(h.partition.log().log_start_offset() as i64);
+        let from = (max_records > 0 && max_bytes > 0)
+            .then(|| h.engine.fetch_offset(now))
+            .flatten();
+        if let Some(from) = from {
             let upper = h.readable_end();
             let from = u64::try_from(from).unwrap_or(0);
             if from < upper {
@@ -331,26 +348,8 @@ impl SharePartitions {
         member: &str,
         batches: &[(i64, i64, AcknowledgeType)],
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
-        again_if_fenced(|| self.acknowledge_once(broker, key, member, batches))
-    }
-
-    fn acknowledge_once(
-        &self,
-        broker: &Broker,
-        key: &SharePartitionKey,
-        member: &str,
-        batches: &[(i64, i64, AcknowledgeType)],
-    ) -> Result<Option<ReplicatedWrite>, ShareCode> {
-        let hosted = self.hosted(broker, key)?;
-        let mut h = hosted.lock();
-        let now = broker.now_ms() as u64;
-        h.engine.expire_locks(now);
-        h.engine
-            .acknowledge(member, now, batches)
-            .map_err(|error: ShareError| error.code())?;
-        let write = self.persist(broker, key, &mut h)?;
-        self.arm_timer(key, &mut h, now);
-        Ok(write)
+        let (acquired, write) = self.acquire(broker, key, member, batches, 0, 0)?;
+        acquired.acknowledgements.map(|()| write)
     }
 
     /// Releases what `member` acquired on the share-partitions of `group`

@@ -583,6 +583,49 @@ fn two_members_of_one_partition_never_hold_the_same_record() {
 }
 
 #[test]
+fn a_share_fetch_carrying_acknowledgements_writes_the_state_once() {
+    let (mut weir, mut raw, topic_id) = started();
+    let member = join(&mut raw);
+    let first = share_fetch(&mut raw, &member, 0, topic_id, vec![], 10_000);
+    assert_eq!(acquired(&first), vec![(0, 9, 1)]);
+    let (code, _) = raw.produce(TOPIC, 0, BatchBuilder::new(10).build());
+    assert_eq!(code, 0);
+    let state_partitions = raw.topic_metadata(SHARE_STATE_TOPIC).topics[0]
+        .partitions
+        .len();
+    let key = SharePartitionKey {
+        group: GROUP.into(),
+        topic_id,
+        partition: 0,
+    };
+    let state = state_partition_for(&key, state_partitions as i32);
+    let before = raw.latest_offset(SHARE_STATE_TOPIC, state);
+    // Accepts 0..=9 and acquires 10..=19.
+    let next = share_fetch(
+        &mut raw,
+        &member,
+        1,
+        topic_id,
+        vec![ack(0, 9, ACCEPT)],
+        5_000,
+    );
+    assert_eq!(next.responses[0].partitions[0].acknowledge_error_code, 0);
+    assert_eq!(acquired(&next), vec![(10, 19, 1)]);
+    assert_eq!(
+        raw.latest_offset(SHARE_STATE_TOPIC, state),
+        before + 1,
+        "one state record for the acknowledgements and the acquisition"
+    );
+    // It holds both: after a crash, what was accepted never comes back,
+    // what was acquired does.
+    weir.restart(false);
+    let mut raw = Raw::connect(&weir.kafka);
+    let member = join(&mut raw);
+    let again = share_fetch(&mut raw, &member, 0, topic_id, vec![], 10_000);
+    assert_eq!(acquired(&again), vec![(10, 19, 2)]);
+}
+
+#[test]
 fn first_fetches_at_once_on_a_fresh_share_partition_never_acquire_the_same_records() {
     let (weir, mut raw, topic_id) = started();
     // __share_group_state exists once a first share-partition is loaded.

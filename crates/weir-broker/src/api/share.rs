@@ -4,7 +4,7 @@
 //! for the member and take its acknowledgements. Every change to
 //! share-partition state is answered once `__share_group_state` holds it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +39,7 @@ use crate::group_coordinator::COORDINATOR_WRITE_TIMEOUT;
 use crate::partition::ReplicatedWrite;
 use crate::share::state_records::SharePartitionKey;
 use crate::share::{AcknowledgeType, AcquiredRange, ShareHeartbeat, FINAL_SESSION_EPOCH};
-use crate::share_persister::STATE_LOADING;
+use crate::share_persister::{ShareCode, STATE_LOADING};
 use crate::share_state::SHARE_STATE_TOPIC;
 
 /// How soon a fetch asks again for share-partitions whose state is loading.
@@ -231,13 +231,14 @@ fn current_leader(broker: &Broker, topic_id: Uuid, index: i32) -> (i32, i32) {
 
 /// One partition's acknowledgement batches as offset ranges of one type
 /// each; `None` if a batch is malformed.
-fn acknowledgements(batches: &[(i64, i64, &[i8])]) -> Option<Vec<(i64, i64, AcknowledgeType)>> {
+fn acknowledgements(batches: &[(i64, i64, Vec<i8>)]) -> Option<Vec<(i64, i64, AcknowledgeType)>> {
     let mut ranges: Vec<(i64, i64, AcknowledgeType)> = Vec::new();
-    for &(first, last, types) in batches {
+    for (first, last, types) in batches {
+        let (first, last) = (*first, *last);
         if last < first {
             return None;
         }
-        match types {
+        match types.as_slice() {
             [] => return None,
             [one] => ranges.push((first, last, AcknowledgeType::from_id(*one)?)),
             many => {
@@ -257,6 +258,45 @@ fn acknowledgements(batches: &[(i64, i64, &[i8])]) -> Option<Vec<(i64, i64, Ackn
     Some(ranges)
 }
 
+/// One partition's acknowledgements, checked: the ranges to apply, or the
+/// error code refusing them all.
+fn checked_acknowledgements(
+    broker: &Broker,
+    ctx: &RequestContext,
+    key: &SharePartitionKey,
+    batches: &[(i64, i64, Vec<i8>)],
+) -> Result<Vec<(i64, i64, AcknowledgeType)>, i16> {
+    if !topic_readable(broker, ctx, key.topic_id) {
+        return Err(ResponseError::TopicAuthorizationFailed.code());
+    }
+    acknowledgements(batches).ok_or(ResponseError::InvalidRequest.code())
+}
+
+/// The error code answering acknowledgements applied with `outcome`.
+fn acknowledgement_code(
+    key: &SharePartitionKey,
+    member: &str,
+    outcome: Result<(), ShareCode>,
+) -> i16 {
+    match outcome {
+        Ok(()) => 0,
+        Err(code) => {
+            tracing::debug!(
+                group = key.group,
+                member,
+                partition = key.partition,
+                code,
+                "acknowledgements refused"
+            );
+            if code == STATE_LOADING {
+                ResponseError::CoordinatorNotAvailable.code()
+            } else {
+                code
+            }
+        }
+    }
+}
+
 /// Applies the acknowledgements of one partition: the error code, and the
 /// write to await.
 fn acknowledge(
@@ -264,30 +304,18 @@ fn acknowledge(
     ctx: &RequestContext,
     key: &SharePartitionKey,
     member: &str,
-    batches: &[(i64, i64, &[i8])],
+    batches: &[(i64, i64, Vec<i8>)],
 ) -> (i16, Option<ReplicatedWrite>) {
-    if !topic_readable(broker, ctx, key.topic_id) {
-        return (ResponseError::TopicAuthorizationFailed.code(), None);
-    }
-    let Some(ranges) = acknowledgements(batches) else {
-        return (ResponseError::InvalidRequest.code(), None);
+    let ranges = match checked_acknowledgements(broker, ctx, key, batches) {
+        Ok(ranges) => ranges,
+        Err(code) => return (code, None),
     };
     let acknowledged = broker
         .share_partitions()
         .acknowledge(broker, key, member, &ranges);
-    if let Err(code) = &acknowledged {
-        tracing::debug!(
-            group = key.group,
-            member,
-            partition = key.partition,
-            code,
-            "acknowledgements refused"
-        );
-    }
     match acknowledged {
         Ok(write) => (0, write),
-        Err(STATE_LOADING) => (ResponseError::CoordinatorNotAvailable.code(), None),
-        Err(code) => (code, None),
+        Err(code) => (acknowledgement_code(key, member, Err(code)), None),
     }
 }
 
@@ -388,7 +416,7 @@ pub(super) fn fetch(
             partition,
         };
         // Acknowledgements first, then the fetch (both may wait on a file).
-        let acks: Vec<(SharePartitionKey, AckBatches)> = request
+        let mut acks: HashMap<SharePartitionKey, AckBatches> = request
             .topics
             .iter()
             .flat_map(|t| {
@@ -408,42 +436,41 @@ pub(super) fn fetch(
                     })
             })
             .collect();
-        let ended = session.ended;
-        let blocking = {
+        let fetching = epoch != FINAL_SESSION_EPOCH;
+        let mut writes: Vec<ReplicatedWrite> = Vec::new();
+        let mut ack_codes: BTreeMap<(Uuid, i32), i16> = BTreeMap::new();
+        if session.ended || !fetching {
+            // On their own: a session that ended (closed, or replaced by a
+            // new one) gives back what its member held, once its last
+            // acknowledgements are in.
+            let ended = session.ended;
+            let acks = std::mem::take(&mut acks);
             let (broker, ctx, group, member) =
                 (broker.clone(), ctx.clone(), group.clone(), member.clone());
-            tokio::task::spawn_blocking(move || {
+            let blocking = tokio::task::spawn_blocking(move || {
                 let results: Vec<(SharePartitionKey, (i16, Option<ReplicatedWrite>))> = acks
                     .into_iter()
                     .map(|(key, batches)| {
-                        let batches: Vec<(i64, i64, &[i8])> = batches
-                            .iter()
-                            .map(|(f, l, t)| (*f, *l, t.as_slice()))
-                            .collect();
                         let result = acknowledge(&broker, &ctx, &key, &member, &batches);
                         (key, result)
                     })
                     .collect();
-                // A session that ended (closed, or replaced by a new one)
-                // gives back what its member held.
                 if ended {
                     broker.share_partitions().release(&broker, &group, &member);
                 }
                 results
-            })
-        };
-        let Ok(acked) = blocking.await else {
-            return failed(ResponseError::UnknownServerError.code(), "internal error");
-        };
-        let mut writes: Vec<ReplicatedWrite> = Vec::new();
-        let mut ack_codes: BTreeMap<(Uuid, i32), i16> = BTreeMap::new();
-        for (key, (code, write)) in acked {
-            ack_codes.insert((key.topic_id, key.partition), code);
-            writes.extend(write);
+            });
+            let Ok(acked) = blocking.await else {
+                return failed(ResponseError::UnknownServerError.code(), "internal error");
+            };
+            for (key, (code, write)) in acked {
+                ack_codes.insert((key.topic_id, key.partition), code);
+                writes.extend(write);
+            }
         }
         let settings_lock_ms = broker.config().share_group.record_lock_duration_ms.value;
         let mut fetched: BTreeMap<(Uuid, i32), Fetched> = BTreeMap::new();
-        if epoch != FINAL_SESSION_EPOCH {
+        if fetching {
             let max_records = usize::try_from(request.max_records)
                 .ok()
                 .filter(|&n| n > 0)
@@ -464,6 +491,9 @@ pub(super) fn fetch(
                     }
                 }
                 let attempt = {
+                    // The first round applies the acknowledgements, each
+                    // with its partition's acquisition: one state write.
+                    let acks = std::mem::take(&mut acks);
                     let (broker, ctx, partitions, member) = (
                         broker.clone(),
                         ctx.clone(),
@@ -471,13 +501,27 @@ pub(super) fn fetch(
                         member.clone(),
                     );
                     tokio::task::spawn_blocking(move || {
-                        acquire_all(&broker, &ctx, &partitions, &member, max_records, max_bytes)
+                        acquire_all(
+                            &broker,
+                            &ctx,
+                            &partitions,
+                            &member,
+                            acks,
+                            max_records,
+                            max_bytes,
+                        )
                     })
                 };
-                let Ok((mut round, round_writes)) = attempt.await else {
+                let Ok(Round {
+                    fetched: mut round,
+                    ack_codes: round_ack_codes,
+                    writes: round_writes,
+                }) = attempt.await
+                else {
                     return failed(ResponseError::UnknownServerError.code(), "internal error");
                 };
                 writes.extend(round_writes);
+                ack_codes.extend(round_ack_codes);
                 // State still loading is no error: nothing yet, ask again.
                 let mut loading = false;
                 for f in round.values_mut() {
@@ -563,18 +607,31 @@ pub(super) fn fetch(
     }
 }
 
-/// One round of acquisition over the session's partitions.
-#[allow(clippy::type_complexity)]
+/// What one round of acquisition did.
+struct Round {
+    fetched: BTreeMap<(Uuid, i32), Fetched>,
+    /// Of the acknowledgements applied in the round.
+    ack_codes: Vec<((Uuid, i32), i16)>,
+    writes: Vec<ReplicatedWrite>,
+}
+
+/// One round of acquisition over the session's partitions, applying
+/// `acks` first: a partition's with its acquisition, so both make one
+/// state write, any other's on its own.
 fn acquire_all(
     broker: &Broker,
     ctx: &RequestContext,
     partitions: &[SharePartitionKey],
     member: &str,
+    mut acks: HashMap<SharePartitionKey, AckBatches>,
     max_records: usize,
     max_bytes: usize,
-) -> (BTreeMap<(Uuid, i32), Fetched>, Vec<ReplicatedWrite>) {
-    let mut fetched = BTreeMap::new();
-    let mut writes = Vec::new();
+) -> Round {
+    let mut round = Round {
+        fetched: BTreeMap::new(),
+        ack_codes: Vec::new(),
+        writes: Vec::new(),
+    };
     let mut records_left = max_records;
     let mut bytes_left = max_bytes;
     for key in partitions {
@@ -583,14 +640,36 @@ fn acquire_all(
             records: Bytes::new(),
             ranges: Vec::new(),
         };
+        let mut ack_code = None;
+        let checked = acks
+            .remove(key)
+            .map(|batches| checked_acknowledgements(broker, ctx, key, &batches));
+        let ranges = match checked {
+            None => Vec::new(),
+            Some(Ok(ranges)) => ranges,
+            Some(Err(code)) => {
+                ack_code = Some(code);
+                Vec::new()
+            }
+        };
+        let wanted = records_left > 0 && bytes_left > 0;
         if !topic_readable(broker, ctx, key.topic_id) {
             entry.error_code = ResponseError::TopicAuthorizationFailed.code();
-        } else if records_left > 0 && bytes_left > 0 {
+        } else if wanted || !ranges.is_empty() {
+            let (records, bytes) = if wanted {
+                (records_left, bytes_left)
+            } else {
+                (0, 0)
+            };
             match broker
                 .share_partitions()
-                .acquire(broker, key, member, records_left, bytes_left)
+                .acquire(broker, key, member, &ranges, records, bytes)
             {
                 Ok((acquired, write)) => {
+                    if !ranges.is_empty() {
+                        ack_code =
+                            Some(acknowledgement_code(key, member, acquired.acknowledgements));
+                    }
                     let count: i64 = acquired
                         .ranges
                         .iter()
@@ -600,14 +679,28 @@ fn acquire_all(
                     bytes_left = bytes_left.saturating_sub(acquired.records.len());
                     entry.records = acquired.records;
                     entry.ranges = acquired.ranges;
-                    writes.extend(write);
+                    round.writes.extend(write);
                 }
-                Err(code) => entry.error_code = code,
+                Err(code) => {
+                    if !ranges.is_empty() {
+                        ack_code = Some(acknowledgement_code(key, member, Err(code)));
+                    }
+                    entry.error_code = code;
+                }
             }
         }
-        fetched.insert((key.topic_id, key.partition), entry);
+        round
+            .ack_codes
+            .extend(ack_code.map(|code| ((key.topic_id, key.partition), code)));
+        round.fetched.insert((key.topic_id, key.partition), entry);
     }
-    (fetched, writes)
+    // Acknowledgements of partitions the session does not fetch.
+    for (key, batches) in acks {
+        let (code, write) = acknowledge(broker, ctx, &key, member, &batches);
+        round.ack_codes.push(((key.topic_id, key.partition), code));
+        round.writes.extend(write);
+    }
+    round
 }
 
 // ---- ShareAcknowledge ----
@@ -658,16 +751,10 @@ pub(super) fn acknowledge_request(
                             topic_id: topic.topic_id,
                             partition: partition.partition_index,
                         };
-                        let batches: Vec<(i64, i64, &[i8])> = partition
+                        let batches: AckBatches = partition
                             .acknowledgement_batches
                             .iter()
-                            .map(|b| {
-                                (
-                                    b.first_offset,
-                                    b.last_offset,
-                                    b.acknowledge_types.as_slice(),
-                                )
-                            })
+                            .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
                             .collect();
                         let (code, write) = acknowledge(&broker, &ctx, &key, &member, &batches);
                         results.push((topic.topic_id, partition.partition_index, code, write));

@@ -191,8 +191,23 @@ impl Raw {
         panic!("topic {topic} was not created within 10 s");
     }
 
+    /// The log end offset of one partition (ListOffsets, latest).
+    pub fn latest_offset(&mut self, topic: &str, partition: i32) -> i64 {
+        let answer = self.latest_offset_answer(topic, partition);
+        assert_eq!(answer.error_code, 0, "{answer:?}");
+        answer.offset
+    }
+
     /// The error of a ListOffsets (latest) for one partition.
     fn latest_offset_error(&mut self, topic: &str, partition: i32) -> i16 {
+        self.latest_offset_answer(topic, partition).error_code
+    }
+
+    fn latest_offset_answer(
+        &mut self,
+        topic: &str,
+        partition: i32,
+    ) -> kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse {
         use kafka_protocol::messages::list_offsets_request::{
             ListOffsetsPartition, ListOffsetsTopic,
         };
@@ -205,7 +220,7 @@ impl Raw {
                     .with_partition_index(partition)
                     .with_timestamp(-1)])]);
         let response: ListOffsetsResponse = self.call(ApiKey::ListOffsets, 4, &request);
-        response.topics[0].partitions[0].error_code
+        response.topics[0].partitions[0].clone()
     }
 }
 
