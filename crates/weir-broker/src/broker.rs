@@ -90,6 +90,8 @@ pub enum BrokerError {
     Tls(#[from] crate::tls::TlsError),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    DirLock(#[from] weir_meta::DirLockError),
 }
 
 impl From<MetadataError> for BrokerError {
@@ -106,6 +108,8 @@ pub struct Broker {
     /// This broker, for tasks it starts from `&self`.
     me: std::sync::Weak<Broker>,
     clock: Arc<dyn Clock>,
+    /// The data directory and the log directories, locked until shutdown.
+    dir_locks: Mutex<Vec<weir_meta::DirLock>>,
     /// The settings as the broker started. Those marked dynamic may have
     /// changed since: [`config`](Self::config) has the settings in force.
     static_config: BrokerConfig,
@@ -220,7 +224,13 @@ impl Broker {
             }
         };
         let oauth = RwLock::new(oauth);
-        std::fs::create_dir_all(&config.data_dir).map_err(io(&config.data_dir))?;
+        // Before anything in them is read: a second process writing the same
+        // directories would destroy them.
+        let dir_locks = weir_meta::DirLock::acquire_all(
+            std::iter::once(&config.data_dir)
+                .chain(&config.partition_log_dirs())
+                .map(std::path::PathBuf::as_path),
+        )?;
         let cluster_id = load_cluster_id(&config.data_dir)?;
         // Before joining the cluster: a partition found twice stops the
         // start.
@@ -339,6 +349,7 @@ impl Broker {
             ),
             me: me.clone(),
             clock,
+            dir_locks: Mutex::new(dir_locks),
             static_config: config,
             current: RwLock::new(current),
             cluster_id,
@@ -1626,6 +1637,7 @@ impl Broker {
         self.stop_membership();
         self.close_partitions();
         self.meta.shutdown();
+        self.dir_locks.lock().clear();
     }
 
     /// Closes every partition, several at a time: a close is mostly

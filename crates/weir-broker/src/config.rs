@@ -708,6 +708,13 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "The SASL mechanism this broker authenticates with to the others, when the inter-broker listener uses SASL",
     },
     BrokerConfigDef {
+        name: "sasl.mechanism.controller.protocol",
+        default: "SCRAM-SHA-512",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "The SASL mechanism this node authenticates with to the controllers, when the controller listener uses SASL: SCRAM-SHA-256 or SCRAM-SHA-512",
+    },
+    BrokerConfigDef {
         name: "sasl.jaas.config",
         default: "",
         config_type: ConfigType::Password,
@@ -1608,7 +1615,7 @@ impl BrokerConfig {
     }
 
     /// A config as given, trimmed; `None` when absent or empty.
-    fn given_value(&self, name: &str) -> Option<String> {
+    pub(crate) fn given_value(&self, name: &str) -> Option<String> {
         self.values
             .get(name)
             .map(|v| v.trim().to_owned())
@@ -1695,6 +1702,8 @@ impl BrokerConfig {
                     super_users: security.super_users.clone(),
                     allow_everyone_if_no_acl_found: security.allow_everyone_if_no_acl_found,
                 }),
+            refuse_anonymous: crate::controller_link::refuses_anonymous_peers(self),
+            sasl: crate::controller_link::controller_sasl(self)?,
             ..weir_meta::ControllerConfig::default()
         })
     }

@@ -9,8 +9,16 @@
 //! (weir-meta checks). Connecting, it presents the key store as its client
 //! certificate and checks the peer's against the trust store.
 //!
-//! SASL on the controller listener is not supported: the start stops with
-//! a clear error rather than running the link unauthenticated.
+//! With `SASL_PLAINTEXT` or `SASL_SSL`, every controller connection also
+//! runs a SCRAM exchange (`sasl.mechanism.controller.protocol`, this node's
+//! user from `sasl.jaas.config`), verified against the cluster's SCRAM
+//! users (and, before the quorum holds them, the node's `--add-scram`
+//! users); the peer's principal is then its SASL user.
+//!
+//! The controller listener never grants more than the Kafka listeners do:
+//! when every Kafka listener makes its clients prove who they are, a peer
+//! that proves no identity is refused here too, and a node that must talk
+//! to other controllers without proving its own identity does not start.
 
 use std::sync::Arc;
 
@@ -32,21 +40,115 @@ pub(crate) fn controller_transport(
         value: format!("CONTROLLER:{}", config.controller_protocol),
         reason,
     };
+    let alone = config.is_controller && config.controllers.len() <= 1;
+    if refuses_anonymous_peers(config) && !alone && !authenticates_peers(config) {
+        return Err(refuse(
+            "every Kafka listener authenticates its clients, but controller connections would \
+             not: map CONTROLLER to SASL_SSL or SASL_PLAINTEXT (with \
+             sasl.mechanism.controller.protocol and this node's user in sasl.jaas.config), or to \
+             SSL with ssl.client.auth=required; with an authorizer on, put the nodes' principals \
+             in super.users"
+                .to_owned(),
+        ));
+    }
     match config.controller_protocol {
         SecurityProtocol::Plaintext => Ok(Arc::new(weir_meta::Plaintext)),
         SecurityProtocol::Ssl => {
             let server = tls.ok_or_else(|| {
                 refuse("an SSL controller listener needs a key store: set ssl.keystore.location (or ssl.keystore.key and ssl.keystore.certificate.chain)".to_owned())
             })?;
-            let client = config
-                .controller_client_tls()
-                .map_err(|error| refuse(format!("cannot connect to the other controllers: {error}")))?;
+            let client = config.controller_client_tls().map_err(|error| {
+                refuse(format!("cannot connect to the other controllers: {error}"))
+            })?;
             Ok(Arc::new(TlsTransport { server, client }))
         }
-        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => Err(refuse(
-            "SASL on the controller listener is not supported; use SSL (with ssl.client.auth=required and the nodes' principals in super.users) or PLAINTEXT".to_owned(),
-        )),
+        SecurityProtocol::SaslPlaintext => Ok(Arc::new(weir_meta::Plaintext)),
+        SecurityProtocol::SaslSsl => {
+            let server = tls.ok_or_else(|| {
+                refuse("a SASL_SSL controller listener needs a key store: set ssl.keystore.location (or ssl.keystore.key and ssl.keystore.certificate.chain)".to_owned())
+            })?;
+            let client = config.controller_client_tls().map_err(|error| {
+                refuse(format!("cannot connect to the other controllers: {error}"))
+            })?;
+            Ok(Arc::new(TlsTransport { server, client }))
+        }
     }
+}
+
+/// The SCRAM settings of a SASL controller listener, `None` for the others.
+pub(crate) fn controller_sasl(
+    config: &BrokerConfig,
+) -> Result<Option<weir_meta::ControllerSasl>, ConfigError> {
+    if !config.controller_protocol.is_sasl() {
+        return Ok(None);
+    }
+    let mechanism_name = config
+        .given_value("sasl.mechanism.controller.protocol")
+        .unwrap_or_else(|| "SCRAM-SHA-512".to_owned());
+    let refuse = |name: &str, value: String, reason: String| ConfigError {
+        name: name.into(),
+        value,
+        reason,
+    };
+    let Some(mechanism) = weir_meta::ScramMechanism::from_name(&mechanism_name) else {
+        return Err(refuse(
+            "sasl.mechanism.controller.protocol",
+            mechanism_name,
+            "the controller listener speaks SCRAM-SHA-256 or SCRAM-SHA-512".to_owned(),
+        ));
+    };
+    let Some(jaas) = config.given_value("sasl.jaas.config") else {
+        return Err(refuse(
+            "sasl.jaas.config",
+            String::new(),
+            "a SASL controller listener needs this node's own credentials, e.g. \
+             org.apache.kafka.common.security.scram.ScramLoginModule required \
+             username=\"controller\" password=\"...\"; (and the user created with --add-scram)"
+                .to_owned(),
+        ));
+    };
+    let properties = std::collections::BTreeMap::from([
+        ("security.protocol".to_owned(), "SASL_PLAINTEXT".to_owned()),
+        ("sasl.mechanism".to_owned(), mechanism.name().to_owned()),
+        ("sasl.jaas.config".to_owned(), jaas),
+    ]);
+    let login = weir_client::SecurityConfig::from_properties(&properties)
+        .ok()
+        .and_then(|security| security.sasl)
+        .ok_or_else(|| {
+            // Never the credentials themselves.
+            refuse(
+                "sasl.jaas.config",
+                String::new(),
+                "cannot read this node's user and password from it".to_owned(),
+            )
+        })?;
+    Ok(Some(weir_meta::ControllerSasl {
+        mechanism,
+        username: login.username,
+        password: login.password,
+        bootstrap_users: config.initial_scram.clone(),
+    }))
+}
+
+/// Whether a controller peer that proves no identity is refused: when no
+/// Kafka listener admits an anonymous client (each is SASL, or TLS that
+/// requires a client certificate).
+pub(crate) fn refuses_anonymous_peers(config: &BrokerConfig) -> bool {
+    !config.listeners.is_empty()
+        && config.listeners.iter().all(|listener| {
+            listener.protocol.is_sasl() || requires_certificate(config, listener.protocol)
+        })
+}
+
+/// Whether controller peers prove who they are (SASL, or a certificate).
+fn authenticates_peers(config: &BrokerConfig) -> bool {
+    config.controller_protocol.is_sasl() || requires_certificate(config, config.controller_protocol)
+}
+
+fn requires_certificate(config: &BrokerConfig, protocol: SecurityProtocol) -> bool {
+    protocol == SecurityProtocol::Ssl
+        && config.security.tls.client_auth == crate::tls::ClientAuth::Required
 }
 
 /// TLS both ways, with client certificates.

@@ -66,6 +66,10 @@ pub enum MetaError {
     /// both set and deleted, an invalid broker registration).
     #[error("{0}")]
     InvalidRequest(String),
+    /// The controller refused the command: the principal of the peer
+    /// that sent it may not make the change (see `raft/permission.rs`).
+    #[error("{0}")]
+    ClusterAuthorizationFailed(String),
     /// `AllocateProducerIds` would go past the largest producer id.
     #[error(
         "cannot allocate {count} producer ids: the next producer id is {next} and ids end at {}",
@@ -124,6 +128,7 @@ impl MetaError {
             MetaError::InvalidReplicaAssignment(_) => 39, // INVALID_REPLICA_ASSIGNMENT
             MetaError::NoReassignmentInProgress(_) => 85, // NO_REASSIGNMENT_IN_PROGRESS
             MetaError::InvalidUpdateVersion(_) => 108, // INVALID_UPDATE_VERSION
+            MetaError::ClusterAuthorizationFailed(_) => 31, // CLUSTER_AUTHORIZATION_FAILED
             MetaError::ProducerIdsExhausted { .. }
             | MetaError::Io { .. }
             | MetaError::Corrupt { .. }

@@ -67,6 +67,7 @@ pub mod acl;
 mod authorizer;
 mod client_quota;
 mod command;
+mod dir_lock;
 mod disk;
 mod error;
 mod image;
@@ -86,11 +87,12 @@ pub use acl::{
 pub use authorizer::Authorizer;
 pub use client_quota::{ClientQuotas, EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
 pub use command::{Applied, Command, Election, ElectionOutcome};
+pub use dir_lock::{DirLock, DirLockError, LOCK_FILE};
 pub use error::MetaError;
 pub use image::MetadataImage;
 pub use model::{BrokerInfo, ListenerEndpoint, PartitionInfo, TopicInfo};
 pub use raft::{
-    Controller, ControllerConfig, ControllerError, ControllerIo, ControllerStatus,
+    Controller, ControllerConfig, ControllerError, ControllerIo, ControllerSasl, ControllerStatus,
     ControllerStream, ControllerTransport, Handshake, HeartbeatReply, PeerAuthorization, Plaintext,
     Role, SubmitError, ANONYMOUS,
 };

@@ -484,6 +484,8 @@ fn leaders(config: &ClientConfig, topic: &str) -> Option<Vec<i32>> {
         .then(|| topic.partitions().iter().map(|p| p.leader()).collect())
 }
 
+/// The README's secured cluster: SASL_SSL for clients, brokers and
+/// controllers alike, ACLs on, and no anonymous super user.
 #[test]
 fn a_cluster_with_only_sasl_ssl_listeners_replicates_and_fails_over() {
     use common::cluster::wait_until;
@@ -493,10 +495,14 @@ fn a_cluster_with_only_sasl_ssl_listeners_replicates_and_fails_over() {
                 username=\"broker\" password=\"broker-secret\";";
     let mut nodes = three_nodes(|port| {
         vec![
-            "--controller-listen".to_owned(),
-            format!("127.0.0.1:{port}"),
             "--listeners".to_owned(),
-            "SASL_SSL://127.0.0.1:0".to_owned(),
+            format!("SASL_SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
+            "--listener-security-protocol-map".to_owned(),
+            "SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL".to_owned(),
+            "--authorizer-class-name".to_owned(),
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_owned(),
+            "--super-users".to_owned(),
+            "User:broker;User:app".to_owned(),
             "--ssl-keystore-location".to_owned(),
             path(&keystore),
             "--ssl-truststore-location".to_owned(),
@@ -938,7 +944,7 @@ fn controllers_talk_over_mutual_tls_and_refuse_who_lacks_cluster_action() {
 }
 
 #[test]
-fn sasl_on_the_controller_listener_stops_the_start_with_a_clear_error() {
+fn a_sasl_controller_listener_without_the_nodes_credentials_stops_the_start_with_a_clear_error() {
     let data = tempfile::tempdir().unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
         .arg("serve")
@@ -959,7 +965,8 @@ fn sasl_on_the_controller_listener_stops_the_start_with_a_clear_error() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("SASL on the controller listener is not supported"),
+        stderr.contains("sasl.jaas.config")
+            && stderr.contains("a SASL controller listener needs this node's own credentials"),
         "{stderr}"
     );
 }

@@ -213,3 +213,41 @@ fn a_broker_whose_output_cannot_be_written_still_serves() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+/// A second process on a directory a node is using would destroy it (both
+/// write its logs and its controller's Raft log): it must refuse to start,
+/// as Kafka does with its `.lock` file, and leave the first serving.
+#[test]
+fn a_second_node_on_a_directory_in_use_refuses_to_start() {
+    let logs = tempfile::tempdir().unwrap();
+    let logs_dir = logs.path().join("logs");
+    let logs_arg = logs_dir.display().to_string();
+    let weir = Weir::start(&["--log-dirs", &logs_arg]);
+    let second = |data_dir: &str, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_weir"))
+            .arg("serve")
+            .args(["--data-dir", data_dir])
+            .args(["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
+            .args(["--controller-listen", "127.0.0.1:0"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let data_dir = weir.data_dir.display().to_string();
+    let same_data = second(&data_dir, &[]);
+    let other = tempfile::tempdir().unwrap();
+    let other_data = other.path().display().to_string();
+    let same_logs = second(&other_data, &["--log-dirs", &logs_arg]);
+    for (output, dir) in [(same_data, &weir.data_dir), (same_logs, &logs_dir)] {
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let expected = format!(
+            "Failed to acquire lock on file .lock in {}",
+            std::path::absolute(dir).unwrap().display()
+        );
+        assert!(stderr.contains(&expected), "{stderr}");
+    }
+    // The first one never noticed.
+    let (status, _) = weir.http_get("/v1/cluster");
+    assert_eq!(status, 200);
+}

@@ -400,6 +400,11 @@ async fn propose(shared: &Shared, cmd: Command) -> bool {
             warn!(?cmd, "the controller's command was not committed in time");
             false
         }
+        // Its own commands are never checked.
+        WriteOutcome::Denied(reason) => {
+            warn!(?cmd, %reason, "the controller's own command was refused");
+            false
+        }
     }
 }
 

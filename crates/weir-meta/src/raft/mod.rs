@@ -27,6 +27,8 @@ mod forward;
 mod leader;
 mod log_store;
 mod network;
+mod permission;
+mod sasl;
 mod server;
 mod state_machine;
 mod transport;
@@ -56,6 +58,7 @@ use self::forward::{CallError, Forwarder, HeartbeatAttempt};
 use self::leader::Shared;
 use self::log_store::LogStore;
 use self::network::{Network, RpcRequest, RpcResponse};
+pub use self::sasl::ControllerSasl;
 use self::state_machine::StateMachine;
 pub use self::transport::{
     ControllerIo, ControllerStream, ControllerTransport, Handshake, PeerAuthorization, Plaintext,
@@ -104,8 +107,16 @@ pub struct ControllerConfig {
     /// How connections between controllers, and from brokers to them, are
     /// secured; the same on every node.
     pub transport: Arc<dyn ControllerTransport>,
-    /// When an authorizer is on: peers need `ClusterAction` on the cluster.
+    /// When an authorizer is on: each request is authorized against the
+    /// peer's principal (Raft and the broker lifecycle need
+    /// `ClusterAction`; a metadata change what the same change needs
+    /// through the Kafka API).
     pub peer_authorization: Option<PeerAuthorization>,
+    /// Cut off peers that prove no identity (set when the Kafka listeners
+    /// authenticate their clients).
+    pub refuse_anonymous: bool,
+    /// SCRAM on every controller connection, over `transport`.
+    pub sasl: Option<ControllerSasl>,
 }
 
 impl Default for ControllerConfig {
@@ -122,6 +133,8 @@ impl Default for ControllerConfig {
             leader_imbalance_check_interval: Some(Duration::from_secs(300)),
             transport: Arc::new(Plaintext),
             peer_authorization: None,
+            refuse_anonymous: false,
+            sasl: None,
         }
     }
 }
@@ -185,6 +198,9 @@ pub enum ControllerError {
     /// Raft itself failed (a storage failure stops it).
     #[error("the controller quorum failed: {0}")]
     Raft(String),
+    /// The controller's directory is in use by another node.
+    #[error(transparent)]
+    Locked(#[from] crate::DirLockError),
 }
 
 /// Why [`Controller::submit`] did not apply a command (or another call on
@@ -337,6 +353,8 @@ pub struct Controller {
     monitor: Mutex<Option<JoinHandle<()>>>,
     stopped: AtomicBool,
     local_addr: SocketAddr,
+    /// Held until the controller stops.
+    dir_lock: Mutex<Option<crate::DirLock>>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -511,12 +529,23 @@ impl Controller {
             .local_addr()
             .map_err(|e| ControllerError::Config(format!("the listener has no address: {e}")))?;
         let raft_config = Arc::new(config.to_openraft()?);
+        // Before any file is read: another node writing here would destroy it.
+        let dir_lock = crate::DirLock::acquire(dir)?;
         let log_store = LogStore::open(dir)?;
         let (state_machine, image) = StateMachine::open(dir)?;
+        let transport: Arc<dyn ControllerTransport> = match &config.sasl {
+            Some(sasl) => Arc::new(sasl::SaslTransport::new(
+                config.transport.clone(),
+                sasl.clone(),
+                image.clone(),
+                config.rpc_timeout,
+            )),
+            None => config.transport.clone(),
+        };
         let network = Network {
             node_id,
             connect_timeout: config.rpc_timeout,
-            transport: config.transport.clone(),
+            transport: transport.clone(),
         };
         let raft = types::Raft::new(node_id, raft_config, network, log_store, state_machine)
             .await
@@ -526,8 +555,9 @@ impl Controller {
             listener,
             shared.clone(),
             server::Admission {
-                transport: config.transport.clone(),
+                transport: transport.clone(),
                 authorization: config.peer_authorization.clone(),
+                refuse_anonymous: config.refuse_anonymous,
                 handshake_timeout: config.rpc_timeout,
             },
             config.rpc_timeout,
@@ -540,11 +570,7 @@ impl Controller {
         Ok(Controller {
             node_id,
             shared,
-            forwarder: Forwarder::new(
-                config.transport.clone(),
-                config.rpc_timeout,
-                config.rpc_timeout,
-            ),
+            forwarder: Forwarder::new(transport, config.rpc_timeout, config.rpc_timeout),
             heartbeat_attempt_timeout: heartbeat_attempt_timeout(
                 config.rpc_timeout,
                 config.broker_session_timeout,
@@ -553,6 +579,7 @@ impl Controller {
             monitor: Mutex::new(Some(monitor)),
             stopped: AtomicBool::new(false),
             local_addr,
+            dir_lock: Mutex::new(Some(dir_lock)),
         })
     }
 
@@ -718,6 +745,11 @@ impl Controller {
                 WriteOutcome::NotLeader => {}
                 WriteOutcome::Unavailable(reason) => return Err(SubmitError::Unavailable(reason)),
                 WriteOutcome::Timeout => return Err(SubmitError::Timeout(timeout)),
+                WriteOutcome::Denied(reason) => {
+                    return Err(SubmitError::Rejected(
+                        MetaError::ClusterAuthorizationFailed(reason),
+                    ))
+                }
             }
             if !pause_before_retry(deadline).await {
                 return Err(SubmitError::NoLeader(timeout));
@@ -975,6 +1007,11 @@ impl Controller {
             .shutdown()
             .await
             .map_err(|e| ControllerError::Raft(e.to_string()))?;
+        // Raft has stopped writing: another start may take the directory.
+        self.dir_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         info!(node_id = self.node_id, "controller stopped");
         Ok(())
     }

@@ -100,6 +100,15 @@ pub(crate) async fn read_frame<T: DeserializeOwned>(
     stream: &mut (impl AsyncRead + Unpin + ?Sized),
     body_timeout: Duration,
 ) -> io::Result<Option<T>> {
+    read_frame_within(stream, body_timeout, MAX_FRAME_LEN).await
+}
+
+/// [`read_frame`], refusing a frame longer than `max_len`.
+pub(crate) async fn read_frame_within<T: DeserializeOwned>(
+    stream: &mut (impl AsyncRead + Unpin + ?Sized),
+    body_timeout: Duration,
+    max_len: usize,
+) -> io::Result<Option<T>> {
     let mut len = [0u8; 4];
     match stream.read_exact(&mut len).await {
         Ok(_) => {}
@@ -107,10 +116,10 @@ pub(crate) async fn read_frame<T: DeserializeOwned>(
         Err(e) => return Err(e),
     }
     let len = u32::from_be_bytes(len) as usize;
-    if len > MAX_FRAME_LEN {
+    if len > max_len {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("a controller frame of {len} bytes exceeds the {MAX_FRAME_LEN}-byte limit"),
+            format!("a controller frame of {len} bytes exceeds the {max_len}-byte limit"),
         ));
     }
     let mut body = vec![0u8; len];

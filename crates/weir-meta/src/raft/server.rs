@@ -1,8 +1,8 @@
 //! Controller RPC, the server side: accepts connections on the controller
-//! listener, secures them and checks the peer may use them, then hands
-//! each request to Raft (or, for forwarded commands, heartbeats and
-//! learners asking to join, to the leader's side of this node), answering
-//! in order.
+//! listener and secures them, checks each request against what its
+//! sender may do (`permission.rs`), then hands it to Raft (or, for
+//! forwarded commands, heartbeats and learners asking to join, to the
+//! leader's side of this node), answering in order.
 //!
 //! The accept task owns every connection task: aborting it (on shutdown)
 //! closes them all.
@@ -17,41 +17,94 @@ use tracing::{debug, warn};
 
 use super::leader::Shared;
 use super::network::{read_frame, write_frame, RpcRequest, RpcResponse};
-use super::transport::{ControllerStream, ControllerTransport, PeerAuthorization};
+use super::permission;
+use super::transport::{ControllerStream, ControllerTransport, PeerAuthorization, ANONYMOUS};
+use super::types::WriteOutcome;
+use crate::Authorizer;
 
-/// Who gets in, and how.
+/// Who gets in, how, and what each peer may ask.
 #[derive(Debug, Clone)]
 pub(crate) struct Admission {
     pub(crate) transport: Arc<dyn ControllerTransport>,
-    /// `None`: no authorizer, any peer that completes the handshake.
+    /// `None`: no authorizer, every request of a peer let in is served.
     pub(crate) authorization: Option<PeerAuthorization>,
+    /// Peers that prove no identity are cut off before a frame is read:
+    /// the Kafka listeners authenticate their clients, and this listener
+    /// must not be the way around that.
+    pub(crate) refuse_anonymous: bool,
     pub(crate) handshake_timeout: Duration,
 }
 
+/// A peer let in: who it proved to be, and from where.
+struct Peer {
+    principal: String,
+    addr: SocketAddr,
+}
+
 impl Admission {
-    /// The connection secured, once the peer is known to be allowed in.
+    /// The connection secured, once the peer may use it at all.
     async fn admit(
         &self,
         socket: TcpStream,
-        peer: SocketAddr,
-        shared: &Shared,
-    ) -> std::io::Result<ControllerStream> {
+        addr: SocketAddr,
+    ) -> std::io::Result<(ControllerStream, Peer)> {
         socket.set_nodelay(true)?;
         let handshake = tokio::time::timeout(self.handshake_timeout, self.transport.accept(socket));
         let (stream, principal) = handshake.await.map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::TimedOut, "the handshake timed out")
         })??;
-        if let Some(authorization) = &self.authorization {
-            let image = shared.image.borrow().clone();
-            if !authorization.allows(&image, &principal, &peer.ip().to_string()) {
-                warn!(%peer, principal, "refused a controller connection: the principal lacks ClusterAction on the cluster");
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    format!("{principal} may not use the controller RPC"),
-                ));
-            }
+        if self.refuse_anonymous && principal == ANONYMOUS {
+            warn!(peer = %addr, "refused a controller connection that proved no identity: the Kafka listeners authenticate their clients, so the controller listener needs SASL, or SSL with ssl.client.auth=required");
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "an unauthenticated peer may not use the controller RPC",
+            ));
         }
-        Ok(stream)
+        Ok((stream, Peer { principal, addr }))
+    }
+}
+
+/// The decisions of one connection, on the ACLs of the image they were
+/// made from.
+struct Decisions<'a> {
+    authorization: Option<&'a PeerAuthorization>,
+    /// The authorizer and the applied index of the image it was built
+    /// from: rebuilt only when the image moves on.
+    authorizer: Option<(u64, Authorizer)>,
+}
+
+impl Decisions<'_> {
+    /// Whether `peer` may make `request`: `Err` names what it lacks.
+    fn permit(&mut self, shared: &Shared, peer: &Peer, request: &RpcRequest) -> Result<(), String> {
+        let Some(authorization) = self.authorization else {
+            return Ok(());
+        };
+        let needed = match request {
+            RpcRequest::Submit(command) => permission::needed_for(command),
+            RpcRequest::Vote(_)
+            | RpcRequest::AppendEntries(_)
+            | RpcRequest::InstallSnapshot(_)
+            | RpcRequest::Heartbeat { .. }
+            | RpcRequest::JoinAsLearner { .. } => vec![permission::CLUSTER_ACTION],
+        };
+        let image = shared.image.borrow().clone();
+        let index = image.applied_index();
+        let authorizer = match &mut self.authorizer {
+            Some((built_at, authorizer)) if *built_at == index => authorizer,
+            slot => &mut slot.insert((index, authorization.authorizer(&image))).1,
+        };
+        let host = peer.addr.ip().to_string();
+        let allowed = needed.iter().any(|n| {
+            authorizer.authorize(&peer.principal, &host, n.operation, n.resource_type, n.name)
+        });
+        if allowed {
+            return Ok(());
+        }
+        let first = needed.first().expect("every request needs something");
+        Err(format!(
+            "{} may not {} the {} {}",
+            peer.principal, first.operation, first.resource_type, first.name
+        ))
     }
 }
 
@@ -85,8 +138,10 @@ async fn accept_loop(
                     let shared = shared.clone();
                     let admission = admission.clone();
                     connections.spawn(async move {
-                        let served = match admission.admit(socket, peer, &shared).await {
-                            Ok(stream) => serve(stream, &shared, body_timeout).await,
+                        let served = match admission.admit(socket, peer).await {
+                            Ok((stream, who)) => {
+                                serve(stream, &who, &shared, &admission, body_timeout).await
+                            }
                             Err(e) => Err(e),
                         };
                         if let Err(e) = served {
@@ -107,11 +162,34 @@ async fn accept_loop(
 
 async fn serve(
     mut stream: ControllerStream,
+    peer: &Peer,
     shared: &Shared,
+    admission: &Admission,
     body_timeout: Duration,
 ) -> std::io::Result<()> {
     let raft = &shared.raft;
+    let mut decisions = Decisions {
+        authorization: admission.authorization.as_ref(),
+        authorizer: None,
+    };
     while let Some(request) = read_frame::<RpcRequest>(&mut stream, body_timeout).await? {
+        if let Err(denial) = decisions.permit(shared, peer, &request) {
+            warn!(peer = %peer.addr, %denial, "refused a controller request");
+            if !matches!(request, RpcRequest::Submit(_)) {
+                // Raft's traffic has no way to say "denied": the peer
+                // sees its connection fail, as an unreachable one.
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    denial,
+                ));
+            }
+            write_frame(
+                &mut stream,
+                &RpcResponse::Submit(WriteOutcome::Denied(denial)),
+            )
+            .await?;
+            continue;
+        }
         let response = match request {
             RpcRequest::Vote(rpc) => RpcResponse::Vote(raft.vote(rpc).await),
             RpcRequest::AppendEntries(rpc) => {

@@ -4,10 +4,8 @@
 //! [`ControllerTransport`] turns a TCP connection into the byte stream the
 //! frames travel on: the connection as it is ([`Plaintext`]), or TLS,
 //! which the broker supplies (this crate has no TLS of its own). On the
-//! accepting side it also names the peer's principal, which must be
-//! allowed `ClusterAction` on the cluster when an authorizer is on
-//! ([`PeerAuthorization`]), as Kafka's controllers require of brokers and
-//! of each other.
+//! accepting side it also names the peer's principal, which each request
+//! is authorized against when an authorizer is on ([`PeerAuthorization`]).
 
 use std::fmt;
 use std::future::Future;
@@ -18,7 +16,6 @@ use std::task::{Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::acl::{AclOperation, ResourceType, CLUSTER_RESOURCE_NAME};
 use crate::image::MetadataImage;
 
 /// A byte stream controller frames travel on.
@@ -73,21 +70,12 @@ pub struct PeerAuthorization {
 }
 
 impl PeerAuthorization {
-    /// Whether `principal`, connected from `host`, may use the controller
-    /// RPC: it needs `ClusterAction` on the cluster.
-    pub(crate) fn allows(&self, image: &MetadataImage, principal: &str, host: &str) -> bool {
-        image
-            .authorizer(
-                self.super_users.clone(),
-                self.allow_everyone_if_no_acl_found,
-            )
-            .authorize(
-                principal,
-                host,
-                AclOperation::ClusterAction,
-                ResourceType::Cluster,
-                CLUSTER_RESOURCE_NAME,
-            )
+    /// The authorizer of `image`'s ACLs under these settings.
+    pub(crate) fn authorizer(&self, image: &MetadataImage) -> crate::Authorizer {
+        image.authorizer(
+            self.super_users.clone(),
+            self.allow_everyone_if_no_acl_found,
+        )
     }
 }
 

@@ -83,6 +83,8 @@ pub(crate) enum WriteOutcome {
     Unavailable(String),
     /// Not committed within the leader's submit timeout; it may still be.
     Timeout,
+    /// Refused before it was proposed: the sender may not make the change.
+    Denied(String),
 }
 
 /// What the leader did with a node's request to join as a learner.
