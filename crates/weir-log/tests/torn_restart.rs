@@ -268,8 +268,8 @@ fn records_appended_after_a_clean_start_on_a_torn_active_segment_survive_a_crash
     }
 }
 
-/// The same with the torn segment an older one, and the recovery-point hint
-/// lost, so that recovery would scan from the first segment.
+/// The same with the torn segment an older one, with the recovery-point
+/// hint kept and lost (then recovery would scan from the first segment).
 #[test]
 fn records_appended_after_a_clean_start_on_a_torn_older_segment_survive_a_crash() {
     for tear in TEARS {
