@@ -373,7 +373,7 @@ impl Log {
         };
         let recovery_point = recovery_point.min(first_scanned.unwrap_or(u64::MAX));
         tracing::debug!(dir = %dir.display(), segments = segments.len(), log_start_offset, log_end_offset, clean, "log opened");
-        Ok(Self {
+        let log = Self {
             dir,
             storage,
             clock,
@@ -401,7 +401,49 @@ impl Log {
             }),
             flushed: Condvar::new(),
             failure_listener: std::sync::OnceLock::new(),
-        })
+        };
+        log.settle_corrupt_segments()?;
+        Ok(log)
+    }
+
+    /// Keeps a segment found corrupt though it was flushed (a trusted
+    /// segment at open, or any segment `verify` checked) out of recovery's
+    /// reach. Recovery scans the segments from the recovery point as an
+    /// unflushed tail: it would cut such a segment at the corrupt batch and
+    /// delete every later one, with the records appended since. So the
+    /// active segment, if corrupt, is sealed (appends go to a new segment at
+    /// its end), and the recovery point is moved past every corrupt segment,
+    /// their files synced first.
+    fn settle_corrupt_segments(&self) -> Result<(), LogError> {
+        {
+            let mut st = self.state.lock();
+            if st.offline.is_some() {
+                // Nothing can be synced; the reopen will decide.
+                return Ok(());
+            }
+            let active = st.active();
+            // With no valid batch there is no end to start a new segment at;
+            // nothing of it is served and nothing follows it, so a cut by
+            // recovery loses nothing (the next append replaces it).
+            if active.corrupt_from.is_some() && active.next_offset > active.base_offset {
+                let base = active.next_offset;
+                tracing::info!(dir = %self.dir.display(), new_base = base, "sealing the corrupt active segment");
+                self.roll_locked(&mut st, base)
+                    .inspect_err(|error| self.note_failure(error))?;
+            }
+            let active_base = st.active().base_offset;
+            let recovery_point = st.recovery_point;
+            let exposed = st.segments.values().any(|s| {
+                s.corrupt_from.is_some()
+                    && s.base_offset != active_base
+                    && s.base_offset >= recovery_point
+            });
+            if !exposed {
+                return Ok(());
+            }
+        }
+        // Whatever the durable offset says: the recovery point must move.
+        self.sync_up_to(u64::MAX, false)
     }
 
     /// Has `listener` told, from now on, of the I/O failures that leave
@@ -1401,6 +1443,10 @@ impl Log {
                 });
                 segment.corrupt_from = Some(invalid);
             }
+        }
+        drop(st);
+        if !found.is_empty() {
+            self.settle_corrupt_segments()?;
         }
         Ok(found)
     }

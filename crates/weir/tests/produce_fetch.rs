@@ -92,6 +92,17 @@ fn consume_all(
     partitions: i32,
     count: usize,
 ) -> Vec<(i32, i64, Option<String>, String)> {
+    consume_from(weir, topic, partitions, Offset::Beginning, count)
+}
+
+/// Reads `count` records from every partition of `topic` from `from`.
+fn consume_from(
+    weir: &Weir,
+    topic: &str,
+    partitions: i32,
+    from: Offset,
+    count: usize,
+) -> Vec<(i32, i64, Option<String>, String)> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", &weir.kafka)
         .set("group.id", "unused")
@@ -100,9 +111,7 @@ fn consume_all(
         .expect("consumer");
     let mut assignment = TopicPartitionList::new();
     for p in 0..partitions {
-        assignment
-            .add_partition_offset(topic, p, Offset::Beginning)
-            .unwrap();
+        assignment.add_partition_offset(topic, p, from).unwrap();
     }
     consumer.assign(&assignment).expect("assign");
     let mut out = Vec::with_capacity(count);
@@ -409,6 +418,82 @@ fn kill_9_under_acks_all_loses_no_acknowledged_record() {
         assert_eq!(
             by_offset.get(&offset),
             Some(&value),
+            "acknowledged record at {offset}"
+        );
+    }
+}
+
+/// A clean start that finds a torn batch at the end of a flushed segment
+/// reports it and carries on; a kill -9 after that must not take the
+/// segment for an unflushed tail, cut the log there and delete the records
+/// acknowledged since the start.
+#[test]
+fn records_acknowledged_after_a_clean_start_on_a_torn_segment_survive_kill_9() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data_dir = tmp.path().join("data");
+    let mut weir = Weir::start_in(&data_dir, &[], None, &[]);
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .create()
+        .expect("admin");
+    // Small segments, so that the appends after the start roll several.
+    let topic = NewTopic::new("torn", 1, TopicReplication::Fixed(1)).set("segment.bytes", "4096");
+    for result in block_on(admin.create_topics([&topic], &AdminOptions::new())).expect("create") {
+        result.expect("topic created");
+    }
+    drop(admin);
+    let producer_handle = producer(&weir, &[("acks", "all")]);
+    // In waves, so that the segment holds several batches and the tear
+    // leaves whole ones before it.
+    for wave in 0..5 {
+        let before: Vec<(Option<String>, String)> = (0..10)
+            .map(|i| (None, format!("before-{wave}-{i}")))
+            .collect();
+        produce_all(&producer_handle, "torn", &before);
+    }
+    drop(producer_handle);
+    assert!(weir.stop().success(), "clean stop must exit 0");
+
+    // Tear the last batch of the last segment: its final bytes never
+    // reached the disk.
+    let dir = data_dir.join("torn-0");
+    let last = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .max()
+        .expect("a segment");
+    let file = std::fs::OpenOptions::new().write(true).open(&last).unwrap();
+    let len = file.metadata().unwrap().len();
+    assert!(len > 20, "{} holds a batch", last.display());
+    file.set_len(len - 7).unwrap();
+    drop(file);
+
+    let mut weir = Weir::start_in(&data_dir, &[], None, &[]);
+    let producer_handle = producer(&weir, &[("acks", "all")]);
+    let after: Vec<(Option<String>, String)> = (0..600)
+        .map(|i| (None, format!("after-{i}-{}", "x".repeat(64))))
+        .collect();
+    let offsets = produce_all(&producer_handle, "torn", &after);
+    drop(producer_handle);
+    weir.restart(false);
+
+    let first = offsets.iter().map(|&(_, offset)| offset).min().unwrap();
+    let last = offsets.iter().map(|&(_, offset)| offset).max().unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .create()
+        .expect("consumer");
+    let (_, high) = consumer
+        .fetch_watermarks("torn", 0, Duration::from_secs(30))
+        .expect("watermarks");
+    assert!(high > last, "log ends at {high}, acknowledged up to {last}");
+    let consumed = consume_from(&weir, "torn", 1, Offset::Offset(first), after.len());
+    let by_offset: HashMap<i64, String> = consumed.into_iter().map(|c| (c.1, c.3)).collect();
+    for ((_, offset), (_, value)) in offsets.iter().zip(&after) {
+        assert_eq!(
+            by_offset.get(offset),
+            Some(value),
             "acknowledged record at {offset}"
         );
     }
