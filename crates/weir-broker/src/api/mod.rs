@@ -211,10 +211,40 @@ impl RequestContext {
         if self.may(operation, resource_type, name) {
             return true;
         }
+        let shown = self.shown_resource(broker, resource_type, name);
         broker
             .metrics()
-            .authorization_denied(&self.principal, operation, resource_type, name);
+            .authorization_denied(&self.principal, operation, resource_type, shown);
         false
+    }
+
+    /// The name a denial's metric labels may carry: the resource's own only
+    /// if it exists and the principal may describe it, so that the names a
+    /// client makes up, or may not see, never become labels (each would be
+    /// a series kept for the life of the process).
+    fn shown_resource<'a>(
+        &self,
+        broker: &Broker,
+        resource_type: ResourceType,
+        name: &'a str,
+    ) -> &'a str {
+        let exists = match resource_type {
+            // One name, not the client's.
+            ResourceType::Cluster => return name,
+            ResourceType::Topic => broker.image().topic(name).is_some(),
+            ResourceType::Group => {
+                broker.groups().describe(name).is_some()
+                    || broker.consumer_groups().hosts(name)
+                    || broker.share_groups().hosts(name)
+                    || !broker.offsets().group_offsets(name).is_empty()
+            }
+            _ => false,
+        };
+        if exists && self.may(AclOperation::Describe, resource_type, name) {
+            name
+        } else {
+            crate::metrics::HIDDEN_RESOURCE
+        }
     }
 
     /// [`authorized`](Self::authorized) on the cluster resource.
