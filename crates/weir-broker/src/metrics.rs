@@ -7,7 +7,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ApiLabels {
@@ -33,6 +33,22 @@ pub struct AuthenticationLabels {
     /// TLS, or the SASL mechanism.
     pub mechanism: String,
 }
+
+/// What the `resource` label of `weir_authorization_denials_total` shows
+/// in place of a name it may not show: one the client may have made up (no
+/// such resource), or one the principal may not see (no DESCRIBE on it).
+/// Parentheses are in no topic name Kafka accepts.
+pub const HIDDEN_RESOURCE: &str = "(hidden)";
+
+/// The most series `weir_authorization_denials_total` takes (give or take
+/// the denials counted at the same moment). Past it, a denial with labels
+/// not seen yet is counted with `principal` and `resource` both
+/// [`OTHER_DENIALS`], by operation and resource type, so that no client
+/// can grow the broker's memory or `/metrics` without bound.
+pub const MAX_DENIAL_SERIES: usize = 1000;
+
+/// The `principal` and `resource` of denials past [`MAX_DENIAL_SERIES`].
+pub const OTHER_DENIALS: &str = "(other)";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DenialLabels {
@@ -64,6 +80,9 @@ pub struct Metrics {
     pub transaction_oldest_open_seconds: Gauge<f64, AtomicU64>,
     pub authentication_failures: Family<AuthenticationLabels, Counter>,
     pub authorization_denials: Family<DenialLabels, Counter>,
+    /// The series `authorization_denials` has made (or a few more, when
+    /// two denials made the same one at once).
+    denial_series: AtomicUsize,
     pub share_group_dead_lettered: Family<GroupPartitionLabels, Counter>,
     pub share_group_records_archived: Family<GroupPartitionLabels, Counter>,
     pub share_group_records_available: Family<GroupPartitionLabels, Gauge>,
@@ -138,7 +157,8 @@ impl Default for Metrics {
         registry.register(
             "authorization_denials",
             "Requests or parts of requests an authenticated principal was denied, by principal, \
-             operation and resource",
+             operation and resource; the resource's name only if it exists and the principal \
+             may describe it, (hidden) otherwise",
             authorization_denials.clone(),
         );
         registry.register("requests", "Requests handled, by API", requests.clone());
@@ -241,6 +261,7 @@ impl Default for Metrics {
             transaction_oldest_open_seconds,
             authentication_failures,
             authorization_denials,
+            denial_series: AtomicUsize::new(0),
             share_group_dead_lettered,
             share_group_records_archived,
             share_group_records_available,
@@ -269,7 +290,9 @@ impl Metrics {
             .inc();
     }
 
-    /// A request, or part of one, was denied.
+    /// A request, or part of one, was denied. `resource` is a name the
+    /// caller may show (see [`HIDDEN_RESOURCE`]); the family keeps at most
+    /// about [`MAX_DENIAL_SERIES`] series.
     pub fn authorization_denied(
         &self,
         principal: &str,
@@ -277,14 +300,21 @@ impl Metrics {
         resource_type: weir_meta::ResourceType,
         resource: &str,
     ) {
-        self.authorization_denials
-            .get_or_create(&DenialLabels {
-                principal: principal.to_owned(),
-                operation: operation.to_string(),
-                resource_type: resource_type.to_string(),
-                resource: resource.to_owned(),
-            })
-            .inc();
+        let mut labels = DenialLabels {
+            principal: principal.to_owned(),
+            operation: operation.to_string(),
+            resource_type: resource_type.to_string(),
+            resource: resource.to_owned(),
+        };
+        let denials = &self.authorization_denials;
+        if denials.get(&labels).is_none()
+            && self.denial_series.fetch_add(1, Ordering::Relaxed) >= MAX_DENIAL_SERIES
+        {
+            self.denial_series.fetch_sub(1, Ordering::Relaxed);
+            labels.principal = OTHER_DENIALS.to_owned();
+            labels.resource = OTHER_DENIALS.to_owned();
+        }
+        denials.get_or_create(&labels).inc();
     }
 
     /// The text exposition format.
@@ -293,5 +323,44 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_meta::{AclOperation, ResourceType};
+
+    #[test]
+    fn denials_past_the_series_limit_are_counted_together_by_operation_and_type() {
+        let metrics = Metrics::default();
+        for i in 0..MAX_DENIAL_SERIES + 500 {
+            let principal = format!("User:u{i}");
+            metrics.authorization_denied(&principal, AclOperation::Read, ResourceType::Topic, "t");
+        }
+        let series = metrics
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("weir_authorization_denials_total{"))
+            .count();
+        assert_eq!(series, MAX_DENIAL_SERIES + 1);
+        let other = DenialLabels {
+            principal: OTHER_DENIALS.to_owned(),
+            operation: AclOperation::Read.to_string(),
+            resource_type: ResourceType::Topic.to_string(),
+            resource: OTHER_DENIALS.to_owned(),
+        };
+        assert_eq!(
+            metrics.authorization_denials.get_or_create(&other).get(),
+            500
+        );
+        // A series that exists goes on counting under its own labels.
+        metrics.authorization_denied("User:u0", AclOperation::Read, ResourceType::Topic, "t");
+        let first = DenialLabels {
+            principal: "User:u0".to_owned(),
+            resource: "t".to_owned(),
+            ..other
+        };
+        assert_eq!(metrics.authorization_denials.get_or_create(&first).get(), 2);
     }
 }

@@ -1070,3 +1070,169 @@ fn sessions_end_at_connections_max_reauth_ms_and_librdkafka_reauthenticates_on_i
     );
     assert_eq!(consume(&config, "reauth", sent).len(), sent);
 }
+
+/// A raw connection authenticated as `user` with SASL PLAIN.
+fn plain_login(addr: &str, user: &str, password: &str) -> Raw {
+    let mut raw = Raw::connect(addr);
+    assert_eq!(handshake(&mut raw, "PLAIN").error_code, 0);
+    let response: SaslAuthenticateResponse = raw.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default()
+            .with_auth_bytes(format!("\0{user}\0{password}").into_bytes().into()),
+    );
+    assert_eq!(response.error_code, 0, "{user} logs in");
+    raw
+}
+
+/// Sends, as the connection's principal, Metadata, Produce and CreateTopics
+/// requests naming `count` topics nobody created (`batch` to a request),
+/// each name used once; every one is denied.
+fn deny_made_up_topics(raw: &mut Raw, tag: &str, count: usize, batch: usize) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{
+        CreateTopicsRequest, CreateTopicsResponse, ProduceRequest, ProduceResponse,
+    };
+    let name = |api: &str, i: usize| TopicName(StrBytes::from_string(format!("{tag}-{api}-{i}")));
+    for start in (0..count).step_by(batch) {
+        let range = start..(start + batch).min(count);
+        let request = MetadataRequest::default()
+            .with_allow_auto_topic_creation(false)
+            .with_topics(Some(
+                range
+                    .clone()
+                    .map(|i| MetadataRequestTopic::default().with_name(Some(name("metadata", i))))
+                    .collect(),
+            ));
+        let r: MetadataResponse = raw.call(ApiKey::Metadata, 12, &request);
+        assert!(r.topics.iter().all(|t| t.error_code == 29), "denied");
+        let request = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5000)
+            .with_topic_data(
+                range
+                    .clone()
+                    .map(|i| {
+                        TopicProduceData::default()
+                            .with_name(name("produce", i))
+                            .with_partition_data(vec![PartitionProduceData::default()])
+                    })
+                    .collect(),
+            );
+        let r: ProduceResponse = raw.call(ApiKey::Produce, 9, &request);
+        assert!(
+            r.responses
+                .iter()
+                .all(|t| t.partition_responses[0].error_code == 29),
+            "denied"
+        );
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(
+                range
+                    .map(|i| {
+                        CreatableTopic::default()
+                            .with_name(name("create", i))
+                            .with_num_partitions(1)
+                            .with_replication_factor(1)
+                    })
+                    .collect(),
+            );
+        let r: CreateTopicsResponse = raw.call(ApiKey::CreateTopics, 7, &request);
+        assert!(r.topics.iter().all(|t| t.error_code == 29), "denied");
+    }
+}
+
+/// The denials of a principal without ACLs that names made-up topics grow
+/// neither the broker's memory nor `/metrics`: the denial metric names a
+/// resource only if it exists and the principal may describe it, and shows
+/// `(hidden)` otherwise.
+#[test]
+fn denials_of_made_up_names_grow_neither_memory_nor_metrics() {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{
+        CreateAclsRequest, CreateAclsResponse, ProduceRequest, ProduceResponse,
+    };
+    let weir = Weir::start(&[
+        "--listeners",
+        "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "--sasl-enabled-mechanisms",
+        "SCRAM-SHA-512,PLAIN",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=admin,password=admin-secret]",
+        "--authorizer-class-name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "--super-users",
+        "User:admin",
+    ]);
+    let metrics = || weir.http_get_as("/metrics", "admin", "admin-secret").1;
+    let denials = |metrics: &str| -> Vec<String> {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("weir_authorization_denials_total{"))
+            .map(|l| l.rsplit_once(' ').unwrap().0.to_owned())
+            .collect()
+    };
+
+    // Two topics; User:ANONYMOUS may describe one of them, nothing more.
+    let mut admin = plain_login(weir.listener("SASL_PLAINTEXT"), "admin", "admin-secret");
+    admin.topic_metadata("visible");
+    admin.topic_metadata("secret");
+    let created: CreateAclsResponse = admin.call(
+        ApiKey::CreateAcls,
+        3,
+        &CreateAclsRequest::default().with_creations(vec![
+            kafka_protocol::messages::create_acls_request::AclCreation::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("visible"))
+                .with_resource_pattern_type(3)
+                .with_principal(StrBytes::from_static_str("User:ANONYMOUS"))
+                .with_host(StrBytes::from_static_str("*"))
+                .with_operation(8)
+                .with_permission_type(3),
+        ]),
+    );
+    assert_eq!(created.results[0].error_code, 0);
+
+    let mut anonymous = Raw::connect(weir.listener("PLAINTEXT"));
+    // The same kinds of requests once, so that what they need once is
+    // there before measuring; then 50 000 more made-up names.
+    deny_made_up_topics(&mut anonymous, "warm-up", 5_000, 5_000);
+    let (rss_before, metrics_before) = (weir.rss_kib(), metrics().len());
+    deny_made_up_topics(&mut anonymous, "made-up", 50_000, 5_000);
+    let (rss_after, after) = (weir.rss_kib(), metrics());
+    assert!(
+        after.len() < metrics_before + 4096,
+        "/metrics grew from {metrics_before} to {} bytes",
+        after.len()
+    );
+    assert!(
+        rss_after < rss_before + 16 * 1024,
+        "RSS grew from {rss_before} to {rss_after} KiB"
+    );
+    assert!(!after.contains("made-up-"), "a made-up name became a label");
+
+    // Writes to both are denied: the one it may describe is named.
+    for topic in ["visible", "secret"] {
+        let request = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str(topic)))
+                .with_partition_data(vec![PartitionProduceData::default()])]);
+        let r: ProduceResponse = anonymous.call(ApiKey::Produce, 9, &request);
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 29);
+    }
+    let named = denials(&metrics());
+    let write = |resource: &str| {
+        format!(
+            "weir_authorization_denials_total{{principal=\"User:ANONYMOUS\",operation=\"WRITE\",\
+             resource_type=\"TOPIC\",resource=\"{resource}\"}}"
+        )
+    };
+    assert!(named.contains(&write("visible")), "{named:#?}");
+    assert!(named.contains(&write("(hidden)")), "{named:#?}");
+    assert!(!named.iter().any(|l| l.contains("secret")), "{named:#?}");
+}

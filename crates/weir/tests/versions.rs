@@ -15,6 +15,7 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 use weir_log::testing::BatchBuilder;
 
 fn name(s: &str) -> TopicName {
@@ -1233,4 +1234,416 @@ fn the_newest_versions_answer_as_kafka_4() {
             assert!(described.error_message.is_some());
         }
     }
+}
+
+/// Sends `$api`'s requests (its default request unless listed) at
+/// `$version` and decodes each answer as `$api`'s response at that version;
+/// the first failure is returned. An advertised API missing from the list
+/// fails, so that a new API joins the sweep.
+macro_rules! minimal_requests {
+    ($raw:expr, $key:expr, $version:expr, {
+        $($api:ident: $request:ty => $response:ty $(= $requests:expr)?),* $(,)?
+    }) => {
+        match $key {
+            $(ApiKey::$api => {
+                let requests: Vec<$request> = minimal_requests!(@requests $($requests)?);
+                for request in &requests {
+                    $raw.try_call::<_, $response>(ApiKey::$api, $version, request)?;
+                }
+                Ok(())
+            })*
+            other => Err(format!("{other:?} has no minimal request in this sweep")),
+        }
+    };
+    (@requests) => { vec![Default::default()] };
+    (@requests $requests:expr) => { $requests };
+}
+
+/// The requests of the minimal sweep for `key` at `version`: defaults,
+/// with the names of the topic and of the groups of every type where a
+/// request names them, so that each builder describes what exists. Nothing
+/// is deleted; what alters, validates only or names nothing.
+fn answers_minimal_requests(
+    raw: &mut Raw,
+    key: ApiKey,
+    version: i16,
+    topic: &str,
+    topic_id: Uuid,
+    groups: &[&str],
+) -> Result<(), String> {
+    use kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+    use kafka_protocol::messages::leave_group_request::MemberIdentity;
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopic,
+    };
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    let group_id = |g: &&str| GroupId(StrBytes::from_string((*g).to_owned()));
+    let group_ids: Vec<GroupId> = groups.iter().map(group_id).collect();
+    let text = |s: &str| StrBytes::from_string(s.to_owned());
+    let unknown_member = StrBytes::from_static_str("unknown-member");
+    fn per_group<T>(groups: &[&str], f: impl Fn(GroupId) -> T) -> Vec<T> {
+        groups
+            .iter()
+            .map(|g| f(GroupId(StrBytes::from_string((*g).to_owned()))))
+            .collect()
+    }
+    minimal_requests!(raw, key, version, {
+        Produce: ProduceRequest => ProduceResponse = vec![ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name(topic))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(BatchBuilder::new(1).build().into()))])])],
+        Fetch: FetchRequest => FetchResponse = vec![FetchRequest::default()
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(if version < 13 { name(topic) } else { TopicName::default() })
+                .with_topic_id(if version >= 13 { topic_id } else { Uuid::nil() })
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition_max_bytes(1 << 20)])])],
+        ListOffsets: ListOffsetsRequest => ListOffsetsResponse = vec![ListOffsetsRequest::default()
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name(topic))
+                .with_partitions(vec![ListOffsetsPartition::default().with_timestamp(-1)])])],
+        Metadata: MetadataRequest => MetadataResponse = vec![MetadataRequest::default()
+            // Every topic: an empty list at v0, none from v1 on.
+            .with_topics(if version == 0 { Some(Vec::new()) } else { None })],
+        OffsetCommit: OffsetCommitRequest => OffsetCommitResponse = per_group(groups, |g| {
+            OffsetCommitRequest::default()
+                .with_group_id(g)
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(name(topic))
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()])])
+        }),
+        OffsetFetch: OffsetFetchRequest => OffsetFetchResponse = if version >= 8 {
+            vec![OffsetFetchRequest::default().with_groups(
+                group_ids
+                    .iter()
+                    .map(|g| OffsetFetchRequestGroup::default().with_group_id(g.clone()))
+                    .collect(),
+            )]
+        } else {
+            per_group(groups, |g| {
+                OffsetFetchRequest::default()
+                    .with_group_id(g)
+                    .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                        .with_name(name(topic))
+                        .with_partition_indexes(vec![0])]))
+            })
+        },
+        FindCoordinator: FindCoordinatorRequest => FindCoordinatorResponse = if version >= 4 {
+            vec![FindCoordinatorRequest::default()
+                .with_coordinator_keys(groups.iter().map(|g| text(g)).collect())]
+        } else {
+            groups
+                .iter()
+                .map(|g| FindCoordinatorRequest::default().with_key(text(g)))
+                .collect()
+        },
+        JoinGroup: JoinGroupRequest => JoinGroupResponse,
+        Heartbeat: HeartbeatRequest => HeartbeatResponse = per_group(groups, |g| {
+            HeartbeatRequest::default()
+                .with_group_id(g)
+                .with_member_id(unknown_member.clone())
+        }),
+        LeaveGroup: LeaveGroupRequest => LeaveGroupResponse = per_group(groups, |g| {
+            let request = LeaveGroupRequest::default().with_group_id(g);
+            if version >= 3 {
+                request.with_members(vec![
+                    MemberIdentity::default().with_member_id(unknown_member.clone())
+                ])
+            } else {
+                request.with_member_id(unknown_member.clone())
+            }
+        }),
+        SyncGroup: SyncGroupRequest => SyncGroupResponse = per_group(groups, |g| {
+            SyncGroupRequest::default()
+                .with_group_id(g)
+                .with_member_id(unknown_member.clone())
+        }),
+        DescribeGroups: DescribeGroupsRequest => DescribeGroupsResponse = vec![
+            DescribeGroupsRequest::default()
+                .with_groups(group_ids.clone())
+                .with_include_authorized_operations(version >= 3),
+        ],
+        ListGroups: ListGroupsRequest => ListGroupsResponse,
+        SaslHandshake: SaslHandshakeRequest => SaslHandshakeResponse,
+        ApiVersions: ApiVersionsRequest => ApiVersionsResponse,
+        CreateTopics: CreateTopicsRequest => CreateTopicsResponse = vec![
+            // It exists: refused, and nothing changes.
+            CreateTopicsRequest::default()
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(name(topic))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)])
+                .with_validate_only(true),
+        ],
+        DeleteTopics: DeleteTopicsRequest => DeleteTopicsResponse,
+        DeleteRecords: DeleteRecordsRequest => DeleteRecordsResponse = vec![
+            DeleteRecordsRequest::default()
+                .with_timeout_ms(5000)
+                .with_topics(vec![DeleteRecordsTopic::default()
+                    .with_name(name(topic))
+                    .with_partitions(vec![DeleteRecordsPartition::default()])]),
+        ],
+        InitProducerId: InitProducerIdRequest => InitProducerIdResponse,
+        OffsetForLeaderEpoch: OffsetForLeaderEpochRequest => OffsetForLeaderEpochResponse = vec![
+            OffsetForLeaderEpochRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![OffsetForLeaderTopic::default()
+                    .with_topic(name(topic))
+                    .with_partitions(vec![OffsetForLeaderPartition::default()
+                        .with_current_leader_epoch(-1)])]),
+        ],
+        AddPartitionsToTxn: AddPartitionsToTxnRequest => AddPartitionsToTxnResponse,
+        AddOffsetsToTxn: AddOffsetsToTxnRequest => AddOffsetsToTxnResponse,
+        EndTxn: EndTxnRequest => EndTxnResponse,
+        WriteTxnMarkers: WriteTxnMarkersRequest => WriteTxnMarkersResponse,
+        TxnOffsetCommit: TxnOffsetCommitRequest => TxnOffsetCommitResponse,
+        DescribeAcls: DescribeAclsRequest => DescribeAclsResponse,
+        CreateAcls: CreateAclsRequest => CreateAclsResponse,
+        DeleteAcls: DeleteAclsRequest => DeleteAclsResponse,
+        DescribeConfigs: DescribeConfigsRequest => DescribeConfigsResponse = vec![
+            DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(text(topic)),
+                DescribeConfigsResource::default()
+                    .with_resource_type(4)
+                    .with_resource_name(text("1")),
+            ]),
+        ],
+        AlterConfigs: AlterConfigsRequest => AlterConfigsResponse = vec![
+            AlterConfigsRequest::default()
+                .with_validate_only(true)
+                .with_resources(vec![AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(text(topic))]),
+        ],
+        AlterReplicaLogDirs: AlterReplicaLogDirsRequest => AlterReplicaLogDirsResponse,
+        DescribeLogDirs: DescribeLogDirsRequest => DescribeLogDirsResponse = vec![
+            DescribeLogDirsRequest::default().with_topics(None),
+        ],
+        SaslAuthenticate: SaslAuthenticateRequest => SaslAuthenticateResponse,
+        CreatePartitions: CreatePartitionsRequest => CreatePartitionsResponse = vec![
+            // Not more partitions than it has: refused, and nothing changes.
+            CreatePartitionsRequest::default()
+                .with_timeout_ms(5000)
+                .with_validate_only(true)
+                .with_topics(vec![CreatePartitionsTopic::default()
+                    .with_name(name(topic))
+                    .with_count(1)
+                    .with_assignments(None)]),
+        ],
+        DeleteGroups: DeleteGroupsRequest => DeleteGroupsResponse,
+        ElectLeaders: ElectLeadersRequest => ElectLeadersResponse = vec![
+            ElectLeadersRequest::default().with_timeout_ms(5000),
+        ],
+        IncrementalAlterConfigs: IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse,
+        AlterPartitionReassignments:
+            AlterPartitionReassignmentsRequest => AlterPartitionReassignmentsResponse,
+        ListPartitionReassignments:
+            ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse,
+        OffsetDelete: OffsetDeleteRequest => OffsetDeleteResponse = per_group(groups, |g| {
+            OffsetDeleteRequest::default()
+                .with_group_id(g)
+                .with_topics(vec![OffsetDeleteRequestTopic::default()
+                    .with_name(name(topic))
+                    .with_partitions(vec![OffsetDeleteRequestPartition::default()])])
+        }),
+        DescribeClientQuotas: DescribeClientQuotasRequest => DescribeClientQuotasResponse,
+        AlterClientQuotas: AlterClientQuotasRequest => AlterClientQuotasResponse,
+        DescribeUserScramCredentials:
+            DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse,
+        AlterUserScramCredentials:
+            AlterUserScramCredentialsRequest => AlterUserScramCredentialsResponse,
+        DescribeQuorum: DescribeQuorumRequest => DescribeQuorumResponse,
+        UpdateFeatures: UpdateFeaturesRequest => UpdateFeaturesResponse = vec![
+            UpdateFeaturesRequest::default().with_validate_only(version >= 1),
+        ],
+        DescribeCluster: DescribeClusterRequest => DescribeClusterResponse,
+        DescribeProducers: DescribeProducersRequest => DescribeProducersResponse = vec![
+            DescribeProducersRequest::default().with_topics(vec![
+                kafka_protocol::messages::describe_producers_request::TopicRequest::default()
+                    .with_name(name(topic))
+                    .with_partition_indexes(vec![0]),
+            ]),
+        ],
+        DescribeTransactions: DescribeTransactionsRequest => DescribeTransactionsResponse = vec![
+            DescribeTransactionsRequest::default()
+                .with_transactional_ids(vec![TransactionalId(text("no-such-transaction"))]),
+        ],
+        ListTransactions: ListTransactionsRequest => ListTransactionsResponse,
+        ConsumerGroupHeartbeat: ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse,
+        ConsumerGroupDescribe: ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse = vec![
+            ConsumerGroupDescribeRequest::default()
+                .with_group_ids(group_ids.clone())
+                .with_include_authorized_operations(true),
+        ],
+        DescribeTopicPartitions: DescribeTopicPartitionsRequest => DescribeTopicPartitionsResponse = vec![
+            DescribeTopicPartitionsRequest::default()
+                .with_response_partition_limit(2000)
+                .with_topics(vec![
+                    kafka_protocol::messages::describe_topic_partitions_request::TopicRequest::default()
+                        .with_name(name(topic)),
+                ]),
+        ],
+        ShareGroupHeartbeat: ShareGroupHeartbeatRequest => ShareGroupHeartbeatResponse,
+        ShareGroupDescribe: ShareGroupDescribeRequest => ShareGroupDescribeResponse = vec![
+            ShareGroupDescribeRequest::default()
+                .with_group_ids(group_ids.clone())
+                .with_include_authorized_operations(true),
+        ],
+        ShareFetch: ShareFetchRequest => ShareFetchResponse = per_group(groups, |g| {
+            ShareFetchRequest::default()
+                .with_group_id(Some(g))
+                .with_member_id(Some(unknown_member.clone()))
+                .with_max_bytes(1 << 20)
+                .with_max_records(10)
+        }),
+        ShareAcknowledge: ShareAcknowledgeRequest => ShareAcknowledgeResponse = per_group(groups, |g| {
+            ShareAcknowledgeRequest::default()
+                .with_group_id(Some(g))
+                .with_member_id(Some(unknown_member.clone()))
+                .with_share_session_epoch(1)
+        }),
+        InitializeShareGroupState:
+            InitializeShareGroupStateRequest => InitializeShareGroupStateResponse,
+        ReadShareGroupState: ReadShareGroupStateRequest => ReadShareGroupStateResponse,
+        WriteShareGroupState: WriteShareGroupStateRequest => WriteShareGroupStateResponse,
+        DescribeShareGroupOffsets:
+            DescribeShareGroupOffsetsRequest => DescribeShareGroupOffsetsResponse = vec![
+            DescribeShareGroupOffsetsRequest::default().with_groups(
+                group_ids
+                    .iter()
+                    .map(|g| {
+                        DescribeShareGroupOffsetsRequestGroup::default()
+                            .with_group_id(g.clone())
+                            .with_topics(None)
+                    })
+                    .collect(),
+            ),
+        ],
+        AlterShareGroupOffsets: AlterShareGroupOffsetsRequest => AlterShareGroupOffsetsResponse =
+            per_group(groups, |g| AlterShareGroupOffsetsRequest::default().with_group_id(g)),
+        DeleteShareGroupOffsets: DeleteShareGroupOffsetsRequest => DeleteShareGroupOffsetsResponse =
+            per_group(groups, |g| DeleteShareGroupOffsetsRequest::default().with_group_id(g)),
+        ListConfigResources: ListConfigResourcesRequest => ListConfigResourcesResponse,
+    })
+}
+
+/// With a classic group (a static member: its instance id is in v4+
+/// only), a consumer group (KIP-848) and a share group (KIP-932) in the
+/// broker, every API it advertises, at every advertised version, answers a
+/// minimal request with a frame that decodes as that API's response at
+/// that version: no response is built outside its version's schema, and
+/// no request costs the client its connection.
+#[test]
+fn every_advertised_version_answers_a_minimal_request_with_groups_of_every_type() {
+    let weir = Weir::start(&["--group-initial-rebalance-delay-ms", "0"]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let topic = "minimal";
+    raw.topic_metadata(topic);
+    assert_eq!(raw.produce(topic, 0, BatchBuilder::new(2).build()).0, 0);
+    let topic_id = {
+        let request = MetadataRequest::default().with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name(topic))),
+        ]));
+        let r: MetadataResponse = raw.call(ApiKey::Metadata, 12, &request);
+        r.topics[0].topic_id
+    };
+
+    // A classic group, Stable, whose only member is static.
+    let classic = "minimal-classic";
+    let classic_id = GroupId(StrBytes::from_static_str(classic));
+    let join = JoinGroupRequest::default()
+        .with_group_id(classic_id.clone())
+        .with_group_instance_id(Some(StrBytes::from_static_str("instance-1")))
+        .with_session_timeout_ms(300_000)
+        .with_rebalance_timeout_ms(300_000)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![
+            kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default()
+                .with_name(StrBytes::from_static_str("range")),
+        ]);
+    raw.find_coordinator(0, classic);
+    let joined: JoinGroupResponse = until_loaded(
+        || raw.call(ApiKey::JoinGroup, 5, &join),
+        |r: &JoinGroupResponse| r.error_code,
+    );
+    assert_eq!(joined.error_code, 0, "JoinGroup of a static member");
+    let synced: SyncGroupResponse = raw.call(
+        ApiKey::SyncGroup,
+        5,
+        &SyncGroupRequest::default()
+            .with_group_id(classic_id)
+            .with_generation_id(joined.generation_id)
+            .with_member_id(joined.member_id.clone())
+            .with_group_instance_id(Some(StrBytes::from_static_str("instance-1"))),
+    );
+    assert_eq!(synced.error_code, 0, "SyncGroup of a static member");
+
+    // A consumer group (KIP-848) with one member.
+    let consumer = "minimal-consumer";
+    let heartbeat = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str(consumer)))
+        .with_member_id(StrBytes::from_static_str("consumer-member"))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![name(topic)]))
+        .with_topic_partitions(Some(Vec::new()));
+    let r: ConsumerGroupHeartbeatResponse = until_loaded(
+        || raw.call(ApiKey::ConsumerGroupHeartbeat, 0, &heartbeat),
+        |r: &ConsumerGroupHeartbeatResponse| r.error_code,
+    );
+    assert_eq!(r.error_code, 0, "ConsumerGroupHeartbeat");
+
+    // A share group (KIP-932) with one member.
+    let share = "minimal-share";
+    let heartbeat = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str(share)))
+        .with_member_id(StrBytes::from_static_str("share-member"))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![name(topic)]));
+    let r: ShareGroupHeartbeatResponse = until_loaded(
+        || raw.call(ApiKey::ShareGroupHeartbeat, 1, &heartbeat),
+        |r: &ShareGroupHeartbeatResponse| r.error_code,
+    );
+    assert_eq!(r.error_code, 0, "ShareGroupHeartbeat");
+
+    let groups = [classic, consumer, share, "minimal-absent"];
+    let versions: ApiVersionsResponse =
+        raw.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for api in &versions.api_keys {
+        let key = ApiKey::try_from(api.api_key).unwrap();
+        for version in api.min_version..=api.max_version {
+            checked += 1;
+            if let Err(why) =
+                answers_minimal_requests(&mut raw, key, version, topic, topic_id, &groups)
+            {
+                failures.push(format!("{key:?} v{version}: {why}"));
+                // Whatever became of this connection, go on with a new one.
+                raw = Raw::connect(&weir.kafka);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(checked > 200, "only {checked} versions checked");
 }

@@ -145,10 +145,17 @@ pub(super) fn describe_groups(
                 return described.with_error_code(code);
             }
             // A consumer group is described by ConsumerGroupDescribe, a
-            // share group by ShareGroupDescribe.
+            // share group by ShareGroupDescribe. Kafka 4 answers here as for
+            // a group it does not know: Dead, with GROUP_ID_NOT_FOUND and a
+            // message from v6 on (KIP-1043), without error before, where the
+            // response has no message.
             if broker.consumer_groups().hosts(&group) || broker.share_groups().hosts(&group) {
-                return described
-                    .with_group_state(StrBytes::from_static_str(GroupState::Dead.as_str()))
+                let dead = described
+                    .with_group_state(StrBytes::from_static_str(GroupState::Dead.as_str()));
+                if ctx.version < 6 {
+                    return dead;
+                }
+                return dead
                     .with_error_code(ResponseError::GroupIdNotFound.code())
                     .with_error_message(Some(text(format!(
                         "Group {} is not a classic group.",
@@ -162,7 +169,11 @@ pub(super) fn describe_groups(
                     .map(|m| {
                         DescribedGroupMember::default()
                             .with_member_id(text(m.member_id))
-                            .with_group_instance_id(m.group_instance_id.map(text))
+                            // A static member's instance id is in the
+                            // response from v4 on.
+                            .with_group_instance_id(
+                                m.group_instance_id.filter(|_| ctx.version >= 4).map(text),
+                            )
                             .with_client_id(text(m.client_id))
                             .with_client_host(text(m.client_host))
                             .with_member_metadata(Bytes::from(m.metadata))

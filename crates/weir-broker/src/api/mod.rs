@@ -10,6 +10,7 @@ mod cluster;
 mod configs;
 mod consumer_groups;
 mod elect_leaders;
+mod error_response;
 mod fetch;
 mod fetch_response;
 mod groups;
@@ -49,6 +50,7 @@ use crate::net::{Channel, Outgoing};
 use weir_meta::acl::CLUSTER_RESOURCE_NAME;
 use weir_meta::{AclOperation, Authorizer, ResourceType};
 
+use error_response::ErrorResponse;
 pub(crate) use sasl::{Authenticator, Intercepted};
 
 /// The versions of each API whose semantics Weir implements, and which it
@@ -209,10 +211,40 @@ impl RequestContext {
         if self.may(operation, resource_type, name) {
             return true;
         }
+        let shown = self.shown_resource(broker, resource_type, name);
         broker
             .metrics()
-            .authorization_denied(&self.principal, operation, resource_type, name);
+            .authorization_denied(&self.principal, operation, resource_type, shown);
         false
+    }
+
+    /// The name a denial's metric labels may carry: the resource's own only
+    /// if it exists and the principal may describe it, so that the names a
+    /// client makes up, or may not see, never become labels (each would be
+    /// a series kept for the life of the process).
+    fn shown_resource<'a>(
+        &self,
+        broker: &Broker,
+        resource_type: ResourceType,
+        name: &'a str,
+    ) -> &'a str {
+        let exists = match resource_type {
+            // One name, not the client's.
+            ResourceType::Cluster => return name,
+            ResourceType::Topic => broker.image().topic(name).is_some(),
+            ResourceType::Group => {
+                broker.groups().describe(name).is_some()
+                    || broker.consumer_groups().hosts(name)
+                    || broker.share_groups().hosts(name)
+                    || !broker.offsets().group_offsets(name).is_empty()
+            }
+            _ => false,
+        };
+        if exists && self.may(AclOperation::Describe, resource_type, name) {
+            name
+        } else {
+            crate::metrics::HIDDEN_RESOURCE
+        }
     }
 
     /// [`authorized`](Self::authorized) on the cluster resource.
@@ -258,9 +290,49 @@ impl RequestContext {
         })
     }
 
-    /// Frames `body` with the response header for this request.
-    pub(crate) fn respond<R: Encodable>(&self, body: &R) -> Outgoing {
-        encode_response(self.key, self.version, self.correlation_id, body).into()
+    /// Frames `body` with the response header for this request; see
+    /// [`response_frame`].
+    pub(crate) fn respond<R: ErrorResponse>(&self, body: &R) -> Outgoing {
+        response_frame(self.key, self.version, self.correlation_id, body)
+    }
+}
+
+/// Frames `body` with the response header. A response that does not fit
+/// its version's schema is a bug of the broker's, which the client should
+/// not pay for with its connection: it is logged and answered with the
+/// API's error response (UNKNOWN_SERVER_ERROR), as Kafka answers a request
+/// whose handler failed. Only if that does not encode either does the
+/// connection close.
+pub(crate) fn response_frame<R: ErrorResponse>(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &R,
+) -> Outgoing {
+    let error = match encode_response(key, version, correlation_id, body) {
+        Ok(frame) => return frame.into(),
+        Err(error) => error,
+    };
+    let api = api_key_name(key);
+    tracing::error!(
+        api,
+        version,
+        %error,
+        "cannot encode the response; answering UNKNOWN_SERVER_ERROR"
+    );
+    let code = kafka_protocol::ResponseError::UnknownServerError.code();
+    let fallback = body.error_response(version, code);
+    match encode_response(key, version, correlation_id, &fallback) {
+        Ok(frame) => frame.into(),
+        Err(error) => {
+            tracing::error!(
+                api,
+                version,
+                %error,
+                "cannot encode the error response either; closing the connection"
+            );
+            Outgoing::closing()
+        }
     }
 }
 
@@ -269,19 +341,16 @@ fn encode_response<R: Encodable>(
     version: i16,
     correlation_id: i32,
     body: &R,
-) -> Bytes {
+) -> anyhow::Result<Bytes> {
     let header_version = key.response_header_version(version);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let mut buf = BytesMut::with_capacity(64);
     buf.put_i32(0);
-    header
-        .encode(&mut buf, header_version)
-        .expect("response header encodes");
-    body.encode(&mut buf, version)
-        .expect("responses are built within their version's schema");
+    header.encode(&mut buf, header_version)?;
+    body.encode(&mut buf, version)?;
     let size = (buf.len() - 4) as i32;
     buf[..4].copy_from_slice(&size.to_be_bytes());
-    buf.freeze()
+    Ok(buf.freeze())
 }
 
 /// Where a response's `throttle_time_ms` sits in its frame (size prefix
@@ -528,9 +597,12 @@ pub(crate) fn dispatch(
             // response listing what it supports, so the client can retry.
             let correlation_id = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
             let response = api_versions::unsupported_version_response();
-            return Ok(Reply::Now(Some(
-                encode_response(key, 0, correlation_id, &response).into(),
-            )));
+            return Ok(Reply::Now(Some(response_frame(
+                key,
+                0,
+                correlation_id,
+                &response,
+            ))));
         }
         return Err(RequestError::UnsupportedVersion { key, version });
     }

@@ -19,7 +19,7 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::ResponseError;
 use weir_auth::{OAuthBearerServer, PlainCredentials, ScramMechanism, ScramServer};
 
-use super::{encode_response, key_and_version, supported_versions};
+use super::{key_and_version, response_frame, supported_versions};
 use crate::broker::Broker;
 use crate::net::Outgoing;
 
@@ -245,12 +245,12 @@ impl Authenticator {
             let response = SaslHandshakeResponse::default()
                 .with_error_code(error.map_or(0, |e| e.code()))
                 .with_mechanisms(enabled.clone());
-            Outgoing::from(encode_response(
+            response_frame(
                 ApiKey::SaslHandshake,
                 version,
                 header.correlation_id,
                 &response,
-            ))
+            )
         };
         let exchange = match mechanism.as_str() {
             name if !self.mechanisms.iter().any(|m| m == name) => None,
@@ -286,12 +286,12 @@ impl Authenticator {
             return Intercepted::Close(None, "malformed SaslAuthenticate request".to_owned());
         };
         let respond = |response: SaslAuthenticateResponse| {
-            Outgoing::from(encode_response(
+            response_frame(
                 ApiKey::SaslAuthenticate,
                 version,
                 header.correlation_id,
                 &response,
-            ))
+            )
         };
         if !matches!(self.state, State::Authenticating { .. }) {
             let response = SaslAuthenticateResponse::default()

@@ -15,7 +15,8 @@ fn framed_with_throttle(key: ApiKey, version: i16) -> Bytes {
                     version,
                     7,
                     &<$ty>::default().with_throttle_time_ms(THROTTLE),
-                ),)*
+                )
+                .unwrap(),)*
                 ApiKey::Fetch => {
                     let header = crate::api::fetch_response::Header {
                         throttle_time_ms: THROTTLE,

@@ -302,6 +302,11 @@ async fn write_responses(
         };
         drop(reservation);
         if let Some(response) = response {
+            if response.closes() {
+                let _ = writer.flush().await;
+                let _ = writer.shutdown().await;
+                return;
+            }
             if let Err(error) = response.write_to(&mut writer).await {
                 tracing::debug!(%error, "cannot write a response; closing connection");
                 return;

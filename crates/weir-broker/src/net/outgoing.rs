@@ -84,10 +84,12 @@ pub(crate) enum Chunk {
     File(LogSlice),
 }
 
-/// A whole response frame, size prefix included.
+/// A whole response frame, size prefix included; or, in its place, the
+/// end of the connection.
 pub(crate) struct Outgoing {
     chunks: Vec<Chunk>,
     len: usize,
+    closes: bool,
 }
 
 impl From<Bytes> for Outgoing {
@@ -95,6 +97,7 @@ impl From<Bytes> for Outgoing {
         Self {
             len: bytes.len(),
             chunks: vec![Chunk::Bytes(bytes)],
+            closes: false,
         }
     }
 }
@@ -109,7 +112,26 @@ impl Outgoing {
                 Chunk::File(slice) => slice.len() as usize,
             })
             .sum();
-        Self { chunks, len }
+        Self {
+            chunks,
+            len,
+            closes: false,
+        }
+    }
+
+    /// No response but the connection's end, once the responses before it
+    /// are written: for a request the broker cannot answer at all.
+    pub(crate) fn closing() -> Self {
+        Self {
+            chunks: Vec::new(),
+            len: 0,
+            closes: true,
+        }
+    }
+
+    /// Whether this closes the connection instead of answering.
+    pub(crate) fn closes(&self) -> bool {
+        self.closes
     }
 
     /// The same with the frame's size in front, as the protocol frames it.

@@ -86,6 +86,60 @@ impl Raw {
         self.receive(key, version, id)
     }
 
+    /// [`call`](Self::call) that reports, rather than panics on, what a
+    /// sweep must tell apart: a request that does not encode at `version`,
+    /// a connection the broker closed (or a response that never came), a
+    /// response that is not `R` at `version`.
+    pub fn try_call<Q: Encodable, R: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        request: &Q,
+    ) -> Result<R, String> {
+        let correlation_id = self.next_correlation;
+        self.next_correlation += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_string(self.client_id.clone())));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, key.request_header_version(version))
+            .map_err(|e| format!("the request header does not encode: {e}"))?;
+        request
+            .encode(&mut body, version)
+            .map_err(|e| format!("the request does not encode: {e}"))?;
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        self.stream
+            .write_all(&frame)
+            .map_err(|e| format!("cannot send: {e}"))?;
+        let mut size = [0u8; 4];
+        self.stream
+            .read_exact(&mut size)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                    "no response within the read timeout".to_owned()
+                }
+                _ => format!("the broker closed the connection ({e})"),
+            })?;
+        let mut frame = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream
+            .read_exact(&mut frame)
+            .map_err(|e| format!("the response frame was cut short ({e})"))?;
+        let mut frame = Bytes::from(frame);
+        let header = ResponseHeader::decode(&mut frame, key.response_header_version(version))
+            .map_err(|e| format!("the response header does not decode: {e}"))?;
+        if header.correlation_id != correlation_id {
+            return Err(format!(
+                "correlation id {} answers request {correlation_id}",
+                header.correlation_id
+            ));
+        }
+        R::decode(&mut frame, version).map_err(|e| format!("the response does not decode: {e}"))
+    }
+
     /// True if a response (or the connection's end) has arrived and waits
     /// to be read; never blocks.
     pub fn has_answered(&mut self) -> bool {
