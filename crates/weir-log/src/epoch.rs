@@ -78,6 +78,27 @@ impl LeaderEpochCache {
         })
     }
 
+    /// A cache of the epochs the log's batches carry, for a checkpoint
+    /// file that could not be read: `starts` are the first offset of each
+    /// run of batches with one leader epoch, in log order. It is written
+    /// at once, replacing the damaged file.
+    pub(crate) fn rebuilt(
+        storage: &dyn Storage,
+        dir: &Path,
+        starts: impl IntoIterator<Item = EpochEntry>,
+    ) -> Result<Self, LogError> {
+        let mut cache = Self {
+            path: dir.join(FILE_NAME),
+            entries: Vec::new(),
+            unpersisted: false,
+        };
+        for start in starts {
+            cache.assign(start.epoch, start.start_offset);
+        }
+        cache.persist(storage)?;
+        Ok(cache)
+    }
+
     fn persist(&mut self, storage: &dyn Storage) -> Result<(), LogError> {
         let mut text = format!("0\n{}\n", self.entries.len());
         for e in &self.entries {

@@ -347,7 +347,20 @@ impl Log {
             .max(first_base)
             .min(log_end_offset);
 
-        let mut epochs = LeaderEpochCache::load(&*storage, &dir)?;
+        let mut epochs = match LeaderEpochCache::load(&*storage, &dir) {
+            Ok(epochs) => epochs,
+            // The epochs are in the batches themselves: a damaged file is
+            // rebuilt from them rather than keeping the partition offline.
+            Err(LogError::Corrupt { path, reason, .. }) => {
+                tracing::warn!(file = %path.display(), %reason, "corrupt leader-epoch checkpoint; rebuilding it from the log's batches");
+                let mut starts = Vec::new();
+                for segment in segments.values() {
+                    segment.epoch_starts(&mut starts)?;
+                }
+                LeaderEpochCache::rebuilt(&*storage, &dir, starts)?
+            }
+            Err(error) => return Err(error),
+        };
         epochs.truncate_from_end(&*storage, log_end_offset)?;
         // The file holds every epoch that starts below the recovery point;
         // those of the scanned batches may be newer. (An empty log keeps

@@ -520,6 +520,31 @@ impl Segment {
         Ok(buf)
     }
 
+    /// Adds to `epoch_starts` the first offset of each run of batches with
+    /// one leader epoch in the servable part of the segment, walking the
+    /// batch headers (no CRC: the batches were validated when opened).
+    pub(crate) fn epoch_starts(&self, epoch_starts: &mut Vec<EpochEntry>) -> Result<(), LogError> {
+        let mut position = 0;
+        while position < self.readable_end() {
+            let buf = self.read_header(position)?;
+            let header =
+                BatchHeader::parse(&buf, position as usize).map_err(|e| LogError::Corrupt {
+                    path: self.log_path.to_path_buf(),
+                    position,
+                    reason: e.to_string(),
+                })?;
+            let epoch = header.partition_leader_epoch();
+            if epoch_starts.last().is_none_or(|last| last.epoch != epoch) {
+                epoch_starts.push(EpochEntry {
+                    epoch,
+                    start_offset: header.base_offset() as u64,
+                });
+            }
+            position += header.total_size() as u64;
+        }
+        Ok(())
+    }
+
     /// Updates the indexes and bookkeeping for a batch written at `position`.
     fn track_batch(
         &mut self,

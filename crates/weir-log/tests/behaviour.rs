@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use weir_log::batch::BatchHeader;
 use weir_log::sim::SimStorage;
+use weir_log::storage::Storage;
 use weir_log::testing::BatchBuilder;
 use weir_log::{Log, LogConfig, LogError, ManualClock, TimestampType};
 
@@ -878,4 +879,30 @@ fn sealed_segments_are_synced_without_an_explicit_flush() {
         String::from_utf8(checkpoint).unwrap().trim(),
         active.to_string()
     );
+}
+
+#[test]
+fn a_garbage_leader_epoch_checkpoint_is_rebuilt_from_the_batches() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    for i in 0..12 {
+        log.append(&BatchBuilder::sized(2, 300).build(), i / 4 + 1)
+            .unwrap();
+    }
+    let epochs = log.epoch_entries();
+    assert_eq!(epochs.len(), 3);
+    log.close().unwrap();
+    for garbage in [&b"\xff\xfe not text"[..], b"0\n7\n1 0\n", b"0\n1\nx y\n"] {
+        let path = Path::new(DIR).join("leader-epoch-checkpoint");
+        let file = h.storage.create(&path).unwrap();
+        file.append(&[std::io::IoSlice::new(garbage)]).unwrap();
+        file.sync().unwrap();
+        let log = h.open();
+        assert_eq!(log.epoch_entries(), epochs, "rebuilt from {garbage:?}");
+        assert_eq!(log.end_offset_for_epoch(2), (2, 16));
+        log.close().unwrap();
+        let log = h.open();
+        assert_eq!(log.epoch_entries(), epochs, "and written back");
+        log.close().unwrap();
+    }
 }
