@@ -37,6 +37,10 @@ const PARTITION_MAX_BYTES: i32 = 1 << 20;
 const FETCH_MAX_BYTES: i32 = 10 << 20;
 /// The pause after a failure before trying again.
 const BACKOFF: Duration = Duration::from_millis(200);
+/// The first and the longest wait after an append of fetched records
+/// failed (Kafka's `replica.fetch.backoff.ms` is 1 s).
+const APPLY_BACKOFF_MIN: Duration = Duration::from_secs(1);
+const APPLY_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// A partition this broker follows, and under which leader epoch.
 #[derive(Clone)]
@@ -59,6 +63,9 @@ struct Followed {
     /// high watermark (Kafka's `isReplicaInSync` of a fetch state): a
     /// caught-up replica is never held back by the throttle.
     caught_up: bool,
+    /// After an append that failed (a full or failing disk): not fetched
+    /// again before this instant, and how long the last wait was.
+    backoff: Option<(std::time::Instant, Duration)>,
 }
 
 struct LeaderFetcher {
@@ -134,6 +141,7 @@ impl ReplicaFetchers {
                     leader_epoch: follow.leader_epoch,
                     truncated: false,
                     caught_up: false,
+                    backoff: None,
                 });
             }
         }
@@ -358,6 +366,7 @@ async fn fetch_once(
             .values()
             .any(|f| f.partition.follower_throttled() && !f.caught_up);
         let exceeded = any_throttled && quota.is_exceeded();
+        let now = std::time::Instant::now();
         followed
             .iter()
             .filter(|(_, f)| f.truncated)
@@ -365,6 +374,7 @@ async fn fetch_once(
             // so that its leader never takes it back into the ISR.
             .filter(|(_, f)| !f.partition.is_offline())
             .filter(|(_, f)| !(exceeded && f.partition.follower_throttled() && !f.caught_up))
+            .filter(|(_, f)| f.backoff.is_none_or(|(until, _)| until <= now))
             .map(|(key, f)| (key.clone(), f.partition.clone(), f.leader_epoch))
             .collect()
     };
@@ -451,22 +461,39 @@ fn apply_fetched(
                 }
             };
             let leader_high_watermark = data.high_watermark;
-            match apply_fetch(partition, fetched) {
+            let applied = apply_fetch(partition, fetched);
+            let mut followed = partitions.lock();
+            let Some(f) = followed.get_mut(&key) else {
+                continue;
+            };
+            if applied.is_ok() && f.backoff.take().is_some() {
+                tracing::info!(
+                    topic = key.0,
+                    partition = key.1,
+                    "fetched records apply again"
+                );
+            }
+            match applied {
                 Ok(true) => {
-                    if let Some(f) = partitions.lock().get_mut(&key) {
-                        f.truncated = false;
-                        f.caught_up = false;
-                    }
+                    f.truncated = false;
+                    f.caught_up = false;
                 }
                 Ok(false) => {
-                    let caught_up = i64::try_from(partition.log().log_end_offset())
+                    f.caught_up = i64::try_from(partition.log().log_end_offset())
                         .is_ok_and(|end| end >= leader_high_watermark);
-                    if let Some(f) = partitions.lock().get_mut(&key) {
-                        f.caught_up = caught_up;
-                    }
                 }
                 Err(error) => {
-                    tracing::error!(topic = key.0, partition = key.1, %error, "cannot apply fetched records");
+                    // The leader would send the same records at once: wait,
+                    // longer each time, and say so once.
+                    let wait = f.backoff.map_or(APPLY_BACKOFF_MIN, |(_, last)| {
+                        (last * 2).min(APPLY_BACKOFF_MAX)
+                    });
+                    if f.backoff.is_none() {
+                        tracing::error!(topic = key.0, partition = key.1, %error, "cannot apply fetched records; retrying with backoff");
+                    } else {
+                        tracing::debug!(topic = key.0, partition = key.1, %error, ?wait, "still cannot apply fetched records");
+                    }
+                    f.backoff = Some((std::time::Instant::now() + wait, wait));
                 }
             }
         }
