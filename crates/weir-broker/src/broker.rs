@@ -246,6 +246,11 @@ impl Broker {
         if voters.is_empty() {
             voters.push((config.node_id as u64, config.controller_listen));
         }
+        // Kafka's initial.broker.registration.timeout.ms: a node that starts
+        // while its quorum cannot commit waits for it, trying again.
+        let registration_timeout =
+            std::time::Duration::from_millis(config.initial_broker_registration_timeout_ms);
+        let registration_deadline = std::time::Instant::now() + registration_timeout;
         let meta = Metadata::start(
             &controller_dir,
             config.node_id,
@@ -253,6 +258,7 @@ impl Broker {
             voters,
             config.is_controller,
             config.controller_settings(tls.clone())?,
+            registration_timeout,
         )?;
         meta.import_local_store(&config.data_dir.join("meta"))?;
         let cluster_id = shared_cluster_id(&meta, &config, cluster_id)?;
@@ -273,7 +279,7 @@ impl Broker {
             rack: config.broker_rack.clone(),
             incarnation: uuid::Uuid::new_v4(),
         };
-        meta.submit(Command::RegisterBroker(registration.clone()))?;
+        register(&meta, &registration, registration_deadline)?;
         // Dynamic broker configs apply before any partition opens.
         let image = meta.image();
         let dynamic = (
@@ -1677,6 +1683,27 @@ fn close_partition(partition: Arc<Partition>) {
             if let Err(error) = partition.flush() {
                 tracing::error!(partition = %name, %error, "flush failed");
             }
+        }
+    }
+}
+
+/// Registers this node with the active controller, trying again while the
+/// quorum cannot take it (no leader, no majority) until `deadline`.
+fn register(
+    meta: &Metadata,
+    registration: &BrokerInfo,
+    deadline: std::time::Instant,
+) -> Result<(), BrokerError> {
+    loop {
+        match meta.submit(Command::RegisterBroker(registration.clone())) {
+            Ok(_) => return Ok(()),
+            Err(error @ (MetadataError::Unavailable(_) | MetadataError::TimedOut(_)))
+                if std::time::Instant::now() < deadline =>
+            {
+                tracing::warn!(%error, "the controller quorum has not taken this node's registration yet; trying again");
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            Err(error) => return Err(error.into()),
         }
     }
 }

@@ -453,6 +453,13 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "A broker that sends no heartbeat to the active controller for this long is fenced",
     },
     BrokerConfigDef {
+        name: "initial.broker.registration.timeout.ms",
+        default: "60000",
+        config_type: ConfigType::Int,
+        dynamic: false,
+        doc: "How long a starting node waits for the controller quorum to elect a leader and take its registration, trying again meanwhile, before it gives up",
+    },
+    BrokerConfigDef {
         name: "broker.heartbeat.interval.ms",
         default: "2000",
         config_type: ConfigType::Int,
@@ -1028,6 +1035,8 @@ pub struct BrokerConfig {
     pub quota_window_size_seconds: u32,
     pub broker_rack: Option<String>,
     pub broker_session_timeout_ms: u64,
+    /// `initial.broker.registration.timeout.ms`
+    pub initial_broker_registration_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
     pub default_replication_factor: i32,
     pub offsets_topic_replication_factor: i32,
@@ -1218,6 +1227,11 @@ impl BrokerConfig {
             broker_session_timeout_ms: parse_in(
                 get,
                 "broker.session.timeout.ms",
+                1..=i32::MAX as u64,
+            )?,
+            initial_broker_registration_timeout_ms: parse_in(
+                get,
+                "initial.broker.registration.timeout.ms",
                 1..=i32::MAX as u64,
             )?,
             broker_heartbeat_interval_ms: parse_in(

@@ -16,9 +16,6 @@ use weir_meta::{
     HeartbeatReply, MetaError, MetadataImage, SubmitError,
 };
 
-/// How long a starting node waits for the quorum to have a leader.
-const LEADER_WAIT: Duration = Duration::from_secs(30);
-
 /// Why the quorum could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
@@ -40,8 +37,8 @@ pub struct Metadata {
 impl Metadata {
     /// Starts this node's controller in `dir`, on `listener`, in the quorum
     /// of `voters` (as one of them, or as a learner that only follows the
-    /// committed log when `voter` is false), and waits until the quorum has
-    /// a leader.
+    /// committed log when `voter` is false), and waits up to `leader_wait`
+    /// until the quorum has a leader.
     pub fn start(
         dir: &Path,
         node_id: i32,
@@ -49,6 +46,7 @@ impl Metadata {
         voters: Vec<(u64, SocketAddr)>,
         voter: bool,
         settings: weir_meta::ControllerConfig,
+        leader_wait: Duration,
     ) -> Result<Self, MetadataError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -68,9 +66,9 @@ impl Metadata {
             } else {
                 Controller::start_learner(settings, node_id as u64, &dir, listener, &voters).await?
             };
-            if controller.wait_for_leader(LEADER_WAIT).await.is_none() {
+            if controller.wait_for_leader(leader_wait).await.is_none() {
                 return Err(MetadataError::Unavailable(format!(
-                    "no controller leader after {LEADER_WAIT:?}; are the other --controllers up?"
+                    "no controller leader after {leader_wait:?} (initial.broker.registration.timeout.ms); are the other --controllers up?"
                 )));
             }
             Ok(controller)

@@ -699,6 +699,8 @@ async fn serve_controller_only(settings: Settings, config: BrokerConfig) -> anyh
         None
     };
     let controller_settings = config.controller_settings(tls.clone())?;
+    let leader_wait =
+        std::time::Duration::from_millis(config.initial_broker_registration_timeout_ms);
     let reload = tls.map(|tls| tokio::spawn(reload_certificates(tls)));
     let metadata = tokio::task::spawn_blocking(move || {
         std::fs::create_dir_all(&dir)
@@ -710,6 +712,7 @@ async fn serve_controller_only(settings: Settings, config: BrokerConfig) -> anyh
             settings.controllers,
             true,
             controller_settings,
+            leader_wait,
         )
         .context("cannot start the controller")
     })

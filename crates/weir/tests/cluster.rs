@@ -1809,3 +1809,30 @@ fn a_consumer_group_carries_on_at_a_new_coordinator_when_the_old_one_is_killed()
     let union: BTreeSet<i32> = a.union(&b).chain(&c).copied().collect();
     assert_eq!(union, (0..4).collect());
 }
+
+/// Kafka's `initial.broker.registration.timeout.ms` (60 s): a node that
+/// starts while its controller quorum has no majority waits for one,
+/// trying again, rather than exiting and leaving its partitions without a
+/// replica for longer.
+#[test]
+fn a_node_started_without_a_quorum_waits_for_one_instead_of_exiting() {
+    let mut cluster = Cluster::start(&[]);
+    for id in 1..=3 {
+        cluster.node_mut(id).kill();
+    }
+    let (first, others) = cluster.nodes_mut().split_at_mut(1);
+    std::thread::scope(|scope| {
+        // Alone, node 1 has no majority; it used to give up after 30 s.
+        let waiting = scope.spawn(|| first[0].restart(false));
+        std::thread::sleep(Duration::from_secs(35));
+        others[0].restart(false);
+        waiting
+            .join()
+            .expect("node 1 became ready once node 2 was back");
+    });
+    let bootstrap = cluster.node(1).kafka.clone();
+    wait_until("both brokers registered", Duration::from_secs(20), || {
+        let known = brokers(&bootstrap);
+        (known.contains(&1) && known.contains(&2)).then_some(())
+    });
+}

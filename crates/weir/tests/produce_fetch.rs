@@ -613,3 +613,28 @@ fn records_timestamped_too_far_ahead_are_refused_one_by_one() {
         ))
     );
 }
+
+#[test]
+fn a_garbage_leader_epoch_checkpoint_is_rebuilt_and_the_partition_serves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data_dir = tmp.path().join("data");
+    let mut weir = Weir::start_in(&data_dir, &[], None, &[]);
+    let producer_handle = producer(&weir, &[("acks", "all")]);
+    let records: Vec<(Option<String>, String)> =
+        (0..20).map(|i| (None, format!("epoch-{i}"))).collect();
+    produce_all(&producer_handle, "epochs", &records);
+    drop(producer_handle);
+    assert!(weir.stop().success(), "clean stop must exit 0");
+    std::fs::write(
+        data_dir.join("epochs-0").join("leader-epoch-checkpoint"),
+        b"\x00\xffnot a checkpoint",
+    )
+    .unwrap();
+    let weir = Weir::start_in(&data_dir, &[], None, &[]);
+    let consumed = consume_from(&weir, "epochs", 1, Offset::Beginning, records.len());
+    let values: Vec<&String> = consumed.iter().map(|c| &c.3).collect();
+    let expected: Vec<&String> = records.iter().map(|(_, v)| v).collect();
+    assert_eq!(values, expected);
+    let producer_handle = producer(&weir, &[("acks", "all")]);
+    produce_all(&producer_handle, "epochs", &[(None, "after".to_owned())]);
+}

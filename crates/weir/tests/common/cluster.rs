@@ -124,6 +124,11 @@ impl Cluster {
         Some(cluster)
     }
 
+    /// Every node, in id order.
+    pub fn nodes_mut(&mut self) -> &mut [Weir] {
+        &mut self.nodes
+    }
+
     pub fn node(&self, id: i32) -> &Weir {
         &self.nodes[(id - 1) as usize]
     }
