@@ -82,16 +82,7 @@ async fn authenticate(State(broker): State<Arc<Broker>>, request: Request, next:
         return unauthorized();
     };
     let user = credentials.username.clone();
-    // PBKDF2 takes milliseconds: off the runtime's workers.
-    let verified = {
-        let broker = broker.clone();
-        tokio::task::spawn_blocking(move || {
-            crate::api::sasl::password_matches(&broker, &credentials)
-        })
-        .await
-        .unwrap_or(false)
-    };
-    if !verified {
+    if !broker.password_checks().matches(&broker, credentials).await {
         broker.metrics().failed_authentication("HTTP", "BASIC");
         return unauthorized();
     }

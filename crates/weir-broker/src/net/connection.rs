@@ -154,7 +154,11 @@ async fn serve_requests<R: AsyncRead + Unpin>(
         let started = Instant::now();
         broker.metrics().bytes_in.inc_by(body.len() as u64 + 4);
         if let Some(sasl) = &mut sasl {
-            let (response, closing) = match sasl.intercept(&broker, &body) {
+            let intercepted = tokio::select! {
+                intercepted = sasl.intercept(&broker, &body) => intercepted,
+                _ = shutdown.changed() => break,
+            };
+            let (response, closing) = match intercepted {
                 Intercepted::Pass => (None, None),
                 Intercepted::Respond(response) => (Some(response), None),
                 Intercepted::Close(response, reason) => (response, Some(reason)),
