@@ -3,8 +3,9 @@
 //! ApiVersions and these two are served, and anything else closes the
 //! connection. A failed authentication is answered with
 //! SASL_AUTHENTICATION_FAILED and a message that tells nothing about which
-//! part was wrong, then the connection closes. PLAIN checks the password
-//! through the broker's password checks. With
+//! part was wrong, then the connection closes; the connection sends that
+//! answer only after `connection.failed.authentication.delay.ms`. PLAIN
+//! checks the password through the broker's password checks. With
 //! `connections.max.reauth.ms` a session lasts that long: the client
 //! authenticates again on the same connection (KIP-368) as the same
 //! principal, or the connection is closed at its next request.
