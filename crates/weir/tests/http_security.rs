@@ -359,3 +359,36 @@ fn with_no_failed_authentication_delay_a_wrong_basic_password_is_answered_at_onc
         "answered after {fastest:?}"
     );
 }
+
+#[test]
+fn a_changed_or_deleted_basic_password_stops_working_at_once_though_it_just_logged_in() {
+    let weir = with_basic_authentication("0");
+    let admin = weir.listener("PLAINTEXT").to_owned();
+    let set_password = |password: &str| {
+        common::cli::run(
+            &[
+                "user",
+                "create",
+                "alice",
+                "--password",
+                password,
+                "--bootstrap",
+                &admin,
+            ],
+            b"",
+        )
+        .ok();
+    };
+    set_password("old-secret");
+    // Twice: the second login is answered from the verified passwords.
+    for _ in 0..2 {
+        assert_eq!(timed_get(&weir, ("alice", "old-secret")).0, 200);
+    }
+    set_password("new-secret");
+    assert_eq!(timed_get(&weir, ("alice", "old-secret")).0, 401);
+    for _ in 0..2 {
+        assert_eq!(timed_get(&weir, ("alice", "new-secret")).0, 200);
+    }
+    common::cli::run(&["user", "delete", "alice", "--bootstrap", &admin], b"").ok();
+    assert_eq!(timed_get(&weir, ("alice", "new-secret")).0, 401);
+}

@@ -1177,3 +1177,78 @@ fn with_no_failed_authentication_delay_a_failed_sasl_authentication_is_answered_
         );
     }
 }
+
+#[test]
+fn a_changed_or_deleted_password_stops_working_at_once_though_it_just_logged_in() {
+    let weir = Weir::start(&[
+        "--listeners",
+        "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "--sasl-enabled-mechanisms",
+        "PLAIN,SCRAM-SHA-512",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=alice,password=old-secret]",
+        "--connection-failed-authentication-delay-ms",
+        "0",
+    ]);
+    let sasl = weir.listener("SASL_PLAINTEXT").to_owned();
+    let admin = weir.listener("PLAINTEXT").to_owned();
+    // Twice: the second login is answered from the verified passwords.
+    for _ in 0..2 {
+        assert_eq!(plain_login(&sasl, "alice", "old-secret").0, 0);
+    }
+
+    common::cli::run(
+        &[
+            "user",
+            "create",
+            "alice",
+            "--password",
+            "new-secret",
+            "--bootstrap",
+            &admin,
+        ],
+        b"",
+    )
+    .ok();
+    assert_eq!(
+        plain_login(&sasl, "alice", "old-secret").0,
+        SASL_AUTHENTICATION_FAILED,
+        "the old password, verified just before, after the change"
+    );
+    assert_eq!(
+        scram_login(&sasl, "alice", "old-secret").0,
+        SASL_AUTHENTICATION_FAILED
+    );
+    for _ in 0..2 {
+        assert_eq!(plain_login(&sasl, "alice", "new-secret").0, 0);
+    }
+    assert_eq!(scram_login(&sasl, "alice", "new-secret").0, 0);
+
+    // The same password set again gets a new salt: still accepted, against
+    // the new credential.
+    common::cli::run(
+        &[
+            "user",
+            "create",
+            "alice",
+            "--password",
+            "new-secret",
+            "--bootstrap",
+            &admin,
+        ],
+        b"",
+    )
+    .ok();
+    assert_eq!(plain_login(&sasl, "alice", "new-secret").0, 0);
+
+    common::cli::run(&["user", "delete", "alice", "--bootstrap", &admin], b"").ok();
+    assert_eq!(
+        plain_login(&sasl, "alice", "new-secret").0,
+        SASL_AUTHENTICATION_FAILED,
+        "a deleted user"
+    );
+    assert_eq!(
+        scram_login(&sasl, "alice", "new-secret").0,
+        SASL_AUTHENTICATION_FAILED
+    );
+}
