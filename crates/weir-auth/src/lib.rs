@@ -13,6 +13,7 @@ mod plain;
 mod principal_rules;
 mod saslname;
 mod scram;
+mod verified;
 
 pub use credential::{SaltedPassword, ScramCredential, ScramMechanism};
 pub use distinguished_name::{rfc2253_keyword, rfc2253_name};
@@ -22,3 +23,4 @@ pub use oauthbearer::{
 pub use plain::{PlainCredentials, PlainError};
 pub use principal_rules::{PrincipalMapper, RuleError};
 pub use scram::{ScramClient, ScramError, ScramServer};
+pub use verified::VerifiedPasswords;

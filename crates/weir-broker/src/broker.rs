@@ -159,6 +159,9 @@ pub struct Broker {
     /// The modification time and length of the JWKS file it was read from.
     /// When to read the OAUTHBEARER keys again.
     jwks: Option<crate::jwks::JwksRefresh>,
+    /// SASL/PLAIN and HTTP Basic passwords: bounded PBKDF2, and the ones
+    /// that matched remembered.
+    password_checks: crate::password_checks::PasswordChecks,
 }
 
 /// The settings in force and what they were built from.
@@ -383,6 +386,7 @@ impl Broker {
             inter_broker_security,
             oauth,
             jwks,
+            password_checks: crate::password_checks::PasswordChecks::new(),
         });
         broker.load_led_transactions();
         broker.load_led_share_state();
@@ -924,6 +928,10 @@ impl Broker {
     /// Checks OAUTHBEARER tokens; `None` when the mechanism is not enabled.
     pub(crate) fn oauth(&self) -> Option<Arc<weir_auth::JwtValidator>> {
         self.oauth.read().clone()
+    }
+
+    pub(crate) fn password_checks(&self) -> &crate::password_checks::PasswordChecks {
+        &self.password_checks
     }
 
     /// Reads the OAUTHBEARER JWKS again when due (its file changed, its

@@ -740,7 +740,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         default: "100",
         config_type: ConfigType::Int,
         dynamic: false,
-        doc: "How long a connection stays open after a failed authentication was answered: the client reads the answer before the connection ends, and a password guesser is slowed down",
+        doc: "How long the answer to a failed authentication waits (SASL on the Kafka listeners, where the connection then closes, and HTTP Basic): a password guesser waits for each answer",
     },
     BrokerConfigDef {
         name: "sasl.server.max.receive.size",
@@ -1750,7 +1750,8 @@ pub struct SecurityConfig {
     pub sasl_max_receive_size: usize,
     /// `connections.max.reauth.ms`; 0: a session never expires.
     pub max_reauth_ms: i64,
-    /// `connection.failed.authentication.delay.ms` (KIP-306)
+    /// `connection.failed.authentication.delay.ms` (KIP-306): how long the
+    /// answer to a failed SASL or HTTP Basic authentication waits.
     pub failed_authentication_delay_ms: u64,
     pub oauthbearer: OAuthBearerConfig,
     /// `authorizer.class.name` is set: ACLs are enforced.

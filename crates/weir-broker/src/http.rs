@@ -62,7 +62,8 @@ impl axum::extract::connect_info::Connected<IncomingStream<'_, HttpsListener>> f
 /// Basic authentication against the SCRAM users, when
 /// [`http_requires_authentication`](crate::config::BrokerConfig::http_requires_authentication):
 /// every path but `/ready` needs a user's name and password (checked as
-/// SASL/PLAIN checks them), else 401. With an authorizer the user must
+/// SASL/PLAIN checks them), else 401, answered only after
+/// `connection.failed.authentication.delay.ms`. With an authorizer the user must
 /// also have Describe on the Cluster (or be a super user), else 403: the
 /// endpoint describes the whole cluster, as DescribeCluster does, which
 /// needs that operation. A wrong or malformed `Authorization` header counts
@@ -78,22 +79,11 @@ async fn authenticate(State(broker): State<Arc<Broker>>, request: Request, next:
         return unauthorized();
     };
     let Some(credentials) = basic_credentials(given) else {
-        broker.metrics().failed_authentication("HTTP", "BASIC");
-        return unauthorized();
+        return failed_authentication(&broker).await;
     };
     let user = credentials.username.clone();
-    // PBKDF2 takes milliseconds: off the runtime's workers.
-    let verified = {
-        let broker = broker.clone();
-        tokio::task::spawn_blocking(move || {
-            crate::api::sasl::password_matches(&broker, &credentials)
-        })
-        .await
-        .unwrap_or(false)
-    };
-    if !verified {
-        broker.metrics().failed_authentication("HTTP", "BASIC");
-        return unauthorized();
+    if !broker.password_checks().matches(&broker, credentials).await {
+        return failed_authentication(&broker).await;
     }
     if let Some(authorizer) = broker.authorizer() {
         let principal = format!("User:{user}");
@@ -124,6 +114,16 @@ async fn authenticate(State(broker): State<Arc<Broker>>, request: Request, next:
         }
     }
     next.run(request).await
+}
+
+/// 401 for a wrong or malformed `Authorization`, counted, and only after
+/// `connection.failed.authentication.delay.ms` as on the Kafka listeners:
+/// a guesser waits for each answer. A timer: the wait holds no worker.
+async fn failed_authentication(broker: &Broker) -> Response {
+    broker.metrics().failed_authentication("HTTP", "BASIC");
+    let delay = broker.config().security.failed_authentication_delay_ms;
+    tokio::time::sleep(Duration::from_millis(delay)).await;
+    unauthorized()
 }
 
 /// 401 with the challenge that makes browsers and tools ask for a user.

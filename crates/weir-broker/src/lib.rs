@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod net;
 pub mod offsets;
 pub mod partition;
+mod password_checks;
 mod producer_ids;
 pub mod producer_state;
 pub mod rate;

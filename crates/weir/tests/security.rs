@@ -7,7 +7,7 @@ mod common;
 use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::pki::Pki;
 use common::raw::Raw;
@@ -1072,7 +1072,7 @@ fn sessions_end_at_connections_max_reauth_ms_and_librdkafka_reauthenticates_on_i
 }
 
 /// A raw connection authenticated as `user` with SASL PLAIN.
-fn plain_login(addr: &str, user: &str, password: &str) -> Raw {
+fn plain_session(addr: &str, user: &str, password: &str) -> Raw {
     let mut raw = Raw::connect(addr);
     assert_eq!(handshake(&mut raw, "PLAIN").error_code, 0);
     let response: SaslAuthenticateResponse = raw.call(
@@ -1177,7 +1177,7 @@ fn denials_of_made_up_names_grow_neither_memory_nor_metrics() {
     };
 
     // Two topics; User:ANONYMOUS may describe one of them, nothing more.
-    let mut admin = plain_login(weir.listener("SASL_PLAINTEXT"), "admin", "admin-secret");
+    let mut admin = plain_session(weir.listener("SASL_PLAINTEXT"), "admin", "admin-secret");
     admin.topic_metadata("visible");
     admin.topic_metadata("secret");
     let created: CreateAclsResponse = admin.call(
@@ -1235,4 +1235,193 @@ fn denials_of_made_up_names_grow_neither_memory_nor_metrics() {
     assert!(named.contains(&write("visible")), "{named:#?}");
     assert!(named.contains(&write("(hidden)")), "{named:#?}");
     assert!(!named.iter().any(|l| l.contains("secret")), "{named:#?}");
+}
+
+/// A PLAIN login on a fresh connection: the SaslAuthenticate error code,
+/// and how long the broker took to answer it.
+fn plain_login(sasl: &str, user: &str, password: &str) -> (i16, Duration) {
+    let mut raw = Raw::connect(sasl);
+    assert_eq!(handshake(&mut raw, "PLAIN").error_code, 0);
+    let token = format!("\0{user}\0{password}");
+    let started = Instant::now();
+    let response: SaslAuthenticateResponse = raw.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(token.into_bytes().into()),
+    );
+    (response.error_code, started.elapsed())
+}
+
+/// A SCRAM-SHA-512 login on a fresh connection: the error code of the
+/// final SaslAuthenticate (the one that carries the proof), and how long
+/// the broker took to answer it.
+fn scram_login(sasl: &str, user: &str, password: &str) -> (i16, Duration) {
+    let mut raw = Raw::connect(sasl);
+    assert_eq!(handshake(&mut raw, "SCRAM-SHA-512").error_code, 0);
+    let mut client = weir_auth::ScramClient::new(weir_auth::ScramMechanism::Sha512, user, password);
+    let first: SaslAuthenticateResponse = raw.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(client.client_first().into()),
+    );
+    assert_eq!(first.error_code, 0, "{:?}", first.error_message);
+    let proof = client.receive_server_first(&first.auth_bytes).unwrap();
+    let started = Instant::now();
+    let last: SaslAuthenticateResponse = raw.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(proof.into()),
+    );
+    (last.error_code, started.elapsed())
+}
+
+const SASL_AUTHENTICATION_FAILED: i16 = 58;
+
+#[test]
+fn a_failed_sasl_authentication_is_answered_no_sooner_than_the_configured_delay() {
+    let weir = Weir::start(&[
+        "--listeners",
+        "SASL_PLAINTEXT://127.0.0.1:0",
+        "--sasl-enabled-mechanisms",
+        "PLAIN,SCRAM-SHA-512",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=admin,password=admin-secret]",
+        "--connection-failed-authentication-delay-ms",
+        "300",
+    ]);
+    let sasl = weir.listener("SASL_PLAINTEXT").to_owned();
+    let delay = Duration::from_millis(300);
+    let failures = [
+        (
+            "PLAIN, wrong password",
+            plain_login(&sasl, "admin", "guess"),
+        ),
+        ("PLAIN, unknown user", plain_login(&sasl, "nobody", "guess")),
+        (
+            "SCRAM, wrong password",
+            scram_login(&sasl, "admin", "guess"),
+        ),
+        ("SCRAM, unknown user", scram_login(&sasl, "nobody", "guess")),
+    ];
+    for (what, (error_code, elapsed)) in failures {
+        assert_eq!(error_code, SASL_AUTHENTICATION_FAILED, "{what}");
+        assert!(elapsed >= delay, "{what}: answered after {elapsed:?}");
+    }
+    assert_eq!(plain_login(&sasl, "admin", "admin-secret").0, 0);
+    assert_eq!(scram_login(&sasl, "admin", "admin-secret").0, 0);
+}
+
+#[test]
+fn with_no_failed_authentication_delay_a_failed_sasl_authentication_is_answered_at_once() {
+    let weir = Weir::start(&[
+        "--listeners",
+        "SASL_PLAINTEXT://127.0.0.1:0",
+        "--sasl-enabled-mechanisms",
+        "PLAIN,SCRAM-SHA-512",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=admin,password=admin-secret]",
+        "--connection-failed-authentication-delay-ms",
+        "0",
+    ]);
+    let sasl = weir.listener("SASL_PLAINTEXT").to_owned();
+    // A loose bound on the fastest of a few tries, so that a busy machine
+    // does not fail it; a delay that ignored the setting would hold them all.
+    let fastest = |login: fn(&str, &str, &str) -> (i16, Duration)| {
+        (0..3)
+            .map(|_| {
+                let (error_code, elapsed) = login(&sasl, "admin", "guess");
+                assert_eq!(error_code, SASL_AUTHENTICATION_FAILED);
+                elapsed
+            })
+            .min()
+            .unwrap()
+    };
+    for (what, login) in [
+        (
+            "PLAIN",
+            plain_login as fn(&str, &str, &str) -> (i16, Duration),
+        ),
+        ("SCRAM", scram_login),
+    ] {
+        let elapsed = fastest(login);
+        assert!(
+            elapsed < Duration::from_millis(250),
+            "{what}: answered after {elapsed:?}"
+        );
+    }
+}
+
+#[test]
+fn a_changed_or_deleted_password_stops_working_at_once_though_it_just_logged_in() {
+    let weir = Weir::start(&[
+        "--listeners",
+        "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "--sasl-enabled-mechanisms",
+        "PLAIN,SCRAM-SHA-512",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=alice,password=old-secret]",
+        "--connection-failed-authentication-delay-ms",
+        "0",
+    ]);
+    let sasl = weir.listener("SASL_PLAINTEXT").to_owned();
+    let admin = weir.listener("PLAINTEXT").to_owned();
+    // Twice: the second login is answered from the verified passwords.
+    for _ in 0..2 {
+        assert_eq!(plain_login(&sasl, "alice", "old-secret").0, 0);
+    }
+
+    common::cli::run(
+        &[
+            "user",
+            "create",
+            "alice",
+            "--password",
+            "new-secret",
+            "--bootstrap",
+            &admin,
+        ],
+        b"",
+    )
+    .ok();
+    assert_eq!(
+        plain_login(&sasl, "alice", "old-secret").0,
+        SASL_AUTHENTICATION_FAILED,
+        "the old password, verified just before, after the change"
+    );
+    assert_eq!(
+        scram_login(&sasl, "alice", "old-secret").0,
+        SASL_AUTHENTICATION_FAILED
+    );
+    for _ in 0..2 {
+        assert_eq!(plain_login(&sasl, "alice", "new-secret").0, 0);
+    }
+    assert_eq!(scram_login(&sasl, "alice", "new-secret").0, 0);
+
+    // The same password set again gets a new salt: still accepted, against
+    // the new credential.
+    common::cli::run(
+        &[
+            "user",
+            "create",
+            "alice",
+            "--password",
+            "new-secret",
+            "--bootstrap",
+            &admin,
+        ],
+        b"",
+    )
+    .ok();
+    assert_eq!(plain_login(&sasl, "alice", "new-secret").0, 0);
+
+    common::cli::run(&["user", "delete", "alice", "--bootstrap", &admin], b"").ok();
+    assert_eq!(
+        plain_login(&sasl, "alice", "new-secret").0,
+        SASL_AUTHENTICATION_FAILED,
+        "a deleted user"
+    );
+    assert_eq!(
+        scram_login(&sasl, "alice", "new-secret").0,
+        SASL_AUTHENTICATION_FAILED
+    );
 }

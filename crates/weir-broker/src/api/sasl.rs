@@ -3,7 +3,9 @@
 //! ApiVersions and these two are served, and anything else closes the
 //! connection. A failed authentication is answered with
 //! SASL_AUTHENTICATION_FAILED and a message that tells nothing about which
-//! part was wrong, then the connection closes. With
+//! part was wrong, then the connection closes; the connection sends that
+//! answer only after `connection.failed.authentication.delay.ms`. PLAIN
+//! checks the password through the broker's password checks. With
 //! `connections.max.reauth.ms` a session lasts that long: the client
 //! authenticates again on the same connection (KIP-368) as the same
 //! principal, or the connection is closed at its next request.
@@ -45,31 +47,11 @@ enum Exchange {
 }
 
 /// PLAIN: the user, if the password is theirs.
-fn plain(broker: &Broker, token: &[u8]) -> Option<String> {
+async fn plain(broker: &Broker, token: &[u8]) -> Option<String> {
     let credentials = PlainCredentials::parse(token).ok()?;
-    // PBKDF2 holds the thread for milliseconds.
-    let verified =
-        crate::blocking::without_holding_up_the_worker(|| password_matches(broker, &credentials));
-    verified.then(|| credentials.username.clone())
-}
-
-/// Whether the password is the user's. It is checked against the user's
-/// SCRAM credential, the strongest one it has (as Redpanda does): one user
-/// store for SASL/PLAIN, SCRAM and the HTTP endpoint. Runs PBKDF2, so it
-/// holds the thread for milliseconds: call it off the runtime's workers.
-pub(crate) fn password_matches(broker: &Broker, credentials: &PlainCredentials) -> bool {
-    let stored = broker.with_image(|image| {
-        [ScramMechanism::Sha512, ScramMechanism::Sha256]
-            .into_iter()
-            .find_map(|m| {
-                image
-                    .scram_credential(&credentials.username, m)
-                    .map(|c| (m, c.clone()))
-            })
-    });
-    credentials
-        .authenticate(stored.as_ref().map(|(m, c)| (*m, c)))
-        .is_ok()
+    let user = credentials.username.clone();
+    let verified = broker.password_checks().matches(broker, credentials).await;
+    verified.then_some(user)
 }
 
 /// One OAUTHBEARER message (RFC 7628): the client's token, answered with
@@ -196,17 +178,17 @@ impl Authenticator {
     }
 
     /// Looks at a frame before dispatch.
-    pub(crate) fn intercept(&mut self, broker: &Broker, body: &Bytes) -> Intercepted {
+    pub(crate) async fn intercept(&mut self, broker: &Broker, body: &Bytes) -> Intercepted {
         if let State::Authenticating {
             raw_tokens: true, ..
         } = self.state
         {
-            return self.raw_token(broker, body);
+            return self.raw_token(broker, body).await;
         }
         let key = key_and_version(body).map(|(key, _)| key);
         match key {
             Some(ApiKey::SaslHandshake) => self.handshake(body),
-            Some(ApiKey::SaslAuthenticate) => self.authenticate(broker, body),
+            Some(ApiKey::SaslAuthenticate) => self.authenticate(broker, body).await,
             Some(ApiKey::ApiVersions) if !self.is_authenticated() => Intercepted::Pass,
             _ if !self.is_authenticated() => Intercepted::Close(
                 None,
@@ -281,7 +263,7 @@ impl Authenticator {
         Intercepted::Respond(respond(None))
     }
 
-    fn authenticate(&mut self, broker: &Broker, body: &Bytes) -> Intercepted {
+    async fn authenticate(&mut self, broker: &Broker, body: &Bytes) -> Intercepted {
         let Some((header, request, version)) = decode::<SaslAuthenticateRequest>(body) else {
             return Intercepted::Close(None, "malformed SaslAuthenticate request".to_owned());
         };
@@ -304,7 +286,7 @@ impl Authenticator {
                 "SaslAuthenticate without a handshake".to_owned(),
             );
         }
-        match self.step(broker, &request.auth_bytes) {
+        match self.step(broker, &request.auth_bytes).await {
             Ok((reply, done)) => {
                 let mut response = SaslAuthenticateResponse::default().with_auth_bytes(reply);
                 if done && version >= 1 {
@@ -323,8 +305,8 @@ impl Authenticator {
 
     /// A token sent raw, after a v0 handshake: answered raw, with the
     /// frame's size in front; a failure just closes the connection.
-    fn raw_token(&mut self, broker: &Broker, body: &Bytes) -> Intercepted {
-        match self.step(broker, body) {
+    async fn raw_token(&mut self, broker: &Broker, body: &Bytes) -> Intercepted {
+        match self.step(broker, body).await {
             Ok((reply, _)) => {
                 let mut framed = Vec::with_capacity(reply.len() + 4);
                 framed.extend_from_slice(&(reply.len() as i32).to_be_bytes());
@@ -337,7 +319,7 @@ impl Authenticator {
 
     /// One token of the exchange: the reply, and whether the client is now
     /// authenticated; or the message of a failed authentication.
-    fn step(&mut self, broker: &Broker, token: &[u8]) -> Result<(Bytes, bool), String> {
+    async fn step(&mut self, broker: &Broker, token: &[u8]) -> Result<(Bytes, bool), String> {
         let State::Authenticating {
             mechanism,
             exchange,
@@ -351,7 +333,9 @@ impl Authenticator {
         // When the credential itself expires (a token's `exp`).
         let mut credential_expires: Option<u64> = None;
         let outcome: Option<(Bytes, Option<String>)> = match exchange {
-            Exchange::Plain => plain(broker, token).map(|user| (Bytes::new(), Some(user))),
+            Exchange::Plain => plain(broker, token)
+                .await
+                .map(|user| (Bytes::new(), Some(user))),
             Exchange::OAuthBearer(server) => {
                 oauth_step(broker, server, token).map(|(reply, proven)| match proven {
                     Some((principal, expires)) => {

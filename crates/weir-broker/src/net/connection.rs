@@ -2,7 +2,9 @@
 //! synchronous part (appends) runs in arrival order, on the blocking pool
 //! when it may wait, the rest runs as its own task, and responses are
 //! written strictly in request order. A client over a quota is not read
-//! from until its throttle time has passed (KIP-219).
+//! from until its throttle time has passed (KIP-219). A failed SASL
+//! authentication is answered `connection.failed.authentication.delay.ms`
+//! late, then the connection closes (KIP-306).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -154,7 +156,11 @@ async fn serve_requests<R: AsyncRead + Unpin>(
         let started = Instant::now();
         broker.metrics().bytes_in.inc_by(body.len() as u64 + 4);
         if let Some(sasl) = &mut sasl {
-            let (response, closing) = match sasl.intercept(&broker, &body) {
+            let intercepted = tokio::select! {
+                intercepted = sasl.intercept(&broker, &body) => intercepted,
+                _ = shutdown.changed() => break,
+            };
+            let (response, closing) = match intercepted {
                 Intercepted::Pass => (None, None),
                 Intercepted::Respond(response) => (Some(response), None),
                 Intercepted::Close(response, reason) => (response, Some(reason)),
@@ -162,23 +168,27 @@ async fn serve_requests<R: AsyncRead + Unpin>(
             if let Some(principal) = sasl.principal() {
                 channel.set_principal(principal);
             }
-            if response.is_some() || closing.is_some() {
-                if let Some(response) = response {
-                    // In order behind the responses still being computed.
-                    let ready = tokio::spawn(std::future::ready(Some(response)));
-                    if queue.send((ready, reservation)).await.is_err() {
-                        break;
-                    }
+            if let Some(reason) = closing {
+                tracing::info!(?peer, reason, "closing connection");
+                // As Kafka (KIP-306): the answer itself waits, so a guesser
+                // waits for each before it may try again; then the client
+                // reads it before the connection ends. A timer, not a
+                // thread: waiting holds no worker.
+                let delay = config.security.failed_authentication_delay_ms;
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
+                    _ = shutdown.changed() => {}
                 }
-                if let Some(reason) = closing {
-                    tracing::info!(?peer, reason, "closing connection");
-                    // As Kafka (KIP-306): the client reads the answer before
-                    // the connection ends, and a guesser waits.
-                    let delay = config.security.failed_authentication_delay_ms;
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
-                        _ = shutdown.changed() => {}
-                    }
+                if let Some(response) = response {
+                    let ready = tokio::spawn(std::future::ready(Some(response)));
+                    let _ = queue.send((ready, reservation)).await;
+                }
+                break;
+            }
+            if let Some(response) = response {
+                // In order behind the responses still being computed.
+                let ready = tokio::spawn(std::future::ready(Some(response)));
+                if queue.send((ready, reservation)).await.is_err() {
                     break;
                 }
                 continue;
