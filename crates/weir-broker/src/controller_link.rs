@@ -51,28 +51,20 @@ pub(crate) fn controller_transport(
                 .to_owned(),
         ));
     }
-    match config.controller_protocol {
-        SecurityProtocol::Plaintext => Ok(Arc::new(weir_meta::Plaintext)),
-        SecurityProtocol::Ssl => {
-            let server = tls.ok_or_else(|| {
-                refuse("an SSL controller listener needs a key store: set ssl.keystore.location (or ssl.keystore.key and ssl.keystore.certificate.chain)".to_owned())
-            })?;
-            let client = config.controller_client_tls().map_err(|error| {
-                refuse(format!("cannot connect to the other controllers: {error}"))
-            })?;
-            Ok(Arc::new(TlsTransport { server, client }))
-        }
-        SecurityProtocol::SaslPlaintext => Ok(Arc::new(weir_meta::Plaintext)),
-        SecurityProtocol::SaslSsl => {
-            let server = tls.ok_or_else(|| {
-                refuse("a SASL_SSL controller listener needs a key store: set ssl.keystore.location (or ssl.keystore.key and ssl.keystore.certificate.chain)".to_owned())
-            })?;
-            let client = config.controller_client_tls().map_err(|error| {
-                refuse(format!("cannot connect to the other controllers: {error}"))
-            })?;
-            Ok(Arc::new(TlsTransport { server, client }))
-        }
+    // SASL, if any, runs over this (see `controller_sasl`).
+    if !config.controller_protocol.is_tls() {
+        return Ok(Arc::new(weir_meta::Plaintext));
     }
+    let server = tls.ok_or_else(|| {
+        refuse(format!(
+            "a {} controller listener needs a key store: set ssl.keystore.location (or ssl.keystore.key and ssl.keystore.certificate.chain)",
+            config.controller_protocol
+        ))
+    })?;
+    let client = config
+        .controller_client_tls()
+        .map_err(|error| refuse(format!("cannot connect to the other controllers: {error}")))?;
+    Ok(Arc::new(TlsTransport { server, client }))
 }
 
 /// The SCRAM settings of a SASL controller listener, `None` for the others.
