@@ -100,11 +100,13 @@ impl Decisions<'_> {
         if allowed {
             return Ok(());
         }
-        let first = needed.first().expect("every request needs something");
-        Err(format!(
-            "{} may not {} the {} {}",
-            peer.principal, first.operation, first.resource_type, first.name
-        ))
+        Err(match needed.first() {
+            Some(first) => format!(
+                "{} may not {} the {} {}",
+                peer.principal, first.operation, first.resource_type, first.name
+            ),
+            None => format!("{} may not make this request", peer.principal),
+        })
     }
 }
 
