@@ -430,11 +430,14 @@ fn fetch_error(raw: &mut Raw, topic: &str) -> i16 {
     response.responses[0].partitions[0].error_code
 }
 
+/// The entries of `dir` but the lock file every log directory holds while
+/// its broker runs.
 fn files_in(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|name| name != weir_meta::LOCK_FILE)
                 .collect()
         })
         .unwrap_or_default()
