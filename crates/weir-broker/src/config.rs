@@ -136,7 +136,14 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         default: "536870912",
         config_type: ConfigType::Long,
         dynamic: false,
-        doc: "Memory for requests being read or processed, across all connections",
+        doc: "Memory for requests being read or processed, across all connections; at least socket.request.max.bytes",
+    },
+    BrokerConfigDef {
+        name: "socket.request.receive.timeout.ms",
+        default: "30000",
+        config_type: ConfigType::Long,
+        dynamic: false,
+        doc: "Weir's own: how long a request's bytes may take to arrive once its first byte has (5 s at most before the client has authenticated); a connection slower than that is closed and the request's memory released",
     },
     BrokerConfigDef {
         name: "offsets.topic.num.partitions",
@@ -992,6 +999,8 @@ pub struct BrokerConfig {
     pub log_flush_interval_ms: i64,
     pub connections_max_idle_ms: u64,
     pub queued_max_request_bytes: usize,
+    /// `socket.request.receive.timeout.ms` (Weir's own).
+    pub socket_request_receive_timeout_ms: u64,
     pub offsets_topic_num_partitions: i32,
     pub offsets_retention_minutes: u64,
     pub offsets_retention_check_interval_ms: u64,
@@ -1100,6 +1109,7 @@ impl BrokerConfig {
             merged.insert(name.clone(), value.clone());
         }
         let get = |name: &str| merged[name].as_str();
+        check_request_memory(get)?;
         let listener = Listener::plaintext(listen, advertised);
         Ok(Self {
             node_id,
@@ -1136,6 +1146,11 @@ impl BrokerConfig {
                 get,
                 "queued.max.request.bytes",
                 1024 * 1024..=tokio::sync::Semaphore::MAX_PERMITS,
+            )?,
+            socket_request_receive_timeout_ms: parse_in(
+                get,
+                "socket.request.receive.timeout.ms",
+                1..=i32::MAX as u64,
             )?,
             offsets_topic_num_partitions: parse_in(
                 get,
@@ -1921,6 +1936,23 @@ where
     })
 }
 
+/// As Kafka: the request memory holds at least one request of the largest
+/// size, else such a request could never be read whole.
+fn check_request_memory<'a>(get: impl Fn(&str) -> &'a str + Copy) -> Result<(), ConfigError> {
+    let queued: usize = parse(get, "queued.max.request.bytes")?;
+    let largest: usize = parse(get, "socket.request.max.bytes")?;
+    if queued < largest {
+        return Err(ConfigError {
+            name: "queued.max.request.bytes".into(),
+            value: queued.to_string(),
+            reason: format!(
+                "must be at least socket.request.max.bytes ({largest}): a request of that size must fit"
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// The `group.consumer.*` settings, checked as Kafka checks them: the
 /// heartbeat interval and session timeout within their min/max bounds and
 /// the interval below the timeout, known assignors.
@@ -2393,6 +2425,20 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.name, "follower.replication.throttled.rate");
         assert!(!lookup("replication.quota.window.num").unwrap().dynamic);
+    }
+
+    #[test]
+    fn the_request_memory_holds_at_least_the_largest_request() {
+        assert_eq!(
+            build(&[]).unwrap().socket_request_receive_timeout_ms,
+            30_000
+        );
+        let err = build(&[
+            ("queued.max.request.bytes", "2097152"),
+            ("socket.request.max.bytes", "4194304"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.name, "queued.max.request.bytes");
     }
 
     #[test]

@@ -4,9 +4,11 @@ mod channel;
 mod connection;
 mod frame;
 mod outgoing;
+mod request_memory;
 
 pub(crate) use channel::{principal_name, Channel, ANONYMOUS};
 pub(crate) use outgoing::{Chunk, Outgoing};
+pub(crate) use request_memory::{RequestMemory, Sizes as RequestMemorySizes};
 
 use std::sync::Arc;
 
@@ -47,13 +49,13 @@ pub async fn run_listener(
         protocol,
         tls: protocol.is_tls().then(|| broker.tls()).flatten(),
     });
-    let global_budget = broker.request_budget();
+    let memory = broker.request_memory();
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(connection::serve(broker.clone(), stream, served.clone(), global_budget.clone(), shutdown.clone()));
+                    connections.spawn(connection::serve(broker.clone(), stream, served.clone(), memory.clone(), shutdown.clone()));
                 }
                 Err(error) => {
                     // Out of descriptors: the listener stays, and takes
