@@ -145,6 +145,8 @@ pub struct Broker {
     /// `queued.max.request.bytes`: what requests being read or handled may
     /// hold, over every listener, shared fairly among them.
     request_memory: Arc<crate::net::RequestMemory>,
+    /// `max.connections` and `max.connections.per.ip`, over every listener.
+    connection_quotas: Arc<crate::net::ConnectionQuotas>,
     /// The authorizer over the ACLs of the image at the given applied
     /// index: rebuilt when the image changes.
     authorizer: RwLock<(u64, Option<Arc<Authorizer>>)>,
@@ -368,6 +370,7 @@ impl Broker {
             client_quotas,
             tls,
             request_memory,
+            connection_quotas: Arc::default(),
             authorizer: RwLock::new((u64::MAX, None)),
             inter_broker_security,
             oauth,
@@ -956,6 +959,11 @@ impl Broker {
     /// The memory of requests in flight, shared by every listener.
     pub(crate) fn request_memory(&self) -> Arc<crate::net::RequestMemory> {
         self.request_memory.clone()
+    }
+
+    /// The open connections, counted against `max.connections`.
+    pub(crate) fn connection_quotas(&self) -> Arc<crate::net::ConnectionQuotas> {
+        self.connection_quotas.clone()
     }
 
     /// True once the listener accepts connections, false again at shutdown.

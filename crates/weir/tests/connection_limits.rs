@@ -1,9 +1,10 @@
 //! Connections are bounded one by one and fair to each other: a client
 //! address that stalls half-sent requests, or floods a SASL listener before
 //! authenticating, holds only its share of the request memory; a stalled
-//! request is closed after `socket.request.receive.timeout.ms`. The
-//! attackers connect from 127.0.0.2 and up, so that the well-behaved client
-//! on 127.0.0.1 is another source.
+//! request is closed after `socket.request.receive.timeout.ms`; and
+//! `max.connections` / `max.connections.per.ip` limit connections as in
+//! Kafka. The attackers connect from 127.0.0.2 and up, so that the
+//! well-behaved client on 127.0.0.1 is another source.
 
 mod common;
 
@@ -14,8 +15,9 @@ use std::time::{Duration, Instant};
 use common::raw::Raw;
 use common::Weir;
 use kafka_protocol::messages::{
-    ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use weir_log::testing::BatchBuilder;
@@ -99,6 +101,12 @@ fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
             Err(_) => return true,
         }
     }
+}
+
+fn api_versions(raw: &mut Raw) -> i16 {
+    let response: ApiVersionsResponse =
+        raw.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    response.error_code
 }
 
 #[test]
@@ -230,4 +238,89 @@ fn a_stalled_request_is_closed_after_the_receive_timeout_and_its_memory_released
     slow.send_bytes(&[0, 18, 0, 0, 0, 0, 0, 7, 0, 0]).unwrap();
     let frame = answered("a slow request", &mut slow, |raw| raw.read_frame());
     assert!(frame.is_some(), "a request sent in time is answered");
+}
+
+#[test]
+fn over_max_connections_per_ip_a_connection_is_closed_at_once_and_others_served() {
+    let weir = Weir::start(&[
+        "--max-connections-per-ip",
+        "2",
+        "--max-connections-per-ip-overrides",
+        "127.0.0.1:1000",
+    ]);
+    let mut first = Raw::from_stream(connect_from(source(2), &weir.kafka));
+    let mut second = Raw::from_stream(connect_from(source(2), &weir.kafka));
+    assert_eq!(api_versions(&mut first), 0);
+    assert_eq!(api_versions(&mut second), 0);
+    let mut third = connect_from(source(2), &weir.kafka);
+    assert!(
+        closed_within(&mut third, Duration::from_secs(2)),
+        "the third connection of 127.0.0.2 is closed"
+    );
+    // The others are served, and 127.0.0.1 has its override.
+    assert_eq!(api_versions(&mut first), 0);
+    let mut many: Vec<Raw> = (0..5).map(|_| Raw::connect(&weir.kafka)).collect();
+    for raw in &mut many {
+        assert_eq!(api_versions(raw), 0);
+    }
+    // A connection closed makes room for its address.
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut again = connect_from(source(2), &weir.kafka);
+        if !closed_within(&mut again, Duration::from_millis(200)) {
+            let mut again = Raw::from_stream(again);
+            assert_eq!(api_versions(&mut again), 0);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the closed connection's place was never freed"
+        );
+    }
+    // DescribeConfigs shows the limits.
+    let request = DescribeConfigsRequest::default().with_resources(vec![
+        kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_static_str("1"))
+            .with_configuration_keys(None),
+    ]);
+    let described: DescribeConfigsResponse = many[0].call(ApiKey::DescribeConfigs, 4, &request);
+    let value = |name: &str| {
+        described.results[0]
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .and_then(|c| c.value.as_ref().map(|v| v.to_string()))
+    };
+    assert_eq!(value("max.connections.per.ip").as_deref(), Some("2"));
+    assert_eq!(
+        value("max.connections.per.ip.overrides").as_deref(),
+        Some("127.0.0.1:1000")
+    );
+    assert_eq!(value("max.connections").as_deref(), Some("2147483647"));
+}
+
+#[test]
+fn at_max_connections_a_new_connection_waits_until_one_closes() {
+    let weir = Weir::start(&["--max-connections", "3"]);
+    let mut open: Vec<Raw> = (0..3).map(|_| Raw::connect(&weir.kafka)).collect();
+    for raw in &mut open {
+        assert_eq!(api_versions(raw), 0);
+    }
+    // The kernel completes the handshake; the broker does not take it yet.
+    let mut waiting = Raw::connect(&weir.kafka);
+    let request = waiting.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert!(
+        !waiting.has_answered(),
+        "over max.connections, a client waits"
+    );
+    drop(open.remove(0));
+    let response: ApiVersionsResponse = answered("a waiting client", &mut waiting, |raw| {
+        raw.receive(ApiKey::ApiVersions, 3, request)
+    });
+    assert_eq!(response.error_code, 0);
+    // The others were served all along.
+    assert_eq!(api_versions(&mut open[0]), 0);
 }

@@ -3,7 +3,8 @@
 //! when it may wait, the rest runs as its own task, and responses are
 //! written strictly in request order. A client over a quota is not read
 //! from until its throttle time has passed (KIP-219). The connection holds
-//! its request memory until its last response is written.
+//! its [`Admission`] (the connection quotas) and its request memory until
+//! its last response is written.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::connection_quotas::Admission;
 use super::frame::{read_frame, FrameError, FrameLimits};
 use super::outgoing::{Outgoing, ResponseWriter};
 use super::request_memory::{RequestMemory, Reservation, Stage};
@@ -35,13 +37,21 @@ static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 /// pre-authentication pool that every new client needs.
 const PRE_AUTH_RECEIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// What the accept loop hands a connection.
+pub(crate) struct Accepted {
+    pub(crate) stream: TcpStream,
+    pub(crate) admission: Admission,
+}
+
 pub(crate) async fn serve(
     broker: Arc<Broker>,
-    stream: TcpStream,
+    Accepted { stream, admission }: Accepted,
     listener: Arc<ServedListener>,
     memory: Arc<RequestMemory>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    // Counted until the connection's end.
+    let _admission = admission;
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     let sasl = listener
