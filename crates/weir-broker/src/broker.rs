@@ -147,8 +147,10 @@ pub struct Broker {
     /// The TLS setup of the SSL and SASL_SSL listeners, if there are any.
     tls: Option<Arc<TlsServer>>,
     /// `queued.max.request.bytes`: what requests being read or handled may
-    /// hold, over every listener.
-    request_budget: Arc<tokio::sync::Semaphore>,
+    /// hold, over every listener, shared fairly among them.
+    request_memory: Arc<crate::net::RequestMemory>,
+    /// `max.connections` and `max.connections.per.ip`, over every listener.
+    connection_quotas: Arc<crate::net::ConnectionQuotas>,
     /// The authorizer over the ACLs of the image at the given applied
     /// index: rebuilt when the image changes.
     authorizer: RwLock<(u64, Option<Arc<Authorizer>>)>,
@@ -344,7 +346,13 @@ impl Broker {
             window_ms: i64::from(config.quota_window_size_seconds) * 1000,
         });
         client_quotas.update(meta.image().client_quotas());
-        let request_budget = Arc::new(tokio::sync::Semaphore::new(config.queued_max_request_bytes));
+        let request_memory = Arc::new(crate::net::RequestMemory::new(
+            crate::net::RequestMemorySizes::new(
+                config.queued_max_request_bytes,
+                config.socket_request_max_bytes,
+                config.security.sasl_max_receive_size,
+            ),
+        ));
         let consumer_groups = crate::consumer_group_coordinator::ConsumerGroupCoordinator::new(
             config.consumer_group.clone(),
         );
@@ -381,7 +389,8 @@ impl Broker {
             fetch_sessions,
             client_quotas,
             tls,
-            request_budget,
+            request_memory,
+            connection_quotas: Arc::default(),
             authorizer: RwLock::new((u64::MAX, None)),
             inter_broker_security,
             oauth,
@@ -972,9 +981,14 @@ impl Broker {
         self.tls.clone()
     }
 
-    /// The memory budget of requests in flight, shared by every listener.
-    pub(crate) fn request_budget(&self) -> Arc<tokio::sync::Semaphore> {
-        self.request_budget.clone()
+    /// The memory of requests in flight, shared by every listener.
+    pub(crate) fn request_memory(&self) -> Arc<crate::net::RequestMemory> {
+        self.request_memory.clone()
+    }
+
+    /// The open connections, counted against `max.connections`.
+    pub(crate) fn connection_quotas(&self) -> Arc<crate::net::ConnectionQuotas> {
+        self.connection_quotas.clone()
     }
 
     /// True once the listener accepts connections, false again at shutdown.

@@ -136,7 +136,35 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         default: "536870912",
         config_type: ConfigType::Long,
         dynamic: false,
-        doc: "Memory for requests being read or processed, across all connections",
+        doc: "Memory for requests being read or processed, across all connections; at least socket.request.max.bytes",
+    },
+    BrokerConfigDef {
+        name: "socket.request.receive.timeout.ms",
+        default: "30000",
+        config_type: ConfigType::Long,
+        dynamic: false,
+        doc: "Weir's own: how long a request's bytes may take to arrive once its first byte has (5 s at most before the client has authenticated); a connection slower than that is closed and the request's memory released",
+    },
+    BrokerConfigDef {
+        name: "max.connections",
+        default: "2147483647",
+        config_type: ConfigType::Int,
+        dynamic: true,
+        doc: "The most connections the broker keeps open over its listeners; when reached, new ones wait to be accepted until one closes",
+    },
+    BrokerConfigDef {
+        name: "max.connections.per.ip",
+        default: "2147483647",
+        config_type: ConfigType::Int,
+        dynamic: true,
+        doc: "The most connections one IP address may have open; one more is closed at once",
+    },
+    BrokerConfigDef {
+        name: "max.connections.per.ip.overrides",
+        default: "",
+        config_type: ConfigType::String,
+        dynamic: true,
+        doc: "Per-IP exceptions to max.connections.per.ip, as IP:count pairs separated by commas (127.0.0.1:200,10.0.0.7:50)",
     },
     BrokerConfigDef {
         name: "offsets.topic.num.partitions",
@@ -1006,6 +1034,14 @@ pub struct BrokerConfig {
     pub log_flush_interval_ms: i64,
     pub connections_max_idle_ms: u64,
     pub queued_max_request_bytes: usize,
+    /// `socket.request.receive.timeout.ms` (Weir's own).
+    pub socket_request_receive_timeout_ms: u64,
+    /// `max.connections`, over every listener.
+    pub max_connections: usize,
+    /// `max.connections.per.ip`
+    pub max_connections_per_ip: usize,
+    /// `max.connections.per.ip.overrides`, by address.
+    pub max_connections_per_ip_overrides: BTreeMap<std::net::IpAddr, usize>,
     pub offsets_topic_num_partitions: i32,
     pub offsets_retention_minutes: u64,
     pub offsets_retention_check_interval_ms: u64,
@@ -1116,6 +1152,7 @@ impl BrokerConfig {
             merged.insert(name.clone(), value.clone());
         }
         let get = |name: &str| merged[name].as_str();
+        check_request_memory(get)?;
         let listener = Listener::plaintext(listen, advertised);
         Ok(Self {
             node_id,
@@ -1153,6 +1190,14 @@ impl BrokerConfig {
                 "queued.max.request.bytes",
                 1024 * 1024..=tokio::sync::Semaphore::MAX_PERMITS,
             )?,
+            socket_request_receive_timeout_ms: parse_in(
+                get,
+                "socket.request.receive.timeout.ms",
+                1..=i32::MAX as u64,
+            )?,
+            max_connections: parse_in(get, "max.connections", 0..=i32::MAX as usize)?,
+            max_connections_per_ip: parse_in(get, "max.connections.per.ip", 0..=i32::MAX as usize)?,
+            max_connections_per_ip_overrides: per_ip_overrides(get)?,
             offsets_topic_num_partitions: parse_in(
                 get,
                 "offsets.topic.num.partitions",
@@ -1945,6 +1990,71 @@ where
     })
 }
 
+/// As Kafka: the request memory holds at least one request of the largest
+/// size, else such a request could never be read whole.
+fn check_request_memory<'a>(get: impl Fn(&str) -> &'a str + Copy) -> Result<(), ConfigError> {
+    let queued: usize = parse(get, "queued.max.request.bytes")?;
+    let largest: usize = parse(get, "socket.request.max.bytes")?;
+    if queued < largest {
+        return Err(ConfigError {
+            name: "queued.max.request.bytes".into(),
+            value: queued.to_string(),
+            reason: format!(
+                "must be at least socket.request.max.bytes ({largest}): a request of that size must fit"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// `max.connections.per.ip.overrides`: `IP:count` pairs separated by
+/// commas. Kafka also takes host names, which it resolves; Weir takes
+/// addresses only, so that no configuration waits on DNS.
+fn per_ip_overrides<'a>(
+    get: impl Fn(&str) -> &'a str + Copy,
+) -> Result<BTreeMap<std::net::IpAddr, usize>, ConfigError> {
+    const NAME: &str = "max.connections.per.ip.overrides";
+    let refuse = |reason: String| ConfigError {
+        name: NAME.into(),
+        value: get(NAME).to_owned(),
+        reason,
+    };
+    let mut overrides = BTreeMap::new();
+    for entry in get(NAME)
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+    {
+        // The count follows the last colon: an IPv6 address has colons too.
+        let Some((address, count)) = entry.rsplit_once(':') else {
+            return Err(refuse(format!("{entry:?} is not of the form IP:count")));
+        };
+        let address = address.trim().trim_start_matches('[').trim_end_matches(']');
+        let address: std::net::IpAddr = address.parse().map_err(|_| {
+            refuse(format!(
+                "{address:?} is not an IP address (host names are not resolved)"
+            ))
+        })?;
+        let count: usize = count
+            .trim()
+            .parse()
+            .ok()
+            .filter(|c| *c <= i32::MAX as usize)
+            .ok_or_else(|| refuse(format!("{count:?} in {entry:?} is not a connection count")))?;
+        overrides.insert(address, count);
+    }
+    let per_ip: usize = parse(get, "max.connections.per.ip")?;
+    if per_ip == 0 && overrides.is_empty() {
+        return Err(ConfigError {
+            name: "max.connections.per.ip".into(),
+            value: "0".into(),
+            reason: "can be 0 only if max.connections.per.ip.overrides lets some addresses in"
+                .into(),
+        });
+    }
+    Ok(overrides)
+}
+
 /// The `group.consumer.*` settings, checked as Kafka checks them: the
 /// heartbeat interval and session timeout within their min/max bounds and
 /// the interval below the timeout, known assignors.
@@ -2417,6 +2527,65 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.name, "follower.replication.throttled.rate");
         assert!(!lookup("replication.quota.window.num").unwrap().dynamic);
+    }
+
+    #[test]
+    fn connection_limits_are_kafkas_and_checked_as_kafka_checks_them() {
+        let config = build(&[]).unwrap();
+        assert_eq!(config.max_connections, i32::MAX as usize);
+        assert_eq!(config.max_connections_per_ip, i32::MAX as usize);
+        assert!(config.max_connections_per_ip_overrides.is_empty());
+        for name in [
+            "max.connections",
+            "max.connections.per.ip",
+            "max.connections.per.ip.overrides",
+        ] {
+            assert!(lookup(name).unwrap().dynamic, "{name}");
+        }
+        let config = build(&[(
+            "max.connections.per.ip.overrides",
+            "127.0.0.1:200, [::1]:5,10.0.0.7:0",
+        )])
+        .unwrap();
+        let overrides: Vec<(String, usize)> = config
+            .max_connections_per_ip_overrides
+            .iter()
+            .map(|(ip, n)| (ip.to_string(), *n))
+            .collect();
+        assert_eq!(
+            overrides,
+            [
+                ("10.0.0.7".to_owned(), 0),
+                ("127.0.0.1".to_owned(), 200),
+                ("::1".to_owned(), 5)
+            ]
+        );
+        for bad in ["broker-1:5", "127.0.0.1", "127.0.0.1:-1", "127.0.0.1:many"] {
+            let err = build(&[("max.connections.per.ip.overrides", bad)]).unwrap_err();
+            assert_eq!(err.name, "max.connections.per.ip.overrides", "{bad}");
+        }
+        // Zero per address only with exceptions, as Kafka.
+        let err = build(&[("max.connections.per.ip", "0")]).unwrap_err();
+        assert_eq!(err.name, "max.connections.per.ip");
+        assert!(build(&[
+            ("max.connections.per.ip", "0"),
+            ("max.connections.per.ip.overrides", "10.0.0.1:10"),
+        ])
+        .is_ok());
+    }
+
+    #[test]
+    fn the_request_memory_holds_at_least_the_largest_request() {
+        assert_eq!(
+            build(&[]).unwrap().socket_request_receive_timeout_ms,
+            30_000
+        );
+        let err = build(&[
+            ("queued.max.request.bytes", "2097152"),
+            ("socket.request.max.bytes", "4194304"),
+        ])
+        .unwrap_err();
+        assert_eq!(err.name, "queued.max.request.bytes");
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! written strictly in request order. A client over a quota is not read
 //! from until its throttle time has passed (KIP-219). A failed SASL
 //! authentication is answered `connection.failed.authentication.delay.ms`
-//! late, then the connection closes (KIP-306).
+//! late, then the connection closes (KIP-306). The connection holds its
+//! [`Admission`] (the connection quotas) and its request memory until its
+//! last response is written.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,11 +14,13 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::frame::{read_frame, Budgets, FrameError, Reservation};
+use super::connection_quotas::Admission;
+use super::frame::{read_frame, FrameError, FrameLimits};
 use super::outgoing::{Outgoing, ResponseWriter};
+use super::request_memory::{RequestMemory, Reservation, Stage};
 use super::ANONYMOUS;
 use super::{Channel, ServedListener};
 use crate::api::{self, Authenticator, Intercepted, Reply};
@@ -29,13 +33,27 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Numbers connections in the order they were accepted.
 static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 
+/// The longest a frame may take to arrive before the client has
+/// authenticated, whatever `socket.request.receive.timeout.ms` says: a login
+/// is a few small frames, and a stalled one holds the small
+/// pre-authentication pool that every new client needs.
+const PRE_AUTH_RECEIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the accept loop hands a connection.
+pub(crate) struct Accepted {
+    pub(crate) stream: TcpStream,
+    pub(crate) admission: Admission,
+}
+
 pub(crate) async fn serve(
     broker: Arc<Broker>,
-    stream: TcpStream,
+    Accepted { stream, admission }: Accepted,
     listener: Arc<ServedListener>,
-    global_budget: Arc<Semaphore>,
+    memory: Arc<RequestMemory>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
+    // Counted until the connection's end.
+    let _admission = admission;
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     let sasl = listener
@@ -50,7 +68,7 @@ pub(crate) async fn serve(
             address: peer,
         };
         let writer = ResponseWriter::plain(writer);
-        return serve_requests(broker, reader, writer, peer, global_budget, shutdown).await;
+        return serve_requests(broker, reader, writer, peer, memory, shutdown).await;
     };
     let idle = Duration::from_millis(broker.config().connections_max_idle_ms);
     let stream = match tokio::time::timeout(idle, tls.acceptor().accept(stream)).await {
@@ -87,7 +105,7 @@ pub(crate) async fn serve(
     };
     let (reader, writer) = tokio::io::split(stream);
     let writer = ResponseWriter::tls(writer);
-    serve_requests(broker, reader, writer, peer, global_budget, shutdown).await
+    serve_requests(broker, reader, writer, peer, memory, shutdown).await
 }
 
 /// Who is at the other end, as far as the connection knows.
@@ -107,7 +125,7 @@ async fn serve_requests<R: AsyncRead + Unpin>(
         mut sasl,
         address: peer,
     }: Peer,
-    global_budget: Arc<Semaphore>,
+    memory: Arc<RequestMemory>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let connection = CONNECTIONS.fetch_add(1, Ordering::Relaxed) + 1;
@@ -115,34 +133,43 @@ async fn serve_requests<R: AsyncRead + Unpin>(
         mpsc::channel::<(JoinHandle<Option<Outgoing>>, Reservation)>(MAX_IN_FLIGHT);
     let writer_task = tokio::spawn(write_responses(writer, pending));
     let config = broker.config();
-    let budgets = Budgets {
-        connection: Arc::new(Semaphore::new(config.socket_request_max_bytes.max(1))),
-        global: global_budget,
-    };
+    // Dropped after the writer, once every reservation is given back.
+    let memory = memory.connection(peer.map(|p| p.ip()));
     let idle = Duration::from_millis(config.connections_max_idle_ms);
+    let receive = Duration::from_millis(config.socket_request_receive_timeout_ms);
     let channel = Arc::new(channel);
     loop {
         // Before it has authenticated, a client may send only small frames
-        // (Kafka's `sasl.server.max.receive.size`).
-        let max_frame = match &sasl {
-            Some(sasl) if !sasl.is_authenticated() => config
-                .security
-                .sasl_max_receive_size
-                .min(config.socket_request_max_bytes),
-            _ => config.socket_request_max_bytes,
+        // (Kafka's `sasl.server.max.receive.size`), from a pool of their own.
+        let limits = match &sasl {
+            Some(sasl) if !sasl.is_authenticated() => FrameLimits {
+                max_size: config
+                    .security
+                    .sasl_max_receive_size
+                    .min(config.socket_request_max_bytes),
+                idle,
+                receive: receive.min(PRE_AUTH_RECEIVE_TIMEOUT),
+                stage: Stage::PreAuth,
+            },
+            _ => FrameLimits {
+                max_size: config.socket_request_max_bytes,
+                idle,
+                receive,
+                stage: Stage::Authenticated,
+            },
         };
         let frame = tokio::select! {
-            frame = tokio::time::timeout(idle, read_frame(&mut reader, max_frame, &budgets)) => frame,
+            frame = read_frame(&mut reader, limits, &memory) => frame,
             _ = shutdown.changed() => break,
         };
         let (body, reservation) = match frame {
-            Err(_) => {
-                tracing::debug!(?peer, "closing idle connection");
+            Ok(Some(frame)) => frame,
+            Ok(None) | Err(FrameError::Closed) => break,
+            Err(error @ FrameError::Idle(_)) => {
+                tracing::debug!(?peer, %error, "closing idle connection");
                 break;
             }
-            Ok(Ok(Some(frame))) => frame,
-            Ok(Ok(None)) | Ok(Err(FrameError::Closed)) => break,
-            Ok(Err(error)) => {
+            Err(error) => {
                 tracing::info!(?peer, %error, "closing connection");
                 break;
             }

@@ -2,11 +2,15 @@
 
 mod channel;
 mod connection;
+mod connection_quotas;
 mod frame;
 mod outgoing;
+mod request_memory;
 
 pub(crate) use channel::{principal_name, Channel, ANONYMOUS};
+pub(crate) use connection_quotas::ConnectionQuotas;
 pub(crate) use outgoing::{Chunk, Outgoing};
+pub(crate) use request_memory::{RequestMemory, Sizes as RequestMemorySizes};
 
 use std::sync::Arc;
 
@@ -47,13 +51,32 @@ pub async fn run_listener(
         protocol,
         tls: protocol.is_tls().then(|| broker.tls()).flatten(),
     });
-    let global_budget = broker.request_budget();
+    let memory = broker.request_memory();
+    let quotas = broker.connection_quotas();
+    // As Kafka: the inter-broker listener never waits at max.connections,
+    // unless it is the only one.
+    let protected = config.listeners.len() > 1 && config.inter_broker_listener_name == name;
+    drop(config);
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    connections.spawn(connection::serve(broker.clone(), stream, served.clone(), global_budget.clone(), shutdown.clone()));
+                Ok((stream, address)) => {
+                    let limits = || connection_quotas::ConnectionLimits::of(&broker.config());
+                    let admitted = tokio::select! {
+                        admitted = quotas.admit(address.ip(), protected, limits) => admitted,
+                        _ = shutdown.changed() => break,
+                    };
+                    match admitted {
+                        Ok(admission) => {
+                            let accepted = connection::Accepted { stream, admission };
+                            connections.spawn(connection::serve(broker.clone(), accepted, served.clone(), memory.clone(), shutdown.clone()));
+                        }
+                        Err(refused) => {
+                            tracing::info!(%refused, "closing a new connection");
+                            drop(stream);
+                        }
+                    }
                 }
                 Err(error) => {
                     // Out of descriptors: the listener stays, and takes

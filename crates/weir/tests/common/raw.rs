@@ -34,6 +34,19 @@ impl Raw {
         }
     }
 
+    /// A client on a connection already open (say, from another source
+    /// address).
+    pub fn from_stream(stream: TcpStream) -> Self {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Self {
+            stream,
+            next_correlation: 1,
+            client_id: "raw-test".to_owned(),
+        }
+    }
+
     /// Sends raw frame bytes (size prefix included).
     pub fn send_bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes)
