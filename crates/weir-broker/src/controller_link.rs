@@ -1,12 +1,13 @@
-//! The controller listener over TLS: how controllers, and brokers that are
-//! not controllers, secure the Raft link when `listener.security.protocol.map`
-//! maps `CONTROLLER` to `SSL`.
+//! The security of the controller listener: how controllers, and brokers
+//! that are not controllers, secure the Raft link when
+//! `listener.security.protocol.map` maps `CONTROLLER` to `SSL`, `SASL_SSL`
+//! or `SASL_PLAINTEXT`.
 //!
-//! Accepting, it uses the Kafka listeners' key and trust stores (the same
-//! [`TlsServer`], reloaded with them) and names the peer by its
+//! Over TLS, accepting, it uses the Kafka listeners' key and trust stores
+//! (the same [`TlsServer`], reloaded with them) and names the peer by its
 //! certificate, mapped by `ssl.principal.mapping.rules`; with an
-//! authorizer on, that principal needs `ClusterAction` on the cluster
-//! (weir-meta checks). Connecting, it presents the key store as its client
+//! authorizer on, weir-meta authorizes each request against that
+//! principal. Connecting, it presents the key store as its client
 //! certificate and checks the peer's against the trust store.
 //!
 //! With `SASL_PLAINTEXT` or `SASL_SSL`, every controller connection also
