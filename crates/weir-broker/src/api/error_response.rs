@@ -512,49 +512,30 @@ impl ErrorResponse for DescribeTransactionsResponse {
     }
 }
 
-impl ErrorResponse for InitializeShareGroupStateResponse {
-    fn error_response(&self, _version: i16, code: i16) -> Self {
-        use initialize_share_group_state_response::{InitializeStateResult, PartitionResult};
-        Self::default().with_results(each(&self.results, |t| {
-            InitializeStateResult::default()
-                .with_topic_id(t.topic_id)
-                .with_partitions(each(&t.partitions, |p| {
-                    PartitionResult::default()
-                        .with_partition(p.partition)
-                        .with_error_code(code)
+/// The share-group state APIs answer alike: per topic id, per partition.
+macro_rules! share_state_error_response {
+    ($($response:ident => $module:ident :: $result:ident),* $(,)?) => {$(
+        impl ErrorResponse for $response {
+            fn error_response(&self, _version: i16, code: i16) -> Self {
+                use $module::{PartitionResult, $result};
+                Self::default().with_results(each(&self.results, |t| {
+                    $result::default()
+                        .with_topic_id(t.topic_id)
+                        .with_partitions(each(&t.partitions, |p| {
+                            PartitionResult::default()
+                                .with_partition(p.partition)
+                                .with_error_code(code)
+                        }))
                 }))
-        }))
-    }
+            }
+        }
+    )*};
 }
 
-impl ErrorResponse for ReadShareGroupStateResponse {
-    fn error_response(&self, _version: i16, code: i16) -> Self {
-        use read_share_group_state_response::{PartitionResult, ReadStateResult};
-        Self::default().with_results(each(&self.results, |t| {
-            ReadStateResult::default()
-                .with_topic_id(t.topic_id)
-                .with_partitions(each(&t.partitions, |p| {
-                    PartitionResult::default()
-                        .with_partition(p.partition)
-                        .with_error_code(code)
-                }))
-        }))
-    }
-}
-
-impl ErrorResponse for WriteShareGroupStateResponse {
-    fn error_response(&self, _version: i16, code: i16) -> Self {
-        use write_share_group_state_response::{PartitionResult, WriteStateResult};
-        Self::default().with_results(each(&self.results, |t| {
-            WriteStateResult::default()
-                .with_topic_id(t.topic_id)
-                .with_partitions(each(&t.partitions, |p| {
-                    PartitionResult::default()
-                        .with_partition(p.partition)
-                        .with_error_code(code)
-                }))
-        }))
-    }
+share_state_error_response! {
+    InitializeShareGroupStateResponse => initialize_share_group_state_response::InitializeStateResult,
+    ReadShareGroupStateResponse => read_share_group_state_response::ReadStateResult,
+    WriteShareGroupStateResponse => write_share_group_state_response::WriteStateResult,
 }
 
 #[cfg(test)]
