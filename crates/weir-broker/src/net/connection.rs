@@ -4,15 +4,15 @@
 //! written strictly in request order. A client over a quota is not read
 //! from until its throttle time has passed (KIP-219). A failed SASL
 //! authentication is answered `connection.failed.authentication.delay.ms`
-//! late, then the connection closes (KIP-306). The connection holds its
-//! [`Admission`] (the connection quotas) and its request memory until its
-//! last response is written.
+//! late, and the connection closes once the client has had the answer
+//! (KIP-306). The connection holds its [`Admission`] (the connection
+//! quotas) and its request memory until its last response is written.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncRead;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -208,7 +208,9 @@ async fn serve_requests<R: AsyncRead + Unpin>(
                 }
                 if let Some(response) = response {
                     let ready = tokio::spawn(std::future::ready(Some(response)));
-                    let _ = queue.send((ready, reservation)).await;
+                    if queue.send((ready, reservation)).await.is_ok() {
+                        linger_until_closed(&mut reader, &mut shutdown).await;
+                    }
                 }
                 break;
             }
@@ -305,6 +307,27 @@ async fn serve_requests<R: AsyncRead + Unpin>(
     }
     drop(queue);
     let _ = writer_task.await;
+}
+
+/// How long a connection whose login failed stays open after its answer,
+/// unless the client closes it first.
+const LINGER_AFTER_FAILED_LOGIN: Duration = Duration::from_secs(1);
+
+/// Waits, discarding what arrives, until the client closes the connection
+/// or [`LINGER_AFTER_FAILED_LOGIN`] passes. Some clients (kafka-python)
+/// drop an answer read together with the connection's end, so the last
+/// answer goes out before the broker's side closes.
+async fn linger_until_closed<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+) {
+    let mut discard = [0u8; 512];
+    let drained =
+        async { while matches!(reader.read(&mut discard).await, Ok(read) if read > 0) {} };
+    tokio::select! {
+        _ = tokio::time::timeout(LINGER_AFTER_FAILED_LOGIN, drained) => {}
+        _ = shutdown.changed() => {}
+    }
 }
 
 /// The reply, and the time spent computing it: its polls, not its waits.
