@@ -1549,10 +1549,10 @@ impl Broker {
             });
     }
 
-    /// Tells the controller that these replicas are offline with their
-    /// failed log directory, so that their leaderships move to other
-    /// in-sync replicas and they leave the ISRs, as Kafka's controller
-    /// handles an offline log directory.
+    /// Tells the controller that these replicas take no writes (their log
+    /// directory failed or is full), so that their leaderships move to
+    /// other in-sync replicas and they leave the ISRs, as Kafka's
+    /// controller handles an offline log directory.
     pub(crate) fn report_offline_replicas(&self, partitions: Vec<(String, i32)>) {
         if partitions.is_empty() {
             return;
@@ -1565,10 +1565,10 @@ impl Broker {
         self.meta.submit_in_background(command, move |outcome| match outcome {
             Ok(_) => tracing::info!(
                 replicas = count,
-                "the controller moved the leaderships of the replicas in the failed log directory"
+                "the controller moved the leaderships of the replicas that take no writes"
             ),
             Err(error) => {
-                tracing::warn!(%error, "cannot tell the controller of the replicas in a failed log directory")
+                tracing::warn!(%error, "cannot tell the controller of the replicas that take no writes")
             }
         });
     }

@@ -6,14 +6,15 @@
 //! directory; after that the broker itself is the only one to create or
 //! delete partition directories, so it keeps the map up to date.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
-use weir_log::FailureListener;
+use weir_log::{DirFault, FailureListener};
 
 use crate::log_dir_move::{self, Move};
 
@@ -55,18 +56,51 @@ pub struct LogDirs {
     failures: Arc<Failures>,
 }
 
-/// The directories an I/O failure took offline, shared with the logs'
-/// failure listener: as in Kafka, a failure in one partition's log takes
-/// every replica of its directory offline, and only those.
+/// The directories an I/O failure took offline or found full, shared with
+/// the logs' failure listener: as in Kafka, a failure in one partition's
+/// log takes every replica of its directory offline, and only those. A
+/// full volume only refuses writes: its replicas give up their leaderships
+/// and pause following, and come back once space is freed.
 struct Failures {
     dirs: Vec<PathBuf>,
     /// Index in `dirs` → what failed there.
     failed: Mutex<HashMap<usize, String>>,
-    /// Woken when a directory fails.
+    /// Indexes in `dirs` of the full volumes.
+    full: Mutex<BTreeSet<usize>>,
+    /// Whether `full` holds any: the fetchers ask for every partition.
+    any_full: AtomicBool,
+    /// Woken when a directory fails or fills.
     changed: Notify,
 }
 
 impl Failures {
+    fn note(&self, log_dir: &Path, fault: DirFault) {
+        match fault {
+            DirFault::Failed => self.fail(log_dir),
+            DirFault::Full => self.fill(log_dir),
+        }
+    }
+
+    fn fill(&self, log_dir: &Path) {
+        let Some(index) = index_holding(&self.dirs, log_dir) else {
+            return;
+        };
+        if self.failed.lock().contains_key(&index) || !self.full.lock().insert(index) {
+            return;
+        }
+        self.any_full.store(true, Ordering::Release);
+        let dir = self.dirs[index].display();
+        tracing::error!(%dir, log = %log_dir.display(), "log directory full: its replicas hand their leaderships to in-sync replicas and stop following until space is freed");
+        self.changed.notify_one();
+    }
+
+    fn is_full(&self, log_dir: &Path) -> bool {
+        if !self.any_full.load(Ordering::Acquire) {
+            return false;
+        }
+        index_holding(&self.dirs, log_dir).is_some_and(|index| self.full.lock().contains(&index))
+    }
+
     fn fail(&self, log_dir: &Path) {
         let Some(index) = index_holding(&self.dirs, log_dir) else {
             return;
@@ -86,6 +120,28 @@ impl Failures {
         );
         self.changed.notify_one();
     }
+}
+
+/// Whether a replica's directory takes writes, as the follower fetchers
+/// ask it for every partition they follow.
+#[derive(Clone)]
+pub struct DirHealth(Arc<Failures>);
+
+impl DirHealth {
+    /// Whether the volume of the log in `log_dir` is full: a follower
+    /// there fetches nothing, so that it neither retries a write that
+    /// cannot succeed nor looks caught up to its leader.
+    pub fn is_full(&self, log_dir: &Path) -> bool {
+        self.0.is_full(log_dir)
+    }
+}
+
+/// The usable bytes a full volume of `total` bytes needs before its
+/// replicas take writes again: enough that they do not fill it again at
+/// once.
+fn space_again(total: u64) -> u64 {
+    const MIN: u64 = 16 << 20;
+    (total / 100).max(MIN).min(total / 8)
 }
 
 /// What [`LogDirs::usage`] finds of one directory.
@@ -146,6 +202,8 @@ impl LogDirs {
             failures: Arc::new(Failures {
                 dirs: absolute.clone(),
                 failed: Mutex::new(HashMap::new()),
+                full: Mutex::new(BTreeSet::new()),
+                any_full: AtomicBool::new(false),
                 changed: Notify::new(),
             }),
             dirs: absolute,
@@ -176,12 +234,11 @@ impl LogDirs {
         for &index in placed.values() {
             counts[index] += 1;
         }
-        // An offline directory gets nothing new while another is online.
-        let failed = self.failures.failed.lock();
+        // An offline or full directory gets nothing new while another
+        // takes writes.
         let index = (0..self.dirs.len())
-            .min_by_key(|&i| (failed.contains_key(&i), counts[i]))
+            .min_by_key(|&i| (self.failure(i).is_some(), counts[i]))
             .expect("log.dirs is never empty");
-        drop(failed);
         placed.insert(key, index);
         self.dirs[index].clone()
     }
@@ -257,16 +314,66 @@ impl LogDirs {
         self.placed.lock().remove(&(topic.to_owned(), partition));
     }
 
-    /// What the logs call when an I/O failure leaves their directory in
-    /// doubt: it fails, with every replica in it.
+    /// What the logs call when an I/O failure refuses a write: a
+    /// directory in doubt fails, with every replica in it; a full one
+    /// counts as full until [`LogDirs::take_back_freed`] finds space.
     pub fn failure_listener(&self) -> FailureListener {
         let failures = self.failures.clone();
-        Arc::new(move |log_dir: &Path| failures.fail(log_dir))
+        Arc::new(move |log_dir: &Path, fault| failures.note(log_dir, fault))
     }
 
-    /// Why directory `index` is offline, if it failed.
+    /// Why directory `index` takes no writes: it failed, or its volume is
+    /// full.
     pub fn failure(&self, index: usize) -> Option<String> {
-        self.failures.failed.lock().get(&index).cloned()
+        if let Some(why) = self.failures.failed.lock().get(&index) {
+            return Some(why.clone());
+        }
+        self.failures.full.lock().contains(&index).then(|| {
+            format!(
+                "log directory {} is full: no space left on device",
+                self.dirs[index].display()
+            )
+        })
+    }
+
+    /// Whether the volume of the log in `log_dir` was found full and has
+    /// not had space freed since.
+    pub fn is_full(&self, log_dir: &Path) -> bool {
+        self.failures.is_full(log_dir)
+    }
+
+    /// What the fetchers ask whether a replica may take writes.
+    pub fn health(&self) -> DirHealth {
+        DirHealth(self.failures.clone())
+    }
+
+    /// The indexes of the full directories.
+    pub fn full(&self) -> Vec<usize> {
+        self.failures.full.lock().iter().copied().collect()
+    }
+
+    /// Takes back the full directories whose volume has space again, and
+    /// returns them. Reads the file system: call it off the runtime's
+    /// workers.
+    pub fn take_back_freed(&self) -> Vec<PathBuf> {
+        let mut freed = Vec::new();
+        for index in self.full() {
+            let path = &self.dirs[index];
+            let Ok((total, usable)) = space_of(path) else {
+                continue;
+            };
+            if usable < space_again(total) {
+                continue;
+            }
+            tracing::info!(dir = %path.display(), usable, "log directory has space again: its replicas follow their leaders and rejoin the ISR");
+            self.failures.full.lock().remove(&index);
+            freed.push(path.clone());
+        }
+        let full = self.failures.full.lock();
+        self.failures
+            .any_full
+            .store(!full.is_empty(), Ordering::Release);
+        freed
     }
 
     /// The failed directories, by index, with what failed there.

@@ -1,6 +1,7 @@
 //! Background upkeep: retention, producer-state snapshots and expiry, time-based
-//! flushes, the expiry and checkpoints of `__consumer_offsets`, and TLS
-//! certificates read again when their files change.
+//! flushes, the expiry and checkpoints of `__consumer_offsets`, failed and
+//! full log directories, and TLS certificates read again when their files
+//! change.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,9 @@ const HIGH_WATERMARK_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
 /// How often the TLS key store and trust store files are checked for a
 /// change.
 const TLS_RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often a full log directory's volume is checked for freed space.
+const FULL_DIR_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often `flush.ms` is checked.
 const FLUSH_CHECK_INTERVAL: Duration = Duration::from_millis(500);
@@ -58,6 +62,8 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     producers.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut high_watermarks = tokio::time::interval(HIGH_WATERMARK_CHECKPOINT_INTERVAL);
     high_watermarks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut full_dirs = tokio::time::interval(FULL_DIR_CHECK_INTERVAL);
+    full_dirs.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut tls_reload = tokio::time::interval(TLS_RELOAD_CHECK_INTERVAL);
     tls_reload.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -106,8 +112,18 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
             }
             _ = broker.log_dirs().failed_since() => {
                 let replicas = broker.clone();
-                let offline = tokio::task::spawn_blocking(move || replicas.replicas().take_failed_dirs_offline()).await;
-                broker.report_offline_replicas(offline.unwrap_or_default());
+                let refusing = tokio::task::spawn_blocking(move || {
+                    let replicas = replicas.replicas();
+                    let mut refusing = replicas.take_failed_dirs_offline();
+                    refusing.extend(replicas.replicas_in_full_dirs());
+                    refusing
+                })
+                .await;
+                broker.report_offline_replicas(refusing.unwrap_or_default());
+            }
+            _ = full_dirs.tick(), if !broker.log_dirs().full().is_empty() => {
+                let dirs = broker.clone();
+                let _ = tokio::task::spawn_blocking(move || dirs.log_dirs().take_back_freed()).await;
             }
             _ = shutdown.changed() => return,
         }

@@ -110,12 +110,18 @@ impl ReplicaManager {
             clock.clone(),
         ));
         let on_failure = log_dirs.failure_listener();
+        let dir_health = log_dirs.health();
         Self {
             high_watermarks: HighWatermarks::load(storage.clone(), data_dir),
             log_dirs,
             leader_quota: ReplicationQuota::new(replication_quota_windows, clock.clone()),
             log_dir_move_quota: ReplicationQuota::new(replication_quota_windows, clock.clone()),
-            fetchers: ReplicaFetchers::new(node_id, follower_quota.clone(), inter_broker_security),
+            fetchers: ReplicaFetchers::new(
+                node_id,
+                follower_quota.clone(),
+                inter_broker_security,
+                dir_health,
+            ),
             follower_quota,
             env: LogEnv {
                 storage,
@@ -168,6 +174,20 @@ impl ReplicaManager {
             );
         }
         offline
+    }
+
+    /// Every replica in a full log directory, as (topic, partition): they
+    /// cannot take writes, so they leave their ISRs and hand over their
+    /// leaderships until space is freed.
+    pub fn replicas_in_full_dirs(&self) -> Vec<(String, i32)> {
+        if self.log_dirs.full().is_empty() {
+            return Vec::new();
+        }
+        self.all()
+            .into_iter()
+            .filter(|partition| self.log_dirs.is_full(partition.log().dir()))
+            .map(|partition| (partition.topic.clone(), partition.index))
+            .collect()
     }
 
     /// The partition, if a replica of it is here.

@@ -145,9 +145,19 @@ enum Mode {
 /// One partition's log. All methods take `&self`: appends, reads and
 /// maintenance serialize on an internal lock, while fsyncs run outside it so
 /// that concurrent appenders share them (group commit).
-/// What a log calls with its directory when an I/O failure leaves the
-/// directory in doubt (see [`Log::on_failure`]).
-pub type FailureListener = Arc<dyn Fn(&Path) + Send + Sync>;
+/// What a log calls with its directory and the kind of fault when an I/O
+/// failure refuses a write (see [`Log::on_failure`]).
+pub type FailureListener = Arc<dyn Fn(&Path, DirFault) + Send + Sync>;
+
+/// What an I/O failure says of a log's directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirFault {
+    /// The directory is in doubt: its logs must not serve until reopened.
+    Failed,
+    /// The volume is full: writes are refused until space is freed, and
+    /// what is there stays valid.
+    Full,
+}
 
 pub struct Log {
     dir: PathBuf,
@@ -459,11 +469,11 @@ impl Log {
         self.sync_up_to(u64::MAX, false)
     }
 
-    /// Has `listener` told, from now on, of the I/O failures that leave
-    /// the log's directory in doubt: those that take the log offline, and
-    /// any other I/O error of an append, flush or roll but a full disk
-    /// (which only refuses the write, until space is freed). Set once: a
-    /// later listener is ignored. It may be called with the log's state
+    /// Has `listener` told, from now on, of the I/O failures that refuse
+    /// a write: those that take the log offline and any other I/O error of
+    /// an append, flush or roll ([`DirFault::Failed`]), and a full disk
+    /// ([`DirFault::Full`], which only refuses the write until space is
+    /// freed). Set once: a later listener is ignored. It may be called with the log's state
     /// locked: it must not call back into the log.
     pub fn on_failure(&self, listener: FailureListener) {
         let _ = self.failure_listener.set(listener);
@@ -1374,21 +1384,23 @@ impl Log {
         st.offline = Some(error.to_string());
         tracing::error!(dir = %self.dir.display(), %error, "log offline until reopened");
         if let Some(listener) = self.failure_listener.get() {
-            listener(&self.dir);
+            listener(&self.dir, DirFault::Failed);
         }
         error
     }
 
-    /// Tells the failure listener of an I/O error that is not a full disk.
+    /// Tells the failure listener of an I/O error of a write.
     fn note_failure(&self, error: &LogError) {
         let LogError::Io { source, .. } = error else {
             return;
         };
-        if source.kind() == std::io::ErrorKind::StorageFull {
-            return;
-        }
+        let fault = if source.kind() == std::io::ErrorKind::StorageFull {
+            DirFault::Full
+        } else {
+            DirFault::Failed
+        };
         if let Some(listener) = self.failure_listener.get() {
-            listener(&self.dir);
+            listener(&self.dir, fault);
         }
     }
 

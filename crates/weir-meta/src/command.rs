@@ -34,8 +34,8 @@ pub enum Command {
         /// The broker id; it must be registered.
         id: i32,
     },
-    /// Replicas of the broker went offline with their failed log
-    /// directory: as for [`Command::FenceBroker`], but only in these
+    /// Replicas of the broker take no writes: their log directory failed
+    /// or its volume is full. As for [`Command::FenceBroker`], but only in these
     /// partitions and without fencing the broker, it leaves their ISRs
     /// and its leaderships move to other in-sync replicas. A partition
     /// whose only in-sync replica it is stays as it is (unless the topic

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use common::raw::Raw;
-use common::Weir;
+use common::{SmallDisk, Weir};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::ResponseError;
 use weir_log::testing::BatchBuilder;
@@ -163,46 +163,6 @@ fn idle_connections_are_closed() {
     std::thread::sleep(Duration::from_millis(1_000));
     assert!(idle.is_closed(), "an idle connection must be closed");
     assert_serving(&weir);
-}
-
-/// A small tmpfs mounted over a directory (this needs root, as CI has),
-/// unmounted on drop.
-struct SmallDisk {
-    dir: std::path::PathBuf,
-    _tmp: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn mount(megabytes: u32) -> Self {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = tmp.path().join("disk");
-        std::fs::create_dir(&dir).unwrap();
-        let status = std::process::Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={megabytes}m"),
-                "weir-small-disk",
-            ])
-            .arg(&dir)
-            .status()
-            .expect("run mount");
-        assert!(
-            status.success(),
-            "mounting a {megabytes} MB tmpfs failed ({status}): this test needs root"
-        );
-        Self { dir, _tmp: tmp }
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.dir)
-            .status();
-    }
 }
 
 /// The base offset and record count of every batch of partition 0 of

@@ -323,6 +323,114 @@ fn a_failed_log_dir_moves_its_leaderships_to_in_sync_replicas() {
     assert_all_in_order(&read, &expected);
 }
 
+/// Fills `path`'s volume to the last byte.
+fn fill_volume(path: &std::path::Path) {
+    use std::io::Write;
+    let mut ballast = std::fs::File::create(path).unwrap();
+    let chunk = vec![1u8; 1 << 20];
+    while ballast.write_all(&chunk).is_ok() {}
+    while ballast.write_all(&[1]).is_ok() {}
+}
+
+/// A leader whose volume fills hands its leadership to an in-sync replica
+/// instead of refusing every write until someone frees space. Its log
+/// directory is reported as Kafka reports an offline one. It fetches
+/// nothing into the full volume, so it neither retries writes that cannot
+/// succeed nor looks caught up (its idle partition would otherwise rejoin
+/// the ISR and come back to it at every preferred election). Once space is
+/// freed it catches up, rejoins the ISR and gets its leadership back.
+#[test]
+fn a_leader_on_a_full_disk_hands_over_its_leadership_and_takes_it_back_once_space_is_freed() {
+    use kafka_protocol::messages::{ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse};
+    use weir_log::testing::BatchBuilder;
+
+    let disk = common::SmallDisk::mount(64);
+    let logs = disk.dir.join("logs");
+    let logs_arg = logs.display().to_string();
+    let cluster = Cluster::start_each(
+        &["--leader-imbalance-check-interval-seconds", "1"],
+        &[&["--log-dirs", &logs_arg]],
+    );
+    let bootstrap = cluster.bootstrap();
+    let topic = NewTopic::new("full", 1, TopicReplication::Variable(&[&[1, 2, 3]]))
+        .set("min.insync.replicas", "2");
+    let created = common::cli::block_on(admin(&bootstrap).create_topics(
+        &[topic],
+        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(20))),
+    ))
+    .expect("create topics");
+    created.into_iter().for_each(|r| {
+        r.expect("topic created");
+    });
+    let in_sync_under = |leader: i32| {
+        let bootstrap = &bootstrap;
+        move || {
+            let view = partitions(bootstrap, "full").remove(0);
+            (view.leader == leader && view.isr.len() == 3).then_some(())
+        }
+    };
+    wait_until("node 1 to lead", Duration::from_secs(20), in_sync_under(1));
+    let mut acked = send_acked(&bootstrap, "full", "before", 20);
+    wait_until(
+        "every replica in sync",
+        Duration::from_secs(20),
+        in_sync_under(1),
+    );
+
+    // Node 1's volume fills; its next write fails.
+    let ballast = disk.dir.join("ballast");
+    fill_volume(&ballast);
+    let mut leader = common::raw::Raw::connect(&cluster.node(1).kafka);
+    let batch = BatchBuilder::new(1).value_size(64 << 10).build();
+    assert_eq!(
+        leader.produce("full", 0, batch).0,
+        56,
+        "KAFKA_STORAGE_ERROR"
+    );
+
+    // With nothing more written, the leadership moves to an in-sync replica.
+    let moved = wait_until(
+        "the leadership to leave the full disk",
+        Duration::from_secs(30),
+        || {
+            let view = partitions(&bootstrap, "full").remove(0);
+            (view.leader > 1 && !view.isr.contains(&1)).then_some(view)
+        },
+    );
+    // The broker is not fenced: only the full directory's replicas moved.
+    assert!(brokers(&bootstrap).contains(&1));
+    let described: DescribeLogDirsResponse = leader.call(
+        ApiKey::DescribeLogDirs,
+        4,
+        &DescribeLogDirsRequest::default().with_topics(None),
+    );
+    let codes: Vec<(String, i16)> = described
+        .results
+        .iter()
+        .map(|r| (r.log_dir.to_string(), r.error_code))
+        .collect();
+    assert_eq!(codes, vec![(logs_arg.clone(), 56)]);
+    // Node 1 holds every acknowledged record, yet stays out of the ISR
+    // while its volume is full, through several preferred elections.
+    std::thread::sleep(Duration::from_secs(5));
+    let view = partitions(&bootstrap, "full").remove(0);
+    assert_eq!(view.leader, moved.leader, "{view:?}");
+    assert!(!view.isr.contains(&1), "{view:?}");
+    // Writes go on at the new leader.
+    acked.extend(send_acked(&bootstrap, "full", "during", 20));
+
+    // Space is freed: node 1 catches up, rejoins and leads again.
+    std::fs::remove_file(&ballast).unwrap();
+    wait_until(
+        "node 1 to lead again",
+        Duration::from_secs(60),
+        in_sync_under(1),
+    );
+    acked.extend(send_acked(&bootstrap, "full", "after", 20));
+    let read = read_all(&bootstrap, "full", 1, acked.len());
+    assert_all_in_order(&read, &acked);
+}
+
 #[test]
 fn sigterm_hands_leadership_over_before_exit() {
     // A session far longer than the test: only the handover can move the

@@ -122,8 +122,9 @@ pub(super) fn describe_log_dirs(
         .map(|(index, (usage, topics))| {
             let result = DescribeLogDirsResult::default()
                 .with_log_dir(StrBytes::from_string(usage.path.display().to_string()));
-            // A failed directory is offline until the broker restarts,
-            // whatever its volume says now.
+            // A failed directory is offline until the broker restarts, a
+            // full one until space is freed: Kafka reports both (a full
+            // disk takes its directory offline there) as a storage error.
             let space = match log_dirs.failure(index) {
                 Some(why) => Err(std::io::Error::other(why)),
                 None => usage.space,

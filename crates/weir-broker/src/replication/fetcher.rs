@@ -27,6 +27,7 @@ use weir_client::{Client, ClientConfig};
 use weir_log::batch::BatchHeader;
 use weir_log::LogError;
 
+use crate::log_dirs::DirHealth;
 use crate::partition::Partition;
 use crate::replication::ReplicationQuota;
 
@@ -85,6 +86,8 @@ pub struct ReplicaFetchers {
     quota: Arc<ReplicationQuota>,
     /// How to connect to the leaders' inter-broker listener.
     security: weir_client::SecurityConfig,
+    /// Which log directories are full.
+    dirs: DirHealth,
 }
 
 impl ReplicaFetchers {
@@ -92,11 +95,13 @@ impl ReplicaFetchers {
         node_id: i32,
         quota: Arc<ReplicationQuota>,
         security: weir_client::SecurityConfig,
+        dirs: DirHealth,
     ) -> Self {
         Self {
             node_id,
             quota,
             security,
+            dirs,
             runtime: Mutex::new(None),
             fetchers: Mutex::new(HashMap::new()),
         }
@@ -165,6 +170,7 @@ impl ReplicaFetchers {
             partitions.clone(),
             self.quota.clone(),
             self.security.clone(),
+            self.dirs.clone(),
         ));
         LeaderFetcher {
             addr,
@@ -196,6 +202,7 @@ async fn fetch_loop(
     partitions: Arc<Mutex<BTreeMap<Key, Followed>>>,
     quota: Arc<ReplicationQuota>,
     security: weir_client::SecurityConfig,
+    dirs: DirHealth,
 ) {
     let config = ClientConfig {
         client_id: format!("weir-replica-{node_id}"),
@@ -222,7 +229,7 @@ async fn fetch_loop(
             }
         };
         let outcome = match truncate_divergent(connection, node_id, &partitions).await {
-            Ok(()) => fetch_once(connection, node_id, partitions.clone(), quota.clone()).await,
+            Ok(()) => fetch_once(connection, node_id, &partitions, quota.clone(), &dirs).await,
             Err(error) => Err(error),
         };
         if let Err(error) = outcome {
@@ -357,8 +364,9 @@ pub(crate) fn divergence_point(
 async fn fetch_once(
     client: &mut Client,
     node_id: i32,
-    partitions: Arc<Mutex<BTreeMap<Key, Followed>>>,
+    partitions: &Arc<Mutex<BTreeMap<Key, Followed>>>,
     quota: Arc<ReplicationQuota>,
+    dirs: &DirHealth,
 ) -> Result<(), weir_client::ClientError> {
     let targets: Vec<(Key, Arc<Partition>, i32)> = {
         let followed = partitions.lock();
@@ -373,6 +381,8 @@ async fn fetch_once(
             // An offline replica (its log directory failed) fetches nothing,
             // so that its leader never takes it back into the ISR.
             .filter(|(_, f)| !f.partition.is_offline())
+            // Nor does one on a full volume, until space is freed.
+            .filter(|(_, f)| !dirs.is_full(f.partition.log().dir()))
             .filter(|(_, f)| !(exceeded && f.partition.follower_throttled() && !f.caught_up))
             .filter(|(_, f)| f.backoff.is_none_or(|(until, _)| until <= now))
             .map(|(key, f)| (key.clone(), f.partition.clone(), f.leader_epoch))
@@ -411,6 +421,7 @@ async fn fetch_once(
     let response: FetchResponse = client.call(ApiKey::Fetch, &request).await?;
     // Appends (and the fsyncs flush.messages may call for) and truncations
     // run on the blocking pool, never on a runtime worker.
+    let partitions = partitions.clone();
     let applied =
         tokio::task::spawn_blocking(move || apply_fetched(response, &targets, &partitions, &quota))
             .await;

@@ -61,6 +61,20 @@ impl Cluster {
     }
 
     pub fn try_start_with(roles: &[&str], extra: &[&str]) -> Option<Self> {
+        Self::try_start_each(roles, extra, &[])
+    }
+
+    /// [`start`](Self::start), node `i + 1` also given `own[i]`.
+    pub fn start_each(extra: &[&str], own: &[&[&str]]) -> Self {
+        for _ in 0..3 {
+            if let Some(cluster) = Self::try_start_each(&[BOTH, BOTH, BOTH], extra, own) {
+                return cluster;
+            }
+        }
+        panic!("the cluster did not start");
+    }
+
+    fn try_start_each(roles: &[&str], extra: &[&str], own: &[&[&str]]) -> Option<Self> {
         let controller_ports: Vec<u16> = roles.iter().map(|_| free_port()).collect();
         let voters = controller_ports
             .iter()
@@ -96,6 +110,11 @@ impl Cluster {
                     args.extend(["--broker-session-timeout-ms".to_owned(), session.clone()]);
                 }
                 args.extend(extra.iter().map(|s| s.to_string()));
+                args.extend(
+                    own.get(i)
+                        .into_iter()
+                        .flat_map(|o| o.iter().map(|s| s.to_string())),
+                );
                 Weir::launch(&args)
             })
             .collect();

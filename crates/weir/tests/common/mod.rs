@@ -347,3 +347,43 @@ fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::process::Exit
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A small tmpfs mounted over a directory (this needs root, as CI has),
+/// unmounted on drop.
+pub struct SmallDisk {
+    pub dir: std::path::PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    pub fn mount(megabytes: u32) -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("disk");
+        std::fs::create_dir(&dir).unwrap();
+        let status = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={megabytes}m"),
+                "weir-small-disk",
+            ])
+            .arg(&dir)
+            .status()
+            .expect("run mount");
+        assert!(
+            status.success(),
+            "mounting a {megabytes} MB tmpfs failed ({status}): this test needs root"
+        );
+        Self { dir, _tmp: tmp }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.dir)
+            .status();
+    }
+}
