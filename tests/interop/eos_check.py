@@ -1,16 +1,22 @@
 """Exactly-once consume-transform-produce with confluent-kafka transactions.
 
-A worker process reads `eos-in` in a consumer group (read_committed),
-writes one output record per input to `eos-out` and commits its consumer
-offsets in the same transaction (send_offsets_to_transaction). It is killed
-with SIGKILL in the middle of its work and started again; the restarted
-worker fences the dead one's transactional id, its open transaction is
-aborted, and it resumes from the offsets committed with the last committed
-transaction. A read_committed reader must then see every input exactly once
-in the output.
+A worker process reads `eos-in-PROTOCOL` in a consumer group
+(read_committed) of that group protocol (`classic`, or `consumer`: KIP-848,
+where TxnOffsetCommit carries the member epoch), writes one output record per
+input to `eos-out-PROTOCOL` and commits its consumer offsets in the same
+transaction (send_offsets_to_transaction). It is killed with SIGKILL in the
+middle of its work and started again; the restarted worker fences the dead
+one's transactional id, its open transaction is aborted, and it resumes from
+the offsets committed with the last committed transaction. A read_committed
+reader must then see every input exactly once in the output.
 
-Usage: eos_check.py HOST:PORT            (the check)
-       eos_check.py HOST:PORT --worker   (one worker, run by the check)
+Usage: eos_check.py HOST:PORT PROTOCOL            (the check)
+       eos_check.py HOST:PORT PROTOCOL --worker   (one worker, run by the check)
+
+A consumer-protocol group's session is the broker's: the check sets the
+group's consumer.session.timeout.ms to 6 s (the broker must allow it, with
+group.consumer.min.session.timeout.ms), so that the killed worker's
+partitions go to the restarted one within the check's time.
 """
 
 import collections
@@ -21,41 +27,56 @@ import sys
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from interop_util import Checks, expect, expect_eq
 
-INPUT = "eos-in"
-OUTPUT = "eos-out"
 PARTITIONS = 3
 INPUTS = 3000
-GROUP = "eos-loop"
-TRANSACTIONAL_ID = "eos-loop-worker"
 # The worker stops after this long without new input.
 IDLE_EXIT_S = 4.0
 
 
-def worker(bootstrap):
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": GROUP,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
-        }
-    )
+class Names:
+    """The topics, group and transactional id of one protocol's run."""
+
+    def __init__(self, protocol):
+        self.input = f"eos-in-{protocol}"
+        self.output = f"eos-out-{protocol}"
+        self.group = f"eos-loop-{protocol}"
+        self.transactional_id = f"eos-loop-worker-{protocol}"
+
+
+def worker(bootstrap, protocol):
+    names = Names(protocol)
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": names.group,
+        "group.protocol": protocol,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+    }
+    if protocol == "classic":
+        # A consumer-protocol group's session is set on the group instead.
+        conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    consumer = Consumer(conf)
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "transactional.id": TRANSACTIONAL_ID,
+            "transactional.id": names.transactional_id,
             "linger.ms": 5,
         }
     )
     producer.init_transactions(30)
-    consumer.subscribe([INPUT])
+    consumer.subscribe([names.input])
     idle_since = time.monotonic()
     done = 0
     while time.monotonic() - idle_since < IDLE_EXIT_S:
@@ -70,7 +91,7 @@ def worker(bootstrap):
         idle_since = time.monotonic()
         producer.begin_transaction()
         for message in messages:
-            producer.produce(OUTPUT, key=message.key(), value=b"out-" + message.value())
+            producer.produce(names.output, key=message.key(), value=b"out-" + message.value())
         producer.send_offsets_to_transaction(
             consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
         )
@@ -81,27 +102,42 @@ def worker(bootstrap):
     return 0
 
 
-def create_topics(bootstrap):
+def create_topics(bootstrap, names):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
-        [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in (INPUT, OUTPUT)]
+        [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in (names.input, names.output)]
     )
     for future in futures.values():
         future.result(30)
 
 
-def produce_inputs(bootstrap):
+def shorten_group_session(bootstrap, group):
+    """A consumer-protocol group's session timeout is a group config."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry("consumer.session.timeout.ms", "6000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("consumer.heartbeat.interval.ms", "500", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
+def produce_inputs(bootstrap, topic):
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     for i in range(INPUTS):
-        producer.produce(INPUT, key=f"k{i % 97}".encode(), value=f"in-{i:05}".encode())
+        producer.produce(topic, key=f"k{i % 97}".encode(), value=f"in-{i:05}".encode())
         if i % 1000 == 999:
             producer.poll(0)
     expect_eq(producer.flush(30), 0, "inputs left unsent")
 
 
-def start_worker(bootstrap):
+def start_worker(bootstrap, protocol):
     return subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), bootstrap, "--worker"],
+        [sys.executable, os.path.abspath(__file__), bootstrap, protocol, "--worker"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -122,7 +158,7 @@ def committed_by(process, at_least, timeout_s):
     return done
 
 
-def read_output(bootstrap):
+def read_output(bootstrap, topic):
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -133,7 +169,7 @@ def read_output(bootstrap):
             "enable.partition.eof": True,
         }
     )
-    consumer.assign([TopicPartition(OUTPUT, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     values = []
     at_end = set()
     deadline = time.monotonic() + 30
@@ -151,22 +187,25 @@ def read_output(bootstrap):
     return values
 
 
-def check_exactly_once_across_a_kill(bootstrap):
-    create_topics(bootstrap)
-    produce_inputs(bootstrap)
-    first = start_worker(bootstrap)
+def check_exactly_once_across_a_kill(bootstrap, protocol):
+    names = Names(protocol)
+    create_topics(bootstrap, names)
+    if protocol == "consumer":
+        shorten_group_session(bootstrap, names.group)
+    produce_inputs(bootstrap, names.input)
+    first = start_worker(bootstrap, protocol)
     reached = committed_by(first, INPUTS // 3, 40)
     first.send_signal(signal.SIGKILL)
     first.wait()
     expect(0 < reached < INPUTS, f"the first worker was killed midway (it had committed {reached})")
-    second = start_worker(bootstrap)
+    second = start_worker(bootstrap, protocol)
     try:
         output, _ = second.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         second.kill()
         raise
     expect_eq(second.returncode, 0, f"the restarted worker's exit status (output: {output[-500:]!r})")
-    values = read_output(bootstrap)
+    values = read_output(bootstrap, names.output)
     counts = collections.Counter(values)
     duplicates = sorted(v for v, n in counts.items() if n > 1)
     expected = {f"out-in-{i:05}" for i in range(INPUTS)}
@@ -177,17 +216,19 @@ def check_exactly_once_across_a_kill(bootstrap):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[2] == "--worker":
-        return worker(sys.argv[1])
-    if len(sys.argv) != 2:
+    if len(sys.argv) == 4 and sys.argv[3] == "--worker":
+        return worker(sys.argv[1], sys.argv[2])
+    if len(sys.argv) != 3 or sys.argv[2] not in ("classic", "consumer"):
         print(__doc__, file=sys.stderr)
         return 64
-    checks = Checks("eos_check.py", 115)
+    protocol = sys.argv[2]
+    checks = Checks(f"eos_check.py ({protocol})", 115)
     checks.run(
-        "confluent-kafka transactions: consume-transform-produce killed with -9 and restarted "
-        "writes every input exactly once",
+        f"confluent-kafka transactions, group.protocol={protocol}: consume-transform-produce killed "
+        "with -9 and restarted writes every input exactly once",
         check_exactly_once_across_a_kill,
         sys.argv[1],
+        protocol,
     )
     checks.finish()
 

@@ -123,7 +123,8 @@ scram_sha256_user=alice:alice-secret
 # the CA).
 # No wait before a new group's first rebalance (Kafka's
 # group.initial.rebalance.delay.ms, 3 s by default): the consumer group checks
-# start many short-lived groups. Two log directories, so that Kafka's tools
+# start many short-lived groups. Consumer-protocol groups may have sessions as
+# short as 6 s, so that a killed member's partitions move within a check. Two log directories, so that Kafka's tools
 # can move a replica from one to the other.
 "$weir" serve --data-dir "$work/data" --http-listen 127.0.0.1:0 \
   --listeners PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0 \
@@ -133,6 +134,7 @@ scram_sha256_user=alice:alice-secret
   --add-scram "SCRAM-SHA-256=[name=${scram_sha256_user%%:*},password=${scram_sha256_user#*:}]" \
   --controller-listen 127.0.0.1:0 --log-dirs "$work/logs-a,$work/logs-b" \
   --group-initial-rebalance-delay-ms 0 \
+  --group-consumer-min-session-timeout-ms 6000 --group-consumer-min-heartbeat-interval-ms 500 \
   >"$work/broker.out" 2>"$work/broker.log" &
 broker_pid=$!
 
@@ -252,7 +254,8 @@ if "$python" -c 'import kafka, lz4, snappy, zstandard' 2>/dev/null; then
 fi
 if "$python" -c 'import confluent_kafka' 2>/dev/null; then
   run_client confluent-kafka "$python" "$here/confluent_check.py" "$kafka_addr"
-  run_client confluent-kafka-transactions "$python" "$here/eos_check.py" "$kafka_addr"
+  run_client confluent-kafka-transactions "$python" "$here/eos_check.py" "$kafka_addr" classic
+  run_client confluent-kafka-transactions-consumer-protocol "$python" "$here/eos_check.py" "$kafka_addr" consumer
   run_client confluent-kafka-share-groups "$python" "$here/confluent_share_check.py" "$kafka_addr"
   [[ -n "$secured" ]] && run_client confluent-kafka-security "$python" "$here/confluent_security_check.py"
 fi

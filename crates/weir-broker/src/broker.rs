@@ -815,6 +815,22 @@ impl Broker {
         Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
     }
 
+    /// Writes offsets committed in a transaction (TxnOffsetCommit) of a
+    /// group whose membership was checked; returns the write to wait on.
+    pub fn commit_transactional_offsets(
+        &self,
+        group: &str,
+        producer: crate::offsets::TxnProducer,
+        offsets: Vec<(String, i32, crate::offsets::records::CommittedOffset)>,
+        now_ms: i64,
+    ) -> Result<Option<ReplicatedWrite>, AppendError> {
+        let partition = self.group_partition(group)?;
+        let appended = self
+            .offsets
+            .commit_transactional(&partition, group, producer, offsets, now_ms)?;
+        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
+    }
+
     /// Writes a group's metadata record; returns the write to wait on.
     pub fn write_group(
         &self,

@@ -756,6 +756,25 @@ impl ConsumerGroupCoordinator {
         )
     }
 
+    /// Checks a TxnOffsetCommit; `None` when `group` is not a consumer
+    /// group hosted here.
+    pub fn validate_txn_offset_commit(
+        &self,
+        group: &str,
+        member_id: &str,
+        member_epoch: i32,
+        group_instance_id: Option<&str>,
+    ) -> Option<Result<(), ConsumerGroupError>> {
+        let partition = self.partition_of(group)?;
+        let groups = partition.lock();
+        let hosted = groups.get(group).filter(|h| h.engine.exists())?;
+        Some(
+            hosted
+                .engine
+                .validate_txn_offset_commit(member_id, member_epoch, group_instance_id),
+        )
+    }
+
     /// Checks an OffsetFetch naming a member; `None` when `group` is not a
     /// consumer group hosted here.
     pub fn validate_offset_fetch(

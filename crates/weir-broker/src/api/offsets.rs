@@ -671,6 +671,14 @@ pub(super) fn txn_offset_commit(
         id: request.producer_id.0,
         epoch: request.producer_epoch,
     };
+    // A consumer group (KIP-848) checks the member epoch the generation
+    // field carries; a classic group, with the write, the generation.
+    let consumer_group = broker.consumer_groups().validate_txn_offset_commit(
+        &group,
+        &request.member_id,
+        request.generation_id,
+        request.group_instance_id.as_deref(),
+    );
     let group_error = if group.is_empty() {
         Some(ResponseError::InvalidGroupId)
     } else if !ctx.authorized(
@@ -682,8 +690,12 @@ pub(super) fn txn_offset_commit(
         Some(ResponseError::TransactionalIdAuthorizationFailed)
     } else if !ctx.authorized(broker, AclOperation::Read, ResourceType::Group, &group) {
         Some(ResponseError::GroupAuthorizationFailed)
+    } else if let Err(code) = broker.check_coordinator(&group) {
+        Some(kafka_error(code))
+    } else if let Some(Err(error)) = &consumer_group {
+        Some(kafka_error(error.code()))
     } else {
-        broker.check_coordinator(&group).err().map(kafka_error)
+        None
     };
     let now = broker.now_ms();
     let mut offsets = Vec::new();
@@ -732,21 +744,25 @@ pub(super) fn txn_offset_commit(
     }
     let written = if offsets.is_empty() {
         Ok(None)
+    } else if consumer_group.is_some() {
+        broker
+            .commit_transactional_offsets(&group, producer, offsets, now)
+            .map_err(TxnCommitError::from)
     } else {
         broker
             .groups()
             .commit_transactional_offsets(broker, &group, committer, producer, offsets, now)
-            .map_err(|error| match error {
-                TxnCommitError::Membership(error) => kafka_error(error.code()),
-                TxnCommitError::Append(AppendError::InvalidProducerEpoch { .. }) => {
-                    ResponseError::InvalidProducerEpoch
-                }
-                error => {
-                    tracing::warn!(group = %group, %error, "transactional offset commit failed");
-                    ResponseError::CoordinatorNotAvailable
-                }
-            })
     };
+    let written = written.map_err(|error| match error {
+        TxnCommitError::Membership(error) => kafka_error(error.code()),
+        TxnCommitError::Append(AppendError::InvalidProducerEpoch { .. }) => {
+            ResponseError::InvalidProducerEpoch
+        }
+        error => {
+            tracing::warn!(group = %group, %error, "transactional offset commit failed");
+            ResponseError::CoordinatorNotAvailable
+        }
+    });
     let node_id = broker.node_id();
     async move {
         let outcome = match written {

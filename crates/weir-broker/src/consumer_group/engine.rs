@@ -337,6 +337,40 @@ impl ConsumerGroupEngine {
         self.validate_member_epoch(member_id, member_epoch)
     }
 
+    /// Checks a TxnOffsetCommit against the group (Kafka's
+    /// ConsumerGroup.validateOffsetCommit of a transactional commit): as
+    /// [`validate_offset_commit`](Self::validate_offset_commit) at any
+    /// version, the generation field carrying the member epoch (KIP-848);
+    /// a request that names no member, generation or instance (before v3)
+    /// is taken as it is. A classic member with another generation gets
+    /// ILLEGAL_GENERATION, a consumer-protocol member with another epoch
+    /// STALE_MEMBER_EPOCH.
+    pub fn validate_txn_offset_commit(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), ConsumerGroupError> {
+        if member_epoch < 0 && self.state.members.is_empty() {
+            return Ok(());
+        }
+        if member_epoch == -1 && member_id.is_empty() && group_instance_id.is_none() {
+            return Ok(());
+        }
+        let member = self
+            .state
+            .members
+            .get(member_id)
+            .ok_or(ConsumerGroupError::UnknownMemberId)?;
+        if member.current.member_epoch == member_epoch {
+            Ok(())
+        } else if member.is_classic() {
+            Err(ConsumerGroupError::IllegalGeneration)
+        } else {
+            Err(ConsumerGroupError::StaleMemberEpoch)
+        }
+    }
+
     /// Checks an OffsetFetch that names a member (v9+, Kafka's
     /// validateOffsetFetch): without a member id and with a negative epoch
     /// anyone may fetch; otherwise the member must exist with that epoch.

@@ -689,6 +689,30 @@ fn offset_commit_validation() {
 }
 
 #[test]
+fn txn_offset_commit_validation() {
+    let mut h = Harness::new();
+    assert_eq!(h.engine.validate_txn_offset_commit("", -1, None), Ok(()));
+    h.ok(join("m1", &["foo"]));
+    // The generation field carries the member epoch (KIP-848).
+    assert_eq!(h.engine.validate_txn_offset_commit("m1", 1, None), Ok(()));
+    assert_eq!(
+        h.engine.validate_txn_offset_commit("m1", 0, None),
+        Err(ConsumerGroupError::StaleMemberEpoch),
+        "a zombie's commit is fenced"
+    );
+    assert_eq!(
+        h.engine.validate_txn_offset_commit("m9", 1, None),
+        Err(ConsumerGroupError::UnknownMemberId)
+    );
+    // Before v3 the request names no member: taken as it is.
+    assert_eq!(h.engine.validate_txn_offset_commit("", -1, None), Ok(()));
+    assert_eq!(
+        h.engine.validate_txn_offset_commit("", -1, Some("static")),
+        Err(ConsumerGroupError::UnknownMemberId)
+    );
+}
+
+#[test]
 fn describe_shows_members_and_targets() {
     let mut h = one_member();
     h.ok(HeartbeatRequest {

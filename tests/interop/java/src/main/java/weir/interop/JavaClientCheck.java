@@ -96,8 +96,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       joins and the group becomes a consumer group, the classic members giving up only what it
  *       gets; it leaves and the group is classic again, the three sharing everything.
  *   <li>Transactions: one committed, one aborted; read_committed sees only the committed records,
- *       read_uncommitted all of them; consume-transform-produce with sendOffsetsToTransaction, whose
- *       offsets count only when the transaction commits.
+ *       read_uncommitted all of them; consume-transform-produce with sendOffsetsToTransaction, from
+ *       a classic and from a consumer-protocol group, whose offsets count only when the transaction
+ *       commits.
  *   <li>Admin on the data: listOffsets (earliest, latest, by timestamp, max timestamp),
  *       deleteRecords; listConsumerGroups, describeConsumerGroups, listConsumerGroupOffsets,
  *       alterConsumerGroupOffsets, deleteConsumerGroups; listTransactions, describeTransactions;
@@ -115,6 +116,7 @@ public final class JavaClientCheck {
   private static final int ORDERS_PARTITIONS = 4;
   private static final String TXN_TOPIC = "java-txn";
   private static final String EOS_OUT = "java-eos-out";
+  private static final String MODERN_EOS_OUT = "java-modern-eos-out";
   private static final String GROUP = "java-group";
   private static final String COOP_TOPIC = "java-coop";
   private static final String COOP_GROUP = "java-coop-group";
@@ -123,6 +125,7 @@ public final class JavaClientCheck {
   private static final String MIGRATING_TOPIC = "java-migrating";
   private static final String MIGRATING_GROUP = "java-migrating-group";
   private static final String EOS_GROUP = "java-eos-group";
+  private static final String MODERN_EOS_GROUP = "java-modern-eos-group";
   private static final String TXN_ID = "java-txn-writer";
   private static final int TXN_TIMEOUT_MS = 20_000;
   private static final int N = 200; // first batch of keyed records
@@ -187,7 +190,12 @@ public final class JavaClientCheck {
           this::onlineMigration);
       checks.run("transactions: committed and aborted, read_committed", this::transactions);
       if (wrote) {
-        checks.run("transactions: sendOffsetsToTransaction", this::consumeTransformProduce);
+        checks.run(
+            "transactions: sendOffsetsToTransaction",
+            () -> consumeTransformProduce("classic", EOS_GROUP, EOS_OUT));
+        checks.run(
+            "transactions: sendOffsetsToTransaction from a consumer group (KIP-848, group.protocol=consumer)",
+            () -> consumeTransformProduce("consumer", MODERN_EOS_GROUP, MODERN_EOS_OUT));
       }
       checks.run("admin: listTransactions and describeTransactions", this::describeTransactions);
       checks.run("admin: deleteConsumerGroups", this::deleteGroups);
@@ -392,7 +400,8 @@ public final class JavaClientCheck {
         List.of(
             new NewTopic(ORDERS, ORDERS_PARTITIONS, (short) 1),
             new NewTopic(TXN_TOPIC, 2, (short) 1),
-            new NewTopic(EOS_OUT, 1, (short) 1));
+            new NewTopic(EOS_OUT, 1, (short) 1),
+            new NewTopic(MODERN_EOS_OUT, 1, (short) 1));
     List<NewTopic> all = new ArrayList<>(List.of(withConfigs, defaults));
     all.addAll(others);
     CreateTopicsResult res = admin.createTopics(all);
@@ -951,12 +960,18 @@ public final class JavaClientCheck {
     }
   }
 
-  /** Consume-transform-produce: ORDERS → EOS_OUT, the consumed offsets committed in the transaction. */
-  private void consumeTransformProduce() throws Exception {
+  /**
+   * Consume-transform-produce: ORDERS → out, the consumed offsets committed in the transaction, by
+   * a consumer of the group protocol given (with "consumer", TxnOffsetCommit carries the member
+   * epoch).
+   */
+  private void consumeTransformProduce(String protocol, String group, String out) throws Exception {
     List<TopicPartition> tps = partitions(ORDERS, ORDERS_PARTITIONS);
     Map<TopicPartition, Long> ends = listOffsets(tps, OffsetSpec.latest());
     int total = produced.values().stream().mapToInt(List::size).sum();
-    try (KafkaConsumer<String, String> c = consumer(EOS_GROUP, IsolationLevel.READ_COMMITTED);
+    Properties props = consumerProps(group, IsolationLevel.READ_COMMITTED);
+    props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+    try (KafkaConsumer<String, String> c = new KafkaConsumer<>(props);
         KafkaProducer<String, String> p = transactionalProducer()) {
       p.initTransactions();
       c.subscribe(List.of(ORDERS));
@@ -964,7 +979,7 @@ public final class JavaClientCheck {
       expectEq(in.size(), total, "records consumed from " + ORDERS);
       p.beginTransaction();
       for (ConsumerRecord<String, String> r : in) {
-        p.send(new ProducerRecord<>(EOS_OUT, r.key(), "seen-" + r.value()));
+        p.send(new ProducerRecord<>(out, r.key(), "seen-" + r.value()));
       }
       Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
       tps.forEach(tp -> offsets.put(tp, new OffsetAndMetadata(c.position(tp))));
@@ -975,22 +990,22 @@ public final class JavaClientCheck {
       // stable offsets (UNSTABLE_OFFSET_COMMIT until the marker is in), and
       // once it has them the admin listing shows the same.
       expectEq(stableCommitted(c, tps), ends, "the group's stable offsets after the committed transaction");
-      expectEq(committedOffsets(EOS_GROUP), ends, "the group's offsets after the committed transaction");
+      expectEq(committedOffsets(group), ends, "the group's offsets after the committed transaction");
 
       // An aborted transaction's offsets do not count.
       p.beginTransaction();
-      p.send(new ProducerRecord<>(EOS_OUT, "x", "never"));
+      p.send(new ProducerRecord<>(out, "x", "never"));
       Map<TopicPartition, OffsetAndMetadata> rewind = new HashMap<>();
       tps.forEach(tp -> rewind.put(tp, new OffsetAndMetadata(0)));
       p.sendOffsetsToTransaction(rewind, c.groupMetadata());
       p.abortTransaction();
       expectEq(stableCommitted(c, tps), ends, "the group's stable offsets after the aborted transaction");
-      expectEq(committedOffsets(EOS_GROUP), ends, "the group's offsets after the aborted transaction");
+      expectEq(committedOffsets(group), ends, "the group's offsets after the aborted transaction");
     }
     try (KafkaConsumer<String, String> c = consumer(null, IsolationLevel.READ_COMMITTED)) {
-      List<ConsumerRecord<String, String>> out = readToEnd(c, partitions(EOS_OUT, 1));
-      expectEq(out.size(), total, "records in " + EOS_OUT + " for read_committed");
-      expect(out.stream().allMatch(r -> r.value().startsWith("seen-order-")), "unexpected records in " + EOS_OUT);
+      List<ConsumerRecord<String, String>> written = readToEnd(c, partitions(out, 1));
+      expectEq(written.size(), total, "records in " + out + " for read_committed");
+      expect(written.stream().allMatch(r -> r.value().startsWith("seen-order-")), "unexpected records in " + out);
     }
   }
 
@@ -1013,7 +1028,10 @@ public final class JavaClientCheck {
   // ---------------------------------------------------------------- clean up
 
   private void deleteGroups() throws Exception {
-    admin.deleteConsumerGroups(List.of(GROUP, EOS_GROUP, COOP_GROUP, MODERN_GROUP, MIGRATING_GROUP)).all().get();
+    admin
+        .deleteConsumerGroups(List.of(GROUP, EOS_GROUP, MODERN_EOS_GROUP, COOP_GROUP, MODERN_GROUP, MIGRATING_GROUP))
+        .all()
+        .get();
     Set<String> left =
         admin.listConsumerGroups().all().get().stream().map(ConsumerGroupListing::groupId).collect(Collectors.toSet());
     expect(
@@ -1024,7 +1042,16 @@ public final class JavaClientCheck {
 
   private void deleteTopics() throws Exception {
     List<String> topics =
-        List.of(ADMIN_TOPIC, DEFAULTS_TOPIC, ORDERS, TXN_TOPIC, EOS_OUT, COOP_TOPIC, MODERN_TOPIC, MIGRATING_TOPIC);
+        List.of(
+            ADMIN_TOPIC,
+            DEFAULTS_TOPIC,
+            ORDERS,
+            TXN_TOPIC,
+            EOS_OUT,
+            MODERN_EOS_OUT,
+            COOP_TOPIC,
+            MODERN_TOPIC,
+            MIGRATING_TOPIC);
     admin.deleteTopics(topics).all().get();
     long deadline = System.nanoTime() + TIMEOUT.toNanos();
     Set<String> left;
