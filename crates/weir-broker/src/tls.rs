@@ -371,6 +371,25 @@ impl TlsServer {
 
 /// A file's modification time and length: the files read at start (key
 /// and trust stores, the OAUTHBEARER JWKS) are read again when it changes.
+/// What an operator can do about a client's failed TLS handshake, when the
+/// error says: rustls verifies only X.509 v3 certificates, and `openssl x509
+/// -req` without extensions makes v1 ones (which Kafka's JSSE accepts).
+pub(crate) fn handshake_failure_hint(error: &std::io::Error) -> Option<&'static str> {
+    let refused = error.get_ref()?.downcast_ref::<rustls::Error>()?;
+    let rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other)) = refused else {
+        return None;
+    };
+    matches!(
+        other.0.downcast_ref::<webpki::Error>(),
+        Some(webpki::Error::UnsupportedCertVersion)
+    )
+    .then_some(
+        "the client's certificate is X.509 v1, and Weir verifies only v3 certificates: \
+         sign it again with an extension, e.g. `openssl x509 -req ... \
+         -extfile <(printf 'basicConstraints=CA:FALSE')`",
+    )
+}
+
 pub(crate) fn file_stamp(path: &std::path::Path) -> Option<(SystemTime, u64)> {
     let meta = std::fs::metadata(path).ok()?;
     Some((meta.modified().ok()?, meta.len()))

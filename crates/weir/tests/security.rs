@@ -253,6 +253,127 @@ fn mutual_tls_takes_the_principal_from_the_certificate_and_refuses_strangers() {
     );
 }
 
+/// Runs openssl with `args` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let status = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("run openssl");
+    assert!(status.success(), "openssl {args:?}: {status}");
+}
+
+/// `openssl x509 -req` without extensions makes an X.509 v1 certificate,
+/// which rustls does not verify: the client is refused, and the broker's
+/// log says why and how to make a v3 one (before, an INFO line named only
+/// `UnsupportedCertVersion`). The certificate that advice makes is served.
+#[test]
+fn a_v1_client_certificate_is_refused_with_a_warning_that_says_how_to_make_a_v3_one() {
+    let pki = Pki::new("weir");
+    let keystore = pki.server("broker", &["localhost", "127.0.0.1"]).keystore;
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path();
+    openssl(
+        at,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-subj",
+            "/CN=openssl-ca",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+        ],
+    );
+    openssl(
+        at,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "client.key",
+            "-subj",
+            "/CN=old",
+            "-out",
+            "client.csr",
+        ],
+    );
+    let sign = |out: &str, extensions: Option<&str>| {
+        let mut args = vec![
+            "x509",
+            "-req",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            out,
+        ];
+        if let Some(file) = extensions {
+            args.extend(["-extfile", file]);
+        }
+        openssl(at, &args);
+    };
+    sign("v1.pem", None);
+    std::fs::write(at.join("ext.cnf"), "basicConstraints=CA:FALSE\n").unwrap();
+    sign("v3.pem", Some("ext.cnf"));
+    let trusted = at.join("trusted.pem");
+    let mut cas = std::fs::read_to_string(&pki.ca).unwrap();
+    cas.push_str(&std::fs::read_to_string(at.join("ca.pem")).unwrap());
+    std::fs::write(&trusted, cas).unwrap();
+
+    let weir = Weir::start_logged(&[
+        "--listeners",
+        "SSL://127.0.0.1:0",
+        "--ssl-keystore-location",
+        &path(&keystore),
+        "--ssl-truststore-location",
+        &path(&trusted),
+        "--ssl-client-auth",
+        "required",
+    ]);
+    let ssl = weir.listener("SSL").to_owned();
+    let with_certificate = |certificate: &str| {
+        client(
+            &ssl,
+            &[
+                ("security.protocol", "SSL"),
+                ("ssl.ca.location", &path(&pki.ca)),
+                ("ssl.certificate.location", &path(&at.join(certificate))),
+                ("ssl.key.location", &path(&at.join("client.key"))),
+            ],
+        )
+        .create::<BaseConsumer>()
+        .unwrap()
+        .fetch_metadata(None, Duration::from_secs(3))
+    };
+    assert!(
+        with_certificate("v1.pem").is_err(),
+        "a v1 certificate was served"
+    );
+    common::cluster::wait_until("the warning", Duration::from_secs(10), || {
+        weir.logged()
+            .lines()
+            .find(|l| l.contains("WARN") && l.contains("X.509 v1"))
+            .map(|l| assert!(l.contains("-extfile"), "{l}"))
+    });
+    with_certificate("v3.pem").expect("the v3 certificate the warning's advice makes");
+}
+
 #[test]
 fn sasl_scram_and_plain_authenticate_against_the_same_users() {
     let pki = Pki::new("weir");

@@ -77,7 +77,12 @@ pub(crate) async fn serve(
             broker
                 .metrics()
                 .failed_authentication(&listener.name, "TLS");
-            tracing::info!(?peer, %error, "TLS handshake failed; closing connection");
+            match crate::tls::handshake_failure_hint(&error) {
+                Some(hint) => {
+                    tracing::warn!(?peer, %error, "TLS handshake failed; closing connection: {hint}")
+                }
+                None => tracing::info!(?peer, %error, "TLS handshake failed; closing connection"),
+            }
             return;
         }
         Err(_) => {

@@ -97,6 +97,24 @@ impl Weir {
         weir
     }
 
+    /// Starts a broker in a fresh temporary directory, its log (at WARN and
+    /// above) kept for [`logged`](Self::logged).
+    pub fn start_logged(extra_args: &[&str]) -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let data_dir = tmp.path().join("data");
+        let log = tmp.path().join("weir.log");
+        let mut weir = Self::spawn(&data_dir, extra_args, None, &[], Some(&log)).ready();
+        weir._tmp = Some(tmp);
+        weir
+    }
+
+    /// What a broker started with [`start_logged`](Self::start_logged) has
+    /// logged so far.
+    pub fn logged(&self) -> String {
+        let log = self.data_dir.with_file_name("weir.log");
+        std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()))
+    }
+
     /// Starts a broker on `data_dir`, on `port` if given.
     pub fn start_in(
         data_dir: &Path,
@@ -104,7 +122,7 @@ impl Weir {
         port: Option<u16>,
         envs: &[(&str, &str)],
     ) -> Self {
-        Self::spawn(data_dir, extra_args, port, envs).ready()
+        Self::spawn(data_dir, extra_args, port, envs, None).ready()
     }
 
     /// Starts a broker in a fresh temporary directory without waiting for
@@ -113,7 +131,7 @@ impl Weir {
         let tmp = tempfile::tempdir().expect("tempdir");
         let data_dir = tmp.path().join("data");
         let extra: Vec<&str> = extra_args.iter().map(String::as_str).collect();
-        let mut launch = Self::spawn(&data_dir, &extra, None, &[]);
+        let mut launch = Self::spawn(&data_dir, &extra, None, &[], None);
         launch.tmp = Some(tmp);
         launch
     }
@@ -123,7 +141,12 @@ impl Weir {
         extra_args: &[&str],
         port: Option<u16>,
         envs: &[(&str, &str)],
+        log: Option<&Path>,
     ) -> Launch {
+        let stderr = match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).expect("log file")),
+            None => Stdio::inherit(),
+        };
         let listen = format!("127.0.0.1:{}", port.unwrap_or(0));
         // A CONTROLLER:// listener replaces the one --controller-listen gives.
         let names_controller = extra_args
@@ -156,7 +179,7 @@ impl Weir {
             .env("WEIR_LOG", "warn")
             .envs(envs.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start weir");
         Launch {
