@@ -7,75 +7,104 @@
 use std::io;
 
 use bytes::Bytes;
-use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter, Interest, WriteHalf};
+use tokio::io::{AsyncWriteExt, Interest, WriteHalf};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use weir_log::LogSlice;
 
-/// Where a connection's responses are written.
-pub(crate) enum ResponseWriter {
-    Plain(BufWriter<OwnedWriteHalf>),
-    Tls(BufWriter<WriteHalf<TlsStream<TcpStream>>>),
+/// Where a connection's responses are written: its socket, and a buffer
+/// that gathers small responses (pipelined ones, a fetch's headers) into
+/// one write. The buffer is allocated when a response is written and
+/// released once it has been written out, so an idle connection holds
+/// none: thousands of open connections would otherwise pin as many
+/// buffers, and their scattered pages stay resident long after the
+/// connections are closed.
+pub(crate) struct ResponseWriter {
+    socket: Socket,
+    buffer: Vec<u8>,
 }
 
-/// Buffered before a write reaches the socket (or rustls).
+enum Socket {
+    Plain(OwnedWriteHalf),
+    Tls(WriteHalf<TlsStream<TcpStream>>),
+}
+
+/// The most bytes gathered before a write reaches the socket (or rustls).
 const WRITE_BUFFER: usize = 64 * 1024;
 
 impl ResponseWriter {
     pub(crate) fn plain(writer: OwnedWriteHalf) -> Self {
-        Self::Plain(BufWriter::with_capacity(WRITE_BUFFER, writer))
-    }
-
-    pub(crate) fn tls(writer: WriteHalf<TlsStream<TcpStream>>) -> Self {
-        Self::Tls(BufWriter::with_capacity(WRITE_BUFFER, writer))
-    }
-
-    async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match self {
-            Self::Plain(writer) => writer.write_all(bytes).await,
-            Self::Tls(writer) => writer.write_all(bytes).await,
+        Self {
+            socket: Socket::Plain(writer),
+            buffer: Vec::new(),
         }
     }
 
+    pub(crate) fn tls(writer: WriteHalf<TlsStream<TcpStream>>) -> Self {
+        Self {
+            socket: Socket::Tls(writer),
+            buffer: Vec::new(),
+        }
+    }
+
+    async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.buffer.len() + bytes.len() > WRITE_BUFFER {
+            self.write_buffer().await?;
+        }
+        if bytes.len() >= WRITE_BUFFER {
+            return self.write_through(bytes).await;
+        }
+        self.buffer.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Writes `bytes` to the socket, past the buffer.
+    async fn write_through(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match &mut self.socket {
+            Socket::Plain(writer) => writer.write_all(bytes).await,
+            Socket::Tls(writer) => writer.write_all(bytes).await,
+        }
+    }
+
+    /// Writes out what the buffer holds, and releases it.
+    async fn write_buffer(&mut self) -> io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let buffer = std::mem::take(&mut self.buffer);
+        self.write_through(&buffer).await
+    }
+
     pub(crate) async fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Self::Plain(writer) => writer.flush().await,
-            Self::Tls(writer) => writer.flush().await,
+        self.write_buffer().await?;
+        match &mut self.socket {
+            Socket::Plain(writer) => writer.flush().await,
+            Socket::Tls(writer) => writer.flush().await,
         }
     }
 
     pub(crate) async fn shutdown(&mut self) -> io::Result<()> {
-        match self {
-            Self::Plain(writer) => writer.shutdown().await,
-            Self::Tls(writer) => writer.shutdown().await,
+        self.write_buffer().await?;
+        match &mut self.socket {
+            Socket::Plain(writer) => writer.shutdown().await,
+            Socket::Tls(writer) => writer.shutdown().await,
         }
     }
 
     /// Writes a file region: with `sendfile` on a plain socket, else read
     /// on the blocking pool (a read may wait on the disk) and written.
     async fn write_file(&mut self, slice: LogSlice) -> io::Result<()> {
-        match self {
-            Self::Plain(writer) if slice.as_fd().is_some() => {
-                writer.flush().await?;
-                send_file(writer.get_ref(), &slice).await
-            }
-            Self::Plain(writer) => write_read_in(writer, slice).await,
-            Self::Tls(writer) => write_read_in(writer, slice).await,
+        self.write_buffer().await?;
+        if let (Socket::Plain(writer), true) = (&self.socket, slice.as_fd().is_some()) {
+            return send_file(writer, &slice).await;
         }
+        let bytes = tokio::task::spawn_blocking(move || slice.to_bytes())
+            .await
+            .map_err(io::Error::other)??;
+        // Past the buffer: rustls takes the region in one piece.
+        self.write_through(&bytes).await
     }
-}
-
-async fn write_read_in<W: AsyncWrite + Unpin>(
-    writer: &mut BufWriter<W>,
-    slice: LogSlice,
-) -> io::Result<()> {
-    let bytes = tokio::task::spawn_blocking(move || slice.to_bytes())
-        .await
-        .map_err(io::Error::other)??;
-    // Past the buffer: rustls takes the region in one piece.
-    writer.flush().await?;
-    writer.get_mut().write_all(&bytes).await
 }
 
 /// One piece of a response.
