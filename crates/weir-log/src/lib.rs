@@ -37,7 +37,7 @@ pub use config::{CleanupPolicy, Clock, LogConfig, ManualClock, SystemClock, Time
 pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use error::LogError;
 pub use log::{
-    AppendInfo, CorruptBatch, FailureListener, Log, RetentionOutcome, TimestampOffset,
+    AppendInfo, CorruptBatch, FailureListener, Log, RetentionOutcome, TimestampOffset, UnsyncedLog,
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
 };
 pub use slice::LogSlice;
