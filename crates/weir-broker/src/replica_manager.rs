@@ -321,8 +321,9 @@ impl ReplicaManager {
         config: &Arc<BrokerConfig>,
         image: &MetadataImage,
     ) -> HashMap<(String, i32), Log> {
-        let mut unsynced = Vec::new();
-        let mut keys = Vec::new();
+        // Picked under the lock, opened after it: a writer waiting on it
+        // would hold up every request's look-up for as long as the opens.
+        let mut wanted = Vec::new();
         {
             let topics = self.topics.read();
             for topic in image.topics() {
@@ -334,27 +335,29 @@ impl ReplicaManager {
                     {
                         continue;
                     }
-                    let topic_config =
-                        topic_config.get_or_insert_with(|| log_config(config, &topic.configs));
-                    let dir = Partition::dir_in(
-                        &self.log_dirs.place(&topic.name, p.partition),
-                        &topic.name,
-                        p.partition,
-                    );
-                    match Log::open_unsynced(
-                        dir,
-                        topic_config.clone(),
-                        self.env.storage.clone(),
-                        self.env.clock.clone(),
-                    ) {
-                        Ok(log) => {
-                            unsynced.push(log);
-                            keys.push((topic.name.clone(), p.partition));
-                        }
-                        Err(error) => {
-                            tracing::error!(topic = topic.name, partition = p.partition, %error, "cannot open partition");
-                        }
-                    }
+                    let topic_config = topic_config
+                        .get_or_insert_with(|| log_config(config, &topic.configs))
+                        .clone();
+                    wanted.push((topic.name.clone(), p.partition, topic_config));
+                }
+            }
+        }
+        let mut unsynced = Vec::new();
+        let mut keys = Vec::new();
+        for (topic, partition, topic_config) in wanted {
+            let dir = Partition::dir_in(&self.log_dirs.place(&topic, partition), &topic, partition);
+            match Log::open_unsynced(
+                dir,
+                topic_config,
+                self.env.storage.clone(),
+                self.env.clock.clone(),
+            ) {
+                Ok(log) => {
+                    unsynced.push(log);
+                    keys.push((topic, partition));
+                }
+                Err(error) => {
+                    tracing::error!(topic, partition, %error, "cannot open partition");
                 }
             }
         }
