@@ -118,8 +118,6 @@ pub struct Broker {
     current: RwLock<CurrentConfig>,
     cluster_id: String,
     meta: Metadata,
-    /// This node as it registers with the controller.
-    registration: BrokerInfo,
     /// Topics this node is auto-creating, so a burst of Metadata requests
     /// sends one creation each.
     auto_creating: Mutex<HashSet<String>>,
@@ -285,6 +283,15 @@ impl Broker {
             incarnation: uuid::Uuid::new_v4(),
         };
         register(&meta, &registration, registration_deadline)?;
+        // Heartbeats start before the partitions open: opening thousands of
+        // logs can outlast the session, and the controller would fence this
+        // node for the silence. Nothing is served meanwhile: the listeners
+        // start once `open` returns, and a partition led here but not open
+        // yet answers LEADER_NOT_AVAILABLE.
+        let heartbeats = AbortOnDrop(Some(meta.keep_alive(
+            registration.clone(),
+            std::time::Duration::from_millis(config.broker_heartbeat_interval_ms),
+        )));
         // Dynamic broker configs apply before any partition opens.
         let image = meta.image();
         let dynamic = (
@@ -371,12 +378,11 @@ impl Broker {
             current: RwLock::new(current),
             cluster_id,
             meta,
-            registration,
             auto_creating: Mutex::new(HashSet::new()),
             reconciling: Mutex::new(()),
             reconciled: tokio::sync::watch::Sender::new(0),
             replicas,
-            membership: Mutex::new(Vec::new()),
+            membership: Mutex::new(heartbeats.take().into_iter().collect()),
             producer_ids: Mutex::default(),
             metrics,
             serving: AtomicBool::new(false),
@@ -425,16 +431,11 @@ impl Broker {
         }
     }
 
-    /// Keeps this node's membership alive (heartbeats to the active
-    /// controller, registering again after being fenced) and its replicas
-    /// in step with every metadata change, until
+    /// Keeps this node's replicas in step with every metadata change (its
+    /// heartbeats run since its registration), until
     /// [`controlled_shutdown`](Self::controlled_shutdown) or
     /// [`shutdown`](Self::shutdown).
     fn start_membership(self: &Arc<Self>) {
-        let heartbeats = self.meta.keep_alive(
-            self.registration.clone(),
-            std::time::Duration::from_millis(self.static_config.broker_heartbeat_interval_ms),
-        );
         let broker = Arc::downgrade(self);
         let follower = self.meta.follow_changes(move || match broker.upgrade() {
             Some(broker) => {
@@ -443,7 +444,7 @@ impl Broker {
             }
             None => false,
         });
-        self.membership.lock().extend([heartbeats, follower]);
+        self.membership.lock().push(follower);
     }
 
     fn stop_membership(&self) {
@@ -1721,6 +1722,24 @@ fn close_partition(partition: Arc<Partition>) {
             if let Err(error) = partition.flush() {
                 tracing::error!(partition = %name, %error, "flush failed");
             }
+        }
+    }
+}
+
+/// A task stopped if it is dropped before being taken: the heartbeats of a
+/// broker whose open fails after its registration.
+struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
+
+impl AbortOnDrop {
+    fn take(mut self) -> Option<tokio::task::JoinHandle<()>> {
+        self.0.take()
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
         }
     }
 }

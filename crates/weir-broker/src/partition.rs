@@ -441,8 +441,33 @@ impl Partition {
         config: LogConfig,
         checkpointed_high_watermark: Option<u64>,
     ) -> Result<Self, LogError> {
-        let dir = data_dir.join(format!("{topic}-{index}"));
+        let dir = Self::dir_in(data_dir, topic, index);
         let log = Log::open_with(dir, config, env.storage.clone(), env.clock.clone())?;
+        Self::with_log(
+            env,
+            log,
+            topic,
+            topic_id,
+            index,
+            checkpointed_high_watermark,
+        )
+    }
+
+    /// The directory of partition `index` of `topic` in `data_dir`.
+    pub fn dir_in(data_dir: &Path, topic: &str, index: i32) -> std::path::PathBuf {
+        data_dir.join(format!("{topic}-{index}"))
+    }
+
+    /// A partition on `log`, opened on `env`'s storage (see
+    /// [`open_in`](Self::open_in)).
+    pub fn with_log(
+        env: &LogEnv,
+        log: Log,
+        topic: &str,
+        topic_id: uuid::Uuid,
+        index: i32,
+        checkpointed_high_watermark: Option<u64>,
+    ) -> Result<Self, LogError> {
         if let Some(listener) = &env.on_failure {
             log.on_failure(listener.clone());
         }

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use weir_log::storage::{FsStorage, Storage};
-use weir_log::{Clock, LogError};
+use weir_log::{Clock, Log, LogError};
 
 use crate::high_watermarks::HighWatermarks;
 use crate::log_dirs::LogDirs;
@@ -315,12 +315,84 @@ impl ReplicaManager {
             tracing::info!(topic = name, "removed the data of a deleted topic");
             outcome.removed_topics.push(name);
         }
+        let mut opened = self.open_assigned(config, image);
         let mut follows = Vec::new();
         for topic in image.topics() {
-            self.reconcile_topic(config, image, topic, &mut outcome, &mut follows);
+            self.reconcile_topic(
+                config,
+                image,
+                topic,
+                &mut opened,
+                &mut outcome,
+                &mut follows,
+            );
         }
         self.fetchers.follow(follows);
         outcome
+    }
+
+    /// Opens the logs of every replica `image` assigns here that is not
+    /// open yet, with one sync for all of them (see
+    /// [`Log::sync_opened`]): a restart with thousands of partitions must
+    /// not cost thousands of fsyncs. Failures are logged; the partition is
+    /// tried again at the next change.
+    fn open_assigned(
+        &self,
+        config: &Arc<BrokerConfig>,
+        image: &MetadataImage,
+    ) -> HashMap<(String, i32), Log> {
+        // Picked under the lock, opened after it: a writer waiting on it
+        // would hold up every request's look-up for as long as the opens.
+        let mut wanted = Vec::new();
+        {
+            let topics = self.topics.read();
+            for topic in image.topics() {
+                let hosted = topics.get(&topic.name).filter(|h| h.id == topic.id);
+                let mut topic_config = None;
+                for p in topic.partitions.iter() {
+                    if !p.replicas.contains(&self.node_id)
+                        || hosted.is_some_and(|h| h.partitions.contains_key(&p.partition))
+                    {
+                        continue;
+                    }
+                    let topic_config = topic_config
+                        .get_or_insert_with(|| log_config(config, &topic.configs))
+                        .clone();
+                    wanted.push((topic.name.clone(), p.partition, topic_config));
+                }
+            }
+        }
+        let mut unsynced = Vec::new();
+        let mut keys = Vec::new();
+        for (topic, partition, topic_config) in wanted {
+            let dir = Partition::dir_in(&self.log_dirs.place(&topic, partition), &topic, partition);
+            match Log::open_unsynced(
+                dir,
+                topic_config,
+                self.env.storage.clone(),
+                self.env.clock.clone(),
+            ) {
+                Ok(log) => {
+                    unsynced.push(log);
+                    keys.push((topic, partition));
+                }
+                Err(error) => {
+                    tracing::error!(topic, partition, %error, "cannot open partition");
+                }
+            }
+        }
+        let mut opened = HashMap::new();
+        for ((topic, partition), log) in keys.into_iter().zip(Log::sync_opened(unsynced)) {
+            match log {
+                Ok(log) => {
+                    opened.insert((topic, partition), log);
+                }
+                Err(error) => {
+                    tracing::error!(topic, partition, %error, "cannot open partition");
+                }
+            }
+        }
+        opened
     }
 
     fn reconcile_topic(
@@ -328,6 +400,7 @@ impl ReplicaManager {
         config: &Arc<BrokerConfig>,
         image: &MetadataImage,
         topic: &TopicInfo,
+        logs: &mut HashMap<(String, i32), Log>,
         outcome: &mut Reconciled,
         follows: &mut Vec<Follow>,
     ) {
@@ -383,21 +456,24 @@ impl ReplicaManager {
         for p in assigned {
             let partition = match opened.get(&p.partition) {
                 Some(partition) => partition.clone(),
-                None => match Partition::open_in(
-                    &self.env,
-                    &self.log_dirs.place(&topic.name, p.partition),
-                    &topic.name,
-                    topic.id,
-                    p.partition,
-                    log_config.clone(),
-                    self.high_watermarks.loaded(&topic.name, p.partition),
-                ) {
-                    Ok(partition) => {
+                None => match logs.remove(&(topic.name.clone(), p.partition)).map(|log| {
+                    Partition::with_log(
+                        &self.env,
+                        log,
+                        &topic.name,
+                        topic.id,
+                        p.partition,
+                        self.high_watermarks.loaded(&topic.name, p.partition),
+                    )
+                }) {
+                    // Its open failed and was logged.
+                    None => continue,
+                    Some(Ok(partition)) => {
                         let partition = Arc::new(partition);
                         opened.insert(p.partition, partition.clone());
                         partition
                     }
-                    Err(error) => {
+                    Some(Err(error)) => {
                         tracing::error!(topic = topic.name, partition = p.partition, %error, "cannot open partition");
                         continue;
                     }

@@ -38,7 +38,8 @@ pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 pub use error::LogError;
 pub use log::{
     AppendInfo, CorruptBatch, DirFault, FailureListener, Log, RetentionOutcome, TimestampOffset,
-    CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE,
+    UnsyncedLog, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
 };
 pub use slice::LogSlice;
 pub use txn::{AbortedTxn, OpenTxn};

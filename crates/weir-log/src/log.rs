@@ -31,6 +31,32 @@ pub const LOG_START_OFFSET_FILE: &str = "log-start-offset";
 /// The log cleaner's checkpoint: the first offset it has not cleaned.
 pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-checkpoint";
 
+/// A log opened by [`Log::open_unsynced`]: the removal of its
+/// clean-shutdown marker may not be durable yet, and a write reaching the
+/// disk before it would be trusted as clean after a crash. So the log is
+/// only handed out by [`Log::sync_opened`].
+#[must_use = "the log is usable only through Log::sync_opened"]
+pub struct UnsyncedLog {
+    log: Log,
+    /// The log was closed cleanly and its marker removed.
+    marker_removed: bool,
+}
+
+impl UnsyncedLog {
+    pub fn dir(&self) -> &Path {
+        &self.log.dir
+    }
+}
+
+impl std::fmt::Debug for UnsyncedLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UnsyncedLog")
+            .field("dir", &self.log.dir)
+            .field("marker_removed", &self.marker_removed)
+            .finish()
+    }
+}
+
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -198,6 +224,22 @@ impl Log {
         storage: Arc<dyn Storage>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, LogError> {
+        let opened = Self::open_unsynced(dir, config, storage, clock)?;
+        Self::sync_opened(vec![opened])
+            .pop()
+            .expect("one log in, one out")
+    }
+
+    /// [`open_with`](Self::open_with), but leaving the removal of the
+    /// clean-shutdown marker to [`sync_opened`](Self::sync_opened), which
+    /// makes the removals of many logs durable at once: opening thousands
+    /// of logs then costs one sync, not one per log.
+    pub fn open_unsynced(
+        dir: impl Into<PathBuf>,
+        config: LogConfig,
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<UnsyncedLog, LogError> {
         config.validate()?;
         let dir = dir.into();
         storage.create_dir_all(&dir).context(&dir)?;
@@ -386,9 +428,9 @@ impl Log {
         epochs.truncate_from_start(&*storage, log_start_offset)?;
 
         if clean {
-            // Appends that follow must not be mistaken for clean data.
+            // Appends that follow must not be mistaken for clean data: the
+            // removal is made durable by `sync_opened`, before any write.
             storage.remove(&clean_marker).context(&clean_marker)?;
-            storage.sync_dir(&dir).context(&dir)?;
         }
         let durable_offset = match first_scanned {
             None => log_end_offset,
@@ -425,8 +467,50 @@ impl Log {
             flushed: Condvar::new(),
             failure_listener: std::sync::OnceLock::new(),
         };
-        log.settle_corrupt_segments()?;
-        Ok(log)
+        Ok(UnsyncedLog {
+            log,
+            marker_removed: clean,
+        })
+    }
+
+    /// Makes what [`open_unsynced`](Self::open_unsynced) left undone
+    /// durable, for all of `opened` together (one
+    /// [`Storage::sync_dirs`] per storage), and hands out the logs, in the
+    /// order given. A log whose directory could not be synced is an error
+    /// (and closed: a reopen decides again).
+    pub fn sync_opened(opened: Vec<UnsyncedLog>) -> Vec<Result<Self, LogError>> {
+        // The logs of one storage share its batch; the thin address says
+        // which storage a log has.
+        let key = |log: &Log| Arc::as_ptr(&log.storage) as *const () as usize;
+        let mut batches: BTreeMap<usize, (Arc<dyn Storage>, Vec<PathBuf>)> = BTreeMap::new();
+        for o in opened.iter().filter(|o| o.marker_removed) {
+            batches
+                .entry(key(&o.log))
+                .or_insert_with(|| (o.log.storage.clone(), Vec::new()))
+                .1
+                .push(o.log.dir.clone());
+        }
+        let mut failed: BTreeMap<usize, String> = BTreeMap::new();
+        for (k, (storage, dirs)) in &batches {
+            if let Err(error) = storage.sync_dirs(dirs) {
+                tracing::error!(directories = dirs.len(), %error, "cannot sync the directories of opened logs");
+                failed.insert(*k, error.to_string());
+            }
+        }
+        opened
+            .into_iter()
+            .map(|o| {
+                if let Some(reason) = failed.get(&key(&o.log)).filter(|_| o.marker_removed) {
+                    return Err(LogError::Io {
+                        path: o.log.dir.clone(),
+                        source: std::io::Error::other(reason.clone()),
+                    });
+                }
+                // It may roll: only now that the marker is gone for good.
+                o.log.settle_corrupt_segments()?;
+                Ok(o.log)
+            })
+            .collect()
     }
 
     /// Keeps a segment found corrupt though it was flushed (a trusted
