@@ -746,14 +746,9 @@ impl ConsumerGroupCoordinator {
         member_epoch: i32,
         api_version: i16,
     ) -> Option<Result<(), ConsumerGroupError>> {
-        let partition = self.partition_of(group)?;
-        let groups = partition.lock();
-        let hosted = groups.get(group).filter(|h| h.engine.exists())?;
-        Some(
-            hosted
-                .engine
-                .validate_offset_commit(member_id, member_epoch, api_version),
-        )
+        self.check(group, |engine| {
+            engine.validate_offset_commit(member_id, member_epoch, api_version)
+        })
     }
 
     /// Checks a TxnOffsetCommit; `None` when `group` is not a consumer
@@ -765,14 +760,9 @@ impl ConsumerGroupCoordinator {
         member_epoch: i32,
         group_instance_id: Option<&str>,
     ) -> Option<Result<(), ConsumerGroupError>> {
-        let partition = self.partition_of(group)?;
-        let groups = partition.lock();
-        let hosted = groups.get(group).filter(|h| h.engine.exists())?;
-        Some(
-            hosted
-                .engine
-                .validate_txn_offset_commit(member_id, member_epoch, group_instance_id),
-        )
+        self.check(group, |engine| {
+            engine.validate_txn_offset_commit(member_id, member_epoch, group_instance_id)
+        })
     }
 
     /// Checks an OffsetFetch naming a member; `None` when `group` is not a
@@ -783,10 +773,18 @@ impl ConsumerGroupCoordinator {
         member_id: Option<&str>,
         member_epoch: i32,
     ) -> Option<Result<(), ConsumerGroupError>> {
+        self.check(group, |engine| {
+            engine.validate_offset_fetch(member_id, member_epoch)
+        })
+    }
+
+    /// What `check` says of `group`'s engine; `None` when `group` is not a
+    /// consumer group hosted here.
+    fn check<T>(&self, group: &str, check: impl FnOnce(&ConsumerGroupEngine) -> T) -> Option<T> {
         let partition = self.partition_of(group)?;
         let groups = partition.lock();
         let hosted = groups.get(group).filter(|h| h.engine.exists())?;
-        Some(hosted.engine.validate_offset_fetch(member_id, member_epoch))
+        Some(check(&hosted.engine))
     }
 
     /// DeleteGroups of a consumer group: refused while it has members;

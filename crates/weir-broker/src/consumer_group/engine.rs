@@ -316,45 +316,44 @@ impl ConsumerGroupEngine {
         member_epoch: i32,
         api_version: i16,
     ) -> Result<(), ConsumerGroupError> {
-        if member_epoch < 0 && self.state.members.is_empty() {
-            return Ok(());
-        }
-        let member = self
-            .state
-            .members
-            .get(member_id)
-            .ok_or(ConsumerGroupError::UnknownMemberId)?;
-        if member.is_classic() {
-            // A classic member commits with its generation, any version.
-            if member.current.member_epoch != member_epoch {
-                return Err(ConsumerGroupError::IllegalGeneration);
-            }
-            return Ok(());
-        }
-        if api_version < 9 {
-            return Err(ConsumerGroupError::UnsupportedVersion);
-        }
-        self.validate_member_epoch(member_id, member_epoch)
+        self.validate_commit(member_id, member_epoch, Commit::Offsets { api_version })
     }
 
-    /// Checks a TxnOffsetCommit against the group (Kafka's
-    /// ConsumerGroup.validateOffsetCommit of a transactional commit): as
+    /// Checks a TxnOffsetCommit against the group, as
     /// [`validate_offset_commit`](Self::validate_offset_commit) at any
     /// version, the generation field carrying the member epoch (KIP-848);
     /// a request that names no member, generation or instance (before v3)
-    /// is taken as it is. A classic member with another generation gets
-    /// ILLEGAL_GENERATION, a consumer-protocol member with another epoch
-    /// STALE_MEMBER_EPOCH.
+    /// is taken as it is.
     pub fn validate_txn_offset_commit(
         &self,
         member_id: &str,
         member_epoch: i32,
         group_instance_id: Option<&str>,
     ) -> Result<(), ConsumerGroupError> {
+        self.validate_commit(
+            member_id,
+            member_epoch,
+            Commit::Transactional { group_instance_id },
+        )
+    }
+
+    fn validate_commit(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+        commit: Commit<'_>,
+    ) -> Result<(), ConsumerGroupError> {
         if member_epoch < 0 && self.state.members.is_empty() {
             return Ok(());
         }
-        if member_epoch == -1 && member_id.is_empty() && group_instance_id.is_none() {
+        let names_nobody = member_epoch == -1 && member_id.is_empty();
+        if let (
+            Commit::Transactional {
+                group_instance_id: None,
+            },
+            true,
+        ) = (commit, names_nobody)
+        {
             return Ok(());
         }
         let member = self
@@ -362,6 +361,11 @@ impl ConsumerGroupEngine {
             .members
             .get(member_id)
             .ok_or(ConsumerGroupError::UnknownMemberId)?;
+        if let Commit::Offsets { api_version } = commit {
+            if api_version < 9 && !member.is_classic() {
+                return Err(ConsumerGroupError::UnsupportedVersion);
+            }
+        }
         if member.current.member_epoch == member_epoch {
             Ok(())
         } else if member.is_classic() {
@@ -1027,4 +1031,13 @@ fn updated_metadata(old: &MemberMetadata, request: &HeartbeatRequest) -> Option<
     updated.client_id.clone_from(&request.client_id);
     updated.client_host.clone_from(&request.client_host);
     (updated != *old).then_some(updated)
+}
+
+/// Which offset commit [`ConsumerGroupEngine::validate_commit`] checks.
+#[derive(Clone, Copy)]
+enum Commit<'a> {
+    /// OffsetCommit, at this version.
+    Offsets { api_version: i16 },
+    /// TxnOffsetCommit, naming this static member if any.
+    Transactional { group_instance_id: Option<&'a str> },
 }
