@@ -1338,7 +1338,7 @@ impl Broker {
     ) -> Result<(), BrokerError> {
         let image = self.meta.image();
         let stored = image.broker_configs(target);
-        crate::config::check_dynamic_names(&set, &delete, stored)?;
+        crate::config::check_dynamic_names(&set, &delete, stored, target.is_none())?;
         let mut level = stored.clone();
         for name in &delete {
             level.remove(name);

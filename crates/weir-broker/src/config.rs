@@ -1,6 +1,15 @@
-//! Broker settings. Every Kafka broker config keeps its Kafka name; the binary
-//! turns each name into a flag (`--log-retention-ms`), an environment
-//! variable (`WEIR_LOG_RETENTION_MS`) and a TOML key (`"log.retention.ms"`).
+//! Broker settings (Kafka's `KafkaConfig`). Every Kafka broker config keeps
+//! its Kafka name; the binary turns each name into a flag
+//! (`--log-retention-ms`), an environment variable (`WEIR_LOG_RETENTION_MS`)
+//! and a TOML key (`"log.retention.ms"`).
+//!
+//! Three registries, one row per config: [`BROKER_CONFIGS`], the configs
+//! Weir acts on; [`STARTUP_CONFIGS`], how the node was started; and
+//! [`INERT_CONFIGS`], the rest of Kafka 4.x's broker configs, accepted,
+//! validated, stored and described with Kafka's default, but with no
+//! effect on Weir (Kerberos, ZooKeeper, JMX and metrics reporters, thread
+//! pools, tiered storage, …). Together they know every name of Kafka's
+//! `AbstractKafkaConfig.CONFIG_DEF`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -8,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use weir_meta::topic_config::ConfigType;
+use weir_meta::topic_config::{ConfigType, Valid};
 
 use crate::listeners::{Listener, CONTROLLER_LISTENER, DEFAULT_PROTOCOL_MAP};
 
@@ -16,7 +25,8 @@ use crate::listeners::{Listener, CONTROLLER_LISTENER, DEFAULT_PROTOCOL_MAP};
 #[derive(Debug, Clone, Copy)]
 pub struct BrokerConfigDef {
     pub name: &'static str,
-    pub default: &'static str,
+    /// Kafka's default; `None` where Kafka's is null (described as null).
+    pub default: Option<&'static str>,
     /// The value type, as DescribeConfigs reports it.
     pub config_type: ConfigType,
     /// Whether AlterConfigs may change it while the broker runs, for one
@@ -25,16 +35,77 @@ pub struct BrokerConfigDef {
     /// `LogCleaner` reconfigure. The others (identity, listeners, storage,
     /// membership, groups) are read once at start.
     pub dynamic: bool,
+    /// A dynamic config Kafka lets AlterConfigs set for one broker only,
+    /// never as the cluster-wide default (Kafka's `PerBrokerConfigs`:
+    /// listeners, TLS and SASL settings).
+    pub per_broker: bool,
+    /// What values Kafka's `ConfigDef` accepts beyond the type.
+    pub valid: Valid,
     pub doc: &'static str,
 }
 
-/// The definition of the broker config `name`, one of [`BROKER_CONFIGS`]
-/// or [`STARTUP_CONFIGS`].
+impl BrokerConfigDef {
+    /// Checks `value` as Kafka's `ConfigDef` does: its type, then
+    /// [`valid`](Self::valid).
+    pub fn check(&self, value: &str) -> Result<(), ConfigError> {
+        weir_meta::topic_config::check_value(self.name, self.config_type, self.valid, value).map_err(
+            |reason| ConfigError {
+                name: self.name.to_owned(),
+                value: value.to_owned(),
+                reason,
+            },
+        )
+    }
+}
+
+/// The definition of the broker config `name`, one of [`BROKER_CONFIGS`],
+/// [`STARTUP_CONFIGS`] or [`INERT_CONFIGS`].
 pub fn lookup(name: &str) -> Option<&'static BrokerConfigDef> {
     BROKER_CONFIGS
         .iter()
         .chain(STARTUP_CONFIGS)
         .find(|def| def.name == name)
+        .or_else(|| {
+            INERT_CONFIGS
+                .binary_search_by(|def| def.name.cmp(name))
+                .ok()
+                .map(|i| &INERT_CONFIGS[i])
+        })
+}
+
+/// The configs set at start or with AlterConfigs: [`BROKER_CONFIGS`] and
+/// [`INERT_CONFIGS`] (the [`STARTUP_CONFIGS`] have flags of their own).
+pub fn settable() -> impl Iterator<Item = &'static BrokerConfigDef> {
+    BROKER_CONFIGS.iter().chain(INERT_CONFIGS)
+}
+
+/// The names that are one config given in different units, in Kafka's
+/// order of precedence (`DynamicBrokerConfig.brokerConfigSynonyms`): the
+/// first one set wins, at any level.
+pub fn unit_synonyms(name: &str) -> &'static [&'static str] {
+    const RETENTION: &[&str] = &["log.retention.ms", "log.retention.minutes", "log.retention.hours"];
+    const ROLL: &[&str] = &["log.roll.ms", "log.roll.hours"];
+    const JITTER: &[&str] = &["log.roll.jitter.ms", "log.roll.jitter.hours"];
+    match name {
+        "log.retention.ms" | "log.retention.minutes" | "log.retention.hours" => RETENTION,
+        "log.roll.ms" | "log.roll.hours" => ROLL,
+        "log.roll.jitter.ms" | "log.roll.jitter.hours" => JITTER,
+        _ => &[],
+    }
+}
+
+/// A value of one of the [`unit_synonyms`] in milliseconds; `None` if it
+/// is not a number.
+pub fn in_millis(name: &str, value: &str) -> Option<i64> {
+    let n: i64 = value.trim().parse().ok()?;
+    let unit = if name.ends_with(".hours") {
+        3_600_000
+    } else if name.ends_with(".minutes") {
+        60_000
+    } else {
+        1
+    };
+    Some(n.saturating_mul(unit))
 }
 
 /// Where a config value comes from, as DescribeConfigs reports it (Kafka's
@@ -56,795 +127,1109 @@ pub enum ConfigSource {
 pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     BrokerConfigDef {
         name: "num.partitions",
-        default: "1",
+        default: Some("1"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Partitions of an auto-created topic, or of one created without a count",
     },
     BrokerConfigDef {
         name: "auto.create.topics.enable",
-        default: "true",
+        default: Some("true"),
         config_type: ConfigType::Boolean,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Create a topic when a client asks for metadata of an unknown one",
     },
     BrokerConfigDef {
         name: "log.segment.bytes",
-        default: "1073741824",
+        default: Some("1073741824"),
         config_type: ConfigType::Int,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Default segment.bytes of topics",
     },
     BrokerConfigDef {
         name: "log.retention.ms",
-        default: "604800000",
+        default: None,
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Default retention.ms of topics (-1: keep forever)",
     },
     BrokerConfigDef {
-        name: "log.retention.bytes",
-        default: "-1",
+        name: "log.retention.minutes",
+        default: None,
+        config_type: ConfigType::Int,
+        dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
+        doc: "Default retention.ms of topics in minutes, when log.retention.ms is not set",
+    },
+    BrokerConfigDef {
+        name: "log.retention.hours",
+        default: Some("168"),
+        config_type: ConfigType::Int,
+        dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
+        doc: "Default retention.ms of topics in hours, when neither log.retention.ms nor log.retention.minutes is set",
+    },
+    BrokerConfigDef {
+        name: "log.roll.ms",
+        default: None,
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
+        doc: "Default segment.ms of topics: roll a segment this old (null: log.roll.hours)",
+    },
+    BrokerConfigDef {
+        name: "log.roll.hours",
+        default: Some("168"),
+        config_type: ConfigType::Int,
+        dynamic: false,
+        per_broker: false,
+        valid: Valid::AtLeast(1),
+        doc: "Default segment.ms of topics in hours, when log.roll.ms is not set",
+    },
+    BrokerConfigDef {
+        name: "log.index.size.max.bytes",
+        default: Some("10485760"),
+        config_type: ConfigType::Int,
+        dynamic: true,
+        per_broker: false,
+        valid: Valid::AtLeast(4),
+        doc: "Default segment.index.bytes of topics",
+    },
+    BrokerConfigDef {
+        name: "log.index.interval.bytes",
+        default: Some("4096"),
+        config_type: ConfigType::Int,
+        dynamic: true,
+        per_broker: false,
+        valid: Valid::AtLeast(0),
+        doc: "Default index.interval.bytes of topics",
+    },
+    BrokerConfigDef {
+        name: "log.segment.delete.delay.ms",
+        default: Some("60000"),
+        config_type: ConfigType::Long,
+        dynamic: true,
+        per_broker: false,
+        valid: Valid::AtLeast(0),
+        doc: "Default file.delete.delay.ms of topics",
+    },
+    BrokerConfigDef {
+        name: "log.message.timestamp.type",
+        default: Some("CreateTime"),
+        config_type: ConfigType::String,
+        dynamic: true,
+        per_broker: false,
+        valid: Valid::OneOf(&["CreateTime", "LogAppendTime"]),
+        doc: "Default message.timestamp.type of topics",
+    },
+    BrokerConfigDef {
+        name: "log.message.timestamp.before.max.ms",
+        default: Some("9223372036854775807"),
+        config_type: ConfigType::Long,
+        dynamic: true,
+        per_broker: false,
+        valid: Valid::AtLeast(0),
+        doc: "Default message.timestamp.before.max.ms of topics",
+    },
+    BrokerConfigDef {
+        name: "log.message.timestamp.after.max.ms",
+        default: Some("3600000"),
+        config_type: ConfigType::Long,
+        dynamic: true,
+        per_broker: false,
+        valid: Valid::AtLeast(0),
+        doc: "Default message.timestamp.after.max.ms of topics",
+    },
+    BrokerConfigDef {
+        name: "log.retention.bytes",
+        default: Some("-1"),
+        config_type: ConfigType::Long,
+        dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Default retention.bytes of topics (-1: no limit)",
     },
     BrokerConfigDef {
         name: "log.retention.check.interval.ms",
-        default: "300000",
+        default: Some("300000"),
         config_type: ConfigType::Long,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How often retention is enforced",
     },
     BrokerConfigDef {
         name: "message.max.bytes",
-        default: "1048588",
+        default: Some("1048588"),
         config_type: ConfigType::Int,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Default max.message.bytes of topics: the largest record batch accepted",
     },
     BrokerConfigDef {
         name: "socket.request.max.bytes",
-        default: "104857600",
+        default: Some("104857600"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Largest request accepted; larger frames close the connection",
     },
     BrokerConfigDef {
         name: "log.flush.interval.messages",
-        default: "9223372036854775807",
+        default: Some("9223372036854775807"),
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Default flush.messages of topics: fsync after this many records",
     },
     BrokerConfigDef {
         name: "log.flush.interval.ms",
-        default: "9223372036854775807",
+        default: Some("9223372036854775807"),
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Default flush.ms of topics: fsync when unflushed data is this old",
     },
     BrokerConfigDef {
         name: "connections.max.idle.ms",
-        default: "600000",
+        default: Some("600000"),
         config_type: ConfigType::Long,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Close connections idle this long",
     },
     BrokerConfigDef {
         name: "queued.max.request.bytes",
-        default: "536870912",
+        default: Some("536870912"),
         config_type: ConfigType::Long,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Memory for requests being read or processed, across all connections; at least socket.request.max.bytes",
     },
     BrokerConfigDef {
         name: "socket.request.receive.timeout.ms",
-        default: "30000",
+        default: Some("30000"),
         config_type: ConfigType::Long,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Weir's own: how long a request's bytes may take to arrive once its first byte has (5 s at most before the client has authenticated); a connection slower than that is closed and the request's memory released",
     },
     BrokerConfigDef {
         name: "max.connections",
-        default: "2147483647",
+        default: Some("2147483647"),
         config_type: ConfigType::Int,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The most connections the broker keeps open over its listeners; when reached, new ones wait to be accepted until one closes",
     },
     BrokerConfigDef {
         name: "max.connections.per.ip",
-        default: "2147483647",
+        default: Some("2147483647"),
         config_type: ConfigType::Int,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The most connections one IP address may have open; one more is closed at once",
     },
     BrokerConfigDef {
         name: "max.connections.per.ip.overrides",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::String,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Per-IP exceptions to max.connections.per.ip, as IP:count pairs separated by commas (127.0.0.1:200,10.0.0.7:50)",
     },
     BrokerConfigDef {
         name: "offsets.topic.num.partitions",
-        default: "50",
+        default: Some("50"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Partitions of __consumer_offsets, fixed when it is first created",
     },
     BrokerConfigDef {
         name: "offsets.retention.minutes",
-        default: "10080",
+        default: Some("10080"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How long committed offsets of a group without members are kept",
     },
     BrokerConfigDef {
         name: "offsets.retention.check.interval.ms",
-        default: "600000",
+        default: Some("600000"),
         config_type: ConfigType::Long,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How often committed offsets are checked for expiry",
     },
     BrokerConfigDef {
         name: "group.initial.rebalance.delay.ms",
-        default: "3000",
+        default: Some("3000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How long the first rebalance of an empty group waits for more members",
     },
     BrokerConfigDef {
         name: "group.min.session.timeout.ms",
-        default: "6000",
+        default: Some("6000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The smallest session timeout a group member may ask for",
     },
     BrokerConfigDef {
         name: "group.max.session.timeout.ms",
-        default: "1800000",
+        default: Some("1800000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The largest session timeout a group member may ask for",
     },
     BrokerConfigDef {
         name: "group.max.size",
-        default: "2147483647",
+        default: Some("2147483647"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The most members a consumer group may have",
     },
     BrokerConfigDef {
         name: "group.consumer.heartbeat.interval.ms",
-        default: "5000",
+        default: Some("5000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How often members of consumer groups (group.protocol=consumer) heartbeat",
     },
     BrokerConfigDef {
         name: "group.consumer.session.timeout.ms",
-        default: "45000",
+        default: Some("45000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How long a consumer group member may go without a heartbeat before it is removed",
     },
     BrokerConfigDef {
         name: "group.consumer.min.heartbeat.interval.ms",
-        default: "5000",
+        default: Some("5000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The shortest heartbeat interval a consumer group may be configured with",
     },
     BrokerConfigDef {
         name: "group.consumer.max.heartbeat.interval.ms",
-        default: "15000",
+        default: Some("15000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The longest heartbeat interval a consumer group may be configured with",
     },
     BrokerConfigDef {
         name: "group.consumer.min.session.timeout.ms",
-        default: "45000",
+        default: Some("45000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The shortest session timeout a consumer group may be configured with",
     },
     BrokerConfigDef {
         name: "group.consumer.max.session.timeout.ms",
-        default: "60000",
+        default: Some("60000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The longest session timeout a consumer group may be configured with",
     },
     BrokerConfigDef {
         name: "group.consumer.max.size",
-        default: "2147483647",
+        default: Some("2147483647"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The most members a consumer group (group.protocol=consumer) may have",
     },
     BrokerConfigDef {
         name: "group.consumer.migration.policy",
-        default: "bidirectional",
+        default: Some("bidirectional"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Whether a classic group with members becomes a consumer group when a member joins with the consumer protocol (upgrade), and back when the last such member leaves (downgrade): bidirectional, upgrade, downgrade or disabled",
     },
     BrokerConfigDef {
         name: "group.consumer.assignors",
-        default: "uniform,range",
+        default: Some("uniform,range"),
         config_type: ConfigType::List,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The server-side assignors of consumer groups; the first is the default",
     },
     BrokerConfigDef {
         name: "group.share.heartbeat.interval.ms",
-        default: "5000",
+        default: Some("5000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How often members of share groups heartbeat",
     },
     BrokerConfigDef {
         name: "group.share.min.heartbeat.interval.ms",
-        default: "5000",
+        default: Some("5000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The shortest heartbeat interval a share group may be configured with",
     },
     BrokerConfigDef {
         name: "group.share.max.heartbeat.interval.ms",
-        default: "15000",
+        default: Some("15000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The longest heartbeat interval a share group may be configured with",
     },
     BrokerConfigDef {
         name: "group.share.session.timeout.ms",
-        default: "45000",
+        default: Some("45000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How long a share group member may go without a heartbeat before it is removed",
     },
     BrokerConfigDef {
         name: "group.share.min.session.timeout.ms",
-        default: "45000",
+        default: Some("45000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The shortest session timeout a share group may be configured with",
     },
     BrokerConfigDef {
         name: "group.share.max.session.timeout.ms",
-        default: "60000",
+        default: Some("60000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The longest session timeout a share group may be configured with",
     },
     BrokerConfigDef {
         name: "group.share.record.lock.duration.ms",
-        default: "30000",
+        default: Some("30000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How long a record a share group member acquired stays with it",
     },
     BrokerConfigDef {
         name: "group.share.min.record.lock.duration.ms",
-        default: "15000",
+        default: Some("15000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The shortest record lock a share group may be configured with",
     },
     BrokerConfigDef {
         name: "group.share.max.record.lock.duration.ms",
-        default: "60000",
+        default: Some("60000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The longest record lock a share group may be configured with",
     },
     BrokerConfigDef {
         name: "group.share.delivery.count.limit",
-        default: "5",
+        default: Some("5"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How often a share group delivers a record before archiving it (2 to 10)",
     },
     BrokerConfigDef {
         name: "group.share.partition.max.record.locks",
-        default: "2000",
+        default: Some("2000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The most records of a share-partition in flight at once",
     },
     BrokerConfigDef {
         name: "group.share.max.size",
-        default: "200",
+        default: Some("200"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The most members a share group may have",
     },
     BrokerConfigDef {
         name: "group.share.max.share.sessions",
-        default: "2000",
+        default: Some("2000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The most share sessions a broker keeps (one per share group member fetching from it)",
     },
     BrokerConfigDef {
         name: "errors.deadletterqueue.topic.name.prefix",
-        default: "dlq.",
+        default: Some("dlq."),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "What the name of a share group's dead-letter topic must begin with (KIP-1191)",
     },
     BrokerConfigDef {
         name: "share.coordinator.state.topic.num.partitions",
-        default: "50",
+        default: Some("50"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Partitions of __share_group_state, where share-partition state is kept",
     },
     BrokerConfigDef {
         name: "share.coordinator.state.topic.replication.factor",
-        default: "3",
+        default: Some("3"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Replicas of __share_group_state (fewer while the cluster has fewer live brokers)",
     },
     BrokerConfigDef {
         name: "share.coordinator.state.topic.min.isr",
-        default: "2",
+        default: Some("2"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "min.insync.replicas of __share_group_state (capped at its replication factor)",
     },
     BrokerConfigDef {
         name: "max.incremental.fetch.session.cache.slots",
-        default: "1000",
+        default: Some("1000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How many incremental fetch sessions (KIP-227) the broker keeps",
     },
     BrokerConfigDef {
         name: "quota.window.num",
-        default: "11",
+        default: Some("11"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How many windows a client quota's rate is measured over",
     },
     BrokerConfigDef {
         name: "quota.window.size.seconds",
-        default: "1",
+        default: Some("1"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The length of one window of a client quota's rate",
     },
     BrokerConfigDef {
         name: "leader.replication.throttled.rate",
-        default: "9223372036854775807",
+        default: Some("9223372036854775807"),
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Bytes per second this broker, as leader, sends to followers of the replicas \
               topics list in leader.replication.throttled.replicas; a follower not in the ISR \
               gets no records of them while the rate is over it",
     },
     BrokerConfigDef {
         name: "follower.replication.throttled.rate",
-        default: "9223372036854775807",
+        default: Some("9223372036854775807"),
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Bytes per second this broker, as follower, fetches of the replicas topics list \
               in follower.replication.throttled.replicas; a replica not caught up is not \
               fetched while the rate is over it",
     },
     BrokerConfigDef {
         name: "replica.alter.log.dirs.io.max.bytes.per.second",
-        default: "9223372036854775807",
+        default: Some("9223372036854775807"),
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Bytes per second the copies of replicas moving between log directories of \
               this broker (AlterReplicaLogDirs) may make; the final catch-up under the \
               partition's lock is not held back",
     },
     BrokerConfigDef {
         name: "replication.quota.window.num",
-        default: "11",
+        default: Some("11"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How many windows the replication throttles' rates are measured over",
     },
     BrokerConfigDef {
         name: "replication.quota.window.size.seconds",
-        default: "1",
+        default: Some("1"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The length of one window of the replication throttles' rates",
     },
     BrokerConfigDef {
         name: "replica.lag.time.max.ms",
-        default: "30000",
+        default: Some("30000"),
         config_type: ConfigType::Long,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "A follower that has not caught up with its leader for this long leaves the ISR",
     },
     BrokerConfigDef {
         name: "broker.rack",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "This broker's rack, for rack-aware replica placement (empty: none)",
     },
     BrokerConfigDef {
         name: "broker.session.timeout.ms",
-        default: "9000",
+        default: Some("9000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "A broker that sends no heartbeat to the active controller for this long is fenced",
     },
     BrokerConfigDef {
         name: "initial.broker.registration.timeout.ms",
-        default: "60000",
+        default: Some("60000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How long a starting node waits for the controller quorum to elect a leader and take its registration, trying again meanwhile, before it gives up",
     },
     BrokerConfigDef {
         name: "broker.heartbeat.interval.ms",
-        default: "2000",
+        default: Some("2000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How often a broker heartbeats to the active controller",
     },
     BrokerConfigDef {
         name: "default.replication.factor",
-        default: "1",
+        default: Some("1"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Replicas of a topic created without a replication factor",
     },
     BrokerConfigDef {
         name: "offsets.topic.replication.factor",
-        default: "3",
+        default: Some("3"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Replicas of __consumer_offsets (fewer while the cluster has fewer live brokers)",
     },
     BrokerConfigDef {
         name: "auto.leader.rebalance.enable",
-        default: "true",
+        default: Some("true"),
         config_type: ConfigType::Boolean,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Move leadership back to each partition's preferred replica when it is in sync",
     },
     BrokerConfigDef {
         name: "leader.imbalance.check.interval.seconds",
-        default: "300",
+        default: Some("300"),
         config_type: ConfigType::Long,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How often the active controller looks for partitions to give back to their preferred leader",
     },
     BrokerConfigDef {
         name: "log.max.open.files",
-        default: "0",
+        default: Some("0"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "A Weir setting: the most segment and index files kept open at once; the least \
               recently used are closed and reopened on demand. 0: three quarters of the \
               process's open-file limit (the soft limit is raised to the hard one at start)",
     },
     BrokerConfigDef {
         name: "log.cleaner.enable",
-        default: "true",
+        default: Some("true"),
         config_type: ConfigType::Boolean,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Run the log cleaner, which compacts topics whose cleanup.policy includes compact",
     },
     BrokerConfigDef {
         name: "log.cleaner.backoff.ms",
-        default: "15000",
+        default: Some("15000"),
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How long the log cleaner sleeps when no log needs cleaning",
     },
     BrokerConfigDef {
         name: "log.cleaner.dedupe.buffer.size",
-        default: "134217728",
+        default: Some("134217728"),
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Memory for the log cleaner's key-to-offset map (24 bytes a key); a pass cleans what it covers",
     },
     BrokerConfigDef {
         name: "log.cleaner.io.max.bytes.per.second",
-        default: "1.7976931348623157E308",
+        default: Some("1.7976931348623157E308"),
         config_type: ConfigType::Double,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The log cleaner's read plus write rate limit",
     },
     BrokerConfigDef {
         name: "log.cleanup.policy",
-        default: "delete",
+        default: Some("delete"),
         config_type: ConfigType::List,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Default cleanup.policy of topics: delete, compact, compact,delete, or empty (keep every segment)",
     },
     BrokerConfigDef {
         name: "log.cleaner.delete.retention.ms",
-        default: "86400000",
+        default: Some("86400000"),
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Default delete.retention.ms of topics: how long a tombstone stays once cleaned",
     },
     BrokerConfigDef {
         name: "log.cleaner.min.compaction.lag.ms",
-        default: "0",
+        default: Some("0"),
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Default min.compaction.lag.ms of topics: records younger than this are not compacted",
     },
     BrokerConfigDef {
         name: "log.cleaner.max.compaction.lag.ms",
-        default: "9223372036854775807",
+        default: Some("9223372036854775807"),
         config_type: ConfigType::Long,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Default max.compaction.lag.ms of topics: records older than this are compacted whatever the dirty ratio",
     },
     BrokerConfigDef {
         name: "log.cleaner.min.cleanable.ratio",
-        default: "0.5",
+        default: Some("0.5"),
         config_type: ConfigType::Double,
         dynamic: true,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Default min.cleanable.dirty.ratio of topics: the dirty share of a log before it is cleaned",
     },
     BrokerConfigDef {
         name: "transaction.state.log.num.partitions",
-        default: "50",
+        default: Some("50"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Partitions of __transaction_state, where transaction coordinators keep their state",
     },
     BrokerConfigDef {
         name: "transaction.state.log.replication.factor",
-        default: "3",
+        default: Some("3"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Replicas of __transaction_state (fewer while the cluster has fewer live brokers)",
     },
     BrokerConfigDef {
         name: "transaction.state.log.min.isr",
-        default: "2",
+        default: Some("2"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "min.insync.replicas of __transaction_state (capped at its replication factor)",
     },
     BrokerConfigDef {
         name: "transaction.max.timeout.ms",
-        default: "900000",
+        default: Some("900000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The longest transaction timeout a producer may ask for",
     },
     BrokerConfigDef {
         name: "transactional.id.expiration.ms",
-        default: "604800000",
+        default: Some("604800000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How long a transactional id without transactions is remembered",
     },
     BrokerConfigDef {
         name: "producer.id.expiration.ms",
-        default: "86400000",
+        default: Some("86400000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How long a partition remembers an idempotent producer that wrote nothing since \
               (its sequence numbers, for de-duplicating retries)",
     },
     BrokerConfigDef {
         name: "producer.id.expiration.check.interval.ms",
-        default: "600000",
+        default: Some("600000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How often idempotent producers past producer.id.expiration.ms are forgotten",
     },
     BrokerConfigDef {
         name: "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-        default: "10000",
+        default: Some("10000"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How often transactions past their timeout are looked for and aborted",
     },
     BrokerConfigDef {
         name: "ssl.keystore.type",
-        default: "PEM",
+        default: Some("PEM"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The format of the key store: PEM (the only one Weir reads)",
     },
     BrokerConfigDef {
         name: "ssl.keystore.location",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "A PEM file with the listener's private key and certificate chain (reloaded when it changes)",
     },
     BrokerConfigDef {
         name: "ssl.keystore.key",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::Password,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The private key, PEM, given inline instead of ssl.keystore.location",
     },
     BrokerConfigDef {
         name: "ssl.keystore.certificate.chain",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::Password,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The certificate chain, PEM, given inline with ssl.keystore.key",
     },
     BrokerConfigDef {
         name: "ssl.key.password",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::Password,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The password of an encrypted private key: not supported, give an unencrypted PKCS#8 key",
     },
     BrokerConfigDef {
         name: "ssl.truststore.type",
-        default: "PEM",
+        default: Some("PEM"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The format of the trust store: PEM",
     },
     BrokerConfigDef {
         name: "ssl.truststore.location",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "A PEM file of the CA certificates that client certificates must chain to (reloaded when it changes)",
     },
     BrokerConfigDef {
         name: "ssl.truststore.certificates",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::Password,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The trusted CA certificates, PEM, given inline instead of ssl.truststore.location",
     },
     BrokerConfigDef {
         name: "ssl.client.auth",
-        default: "none",
+        default: Some("none"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Client certificates on SSL listeners: none, requested or required",
     },
     BrokerConfigDef {
         name: "ssl.principal.mapping.rules",
-        default: "DEFAULT",
+        default: Some("DEFAULT"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Rules turning a client certificate's subject into a principal name (Kafka's RULE:pattern/replacement/[LU] syntax)",
     },
     BrokerConfigDef {
         name: "ssl.enabled.protocols",
-        default: "TLSv1.2,TLSv1.3",
+        default: Some("TLSv1.2,TLSv1.3"),
         config_type: ConfigType::List,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The TLS versions accepted",
     },
     BrokerConfigDef {
         name: "sasl.enabled.mechanisms",
-        default: "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+        default: Some("SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"),
         config_type: ConfigType::List,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
     },
     BrokerConfigDef {
         name: "sasl.mechanism.inter.broker.protocol",
-        default: "SCRAM-SHA-512",
+        default: Some("SCRAM-SHA-512"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The SASL mechanism this broker authenticates with to the others, when the inter-broker listener uses SASL",
     },
     BrokerConfigDef {
         name: "sasl.mechanism.controller.protocol",
-        default: "SCRAM-SHA-512",
+        default: Some("SCRAM-SHA-512"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The SASL mechanism this node authenticates with to the controllers, when the controller listener uses SASL: SCRAM-SHA-256 or SCRAM-SHA-512",
     },
     BrokerConfigDef {
         name: "sasl.jaas.config",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::Password,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "This broker's own credentials for an inter-broker listener with SASL, as Kafka's login modules take them: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\" password=\"…\";",
     },
     BrokerConfigDef {
         name: "ssl.endpoint.identification.algorithm",
-        default: "https",
+        default: Some("https"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "https: a broker connecting to another over TLS checks that the certificate names the host it connects to; empty: only that it is trusted",
     },
     BrokerConfigDef {
         name: "connection.failed.authentication.delay.ms",
-        default: "100",
+        default: Some("100"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How long the answer to a failed authentication waits (SASL on the Kafka listeners, where the connection then closes, and HTTP Basic): a password guesser waits for each answer",
     },
     BrokerConfigDef {
         name: "sasl.server.max.receive.size",
-        default: "524288",
+        default: Some("524288"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The largest frame a client may send before it has authenticated; a larger one closes the connection",
     },
     BrokerConfigDef {
         name: "connections.max.reauth.ms",
-        default: "0",
+        default: Some("0"),
         config_type: ConfigType::Long,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How long a SASL session lasts before the client must authenticate again (0: for ever)",
     },
     BrokerConfigDef {
         name: "sasl.oauthbearer.jwks.endpoint.url",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Where OAUTHBEARER tokens' signing keys are: an https:// URL or a file:// path to a JWKS",
     },
     BrokerConfigDef {
         name: "sasl.oauthbearer.jwks.endpoint.refresh.ms",
-        default: "3600000",
+        default: Some("3600000"),
         config_type: ConfigType::Long,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How often the JWKS of an http(s) endpoint is fetched again",
     },
     BrokerConfigDef {
         name: "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
-        default: "10000",
+        default: Some("10000"),
         config_type: ConfigType::Long,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The least time between two fetches of the JWKS asked for by tokens naming a key it lacks",
     },
     BrokerConfigDef {
         name: "sasl.oauthbearer.expected.audience",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::List,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The audiences an OAUTHBEARER token must name one of (empty: not checked)",
     },
     BrokerConfigDef {
         name: "sasl.oauthbearer.expected.issuer",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The issuer an OAUTHBEARER token must name (empty: not checked)",
     },
     BrokerConfigDef {
         name: "sasl.oauthbearer.sub.claim.name",
-        default: "sub",
+        default: Some("sub"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The token claim that names the principal",
     },
     BrokerConfigDef {
         name: "authorizer.class.name",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Set to turn ACLs on: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or any value naming it)",
     },
     BrokerConfigDef {
         name: "super.users",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Principals allowed everything, separated by semicolons: User:admin;User:CN=broker",
     },
     BrokerConfigDef {
         name: "allow.everyone.if.no.acl.found",
-        default: "false",
+        default: Some("false"),
         config_type: ConfigType::Boolean,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "With ACLs on, whether a resource no ACL names is open to everyone",
     },
 ];
@@ -858,104 +1243,372 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
 pub const STARTUP_CONFIGS: &[BrokerConfigDef] = &[
     BrokerConfigDef {
         name: "node.id",
-        default: "1",
+        default: Some("1"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "This node's id (--node-id)",
     },
     BrokerConfigDef {
         name: "broker.id",
-        default: "1",
+        default: Some("1"),
         config_type: ConfigType::Int,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "This broker's id: node.id, as in Kafka's KRaft mode",
     },
     BrokerConfigDef {
         name: "process.roles",
-        default: "broker,controller",
+        default: Some("broker,controller"),
         config_type: ConfigType::List,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "What this node does: broker, controller, or both (--roles)",
     },
     BrokerConfigDef {
         name: "listeners",
-        default: "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        default: Some("PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The Kafka listener and, on a controller, the controller listener, at the \
               addresses they are bound to (--listen, --controller-listen)",
     },
     BrokerConfigDef {
         name: "advertised.listeners",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The address clients are told to connect to (--advertised-addr); null: the \
               Kafka listener's",
     },
     BrokerConfigDef {
         name: "listener.security.protocol.map",
-        default: DEFAULT_PROTOCOL_MAP,
+        default: Some(DEFAULT_PROTOCOL_MAP),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The security protocol of each listener name: NAME:PROTOCOL,…",
     },
     BrokerConfigDef {
         name: "inter.broker.listener.name",
-        default: "PLAINTEXT",
+        default: Some("PLAINTEXT"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The listener other brokers connect to",
     },
     BrokerConfigDef {
         name: "controller.listener.names",
-        default: "CONTROLLER",
+        default: Some("CONTROLLER"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The name of the controller listener",
     },
     BrokerConfigDef {
         name: "controller.quorum.voters",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::List,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The voters of the controller quorum, ID@HOST:PORT (--controllers); by \
               default this node alone, at its controller listener",
     },
     BrokerConfigDef {
         name: "log.dirs",
-        default: "",
+        default: Some(""),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The directories of the partition logs, comma-separated (--log-dirs); null: the \
               data directory (--data-dir), which also holds the metadata",
     },
     BrokerConfigDef {
         name: "log.dir",
-        default: "./weir-data",
+        default: Some("./weir-data"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "The data directory when log.dirs is not set",
     },
     BrokerConfigDef {
         name: "weir.http.listener",
-        default: "http://127.0.0.1:9644",
+        default: Some("http://127.0.0.1:9644"),
         config_type: ConfigType::String,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "Where this broker's HTTP endpoint (/metrics, /v1/cluster, /v1/groups) is \
               reached, http:// or https:// (--http-listen); bound to every interface, at the \
               host its Kafka listener advertises",
     },
 ];
 
+/// One of [`INERT_CONFIGS`]: `update` is Kafka's update mode (ReadOnly,
+/// PerBroker or ClusterWide).
+macro_rules! inert {
+    ($name:literal, $ty:ident, $default:expr, $update:ident, $valid:expr) => {
+        BrokerConfigDef {
+            name: $name,
+            default: $default,
+            config_type: ConfigType::$ty,
+            dynamic: inert!(@dynamic $update),
+            per_broker: inert!(@per_broker $update),
+            valid: $valid,
+            doc: concat!("Kafka's ", $name, ": accepted, validated, stored and described, with no effect on Weir"),
+        }
+    };
+    (@dynamic ReadOnly) => { false };
+    (@dynamic $other:ident) => { true };
+    (@per_broker PerBroker) => { true };
+    (@per_broker $other:ident) => { false };
+}
+
+/// The Kafka 4.x broker configs that have no effect on Weir: Kerberos and
+/// SASL login tuning, ZooKeeper, JMX and metrics reporters, thread pools,
+/// socket buffers, purgatories, tiered storage, delegation tokens, and the
+/// internal topics' segment and codec settings. Sorted by name; each with
+/// Kafka's type, default, update mode and validator, so that tools that
+/// set them by name work, and the README's list "Kafka configs accepted
+/// with no effect" is this table.
+pub const INERT_CONFIGS: &[BrokerConfigDef] = &[
+    inert!("alter.config.policy.class.name", Class, None, ReadOnly, Valid::Any),
+    inert!("alter.log.dirs.replication.quota.window.num", Int, Some("11"), ReadOnly, Valid::AtLeast(1)),
+    inert!("alter.log.dirs.replication.quota.window.size.seconds", Int, Some("1"), ReadOnly, Valid::AtLeast(1)),
+    inert!("background.threads", Int, Some("10"), ClusterWide, Valid::AtLeast(1)),
+    inert!("broker.id.generation.enable", Boolean, Some("true"), ReadOnly, Valid::Any),
+    inert!("client.quota.callback.class", Class, None, ReadOnly, Valid::Any),
+    inert!("compression.gzip.level", Int, Some("-1"), ClusterWide, Valid::GzipLevel),
+    inert!("compression.lz4.level", Int, Some("9"), ClusterWide, Valid::Between(1, 17)),
+    inert!("compression.type", String, Some("producer"), ClusterWide, Valid::OneOf(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"])),
+    inert!("compression.zstd.level", Int, Some("3"), ClusterWide, Valid::Between(-131072, 22)),
+    inert!("control.plane.listener.name", String, None, ReadOnly, Valid::Any),
+    inert!("controlled.shutdown.enable", Boolean, Some("true"), ReadOnly, Valid::Any),
+    inert!("controlled.shutdown.max.retries", Int, Some("3"), ReadOnly, Valid::Any),
+    inert!("controlled.shutdown.retry.backoff.ms", Long, Some("5000"), ReadOnly, Valid::Any),
+    inert!("controller.quorum.append.linger.ms", Int, Some("25"), ReadOnly, Valid::Any),
+    inert!("controller.quorum.auto.join.enable", Boolean, Some("false"), ReadOnly, Valid::Any),
+    inert!("controller.quorum.bootstrap.servers", List, Some(""), ReadOnly, Valid::Any),
+    inert!("controller.quorum.election.backoff.max.ms", Int, Some("1000"), ReadOnly, Valid::Any),
+    inert!("controller.quorum.election.timeout.ms", Int, Some("1000"), ReadOnly, Valid::Any),
+    inert!("controller.quorum.fetch.timeout.ms", Int, Some("2000"), ReadOnly, Valid::Any),
+    inert!("controller.quorum.request.timeout.ms", Int, Some("2000"), ReadOnly, Valid::Any),
+    inert!("controller.quorum.retry.backoff.ms", Int, Some("20"), ReadOnly, Valid::Any),
+    inert!("controller.quota.window.num", Int, Some("11"), ReadOnly, Valid::AtLeast(1)),
+    inert!("controller.quota.window.size.seconds", Int, Some("1"), ReadOnly, Valid::AtLeast(1)),
+    inert!("controller.socket.timeout.ms", Int, Some("30000"), ReadOnly, Valid::Any),
+    inert!("create.topic.policy.class.name", Class, None, ReadOnly, Valid::Any),
+    inert!("delegation.token.expiry.check.interval.ms", Long, Some("3600000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("delegation.token.expiry.time.ms", Long, Some("86400000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("delegation.token.max.lifetime.ms", Long, Some("604800000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("delegation.token.secret.key", Password, None, ReadOnly, Valid::Any),
+    inert!("delete.records.purgatory.purge.interval.requests", Int, Some("1"), ReadOnly, Valid::Any),
+    inert!("delete.topic.enable", Boolean, Some("true"), ReadOnly, Valid::Any),
+    inert!("early.start.listeners", String, None, ReadOnly, Valid::Any),
+    inert!("eligible.leader.replicas.enable", Boolean, Some("false"), ReadOnly, Valid::Any),
+    inert!("fetch.max.bytes", Int, Some("57671680"), ReadOnly, Valid::AtLeast(1024)),
+    inert!("fetch.purgatory.purge.interval.requests", Int, Some("1000"), ReadOnly, Valid::Any),
+    inert!("group.coordinator.append.linger.ms", Int, Some("10"), ReadOnly, Valid::AtLeast(0)),
+    inert!("group.coordinator.rebalance.protocols", List, Some("classic,consumer"), ReadOnly, Valid::ListOf(&["classic", "consumer", "share", "streams"])),
+    inert!("group.coordinator.threads", Int, Some("1"), ReadOnly, Valid::AtLeast(1)),
+    inert!("group.share.max.delivery.count.limit", Int, Some("10"), ReadOnly, Valid::Between(2, 10)),
+    inert!("group.share.max.groups", Short, Some("10"), ReadOnly, Valid::Between(1, 100)),
+    inert!("group.share.max.partition.max.record.locks", Int, Some("10000"), ReadOnly, Valid::AtLeast(100)),
+    inert!("group.share.min.delivery.count.limit", Int, Some("2"), ReadOnly, Valid::Between(2, 10)),
+    inert!("group.share.min.partition.max.record.locks", Int, Some("100"), ReadOnly, Valid::AtLeast(100)),
+    inert!("group.streams.heartbeat.interval.ms", Int, Some("5000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("group.streams.initial.rebalance.delay.ms", Int, Some("3000"), ReadOnly, Valid::AtLeast(0)),
+    inert!("group.streams.max.heartbeat.interval.ms", Int, Some("15000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("group.streams.max.session.timeout.ms", Int, Some("60000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("group.streams.max.size", Int, Some("2147483647"), ReadOnly, Valid::AtLeast(1)),
+    inert!("group.streams.max.standby.replicas", Int, Some("2"), ReadOnly, Valid::AtLeast(0)),
+    inert!("group.streams.min.heartbeat.interval.ms", Int, Some("5000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("group.streams.min.session.timeout.ms", Int, Some("45000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("group.streams.num.standby.replicas", Int, Some("0"), ReadOnly, Valid::AtLeast(0)),
+    inert!("group.streams.session.timeout.ms", Int, Some("45000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("inter.broker.protocol.version", String, Some("4.0-IV3"), ReadOnly, Valid::Any),
+    inert!("kafka.metrics.polling.interval.secs", Int, Some("10"), ReadOnly, Valid::AtLeast(1)),
+    inert!("kafka.metrics.reporters", List, Some(""), ReadOnly, Valid::Any),
+    inert!("leader.imbalance.per.broker.percentage", Int, Some("10"), ReadOnly, Valid::Any),
+    inert!("log.cleaner.io.buffer.load.factor", Double, Some("0.9"), ClusterWide, Valid::Any),
+    inert!("log.cleaner.io.buffer.size", Int, Some("524288"), ClusterWide, Valid::AtLeast(0)),
+    inert!("log.cleaner.threads", Int, Some("1"), ClusterWide, Valid::AtLeast(0)),
+    inert!("log.dir.failure.timeout.ms", Long, Some("30000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("log.flush.offset.checkpoint.interval.ms", Int, Some("60000"), ReadOnly, Valid::AtLeast(0)),
+    inert!("log.flush.scheduler.interval.ms", Long, Some("9223372036854775807"), ReadOnly, Valid::Any),
+    inert!("log.flush.start.offset.checkpoint.interval.ms", Int, Some("60000"), ReadOnly, Valid::AtLeast(0)),
+    inert!("log.local.retention.bytes", Long, Some("-2"), ClusterWide, Valid::AtLeast(-2)),
+    inert!("log.local.retention.ms", Long, Some("-2"), ClusterWide, Valid::AtLeast(-2)),
+    inert!("log.preallocate", Boolean, Some("false"), ClusterWide, Valid::Any),
+    inert!("log.roll.jitter.hours", Int, Some("0"), ReadOnly, Valid::AtLeast(0)),
+    inert!("log.roll.jitter.ms", Long, None, ClusterWide, Valid::Any),
+    inert!("max.connection.creation.rate", Int, Some("2147483647"), ClusterWide, Valid::AtLeast(0)),
+    inert!("max.request.partition.size.limit", Int, Some("2000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("metadata.log.dir", String, None, ReadOnly, Valid::Any),
+    inert!("metadata.log.max.record.bytes.between.snapshots", Long, Some("20971520"), ReadOnly, Valid::AtLeast(1)),
+    inert!("metadata.log.max.snapshot.interval.ms", Long, Some("3600000"), ReadOnly, Valid::AtLeast(0)),
+    inert!("metadata.log.segment.bytes", Int, Some("1073741824"), ReadOnly, Valid::AtLeast(12)),
+    inert!("metadata.log.segment.ms", Long, Some("604800000"), ReadOnly, Valid::Any),
+    inert!("metadata.max.idle.interval.ms", Int, Some("500"), ReadOnly, Valid::AtLeast(0)),
+    inert!("metadata.max.retention.bytes", Long, Some("104857600"), ReadOnly, Valid::Any),
+    inert!("metadata.max.retention.ms", Long, Some("604800000"), ReadOnly, Valid::Any),
+    inert!("metric.reporters", List, Some("org.apache.kafka.common.metrics.JmxReporter"), ClusterWide, Valid::Any),
+    inert!("metrics.num.samples", Int, Some("2"), ReadOnly, Valid::AtLeast(1)),
+    inert!("metrics.recording.level", String, Some("INFO"), ReadOnly, Valid::Any),
+    inert!("metrics.sample.window.ms", Long, Some("30000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("num.io.threads", Int, Some("8"), ClusterWide, Valid::AtLeast(1)),
+    inert!("num.network.threads", Int, Some("3"), ClusterWide, Valid::AtLeast(1)),
+    inert!("num.recovery.threads.per.data.dir", Int, Some("1"), ClusterWide, Valid::AtLeast(1)),
+    inert!("num.replica.alter.log.dirs.threads", Int, None, ReadOnly, Valid::Any),
+    inert!("num.replica.fetchers", Int, Some("1"), ClusterWide, Valid::Any),
+    inert!("offset.metadata.max.bytes", Int, Some("4096"), ReadOnly, Valid::Any),
+    inert!("offsets.commit.timeout.ms", Int, Some("5000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("offsets.load.buffer.size", Int, Some("5242880"), ReadOnly, Valid::AtLeast(1)),
+    inert!("offsets.topic.compression.codec", Int, Some("0"), ReadOnly, Valid::Any),
+    inert!("offsets.topic.segment.bytes", Int, Some("104857600"), ReadOnly, Valid::AtLeast(1)),
+    inert!("password.encoder.cipher.algorithm", String, Some("AES/CBC/PKCS5Padding"), ReadOnly, Valid::Any),
+    inert!("password.encoder.iterations", Int, Some("4096"), ReadOnly, Valid::AtLeast(1024)),
+    inert!("password.encoder.key.length", Int, Some("128"), ReadOnly, Valid::AtLeast(8)),
+    inert!("password.encoder.keyfactory.algorithm", String, None, ReadOnly, Valid::Any),
+    inert!("password.encoder.old.secret", Password, None, ReadOnly, Valid::Any),
+    inert!("password.encoder.secret", Password, None, ReadOnly, Valid::Any),
+    inert!("principal.builder.class", Class, Some("org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"), PerBroker, Valid::Any),
+    inert!("producer.purgatory.purge.interval.requests", Int, Some("1000"), ReadOnly, Valid::Any),
+    inert!("queued.max.requests", Int, Some("500"), ReadOnly, Valid::AtLeast(1)),
+    inert!("remote.fetch.max.wait.ms", Int, Some("500"), ClusterWide, Valid::AtLeast(1)),
+    inert!("remote.list.offsets.request.timeout.ms", Long, Some("30000"), ClusterWide, Valid::AtLeast(1)),
+    inert!("remote.log.index.file.cache.total.size.bytes", Long, Some("1073741824"), ClusterWide, Valid::AtLeast(1)),
+    inert!("remote.log.manager.copier.thread.pool.size", Int, Some("-1"), ReadOnly, Valid::Any),
+    inert!("remote.log.manager.copy.max.bytes.per.second", Long, Some("9223372036854775807"), ClusterWide, Valid::AtLeast(1)),
+    inert!("remote.log.manager.copy.quota.window.num", Int, Some("11"), ReadOnly, Valid::AtLeast(1)),
+    inert!("remote.log.manager.copy.quota.window.size.seconds", Int, Some("1"), ReadOnly, Valid::AtLeast(1)),
+    inert!("remote.log.manager.expiration.thread.pool.size", Int, Some("-1"), ReadOnly, Valid::Any),
+    inert!("remote.log.manager.fetch.max.bytes.per.second", Long, Some("9223372036854775807"), ClusterWide, Valid::AtLeast(1)),
+    inert!("remote.log.manager.fetch.quota.window.num", Int, Some("11"), ReadOnly, Valid::AtLeast(1)),
+    inert!("remote.log.manager.fetch.quota.window.size.seconds", Int, Some("1"), ReadOnly, Valid::AtLeast(1)),
+    inert!("remote.log.manager.task.interval.ms", Long, Some("30000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("remote.log.manager.thread.pool.size", Int, Some("10"), ReadOnly, Valid::AtLeast(1)),
+    inert!("remote.log.metadata.custom.metadata.max.bytes", Int, Some("128"), ReadOnly, Valid::AtLeast(0)),
+    inert!("remote.log.metadata.manager.class.name", String, Some("org.apache.kafka.server.log.remote.metadata.storag"), ReadOnly, Valid::NonEmpty),
+    inert!("remote.log.metadata.manager.class.path", String, None, ReadOnly, Valid::Any),
+    inert!("remote.log.metadata.manager.impl.prefix", String, Some("rlmm.config."), ReadOnly, Valid::NonEmpty),
+    inert!("remote.log.metadata.manager.listener.name", String, None, ReadOnly, Valid::NonEmpty),
+    inert!("remote.log.reader.max.pending.tasks", Int, Some("100"), ReadOnly, Valid::AtLeast(1)),
+    inert!("remote.log.reader.threads", Int, Some("10"), ReadOnly, Valid::AtLeast(1)),
+    inert!("remote.log.storage.manager.class.name", String, None, ReadOnly, Valid::NonEmpty),
+    inert!("remote.log.storage.manager.class.path", String, None, ReadOnly, Valid::Any),
+    inert!("remote.log.storage.manager.impl.prefix", String, Some("rsm.config."), ReadOnly, Valid::NonEmpty),
+    inert!("remote.log.storage.system.enable", Boolean, Some("false"), ReadOnly, Valid::Any),
+    inert!("replica.fetch.backoff.ms", Int, Some("1000"), ReadOnly, Valid::AtLeast(0)),
+    inert!("replica.fetch.max.bytes", Int, Some("1048576"), ReadOnly, Valid::AtLeast(0)),
+    inert!("replica.fetch.min.bytes", Int, Some("1"), ReadOnly, Valid::Any),
+    inert!("replica.fetch.response.max.bytes", Int, Some("10485760"), ReadOnly, Valid::AtLeast(0)),
+    inert!("replica.fetch.wait.max.ms", Int, Some("500"), ReadOnly, Valid::Any),
+    inert!("replica.high.watermark.checkpoint.interval.ms", Long, Some("5000"), ReadOnly, Valid::Any),
+    inert!("replica.socket.receive.buffer.bytes", Int, Some("65536"), ReadOnly, Valid::Any),
+    inert!("replica.socket.timeout.ms", Int, Some("30000"), ReadOnly, Valid::Any),
+    inert!("request.timeout.ms", Int, Some("30000"), ReadOnly, Valid::Any),
+    inert!("reserved.broker.max.id", Int, Some("1000"), ReadOnly, Valid::AtLeast(0)),
+    inert!("sasl.client.callback.handler.class", Class, None, ReadOnly, Valid::Any),
+    inert!("sasl.kerberos.kinit.cmd", String, Some("/usr/bin/kinit"), PerBroker, Valid::Any),
+    inert!("sasl.kerberos.min.time.before.relogin", Long, Some("60000"), PerBroker, Valid::Any),
+    inert!("sasl.kerberos.principal.to.local.rules", List, Some("DEFAULT"), PerBroker, Valid::Any),
+    inert!("sasl.kerberos.service.name", String, None, PerBroker, Valid::Any),
+    inert!("sasl.kerberos.ticket.renew.jitter", Double, Some("0.05"), PerBroker, Valid::Any),
+    inert!("sasl.kerberos.ticket.renew.window.factor", Double, Some("0.8"), PerBroker, Valid::Any),
+    inert!("sasl.login.callback.handler.class", Class, None, ReadOnly, Valid::Any),
+    inert!("sasl.login.class", Class, None, ReadOnly, Valid::Any),
+    inert!("sasl.login.connect.timeout.ms", Int, None, ReadOnly, Valid::Any),
+    inert!("sasl.login.read.timeout.ms", Int, None, ReadOnly, Valid::Any),
+    inert!("sasl.login.refresh.buffer.seconds", Short, Some("300"), PerBroker, Valid::Any),
+    inert!("sasl.login.refresh.min.period.seconds", Short, Some("60"), PerBroker, Valid::Any),
+    inert!("sasl.login.refresh.window.factor", Double, Some("0.8"), PerBroker, Valid::Any),
+    inert!("sasl.login.refresh.window.jitter", Double, Some("0.05"), PerBroker, Valid::Any),
+    inert!("sasl.login.retry.backoff.max.ms", Long, Some("10000"), ReadOnly, Valid::Any),
+    inert!("sasl.login.retry.backoff.ms", Long, Some("100"), ReadOnly, Valid::Any),
+    inert!("sasl.oauthbearer.clock.skew.seconds", Int, Some("30"), ReadOnly, Valid::Any),
+    inert!("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", Long, Some("100"), ReadOnly, Valid::Any),
+    inert!("sasl.oauthbearer.scope.claim.name", String, Some("scope"), ReadOnly, Valid::Any),
+    inert!("sasl.oauthbearer.token.endpoint.url", String, None, ReadOnly, Valid::Any),
+    inert!("sasl.server.callback.handler.class", Class, None, ReadOnly, Valid::Any),
+    inert!("security.inter.broker.protocol", String, Some("PLAINTEXT"), ReadOnly, Valid::OneOf(&["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])),
+    inert!("security.providers", String, None, ReadOnly, Valid::Any),
+    inert!("share.coordinator.append.linger.ms", Int, Some("10"), ReadOnly, Valid::AtLeast(0)),
+    inert!("share.coordinator.load.buffer.size", Int, Some("5242880"), ReadOnly, Valid::AtLeast(1)),
+    inert!("share.coordinator.snapshot.update.records.per.snapshot", Int, Some("500"), ReadOnly, Valid::AtLeast(0)),
+    inert!("share.coordinator.state.topic.compression.codec", Int, Some("0"), ReadOnly, Valid::Any),
+    inert!("share.coordinator.state.topic.segment.bytes", Int, Some("104857600"), ReadOnly, Valid::AtLeast(1)),
+    inert!("share.coordinator.threads", Int, Some("1"), ReadOnly, Valid::AtLeast(1)),
+    inert!("share.coordinator.write.timeout.ms", Int, Some("5000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("share.fetch.purgatory.purge.interval.requests", Int, Some("1000"), ReadOnly, Valid::Any),
+    inert!("socket.connection.setup.timeout.max.ms", Long, Some("30000"), ReadOnly, Valid::Any),
+    inert!("socket.connection.setup.timeout.ms", Long, Some("10000"), ReadOnly, Valid::Any),
+    inert!("socket.listen.backlog.size", Int, Some("50"), ReadOnly, Valid::AtLeast(1)),
+    inert!("socket.receive.buffer.bytes", Int, Some("102400"), ReadOnly, Valid::Any),
+    inert!("socket.send.buffer.bytes", Int, Some("102400"), ReadOnly, Valid::Any),
+    inert!("ssl.allow.dn.changes", Boolean, Some("false"), ReadOnly, Valid::Any),
+    inert!("ssl.allow.san.changes", Boolean, Some("false"), ReadOnly, Valid::Any),
+    inert!("ssl.cipher.suites", List, Some(""), PerBroker, Valid::Any),
+    inert!("ssl.engine.factory.class", Class, None, PerBroker, Valid::Any),
+    inert!("ssl.keymanager.algorithm", String, Some("SunX509"), PerBroker, Valid::Any),
+    inert!("ssl.keystore.password", Password, None, PerBroker, Valid::Any),
+    inert!("ssl.protocol", String, Some("TLSv1.3"), PerBroker, Valid::Any),
+    inert!("ssl.provider", String, None, PerBroker, Valid::Any),
+    inert!("ssl.secure.random.implementation", String, None, PerBroker, Valid::Any),
+    inert!("ssl.trustmanager.algorithm", String, Some("PKIX"), PerBroker, Valid::Any),
+    inert!("ssl.truststore.password", Password, None, PerBroker, Valid::Any),
+    inert!("telemetry.max.bytes", Int, Some("1048576"), ReadOnly, Valid::AtLeast(1)),
+    inert!("transaction.partition.verification.enable", Boolean, Some("true"), ClusterWide, Valid::Any),
+    inert!("transaction.remove.expired.transaction.cleanup.interval.ms", Int, Some("3600000"), ReadOnly, Valid::AtLeast(1)),
+    inert!("transaction.state.log.load.buffer.size", Int, Some("5242880"), ReadOnly, Valid::AtLeast(1)),
+    inert!("transaction.state.log.segment.bytes", Int, Some("104857600"), ReadOnly, Valid::AtLeast(1)),
+    inert!("unclean.leader.election.enable", Boolean, Some("false"), ClusterWide, Valid::Any),
+    inert!("zookeeper.clientCnxnSocket", String, None, ReadOnly, Valid::Any),
+    inert!("zookeeper.connect", String, None, ReadOnly, Valid::Any),
+    inert!("zookeeper.connection.timeout.ms", Int, None, ReadOnly, Valid::Any),
+    inert!("zookeeper.max.in.flight.requests", Int, Some("10"), ReadOnly, Valid::AtLeast(1)),
+    inert!("zookeeper.metadata.migration.enable", Boolean, Some("false"), ReadOnly, Valid::Any),
+    inert!("zookeeper.session.timeout.ms", Int, Some("18000"), ReadOnly, Valid::Any),
+    inert!("zookeeper.set.acl", Boolean, Some("false"), ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.cipher.suites", List, None, ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.client.enable", Boolean, Some("false"), ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.crl.enable", Boolean, Some("false"), ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.enabled.protocols", List, None, ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.endpoint.identification.algorithm", String, Some("HTTPS"), ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.keystore.location", String, None, ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.keystore.password", Password, None, ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.keystore.type", String, None, ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.ocsp.enable", Boolean, Some("false"), ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.protocol", String, Some("TLSv1.2"), ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.truststore.location", String, None, ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.truststore.password", Password, None, ReadOnly, Valid::Any),
+    inert!("zookeeper.ssl.truststore.type", String, None, ReadOnly, Valid::Any),
+];
+
 /// Checks the names of a change to the dynamic broker configs of one
-/// level (`stored`: what that level holds now): each must be a broker
-/// config (INVALID_CONFIG), and those set must be dynamic (INVALID_REQUEST,
-/// with Kafka's message). A name stored may always be deleted.
+/// level (`stored`: what that level holds now; `cluster_wide`: the level is
+/// the cluster-wide default): each must be a broker config
+/// (INVALID_CONFIG), and those set must be dynamic, and at the cluster-wide
+/// level not per-broker (INVALID_REQUEST, with Kafka's messages). A name
+/// stored may always be deleted.
 pub fn check_dynamic_names(
     set: &BTreeMap<String, String>,
     delete: &[String],
     stored: &BTreeMap<String, String>,
+    cluster_wide: bool,
 ) -> Result<(), weir_meta::MetaError> {
     let deleted = delete.iter().filter(|name| !stored.contains_key(*name));
     if let Some(name) = set
@@ -977,6 +1630,17 @@ pub fn check_dynamic_names(
         return Err(weir_meta::MetaError::InvalidRequest(format!(
             "Cannot update these configs dynamically: Set({})",
             read_only.join(", ")
+        )));
+    }
+    let per_broker: Vec<&str> = set
+        .keys()
+        .filter(|name| lookup(name).is_some_and(|def| def.per_broker))
+        .map(String::as_str)
+        .collect();
+    if cluster_wide && !per_broker.is_empty() {
+        return Err(weir_meta::MetaError::InvalidRequest(format!(
+            "Cannot update these configs at default cluster level, broker id must be specified: Set({})",
+            per_broker.join(", ")
         )));
     }
     Ok(())
@@ -1025,7 +1689,11 @@ pub struct BrokerConfig {
     pub num_partitions: i32,
     pub auto_create_topics_enable: bool,
     pub log_segment_bytes: u64,
+    /// `log.retention.ms`, else `log.retention.minutes`, else
+    /// `log.retention.hours`, in milliseconds; -1 keeps forever.
     pub log_retention_ms: i64,
+    /// `log.roll.ms`, else `log.roll.hours`, in milliseconds.
+    pub log_roll_ms: i64,
     pub log_retention_bytes: i64,
     pub log_retention_check_interval_ms: u64,
     pub message_max_bytes: usize,
@@ -1138,20 +1806,24 @@ impl BrokerConfig {
         values: &BTreeMap<String, String>,
     ) -> Result<Self, ConfigError> {
         let mut merged = BTreeMap::new();
-        for def in BROKER_CONFIGS {
-            merged.insert(def.name.to_owned(), def.default.to_owned());
+        for def in settable() {
+            if let Some(default) = def.default {
+                merged.insert(def.name.to_owned(), default.to_owned());
+            }
         }
         for (name, value) in values {
-            if !merged.contains_key(name) {
+            let Some(def) = settable().find(|def| def.name == name.as_str()) else {
                 return Err(ConfigError {
                     name: name.clone(),
                     value: value.clone(),
                     reason: "unknown broker config".into(),
                 });
-            }
+            };
+            def.check(value)?;
             merged.insert(name.clone(), value.clone());
         }
-        let get = |name: &str| merged[name].as_str();
+        // A null default reads as "", which no config Weir acts on has.
+        let get = |name: &str| merged.get(name).map_or("", String::as_str);
         check_request_memory(get)?;
         let listener = Listener::plaintext(listen, advertised);
         Ok(Self {
@@ -1165,7 +1837,16 @@ impl BrokerConfig {
             num_partitions: parse_in(get, "num.partitions", 1..=1_000_000)?,
             auto_create_topics_enable: parse(get, "auto.create.topics.enable")?,
             log_segment_bytes: parse_in(get, "log.segment.bytes", 14..=i32::MAX as u64)?,
-            log_retention_ms: parse_in(get, "log.retention.ms", -1..=i64::MAX)?,
+            log_retention_ms: match first_set(&merged, unit_synonyms("log.retention.ms")) {
+                Some(("log.retention.ms", value)) => parse_in(|_| value, "log.retention.ms", -1..=i64::MAX)?,
+                // Kafka: a negative value in any unit keeps forever.
+                Some((name, value)) => in_millis(name, value).unwrap_or(-1).max(-1),
+                None => 7 * 24 * 3_600_000,
+            },
+            log_roll_ms: match first_set(&merged, unit_synonyms("log.roll.ms")) {
+                Some((name, value)) => in_millis(name, value).unwrap_or(1).max(1),
+                None => 7 * 24 * 3_600_000,
+            },
             log_retention_bytes: parse_in(get, "log.retention.bytes", -1..=i64::MAX)?,
             log_retention_check_interval_ms: parse_in(
                 get,
@@ -1470,13 +2151,23 @@ impl BrokerConfig {
     pub fn source(&self, name: &str) -> ConfigSource {
         self.synonyms(name)
             .first()
-            .map_or(ConfigSource::DefaultConfig, |(_, source)| *source)
+            .map_or(ConfigSource::DefaultConfig, |(_, _, source)| *source)
     }
 
-    /// Every value the broker config `name` has, by level, in order of
-    /// precedence (what DescribeConfigs reports as synonyms), the default
-    /// last.
-    pub fn synonyms(&self, name: &str) -> Vec<(String, ConfigSource)> {
+    /// Every value the broker config `name` has, with the name it has at
+    /// each level, in order of precedence (what DescribeConfigs reports as
+    /// synonyms), the defaults last. As Kafka's `ConfigHelper` lists them:
+    /// level by level, and within a level the [`unit_synonyms`] in their
+    /// order, dropping those before `name` (so `log.retention.hours` does
+    /// not list `log.retention.ms`); a null default is not listed.
+    pub fn synonyms(&self, name: &str) -> Vec<(&'static str, String, ConfigSource)> {
+        let Some(def) = lookup(name) else {
+            return Vec::new();
+        };
+        let names: Vec<&'static str> = match unit_synonyms(name) {
+            [] => vec![def.name],
+            all => all.to_vec(),
+        };
         let levels = [
             (&self.dynamic_broker, ConfigSource::DynamicBrokerConfig),
             (
@@ -1485,14 +2176,21 @@ impl BrokerConfig {
             ),
             (&self.static_values, ConfigSource::StaticBrokerConfig),
         ];
-        let mut synonyms: Vec<(String, ConfigSource)> = levels
-            .into_iter()
-            .filter_map(|(values, source)| Some((values.get(name)?.clone(), source)))
-            .collect();
-        if let Some(def) = lookup(name) {
-            synonyms.push((def.default.to_owned(), ConfigSource::DefaultConfig));
+        let mut synonyms = Vec::new();
+        for (values, source) in levels {
+            for &synonym in &names {
+                if let Some(value) = values.get(synonym) {
+                    synonyms.push((synonym, value.clone(), source));
+                }
+            }
         }
-        synonyms
+        for &synonym in &names {
+            if let Some(default) = lookup(synonym).and_then(|def| def.default) {
+                synonyms.push((synonym, default.to_owned(), ConfigSource::DefaultConfig));
+            }
+        }
+        let first = synonyms.iter().position(|(n, _, _)| *n == def.name);
+        synonyms.split_off(first.unwrap_or(synonyms.len()))
     }
 
     /// The value in force of the startup config `name` (one of
@@ -1557,7 +2255,7 @@ impl BrokerConfig {
                     .collect();
                 dirs.join(",")
             }),
-            _ => Some(def.default.to_owned()),
+            _ => def.default.map(str::to_owned),
         };
         Some((value, source))
     }
@@ -1969,6 +2667,16 @@ impl SecurityConfig {
 /// Three quarters of the process's soft limit of open files: the rest is
 /// left to connections and the broker's other files. (A cache a little
 /// smaller than the files read in turn misses on every read.)
+/// The first of `names` that has a value, with it.
+fn first_set<'a>(
+    values: &'a BTreeMap<String, String>,
+    names: &[&'static str],
+) -> Option<(&'static str, &'a str)> {
+    names
+        .iter()
+        .find_map(|&name| Some((name, values.get(name)?.as_str())))
+}
+
 fn three_quarters_of_the_open_file_limit() -> usize {
     use nix::sys::resource::{getrlimit, Resource};
     let soft = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);

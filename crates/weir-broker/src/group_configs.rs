@@ -5,10 +5,15 @@
 //! (KIP-1191). Set per group with IncrementalAlterConfigs and stored in the
 //! replicated metadata; unset, a group takes the broker's `group.*` value
 //! or the config's own default.
+//!
+//! Every group config of Kafka 4.x (`GroupConfig`) is known. Those of
+//! streams groups (KIP-1071), the assignment intervals and
+//! `share.renew.acknowledge.enable` (KIP-1222) are accepted, validated,
+//! stored and described with no effect on Weir ([`GroupConfigDef::inert`]).
 
 use std::collections::BTreeMap;
 
-use weir_meta::topic_config::ConfigType;
+use weir_meta::topic_config::{ConfigType, Valid};
 
 use crate::consumer_group::ConsumerGroupConfig;
 
@@ -26,81 +31,173 @@ pub struct GroupConfigDef {
     pub name: &'static str,
     pub config_type: ConfigType,
     pub default: GroupDefault,
+    /// Kafka's check of a value beyond its type.
+    pub valid: Valid,
+    /// Accepted and stored with no effect on Weir.
+    pub inert: bool,
     pub doc: &'static str,
 }
 
 /// Every group config, sorted by name.
 pub const GROUP_CONFIGS: &[GroupConfigDef] = &[
     GroupConfigDef {
+        name: "consumer.assignment.interval.ms",
+        config_type: ConfigType::Int,
+        default: GroupDefault::Value("1000"),
+        valid: Valid::AtLeast(0),
+        inert: true,
+        doc: "The interval between assignment updates of this consumer group",
+    },
+    GroupConfigDef {
         name: "consumer.heartbeat.interval.ms",
         config_type: ConfigType::Int,
         default: GroupDefault::Broker("group.consumer.heartbeat.interval.ms"),
+        valid: Valid::AtLeast(1),
+        inert: false,
         doc: "How often members of this consumer group heartbeat",
     },
     GroupConfigDef {
         name: "consumer.session.timeout.ms",
         config_type: ConfigType::Int,
         default: GroupDefault::Broker("group.consumer.session.timeout.ms"),
+        valid: Valid::AtLeast(1),
+        inert: false,
         doc: "How long a member of this consumer group may go without a heartbeat before it is removed",
     },
     GroupConfigDef {
         name: "errors.deadletterqueue.copy.record.enable",
         config_type: ConfigType::Boolean,
         default: GroupDefault::Value("false"),
+        valid: Valid::Any,
+        inert: false,
         doc: "Whether a dead letter of this share group carries the record's key and value, not only headers naming it",
     },
     GroupConfigDef {
         name: "errors.deadletterqueue.topic.name",
         config_type: ConfigType::String,
         default: GroupDefault::Value(""),
+        valid: Valid::Any,
+        inert: false,
         doc: "The topic a share group writes the records it archives as undeliverable to (rejected, or delivered too often); empty for none",
+    },
+    GroupConfigDef {
+        name: "share.assignment.interval.ms",
+        config_type: ConfigType::Int,
+        default: GroupDefault::Value("1000"),
+        valid: Valid::AtLeast(0),
+        inert: true,
+        doc: "The interval between assignment updates of this share group",
     },
     GroupConfigDef {
         name: "share.auto.offset.reset",
         config_type: ConfigType::String,
         default: GroupDefault::Value("latest"),
+        valid: Valid::Any,
+        inert: false,
         doc: "Where a share group starts reading a partition it has no state for: earliest or latest",
     },
     GroupConfigDef {
         name: "share.delivery.count.limit",
         config_type: ConfigType::Int,
         default: GroupDefault::Broker("group.share.delivery.count.limit"),
+        valid: Valid::Any,
+        inert: false,
         doc: "How often this share group delivers a record before archiving it",
     },
     GroupConfigDef {
         name: "share.heartbeat.interval.ms",
         config_type: ConfigType::Int,
         default: GroupDefault::Broker("group.share.heartbeat.interval.ms"),
+        valid: Valid::AtLeast(1),
+        inert: false,
         doc: "How often members of this share group heartbeat",
     },
     GroupConfigDef {
         name: "share.isolation.level",
         config_type: ConfigType::String,
         default: GroupDefault::Value("read_uncommitted"),
+        valid: Valid::Any,
+        inert: false,
         doc: "Whether this share group delivers records of transactions not yet committed (read_uncommitted) or only committed ones (read_committed)",
+    },
+    GroupConfigDef {
+        name: "share.partition.max.record.locks",
+        config_type: ConfigType::Int,
+        default: GroupDefault::Broker("group.share.partition.max.record.locks"),
+        valid: Valid::AtLeast(1),
+        inert: false,
+        doc: "The most records of one share-partition of this share group in flight at once",
     },
     GroupConfigDef {
         name: "share.record.lock.duration.ms",
         config_type: ConfigType::Int,
         default: GroupDefault::Broker("group.share.record.lock.duration.ms"),
+        valid: Valid::AtLeast(1000),
+        inert: false,
         doc: "How long a record a member of this share group acquired stays with it",
+    },
+    GroupConfigDef {
+        name: "share.renew.acknowledge.enable",
+        config_type: ConfigType::Boolean,
+        default: GroupDefault::Value("false"),
+        valid: Valid::Any,
+        inert: true,
+        doc: "Whether members of this share group may renew the lock of a record they hold (KIP-1222)",
     },
     GroupConfigDef {
         name: "share.session.timeout.ms",
         config_type: ConfigType::Int,
         default: GroupDefault::Broker("group.share.session.timeout.ms"),
+        valid: Valid::AtLeast(1),
+        inert: false,
         doc: "How long a member of this share group may go without a heartbeat before it is removed",
+    },
+    GroupConfigDef {
+        name: "streams.heartbeat.interval.ms",
+        config_type: ConfigType::Int,
+        default: GroupDefault::Broker("group.streams.heartbeat.interval.ms"),
+        valid: Valid::AtLeast(1),
+        inert: true,
+        doc: "How often members of this streams group heartbeat",
+    },
+    GroupConfigDef {
+        name: "streams.initial.rebalance.delay.ms",
+        config_type: ConfigType::Int,
+        default: GroupDefault::Broker("group.streams.initial.rebalance.delay.ms"),
+        valid: Valid::AtLeast(0),
+        inert: true,
+        doc: "How long the first rebalance of this streams group waits for more members",
+    },
+    GroupConfigDef {
+        name: "streams.num.standby.replicas",
+        config_type: ConfigType::Int,
+        default: GroupDefault::Broker("group.streams.num.standby.replicas"),
+        valid: Valid::AtLeast(0),
+        inert: true,
+        doc: "The standby replicas of each task of this streams group",
+    },
+    GroupConfigDef {
+        name: "streams.session.timeout.ms",
+        config_type: ConfigType::Int,
+        default: GroupDefault::Broker("group.streams.session.timeout.ms"),
+        valid: Valid::AtLeast(1),
+        inert: true,
+        doc: "How long a member of this streams group may go without a heartbeat before it is removed",
     },
     GroupConfigDef {
         name: "weir.share.release.backoff.max.ms",
         config_type: ConfigType::Long,
         default: GroupDefault::Value("60000"),
+        valid: Valid::Any,
+        inert: false,
         doc: "A Weir extension: the longest wait before a released record of this share group is available again",
     },
     GroupConfigDef {
         name: "weir.share.release.backoff.ms",
         config_type: ConfigType::Long,
         default: GroupDefault::Value("0"),
+        valid: Valid::Any,
+        inert: false,
         doc: "A Weir extension: the wait before a record this share group released (or whose lock expired) is available again after its first delivery, doubling with each further one; 0 for none",
     },
 ];
@@ -204,7 +301,8 @@ pub fn apply(
     let mut config = broker.clone();
     for (name, value) in configs {
         let def = lookup(name).ok_or_else(|| format!("Unknown group config name: {name}"))?;
-        check_type(def, value)?;
+        weir_meta::topic_config::check_value(def.name, def.config_type, def.valid, value)
+            .map_err(|why| format!("Invalid value {value} for configuration {name}: {why}"))?;
         match name.as_str() {
             "consumer.session.timeout.ms" => config.session_timeout_ms = int(name, value)?,
             "consumer.heartbeat.interval.ms" => config.heartbeat_interval_ms = int(name, value)?,
@@ -322,6 +420,10 @@ pub fn share_settings(
             )
         })?;
     }
+    let max_record_locks = match get("share.partition.max.record.locks") {
+        None => broker.partition_max_record_locks.max(1),
+        Some(value) => int("share.partition.max.record.locks", value)?,
+    } as usize;
     let copy_dead_letter_record = get("errors.deadletterqueue.copy.record.enable")
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     Ok(ShareSettings {
@@ -331,7 +433,7 @@ pub fn share_settings(
         partition: crate::share::SharePartitionConfig {
             record_lock_duration_ms: record_lock_duration_ms as u64,
             delivery_count_limit: delivery_count_limit as u16,
-            max_in_flight: broker.partition_max_record_locks.max(1) as usize,
+            max_in_flight: max_record_locks,
             release_backoff_ms,
             release_backoff_max_ms,
             dead_letter_topic: dead_letter_topic.is_some(),
@@ -364,25 +466,6 @@ fn int(name: &str, value: &str) -> Result<i32, String> {
         .ok_or_else(|| {
             format!("Invalid value {value} for configuration {name}: must be a positive int")
         })
-}
-
-fn check_type(def: &GroupConfigDef, value: &str) -> Result<(), String> {
-    let fits = match def.config_type {
-        ConfigType::Int => value.trim().parse::<i32>().is_ok(),
-        ConfigType::Long => value.trim().parse::<i64>().is_ok(),
-        ConfigType::Boolean => {
-            value.trim().eq_ignore_ascii_case("true") || value.trim().eq_ignore_ascii_case("false")
-        }
-        _ => true,
-    };
-    if fits {
-        Ok(())
-    } else {
-        Err(format!(
-            "Invalid value {value} for configuration {}: expected a {:?}",
-            def.name, def.config_type
-        ))
-    }
 }
 
 #[cfg(test)]

@@ -47,4 +47,4 @@ pub mod topic_configs;
 pub mod txn;
 
 pub use broker::{Broker, BrokerError};
-pub use config::{BrokerConfig, BrokerConfigDef, ConfigError, BROKER_CONFIGS};
+pub use config::{BrokerConfig, BrokerConfigDef, ConfigError, BROKER_CONFIGS, INERT_CONFIGS};

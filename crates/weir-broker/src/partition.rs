@@ -1560,10 +1560,14 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
         min_cleanable_dirty_ratio: broker.log_cleaner_min_cleanable_ratio,
         ..LogConfig::default()
     };
-    for (name, value) in overrides {
+    // Every topic config in force: the topic's own, else the broker
+    // default in its precedence (log.retention.ms over .minutes over
+    // .hours), else Kafka's default.
+    let in_force = crate::topic_configs::effective(broker, overrides);
+    for (name, value) in in_force.iter().map(|c| (c.def.name, &c.value)) {
         let value = value.trim();
         let number = value.parse::<i64>().ok();
-        match (name.as_str(), number) {
+        match (name, number) {
             ("segment.bytes", Some(n)) => config.segment_bytes = n as u64,
             ("segment.ms", Some(n)) => config.segment_ms = n,
             ("segment.index.bytes", Some(n)) => config.segment_index_bytes = n as u64,

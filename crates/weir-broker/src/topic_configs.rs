@@ -20,7 +20,10 @@ pub struct EffectiveConfig {
     pub synonyms: Vec<(&'static str, String, ConfigSource)>,
 }
 
-/// Every topic config with its value and source.
+/// Every topic config with its value and source. A value inherited from
+/// a broker config given in other units (`log.retention.hours`,
+/// `log.roll.hours`, …) is shown in the topic config's milliseconds, as
+/// Kafka shows it.
 pub fn effective(
     broker: &BrokerConfig,
     overrides: &BTreeMap<String, String>,
@@ -32,19 +35,17 @@ pub fn effective(
                 synonyms.push((def.name, value.clone(), ConfigSource::TopicConfig));
             }
             match def.broker_config.and_then(crate::config::lookup) {
-                Some(broker_def) => synonyms.extend(
-                    broker
-                        .synonyms(broker_def.name)
-                        .into_iter()
-                        .map(|(value, source)| (broker_def.name, value, source)),
-                ),
-                None => synonyms.push((
-                    def.name,
-                    def.default.to_owned(),
-                    ConfigSource::DefaultConfig,
-                )),
+                Some(broker_def) => synonyms.extend(broker.synonyms(broker_def.name)),
+                None => {}
             }
-            let (_, value, source) = synonyms[0].clone();
+            if synonyms.is_empty() {
+                synonyms.push((def.name, def.default.to_owned(), ConfigSource::DefaultConfig));
+            }
+            let (name, value, source) = synonyms[0].clone();
+            let value = match crate::config::unit_synonyms(name) {
+                [] => value,
+                _ => crate::config::in_millis(name, &value).map_or(value, |ms| ms.to_string()),
+            };
             EffectiveConfig {
                 def,
                 value,

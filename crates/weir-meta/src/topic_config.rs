@@ -9,8 +9,14 @@
 //!
 //! Defaults are those of Kafka 4.x. Configs that Kafka 4 removed
 //! (`message.format.version`, `message.downconversion.enable`,
-//! `message.timestamp.difference.max.ms`) and the tiered-storage configs
-//! are not known, so they are rejected as unknown names.
+//! `message.timestamp.difference.max.ms`) are not known, so they are
+//! rejected as unknown names. The tiered-storage configs are known, and
+//! `remote.storage.enable=true` is refused as Kafka refuses it on a broker
+//! without tiered storage.
+//!
+//! [`check_value`] is Kafka's `ConfigDef` parsing and validation of one
+//! value (its type, then its [`Valid`] rule); the broker and group config
+//! registries check their values with it too.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +39,10 @@ pub enum ConfigType {
     List,
     /// A secret: described as null, and flagged sensitive.
     Password,
+    /// A 16-bit signed integer.
+    Short,
+    /// A Java class name (Kafka loads it; Weir only stores it).
+    Class,
 }
 
 impl ConfigType {
@@ -46,6 +56,8 @@ impl ConfigType {
             ConfigType::Double => "DOUBLE",
             ConfigType::List => "LIST",
             ConfigType::Password => "PASSWORD",
+            ConfigType::Short => "SHORT",
+            ConfigType::Class => "CLASS",
         }
     }
 
@@ -58,14 +70,17 @@ impl ConfigType {
             ConfigType::Long => 5,
             ConfigType::Double => 6,
             ConfigType::List => 7,
+            ConfigType::Short => 4,
+            ConfigType::Class => 8,
             ConfigType::Password => 9,
         }
     }
 }
 
-/// What values a config accepts beyond parsing as its type.
+/// What values a config accepts beyond parsing as its type (Kafka's
+/// `ConfigDef.Validator`s).
 #[derive(Clone, Copy, Debug)]
-enum Valid {
+pub enum Valid {
     /// Anything of the right type.
     Any,
     /// A number no smaller than this.
@@ -74,8 +89,14 @@ enum Valid {
     Between(i64, i64),
     /// A double within these bounds, inclusive.
     BetweenF(f64, f64),
+    /// A double no smaller than this.
+    AtLeastF(f64),
     /// One of these strings (case-sensitive).
     OneOf(&'static [&'static str]),
+    /// One of these strings, in any case.
+    OneOfIgnoreCase(&'static [&'static str]),
+    /// A string with something other than spaces in it.
+    NonEmpty,
     /// A list whose items are each one of these strings; an empty list
     /// is valid (as Kafka 4.2's `cleanup.policy`).
     ListOf(&'static [&'static str]),
@@ -149,6 +170,10 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "Log bytes between two entries of the offset index."),
     def!("leader.replication.throttled.replicas", List, "", None, Valid::ThrottledReplicas,
         "The replicas whose fetching is throttled on the leader side (by leader.replication.throttled.rate): partitionId:brokerId,... or * for every replica of the topic."),
+    def!("local.retention.bytes", Long, "-2", Some("log.local.retention.bytes"), Valid::AtLeast(-2),
+        "Tiered storage: the local bytes kept before segments are only in remote storage; -2 takes retention.bytes. Weir has no tiered storage."),
+    def!("local.retention.ms", Long, "-2", Some("log.local.retention.ms"), Valid::AtLeast(-2),
+        "Tiered storage: how long segments are kept locally; -2 takes retention.ms. Weir has no tiered storage."),
     def!("max.compaction.lag.ms", Long, LONG_MAX, Some("log.cleaner.max.compaction.lag.ms"), Valid::AtLeast(1),
         "The longest a record may stay ineligible for compaction."),
     def!("max.message.bytes", Int, "1048588", Some("message.max.bytes"), Valid::AtLeast(0),
@@ -167,6 +192,12 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "The fewest in-sync replicas with which an acks=all produce succeeds."),
     def!("preallocate", Boolean, "false", Some("log.preallocate"), Valid::Any,
         "Preallocate segment files when they are created."),
+    def!("remote.log.copy.disable", Boolean, "false", None, Valid::Any,
+        "Tiered storage: stop copying segments to remote storage. Weir has no tiered storage."),
+    def!("remote.log.delete.on.disable", Boolean, "false", None, Valid::Any,
+        "Tiered storage: delete the remote segments when tiered storage is turned off. Weir has no tiered storage."),
+    def!("remote.storage.enable", Boolean, "false", None, Valid::Any,
+        "Tiered storage for this topic; Weir has none, so only false is accepted."),
     def!("retention.bytes", Long, "-1", Some("log.retention.bytes"), Valid::Any,
         "Delete old segments when a partition grows beyond this size; -1 means no size limit."),
     def!("retention.ms", Long, "604800000", Some("log.retention.ms"), Valid::AtLeast(-1),
@@ -240,6 +271,15 @@ pub fn check_relations(configs: &BTreeMap<String, String>) -> Result<(), MetaErr
             reason: format!(
                 "conflict topic config setting min.compaction.lag.ms ({min_lag}) > max.compaction.lag.ms ({max_lag})"
             ),
+        });
+    }
+    let remote = configs
+        .get("remote.storage.enable")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if remote {
+        return Err(MetaError::InvalidConfig {
+            key: "remote.storage.enable".to_owned(),
+            reason: "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.".to_owned(),
         });
     }
     Ok(())
@@ -317,7 +357,11 @@ impl TopicConfigDef {
             Valid::AtLeast(min) => format!("[{min},...]"),
             Valid::Between(min, max) => format!("[{min},...,{max}]"),
             Valid::BetweenF(min, max) => format!("[{min:?},...,{max:?}]"),
-            Valid::OneOf(values) | Valid::ListOf(values) => format!("[{}]", values.join(", ")),
+            Valid::AtLeastF(min) => format!("[{min:?},...]"),
+            Valid::OneOf(values) | Valid::ListOf(values) | Valid::OneOfIgnoreCase(values) => {
+                format!("[{}]", values.join(", "))
+            }
+            Valid::NonEmpty => "non-empty string".to_owned(),
             Valid::GzipLevel => "[1,...,9] or -1".to_owned(),
             Valid::ThrottledReplicas => {
                 "[partitionId]:[brokerId],[partitionId]:[brokerId],...".to_owned()
@@ -326,81 +370,109 @@ impl TopicConfigDef {
     }
 
     fn check(&self, value: &str) -> Result<(), String> {
-        let trimmed = value.trim();
-        let not_a_number = || format!("Not a number of type {}", self.config_type.name());
-        let number: Option<i64> = match self.config_type {
-            ConfigType::Int => Some(trimmed.parse::<i32>().map_err(|_| not_a_number())?.into()),
-            ConfigType::Long => Some(trimmed.parse::<i64>().map_err(|_| not_a_number())?),
-            _ => None,
-        };
-        match self.config_type {
-            ConfigType::Boolean => {
-                if !trimmed.eq_ignore_ascii_case("true") && !trimmed.eq_ignore_ascii_case("false") {
-                    return Err("Expected value to be either true or false".to_owned());
-                }
-            }
-            ConfigType::Double => {
-                let x: f64 = trimmed.parse().map_err(|_| not_a_number())?;
-                if !x.is_finite() {
-                    return Err(not_a_number());
-                }
-                if let Valid::BetweenF(min, max) = self.valid {
-                    if x < min {
-                        return Err(format!("Value must be at least {min:?}"));
-                    }
-                    if x > max {
-                        return Err(format!("Value must be no more than {max:?}"));
-                    }
-                }
-            }
-            ConfigType::String => {
-                if let Valid::OneOf(values) = self.valid {
-                    if !values.contains(&trimmed) {
-                        return Err(format!("String must be one of: {}", values.join(", ")));
-                    }
-                }
-            }
-            ConfigType::List => {
-                if let Valid::ListOf(values) = self.valid {
-                    // "" is the empty list; "compact," has an empty item.
-                    let items = match trimmed {
-                        "" => Vec::new(),
-                        list => list.split(',').map(str::trim).collect(),
-                    };
-                    if items.iter().any(|item| !values.contains(item)) {
-                        return Err(format!("String must be one of: {}", values.join(", ")));
-                    }
-                }
-                if let Valid::ThrottledReplicas = self.valid {
-                    if ThrottledReplicas::parse(trimmed).is_none() {
-                        return Err(format!(
-                            "{} must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...",
-                            self.name
-                        ));
-                    }
-                }
-            }
-            ConfigType::Int | ConfigType::Long | ConfigType::Password => {}
-        }
-        if let Some(n) = number {
-            match self.valid {
-                Valid::AtLeast(min) if n < min => {
-                    return Err(format!("Value must be at least {min}"));
-                }
-                Valid::Between(min, _) if n < min => {
-                    return Err(format!("Value must be at least {min}"));
-                }
-                Valid::Between(_, max) if n > max => {
-                    return Err(format!("Value must be no more than {max}"));
-                }
-                Valid::GzipLevel if n != -1 && !(1..=9).contains(&n) => {
-                    return Err("Value must be between 1 and 9 or equal to -1".to_owned());
-                }
-                _ => {}
-            }
-        }
-        Ok(())
+        check_value(self.name, self.config_type, self.valid, value)
     }
+}
+
+/// Checks `value` for the config `name` as Kafka's `ConfigDef` parses and
+/// validates it: first as `config_type`, then by `valid`. The reason is
+/// worded as Kafka's (the part after "Invalid value X for configuration
+/// NAME: ").
+pub fn check_value(
+    name: &str,
+    config_type: ConfigType,
+    valid: Valid,
+    value: &str,
+) -> Result<(), String> {
+    let trimmed = value.trim();
+    let not_a_number = || format!("Not a number of type {}", config_type.name());
+    let number: Option<i64> = match config_type {
+        ConfigType::Short => Some(trimmed.parse::<i16>().map_err(|_| not_a_number())?.into()),
+        ConfigType::Int => Some(trimmed.parse::<i32>().map_err(|_| not_a_number())?.into()),
+        ConfigType::Long => Some(trimmed.parse::<i64>().map_err(|_| not_a_number())?),
+        _ => None,
+    };
+    match config_type {
+        ConfigType::Boolean => {
+            if !trimmed.eq_ignore_ascii_case("true") && !trimmed.eq_ignore_ascii_case("false") {
+                return Err("Expected value to be either true or false".to_owned());
+            }
+        }
+        ConfigType::Double => {
+            let x: f64 = trimmed.parse().map_err(|_| not_a_number())?;
+            if !x.is_finite() {
+                return Err(not_a_number());
+            }
+            let (min, max) = match valid {
+                Valid::BetweenF(min, max) => (min, max),
+                Valid::AtLeastF(min) => (min, f64::INFINITY),
+                Valid::AtLeast(min) => (min as f64, f64::INFINITY),
+                Valid::Between(min, max) => (min as f64, max as f64),
+                _ => (f64::NEG_INFINITY, f64::INFINITY),
+            };
+            if x < min {
+                return Err(format!("Value must be at least {min:?}"));
+            }
+            if x > max {
+                return Err(format!("Value must be no more than {max:?}"));
+            }
+        }
+        ConfigType::String | ConfigType::Class | ConfigType::Password => match valid {
+            Valid::OneOf(values) if !values.contains(&trimmed) => {
+                return Err(format!("String must be one of: {}", values.join(", ")));
+            }
+            Valid::OneOfIgnoreCase(values)
+                if !values.iter().any(|v| v.eq_ignore_ascii_case(trimmed)) =>
+            {
+                return Err(format!(
+                    "String must be one of (case insensitive): {}",
+                    values.join(", ")
+                ));
+            }
+            Valid::NonEmpty if trimmed.is_empty() => {
+                return Err("String must be non-empty".to_owned());
+            }
+            _ => {}
+        },
+        ConfigType::List => {
+            if let Valid::ListOf(values) = valid {
+                // "" is the empty list; "compact," has an empty item.
+                let items = match trimmed {
+                    "" => Vec::new(),
+                    list => list.split(',').map(str::trim).collect(),
+                };
+                if items.iter().any(|item| !values.contains(item)) {
+                    return Err(format!("String must be one of: {}", values.join(", ")));
+                }
+            }
+            if let Valid::ThrottledReplicas = valid {
+                if ThrottledReplicas::parse(trimmed).is_none() {
+                    return Err(format!(
+                        "{name} must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+                    ));
+                }
+            }
+        }
+        ConfigType::Int | ConfigType::Long | ConfigType::Short => {}
+    }
+    if let Some(n) = number {
+        match valid {
+            Valid::AtLeast(min) if n < min => {
+                return Err(format!("Value must be at least {min}"));
+            }
+            Valid::Between(min, _) if n < min => {
+                return Err(format!("Value must be at least {min}"));
+            }
+            Valid::Between(_, max) if n > max => {
+                return Err(format!("Value must be no more than {max}"));
+            }
+            Valid::GzipLevel if n != -1 && !(1..=9).contains(&n) => {
+                return Err("Value must be between 1 and 9 or equal to -1".to_owned());
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

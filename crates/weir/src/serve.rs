@@ -14,7 +14,8 @@ use tokio::sync::watch;
 use weir_broker::listeners::{self, ListenerSpec, SecurityProtocol};
 use weir_broker::metadata::Metadata;
 use weir_broker::tls::TlsServer;
-use weir_broker::{Broker, BrokerConfig, BROKER_CONFIGS};
+use weir_broker::config::settable;
+use weir_broker::{Broker, BrokerConfig, INERT_CONFIGS};
 
 #[derive(Args, Debug)]
 pub(crate) struct ServeArgs {
@@ -92,20 +93,25 @@ pub(crate) struct ServeArgs {
     config: Option<PathBuf>,
 }
 
-/// Adds one flag per supported Kafka broker config: `log.retention.ms`
-/// becomes `--log-retention-ms` and `WEIR_LOG_RETENTION_MS`.
+/// Adds one flag per Kafka broker config: `log.retention.ms` becomes
+/// `--log-retention-ms` and `WEIR_LOG_RETENTION_MS`. The flags of configs
+/// with no effect on Weir work but stay out of `--help`.
 pub(crate) fn add_broker_config_args(mut command: clap::Command) -> clap::Command {
-    for def in BROKER_CONFIGS {
+    for def in settable() {
         let flag = def.name.replace('.', "-");
         let env = format!("WEIR_{}", def.name.replace('.', "_").to_uppercase());
+        let inert = INERT_CONFIGS.iter().any(|inert| inert.name == def.name);
         command = command.arg(
             Arg::new(def.name)
                 .long(flag)
                 .env(env)
                 .value_name("VALUE")
+                .hide(inert)
                 .help(format!(
                     "{} [Kafka: {}; default {}]",
-                    def.doc, def.name, def.default
+                    def.doc,
+                    def.name,
+                    def.default.unwrap_or("null")
                 )),
         );
     }
@@ -379,7 +385,7 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         .map(|entry| parse_add_scram(entry))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut kafka = file;
-    for def in BROKER_CONFIGS {
+    for def in settable() {
         if let Some(value) = matches.get_one::<String>(def.name) {
             kafka.insert(def.name.to_owned(), value.clone());
         }

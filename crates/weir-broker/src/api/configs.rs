@@ -28,7 +28,7 @@ use weir_meta::{AclOperation, ResourceType};
 use super::admin::{failure, Failure};
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::config::{self, BrokerConfig, BrokerConfigDef, BROKER_CONFIGS, STARTUP_CONFIGS};
+use crate::config::{self, BrokerConfig, BrokerConfigDef, STARTUP_CONFIGS};
 use crate::topic_configs::{self, ConfigSource};
 
 const TOPIC: i8 = 2;
@@ -209,22 +209,17 @@ pub(super) fn describe_configs(
                 }
                 BROKER if name == broker.node_id().to_string() => {
                     let config = broker.config();
-                    let mut configs: Vec<_> = BROKER_CONFIGS
-                        .iter()
+                    let mut configs: Vec<_> = config::settable()
                         .filter(|def| wanted(def.name))
                         .map(|def| {
                             entry(Described {
                                 name: def.name,
-                                value: Some(config.values[def.name].clone()),
+                                value: config.values.get(def.name).cloned(),
                                 source: config.source(def.name),
                                 read_only: !def.dynamic,
                                 config_type: def.config_type,
                                 doc: def.doc,
-                                synonyms: config
-                                    .synonyms(def.name)
-                                    .into_iter()
-                                    .map(|(value, source)| (def.name, value, source))
-                                    .collect(),
+                                synonyms: config.synonyms(def.name),
                             })
                         })
                         .collect();
@@ -309,12 +304,8 @@ fn startup_entry<'a>(config: &BrokerConfig, def: &'a BrokerConfigDef) -> Describ
         "log.dirs" => config::lookup("log.dir").unwrap_or(def),
         _ => def,
     };
-    if !fallback.default.is_empty() {
-        synonyms.push((
-            fallback.name,
-            fallback.default.to_owned(),
-            ConfigSource::DefaultConfig,
-        ));
+    if let Some(default) = fallback.default.filter(|d| !d.is_empty()) {
+        synonyms.push((fallback.name, default.to_owned(), ConfigSource::DefaultConfig));
     }
     Described {
         name: def.name,
