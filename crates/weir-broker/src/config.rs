@@ -48,13 +48,12 @@ impl BrokerConfigDef {
     /// Checks `value` as Kafka's `ConfigDef` does: its type, then
     /// [`valid`](Self::valid).
     pub fn check(&self, value: &str) -> Result<(), ConfigError> {
-        weir_meta::topic_config::check_value(self.name, self.config_type, self.valid, value).map_err(
-            |reason| ConfigError {
+        weir_meta::topic_config::check_value(self.name, self.config_type, self.valid, value)
+            .map_err(|reason| ConfigError {
                 name: self.name.to_owned(),
                 value: value.to_owned(),
                 reason,
-            },
-        )
+            })
     }
 }
 
@@ -83,7 +82,11 @@ pub fn settable() -> impl Iterator<Item = &'static BrokerConfigDef> {
 /// order of precedence (`DynamicBrokerConfig.brokerConfigSynonyms`): the
 /// first one set wins, at any level.
 pub fn unit_synonyms(name: &str) -> &'static [&'static str] {
-    const RETENTION: &[&str] = &["log.retention.ms", "log.retention.minutes", "log.retention.hours"];
+    const RETENTION: &[&str] = &[
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+    ];
     const ROLL: &[&str] = &["log.roll.ms", "log.roll.hours"];
     const JITTER: &[&str] = &["log.roll.jitter.ms", "log.roll.jitter.hours"];
     match name {
@@ -1384,6 +1387,7 @@ macro_rules! inert {
 /// Kafka's type, default, update mode and validator, so that tools that
 /// set them by name work, and the README's list "Kafka configs accepted
 /// with no effect" is this table.
+#[rustfmt::skip]
 pub const INERT_CONFIGS: &[BrokerConfigDef] = &[
     inert!("alter.config.policy.class.name", Class, None, ReadOnly, Valid::Any),
     inert!("alter.log.dirs.replication.quota.window.num", Int, Some("11"), ReadOnly, Valid::AtLeast(1)),
@@ -1838,7 +1842,9 @@ impl BrokerConfig {
             auto_create_topics_enable: parse(get, "auto.create.topics.enable")?,
             log_segment_bytes: parse_in(get, "log.segment.bytes", 14..=i32::MAX as u64)?,
             log_retention_ms: match first_set(&merged, unit_synonyms("log.retention.ms")) {
-                Some(("log.retention.ms", value)) => parse_in(|_| value, "log.retention.ms", -1..=i64::MAX)?,
+                Some(("log.retention.ms", value)) => {
+                    parse_in(|_| value, "log.retention.ms", -1..=i64::MAX)?
+                }
                 // Kafka: a negative value in any unit keeps forever.
                 Some((name, value)) => in_millis(name, value).unwrap_or(-1).max(-1),
                 None => 7 * 24 * 3_600_000,
@@ -3048,9 +3054,21 @@ mod tests {
         assert_eq!(
             dynamic.synonyms("log.retention.ms"),
             [
-                ("2000".to_owned(), ConfigSource::DynamicDefaultBrokerConfig),
-                ("1000".to_owned(), ConfigSource::StaticBrokerConfig),
-                ("604800000".to_owned(), ConfigSource::DefaultConfig),
+                (
+                    "log.retention.ms",
+                    "2000".to_owned(),
+                    ConfigSource::DynamicDefaultBrokerConfig
+                ),
+                (
+                    "log.retention.ms",
+                    "1000".to_owned(),
+                    ConfigSource::StaticBrokerConfig
+                ),
+                (
+                    "log.retention.hours",
+                    "168".to_owned(),
+                    ConfigSource::DefaultConfig
+                ),
             ]
         );
         // Dropping the dynamic values goes back to the static ones.
@@ -3110,7 +3128,7 @@ mod tests {
         let stored = map(&[("old.removed.config", "1")]);
         let check = |set: &[(&str, &str)], delete: &[&str]| {
             let delete: Vec<String> = delete.iter().map(|s| s.to_string()).collect();
-            check_dynamic_names(&map(set), &delete, &stored)
+            check_dynamic_names(&map(set), &delete, &stored, false)
                 .map_err(|e| (e.kafka_error_code(), e.to_string()))
         };
         assert_eq!(
@@ -3212,7 +3230,7 @@ mod tests {
             let def = lookup(name).unwrap();
             assert!(def.dynamic, "{name}");
             assert_eq!(def.config_type, ConfigType::Long);
-            assert_eq!(def.default, i64::MAX.to_string());
+            assert_eq!(def.default, Some("9223372036854775807"));
         }
         let none = BTreeMap::new();
         let dynamic = config
@@ -3304,5 +3322,248 @@ mod tests {
         assert_eq!(err.name, "num.partitions");
         assert!(build(&[("num.partitions", "0")]).is_err());
         assert!(build(&[("no.such.config", "1")]).is_err());
+    }
+    /// The names of one of the lists of Kafka's config names in tests/data.
+    fn kafka_names(list: &str) -> Vec<&str> {
+        list.lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+            .collect()
+    }
+
+    #[test]
+    fn every_broker_topic_and_group_config_name_of_kafka_4_is_known() {
+        // Owned by other work, which adds their rows: the cluster-level
+        // min.insync.replicas (eligible leader replicas) and
+        // replica.selector.class (fetch from follower).
+        let elsewhere = ["min.insync.replicas", "replica.selector.class"];
+        let broker = kafka_names(include_str!("../tests/data/kafka-4.x-broker-configs.txt"));
+        assert!(broker.len() > 300, "{}", broker.len());
+        let unknown: Vec<&str> = broker
+            .into_iter()
+            .filter(|name| lookup(name).is_none() && !elsewhere.contains(name))
+            .collect();
+        assert!(unknown.is_empty(), "unknown broker configs: {unknown:?}");
+        let topic = kafka_names(include_str!("../tests/data/kafka-4.x-topic-configs.txt"));
+        let unknown: Vec<&str> = topic
+            .into_iter()
+            .filter(|name| weir_meta::topic_config::lookup(name).is_none())
+            .collect();
+        assert!(unknown.is_empty(), "unknown topic configs: {unknown:?}");
+        let group = kafka_names(include_str!("../tests/data/kafka-4.x-group-configs.txt"));
+        let unknown: Vec<&str> = group
+            .into_iter()
+            .filter(|name| crate::group_configs::lookup(name).is_none())
+            .collect();
+        assert!(unknown.is_empty(), "unknown group configs: {unknown:?}");
+    }
+
+    #[test]
+    fn the_readme_lists_exactly_the_configs_with_no_effect() {
+        let readme = include_str!("../../../README.md");
+        let section = readme
+            .split("### Kafka configs accepted with no effect")
+            .nth(1)
+            .and_then(|rest| rest.split("\n### ").next())
+            .expect("the README's section on configs with no effect");
+        let between = |from: &str, to: &str| -> BTreeSet<&str> {
+            let text = section
+                .split(from)
+                .nth(1)
+                .unwrap()
+                .split(to)
+                .next()
+                .unwrap();
+            text.split('`').skip(1).step_by(2).collect()
+        };
+        let broker: BTreeSet<&str> = INERT_CONFIGS.iter().map(|def| def.name).collect();
+        assert_eq!(between("Broker configs:", "Group configs"), broker);
+        let group: BTreeSet<&str> = crate::group_configs::GROUP_CONFIGS
+            .iter()
+            .filter(|def| def.inert)
+            .map(|def| def.name)
+            .collect();
+        assert_eq!(
+            between("Group configs (GROUP resources):", "Topic configs"),
+            group
+        );
+    }
+
+    #[test]
+    fn every_config_is_defined_once_sorted_where_looked_up_and_its_default_valid() {
+        for pair in INERT_CONFIGS.windows(2) {
+            assert!(
+                pair[0].name < pair[1].name,
+                "{} >= {}",
+                pair[0].name,
+                pair[1].name
+            );
+        }
+        let mut seen = BTreeSet::new();
+        for def in BROKER_CONFIGS
+            .iter()
+            .chain(STARTUP_CONFIGS)
+            .chain(INERT_CONFIGS)
+        {
+            assert!(seen.insert(def.name), "{} defined twice", def.name);
+            assert!(!(def.per_broker && !def.dynamic), "{}", def.name);
+            if let Some(default) = def.default {
+                def.check(default)
+                    .unwrap_or_else(|e| panic!("default of {}: {e}", def.name));
+            }
+        }
+    }
+
+    #[test]
+    fn configs_with_no_effect_are_validated_by_kafkas_rules() {
+        let config = build(&[
+            ("sasl.kerberos.min.time.before.relogin", "120000"),
+            ("zookeeper.connect", "zk:2181"),
+        ])
+        .unwrap();
+        assert_eq!(
+            config.values["sasl.kerberos.min.time.before.relogin"],
+            "120000"
+        );
+        assert_eq!(
+            config.synonyms("sasl.kerberos.min.time.before.relogin")[0],
+            (
+                "sasl.kerberos.min.time.before.relogin",
+                "120000".to_owned(),
+                ConfigSource::StaticBrokerConfig
+            )
+        );
+        let table: &[(&str, &str, &str)] = &[
+            (
+                "sasl.kerberos.min.time.before.relogin",
+                "soon",
+                "Not a number of type LONG",
+            ),
+            ("num.io.threads", "0", "Value must be at least 1"),
+            (
+                "sasl.kerberos.ticket.renew.window.factor",
+                "x",
+                "Not a number of type DOUBLE",
+            ),
+            (
+                "security.inter.broker.protocol",
+                "TLS",
+                "String must be one of: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL",
+            ),
+            (
+                "controlled.shutdown.enable",
+                "yes",
+                "Expected value to be either true or false",
+            ),
+            ("no.such.config", "1", "unknown broker config"),
+        ];
+        for &(name, value, reason) in table {
+            let error = build(&[(name, value)]).unwrap_err();
+            assert_eq!((error.name.as_str(), error.reason.as_str()), (name, reason));
+        }
+    }
+
+    #[test]
+    fn retention_in_ms_wins_over_minutes_which_win_over_hours() {
+        let hours = build(&[("log.retention.hours", "2")]).unwrap();
+        assert_eq!(hours.log_retention_ms, 2 * 3_600_000);
+        let minutes =
+            build(&[("log.retention.hours", "2"), ("log.retention.minutes", "3")]).unwrap();
+        assert_eq!(minutes.log_retention_ms, 3 * 60_000);
+        let ms = build(&[
+            ("log.retention.hours", "2"),
+            ("log.retention.minutes", "3"),
+            ("log.retention.ms", "4000"),
+        ])
+        .unwrap();
+        assert_eq!(ms.log_retention_ms, 4000);
+        assert_eq!(
+            build(&[("log.retention.hours", "-1")])
+                .unwrap()
+                .log_retention_ms,
+            -1
+        );
+        assert_eq!(build(&[]).unwrap().log_roll_ms, 7 * 24 * 3_600_000);
+        assert_eq!(
+            build(&[("log.roll.hours", "1")]).unwrap().log_roll_ms,
+            3_600_000
+        );
+        let roll = build(&[("log.roll.hours", "1"), ("log.roll.ms", "5000")]).unwrap();
+        assert_eq!(roll.log_roll_ms, 5000);
+        // A dynamic log.retention.ms beats static hours; the synonyms list
+        // level by level, each in Kafka's order, and from the name asked.
+        let dynamic = minutes
+            .with_dynamic(&map(&[("log.retention.ms", "9000")]), &BTreeMap::new())
+            .unwrap();
+        assert_eq!(dynamic.log_retention_ms, 9000);
+        let listed = |name: &str| -> Vec<(&str, String, ConfigSource)> { dynamic.synonyms(name) };
+        assert_eq!(
+            listed("log.retention.ms"),
+            [
+                (
+                    "log.retention.ms",
+                    "9000".to_owned(),
+                    ConfigSource::DynamicDefaultBrokerConfig
+                ),
+                (
+                    "log.retention.minutes",
+                    "3".to_owned(),
+                    ConfigSource::StaticBrokerConfig
+                ),
+                (
+                    "log.retention.hours",
+                    "2".to_owned(),
+                    ConfigSource::StaticBrokerConfig
+                ),
+                (
+                    "log.retention.hours",
+                    "168".to_owned(),
+                    ConfigSource::DefaultConfig
+                ),
+            ]
+        );
+        assert_eq!(
+            listed("log.retention.hours"),
+            [
+                (
+                    "log.retention.hours",
+                    "2".to_owned(),
+                    ConfigSource::StaticBrokerConfig
+                ),
+                (
+                    "log.retention.hours",
+                    "168".to_owned(),
+                    ConfigSource::DefaultConfig
+                ),
+            ]
+        );
+        // Read-only in Kafka, so refused dynamically.
+        let error = minutes
+            .with_dynamic(&map(&[("log.retention.hours", "1")]), &BTreeMap::new())
+            .unwrap_err();
+        assert_eq!(error.reason, "cannot be updated dynamically");
+    }
+
+    #[test]
+    fn per_broker_configs_cannot_be_cluster_wide_defaults() {
+        let set = map(&[("sasl.kerberos.min.time.before.relogin", "1000")]);
+        let none = BTreeMap::new();
+        check_dynamic_names(&set, &[], &none, false).unwrap();
+        let error = check_dynamic_names(&set, &[], &none, true).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            weir_meta::MetaError::InvalidRequest(
+                "Cannot update these configs at default cluster level, broker id must be specified: Set(sasl.kerberos.min.time.before.relogin)".to_owned()
+            )
+            .to_string()
+        );
+        let error = check_dynamic_names(&map(&[("zookeeper.connect", "zk")]), &[], &none, false)
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("Cannot update these configs dynamically: Set(zookeeper.connect)"),
+            "{error}"
+        );
     }
 }

@@ -39,7 +39,11 @@ pub fn effective(
                 None => {}
             }
             if synonyms.is_empty() {
-                synonyms.push((def.name, def.default.to_owned(), ConfigSource::DefaultConfig));
+                synonyms.push((
+                    def.name,
+                    def.default.to_owned(),
+                    ConfigSource::DefaultConfig,
+                ));
             }
             let (name, value, source) = synonyms[0].clone();
             let value = match crate::config::unit_synonyms(name) {
@@ -121,5 +125,62 @@ mod tests {
                 ),
             ]
         );
+    }
+    #[test]
+    fn a_default_given_in_hours_is_shown_in_the_topic_configs_milliseconds() {
+        let values = BTreeMap::from([
+            ("log.retention.hours".to_owned(), "1".to_owned()),
+            ("log.roll.hours".to_owned(), "2".to_owned()),
+        ]);
+        let config = BrokerConfig::new(
+            1,
+            "d".into(),
+            "127.0.0.1:9092".parse().unwrap(),
+            None,
+            "127.0.0.1:9644".parse().unwrap(),
+            &values,
+        )
+        .unwrap();
+        let all = effective(&config, &BTreeMap::new());
+        let find = |name: &str| all.iter().find(|c| c.def.name == name).unwrap();
+        let retention = find("retention.ms");
+        assert_eq!(
+            (retention.value.as_str(), retention.source),
+            ("3600000", ConfigSource::StaticBrokerConfig)
+        );
+        assert_eq!(
+            retention.synonyms,
+            [
+                (
+                    "log.retention.hours",
+                    "1".to_owned(),
+                    ConfigSource::StaticBrokerConfig
+                ),
+                (
+                    "log.retention.hours",
+                    "168".to_owned(),
+                    ConfigSource::DefaultConfig
+                ),
+            ]
+        );
+        assert_eq!(find("segment.ms").value, "7200000");
+        // Nothing given: Kafka's 168 hours, as DEFAULT_CONFIG.
+        let none = BrokerConfig::new(
+            1,
+            "d".into(),
+            "127.0.0.1:9092".parse().unwrap(),
+            None,
+            "127.0.0.1:9644".parse().unwrap(),
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        let all = effective(&none, &BTreeMap::new());
+        let retention = all.iter().find(|c| c.def.name == "retention.ms").unwrap();
+        assert_eq!(
+            (retention.value.as_str(), retention.source),
+            ("604800000", ConfigSource::DefaultConfig)
+        );
+        let log = crate::partition::log_config(&config, &BTreeMap::new());
+        assert_eq!((log.retention_ms, log.segment_ms), (3_600_000, 7_200_000));
     }
 }

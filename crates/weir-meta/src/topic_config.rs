@@ -823,6 +823,35 @@ mod tests {
     }
 
     #[test]
+    fn tiered_storage_cannot_be_turned_on() {
+        let configs =
+            |value: &str| BTreeMap::from([("remote.storage.enable".to_owned(), value.to_owned())]);
+        assert!(validate_configs(&configs("false")).is_ok());
+        let err = validate_configs(&configs("true")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("Tiered Storage functionality is disabled"),
+            "{err}"
+        );
+        assert!(validate_value("local.retention.ms", "-2").is_ok());
+        assert!(validate_value("local.retention.ms", "-3").is_err());
+    }
+
+    #[test]
+    fn shorts_and_classes_are_checked_as_kafka_parses_them() {
+        assert!(check_value("x", ConfigType::Short, Valid::AtLeast(1), "3").is_ok());
+        assert_eq!(
+            check_value("x", ConfigType::Short, Valid::Any, "40000"),
+            Err("Not a number of type SHORT".to_owned())
+        );
+        assert!(check_value("x", ConfigType::Class, Valid::Any, "a.B").is_ok());
+        assert_eq!(
+            check_value("x", ConfigType::String, Valid::NonEmpty, " "),
+            Err("String must be non-empty".to_owned())
+        );
+    }
+
+    #[test]
     fn compaction_lags_must_be_ordered() {
         let configs = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
             pairs

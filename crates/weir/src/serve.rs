@@ -11,10 +11,10 @@ use anyhow::{bail, Context};
 use clap::{Arg, ArgMatches, Args};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use weir_broker::config::settable;
 use weir_broker::listeners::{self, ListenerSpec, SecurityProtocol};
 use weir_broker::metadata::Metadata;
 use weir_broker::tls::TlsServer;
-use weir_broker::config::settable;
 use weir_broker::{Broker, BrokerConfig, INERT_CONFIGS};
 
 #[derive(Args, Debug)]

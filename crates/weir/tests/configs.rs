@@ -651,11 +651,7 @@ fn a_broker_override_beats_the_cluster_default() {
                 DYNAMIC_DEFAULT_BROKER_CONFIG
             ),
             ("log.retention.ms".into(), "-1".into(), STATIC_BROKER_CONFIG),
-            (
-                "log.retention.ms".into(),
-                "604800000".into(),
-                DEFAULT_CONFIG
-            ),
+            ("log.retention.hours".into(), "168".into(), DEFAULT_CONFIG),
         ]
     );
     a_few_retention_checks();
@@ -1258,4 +1254,386 @@ fn replication_throttle_configs_round_trip_and_are_validated() {
         described(&mut raw, "moving", "leader.replication.throttled.replicas"),
         (String::new(), DEFAULT_CONFIG)
     );
+}
+
+const GROUP: i8 = 32;
+const GROUP_CONFIG: i8 = 8;
+
+#[test]
+fn kafka_broker_configs_without_effect_on_weir_are_accepted_validated_stored_and_described() {
+    let weir = Weir::start(&["--zookeeper-connect", "zk:2181"]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let relogin = "sasl.kerberos.min.time.before.relogin";
+    // Per broker, as Kafka updates it.
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "1",
+            &[(relogin, SET, Some("120000"))],
+            false
+        ),
+        (0, None)
+    );
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    let entry = &broker[relogin];
+    assert_eq!(
+        (entry.value.as_str(), entry.source, entry.read_only),
+        ("120000", DYNAMIC_BROKER_CONFIG, false)
+    );
+    assert_eq!(
+        entry.synonyms,
+        [
+            (relogin.into(), "120000".into(), DYNAMIC_BROKER_CONFIG),
+            (relogin.into(), "60000".into(), DEFAULT_CONFIG),
+        ]
+    );
+    // Given at start, read-only.
+    let zookeeper = &broker["zookeeper.connect"];
+    assert_eq!(
+        (
+            zookeeper.value.as_str(),
+            zookeeper.source,
+            zookeeper.read_only
+        ),
+        ("zk:2181", STATIC_BROKER_CONFIG, true)
+    );
+    assert_eq!(
+        (
+            broker["num.io.threads"].value.as_str(),
+            broker["num.io.threads"].source
+        ),
+        ("8", DEFAULT_CONFIG)
+    );
+    // Kafka's rules: a per-broker config is no cluster-wide default, a
+    // read-only one is not changed while running, a value must fit.
+    assert_eq!(
+        alter(&mut raw, BROKER, "", &[(relogin, SET, Some("1000"))], false),
+        (
+            42,
+            Some(format!(
+                "Cannot update these configs at default cluster level, broker id must be specified: Set({relogin})"
+            ))
+        )
+    );
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "",
+            &[("zookeeper.connect", SET, Some("zk:1"))],
+            false
+        ),
+        (
+            42,
+            Some("Cannot update these configs dynamically: Set(zookeeper.connect)".to_owned())
+        )
+    );
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "1",
+            &[(relogin, SET, Some("soon"))],
+            false
+        ),
+        (
+            40,
+            Some(format!(
+                "Invalid value soon for configuration {relogin}: Not a number of type LONG"
+            ))
+        )
+    );
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "",
+            &[("num.io.threads", SET, Some("0"))],
+            false
+        ),
+        (
+            40,
+            Some(
+                "Invalid value 0 for configuration num.io.threads: Value must be at least 1"
+                    .to_owned()
+            )
+        )
+    );
+    // A cluster-wide one.
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "",
+            &[("num.io.threads", SET, Some("16"))],
+            false
+        ),
+        (0, None)
+    );
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    assert_eq!(
+        (
+            broker["num.io.threads"].value.as_str(),
+            broker["num.io.threads"].source
+        ),
+        ("16", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    );
+    assert_eq!(broker[relogin].value, "120000", "unchanged by the refusals");
+}
+
+#[test]
+fn kafka_group_configs_are_known_on_group_resources() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    assert_eq!(
+        alter(
+            &mut raw,
+            GROUP,
+            "queue",
+            &[
+                ("share.partition.max.record.locks", SET, Some("500")),
+                ("streams.session.timeout.ms", SET, Some("50000")),
+                ("share.renew.acknowledge.enable", SET, Some("true")),
+            ],
+            false
+        ),
+        (0, None)
+    );
+    let group = describe(&mut raw, GROUP, "queue").unwrap();
+    let locks = &group["share.partition.max.record.locks"];
+    assert_eq!((locks.value.as_str(), locks.source), ("500", GROUP_CONFIG));
+    assert_eq!(group["streams.session.timeout.ms"].value, "50000");
+    // Unset, the broker's value.
+    assert_eq!(
+        (
+            group["streams.num.standby.replicas"].value.as_str(),
+            group["streams.num.standby.replicas"].source
+        ),
+        ("0", DEFAULT_CONFIG)
+    );
+    assert_eq!(
+        alter(
+            &mut raw,
+            GROUP,
+            "queue",
+            &[("share.partition.max.record.locks", SET, Some("0"))],
+            false
+        ),
+        (
+            40,
+            Some(
+                "Invalid value 0 for configuration share.partition.max.record.locks: Value must be at least 1"
+                    .to_owned()
+            )
+        )
+    );
+    assert_eq!(
+        alter(
+            &mut raw,
+            GROUP,
+            "queue",
+            &[("share.lunch.break.ms", SET, Some("1"))],
+            false
+        )
+        .0,
+        40
+    );
+}
+
+#[test]
+fn log_retention_hours_given_at_start_is_the_retention_of_topics_without_their_own() {
+    let weir = Weir::start(&[
+        "--log-retention-hours=1",
+        "--log-retention-check-interval-ms",
+        "200",
+        "--log-segment-bytes",
+        "1024",
+    ]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("recent");
+    raw.topic_metadata("kept");
+    assert_eq!(
+        alter(
+            &mut raw,
+            TOPIC,
+            "kept",
+            &[("retention.ms", SET, Some("-1"))],
+            false
+        ),
+        (0, None)
+    );
+    // Two hours old: within Kafka's default week, past the hour given.
+    let two_hours_ago = now_ms() - 2 * 3_600_000;
+    fill(&mut raw, "recent", 30, two_hours_ago);
+    fill(&mut raw, "kept", 30, two_hours_ago);
+    eventually("the two-hour-old segments go", || {
+        earliest(&mut raw, "recent") > 0
+    });
+    a_few_retention_checks();
+    assert_eq!(earliest(&mut raw, "kept"), 0, "its own retention.ms holds");
+    let topic = describe(&mut raw, TOPIC, "recent").unwrap();
+    let retention = &topic["retention.ms"];
+    assert_eq!(
+        (retention.value.as_str(), retention.source),
+        ("3600000", STATIC_BROKER_CONFIG)
+    );
+    assert_eq!(
+        retention.synonyms,
+        [
+            (
+                "log.retention.hours".into(),
+                "1".into(),
+                STATIC_BROKER_CONFIG
+            ),
+            ("log.retention.hours".into(), "168".into(), DEFAULT_CONFIG),
+        ]
+    );
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    let hours = &broker["log.retention.hours"];
+    assert_eq!(
+        (hours.value.as_str(), hours.source, hours.read_only),
+        ("1", STATIC_BROKER_CONFIG, true)
+    );
+    // Kafka's log.retention.ms is null unless set.
+    assert_eq!(
+        (
+            broker["log.retention.ms"].value.as_str(),
+            broker["log.retention.ms"].source
+        ),
+        ("", DEFAULT_CONFIG)
+    );
+    // Read-only in Kafka; log.retention.ms is the dynamic one, and wins.
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "",
+            &[("log.retention.hours", SET, Some("2"))],
+            false
+        ),
+        (
+            42,
+            Some("Cannot update these configs dynamically: Set(log.retention.hours)".to_owned())
+        )
+    );
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "",
+            &[("log.retention.ms", SET, Some("soon"))],
+            false
+        ),
+        (
+            40,
+            Some(
+                "Invalid value soon for configuration log.retention.ms: Not a number of type LONG"
+                    .to_owned()
+            )
+        )
+    );
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "",
+            &[("log.retention.ms", SET, Some("86400000"))],
+            false
+        ),
+        (0, None)
+    );
+    let topic = describe(&mut raw, TOPIC, "recent").unwrap();
+    let retention = &topic["retention.ms"];
+    assert_eq!(
+        (retention.value.as_str(), retention.source),
+        ("86400000", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    );
+    assert_eq!(
+        retention.synonyms,
+        [
+            (
+                "log.retention.ms".into(),
+                "86400000".into(),
+                DYNAMIC_DEFAULT_BROKER_CONFIG
+            ),
+            (
+                "log.retention.hours".into(),
+                "1".into(),
+                STATIC_BROKER_CONFIG
+            ),
+            ("log.retention.hours".into(), "168".into(), DEFAULT_CONFIG),
+        ]
+    );
+    let start = earliest(&mut raw, "recent");
+    fill(&mut raw, "recent", 30, two_hours_ago);
+    a_few_retention_checks();
+    assert_eq!(earliest(&mut raw, "recent"), start, "a day keeps two hours");
+}
+
+#[test]
+fn retention_in_ms_wins_over_minutes_which_win_over_hours_in_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("weir.toml");
+    std::fs::write(
+        &file,
+        "\"log.retention.hours\" = 1\n\"log.retention.minutes\" = 600\n\"log.roll.hours\" = 2\n",
+    )
+    .unwrap();
+    let weir = Weir::start(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--log-retention-check-interval-ms",
+        "200",
+        "--log-segment-bytes",
+        "1024",
+    ]);
+    let mut raw = Raw::connect(&weir.kafka);
+    raw.topic_metadata("t");
+    let topic = describe(&mut raw, TOPIC, "t").unwrap();
+    let retention = &topic["retention.ms"];
+    assert_eq!(
+        (retention.value.as_str(), retention.source),
+        ("36000000", STATIC_BROKER_CONFIG)
+    );
+    assert_eq!(
+        retention.synonyms,
+        [
+            (
+                "log.retention.minutes".into(),
+                "600".into(),
+                STATIC_BROKER_CONFIG
+            ),
+            (
+                "log.retention.hours".into(),
+                "1".into(),
+                STATIC_BROKER_CONFIG
+            ),
+            ("log.retention.hours".into(), "168".into(), DEFAULT_CONFIG),
+        ]
+    );
+    assert_eq!(
+        (
+            topic["segment.ms"].value.as_str(),
+            topic["segment.ms"].source
+        ),
+        ("7200000", STATIC_BROKER_CONFIG)
+    );
+    // Ten hours (the minutes) keep two-hour-old records; the hour does not
+    // count.
+    fill(&mut raw, "t", 30, now_ms() - 2 * 3_600_000);
+    a_few_retention_checks();
+    assert_eq!(earliest(&mut raw, "t"), 0);
+    // Half an hour in milliseconds beats both.
+    assert_eq!(
+        alter(
+            &mut raw,
+            BROKER,
+            "",
+            &[("log.retention.ms", SET, Some("1800000"))],
+            false
+        ),
+        (0, None)
+    );
+    eventually("the ms setting applies", || earliest(&mut raw, "t") > 0);
 }

@@ -305,7 +305,11 @@ fn startup_entry<'a>(config: &BrokerConfig, def: &'a BrokerConfigDef) -> Describ
         _ => def,
     };
     if let Some(default) = fallback.default.filter(|d| !d.is_empty()) {
-        synonyms.push((fallback.name, default.to_owned(), ConfigSource::DefaultConfig));
+        synonyms.push((
+            fallback.name,
+            default.to_owned(),
+            ConfigSource::DefaultConfig,
+        ));
     }
     Described {
         name: def.name,
