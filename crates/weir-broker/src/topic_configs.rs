@@ -34,9 +34,8 @@ pub fn effective(
             if let Some(value) = overrides.get(def.name) {
                 synonyms.push((def.name, value.clone(), ConfigSource::TopicConfig));
             }
-            match def.broker_config.and_then(crate::config::lookup) {
-                Some(broker_def) => synonyms.extend(broker.synonyms(broker_def.name)),
-                None => {}
+            if let Some(broker_def) = def.broker_config.and_then(crate::config::lookup) {
+                synonyms.extend(broker.synonyms(broker_def.name));
             }
             if synonyms.is_empty() {
                 synonyms.push((
