@@ -2163,10 +2163,12 @@ impl BrokerConfig {
     /// Every value the broker config `name` has, with the name it has at
     /// each level, in order of precedence (what DescribeConfigs reports as
     /// synonyms), the defaults last. As Kafka's `ConfigHelper` lists them:
-    /// level by level, and within a level the [`unit_synonyms`] in their
-    /// order, dropping those before `name` (so `log.retention.hours` does
-    /// not list `log.retention.ms`); a null default is not listed.
-    pub fn synonyms(&self, name: &str) -> Vec<(&'static str, String, ConfigSource)> {
+    /// level by level, within a level the [`unit_synonyms`] in their order,
+    /// a null default as a null value, and then everything before the
+    /// first entry named `name` dropped (so that `log.retention.ms` set
+    /// nowhere lists its defaults only, even when `log.retention.hours` is
+    /// given: Kafka then says DEFAULT_CONFIG).
+    pub fn synonyms(&self, name: &str) -> Vec<(&'static str, Option<String>, ConfigSource)> {
         let Some(def) = lookup(name) else {
             return Vec::new();
         };
@@ -2186,17 +2188,32 @@ impl BrokerConfig {
         for (values, source) in levels {
             for &synonym in &names {
                 if let Some(value) = values.get(synonym) {
-                    synonyms.push((synonym, value.clone(), source));
+                    synonyms.push((synonym, Some(value.clone()), source));
                 }
             }
         }
         for &synonym in &names {
-            if let Some(default) = lookup(synonym).and_then(|def| def.default) {
-                synonyms.push((synonym, default.to_owned(), ConfigSource::DefaultConfig));
+            if let Some(def) = lookup(synonym) {
+                let default = def.default.map(str::to_owned);
+                synonyms.push((synonym, default, ConfigSource::DefaultConfig));
             }
         }
         let first = synonyms.iter().position(|(n, _, _)| *n == def.name);
         synonyms.split_off(first.unwrap_or(synonyms.len()))
+    }
+
+    /// The value in force of the broker config `name`, one of
+    /// [`settable`], as a topic takes it for its default: a config given in
+    /// other units ([`unit_synonyms`]) in milliseconds, from the first
+    /// of its names set; `None` for a null.
+    pub fn topic_default(&self, name: &str) -> Option<String> {
+        match unit_synonyms(name) {
+            [] => self.values.get(name).cloned(),
+            names => {
+                let (name, value) = first_set(&self.values, names)?;
+                in_millis(name, value).map(|ms| ms.to_string())
+            }
+        }
     }
 
     /// The value in force of the startup config `name` (one of
@@ -3054,19 +3071,21 @@ mod tests {
         assert_eq!(
             dynamic.synonyms("log.retention.ms"),
             [
-                (
+                syn(
                     "log.retention.ms",
-                    "2000".to_owned(),
+                    Some("2000"),
                     ConfigSource::DynamicDefaultBrokerConfig
                 ),
-                (
+                syn(
                     "log.retention.ms",
-                    "1000".to_owned(),
+                    Some("1000"),
                     ConfigSource::StaticBrokerConfig
                 ),
-                (
+                syn("log.retention.ms", None, ConfigSource::DefaultConfig),
+                syn("log.retention.minutes", None, ConfigSource::DefaultConfig),
+                syn(
                     "log.retention.hours",
-                    "168".to_owned(),
+                    Some("168"),
                     ConfigSource::DefaultConfig
                 ),
             ]
@@ -3323,6 +3342,14 @@ mod tests {
         assert!(build(&[("num.partitions", "0")]).is_err());
         assert!(build(&[("no.such.config", "1")]).is_err());
     }
+    fn syn(
+        name: &'static str,
+        value: Option<&str>,
+        source: ConfigSource,
+    ) -> (&'static str, Option<String>, ConfigSource) {
+        (name, value.map(str::to_owned), source)
+    }
+
     /// The names of one of the lists of Kafka's config names in tests/data.
     fn kafka_names(list: &str) -> Vec<&str> {
         list.lines()
@@ -3427,9 +3454,9 @@ mod tests {
         );
         assert_eq!(
             config.synonyms("sasl.kerberos.min.time.before.relogin")[0],
-            (
+            syn(
                 "sasl.kerberos.min.time.before.relogin",
-                "120000".to_owned(),
+                Some("120000"),
                 ConfigSource::StaticBrokerConfig
             )
         );
@@ -3496,46 +3523,39 @@ mod tests {
             .with_dynamic(&map(&[("log.retention.ms", "9000")]), &BTreeMap::new())
             .unwrap();
         assert_eq!(dynamic.log_retention_ms, 9000);
-        let listed = |name: &str| -> Vec<(&str, String, ConfigSource)> { dynamic.synonyms(name) };
+        use ConfigSource::{DefaultConfig, DynamicDefaultBrokerConfig, StaticBrokerConfig};
         assert_eq!(
-            listed("log.retention.ms"),
+            dynamic.synonyms("log.retention.ms"),
             [
-                (
-                    "log.retention.ms",
-                    "9000".to_owned(),
-                    ConfigSource::DynamicDefaultBrokerConfig
-                ),
-                (
-                    "log.retention.minutes",
-                    "3".to_owned(),
-                    ConfigSource::StaticBrokerConfig
-                ),
-                (
-                    "log.retention.hours",
-                    "2".to_owned(),
-                    ConfigSource::StaticBrokerConfig
-                ),
-                (
-                    "log.retention.hours",
-                    "168".to_owned(),
-                    ConfigSource::DefaultConfig
-                ),
+                syn("log.retention.ms", Some("9000"), DynamicDefaultBrokerConfig),
+                syn("log.retention.minutes", Some("3"), StaticBrokerConfig),
+                syn("log.retention.hours", Some("2"), StaticBrokerConfig),
+                syn("log.retention.ms", None, DefaultConfig),
+                syn("log.retention.minutes", None, DefaultConfig),
+                syn("log.retention.hours", Some("168"), DefaultConfig),
+            ]
+        );
+        // Without it, everything before Kafka's null default is dropped.
+        assert_eq!(
+            minutes.synonyms("log.retention.ms"),
+            [
+                syn("log.retention.ms", None, DefaultConfig),
+                syn("log.retention.minutes", None, DefaultConfig),
+                syn("log.retention.hours", Some("168"), DefaultConfig),
             ]
         );
         assert_eq!(
-            listed("log.retention.hours"),
+            minutes.synonyms("log.retention.hours"),
             [
-                (
-                    "log.retention.hours",
-                    "2".to_owned(),
-                    ConfigSource::StaticBrokerConfig
-                ),
-                (
-                    "log.retention.hours",
-                    "168".to_owned(),
-                    ConfigSource::DefaultConfig
-                ),
+                syn("log.retention.hours", Some("2"), StaticBrokerConfig),
+                syn("log.retention.ms", None, DefaultConfig),
+                syn("log.retention.minutes", None, DefaultConfig),
+                syn("log.retention.hours", Some("168"), DefaultConfig),
             ]
+        );
+        assert_eq!(
+            minutes.topic_default("log.retention.ms").as_deref(),
+            Some("180000")
         );
         // Read-only in Kafka, so refused dynamically.
         let error = minutes

@@ -17,7 +17,7 @@ pub struct EffectiveConfig {
     /// Every level that has a value, in order of precedence, with the
     /// config name at that level (the topic's, then the broker's): what
     /// DescribeConfigs reports as synonyms. The first is the value in force.
-    pub synonyms: Vec<(&'static str, String, ConfigSource)>,
+    pub synonyms: Vec<(&'static str, Option<String>, ConfigSource)>,
 }
 
 /// Every topic config with its value and source. A value inherited from
@@ -30,25 +30,23 @@ pub fn effective(
 ) -> Vec<EffectiveConfig> {
     topic_config::all()
         .map(|def| {
+            let broker_def = def.broker_config.and_then(crate::config::lookup);
             let mut synonyms = Vec::new();
             if let Some(value) = overrides.get(def.name) {
-                synonyms.push((def.name, value.clone(), ConfigSource::TopicConfig));
+                synonyms.push((def.name, Some(value.clone()), ConfigSource::TopicConfig));
             }
-            if let Some(broker_def) = def.broker_config.and_then(crate::config::lookup) {
+            if let Some(broker_def) = broker_def {
                 synonyms.extend(broker.synonyms(broker_def.name));
             }
-            if synonyms.is_empty() {
-                synonyms.push((
-                    def.name,
-                    def.default.to_owned(),
-                    ConfigSource::DefaultConfig,
-                ));
-            }
-            let (name, value, source) = synonyms[0].clone();
-            let value = match crate::config::unit_synonyms(name) {
-                [] => value,
-                _ => crate::config::in_millis(name, &value).map_or(value, |ms| ms.to_string()),
+            let value = match overrides.get(def.name) {
+                Some(value) => value.clone(),
+                None => broker_def
+                    .and_then(|broker_def| broker.topic_default(broker_def.name))
+                    .unwrap_or_else(|| def.default.to_owned()),
             };
+            let source = synonyms
+                .first()
+                .map_or(ConfigSource::DefaultConfig, |(_, _, source)| *source);
             EffectiveConfig {
                 def,
                 value,
@@ -113,13 +111,13 @@ mod tests {
             find("segment.bytes")
                 .synonyms
                 .iter()
-                .map(|(name, value, source)| (*name, value.as_str(), *source))
+                .map(|(name, value, source)| (*name, value.as_deref(), *source))
                 .collect::<Vec<_>>(),
             [
-                ("segment.bytes", "4096", ConfigSource::TopicConfig),
+                ("segment.bytes", Some("4096"), ConfigSource::TopicConfig),
                 (
                     "log.segment.bytes",
-                    "1073741824",
+                    Some("1073741824"),
                     ConfigSource::DefaultConfig
                 ),
             ]
@@ -143,21 +141,20 @@ mod tests {
         let all = effective(&config, &BTreeMap::new());
         let find = |name: &str| all.iter().find(|c| c.def.name == name).unwrap();
         let retention = find("retention.ms");
+        // As Kafka: log.retention.ms's synonyms from its null default on,
+        // so DEFAULT_CONFIG, with the value of the hour given.
         assert_eq!(
             (retention.value.as_str(), retention.source),
-            ("3600000", ConfigSource::StaticBrokerConfig)
+            ("3600000", ConfigSource::DefaultConfig)
         );
         assert_eq!(
             retention.synonyms,
             [
+                ("log.retention.ms", None, ConfigSource::DefaultConfig),
+                ("log.retention.minutes", None, ConfigSource::DefaultConfig),
                 (
                     "log.retention.hours",
-                    "1".to_owned(),
-                    ConfigSource::StaticBrokerConfig
-                ),
-                (
-                    "log.retention.hours",
-                    "168".to_owned(),
+                    Some("168".to_owned()),
                     ConfigSource::DefaultConfig
                 ),
             ]

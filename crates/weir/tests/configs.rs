@@ -1472,23 +1472,21 @@ fn log_retention_hours_given_at_start_is_the_retention_of_topics_without_their_o
     });
     a_few_retention_checks();
     assert_eq!(earliest(&mut raw, "kept"), 0, "its own retention.ms holds");
+    // As Kafka describes it: log.retention.ms's synonyms from its null
+    // default on (null shows as "" here), so DEFAULT_CONFIG, with the
+    // hour's value.
     let topic = describe(&mut raw, TOPIC, "recent").unwrap();
     let retention = &topic["retention.ms"];
     assert_eq!(
         (retention.value.as_str(), retention.source),
-        ("3600000", STATIC_BROKER_CONFIG)
+        ("3600000", DEFAULT_CONFIG)
     );
-    assert_eq!(
-        retention.synonyms,
-        [
-            (
-                "log.retention.hours".into(),
-                "1".into(),
-                STATIC_BROKER_CONFIG
-            ),
-            ("log.retention.hours".into(), "168".into(), DEFAULT_CONFIG),
-        ]
-    );
+    let defaults: [(String, String, i8); 3] = [
+        ("log.retention.ms".into(), "".into(), DEFAULT_CONFIG),
+        ("log.retention.minutes".into(), "".into(), DEFAULT_CONFIG),
+        ("log.retention.hours".into(), "168".into(), DEFAULT_CONFIG),
+    ];
+    assert_eq!(retention.synonyms, defaults);
     let broker = describe(&mut raw, BROKER, "1").unwrap();
     let hours = &broker["log.retention.hours"];
     assert_eq!(
@@ -1550,7 +1548,7 @@ fn log_retention_hours_given_at_start_is_the_retention_of_topics_without_their_o
         ("86400000", DYNAMIC_DEFAULT_BROKER_CONFIG)
     );
     assert_eq!(
-        retention.synonyms,
+        retention.synonyms[..2],
         [
             (
                 "log.retention.ms".into(),
@@ -1562,9 +1560,9 @@ fn log_retention_hours_given_at_start_is_the_retention_of_topics_without_their_o
                 "1".into(),
                 STATIC_BROKER_CONFIG
             ),
-            ("log.retention.hours".into(), "168".into(), DEFAULT_CONFIG),
         ]
     );
+    assert_eq!(retention.synonyms[2..], defaults);
     let start = earliest(&mut raw, "recent");
     fill(&mut raw, "recent", 30, two_hours_ago);
     a_few_retention_checks();
@@ -1592,32 +1590,32 @@ fn retention_in_ms_wins_over_minutes_which_win_over_hours_in_the_config_file() {
     raw.topic_metadata("t");
     let topic = describe(&mut raw, TOPIC, "t").unwrap();
     let retention = &topic["retention.ms"];
+    // The minutes' value; DEFAULT_CONFIG as Kafka says it (the synonyms
+    // start at log.retention.ms's null default).
     assert_eq!(
         (retention.value.as_str(), retention.source),
-        ("36000000", STATIC_BROKER_CONFIG)
-    );
-    assert_eq!(
-        retention.synonyms,
-        [
-            (
-                "log.retention.minutes".into(),
-                "600".into(),
-                STATIC_BROKER_CONFIG
-            ),
-            (
-                "log.retention.hours".into(),
-                "1".into(),
-                STATIC_BROKER_CONFIG
-            ),
-            ("log.retention.hours".into(), "168".into(), DEFAULT_CONFIG),
-        ]
+        ("36000000", DEFAULT_CONFIG)
     );
     assert_eq!(
         (
             topic["segment.ms"].value.as_str(),
             topic["segment.ms"].source
         ),
-        ("7200000", STATIC_BROKER_CONFIG)
+        ("7200000", DEFAULT_CONFIG)
+    );
+    let broker = describe(&mut raw, BROKER, "1").unwrap();
+    let minutes = &broker["log.retention.minutes"];
+    assert_eq!(
+        (minutes.value.as_str(), minutes.source, minutes.read_only),
+        ("600", STATIC_BROKER_CONFIG, true)
+    );
+    assert_eq!(
+        minutes.synonyms[0],
+        (
+            "log.retention.minutes".into(),
+            "600".into(),
+            STATIC_BROKER_CONFIG
+        )
     );
     // Ten hours (the minutes) keep two-hour-old records; the hour does not
     // count.

@@ -47,7 +47,8 @@ struct Described<'a> {
     config_type: ConfigType,
     doc: &'a str,
     /// (name, value, source) by precedence, the first the value in force.
-    synonyms: Vec<(&'a str, String, ConfigSource)>,
+    /// A null value is a null default (Kafka lists those too).
+    synonyms: Vec<(&'a str, Option<String>, ConfigSource)>,
 }
 
 /// Whether the principal may not do `operation` on a config resource, as
@@ -121,7 +122,7 @@ pub(super) fn describe_configs(
                         .map(|(name, value, source)| {
                             DescribeConfigsSynonym::default()
                                 .with_name(StrBytes::from_string((*name).to_owned()))
-                                .with_value(shown(value.clone()))
+                                .with_value(value.clone().and_then(shown))
                                 .with_source(*source as i8)
                         })
                         .collect()
@@ -201,7 +202,7 @@ pub(super) fn describe_configs(
                                 read_only: false,
                                 config_type: def.map_or(ConfigType::String, |d| d.config_type),
                                 doc: def.map_or("", |d| d.doc),
-                                synonyms: vec![(config, value.clone(), source)],
+                                synonyms: vec![(config, Some(value.clone()), source)],
                             })
                         })
                         .collect();
@@ -250,7 +251,7 @@ pub(super) fn describe_configs(
                                 Some(value) => {
                                     synonyms.push((
                                         def.name,
-                                        value.clone(),
+                                        Some(value.clone()),
                                         ConfigSource::GroupConfig,
                                     ));
                                     (value.clone(), ConfigSource::GroupConfig)
@@ -258,7 +259,7 @@ pub(super) fn describe_configs(
                                 None => (default.clone(), ConfigSource::DefaultConfig),
                             };
                             if let GroupDefault::Broker(name) = def.default {
-                                synonyms.push((name, default, config.source(name)));
+                                synonyms.push((name, Some(default), config.source(name)));
                             }
                             entry(Described {
                                 name: def.name,
@@ -298,7 +299,7 @@ fn startup_entry<'a>(config: &BrokerConfig, def: &'a BrokerConfigDef) -> Describ
     let (value, source) = config.startup_value(def.name).expect("a startup config");
     let mut synonyms = Vec::new();
     if let (Some(value), ConfigSource::StaticBrokerConfig) = (&value, source) {
-        synonyms.push((def.name, value.clone(), source));
+        synonyms.push((def.name, Some(value.clone()), source));
     }
     let fallback = match def.name {
         "log.dirs" => config::lookup("log.dir").unwrap_or(def),
@@ -307,7 +308,7 @@ fn startup_entry<'a>(config: &BrokerConfig, def: &'a BrokerConfigDef) -> Describ
     if let Some(default) = fallback.default.filter(|d| !d.is_empty()) {
         synonyms.push((
             fallback.name,
-            default.to_owned(),
+            Some(default.to_owned()),
             ConfigSource::DefaultConfig,
         ));
     }
