@@ -651,6 +651,9 @@ fn a_broker_override_beats_the_cluster_default() {
                 DYNAMIC_DEFAULT_BROKER_CONFIG
             ),
             ("log.retention.ms".into(), "-1".into(), STATIC_BROKER_CONFIG),
+            // Kafka's defaults: null (shown "" here), null, and 168 hours.
+            ("log.retention.ms".into(), "".into(), DEFAULT_CONFIG),
+            ("log.retention.minutes".into(), "".into(), DEFAULT_CONFIG),
             ("log.retention.hours".into(), "168".into(), DEFAULT_CONFIG),
         ]
     );
