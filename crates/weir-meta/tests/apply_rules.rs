@@ -1178,7 +1178,10 @@ fn topic_creations_are_batched_in_order_within_kafkas_batch_limit() {
             _ => unreachable!(),
         })
         .collect();
-    assert_eq!(names, (0..2000).map(|i| format!("t{i}")).collect::<Vec<_>>());
+    assert_eq!(
+        names,
+        (0..2000).map(|i| format!("t{i}")).collect::<Vec<_>>()
+    );
 
     let wide: Vec<&[i32]> = vec![&[1]; 20_000];
     let batches = TopicCreation::batches(vec![

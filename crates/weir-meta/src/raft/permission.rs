@@ -161,9 +161,6 @@ mod tests {
                 Needed::on(AclOperation::Create, ResourceType::Topic, name),
             ]
         };
-        assert_eq!(
-            requirements(&command),
-            vec![creating("a"), creating("b")]
-        );
+        assert_eq!(requirements(&command), vec![creating("a"), creating("b")]);
     }
 }
