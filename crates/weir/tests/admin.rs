@@ -6,10 +6,12 @@ use common::cluster::Cluster;
 use common::raw::Raw;
 use common::Weir;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::{
-    ApiKey, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+    ApiKey, BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
     CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -148,7 +150,8 @@ fn a_topic_change_with_no_time_to_start_is_not_made() {
                 .with_timeout_ms(timeout_ms)
                 .with_topics(vec![CreatePartitionsTopic::default()
                     .with_name(TopicName(StrBytes::from_static_str("later")))
-                    .with_count(5)]),
+                    .with_count(5)
+                    .with_assignments(None)]),
         );
         let result = &response.results[0];
         (
@@ -179,36 +182,50 @@ fn a_topic_change_with_no_time_to_start_is_not_made() {
 }
 
 /// A CreateTopics naming many topics creates each good one and answers
-/// each bad one with Kafka's error, and every broker knows the new topics
-/// once it is answered: a CreatePartitions sent right after to any broker
-/// finds them, as Kafka's brokers find them at the active controller.
+/// each bad one with Kafka's error, and once it is answered every broker
+/// knows the new topics: a broker that was behind the quorum (paused while
+/// they were created) finds them at the next request that changes them,
+/// as Kafka's brokers find them at the active controller.
 #[test]
 fn created_topics_are_known_to_the_next_request_on_every_broker() {
     let cluster = Cluster::start(&[]);
-    let mut raws: Vec<Raw> = (1..=3)
-        .map(|id| Raw::connect(&cluster.node(id).kafka))
-        .collect();
-    for round in 0..6 {
-        let creator = round % 3;
+    let leader = cluster.controller(1) as i32;
+    for round in 0..2 {
+        // The creator is the active controller, then the other broker
+        // that is not the one left behind.
+        let behind = leader % 3 + 1;
+        let creator = if round == 0 { leader } else { behind % 3 + 1 };
+        let host = BrokerId(creator);
         let names: Vec<String> = (0..30).map(|i| format!("r{round}-t{i}")).collect();
         let mut topics: Vec<CreatableTopic> = names
             .iter()
             .map(|n| {
                 CreatableTopic::default()
                     .with_name(TopicName(StrBytes::from_string(n.clone())))
-                    .with_num_partitions(2)
-                    .with_replication_factor(2)
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+                    .with_assignments(
+                        (0..2)
+                            .map(|p| {
+                                CreatableReplicaAssignment::default()
+                                    .with_partition_index(p)
+                                    .with_broker_ids(vec![host])
+                            })
+                            .collect(),
+                    )
             })
             .collect();
         topics.insert(10, topic("bad/name", 1, 1));
         topics.insert(20, topic("too-replicated", 1, 4));
-        let created: CreateTopicsResponse = raws[creator].call(
+        cluster.node(behind).pause();
+        let created: CreateTopicsResponse = Raw::connect(&cluster.node(creator).kafka).call(
             ApiKey::CreateTopics,
             7,
             &CreateTopicsRequest::default()
                 .with_topics(topics)
                 .with_timeout_ms(10_000),
         );
+        cluster.node(behind).resume();
         let outcome = |name: &str| {
             let result = created
                 .topics
@@ -228,38 +245,32 @@ fn created_topics_are_known_to_the_next_request_on_every_broker() {
             outcome("too-replicated").0,
             ResponseError::InvalidReplicationFactor.code()
         );
-        // Right away, each other broker grows half of them, and the
-        // creator every one.
-        for (broker, count, chosen) in [
-            ((creator + 1) % 3, 3, &names[..15]),
-            ((creator + 2) % 3, 3, &names[15..]),
-            (creator, 4, &names[..]),
-        ] {
-            let grown: CreatePartitionsResponse = raws[broker].call(
-                ApiKey::CreatePartitions,
-                3,
-                &CreatePartitionsRequest::default()
-                    .with_timeout_ms(10_000)
-                    .with_topics(
-                        chosen
-                            .iter()
-                            .map(|n| {
-                                CreatePartitionsTopic::default()
-                                    .with_name(TopicName(StrBytes::from_string(n.clone())))
-                                    .with_count(count)
-                            })
-                            .collect(),
-                    ),
+        // At once, the broker left behind grows them all.
+        let grown: CreatePartitionsResponse = Raw::connect(&cluster.node(behind).kafka).call(
+            ApiKey::CreatePartitions,
+            3,
+            &CreatePartitionsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(
+                    names
+                        .iter()
+                        .map(|n| {
+                            CreatePartitionsTopic::default()
+                                .with_name(TopicName(StrBytes::from_string(n.clone())))
+                                .with_count(3)
+                                .with_assignments(None)
+                        })
+                        .collect(),
+                ),
+        );
+        assert_eq!(grown.results.len(), names.len());
+        for result in &grown.results {
+            assert_eq!(
+                (result.error_code, &result.error_message),
+                (0, &None),
+                "round {round}: CreatePartitions of {} on node {behind}",
+                result.name.0.as_str()
             );
-            for result in &grown.results {
-                assert_eq!(
-                    (result.error_code, &result.error_message),
-                    (0, &None),
-                    "round {round}: CreatePartitions of {} on node {}",
-                    result.name.0.as_str(),
-                    broker + 1
-                );
-            }
         }
     }
 }
@@ -515,7 +526,6 @@ fn create_topics_with_minus_one_takes_the_broker_defaults() {
 #[test]
 fn manual_replica_assignments_are_checked_as_kafka_checks_them() {
     use kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
-    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
     use kafka_protocol::messages::BrokerId;
     let weir = Weir::start(&[]);
     let mut raw = Raw::connect(&weir.kafka);
