@@ -6,6 +6,7 @@
 //! weir-bench consume --topic t --records 1000000
 //! weir-bench e2e --topic e --rate 50000 --duration 30s --acks all [--keys 1000]
 //! weir-bench null-broker --listen 127.0.0.1:9093
+//! weir-bench create-topics --topics 1000 --partitions 10
 //! ```
 //!
 //! Every run prints a summary table, or with `--json` exactly one JSON
@@ -13,6 +14,7 @@
 //! suite against Weir and the null broker; `BENCHMARKS.md` has its figures.
 
 mod consume;
+mod create_topics;
 mod e2e;
 mod kafka;
 mod null_broker;
@@ -53,6 +55,31 @@ enum Command {
     E2e(E2eArgs),
     /// A Kafka endpoint that acknowledges every produce and stores nothing.
     NullBroker(NullBrokerArgs),
+    /// Create many topics through the admin API: the time from the first
+    /// CreateTopics request to the last answer.
+    CreateTopics(CreateTopicsArgs),
+}
+
+#[derive(Debug, Args)]
+struct CreateTopicsArgs {
+    /// Topics to create, named `PREFIX-0`, `PREFIX-1`, …
+    #[arg(long)]
+    topics: usize,
+    /// Partitions of each topic.
+    #[arg(long, default_value_t = 10)]
+    partitions: i32,
+    /// Replication factor of each topic.
+    #[arg(long, default_value_t = 1)]
+    replication_factor: i32,
+    /// Topics named in one CreateTopics request (default: all in one).
+    #[arg(long, default_value_t = usize::MAX)]
+    per_request: usize,
+    /// The name prefix.
+    #[arg(long, default_value = "bench-topic")]
+    prefix: String,
+    /// The requests' `timeout_ms` (`30s`, `1m`, seconds).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    operation_timeout: Duration,
 }
 
 /// Settings of the producer shared by `produce` and `e2e`.
@@ -197,6 +224,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::E2e(args) => e2e::run(&cli.bootstrap, &args, cli.json)?,
         Command::NullBroker(args) => {
             null_broker::run(&args.listen, args.partitions, args.record_size)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::CreateTopics(args) => {
+            create_topics::run(&cli.bootstrap, &args, cli.json)?;
             return Ok(ExitCode::SUCCESS);
         }
     };

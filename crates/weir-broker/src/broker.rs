@@ -9,7 +9,7 @@ use parking_lot::{Mutex, RwLock};
 use weir_log::Clock;
 use weir_meta::{
     Applied, BrokerInfo, Command, Election, ElectionOutcome, MetaError, MetadataImage,
-    QuotaAlteration, TopicInfo,
+    QuotaAlteration, TopicCreation, TopicInfo,
 };
 
 use crate::client_quotas::{ClientQuotaManager, QuotaWindows};
@@ -36,6 +36,20 @@ const CONTROLLER_CHANGE_TIMEOUT_MS: i32 = 30_000;
 /// The instant `timeout_ms` from now (now for 0 or less).
 fn deadline_after(timeout_ms: i32) -> std::time::Instant {
     std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms.max(0) as u64)
+}
+
+/// What is left until `deadline`, in milliseconds (0 once it has passed).
+fn remaining_ms(deadline: std::time::Instant) -> i32 {
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    i32::try_from(left.as_millis()).unwrap_or(i32::MAX)
+}
+
+/// The failure of a quorum call once more, for each change it held back.
+fn again(error: &MetadataError) -> BrokerError {
+    BrokerError::Controller(match error {
+        MetadataError::TimedOut(timeout) => MetadataError::TimedOut(*timeout),
+        other => MetadataError::Unavailable(other.to_string()),
+    })
 }
 
 /// A topic to create.
@@ -1092,50 +1106,139 @@ impl Broker {
         Ok(applied)
     }
 
-    /// Creates a topic. Replicas come from `assignment` (one list per
-    /// partition) when given, else are placed over the live brokers with
-    /// `replication_factor` (default `default.replication.factor`). With
-    /// `validate_only` nothing changes.
+    /// Waits, within `timeout_ms`, until the image here holds every change
+    /// the controller quorum had committed (see `Controller::catch_up`), so
+    /// that a change checked against it afterwards is checked as Kafka's
+    /// active controller checks it: a topic another broker created a moment
+    /// ago is known here too. If the quorum cannot tell in time, the image
+    /// stays as it is; the change then goes to the quorum, which checks it
+    /// again.
+    pub async fn catch_up_with_controller(&self, timeout_ms: i32) {
+        if let Err(error) = self.meta.catch_up(timeout_ms).await {
+            tracing::debug!(%error, "checking a change against an image that may lag the quorum");
+        }
+    }
+
+    /// Creates topics, as Kafka's controller creates those of one
+    /// CreateTopics request: each on its own (one that fails its checks is
+    /// left out with its error, the others are created), in as few
+    /// committed log entries as Kafka's batch limit allows. Replicas come
+    /// from each topic's `assignment` (one list per partition) when given,
+    /// else are placed over the live brokers with its `replication_factor`
+    /// (default `default.replication.factor`). With `validate_only`
+    /// nothing changes. One result per topic, in order.
     ///
-    /// Answered as Kafka answers CreateTopics: once the quorum has
-    /// committed the topic, within `timeout_ms` (else REQUEST_TIMED_OUT:
-    /// the topic may still be created). Its replicas open as each broker
-    /// applies the change; this one waits for its own within what is left
-    /// of `timeout_ms`, so a client usually finds the topic served here,
-    /// but a topic of many partitions never holds it past its timeout
-    /// (the partitions still opening answer LEADER_NOT_AVAILABLE).
-    pub async fn create_topic(
+    /// Answered once the quorum has committed them, within `timeout_ms`
+    /// (else REQUEST_TIMED_OUT: they may still be created). Their replicas
+    /// open as each broker applies the change; this one waits for its own
+    /// within what is left of `timeout_ms`, so a client usually finds the
+    /// topics served here, but many partitions never hold the answer past
+    /// its timeout (the partitions still opening answer
+    /// LEADER_NOT_AVAILABLE).
+    pub async fn create_topics(
         &self,
-        topic: NewTopic,
+        topics: Vec<NewTopic>,
         validate_only: bool,
         timeout_ms: i32,
-    ) -> Result<TopicInfo, BrokerError> {
+    ) -> Vec<Result<TopicInfo, BrokerError>> {
+        let deadline = deadline_after(timeout_ms);
         let image = self.meta.image();
-        let (name, partitions) = (topic.name.clone(), topic.partitions);
-        let name = name.as_str();
-        let command = self.topic_creation(&image, topic)?;
+        let mut results: Vec<Option<Result<TopicInfo, BrokerError>>> =
+            (0..topics.len()).map(|_| None).collect();
+        // Where each creation submitted answers, in order.
+        let mut submitted = Vec::with_capacity(topics.len());
+        let mut creations = Vec::with_capacity(topics.len());
+        for (at, topic) in topics.into_iter().enumerate() {
+            match self.topic_creation(&image, topic) {
+                Ok(creation) => {
+                    submitted.push(at);
+                    creations.push(creation);
+                }
+                Err(error) => results[at] = Some(Err(error)),
+            }
+        }
+        let names: Vec<String> = creations.iter().map(|c| c.name.clone()).collect();
+        let mut outcomes = Vec::with_capacity(creations.len());
         if validate_only {
             let mut scratch = (*image).clone();
-            scratch.apply(&command)?;
-            return Ok(scratch.topic(name).cloned().expect("just created"));
+            let command = Command::CreateTopics { topics: creations };
+            if let Ok(Applied::TopicsCreated(checked)) = scratch.apply(&command) {
+                outcomes.extend(checked.into_iter().zip(&names).map(|(outcome, name)| {
+                    outcome
+                        .map(|()| scratch.topic(name).cloned().expect("just created"))
+                        .map_err(|rejected| BrokerError::Meta(rejected.into()))
+                }));
+            }
+        } else {
+            let committed = self.commit_topic_creations(creations, deadline).await;
+            if committed.iter().any(Result::is_ok)
+                && !self
+                    .reconciled_by(self.meta.image().applied_index(), deadline)
+                    .await
+            {
+                tracing::info!("answering a topic creation while the replicas here still open");
+            }
+            let image = self.meta.image();
+            outcomes.extend(committed.into_iter().zip(&names).map(|(outcome, name)| {
+                outcome?;
+                let topic = image
+                    .topic(name)
+                    .cloned()
+                    .ok_or_else(|| MetaError::UnknownTopic(name.clone()))?;
+                tracing::info!(
+                    topic = name,
+                    partitions = topic.partitions.len(),
+                    replication_factor = topic.replication_factor(),
+                    "created topic"
+                );
+                Ok(topic)
+            }));
         }
-        // Checked here first, so a request that does not wait for the
-        // commit still hears of a bad name, config or placement.
-        image.validate(&command)?;
-        self.submit(command, timeout_ms).await?;
-        let topic = self
-            .meta
-            .image()
-            .topic(name)
-            .cloned()
-            .ok_or_else(|| MetaError::UnknownTopic(name.to_owned()))?;
-        tracing::info!(
-            topic = name,
-            partitions,
-            replication_factor = topic.replication_factor(),
-            "created topic"
-        );
-        Ok(topic)
+        for (at, outcome) in submitted.into_iter().zip(outcomes) {
+            results[at] = Some(outcome);
+        }
+        results
+            .into_iter()
+            .map(|r| r.expect("every topic has an outcome"))
+            .collect()
+    }
+
+    /// Commits `creations` through the quorum in bounded batches, one
+    /// after the other, until `deadline`: each topic's outcome, in order.
+    /// Once a batch fails, the ones after it are not submitted and share
+    /// its error.
+    async fn commit_topic_creations(
+        &self,
+        creations: Vec<TopicCreation>,
+        deadline: std::time::Instant,
+    ) -> Vec<Result<(), BrokerError>> {
+        let mut outcomes = Vec::with_capacity(creations.len());
+        let mut failed: Option<MetadataError> = None;
+        for batch in TopicCreation::batches(creations) {
+            let count = match &batch {
+                Command::CreateTopics { topics } => topics.len(),
+                _ => unreachable!("topic creations are batched as CreateTopics"),
+            };
+            if failed.is_none() {
+                match self.meta.submit_within(batch, remaining_ms(deadline)).await {
+                    Ok(Applied::TopicsCreated(created)) if created.len() == count => {
+                        outcomes.extend(created.into_iter().map(|outcome| {
+                            outcome.map_err(|rejected| BrokerError::Meta(rejected.into()))
+                        }));
+                        continue;
+                    }
+                    Ok(other) => {
+                        failed = Some(MetadataError::Unavailable(format!(
+                            "the controller answered {count} topic creations with {other:?}"
+                        )))
+                    }
+                    Err(error) => failed = Some(error),
+                }
+            }
+            let error = failed.as_ref().expect("set above");
+            outcomes.extend((0..count).map(|_| Err(again(error))));
+        }
+        outcomes
     }
 
     /// Starts creating `name`, as Kafka does for a Metadata request naming
@@ -1151,7 +1254,7 @@ impl Broker {
         let topic = self
             .internal_topic(name)
             .unwrap_or_else(|| NewTopic::with_defaults(name, self.config().num_partitions));
-        let command = self.topic_creation(&image, topic)?;
+        let command = self.topic_creation(&image, topic)?.into_command();
         image.validate(&command)?;
         if !self.auto_creating.lock().insert(name.to_owned()) {
             return Ok(());
@@ -1171,13 +1274,13 @@ impl Broker {
         Ok(())
     }
 
-    /// The command creating topic `name`, its replicas placed over the
-    /// live brokers of `image` unless `assignment` says where.
+    /// The creation of topic `name`, its replicas placed over the live
+    /// brokers of `image` unless `assignment` says where.
     fn topic_creation(
         &self,
         image: &MetadataImage,
         topic: NewTopic,
-    ) -> Result<Command, BrokerError> {
+    ) -> Result<TopicCreation, BrokerError> {
         let NewTopic {
             name,
             partitions,
@@ -1194,11 +1297,10 @@ impl Broker {
                 placement_start(),
             )?,
         };
-        Ok(Command::CreateTopic {
+        Ok(TopicCreation {
             internal: name.starts_with("__"),
             name,
             id: uuid::Uuid::new_v4(),
-            partitions,
             replicas,
             configs,
         })

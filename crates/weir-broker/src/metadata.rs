@@ -92,9 +92,9 @@ impl Metadata {
     /// Submits a command; the returned future ends once it is committed and
     /// applied here, or after `timeout_ms` (a request's own timeout) with
     /// [`MetadataError::TimedOut`]: the change may still be made. With a
-    /// timeout of zero or less the command goes on in the background and
-    /// the answer is at once that it timed out, as Kafka answers a
-    /// CreateTopics that asked not to wait. The wait runs on the
+    /// timeout of zero or less nothing is submitted and the answer is at
+    /// once that it timed out, as Kafka's controller answers a request
+    /// whose deadline passed before it could start it. The wait runs on the
     /// controller's runtime; the future may be awaited on any.
     pub fn submit_within(
         &self,
@@ -102,19 +102,12 @@ impl Metadata {
         timeout_ms: i32,
     ) -> impl std::future::Future<Output = Result<Applied, MetadataError>> + Send + 'static {
         let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
-        let submitted = if timeout.is_zero() {
-            self.submit_in_background(command, |outcome| {
-                if let Err(error) = outcome {
-                    tracing::warn!(%error, "a change submitted without waiting failed");
-                }
-            });
-            None
-        } else {
+        let submitted = (!timeout.is_zero()).then(|| {
             let controller = self.controller.clone();
-            Some(self.runtime().spawn(async move {
+            self.runtime().spawn(async move {
                 tokio::time::timeout(timeout, controller.submit(command)).await
-            }))
-        };
+            })
+        });
         async move {
             match submitted {
                 None => Err(MetadataError::TimedOut(timeout)),
@@ -123,6 +116,28 @@ impl Metadata {
                     Ok(Err(_)) => Err(MetadataError::TimedOut(timeout)),
                     Err(error) => Err(MetadataError::Unavailable(error.to_string())),
                 },
+            }
+        }
+    }
+
+    /// Ends once this node's image holds every change the controller
+    /// quorum had committed when this was called (a linearizable read, see
+    /// `Controller::catch_up`), or after `timeout_ms` with
+    /// [`MetadataError::TimedOut`]. The wait runs on the controller's
+    /// runtime; the future may be awaited on any.
+    pub fn catch_up(
+        &self,
+        timeout_ms: i32,
+    ) -> impl std::future::Future<Output = Result<(), MetadataError>> + Send + 'static {
+        let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+        let controller = self.controller.clone();
+        let task = self
+            .runtime()
+            .spawn(async move { controller.catch_up(timeout).await });
+        async move {
+            match task.await {
+                Ok(outcome) => outcome.map_err(submit_error),
+                Err(error) => Err(MetadataError::Unavailable(error.to_string())),
             }
         }
     }

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::acl::{AclBinding, AclBindingFilter, AclError};
 use crate::client_quota::QuotaAlteration;
+use crate::error::MetaError;
 use crate::model::BrokerInfo;
+use crate::raft::Rejection;
 use crate::scram::{ScramError, ScramUpsertion};
 
 /// One change to the metadata image.
@@ -65,6 +67,18 @@ pub enum Command {
         configs: BTreeMap<String, String>,
         /// Whether this is an internal topic.
         internal: bool,
+    },
+    /// Creates topics, each on its own as Kafka's controller creates the
+    /// topics of one CreateTopics request: each is checked as
+    /// [`Command::CreateTopic`] is, against the image with the topics
+    /// before it in the list, and one that fails is left out while the
+    /// others are created. Never rejected: each topic's outcome is in
+    /// [`Applied::TopicsCreated`]. One entry of the replicated log for
+    /// them all, so a proposer bounds its size (see
+    /// [`TopicCreation::weight`]).
+    CreateTopics {
+        /// The topics, in request order.
+        topics: Vec<TopicCreation>,
     },
     /// Deletes a topic.
     DeleteTopic {
@@ -212,6 +226,9 @@ pub enum Applied {
         /// The block size.
         count: i64,
     },
+    /// What [`Command::CreateTopics`] did with each topic, in its order:
+    /// created, or why not.
+    TopicsCreated(Vec<Result<(), TopicRejected>>),
     /// What [`Command::ElectLeaders`] did to each partition: those it
     /// named, in its order, or with `partitions: None` every partition, by
     /// topic name then index.
@@ -226,6 +243,90 @@ pub enum Applied {
     /// bindings it removed, in their sorted order. A binding two filters
     /// match is reported under the first.
     AclsDeleted(Vec<Result<Vec<AclBinding>, AclError>>),
+}
+
+/// One topic of [`Command::CreateTopics`]: what [`Command::CreateTopic`]
+/// carries.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct TopicCreation {
+    /// The topic name.
+    pub name: String,
+    /// The topic id, chosen by the proposer (never nil, never reused).
+    pub id: uuid::Uuid,
+    /// Per partition, the replica broker ids; the first is the leader.
+    pub replicas: Vec<Vec<i32>>,
+    /// Topic-level config overrides.
+    pub configs: BTreeMap<String, String>,
+    /// Whether this is an internal topic.
+    pub internal: bool,
+}
+
+impl TopicCreation {
+    /// The most weight one [`Command::CreateTopics`] carries: Kafka's
+    /// controller writes at most 10 000 records in one batch
+    /// (`QuorumController.MAX_RECORDS_PER_BATCH`).
+    pub const BATCH_WEIGHT: usize = 10_000;
+
+    /// How many of Kafka's metadata records the topic's creation takes:
+    /// one for the topic, one per partition, one per config override.
+    pub fn weight(&self) -> usize {
+        1 + self.replicas.len() + self.configs.len()
+    }
+
+    /// [`Command::CreateTopics`] commands creating `topics`, in order,
+    /// each within [`BATCH_WEIGHT`](Self::BATCH_WEIGHT) (a topic heavier
+    /// than that goes alone), so that one log entry stays bounded
+    /// whatever a request asks for.
+    pub fn batches(topics: Vec<TopicCreation>) -> Vec<Command> {
+        let mut batches = Vec::new();
+        let mut batch: Vec<TopicCreation> = Vec::new();
+        let mut weight = 0;
+        for topic in topics {
+            if !batch.is_empty() && weight + topic.weight() > Self::BATCH_WEIGHT {
+                batches.push(std::mem::take(&mut batch));
+                weight = 0;
+            }
+            weight += topic.weight();
+            batch.push(topic);
+        }
+        if !batch.is_empty() {
+            batches.push(batch);
+        }
+        batches
+            .into_iter()
+            .map(|topics| Command::CreateTopics { topics })
+            .collect()
+    }
+
+    /// The same creation as a [`Command::CreateTopic`].
+    pub fn into_command(self) -> Command {
+        Command::CreateTopic {
+            partitions: self.replicas.len() as i32,
+            name: self.name,
+            id: self.id,
+            replicas: self.replicas,
+            configs: self.configs,
+            internal: self.internal,
+        }
+    }
+}
+
+/// Why [`Command::CreateTopics`] left a topic out: the error
+/// [`Command::CreateTopic`] would have been rejected with, in a form that
+/// travels in [`Applied`].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct TopicRejected(Rejection);
+
+impl From<&MetaError> for TopicRejected {
+    fn from(error: &MetaError) -> Self {
+        Self(Rejection::from(error))
+    }
+}
+
+impl From<TopicRejected> for MetaError {
+    fn from(rejected: TopicRejected) -> Self {
+        rejected.0.into()
+    }
 }
 
 /// One partition's outcome of [`Command::ElectLeaders`].

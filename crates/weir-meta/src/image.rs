@@ -13,7 +13,7 @@ use weir_auth::{ScramCredential, ScramMechanism};
 use crate::acl::{AclBinding, AclBindingFilter, AclError};
 use crate::authorizer::Authorizer;
 use crate::client_quota::{self, ClientQuotas, QuotaAlteration};
-use crate::command::{Applied, Command, Election, ElectionOutcome};
+use crate::command::{Applied, Command, Election, ElectionOutcome, TopicCreation, TopicRejected};
 use crate::error::MetaError;
 use crate::model::{BrokerInfo, PartitionInfo, TopicInfo};
 use crate::placement;
@@ -183,7 +183,8 @@ impl MetadataImage {
             | Command::ElectLeaders { .. }
             | Command::AlterUserScramCredentials { .. }
             | Command::CreateAcls { .. }
-            | Command::DeleteAcls { .. } => Ok(()),
+            | Command::DeleteAcls { .. }
+            | Command::CreateTopics { .. } => Ok(()),
             Command::CreateTopic {
                 name,
                 id,
@@ -299,19 +300,28 @@ impl MetadataImage {
                 configs,
                 internal,
             } => {
-                let topic = TopicInfo {
-                    name: name.clone(),
-                    id: *id,
-                    partitions: new_partitions(0, replicas),
-                    configs: configs.clone(),
-                    internal: *internal,
-                };
-                self.topic_ids.insert(*id, name.clone());
-                self.collision_keys
-                    .insert(collision_key(name), name.clone());
-                self.topics.insert(name.clone(), topic);
+                self.create_topic(name, *id, replicas, configs, *internal);
                 Applied::Done
             }
+            Command::CreateTopics { topics } => Applied::TopicsCreated(
+                topics
+                    .iter()
+                    .map(|topic| {
+                        let TopicCreation {
+                            name,
+                            id,
+                            replicas,
+                            configs,
+                            internal,
+                        } = topic;
+                        let partitions = i32::try_from(replicas.len()).unwrap_or(i32::MAX);
+                        self.check_create_topic(name, *id, partitions, replicas, configs)
+                            .map_err(|error| TopicRejected::from(&error))?;
+                        self.create_topic(name, *id, replicas, configs, *internal);
+                        Ok(())
+                    })
+                    .collect(),
+            ),
             Command::DeleteTopic { name } => {
                 if let Some(topic) = self.topics.remove(name) {
                     self.topic_ids.remove(&topic.id);
@@ -933,6 +943,29 @@ impl MetadataImage {
             self.check_manual_assignment(assignment, Some(rf))?;
         }
         topic_config::validate_configs(configs)
+    }
+
+    /// Adds a topic that [`check_create_topic`](Self::check_create_topic)
+    /// accepted.
+    fn create_topic(
+        &mut self,
+        name: &str,
+        id: Uuid,
+        replicas: &[Vec<i32>],
+        configs: &BTreeMap<String, String>,
+        internal: bool,
+    ) {
+        let topic = TopicInfo {
+            name: name.to_owned(),
+            id,
+            partitions: new_partitions(0, replicas),
+            configs: configs.clone(),
+            internal,
+        };
+        self.topic_ids.insert(id, name.to_owned());
+        self.collision_keys
+            .insert(collision_key(name), name.to_owned());
+        self.topics.insert(name.to_owned(), topic);
     }
 
     fn check_create_partitions(

@@ -86,7 +86,7 @@ pub use acl::{
 };
 pub use authorizer::Authorizer;
 pub use client_quota::{ClientQuotas, EntityName, QuotaAlteration, QuotaEntity, QuotaValue};
-pub use command::{Applied, Command, Election, ElectionOutcome};
+pub use command::{Applied, Command, Election, ElectionOutcome, TopicCreation, TopicRejected};
 pub use dir_lock::{DirLock, DirLockError, LOCK_FILE};
 pub use error::MetaError;
 pub use image::MetadataImage;

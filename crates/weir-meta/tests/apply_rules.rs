@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 use weir_meta::{
     Applied, BrokerInfo, Command, EntityName, MetaError, MetadataImage, QuotaAlteration,
-    QuotaEntity, QuotaValue,
+    QuotaEntity, QuotaValue, TopicCreation,
 };
 
 fn broker(id: i32) -> Command {
@@ -1085,4 +1085,116 @@ fn client_quota_changes_kafka_refuses() {
         assert_eq!(error.to_string(), message);
         assert_eq!(image, MetadataImage::default());
     }
+}
+
+fn creation(name: &str, id: u128, replicas: &[&[i32]]) -> TopicCreation {
+    TopicCreation {
+        name: name.to_owned(),
+        id: Uuid::from_u128(id),
+        replicas: replicas.iter().map(|r| r.to_vec()).collect(),
+        configs: BTreeMap::new(),
+        internal: false,
+    }
+}
+
+/// As Kafka's controller does with one CreateTopics request: each topic is
+/// checked against the image with the topics before it, a bad one is left
+/// out with the error `CreateTopic` would have had, and the others are
+/// created, in one applied index.
+#[test]
+fn create_topics_creates_each_good_topic_and_reports_each_bad_one() {
+    let mut image = MetadataImage::default();
+    for cmd in cluster() {
+        image.apply(&cmd).unwrap();
+    }
+    let index = image.applied_index();
+    let batch = Command::CreateTopics {
+        topics: vec![
+            creation("a", 101, &[&[1], &[2]]),
+            creation("t", 102, &[&[1]]),
+            creation("bad/name", 103, &[&[1]]),
+            creation("b", 104, &[&[1, 9]]),
+            creation("a", 105, &[&[1]]),
+            creation("c.d", 106, &[&[3]]),
+            creation("c_d", 107, &[&[3]]),
+            creation("e", 101, &[&[1]]),
+            creation("f", 108, &[&[2, 3]]),
+        ],
+    };
+    let Applied::TopicsCreated(outcomes) = image.apply(&batch).unwrap() else {
+        panic!("CreateTopics answers TopicsCreated");
+    };
+    let codes: Vec<i16> = outcomes
+        .into_iter()
+        .map(|o| o.map_or_else(|e| MetaError::from(e).kafka_error_code(), |()| 0))
+        .collect();
+    // t exists already; bad/name is invalid; broker 9 is unknown; a was
+    // created earlier in the list; c_d collides with c.d; id 101 is a's.
+    assert_eq!(codes, [0, 36, 17, 39, 36, 0, 17, 42, 0]);
+    for name in ["a", "c.d", "f"] {
+        assert!(image.topic(name).is_some(), "{name} created");
+    }
+    for name in ["bad/name", "b", "c_d", "e"] {
+        assert!(image.topic(name).is_none(), "{name} left out");
+    }
+    assert_eq!(image.topic("a").unwrap().partitions.len(), 2);
+    assert_eq!(image.applied_index(), index + 1);
+    let json = serde_json::to_string(&batch).unwrap();
+    assert_eq!(serde_json::from_str::<Command>(&json).unwrap(), batch);
+}
+
+#[test]
+fn a_topic_creation_weighs_its_topic_partition_and_config_records() {
+    let mut topic = creation("w", 1, &[&[1], &[1], &[1]]);
+    assert_eq!(topic.weight(), 4);
+    topic.configs = configs(&[("retention.ms", "1"), ("cleanup.policy", "compact")]);
+    assert_eq!(topic.weight(), 6);
+}
+
+/// Topics of 10 partitions weigh 11: 909 fit in one batch of 10 000. A
+/// topic heavier than a batch goes alone, and every topic keeps its place.
+#[test]
+fn topic_creations_are_batched_in_order_within_kafkas_batch_limit() {
+    let ten: Vec<&[i32]> = vec![&[1]; 10];
+    let topics: Vec<TopicCreation> = (0..2000)
+        .map(|i| creation(&format!("t{i}"), i + 1, &ten))
+        .collect();
+    let batches = TopicCreation::batches(topics);
+    let sizes: Vec<usize> = batches
+        .iter()
+        .map(|b| match b {
+            Command::CreateTopics { topics } => {
+                assert!(topics.iter().map(TopicCreation::weight).sum::<usize>() <= 10_000);
+                topics.len()
+            }
+            other => panic!("not a batch: {other:?}"),
+        })
+        .collect();
+    assert_eq!(sizes, [909, 909, 182]);
+    let names: Vec<String> = batches
+        .into_iter()
+        .flat_map(|b| match b {
+            Command::CreateTopics { topics } => topics.into_iter().map(|t| t.name),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(
+        names,
+        (0..2000).map(|i| format!("t{i}")).collect::<Vec<_>>()
+    );
+
+    let wide: Vec<&[i32]> = vec![&[1]; 20_000];
+    let batches = TopicCreation::batches(vec![
+        creation("small", 1, &[&[1]]),
+        creation("wide", 2, &wide),
+        creation("after", 3, &[&[1]]),
+    ]);
+    let sizes: Vec<usize> = batches
+        .iter()
+        .map(|b| match b {
+            Command::CreateTopics { topics } => topics.len(),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(sizes, [1, 1, 1]);
 }

@@ -2,13 +2,17 @@
 
 mod common;
 
+use common::cluster::Cluster;
 use common::raw::Raw;
 use common::Weir;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::{
-    ApiKey, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
-    CreateTopicsResponse, TopicName,
+    ApiKey, BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -90,42 +94,185 @@ fn create_topics_reports_each_problem() {
     assert_eq!(raw.topic_metadata("dry").topics[0].partitions.len(), 2);
 }
 
-/// CreateTopics is answered once the controller has committed the topic,
-/// within the request's `timeout_ms`; with 0 the creation goes on in the
-/// background and the answer is REQUEST_TIMED_OUT (which librdkafka hides
-/// from an application that asked not to wait), after the checks that
-/// need no commit.
+/// A change whose `timeout_ms` is 0 or less is not made: Kafka's
+/// controller puts the request's deadline at its arrival and times it out
+/// before starting it, so every topic named, a bad one included, is
+/// answered REQUEST_TIMED_OUT without a message, and nothing changes
+/// (librdkafka hides this error from an application that asked not to
+/// wait).
 #[test]
-fn create_topics_with_no_time_to_wait_creates_in_the_background() {
+fn a_topic_change_with_no_time_to_start_is_not_made() {
     let weir = Weir::start(&[]);
     let mut raw = Raw::connect(&weir.kafka);
-    let without_waiting = |raw: &mut Raw, topic: CreatableTopic| -> i16 {
+    let create = |raw: &mut Raw, topics: Vec<CreatableTopic>, timeout_ms: i32| {
         let response: CreateTopicsResponse = raw.call(
             ApiKey::CreateTopics,
             7,
             &CreateTopicsRequest::default()
-                .with_topics(vec![topic])
-                .with_timeout_ms(0),
+                .with_topics(topics)
+                .with_timeout_ms(timeout_ms),
         );
-        response.topics[0].error_code
+        response
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.error_code,
+                    t.error_message.as_ref().map(|m| m.to_string()),
+                )
+            })
+            .collect::<Vec<_>>()
     };
+    let timed_out = (ResponseError::RequestTimedOut.code(), None);
     assert_eq!(
-        without_waiting(&mut raw, topic("later", 3, 1)),
-        ResponseError::RequestTimedOut.code()
+        create(
+            &mut raw,
+            vec![topic("later", 3, 1), topic("bad/name", 1, 1)],
+            0
+        ),
+        [timed_out.clone(), timed_out.clone()]
     );
+    assert_eq!(
+        create(&mut raw, vec![topic("later", 3, 1)], -1),
+        [timed_out.clone()]
+    );
+    // Never created: a request with time to wait creates it now.
+    assert_eq!(
+        create(&mut raw, vec![topic("later", 3, 1)], 5000),
+        [(0, None)]
+    );
+
+    let grow = |raw: &mut Raw, timeout_ms: i32| {
+        let response: CreatePartitionsResponse = raw.call(
+            ApiKey::CreatePartitions,
+            3,
+            &CreatePartitionsRequest::default()
+                .with_timeout_ms(timeout_ms)
+                .with_topics(vec![CreatePartitionsTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("later")))
+                    .with_count(5)
+                    .with_assignments(None)]),
+        );
+        let result = &response.results[0];
+        (
+            result.error_code,
+            result.error_message.as_ref().map(|m| m.to_string()),
+        )
+    };
+    assert_eq!(grow(&mut raw, 0), timed_out);
+    let delete = |raw: &mut Raw, timeout_ms: i32| {
+        let response: DeleteTopicsResponse = raw.call(
+            ApiKey::DeleteTopics,
+            6,
+            &DeleteTopicsRequest::default()
+                .with_timeout_ms(timeout_ms)
+                .with_topics(vec![DeleteTopicState::default()
+                    .with_name(Some(TopicName(StrBytes::from_static_str("later"))))]),
+        );
+        let result = &response.responses[0];
+        (
+            result.error_code,
+            result.error_message.as_ref().map(|m| m.to_string()),
+        )
+    };
+    assert_eq!(delete(&mut raw, 0), timed_out);
     assert_eq!(raw.topic_metadata("later").topics[0].partitions.len(), 3);
-    assert_eq!(
-        without_waiting(&mut raw, topic("later", 3, 1)),
-        ResponseError::TopicAlreadyExists.code()
-    );
-    assert_eq!(
-        without_waiting(&mut raw, topic("bad/name", 1, 1)),
-        ResponseError::InvalidTopicException.code()
-    );
-    assert_eq!(
-        without_waiting(&mut raw, topic("replicated", 1, 3)),
-        ResponseError::InvalidReplicationFactor.code()
-    );
+    assert_eq!(grow(&mut raw, 5000), (0, None));
+    assert_eq!(delete(&mut raw, 5000), (0, None));
+}
+
+/// A CreateTopics naming many topics creates each good one and answers
+/// each bad one with Kafka's error, and once it is answered every broker
+/// knows the new topics: a broker that was behind the quorum (paused while
+/// they were created) finds them at the next request that changes them,
+/// as Kafka's brokers find them at the active controller.
+#[test]
+fn created_topics_are_known_to_the_next_request_on_every_broker() {
+    let cluster = Cluster::start(&[]);
+    let leader = cluster.controller(1) as i32;
+    for round in 0..2 {
+        // The creator is the active controller, then the other broker
+        // that is not the one left behind.
+        let behind = leader % 3 + 1;
+        let creator = if round == 0 { leader } else { behind % 3 + 1 };
+        let host = BrokerId(creator);
+        let names: Vec<String> = (0..30).map(|i| format!("r{round}-t{i}")).collect();
+        let mut topics: Vec<CreatableTopic> = names
+            .iter()
+            .map(|n| {
+                CreatableTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(n.clone())))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+                    .with_assignments(
+                        (0..2)
+                            .map(|p| {
+                                CreatableReplicaAssignment::default()
+                                    .with_partition_index(p)
+                                    .with_broker_ids(vec![host])
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        topics.insert(10, topic("bad/name", 1, 1));
+        topics.insert(20, topic("too-replicated", 1, 4));
+        cluster.node(behind).pause();
+        let created: CreateTopicsResponse = Raw::connect(&cluster.node(creator).kafka).call(
+            ApiKey::CreateTopics,
+            7,
+            &CreateTopicsRequest::default()
+                .with_topics(topics)
+                .with_timeout_ms(10_000),
+        );
+        cluster.node(behind).resume();
+        let outcome = |name: &str| {
+            let result = created
+                .topics
+                .iter()
+                .find(|t| t.name.0.as_str() == name)
+                .unwrap_or_else(|| panic!("no result for {name}"));
+            (result.error_code, result.num_partitions)
+        };
+        for name in &names {
+            assert_eq!(outcome(name), (0, 2), "{name}");
+        }
+        assert_eq!(
+            outcome("bad/name").0,
+            ResponseError::InvalidTopicException.code()
+        );
+        assert_eq!(
+            outcome("too-replicated").0,
+            ResponseError::InvalidReplicationFactor.code()
+        );
+        // At once, the broker left behind grows them all.
+        let grown: CreatePartitionsResponse = Raw::connect(&cluster.node(behind).kafka).call(
+            ApiKey::CreatePartitions,
+            3,
+            &CreatePartitionsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(
+                    names
+                        .iter()
+                        .map(|n| {
+                            CreatePartitionsTopic::default()
+                                .with_name(TopicName(StrBytes::from_string(n.clone())))
+                                .with_count(3)
+                                .with_assignments(None)
+                        })
+                        .collect(),
+                ),
+        );
+        assert_eq!(grown.results.len(), names.len());
+        for result in &grown.results {
+            assert_eq!(
+                (result.error_code, &result.error_message),
+                (0, &None),
+                "round {round}: CreatePartitions of {} on node {behind}",
+                result.name.0.as_str()
+            );
+        }
+    }
 }
 
 /// A request that succeeds is answered with the error message Kafka sends:
@@ -139,7 +286,6 @@ fn successful_admin_responses_carry_kafkas_error_message() {
     use kafka_protocol::messages::alter_partition_reassignments_request::{
         ReassignablePartition, ReassignableTopic,
     };
-    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
     use kafka_protocol::messages::*;
     let weir = Weir::start(&[]);
@@ -380,7 +526,6 @@ fn create_topics_with_minus_one_takes_the_broker_defaults() {
 #[test]
 fn manual_replica_assignments_are_checked_as_kafka_checks_them() {
     use kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
-    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
     use kafka_protocol::messages::BrokerId;
     let weir = Weir::start(&[]);
     let mut raw = Raw::connect(&weir.kafka);

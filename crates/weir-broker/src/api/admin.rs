@@ -76,6 +76,18 @@ impl Deadline {
     }
 }
 
+/// Whether a change with this `timeout_ms` comes too late to be started.
+/// Kafka's controller times out a request whose deadline has passed before
+/// it could start it (`KafkaEventQueue`), and a `timeout_ms` of 0 or less
+/// puts the deadline at its arrival: nothing is done, and every item is
+/// answered REQUEST_TIMED_OUT without a message. librdkafka, which sends 0
+/// when told not to wait, hides this error from the application.
+fn past_its_deadline(timeout_ms: i32) -> bool {
+    timeout_ms <= 0
+}
+
+const TIMED_OUT: i16 = ResponseError::RequestTimedOut.code();
+
 /// A new topic's manual assignment, checked as Kafka's controller checks
 /// it (`ReplicationControlManager.createTopic`), in request order: no
 /// partition twice, each replica list valid and as long as the ones before,
@@ -122,7 +134,25 @@ pub(super) async fn create_topics(
     ctx: &RequestContext,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
+    if past_its_deadline(request.timeout_ms) {
+        let topics = request
+            .topics
+            .into_iter()
+            .map(|t| {
+                CreatableTopicResult::default()
+                    .with_name(t.name)
+                    .with_error_code(TIMED_OUT)
+                    .with_error_message(None)
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+            })
+            .collect();
+        return CreateTopicsResponse::default().with_topics(topics);
+    }
     let deadline = Deadline::new(request.timeout_ms);
+    broker
+        .catch_up_with_controller(deadline.remaining_ms())
+        .await;
     // As Kafka's controller: Create on the cluster covers every topic (its
     // denial is not logged), else each topic needs Create of its own.
     let create_on_cluster = ctx.may(
@@ -137,14 +167,11 @@ pub(super) async fn create_topics(
         .map(|t| t.name.0.to_string())
         .filter(|n| !seen.insert(n.clone()))
         .collect();
-    let mut topics = Vec::with_capacity(request.topics.len());
+    // Per topic: its name, whether its configs may be described, and the
+    // creation to ask for or why not.
+    let mut checked = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.0.to_string();
-        // Kafka's controller answers a success with a null message, not the
-        // generated default "".
-        let result = CreatableTopicResult::default()
-            .with_name(topic.name.clone())
-            .with_error_message(None);
         // Without DescribeConfigs on the topic, a created topic is
         // answered without its configs, counts or replication factor.
         let mut describable = true;
@@ -231,10 +258,31 @@ pub(super) async fn create_topics(
                 configs,
             })
         })();
+        checked.push((topic.name, describable, prepared));
+    }
+    // One creation of all the good topics, as Kafka's controller makes them.
+    let new_topics: Vec<NewTopic> = checked
+        .iter()
+        .filter_map(|(_, _, prepared)| match prepared {
+            Ok(new_topic) => Some(new_topic.clone()),
+            Err(_) => None,
+        })
+        .collect();
+    let mut created = broker
+        .create_topics(new_topics, request.validate_only, deadline.remaining_ms())
+        .await
+        .into_iter();
+    let mut topics = Vec::with_capacity(checked.len());
+    for (name, describable, prepared) in checked {
+        // Kafka's controller answers a success with a null message, not the
+        // generated default "".
+        let result = CreatableTopicResult::default()
+            .with_name(name)
+            .with_error_message(None);
         let outcome = match prepared {
-            Ok(new_topic) => broker
-                .create_topic(new_topic, request.validate_only, deadline.remaining_ms())
-                .await
+            Ok(_) => created
+                .next()
+                .expect("one outcome per topic asked for")
                 .map_err(failure),
             Err(failure) => Err(failure),
         };
@@ -274,7 +322,27 @@ pub(super) async fn delete_topics(
     ctx: &RequestContext,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
+    if past_its_deadline(request.timeout_ms) {
+        let named = request
+            .topic_names
+            .into_iter()
+            .map(|n| (Some(n), uuid::Uuid::nil()));
+        let responses = named
+            .chain(request.topics.into_iter().map(|t| (t.name, t.topic_id)))
+            .map(|(name, id)| {
+                DeletableTopicResult::default()
+                    .with_name(name)
+                    .with_topic_id(id)
+                    .with_error_code(TIMED_OUT)
+                    .with_error_message(None)
+            })
+            .collect();
+        return DeleteTopicsResponse::default().with_responses(responses);
+    }
     let deadline = Deadline::new(request.timeout_ms);
+    broker
+        .catch_up_with_controller(deadline.remaining_ms())
+        .await;
     // As Kafka's controller: Delete on the cluster covers every topic (its
     // denial is not logged); else a topic needs Describe and Delete.
     let delete_on_cluster = ctx.may(
@@ -366,7 +434,23 @@ pub(super) async fn create_partitions(
     ctx: &RequestContext,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
+    if past_its_deadline(request.timeout_ms) {
+        let results = request
+            .topics
+            .into_iter()
+            .map(|t| {
+                CreatePartitionsTopicResult::default()
+                    .with_name(t.name)
+                    .with_error_code(TIMED_OUT)
+                    .with_error_message(None)
+            })
+            .collect();
+        return CreatePartitionsResponse::default().with_results(results);
+    }
     let deadline = Deadline::new(request.timeout_ms);
+    broker
+        .catch_up_with_controller(deadline.remaining_ms())
+        .await;
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.0.to_string();

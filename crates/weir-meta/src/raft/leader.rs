@@ -133,6 +133,17 @@ impl Shared {
         }
     }
 
+    /// The index a linearizable read waits for (Raft's ReadIndex): this
+    /// node confirms with a quorum that it still leads, and answers an
+    /// index at or past every entry committed before the call. `None` if
+    /// it is not the leader, or could not confirm it by `deadline`.
+    pub(crate) async fn read_index(&self, deadline: Instant) -> Option<u64> {
+        match tokio::time::timeout_at(deadline, self.raft.get_read_log_id()).await {
+            Ok(Ok((read, _applied))) => Some(read.map_or(0, |id| id.index)),
+            _ => None,
+        }
+    }
+
     /// Answers a broker heartbeat if this node is the leader; `None`
     /// otherwise.
     pub(crate) fn heartbeat(

@@ -64,6 +64,7 @@ pub use self::transport::{
     ControllerIo, ControllerStream, ControllerTransport, Handshake, PeerAuthorization, Plaintext,
     ANONYMOUS,
 };
+pub(crate) use self::types::Rejection;
 use self::types::{ControllerNode, JoinOutcome, WriteOutcome};
 
 /// How long a forwarded call waits before trying again when no leader is
@@ -786,6 +787,49 @@ impl Controller {
                  forwarded to it ({e}); the command may or may not be applied"
             ))),
             Err(CallError::Timeout) => Err(SubmitError::Timeout(self.shared.submit_timeout)),
+        }
+    }
+
+    /// Waits until this node's image holds every change the quorum had
+    /// committed when this was called (a linearizable read: Raft's
+    /// ReadIndex, asked of the leader, then applied here), or `timeout`
+    /// passes. What a node does before it checks a change against its own
+    /// image: Kafka's brokers send such a change to the active controller,
+    /// which holds every committed change, so a change that another node
+    /// has just answered for must be seen here too.
+    pub async fn catch_up(&self, timeout: Duration) -> Result<(), SubmitError> {
+        self.check_running()?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let index = match self.leader() {
+                Some((id, _)) if id == self.node_id => self.shared.read_index(deadline).await,
+                Some((id, addr)) => {
+                    match self
+                        .forwarder
+                        .call(&addr, &RpcRequest::ReadIndex, deadline, true)
+                        .await
+                    {
+                        Ok(RpcResponse::ReadIndex(index)) => index,
+                        Ok(other) => {
+                            return Err(SubmitError::Unavailable(format!(
+                                "controller {id} at {addr} answered a read index request with \
+                                 {other:?}"
+                            )))
+                        }
+                        Err(error) => {
+                            debug!(leader = id, %addr, ?error, "asking the leader for its read index failed");
+                            None
+                        }
+                    }
+                }
+                None => None,
+            };
+            if let Some(index) = index {
+                return self.wait_applied(index, deadline).await;
+            }
+            if !pause_before_retry(deadline).await {
+                return Err(SubmitError::NoLeader(timeout));
+            }
         }
     }
 

@@ -49,6 +49,9 @@ pub(crate) enum RpcRequest {
         broker_id: i32,
         incarnation: uuid::Uuid,
     },
+    /// What the leader has committed (Raft's ReadIndex): a node about to
+    /// check a change against its image first applies up to it.
+    ReadIndex,
     /// A node that is not a voter asks the leader to make it a learner
     /// reachable at `addr` (`host:port`), or to update its address.
     JoinAsLearner {
@@ -69,6 +72,8 @@ pub(crate) enum RpcResponse {
     /// `None`: the node is not the leader.
     Heartbeat(Option<HeartbeatReply>),
     JoinAsLearner(JoinOutcome),
+    /// `None`: the node is not the leader, or could not confirm it.
+    ReadIndex(Option<u64>),
 }
 
 /// Writes one frame.

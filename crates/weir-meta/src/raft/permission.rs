@@ -56,10 +56,9 @@ pub(crate) fn needed_for(command: &Command) -> Vec<Needed<'_>> {
         | Command::AlterPartition { .. }
         | Command::SetClusterId { .. }
         | Command::AllocateProducerIds { .. } => vec![CLUSTER_ACTION],
-        Command::CreateTopic { name, .. } => vec![
-            Needed::on_cluster(Create),
-            Needed::on(Create, ResourceType::Topic, name),
-        ],
+        Command::CreateTopic { name, .. } => creating(name),
+        // Each topic needs its own: see `requirements`.
+        Command::CreateTopics { .. } => vec![Needed::on_cluster(Create)],
         Command::DeleteTopic { name } => vec![Needed::on(Delete, ResourceType::Topic, name)],
         Command::CreatePartitions { name, .. } => {
             vec![Needed::on(Alter, ResourceType::Topic, name)]
@@ -79,6 +78,25 @@ pub(crate) fn needed_for(command: &Command) -> Vec<Needed<'_>> {
         | Command::DeleteAcls { .. }
         | Command::ElectLeaders { .. } => vec![Needed::on_cluster(Alter)],
     }
+}
+
+/// What proposing `command` needs: every returned group must pass, each
+/// by any one of its checks. One group, [`needed_for`], but for
+/// [`Command::CreateTopics`], whose every topic needs CREATE on the cluster
+/// or on itself, as when created alone.
+pub(crate) fn requirements(command: &Command) -> Vec<Vec<Needed<'_>>> {
+    match command {
+        Command::CreateTopics { topics } => topics.iter().map(|t| creating(&t.name)).collect(),
+        other => vec![needed_for(other)],
+    }
+}
+
+/// Creating topic `name`: CREATE on the cluster or on the topic.
+fn creating(name: &str) -> Vec<Needed<'_>> {
+    vec![
+        Needed::on_cluster(AclOperation::Create),
+        Needed::on(AclOperation::Create, ResourceType::Topic, name),
+    ]
 }
 
 #[cfg(test)]
@@ -123,5 +141,26 @@ mod tests {
                 Needed::on(AclOperation::Create, ResourceType::Topic, "orders"),
             ]
         );
+    }
+
+    #[test]
+    fn each_topic_of_a_batch_needs_create_on_the_cluster_or_on_itself() {
+        let topic = |name: &str| crate::command::TopicCreation {
+            name: name.into(),
+            id: uuid::Uuid::from_u128(1),
+            replicas: vec![vec![1]],
+            configs: Default::default(),
+            internal: false,
+        };
+        let command = Command::CreateTopics {
+            topics: vec![topic("a"), topic("b")],
+        };
+        let creating = |name| {
+            vec![
+                Needed::on_cluster(AclOperation::Create),
+                Needed::on(AclOperation::Create, ResourceType::Topic, name),
+            ]
+        };
+        assert_eq!(requirements(&command), vec![creating("a"), creating("b")]);
     }
 }

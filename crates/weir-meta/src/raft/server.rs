@@ -79,13 +79,14 @@ impl Decisions<'_> {
         let Some(authorization) = self.authorization else {
             return Ok(());
         };
-        let needed = match request {
-            RpcRequest::Submit(command) => permission::needed_for(command),
+        let requirements = match request {
+            RpcRequest::Submit(command) => permission::requirements(command),
             RpcRequest::Vote(_)
             | RpcRequest::AppendEntries(_)
             | RpcRequest::InstallSnapshot(_)
             | RpcRequest::Heartbeat { .. }
-            | RpcRequest::JoinAsLearner { .. } => vec![permission::CLUSTER_ACTION],
+            | RpcRequest::ReadIndex
+            | RpcRequest::JoinAsLearner { .. } => vec![vec![permission::CLUSTER_ACTION]],
         };
         let image = shared.image.borrow().clone();
         let index = image.applied_index();
@@ -94,12 +95,14 @@ impl Decisions<'_> {
             slot => &mut slot.insert((index, authorization.authorizer(&image))).1,
         };
         let host = peer.addr.ip().to_string();
-        let allowed = needed.iter().any(|n| {
-            authorizer.authorize(&peer.principal, &host, n.operation, n.resource_type, n.name)
+        let refused = requirements.iter().find(|needed| {
+            !needed.iter().any(|n| {
+                authorizer.authorize(&peer.principal, &host, n.operation, n.resource_type, n.name)
+            })
         });
-        if allowed {
+        let Some(needed) = refused else {
             return Ok(());
-        }
+        };
         Err(match needed.first() {
             Some(first) => format!(
                 "{} may not {} the {} {}",
@@ -211,6 +214,10 @@ async fn serve(
                 broker_id,
                 incarnation,
             } => RpcResponse::Heartbeat(shared.heartbeat(broker_id, incarnation)),
+            RpcRequest::ReadIndex => {
+                let deadline = tokio::time::Instant::now() + shared.submit_timeout;
+                RpcResponse::ReadIndex(shared.read_index(deadline).await)
+            }
             RpcRequest::JoinAsLearner { node_id, addr } => {
                 let deadline = tokio::time::Instant::now() + shared.submit_timeout;
                 RpcResponse::JoinAsLearner(shared.admit_learner(node_id, addr, deadline).await)
