@@ -83,6 +83,13 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "Default retention.ms of topics (-1: keep forever)",
     },
     BrokerConfigDef {
+        name: "min.insync.replicas",
+        default: "1",
+        config_type: ConfigType::Int,
+        dynamic: true,
+        doc: "Default min.insync.replicas of topics; kept by the controller as a cluster-level config while eligible leader replicas are enabled (KIP-966)",
+    },
+    BrokerConfigDef {
         name: "log.retention.bytes",
         default: "-1",
         config_type: ConfigType::Long,
@@ -1027,6 +1034,8 @@ pub struct BrokerConfig {
     pub log_segment_bytes: u64,
     pub log_retention_ms: i64,
     pub log_retention_bytes: i64,
+    /// The `min.insync.replicas` of topics without their own.
+    pub min_insync_replicas: usize,
     pub log_retention_check_interval_ms: u64,
     pub message_max_bytes: usize,
     pub socket_request_max_bytes: usize,
@@ -1167,6 +1176,7 @@ impl BrokerConfig {
             log_segment_bytes: parse_in(get, "log.segment.bytes", 14..=i32::MAX as u64)?,
             log_retention_ms: parse_in(get, "log.retention.ms", -1..=i64::MAX)?,
             log_retention_bytes: parse_in(get, "log.retention.bytes", -1..=i64::MAX)?,
+            min_insync_replicas: parse_in(get, "min.insync.replicas", 1..=i32::MAX as usize)?,
             log_retention_check_interval_ms: parse_in(
                 get,
                 "log.retention.check.interval.ms",
