@@ -1613,19 +1613,19 @@ fn with_leader(p: &PartitionInfo, leader: i32) -> PartitionInfo {
     next
 }
 
-/// The leader and ISR an ElectLeaders request gives `p`, or why it
-/// changes nothing, as Kafka's controller decides (`electLeader` and
+/// The partition an ElectLeaders request makes of `p`, or why it changes
+/// nothing, as Kafka's controller decides (`electLeader` and
 /// `PartitionChangeBuilder`); `live` tells a registered, unfenced broker.
 ///
 /// Preferred: not needed when the preferred replica leads; else it leads
 /// if in sync and live. If it cannot, a partition that has a leader keeps
 /// it (PREFERRED_LEADER_NOT_AVAILABLE), and a leaderless one gets the next
-/// in-sync live replica if there is one.
+/// in-sync live replica (or, with the ISR empty, eligible leader replica,
+/// or the last known leader) if there is one.
 ///
-/// Unclean: not needed when the partition has a leader; else the first
-/// in-sync live replica (a clean election), else the first live replica
-/// with the ISR just itself (records it lacks are lost: the operator
-/// chose availability).
+/// Unclean: not needed when the partition has a leader; else as above,
+/// then the first live replica with the ISR just itself (records it lacks
+/// are lost: the operator chose availability).
 fn requested_election(
     p: &PartitionInfo,
     unclean: bool,
@@ -1647,7 +1647,7 @@ fn requested_election(
     if in_sync(preferred) {
         return Ok(with_leader(p, preferred));
     }
-    if p.leader != -1 {
+    if p.leader != -1 && in_sync(p.leader) {
         return Err(ElectionOutcome::PreferredLeaderNotAvailable);
     }
     online_election(p, live, ElectionType::Online, rules)
