@@ -1868,20 +1868,20 @@ fn add_initial_scram(meta: &Metadata, config: &BrokerConfig) -> Result<(), Broke
         return Ok(());
     }
 
-        let command = Command::AlterUserScramCredentials {
-            deletions: Vec::new(),
-            upsertions: config.initial_scram.clone(),
-        };
-        if let Applied::ScramAlterations(outcomes) = meta.submit(command)? {
-            for (user, outcome) in outcomes {
-                if let Err(error) = outcome {
-                    return Err(BrokerError::Meta(MetaError::InvalidRequest(format!(
-                        "--add-scram for {user}: {error}"
-                    ))));
-                }
-                tracing::info!(user, "added SCRAM user");
+    let command = Command::AlterUserScramCredentials {
+        deletions: Vec::new(),
+        upsertions: config.initial_scram.clone(),
+    };
+    if let Applied::ScramAlterations(outcomes) = meta.submit(command)? {
+        for (user, outcome) in outcomes {
+            if let Err(error) = outcome {
+                return Err(BrokerError::Meta(MetaError::InvalidRequest(format!(
+                    "--add-scram for {user}: {error}"
+                ))));
             }
+            tracing::info!(user, "added SCRAM user");
         }
+    }
     Ok(())
 }
 

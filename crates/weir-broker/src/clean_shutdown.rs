@@ -59,6 +59,10 @@ mod tests {
         let incarnation = Uuid::from_u128(42);
         record(dir.path(), incarnation).unwrap();
         assert_eq!(take(dir.path()), Some(incarnation));
-        assert_eq!(take(dir.path()), None, "a crash after this start proves nothing");
+        assert_eq!(
+            take(dir.path()),
+            None,
+            "a crash after this start proves nothing"
+        );
     }
 }

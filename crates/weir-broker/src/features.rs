@@ -285,8 +285,14 @@ mod tests {
         ];
         for &(name, level, upgrade_type, expected) in cases {
             assert_eq!(
-                refuse_update(name, level, upgrade_type, 7, feature(name).map_or(0, |f| f.level))
-                    .as_deref(),
+                refuse_update(
+                    name,
+                    level,
+                    upgrade_type,
+                    7,
+                    feature(name).map_or(0, |f| f.level)
+                )
+                .as_deref(),
                 expected,
                 "{name} to {level} ({upgrade_type})"
             );

@@ -1001,7 +1001,9 @@ fn eligible_leader(run: &mut Run) -> Result<(), Error> {
     let (a, replicas) = run.leader(0, Duration::from_secs(30))?;
     let followers: Vec<i32> = replicas.iter().copied().filter(|r| *r != a).collect();
     let &[b, c] = followers.as_slice() else {
-        return Err(Error(format!("partition 0 has replicas {replicas:?}, not three")));
+        return Err(Error(format!(
+            "partition 0 has replicas {replicas:?}, not three"
+        )));
     };
     // The ISR as a set: its order is the metadata's.
     let wait_isr = |run: &Run, isr: &[i32]| -> Result<(), Error> {
@@ -1010,20 +1012,30 @@ fn eligible_leader(run: &mut Run) -> Result<(), Error> {
         loop {
             if let Ok(views) = run.cluster.partitions(TOPIC) {
                 let is_wanted = |v: &&crate::cluster::PartitionView| {
-                    v.partition == 0 && v.isr.iter().copied().collect::<std::collections::BTreeSet<_>>() == wanted
+                    v.partition == 0
+                        && v.isr
+                            .iter()
+                            .copied()
+                            .collect::<std::collections::BTreeSet<_>>()
+                            == wanted
                 };
                 if views.iter().any(|v| is_wanted(&v)) {
                     return Ok(());
                 }
             }
             if Instant::now() > deadline {
-                return Err(Error(format!("the ISR of partition 0 did not become {isr:?}")));
+                return Err(Error(format!(
+                    "the ISR of partition 0 did not become {isr:?}"
+                )));
             }
             std::thread::sleep(Duration::from_millis(250));
         }
     };
     for (id, isr) in [(b, vec![a, c]), (c, vec![a])] {
-        let clean = run.cluster.node_mut(id).terminate(Duration::from_secs(30))?;
+        let clean = run
+            .cluster
+            .node_mut(id)
+            .terminate(Duration::from_secs(30))?;
         if !clean {
             return Err(Error(format!(
                 "node {id} did not stop cleanly: the scenario did not happen"

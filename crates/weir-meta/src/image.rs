@@ -434,10 +434,12 @@ impl MetadataImage {
                 ..
             } => {
                 let (elr, cluster_min_isr) = (self.elr_enabled(), self.cluster_min_isr());
-                let rules = self.topics.get(topic).map_or(
-                    Rules { elr, min_isr: 1 },
-                    |t| topic_rules(t, elr, cluster_min_isr),
-                );
+                let rules = self
+                    .topics
+                    .get(topic)
+                    .map_or(Rules { elr, min_isr: 1 }, |t| {
+                        topic_rules(t, elr, cluster_min_isr)
+                    });
                 if let Some(p) = self.topics.get_mut(topic).and_then(|t| {
                     usize::try_from(*partition)
                         .ok()
@@ -956,7 +958,9 @@ impl MetadataImage {
 
     /// The finalized features with a level above 0, by name.
     pub fn feature_levels(&self) -> impl Iterator<Item = (&str, i16)> {
-        self.features.iter().map(|(name, level)| (name.as_str(), *level))
+        self.features
+            .iter()
+            .map(|(name, level)| (name.as_str(), *level))
     }
 
     /// True while `eligible.leader.replicas.version` is at least 1.

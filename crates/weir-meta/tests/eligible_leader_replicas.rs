@@ -74,7 +74,11 @@ fn apply(image: &mut MetadataImage, command: Command) {
 fn replicas_fenced_below_min_isr_wait_in_the_elr_and_one_back_leads_cleanly() {
     let mut image = cluster(1);
     apply(&mut image, Command::ControlledShutdown { id: 2 });
-    assert_eq!(state(&image), (1, vec![1, 3], vec![], vec![]), "at the minimum");
+    assert_eq!(
+        state(&image),
+        (1, vec![1, 3], vec![], vec![]),
+        "at the minimum"
+    );
     apply(&mut image, Command::ControlledShutdown { id: 3 });
     assert_eq!(state(&image), (1, vec![1], vec![3], vec![]), "under it");
     apply(&mut image, Command::FenceBroker { id: 1 });
@@ -111,7 +115,11 @@ fn without_the_feature_the_partition_stays_offline_as_in_kafka_3() {
     apply(&mut image, Command::FenceBroker { id: 1 });
     assert_eq!(state(&image), (-1, vec![1], vec![], vec![]));
     apply(&mut image, register(3, 30, Some(3)));
-    assert_eq!(state(&image), (-1, vec![1], vec![], vec![]), "3 is not in sync");
+    assert_eq!(
+        state(&image),
+        (-1, vec![1], vec![], vec![]),
+        "3 is not in sync"
+    );
 }
 
 #[test]
@@ -157,7 +165,11 @@ fn changing_min_insync_replicas_clears_the_elr_as_kafka_does() {
             delete: Vec::new(),
         },
     );
-    assert_eq!(state(&image).2, Vec::<i32>::new(), "the topic's, even unchanged");
+    assert_eq!(
+        state(&image).2,
+        Vec::<i32>::new(),
+        "the topic's, even unchanged"
+    );
     // Back under the topic's minimum, then the cluster-level value is set.
     apply(&mut image, register(3, 30, Some(3)));
     let p = image.topic("t").unwrap().partitions[0].clone();
@@ -199,22 +211,29 @@ fn the_cluster_level_min_insync_replicas_is_kept_while_the_feature_is_on() {
     assert!(image.broker_configs(None).is_empty());
     apply(&mut image, elr_level(1));
     assert_eq!(
-        image.broker_configs(None).get("min.insync.replicas").map(String::as_str),
+        image
+            .broker_configs(None)
+            .get("min.insync.replicas")
+            .map(String::as_str),
         Some("1"),
         "added with Kafka's default"
     );
-    assert!(image.broker_configs(Some(1)).is_empty(), "the broker's own went");
-    let refused = |image: &mut MetadataImage, broker: Option<i32>, set: &[(&str, &str)], delete: &[&str]| {
-        let command = Command::AlterBrokerConfigs {
-            broker,
-            set: configs(set),
-            delete: delete.iter().map(|k| k.to_string()).collect(),
+    assert!(
+        image.broker_configs(Some(1)).is_empty(),
+        "the broker's own went"
+    );
+    let refused =
+        |image: &mut MetadataImage, broker: Option<i32>, set: &[(&str, &str)], delete: &[&str]| {
+            let command = Command::AlterBrokerConfigs {
+                broker,
+                set: configs(set),
+                delete: delete.iter().map(|k| k.to_string()).collect(),
+            };
+            match image.apply(&command) {
+                Err(error @ MetaError::InvalidConfig { .. }) => error.to_string(),
+                other => panic!("{other:?}"),
+            }
         };
-        match image.apply(&command) {
-            Err(error @ MetaError::InvalidConfig { .. }) => error.to_string(),
-            other => panic!("{other:?}"),
-        }
-    };
     assert_eq!(
         refused(&mut image, None, &[], &["min.insync.replicas"]),
         "Cluster-level min.insync.replicas cannot be removed while ELR is enabled."
@@ -242,7 +261,11 @@ fn the_cluster_level_min_insync_replicas_is_kept_while_the_feature_is_on() {
             delete: vec!["min.insync.replicas".to_owned()],
         },
     );
-    assert_eq!(image.cluster_min_isr(), 1, "removable once the feature is off");
+    assert_eq!(
+        image.cluster_min_isr(),
+        1,
+        "removable once the feature is off"
+    );
 }
 
 #[test]

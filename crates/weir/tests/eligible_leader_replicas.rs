@@ -34,8 +34,9 @@ type Described = (i32, Vec<i32>, Vec<i32>, Vec<i32>);
 fn describe(bootstrap: &str) -> Described {
     let mut raw = Raw::connect(bootstrap);
     let request = DescribeTopicPartitionsRequest::default()
-        .with_topics(vec![TopicRequest::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))])
+        .with_topics(vec![
+            TopicRequest::default().with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+        ])
         .with_response_partition_limit(10);
     let response: DescribeTopicPartitionsResponse =
         raw.call(ApiKey::DescribeTopicPartitions, 0, &request);
@@ -134,9 +135,11 @@ fn followers_stop_then_the_leader_dies(elr: bool) -> Sequence {
 
     assert!(cluster.node_mut(first).stop().success());
     let bootstrap = cluster.node(leader).kafka.clone();
-    wait_until("the first follower to leave the ISR", Duration::from_secs(20), || {
-        (describe(&bootstrap).1.len() == 2).then_some(())
-    });
+    wait_until(
+        "the first follower to leave the ISR",
+        Duration::from_secs(20),
+        || (describe(&bootstrap).1.len() == 2).then_some(()),
+    );
     // Two in sync, the minimum: acks=all still succeeds, and `first`
     // lacks these records.
     let after_first = send_acked(&bootstrap, TOPIC, "two-left", 200);
@@ -195,7 +198,11 @@ fn a_replica_that_left_an_isr_below_its_minimum_leads_cleanly_once_the_leader_is
     let lost: Vec<&String> = acked.iter().filter(|v| !read.contains(*v)).collect();
     assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
     let (_, isr, elr, last_known) = describe(&view);
-    assert_eq!((isr.len(), elr, last_known), (2, vec![], vec![]), "ELR cleared");
+    assert_eq!(
+        (isr.len(), elr, last_known),
+        (2, vec![], vec![]),
+        "ELR cleared"
+    );
     let more = send_acked(&view, TOPIC, "after", 50);
     assert_eq!(more.len(), 50, "writable again");
 }

@@ -45,13 +45,15 @@ pub(super) async fn update_features(
         .and_then(|id| i32::try_from(id).ok())
         .unwrap_or_else(|| broker.node_id());
     let image = broker.image();
-    let upgrade_type = |update: &kafka_protocol::messages::update_features_request::FeatureUpdateKey| {
-        match (ctx.version, update.allow_downgrade) {
+    let upgrade_type =
+        |update: &kafka_protocol::messages::update_features_request::FeatureUpdateKey| match (
+            ctx.version,
+            update.allow_downgrade,
+        ) {
             (0, true) => SAFE_DOWNGRADE,
             (0, false) => UPGRADE,
             _ => update.upgrade_type,
-        }
-    };
+        };
     let refused = request.feature_updates.iter().find_map(|update| {
         let name = update.feature.as_str();
         features::refuse_update(

@@ -46,6 +46,8 @@ impl LeaderState {
     /// local log end and the high watermark this replica knew, for a topic
     /// whose `min.insync.replicas` is `min_isr`. Followers get a full lag
     /// period before they can be dropped.
+    // Every argument is one fact of the metadata or the log at the start.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         leader: i32,
         replicas: &[i32],
