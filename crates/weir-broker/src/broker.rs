@@ -124,6 +124,9 @@ pub struct Broker {
     clock: Arc<dyn Clock>,
     /// The data directory and the log directories, locked until shutdown.
     dir_locks: Mutex<Vec<weir_meta::DirLock>>,
+    /// This process's id in its broker registration, recorded at a clean
+    /// stop (see [`crate::clean_shutdown`]).
+    incarnation: uuid::Uuid,
     /// The settings as the broker started. Those marked dynamic may have
     /// changed since: [`config`](Self::config) has the settings in force.
     static_config: BrokerConfig,
@@ -295,6 +298,7 @@ impl Broker {
                 .collect(),
             rack: config.broker_rack.clone(),
             incarnation: uuid::Uuid::new_v4(),
+            previous_incarnation: crate::clean_shutdown::take(&config.data_dir),
         };
         register(&meta, &registration, registration_deadline)?;
         // Heartbeats start before the partitions open: opening thousands of
@@ -388,6 +392,7 @@ impl Broker {
             me: me.clone(),
             clock,
             dir_locks: Mutex::new(dir_locks),
+            incarnation: registration.incarnation,
             static_config: config,
             current: RwLock::new(current),
             cluster_id,
@@ -1595,6 +1600,19 @@ impl Broker {
     /// Elects leaders of `partitions` (`None`: every partition), preferred
     /// or unclean, as an ElectLeaders request asks; answered once committed
     /// (within `timeout_ms`) with each partition's outcome.
+    /// Finalizes feature `name` at `level` (UpdateFeatures, checked by the
+    /// caller against the levels this node supports).
+    pub async fn set_feature_level(
+        &self,
+        name: String,
+        level: i16,
+        timeout_ms: i32,
+    ) -> Result<(), BrokerError> {
+        self.submit(Command::SetFeatureLevel { name, level }, timeout_ms)
+            .await
+            .map(|_| ())
+    }
+
     pub async fn elect_leaders(
         &self,
         unclean: bool,
@@ -1782,47 +1800,64 @@ impl Broker {
     /// Flushes and closes every log cleanly, then stops the controller.
     pub fn shutdown(&self) {
         self.stop_membership();
-        self.close_partitions();
+        if self.close_partitions() {
+            let data_dir = &self.static_config.data_dir;
+            if let Err(error) = crate::clean_shutdown::record(data_dir, self.incarnation) {
+                tracing::warn!(%error, "cannot record the clean shutdown");
+            }
+        }
         self.meta.shutdown();
         self.dir_locks.lock().clear();
     }
 
     /// Closes every partition, several at a time: a close is mostly
     /// fsyncs, and ten thousand of them one after another take minutes.
-    fn close_partitions(&self) {
+    /// True if every partition closed cleanly.
+    fn close_partitions(&self) -> bool {
         const CLOSE_THREADS: usize = 8;
         if let Err(error) = self.replicas.checkpoint_high_watermarks() {
             tracing::warn!(%error, "high watermark checkpoint failed");
         }
         let partitions = std::sync::Mutex::new(self.replicas.drain().into_iter());
         let next = || partitions.lock().unwrap_or_else(|e| e.into_inner()).next();
+        let all_clean = AtomicBool::new(true);
         std::thread::scope(|scope| {
             for _ in 0..CLOSE_THREADS {
                 scope.spawn(|| {
                     while let Some(partition) = next() {
-                        close_partition(partition);
+                        if !close_partition(partition) {
+                            all_clean.store(false, Ordering::Relaxed);
+                        }
                     }
                 });
             }
         });
+        all_clean.into_inner()
     }
 }
 
-fn close_partition(partition: Arc<Partition>) {
+/// Closes a partition; true if it closed cleanly (synced).
+fn close_partition(partition: Arc<Partition>) -> bool {
     let name = format!("{}-{}", partition.topic, partition.index);
     if let Err(error) = partition.snapshot_producer_state() {
         tracing::warn!(partition = %name, %error, "producer state snapshot failed");
     }
     match Arc::try_unwrap(partition) {
-        Ok(partition) => {
-            if let Err(error) = partition.close() {
+        Ok(partition) => match partition.close() {
+            Ok(()) => true,
+            Err(error) => {
                 tracing::error!(partition = %name, %error, "clean close failed");
+                false
             }
-        }
+        },
         Err(partition) => {
             // Still referenced by a request: flush, skip the marker.
-            if let Err(error) = partition.flush() {
-                tracing::error!(partition = %name, %error, "flush failed");
+            match partition.flush() {
+                Ok(()) => true,
+                Err(error) => {
+                    tracing::error!(partition = %name, %error, "flush failed");
+                    false
+                }
             }
         }
     }
@@ -1882,24 +1917,26 @@ fn shared_cluster_id(
     let data_dir = &config.data_dir;
     if meta.image().cluster_id().is_none() {
         match meta.submit(Command::SetClusterId { id: local.clone() }) {
-            Ok(_) if !config.initial_scram.is_empty() => {
-                let command = Command::AlterUserScramCredentials {
-                    deletions: Vec::new(),
-                    upsertions: config.initial_scram.clone(),
-                };
-                if let Applied::ScramAlterations(outcomes) = meta.submit(command)? {
-                    for (user, outcome) in outcomes {
-                        if let Err(error) = outcome {
-                            return Err(BrokerError::Meta(MetaError::InvalidRequest(format!(
-                                "--add-scram for {user}: {error}"
-                            ))));
-                        }
-                        tracing::info!(user, "added SCRAM user");
-                    }
+            Ok(_) => {
+                // A new cluster: eligible leader replicas on, as Kafka 4.1
+                // formats new clusters, with the cluster-level
+                // min.insync.replicas taken from this node's static config
+                // (Kafka takes the active controller's).
+                if let Some(min_isr) = config.static_values.get("min.insync.replicas") {
+                    meta.submit(Command::AlterBrokerConfigs {
+                        broker: None,
+                        set: BTreeMap::from([("min.insync.replicas".to_owned(), min_isr.clone())]),
+                        delete: Vec::new(),
+                    })?;
                 }
+                meta.submit(Command::SetFeatureLevel {
+                    name: weir_meta::ELR_FEATURE.to_owned(),
+                    level: 1,
+                })?;
+                add_initial_scram(meta, config)?;
             }
             // Another broker set it first.
-            Ok(_) | Err(MetadataError::Rejected(MetaError::InvalidRequest(_))) => {}
+            Err(MetadataError::Rejected(MetaError::InvalidRequest(_))) => {}
             Err(error) => return Err(error.into()),
         }
     }
@@ -1924,6 +1961,30 @@ fn shared_cluster_id(
         })?;
     }
     Ok(shared)
+}
+
+/// The SCRAM users a node that creates the cluster was started with
+/// (`--add-scram`), as `kafka-storage format` adds them.
+fn add_initial_scram(meta: &Metadata, config: &BrokerConfig) -> Result<(), BrokerError> {
+    if config.initial_scram.is_empty() {
+        return Ok(());
+    }
+
+    let command = Command::AlterUserScramCredentials {
+        deletions: Vec::new(),
+        upsertions: config.initial_scram.clone(),
+    };
+    if let Applied::ScramAlterations(outcomes) = meta.submit(command)? {
+        for (user, outcome) in outcomes {
+            if let Err(error) = outcome {
+                return Err(BrokerError::Meta(MetaError::InvalidRequest(format!(
+                    "--add-scram for {user}: {error}"
+                ))));
+            }
+            tracing::info!(user, "added SCRAM user");
+        }
+    }
+    Ok(())
 }
 
 /// Where round-robin placement starts: random, as in Kafka, so that

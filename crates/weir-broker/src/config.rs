@@ -165,6 +165,15 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "Default retention.ms of topics (-1: keep forever)",
     },
     BrokerConfigDef {
+        name: "min.insync.replicas",
+        default: Some("1"),
+        config_type: ConfigType::Int,
+        dynamic: true,
+        per_broker: false,
+        valid: Valid::AtLeast(1),
+        doc: "Default min.insync.replicas of topics; kept by the controller as a cluster-level config while eligible leader replicas are enabled (KIP-966)",
+    },
+    BrokerConfigDef {
         name: "log.retention.minutes",
         default: None,
         config_type: ConfigType::Int,
@@ -1699,6 +1708,8 @@ pub struct BrokerConfig {
     /// `log.roll.ms`, else `log.roll.hours`, in milliseconds.
     pub log_roll_ms: i64,
     pub log_retention_bytes: i64,
+    /// The `min.insync.replicas` of topics without their own.
+    pub min_insync_replicas: usize,
     pub log_retention_check_interval_ms: u64,
     pub message_max_bytes: usize,
     pub socket_request_max_bytes: usize,
@@ -1854,6 +1865,7 @@ impl BrokerConfig {
                 None => 7 * 24 * 3_600_000,
             },
             log_retention_bytes: parse_in(get, "log.retention.bytes", -1..=i64::MAX)?,
+            min_insync_replicas: parse_in(get, "min.insync.replicas", 1..=i32::MAX as usize)?,
             log_retention_check_interval_ms: parse_in(
                 get,
                 "log.retention.check.interval.ms",

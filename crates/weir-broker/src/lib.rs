@@ -3,6 +3,7 @@
 mod api;
 mod blocking;
 pub mod broker;
+mod clean_shutdown;
 mod client_quotas;
 pub mod config;
 pub mod consumer_group;

@@ -724,9 +724,11 @@ impl Partition {
                         log_end,
                         self.high_watermark(),
                         l.now_ms,
+                        state.min_insync_replicas,
                     )
                 });
                 engine.set_replicas(l.replicas, l.now_ms);
+                engine.set_min_isr(state.min_insync_replicas, log_end);
                 engine.set_isr(l.isr, l.partition_epoch, log_end);
                 self.set_high_watermark(engine.high_watermark());
             }

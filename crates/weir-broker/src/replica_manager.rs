@@ -452,7 +452,7 @@ impl ReplicaManager {
             .configs
             .get("min.insync.replicas")
             .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(1);
+            .unwrap_or(config.min_insync_replicas);
         for p in assigned {
             let partition = match opened.get(&p.partition) {
                 Some(partition) => partition.clone(),

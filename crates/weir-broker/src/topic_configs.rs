@@ -102,7 +102,7 @@ mod tests {
             source("max.compaction.lag.ms"),
             ("9223372036854775807".into(), ConfigSource::DefaultConfig)
         );
-        // A topic config whose broker synonym Weir does not have.
+        // A topic config whose broker synonym no level sets.
         assert_eq!(
             source("min.insync.replicas"),
             ("1".into(), ConfigSource::DefaultConfig)

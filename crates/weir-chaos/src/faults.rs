@@ -39,16 +39,23 @@ pub enum Fault {
     /// leader holds records of an earlier epoch: the replica must drop
     /// them when it follows again.
     EpochDivergence,
+    /// Eligible leader replicas (KIP-966), scripted: the followers of a
+    /// partition stop cleanly one after the other until its ISR is below
+    /// `min.insync.replicas`, then its leader is killed; the follower that
+    /// stopped last comes back and must lead (it is in the ELR, not the
+    /// ISR; unclean election is off), losing nothing acknowledged.
+    EligibleLeader,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 8] = [
         Fault::LeaderKill,
         Fault::ControllerKill,
         Fault::LeaderPause,
         Fault::Partition,
         Fault::RollingRestart,
         Fault::EpochDivergence,
+        Fault::EligibleLeader,
         Fault::NegativeControl,
     ];
 
@@ -61,6 +68,7 @@ impl Fault {
             Fault::RollingRestart => "rolling-restart",
             Fault::NegativeControl => "negative-control",
             Fault::EpochDivergence => "epoch-divergence",
+            Fault::EligibleLeader => "eligible-leader",
         }
     }
 
@@ -293,6 +301,10 @@ fn unfit_for_transactions(fault: Fault) -> Option<&'static str> {
             "a script for the plain workload: it writes outside any transaction and reads one \
              replica alone",
         ),
+        Fault::EligibleLeader => Some(
+            "a script for the plain workload: it takes two of three brokers down, and the \
+             transaction coordinator's own partitions with them",
+        ),
         _ => None,
     }
 }
@@ -318,7 +330,9 @@ fn run_fault(fault: Fault, options: &RunOptions) -> FaultResult {
     }
     let started = Instant::now();
     let layout = match fault {
-        Fault::NegativeControl | Fault::EpochDivergence => Layout::SeparateController,
+        Fault::NegativeControl | Fault::EpochDivergence | Fault::EligibleLeader => {
+            Layout::SeparateController
+        }
         _ => Layout::Combined,
     };
     let network = match fault {
@@ -723,6 +737,9 @@ fn inject(run: &mut Run, until: Instant) -> Result<(), Error> {
     if run.fault == Fault::EpochDivergence {
         return epoch_divergence(run);
     }
+    if run.fault == Fault::EligibleLeader {
+        return eligible_leader(run);
+    }
     while Instant::now() + hold < until || cycle == 0 {
         let partition = cycle % run.partitions;
         cycle += 1;
@@ -793,7 +810,9 @@ fn inject(run: &mut Run, until: Instant) -> Result<(), Error> {
                     run.settle(settle_timeout)?;
                 }
             }
-            Fault::NegativeControl | Fault::EpochDivergence => unreachable!(),
+            Fault::NegativeControl | Fault::EpochDivergence | Fault::EligibleLeader => {
+                unreachable!()
+            }
         }
         run.settle(settle_timeout)?;
         std::thread::sleep(quiet);
@@ -961,5 +980,81 @@ fn epoch_divergence(run: &mut Run) -> Result<(), Error> {
     // "unknown" (which would make b drop everything and copy it again).
     std::thread::sleep(Duration::from_secs(5));
     run.restart(b)?;
+    run.settle(Duration::from_secs(90))
+}
+
+/// Eligible leader replicas (KIP-966), on brokers 1..=3 with a separate
+/// controller (node 4), so that two brokers down leave the quorum up; the
+/// topic has `min.insync.replicas` 2 and no unclean election. Partition 0
+/// has replicas [a, b, c] in some order, led by a:
+///
+/// 1. b stops cleanly (SIGTERM): the ISR is [a, c], at its minimum, and
+///    acks=all writes go on; b lacks them.
+/// 2. c stops cleanly: the ISR is [a], below its minimum. c is an eligible
+///    leader replica; the high watermark stands still, writes wait.
+/// 3. a is killed. Once it is fenced the ISR is empty.
+/// 4. c restarts (its clean stop proven): it must lead, elected from the
+///    ELR, without unclean election. Then b and a restart.
+///
+/// The checker then finds every acknowledged write.
+fn eligible_leader(run: &mut Run) -> Result<(), Error> {
+    let (a, replicas) = run.leader(0, Duration::from_secs(30))?;
+    let followers: Vec<i32> = replicas.iter().copied().filter(|r| *r != a).collect();
+    let &[b, c] = followers.as_slice() else {
+        return Err(Error(format!(
+            "partition 0 has replicas {replicas:?}, not three"
+        )));
+    };
+    // The ISR as a set: its order is the metadata's.
+    let wait_isr = |run: &Run, isr: &[i32]| -> Result<(), Error> {
+        let wanted: std::collections::BTreeSet<i32> = isr.iter().copied().collect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(views) = run.cluster.partitions(TOPIC) {
+                let is_wanted = |v: &&crate::cluster::PartitionView| {
+                    v.partition == 0
+                        && v.isr
+                            .iter()
+                            .copied()
+                            .collect::<std::collections::BTreeSet<_>>()
+                            == wanted
+                };
+                if views.iter().any(|v| is_wanted(&v)) {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(Error(format!(
+                    "the ISR of partition 0 did not become {isr:?}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    for (id, isr) in [(b, vec![a, c]), (c, vec![a])] {
+        let clean = run
+            .cluster
+            .node_mut(id)
+            .terminate(Duration::from_secs(30))?;
+        if !clean {
+            return Err(Error(format!(
+                "node {id} did not stop cleanly: the scenario did not happen"
+            )));
+        }
+        run.event(format!("SIGTERM node {id} (follower of partition 0)"));
+        wait_isr(run, &isr)?;
+        run.event(format!("partition 0: ISR {isr:?}"));
+        // Writes acknowledged by the ISR at its minimum, which c holds.
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    run.kill9(a, "leader of partition 0, alone in its ISR");
+    std::thread::sleep(run.session());
+    run.restart(c)?;
+    wait_leader(run, 0, c, Duration::from_secs(60))?;
+    run.event(format!(
+        "partition 0: node {c} elected from the eligible leader replicas"
+    ));
+    run.restart(b)?;
+    run.restart(a)?;
     run.settle(Duration::from_secs(90))
 }

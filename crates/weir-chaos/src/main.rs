@@ -16,7 +16,7 @@ struct Args {
     #[arg(long)]
     weir: PathBuf,
     /// leader-kill, controller-kill, leader-pause, partition,
-    /// rolling-restart, epoch-divergence, negative-control (several
+    /// rolling-restart, epoch-divergence, eligible-leader, negative-control (several
     /// separated by commas), or all.
     #[arg(long, default_value = "all")]
     fault: String,

@@ -162,6 +162,19 @@ pub enum Command {
         /// The id, Kafka-style (22 characters of URL-safe base64).
         id: String,
     },
+    /// Finalizes a feature at a level (Kafka's FeatureLevelRecord, written
+    /// by UpdateFeatures and at bootstrap); level 0 turns it off. The
+    /// broker proposing it checks the name and the levels it supports.
+    /// Taking `eligible.leader.replicas.version` to 1 gives the cluster a
+    /// `min.insync.replicas` of its own (1 unless set) and drops the
+    /// brokers' own values; taking it to 0 clears every partition's
+    /// eligible leader replicas.
+    SetFeatureLevel {
+        /// The feature name, e.g. `eligible.leader.replicas.version`.
+        name: String,
+        /// The level, at least 0.
+        level: i16,
+    },
     /// Hands out the block `[next_producer_id, next_producer_id + count)`.
     AllocateProducerIds {
         /// The block size, at least 1.

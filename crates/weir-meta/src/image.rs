@@ -16,6 +16,7 @@ use crate::client_quota::{self, ClientQuotas, QuotaAlteration};
 use crate::command::{Applied, Command, Election, ElectionOutcome, TopicCreation, TopicRejected};
 use crate::error::MetaError;
 use crate::model::{BrokerInfo, PartitionInfo, TopicInfo};
+use crate::partition_change::{self, Change, Election as ElectionType, Rules};
 use crate::placement;
 use crate::scram::{self, ScramCredentials};
 use crate::topic_config;
@@ -52,6 +53,9 @@ pub struct MetadataImage {
     /// The ACLs, sorted (resource first): a set, as in Kafka, where
     /// creating an existing binding changes nothing.
     acls: BTreeSet<AclBinding>,
+    /// Finalized feature levels other than `metadata.version` (which is
+    /// the code's), by name; a feature at level 0 is absent.
+    features: BTreeMap<String, i16>,
     next_producer_id: i64,
     applied_index: u64,
     /// Topic id → name; derived from `topics`.
@@ -90,6 +94,10 @@ struct ImageData {
     /// Absent from images written before ACLs existed.
     #[serde(default)]
     acls: BTreeSet<AclBinding>,
+    /// Absent from images written before features were stored: every
+    /// feature at 0.
+    #[serde(default)]
+    features: BTreeMap<String, i16>,
     next_producer_id: i64,
     applied_index: u64,
 }
@@ -109,6 +117,7 @@ impl TryFrom<ImageData> for MetadataImage {
             client_quotas: data.client_quotas,
             scram_credentials: data.scram_credentials,
             acls: data.acls,
+            features: data.features,
             next_producer_id: data.next_producer_id,
             applied_index: data.applied_index,
             topic_ids: BTreeMap::new(),
@@ -178,6 +187,7 @@ impl MetadataImage {
                 self.registered_broker(*id).map(|_| ())
             }
             Command::ReplicasOffline { broker, .. } => self.registered_broker(*broker).map(|_| ()),
+            Command::SetFeatureLevel { name, level } => check_feature_level(name, *level),
             // Outcomes of these are per partition or per user, in `Applied`.
             Command::ElectPreferredLeaders
             | Command::ElectLeaders { .. }
@@ -204,7 +214,10 @@ impl MetadataImage {
                 broker,
                 set,
                 delete,
-            } => check_broker_configs(*broker, set, delete),
+            } => {
+                check_broker_configs(*broker, set, delete)?;
+                self.check_min_isr_with_elr(*broker, set, delete)
+            }
             Command::AlterGroupConfigs { group, set, delete } => {
                 check_group_configs(group, set, delete)
             }
@@ -240,12 +253,10 @@ impl MetadataImage {
             Command::RegisterBroker(broker) => {
                 // A new process of a broker may have lost what it had not
                 // synced: see `fence_restarted`.
-                let restarted = self
-                    .brokers
-                    .get(&broker.id)
-                    .is_some_and(|old| old.incarnation != broker.incarnation);
-                if restarted {
-                    self.fence_restarted(broker.id);
+                let previous = self.brokers.get(&broker.id).map(|old| old.incarnation);
+                if let Some(old) = previous.filter(|old| *old != broker.incarnation) {
+                    let clean = broker.previous_incarnation == Some(old);
+                    self.fence_restarted(broker.id, clean);
                 }
                 self.brokers.insert(broker.id, broker.clone());
                 self.unfence(broker.id);
@@ -256,13 +267,15 @@ impl MetadataImage {
                 Applied::Done
             }
             Command::ReplicasOffline { broker, partitions } => {
-                let mut excluded = self.fenced.clone();
-                excluded.insert(*broker);
+                let (elr, cluster_min_isr) = (self.elr_enabled(), self.cluster_min_isr());
+                let fenced = &self.fenced;
+                let acceptable = |r: i32| r != *broker && !fenced.contains(&r);
                 for (name, index) in partitions {
                     let Some(topic) = self.topics.get_mut(name) else {
                         continue;
                     };
-                    let unclean = unclean_election_enabled(&topic.configs);
+                    let rules = topic_rules(topic, elr, cluster_min_isr);
+                    let election = election_type(topic);
                     let Some(p) = usize::try_from(*index)
                         .ok()
                         .and_then(|i| topic.partitions.get_mut(i))
@@ -272,24 +285,39 @@ impl MetadataImage {
                     // The only in-sync replica keeps the partition: there is
                     // no clean leader to move to, and a leaderless partition
                     // would go back to it at the next preferred election.
-                    if p.isr == [*broker] && !unclean {
+                    if !p.replicas.contains(broker)
+                        || (p.isr == [*broker] && election == ElectionType::Online)
+                    {
                         continue;
                     }
-                    leave_partition(p, *broker, &excluded, unclean);
+                    // A replica whose directory failed may have lost what it
+                    // held: it does not wait in the ELR (Weir does not learn
+                    // when a single partition's directory is back).
+                    let change = Change {
+                        target_isr: without(&p.isr, *broker),
+                        acceptable: &acceptable,
+                        election,
+                        unclean_shutdown: Some(*broker),
+                    };
+                    partition_change::apply(p, &change, rules);
                 }
                 Applied::Done
             }
             Command::ElectPreferredLeaders => {
+                let (elr, cluster_min_isr) = (self.elr_enabled(), self.cluster_min_isr());
                 let fenced = &self.fenced;
-                for p in self
-                    .topics
-                    .values_mut()
-                    .flat_map(|t| t.partitions.iter_mut())
-                {
-                    if let Some((leader, isr)) = preferred_change(p, fenced) {
-                        change_partition(p, leader, isr);
+                for topic in self.topics.values_mut() {
+                    let rules = topic_rules(topic, elr, cluster_min_isr);
+                    for p in topic.partitions.iter_mut() {
+                        if let Some(next) = preferred_change(p, fenced, rules) {
+                            *p = next;
+                        }
                     }
                 }
+                Applied::Done
+            }
+            Command::SetFeatureLevel { name, level } => {
+                self.set_feature_level(name, *level);
                 Applied::Done
             }
             Command::CreateTopic {
@@ -337,7 +365,13 @@ impl MetadataImage {
                 Applied::Done
             }
             Command::AlterTopicConfigs { name, set, delete } => {
+                let elr = self.elr_enabled();
                 if let Some(topic) = self.topics.get_mut(name) {
+                    // Kafka cleans the ELR state when the topic's
+                    // min.insync.replicas is set or removed.
+                    if elr && touches_min_isr(set, delete) {
+                        topic.partitions.iter_mut().for_each(clear_elr);
+                    }
                     for key in delete {
                         topic.configs.remove(key);
                     }
@@ -352,6 +386,14 @@ impl MetadataImage {
                 set,
                 delete,
             } => {
+                // Kafka cleans every ELR state when the cluster-level
+                // min.insync.replicas is set, even to the same value.
+                if broker.is_none() && self.elr_enabled() && set.contains_key(MIN_ISR) {
+                    self.topics
+                        .values_mut()
+                        .flat_map(|t| t.partitions.iter_mut())
+                        .for_each(clear_elr);
+                }
                 let configs = match broker {
                     None => &mut self.cluster_broker_configs,
                     Some(id) => self.broker_configs.entry(*id).or_default(),
@@ -401,13 +443,29 @@ impl MetadataImage {
                 isr,
                 ..
             } => {
+                let (elr, cluster_min_isr) = (self.elr_enabled(), self.cluster_min_isr());
+                let rules = self
+                    .topics
+                    .get(topic)
+                    .map_or(Rules { elr, min_isr: 1 }, |t| {
+                        topic_rules(t, elr, cluster_min_isr)
+                    });
                 if let Some(p) = self.topics.get_mut(topic).and_then(|t| {
                     usize::try_from(*partition)
                         .ok()
                         .and_then(|i| t.partitions.get_mut(i))
                 }) {
-                    let leader = p.leader;
-                    change_partition(p, leader, isr.clone());
+                    let fenced = &self.fenced;
+                    let acceptable = |r: i32| !fenced.contains(&r);
+                    let change = Change {
+                        target_isr: isr.clone(),
+                        acceptable: &acceptable,
+                        // The leader asking is in the new ISR and unfenced:
+                        // it stays.
+                        election: ElectionType::Online,
+                        unclean_shutdown: None,
+                    };
+                    partition_change::apply(p, &change, rules);
                     if !p.adding.is_empty() && p.adding.iter().all(|r| p.isr.contains(r)) {
                         complete_reassignment(p, &self.fenced);
                     }
@@ -536,9 +594,17 @@ impl MetadataImage {
     /// How many partitions [`Command::ElectPreferredLeaders`] would change
     /// now; the controller submits it only when this is above zero.
     pub fn preferred_leader_imbalance(&self) -> usize {
-        self.partitions()
-            .filter(|(_, p)| preferred_change(p, &self.fenced).is_some())
-            .count()
+        let (elr, cluster_min_isr) = (self.elr_enabled(), self.cluster_min_isr());
+        self.topics
+            .values()
+            .map(|t| {
+                let rules = topic_rules(t, elr, cluster_min_isr);
+                t.partitions
+                    .iter()
+                    .filter(|p| preferred_change(p, &self.fenced, rules).is_some())
+                    .count()
+            })
+            .sum()
     }
 
     /// The cluster id, once a broker has set it.
@@ -705,26 +771,27 @@ impl MetadataImage {
     /// in-sync replica).
     fn unfence(&mut self, id: i32) {
         self.fenced.remove(&id);
+        let (elr, cluster_min_isr) = (self.elr_enabled(), self.cluster_min_isr());
         let fenced = &self.fenced;
+        let acceptable = |r: i32| !fenced.contains(&r);
         for topic in self.topics.values_mut() {
-            let unclean = unclean_election_enabled(&topic.configs);
+            let rules = topic_rules(topic, elr, cluster_min_isr);
+            let election = election_type(topic);
+            // A returning replica rejoins ISRs only through AlterPartition,
+            // once its leader sees it caught up; here it can only take back
+            // a partition it was the last in-sync replica of, or an eligible
+            // leader replica of.
             for p in topic.partitions.iter_mut() {
-                if !p.replicas.contains(&id) {
+                if p.leader != -1 || !p.replicas.contains(&id) {
                     continue;
                 }
-                // A returning replica rejoins ISRs only through
-                // AlterPartition, once its leader sees it caught up; here
-                // it can only take back a partition it was the last in-sync
-                // replica of.
-                let (leader, isr) = if p.leader == -1 {
-                    match elect(&p.replicas, &p.isr, fenced, unclean) {
-                        Some(elected) => elected,
-                        None => continue,
-                    }
-                } else {
-                    continue;
+                let change = Change {
+                    target_isr: p.isr.clone(),
+                    acceptable: &acceptable,
+                    election,
+                    unclean_shutdown: None,
                 };
-                change_partition(p, leader, isr);
+                partition_change::apply(p, &change, rules);
             }
         }
     }
@@ -736,13 +803,25 @@ impl MetadataImage {
     /// is a replica of moves to a new partition epoch, so that an ISR
     /// expansion a leader computed from the old process's fetches is
     /// refused (Kafka checks broker epochs for this, KIP-903).
-    fn fence_restarted(&mut self, id: i32) {
+    ///
+    /// With eligible leader replicas, a process that cannot prove that the
+    /// old one stopped cleanly (`clean` false) also leaves the ELRs: it may
+    /// have lost records it had not synced (Kafka's unclean shutdown
+    /// handling, KIP-966).
+    fn fence_restarted(&mut self, id: i32, clean: bool) {
         let epochs_before: Vec<i32> = self
             .topics
             .values()
             .flat_map(|t| t.partitions.iter())
             .map(|p| p.partition_epoch)
             .collect();
+        if !clean && self.elr_enabled() {
+            self.change_partitions(
+                |p| p.isr.contains(&id) || p.elr.contains(&id),
+                |p| without(&p.isr, id),
+                Some(id),
+            );
+        }
         self.fence(id);
         let partitions = self
             .topics
@@ -770,6 +849,7 @@ impl MetadataImage {
                 .map(|(t, p)| (t.name.clone(), p.partition))
                 .collect(),
         };
+        let (elr, cluster_min_isr) = (self.elr_enabled(), self.cluster_min_isr());
         let (brokers, fenced) = (&self.brokers, &self.fenced);
         let live = |id: i32| brokers.contains_key(&id) && !fenced.contains(&id);
         wanted
@@ -777,19 +857,22 @@ impl MetadataImage {
             .map(|(topic, partition)| {
                 let outcome = match self.topics.get_mut(&topic) {
                     None => ElectionOutcome::UnknownTopic,
-                    Some(t) => match usize::try_from(partition)
-                        .ok()
-                        .and_then(|i| t.partitions.get_mut(i))
-                    {
-                        None => ElectionOutcome::UnknownPartition,
-                        Some(p) => match requested_election(p, unclean, live) {
-                            Ok((leader, isr)) => {
-                                change_partition(p, leader, isr);
-                                ElectionOutcome::Elected
-                            }
-                            Err(outcome) => outcome,
-                        },
-                    },
+                    Some(t) => {
+                        let rules = topic_rules(t, elr, cluster_min_isr);
+                        match usize::try_from(partition)
+                            .ok()
+                            .and_then(|i| t.partitions.get_mut(i))
+                        {
+                            None => ElectionOutcome::UnknownPartition,
+                            Some(p) => match requested_election(p, unclean, &live, rules) {
+                                Ok(next) => {
+                                    *p = next;
+                                    ElectionOutcome::Elected
+                                }
+                                Err(outcome) => outcome,
+                            },
+                        }
+                    }
                 };
                 Election {
                     topic,
@@ -843,12 +926,123 @@ impl MetadataImage {
             // member of an ISR, so there is nothing to move.
             return;
         }
+        self.change_partitions(
+            |p| p.isr.contains(&id) || p.leader == id,
+            |p| without(&p.isr, id),
+            None,
+        );
+    }
+
+    /// Applies a [`partition_change`] to every partition `select` picks,
+    /// aiming at the ISR `target_isr` gives it, with the topic's rules and
+    /// election type; unfenced brokers may lead.
+    fn change_partitions(
+        &mut self,
+        select: impl Fn(&PartitionInfo) -> bool,
+        target_isr: impl Fn(&PartitionInfo) -> Vec<i32>,
+        unclean_shutdown: Option<i32>,
+    ) {
+        let (elr, cluster_min_isr) = (self.elr_enabled(), self.cluster_min_isr());
         let fenced = &self.fenced;
+        let acceptable = |r: i32| !fenced.contains(&r);
         for topic in self.topics.values_mut() {
-            let unclean = unclean_election_enabled(&topic.configs);
-            for p in topic.partitions.iter_mut() {
-                leave_partition(p, id, fenced, unclean);
+            let rules = topic_rules(topic, elr, cluster_min_isr);
+            let election = election_type(topic);
+            for p in topic.partitions.iter_mut().filter(|p| select(p)) {
+                let change = Change {
+                    target_isr: target_isr(p),
+                    acceptable: &acceptable,
+                    election,
+                    unclean_shutdown,
+                };
+                partition_change::apply(p, &change, rules);
             }
+        }
+    }
+
+    /// The finalized level of feature `name` (0 if it is off or unknown);
+    /// `metadata.version` is not stored here.
+    pub fn feature_level(&self, name: &str) -> i16 {
+        self.features.get(name).copied().unwrap_or(0)
+    }
+
+    /// The finalized features with a level above 0, by name.
+    pub fn feature_levels(&self) -> impl Iterator<Item = (&str, i16)> {
+        self.features
+            .iter()
+            .map(|(name, level)| (name.as_str(), *level))
+    }
+
+    /// True while `eligible.leader.replicas.version` is at least 1.
+    pub fn elr_enabled(&self) -> bool {
+        self.feature_level(ELR_FEATURE) >= 1
+    }
+
+    /// The cluster-level `min.insync.replicas` (the dynamic default broker
+    /// config), or Kafka's default 1.
+    pub fn cluster_min_isr(&self) -> usize {
+        self.cluster_broker_configs
+            .get(MIN_ISR)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(1)
+    }
+
+    /// `SetFeatureLevel`, with what Kafka's controller does on the way
+    /// (`ConfigurationControlManager`, `FeatureControlManager`).
+    fn set_feature_level(&mut self, name: &str, level: i16) {
+        let was_enabled = self.elr_enabled();
+        if level == 0 {
+            self.features.remove(name);
+        } else {
+            self.features.insert(name.to_owned(), level);
+        }
+        if name != ELR_FEATURE || was_enabled == self.elr_enabled() {
+            return;
+        }
+        if self.elr_enabled() {
+            // The cluster gets a min.insync.replicas of its own (Kafka takes
+            // the active controller's static value; Weir's brokers have
+            // none, so Kafka's default), and the brokers' own values go.
+            self.cluster_broker_configs
+                .entry(MIN_ISR.to_owned())
+                .or_insert_with(|| "1".to_owned());
+            for configs in self.broker_configs.values_mut() {
+                configs.remove(MIN_ISR);
+            }
+            self.broker_configs.retain(|_, configs| !configs.is_empty());
+        } else {
+            self.topics
+                .values_mut()
+                .flat_map(|t| t.partitions.iter_mut())
+                .for_each(clear_elr);
+        }
+    }
+
+    /// Kafka's rules for `min.insync.replicas` as a broker config while ELR
+    /// is enabled: the cluster-level value stays, brokers have none.
+    fn check_min_isr_with_elr(
+        &self,
+        broker: Option<i32>,
+        set: &BTreeMap<String, String>,
+        delete: &[String],
+    ) -> Result<(), MetaError> {
+        if !self.elr_enabled() {
+            return Ok(());
+        }
+        let invalid = |reason: &str| {
+            Err(MetaError::InvalidConfig {
+                key: MIN_ISR.to_owned(),
+                reason: reason.to_owned(),
+            })
+        };
+        match broker {
+            None if delete.iter().any(|k| k == MIN_ISR) => {
+                invalid("Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
+            }
+            Some(_) if touches_min_isr(set, delete) => {
+                invalid("Broker-level min.insync.replicas cannot be altered while ELR is enabled.")
+            }
+            _ => Ok(()),
         }
     }
 
@@ -1301,6 +1495,8 @@ fn new_partitions(first: usize, replicas: &[Vec<i32>]) -> Vec<PartitionInfo> {
             adding: Vec::new(),
             removing: Vec::new(),
             isr: replicas.clone(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         })
         .collect()
 }
@@ -1355,6 +1551,8 @@ fn cancel_reassignment(p: &mut PartitionInfo, fenced: &BTreeSet<i32>) {
 /// what remains if the leader went (or there was none).
 fn drop_replicas(p: &mut PartitionInfo, gone: &[i32], fenced: &BTreeSet<i32>) {
     p.replicas.retain(|r| !gone.contains(r));
+    p.elr.retain(|r| !gone.contains(r));
+    p.last_known_elr.retain(|r| !gone.contains(r));
     let mut isr: Vec<i32> = p
         .isr
         .iter()
@@ -1412,86 +1610,90 @@ fn elect(
 /// What `ElectPreferredLeaders` does to one partition, if anything: the
 /// preferred replica takes over when it is in sync and not fenced, and a
 /// leaderless partition gets a clean leader if it has one.
-fn preferred_change(p: &PartitionInfo, fenced: &BTreeSet<i32>) -> Option<(i32, Vec<i32>)> {
+fn preferred_change(
+    p: &PartitionInfo,
+    fenced: &BTreeSet<i32>,
+    rules: Rules,
+) -> Option<PartitionInfo> {
     if p.leader == -1 {
-        return elect(&p.replicas, &p.isr, fenced, false);
+        let acceptable = |r: i32| !fenced.contains(&r);
+        return online_election(p, &acceptable, ElectionType::Online, rules);
     }
     let preferred = *p.replicas.first()?;
     (preferred != p.leader && p.isr.contains(&preferred) && !fenced.contains(&preferred))
-        .then(|| (preferred, p.isr.clone()))
+        .then(|| with_leader(p, preferred))
 }
 
-/// The leader and ISR an ElectLeaders request gives `p`, or why it
-/// changes nothing, as Kafka's controller decides (`electLeader` and
+/// A leaderless partition with a leader elected as Kafka's controller
+/// does, from the ISR, the ELR, the last known leader or (unclean) any
+/// acceptable replica; `None` if none can lead.
+fn online_election(
+    p: &PartitionInfo,
+    acceptable: &dyn Fn(i32) -> bool,
+    election: ElectionType,
+    rules: Rules,
+) -> Option<PartitionInfo> {
+    let change = Change {
+        target_isr: p.isr.clone(),
+        acceptable,
+        election,
+        unclean_shutdown: None,
+    };
+    let next = partition_change::changed(p, &change, rules);
+    (next.leader != -1).then_some(next)
+}
+
+/// `p` led by `leader`, an ISR member, the ISR unchanged.
+fn with_leader(p: &PartitionInfo, leader: i32) -> PartitionInfo {
+    let mut next = p.clone();
+    change_partition(&mut next, leader, p.isr.clone());
+    next
+}
+
+/// The partition an ElectLeaders request makes of `p`, or why it changes
+/// nothing, as Kafka's controller decides (`electLeader` and
 /// `PartitionChangeBuilder`); `live` tells a registered, unfenced broker.
 ///
 /// Preferred: not needed when the preferred replica leads; else it leads
 /// if in sync and live. If it cannot, a partition that has a leader keeps
 /// it (PREFERRED_LEADER_NOT_AVAILABLE), and a leaderless one gets the next
-/// in-sync live replica if there is one.
+/// in-sync live replica (or, with the ISR empty, eligible leader replica,
+/// or the last known leader) if there is one.
 ///
-/// Unclean: not needed when the partition has a leader; else the first
-/// in-sync live replica (a clean election), else the first live replica
-/// with the ISR just itself (records it lacks are lost: the operator
-/// chose availability).
+/// Unclean: not needed when the partition has a leader; else as above,
+/// then the first live replica with the ISR just itself (records it lacks
+/// are lost: the operator chose availability).
 fn requested_election(
     p: &PartitionInfo,
     unclean: bool,
-    live: impl Fn(i32) -> bool,
-) -> Result<(i32, Vec<i32>), ElectionOutcome> {
+    live: &dyn Fn(i32) -> bool,
+    rules: Rules,
+) -> Result<PartitionInfo, ElectionOutcome> {
     let in_sync = |r: i32| p.isr.contains(&r) && live(r);
     if unclean {
         if p.leader != -1 {
             return Err(ElectionOutcome::NotNeeded);
         }
-        if let Some(&leader) = p.replicas.iter().find(|r| in_sync(**r)) {
-            return Ok((leader, p.isr.clone()));
-        }
-        return match p.replicas.iter().find(|r| live(**r)) {
-            Some(&leader) => Ok((leader, vec![leader])),
-            None => Err(ElectionOutcome::EligibleLeadersNotAvailable),
-        };
+        return online_election(p, live, ElectionType::Unclean, rules)
+            .ok_or(ElectionOutcome::EligibleLeadersNotAvailable);
     }
     let preferred = p.replicas.first().copied().unwrap_or(-1);
     if preferred == p.leader {
         return Err(ElectionOutcome::NotNeeded);
     }
     if in_sync(preferred) {
-        return Ok((preferred, p.isr.clone()));
+        return Ok(with_leader(p, preferred));
     }
     if p.leader != -1 && in_sync(p.leader) {
         return Err(ElectionOutcome::PreferredLeaderNotAvailable);
     }
-    match p.replicas.iter().skip(1).find(|r| in_sync(**r)) {
-        Some(&leader) => Ok((leader, p.isr.clone())),
-        None => Err(ElectionOutcome::PreferredLeaderNotAvailable),
-    }
+    online_election(p, live, ElectionType::Online, rules)
+        .ok_or(ElectionOutcome::PreferredLeaderNotAvailable)
 }
 
 /// Sets a partition's leader and ISR, bumping each epoch once if its part
 /// changed: the leader epoch for a new leader, the partition epoch for a
 /// new leader or ISR.
-/// Broker `id` leaves the partition's ISR, unless it is its only member,
-/// and if it led, another in-sync replica (none of `excluded`) is elected,
-/// or none: the partition is then without a leader.
-fn leave_partition(p: &mut PartitionInfo, id: i32, excluded: &BTreeSet<i32>, unclean: bool) {
-    if !p.replicas.contains(&id) {
-        return;
-    }
-    let mut isr = p.isr.clone();
-    if isr != [id] {
-        isr.retain(|r| *r != id);
-    }
-    let mut leader = p.leader;
-    if leader == id {
-        match elect(&p.replicas, &isr, excluded, unclean) {
-            Some((l, new_isr)) => (leader, isr) = (l, new_isr),
-            None => leader = -1,
-        }
-    }
-    change_partition(p, leader, isr);
-}
-
 fn change_partition(p: &mut PartitionInfo, leader: i32, isr: Vec<i32>) {
     let leader_changed = p.leader != leader;
     let isr_changed = p.isr != isr;
@@ -1503,6 +1705,74 @@ fn change_partition(p: &mut PartitionInfo, leader: i32, isr: Vec<i32>) {
         p.isr = isr;
     }
     if leader_changed || isr_changed {
+        p.partition_epoch = p.partition_epoch.saturating_add(1);
+    }
+}
+
+/// The feature that turns on eligible leader replicas (KIP-966).
+pub const ELR_FEATURE: &str = "eligible.leader.replicas.version";
+
+/// The topic config (and cluster-level broker config) that sets the
+/// smallest ISR acks=all writes need.
+const MIN_ISR: &str = "min.insync.replicas";
+
+/// The checks of `SetFeatureLevel` the image makes: a name, a level not
+/// below 0 (in Kafka's words). Which features and levels exist is the
+/// proposing broker's to check.
+fn check_feature_level(name: &str, level: i16) -> Result<(), MetaError> {
+    if name.trim().is_empty() {
+        return Err(MetaError::InvalidRequest(
+            "The feature name must not be empty.".to_owned(),
+        ));
+    }
+    if level < 0 {
+        return Err(MetaError::InvalidUpdateVersion(format!(
+            "Invalid update version {level} for feature {name}. A feature version cannot be less than 0."
+        )));
+    }
+    Ok(())
+}
+
+/// The rules a topic's partitions change by: whether ELR is on, and the
+/// topic's `min.insync.replicas` (its own, else the cluster's), capped at
+/// its replication factor as Kafka's `getTopicEffectiveMinIsr` does.
+fn topic_rules(topic: &TopicInfo, elr: bool, cluster_min_isr: usize) -> Rules {
+    let min_isr = topic
+        .configs
+        .get(MIN_ISR)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(cluster_min_isr);
+    Rules {
+        elr,
+        min_isr: min_isr.min(topic.replication_factor()),
+    }
+}
+
+/// Unclean when the topic allows it, else online.
+fn election_type(topic: &TopicInfo) -> ElectionType {
+    if unclean_election_enabled(&topic.configs) {
+        ElectionType::Unclean
+    } else {
+        ElectionType::Online
+    }
+}
+
+/// `isr` without broker `id`.
+fn without(isr: &[i32], id: i32) -> Vec<i32> {
+    isr.iter().copied().filter(|r| *r != id).collect()
+}
+
+/// True if a config change sets or removes `min.insync.replicas`.
+fn touches_min_isr(set: &BTreeMap<String, String>, delete: &[String]) -> bool {
+    set.contains_key(MIN_ISR) || delete.iter().any(|k| k == MIN_ISR)
+}
+
+/// Forgets a partition's eligible leader replicas and last known leader
+/// (a new partition epoch if there were any).
+fn clear_elr(p: &mut PartitionInfo) {
+    if !p.elr.is_empty() || !p.last_known_elr.is_empty() {
+        p.elr.clear();
+        p.last_known_elr.clear();
         p.partition_epoch = p.partition_epoch.saturating_add(1);
     }
 }

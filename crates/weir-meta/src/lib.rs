@@ -19,6 +19,7 @@
 //! image.apply(&Command::RegisterBroker(BrokerInfo {
 //!     id: 1, host: "localhost".into(), port: 9092, rack: None,
 //!     incarnation: uuid::Uuid::from_u128(1), listeners: vec![],
+//!     previous_incarnation: None,
 //! }))?;
 //! image.apply(&Command::CreateTopic {
 //!     name: "orders".into(),
@@ -74,6 +75,7 @@ mod image;
 pub mod legacy_store;
 mod log_file;
 mod model;
+mod partition_change;
 mod placement;
 mod raft;
 mod scram;
@@ -89,7 +91,7 @@ pub use client_quota::{ClientQuotas, EntityName, QuotaAlteration, QuotaEntity, Q
 pub use command::{Applied, Command, Election, ElectionOutcome, TopicCreation, TopicRejected};
 pub use dir_lock::{DirLock, DirLockError, LOCK_FILE};
 pub use error::MetaError;
-pub use image::MetadataImage;
+pub use image::{MetadataImage, ELR_FEATURE};
 pub use model::{BrokerInfo, ListenerEndpoint, PartitionInfo, TopicInfo};
 pub use raft::{
     Controller, ControllerConfig, ControllerError, ControllerIo, ControllerSasl, ControllerStatus,

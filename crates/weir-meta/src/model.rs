@@ -28,6 +28,15 @@ pub struct BrokerInfo {
     /// before this field existed read as the nil UUID.
     #[serde(default)]
     pub incarnation: uuid::Uuid,
+    /// The incarnation of the broker's previous process when that process
+    /// stopped cleanly (it closed and synced every log, then said so in its
+    /// data directory); `None` after a crash or on first start. Kafka's
+    /// `previousBrokerEpoch` (KIP-966): a restart that cannot prove a clean
+    /// stop may have lost unsynced records, so the broker leaves the
+    /// eligible leader replicas. Registrations written before this field
+    /// existed read as `None`.
+    #[serde(default)]
+    pub previous_incarnation: Option<uuid::Uuid>,
 }
 
 /// Where a broker's listener is reached.
@@ -81,10 +90,27 @@ pub struct PartitionInfo {
     /// See `adding`.
     #[serde(default)]
     pub removing: Vec<i32>,
-    /// The in-sync replicas. Never empty: the last member stays even
-    /// when its broker is fenced, so that it can lead again when it
-    /// returns (a clean election).
+    /// The in-sync replicas. Without eligible leader replicas it is never
+    /// empty: the last member stays even when its broker is fenced, so
+    /// that it can lead again when it returns (a clean election). With
+    /// them, the last member leaves like any other and waits in `elr`.
     pub isr: Vec<i32>,
+    /// Eligible leader replicas (KIP-966, Kafka's `eligibleLeaderReplicas`):
+    /// replicas that left the ISR while it was below the topic's
+    /// `min.insync.replicas`. The high watermark cannot advance while the
+    /// ISR is that small, so they hold every committed record and may lead
+    /// cleanly once the ISR is empty. Ascending, never overlapping `isr`;
+    /// empty while the feature `eligible.leader.replicas.version` is 0.
+    /// Partitions written before this field existed read as empty.
+    #[serde(default)]
+    pub elr: Vec<i32>,
+    /// The leader the partition had when its ISR became empty (Kafka's
+    /// `lastKnownElr`, which holds the last known leader in Kafka 4.x):
+    /// when ISR and ELR are both empty, it may lead again once it is back,
+    /// at the risk of records it had not synced. Cleared when the
+    /// partition has a leader.
+    #[serde(default)]
+    pub last_known_elr: Vec<i32>,
 }
 
 /// A topic.

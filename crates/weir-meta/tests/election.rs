@@ -28,6 +28,7 @@ fn register(id: i32, incarnation: u128) -> Command {
         port: 9092,
         rack: None,
         incarnation: Uuid::from_u128(incarnation),
+        previous_incarnation: None,
         listeners: Vec::new(),
     })
 }
@@ -577,6 +578,7 @@ fn rack_aware_assignment_spans_racks() {
                 port: 9092,
                 rack: Some(rack.to_owned()),
                 incarnation: Uuid::from_u128(id as u128),
+                previous_incarnation: None,
                 listeners: Vec::new(),
             }))
             .unwrap();

@@ -59,6 +59,7 @@ fn broker(id: i32) -> Command {
         port: 9092,
         rack: None,
         incarnation: incarnation(id),
+        previous_incarnation: None,
         listeners: Vec::new(),
     })
 }

@@ -128,6 +128,11 @@ fn chaos_a_replica_drops_the_records_of_an_epoch_its_leader_never_had() {
 }
 
 #[test]
+fn chaos_an_eligible_leader_replica_leads_cleanly_after_the_isr_empties() {
+    assert_safe(Fault::EligibleLeader);
+}
+
+#[test]
 fn chaos_negative_control_loses_acknowledged_writes() {
     let result = run_and_show(Fault::NegativeControl);
     let report = result

@@ -28,9 +28,11 @@ fn features(raw: &mut Raw, version: i16) -> ApiVersionsResponse {
 }
 
 /// ApiVersions v3 and v4 report metadata.version 4.0-IV3 (25) as the one
-/// level supported and finalized; the other features are at 0, which Kafka
-/// leaves out of both lists. The epoch is the metadata offset: it grows
-/// when the metadata changes.
+/// level supported and finalized, and eligible leader replicas (KIP-966)
+/// supported from 0 to 1 (v4 only: Kafka leaves ranges from 0 out of v3)
+/// and finalized at 1, as on a new Kafka 4.1 cluster; the other features
+/// are at 0, which Kafka leaves out of both lists. The epoch is the
+/// metadata offset: it grows when the metadata changes.
 #[test]
 fn api_versions_carries_the_features() {
     let weir = Weir::start(&[]);
@@ -43,13 +45,28 @@ fn api_versions_carries_the_features() {
             .iter()
             .map(|f| (f.name.as_str(), f.min_version, f.max_version))
             .collect();
-        assert_eq!(supported, [("metadata.version", 25, 25)], "v{version}");
+        let expected: &[(&str, i16, i16)] = if version >= 4 {
+            &[
+                ("metadata.version", 25, 25),
+                ("eligible.leader.replicas.version", 0, 1),
+            ]
+        } else {
+            &[("metadata.version", 25, 25)]
+        };
+        assert_eq!(supported, expected, "v{version}");
         let finalized: Vec<_> = r
             .finalized_features
             .iter()
             .map(|f| (f.name.as_str(), f.min_version_level, f.max_version_level))
             .collect();
-        assert_eq!(finalized, [("metadata.version", 25, 25)], "v{version}");
+        assert_eq!(
+            finalized,
+            [
+                ("metadata.version", 25, 25),
+                ("eligible.leader.replicas.version", 1, 1)
+            ],
+            "v{version}"
+        );
         assert!(r.finalized_features_epoch >= 0, "v{version}");
         assert!(!r.zk_migration_ready, "v{version}");
         epochs.push(r.finalized_features_epoch);
@@ -281,4 +298,35 @@ fn list_config_resources_lists_brokers_and_topics() {
         assert_eq!(r.error_code, UNSUPPORTED_VERSION, "{types:?}");
         assert!(r.config_resources.is_empty(), "{types:?}");
     }
+}
+
+/// `eligible.leader.replicas.version` moves between 0 and 1 with Kafka's
+/// upgrade types: a downgrade needs a downgrade type, an upgrade the
+/// upgrade type, and `validate_only` changes nothing.
+#[test]
+fn eligible_leader_replicas_go_down_and_up_with_update_features() {
+    let weir = Weir::start(&[]);
+    let mut raw = Raw::connect(&weir.kafka);
+    let elr = "eligible.leader.replicas.version";
+    let level = |raw: &mut Raw| {
+        features(raw, 4)
+            .finalized_features
+            .iter()
+            .find(|f| f.name.as_str() == elr)
+            .map_or(0, |f| f.max_version_level)
+    };
+    assert_eq!(level(&mut raw), 1);
+    let r = update_features(&mut raw, 1, vec![update(elr, 0, 1)], false);
+    assert_eq!(r.error_code, INVALID_UPDATE_VERSION);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("The update failed for all features since the following feature had an error: Invalid update version 0 for feature eligible.leader.replicas.version. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.")
+    );
+    let r = update_features(&mut raw, 1, vec![update(elr, 0, 2)], true);
+    assert_eq!((r.error_code, level(&mut raw)), (0, 1), "validate only");
+    let r = update_features(&mut raw, 1, vec![update(elr, 0, 2)], false);
+    assert_eq!((r.error_code, level(&mut raw)), (0, 0), "downgraded");
+    // v0's allow_downgrade is no upgrade type: back up with it unset.
+    let r = update_features(&mut raw, 0, vec![update(elr, 1, 1)], false);
+    assert_eq!((r.error_code, level(&mut raw)), (0, 1), "upgraded");
 }

@@ -36,7 +36,9 @@ pub(super) fn handle(broker: &Broker, ctx: &RequestContext) -> ApiVersionsRespon
                 .with_max_version(max)
         })
         .collect();
-    let finalized = features::finalized()
+    let finalized = broker
+        .with_image(features::finalized)
+        .into_iter()
         .map(|(name, level)| {
             FinalizedFeatureKey::default()
                 .with_name(StrBytes::from_static_str(name))

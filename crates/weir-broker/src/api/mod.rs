@@ -751,11 +751,13 @@ pub(crate) fn dispatch(
             &ctx,
             decode!(),
         )))),
-        ApiKey::UpdateFeatures => Reply::Now(Some(ctx.respond(&update_features::update_features(
-            &broker,
-            &ctx,
-            decode!(),
-        )))),
+        ApiKey::UpdateFeatures => {
+            let request = decode!();
+            Reply::Later(Box::pin(async move {
+                let updated = update_features::update_features(&broker, &ctx, request).await;
+                Some(ctx.respond(&updated))
+            }))
+        }
         ApiKey::ListConfigResources => Reply::Now(Some(
             ctx.respond(&configs::list_config_resources(&broker, &ctx, decode!())),
         )),

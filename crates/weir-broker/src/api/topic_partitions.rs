@@ -9,8 +9,10 @@
 //! `max.request.partition.size.limit`) are answered, and `next_cursor`
 //! says where the next page starts. A named topic that does not exist is
 //! answered UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an
-//! illegal name); listing all topics leaves such errors out. Weir keeps no
-//! eligible leader replicas (KIP-966's ELR), so both ELR lists are empty.
+//! illegal name); listing all topics leaves such errors out. Each partition
+//! carries its eligible leader replicas and last known leader (KIP-966's
+//! `eligibleLeaderReplicas` and `lastKnownElr`), empty lists when it has
+//! none.
 
 use std::collections::BTreeSet;
 
@@ -192,8 +194,8 @@ fn partition_response(
         .with_leader_epoch(p.leader_epoch)
         .with_replica_nodes(ids(&p.replicas))
         .with_isr_nodes(ids(&p.isr))
-        .with_eligible_leader_replicas(Some(Vec::new()))
-        .with_last_known_elr(Some(Vec::new()))
+        .with_eligible_leader_replicas(Some(ids(&p.elr)))
+        .with_last_known_elr(Some(ids(&p.last_known_elr)))
         .with_offline_replicas(ids(&offline))
 }
 

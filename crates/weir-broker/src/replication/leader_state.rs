@@ -2,6 +2,12 @@
 //! log ends, when each was last caught up, the ISR, and the high watermark
 //! that follows from them. The caller feeds it appends, follower fetches
 //! and clock ticks, and carries out the ISR changes it proposes.
+//!
+//! The high watermark stands still while the ISR is smaller than the
+//! topic's `min.insync.replicas` (capped at the replica count): Kafka 4's
+//! strict min-ISR rule (KIP-966), which is what lets a replica that left
+//! an ISR that small lead again cleanly, as an eligible leader replica: it
+//! holds every record below the high watermark.
 
 use std::collections::BTreeMap;
 
@@ -30,12 +36,18 @@ pub struct LeaderState {
     /// The log end when this leadership began: a follower must reach it
     /// to join the ISR, so that it holds every record of earlier epochs.
     epoch_start_offset: u64,
+    /// The topic's `min.insync.replicas`: below it, the high watermark
+    /// stands still.
+    min_isr: usize,
 }
 
 impl LeaderState {
     /// A new leadership over `replicas` with `isr`, starting from the
-    /// local log end and the high watermark this replica knew. Followers
-    /// get a full lag period before they can be dropped.
+    /// local log end and the high watermark this replica knew, for a topic
+    /// whose `min.insync.replicas` is `min_isr`. Followers get a full lag
+    /// period before they can be dropped.
+    // Every argument is one fact of the metadata or the log at the start.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         leader: i32,
         replicas: &[i32],
@@ -44,6 +56,7 @@ impl LeaderState {
         log_end: u64,
         high_watermark: u64,
         now_ms: i64,
+        min_isr: usize,
     ) -> Self {
         let followers = replicas
             .iter()
@@ -66,6 +79,7 @@ impl LeaderState {
             followers,
             high_watermark: high_watermark.min(log_end),
             epoch_start_offset: log_end,
+            min_isr,
         };
         state.advance(log_end);
         state
@@ -105,6 +119,13 @@ impl LeaderState {
             self.partition_epoch = partition_epoch;
             self.proposed = None;
         }
+        self.advance(log_end)
+    }
+
+    /// The topic's `min.insync.replicas`, as the leader takes it at every
+    /// metadata change; returns whether the high watermark moved.
+    pub fn set_min_isr(&mut self, min_isr: usize, log_end: u64) -> bool {
+        self.min_isr = min_isr;
         self.advance(log_end)
     }
 
@@ -173,8 +194,13 @@ impl LeaderState {
     }
 
     /// Moves the high watermark to the smallest log end over the ISR and
-    /// any proposed member (never backwards); returns whether it moved.
+    /// any proposed member (never backwards, and not at all while the ISR
+    /// is under its minimum); returns whether it moved.
     fn advance(&mut self, log_end: u64) -> bool {
+        let replicas = self.followers.len() + 1;
+        if self.isr.len() < self.min_isr.min(replicas) {
+            return false;
+        }
         let members = self
             .isr
             .iter()
@@ -197,6 +223,35 @@ fn progress_reached(log_end: u64, high_watermark: u64, epoch_start_offset: u64) 
 }
 
 #[cfg(test)]
+mod strict_min_isr_tests {
+    use super::*;
+
+    #[test]
+    fn the_high_watermark_stands_still_while_the_isr_is_under_its_minimum() {
+        // Leader 1 over 1, 2, 3 with min.insync.replicas 2; 2 and 3 have
+        // everything below 10.
+        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2, 3], 0, 10, 0, 0, 2);
+        s.on_follower_fetch(2, 10, 10, 0);
+        s.on_follower_fetch(3, 10, 10, 0);
+        assert_eq!(s.high_watermark(), 10);
+        s.set_isr(&[1], 1, 15);
+        assert!(!s.on_append(20), "alone in the ISR, below its minimum");
+        assert_eq!(s.high_watermark(), 10);
+        s.set_isr(&[1, 2], 2, 20);
+        s.on_follower_fetch(2, 20, 20, 0);
+        assert_eq!(s.high_watermark(), 20, "back at the minimum");
+        // A new leadership alone in the ISR (elected from the ELR) keeps
+        // the high watermark it knew.
+        let elected = LeaderState::new(3, &[1, 2, 3], &[3], 4, 30, 12, 0, 2);
+        assert_eq!(elected.high_watermark(), 12);
+        // A minimum above the replica count is capped at it.
+        let mut alone = LeaderState::new(1, &[1], &[1], 0, 5, 0, 0, 3);
+        assert!(alone.on_append(8));
+        assert_eq!(alone.high_watermark(), 8);
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -204,7 +259,7 @@ mod tests {
 
     /// Leader 1, followers 2 and 3, all in sync, log end 10.
     fn three() -> LeaderState {
-        LeaderState::new(1, &[1, 2, 3], &[1, 2, 3], 0, 10, 10, 0)
+        LeaderState::new(1, &[1, 2, 3], &[1, 2, 3], 0, 10, 10, 0, 1)
     }
 
     #[test]
@@ -235,7 +290,7 @@ mod tests {
 
     #[test]
     fn a_lone_leader_commits_what_it_appends() {
-        let mut s = LeaderState::new(1, &[1, 2], &[1], 0, 5, 0, 0);
+        let mut s = LeaderState::new(1, &[1, 2], &[1], 0, 5, 0, 0, 1);
         assert_eq!(s.high_watermark(), 5);
         assert!(s.on_append(9));
         assert_eq!(s.high_watermark(), 9);
@@ -273,7 +328,7 @@ mod tests {
 
     #[test]
     fn a_caught_up_follower_is_proposed_for_the_isr() {
-        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 0, 10, 10, 0);
+        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 0, 10, 10, 0, 1);
         s.on_follower_fetch(2, 10, 10, 1);
         // Behind the high watermark: not yet.
         assert_eq!(s.on_follower_fetch(3, 6, 10, 1), (false, None));
@@ -292,7 +347,7 @@ mod tests {
 
     #[test]
     fn a_joining_follower_holds_back_the_high_watermark_while_proposed() {
-        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 0, 10, 10, 0);
+        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 0, 10, 10, 0, 1);
         s.on_follower_fetch(2, 10, 10, 1);
         assert_eq!(s.on_follower_fetch(3, 10, 10, 1).1, Some(vec![1, 2, 3]));
         s.on_append(20);
@@ -306,7 +361,7 @@ mod tests {
 
     #[test]
     fn metadata_that_leaves_the_isr_unchanged_keeps_a_proposal_pending() {
-        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 0, 10, 10, 0);
+        let mut s = LeaderState::new(1, &[1, 2, 3], &[1, 2], 0, 10, 10, 0, 1);
         s.on_follower_fetch(2, 10, 10, 1);
         assert_eq!(s.on_follower_fetch(3, 10, 10, 1).1, Some(vec![1, 2, 3]));
         // Another change reaches the broker (the same ISR, said again)
@@ -326,9 +381,9 @@ mod tests {
     #[test]
     fn a_follower_must_reach_the_start_of_this_leadership_to_join() {
         // Leader with log end 50 but a high watermark of 30 from before.
-        let mut s = LeaderState::new(1, &[1, 2], &[1], 0, 50, 30, 0);
+        let mut s = LeaderState::new(1, &[1, 2], &[1], 0, 50, 30, 0, 1);
         assert_eq!(s.high_watermark(), 50, "alone in the ISR");
-        let mut s2 = LeaderState::new(1, &[1, 2, 3], &[1, 3], 0, 50, 30, 0);
+        let mut s2 = LeaderState::new(1, &[1, 2, 3], &[1, 3], 0, 50, 30, 0, 1);
         s2.on_follower_fetch(3, 50, 50, 1);
         assert_eq!(s2.on_follower_fetch(2, 40, 50, 1), (false, None));
         assert_eq!(s2.on_follower_fetch(2, 50, 50, 2).1, Some(vec![1, 3, 2]));
@@ -337,7 +392,7 @@ mod tests {
 
     #[test]
     fn replicas_added_by_a_reassignment_are_followed() {
-        let mut s = LeaderState::new(1, &[1, 2], &[1, 2], 0, 10, 10, 0);
+        let mut s = LeaderState::new(1, &[1, 2], &[1, 2], 0, 10, 10, 0, 1);
         assert_eq!(s.on_follower_fetch(4, 10, 10, 1), (false, None));
         s.set_replicas(&[1, 2, 4], 1);
         s.on_follower_fetch(2, 10, 10, 2);

@@ -235,6 +235,7 @@ fn registration(id: i32, incarnation: u64) -> BrokerInfo {
         port: 9092,
         rack: None,
         incarnation: uuid::Uuid::from_u128(((id as u128) << 64) | incarnation as u128),
+        previous_incarnation: None,
         listeners: Vec::new(),
     }
 }

@@ -19,6 +19,7 @@ fn broker(id: i32) -> Command {
         port: 9092,
         rack: Some(format!("rack{}", id % 2)),
         incarnation: Uuid::from_u128(1),
+        previous_incarnation: None,
         listeners: Vec::new(),
     })
 }

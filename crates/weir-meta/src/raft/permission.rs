@@ -76,7 +76,8 @@ pub(crate) fn needed_for(command: &Command) -> Vec<Needed<'_>> {
         | Command::AlterUserScramCredentials { .. }
         | Command::CreateAcls { .. }
         | Command::DeleteAcls { .. }
-        | Command::ElectLeaders { .. } => vec![Needed::on_cluster(Alter)],
+        | Command::ElectLeaders { .. }
+        | Command::SetFeatureLevel { .. } => vec![Needed::on_cluster(Alter)],
     }
 }
 

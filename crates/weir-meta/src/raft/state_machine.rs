@@ -360,6 +360,7 @@ mod tests {
             port: 9092,
             rack: None,
             incarnation: uuid::Uuid::from_u128(1),
+            previous_incarnation: None,
             listeners: Vec::new(),
         })
     }

@@ -93,6 +93,7 @@ fn command() -> impl Strategy<Value = Command> {
                 port: 9092,
                 rack,
                 incarnation: Uuid::from_u128(incarnation),
+                previous_incarnation: None,
                 listeners: Vec::new(),
             })
         }),
@@ -454,6 +455,7 @@ async fn run(steps: Vec<Step>, snapshot_every: u64) -> Result<(), TestCaseError>
             port: 9092,
             rack: None,
             incarnation: Uuid::nil(),
+            previous_incarnation: None,
             listeners: Vec::new(),
         }))
     });
