@@ -134,7 +134,7 @@ fn a_topic_change_with_no_time_to_start_is_not_made() {
     );
     assert_eq!(
         create(&mut raw, vec![topic("later", 3, 1)], -1),
-        [timed_out.clone()]
+        std::slice::from_ref(&timed_out)
     );
     // Never created: a request with time to wait creates it now.
     assert_eq!(
