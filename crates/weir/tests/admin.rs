@@ -123,18 +123,18 @@ fn a_topic_change_with_no_time_to_start_is_not_made() {
             })
             .collect::<Vec<_>>()
     };
-    let timed_out = (ResponseError::RequestTimedOut.code(), None);
+    let timed_out = || (ResponseError::RequestTimedOut.code(), None::<String>);
     assert_eq!(
         create(
             &mut raw,
             vec![topic("later", 3, 1), topic("bad/name", 1, 1)],
             0
         ),
-        [timed_out.clone(), timed_out.clone()]
+        [timed_out(), timed_out()]
     );
     assert_eq!(
         create(&mut raw, vec![topic("later", 3, 1)], -1),
-        std::slice::from_ref(&timed_out)
+        [timed_out()]
     );
     // Never created: a request with time to wait creates it now.
     assert_eq!(
@@ -159,7 +159,7 @@ fn a_topic_change_with_no_time_to_start_is_not_made() {
             result.error_message.as_ref().map(|m| m.to_string()),
         )
     };
-    assert_eq!(grow(&mut raw, 0), timed_out);
+    assert_eq!(grow(&mut raw, 0), timed_out());
     let delete = |raw: &mut Raw, timeout_ms: i32| {
         let response: DeleteTopicsResponse = raw.call(
             ApiKey::DeleteTopics,
@@ -175,7 +175,7 @@ fn a_topic_change_with_no_time_to_start_is_not_made() {
             result.error_message.as_ref().map(|m| m.to_string()),
         )
     };
-    assert_eq!(delete(&mut raw, 0), timed_out);
+    assert_eq!(delete(&mut raw, 0), timed_out());
     assert_eq!(raw.topic_metadata("later").topics[0].partitions.len(), 3);
     assert_eq!(grow(&mut raw, 5000), (0, None));
     assert_eq!(delete(&mut raw, 5000), (0, None));
