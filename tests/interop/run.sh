@@ -15,6 +15,8 @@
 # find with the CA, the client certificate and the credentials in the
 # INTEROP_* environment variables described in interop_util.py), stops
 # the broker with SIGTERM and checks that it exits 0 and logged no panic.
+# The Java fetch-from-follower check (KIP-392) gets three more nodes of its
+# own, in racks a, b and c.
 # Each script prints `PASS: name` / `FAIL: name: reason` per check; the
 # totals end in `interop: N passed, M failed`, and the exit status is 1 if
 # any check failed.
@@ -43,6 +45,7 @@ fail() {
 work=$(mktemp -d "${TMPDIR:-/tmp}/weir-interop.XXXXXX")
 broker_pid=
 client_pid=
+rack_pids=() # the three-node cluster of the fetch-from-follower check
 cleanup() {
   if [[ -n "$client_pid" ]]; then
     kill -TERM "$client_pid" 2>/dev/null # timeout(1) passes it on to the client
@@ -52,6 +55,10 @@ cleanup() {
     kill -KILL "$broker_pid" 2>/dev/null
     wait "$broker_pid" 2>/dev/null
   fi
+  for pid in "${rack_pids[@]}"; do
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -229,6 +236,51 @@ run_client() {
   fi
 }
 
+# Fetch from follower (KIP-392) needs replicas in several racks: three more
+# nodes (brokers and controllers) in racks a, b and c with Kafka's rack-aware
+# replica selector, for JavaRackCheck; stopped with SIGTERM afterwards.
+rack_cluster_check() {
+  local ports=() voters= i
+  for i in 1 2 3; do
+    ports+=("$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')")
+  done
+  voters="1@127.0.0.1:${ports[0]},2@127.0.0.1:${ports[1]},3@127.0.0.1:${ports[2]}"
+  local racks=(a b c)
+  for i in 1 2 3; do
+    "$weir" serve --node-id "$i" --roles broker,controller --controllers "$voters" \
+      --controller-listen "127.0.0.1:${ports[i - 1]}" --data-dir "$work/rack-$i" \
+      --listeners PLAINTEXT://127.0.0.1:0 --http-listen 127.0.0.1:0 \
+      --broker-rack "${racks[i - 1]}" \
+      --replica-selector-class org.apache.kafka.common.replica.RackAwareReplicaSelector \
+      >"$work/rack-$i.out" 2>"$work/rack-$i.log" &
+    rack_pids+=($!)
+  done
+  local kafka=() http=() ready
+  for i in 1 2 3; do
+    ready=
+    for _ in $(seq 1 300); do # up to 30 s
+      ready=$(grep -m 1 '^weir ready: ' "$work/rack-$i.out" 2>/dev/null || true)
+      [[ -n "$ready" ]] && break
+      sleep 0.1
+    done
+    kafka+=("$(sed -n 's/^weir ready: .*kafka=\([^ ]*\).*/\1/p' <<<"$ready")")
+    http+=("$(sed -n 's/^weir ready: .*http=\([^ ]*\).*/\1/p' <<<"$ready")")
+  done
+  if [[ -z "${kafka[0]}" || -z "${kafka[1]}" || -z "${kafka[2]}" ]]; then
+    fail "three nodes in racks a, b and c start" "$(tail -n 5 "$work"/rack-*.log)"
+  else
+    pass "three nodes in racks a, b and c start"
+    run_client java-rack java -cp "$here/java/target/weir-java-interop.jar:$here/java/target/lib/*" \
+      weir.interop.JavaRackCheck "${kafka[0]},${kafka[1]},${kafka[2]}" "${http[@]}"
+  fi
+  for i in "${rack_pids[@]}"; do kill -TERM "$i" 2>/dev/null; done
+  for i in "${rack_pids[@]}"; do wait "$i" 2>/dev/null; done
+  rack_pids=()
+  if grep -q 'panicked at' "$work"/rack-*.log; then
+    fail "rack nodes' logs have no panic"
+  fi
+}
+
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 "$python" -c 'import kafka, lz4, snappy, zstandard' 2>/dev/null || missing+=("python: kafka-python lz4 python-snappy zstandard")
@@ -272,6 +324,7 @@ if [[ -n "$have_java" ]] && command -v mvn >/dev/null 2>&1; then
       weir.interop.JavaShareCheck "$kafka_addr"
     [[ -n "$secured" ]] && run_client java-client-security java -cp "$here/java/target/weir-java-interop.jar:$here/java/target/lib/*" \
       weir.interop.JavaSecurityCheck
+    rack_cluster_check
   else
     fail "java client check builds (mvn package)"
     tail -n 20 "$work/mvn.out" | sed -e 's/^/    | /'

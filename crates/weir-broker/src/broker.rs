@@ -1071,6 +1071,17 @@ impl Broker {
         self.replicas.leaders(image, topic, partitions)
     }
 
+    /// [`ReplicaManager::readable`]: the replicas of these partitions
+    /// hosted here, leaders or followers.
+    pub fn readable_partitions(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partitions: impl Iterator<Item = i32>,
+    ) -> Vec<Result<Arc<Partition>, NotServed>> {
+        self.replicas.readable(image, topic, partitions)
+    }
+
     /// The replicas of `topic` hosted here.
     pub fn partitions_of(&self, topic: &str) -> Vec<Arc<Partition>> {
         self.replicas.of_topic(topic)

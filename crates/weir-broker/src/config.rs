@@ -765,6 +765,15 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "This broker's rack, for rack-aware replica placement (empty: none)",
     },
     BrokerConfigDef {
+        name: "replica.selector.class",
+        default: "",
+        config_type: ConfigType::String,
+        dynamic: false,
+        doc: "How a leader picks the replica a consumer reads from (KIP-392): empty for the \
+              leader, or org.apache.kafka.common.replica.RackAwareReplicaSelector for a \
+              replica in the consumer's client.rack",
+    },
+    BrokerConfigDef {
         name: "broker.session.timeout.ms",
         default: Some("9000"),
         config_type: ConfigType::Int,
@@ -1753,6 +1762,8 @@ pub struct BrokerConfig {
     /// `quota.window.size.seconds`
     pub quota_window_size_seconds: u32,
     pub broker_rack: Option<String>,
+    /// `replica.selector.class`
+    pub replica_selector_class: crate::replication::ReplicaSelector,
     pub broker_session_timeout_ms: u64,
     /// `initial.broker.registration.timeout.ms`
     pub initial_broker_registration_timeout_ms: u64,
@@ -1968,6 +1979,14 @@ impl BrokerConfig {
                 1..=i32::MAX as u32,
             )?,
             broker_rack: Some(get("broker.rack").trim().to_owned()).filter(|r| !r.is_empty()),
+            replica_selector_class: crate::replication::ReplicaSelector::from_class_name(get(
+                "replica.selector.class",
+            ))
+            .map_err(|reason| ConfigError {
+                name: "replica.selector.class".into(),
+                value: get("replica.selector.class").into(),
+                reason,
+            })?,
             broker_session_timeout_ms: parse_in(
                 get,
                 "broker.session.timeout.ms",

@@ -60,6 +60,8 @@ pub(crate) struct FetchParams {
     pub(crate) fetch_offset: i64,
     pub(crate) max_bytes: i32,
     pub(crate) current_leader_epoch: i32,
+    /// A follower's log start offset (-1 from consumers).
+    pub(crate) log_start_offset: i64,
 }
 
 /// What a response said of one partition: decides whether the next
@@ -70,6 +72,9 @@ pub(crate) struct Answered {
     pub(crate) high_watermark: i64,
     pub(crate) log_start_offset: i64,
     pub(crate) has_records: bool,
+    /// A leader's answer naming another replica to read from (KIP-392):
+    /// always sent, as Kafka's sessions do.
+    pub(crate) preferred_read_replica: bool,
     /// Read with nothing beyond the fetch offset, at this change count of
     /// the partition: until the count moves, a read would find the same.
     pub(crate) caught_up_at: Option<u64>,
@@ -418,7 +423,9 @@ impl FetchSessionCache {
                         continue;
                     }
                     cached.caught_up_at = answer.caught_up_at;
-                    let mut send = answer.has_records || answer.error_code != 0;
+                    let mut send = answer.has_records
+                        || answer.preferred_read_replica
+                        || answer.error_code != 0;
                     if cached.high_watermark != answer.high_watermark {
                         send = true;
                         cached.high_watermark = answer.high_watermark;

@@ -68,6 +68,7 @@ pub struct Metrics {
     pub fetches_waiting: Gauge,
     pub fetch_sessions: Gauge,
     pub log_end_offset: Family<PartitionLabels, Gauge>,
+    pub consumer_bytes_out: Family<PartitionLabels, Counter>,
     pub consumer_group_lag: Family<GroupPartitionLabels, Gauge>,
     pub consumer_group_lag_seconds: Family<GroupPartitionLabels, Gauge<f64, AtomicU64>>,
     pub consumer_group_lost_to_retention: Family<GroupPartitionLabels, Gauge>,
@@ -103,6 +104,13 @@ impl Default for Metrics {
         let fetches_waiting = Gauge::default();
         let fetch_sessions = Gauge::default();
         let log_end_offset = Family::<PartitionLabels, Gauge>::default();
+        let consumer_bytes_out = Family::<PartitionLabels, Counter>::default();
+        registry.register(
+            "consumer_bytes_out",
+            "Record bytes this broker's replica of a partition sent to consumers, as its \
+             leader or as a follower they were sent to read from (KIP-392)",
+            consumer_bytes_out.clone(),
+        );
         let consumer_group_lag = Family::<GroupPartitionLabels, Gauge>::default();
         let consumer_group_lag_seconds =
             Family::<GroupPartitionLabels, Gauge<f64, AtomicU64>>::default();
@@ -249,6 +257,7 @@ impl Default for Metrics {
             fetches_waiting,
             fetch_sessions,
             log_end_offset,
+            consumer_bytes_out,
             consumer_group_lag,
             consumer_group_lag_seconds,
             consumer_group_lost_to_retention,

@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use tokio::sync::Notify;
 use weir_log::batch::{self, BatchError, BatchHeader, ControlType, Origin};
 use weir_log::records::{self, RecordsError};
@@ -20,10 +22,11 @@ use weir_log::{
 
 use crate::blocking::without_holding_up_the_worker;
 use crate::config::BrokerConfig;
+use crate::metrics::PartitionLabels;
 use crate::producer_state::{
     ActiveProducer, BatchMetadata, IncomingBatch, MarkerCheck, ProducerStates, SequenceCheck,
 };
-use crate::replication::leader_state::LeaderState;
+use crate::replication::leader_state::{LeaderState, ReadableFollower};
 
 /// Why a produce to this partition failed, in Kafka's terms.
 #[derive(Debug, thiserror::Error)]
@@ -389,6 +392,9 @@ pub struct Partition {
     delivery_delay_ms: AtomicI64,
     /// How far consumers may read under it.
     delivery: Mutex<DeliveryCursor>,
+    /// This replica's series of the `consumer_bytes_out` metric, looked up
+    /// once.
+    consumer_bytes_out: OnceLock<Counter>,
 }
 
 /// The delivery delay's watermark, moved on as time passes: batches below
@@ -501,7 +507,23 @@ impl Partition {
             follower_throttled: AtomicBool::new(false),
             delivery_delay_ms: AtomicI64::new(log_delivery_delay_ms),
             delivery: Mutex::new(DeliveryCursor::default()),
+            consumer_bytes_out: OnceLock::new(),
         })
+    }
+
+    /// Counts `bytes` of records this replica sent to consumers, leader or
+    /// follower, in its series of `family`.
+    pub fn count_consumer_bytes(&self, family: &Family<PartitionLabels, Counter>, bytes: u64) {
+        self.consumer_bytes_out
+            .get_or_init(|| {
+                family
+                    .get_or_create(&PartitionLabels {
+                        topic: self.topic.clone(),
+                        partition: self.index.to_string(),
+                    })
+                    .clone()
+            })
+            .inc_by(bytes);
     }
 
     /// Takes the replication throttles the topic's configs set on this
@@ -829,6 +851,33 @@ impl Partition {
             self.set_high_watermark(state.high_watermark());
         }
         proposal
+    }
+
+    /// A follower's fetch reported its log start offset: below it, that
+    /// follower cannot serve a consumer.
+    pub fn follower_log_start(&self, follower: i32, log_start: u64) {
+        let leadership = self.leadership.read();
+        let mut leading = leadership.leading.lock();
+        if let Some(state) = leading.as_mut() {
+            state.on_follower_log_start(follower, log_start);
+        }
+    }
+
+    /// While this replica leads: the followers a consumer reading from
+    /// `fetch_offset` may be sent to (KIP-392), and this replica's log end.
+    pub fn readable_followers(
+        &self,
+        fetch_offset: u64,
+        now_ms: i64,
+    ) -> Option<(Vec<ReadableFollower>, u64)> {
+        let log_end = self.read_log().log_end_offset();
+        let leadership = self.leadership.read();
+        let leading = leadership.leading.lock();
+        let state = leading.as_ref()?;
+        Some((
+            state.readable_followers(fetch_offset, now_ms).collect(),
+            log_end,
+        ))
     }
 
     /// The ISR without followers not caught up for `lag_ms`, to propose.

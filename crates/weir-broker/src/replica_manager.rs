@@ -226,6 +226,28 @@ impl ReplicaManager {
             .collect()
     }
 
+    /// The partitions with a replica here, leader or follower, of those
+    /// asked for: what a consumer may read from since KIP-392 (fetch from
+    /// follower); the reason for the others, as [`leaders`](Self::leaders)
+    /// gives it.
+    pub fn readable(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partitions: impl Iterator<Item = i32>,
+    ) -> Vec<Result<Arc<Partition>, NotServed>> {
+        let topics = self.topics.read();
+        let hosted = topics.get(topic);
+        partitions
+            .map(
+                |partition| match hosted.and_then(|t| t.partitions.get(&partition)) {
+                    Some(replica) => Ok(replica.clone()),
+                    None => self.leader_in(image, None, topic, partition),
+                },
+            )
+            .collect()
+    }
+
     fn leader_in(
         &self,
         image: &MetadataImage,

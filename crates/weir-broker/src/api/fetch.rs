@@ -5,6 +5,13 @@
 //! end. Partitions are named by topic name before v13 and by topic id
 //! after; fetch sessions (KIP-227, see `fetch_sessions`) let a fetcher
 //! name only what changed, and hear only what is new.
+//!
+//! Fetch from follower (KIP-392): from v11 a consumer may read any replica
+//! hosted here, a follower's up to the high watermark (and last stable
+//! offset) it learnt from its leader, as Kafka's `fetchOnlyFromLeader`
+//! allows; a leader with a `replica.selector.class` answers a consumer
+//! that names its rack with no records and the replica to read from
+//! instead (Kafka's `findPreferredReadReplica`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +37,7 @@ use crate::fetch_sessions::{
 use crate::net::Outgoing;
 use crate::partition::Partition;
 use crate::replica_manager::NotServed;
+use crate::replication::{ReplicaSelector, ReplicaView};
 
 struct Target {
     index: i32,
@@ -51,6 +59,9 @@ struct Target {
     /// Whether that follower is in the ISR: an in-sync follower is never
     /// held back, so throttling cannot push it out.
     in_sync: bool,
+    /// The replica this leader sends the consumer to instead of reading
+    /// (KIP-392); -1 to read here.
+    preferred_read_replica: i32,
 }
 
 pub(super) async fn handle(
@@ -75,12 +86,27 @@ pub(super) async fn handle(
         ctx.channel.mark_inter_broker();
     }
     let read_committed = request.isolation_level == 1 && !follower;
+    // From v11 a consumer may read from followers, and names its rack.
+    let from_any_replica = !follower && ctx.version >= 11;
+    let client_rack = if from_any_replica {
+        request.rack_id.as_str()
+    } else {
+        ""
+    };
+    let selector = broker.config().replica_selector_class;
     let now = broker.now_ms();
     let context = broker
         .fetch_sessions()
         .new_context(session_view(ctx.version, &request, follower), now);
     let image = broker.image();
-    let led = led_here(broker, ctx, follower, &image, context.partitions());
+    let led = led_here(
+        broker,
+        ctx,
+        follower,
+        from_any_replica,
+        &image,
+        context.partitions(),
+    );
     let targets: Vec<Target> = context
         .partitions()
         .iter()
@@ -94,12 +120,30 @@ pub(super) async fn handle(
             let (mut throttled, mut in_sync) = (false, true);
             if let (Ok(partition), true) = (&partition, follower) {
                 let offset = u64::try_from(params.fetch_offset).unwrap_or(0);
+                if let Ok(log_start) = u64::try_from(params.log_start_offset) {
+                    partition.follower_log_start(replica, log_start);
+                }
                 if let Some(isr) = partition.follower_fetched(replica, offset, now) {
                     broker.propose_isr(partition.clone(), isr);
                 }
                 throttled = partition.leader_throttled();
                 in_sync = !throttled || partition.in_isr(replica);
             }
+            let preferred_read_replica = match &partition {
+                Ok(partition) if !selector.is_leader_only() && !client_rack.is_empty() => {
+                    preferred_read_replica_of(
+                        &image,
+                        ctx.channel.listener(),
+                        selector,
+                        client_rack,
+                        partition,
+                        params.fetch_offset,
+                        now,
+                    )
+                    .unwrap_or(-1)
+                }
+                _ => -1,
+            };
             Target {
                 index: key.partition,
                 fetch_offset: params.fetch_offset,
@@ -110,6 +154,7 @@ pub(super) async fn handle(
                 caught_up_at: context.caught_up_at(i),
                 throttled,
                 in_sync,
+                preferred_read_replica,
             }
         })
         .collect();
@@ -127,6 +172,8 @@ pub(super) async fn handle(
     }
     let replication_quota = broker.leader_replication_quota();
     let any_throttled = targets.iter().any(|t| t.throttled);
+    // A consumer sent elsewhere hears of it at once, as in Kafka.
+    let any_redirected = targets.iter().any(|t| t.preferred_read_replica >= 0);
     let min_bytes = request.min_bytes.max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     // One waker for the whole fetch, woken by the next change of any of
@@ -141,7 +188,8 @@ pub(super) async fn handle(
         let hold_back = any_throttled && replication_quota.is_exceeded();
         let (reads, bytes, has_error) = read_all(&targets, max_bytes, hold_back);
         let timed_out = Instant::now() >= deadline;
-        if bytes >= min_bytes.max(1) || has_error || timed_out || live.is_empty() {
+        if bytes >= min_bytes.max(1) || has_error || any_redirected || timed_out || live.is_empty()
+        {
             if any_throttled {
                 let sent: usize = targets
                     .iter()
@@ -167,6 +215,9 @@ pub(super) async fn handle(
                 ctx.channel.throttle(throttle);
                 return respond_throttled(broker, ctx, &context, throttle);
             }
+            if !follower {
+                count_consumer_bytes(broker, &targets, &reads);
+            }
             return respond(broker, ctx, &image, context, reads);
         }
         parked.get_or_insert_with(|| Parked::new(&broker.metrics().fetches_waiting));
@@ -191,6 +242,55 @@ pub(super) async fn handle(
     }
 }
 
+/// The replica a consumer in `client_rack` reading `partition` from
+/// `fetch_offset` is sent to, if this replica leads it and `selector` names
+/// another (Kafka's `findPreferredReadReplica`): one of the followers in
+/// the ISR holding that offset, reachable on the client's listener.
+fn preferred_read_replica_of(
+    image: &MetadataImage,
+    listener: &str,
+    selector: ReplicaSelector,
+    client_rack: &str,
+    partition: &Partition,
+    fetch_offset: i64,
+    now_ms: i64,
+) -> Option<i32> {
+    let (followers, log_end) =
+        partition.readable_followers(u64::try_from(fetch_offset).ok()?, now_ms)?;
+    let reachable = |id: i32| image.broker(id).filter(|b| b.endpoint(listener).is_some());
+    let leader_id = partition.replica_state().leader;
+    let leader = ReplicaView {
+        id: leader_id,
+        rack: reachable(leader_id).and_then(|b| b.rack.as_deref()),
+        log_end,
+        since_caught_up_ms: 0,
+    };
+    let views: Vec<ReplicaView<'_>> = followers
+        .iter()
+        .filter_map(|f| {
+            Some(ReplicaView {
+                id: f.id,
+                rack: reachable(f.id)?.rack.as_deref(),
+                log_end: f.log_end,
+                since_caught_up_ms: f.since_caught_up_ms,
+            })
+        })
+        .collect();
+    selector.select(client_rack, &leader, &views)
+}
+
+/// Adds the records each partition sends a consumer to its replica's
+/// `consumer_bytes_out`.
+fn count_consumer_bytes(broker: &Broker, targets: &[Target], reads: &[Read]) {
+    let family = &broker.metrics().consumer_bytes_out;
+    for (target, read) in targets.iter().zip(reads) {
+        let bytes = read.data.records.len();
+        if let (Ok(partition), true) = (&target.partition, bytes > 0) {
+            partition.count_consumer_bytes(family, bytes);
+        }
+    }
+}
+
 /// Every change the partitions have seen, summed: any change moves it.
 fn changes(partitions: &[&Arc<Partition>]) -> u64 {
     partitions
@@ -200,13 +300,15 @@ fn changes(partitions: &[&Arc<Partition>]) -> u64 {
 
 /// The partition each key names, if led here; the error code otherwise.
 /// Topics are looked up once per run of partitions of the same topic.
-/// The partitions this broker leads among those asked for, or why not;
+/// The partitions this broker leads among those asked for (with
+/// `from_any_replica`, those it hosts a replica of), or why not;
 /// a topic the client may not read (a consumer needs Read on it, a
 /// follower ClusterAction) is TOPIC_AUTHORIZATION_FAILED.
 fn led_here(
     broker: &Broker,
     ctx: &RequestContext,
     follower: bool,
+    from_any_replica: bool,
     image: &MetadataImage,
     partitions: &[(PartitionKey, FetchParams)],
 ) -> Vec<Result<Arc<Partition>, i16>> {
@@ -240,7 +342,11 @@ fn led_here(
             continue;
         }
         let indexes = run.iter().map(|(key, _)| key.partition);
-        let found = broker.leader_partitions(image, name, indexes);
+        let found = if from_any_replica {
+            broker.readable_partitions(image, name, indexes)
+        } else {
+            broker.leader_partitions(image, name, indexes)
+        };
         led.extend(found.into_iter().map(|p| p.map_err(NotServed::code)));
     }
     led
@@ -269,6 +375,7 @@ fn session_view(version: i16, request: &FetchRequest, follower: bool) -> FetchRe
                     fetch_offset: p.fetch_offset,
                     max_bytes: p.partition_max_bytes,
                     current_leader_epoch: p.current_leader_epoch,
+                    log_start_offset: p.log_start_offset,
                 };
                 (key, params)
             })
@@ -481,6 +588,7 @@ impl Read {
             high_watermark: self.data.high_watermark,
             log_start_offset: self.data.log_start_offset,
             has_records: !self.data.records.is_empty(),
+            preferred_read_replica: self.data.preferred_read_replica >= 0,
             caught_up_at: self.caught_up_at,
             skipped: self.skipped,
         }
@@ -520,6 +628,17 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
         skipped: target.caught_up_at == Some(changes),
         held_until_ms: None,
     };
+    if target.preferred_read_replica >= 0 {
+        // Read elsewhere: the offsets, no records (Kafka's answer).
+        read.skipped = false;
+        let data = &mut read.data;
+        let high_watermark = partition.high_watermark();
+        data.high_watermark = high_watermark as i64;
+        data.last_stable_offset = partition.last_stable_offset_at(high_watermark) as i64;
+        data.log_start_offset = partition.log().log_start_offset() as i64;
+        data.preferred_read_replica = target.preferred_read_replica;
+        return read;
+    }
     if read.skipped {
         return read;
     }

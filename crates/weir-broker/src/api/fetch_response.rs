@@ -46,6 +46,9 @@ pub(super) struct FetchedPartition {
     /// The partition's leader and leader epoch, told to a client that
     /// asked the wrong broker (KIP-951, v16+).
     pub(super) current_leader: Option<(i32, i32)>,
+    /// The replica the leader sends the consumer to (KIP-392, v11+); -1
+    /// for none.
+    pub(super) preferred_read_replica: i32,
 }
 
 impl FetchedPartition {
@@ -59,6 +62,7 @@ impl FetchedPartition {
             records: LogSlice::default(),
             aborted: Vec::new(),
             current_leader: None,
+            preferred_read_replica: -1,
         }
     }
 }
@@ -116,7 +120,7 @@ pub(super) fn encode(
                 out.tagged_fields();
             }
             if version >= 11 {
-                out.buf.put_i32(-1); // preferred read replica: none
+                out.buf.put_i32(p.preferred_read_replica);
             }
             out.records(&p.records);
             match p.current_leader {
@@ -281,6 +285,7 @@ mod tests {
                                 },
                             ],
                             current_leader: None,
+                            preferred_read_replica: 3,
                         },
                         not_leader,
                     ],
@@ -331,8 +336,12 @@ mod tests {
                 .map(|t| (t.producer_id.0, t.first_offset))
                 .collect();
             assert_eq!(aborted, vec![(7, 1), (8, 3)], "v{version}");
+            if version >= 11 {
+                assert_eq!(p0.preferred_read_replica.0, 3, "v{version}");
+            }
             let p1 = &orders.partitions[1];
             assert_eq!((p1.partition_index, p1.error_code), (1, 6));
+            assert_eq!(p1.preferred_read_replica.0, -1);
             assert_eq!(p1.records.as_deref(), Some(&[][..]));
             if version >= 12 {
                 let leader = &p1.current_leader;

@@ -16,6 +16,7 @@ fn params(fetch_offset: i64) -> FetchParams {
         fetch_offset,
         max_bytes: 1 << 20,
         current_leader_epoch: -1,
+        log_start_offset: -1,
     }
 }
 
@@ -39,6 +40,7 @@ fn quiet(high_watermark: i64) -> Answered {
         high_watermark,
         log_start_offset: 0,
         has_records: false,
+        preferred_read_replica: false,
         caught_up_at: None,
         skipped: false,
     }
@@ -216,6 +218,7 @@ fn an_erroring_partition_is_sent_until_the_error_clears_and_once_after() {
         high_watermark: -1,
         log_start_offset: -1,
         has_records: false,
+        preferred_read_replica: false,
         caught_up_at: None,
         skipped: false,
     };
@@ -227,6 +230,23 @@ fn an_erroring_partition_is_sent_until_the_error_clears_and_once_after() {
     assert_eq!(cache.finish(&context, &[quiet(10)], 1).include, vec![true]);
     let context = cache.new_context(request(id, 4, &[]), 1);
     assert_eq!(cache.finish(&context, &[quiet(10)], 1).include, vec![false]);
+}
+
+#[test]
+fn a_partition_naming_a_preferred_read_replica_is_always_sent() {
+    let cache = FetchSessionCache::new(10, Gauge::default());
+    let id = open(&cache, &[("a", 0, 0), ("a", 1, 0)], 0);
+    let context = cache.new_context(request(id, 1, &[]), 1);
+    cache.finish(&context, &[quiet(10), quiet(10)], 1);
+    let redirected = Answered {
+        preferred_read_replica: true,
+        ..quiet(10)
+    };
+    for epoch in 2..=3 {
+        let context = cache.new_context(request(id, epoch, &[]), 1);
+        let outcome = cache.finish(&context, &[redirected, quiet(10)], 1);
+        assert_eq!(outcome.include, vec![true, false], "epoch {epoch}");
+    }
 }
 
 #[test]

@@ -18,6 +18,18 @@ struct Follower {
     log_end: u64,
     /// When it last asked for the leader's log end or beyond.
     last_caught_up_ms: i64,
+    /// The log start offset its last fetch reported.
+    log_start: u64,
+}
+
+/// An in-sync follower that holds an offset a consumer asks for: one it
+/// may be sent to read from (KIP-392).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadableFollower {
+    pub id: i32,
+    pub log_end: u64,
+    /// How long ago it last reached the leader's log end.
+    pub since_caught_up_ms: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +79,7 @@ impl LeaderState {
                     Follower {
                         log_end: 0,
                         last_caught_up_ms: now_ms,
+                        log_start: 0,
                     },
                 )
             })
@@ -102,6 +115,7 @@ impl LeaderState {
             self.followers.entry(*id).or_insert(Follower {
                 log_end: 0,
                 last_caught_up_ms: now_ms,
+                log_start: 0,
             });
         }
     }
@@ -172,6 +186,34 @@ impl LeaderState {
             self.proposed = Some(isr.clone());
         }
         (moved, proposal)
+    }
+
+    /// A follower's fetch reported its log start offset.
+    pub fn on_follower_log_start(&mut self, follower: i32, log_start: u64) {
+        if let Some(progress) = self.followers.get_mut(&follower) {
+            progress.log_start = log_start;
+        }
+    }
+
+    /// The followers a consumer reading from `fetch_offset` may be sent to
+    /// (Kafka's `findPreferredReadReplica`): in the ISR, with the offset
+    /// between their log start and log end. A follower out of the ISR may
+    /// lag without bound, so it is never one.
+    pub fn readable_followers(
+        &self,
+        fetch_offset: u64,
+        now_ms: i64,
+    ) -> impl Iterator<Item = ReadableFollower> + '_ {
+        self.followers
+            .iter()
+            .filter(move |(id, f)| {
+                self.isr.contains(id) && f.log_end >= fetch_offset && f.log_start <= fetch_offset
+            })
+            .map(move |(&id, f)| ReadableFollower {
+                id,
+                log_end: f.log_end,
+                since_caught_up_ms: now_ms - f.last_caught_up_ms,
+            })
     }
 
     /// The ISR without the followers not caught up for `lag_ms`, if any
@@ -286,6 +328,25 @@ mod tests {
         // Dropping it from the ISR cannot lower it either.
         s.set_isr(&[1, 3], 1, 10);
         assert_eq!(s.high_watermark(), 10);
+    }
+
+    #[test]
+    fn consumers_may_read_only_from_in_sync_followers_holding_their_offset() {
+        let mut s = LeaderState::new(1, &[1, 2, 3, 4], &[1, 2, 3], 0, 100, 100, 0);
+        s.on_follower_fetch(2, 100, 100, 50);
+        s.on_follower_log_start(2, 0);
+        s.on_follower_fetch(3, 80, 100, 60);
+        s.on_follower_log_start(3, 20);
+        // 4 holds everything but is not in the ISR.
+        s.on_follower_fetch(4, 100, 100, 70);
+        let readable = |offset| {
+            s.readable_followers(offset, 100)
+                .map(|f| (f.id, f.log_end, f.since_caught_up_ms))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(readable(50), vec![(2, 100, 50), (3, 80, 100)]);
+        assert_eq!(readable(90), vec![(2, 100, 50)], "beyond 3's log end");
+        assert_eq!(readable(10), vec![(2, 100, 50)], "below 3's log start");
     }
 
     #[test]
