@@ -766,9 +766,11 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     },
     BrokerConfigDef {
         name: "replica.selector.class",
-        default: "",
-        config_type: ConfigType::String,
+        default: None,
+        config_type: ConfigType::Class,
         dynamic: false,
+        per_broker: false,
+        valid: Valid::Any,
         doc: "How a leader picks the replica a consumer reads from (KIP-392): empty for the \
               leader, or org.apache.kafka.common.replica.RackAwareReplicaSelector for a \
               replica in the consumer's client.rack",
@@ -3391,15 +3393,11 @@ mod tests {
 
     #[test]
     fn every_broker_topic_and_group_config_name_of_kafka_4_is_known() {
-        // Owned by other work, which adds their rows: the cluster-level
-        // min.insync.replicas (eligible leader replicas) and
-        // replica.selector.class (fetch from follower).
-        let elsewhere = ["min.insync.replicas", "replica.selector.class"];
         let broker = kafka_names(include_str!("../tests/data/kafka-4.x-broker-configs.txt"));
         assert!(broker.len() > 300, "{}", broker.len());
         let unknown: Vec<&str> = broker
             .into_iter()
-            .filter(|name| lookup(name).is_none() && !elsewhere.contains(name))
+            .filter(|name| lookup(name).is_none())
             .collect();
         assert!(unknown.is_empty(), "unknown broker configs: {unknown:?}");
         let topic = kafka_names(include_str!("../tests/data/kafka-4.x-topic-configs.txt"));

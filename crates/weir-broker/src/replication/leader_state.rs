@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn consumers_may_read_only_from_in_sync_followers_holding_their_offset() {
-        let mut s = LeaderState::new(1, &[1, 2, 3, 4], &[1, 2, 3], 0, 100, 100, 0);
+        let mut s = LeaderState::new(1, &[1, 2, 3, 4], &[1, 2, 3], 0, 100, 100, 0, 1);
         s.on_follower_fetch(2, 100, 100, 50);
         s.on_follower_log_start(2, 0);
         s.on_follower_fetch(3, 80, 100, 60);
