@@ -103,9 +103,13 @@ fn topic_create_list_describe_delete() {
     // Defaults are left out.
     assert!(!text.contains("segment.bytes"), "{text}");
 
+    // The cluster-wide min.insync.replicas the controller keeps while
+    // eligible leader replicas are on (KIP-966) is listed, as Kafka 4.x's tools list it.
     let out = cli(&broker, &["topic", "describe", "audit"], b"").ok();
     assert!(
-        out.stdout.contains("Configs: all defaults"),
+        out.stdout.contains(
+            "Configs (non-default):\n  min.insync.replicas=1  (cluster-wide broker config)\n"
+        ),
         "{}",
         out.stdout
     );

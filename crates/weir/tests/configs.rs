@@ -776,12 +776,18 @@ fn broker_config_changes_are_validated() {
         ),
         (0, None)
     );
-    assert!(describe(&mut raw, BROKER, "").unwrap().is_empty());
-    // Nothing refused above was stored.
+    // Nothing refused above was stored: cluster-wide there is only the
+    // min.insync.replicas the controller keeps while eligible leader
+    // replicas are on (KIP-966), as Kafka 4.x's.
+    let cluster_wide = describe(&mut raw, BROKER, "").unwrap();
+    assert_eq!(
+        cluster_wide.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["min.insync.replicas"]
+    );
     let broker = describe(&mut raw, BROKER, "1").unwrap();
-    assert!(broker
-        .values()
-        .all(|e| e.source == DEFAULT_CONFIG || e.source == STATIC_BROKER_CONFIG));
+    assert!(broker.iter().all(|(name, e)| e.source == DEFAULT_CONFIG
+        || e.source == STATIC_BROKER_CONFIG
+        || (name == "min.insync.replicas" && e.source == DYNAMIC_DEFAULT_BROKER_CONFIG)));
     // APPEND and SUBTRACT work on list configs only, from the value in force.
     assert_eq!(
         alter(
@@ -821,7 +827,10 @@ fn broker_config_changes_are_validated() {
         false,
     );
     let defaults = describe(&mut raw, BROKER, "").unwrap();
-    assert_eq!(defaults.len(), 1);
+    assert_eq!(
+        defaults.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["log.cleaner.backoff.ms", "min.insync.replicas"]
+    );
     let backoff = &defaults["log.cleaner.backoff.ms"];
     assert_eq!(
         (backoff.value.as_str(), backoff.source, backoff.read_only),
