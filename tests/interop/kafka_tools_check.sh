@@ -156,7 +156,7 @@ expect "kafka-topics --list" $? "^$TOPIC$" "^kt-defaults$"
 
 tool topics-describe TopicCommand --bootstrap-server "$B" --describe --topic "$TOPIC"
 expect "kafka-topics --describe" $? \
-  "^Topic: $TOPIC	TopicId: [A-Za-z0-9_-]{22}	PartitionCount: 3	ReplicationFactor: 1	Configs: retention.ms=3600000$" \
+  "^Topic: $TOPIC	TopicId: [A-Za-z0-9_-]{22}	PartitionCount: 3	ReplicationFactor: 1	Configs: min.insync.replicas=1,retention.ms=3600000$" \
   "Topic: $TOPIC	Partition: 0	Leader: 1	Replicas: 1	Isr: 1" \
   "Topic: $TOPIC	Partition: 2	Leader: 1	Replicas: 1	Isr: 1"
 
@@ -605,14 +605,16 @@ expect "kafka-broker-api-versions" $? \
 
 # ---------------------------------------------------------------- kafka-features
 
-# Weir supports and finalizes metadata.version 4.0-IV3 alone; the features
-# at level 0 are left out of ApiVersions, so describe lists only it.
+# Weir supports and finalizes metadata.version 4.0-IV3 and, as Kafka 4.1+
+# on a new cluster, eligible.leader.replicas.version 1; the features at
+# level 0 are left out of ApiVersions, so describe lists only those two.
 tool features-describe FeatureCommand --bootstrap-server "$B" describe
 status=$?
 if expect "kafka-features describe" $status \
+  "^Feature: eligible.leader.replicas.version[[:space:]]+SupportedMinVersion: 0[[:space:]]+SupportedMaxVersion: 1[[:space:]]+FinalizedVersionLevel: 1[[:space:]]+Epoch: [0-9]+[[:space:]]*$" \
   "^Feature: metadata.version[[:space:]]+SupportedMinVersion: 4.0-IV3[[:space:]]+SupportedMaxVersion: 4.0-IV3[[:space:]]+FinalizedVersionLevel: 4.0-IV3[[:space:]]+Epoch: [0-9]+[[:space:]]*$" &&
-  (($(grep -c '^Feature:' "$out") != 1)); then
-  fail "kafka-features describe: metadata.version alone" "$(grep -c '^Feature:' "$out") features listed"
+  (($(grep -c '^Feature:' "$out") != 2)); then
+  fail "kafka-features describe: metadata.version and eligible.leader.replicas.version alone" "$(grep -c '^Feature:' "$out") features listed"
   show <"$out"
 fi
 

@@ -353,11 +353,15 @@ public final class JavaClientCheck {
     FeatureMetadata md = admin.describeFeatures().featureMetadata().get();
     expectEq(
         md.supportedFeatures(),
-        Map.of("metadata.version", new SupportedVersionRange((short) 25, (short) 25)),
+        Map.of(
+            "metadata.version", new SupportedVersionRange((short) 25, (short) 25),
+            "eligible.leader.replicas.version", new SupportedVersionRange((short) 0, (short) 1)),
         "supported features");
     expectEq(
         md.finalizedFeatures(),
-        Map.of("metadata.version", new FinalizedVersionRange((short) 25, (short) 25)),
+        Map.of(
+            "metadata.version", new FinalizedVersionRange((short) 25, (short) 25),
+            "eligible.leader.replicas.version", new FinalizedVersionRange((short) 1, (short) 1)),
         "finalized features");
     expect(
         md.finalizedFeaturesEpoch().isPresent() && md.finalizedFeaturesEpoch().get() >= 0,
