@@ -196,7 +196,7 @@ expect "kafka-configs --alter --add-config (topic)" $? "^Completed updating conf
 tool configs-topic-describe ConfigCommand --bootstrap-server "$B" --entity-type topics --entity-name "$TOPIC" --describe
 expect "kafka-configs --describe (topic): the values set, with their synonyms" $? \
   "^Dynamic configs for topic $TOPIC are:$" \
-  "^  retention.ms=7200000 sensitive=false synonyms=\{DYNAMIC_TOPIC_CONFIG:retention.ms=7200000, DEFAULT_CONFIG:log.retention.ms=604800000\}$" \
+  "^  retention.ms=7200000 sensitive=false synonyms=\{DYNAMIC_TOPIC_CONFIG:retention.ms=7200000, DEFAULT_CONFIG:log.retention.ms=null, DEFAULT_CONFIG:log.retention.minutes=null, DEFAULT_CONFIG:log.retention.hours=168\}$" \
   "^  max.message.bytes=2000000 "
 
 tool configs-topic-delete ConfigCommand --bootstrap-server "$B" --entity-type topics --entity-name "$TOPIC" \
@@ -216,7 +216,7 @@ fi
 tool configs-broker-all ConfigCommand --bootstrap-server "$B" --entity-type brokers --entity-name 1 --describe --all
 expect "kafka-configs --describe --all (broker 1)" $? \
   "^All configs for broker 1 are:$" \
-  "^  log.retention.ms=604800000 sensitive=false synonyms=\{" \
+  "^  log.retention.ms=null sensitive=false synonyms=\{DEFAULT_CONFIG:log.retention.ms=null, DEFAULT_CONFIG:log.retention.minutes=null, DEFAULT_CONFIG:log.retention.hours=168\}$" \
   "^  num.partitions=1 sensitive=false "
 
 tool configs-broker-default-alter ConfigCommand --bootstrap-server "$B" --entity-type brokers --entity-default \
