@@ -606,15 +606,17 @@ expect "kafka-broker-api-versions" $? \
 # ---------------------------------------------------------------- kafka-features
 
 # Weir supports and finalizes metadata.version 4.0-IV3 and, as Kafka 4.1+
-# on a new cluster, eligible.leader.replicas.version 1; the features at
-# level 0 are left out of ApiVersions, so describe lists only those two.
+# on a new cluster, eligible.leader.replicas.version 1 and
+# transaction.version 2; the features at level 0 are left out of
+# ApiVersions, so describe lists only those three.
 tool features-describe FeatureCommand --bootstrap-server "$B" describe
 status=$?
 if expect "kafka-features describe" $status \
   "^Feature: eligible.leader.replicas.version[[:space:]]+SupportedMinVersion: 0[[:space:]]+SupportedMaxVersion: 1[[:space:]]+FinalizedVersionLevel: 1[[:space:]]+Epoch: [0-9]+[[:space:]]*$" \
-  "^Feature: metadata.version[[:space:]]+SupportedMinVersion: 4.0-IV3[[:space:]]+SupportedMaxVersion: 4.0-IV3[[:space:]]+FinalizedVersionLevel: 4.0-IV3[[:space:]]+Epoch: [0-9]+[[:space:]]*$" &&
-  (($(grep -c '^Feature:' "$out") != 2)); then
-  fail "kafka-features describe: metadata.version and eligible.leader.replicas.version alone" "$(grep -c '^Feature:' "$out") features listed"
+  "^Feature: metadata.version[[:space:]]+SupportedMinVersion: 4.0-IV3[[:space:]]+SupportedMaxVersion: 4.0-IV3[[:space:]]+FinalizedVersionLevel: 4.0-IV3[[:space:]]+Epoch: [0-9]+[[:space:]]*$" \
+  "^Feature: transaction.version[[:space:]]+SupportedMinVersion: 0[[:space:]]+SupportedMaxVersion: 2[[:space:]]+FinalizedVersionLevel: 2[[:space:]]+Epoch: [0-9]+[[:space:]]*$" &&
+  (($(grep -c '^Feature:' "$out") != 3)); then
+  fail "kafka-features describe: metadata.version, eligible.leader.replicas.version and transaction.version alone" "$(grep -c '^Feature:' "$out") features listed"
   show <"$out"
 fi
 

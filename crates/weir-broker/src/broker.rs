@@ -1944,6 +1944,12 @@ fn shared_cluster_id(
                     name: weir_meta::ELR_FEATURE.to_owned(),
                     level: 1,
                 })?;
+                // Transactions v2 (KIP-890), as Kafka 4.x formats new
+                // clusters.
+                meta.submit(Command::SetFeatureLevel {
+                    name: crate::features::TRANSACTION_VERSION.to_owned(),
+                    level: 2,
+                })?;
                 add_initial_scram(meta, config)?;
             }
             // Another broker set it first.

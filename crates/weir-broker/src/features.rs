@@ -3,9 +3,10 @@
 //!
 //! Weir implements exactly one level of most features, so every node
 //! supports that level alone and the cluster is finalized at it: a
-//! property of the code, the same on every node. The one exception is
-//! `eligible.leader.replicas.version` (KIP-966), at 0 or 1: its level is
-//! stored in the metadata image, set to 1 when a cluster is created (as
+//! property of the code, the same on every node. The exceptions are
+//! `eligible.leader.replicas.version` (KIP-966), at 0 or 1, and
+//! `transaction.version` (KIP-890), at 0 to 2: their levels are stored in
+//! the metadata image, set to the highest when a cluster is created (as
 //! Kafka 4.1 does for new clusters) and changed by UpdateFeatures.
 
 /// `metadata.version`: 4.0-IV3. A metadata version fixes the versions
@@ -51,6 +52,9 @@ impl Feature {
 /// metadata image holds.
 pub(crate) const ELIGIBLE_LEADER_REPLICAS: &str = weir_meta::ELR_FEATURE;
 
+/// `transaction.version`, stored in the metadata image.
+pub(crate) const TRANSACTION_VERSION: &str = "transaction.version";
+
 /// Every feature a Kafka 4.x broker knows, at Weir's level.
 pub(crate) const FEATURES: &[Feature] = &[
     Feature::fixed(METADATA_VERSION, METADATA_VERSION_LEVEL),
@@ -58,9 +62,13 @@ pub(crate) const FEATURES: &[Feature] = &[
     // which Weir does not serve.
     Feature::fixed("group.version", 0),
     // 1 writes `__transaction_state` values in their flexible version 1,
-    // 2 is KIP-890's epoch bump per transaction; Weir's coordinator writes
-    // version 0 values.
-    Feature::fixed("transaction.version", 0),
+    // 2 is KIP-890's epoch bump per transaction (clients take it up from
+    // the finalized level: Produce v12, EndTxn v5, TxnOffsetCommit v5).
+    Feature {
+        name: TRANSACTION_VERSION,
+        min: 0,
+        level: 2,
+    },
     // 1 is KIP-853's dynamic controller quorum (AddRaftVoter and
     // RemoveRaftVoter); Weir's quorum is fixed by `--controllers`.
     Feature::fixed("kraft.version", 0),
@@ -180,7 +188,11 @@ mod tests {
     fn supported_and_finalized_leave_out_level_0() {
         assert_eq!(
             supported().collect::<Vec<_>>(),
-            [(METADATA_VERSION, 25, 25), (ELIGIBLE_LEADER_REPLICAS, 0, 1)]
+            [
+                (METADATA_VERSION, 25, 25),
+                (TRANSACTION_VERSION, 0, 2),
+                (ELIGIBLE_LEADER_REPLICAS, 0, 1)
+            ]
         );
         let mut image = weir_meta::MetadataImage::new();
         assert_eq!(finalized(&image), [(METADATA_VERSION, 25)]);

@@ -1388,6 +1388,16 @@ impl Partition {
             .collect()
     }
 
+    /// `producer_id` has a transaction open here, begun at `epoch`.
+    pub fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        self.read_log().open_transaction(producer_id).is_some()
+            && self
+                .producers
+                .lock()
+                .epochs(producer_id)
+                .is_some_and(|(current, _)| current == epoch)
+    }
+
     /// Forgets the idempotent producers idle for `expiration_ms` (Kafka's
     /// `producer.id.expiration.ms`), but those with a transaction open.
     pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {

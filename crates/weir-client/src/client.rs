@@ -40,8 +40,14 @@ impl Default for ClientConfig {
 }
 
 /// The highest version of some APIs this client knows how to fill in:
-/// newer versions of these name topics by id rather than by name.
-const CLIENT_MAX_VERSIONS: &[(ApiKey, i16)] = &[(ApiKey::Produce, 12), (ApiKey::Fetch, 12)];
+/// newer versions of these name topics by id rather than by name, or
+/// (Produce 12, TxnOffsetCommit 5) belong to transactions v2 (KIP-890),
+/// whose protocol this client does not run.
+const CLIENT_MAX_VERSIONS: &[(ApiKey, i16)] = &[
+    (ApiKey::Produce, 11),
+    (ApiKey::Fetch, 12),
+    (ApiKey::TxnOffsetCommit, 4),
+];
 
 /// The versions of `key` this client can speak.
 pub(crate) fn client_versions(key: ApiKey) -> (i16, i16) {

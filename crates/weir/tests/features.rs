@@ -48,6 +48,7 @@ fn api_versions_carries_the_features() {
         let expected: &[(&str, i16, i16)] = if version >= 4 {
             &[
                 ("metadata.version", 25, 25),
+                ("transaction.version", 0, 2),
                 ("eligible.leader.replicas.version", 0, 1),
             ]
         } else {
@@ -63,6 +64,7 @@ fn api_versions_carries_the_features() {
             finalized,
             [
                 ("metadata.version", 25, 25),
+                ("transaction.version", 2, 2),
                 ("eligible.leader.replicas.version", 1, 1)
             ],
             "v{version}"
@@ -167,9 +169,9 @@ fn update_features_accepts_only_the_finalized_levels() {
             // One refused feature fails the others too.
             vec![
                 update("metadata.version", 25, 1),
-                update("transaction.version", 2, 1),
+                update("transaction.version", 3, 1),
             ],
-            "Invalid update version 2 for feature transaction.version. Local controller 1 does not support this feature.",
+            "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2",
         ),
         (
             vec![update("metadata.version", 27, 1)],

@@ -346,28 +346,6 @@ fn a_delayed_end_txn_never_ends_a_later_transaction() {
     );
 }
 
-/// The latest offset ListOffsets gives a read_committed consumer: the last
-/// stable offset.
-fn last_stable_offset(raw: &mut Raw, topic: &str) -> i64 {
-    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-    use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, ListOffsetsResponse};
-    let response: ListOffsetsResponse = raw.call(
-        ApiKey::ListOffsets,
-        7,
-        &ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_isolation_level(1)
-            .with_topics(vec![ListOffsetsTopic::default()
-                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-                .with_partitions(vec![ListOffsetsPartition::default()
-                    .with_partition_index(0)
-                    .with_timestamp(-1)])]),
-    );
-    let partition = &response.topics[0].partitions[0];
-    assert_eq!(partition.error_code, 0);
-    partition.offset
-}
-
 #[test]
 fn a_hanging_transaction_no_coordinator_knows_is_aborted() {
     let weir = Weir::start(&[
@@ -391,12 +369,12 @@ fn a_hanging_transaction_no_coordinator_knows_is_aborted() {
     assert_eq!(add_partition(&mut raw, "good", good, "held"), 0);
     assert_eq!(produce_transactional(&mut raw, "good", good, 0, "held"), 0);
     assert_eq!(end_txn(&mut raw, "good", good, true), 0);
-    assert_eq!(last_stable_offset(&mut raw, "held"), 0);
+    assert_eq!(raw.last_stable_offset("held"), 0);
 
     // Once it has been open longer than transaction.max.timeout.ms, and no
     // coordinator has it, the partition's leader aborts it.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while last_stable_offset(&mut raw, "held") < 3 {
+    while raw.last_stable_offset("held") < 3 {
         assert!(
             Instant::now() < deadline,
             "the hanging transaction stayed open"

@@ -157,8 +157,10 @@ fn every_advertised_version_answers() {
                     let request = ProduceRequest::default()
                         .with_acks(1)
                         .with_timeout_ms(5000)
+                        // v13 names the topic by id, the others by name.
                         .with_topic_data(vec![TopicProduceData::default()
                             .with_name(name("sweep"))
+                            .with_topic_id(sweep_id)
                             .with_partition_data(vec![PartitionProduceData::default()
                                 .with_index(0)
                                 .with_records(Some(BatchBuilder::new(1).build().into()))])]);
@@ -819,18 +821,34 @@ fn every_advertised_version_answers() {
                 ApiKey::AddPartitionsToTxn => {
                     use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
                     let id = format!("sweep-add-v{version}");
+                    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTransaction;
                     let (producer_id, epoch) = init_transactional(&mut raw, &id);
-                    let request = AddPartitionsToTxnRequest::default()
-                        .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(
-                            id,
-                        )))
-                        .with_v3_and_below_producer_id(ProducerId(producer_id))
-                        .with_v3_and_below_producer_epoch(epoch)
-                        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-                            .with_name(name("sweep"))
-                            .with_partitions(vec![0])]);
+                    let topics = vec![AddPartitionsToTxnTopic::default()
+                        .with_name(name("sweep"))
+                        .with_partitions(vec![0])];
+                    let id = TransactionalId(StrBytes::from_string(id));
+                    // v4 and up are the brokers': several transactions at once.
+                    let request = if version >= 4 {
+                        AddPartitionsToTxnRequest::default().with_transactions(vec![
+                            AddPartitionsToTxnTransaction::default()
+                                .with_transactional_id(id)
+                                .with_producer_id(ProducerId(producer_id))
+                                .with_producer_epoch(epoch)
+                                .with_topics(topics),
+                        ])
+                    } else {
+                        AddPartitionsToTxnRequest::default()
+                            .with_v3_and_below_transactional_id(id)
+                            .with_v3_and_below_producer_id(ProducerId(producer_id))
+                            .with_v3_and_below_producer_epoch(epoch)
+                            .with_v3_and_below_topics(topics)
+                    };
                     let r: AddPartitionsToTxnResponse = raw.call(key, version, &request);
-                    let result = &r.results_by_topic_v3_and_below[0].results_by_partition[0];
+                    let result = if version >= 4 {
+                        &r.results_by_transaction[0].topic_results[0].results_by_partition[0]
+                    } else {
+                        &r.results_by_topic_v3_and_below[0].results_by_partition[0]
+                    };
                     assert_eq!(result.partition_error_code, 0, "{label}");
                 }
                 ApiKey::AddOffsetsToTxn => {

@@ -774,6 +774,72 @@ pub(super) fn txn_offset_commit(
     }
 }
 
+/// TxnOffsetCommit v5 and up (transactions v2): the producer never sent
+/// AddOffsetsToTxn, so the group's `__consumer_offsets` partition first
+/// joins its transaction here, then the offsets are written as before.
+pub(super) async fn txn_offset_commit_adding_partition(
+    broker: Arc<Broker>,
+    ctx: &RequestContext,
+    request: kafka_protocol::messages::TxnOffsetCommitRequest,
+) -> kafka_protocol::messages::TxnOffsetCommitResponse {
+    let group = request.group_id.0.to_string();
+    let producer = (request.producer_id.0, request.producer_epoch);
+    // A request refused anyway adds nothing.
+    let refused = group.is_empty()
+        || !ctx.authorized(
+            &broker,
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            &request.transactional_id,
+        )
+        || !ctx.authorized(&broker, AclOperation::Read, ResourceType::Group, &group)
+        || broker.check_coordinator(&group).is_err();
+    let offsets_partition = broker.coordinator_of(&group).map(|(index, _)| index);
+    if let (false, Some(index)) = (refused, offsets_partition) {
+        let joined = broker
+            .leader_partition(OFFSETS_TOPIC, index)
+            .is_ok_and(|partition| partition.in_transaction(producer.0, producer.1));
+        let partitions = [(OFFSETS_TOPIC.to_owned(), index)];
+        let added = if joined {
+            Ok(())
+        } else {
+            crate::txn::add_from_leader::add_to_transaction(
+                &broker,
+                &request.transactional_id.0,
+                producer,
+                &partitions,
+            )
+            .await
+        };
+        if let Err(error) = added {
+            // As Kafka's group coordinator answers: a busy or absent
+            // transaction coordinator is retried, a fenced producer is told.
+            let code = match error {
+                ResponseError::ConcurrentTransactions
+                | ResponseError::CoordinatorLoadInProgress
+                | ResponseError::NotCoordinator
+                | ResponseError::NotEnoughReplicas => ResponseError::CoordinatorNotAvailable,
+                ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+                other => other,
+            };
+            let answers = request
+                .topics
+                .into_iter()
+                .map(|t| {
+                    let partitions = t
+                        .partitions
+                        .iter()
+                        .map(|p| (p.partition_index, Some(code)))
+                        .collect();
+                    (t.name, partitions)
+                })
+                .collect();
+            return txn_offset_commit_response(answers, Ok(()));
+        }
+    }
+    txn_offset_commit(&broker, ctx, request).await
+}
+
 fn txn_offset_commit_response(
     responses: Vec<(TopicName, Answers)>,
     outcome: Result<(), ResponseError>,

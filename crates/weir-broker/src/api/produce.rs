@@ -10,14 +10,17 @@
 //! TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional batch without
 //! one (as Kafka answers), INVALID_RECORD for a plain batch with one.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::produce_request::PartitionProduceData;
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 use kafka_protocol::ResponseError;
 use weir_log::batch::{BatchError, BatchHeader};
 use weir_log::records::RecordsError;
@@ -29,6 +32,7 @@ use super::{Reply, RequestContext};
 use crate::broker::Broker;
 use crate::client_quotas::QuotaKind;
 use crate::partition::{AppendError, AppendOrigin, FlushDue, Partition, RequiredAcks, Written};
+use crate::txn::add_from_leader::add_to_transaction;
 
 /// An append still to be answered: its fsync (`flush.messages`) has to
 /// run, or (acks=all) its followers have to copy it.
@@ -46,17 +50,160 @@ struct Wait {
     until: Option<u64>,
 }
 
+/// One topic of the request, its name looked up when the request names
+/// it by id (v13).
+struct TopicData {
+    /// None: an id no topic has.
+    name: Option<String>,
+    response_name: TopicName,
+    topic_id: Uuid,
+    partitions: Vec<PartitionProduceData>,
+}
+
 /// Appends every partition's batch; answers at once, or once the appends
 /// are synced (`flush.messages`) and (acks=all) the followers have them.
 /// No response at all for acks=0.
-pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceRequest) -> Reply {
+///
+/// From v12 a transactional producer (transactions v2) leaves adding a
+/// partition to its transaction to the partition's leader: a batch for a
+/// partition where the producer has no transaction open waits for the
+/// coordinator to add it, and the connection's later transactional
+/// batches append after it.
+pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, request: ProduceRequest) -> Reply {
     // Kafka counts the whole request against the producer's byte rate.
     let throttle = ctx.record_quota(broker, QuotaKind::Produce, ctx.request_size as f64);
     ctx.channel.throttle(throttle);
     let throttle_time_ms = i32::try_from(throttle).unwrap_or(i32::MAX);
-    let mut responses = Vec::with_capacity(request.topic_data.len());
+    let topics: Vec<TopicData> = broker.with_image(|image| {
+        request
+            .topic_data
+            .into_iter()
+            .map(|topic| {
+                let name = if ctx.version >= 13 {
+                    image.topic_by_id(topic.topic_id).map(|t| t.name.clone())
+                } else {
+                    Some(topic.name.0.to_string())
+                };
+                TopicData {
+                    response_name: name
+                        .as_ref()
+                        .map_or_else(TopicName::default, |n| TopicName(StrBytes::from_string(n.clone()))),
+                    name,
+                    topic_id: topic.topic_id,
+                    partitions: topic.partition_data,
+                }
+            })
+            .collect()
+    });
+    let request = Request {
+        transactional_id: request.transactional_id.map(|id| id.0.to_string()),
+        acks: request.acks,
+        timeout: Duration::from_millis(request.timeout_ms.max(0) as u64),
+        throttle_time_ms,
+        topics,
+    };
+    let adds_partitions = ctx.version >= 12 && request.transactional_id.is_some();
+    if !adds_partitions
+        || (!ctx.channel.earlier_append_waits() && to_add(broker, &request).is_empty())
+    {
+        let (responses, pending) = append_all(broker, &ctx, &request, &HashMap::new());
+        return respond_when_done(broker, ctx, &request, responses, pending);
+    }
+    let (earlier, appended) = ctx.channel.queue_append();
+    let broker = broker.clone();
+    Reply::Later(Box::pin(async move {
+        if let Some(earlier) = earlier {
+            let _ = earlier.await;
+        }
+        let mut refused = HashMap::new();
+        let transactional_id = request.transactional_id.as_deref().unwrap_or_default();
+        for (producer, partitions) in to_add(&broker, &request) {
+            let added = add_to_transaction(&broker, transactional_id, producer, &partitions).await;
+            if let Err(error) = added {
+                let refusal = refusal(error);
+                refused.extend(partitions.into_iter().map(|p| (p, refusal.clone())));
+            }
+        }
+        let (responses, pending) = append_all(&broker, &ctx, &request, &refused);
+        drop(appended);
+        match respond_when_done(&broker, ctx, &request, responses, pending) {
+            Reply::Now(response) => response,
+            Reply::Later(response) => response.await,
+        }
+    }))
+}
+
+/// A produce request, its topics resolved.
+struct Request {
+    transactional_id: Option<String>,
+    acks: i16,
+    timeout: Duration,
+    throttle_time_ms: i32,
+    topics: Vec<TopicData>,
+}
+
+/// The partitions led here whose producer has no transaction open on
+/// them, by producer (id, epoch).
+fn to_add(broker: &Broker, request: &Request) -> HashMap<(i64, i16), Vec<(String, i32)>> {
+    let mut to_add: HashMap<(i64, i16), Vec<(String, i32)>> = HashMap::new();
+    for topic in &request.topics {
+        let Some(name) = &topic.name else { continue };
+        for data in &topic.partitions {
+            let Some(header) = data
+                .records
+                .as_deref()
+                .and_then(|records| BatchHeader::parse(records, 0).ok())
+                .filter(|header| header.is_transactional())
+            else {
+                continue;
+            };
+            let producer = (header.producer_id(), header.producer_epoch());
+            let Ok(partition) = broker.leader_partition(name, data.index) else {
+                continue;
+            };
+            if !partition.in_transaction(producer.0, producer.1) {
+                to_add
+                    .entry(producer)
+                    .or_default()
+                    .push((name.clone(), data.index));
+            }
+        }
+    }
+    to_add
+}
+
+/// What a producer is told when its partition could not join its
+/// transaction, as Kafka tells it: a retriable NOT_ENOUGH_REPLICAS when
+/// the coordinator is busy or away (it does not send the producer looking
+/// for new metadata), INVALID_PRODUCER_EPOCH when it is fenced.
+fn refusal(error: ResponseError) -> (ResponseError, String) {
+    let code = match error {
+        ResponseError::ConcurrentTransactions
+        | ResponseError::CoordinatorLoadInProgress
+        | ResponseError::CoordinatorNotAvailable
+        | ResponseError::NotCoordinator => ResponseError::NotEnoughReplicas,
+        ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+        other => other,
+    };
+    let message = format!(
+        "Unable to add the partition to the transaction. Underlying error: {}",
+        error.code()
+    );
+    (code, message)
+}
+
+/// Appends the batches, but to the partitions in `refused`: their answers
+/// and what the answer waits for.
+fn append_all(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: &Request,
+    refused: &HashMap<(String, i32), (ResponseError, String)>,
+) -> (Vec<TopicProduceResponse>, Vec<Pending>) {
+    let mut responses = Vec::with_capacity(request.topics.len());
     let mut pending = Vec::new();
     let invalid_acks = !matches!(request.acks, -1..=1);
+    let transactional = request.transactional_id.is_some();
     // A transactional producer must be allowed to write for its id.
     let transactional_id_denied = request.transactional_id.as_ref().is_some_and(|id| {
         !ctx.authorized(
@@ -66,15 +213,17 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
             id,
         )
     });
-    for (t, topic) in request.topic_data.into_iter().enumerate() {
-        let name = topic.name.0.to_string();
+    for (t, topic) in request.topics.iter().enumerate() {
         let topic_denied = !transactional_id_denied
-            && !ctx.authorized(broker, AclOperation::Write, ResourceType::Topic, &name);
-        let mut partitions = Vec::with_capacity(topic.partition_data.len());
-        for (p, data) in topic.partition_data.into_iter().enumerate() {
-            let transactional = request.transactional_id.is_some();
+            && topic.name.as_ref().is_some_and(|name| {
+                !ctx.authorized(broker, AclOperation::Write, ResourceType::Topic, name)
+            });
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for (p, data) in topic.partitions.iter().enumerate() {
             let response = if invalid_acks {
                 error(data.index, ResponseError::InvalidRequiredAcks, None)
+            } else if topic.name.is_none() {
+                error(data.index, ResponseError::UnknownTopicId, None)
             } else if transactional_id_denied {
                 error(
                     data.index,
@@ -87,10 +236,16 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
                 check_transactional(transactional, data.records.as_deref())
             {
                 error(data.index, code, Some(message.into()))
+            } else if let Some((code, message)) = topic
+                .name
+                .as_ref()
+                .and_then(|name| refused.get(&(name.clone(), data.index)))
+            {
+                error(data.index, *code, Some(message.clone()))
             } else {
                 let (response, wait) = produce_partition(
                     broker,
-                    &name,
+                    topic.name.as_deref().unwrap_or_default(),
                     data.index,
                     request.acks,
                     data.records.as_deref(),
@@ -108,11 +263,24 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
         }
         responses.push(
             TopicProduceResponse::default()
-                .with_name(topic.name)
+                .with_name(topic.response_name.clone())
+                .with_topic_id(topic.topic_id)
                 .with_partition_responses(partitions),
         );
     }
-    let acks = request.acks;
+    (responses, pending)
+}
+
+/// Answers once the appends in `pending` are synced and (acks=all)
+/// replicated.
+fn respond_when_done(
+    broker: &Broker,
+    ctx: RequestContext,
+    request: &Request,
+    mut responses: Vec<TopicProduceResponse>,
+    mut pending: Vec<Pending>,
+) -> Reply {
+    let (acks, throttle_time_ms) = (request.acks, request.throttle_time_ms);
     if pending.is_empty() {
         return Reply::Now((acks != 0).then(|| {
             ctx.respond(
@@ -123,7 +291,7 @@ pub(super) fn handle(broker: &Broker, ctx: RequestContext, request: ProduceReque
         }));
     }
     let node_id = broker.node_id();
-    let timeout = Duration::from_millis(request.timeout_ms.max(0) as u64);
+    let timeout = request.timeout;
     Reply::Later(Box::pin(async move {
         let deadline = tokio::time::Instant::now() + timeout;
         for (index, failure) in flush(&mut pending).await {

@@ -29,24 +29,11 @@ use crate::txn::coordinator::Pending;
 use crate::txn::state::{self, EndOutcome, InitOutcome};
 use crate::txn::{CoordinatorError, TxnError, TxnMetadata, TxnStatus};
 
-/// Kafka's error for a coordinator error; clients before KIP-588 (the
-/// request versions below `fenced_from`) know a fenced producer only as
-/// INVALID_PRODUCER_EPOCH.
+/// Kafka's error code for a coordinator error; clients before KIP-588
+/// (the request versions below `fenced_from`) know a fenced producer only
+/// as INVALID_PRODUCER_EPOCH.
 fn error_code(error: &CoordinatorError, version: i16, fenced_from: i16) -> i16 {
-    let error = match error {
-        CoordinatorError::NotCoordinator => ResponseError::NotCoordinator,
-        CoordinatorError::LoadInProgress => ResponseError::CoordinatorLoadInProgress,
-        CoordinatorError::NotAvailable(_) => ResponseError::CoordinatorNotAvailable,
-        CoordinatorError::Txn(error) => match error {
-            TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
-            TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
-            TxnError::ProducerFenced if version >= fenced_from => ResponseError::ProducerFenced,
-            TxnError::ProducerFenced => ResponseError::InvalidProducerEpoch,
-            TxnError::InvalidTxnState => ResponseError::InvalidTxnState,
-            TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
-        },
-    };
-    error.code()
+    error.response_error(version >= fenced_from).code()
 }
 
 /// Writes `pending`, then answers with `respond(outcome)`.
@@ -166,7 +153,7 @@ fn add_to_txn(
             let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
             Ok((
                 (),
-                state::add_partitions(current, producer_id, epoch, partitions, now)?,
+                state::add_partitions(current, producer_id, epoch, partitions, 0, now)?,
             ))
         })
         .map(|((), pending)| pending)
@@ -177,6 +164,9 @@ pub(super) fn add_partitions_to_txn(
     ctx: RequestContext,
     request: AddPartitionsToTxnRequest,
 ) -> Reply {
+    if ctx.version >= 4 {
+        return add_partitions_for_leaders(broker, ctx, request);
+    }
     let transactional_id = request.v3_and_below_transactional_id.0.to_string();
     let partitions: Vec<(String, i32)> = request
         .v3_and_below_topics
@@ -275,6 +265,72 @@ pub(super) fn add_partitions_to_txn(
     }
 }
 
+/// AddPartitionsToTxn v4 and up, which only brokers send: the leaders of
+/// partitions verifying (`verify_only`) or adding them to their producers'
+/// transactions, several transactions at once.
+fn add_partitions_for_leaders(
+    broker: &Arc<Broker>,
+    ctx: RequestContext,
+    request: AddPartitionsToTxnRequest,
+) -> Reply {
+    use kafka_protocol::messages::add_partitions_to_txn_response::AddPartitionsToTxnResult;
+    if !ctx.authorized_on_cluster(broker, AclOperation::ClusterAction) {
+        let code = ResponseError::ClusterAuthorizationFailed.code();
+        return Reply::Now(Some(
+            ctx.respond(&AddPartitionsToTxnResponse::default().with_error_code(code)),
+        ));
+    }
+    let broker = broker.clone();
+    Reply::Later(Box::pin(async move {
+        let results = request.transactions.into_iter().map(|txn| {
+            let broker = broker.clone();
+            async move {
+                let partitions: Vec<(String, i32)> = txn
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), *p)))
+                    .collect();
+                let outcome = broker
+                    .txns()
+                    .add_for_leader(
+                        &broker,
+                        &txn.transactional_id.0,
+                        (txn.producer_id.0, txn.producer_epoch),
+                        &partitions,
+                        txn.verify_only,
+                    )
+                    .await;
+                let code = outcome.map_or_else(|error| error.response_error(true).code(), |()| 0);
+                let topic_results = txn
+                    .topics
+                    .into_iter()
+                    .map(|topic| {
+                        let results = topic
+                            .partitions
+                            .iter()
+                            .map(|index| {
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(*index)
+                                    .with_partition_error_code(code)
+                            })
+                            .collect();
+                        AddPartitionsToTxnTopicResult::default()
+                            .with_name(topic.name)
+                            .with_results_by_partition(results)
+                    })
+                    .collect();
+                AddPartitionsToTxnResult::default()
+                    .with_transactional_id(txn.transactional_id)
+                    .with_topic_results(topic_results)
+            }
+        });
+        let results = futures::future::join_all(results).await;
+        Some(ctx.respond(
+            &AddPartitionsToTxnResponse::default().with_results_by_transaction(results),
+        ))
+    }))
+}
+
 /// AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the
 /// transaction, so that its TxnOffsetCommit ends with it.
 pub(super) fn add_offsets_to_txn(
@@ -331,11 +387,21 @@ pub(super) fn add_offsets_to_txn(
 }
 
 /// EndTxn: answers once the decision (PrepareCommit / PrepareAbort) is
-/// replicated; the markers follow in the background.
+/// replicated; the markers follow in the background. From v5 on
+/// (transactions v2) the epoch is bumped and the answer carries the
+/// producer id and epoch to go on with.
 pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxnRequest) -> Reply {
-    let respond = |ctx: &RequestContext, code: i16| {
-        Some(ctx.respond(&EndTxnResponse::default().with_error_code(code)))
+    let respond = |ctx: &RequestContext, code: i16, producer: (i64, i16)| {
+        Some(
+            ctx.respond(
+                &EndTxnResponse::default()
+                    .with_error_code(code)
+                    .with_producer_id(ProducerId(producer.0))
+                    .with_producer_epoch(producer.1),
+            ),
+        )
     };
+    const NO_PRODUCER: (i64, i16) = (-1, -1);
     let transactional_id = request.transactional_id.0.to_string();
     if !ctx.authorized(
         broker,
@@ -344,8 +410,28 @@ pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxn
         &transactional_id,
     ) {
         let code = ResponseError::TransactionalIdAuthorizationFailed.code();
-        return Reply::Now(respond(&ctx, code));
+        return Reply::Now(respond(&ctx, code, NO_PRODUCER));
     }
+    let transaction_version = if ctx.version >= 5 {
+        state::TRANSACTIONS_V2
+    } else {
+        0
+    };
+    // A bump past the producer id's last epoch moves to a new id, taken
+    // before the id's turn (the controller may be asked for a block).
+    let fresh_id = if transaction_version >= state::TRANSACTIONS_V2
+        && request.producer_epoch >= i16::MAX - 1
+    {
+        match broker.producer_id() {
+            Some(id) => Some(id),
+            None => {
+                let code = ResponseError::CoordinatorLoadInProgress.code();
+                return Reply::Now(respond(&ctx, code, NO_PRODUCER));
+            }
+        }
+    } else {
+        None
+    };
     let now = broker.now_ms();
     let begun = broker
         .txns()
@@ -356,25 +442,30 @@ pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxn
                 request.producer_id.0,
                 request.producer_epoch,
                 request.committed,
+                transaction_version,
+                || fresh_id.unwrap_or(-1),
                 now,
             )? {
-                EndOutcome::AlreadyDone => Ok(((), None)),
-                EndOutcome::Prepare(next) => Ok(((), Some(next))),
+                EndOutcome::AlreadyDone { producer_id, epoch } => Ok(((producer_id, epoch), None)),
+                EndOutcome::Prepare(next) => Ok((next.producer_after_end(), Some(next))),
             }
         });
     match begun {
-        Ok(((), None)) => Reply::Now(respond(&ctx, 0)),
-        Ok(((), Some(pending))) => after_write(broker, pending, move |broker, outcome| {
-            let code = match outcome {
+        Ok((producer, None)) => Reply::Now(respond(&ctx, 0, producer)),
+        Ok((producer, Some(pending))) => after_write(broker, pending, move |broker, outcome| {
+            match outcome {
                 Ok(()) => {
                     complete_in_background(broker, transactional_id);
-                    0
+                    respond(&ctx, 0, producer)
                 }
-                Err(error) => error_code(&error, ctx.version, 2),
-            };
-            respond(&ctx, code)
+                Err(error) => respond(&ctx, error_code(&error, ctx.version, 2), NO_PRODUCER),
+            }
         }),
-        Err(error) => Reply::Now(respond(&ctx, error_code(&error, ctx.version, 2))),
+        Err(error) => Reply::Now(respond(
+            &ctx,
+            error_code(&error, ctx.version, 2),
+            NO_PRODUCER,
+        )),
     }
 }
 

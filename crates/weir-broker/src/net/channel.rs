@@ -1,12 +1,13 @@
 //! What a connection's requests share: the listener it came in on, who the
-//! client is, the client's throttling (KIP-219) and whether the peer is
-//! another broker.
+//! client is, the client's throttling (KIP-219), whether the peer is
+//! another broker, and the order of its transactional appends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
+use tokio::sync::oneshot::error::TryRecvError;
 
 /// The principal of a client that has not proved who it is: a PLAINTEXT
 /// connection, or TLS without a client certificate.
@@ -24,6 +25,10 @@ pub(crate) struct Channel {
     /// The peer sent a follower's fetch or transaction markers: it is a
     /// broker, whose requests client quotas do not limit.
     inter_broker: AtomicBool,
+    /// The last transactional produce of the connection that waits for its
+    /// partitions to join the transaction before appending (transactions
+    /// v2): later ones append after it, in the order the client sent them.
+    last_waiting_append: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
 }
 
 impl Channel {
@@ -33,7 +38,33 @@ impl Channel {
             principal: RwLock::new(Arc::from(principal)),
             muted_until: Mutex::new(None),
             inter_broker: AtomicBool::new(false),
+            last_waiting_append: Mutex::new(None),
         }
+    }
+
+    /// An earlier transactional produce of this connection has yet to
+    /// append.
+    pub(crate) fn earlier_append_waits(&self) -> bool {
+        let mut last = self.last_waiting_append.lock();
+        let waits = last
+            .as_mut()
+            .is_some_and(|earlier| earlier.try_recv() == Err(TryRecvError::Empty));
+        if !waits {
+            *last = None;
+        }
+        waits
+    }
+
+    /// Queues an append behind the connection's earlier ones: what to wait
+    /// for before appending, and the sender to drop once appended.
+    pub(crate) fn queue_append(
+        &self,
+    ) -> (
+        Option<tokio::sync::oneshot::Receiver<()>>,
+        tokio::sync::oneshot::Sender<()>,
+    ) {
+        let (appended, waiting) = tokio::sync::oneshot::channel();
+        (self.last_waiting_append.lock().replace(waiting), appended)
     }
 
     /// The listener's name.

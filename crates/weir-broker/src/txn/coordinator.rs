@@ -67,6 +67,26 @@ pub enum CoordinatorError {
     Txn(#[from] TxnError),
 }
 
+impl CoordinatorError {
+    /// Kafka's error; clients before KIP-588 (`fenced_known` false) know a
+    /// fenced producer only as INVALID_PRODUCER_EPOCH.
+    pub fn response_error(&self, fenced_known: bool) -> ResponseError {
+        match self {
+            CoordinatorError::NotCoordinator => ResponseError::NotCoordinator,
+            CoordinatorError::LoadInProgress => ResponseError::CoordinatorLoadInProgress,
+            CoordinatorError::NotAvailable(_) => ResponseError::CoordinatorNotAvailable,
+            CoordinatorError::Txn(error) => match error {
+                TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+                TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+                TxnError::ProducerFenced if fenced_known => ResponseError::ProducerFenced,
+                TxnError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+                TxnError::InvalidTxnState => ResponseError::InvalidTxnState,
+                TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+            },
+        }
+    }
+}
+
 /// One transactional id as the coordinator holds it.
 #[derive(Debug)]
 struct Entry {
@@ -95,6 +115,9 @@ pub struct TxnCoordinator {
     /// they were loaded at (the coordinator epoch written in markers).
     loaded: Mutex<BTreeMap<i32, i32>>,
     txns: Mutex<HashMap<String, Entry>>,
+    /// Connections to the coordinators of other brokers, for the leaders
+    /// of partitions here.
+    connections: super::add_from_leader::CoordinatorConnections,
 }
 
 /// Where a request must go: the partition of `__transaction_state`.
@@ -146,6 +169,10 @@ impl TxnCoordinator {
         }
         self.loaded.lock().insert(index, leader_epoch);
         Ok(count)
+    }
+
+    pub(super) fn connections(&self) -> &super::add_from_leader::CoordinatorConnections {
+        &self.connections
     }
 
     /// Another node leads `partition` now.
@@ -219,14 +246,9 @@ impl TxnCoordinator {
             .entry(transactional_id.to_owned())
             .or_insert_with(|| Entry {
                 meta: TxnMetadata {
-                    transactional_id: transactional_id.to_owned(),
-                    producer_id: -1,
                     producer_epoch: -1,
-                    timeout_ms: 0,
                     status: TxnStatus::Dead,
-                    partitions: BTreeSet::new(),
-                    start_ms: -1,
-                    last_update_ms: 0,
+                    ..TxnMetadata::new(transactional_id, -1, 0, 0)
                 },
                 partition,
                 writing: false,
@@ -389,6 +411,42 @@ impl TxnCoordinator {
         }
     }
 
+    /// AddPartitionsToTxn from the leaders of `partitions` (v4 and up, or
+    /// a call from this node): with `verify_only`, checks that the open
+    /// transaction holds them (KIP-890 part 1); otherwise adds them for
+    /// the producer, which runs transactions v2 (Produce v12,
+    /// TxnOffsetCommit v5).
+    pub async fn add_for_leader(
+        &self,
+        broker: &Broker,
+        transactional_id: &str,
+        producer: (i64, i16),
+        partitions: &[(String, i32)],
+        verify_only: bool,
+    ) -> Result<(), CoordinatorError> {
+        let now = broker.now_ms();
+        let ((), pending) = self.begin(broker, transactional_id, None, |current| {
+            let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
+            if verify_only {
+                state::verify_partitions(current, producer.0, producer.1, partitions)?;
+                return Ok(((), None));
+            }
+            let next = state::add_partitions(
+                current,
+                producer.0,
+                producer.1,
+                partitions,
+                state::TRANSACTIONS_V2,
+                now,
+            )?;
+            Ok(((), next))
+        })?;
+        match pending {
+            Some(pending) => self.write(broker, pending).await,
+            None => Ok(()),
+        }
+    }
+
     /// How many transactions coordinated here are open (not idle), and
     /// the start of the oldest.
     pub fn open_transactions(&self) -> (usize, Option<i64>) {
@@ -460,9 +518,13 @@ async fn append_state(
     let partition = broker
         .leader_partition(TRANSACTION_STATE_TOPIC, index)
         .map_err(|_| CoordinatorError::NotCoordinator)?;
+    // Kafka writes values in v1 from transaction.version 1 on.
+    let flexible = broker.with_image(|image| {
+        crate::features::level_of(crate::features::TRANSACTION_VERSION, image) >= 1
+    });
     let batch = encode_batch(
         records::encode_key(transactional_id),
-        meta.map(records::encode_value),
+        meta.map(|meta| records::encode_value(meta, flexible)),
         broker.now_ms(),
     );
     let state = partition.replica_state();

@@ -1,6 +1,7 @@
 //! Transactions: the coordinator of transactional producers, its state
 //! machine, and its records in `__transaction_state`.
 
+pub mod add_from_leader;
 pub mod coordinator;
 pub mod hanging;
 pub mod records;

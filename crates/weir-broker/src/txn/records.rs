@@ -11,8 +11,11 @@
 //!
 //! Strings are an i16 length and UTF-8 bytes; arrays an i32 count (-1 for
 //! null). A null value is a tombstone: the transactional id has expired.
-//! Values are written in v0; v1 (flexible, with tagged fields for KIP-890)
-//! is read as well.
+//!
+//! Value v1 (KIP-890, written once `transaction.version` is 1 or more) is
+//! flexible: compact strings and arrays, and tagged fields: 0 the previous
+//! producer id, 1 the next producer id (both -1 by default), 2 the client's
+//! transaction version (0 by default).
 
 use std::collections::BTreeSet;
 
@@ -22,7 +25,10 @@ use super::state::{TxnMetadata, TxnStatus};
 use crate::offsets::records::{get_i16, get_i32, get_i64, get_string, put_string, RecordError};
 
 const KEY_VERSION: i16 = 0;
-const VALUE_VERSION: i16 = 0;
+
+const PREVIOUS_PRODUCER_ID_TAG: u64 = 0;
+const NEXT_PRODUCER_ID_TAG: u64 = 1;
+const CLIENT_TRANSACTION_VERSION_TAG: u64 = 2;
 
 pub fn encode_key(transactional_id: &str) -> Bytes {
     let mut buf = BytesMut::with_capacity(4 + transactional_id.len());
@@ -40,9 +46,10 @@ pub fn decode_key(mut buf: &[u8]) -> Result<String, RecordError> {
     }
 }
 
-pub fn encode_value(txn: &TxnMetadata) -> Bytes {
+/// The value of `txn`, in v1 when `flexible`, else in v0.
+pub fn encode_value(txn: &TxnMetadata, flexible: bool) -> Bytes {
     let mut buf = BytesMut::with_capacity(64);
-    buf.put_i16(VALUE_VERSION);
+    buf.put_i16(i16::from(flexible));
     buf.put_i64(txn.producer_id);
     buf.put_i16(txn.producer_epoch);
     buf.put_i32(txn.timeout_ms);
@@ -55,17 +62,65 @@ pub fn encode_value(txn: &TxnMetadata) -> Bytes {
             _ => topics.push((topic, vec![*partition])),
         }
     }
-    buf.put_i32(topics.len() as i32);
+    put_count(&mut buf, topics.len(), flexible);
     for (topic, ids) in topics {
-        put_string(&mut buf, topic);
-        buf.put_i32(ids.len() as i32);
+        if flexible {
+            put_varint(&mut buf, topic.len() as u64 + 1);
+            buf.put_slice(topic.as_bytes());
+        } else {
+            put_string(&mut buf, topic);
+        }
+        put_count(&mut buf, ids.len(), flexible);
         for id in ids {
             buf.put_i32(id);
+        }
+        if flexible {
+            put_varint(&mut buf, 0);
         }
     }
     buf.put_i64(txn.last_update_ms);
     buf.put_i64(txn.start_ms);
+    if flexible {
+        // Tagged fields in tag order, each only when not at its default.
+        let mut tagged = BytesMut::new();
+        let mut count = 0;
+        for (tag, value, default) in [
+            (PREVIOUS_PRODUCER_ID_TAG, txn.previous_producer_id, -1),
+            (NEXT_PRODUCER_ID_TAG, txn.next_producer_id, -1),
+        ] {
+            if value != default {
+                put_varint(&mut tagged, tag);
+                put_varint(&mut tagged, 8);
+                tagged.put_i64(value);
+                count += 1;
+            }
+        }
+        if txn.client_transaction_version != 0 {
+            put_varint(&mut tagged, CLIENT_TRANSACTION_VERSION_TAG);
+            put_varint(&mut tagged, 2);
+            tagged.put_i16(txn.client_transaction_version);
+            count += 1;
+        }
+        put_varint(&mut buf, count);
+        buf.put_slice(&tagged);
+    }
     buf.freeze()
+}
+
+fn put_count(buf: &mut BytesMut, count: usize, flexible: bool) {
+    if flexible {
+        put_varint(buf, count as u64 + 1);
+    } else {
+        buf.put_i32(count as i32);
+    }
+}
+
+fn put_varint(buf: &mut BytesMut, mut value: u64) {
+    while value >= 0x80 {
+        buf.put_u8((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    buf.put_u8(value as u8);
 }
 
 /// The transaction a value describes, for `transactional_id`.
@@ -100,7 +155,7 @@ pub fn decode_value(transactional_id: &str, mut buf: &[u8]) -> Result<TxnMetadat
     }
     let last_update_ms = get_i64(&mut buf)?;
     let start_ms = get_i64(&mut buf)?;
-    Ok(TxnMetadata {
+    let mut txn = TxnMetadata {
         transactional_id: transactional_id.to_owned(),
         producer_id,
         producer_epoch,
@@ -109,7 +164,30 @@ pub fn decode_value(transactional_id: &str, mut buf: &[u8]) -> Result<TxnMetadat
         partitions,
         start_ms,
         last_update_ms,
-    })
+        previous_producer_id: -1,
+        next_producer_id: -1,
+        client_transaction_version: 0,
+    };
+    if flexible {
+        for _ in 0..get_varint(&mut buf)? {
+            let tag = get_varint(&mut buf)?;
+            let size = get_varint(&mut buf)? as usize;
+            if buf.len() < size {
+                return Err(RecordError("truncated tagged field".into()));
+            }
+            let mut field = &buf[..size];
+            match tag {
+                PREVIOUS_PRODUCER_ID_TAG => txn.previous_producer_id = get_i64(&mut field)?,
+                NEXT_PRODUCER_ID_TAG => txn.next_producer_id = get_i64(&mut field)?,
+                CLIENT_TRANSACTION_VERSION_TAG => {
+                    txn.client_transaction_version = get_i16(&mut field)?
+                }
+                _ => {}
+            }
+            buf.advance(size);
+        }
+    }
+    Ok(txn)
 }
 
 fn get_i8(buf: &mut &[u8]) -> Result<i8, RecordError> {
@@ -192,14 +270,22 @@ mod tests {
             .collect(),
             start_ms: 1_000,
             last_update_ms: 2_000,
+            previous_producer_id: -1,
+            next_producer_id: -1,
+            client_transaction_version: 0,
         }
     }
 
     #[test]
     fn keys_and_values_round_trip() {
         assert_eq!(decode_key(&encode_key("t1")).unwrap(), "t1");
-        let txn = ongoing();
-        assert_eq!(decode_value("t1", &encode_value(&txn)).unwrap(), txn);
+        let mut txn = ongoing();
+        assert_eq!(decode_value("t1", &encode_value(&txn, false)).unwrap(), txn);
+        assert_eq!(decode_value("t1", &encode_value(&txn, true)).unwrap(), txn);
+        txn.previous_producer_id = 6;
+        txn.next_producer_id = 300;
+        txn.client_transaction_version = 2;
+        assert_eq!(decode_value("t1", &encode_value(&txn, true)).unwrap(), txn);
     }
 
     #[test]
@@ -217,7 +303,7 @@ mod tests {
         expected.extend(2i32.to_be_bytes());
         expected.extend(2_000i64.to_be_bytes());
         expected.extend(1_000i64.to_be_bytes());
-        assert_eq!(&encode_value(&txn)[..], &expected[..]);
+        assert_eq!(&encode_value(&txn, false)[..], &expected[..]);
         assert_eq!(&encode_key("t1")[..], &[0, 0, 0, 2, b't', b'1']);
     }
 
@@ -236,9 +322,16 @@ mod tests {
         bytes.push(0); // the topic's tagged fields
         bytes.extend(2_000i64.to_be_bytes());
         bytes.extend(1_000i64.to_be_bytes());
-        bytes.push(0); // the value's tagged fields
+        bytes.extend([1, 2, 2, 0, 2]); // one tagged field: client transaction version 2
         let txn = decode_value("t1", &bytes).unwrap();
         assert_eq!(txn.status, TxnStatus::CompleteCommit);
+        assert_eq!(txn.client_transaction_version, 2);
+        assert_eq!((txn.previous_producer_id, txn.next_producer_id), (-1, -1));
+        assert_eq!(
+            &encode_value(&txn, true)[..],
+            &bytes[..],
+            "written as Kafka writes it"
+        );
         assert_eq!(
             txn.partitions,
             [("a".to_owned(), 5)].into_iter().collect::<BTreeSet<_>>()

@@ -13,6 +13,13 @@
 //! of an older epoch is fenced. A transaction that times out, or whose
 //! transactional id is initialised again while it runs, is aborted under a
 //! bumped epoch, so that the old producer can neither add to it nor end it.
+//!
+//! Producers on transactions v2 (KIP-890: EndTxn v5, partitions added by
+//! their leaders) get a bumped epoch at every end: the markers carry it, so
+//! a write of the ended transaction that arrives late is fenced by the
+//! partition, and the EndTxn answer hands the new epoch to the producer.
+//! A retried EndTxn is told apart from the next transaction's by its epoch
+//! being one behind.
 
 use std::collections::BTreeSet;
 
@@ -89,7 +96,52 @@ pub struct TxnMetadata {
     /// When the open transaction started (-1: none open).
     pub start_ms: i64,
     pub last_update_ms: i64,
+    /// The producer id before the last change (Kafka's PreviousProducerId):
+    /// a retried EndTxn whose epoch bump moved to a new id carries it.
+    pub previous_producer_id: i64,
+    /// The producer id an ending transaction hands over to when its
+    /// bumped epoch is the last (-1: none).
+    pub next_producer_id: i64,
+    /// The transaction protocol of the producer: 2 (KIP-890) bumps the
+    /// epoch at every end, 0 does not.
+    pub client_transaction_version: i16,
 }
+
+impl TxnMetadata {
+    /// A transactional id never seen, at its first producer id.
+    pub fn new(transactional_id: &str, producer_id: i64, timeout_ms: i32, now_ms: i64) -> Self {
+        TxnMetadata {
+            transactional_id: transactional_id.to_owned(),
+            producer_id,
+            producer_epoch: 0,
+            timeout_ms,
+            status: TxnStatus::Empty,
+            partitions: BTreeSet::new(),
+            start_ms: -1,
+            last_update_ms: now_ms,
+            previous_producer_id: -1,
+            next_producer_id: -1,
+            client_transaction_version: 0,
+        }
+    }
+
+    /// The producer id and epoch the producer goes on with once this
+    /// (Prepare) state's transaction ends.
+    pub fn producer_after_end(&self) -> (i64, i16) {
+        if self.next_producer_id >= 0 {
+            (self.next_producer_id, 0)
+        } else {
+            (self.producer_id, self.producer_epoch)
+        }
+    }
+
+    fn bumps_epoch_at_end(&self) -> bool {
+        self.client_transaction_version >= TRANSACTIONS_V2
+    }
+}
+
+/// The `transaction.version` of KIP-890's epoch bump at every end.
+pub const TRANSACTIONS_V2: i16 = 2;
 
 /// Why a request is refused; the API layer maps these to Kafka's codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -139,19 +191,21 @@ pub fn init_producer_id(
         if expected.is_some_and(|(id, _)| id >= 0) {
             return Err(TxnError::InvalidProducerIdMapping);
         }
-        return Ok(InitOutcome::Ready(TxnMetadata {
-            transactional_id: transactional_id.to_owned(),
-            producer_id: new_producer_id(),
-            producer_epoch: 0,
+        return Ok(InitOutcome::Ready(TxnMetadata::new(
+            transactional_id,
+            new_producer_id(),
             timeout_ms,
-            status: TxnStatus::Empty,
-            partitions: BTreeSet::new(),
-            start_ms: -1,
-            last_update_ms: now_ms,
-        }));
+            now_ms,
+        )));
     };
     if let Some((id, epoch)) = expected.filter(|(id, _)| *id >= 0) {
-        if id != current.producer_id || epoch != current.producer_epoch {
+        // A producer that never heard of the id its last end moved to
+        // (its epoch was the last) may still take it up.
+        let moved_on = id == current.previous_producer_id
+            && epoch >= MAX_EPOCH
+            && current.producer_epoch == 0
+            && current.status.is_idle();
+        if !moved_on && (id != current.producer_id || epoch != current.producer_epoch) {
             return Err(TxnError::ProducerFenced);
         }
     }
@@ -160,12 +214,15 @@ pub fn init_producer_id(
         TxnStatus::Ongoing => Ok(InitOutcome::AbortFirst(fenced_abort(current, now_ms))),
         _ => {
             let mut next = current.clone();
+            next.previous_producer_id = current.producer_id;
             if current.producer_epoch >= MAX_EPOCH {
                 next.producer_id = new_producer_id();
                 next.producer_epoch = 0;
             } else {
                 next.producer_epoch += 1;
             }
+            next.next_producer_id = -1;
+            next.client_transaction_version = 0;
             next.timeout_ms = timeout_ms;
             next.status = TxnStatus::Empty;
             next.partitions.clear();
@@ -180,6 +237,8 @@ pub fn init_producer_id(
 /// can no longer add to it, end it, or write to its partitions.
 fn fenced_abort(current: &TxnMetadata, now_ms: i64) -> TxnMetadata {
     let mut next = current.clone();
+    next.previous_producer_id = current.producer_id;
+    next.next_producer_id = -1;
     next.producer_epoch = current.producer_epoch.saturating_add(1);
     next.status = TxnStatus::PrepareAbort;
     next.last_update_ms = now_ms;
@@ -198,12 +257,15 @@ fn check_producer(current: &TxnMetadata, producer_id: i64, epoch: i16) -> Result
 }
 
 /// AddPartitionsToTxn (and AddOffsetsToTxn): the state to write, or None
-/// when the transaction already holds every partition.
+/// when the transaction already holds every partition. A transaction
+/// opened by a partition's leader on behalf of its producer (Produce v12,
+/// TxnOffsetCommit v5) is on `transaction_version` 2.
 pub fn add_partitions(
     current: &TxnMetadata,
     producer_id: i64,
     epoch: i16,
     partitions: &[(String, i32)],
+    transaction_version: i16,
     now_ms: i64,
 ) -> Result<Option<TxnMetadata>, TxnError> {
     check_producer(current, producer_id, epoch)?;
@@ -223,45 +285,119 @@ pub fn add_partitions(
         next.partitions.clear();
         next.start_ms = now_ms;
     }
+    next.previous_producer_id = current.producer_id;
+    next.client_transaction_version = transaction_version;
     next.status = TxnStatus::Ongoing;
     next.partitions.extend(partitions.iter().cloned());
     next.last_update_ms = now_ms;
     Ok(Some(next))
 }
 
+/// AddPartitionsToTxn with `verify_only` (KIP-890 part 1): the producer's
+/// open transaction holds every one of `partitions`.
+pub fn verify_partitions(
+    current: &TxnMetadata,
+    producer_id: i64,
+    epoch: i16,
+    partitions: &[(String, i32)],
+) -> Result<(), TxnError> {
+    check_producer(current, producer_id, epoch)?;
+    if current.status.is_preparing() {
+        return Err(TxnError::ConcurrentTransactions);
+    }
+    let held = current.status == TxnStatus::Ongoing
+        && partitions.iter().all(|p| current.partitions.contains(p));
+    if held {
+        Ok(())
+    } else {
+        Err(TxnError::InvalidTxnState)
+    }
+}
+
 /// What an EndTxn does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EndOutcome {
-    /// A retry of an end that already completed: answer success.
-    AlreadyDone,
+    /// A retry of an end that already completed: answer success, with the
+    /// producer id and epoch the producer goes on with.
+    AlreadyDone { producer_id: i64, epoch: i16 },
     /// Write this Prepare state, answer, then write the markers.
     Prepare(TxnMetadata),
 }
 
+/// EndTxn from a producer on `transaction_version` (2 from EndTxn v5 on:
+/// the epoch is bumped; `new_producer_id` is called when the bumped epoch
+/// would be the last of the producer id).
 pub fn end_txn(
     current: &TxnMetadata,
     producer_id: i64,
     epoch: i16,
     commit: bool,
+    transaction_version: i16,
+    new_producer_id: impl FnOnce() -> i64,
     now_ms: i64,
 ) -> Result<EndOutcome, TxnError> {
-    check_producer(current, producer_id, epoch)?;
+    use TxnStatus::*;
     let (prepare, complete) = if commit {
-        (TxnStatus::PrepareCommit, TxnStatus::CompleteCommit)
+        (PrepareCommit, CompleteCommit)
     } else {
-        (TxnStatus::PrepareAbort, TxnStatus::CompleteAbort)
+        (PrepareAbort, CompleteAbort)
+    };
+    let bumped = current.bumps_epoch_at_end();
+    // A retry of an end that bumped the epoch comes with the epoch before.
+    let retry_after_bump = bumped && i32::from(current.producer_epoch) == i32::from(epoch) + 1;
+    let retry_after_new_id = bumped
+        && current.previous_producer_id == producer_id
+        && epoch >= MAX_EPOCH
+        && current.producer_epoch == 0;
+    if producer_id != current.producer_id && !retry_after_new_id {
+        return Err(TxnError::InvalidProducerIdMapping);
+    }
+    let valid_epoch = match current.status {
+        PrepareCommit | PrepareAbort if bumped => retry_after_bump,
+        CompleteCommit | CompleteAbort if bumped => {
+            retry_after_bump || retry_after_new_id || epoch == current.producer_epoch
+        }
+        _ => epoch == current.producer_epoch,
+    };
+    if !valid_epoch {
+        return Err(TxnError::ProducerFenced);
+    }
+    let retry = retry_after_bump || retry_after_new_id;
+    let prepared = |mut next: TxnMetadata| {
+        next.previous_producer_id = current.producer_id;
+        next.next_producer_id = -1;
+        next.status = prepare;
+        next.last_update_ms = now_ms;
+        next.client_transaction_version = transaction_version;
+        if transaction_version >= TRANSACTIONS_V2 {
+            // The markers carry the bumped epoch; when it is the last of the
+            // producer id, the producer goes on with a new id.
+            if current.producer_epoch >= MAX_EPOCH {
+                next.next_producer_id = new_producer_id();
+            }
+            next.producer_epoch = current.producer_epoch + 1;
+        }
+        EndOutcome::Prepare(next)
     };
     match current.status {
-        TxnStatus::Ongoing => {
+        Ongoing => Ok(prepared(current.clone())),
+        status if status == complete && (retry || !bumped) => Ok(EndOutcome::AlreadyDone {
+            producer_id: current.producer_id,
+            epoch: current.producer_epoch,
+        }),
+        // Transactions v2 may abort a transaction nothing was added to yet
+        // (a write of it may still be on its way to a leader).
+        Empty | CompleteCommit | CompleteAbort
+            if !commit && !retry && transaction_version >= TRANSACTIONS_V2 =>
+        {
             let mut next = current.clone();
-            next.status = prepare;
-            next.last_update_ms = now_ms;
-            Ok(EndOutcome::Prepare(next))
+            next.partitions.clear();
+            next.start_ms = now_ms;
+            Ok(prepared(next))
         }
         // The same end asked again while its markers are written.
         status if status == prepare => Err(TxnError::ConcurrentTransactions),
-        status if status == complete => Ok(EndOutcome::AlreadyDone),
-        TxnStatus::PrepareEpochFence => Err(TxnError::ConcurrentTransactions),
+        PrepareEpochFence => Err(TxnError::ConcurrentTransactions),
         _ => Err(TxnError::InvalidTxnState),
     }
 }
@@ -269,6 +405,9 @@ pub fn end_txn(
 /// The state once every marker of a Prepare state is written.
 pub fn complete(current: &TxnMetadata, now_ms: i64) -> TxnMetadata {
     let mut next = current.clone();
+    (next.producer_id, next.producer_epoch) = current.producer_after_end();
+    next.previous_producer_id = current.producer_id;
+    next.next_producer_id = -1;
     next.status = match current.status {
         TxnStatus::PrepareCommit => TxnStatus::CompleteCommit,
         _ => TxnStatus::CompleteAbort,
@@ -315,6 +454,9 @@ mod tests {
                 -1
             },
             last_update_ms: 100,
+            previous_producer_id: -1,
+            next_producer_id: -1,
+            client_transaction_version: 0,
         }
     }
 
@@ -390,14 +532,14 @@ mod tests {
     #[test]
     fn add_partitions_opens_and_grows_a_transaction() {
         let a0 = [("a".to_owned(), 0)];
-        let next = add_partitions(&txn(TxnStatus::CompleteCommit, 2, &[]), 10, 2, &a0, 500)
+        let next = add_partitions(&txn(TxnStatus::CompleteCommit, 2, &[]), 10, 2, &a0, 0, 500)
             .unwrap()
             .unwrap();
         assert_eq!(next.status, TxnStatus::Ongoing);
         assert_eq!(next.start_ms, 500);
         // Already there: nothing to write.
-        assert_eq!(add_partitions(&next, 10, 2, &a0, 600), Ok(None));
-        let grown = add_partitions(&next, 10, 2, &[("b".to_owned(), 1)], 600)
+        assert_eq!(add_partitions(&next, 10, 2, &a0, 0, 600), Ok(None));
+        let grown = add_partitions(&next, 10, 2, &[("b".to_owned(), 1)], 0, 600)
             .unwrap()
             .unwrap();
         assert_eq!(grown.partitions.len(), 2);
@@ -430,7 +572,7 @@ mod tests {
         ];
         for (current, producer_id, epoch, expected) in table {
             assert_eq!(
-                add_partitions(&current, producer_id, epoch, &a0, 1).map(|_| ()),
+                add_partitions(&current, producer_id, epoch, &a0, 0, 1).map(|_| ()),
                 expected,
                 "{current:?} {producer_id} {epoch}"
             );
@@ -456,15 +598,16 @@ mod tests {
             (Empty, false, Err(TxnError::InvalidTxnState)),
         ];
         for (status, commit, expected) in table {
-            let outcome =
-                end_txn(&txn(status, 1, &[("a", 0)]), 10, 1, commit, 5).map(|o| match o {
-                    AlreadyDone => None,
+            let outcome = end_txn(&txn(status, 1, &[("a", 0)]), 10, 1, commit, 0, || 99, 5).map(
+                |o| match o {
+                    AlreadyDone { .. } => None,
                     Prepare(next) => Some(next.status),
-                });
+                },
+            );
             assert_eq!(outcome, expected, "{status:?} commit={commit}");
         }
         assert_eq!(
-            end_txn(&txn(Ongoing, 1, &[]), 10, 0, true, 5),
+            end_txn(&txn(Ongoing, 1, &[]), 10, 0, true, 0, || 99, 5),
             Err(TxnError::ProducerFenced)
         );
     }
@@ -486,7 +629,7 @@ mod tests {
         assert_eq!(aborted.status, TxnStatus::PrepareAbort);
         assert_eq!(aborted.producer_epoch, 4);
         assert_eq!(
-            end_txn(&aborted, 10, 3, true, 0),
+            end_txn(&aborted, 10, 3, true, 0, || 99, 0),
             Err(TxnError::ProducerFenced),
             "the old producer cannot commit what was aborted"
         );
@@ -498,5 +641,104 @@ mod tests {
         assert!(expired(&txn(TxnStatus::CompleteCommit, 1, &[]), 200, 99));
         assert!(!expired(&txn(TxnStatus::CompleteCommit, 1, &[]), 199, 99));
         assert!(!expired(&txn(TxnStatus::Ongoing, 1, &[]), i64::MAX, 99));
+    }
+
+    fn v2(status: TxnStatus, epoch: i16) -> TxnMetadata {
+        let mut txn = txn(status, epoch, &[("a", 0)]);
+        txn.client_transaction_version = TRANSACTIONS_V2;
+        txn
+    }
+
+    #[test]
+    fn transactions_v2_bump_the_epoch_at_every_end() {
+        let open = v2(TxnStatus::Ongoing, 4);
+        let Ok(EndOutcome::Prepare(prepared)) = end_txn(&open, 10, 4, true, 2, || 99, 7) else {
+            panic!("an open transaction ends")
+        };
+        assert_eq!(prepared.status, TxnStatus::PrepareCommit);
+        assert_eq!(
+            prepared.producer_epoch, 5,
+            "the markers carry the bumped epoch"
+        );
+        assert_eq!(prepared.producer_after_end(), (10, 5));
+        let done = complete(&prepared, 8);
+        assert_eq!((done.producer_id, done.producer_epoch), (10, 5));
+        // The EndTxn retried: its epoch is one behind; it succeeds with the
+        // new epoch, while the markers are written and after.
+        assert_eq!(
+            end_txn(&prepared, 10, 4, true, 2, || 99, 9),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        assert_eq!(
+            end_txn(&done, 10, 4, true, 2, || 99, 9),
+            Ok(EndOutcome::AlreadyDone {
+                producer_id: 10,
+                epoch: 5
+            })
+        );
+        // Older epochs are fenced, and the old epoch cannot add again.
+        assert_eq!(
+            end_txn(&done, 10, 3, true, 2, || 99, 9),
+            Err(TxnError::ProducerFenced)
+        );
+        let a0 = [("a".to_owned(), 0)];
+        assert_eq!(
+            add_partitions(&done, 10, 4, &a0, 2, 9),
+            Err(TxnError::ProducerFenced)
+        );
+        // The next transaction runs at the new epoch.
+        let next = add_partitions(&done, 10, 5, &a0, 2, 10).unwrap().unwrap();
+        assert_eq!(next.status, TxnStatus::Ongoing);
+    }
+
+    #[test]
+    fn transactions_v1_keep_the_epoch() {
+        let open = txn(TxnStatus::Ongoing, 4, &[("a", 0)]);
+        let Ok(EndOutcome::Prepare(prepared)) = end_txn(&open, 10, 4, false, 0, || 99, 7) else {
+            panic!()
+        };
+        assert_eq!(prepared.producer_epoch, 4);
+        assert_eq!(complete(&prepared, 8).producer_epoch, 4);
+    }
+
+    #[test]
+    fn the_last_epoch_of_a_producer_id_ends_into_a_new_one() {
+        let open = v2(TxnStatus::Ongoing, MAX_EPOCH);
+        let Ok(EndOutcome::Prepare(prepared)) = end_txn(&open, 10, MAX_EPOCH, true, 2, || 99, 7)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (prepared.producer_id, prepared.producer_epoch),
+            (10, i16::MAX),
+            "the markers are the old producer id's"
+        );
+        assert_eq!(prepared.producer_after_end(), (99, 0));
+        let done = complete(&prepared, 8);
+        assert_eq!((done.producer_id, done.producer_epoch), (99, 0));
+        assert_eq!(done.previous_producer_id, 10);
+        assert_eq!(
+            end_txn(&done, 10, MAX_EPOCH, true, 2, || 1, 9),
+            Ok(EndOutcome::AlreadyDone {
+                producer_id: 99,
+                epoch: 0
+            }),
+            "a retry under the old id is recognised"
+        );
+    }
+
+    #[test]
+    fn transactions_v2_may_abort_an_empty_transaction() {
+        let idle = v2(TxnStatus::CompleteCommit, 5);
+        let Ok(EndOutcome::Prepare(prepared)) = end_txn(&idle, 10, 5, false, 2, || 99, 7) else {
+            panic!("an empty abort under v2")
+        };
+        assert_eq!(prepared.status, TxnStatus::PrepareAbort);
+        assert!(prepared.partitions.is_empty());
+        assert_eq!(prepared.producer_epoch, 6);
+        assert_eq!(
+            end_txn(&idle, 10, 5, true, 2, || 99, 7),
+            Err(TxnError::InvalidTxnState)
+        );
     }
 }

@@ -265,6 +265,30 @@ impl Raw {
         answer.offset
     }
 
+    /// The latest offset of partition 0 of `topic` a read_committed
+    /// consumer is given: its last stable offset.
+    pub fn last_stable_offset(&mut self, topic: &str) -> i64 {
+        use kafka_protocol::messages::list_offsets_request::{
+            ListOffsetsPartition, ListOffsetsTopic,
+        };
+        use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName};
+        let response: ListOffsetsResponse = self.call(
+            ApiKey::ListOffsets,
+            7,
+            &ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_isolation_level(1)
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-1)])]),
+        );
+        let partition = &response.topics[0].partitions[0];
+        assert_eq!(partition.error_code, 0);
+        partition.offset
+    }
+
     /// The error of a ListOffsets (latest) for one partition.
     fn latest_offset_error(&mut self, topic: &str, partition: i32) -> i16 {
         self.latest_offset_answer(topic, partition).error_code

@@ -95,7 +95,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>Online migration (KIP-848): three classic members, then one of the consumer protocol
  *       joins and the group becomes a consumer group, the classic members giving up only what it
  *       gets; it leaves and the group is classic again, the three sharing everything.
- *   <li>Transactions: one committed, one aborted; read_committed sees only the committed records,
+ *   <li>Transactions, on transactions v2 (KIP-890: the epoch bumped at every end): one committed,
+ *       one aborted; read_committed sees only the committed records,
  *       read_uncommitted all of them; consume-transform-produce with sendOffsetsToTransaction, from
  *       a classic and from a consumer-protocol group, whose offsets count only when the transaction
  *       commits.
@@ -355,12 +356,14 @@ public final class JavaClientCheck {
         md.supportedFeatures(),
         Map.of(
             "metadata.version", new SupportedVersionRange((short) 25, (short) 25),
+            "transaction.version", new SupportedVersionRange((short) 0, (short) 2),
             "eligible.leader.replicas.version", new SupportedVersionRange((short) 0, (short) 1)),
         "supported features");
     expectEq(
         md.finalizedFeatures(),
         Map.of(
             "metadata.version", new FinalizedVersionRange((short) 25, (short) 25),
+            "transaction.version", new FinalizedVersionRange((short) 2, (short) 2),
             "eligible.leader.replicas.version", new FinalizedVersionRange((short) 1, (short) 1)),
         "finalized features");
     expect(
@@ -928,8 +931,10 @@ public final class JavaClientCheck {
   private void transactions() throws Exception {
     List<String> committed = new ArrayList<>();
     List<String> all = new ArrayList<>();
+    int initialEpoch;
     try (KafkaProducer<String, String> p = transactionalProducer()) {
       p.initTransactions();
+      initialEpoch = admin.describeTransactions(List.of(TXN_ID)).all().get().get(TXN_ID).producerEpoch();
       p.beginTransaction();
       for (int i = 0; i < 6; i++) {
         p.send(new ProducerRecord<>(TXN_TOPIC, "k" + i, "committed-" + i));
@@ -949,6 +954,10 @@ public final class JavaClientCheck {
       }
       p.commitTransaction();
     }
+    // Transactions v2 (KIP-890, transaction.version 2): every end bumps the producer epoch, so
+    // the three transactions leave it three above the one initTransactions gave.
+    int endEpoch = admin.describeTransactions(List.of(TXN_ID)).all().get().get(TXN_ID).producerEpoch();
+    expectEq(endEpoch, initialEpoch + 3, "producer epoch after three transactions (transactions v2)");
     all.addAll(committed);
     for (int i = 0; i < 4; i++) {
       all.add("aborted-" + i);
