@@ -14,14 +14,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use uuid::Uuid;
 use kafka_protocol::ResponseError;
+use uuid::Uuid;
 use weir_log::batch::{BatchError, BatchHeader};
 use weir_log::records::RecordsError;
 use weir_log::LogError;
@@ -79,16 +79,18 @@ pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, request: Produce
             .topic_data
             .into_iter()
             .map(|topic| {
-                let name = if ctx.version >= 13 {
-                    image.topic_by_id(topic.topic_id).map(|t| t.name.clone())
+                let (name, response_name) = if ctx.version >= 13 {
+                    let name = image.topic_by_id(topic.topic_id).map(|t| t.name.clone());
+                    let response_name = name.as_ref().map_or_else(TopicName::default, |n| {
+                        TopicName(StrBytes::from_string(n.clone()))
+                    });
+                    (name, response_name)
                 } else {
-                    Some(topic.name.0.to_string())
+                    (Some(topic.name.0.to_string()), topic.name)
                 };
                 TopicData {
-                    response_name: name
-                        .as_ref()
-                        .map_or_else(TopicName::default, |n| TopicName(StrBytes::from_string(n.clone()))),
                     name,
+                    response_name,
                     topic_id: topic.topic_id,
                     partitions: topic.partition_data,
                 }
@@ -104,7 +106,7 @@ pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, request: Produce
     };
     let adds_partitions = ctx.version >= 12 && request.transactional_id.is_some();
     if !adds_partitions
-        || (!ctx.channel.earlier_append_waits() && to_add(broker, &request).is_empty())
+        || (!ctx.channel.earlier_append_waits() && to_add(broker, &ctx, &request).is_empty())
     {
         let (responses, pending) = append_all(broker, &ctx, &request, &HashMap::new());
         return respond_when_done(broker, ctx, &request, responses, pending);
@@ -117,7 +119,7 @@ pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, request: Produce
         }
         let mut refused = HashMap::new();
         let transactional_id = request.transactional_id.as_deref().unwrap_or_default();
-        for (producer, partitions) in to_add(&broker, &request) {
+        for (producer, partitions) in to_add(&broker, &ctx, &request) {
             let added = add_to_transaction(&broker, transactional_id, producer, &partitions).await;
             if let Err(error) = added {
                 let refusal = refusal(error);
@@ -143,11 +145,30 @@ struct Request {
 }
 
 /// The partitions led here whose producer has no transaction open on
-/// them, by producer (id, epoch).
-fn to_add(broker: &Broker, request: &Request) -> HashMap<(i64, i16), Vec<(String, i32)>> {
+/// them, by producer (id, epoch): only those the client may write to for
+/// its transactional id.
+fn to_add(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: &Request,
+) -> HashMap<(i64, i16), Vec<(String, i32)>> {
     let mut to_add: HashMap<(i64, i16), Vec<(String, i32)>> = HashMap::new();
+    let allowed = request.transactional_id.as_ref().is_some_and(|id| {
+        ctx.authorized(
+            broker,
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            id,
+        )
+    });
+    if !allowed {
+        return to_add;
+    }
     for topic in &request.topics {
         let Some(name) = &topic.name else { continue };
+        if !ctx.authorized(broker, AclOperation::Write, ResourceType::Topic, name) {
+            continue;
+        }
         for data in &topic.partitions {
             let Some(header) = data
                 .records
@@ -185,10 +206,8 @@ fn refusal(error: ResponseError) -> (ResponseError, String) {
         ResponseError::ProducerFenced => ResponseError::InvalidProducerEpoch,
         other => other,
     };
-    let message = format!(
-        "Unable to add the partition to the transaction. Underlying error: {}",
-        error.code()
-    );
+    let message =
+        format!("Unable to add the partition to the transaction. Underlying error: {error:?}");
     (code, message)
 }
 

@@ -325,9 +325,11 @@ fn add_partitions_for_leaders(
             }
         });
         let results = futures::future::join_all(results).await;
-        Some(ctx.respond(
-            &AddPartitionsToTxnResponse::default().with_results_by_transaction(results),
-        ))
+        Some(
+            ctx.respond(
+                &AddPartitionsToTxnResponse::default().with_results_by_transaction(results),
+            ),
+        )
     }))
 }
 
@@ -452,15 +454,15 @@ pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxn
         });
     match begun {
         Ok((producer, None)) => Reply::Now(respond(&ctx, 0, producer)),
-        Ok((producer, Some(pending))) => after_write(broker, pending, move |broker, outcome| {
-            match outcome {
+        Ok((producer, Some(pending))) => {
+            after_write(broker, pending, move |broker, outcome| match outcome {
                 Ok(()) => {
                     complete_in_background(broker, transactional_id);
                     respond(&ctx, 0, producer)
                 }
                 Err(error) => respond(&ctx, error_code(&error, ctx.version, 2), NO_PRODUCER),
-            }
-        }),
+            })
+        }
         Err(error) => Reply::Now(respond(
             &ctx,
             error_code(&error, ctx.version, 2),
