@@ -53,7 +53,11 @@ fn init_transactional(raw: &mut Raw, id: &str) -> (i64, i16) {
         if r.error_code == 0 {
             return (r.producer_id.0, r.producer_epoch);
         }
-        assert!(Instant::now() < deadline, "InitProducerId: {}", r.error_code);
+        assert!(
+            Instant::now() < deadline,
+            "InitProducerId: {}",
+            r.error_code
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -183,11 +187,17 @@ fn the_leader_adds_its_partition_and_every_end_bumps_the_epoch() {
 
     // No AddPartitionsToTxn: the Produce itself puts ledger-0 in the
     // transaction.
-    assert_eq!(produce_v12(&mut raw, id, (producer_id, epoch), 0, "ledger"), 0);
+    assert_eq!(
+        produce_v12(&mut raw, id, (producer_id, epoch), 0, "ledger"),
+        0
+    );
     let (state, partitions, _) = described(&mut raw, id);
     assert_eq!(state, "Ongoing");
     assert_eq!(partitions, [("ledger".to_owned(), 0)]);
-    assert_eq!(produce_v12(&mut raw, id, (producer_id, epoch), 1, "ledger"), 0);
+    assert_eq!(
+        produce_v12(&mut raw, id, (producer_id, epoch), 1, "ledger"),
+        0
+    );
 
     // The commit bumps the epoch and says so.
     let committed = end_txn_v5(&mut raw, id, (producer_id, epoch), true);

@@ -271,7 +271,9 @@ impl Raw {
         use kafka_protocol::messages::list_offsets_request::{
             ListOffsetsPartition, ListOffsetsTopic,
         };
-        use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName};
+        use kafka_protocol::messages::{
+            BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+        };
         let response: ListOffsetsResponse = self.call(
             ApiKey::ListOffsets,
             7,
