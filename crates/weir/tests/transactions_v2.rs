@@ -204,13 +204,8 @@ fn the_leader_adds_its_partition_and_every_end_bumps_the_epoch() {
     assert_eq!(committed, (0, producer_id, epoch + 1));
     let bumped = (producer_id, epoch + 1);
 
-    // A write of the ended transaction arriving late is fenced, whether
-    // or not the markers are written yet.
-    assert_eq!(
-        produce_v12(&mut raw, id, (producer_id, epoch), 2, "ledger"),
-        ResponseError::InvalidProducerEpoch.code()
-    );
-    // A retried EndTxn (the answer was lost) gets the same answer.
+    // A retried EndTxn (the answer was lost) gets the same answer, once
+    // the markers are written.
     let deadline = Instant::now() + WAIT;
     loop {
         let retried = end_txn_v5(&mut raw, id, (producer_id, epoch), true);
@@ -221,6 +216,13 @@ fn the_leader_adds_its_partition_and_every_end_bumps_the_epoch() {
         assert!(Instant::now() < deadline, "the markers were never written");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // A write of the ended transaction arriving after its markers is
+    // fenced (before them, as in Kafka, it joins the transaction it
+    // belongs to).
+    assert_eq!(
+        produce_v12(&mut raw, id, (producer_id, epoch), 2, "ledger"),
+        ResponseError::InvalidProducerEpoch.code()
+    );
     // The commit marker carries the bumped epoch.
     assert_eq!(
         partition_epoch(&mut raw, "ledger", producer_id),
@@ -275,8 +277,13 @@ fn txn_offset_commit_v5_adds_the_offsets_partition() {
             .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
                 .with_partition_index(0)
                 .with_committed_offset(42)])]);
-    let r: TxnOffsetCommitResponse = raw.call(ApiKey::TxnOffsetCommit, 5, &request);
-    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    // Asked again while the group's coordinator loads, as clients do.
+    let code = cluster::wait_until("the offsets commit", WAIT, || {
+        let r: TxnOffsetCommitResponse = raw.call(ApiKey::TxnOffsetCommit, 5, &request);
+        let code = r.topics[0].partitions[0].error_code;
+        (code != ResponseError::CoordinatorLoadInProgress.code()).then_some(code)
+    });
+    assert_eq!(code, 0);
     let (state, partitions, _) = described(&mut raw, id);
     assert_eq!(state, "Ongoing");
     assert_eq!(partitions.len(), 1);

@@ -352,6 +352,10 @@ pub fn end_txn(
     if producer_id != current.producer_id && !retry_after_new_id {
         return Err(TxnError::InvalidProducerIdMapping);
     }
+    // The next transaction's end, while this one's markers are written.
+    if bumped && current.status.is_preparing() && epoch == current.producer_epoch {
+        return Err(TxnError::ConcurrentTransactions);
+    }
     let valid_epoch = match current.status {
         PrepareCommit | PrepareAbort if bumped => retry_after_bump,
         CompleteCommit | CompleteAbort if bumped => {
@@ -739,6 +743,13 @@ mod tests {
         assert_eq!(
             end_txn(&idle, 10, 5, true, 2, || 99, 7),
             Err(TxnError::InvalidTxnState)
+        );
+        // Asked while the last transaction's markers are still written:
+        // retried, not fenced.
+        let ending = v2(TxnStatus::PrepareCommit, 6);
+        assert_eq!(
+            end_txn(&ending, 10, 6, false, 2, || 99, 7),
+            Err(TxnError::ConcurrentTransactions)
         );
     }
 }
