@@ -65,21 +65,7 @@ fn init_transactional(raw: &mut Raw, id: &str) -> (i64, i16) {
 /// One transactional record for partition 0 of `topic`, in Produce v12:
 /// no AddPartitionsToTxn before it.
 fn produce_v12(raw: &mut Raw, id: &str, producer: (i64, i16), sequence: i32, topic: &str) -> i16 {
-    let batch = BatchBuilder::new(1)
-        .producer(producer.0, producer.1, sequence)
-        .transactional()
-        .build();
-    let request = ProduceRequest::default()
-        .with_transactional_id(Some(txn_id(id)))
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(name(topic)))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(batch.into()))])]);
-    let r: ProduceResponse = raw.call(ApiKey::Produce, 12, &request);
-    r.responses[0].partition_responses[0].error_code
+    raw.produce_transactional(id, producer, sequence, topic, 12)
 }
 
 /// [`produce_v12`], asked again while the coordinator is still writing the

@@ -11,11 +11,9 @@ use std::time::{Duration, Instant};
 use common::raw::Raw;
 use common::Weir;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, EndTxnRequest, EndTxnResponse,
-    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId,
-    TopicName, TransactionalId,
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -25,7 +23,6 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::Message;
-use weir_log::testing::BatchBuilder;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -252,30 +249,6 @@ fn add_partition(raw: &mut Raw, id: &str, producer: (i64, i16), topic: &str) -> 
     r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
 }
 
-fn produce_transactional(
-    raw: &mut Raw,
-    id: &str,
-    producer: (i64, i16),
-    sequence: i32,
-    topic: &str,
-) -> i16 {
-    let batch = BatchBuilder::new(1)
-        .producer(producer.0, producer.1, sequence)
-        .transactional()
-        .build();
-    let request = ProduceRequest::default()
-        .with_transactional_id(Some(txn_id(id)))
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(batch.into()))])]);
-    let r: ProduceResponse = raw.call(ApiKey::Produce, 9, &request);
-    r.responses[0].partition_responses[0].error_code
-}
-
 fn end_txn(raw: &mut Raw, id: &str, producer: (i64, i16), commit: bool) -> i16 {
     let request = EndTxnRequest::default()
         .with_transactional_id(txn_id(id))
@@ -316,7 +289,7 @@ fn a_delayed_end_txn_never_ends_a_later_transaction() {
         0
     );
     assert_eq!(
-        produce_transactional(&mut old_connection, id, producer, 0, "ledger"),
+        old_connection.produce_transactional(id, producer, 0, "ledger", 9),
         0
     );
 
@@ -327,7 +300,7 @@ fn a_delayed_end_txn_never_ends_a_later_transaction() {
     // The second transaction starts (until_settled adds its partition).
     until_settled(&mut new_connection, id, producer);
     assert_eq!(
-        produce_transactional(&mut new_connection, id, producer, 1, "ledger"),
+        new_connection.produce_transactional(id, producer, 1, "ledger", 9),
         0
     );
 
@@ -359,15 +332,12 @@ fn a_hanging_transaction_no_coordinator_knows_is_aborted() {
     // A transactional write to a partition never added to the transaction:
     // no coordinator will ever write its marker.
     let stray = init_transactional(&mut raw, "stray", 1_000);
-    assert_eq!(
-        produce_transactional(&mut raw, "stray", stray, 0, "held"),
-        0
-    );
+    assert_eq!(raw.produce_transactional("stray", stray, 0, "held", 9), 0);
     // A proper transaction behind it commits, but read_committed
     // consumers cannot pass the stray one.
     let good = init_transactional(&mut raw, "good", 1_000);
     assert_eq!(add_partition(&mut raw, "good", good, "held"), 0);
-    assert_eq!(produce_transactional(&mut raw, "good", good, 0, "held"), 0);
+    assert_eq!(raw.produce_transactional("good", good, 0, "held", 9), 0);
     assert_eq!(end_txn(&mut raw, "good", good, true), 0);
     assert_eq!(raw.last_stable_offset("held"), 0);
 

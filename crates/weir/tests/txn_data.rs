@@ -15,12 +15,10 @@ use common::raw::Raw;
 use common::Weir;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
-    ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse, TopicName,
-    TransactionalId,
+    ProduceRequest, ProduceResponse, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -120,24 +118,6 @@ fn mark(kafka: &str, producer: (i64, i16), commit: bool) -> i16 {
         (TOPIC, 0)
     );
     outcomes[0].error_code
-}
-
-fn latest(raw: &mut Raw, isolation_level: i8) -> i64 {
-    let response: ListOffsetsResponse = raw.call(
-        ApiKey::ListOffsets,
-        7,
-        &ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_isolation_level(isolation_level)
-            .with_topics(vec![ListOffsetsTopic::default()
-                .with_name(topic_name())
-                .with_partitions(vec![ListOffsetsPartition::default()
-                    .with_partition_index(0)
-                    .with_timestamp(-1)])]),
-    );
-    let p = &response.topics[0].partitions[0];
-    assert_eq!(p.error_code, 0);
-    p.offset
 }
 
 /// A raw read_committed fetch from offset 0: (last stable offset, aborted
@@ -264,8 +244,8 @@ fn read_committed_sees_committed_records_up_to_the_last_stable_offset() {
     assert_eq!(mark(&weir.kafka, a_next, true), 0); // offset 11
 
     // C is open from offset 8: that is the last stable offset.
-    assert_eq!(latest(&mut raw, 0), 12);
-    assert_eq!(latest(&mut raw, 1), 8);
+    assert_eq!(raw.latest_offset(TOPIC, 0), 12);
+    assert_eq!(raw.last_stable_offset(TOPIC), 8);
     assert_eq!(fetch_committed(&mut raw), (8, vec![(b.0, 3)]));
     let committed = consume(&weir, "read_committed", Duration::from_secs(3));
     assert_eq!(values(&committed), ["plain-0", "a-0", "a-1", "a-2"]);
@@ -277,7 +257,7 @@ fn read_committed_sees_committed_records_up_to_the_last_stable_offset() {
 
     // C commits: everything below the high watermark is stable.
     assert_eq!(mark(&weir.kafka, c, true), 0); // offset 12
-    assert_eq!(latest(&mut raw, 1), 13);
+    assert_eq!(raw.last_stable_offset(TOPIC), 13);
     let expected = ["plain-0", "a-0", "a-1", "a-2", "c-0", "plain-1", "a-3"];
     let committed = consume(&weir, "read_committed", Duration::from_secs(2));
     assert_eq!(values(&committed), expected);
@@ -287,7 +267,7 @@ fn read_committed_sees_committed_records_up_to_the_last_stable_offset() {
     for clean in [false, true] {
         weir.restart(clean);
         let mut raw = Raw::connect(&weir.kafka);
-        assert_eq!(latest(&mut raw, 1), 13, "clean restart: {clean}");
+        assert_eq!(raw.last_stable_offset(TOPIC), 13, "clean restart: {clean}");
         assert_eq!(fetch_committed(&mut raw), (13, vec![(b.0, 3)]));
         let committed = consume(&weir, "read_committed", Duration::from_secs(2));
         assert_eq!(values(&committed), expected, "clean restart: {clean}");
@@ -306,17 +286,17 @@ fn a_transaction_open_across_a_restart_keeps_the_last_stable_offset() {
     assert_eq!(produce_plain(&mut raw, &["before"]), 0);
     assert_eq!(produce_txn(&mut raw, p, 0, &["t-0"]), 1);
     assert_eq!(produce_plain(&mut raw, &["after"]), 2);
-    assert_eq!(latest(&mut raw, 1), 1);
+    assert_eq!(raw.last_stable_offset(TOPIC), 1);
     drop(raw);
     for clean in [true, false] {
         weir.restart(clean);
         let mut raw = Raw::connect(&weir.kafka);
-        assert_eq!(latest(&mut raw, 1), 1, "clean restart: {clean}");
+        assert_eq!(raw.last_stable_offset(TOPIC), 1, "clean restart: {clean}");
     }
     // Aborted after the restarts, by a marker at the producer's epoch.
     assert_eq!(mark(&weir.kafka, p, false), 0);
     let mut raw = Raw::connect(&weir.kafka);
-    assert_eq!(latest(&mut raw, 1), 4);
+    assert_eq!(raw.last_stable_offset(TOPIC), 4);
     let committed = consume(&weir, "read_committed", Duration::from_secs(2));
     assert_eq!(values(&committed), ["before", "after"]);
 }

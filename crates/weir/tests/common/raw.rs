@@ -265,6 +265,39 @@ impl Raw {
         answer.offset
     }
 
+    /// One transactional record of `producer` (id, epoch) at `sequence`
+    /// for partition 0 of `topic`, in Produce `version`; the error code.
+    pub fn produce_transactional(
+        &mut self,
+        transactional_id: &str,
+        producer: (i64, i16),
+        sequence: i32,
+        topic: &str,
+        version: i16,
+    ) -> i16 {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::{
+            ProduceRequest, ProduceResponse, TopicName, TransactionalId,
+        };
+        let batch = weir_log::testing::BatchBuilder::new(1)
+            .producer(producer.0, producer.1, sequence)
+            .transactional()
+            .build();
+        let request = ProduceRequest::default()
+            .with_transactional_id(Some(TransactionalId(StrBytes::from_string(
+                transactional_id.to_owned(),
+            ))))
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch.into()))])]);
+        let r: ProduceResponse = self.call(ApiKey::Produce, version, &request);
+        r.responses[0].partition_responses[0].error_code
+    }
+
     /// The latest offset of partition 0 of `topic` a read_committed
     /// consumer is given: its last stable offset.
     pub fn last_stable_offset(&mut self, topic: &str) -> i64 {
