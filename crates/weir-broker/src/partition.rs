@@ -1390,12 +1390,13 @@ impl Partition {
 
     /// `producer_id` has a transaction open here, begun at `epoch`.
     pub fn in_transaction(&self, producer_id: i64, epoch: i16) -> bool {
-        self.read_log().open_transaction(producer_id).is_some()
-            && self
-                .producers
-                .lock()
-                .epochs(producer_id)
-                .is_some_and(|(current, _)| current == epoch)
+        // One lock at a time: appends take the producers' before the log's.
+        let open = self.read_log().open_transaction(producer_id).is_some();
+        open && self
+            .producers
+            .lock()
+            .epochs(producer_id)
+            .is_some_and(|(current, _)| current == epoch)
     }
 
     /// Forgets the idempotent producers idle for `expiration_ms` (Kafka's
