@@ -258,6 +258,7 @@ fn append_all(
             } else if let Some((code, message)) = topic
                 .name
                 .as_ref()
+                .filter(|_| !refused.is_empty())
                 .and_then(|name| refused.get(&(name.clone(), data.index)))
             {
                 error(data.index, *code, Some(message.clone()))
