@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use weir_broker::group::{
+use weir_broker::groups::classic::coordinator::Committer;
+use weir_broker::groups::classic::{
     GroupError, GroupState, Heartbeat, JoinGroup, JoinResponse, LeaveGroup, LeavingMember,
     Protocol, SyncGroup,
 };
-use weir_broker::group_coordinator::Committer;
-use weir_broker::offsets::records::CommittedOffset;
-use weir_broker::offsets::{OffsetChange, OFFSETS_TOPIC};
+use weir_broker::groups::offsets::records::CommittedOffset;
+use weir_broker::groups::offsets::{OffsetChange, OFFSETS_TOPIC};
 use weir_broker::{Broker, BrokerConfig};
 
 fn open(dir: &std::path::Path) -> Arc<Broker> {
@@ -216,7 +216,7 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
 
 /// A transaction's offsets of `group`, pending: `(partition of "t", offset)`.
 fn txn_commit(broker: &Broker, group: &str, producer_id: i64, offsets: &[(i32, i64)], at_ms: i64) {
-    use weir_broker::offsets::TxnProducer;
+    use weir_broker::groups::offsets::TxnProducer;
     let offsets = offsets
         .iter()
         .map(|&(p, offset)| {
@@ -249,7 +249,7 @@ fn txn_commit(broker: &Broker, group: &str, producer_id: i64, offsets: &[(i32, i
 /// `producer_id` at its log end, as a marker written there would.
 fn end_transaction(broker: &Broker, group: &str, producer_id: i64, commit: bool) {
     let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
-    let index = weir_broker::offsets::records::partition_for(group, count);
+    let index = weir_broker::groups::offsets::records::partition_for(group, count);
     let partition = broker.partition(OFFSETS_TOPIC, index).unwrap();
     broker.on_offsets_marker(index, producer_id, commit, partition.log().log_end_offset());
 }
@@ -347,7 +347,7 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
     let groups = broker.groups();
     assert_eq!(groups.heartbeat(&broker, "app", heartbeat()).await, Ok(()));
     let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
-    let index = weir_broker::offsets::records::partition_for("app", count);
+    let index = weir_broker::groups::offsets::records::partition_for("app", count);
     // The metadata names this node the leader but the partition is not
     // loaded: requests are refused rather than served from a state the load
     // would replace.

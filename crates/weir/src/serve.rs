@@ -11,10 +11,10 @@ use anyhow::{bail, Context};
 use clap::{Arg, ArgMatches, Args};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use weir_broker::broker::quorum::Metadata;
 use weir_broker::config::settable;
-use weir_broker::listeners::{self, ListenerSpec, SecurityProtocol};
-use weir_broker::metadata::Metadata;
-use weir_broker::tls::TlsServer;
+use weir_broker::security::tls::TlsServer;
+use weir_broker::server::listeners::{self, ListenerSpec, SecurityProtocol};
 use weir_broker::{Broker, BrokerConfig, INERT_CONFIGS};
 
 #[derive(Args, Debug)]
@@ -612,8 +612,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     broker.start_consumer_groups();
     let (stop, stopped) = watch::channel(false);
     let http = {
-        use weir_broker::http::{HttpPeer, HttpsListener};
-        let service = weir_broker::http::router(broker.clone())
+        use weir_broker::server::http::{HttpPeer, HttpsListener};
+        let service = weir_broker::server::http::router(broker.clone())
             .into_make_service_with_connect_info::<HttpPeer>();
         let mut stopped = stopped.clone();
         let stopped = async move {
@@ -634,11 +634,11 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             })
         }
     };
-    let maintenance = tokio::spawn(weir_broker::maintenance::run(
+    let maintenance = tokio::spawn(weir_broker::broker::maintenance::run(
         broker.clone(),
         stopped.clone(),
     ));
-    let log_cleaner = tokio::spawn(weir_broker::log_cleaner::run(
+    let log_cleaner = tokio::spawn(weir_broker::broker::log_cleaner::run(
         broker.clone(),
         stopped.clone(),
     ));

@@ -11,8 +11,8 @@ mod common;
 use common::cli::block_on;
 use common::Weir;
 use kafka_protocol::messages::ApiKey;
-use weir_broker::offsets::records::partition_for;
-use weir_broker::offsets::OFFSETS_TOPIC;
+use weir_broker::groups::offsets::records::partition_for;
+use weir_broker::groups::offsets::OFFSETS_TOPIC;
 use weir_client::{Client, GroupDescription, ListedGroup, ResponseError, TxnMarker, DEAD};
 
 const GROUP: &str = "copier";

@@ -25,9 +25,9 @@ use weir_meta::acl::CLUSTER_RESOURCE_NAME;
 use weir_meta::{AclOperation, MetaError, ResourceType};
 
 use super::RequestContext;
+use crate::broker::quorum::MetadataError;
 use crate::broker::{Broker, BrokerError, NewTopic};
-use crate::metadata::MetadataError;
-use crate::topic_configs;
+use crate::config::topic;
 
 pub(super) type Failure = (ResponseError, String);
 
@@ -292,7 +292,7 @@ pub(super) async fn create_topics(
                 .with_topic_config_error_code(ResponseError::TopicAuthorizationFailed.code())
                 .with_configs(Some(Vec::new())),
             Ok(info) => {
-                let configs = topic_configs::effective(&broker.config(), &info.configs)
+                let configs = topic::effective(&broker.config(), &info.configs)
                     .into_iter()
                     .map(|c| {
                         CreatableTopicConfigs::default()
@@ -512,7 +512,7 @@ pub(super) fn delete_records(
             // a compacted log's start, and an empty policy keeps everything.
             let not_deleting = broker.with_image(|image| {
                 image.topic(name).is_some_and(|t| {
-                    let effective = topic_configs::effective(&broker.config(), &t.configs);
+                    let effective = topic::effective(&broker.config(), &t.configs);
                     effective.iter().any(|c| {
                         c.def.name == "cleanup.policy"
                             && weir_log::CleanupPolicy::parse(&c.value).is_some_and(|p| !p.delete)

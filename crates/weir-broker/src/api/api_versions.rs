@@ -9,8 +9,8 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{RequestContext, SUPPORTED};
+use crate::broker::features;
 use crate::broker::Broker;
-use crate::features;
 
 fn api_keys() -> Vec<ApiVersion> {
     SUPPORTED

@@ -23,7 +23,7 @@ use weir_meta::{AclOperation, EntityName, QuotaAlteration, QuotaEntity, QuotaVal
 use super::admin::{failure, Failure};
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::client_quotas::QuotaKind;
+use crate::quotas::client::QuotaKind;
 
 const USER: &str = "user";
 const CLIENT_ID: &str = "client-id";

@@ -28,8 +28,8 @@ use weir_meta::{AclOperation, ResourceType};
 use super::admin::{failure, Failure};
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::config::topic::{self, ConfigSource};
 use crate::config::{self, BrokerConfig, BrokerConfigDef, STARTUP_CONFIGS};
-use crate::topic_configs::{self, ConfigSource};
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
@@ -168,7 +168,7 @@ pub(super) fn describe_configs(
                             format!("Topic '{name}' does not exist."),
                         );
                     };
-                    let configs = topic_configs::effective(&broker.config(), &overrides)
+                    let configs = topic::effective(&broker.config(), &overrides)
                         .into_iter()
                         .filter(|c| wanted(c.def.name))
                         .map(|c| {
@@ -237,11 +237,11 @@ pub(super) fn describe_configs(
                 GROUP => {
                     let config = broker.config();
                     let set = broker.with_image(|image| image.group_configs(&name).clone());
-                    let configs = crate::group_configs::GROUP_CONFIGS
+                    let configs = crate::groups::configs::GROUP_CONFIGS
                         .iter()
                         .filter(|def| wanted(def.name))
                         .map(|def| {
-                            use crate::group_configs::GroupDefault;
+                            use crate::groups::configs::GroupDefault;
                             let default = match def.default {
                                 GroupDefault::Broker(name) => config.values[name].clone(),
                                 GroupDefault::Value(value) => value.to_owned(),
@@ -554,7 +554,7 @@ fn list_value(
     let (config_type, inherited) = match target {
         Resource::Topic => {
             let def = topic_config::lookup(name).ok_or_else(|| unknown("topic"))?;
-            let inherited = topic_configs::effective(config, current)
+            let inherited = topic::effective(config, current)
                 .into_iter()
                 .find(|c| c.def.name == name)
                 .map(|c| c.value);
@@ -565,7 +565,7 @@ fn list_value(
             (def.config_type, config.values.get(name).cloned())
         }
         Resource::Group => {
-            let def = crate::group_configs::lookup(name).ok_or_else(|| unknown("group"))?;
+            let def = crate::groups::configs::lookup(name).ok_or_else(|| unknown("group"))?;
             (def.config_type, None)
         }
     };

@@ -22,8 +22,8 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
-use crate::consumer_group::{assignment_from, HeartbeatRequest};
-use crate::group::GroupState;
+use crate::groups::classic::GroupState;
+use crate::groups::consumer::{assignment_from, HeartbeatRequest};
 
 fn failed(code: i16, message: impl Into<String>) -> ConsumerGroupHeartbeatResponse {
     ConsumerGroupHeartbeatResponse::default()
@@ -139,7 +139,7 @@ pub(super) fn describe(
     request: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
     let image = broker.image();
-    let topic_partitions = |assignment: crate::consumer_group::Assignment| {
+    let topic_partitions = |assignment: crate::groups::consumer::Assignment| {
         DescribedAssignment::default().with_topic_partitions(
             assignment
                 .into_iter()

@@ -13,8 +13,8 @@ use kafka_protocol::ResponseError;
 use weir_meta::{AclOperation, Election, ElectionOutcome};
 
 use super::RequestContext;
+use crate::broker::quorum::MetadataError;
 use crate::broker::{Broker, BrokerError};
-use crate::metadata::MetadataError;
 
 /// Kafka's election types (`ElectionType`).
 const PREFERRED: i8 = 0;

@@ -30,14 +30,14 @@ use weir_meta::{AclOperation, ResourceType};
 use super::fetch_response::{self, FetchedPartition, NodeEndpoint};
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::client_quotas::QuotaKind;
-use crate::fetch_sessions::{
-    Answered, FetchContext, FetchParams, FetchRequestView, PartitionKey, TopicRef,
-};
 use crate::net::Outgoing;
 use crate::partition::Partition;
-use crate::replica_manager::NotServed;
-use crate::replication::{ReplicaSelector, ReplicaView};
+use crate::quotas::client::QuotaKind;
+use crate::replica::manager::NotServed;
+use crate::replica::{ReplicaSelector, ReplicaView};
+use crate::server::fetch_sessions::{
+    Answered, FetchContext, FetchParams, FetchRequestView, PartitionKey, TopicRef,
+};
 
 struct Target {
     index: i32,

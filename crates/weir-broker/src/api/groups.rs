@@ -23,8 +23,8 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
-use crate::group::GroupState;
-use crate::group_coordinator::{GroupAdminError, COORDINATOR_WRITE_TIMEOUT};
+use crate::groups::classic::coordinator::{GroupAdminError, COORDINATOR_WRITE_TIMEOUT};
+use crate::groups::classic::GroupState;
 
 fn text(s: String) -> StrBytes {
     StrBytes::from_string(s)

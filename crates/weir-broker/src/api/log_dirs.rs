@@ -18,7 +18,7 @@
 //! REPLICA_NOT_AVAILABLE for a partition not hosted here (Kafka also
 //! remembers the directory for a replica created later; Weir does not),
 //! NONE once the move has started or when the replica is there already.
-//! The move itself runs on a thread of its own ([`crate::log_dir_move`]);
+//! The move itself runs on a thread of its own ([`crate::replica::dir_move`]);
 //! until it is done DescribeLogDirs lists the copy under its target
 //! directory as a future replica.
 
@@ -252,7 +252,7 @@ fn start_move(broker: &Arc<Broker>, topic: &str, index: i32, target: usize) -> i
     let mover = broker.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("move-{topic}-{index}"))
-        .spawn(move || crate::log_dir_move::run(&mover, &partition, &job));
+        .spawn(move || crate::replica::dir_move::run(&mover, &partition, &job));
     match spawned {
         Ok(_) => 0,
         Err(error) => {

@@ -45,8 +45,8 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::broker::Broker;
-use crate::client_quotas::{Client, QuotaKind};
 use crate::net::{Channel, Outgoing};
+use crate::quotas::client::{Client, QuotaKind};
 use weir_meta::acl::CLUSTER_RESOURCE_NAME;
 use weir_meta::{AclOperation, Authorizer, ResourceType};
 
@@ -243,7 +243,7 @@ impl RequestContext {
         if exists && self.may(AclOperation::Describe, resource_type, name) {
             name
         } else {
-            crate::metrics::HIDDEN_RESOURCE
+            crate::server::metrics::HIDDEN_RESOURCE
         }
     }
 

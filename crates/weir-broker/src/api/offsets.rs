@@ -28,11 +28,11 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::group_coordinator::{
+use crate::groups::classic::coordinator::{
     Committer, DeletedOffsets, GroupAdminError, COORDINATOR_WRITE_TIMEOUT,
 };
-use crate::offsets::records::CommittedOffset;
-use crate::offsets::{OffsetChange, MAX_METADATA_BYTES, OFFSETS_TOPIC};
+use crate::groups::offsets::records::CommittedOffset;
+use crate::groups::offsets::{OffsetChange, MAX_METADATA_BYTES, OFFSETS_TOPIC};
 use crate::partition::ReplicatedWrite;
 use crate::txn::TRANSACTION_STATE_TOPIC;
 
@@ -656,8 +656,8 @@ pub(super) fn txn_offset_commit(
     ctx: &RequestContext,
     request: kafka_protocol::messages::TxnOffsetCommitRequest,
 ) -> impl Future<Output = kafka_protocol::messages::TxnOffsetCommitResponse> + Send + 'static {
-    use crate::group_coordinator::TxnCommitError;
-    use crate::offsets::TxnProducer;
+    use crate::groups::classic::coordinator::TxnCommitError;
+    use crate::groups::offsets::TxnProducer;
     use crate::partition::AppendError;
 
     let group = request.group_id.0.to_string();

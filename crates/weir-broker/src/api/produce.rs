@@ -30,8 +30,8 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::client_quotas::QuotaKind;
 use crate::partition::{AppendError, AppendOrigin, FlushDue, Partition, RequiredAcks, Written};
+use crate::quotas::client::QuotaKind;
 use crate::txn::add_from_leader::add_to_transaction;
 
 /// An append still to be answered: its fsync (`flush.messages`) has to
@@ -416,7 +416,7 @@ fn produce_partition(
     let append =
         || partition.append_unflushed(records, leader_epoch, AppendOrigin::Client, required);
     let appended = if partition.inflates_on_append(records) {
-        crate::blocking::without_holding_up_the_worker(append)
+        crate::partition::blocking::without_holding_up_the_worker(append)
     } else {
         append()
     };

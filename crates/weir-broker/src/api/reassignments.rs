@@ -22,8 +22,8 @@ use weir_meta::AclOperation;
 
 use super::admin::Deadline;
 use super::RequestContext;
+use crate::broker::quorum::MetadataError;
 use crate::broker::{Broker, BrokerError};
-use crate::metadata::MetadataError;
 
 /// Kafka's message for CLUSTER_AUTHORIZATION_FAILED, which it sends along.
 const CLUSTER_DENIED: &str = "Cluster authorization failed.";

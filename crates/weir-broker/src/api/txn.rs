@@ -24,7 +24,7 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::offsets::OFFSETS_TOPIC;
+use crate::groups::offsets::OFFSETS_TOPIC;
 use crate::txn::coordinator::Pending;
 use crate::txn::state::{self, EndOutcome, InitOutcome};
 use crate::txn::{CoordinatorError, TxnError, TxnMetadata, TxnStatus};

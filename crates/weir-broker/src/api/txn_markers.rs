@@ -28,7 +28,7 @@ use weir_meta::AclOperation;
 use super::produce::append_error_code;
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::offsets::OFFSETS_TOPIC;
+use crate::groups::offsets::OFFSETS_TOPIC;
 use crate::partition::Partition;
 
 /// How long a marker may wait for the in-sync replicas: less than the

@@ -25,7 +25,7 @@ use super::ANONYMOUS;
 use super::{Channel, ServedListener};
 use crate::api::{self, Authenticator, Intercepted, Reply};
 use crate::broker::Broker;
-use crate::client_quotas::{Client, QuotaKind};
+use crate::quotas::client::{Client, QuotaKind};
 
 /// Requests of one connection being processed at once.
 const MAX_IN_FLIGHT: usize = 64;
@@ -77,7 +77,7 @@ pub(crate) async fn serve(
             broker
                 .metrics()
                 .failed_authentication(&listener.name, "TLS");
-            match crate::tls::handshake_failure_hint(&error) {
+            match crate::security::tls::handshake_failure_hint(&error) {
                 Some(hint) => {
                     tracing::warn!(?peer, %error, "TLS handshake failed; closing connection: {hint}")
                 }

@@ -19,8 +19,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
-use crate::listeners::SecurityProtocol;
-use crate::tls::TlsServer;
+use crate::security::tls::TlsServer;
+use crate::server::listeners::SecurityProtocol;
 
 /// A listener as its connections see it.
 #[derive(Debug)]

@@ -7,9 +7,15 @@
 //! sans-IO; the ShareFetch/ShareAcknowledge APIs and the persistence of
 //! share-partition state in `__share_group_state` build on them.
 
+pub mod dead_letters;
 mod group;
+pub mod group_coordinator;
+mod keyed_turns;
+pub(crate) mod leader;
 mod partition;
+pub(crate) mod persister;
 mod session;
+pub mod state_coordinator;
 pub mod state_records;
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ pub struct TxnCoordinator {
 
 /// Where a request must go: the partition of `__transaction_state`.
 pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
-    crate::offsets::records::partition_for(transactional_id, partitions)
+    crate::groups::offsets::records::partition_for(transactional_id, partitions)
 }
 
 impl TxnCoordinator {
@@ -131,7 +131,7 @@ impl TxnCoordinator {
     /// Prepare state are finished by the next [`upkeep`](Self::upkeep).
     pub fn take_over(&self, partition: &Partition, leader_epoch: i32) -> Result<usize, LogError> {
         let mut states: HashMap<String, Option<TxnMetadata>> = HashMap::new();
-        crate::offsets::for_each_record(partition, |key, value| {
+        crate::groups::offsets::for_each_record(partition, |key, value| {
             let id = match records::decode_key(&key) {
                 Ok(id) => id,
                 Err(error) => {
@@ -520,7 +520,7 @@ async fn append_state(
         .map_err(|_| CoordinatorError::NotCoordinator)?;
     // Kafka writes values in v1 from transaction.version 1 on.
     let flexible = broker.with_image(|image| {
-        crate::features::level_of(crate::features::TRANSACTION_VERSION, image) >= 1
+        crate::broker::features::level_of(crate::broker::features::TRANSACTION_VERSION, image) >= 1
     });
     let batch = encode_batch(
         records::encode_key(transactional_id),

@@ -22,7 +22,9 @@ use std::collections::BTreeSet;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::state::{TxnMetadata, TxnStatus};
-use crate::offsets::records::{get_i16, get_i32, get_i64, get_string, put_string, RecordError};
+use crate::groups::offsets::records::{
+    get_i16, get_i32, get_i64, get_string, put_string, RecordError,
+};
 
 const KEY_VERSION: i16 = 0;
 

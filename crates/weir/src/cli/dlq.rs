@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use weir_broker::share_dead_letters::{
+use weir_broker::share::dead_letters::{
     header, DELIVERY_COUNT_HEADER, GROUP_HEADER, OFFSET_HEADER, PARTITION_HEADER, REASON_HEADER,
     TOPIC_HEADER,
 };

@@ -1,0 +1,203 @@
+//! Consumer lag from the broker's own view: committed offsets against the
+//! high watermark (the last stable offset for groups that read committed
+//! data only), and the age of the oldest record not yet consumed.
+
+use serde::Serialize;
+
+use crate::broker::Broker;
+use crate::groups::classic::GroupState;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupLag {
+    pub group: String,
+    /// Kafka's name of the group's state ("Stable", "Empty", ...).
+    pub state: &'static str,
+    /// `classic`, `consumer` for a group of the consumer protocol
+    /// (KIP-848), or `share` (KIP-932).
+    #[serde(rename = "type")]
+    pub group_type: &'static str,
+    pub members: usize,
+    /// Its consumers read committed data only (isolation.level
+    /// read_committed): lag counts to the last stable offset.
+    pub read_committed: bool,
+    /// Sum of the partitions' lag.
+    pub lag: u64,
+    pub partitions: Vec<PartitionLag>,
+    /// For a share group: its share-partitions this broker leads.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub share_partitions: Vec<SharePartitionView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: i32,
+    pub committed_offset: i64,
+    /// The end the group's consumers can read to: the high watermark, or
+    /// the last stable offset for a read_committed group.
+    pub log_end_offset: u64,
+    /// Records between the committed offset and the log end.
+    pub lag: u64,
+    /// Age of the oldest unconsumed record, from its timestamp; 0 without lag.
+    pub lag_seconds: f64,
+    /// Records the group never read because retention (or DeleteRecords)
+    /// removed them first: how far the committed offset is below the log
+    /// start. The group resumes at the log start (`auto.offset.reset`).
+    pub lost_to_retention: u64,
+}
+
+/// A share-partition led here, as `/v1/groups` and the metrics show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SharePartitionView {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    /// Every record before it is acknowledged or archived.
+    pub start_offset: i64,
+    /// The end consumers may read to (the high watermark, or the last
+    /// stable offset for `share.isolation.level=read_committed`).
+    pub log_end_offset: i64,
+    /// Records from the start offset on not yet acknowledged or archived.
+    pub in_flight: u64,
+    /// Records waiting to be acquired (never delivered, released, or their
+    /// lock expired), up to the log end.
+    pub available: u64,
+    /// Records acquired by a member now.
+    pub acquired: u64,
+    /// Age of the oldest available record, from its timestamp; 0 if none.
+    pub oldest_available_seconds: f64,
+}
+
+/// Lag of every group with members or committed offsets, or of one group.
+pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
+    let store = broker.offsets();
+    let names = match only {
+        Some(group) => vec![group.to_owned()],
+        None => {
+            let mut names = store.groups();
+            names.extend(broker.groups().list().into_iter().map(|(name, _, _)| name));
+            names.extend(
+                broker
+                    .consumer_groups()
+                    .list()
+                    .into_iter()
+                    .map(|g| g.group_id),
+            );
+            names.sort();
+            names.dedup();
+            names
+        }
+    };
+    let now = broker.now_ms();
+    names
+        .into_iter()
+        .filter_map(|group| {
+            let committed = store.group_offsets(&group);
+            let consumer_group = broker.consumer_groups().describe(&group);
+            let (state, members, group_type) = match (&consumer_group, broker.groups().describe(&group)) {
+                (Some(described), _) => (described.state.as_str(), described.members.len(), "consumer"),
+                (None, Some(summary)) => (summary.state.as_str(), summary.members.len(), "classic"),
+                (None, None) if committed.is_empty() => return None,
+                (None, None) => (GroupState::Empty.as_str(), 0, "classic"),
+            };
+            let read_committed = broker.groups().reads_committed(&group);
+            let partitions: Vec<PartitionLag> = committed
+                .into_iter()
+                .filter_map(|((topic, partition), offset)| {
+                    let log = broker.partition(&topic, partition)?;
+                    let end = if read_committed {
+                        log.last_stable_offset()
+                    } else {
+                        log.high_watermark()
+                    };
+                    let committed = offset.offset.max(0) as u64;
+                    let lag = end.saturating_sub(committed);
+                    let lost_to_retention = log.log().log_start_offset().saturating_sub(committed);
+                    let oldest = if lag > 0 {
+                        log.timestamp_at(committed.max(log.log().log_start_offset()))
+                            .unwrap_or_else(|error| {
+                                tracing::warn!(%topic, partition, %error, "cannot read the oldest unconsumed record");
+                                None
+                            })
+                    } else {
+                        None
+                    };
+                    Some(PartitionLag {
+                        topic,
+                        partition,
+                        committed_offset: offset.offset,
+                        log_end_offset: end,
+                        lag,
+                        lag_seconds: oldest
+                            .filter(|ts| *ts >= 0)
+                            .map_or(0.0, |ts| (now - ts).max(0) as f64 / 1000.0),
+                        lost_to_retention,
+                    })
+                })
+                .collect();
+            Some(GroupLag {
+                lag: partitions.iter().map(|p| p.lag).sum(),
+                group,
+                state,
+                group_type,
+                members,
+                read_committed,
+                partitions,
+                share_partitions: Vec::new(),
+            })
+        })
+        .chain(share_groups(broker, only))
+        .collect()
+}
+
+/// The share groups this broker coordinates or leads share-partitions
+/// of (or only `only`): their lag is the records from each
+/// share-partition's start offset on not yet acknowledged or archived.
+fn share_groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
+    let views = broker.share_partitions().views(broker);
+    let mut names: Vec<String> = broker
+        .share_groups()
+        .list()
+        .into_iter()
+        .map(|(group, _)| group)
+        .chain(views.iter().map(|v| v.group.clone()))
+        .filter(|group| only.is_none_or(|o| o == group))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|group| {
+            let (state, members) = match broker.share_groups().describe(&group) {
+                Some(d) if d.state.members.is_empty() => ("Empty", 0),
+                Some(d) => ("Stable", d.state.members.len()),
+                // Coordinated by another broker.
+                None => ("Unknown", 0),
+            };
+            let share_partitions: Vec<SharePartitionView> =
+                views.iter().filter(|v| v.group == group).cloned().collect();
+            let partitions: Vec<PartitionLag> = share_partitions
+                .iter()
+                .map(|v| PartitionLag {
+                    topic: v.topic.clone(),
+                    partition: v.partition,
+                    committed_offset: v.start_offset,
+                    log_end_offset: v.log_end_offset.max(0) as u64,
+                    lag: v.in_flight,
+                    lag_seconds: v.oldest_available_seconds,
+                    lost_to_retention: 0,
+                })
+                .collect();
+            GroupLag {
+                lag: partitions.iter().map(|p| p.lag).sum(),
+                group,
+                state,
+                group_type: "share",
+                members,
+                read_committed: false,
+                partitions,
+                share_partitions,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,725 @@
+//! The share-partitions this broker leads (KIP-932's share-partition
+//! leader): a [`SharePartition`] engine per share group and partition led
+//! here, loaded from `__share_group_state` on first use and on every new
+//! leader epoch, and the members' share sessions.
+//!
+//! Every change an acquisition, an acknowledgement, a release or an
+//! expired lock makes is written to `__share_group_state` before the
+//! request that made it is answered (the caller awaits the returned
+//! [`ReplicatedWrite`]). Acquired records are persisted as available with
+//! their delivery count, so a failover redelivers exactly what was in
+//! flight, and counts every delivery.
+//!
+//! All of it may wait on a file: callers run it on the blocking pool.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+
+use crate::broker::Broker;
+use crate::groups::configs::{share_settings, ShareAutoOffsetReset, ShareSettings};
+use crate::groups::lag::SharePartitionView;
+use crate::partition::{Partition, ReplicatedWrite};
+use crate::server::metrics::GroupPartitionLabels;
+use crate::share::dead_letters::{self, DeadLetterError, Source};
+use crate::share::keyed_turns::KeyedTurns;
+use crate::share::persister::{ShareCode, SharePersister};
+use crate::share::state_records::SharePartitionKey;
+use crate::share::{
+    log_records, AcknowledgeType, AcquiredRange, DeadLetter, PersistedState, ShareError,
+    SharePartition, ShareSessions,
+};
+
+const UNKNOWN_TOPIC_ID: ShareCode = 100;
+const KAFKA_STORAGE_ERROR: ShareCode = 56;
+const FENCED_STATE_EPOCH: ShareCode = 124;
+
+/// The most of a partition's log one share fetch reads: more records than
+/// a fetch acquires unless they are large (at least one whole batch is
+/// always read). The client fetches again for more.
+const SHARE_READ_BYTES: usize = 256 * 1024;
+
+/// How long a dead letter waits for its record's Archiving state to be
+/// replicated.
+const DEAD_LETTER_STATE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The first wait before a dead letter is tried again, doubling up to
+/// [`DEAD_LETTER_RETRY_BACKOFF_MAX`].
+const DEAD_LETTER_RETRY_BACKOFF: Duration = Duration::from_millis(500);
+const DEAD_LETTER_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(15);
+
+struct Hosted {
+    engine: SharePartition,
+    partition: Arc<Partition>,
+    /// The data partition's leader epoch when the state was loaded.
+    leader_epoch: i32,
+    /// The state epoch it was loaded at: a write after a reset or a
+    /// deletion of the state (a new epoch) is refused, and the state
+    /// loaded again.
+    state_epoch: i32,
+    read_committed: bool,
+    /// `errors.deadletterqueue.topic.name` and `.copy.record.enable`.
+    dead_letter_topic: Option<String>,
+    copy_dead_letter_record: bool,
+    /// The armed wake-up for the next lock expiry or held-back record.
+    timer: Option<(u64, JoinHandle<()>)>,
+}
+
+impl Hosted {
+    /// Where reading stops: the high watermark, or the last stable offset
+    /// for read_committed, held back by the topic's delivery delay.
+    fn readable_end(&self) -> u64 {
+        let high_watermark = self.partition.high_watermark();
+        let upper = if self.read_committed {
+            self.partition.last_stable_offset_at(high_watermark)
+        } else {
+            high_watermark
+        };
+        self.partition.delivery_limit(upper).0
+    }
+}
+
+/// What a fetch of one share-partition acquired, and what became of the
+/// acknowledgements it carried.
+pub(crate) struct Acquired {
+    pub(crate) records: Bytes,
+    pub(crate) ranges: Vec<AcquiredRange>,
+    /// The outcome of the acknowledgements applied before acquiring.
+    pub(crate) acknowledgements: Result<(), ShareCode>,
+}
+
+/// The share-partitions led here, and the share sessions.
+pub(crate) struct SharePartitions {
+    hosted: Mutex<HashMap<SharePartitionKey, Arc<Mutex<Hosted>>>>,
+    /// One load at a time per share-partition: two requests finding it
+    /// unloaded must not build two engines (each would hand out the same
+    /// records, and one's acknowledgements would be lost with it).
+    loading: KeyedTurns<SharePartitionKey>,
+    sessions: Mutex<ShareSessions>,
+    persister: SharePersister,
+    me: Weak<Broker>,
+}
+
+impl SharePartitions {
+    pub(crate) fn new(max_sessions: usize, me: Weak<Broker>) -> Self {
+        Self {
+            hosted: Mutex::default(),
+            loading: KeyedTurns::default(),
+            sessions: Mutex::new(ShareSessions::new(max_sessions)),
+            persister: SharePersister::default(),
+            me,
+        }
+    }
+
+    pub(crate) fn sessions(&self) -> parking_lot::MutexGuard<'_, ShareSessions> {
+        self.sessions.lock()
+    }
+
+    fn settings(broker: &Broker, group: &str) -> ShareSettings {
+        let config = broker.config();
+        let image = broker.image();
+        share_settings(&config.share_group, image.group_configs(group))
+            .or_else(|_| share_settings(&config.share_group, &Default::default()))
+            .expect("the broker's own share settings are valid")
+    }
+
+    /// The share-partition `key`, loaded if this broker leads its data
+    /// partition and its state partition.
+    fn hosted(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+    ) -> Result<Arc<Mutex<Hosted>>, ShareCode> {
+        let image = broker.image();
+        let topic = image
+            .topic_by_id(key.topic_id)
+            .ok_or(UNKNOWN_TOPIC_ID)?
+            .name
+            .clone();
+        let partition = broker
+            .leader_partition(&topic, key.partition)
+            .map_err(|not_served| not_served.code())?;
+        let leader_epoch = partition.replica_state().leader_epoch;
+        let loaded = || {
+            // Bound first: the map's lock is not held while the
+            // share-partition's is taken (the other order is `persist`'s).
+            let hosted = self.hosted.lock().get(key).cloned()?;
+            let h = hosted.lock();
+            let current = h.leader_epoch == leader_epoch && Arc::ptr_eq(&h.partition, &partition);
+            drop(h);
+            current.then_some(hosted)
+        };
+        if let Some(hosted) = loaded() {
+            return Ok(hosted);
+        }
+        self.loading.run(key, || {
+            // Loaded by another request meanwhile.
+            match loaded() {
+                Some(hosted) => Ok(hosted),
+                None => self.load(broker, key, partition.clone(), leader_epoch),
+            }
+        })
+    }
+
+    /// Builds `key`'s engine from its persisted state, or starts that state
+    /// at `share.auto.offset.reset` if it has none. Only in `key`'s
+    /// loading turn.
+    fn load(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        partition: Arc<Partition>,
+        leader_epoch: i32,
+    ) -> Result<Arc<Mutex<Hosted>>, ShareCode> {
+        let settings = Self::settings(broker, &key.group);
+        let home = self.persister.home(broker, key)?;
+        let read = self.persister.read(broker, &home, key, leader_epoch)?;
+        let mut state_epoch = read.state_epoch;
+        let engine = match read.state {
+            Some(state) => SharePartition::load(settings.partition.clone(), &state),
+            None => {
+                let start = match settings.auto_offset_reset {
+                    ShareAutoOffsetReset::Earliest => partition.log().log_start_offset(),
+                    ShareAutoOffsetReset::Latest => partition.high_watermark(),
+                } as i64;
+                let state = PersistedState {
+                    start_offset: start,
+                    batches: Vec::new(),
+                };
+                // Written before anything is acquired from it: the answer
+                // to the first fetch awaits this write with its own.
+                state_epoch += 1;
+                let _ = self.persister.initialize(
+                    broker,
+                    &home,
+                    key,
+                    state,
+                    state_epoch,
+                    leader_epoch,
+                )?;
+                SharePartition::new(settings.partition.clone(), start)
+            }
+        };
+        let hosted = Arc::new(Mutex::new(Hosted {
+            engine,
+            partition,
+            leader_epoch,
+            state_epoch,
+            read_committed: settings.read_committed,
+            dead_letter_topic: settings.dead_letter_topic,
+            copy_dead_letter_record: settings.copy_dead_letter_record,
+            timer: None,
+        }));
+        let pending = hosted.lock().engine.pending_dead_letters();
+        self.hosted.lock().insert(key.clone(), hosted.clone());
+        if !pending.is_empty() {
+            // Left Archiving by the previous leader: some may be written.
+            self.send_dead_letters(key, pending, None, leader_epoch, 1);
+        }
+        Ok(hosted)
+    }
+
+    /// The start offset `key`'s state holds, `None` if it has none yet.
+    pub(crate) fn persisted_start(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+    ) -> Result<Option<i64>, ShareCode> {
+        let home = self.persister.home(broker, key)?;
+        let read = self
+            .persister
+            .read(broker, &home, key, current_leader_epoch(broker, key))?;
+        Ok(read.state.map(|s| s.start_offset))
+    }
+
+    /// Starts `key`'s state over at `start_offset` (AlterShareGroupOffsets),
+    /// or deletes it with -1 (DeleteShareGroupOffsets, DeleteGroups), at a
+    /// new state epoch: the engine holding the old state, here or on
+    /// another broker, is fenced and loads it again. Returns the write to
+    /// await.
+    pub(crate) fn reset_state(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        start_offset: i64,
+    ) -> Result<Option<ReplicatedWrite>, ShareCode> {
+        let home = self.persister.home(broker, key)?;
+        let leader_epoch = current_leader_epoch(broker, key);
+        let read = self.persister.read(broker, &home, key, leader_epoch)?;
+        if start_offset < 0 && read.state.is_none() {
+            return Ok(None); // nothing to delete
+        }
+        let state = PersistedState {
+            start_offset,
+            batches: Vec::new(),
+        };
+        let write =
+            self.persister
+                .initialize(broker, &home, key, state, read.state_epoch + 1, -1)?;
+        self.forget(key);
+        Ok(write)
+    }
+
+    /// Applies `member`'s acknowledgements `acks` of `key`, then acquires for
+    /// it up to `max_records` records, reading at most `max_bytes` of its
+    /// log (none if either is 0). Returns what was acquired (nothing if
+    /// nothing is available), the acknowledgements' outcome, and the one
+    /// write of both to await before answering.
+    pub(crate) fn acquire(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        member: &str,
+        acks: &[(i64, i64, AcknowledgeType)],
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<(Acquired, Option<ReplicatedWrite>), ShareCode> {
+        again_if_fenced(|| self.acquire_once(broker, key, member, acks, max_records, max_bytes))
+    }
+
+    fn acquire_once(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        member: &str,
+        acks: &[(i64, i64, AcknowledgeType)],
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<(Acquired, Option<ReplicatedWrite>), ShareCode> {
+        let hosted = self.hosted(broker, key)?;
+        let mut guard = hosted.lock();
+        let h = &mut *guard;
+        let now = broker.now_ms() as u64;
+        h.engine.expire_locks(now);
+        let mut acquired = Acquired {
+            records: Bytes::new(),
+            ranges: Vec::new(),
+            acknowledgements: Ok(()),
+        };
+        if !acks.is_empty() {
+            acquired.acknowledgements = h
+                .engine
+                .acknowledge(member, now, acks)
+                .map_err(|error: ShareError| error.code());
+        }
+        h.engine
+            .on_log_start(h.partition.log().log_start_offset() as i64);
+        let from = (max_records > 0 && max_bytes > 0)
+            .then(|| h.engine.fetch_offset(now))
+            .flatten();
+        if let Some(from) = from {
+            let upper = h.readable_end();
+            let from = u64::try_from(from).unwrap_or(0);
+            if from < upper {
+                // What `max_records` records need, not all `max_bytes`: a
+                // share fetch reads and parses every record it reads.
+                let read_bytes = max_bytes.clamp(1, SHARE_READ_BYTES);
+                let slice = h
+                    .partition
+                    .log()
+                    .read(from, read_bytes, upper)
+                    .map_err(|_| KAFKA_STORAGE_ERROR)?;
+                let bytes = slice.to_bytes().map_err(|_| KAFKA_STORAGE_ERROR)?;
+                let aborted = if h.read_committed {
+                    h.partition.log().aborted_transactions(from, upper)
+                } else {
+                    Vec::new()
+                };
+                let records = log_records(&bytes, &aborted).map_err(|_| KAFKA_STORAGE_ERROR)?;
+                acquired.ranges = h.engine.acquire(member, now, records, max_records);
+                if let Some(last) = acquired.ranges.last() {
+                    acquired.records = batches_through(bytes, last.last_offset);
+                }
+            }
+        }
+        let write = self.persist(broker, key, h)?;
+        self.arm_timer(key, h, now);
+        Ok((acquired, write))
+    }
+
+    /// Applies `member`'s acknowledgements of `key`.
+    pub(crate) fn acknowledge(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        member: &str,
+        batches: &[(i64, i64, AcknowledgeType)],
+    ) -> Result<Option<ReplicatedWrite>, ShareCode> {
+        let (acquired, write) = self.acquire(broker, key, member, batches, 0, 0)?;
+        acquired.acknowledgements.map(|()| write)
+    }
+
+    /// Releases what `member` acquired on the share-partitions of `group`
+    /// here: it left the group, was removed from it, or its share session
+    /// ended. (A session outlives its member's leaving: the member's last
+    /// acknowledgements may follow.)
+    pub(crate) fn release(&self, broker: &Broker, group: &str, member: &str) {
+        let of_group: Vec<(SharePartitionKey, Arc<Mutex<Hosted>>)> = self
+            .hosted
+            .lock()
+            .iter()
+            .filter(|(key, _)| key.group == group)
+            .map(|(key, hosted)| (key.clone(), hosted.clone()))
+            .collect();
+        let now = broker.now_ms() as u64;
+        for (key, hosted) in of_group {
+            let mut h = hosted.lock();
+            if !still_leads(broker, &h) {
+                continue;
+            }
+            h.engine.release_member(member, now);
+            let _ = self.persist(broker, &key, &mut h);
+            self.arm_timer(&key, &mut h, now);
+        }
+    }
+
+    /// Writes what changed to `__share_group_state`. On failure the engine,
+    /// ahead of what is persisted, is dropped: the next request loads the
+    /// persisted state again.
+    fn persist(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        h: &mut Hosted,
+    ) -> Result<Option<ReplicatedWrite>, ShareCode> {
+        let archived = h.engine.take_archived();
+        if archived > 0 {
+            let labels = GroupPartitionLabels {
+                group: key.group.clone(),
+                topic: h.partition.topic.clone(),
+                partition: key.partition.to_string(),
+            };
+            let metrics = broker.metrics();
+            metrics
+                .share_group_records_archived
+                .get_or_create(&labels)
+                .inc_by(archived);
+        }
+        let (changes, dead_letters) = h.engine.take_changes();
+        let Some(update) = changes else {
+            return Ok(None);
+        };
+        let written = self.persister.home(broker, key).and_then(|home| {
+            self.persister
+                .update(broker, &home, key, update, h.state_epoch, h.leader_epoch)
+        });
+        match written {
+            Ok(write) => {
+                if !dead_letters.is_empty() {
+                    // Written once their Archiving state is replicated.
+                    self.send_dead_letters(key, dead_letters, write.clone(), h.leader_epoch, 0);
+                }
+                Ok(write)
+            }
+            Err(code) => {
+                self.hosted.lock().remove(key);
+                Err(code)
+            }
+        }
+    }
+
+    /// Arms a wake-up for when the next lock expires or a held-back record
+    /// becomes available, so an expired lock is persisted (and its record
+    /// offered again) even when no request comes.
+    fn arm_timer(&self, key: &SharePartitionKey, h: &mut Hosted, now: u64) {
+        let next = [h.engine.next_lock_expiry_ms(), h.engine.next_available_ms()]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(at) = next else {
+            return;
+        };
+        if h.timer
+            .as_ref()
+            .is_some_and(|(armed, task)| *armed <= at && !task.is_finished())
+        {
+            return;
+        }
+        let me = self.me.clone();
+        let key = key.clone();
+        let delay = Duration::from_millis(at.saturating_sub(now));
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let Some(broker) = me.upgrade() else {
+                return;
+            };
+            let _ = tokio::task::spawn_blocking(move || {
+                broker.share_partitions().on_timer(&broker, &key);
+            })
+            .await;
+        });
+        if let Some((_, previous)) = h.timer.replace((at, task)) {
+            previous.abort();
+        }
+    }
+
+    fn on_timer(&self, broker: &Broker, key: &SharePartitionKey) {
+        let Some(hosted) = self.hosted.lock().get(key).cloned() else {
+            return;
+        };
+        let mut h = hosted.lock();
+        h.timer = None;
+        if !still_leads(broker, &h) {
+            // Another broker leads it now; the next request loads it anew.
+            self.hosted.lock().remove(key);
+            return;
+        }
+        let now = broker.now_ms() as u64;
+        h.engine.expire_locks(now);
+        let _ = self.persist(broker, key, &mut h);
+        self.arm_timer(key, &mut h, now);
+        // Records available again: a waiting ShareFetch reads them.
+        h.partition.wake_fetches();
+    }
+
+    /// Writes `letters` to the group's dead-letter topic once `after` (the
+    /// write of their Archiving state) is replicated, then archives them;
+    /// `attempt` counts the tries before (a retry searches the topic for
+    /// the ones already written, and waits longer).
+    fn send_dead_letters(
+        &self,
+        key: &SharePartitionKey,
+        letters: Vec<DeadLetter>,
+        after: Option<ReplicatedWrite>,
+        leader_epoch: i32,
+        attempt: u32,
+    ) {
+        let me = self.me.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            let Some(broker) = me.upgrade() else {
+                return;
+            };
+            if attempt > 1 {
+                let backoff = DEAD_LETTER_RETRY_BACKOFF * 2u32.pow((attempt - 2).min(5));
+                tokio::time::sleep(backoff.min(DEAD_LETTER_RETRY_BACKOFF_MAX)).await;
+            }
+            let replicated = match &after {
+                Some(write) => write
+                    .replicated(broker.node_id(), DEAD_LETTER_STATE_TIMEOUT)
+                    .await
+                    .is_ok(),
+                None => true,
+            };
+            // A state write not known to be replicated may still be: the
+            // next try searches the topic first.
+            let attempt = if replicated { attempt } else { attempt.max(1) };
+            let _ = tokio::task::spawn_blocking(move || {
+                let partitions = broker.share_partitions();
+                partitions.write_dead_letters(&broker, &key, letters, leader_epoch, attempt);
+            })
+            .await;
+        });
+    }
+
+    fn write_dead_letters(
+        &self,
+        broker: &Broker,
+        key: &SharePartitionKey,
+        letters: Vec<DeadLetter>,
+        leader_epoch: i32,
+        attempt: u32,
+    ) {
+        let Some(hosted) = self.hosted.lock().get(key).cloned() else {
+            return;
+        };
+        let (partition, topic, dead_letter_topic, copy, letters) = {
+            let h = hosted.lock();
+            if !still_leads(broker, &h) || h.leader_epoch != leader_epoch {
+                return; // the next leader writes what is still Archiving
+            }
+            let letters: Vec<DeadLetter> = letters
+                .into_iter()
+                .filter(|l| h.engine.awaits_dead_letter(l.offset))
+                .collect();
+            (
+                h.partition.clone(),
+                h.partition.topic.clone(),
+                h.dead_letter_topic.clone(),
+                h.copy_dead_letter_record,
+                letters,
+            )
+        };
+        if letters.is_empty() {
+            return;
+        }
+        let source = Source {
+            group: &key.group,
+            topic: &topic,
+            partition: &partition,
+        };
+        let written = match &dead_letter_topic {
+            Some(dead_letter_topic) => dead_letters::write(
+                broker,
+                &self.persister,
+                &source,
+                dead_letter_topic,
+                copy,
+                &letters,
+                attempt > 0,
+            ),
+            None => Err(DeadLetterError::Unwritable(
+                "the group has no dead-letter topic any more".to_owned(),
+            )),
+        };
+        match written {
+            Ok(written) => {
+                let labels = GroupPartitionLabels {
+                    group: key.group.clone(),
+                    topic: topic.clone(),
+                    partition: partition.index.to_string(),
+                };
+                let counter = broker
+                    .metrics()
+                    .share_group_dead_lettered
+                    .get_or_create(&labels);
+                counter.inc_by(written as u64);
+            }
+            Err(DeadLetterError::Unwritable(why)) => {
+                tracing::warn!(
+                    group = key.group,
+                    topic,
+                    partition = partition.index,
+                    records = letters.len(),
+                    "records archived without their dead letters: {why}"
+                );
+            }
+            Err(DeadLetterError::Unavailable(why)) => {
+                tracing::debug!(
+                    group = key.group,
+                    topic,
+                    partition = partition.index,
+                    "dead letters not written yet: {why}"
+                );
+                self.send_dead_letters(key, letters, None, leader_epoch, attempt + 1);
+                return;
+            }
+        }
+        let mut h = hosted.lock();
+        if !still_leads(broker, &h) || h.leader_epoch != leader_epoch {
+            return;
+        }
+        for letter in &letters {
+            h.engine.dead_letter_written(letter.offset);
+        }
+        let now = broker.now_ms() as u64;
+        let _ = self.persist(broker, key, &mut h);
+        self.arm_timer(key, &mut h, now);
+        // The start offset may have moved: a waiting ShareFetch reads on.
+        h.partition.wake_fetches();
+    }
+
+    /// Drops the engine of `key`, if hosted here (its state was reset or
+    /// deleted): the next request loads the state anew.
+    pub(crate) fn forget(&self, key: &SharePartitionKey) {
+        // The map's lock is let go first: `persist` and `on_timer` take a
+        // share-partition's lock, then the map's.
+        let removed = self.hosted.lock().remove(key);
+        if let Some(hosted) = removed {
+            if let Some((_, timer)) = hosted.lock().timer.take() {
+                timer.abort();
+            }
+        }
+    }
+
+    /// Every share-partition led here and loaded, by group, topic and
+    /// partition.
+    pub(crate) fn views(&self, broker: &Broker) -> Vec<SharePartitionView> {
+        let hosted: Vec<(SharePartitionKey, Arc<Mutex<Hosted>>)> = self
+            .hosted
+            .lock()
+            .iter()
+            .map(|(key, hosted)| (key.clone(), hosted.clone()))
+            .collect();
+        let now = broker.now_ms();
+        let mut views: Vec<SharePartitionView> = hosted
+            .into_iter()
+            .filter_map(|(key, hosted)| {
+                let h = hosted.lock();
+                if !still_leads(broker, &h) {
+                    return None;
+                }
+                let end = h.readable_end() as i64;
+                let counts = h.engine.in_flight();
+                let window_end = h.engine.end_offset();
+                let unread = (end - window_end).max(0) as u64;
+                let first_available = counts
+                    .first_available
+                    .or((unread > 0).then_some(window_end));
+                let oldest = first_available
+                    .and_then(|offset| h.partition.timestamp_at(offset as u64).ok().flatten())
+                    .filter(|ts| *ts >= 0)
+                    .map_or(0.0, |ts| (now - ts).max(0) as f64 / 1000.0);
+                let start = h.engine.start_offset();
+                Some(SharePartitionView {
+                    group: key.group.clone(),
+                    topic: h.partition.topic.clone(),
+                    partition: key.partition,
+                    start_offset: start,
+                    log_end_offset: end,
+                    in_flight: (end - start).max(0) as u64,
+                    available: counts.available as u64 + unread,
+                    acquired: counts.acquired as u64,
+                    oldest_available_seconds: oldest,
+                })
+            })
+            .collect();
+        views.sort_by(|a, b| {
+            (&a.group, &a.topic, a.partition).cmp(&(&b.group, &b.topic, b.partition))
+        });
+        views
+    }
+
+    /// The data partition of a hosted share-partition, for waiting on.
+    pub(crate) fn partition_of(&self, key: &SharePartitionKey) -> Option<Arc<Partition>> {
+        let hosted = self.hosted.lock().get(key).cloned()?;
+        let partition = hosted.lock().partition.clone();
+        Some(partition)
+    }
+}
+
+/// The leader epoch of `key`'s data partition, as the image says.
+fn current_leader_epoch(broker: &Broker, key: &SharePartitionKey) -> i32 {
+    broker.with_image(|image| {
+        image
+            .topic_by_id(key.topic_id)
+            .and_then(|t| t.partition(key.partition))
+            .map_or(-1, |p| p.leader_epoch)
+    })
+}
+
+/// Runs `attempt` again once if its state write was fenced: the state was
+/// reset or deleted, and the failed write dropped the engine, so the second
+/// attempt works on the state as it is now.
+fn again_if_fenced<T>(mut attempt: impl FnMut() -> Result<T, ShareCode>) -> Result<T, ShareCode> {
+    match attempt() {
+        Err(FENCED_STATE_EPOCH) => attempt(),
+        outcome => outcome,
+    }
+}
+
+/// Whether this broker still leads the data partition of `h` at the epoch
+/// its state was loaded at: only then may it change that state.
+fn still_leads(broker: &Broker, h: &Hosted) -> bool {
+    let state = h.partition.replica_state();
+    state.leader == broker.node_id() && state.leader_epoch == h.leader_epoch
+}
+
+/// The whole batches of `bytes` up to the one holding `last_offset`: what
+/// the client needs to read the records acquired.
+fn batches_through(bytes: Bytes, last_offset: i64) -> Bytes {
+    let mut position = 0;
+    while position < bytes.len() {
+        let Ok(header) = weir_log::batch::BatchHeader::parse(&bytes[position..], position) else {
+            break;
+        };
+        position += header.total_size();
+        if header.next_offset() > last_offset {
+            break;
+        }
+    }
+    bytes.slice(..position.min(bytes.len()))
+}
