@@ -8,18 +8,18 @@ use kafka_protocol::messages::ApiVersionsResponse;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::{RequestContext, SUPPORTED};
+use super::table::APIS;
+use super::RequestContext;
 use crate::broker::features;
 use crate::broker::Broker;
 
 fn api_keys() -> Vec<ApiVersion> {
-    SUPPORTED
-        .iter()
-        .map(|&(key, min, max)| {
+    APIS.iter()
+        .map(|api| {
             ApiVersion::default()
-                .with_api_key(key as i16)
-                .with_min_version(min)
-                .with_max_version(max)
+                .with_api_key(api.key as i16)
+                .with_min_version(api.min_version)
+                .with_max_version(api.max_version)
         })
         .collect()
 }

@@ -1,5 +1,6 @@
 use kafka_protocol::messages::*;
 
+use super::table::APIS;
 use super::*;
 
 const THROTTLE: i32 = 0x0102_0304;
@@ -93,8 +94,9 @@ fn framed_with_throttle(key: ApiKey, version: i16) -> Bytes {
 #[test]
 fn throttle_times_are_found_where_each_response_has_them() {
     let mut without = Vec::new();
-    for &(key, min, max) in SUPPORTED {
-        for version in min..=max {
+    for api in APIS {
+        let key = api.key;
+        for version in api.min_version..=api.max_version {
             match throttle_time_offset(key, version) {
                 Some(offset) => {
                     let frame = framed_with_throttle(key, version);
@@ -110,7 +112,7 @@ fn throttle_times_are_found_where_each_response_has_them() {
                     assert_eq!(&raised[offset..offset + 4], (THROTTLE + 1).to_be_bytes());
                     assert_eq!(raised.len(), frame.len());
                 }
-                None if version == max => without.push(key),
+                None if version == api.max_version => without.push(key),
                 None => {}
             }
         }
