@@ -6,14 +6,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use weir_broker::groups::classic::coordinator::Committer;
-use weir_broker::groups::classic::{
+use weir_broker::groups::classic::Committer;
+use weir_broker::groups::offsets::{OffsetChange, OFFSETS_TOPIC};
+use weir_broker::{Broker, BrokerConfig};
+use weir_coord::classic::{
     GroupError, GroupState, Heartbeat, JoinGroup, JoinResponse, LeaveGroup, LeavingMember,
     Protocol, SyncGroup,
 };
-use weir_broker::groups::offsets::records::CommittedOffset;
-use weir_broker::groups::offsets::{OffsetChange, OFFSETS_TOPIC};
-use weir_broker::{Broker, BrokerConfig};
+use weir_coord::records::offsets::CommittedOffset;
 
 fn open(dir: &std::path::Path) -> Arc<Broker> {
     open_with_clock(dir, Arc::new(weir_log::SystemClock))
@@ -249,7 +249,7 @@ fn txn_commit(broker: &Broker, group: &str, producer_id: i64, offsets: &[(i32, i
 /// `producer_id` at its log end, as a marker written there would.
 fn end_transaction(broker: &Broker, group: &str, producer_id: i64, commit: bool) {
     let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
-    let index = weir_broker::groups::offsets::records::partition_for(group, count);
+    let index = weir_coord::records::offsets::partition_for(group, count);
     let partition = broker.partition(OFFSETS_TOPIC, index).unwrap();
     broker.on_offsets_marker(index, producer_id, commit, partition.log().log_end_offset());
 }
@@ -347,7 +347,7 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
     let groups = broker.groups();
     assert_eq!(groups.heartbeat(&broker, "app", heartbeat()).await, Ok(()));
     let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
-    let index = weir_broker::groups::offsets::records::partition_for("app", count);
+    let index = weir_coord::records::offsets::partition_for("app", count);
     // The metadata names this node the leader but the partition is not
     // loaded: requests are refused rather than served from a state the load
     // would replace.

@@ -783,7 +783,7 @@ fn pending_transactional_offsets_move_with_their_coordinator() {
             .unwrap()
             .partitions
             .len() as i32;
-        let index = weir_broker::groups::offsets::records::partition_for("copier", count);
+        let index = weir_coord::records::offsets::partition_for("copier", count);
         let marker = TxnMarker {
             producer_id: 4000,
             producer_epoch: 0,

@@ -747,7 +747,7 @@ fn share_sessions_and_groups_refuse_what_kafka_refuses() {
 use common::cluster::{partitions, send_acked, wait_until, Cluster};
 use std::collections::BTreeSet;
 use weir_broker::share::state_coordinator::{state_partition_for, SHARE_STATE_TOPIC};
-use weir_broker::share::state_records::SharePartitionKey;
+use weir_coord::records::share_state::SharePartitionKey;
 
 /// A connection to the coordinator of `group` (found through `any`).
 fn coordinator_of(cluster: &Cluster, any: i32, group: &str) -> Raw {

@@ -11,9 +11,9 @@ mod common;
 use common::cli::block_on;
 use common::Weir;
 use kafka_protocol::messages::ApiKey;
-use weir_broker::groups::offsets::records::partition_for;
 use weir_broker::groups::offsets::OFFSETS_TOPIC;
 use weir_client::{Client, GroupDescription, ListedGroup, ResponseError, TxnMarker, DEAD};
+use weir_coord::records::offsets::partition_for;
 
 const GROUP: &str = "copier";
 const TOPIC: &str = "input";

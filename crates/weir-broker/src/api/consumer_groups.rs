@@ -22,8 +22,8 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
-use crate::groups::classic::GroupState;
-use crate::groups::consumer::{assignment_from, HeartbeatRequest};
+use weir_coord::classic::GroupState;
+use weir_coord::consumer::{assignment_from, HeartbeatRequest};
 
 fn failed(code: i16, message: impl Into<String>) -> ConsumerGroupHeartbeatResponse {
     ConsumerGroupHeartbeatResponse::default()
@@ -139,7 +139,7 @@ pub(super) fn describe(
     request: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
     let image = broker.image();
-    let topic_partitions = |assignment: crate::groups::consumer::Assignment| {
+    let topic_partitions = |assignment: weir_coord::consumer::Assignment| {
         DescribedAssignment::default().with_topic_partitions(
             assignment
                 .into_iter()

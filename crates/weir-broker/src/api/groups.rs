@@ -23,8 +23,8 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
-use crate::groups::classic::coordinator::{GroupAdminError, COORDINATOR_WRITE_TIMEOUT};
-use crate::groups::classic::GroupState;
+use crate::groups::classic::{GroupAdminError, COORDINATOR_WRITE_TIMEOUT};
+use weir_coord::classic::GroupState;
 
 fn text(s: String) -> StrBytes {
     StrBytes::from_string(s)

@@ -22,7 +22,7 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::groups::classic::{
+use weir_coord::classic::{
     error_code, Heartbeat, JoinGroup, LeaveGroup, LeavingMember, Protocol, SyncGroup,
 };
 

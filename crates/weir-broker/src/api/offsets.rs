@@ -28,13 +28,13 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::groups::classic::coordinator::{
+use crate::groups::classic::{
     Committer, DeletedOffsets, GroupAdminError, COORDINATOR_WRITE_TIMEOUT,
 };
-use crate::groups::offsets::records::CommittedOffset;
 use crate::groups::offsets::{OffsetChange, MAX_METADATA_BYTES, OFFSETS_TOPIC};
 use crate::partition::ReplicatedWrite;
 use crate::txn::TRANSACTION_STATE_TOPIC;
+use weir_coord::records::offsets::CommittedOffset;
 
 const GROUP_KEY: i8 = 0;
 const TRANSACTION_KEY: i8 = 1;
@@ -656,7 +656,7 @@ pub(super) fn txn_offset_commit(
     ctx: &RequestContext,
     request: kafka_protocol::messages::TxnOffsetCommitRequest,
 ) -> impl Future<Output = kafka_protocol::messages::TxnOffsetCommitResponse> + Send + 'static {
-    use crate::groups::classic::coordinator::TxnCommitError;
+    use crate::groups::classic::TxnCommitError;
     use crate::groups::offsets::TxnProducer;
     use crate::partition::AppendError;
 

@@ -35,12 +35,12 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
-use crate::groups::classic::coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::groups::classic::COORDINATOR_WRITE_TIMEOUT;
 use crate::partition::ReplicatedWrite;
 use crate::share::persister::{ShareCode, STATE_LOADING};
 use crate::share::state_coordinator::SHARE_STATE_TOPIC;
-use crate::share::state_records::SharePartitionKey;
 use crate::share::{AcknowledgeType, AcquiredRange, ShareHeartbeat, FINAL_SESSION_EPOCH};
+use weir_coord::records::share_state::SharePartitionKey;
 
 /// How soon a fetch asks again for share-partitions whose state is loading.
 const STATE_LOADING_RETRY: Duration = Duration::from_millis(100);

@@ -29,12 +29,12 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::groups::classic::coordinator::COORDINATOR_WRITE_TIMEOUT;
-use crate::groups::consumer::TopicMetadata;
+use crate::groups::classic::COORDINATOR_WRITE_TIMEOUT;
 use crate::partition::ReplicatedWrite;
 use crate::share::group_coordinator::ShareGroupDescription;
 use crate::share::persister::{ShareCode, STATE_LOADING};
-use crate::share::state_records::SharePartitionKey;
+use weir_coord::consumer::TopicMetadata;
+use weir_coord::records::share_state::SharePartitionKey;
 
 fn message(text: String) -> Option<StrBytes> {
     Some(StrBytes::from_string(text))

@@ -20,11 +20,11 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::groups::classic::coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::groups::classic::COORDINATOR_WRITE_TIMEOUT;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::share::state_coordinator::{state_partition_for, SHARE_STATE_TOPIC};
-use crate::share::state_records::SharePartitionKey;
 use crate::share::{PersistedState, RecordState, StateBatch};
+use weir_coord::records::share_state::SharePartitionKey;
 
 fn key(group: &str, topic_id: Uuid, partition: i32) -> SharePartitionKey {
     SharePartitionKey {

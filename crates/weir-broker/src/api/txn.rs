@@ -26,8 +26,8 @@ use super::{Reply, RequestContext};
 use crate::broker::Broker;
 use crate::groups::offsets::OFFSETS_TOPIC;
 use crate::txn::coordinator::Pending;
-use crate::txn::state::{self, EndOutcome, InitOutcome};
 use crate::txn::{CoordinatorError, TxnError, TxnMetadata, TxnStatus};
+use weir_coord::txn::{EndOutcome, InitOutcome};
 
 /// Kafka's error code for a coordinator error; clients before KIP-588
 /// (the request versions below `fenced_from`) know a fenced producer only
@@ -92,25 +92,23 @@ pub(super) fn init_producer_id(
     let settings = broker.txn_settings();
     let expected =
         (request.producer_id.0 >= 0).then_some((request.producer_id.0, request.producer_epoch));
-    let begun = broker
-        .txns()
-        .begin(
-            broker,
-            &transactional_id,
-            None,
-            |current| match state::init_producer_id(
-                current,
-                &transactional_id,
-                request.transaction_timeout_ms,
-                settings.max_timeout_ms,
-                expected,
-                || fresh_id,
-                broker.now_ms(),
-            )? {
-                InitOutcome::Ready(next) => Ok((false, Some(next))),
-                InitOutcome::AbortFirst(next) => Ok((true, Some(next))),
-            },
-        );
+    let begun =
+        broker
+            .txns()
+            .begin(broker, &transactional_id, None, |current| {
+                match weir_coord::txn::init_producer_id(
+                    current,
+                    &transactional_id,
+                    request.transaction_timeout_ms,
+                    settings.max_timeout_ms,
+                    expected,
+                    || fresh_id,
+                    broker.now_ms(),
+                )? {
+                    InitOutcome::Ready(next) => Ok((false, Some(next))),
+                    InitOutcome::AbortFirst(next) => Ok((true, Some(next))),
+                }
+            });
     let (abort_first, pending) = match begun {
         Ok((abort_first, Some(pending))) => (abort_first, pending),
         Ok((_, None)) => unreachable!("InitProducerId always writes a state"),
@@ -153,7 +151,7 @@ fn add_to_txn(
             let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
             Ok((
                 (),
-                state::add_partitions(current, producer_id, epoch, partitions, 0, now)?,
+                weir_coord::txn::add_partitions(current, producer_id, epoch, partitions, 0, now)?,
             ))
         })
         .map(|((), pending)| pending)
@@ -415,13 +413,13 @@ pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxn
         return Reply::Now(respond(&ctx, code, NO_PRODUCER));
     }
     let transaction_version = if ctx.version >= 5 {
-        state::TRANSACTIONS_V2
+        weir_coord::txn::TRANSACTIONS_V2
     } else {
         0
     };
     // A bump past the producer id's last epoch moves to a new id, taken
     // before the id's turn (the controller may be asked for a block).
-    let fresh_id = if transaction_version >= state::TRANSACTIONS_V2
+    let fresh_id = if transaction_version >= weir_coord::txn::TRANSACTIONS_V2
         && request.producer_epoch >= i16::MAX - 1
     {
         match broker.producer_id() {
@@ -439,7 +437,7 @@ pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxn
         .txns()
         .begin(broker, &transactional_id, Some(ctx.connection), |current| {
             let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
-            match state::end_txn(
+            match weir_coord::txn::end_txn(
                 current,
                 request.producer_id.0,
                 request.producer_epoch,

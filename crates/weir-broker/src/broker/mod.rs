@@ -22,8 +22,7 @@ use weir_meta::{
 use crate::broker::producer_ids::ProducerIdBlocks;
 use crate::broker::quorum::{Metadata, MetadataError};
 use crate::config::BrokerConfig;
-use crate::groups::classic::coordinator::GroupCoordinator;
-use crate::groups::classic::GroupSnapshot;
+use crate::groups::classic::GroupCoordinator;
 use crate::groups::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::partition::{AppendError, Partition, ReplicatedWrite};
 use crate::quotas::client::{ClientQuotaManager, QuotaWindows};
@@ -33,6 +32,7 @@ use crate::server::fetch_sessions::FetchSessionCache;
 use crate::server::metrics::Metrics;
 use crate::share::state_coordinator::SHARE_STATE_TOPIC;
 use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
+use weir_coord::classic::GroupSnapshot;
 use weir_meta::Authorizer;
 
 /// How long a change forwarded to the controller quorum by a request with
@@ -159,7 +159,7 @@ pub struct Broker {
     serving: AtomicBool,
     offsets: OffsetStore,
     groups: GroupCoordinator,
-    consumer_groups: crate::groups::consumer::coordinator::ConsumerGroupCoordinator,
+    consumer_groups: crate::groups::consumer::ConsumerGroupCoordinator,
     share_groups: crate::share::group_coordinator::ShareGroupCoordinator,
     share_partitions: crate::share::leader::SharePartitions,
     share_state: crate::share::state_coordinator::ShareStateStore,
@@ -385,9 +385,8 @@ impl Broker {
                 config.security.sasl_max_receive_size,
             ),
         ));
-        let consumer_groups = crate::groups::consumer::coordinator::ConsumerGroupCoordinator::new(
-            config.consumer_group.clone(),
-        );
+        let consumer_groups =
+            crate::groups::consumer::ConsumerGroupCoordinator::new(config.consumer_group.clone());
         let share_groups =
             crate::share::group_coordinator::ShareGroupCoordinator::new(config.share_group.clone());
         let max_share_sessions = config.share_group.max_share_sessions;
@@ -696,9 +695,7 @@ impl Broker {
         &self.groups
     }
 
-    pub fn consumer_groups(
-        &self,
-    ) -> &crate::groups::consumer::coordinator::ConsumerGroupCoordinator {
+    pub fn consumer_groups(&self) -> &crate::groups::consumer::ConsumerGroupCoordinator {
         &self.consumer_groups
     }
 
@@ -736,7 +733,7 @@ impl Broker {
     /// topic does not exist.
     pub fn coordinator_of(&self, group: &str) -> Option<(i32, i32)> {
         self.internal_partition_of(OFFSETS_TOPIC, |count| {
-            crate::groups::offsets::records::partition_for(group, count)
+            weir_coord::records::offsets::partition_for(group, count)
         })
     }
 
@@ -850,11 +847,7 @@ impl Broker {
         &self,
         group: &str,
         producer: crate::groups::offsets::TxnProducer,
-        offsets: Vec<(
-            String,
-            i32,
-            crate::groups::offsets::records::CommittedOffset,
-        )>,
+        offsets: Vec<(String, i32, weir_coord::records::offsets::CommittedOffset)>,
         now_ms: i64,
     ) -> Result<Option<ReplicatedWrite>, AppendError> {
         let partition = self.group_partition(group)?;
@@ -1741,7 +1734,7 @@ impl Broker {
             return;
         }
         for (group, partitions) in self.offsets.commits_of_topic(topic) {
-            let index = crate::groups::offsets::records::partition_for(&group, offsets_partitions);
+            let index = weir_coord::records::offsets::partition_for(&group, offsets_partitions);
             if !self.groups.coordinates(index) {
                 continue;
             }

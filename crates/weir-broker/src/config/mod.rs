@@ -1746,7 +1746,7 @@ pub struct BrokerConfig {
     pub group_max_session_timeout_ms: i32,
     pub group_max_size: i32,
     /// The `group.consumer.*` settings of consumer groups (KIP-848).
-    pub consumer_group: crate::groups::consumer::ConsumerGroupConfig,
+    pub consumer_group: weir_coord::consumer::ConsumerGroupConfig,
     /// The `group.share.*` settings of share groups (KIP-932).
     pub share_group: crate::groups::configs::ShareBrokerConfig,
     pub replica_lag_time_max_ms: i64,
@@ -2524,13 +2524,13 @@ impl BrokerConfig {
     }
 
     /// The settings of the group membership protocol.
-    pub fn group_config(&self) -> crate::groups::classic::GroupConfig {
-        crate::groups::classic::GroupConfig {
+    pub fn group_config(&self) -> weir_coord::classic::GroupConfig {
+        weir_coord::classic::GroupConfig {
             initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
             min_session_timeout_ms: self.group_min_session_timeout_ms,
             max_session_timeout_ms: self.group_max_session_timeout_ms,
             max_size: self.group_max_size as usize,
-            ..crate::groups::classic::GroupConfig::default()
+            ..weir_coord::classic::GroupConfig::default()
         }
     }
 
@@ -2826,8 +2826,8 @@ fn per_ip_overrides<'a>(
 /// the interval below the timeout, known assignors.
 fn consumer_group_config<'a>(
     get: &impl Fn(&str) -> &'a str,
-) -> Result<crate::groups::consumer::ConsumerGroupConfig, ConfigError> {
-    use crate::groups::consumer::ServerAssignor;
+) -> Result<weir_coord::consumer::ConsumerGroupConfig, ConfigError> {
+    use weir_coord::consumer::ServerAssignor;
     let heartbeat_interval_ms =
         parse_in(get, "group.consumer.heartbeat.interval.ms", 1..=i32::MAX)?;
     let session_timeout_ms = parse_in(get, "group.consumer.session.timeout.ms", 1..=i32::MAX)?;
@@ -2847,12 +2847,12 @@ fn consumer_group_config<'a>(
     };
     let policy = get("group.consumer.migration.policy");
     let migration_policy =
-        crate::groups::consumer::MigrationPolicy::from_name(policy).ok_or_else(|| ConfigError {
+        weir_coord::consumer::MigrationPolicy::from_name(policy).ok_or_else(|| ConfigError {
             name: "group.consumer.migration.policy".into(),
             value: policy.to_owned(),
             reason: format!(
                 "must be one of {}",
-                crate::groups::consumer::MigrationPolicy::NAMES
+                weir_coord::consumer::MigrationPolicy::NAMES
             ),
         })?;
     let heartbeat_interval_bounds = bounds("heartbeat.interval.ms")?;
@@ -2877,7 +2877,7 @@ fn consumer_group_config<'a>(
             reason: "name at least one assignor".into(),
         });
     }
-    let config = crate::groups::consumer::ConsumerGroupConfig {
+    let config = weir_coord::consumer::ConsumerGroupConfig {
         heartbeat_interval_ms,
         session_timeout_ms,
         heartbeat_interval_bounds,

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use weir_meta::topic_config::{ConfigType, Valid};
 
-use crate::groups::consumer::ConsumerGroupConfig;
+use weir_coord::consumer::ConsumerGroupConfig;
 
 /// Where an unset group config takes its value from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

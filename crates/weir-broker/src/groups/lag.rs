@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::broker::Broker;
-use crate::groups::classic::GroupState;
+use weir_coord::classic::GroupState;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupLag {

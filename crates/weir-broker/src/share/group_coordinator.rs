@@ -20,17 +20,17 @@ use tokio::task::JoinHandle;
 use weir_meta::MetadataImage;
 
 use crate::broker::Broker;
-use crate::groups::classic::coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::groups::classic::COORDINATOR_WRITE_TIMEOUT;
 use crate::groups::configs::{share_settings, ShareBrokerConfig};
-use crate::groups::consumer::coordinator::ImageTopics;
-use crate::groups::consumer::TopicMetadata;
-use crate::groups::offsets::records::partition_for;
-use crate::groups::offsets::share_group_records;
+use crate::groups::consumer::ImageTopics;
 use crate::partition::ReplicatedWrite;
 use crate::share::{
     ShareGroupConfig, ShareGroupEngine, ShareGroupError, ShareGroupState, ShareHeartbeat,
     ShareHeartbeatResponse, ShareOutput,
 };
+use weir_coord::consumer::TopicMetadata;
+use weir_coord::records;
+use weir_coord::records::offsets::partition_for;
 
 struct HostedShareGroup {
     engine: ShareGroupEngine,
@@ -157,7 +157,7 @@ impl ShareGroupCoordinator {
         for (group, entries) in records {
             let mut engine = ShareGroupEngine::new(group.clone(), self.config_of(&image, &group));
             for (key, value) in entries {
-                match share_group_records::decode(&key, Some(&value)) {
+                match records::share_group::decode(&key, Some(&value)) {
                     Ok((_, record)) => engine.replay(&record),
                     Err(error) => tracing::warn!(group, %error, "skipping a share group record"),
                 }
@@ -348,7 +348,7 @@ impl ShareGroupCoordinator {
             let entries = output
                 .records
                 .iter()
-                .map(|record| share_group_records::encode(group, record))
+                .map(|record| records::share_group::encode(group, record))
                 .collect();
             match broker.write_consumer_group(group, entries) {
                 Ok(write) => {
@@ -444,7 +444,7 @@ impl ShareGroupCoordinator {
                 continue;
             }
             for (key, value) in entries {
-                if let Ok((_, record)) = share_group_records::decode(&key, Some(&value)) {
+                if let Ok((_, record)) = records::share_group::decode(&key, Some(&value)) {
                     engine.replay(&record);
                 }
             }

@@ -28,11 +28,11 @@ use crate::server::metrics::GroupPartitionLabels;
 use crate::share::dead_letters::{self, DeadLetterError, Source};
 use crate::share::keyed_turns::KeyedTurns;
 use crate::share::persister::{ShareCode, SharePersister};
-use crate::share::state_records::SharePartitionKey;
 use crate::share::{
     log_records, AcknowledgeType, AcquiredRange, DeadLetter, PersistedState, ShareError,
     SharePartition, ShareSessions,
 };
+use weir_coord::records::share_state::SharePartitionKey;
 
 const UNKNOWN_TOPIC_ID: ShareCode = 100;
 const KAFKA_STORAGE_ERROR: ShareCode = 56;

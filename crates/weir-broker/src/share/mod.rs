@@ -2,36 +2,25 @@
 //! are delivered to any member of a share group, one at a time, and each is
 //! acknowledged on its own.
 //!
-//! [`ShareGroupEngine`] is a group's membership (ShareGroupHeartbeat) and
-//! [`SharePartition`] the per-partition delivery state machine, both
-//! sans-IO; the ShareFetch/ShareAcknowledge APIs and the persistence of
-//! share-partition state in `__share_group_state` build on them.
+//! The engines, [`ShareGroupEngine`] (a group's membership) and
+//! [`SharePartition`] (a share-partition's delivery state), are
+//! `weir_coord::share`'s; this module hosts them: the share group
+//! coordinator, the share-partition leader, the persistence of
+//! share-partition state in `__share_group_state`, and dead letters.
 
 pub mod dead_letters;
-mod group;
 pub mod group_coordinator;
 mod keyed_turns;
 pub(crate) mod leader;
-mod partition;
 pub(crate) mod persister;
-mod session;
 pub mod state_coordinator;
-pub mod state_records;
 
-#[cfg(test)]
-mod tests;
-
-pub use group::{
-    simple_assignment, ShareGroupConfig, ShareGroupEngine, ShareGroupError, ShareGroupState,
-    ShareHeartbeat, ShareHeartbeatResponse, ShareMember, ShareMemberMetadata, ShareOutput,
-    ShareRecord, LEAVE_GROUP_MEMBER_EPOCH,
-};
-pub use partition::{
-    log_records, AcknowledgeType, AcquiredRange, DeadLetter, DeadLetterReason, InFlightCounts,
-    LogRecord, PersistedState, RecordState, ShareError, SharePartition, SharePartitionConfig,
-    StateBatch, DELIVER_AT_HEADER,
-};
-pub use session::{
-    SessionChange, ShareSessionError, ShareSessions, TopicIdPartition, FINAL_SESSION_EPOCH,
+pub use weir_coord::share::{
+    log_records, simple_assignment, AcknowledgeType, AcquiredRange, DeadLetter, DeadLetterReason,
+    InFlightCounts, LogRecord, PersistedState, RecordState, SessionChange, ShareError,
+    ShareGroupConfig, ShareGroupEngine, ShareGroupError, ShareGroupState, ShareHeartbeat,
+    ShareHeartbeatResponse, ShareMember, ShareMemberMetadata, ShareOutput, SharePartition,
+    SharePartitionConfig, ShareRecord, ShareSessionError, ShareSessions, StateBatch,
+    TopicIdPartition, DELIVER_AT_HEADER, FINAL_SESSION_EPOCH, LEAVE_GROUP_MEMBER_EPOCH,
     OPEN_SESSION_EPOCH,
 };

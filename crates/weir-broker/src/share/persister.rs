@@ -26,8 +26,8 @@ use weir_client::{Client, ClientConfig};
 use crate::broker::Broker;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::share::state_coordinator::{state_partition_for, StateWriteError, SHARE_STATE_TOPIC};
-use crate::share::state_records::SharePartitionKey;
 use crate::share::{PersistedState, RecordState, StateBatch};
+use weir_coord::records::share_state::SharePartitionKey;
 
 /// Why state cannot be read or written, as Kafka's error code.
 pub(crate) type ShareCode = i16;

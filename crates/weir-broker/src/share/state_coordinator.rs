@@ -16,11 +16,12 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use weir_log::LogError;
 
-use crate::groups::offsets::records::partition_for;
 use crate::groups::offsets::{encode_batch, for_each_item, Entry, Item};
 use crate::partition::{AppendError, AppendOrigin, Partition, ReplicatedWrite, RequiredAcks};
-use crate::share::state_records::{self, SharePartitionKey, ShareStateRecord};
 use crate::share::PersistedState;
+use weir_coord::records;
+use weir_coord::records::offsets::partition_for;
+use weir_coord::records::share_state::{SharePartitionKey, ShareStateRecord};
 
 /// The internal topic of share-partition state.
 pub const SHARE_STATE_TOPIC: &str = "__share_group_state";
@@ -102,7 +103,7 @@ impl ShareStateStore {
             else {
                 return;
             };
-            match state_records::decode(&key, &value) {
+            match records::share_state::decode(&key, &value) {
                 Ok((key, record)) => apply(&mut states, key, record, at),
                 Err(error) => tracing::warn!(%error, "skipping a __share_group_state record"),
             }
@@ -219,8 +220,8 @@ impl ShareStateStore {
         let mut states = states.lock();
         let record = record(states.get(key))?;
         let entry = Entry {
-            key: state_records::encode_key(key, &record),
-            value: Some(state_records::encode_value(&record)),
+            key: records::share_state::encode_key(key, &record),
+            value: Some(records::share_state::encode_value(&record)),
         };
         let batch = encode_batch(&[entry], now_ms, None);
         let leader_epoch = partition.replica_state().leader_epoch;

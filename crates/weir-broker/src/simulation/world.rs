@@ -19,11 +19,11 @@ use weir_log::testing::BatchBuilder;
 use weir_log::{LogConfig, LogError};
 use weir_meta::{BrokerInfo, Command, MetadataImage, PartitionInfo};
 
-use crate::groups::offsets::records::CommittedOffset;
 use crate::groups::offsets::{OffsetChange, OffsetStore};
 use crate::partition::{LogEnv, Partition, ReplicatedWrite};
 use crate::replica::manager::take_leadership;
 use crate::replica::{apply_fetch, divergence_point, Fetched};
+use weir_coord::records::offsets::CommittedOffset;
 
 /// The topic producers write to, and the group coordinator's topic.
 pub(super) const TOPIC: &str = "t";

@@ -41,10 +41,10 @@ use weir_client::{Client, ClientConfig};
 use weir_log::batch::BatchHeader;
 use weir_log::LogError;
 
-use super::records;
-use super::state::{self, TxnError, TxnMetadata, TxnStatus};
 use crate::broker::Broker;
 use crate::partition::Partition;
+use weir_coord::records;
+use weir_coord::txn::{self, TxnError, TxnMetadata, TxnStatus};
 
 pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
@@ -122,7 +122,7 @@ pub struct TxnCoordinator {
 
 /// Where a request must go: the partition of `__transaction_state`.
 pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
-    crate::groups::offsets::records::partition_for(transactional_id, partitions)
+    weir_coord::records::offsets::partition_for(transactional_id, partitions)
 }
 
 impl TxnCoordinator {
@@ -132,14 +132,14 @@ impl TxnCoordinator {
     pub fn take_over(&self, partition: &Partition, leader_epoch: i32) -> Result<usize, LogError> {
         let mut states: HashMap<String, Option<TxnMetadata>> = HashMap::new();
         crate::groups::offsets::for_each_record(partition, |key, value| {
-            let id = match records::decode_key(&key) {
+            let id = match records::txn::decode_key(&key) {
                 Ok(id) => id,
                 Err(error) => {
                     tracing::warn!(%error, "skipping an unreadable transaction record");
                     return;
                 }
             };
-            let meta = value.and_then(|v| match records::decode_value(&id, &v) {
+            let meta = value.and_then(|v| match records::txn::decode_value(&id, &v) {
                 Ok(meta) => Some(meta),
                 Err(error) => {
                     tracing::warn!(id, %error, "skipping an unreadable transaction state");
@@ -312,7 +312,7 @@ impl TxnCoordinator {
                 tokio::time::sleep(MARKER_RETRY_BACKOFF).await;
             }
         }
-        let next = state::complete(&meta, broker.now_ms());
+        let next = txn::complete(&meta, broker.now_ms());
         let write = {
             let mut txns = self.txns.lock();
             match txns.get_mut(transactional_id) {
@@ -363,13 +363,13 @@ impl TxnCoordinator {
                 }
                 if entry.meta.status.is_preparing() {
                     to_complete.push(id.clone());
-                } else if let Some(next) = state::timed_out(&entry.meta, now) {
+                } else if let Some(next) = txn::timed_out(&entry.meta, now) {
                     entry.writing = true;
                     timed_out.push(Pending {
                         partition: entry.partition,
                         next,
                     });
-                } else if state::expired(&entry.meta, now, expiration_ms) {
+                } else if txn::expired(&entry.meta, now, expiration_ms) {
                     entry.writing = true;
                     to_expire.push((id.clone(), entry.partition));
                 }
@@ -428,15 +428,15 @@ impl TxnCoordinator {
         let ((), pending) = self.begin(broker, transactional_id, None, |current| {
             let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
             if verify_only {
-                state::verify_partitions(current, producer.0, producer.1, partitions)?;
+                txn::verify_partitions(current, producer.0, producer.1, partitions)?;
                 return Ok(((), None));
             }
-            let next = state::add_partitions(
+            let next = txn::add_partitions(
                 current,
                 producer.0,
                 producer.1,
                 partitions,
-                state::TRANSACTIONS_V2,
+                txn::TRANSACTIONS_V2,
                 now,
             )?;
             Ok(((), next))
@@ -523,8 +523,8 @@ async fn append_state(
         crate::broker::features::level_of(crate::broker::features::TRANSACTION_VERSION, image) >= 1
     });
     let batch = encode_batch(
-        records::encode_key(transactional_id),
-        meta.map(|meta| records::encode_value(meta, flexible)),
+        records::txn::encode_key(transactional_id),
+        meta.map(|meta| records::txn::encode_value(meta, flexible)),
         broker.now_ms(),
     );
     let state = partition.replica_state();

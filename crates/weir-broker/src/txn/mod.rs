@@ -1,14 +1,13 @@
-//! Transactions: the coordinator of transactional producers, its state
-//! machine, and its records in `__transaction_state`.
+//! Transactions: the coordinator of transactional producers. Its state
+//! machine is `weir_coord::txn`, its records in `__transaction_state`
+//! `weir_coord::records::txn`.
 
 pub mod add_from_leader;
 pub mod coordinator;
 pub mod hanging;
-pub mod records;
-pub mod state;
 
 pub use coordinator::{CoordinatorError, TxnCoordinator, TxnView, TRANSACTION_STATE_TOPIC};
-pub use state::{TxnError, TxnMetadata, TxnStatus};
+pub use weir_coord::txn::{TxnError, TxnMetadata, TxnStatus};
 
 /// The broker settings of transactions, with Kafka's names and defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,9 +18,6 @@
 //! start past everything older, so loading reads little more than the live
 //! state.
 
-pub mod consumer_group_records;
-pub mod records;
-pub mod share_group_records;
 #[cfg(test)]
 mod tests;
 
@@ -35,9 +32,10 @@ use parking_lot::Mutex;
 use weir_log::batch::BatchHeader;
 use weir_log::LogError;
 
-use crate::groups::classic::GroupSnapshot;
 use crate::partition::{AppendError, AppendOrigin, Appended, Partition, RequiredAcks};
-use records::{CommittedOffset, RecordKey};
+use weir_coord::classic::GroupSnapshot;
+use weir_coord::records;
+use weir_coord::records::offsets::{CommittedOffset, RecordKey};
 
 /// The internal topic holding group state and committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -194,7 +192,7 @@ impl Contents {
                 partition,
             } => {
                 let key = (topic, partition);
-                match value.map(|v| records::decode_offset_value(&v)) {
+                match value.map(|v| records::offsets::decode_offset_value(&v)) {
                     Some(Ok(value)) => {
                         let offsets = match transaction {
                             Some(producer_id) => self.pending.entry(producer_id).or_default(),
@@ -369,7 +367,7 @@ impl Contents {
                 value,
                 at,
                 transaction,
-            } => match records::decode_key(&key) {
+            } => match records::offsets::decode_key(&key) {
                 Ok(key) => self.apply(key, value, at, transaction),
                 Err(error) => tracing::warn!(%error, "skipping an unreadable record"),
             },
@@ -458,7 +456,7 @@ impl Contents {
         for (group, value) in &self.metadata {
             if owns(group) {
                 entries.push(Entry {
-                    key: records::encode_group_key(group),
+                    key: records::offsets::encode_group_key(group),
                     value: Some(value.clone()),
                 });
             }
@@ -467,8 +465,8 @@ impl Contents {
             if owns(group) {
                 for ((topic, partition), stored) in offsets {
                     entries.push(Entry {
-                        key: records::encode_offset_key(group, topic, *partition),
-                        value: Some(records::encode_offset_value(&stored.value)),
+                        key: records::offsets::encode_offset_key(group, topic, *partition),
+                        value: Some(records::offsets::encode_offset_value(&stored.value)),
                     });
                 }
             }
@@ -532,7 +530,7 @@ impl OffsetStore {
         partition: &Partition,
         count: i32,
     ) -> Result<Vec<(String, GroupSnapshot)>, LogError> {
-        let owns = |group: &str| records::partition_for(group, count) == partition.index;
+        let owns = |group: &str| records::offsets::partition_for(group, count) == partition.index;
         // Read under every stripe's lock: a commit applied between the read
         // and the swap would otherwise vanish from the view.
         let mut stripes = self.all_stripes();
@@ -564,8 +562,11 @@ impl OffsetStore {
         let entries = changes
             .iter()
             .map(|change| Entry {
-                key: records::encode_offset_key(group, &change.topic, change.partition),
-                value: change.value.as_ref().map(records::encode_offset_value),
+                key: records::offsets::encode_offset_key(group, &change.topic, change.partition),
+                value: change
+                    .value
+                    .as_ref()
+                    .map(records::offsets::encode_offset_value),
             })
             .collect();
         self.write(partition, group, entries, now_ms, None)
@@ -586,8 +587,8 @@ impl OffsetStore {
         let entries = offsets
             .iter()
             .map(|(topic, p, value)| Entry {
-                key: records::encode_offset_key(group, topic, *p),
-                value: Some(records::encode_offset_value(value)),
+                key: records::offsets::encode_offset_key(group, topic, *p),
+                value: Some(records::offsets::encode_offset_value(value)),
             })
             .collect();
         self.write(partition, group, entries, now_ms, Some(producer))
@@ -605,7 +606,7 @@ impl OffsetStore {
         commit: bool,
         marker_offset: u64,
     ) -> usize {
-        let owns = |group: &str| records::partition_for(group, count) == index;
+        let owns = |group: &str| records::offsets::partition_for(group, count) == index;
         self.stripes
             .iter()
             .map(|stripe| {
@@ -625,8 +626,8 @@ impl OffsetStore {
         now_ms: i64,
     ) -> Result<Option<Appended>, AppendError> {
         let entry = Entry {
-            key: records::encode_group_key(group),
-            value: snapshot.map(records::encode_group_value),
+            key: records::offsets::encode_group_key(group),
+            value: snapshot.map(records::offsets::encode_group_value),
         };
         self.write(partition, group, vec![entry], now_ms, None)
     }
@@ -655,7 +656,7 @@ impl OffsetStore {
         index: i32,
         count: i32,
     ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
-        self.group_records(index, count, consumer_group_records::is_consumer_group_key)
+        self.group_records(index, count, records::consumer_group::is_consumer_group_key)
     }
 
     /// The live records of the share groups (KIP-932) of partition `index`
@@ -665,7 +666,7 @@ impl OffsetStore {
         index: i32,
         count: i32,
     ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
-        self.group_records(index, count, share_group_records::is_share_group_key)
+        self.group_records(index, count, records::share_group::is_share_group_key)
     }
 
     fn group_records(
@@ -674,7 +675,7 @@ impl OffsetStore {
         count: i32,
         of_kind: fn(i16) -> bool,
     ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
-        let owns = |group: &str| records::partition_for(group, count) == index;
+        let owns = |group: &str| records::offsets::partition_for(group, count) == index;
         let mut groups = Vec::new();
         for stripe in self.stripes.iter() {
             let contents = stripe.lock();
@@ -717,13 +718,13 @@ impl OffsetStore {
         let mut entries: Vec<Entry> = keys
             .into_iter()
             .map(|(topic, p)| Entry {
-                key: records::encode_offset_key(group, &topic, p),
+                key: records::offsets::encode_offset_key(group, &topic, p),
                 value: None,
             })
             .collect();
         if self.stripe(group).metadata.contains_key(group) {
             entries.push(Entry {
-                key: records::encode_group_key(group),
+                key: records::offsets::encode_group_key(group),
                 value: None,
             });
         }
@@ -758,7 +759,7 @@ impl OffsetStore {
         )?;
         let high_watermark = partition.high_watermark();
         for (i, entry) in entries.into_iter().enumerate() {
-            let key = records::decode_key(&entry.key).expect("keys written here decode");
+            let key = records::offsets::decode_key(&entry.key).expect("keys written here decode");
             let at = appended.base_offset + i as u64;
             let tracked = match (&key, producer) {
                 (
@@ -798,7 +799,7 @@ impl OffsetStore {
         // appended between the copy and the rewrite would be overwritten
         // by its older value.
         let stripes = self.all_stripes();
-        let owns = |group: &str| records::partition_for(group, count) == partition.index;
+        let owns = |group: &str| records::offsets::partition_for(group, count) == partition.index;
         let open = stripes.iter().any(|contents| {
             contents
                 .pending
@@ -824,7 +825,7 @@ impl OffsetStore {
     /// How many live records the groups of partition `index` of `count`
     /// hold, pending transactional offsets included.
     pub fn live_records(&self, index: i32, count: i32) -> usize {
-        let owns = |group: &str| records::partition_for(group, count) == index;
+        let owns = |group: &str| records::offsets::partition_for(group, count) == index;
         let offsets = |map: &HashMap<String, GroupOffsets>| {
             map.iter()
                 .filter(|(g, _)| owns(g))
@@ -1050,13 +1051,15 @@ fn decode_metadata<'a>(
 ) -> Vec<(String, GroupSnapshot)> {
     metadata
         .into_iter()
-        .filter_map(|(group, value)| match records::decode_group_value(value) {
-            Ok(snapshot) => Some((group.clone(), snapshot)),
-            Err(error) => {
-                tracing::warn!(group, %error, "skipping unreadable group metadata");
-                None
-            }
-        })
+        .filter_map(
+            |(group, value)| match records::offsets::decode_group_value(value) {
+                Ok(snapshot) => Some((group.clone(), snapshot)),
+                Err(error) => {
+                    tracing::warn!(group, %error, "skipping unreadable group metadata");
+                    None
+                }
+            },
+        )
         .collect()
 }
 
@@ -1070,8 +1073,8 @@ pub(crate) fn classic_group_entry(
     snapshot: Option<&GroupSnapshot>,
 ) -> (Bytes, Option<Bytes>) {
     (
-        records::encode_group_key(group),
-        snapshot.map(records::encode_group_value),
+        records::offsets::encode_group_key(group),
+        snapshot.map(records::offsets::encode_group_value),
     )
 }
 

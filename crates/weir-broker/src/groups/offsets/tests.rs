@@ -232,7 +232,7 @@ fn a_marker_ends_the_transaction_only_in_its_own_partition() {
     let name = |index| {
         (0..)
             .map(|i| format!("group-{i}"))
-            .find(|g| records::partition_for(g, 2) == index)
+            .find(|g| records::offsets::partition_for(g, 2) == index)
             .unwrap()
     };
     let (g0, g1) = (name(0), name(1));

@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 use bytes::{BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
-use super::records::RecordError;
-use crate::groups::consumer::{
+use super::offsets::RecordError;
+use crate::consumer::{
     Assignment, ClassicMetadata, ClassicProtocol, CurrentAssignment, MemberMetadata, MemberState,
     Record, TopicMetadata,
 };
@@ -30,7 +30,7 @@ pub(crate) const TARGET_ASSIGNMENT_MEMBER: i16 = 7;
 pub(crate) const CURRENT_MEMBER_ASSIGNMENT: i16 = 8;
 
 /// Whether a key of type `key_type` is a consumer group record's.
-pub(crate) fn is_consumer_group_key(key_type: i16) -> bool {
+pub fn is_consumer_group_key(key_type: i16) -> bool {
     (GROUP_METADATA..=CURRENT_MEMBER_ASSIGNMENT).contains(&key_type)
 }
 
@@ -430,7 +430,7 @@ pub(super) fn get_assignment(buf: &mut &[u8]) -> Result<Assignment, RecordError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::consumer::assignment_from;
+    use crate::consumer::assignment_from;
 
     fn every_record() -> Vec<Record> {
         let topic = Uuid::from_u128(0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10);

@@ -24,7 +24,6 @@
 //! fencing, KIP-814 skip-assignment for a rejoining static leader.
 
 mod command;
-pub mod coordinator;
 mod engine;
 mod error;
 mod event;

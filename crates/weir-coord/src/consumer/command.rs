@@ -25,7 +25,7 @@ pub struct Output {
     /// member left; `records` delete it as a consumer group): write this
     /// classic group with the records, in the same batch, and host it,
     /// rebalancing.
-    pub downgraded: Option<crate::groups::classic::GroupSnapshot>,
+    pub downgraded: Option<crate::classic::GroupSnapshot>,
 }
 
 /// A successful ConsumerGroupHeartbeat response.

@@ -21,10 +21,8 @@ use std::collections::BTreeSet;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::state::{TxnMetadata, TxnStatus};
-use crate::groups::offsets::records::{
-    get_i16, get_i32, get_i64, get_string, put_string, RecordError,
-};
+use crate::records::offsets::{get_i16, get_i32, get_i64, get_string, put_string, RecordError};
+use crate::txn::{TxnMetadata, TxnStatus};
 
 const KEY_VERSION: i16 = 0;
 

@@ -144,7 +144,7 @@ impl Harness {
         member_id: &str,
         generation: i32,
     ) -> Result<Vec<i32>, ConsumerGroupError> {
-        let request = crate::groups::classic::SyncGroup {
+        let request = crate::classic::SyncGroup {
             member_id: member_id.into(),
             group_instance_id: None,
             generation_id: generation,

@@ -33,7 +33,7 @@ use super::member::{ClassicMetadata, ClassicProtocol, MemberMetadata};
 use super::reconciliation::{CurrentAssignment, MemberState};
 use super::record::Record;
 use super::topics::{Assignment, TopicLookup};
-use crate::groups::classic::{GroupSnapshot, MemberSnapshot, SyncGroup};
+use crate::classic::{GroupSnapshot, MemberSnapshot, SyncGroup};
 
 /// The embedded protocol type classic consumers use.
 pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
@@ -181,8 +181,8 @@ fn encode_assignment(
     out.freeze()
 }
 
-impl From<&crate::groups::classic::Protocol> for ClassicProtocol {
-    fn from(protocol: &crate::groups::classic::Protocol) -> Self {
+impl From<&crate::classic::Protocol> for ClassicProtocol {
+    fn from(protocol: &crate::classic::Protocol) -> Self {
         Self {
             name: protocol.name.clone(),
             metadata: Bytes::from(protocol.metadata.clone()),

@@ -1,7 +1,7 @@
 //! The coordinator of consumer groups (KIP-848): hosts a
 //! [`ConsumerGroupEngine`] for every such group whose `__consumer_offsets`
 //! partition this node leads, and does its I/O: appends the records the
-//! engine emits (in Kafka's schemas, `offsets::consumer_group_records`),
+//! engine emits (in Kafka's schemas, `weir_coord::records::consumer_group`),
 //! answers a heartbeat only once the in-sync replicas hold them, and arms
 //! the session and revocation timers.
 //!
@@ -27,20 +27,20 @@ use tokio::task::JoinHandle;
 use weir_meta::MetadataImage;
 
 use crate::broker::Broker;
-use crate::groups::classic::coordinator::{ConversionError, COORDINATOR_WRITE_TIMEOUT};
-use crate::groups::classic::{
+use crate::groups::classic::{ConversionError, COORDINATOR_WRITE_TIMEOUT};
+use crate::partition::ReplicatedWrite;
+use weir_coord::classic::{
     GroupError, GroupSnapshot, Heartbeat as ClassicHeartbeat, JoinGroup, JoinResponse, LeaveGroup,
     LeaveResponse, LeftMember, SyncGroup, SyncResponse,
 };
-use crate::groups::consumer::{
+use weir_coord::consumer::{
     ClassicJoin, ClassicJoined, ClassicProtocol, ClassicSynced, ConsumerGroupConfig,
     ConsumerGroupEngine, ConsumerGroupError, Event, GroupDescription, HeartbeatRequest,
     HeartbeatResponse, Output, Record, TimerCommand, TimerKey, TopicLookup, TopicRef,
     CONSUMER_PROTOCOL_TYPE,
 };
-use crate::groups::offsets::consumer_group_records;
-use crate::groups::offsets::records::partition_for;
-use crate::partition::ReplicatedWrite;
+use weir_coord::records;
+use weir_coord::records::offsets::partition_for;
 
 /// Why a request got no answer from the group itself.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -182,7 +182,7 @@ impl ConsumerGroupCoordinator {
             let mut engine =
                 ConsumerGroupEngine::new(group.clone(), self.config_of(&image, &group));
             for (key, value) in entries {
-                let replayed = consumer_group_records::decode(&key, Some(&value))
+                let replayed = records::consumer_group::decode(&key, Some(&value))
                     .map_err(|e| e.to_string())
                     .and_then(|(_, record)| engine.replay(&record).map_err(|e| e.to_string()));
                 if let Err(error) = replayed {
@@ -343,7 +343,7 @@ impl ConsumerGroupCoordinator {
                 let entries = output
                     .records
                     .iter()
-                    .map(|record| consumer_group_records::encode(group, record))
+                    .map(|record| records::consumer_group::encode(group, record))
                     .collect();
                 Ok(((engine, output.timers), entries))
             })?;
@@ -376,7 +376,7 @@ impl ConsumerGroupCoordinator {
         }
         let mut entries: Vec<(Bytes, Option<Bytes>)> = records
             .iter()
-            .map(|record| consumer_group_records::encode(group, record))
+            .map(|record| records::consumer_group::encode(group, record))
             .collect();
         if let Some(snapshot) = downgraded {
             entries.push(crate::groups::offsets::classic_group_entry(
@@ -410,7 +410,7 @@ impl ConsumerGroupCoordinator {
                 continue;
             }
             for (key, value) in entries {
-                if let Ok((_, record)) = consumer_group_records::decode(&key, Some(&value)) {
+                if let Ok((_, record)) = records::consumer_group::decode(&key, Some(&value)) {
                     let _ = engine.replay(&record);
                 }
             }

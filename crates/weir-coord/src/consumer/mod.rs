@@ -24,7 +24,7 @@
 //!   reads [`ConsumerGroupEngine::describe`].
 //!
 //! ```
-//! use weir_broker::groups::consumer::*;
+//! use weir_coord::consumer::*;
 //! use uuid::Uuid;
 //!
 //! let mut topics = TopicsImage::new();
@@ -87,7 +87,6 @@ mod assignor;
 mod classic;
 mod command;
 mod config;
-pub mod coordinator;
 mod describe;
 mod engine;
 mod error;

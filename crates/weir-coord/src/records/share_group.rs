@@ -11,13 +11,13 @@ use std::collections::BTreeSet;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::consumer_group_records::{
+use super::consumer_group::{
     get_assignment, get_compact_nullable, get_compact_string, get_i16, get_i32, get_i8, get_length,
     get_string, get_topic_metadata, get_uuid, put_assignment, put_compact_nullable,
     put_compact_string, put_length, put_no_tags, put_string, put_topic_metadata, skip_tags,
 };
-use super::records::RecordError;
-use crate::groups::consumer::TopicMetadata;
+use super::offsets::RecordError;
+use crate::consumer::TopicMetadata;
 use crate::share::{ShareMemberMetadata, ShareRecord};
 
 pub(crate) const PARTITION_METADATA: i16 = 9;
@@ -29,7 +29,7 @@ pub(crate) const CURRENT_MEMBER_ASSIGNMENT: i16 = 14;
 pub(crate) const STATE_PARTITION_METADATA: i16 = 15;
 
 /// Whether a key of type `key_type` is a share group record's.
-pub(crate) fn is_share_group_key(key_type: i16) -> bool {
+pub fn is_share_group_key(key_type: i16) -> bool {
     (PARTITION_METADATA..=STATE_PARTITION_METADATA).contains(&key_type)
 }
 
@@ -244,7 +244,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::groups::consumer::{assignment_from, TopicMetadata};
+    use crate::consumer::{assignment_from, TopicMetadata};
 
     #[test]
     fn every_record_round_trips() {

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::groups::consumer::{Assignment, TopicLookup, TopicMetadata};
+use crate::consumer::{Assignment, TopicLookup, TopicMetadata};
 
 /// ShareGroupHeartbeat's member epoch for a member leaving the group.
 pub const LEAVE_GROUP_MEMBER_EPOCH: i32 = -1;

@@ -22,7 +22,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::groups::classic::{GroupSnapshot, MemberSnapshot};
+use crate::classic::{GroupSnapshot, MemberSnapshot};
 
 /// A committed offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,8 +172,8 @@ pub fn decode_key(whole: &[u8]) -> Result<RecordKey, RecordError> {
             group: get_string(&mut buf)?,
         }),
         key_type
-            if super::consumer_group_records::is_consumer_group_key(key_type)
-                || super::share_group_records::is_share_group_key(key_type) =>
+            if super::consumer_group::is_consumer_group_key(key_type)
+                || super::share_group::is_share_group_key(key_type) =>
         {
             Ok(RecordKey::ConsumerGroup {
                 group: get_string(&mut buf)?,

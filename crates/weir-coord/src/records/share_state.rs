@@ -8,7 +8,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
-use super::partition::{PersistedState, RecordState, StateBatch};
+use crate::share::{PersistedState, RecordState, StateBatch};
 
 pub const SHARE_SNAPSHOT: i16 = 0;
 pub const SHARE_UPDATE: i16 = 1;
@@ -354,9 +354,7 @@ mod tests {
 
     #[test]
     fn a_partition_loaded_from_snapshot_and_updates_is_the_one_that_wrote_them() {
-        use super::super::partition::{
-            AcknowledgeType, LogRecord, SharePartition, SharePartitionConfig,
-        };
+        use crate::share::{AcknowledgeType, LogRecord, SharePartition, SharePartitionConfig};
         let config = SharePartitionConfig::default();
         let mut sp = SharePartition::new(config.clone(), 0);
         let log: Vec<LogRecord> = (0..8)

@@ -28,15 +28,15 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
-use crate::groups::classic::{
+use crate::groups::offsets::{OffsetChange, TxnProducer};
+use crate::partition::{AppendError, ReplicatedWrite};
+use weir_coord::classic::{
     Command, Event, GroupConfig, GroupEngine, GroupError, GroupSnapshot, GroupState, Heartbeat,
     JoinGroup, JoinResponse, LeaveGroup, LeaveResponse, LeftMember, RequestId, Response, SyncGroup,
     SyncResponse, TimerKey,
 };
-use crate::groups::consumer::{ClassicGroupImage, ClassicMemberImage, ClassicProtocol};
-use crate::groups::offsets::records::{partition_for, CommittedOffset};
-use crate::groups::offsets::{OffsetChange, TxnProducer};
-use crate::partition::{AppendError, ReplicatedWrite};
+use weir_coord::consumer::{ClassicGroupImage, ClassicMemberImage, ClassicProtocol};
+use weir_coord::records::offsets::{partition_for, CommittedOffset};
 
 /// How long a write to `__consumer_offsets` may take to reach the in-sync
 /// replicas before the request it answers fails (Kafka's

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use uuid::Uuid;
 
 use super::super::*;
-use crate::groups::consumer::{partition_count, TopicMetadata, TopicsImage};
+use crate::consumer::{partition_count, TopicMetadata, TopicsImage};
 
 struct Harness {
     engine: ShareGroupEngine,
@@ -192,7 +192,7 @@ fn a_new_partition_reaches_the_members() {
 fn compacted(log: &[ShareRecord]) -> Vec<ShareRecord> {
     let keys: Vec<_> = log
         .iter()
-        .map(|r| crate::groups::offsets::share_group_records::encode("q", r).0)
+        .map(|r| crate::records::share_group::encode("q", r).0)
         .collect();
     log.iter()
         .enumerate()

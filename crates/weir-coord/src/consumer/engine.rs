@@ -34,7 +34,7 @@ pub const LEAVE_GROUP_STATIC_MEMBER_EPOCH: i32 = -2;
 
 /// One consumer group (KIP-848 protocol).
 ///
-/// The engine is per group, like the classic [`GroupEngine`](crate::groups::classic::GroupEngine):
+/// The engine is per group, like the classic [`GroupEngine`](crate::classic::GroupEngine):
 /// a group's records live in one `__consumer_offsets` partition and its
 /// requests are serialized by that partition's coordinator, so there is no
 /// state shared between groups that an engine over many groups would have to
