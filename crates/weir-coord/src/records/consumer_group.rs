@@ -14,9 +14,12 @@
 use std::collections::BTreeSet;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use uuid::Uuid;
 
-use super::offsets::RecordError;
+use super::codec::{
+    get_compact_nullable, get_compact_string, get_i16, get_i32, get_i8, get_length, get_string,
+    get_uuid, get_uvarint, put_compact_nullable, put_compact_string, put_length, put_no_tags,
+    put_string, put_uvarint, skip_tags, take, RecordError,
+};
 use crate::consumer::{
     Assignment, ClassicMetadata, ClassicProtocol, CurrentAssignment, MemberMetadata, MemberState,
     Record, TopicMetadata,
@@ -244,40 +247,6 @@ fn get_classic_metadata(buf: &mut &[u8]) -> Result<ClassicMetadata, RecordError>
     })
 }
 
-pub(super) fn put_string(buf: &mut BytesMut, s: &str) {
-    buf.put_i16(s.len() as i16);
-    buf.put_slice(s.as_bytes());
-}
-
-pub(super) fn put_uvarint(buf: &mut BytesMut, mut n: u64) {
-    while n >= 0x80 {
-        buf.put_u8((n as u8) | 0x80);
-        n >>= 7;
-    }
-    buf.put_u8(n as u8);
-}
-
-/// A compact array's or string's length (+ 1: 0 is null).
-pub(super) fn put_length(buf: &mut BytesMut, len: usize) {
-    put_uvarint(buf, len as u64 + 1);
-}
-
-pub(super) fn put_compact_string(buf: &mut BytesMut, s: &str) {
-    put_length(buf, s.len());
-    buf.put_slice(s.as_bytes());
-}
-
-pub(super) fn put_compact_nullable(buf: &mut BytesMut, s: Option<&str>) {
-    match s {
-        Some(s) => put_compact_string(buf, s),
-        None => put_uvarint(buf, 0),
-    }
-}
-
-pub(super) fn put_no_tags(buf: &mut BytesMut) {
-    put_uvarint(buf, 0);
-}
-
 /// `[]TopicMetadata` of a PartitionMetadata value: id, name, partition
 /// count, and no partition racks (deprecated).
 pub(super) fn put_topic_metadata(buf: &mut BytesMut, topics: &[TopicMetadata]) {
@@ -327,90 +296,6 @@ pub(super) fn put_assignment(buf: &mut BytesMut, assignment: &Assignment) {
     }
 }
 
-pub(super) fn take<'a>(buf: &mut &'a [u8], n: usize) -> Result<&'a [u8], RecordError> {
-    if buf.len() < n {
-        return Err(RecordError("consumer group record cut short".to_owned()));
-    }
-    let (head, rest) = buf.split_at(n);
-    *buf = rest;
-    Ok(head)
-}
-
-pub(super) fn get_i8(buf: &mut &[u8]) -> Result<i8, RecordError> {
-    Ok(take(buf, 1)?[0] as i8)
-}
-
-pub(super) fn get_i16(buf: &mut &[u8]) -> Result<i16, RecordError> {
-    let b = take(buf, 2)?;
-    Ok(i16::from_be_bytes([b[0], b[1]]))
-}
-
-pub(super) fn get_i32(buf: &mut &[u8]) -> Result<i32, RecordError> {
-    let b = take(buf, 4)?;
-    Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-pub(super) fn get_uuid(buf: &mut &[u8]) -> Result<Uuid, RecordError> {
-    let b = take(buf, 16)?;
-    Ok(Uuid::from_slice(b).expect("16 bytes"))
-}
-
-fn utf8(bytes: &[u8]) -> Result<String, RecordError> {
-    String::from_utf8(bytes.to_vec())
-        .map_err(|_| RecordError("a string of a consumer group record is not UTF-8".into()))
-}
-
-pub(super) fn get_string(buf: &mut &[u8]) -> Result<String, RecordError> {
-    let len = get_i16(buf)?;
-    if len < 0 {
-        return Err(RecordError("a null string in a consumer group key".into()));
-    }
-    utf8(take(buf, len as usize)?)
-}
-
-pub(super) fn get_uvarint(buf: &mut &[u8]) -> Result<u64, RecordError> {
-    let mut value = 0u64;
-    for shift in (0..35).step_by(7) {
-        let byte = take(buf, 1)?[0];
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(RecordError(
-        "a varint of a consumer group record is too long".into(),
-    ))
-}
-
-/// A compact length; null (0) reads as `None`.
-fn get_nullable_length(buf: &mut &[u8]) -> Result<Option<usize>, RecordError> {
-    Ok(get_uvarint(buf)?.checked_sub(1).map(|n| n as usize))
-}
-
-pub(super) fn get_length(buf: &mut &[u8]) -> Result<usize, RecordError> {
-    Ok(get_nullable_length(buf)?.unwrap_or(0))
-}
-
-pub(super) fn get_compact_nullable(buf: &mut &[u8]) -> Result<Option<String>, RecordError> {
-    match get_nullable_length(buf)? {
-        None => Ok(None),
-        Some(len) => utf8(take(buf, len)?).map(Some),
-    }
-}
-
-pub(super) fn get_compact_string(buf: &mut &[u8]) -> Result<String, RecordError> {
-    Ok(get_compact_nullable(buf)?.unwrap_or_default())
-}
-
-pub(super) fn skip_tags(buf: &mut &[u8]) -> Result<(), RecordError> {
-    for _ in 0..get_uvarint(buf)? {
-        get_uvarint(buf)?;
-        let size = get_uvarint(buf)? as usize;
-        take(buf, size)?;
-    }
-    Ok(())
-}
-
 pub(super) fn get_assignment(buf: &mut &[u8]) -> Result<Assignment, RecordError> {
     let mut assignment = Assignment::new();
     for _ in 0..get_length(buf)? {
@@ -431,6 +316,7 @@ pub(super) fn get_assignment(buf: &mut &[u8]) -> Result<Assignment, RecordError>
 mod tests {
     use super::*;
     use crate::consumer::assignment_from;
+    use uuid::Uuid;
 
     fn every_record() -> Vec<Record> {
         let topic = Uuid::from_u128(0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10);

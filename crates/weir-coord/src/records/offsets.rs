@@ -20,8 +20,13 @@
 //! length; arrays an i32 count. A null value is a tombstone. Older value
 //! versions (Kafka before 2.3) are read too.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
+pub use super::codec::RecordError;
+use super::codec::{
+    get_bytes, get_i16, get_i32, get_i64, get_nullable_string, get_string, put_bytes,
+    put_nullable_string, put_string,
+};
 use crate::classic::{GroupSnapshot, MemberSnapshot};
 
 /// A committed offset.
@@ -51,10 +56,6 @@ pub enum RecordKey {
         key: Bytes,
     },
 }
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("malformed record of an internal topic: {0}")]
-pub struct RecordError(pub(crate) String);
 
 const OFFSET_KEY_VERSION: i16 = 1;
 const OFFSET_VALUE_VERSION: i16 = 3;
@@ -213,73 +214,6 @@ pub fn partition_for(group: &str, partitions: i32) -> i32 {
     // Kafka's Utils.abs maps i32::MIN to 0 rather than overflowing.
     let positive = if hash == i32::MIN { 0 } else { hash.abs() };
     positive % partitions
-}
-
-pub(crate) fn put_string(buf: &mut BytesMut, s: &str) {
-    buf.put_i16(s.len() as i16);
-    buf.put_slice(s.as_bytes());
-}
-
-pub(crate) fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>) {
-    match s {
-        Some(s) => put_string(buf, s),
-        None => buf.put_i16(-1),
-    }
-}
-
-fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
-    buf.put_i32(b.len() as i32);
-    buf.put_slice(b);
-}
-
-fn need(buf: &[u8], n: usize) -> Result<(), RecordError> {
-    if buf.len() < n {
-        return Err(RecordError(format!("{n} bytes needed, {} left", buf.len())));
-    }
-    Ok(())
-}
-
-pub(crate) fn get_i16(buf: &mut &[u8]) -> Result<i16, RecordError> {
-    need(buf, 2)?;
-    Ok(buf.get_i16())
-}
-
-pub(crate) fn get_i32(buf: &mut &[u8]) -> Result<i32, RecordError> {
-    need(buf, 4)?;
-    Ok(buf.get_i32())
-}
-
-pub(crate) fn get_i64(buf: &mut &[u8]) -> Result<i64, RecordError> {
-    need(buf, 8)?;
-    Ok(buf.get_i64())
-}
-
-pub(crate) fn get_string(buf: &mut &[u8]) -> Result<String, RecordError> {
-    let len = get_i16(buf)?;
-    let len = usize::try_from(len).map_err(|_| RecordError("null string".into()))?;
-    need(buf, len)?;
-    let s = std::str::from_utf8(&buf[..len])
-        .map_err(|_| RecordError("string is not UTF-8".into()))?
-        .to_owned();
-    buf.advance(len);
-    Ok(s)
-}
-
-pub(crate) fn get_nullable_string(buf: &mut &[u8]) -> Result<Option<String>, RecordError> {
-    if buf.len() >= 2 && i16::from_be_bytes([buf[0], buf[1]]) == -1 {
-        buf.advance(2);
-        return Ok(None);
-    }
-    get_string(buf).map(Some)
-}
-
-fn get_bytes(buf: &mut &[u8]) -> Result<Vec<u8>, RecordError> {
-    let len = get_i32(buf)?;
-    let len = usize::try_from(len).map_err(|_| RecordError("null bytes".into()))?;
-    need(buf, len)?;
-    let bytes = buf[..len].to_vec();
-    buf.advance(len);
-    Ok(bytes)
 }
 
 #[cfg(test)]

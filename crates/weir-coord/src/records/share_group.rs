@@ -11,12 +11,14 @@ use std::collections::BTreeSet;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::consumer_group::{
-    get_assignment, get_compact_nullable, get_compact_string, get_i16, get_i32, get_i8, get_length,
-    get_string, get_topic_metadata, get_uuid, put_assignment, put_compact_nullable,
-    put_compact_string, put_length, put_no_tags, put_string, put_topic_metadata, skip_tags,
+use super::codec::{
+    get_compact_nullable, get_compact_string, get_i16, get_i32, get_i8, get_length, get_string,
+    get_uuid, put_compact_nullable, put_compact_string, put_length, put_no_tags, put_string,
+    skip_tags, RecordError,
 };
-use super::offsets::RecordError;
+use super::consumer_group::{
+    get_assignment, get_topic_metadata, put_assignment, put_topic_metadata,
+};
 use crate::consumer::TopicMetadata;
 use crate::share::{ShareMemberMetadata, ShareRecord};
 

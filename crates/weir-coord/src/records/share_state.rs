@@ -8,6 +8,8 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
+pub use super::codec::RecordError;
+use super::codec::{get_i16, get_i32, get_i64, get_uvarint, put_uvarint, skip_tags, take};
 use crate::share::{PersistedState, RecordState, StateBatch};
 
 pub const SHARE_SNAPSHOT: i16 = 0;
@@ -39,11 +41,6 @@ pub enum ShareStateRecord {
         state: PersistedState,
     },
 }
-
-/// A record that is not a share-partition state record of a known version.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not a share-partition state record: {0}")]
-pub struct StateRecordError(String);
 
 pub fn encode_key(key: &SharePartitionKey, record: &ShareStateRecord) -> Bytes {
     let mut out = BytesMut::with_capacity(24 + key.group.len());
@@ -95,11 +92,11 @@ pub fn encode_value(record: &ShareStateRecord) -> Bytes {
 pub fn decode(
     mut key: &[u8],
     mut value: &[u8],
-) -> Result<(SharePartitionKey, ShareStateRecord), StateRecordError> {
+) -> Result<(SharePartitionKey, ShareStateRecord), RecordError> {
     let kind = get_i16(&mut key)?;
     let group_len = get_i16(&mut key)?;
     let group = std::str::from_utf8(take(&mut key, group_len.max(0) as usize)?)
-        .map_err(|_| StateRecordError("a group id that is not UTF-8".into()))?
+        .map_err(|_| RecordError("a group id that is not UTF-8".into()))?
         .to_owned();
     let topic_id = Uuid::from_slice(take(&mut key, 16)?).expect("16 bytes");
     let partition = get_i32(&mut key)?;
@@ -110,26 +107,26 @@ pub fn decode(
     };
     let version = get_i16(&mut value)?;
     if version != 0 {
-        return Err(StateRecordError(format!("value version {version}")));
+        return Err(RecordError(format!("value version {version}")));
     }
     let snapshot_epoch = u16::from_be_bytes(take(&mut value, 2)?.try_into().expect("2 bytes"));
     let state_epoch = match kind {
         SHARE_SNAPSHOT => Some(get_i32(&mut value)?),
         SHARE_UPDATE => None,
-        other => return Err(StateRecordError(format!("key version {other}"))),
+        other => return Err(RecordError(format!("key version {other}"))),
     };
     let leader_epoch = get_i32(&mut value)?;
     let start_offset = get_i64(&mut value)?;
     let count = get_uvarint(&mut value)?
         .checked_sub(1)
-        .ok_or_else(|| StateRecordError("null state batches".into()))?;
+        .ok_or_else(|| RecordError("null state batches".into()))?;
     let mut batches = Vec::with_capacity(count.min(4096) as usize);
     for _ in 0..count {
         let first_offset = get_i64(&mut value)?;
         let last_offset = get_i64(&mut value)?;
         let state_id = take(&mut value, 1)?[0] as i8;
         let state = RecordState::from_id(state_id)
-            .ok_or_else(|| StateRecordError(format!("delivery state {state_id}")))?;
+            .ok_or_else(|| RecordError(format!("delivery state {state_id}")))?;
         let delivery_count = i16::from_be_bytes(take(&mut value, 2)?.try_into().expect("2"));
         skip_tags(&mut value)?;
         batches.push(StateBatch {
@@ -205,62 +202,6 @@ impl PersistedState {
         }
         self.batches = merged;
     }
-}
-
-fn put_uvarint(buf: &mut BytesMut, mut n: u64) {
-    while n >= 0x80 {
-        buf.put_u8((n as u8) | 0x80);
-        n >>= 7;
-    }
-    buf.put_u8(n as u8);
-}
-
-fn take<'a>(buf: &mut &'a [u8], n: usize) -> Result<&'a [u8], StateRecordError> {
-    if buf.len() < n {
-        return Err(StateRecordError("cut short".into()));
-    }
-    let (head, rest) = buf.split_at(n);
-    *buf = rest;
-    Ok(head)
-}
-
-fn get_i16(buf: &mut &[u8]) -> Result<i16, StateRecordError> {
-    Ok(i16::from_be_bytes(
-        take(buf, 2)?.try_into().expect("2 bytes"),
-    ))
-}
-
-fn get_i32(buf: &mut &[u8]) -> Result<i32, StateRecordError> {
-    Ok(i32::from_be_bytes(
-        take(buf, 4)?.try_into().expect("4 bytes"),
-    ))
-}
-
-fn get_i64(buf: &mut &[u8]) -> Result<i64, StateRecordError> {
-    Ok(i64::from_be_bytes(
-        take(buf, 8)?.try_into().expect("8 bytes"),
-    ))
-}
-
-fn get_uvarint(buf: &mut &[u8]) -> Result<u64, StateRecordError> {
-    let mut value = 0u64;
-    for shift in (0..35).step_by(7) {
-        let byte = take(buf, 1)?[0];
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(StateRecordError("a varint too long".into()))
-}
-
-fn skip_tags(buf: &mut &[u8]) -> Result<(), StateRecordError> {
-    for _ in 0..get_uvarint(buf)? {
-        get_uvarint(buf)?;
-        let size = get_uvarint(buf)? as usize;
-        take(buf, size)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

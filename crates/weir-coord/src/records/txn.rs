@@ -21,7 +21,10 @@ use std::collections::BTreeSet;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::records::offsets::{get_i16, get_i32, get_i64, get_string, put_string, RecordError};
+use super::codec::{
+    get_compact_nullable, get_i16, get_i32, get_i64, get_i8, get_string, get_uvarint, put_string,
+    put_uvarint, skip_tags, take, RecordError,
+};
 use crate::txn::{TxnMetadata, TxnStatus};
 
 const KEY_VERSION: i16 = 0;
@@ -65,7 +68,7 @@ pub fn encode_value(txn: &TxnMetadata, flexible: bool) -> Bytes {
     put_count(&mut buf, topics.len(), flexible);
     for (topic, ids) in topics {
         if flexible {
-            put_varint(&mut buf, topic.len() as u64 + 1);
+            put_uvarint(&mut buf, topic.len() as u64 + 1);
             buf.put_slice(topic.as_bytes());
         } else {
             put_string(&mut buf, topic);
@@ -75,7 +78,7 @@ pub fn encode_value(txn: &TxnMetadata, flexible: bool) -> Bytes {
             buf.put_i32(id);
         }
         if flexible {
-            put_varint(&mut buf, 0);
+            put_uvarint(&mut buf, 0);
         }
     }
     buf.put_i64(txn.last_update_ms);
@@ -89,19 +92,19 @@ pub fn encode_value(txn: &TxnMetadata, flexible: bool) -> Bytes {
             (NEXT_PRODUCER_ID_TAG, txn.next_producer_id, -1),
         ] {
             if value != default {
-                put_varint(&mut tagged, tag);
-                put_varint(&mut tagged, 8);
+                put_uvarint(&mut tagged, tag);
+                put_uvarint(&mut tagged, 8);
                 tagged.put_i64(value);
                 count += 1;
             }
         }
         if txn.client_transaction_version != 0 {
-            put_varint(&mut tagged, CLIENT_TRANSACTION_VERSION_TAG);
-            put_varint(&mut tagged, 2);
+            put_uvarint(&mut tagged, CLIENT_TRANSACTION_VERSION_TAG);
+            put_uvarint(&mut tagged, 2);
             tagged.put_i16(txn.client_transaction_version);
             count += 1;
         }
-        put_varint(&mut buf, count);
+        put_uvarint(&mut buf, count);
         buf.put_slice(&tagged);
     }
     buf.freeze()
@@ -109,18 +112,10 @@ pub fn encode_value(txn: &TxnMetadata, flexible: bool) -> Bytes {
 
 fn put_count(buf: &mut BytesMut, count: usize, flexible: bool) {
     if flexible {
-        put_varint(buf, count as u64 + 1);
+        put_uvarint(buf, count as u64 + 1);
     } else {
         buf.put_i32(count as i32);
     }
-}
-
-fn put_varint(buf: &mut BytesMut, mut value: u64) {
-    while value >= 0x80 {
-        buf.put_u8((value as u8 & 0x7f) | 0x80);
-        value >>= 7;
-    }
-    buf.put_u8(value as u8);
 }
 
 /// The transaction a value describes, for `transactional_id`.
@@ -142,7 +137,7 @@ pub fn decode_value(transactional_id: &str, mut buf: &[u8]) -> Result<TxnMetadat
     let topics = get_count(&mut buf, flexible)?;
     for _ in 0..topics {
         let topic = if flexible {
-            get_compact_string(&mut buf)?
+            get_compact_nullable(&mut buf)?.ok_or_else(|| RecordError::new("null topic"))?
         } else {
             get_string(&mut buf)?
         };
@@ -150,7 +145,7 @@ pub fn decode_value(transactional_id: &str, mut buf: &[u8]) -> Result<TxnMetadat
             partitions.insert((topic.clone(), get_i32(&mut buf)?));
         }
         if flexible {
-            skip_tagged_fields(&mut buf)?;
+            skip_tags(&mut buf)?;
         }
     }
     let last_update_ms = get_i64(&mut buf)?;
@@ -169,13 +164,10 @@ pub fn decode_value(transactional_id: &str, mut buf: &[u8]) -> Result<TxnMetadat
         client_transaction_version: 0,
     };
     if flexible {
-        for _ in 0..get_varint(&mut buf)? {
-            let tag = get_varint(&mut buf)?;
-            let size = get_varint(&mut buf)? as usize;
-            if buf.len() < size {
-                return Err(RecordError("truncated tagged field".into()));
-            }
-            let mut field = &buf[..size];
+        for _ in 0..get_uvarint(&mut buf)? {
+            let tag = get_uvarint(&mut buf)?;
+            let size = get_uvarint(&mut buf)? as usize;
+            let mut field = take(&mut buf, size)?;
             match tag {
                 PREVIOUS_PRODUCER_ID_TAG => txn.previous_producer_id = get_i64(&mut field)?,
                 NEXT_PRODUCER_ID_TAG => txn.next_producer_id = get_i64(&mut field)?,
@@ -184,70 +176,18 @@ pub fn decode_value(transactional_id: &str, mut buf: &[u8]) -> Result<TxnMetadat
                 }
                 _ => {}
             }
-            buf.advance(size);
         }
     }
     Ok(txn)
-}
-
-fn get_i8(buf: &mut &[u8]) -> Result<i8, RecordError> {
-    if buf.is_empty() {
-        return Err(RecordError("1 byte needed, 0 left".into()));
-    }
-    Ok(buf.get_i8())
 }
 
 /// An array's element count: i32 (-1 for null) in v0, an unsigned varint
 /// of count + 1 (0 for null) in flexible versions.
 fn get_count(buf: &mut &[u8], flexible: bool) -> Result<usize, RecordError> {
     if flexible {
-        return Ok(get_varint(buf)?.saturating_sub(1) as usize);
+        return Ok(get_uvarint(buf)?.saturating_sub(1) as usize);
     }
     Ok(usize::try_from(get_i32(buf)?).unwrap_or(0))
-}
-
-fn get_compact_string(buf: &mut &[u8]) -> Result<String, RecordError> {
-    let len = get_varint(buf)?
-        .checked_sub(1)
-        .ok_or_else(|| RecordError("null topic".into()))? as usize;
-    if buf.len() < len {
-        return Err(RecordError(format!(
-            "{len} bytes needed, {} left",
-            buf.len()
-        )));
-    }
-    let s = std::str::from_utf8(&buf[..len])
-        .map_err(|_| RecordError("string is not UTF-8".into()))?
-        .to_owned();
-    buf.advance(len);
-    Ok(s)
-}
-
-fn get_varint(buf: &mut &[u8]) -> Result<u64, RecordError> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *buf
-            .first()
-            .ok_or_else(|| RecordError("truncated varint".into()))?;
-        buf.advance(1);
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(RecordError("varint too long".into()))
-}
-
-fn skip_tagged_fields(buf: &mut &[u8]) -> Result<(), RecordError> {
-    for _ in 0..get_varint(buf)? {
-        get_varint(buf)?;
-        let size = get_varint(buf)? as usize;
-        if buf.len() < size {
-            return Err(RecordError("truncated tagged field".into()));
-        }
-        buf.advance(size);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
