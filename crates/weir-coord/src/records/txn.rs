@@ -19,7 +19,7 @@
 
 use std::collections::BTreeSet;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use super::codec::{
     get_compact_nullable, get_i16, get_i32, get_i64, get_i8, get_string, get_uvarint, put_string,
