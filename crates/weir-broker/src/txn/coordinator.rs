@@ -1,4 +1,4 @@
-//! The transaction coordinator: the I/O side of [`state`](super::state).
+//! The transaction coordinator: the I/O side of `weir_coord::txn`.
 //!
 //! A transactional id lives on partition `hash(id) % N` of
 //! `__transaction_state`; the leader of that partition coordinates it.
