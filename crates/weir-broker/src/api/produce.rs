@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
@@ -30,24 +32,16 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::partition::{AppendError, AppendOrigin, FlushDue, Partition, RequiredAcks, Written};
+use crate::partition::{AppendError, AppendOrigin, Partition, QueuedWrite, RequiredAcks};
 use crate::quotas::client::QuotaKind;
 use crate::txn::add_from_leader::add_to_transaction;
 
-/// An append still to be answered: its fsync (`flush.messages`) has to
-/// run, or (acks=all) its followers have to copy it.
+/// An append queued on its partition's appender, still to be answered.
 struct Pending {
     topic: usize,
     partition: usize,
-    wait: Wait,
-}
-
-/// What one partition's append waits for.
-struct Wait {
     replica: Arc<Partition>,
-    flush: Option<FlushDue>,
-    /// acks=all: the offset the high watermark must reach.
-    until: Option<u64>,
+    appended: QueuedWrite,
 }
 
 /// One topic of the request, its name looked up when the request names
@@ -109,7 +103,7 @@ pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, request: Produce
         || (!ctx.channel.earlier_append_waits() && to_add(broker, &ctx, &request).is_empty())
     {
         let (responses, pending) = append_all(broker, &ctx, &request, &HashMap::new());
-        return respond_when_done(broker, ctx, &request, responses, pending);
+        return respond_when_done(broker.clone(), ctx, request, responses, pending);
     }
     let (earlier, appended) = ctx.channel.queue_append();
     let broker = broker.clone();
@@ -127,11 +121,9 @@ pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, request: Produce
             }
         }
         let (responses, pending) = append_all(&broker, &ctx, &request, &refused);
+        // Queued: the connection's next transactional batches may go.
         drop(appended);
-        match respond_when_done(&broker, ctx, &request, responses, pending) {
-            Reply::Now(response) => response,
-            Reply::Later(response) => response.await,
-        }
+        answer(&broker, &ctx, &request, responses, pending).await
     }))
 }
 
@@ -211,8 +203,8 @@ fn refusal(error: ResponseError) -> (ResponseError, String) {
     (code, message)
 }
 
-/// Appends the batches, but to the partitions in `refused`: their answers
-/// and what the answer waits for.
+/// Queues the batches on their partitions' appenders, but for the
+/// partitions in `refused`: the answers so far, and the appends to wait for.
 fn append_all(
     broker: &Broker,
     ctx: &RequestContext,
@@ -263,21 +255,24 @@ fn append_all(
             {
                 error(data.index, *code, Some(message.clone()))
             } else {
-                let (response, wait) = produce_partition(
+                match queue_partition(
                     broker,
                     topic.name.as_deref().unwrap_or_default(),
                     data.index,
                     request.acks,
-                    data.records.as_deref(),
-                );
-                if let Some(wait) = wait {
-                    pending.push(Pending {
-                        topic: t,
-                        partition: p,
-                        wait,
-                    });
+                    data.records.as_ref(),
+                ) {
+                    Ok((replica, appended)) => {
+                        pending.push(Pending {
+                            topic: t,
+                            partition: p,
+                            replica,
+                            appended,
+                        });
+                        PartitionProduceResponse::default().with_index(data.index)
+                    }
+                    Err((code, message)) => error(data.index, code, message),
                 }
-                response
             };
             partitions.push(response);
         }
@@ -291,180 +286,134 @@ fn append_all(
     (responses, pending)
 }
 
-/// Answers once the appends in `pending` are synced and (acks=all)
-/// replicated.
+/// Answers once the appends in `pending` are in the log (and synced, under
+/// `flush.messages`) and, under acks=all, replicated.
 fn respond_when_done(
-    broker: &Broker,
+    broker: Arc<Broker>,
     ctx: RequestContext,
-    request: &Request,
-    mut responses: Vec<TopicProduceResponse>,
-    mut pending: Vec<Pending>,
+    request: Request,
+    responses: Vec<TopicProduceResponse>,
+    pending: Vec<Pending>,
 ) -> Reply {
-    let (acks, throttle_time_ms) = (request.acks, request.throttle_time_ms);
-    if pending.is_empty() {
-        return Reply::Now((acks != 0).then(|| {
+    if pending.is_empty() && request.acks != 0 {
+        return Reply::Now(Some(
             ctx.respond(
                 &ProduceResponse::default()
                     .with_responses(responses)
-                    .with_throttle_time_ms(throttle_time_ms),
-            )
-        }));
-    }
-    let node_id = broker.node_id();
-    let timeout = request.timeout;
-    Reply::Later(Box::pin(async move {
-        let deadline = tokio::time::Instant::now() + timeout;
-        for (index, failure) in flush(&mut pending).await {
-            let Pending {
-                topic, partition, ..
-            } = pending[index];
-            let response = &mut responses[topic].partition_responses[partition];
-            *response = error(response.index, failure.0, Some(failure.1));
-            pending[index].wait.until = None;
-        }
-        if acks == 0 {
-            return None;
-        }
-        for pending in &pending {
-            let Some(until) = pending.wait.until else {
-                continue;
-            };
-            let outcome = pending
-                .wait
-                .replica
-                .replicated(until, node_id, deadline)
-                .await;
-            if let Err((code, message)) = outcome {
-                let response = &mut responses[pending.topic].partition_responses[pending.partition];
-                *response = error(response.index, code, Some(message));
-            }
-        }
-        Some(
-            ctx.respond(
-                &ProduceResponse::default()
-                    .with_responses(responses)
-                    .with_throttle_time_ms(throttle_time_ms),
+                    .with_throttle_time_ms(request.throttle_time_ms),
             ),
-        )
+        ));
+    }
+    Reply::Later(Box::pin(async move {
+        answer(&broker, &ctx, &request, responses, pending).await
     }))
 }
 
-/// Runs the fsyncs the appends wait for, in one hop to the blocking pool;
-/// returns the failed ones, by index into `pending`.
-async fn flush(pending: &mut [Pending]) -> Vec<(usize, (ResponseError, String))> {
-    let due: Vec<(usize, Arc<Partition>, FlushDue)> = pending
-        .iter_mut()
-        .enumerate()
-        .filter_map(|(i, p)| Some((i, p.wait.replica.clone(), p.wait.flush.take()?)))
-        .collect();
-    if due.is_empty() {
-        return Vec::new();
+async fn answer(
+    broker: &Broker,
+    ctx: &RequestContext,
+    request: &Request,
+    mut responses: Vec<TopicProduceResponse>,
+    pending: Vec<Pending>,
+) -> Option<super::Outgoing> {
+    let deadline = tokio::time::Instant::now() + request.timeout;
+    let mut waits = Vec::with_capacity(pending.len());
+    for Pending {
+        topic,
+        partition,
+        replica,
+        appended,
+    } in pending
+    {
+        let response = &mut responses[topic].partition_responses[partition];
+        match appended.await {
+            Ok(appended) => {
+                broker.metrics().records_appended.inc_by(appended.records);
+                response.base_offset = appended.base_offset as i64;
+                response.log_append_time_ms = appended.log_append_time_ms.unwrap_or(-1);
+                response.log_start_offset = replica.log().log_start_offset() as i64;
+                // A duplicate's records were appended before; they too
+                // must be replicated before acks=all answers.
+                let until = appended.last_offset + 1;
+                if request.acks == -1 && replica.high_watermark() < until {
+                    waits.push((topic, partition, replica, until));
+                }
+            }
+            Err(e) => *response = refused_append(&replica.topic, response.index, &e),
+        }
     }
-    let indexes: Vec<usize> = due.iter().map(|(i, ..)| *i).collect();
-    let flushed = tokio::task::spawn_blocking(move || {
-        due.into_iter()
-            .filter_map(|(i, partition, due)| {
-                let error = partition.flush_appended(due).err()?;
-                tracing::error!(topic = %partition.topic, partition = partition.index, %error, "flush failed");
-                Some((i, (append_error_code(&error), error.to_string())))
-            })
-            .collect()
-    })
-    .await;
-    flushed.unwrap_or_else(|panicked| {
-        let message = format!("the flush failed: {panicked}");
-        indexes
-            .into_iter()
-            .map(|i| (i, (ResponseError::KafkaStorageError, message.clone())))
-            .collect()
-    })
+    if request.acks == 0 {
+        return None;
+    }
+    let node_id = broker.node_id();
+    for (topic, partition, replica, until) in waits {
+        let outcome = replica.replicated(until, node_id, deadline).await;
+        if let Err((code, message)) = outcome {
+            let response = &mut responses[topic].partition_responses[partition];
+            *response = error(response.index, code, Some(message));
+        }
+    }
+    Some(
+        ctx.respond(
+            &ProduceResponse::default()
+                .with_responses(responses)
+                .with_throttle_time_ms(request.throttle_time_ms),
+        ),
+    )
 }
 
-/// Appends one partition's batch; returns what the answer must wait for,
-/// if anything.
-fn produce_partition(
+/// Queues one partition's batch on its leader's appender; the error to
+/// answer with instead when it cannot be appended here.
+fn queue_partition(
     broker: &Broker,
     topic: &str,
     index: i32,
     acks: i16,
-    records: Option<&[u8]>,
-) -> (PartitionProduceResponse, Option<Wait>) {
-    let partition = match broker.leader_partition(topic, index) {
-        Ok(partition) => partition,
-        Err(not_served) => {
+    records: Option<&Bytes>,
+) -> Result<(Arc<Partition>, QueuedWrite), (ResponseError, Option<String>)> {
+    let partition = broker
+        .leader_partition(topic, index)
+        .map_err(|not_served| {
             let code = ResponseError::try_from_code(not_served.code())
                 .unwrap_or(ResponseError::UnknownServerError);
-            return (error(index, code, None), None);
-        }
-    };
+            (code, None)
+        })?;
     let leader_epoch = partition.replica_state().leader_epoch;
     let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return (
-            error(
-                index,
-                ResponseError::InvalidRecord,
-                Some("no records".into()),
-            ),
-            None,
-        );
+        return Err((ResponseError::InvalidRecord, Some("no records".into())));
     };
     let required = if acks == -1 {
         RequiredAcks::All
     } else {
         RequiredAcks::Leader
     };
-    let append =
-        || partition.append_unflushed(records, leader_epoch, AppendOrigin::Client, required);
-    let appended = if partition.inflates_on_append(records) {
-        crate::partition::blocking::without_holding_up_the_worker(append)
-    } else {
-        append()
-    };
-    match appended {
-        Ok(written) => {
-            let (appended, flush) = match written {
-                Written::Appended(appended) => (appended, None),
-                Written::FlushDue(due) => (due.appended(), Some(due)),
-            };
-            broker.metrics().records_appended.inc_by(appended.records);
-            let response = PartitionProduceResponse::default()
-                .with_index(index)
-                .with_base_offset(appended.base_offset as i64)
-                .with_log_append_time_ms(appended.log_append_time_ms.unwrap_or(-1))
-                .with_log_start_offset(partition.log().log_start_offset() as i64);
-            // A duplicate's records were appended before; they too must
-            // be replicated before acks=all answers.
-            let until = appended.last_offset + 1;
-            let until = (acks == -1 && (flush.is_some() || partition.high_watermark() < until))
-                .then_some(until);
-            let wait = (flush.is_some() || until.is_some()).then_some(Wait {
-                replica: partition,
-                flush,
-                until,
-            });
-            (response, wait)
-        }
-        Err(e) => {
-            let code = append_error_code(&e);
-            if code == ResponseError::KafkaStorageError {
-                tracing::error!(topic, partition = index, error = %e, "append failed");
-            }
-            let mut response = error(index, code, Some(e.to_string()));
-            if let AppendError::InvalidRecords { records, .. } = &e {
-                response.record_errors = records
-                    .iter()
-                    .map(|(batch_index, message)| {
-                        BatchIndexAndErrorMessage::default()
-                            .with_batch_index(*batch_index)
-                            .with_batch_index_error_message(Some(StrBytes::from_string(
-                                message.clone(),
-                            )))
-                    })
-                    .collect();
-            }
-            (response, None)
-        }
+    let appended = partition.append(
+        records.clone(),
+        leader_epoch,
+        AppendOrigin::Client,
+        required,
+    );
+    Ok((partition, appended))
+}
+
+/// The answer for a batch its partition refused.
+fn refused_append(topic: &str, index: i32, e: &AppendError) -> PartitionProduceResponse {
+    let code = append_error_code(e);
+    if code == ResponseError::KafkaStorageError {
+        tracing::error!(topic, partition = index, error = %e, "append failed");
     }
+    let mut response = error(index, code, Some(e.to_string()));
+    if let AppendError::InvalidRecords { records, .. } = e {
+        response.record_errors = records
+            .iter()
+            .map(|(batch_index, message)| {
+                BatchIndexAndErrorMessage::default()
+                    .with_batch_index(*batch_index)
+                    .with_batch_index_error_message(Some(StrBytes::from_string(message.clone())))
+            })
+            .collect();
+    }
+    response
 }
 
 /// Whether the batch's transactional attribute agrees with the request's
@@ -517,7 +466,9 @@ pub(super) fn append_error_code(error: &AppendError) -> ResponseError {
             _ => ResponseError::CorruptMessage,
         },
         AppendError::Log(LogError::EmptyAppend) => ResponseError::InvalidRecord,
-        AppendError::Log(_) => ResponseError::KafkaStorageError,
+        AppendError::Log(_) | AppendError::FlushFailed(_) => ResponseError::KafkaStorageError,
+        // The broker is stopping: the client finds the new leader.
+        AppendError::Abandoned => ResponseError::NotLeaderOrFollower,
     }
 }
 

@@ -1,6 +1,7 @@
 //! WriteTxnMarkers, from a transaction coordinator to partition leaders:
 //! for each marker and each of its partitions, the leader appends the
-//! commit or abort marker (`Partition::write_marker`) and answers once the
+//! commit or abort marker (`Partition::write_marker_async`, off the runtime's
+//! workers) and answers once the
 //! marker is on every in-sync replica, as acks=all does, with an error code
 //! per partition: NOT_LEADER_OR_FOLLOWER (or UNKNOWN_TOPIC_OR_PARTITION) off
 //! the leader, NOT_ENOUGH_REPLICAS when the ISR is below
@@ -29,23 +30,25 @@ use super::produce::append_error_code;
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
 use crate::groups::offsets::OFFSETS_TOPIC;
-use crate::partition::Partition;
+use crate::partition::{Partition, QueuedWrite};
 
 /// How long a marker may wait for the in-sync replicas: less than the
 /// coordinator's request timeout, so that it hears why.
 const REPLICATION_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// A written marker waiting for its followers, and where its answer goes.
+/// A marker queued on its partition's appender, and where its answer goes.
 struct Pending {
     marker: usize,
     topic: usize,
     partition: usize,
     replica: Arc<Partition>,
-    until: u64,
+    producer_id: i64,
+    commit: bool,
+    written: QueuedWrite,
 }
 
 pub(super) fn handle(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     ctx: RequestContext,
     request: WriteTxnMarkersRequest,
 ) -> Reply {
@@ -62,10 +65,10 @@ pub(super) fn handle(
             let name = topic.name.0.to_string();
             let mut partitions = Vec::with_capacity(topic.partition_indexes.len());
             for (p, index) in topic.partition_indexes.into_iter().enumerate() {
-                let written = if denied {
+                let queued = if denied {
                     Err(ResponseError::ClusterAuthorizationFailed)
                 } else {
-                    write(
+                    queue(
                         broker,
                         &name,
                         index,
@@ -75,18 +78,19 @@ pub(super) fn handle(
                         marker.coordinator_epoch,
                     )
                 };
-                let code = match written {
-                    Ok(Some((replica, until))) => {
+                let code = match queued {
+                    Ok((replica, written)) => {
                         pending.push(Pending {
                             marker: m,
                             topic: t,
                             partition: p,
                             replica,
-                            until,
+                            producer_id: marker.producer_id.0,
+                            commit: marker.transaction_result,
+                            written,
                         });
                         0
                     }
-                    Ok(None) => 0,
                     Err(code) => code.code(),
                 };
                 partitions.push(
@@ -111,22 +115,60 @@ pub(super) fn handle(
         let response = WriteTxnMarkersResponse::default().with_markers(markers);
         return Reply::Now(Some(ctx.respond(&response)));
     }
-    let node_id = broker.config().node_id;
+    let broker = broker.clone();
     Reply::Later(Box::pin(async move {
         let deadline = tokio::time::Instant::now() + REPLICATION_TIMEOUT;
-        for wait in pending {
-            if let Err((code, message)) =
-                wait.replica.replicated(wait.until, node_id, deadline).await
-            {
-                let result =
-                    &mut markers[wait.marker].topics[wait.topic].partitions[wait.partition];
+        let mut waits = Vec::with_capacity(pending.len());
+        for Pending {
+            marker: m,
+            topic: t,
+            partition: p,
+            replica,
+            producer_id,
+            commit,
+            written,
+        } in pending
+        {
+            let (topic, index) = (&replica.topic, replica.index);
+            match written.await {
+                Ok(appended) => {
+                    tracing::debug!(
+                        topic,
+                        partition = index,
+                        producer_id,
+                        commit,
+                        offset = appended.base_offset,
+                        "wrote a transaction marker"
+                    );
+                    if topic == OFFSETS_TOPIC {
+                        broker.on_offsets_marker(index, producer_id, commit, appended.base_offset);
+                    }
+                    let until = appended.last_offset + 1;
+                    if replica.high_watermark() < until {
+                        waits.push(((m, t, p), replica, until));
+                    }
+                }
+                Err(error) => {
+                    let code = append_error_code(&error);
+                    if code == ResponseError::KafkaStorageError {
+                        tracing::error!(topic, partition = index, %error, "transaction marker not written");
+                    } else {
+                        tracing::debug!(topic, partition = index, %error, "transaction marker refused");
+                    }
+                    markers[m].topics[t].partitions[p].error_code = code.code();
+                }
+            }
+        }
+        let node_id = broker.config().node_id;
+        for ((m, t, p), replica, until) in waits {
+            if let Err((code, message)) = replica.replicated(until, node_id, deadline).await {
                 tracing::debug!(
-                    topic = %wait.replica.topic,
-                    partition = wait.replica.index,
+                    topic = %replica.topic,
+                    partition = replica.index,
                     %message,
                     "transaction marker not replicated"
                 );
-                result.error_code = code.code();
+                markers[m].topics[t].partitions[p].error_code = code.code();
             }
         }
         let response = WriteTxnMarkersResponse::default().with_markers(markers);
@@ -134,9 +176,8 @@ pub(super) fn handle(
     }))
 }
 
-/// Writes one marker on the partition's leader; returns the partition and
-/// the offset its high watermark must pass, unless it already has.
-fn write(
+/// Queues one marker on the partition's leader.
+fn queue(
     broker: &Broker,
     topic: &str,
     index: i32,
@@ -144,7 +185,7 @@ fn write(
     producer_epoch: i16,
     commit: bool,
     coordinator_epoch: i32,
-) -> Result<Option<(Arc<Partition>, u64)>, ResponseError> {
+) -> Result<(Arc<Partition>, QueuedWrite), ResponseError> {
     let partition = broker
         .leader_partition(topic, index)
         .map_err(|not_served| {
@@ -152,37 +193,12 @@ fn write(
                 .unwrap_or(ResponseError::UnknownServerError)
         })?;
     let state = partition.replica_state();
-    let written = partition.write_marker(
+    let written = partition.write_marker_async(
         producer_id,
         producer_epoch,
         commit,
         coordinator_epoch,
         state.leader_epoch,
     );
-    let appended = match written {
-        Ok(appended) => appended,
-        Err(error) => {
-            let code = append_error_code(&error);
-            if code == ResponseError::KafkaStorageError {
-                tracing::error!(topic, partition = index, %error, "transaction marker not written");
-            } else {
-                tracing::debug!(topic, partition = index, %error, "transaction marker refused");
-            }
-            return Err(code);
-        }
-    };
-    tracing::debug!(
-        topic,
-        partition = index,
-        producer_id,
-        producer_epoch,
-        commit,
-        offset = appended.base_offset,
-        "wrote a transaction marker"
-    );
-    if topic == OFFSETS_TOPIC {
-        broker.on_offsets_marker(index, producer_id, commit, appended.base_offset);
-    }
-    let until = appended.last_offset + 1;
-    Ok((partition.high_watermark() < until).then_some((partition, until)))
+    Ok((partition, written))
 }

@@ -210,8 +210,19 @@ impl Broker {
     /// the broker keeps (commit times, expirations, group timers, log
     /// retention), so tests can drive time.
     pub fn open_with_clock(
+        config: BrokerConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Self>, BrokerError> {
+        Self::open_with_storage(config, clock, None)
+    }
+
+    /// [`open_with_clock`](Self::open_with_clock) with every file of the
+    /// partition logs going through `storage` (the file system when
+    /// `None`), so tests can inject slow or failing I/O.
+    pub fn open_with_storage(
         mut config: BrokerConfig,
         clock: Arc<dyn Clock>,
+        storage: Option<Arc<dyn weir_log::storage::Storage>>,
     ) -> Result<Arc<Self>, BrokerError> {
         let io = |path: &std::path::Path| {
             let path = path.display().to_string();
@@ -328,9 +339,14 @@ impl Broker {
             image_index: image.applied_index(),
             dynamic,
         };
+        let storage = storage.unwrap_or_else(|| {
+            Arc::new(weir_log::storage::FsStorage::with_open_file_limit(
+                config.log_max_open_files,
+            ))
+        });
         let replicas = ReplicaManager::new(
             config.node_id,
-            config.log_max_open_files,
+            storage,
             &config.data_dir,
             log_dirs,
             clock.clone(),

@@ -1,6 +1,8 @@
 //! One partition this broker hosts: its log, the idempotent-producer state,
 //! and a signal that wakes fetches waiting for new data.
 
+mod appender;
+pub use appender::QueuedWrite;
 pub(crate) mod blocking;
 pub mod high_watermarks;
 pub mod leader_state;
@@ -69,6 +71,13 @@ pub enum AppendError {
     },
     #[error("the batch's records cannot be checked: {0}")]
     UnreadableRecords(#[from] RecordsError),
+    /// The append is in the log but the fsync `flush.messages` asked for
+    /// failed; the log's directory is then in doubt.
+    #[error("the append could not be synced: {0}")]
+    FlushFailed(String),
+    /// The appender dropped the write unanswered: the broker is stopping.
+    #[error("the append was abandoned: the broker is stopping")]
+    Abandoned,
 }
 
 /// Kafka's message for a batch refused for its records.
@@ -379,6 +388,9 @@ pub struct Partition {
     /// See [`change_count`](Self::change_count).
     changes: AtomicU64,
     producers: Mutex<ProducerStates>,
+    /// Client batches and markers queued to be written off the runtime's
+    /// workers (see [`Partition::append`]).
+    appender: appender::Appender,
     leadership: RwLock<Leadership>,
     /// Below this offset records are on every in-sync replica.
     high_watermark: AtomicU64,
@@ -502,6 +514,7 @@ impl Partition {
             parked_fetches: Mutex::new(Vec::new()),
             changes: AtomicU64::new(0),
             producers: Mutex::new(producers),
+            appender: appender::Appender::default(),
             leadership: RwLock::new(Leadership {
                 state: ReplicaState::default(),
                 leading: Mutex::new(None),
@@ -1075,8 +1088,13 @@ impl Partition {
         Some(Ok(()))
     }
 
-    /// Appends one producer batch, de-duplicating idempotent retries.
-    pub fn append(&self, records: &[u8], leader_epoch: i32) -> Result<Appended, AppendError> {
+    /// Appends one producer batch in place, de-duplicating idempotent
+    /// retries: for callers already off the runtime's workers.
+    pub fn append_in_place(
+        &self,
+        records: &[u8],
+        leader_epoch: i32,
+    ) -> Result<Appended, AppendError> {
         self.append_from(
             records,
             leader_epoch,
@@ -1204,10 +1222,20 @@ impl Partition {
     /// Makes an append durable as `flush.messages` asked, then lets the
     /// leadership hear of it. Blocks on the fsync.
     pub fn flush_appended(&self, due: FlushDue) -> Result<(), AppendError> {
-        self.log
-            .read_recursive()
-            .flush_to(due.info.last_offset + 1)?;
-        self.appended_as_leader(&self.leadership.read(), &due.info);
+        self.flush_appended_all(std::slice::from_ref(&due))
+    }
+
+    /// [`flush_appended`](Self::flush_appended) for several appends: one
+    /// fsync covers them all.
+    pub fn flush_appended_all(&self, dues: &[FlushDue]) -> Result<(), AppendError> {
+        let Some(end) = dues.iter().map(|due| due.info.last_offset + 1).max() else {
+            return Ok(());
+        };
+        self.log.read_recursive().flush_to(end)?;
+        let leadership = self.leadership.read();
+        for due in dues {
+            self.appended_as_leader(&leadership, &due.info);
+        }
         Ok(())
     }
 
@@ -1241,19 +1269,6 @@ impl Partition {
             }
         }
         Ok(leadership)
-    }
-
-    /// Whether appending `records` inflates them (a compressed batch bound
-    /// for a compacted topic, whose keys are checked): up to
-    /// [`records::MAX_INFLATED_BATCH_BYTES`] of work, which the caller may
-    /// want off the runtime's workers.
-    pub fn inflates_on_append(&self, records: &[u8]) -> bool {
-        self.read_log().config().cleanup_policy.compact
-            && BatchHeader::parse(records, 0).is_ok_and(|header| {
-                header
-                    .compression()
-                    .is_some_and(|c| c != batch::Compression::None)
-            })
     }
 
     /// Kafka's check for compacted topics: every record needs a key, for
@@ -1340,6 +1355,33 @@ impl Partition {
         coordinator_epoch: i32,
         leader_epoch: i32,
     ) -> Result<Appended, AppendError> {
+        match self.write_marker_unflushed(
+            producer_id,
+            producer_epoch,
+            commit,
+            coordinator_epoch,
+            leader_epoch,
+        )? {
+            Written::Appended(appended) => Ok(appended),
+            Written::FlushDue(due) => {
+                let appended = due.appended();
+                self.flush_appended(due)?;
+                Ok(appended)
+            }
+        }
+    }
+
+    /// [`write_marker`](Self::write_marker), but an fsync that
+    /// `flush.messages` calls for is left to the caller, as
+    /// [`append_unflushed`](Self::append_unflushed) leaves it.
+    fn write_marker_unflushed(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+    ) -> Result<Written, AppendError> {
         // Markers are written with acks=all, as every coordinator write.
         let led = self.led_at(leader_epoch, RequiredAcks::All)?;
         let mut producers = self.producers.lock();
@@ -1371,9 +1413,9 @@ impl Partition {
         );
         drop(producers);
         if flush_due {
-            without_holding_up_the_worker(|| self.read_log().flush_to(info.last_offset + 1))?;
+            return Ok(Written::FlushDue(FlushDue { info }));
         }
-        Ok(self.appended_as_leader(&led, &info))
+        Ok(Written::Appended(self.appended_as_leader(&led, &info)))
     }
 
     /// The producers this replica remembers, each with the first offset of
@@ -1745,7 +1787,7 @@ mod tests {
         let p =
             Partition::open(dir.path(), "t", uuid::Uuid::nil(), 0, LogConfig::default()).unwrap();
         p.lead_for_tests(&[1, 2, 3], 0, 2);
-        let appended = p.append(&BatchBuilder::new(1).build(), 0).unwrap();
+        let appended = p.append_in_place(&BatchBuilder::new(1).build(), 0).unwrap();
 
         // Far off: only the change of leader can end the wait.
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(3600);
@@ -1798,7 +1840,7 @@ mod tests {
             workers.push(std::thread::spawn(move || {
                 let batch = BatchBuilder::new(1).build();
                 for _ in 0..20_000 {
-                    p.append(&batch, 0).unwrap();
+                    p.append_in_place(&batch, 0).unwrap();
                 }
             }));
         }
@@ -1875,17 +1917,13 @@ mod tests {
     }
 
     #[test]
-    fn only_compressed_batches_for_compacted_topics_are_inflated_at_append() {
+    fn compressed_batches_for_compacted_topics_are_inflated_to_check_their_keys() {
         use kafka_protocol::records::Compression;
         use weir_log::CleanupPolicy;
         let dir = tempfile::tempdir().unwrap();
         let p = open(dir.path());
-        let plain = BatchBuilder::new(3).keys("k").build();
-        let zstd = BatchBuilder::new(3)
-            .keys("k")
-            .compression(Compression::Zstd)
-            .build();
-        assert!(!p.inflates_on_append(&zstd), "a deleting topic");
+        let keyless = BatchBuilder::new(3).compression(Compression::Zstd).build();
+        p.append_in_place(&keyless, 0).unwrap();
         p.set_log_config(LogConfig {
             cleanup_policy: CleanupPolicy {
                 delete: false,
@@ -1894,9 +1932,22 @@ mod tests {
             ..LogConfig::default()
         })
         .unwrap();
-        assert!(p.inflates_on_append(&zstd));
-        assert!(!p.inflates_on_append(&plain), "nothing to inflate");
-        p.append(&zstd, 0).unwrap();
+        let refused = p.append_in_place(&keyless, 0).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                AppendError::InvalidRecords {
+                    timestamps: false,
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        let keyed = BatchBuilder::new(3)
+            .keys("k")
+            .compression(Compression::Zstd)
+            .build();
+        p.append_in_place(&keyed, 0).unwrap();
     }
 
     #[test]
@@ -1906,7 +1957,7 @@ mod tests {
         let now = p.clock.now_ms();
         let hour = 3_600_000;
         let refused = |batch: Vec<u8>| -> Vec<i32> {
-            match p.append(&batch, 0) {
+            match p.append_in_place(&batch, 0) {
                 Err(AppendError::InvalidRecords {
                     timestamps: true,
                     records,
@@ -1918,10 +1969,10 @@ mod tests {
         // these are more than an hour ahead.
         let straddling = BatchBuilder::new(4).timestamp(now + hour - 1).build();
         assert_eq!(refused(straddling), vec![2, 3]);
-        p.append(&BatchBuilder::new(2).timestamp(now).build(), 0)
+        p.append_in_place(&BatchBuilder::new(2).timestamp(now).build(), 0)
             .unwrap();
         // Long past is fine by default; not with a bound on the past.
-        p.append(&BatchBuilder::new(1).timestamp(0).build(), 0)
+        p.append_in_place(&BatchBuilder::new(1).timestamp(0).build(), 0)
             .unwrap();
         p.set_log_config(LogConfig {
             timestamp_before_max_ms: hour,
@@ -1936,7 +1987,7 @@ mod tests {
             ..LogConfig::default()
         })
         .unwrap();
-        p.append(&BatchBuilder::new(1).timestamp(0).build(), 0)
+        p.append_in_place(&BatchBuilder::new(1).timestamp(0).build(), 0)
             .unwrap();
     }
 
@@ -1945,11 +1996,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = open(dir.path());
         p.lead_for_tests(&[1], 4, 1);
-        p.append(&BatchBuilder::new(1).build(), 4).unwrap();
+        p.append_in_place(&BatchBuilder::new(1).build(), 4).unwrap();
         // A handler that checked leadership before the epoch moved on.
         p.lead_for_tests(&[1], 5, 1);
         assert!(matches!(
-            p.append(&BatchBuilder::new(1).build(), 4),
+            p.append_in_place(&BatchBuilder::new(1).build(), 4),
             Err(AppendError::NotLeader {
                 epoch: 4,
                 current: 5
@@ -1972,7 +2023,7 @@ mod tests {
         let p = open(dir.path());
         let file = p.log.read().dir().join(PRODUCER_SNAPSHOT_FILE);
         let batch = |sequence| BatchBuilder::new(1).producer(7, 0, sequence).build();
-        p.append(&batch(0), 0).unwrap();
+        p.append_in_place(&batch(0), 0).unwrap();
         p.snapshot_producer_state().unwrap();
         assert!(file.exists());
         // The file removed behind the partition's back shows whether the
@@ -1980,7 +2031,7 @@ mod tests {
         std::fs::remove_file(&file).unwrap();
         p.snapshot_producer_state().unwrap();
         assert!(!file.exists(), "nothing changed: not written again");
-        p.append(&batch(1), 0).unwrap();
+        p.append_in_place(&batch(1), 0).unwrap();
         p.snapshot_producer_state().unwrap();
         assert!(file.exists(), "the log moved");
         std::fs::remove_file(&file).unwrap();
@@ -2021,7 +2072,7 @@ mod tests {
         };
         let batch = |sequence| BatchBuilder::new(2).producer(7, 0, sequence).build();
         let p = open();
-        p.append(&batch(0), 0).unwrap();
+        p.append_in_place(&batch(0), 0).unwrap();
         p.log.read().flush().unwrap();
         p.snapshot_producer_state().unwrap();
         let snapshot = p.log.read().dir().join(PRODUCER_SNAPSHOT_FILE);
@@ -2032,7 +2083,7 @@ mod tests {
             "synced before it replaced the old one"
         );
         let p = open();
-        let retried = p.append(&batch(0), 0).unwrap();
+        let retried = p.append_in_place(&batch(0), 0).unwrap();
         assert!(retried.duplicate, "the producer's last batch is known");
         assert_eq!(retried.base_offset, 0);
     }
@@ -2046,18 +2097,18 @@ mod tests {
                 .build()
         };
         let p = open(dir.path());
-        p.append(&batch(7, 0, 3), 0).unwrap(); // 0..=2
-        p.append(&batch(7, 3, 3), 0).unwrap(); // 3..=5
+        p.append_in_place(&batch(7, 0, 3), 0).unwrap(); // 0..=2
+        p.append_in_place(&batch(7, 3, 3), 0).unwrap(); // 3..=5
         p.snapshot_producer_state().unwrap(); // at 6
         p.truncate_to(3).unwrap();
         // Another producer's records take the log past the old snapshot.
-        p.append(&batch(8, 0, 4), 0).unwrap(); // 3..=6
+        p.append_in_place(&batch(8, 0, 4), 0).unwrap(); // 3..=6
         drop(p);
 
         let p = open(dir.path());
         // Producer 7's retry of the batch that was dropped is appended
         // again, not answered as a duplicate at offsets holding others.
-        let retried = p.append(&batch(7, 3, 3), 0).unwrap();
+        let retried = p.append_in_place(&batch(7, 3, 3), 0).unwrap();
         assert!(!retried.duplicate);
         assert_eq!(retried.base_offset, 7);
     }
@@ -2066,9 +2117,9 @@ mod tests {
     fn markers_end_transactions_and_move_the_last_stable_offset() {
         let dir = tempfile::tempdir().unwrap();
         let p = open(dir.path());
-        p.append(&BatchBuilder::new(1).build(), 0).unwrap(); // 0
-        p.append(&txn(1, 0, 0, 2), 0).unwrap(); // 1..=2
-        p.append(&txn(2, 0, 0, 1), 0).unwrap(); // 3
+        p.append_in_place(&BatchBuilder::new(1).build(), 0).unwrap(); // 0
+        p.append_in_place(&txn(1, 0, 0, 2), 0).unwrap(); // 1..=2
+        p.append_in_place(&txn(2, 0, 0, 1), 0).unwrap(); // 3
         assert_eq!(p.high_watermark(), 4);
         assert_eq!(p.last_stable_offset(), 1);
 
@@ -2076,7 +2127,7 @@ mod tests {
         // nobody writes markers through produce.
         let plain = BatchBuilder::new(1).producer(1, 0, 2).build();
         assert!(matches!(
-            p.append(&plain, 0),
+            p.append_in_place(&plain, 0),
             Err(AppendError::InvalidTxnState {
                 producer_id: 1,
                 first_offset: 1
@@ -2084,12 +2135,12 @@ mod tests {
         ));
         let forged = batch::marker_batch(1, 0, true, 0, 0);
         assert!(matches!(
-            p.append(&forged, 0),
+            p.append_in_place(&forged, 0),
             Err(AppendError::ControlBatch)
         ));
         let anonymous = BatchBuilder::new(1).transactional().build();
         assert!(matches!(
-            p.append(&anonymous, 0),
+            p.append_in_place(&anonymous, 0),
             Err(AppendError::TransactionalWithoutProducer)
         ));
 
@@ -2110,7 +2161,7 @@ mod tests {
 
         // The coordinator bumps producer 1's epoch at the end of its next
         // transaction; a late marker of the earlier epoch is refused.
-        p.append(&txn(1, 0, 2, 1), 0).unwrap(); // 6
+        p.append_in_place(&txn(1, 0, 2, 1), 0).unwrap(); // 6
         p.write_marker(1, 1, true, 5, 0).unwrap(); // 7
         assert!(matches!(
             p.write_marker(1, 0, false, 5, 0),
@@ -2131,10 +2182,12 @@ mod tests {
     fn followers_and_restarts_rebuild_the_same_transaction_state() {
         let dir = tempfile::tempdir().unwrap();
         let leader = open(&dir.path().join("leader"));
-        leader.append(&txn(1, 0, 0, 2), 0).unwrap(); // 0..=1
-        leader.append(&txn(2, 0, 0, 1), 0).unwrap(); // 2
+        leader.append_in_place(&txn(1, 0, 0, 2), 0).unwrap(); // 0..=1
+        leader.append_in_place(&txn(2, 0, 0, 1), 0).unwrap(); // 2
         leader.write_marker(1, 3, false, 7, 0).unwrap(); // 3
-        leader.append(&BatchBuilder::new(1).build(), 0).unwrap(); // 4
+        leader
+            .append_in_place(&BatchBuilder::new(1).build(), 0)
+            .unwrap(); // 4
         let aborted = leader.log.read().aborted_transactions(0, 5);
         assert_eq!(aborted.len(), 1);
 

@@ -599,7 +599,9 @@ mod tests {
         )
         .unwrap();
         for _ in 0..5 {
-            follower.append(&BatchBuilder::new(2).build(), 0).unwrap();
+            follower
+                .append_in_place(&BatchBuilder::new(2).build(), 0)
+                .unwrap();
         }
         assert_eq!(follower.log().log_end_offset(), 10);
         // A leader whose log was lost answers with its start and its high

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use weir_log::storage::{FsStorage, Storage};
+use weir_log::storage::Storage;
 use weir_log::{Clock, Log, LogError};
 
 use crate::partition::high_watermarks::HighWatermarks;
@@ -98,14 +98,13 @@ pub struct ReplicaManager {
 impl ReplicaManager {
     pub fn new(
         node_id: i32,
-        max_open_files: usize,
+        storage: Arc<dyn Storage>,
         data_dir: &Path,
         log_dirs: LogDirs,
         clock: Arc<dyn Clock>,
         replication_quota_windows: QuotaWindows,
         inter_broker_security: weir_client::SecurityConfig,
     ) -> Self {
-        let storage: Arc<dyn Storage> = Arc::new(FsStorage::with_open_file_limit(max_open_files));
         let follower_quota = Arc::new(ReplicationQuota::new(
             replication_quota_windows,
             clock.clone(),

@@ -443,7 +443,7 @@ impl World {
         let count = 1 + self.rng.below(3);
         let batch = BatchBuilder::new(count).timestamp(value).build();
         let crc = BatchHeader::parse(&batch, 0).expect("a built batch").crc();
-        match partition.append(&batch, state.leader_epoch) {
+        match partition.append_in_place(&batch, state.leader_epoch) {
             Ok(appended) => {
                 self.log(format!(
                     "produce to node {id}: offsets {}..={} at epoch {}",

@@ -529,7 +529,7 @@ async fn append_state(
     );
     let state = partition.replica_state();
     let appended = partition
-        .append(&batch, state.leader_epoch)
+        .append_in_place(&batch, state.leader_epoch)
         .map_err(|error| CoordinatorError::NotAvailable(error.to_string()))?;
     let deadline = tokio::time::Instant::now() + WRITE_TIMEOUT;
     partition

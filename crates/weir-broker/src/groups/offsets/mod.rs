@@ -816,7 +816,7 @@ impl OffsetStore {
         let rewrite_start = partition.log().log_end_offset();
         let leader_epoch = partition.replica_state().leader_epoch;
         for chunk in entries.chunks(CHECKPOINT_BATCH_RECORDS) {
-            partition.append(&encode_batch(chunk, now_ms, None), leader_epoch)?;
+            partition.append_in_place(&encode_batch(chunk, now_ms, None), leader_epoch)?;
         }
         partition.delete_records_before(rewrite_start)?;
         Ok(entries.len())

@@ -1,0 +1,272 @@
+//! The partition I/O boundary, on a broker opened in process whose log
+//! files go through a storage that can stall one partition's writes: a
+//! partition stuck on its disk holds up only the requests that write to it,
+//! never the runtime's workers, so produce and fetch to other partitions
+//! are answered meanwhile.
+
+use std::collections::BTreeMap;
+use std::io::{self, IoSlice};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+use tokio::net::TcpListener;
+use weir_broker::{Broker, BrokerConfig};
+use weir_client::Client;
+use weir_log::storage::{FsStorage, Storage, StorageFile};
+
+/// Appends to files whose path contains `stalled` wait while the stall is
+/// on, as a write to a failing or saturated disk does.
+#[derive(Default)]
+struct Stall {
+    state: Mutex<StallState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct StallState {
+    /// A part of the path of the files whose appends stall.
+    stalled: Option<String>,
+    /// Appends waiting in the stall now.
+    waiting: usize,
+}
+
+impl Stall {
+    fn start(&self, path_part: &str) {
+        self.state.lock().stalled = Some(path_part.to_owned());
+    }
+
+    fn release(&self) {
+        self.state.lock().stalled = None;
+        self.changed.notify_all();
+    }
+
+    fn waiting(&self) -> usize {
+        self.state.lock().waiting
+    }
+
+    fn wait_if_stalled(&self, path: &Path) {
+        let mut state = self.state.lock();
+        let path = path.to_string_lossy();
+        let stalls = |state: &StallState| {
+            state
+                .stalled
+                .as_ref()
+                .is_some_and(|part| path.contains(part.as_str()))
+        };
+        if !stalls(&state) {
+            return;
+        }
+        state.waiting += 1;
+        self.changed.notify_all();
+        while stalls(&state) {
+            self.changed.wait(&mut state);
+        }
+        state.waiting -= 1;
+    }
+}
+
+struct StallingStorage {
+    inner: FsStorage,
+    stall: Arc<Stall>,
+}
+
+impl StallingStorage {
+    fn wrap(&self, path: &Path, file: Arc<dyn StorageFile>) -> Arc<dyn StorageFile> {
+        Arc::new(StallingFile {
+            path: path.to_owned(),
+            inner: file,
+            stall: self.stall.clone(),
+        })
+    }
+}
+
+impl Storage for StallingStorage {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
+        Ok(self.wrap(path, self.inner.open(path)?))
+    }
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
+        Ok(self.wrap(path, self.inner.create(path)?))
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn remove_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.inner.remove_dir_all(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+}
+
+struct StallingFile {
+    path: PathBuf,
+    inner: Arc<dyn StorageFile>,
+    stall: Arc<Stall>,
+}
+
+impl StorageFile for StallingFile {
+    fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<usize> {
+        self.inner.read_at(buf, position)
+    }
+    fn append(&self, bufs: &[IoSlice<'_>]) -> io::Result<()> {
+        self.stall.wait_if_stalled(&self.path);
+        self.inner.append(bufs)
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn truncate(&self, len: u64) -> io::Result<()> {
+        self.inner.truncate(len)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.inner.sync()
+    }
+    fn descriptor(&self) -> io::Result<Option<Arc<std::fs::File>>> {
+        self.inner.descriptor()
+    }
+}
+
+struct ReleaseOnDrop(Arc<Stall>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+fn record(value: &str) -> Vec<(Option<Bytes>, Option<Bytes>)> {
+    vec![(None, Some(Bytes::copy_from_slice(value.as_bytes())))]
+}
+
+/// Long enough for anything that is not stuck, on a loaded machine.
+const PROMPTLY: Duration = Duration::from_secs(20);
+
+/// The broker runs on a runtime of its own with two workers, as on a
+/// two-core machine; the clients and their deadlines on the test's, so that
+/// a broker whose workers are all stuck fails the test instead of hanging it.
+#[tokio::test]
+async fn produce_and_fetch_to_one_partition_are_answered_while_another_is_stalled_on_its_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let std_socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std_socket.set_nonblocking(true).unwrap();
+    let address = std_socket.local_addr().unwrap();
+    let values: BTreeMap<String, String> = [("offsets.topic.num.partitions", "1")]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let config = BrokerConfig::new(
+        1,
+        dir.path().to_owned(),
+        address,
+        None,
+        "127.0.0.1:0".parse().unwrap(),
+        &values,
+    )
+    .unwrap();
+    let listener_name = config.listeners[0].name.clone();
+    let stall = Arc::new(Stall::default());
+    let storage = Arc::new(StallingStorage {
+        inner: FsStorage::default(),
+        stall: stall.clone(),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Dropped before the runtime: a failing test must not leave its
+    // threads stuck in the stall.
+    let _release = ReleaseOnDrop(stall.clone());
+    let broker = runtime
+        .spawn_blocking(move || {
+            Broker::open_with_storage(config, Arc::new(weir_log::SystemClock), Some(storage))
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    broker.set_serving(true);
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let served = broker.clone();
+    runtime.spawn(async move {
+        let socket = TcpListener::from_std(std_socket).unwrap();
+        weir_broker::net::run_listener(served, &listener_name, socket, stopped).await
+    });
+    let bootstrap = address.to_string();
+    let mut admin = Client::connect(&bootstrap).await.unwrap();
+    for topic in ["fast", "stuck"] {
+        admin.create_topic(topic, 1, &[]).await.unwrap();
+    }
+    let mut fast = Client::connect(&bootstrap).await.unwrap();
+    assert_eq!(fast.produce("fast", 0, record("a0")).await.unwrap(), 0);
+    let mut stuck_producers = Vec::new();
+    for _ in 0..3 {
+        let mut client = Client::connect(&bootstrap).await.unwrap();
+        client.produce("stuck", 0, record("b0")).await.unwrap();
+        stuck_producers.push(client);
+    }
+
+    // More writers to the stalled partition than the runtime has workers.
+    stall.start("stuck-0");
+    let stuck: Vec<_> = stuck_producers
+        .into_iter()
+        .map(|mut client| {
+            tokio::spawn(async move { client.produce("stuck", 0, record("b")).await })
+        })
+        .collect();
+    let deadline = tokio::time::Instant::now() + PROMPTLY;
+    while stall.waiting() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no append reached the stalled disk"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let produced = tokio::time::timeout(PROMPTLY, fast.produce("fast", 0, record("a1")))
+        .await
+        .expect("a produce to another partition waits for the stalled one")
+        .unwrap();
+    assert_eq!(produced, 1);
+    let fetched = tokio::time::timeout(PROMPTLY, fast.fetch("fast", 0, 0, 1 << 20, 0))
+        .await
+        .expect("a fetch of another partition waits for the stalled one")
+        .unwrap();
+    let values: Vec<_> = fetched.iter().map(|r| r.value.clone().unwrap()).collect();
+    assert_eq!(
+        values,
+        [Bytes::from_static(b"a0"), Bytes::from_static(b"a1")]
+    );
+    assert!(
+        stuck.iter().all(|produce| !produce.is_finished()),
+        "the stalled partition's produces were answered before its disk came back"
+    );
+
+    // Once the disk is back, every held write lands, in order.
+    stall.release();
+    for produce in stuck {
+        tokio::time::timeout(PROMPTLY, produce)
+            .await
+            .expect("a held write is answered once the disk is back")
+            .unwrap()
+            .unwrap();
+    }
+    let fetched = fast.fetch("stuck", 0, 0, 1 << 20, 0).await.unwrap();
+    assert_eq!(fetched.len(), 6);
+    // Leave the broker's runtime without waiting for its tasks.
+    runtime.shutdown_background();
+}
