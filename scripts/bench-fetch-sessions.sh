@@ -23,6 +23,7 @@
 #   BENCH_RUNS         runs of each setting                     [2]
 #   BENCH_DIR          parent of the broker's temporary data dir [$TMPDIR or /tmp]
 #   BENCH_SKIP_BUILD=1 use the release binaries already built
+#   BENCH_WEIR         the weir binary to measure [target/release/weir]
 #   KAFKA_TOOLS        a directory of kafka-tools jars [fetched with Maven into
 #                      tests/interop/java/target/kafka-tools, as the interop check does]
 set -euo pipefail
@@ -37,7 +38,7 @@ runs=${BENCH_RUNS:-2}
 if [[ "${BENCH_SKIP_BUILD:-}" != 1 ]]; then
   cargo build --release -p weir -p weir-bench
 fi
-weir=target/release/weir
+weir=${BENCH_WEIR:-target/release/weir}
 bench=target/release/weir-bench
 tools=${KAFKA_TOOLS:-tests/interop/java/target/kafka-tools}
 if ! ls "$tools"/kafka-tools-*.jar >/dev/null 2>&1; then

@@ -12,6 +12,7 @@
 #   BENCH_RECORDS       records in all, one per batch             [2400]
 #   BENCH_DIR           parent of the broker's temporary data dir [$TMPDIR or /tmp]
 #   BENCH_SKIP_BUILD=1  use the release binaries already built
+#   BENCH_WEIR          the weir binary to measure [target/release/weir]
 # Needs strace (apt-get install strace).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ records=${BENCH_RECORDS:-2400}
 if [[ "${BENCH_SKIP_BUILD:-}" != 1 ]]; then
   cargo build --release -p weir -p weir-bench
 fi
-weir=target/release/weir
+weir=${BENCH_WEIR:-target/release/weir}
 bench=target/release/weir-bench
 work=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/weir-gc.XXXXXX")
 weir_pid=

@@ -15,6 +15,8 @@
 #                       [target/bench/<UTC time>]
 #   BENCH_DIR           parent of the broker's temporary data dir   [$TMPDIR or /tmp]
 #   BENCH_SKIP_BUILD=1  use the release binaries already built
+#   BENCH_WEIR          the weir binary to measure, e.g. an earlier build
+#                       kept for a before/after comparison [target/release/weir]
 #
 # Broker CPU is utime+stime of the broker process from /proc/PID/stat
 # before and after each run, per million records; RSS is VmRSS after the
@@ -32,7 +34,7 @@ out=${BENCH_OUT:-target/bench/$(date -u +%Y%m%dT%H%M%SZ)}
 if [[ "${BENCH_SKIP_BUILD:-}" != 1 ]]; then
   cargo build --release -p weir -p weir-bench
 fi
-weir=target/release/weir
+weir=${BENCH_WEIR:-target/release/weir}
 bench=target/release/weir-bench
 mkdir -p "$out"
 work=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/weir-bench.XXXXXX")

@@ -419,8 +419,20 @@ fn every_advertised_version_answers() {
                             .with_partitions(vec![OffsetCommitRequestPartition::default()
                                 .with_partition_index(0)
                                 .with_committed_offset(i64::from(version))])]);
-                    // Asked again while the coordinator loads the group's
-                    // partition (COORDINATOR_LOAD_IN_PROGRESS), as clients do.
+                    // Clients find the coordinator first (which creates
+                    // __consumer_offsets), then commit, asking again while
+                    // it loads the group's partition
+                    // (COORDINATOR_LOAD_IN_PROGRESS).
+                    let find = FindCoordinatorRequest::default()
+                        .with_key(StrBytes::from_static_str("sweep-group"));
+                    for _ in 0..300 {
+                        let r: FindCoordinatorResponse =
+                            raw.call(ApiKey::FindCoordinator, 3, &find);
+                        if r.error_code == 0 {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
                     let mut tries = 0;
                     let code = loop {
                         let r: OffsetCommitResponse = raw.call(key, version, &request);

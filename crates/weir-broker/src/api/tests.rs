@@ -121,15 +121,15 @@ fn throttle_times_are_found_where_each_response_has_them() {
         without,
         [
             ApiKey::Produce,
+            ApiKey::SaslHandshake,
             ApiKey::ApiVersions,
             ApiKey::WriteTxnMarkers,
+            ApiKey::SaslAuthenticate,
+            ApiKey::OffsetDelete,
             ApiKey::DescribeQuorum,
             ApiKey::InitializeShareGroupState,
             ApiKey::ReadShareGroupState,
             ApiKey::WriteShareGroupState,
-            ApiKey::OffsetDelete,
-            ApiKey::SaslHandshake,
-            ApiKey::SaslAuthenticate,
         ],
         "responses whose newest version does not start with the throttle time"
     );
