@@ -5,9 +5,10 @@
 //! write at once, so writes a connection makes one after another keep their
 //! order, and return a future of its outcome. While no write runs, the first
 //! one queued starts a drain on the blocking pool; writes that arrive while
-//! it runs are taken together in its next pass: one pass over the log and,
-//! when `flush.messages` calls for it, one fsync for all of them (group
-//! commit by construction). A runtime worker never waits on the log's locks,
+//! it runs are taken together in its next pass. Appends that
+//! `flush.messages` wants synced go on to a second stage, the sync drain,
+//! which runs one fsync for all those waiting while the writes drain goes
+//! on with the next ones (group commit by construction). A runtime worker never waits on the log's locks,
 //! a `pwrite` or an fsync, so a partition stalled on its disk holds up only
 //! the requests that wait for it.
 
@@ -37,10 +38,14 @@ impl Future for QueuedWrite {
     }
 }
 
-/// The writes queued for a partition, and whether a drain is taking them.
+/// The writes queued for a partition and the appends waiting for their
+/// fsync, each with whether a drain is taking them. Writing and syncing
+/// are two stages: the next writes go into the log while the last ones
+/// are synced, and one fsync covers every append made before it.
 #[derive(Default)]
 pub(super) struct Appender {
     queue: Mutex<Queue>,
+    syncs: Mutex<Syncs>,
 }
 
 #[derive(Default)]
@@ -49,10 +54,20 @@ struct Queue {
     draining: bool,
 }
 
+/// Appends in the log that `flush.messages` wants synced before they are
+/// answered.
+#[derive(Default)]
+struct Syncs {
+    due: Vec<(Reply, FlushDue)>,
+    syncing: bool,
+}
+
+type Reply = oneshot::Sender<Result<Appended, AppendError>>;
+
 /// A queued write and who waits for its outcome.
 struct Write {
     kind: WriteKind,
-    reply: oneshot::Sender<Result<Appended, AppendError>>,
+    reply: Reply,
 }
 
 enum WriteKind {
@@ -125,7 +140,7 @@ impl Partition {
     }
 
     /// Takes the queued writes, pass after pass, until none is left.
-    fn drain_writes(&self) {
+    fn drain_writes(self: Arc<Self>) {
         let _reset = ResetOnPanic(&self.appender);
         loop {
             let writes = {
@@ -136,7 +151,7 @@ impl Partition {
                 }
                 std::mem::take(&mut queue.writes)
             };
-            let mut to_sync: Vec<(oneshot::Sender<_>, FlushDue)> = Vec::new();
+            let mut to_sync = Vec::new();
             for Write { kind, reply } in writes {
                 let written = match kind {
                     WriteKind::Batch {
@@ -169,10 +184,38 @@ impl Partition {
                     }
                 }
             }
-            if to_sync.is_empty() {
-                continue;
+            if !to_sync.is_empty() {
+                self.queue_syncs(to_sync);
             }
-            let (replies, dues): (Vec<_>, Vec<_>) = to_sync.into_iter().unzip();
+        }
+    }
+
+    fn queue_syncs(self: &Arc<Self>, due: Vec<(Reply, FlushDue)>) {
+        let start_sync = {
+            let mut syncs = self.appender.syncs.lock();
+            syncs.due.extend(due);
+            !std::mem::replace(&mut syncs.syncing, true)
+        };
+        if start_sync {
+            let partition = self.clone();
+            tokio::task::spawn_blocking(move || partition.drain_syncs());
+        }
+    }
+
+    /// Syncs what the appends queued for it, one fsync for all of those
+    /// waiting, until none is left.
+    fn drain_syncs(&self) {
+        let _reset = ResetOnPanic(&self.appender);
+        loop {
+            let due = {
+                let mut syncs = self.appender.syncs.lock();
+                if syncs.due.is_empty() {
+                    syncs.syncing = false;
+                    return;
+                }
+                std::mem::take(&mut syncs.due)
+            };
+            let (replies, dues): (Vec<_>, Vec<_>) = due.into_iter().unzip();
             match self.flush_appended_all(&dues) {
                 Ok(()) => {
                     for (reply, due) in replies.into_iter().zip(&dues) {
@@ -191,9 +234,9 @@ impl Partition {
     }
 }
 
-/// Should an append panic, the queue is emptied (its writers hear
-/// [`AppendError::Abandoned`]) and the next write starts a new drain, so a
-/// bug fails the writes at hand, not the partition for good.
+/// Should an append or a sync panic, both queues are emptied (their
+/// writers hear [`AppendError::Abandoned`]) and the next write starts new
+/// drains, so a bug fails the writes at hand, not the partition for good.
 struct ResetOnPanic<'a>(&'a Appender);
 
 impl Drop for ResetOnPanic<'_> {
@@ -202,6 +245,10 @@ impl Drop for ResetOnPanic<'_> {
             let mut queue = self.0.queue.lock();
             queue.writes.clear();
             queue.draining = false;
+            drop(queue);
+            let mut syncs = self.0.syncs.lock();
+            syncs.due.clear();
+            syncs.syncing = false;
         }
     }
 }
