@@ -2151,6 +2151,7 @@ impl BrokerConfig {
         config.inter_broker_listener_name = self.inter_broker_listener_name.clone();
         config.log_dirs = self.log_dirs.clone();
         config.controller_listen = self.controller_listen;
+        config.controller_protocol = self.controller_protocol;
         config.controllers = self.controllers.clone();
         config.is_controller = self.is_controller;
         config.startup_given = self.startup_given.clone();
@@ -3140,6 +3141,23 @@ mod tests {
         // What is not a Kafka config stays.
         assert_eq!(back.node_id, 1);
         assert_eq!(back.inter_broker_listener().advertised_host, "127.0.0.1");
+    }
+
+    #[test]
+    fn dynamic_configs_keep_the_controller_listeners_protocol() {
+        let mut config = build(&[]).unwrap();
+        config.controller_protocol = crate::server::listeners::SecurityProtocol::Ssl;
+        let dynamic = config
+            .with_dynamic(&map(&[("log.retention.ms", "2000")]), &BTreeMap::new())
+            .unwrap();
+        assert_eq!(
+            dynamic.controller_protocol,
+            crate::server::listeners::SecurityProtocol::Ssl
+        );
+        let (map, _) = dynamic
+            .startup_value("listener.security.protocol.map")
+            .unwrap();
+        assert!(map.unwrap().contains("CONTROLLER:SSL"));
     }
 
     #[test]
