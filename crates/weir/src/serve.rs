@@ -158,7 +158,7 @@ struct Settings {
     kafka: BTreeMap<String, String>,
     initial_scram: Vec<weir_meta::ScramUpsertion>,
     /// The Kafka names of the startup configs given explicitly (see
-    /// `BrokerConfig::startup_given`).
+    /// `Startup::given`).
     given: BTreeSet<&'static str>,
 }
 
@@ -554,7 +554,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         &settings.kafka,
     )?
     .with_listeners(unbound_listeners, &settings.inter_broker_listener)?;
-    unbound.controller_protocol = settings.controller_protocol;
+    unbound.startup.controller_protocol = settings.controller_protocol;
     if settings.roles.broker && settings.http_tls && unbound.security.tls.key.is_none() {
         bail!(
             "--http-listen https://{} needs a key store: set ssl.keystore.location (key and \
@@ -592,14 +592,14 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         bound.iter().map(|(listener, _)| listener.clone()).collect(),
         &settings.inter_broker_listener,
     )?;
-    config.log_dirs = settings.log_dirs;
-    config.http_tls = settings.http_tls;
-    config.controller_listen = settings.controller_listen;
-    config.controller_protocol = settings.controller_protocol;
-    config.controllers = settings.controllers;
-    config.is_controller = settings.roles.controller;
-    config.startup_given = settings.given;
-    config.initial_scram = settings.initial_scram;
+    config.startup.log_dirs = settings.log_dirs;
+    config.startup.http_tls = settings.http_tls;
+    config.startup.controller_listen = settings.controller_listen;
+    config.startup.controller_protocol = settings.controller_protocol;
+    config.startup.controllers = settings.controllers;
+    config.startup.is_controller = settings.roles.controller;
+    config.startup.given = settings.given;
+    config.startup.initial_scram = settings.initial_scram;
     let broker = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || Broker::open(config))
@@ -619,7 +619,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         let stopped = async move {
             let _ = stopped.changed().await;
         };
-        if config.http_tls {
+        if config.startup.http_tls {
             let listener = HttpsListener::new(http_listener, broker.clone())?;
             tokio::spawn(async move {
                 axum::serve(listener, service)
@@ -659,8 +659,8 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     broker.set_serving(true);
     announce(format_args!(
         "weir ready: kafka={listen} http={http_addr} node={} data={} listeners={}",
-        config.node_id,
-        config.data_dir.display(),
+        config.startup.node_id,
+        config.startup.data_dir.display(),
         listed.join(",")
     ));
     wait_for_signal().await;
@@ -697,7 +697,7 @@ async fn serve_controller_only(settings: Settings, config: BrokerConfig) -> anyh
     let controller_addr = listener.local_addr()?;
     let dir = settings.data_dir.join("controller");
     let node_id = settings.node_id;
-    let tls = if config.controller_protocol.is_tls() {
+    let tls = if config.startup.controller_protocol.is_tls() {
         Some(Arc::new(
             TlsServer::new(config.security.tls.clone()).context("TLS")?,
         ))

@@ -296,7 +296,7 @@ pub(super) fn describe_configs(
 /// A startup config as Kafka describes a static one: read-only, its
 /// synonyms the value given then the default (for `log.dirs`, `log.dir`'s).
 fn startup_entry<'a>(config: &BrokerConfig, def: &'a BrokerConfigDef) -> Described<'a> {
-    let (value, source) = config.startup_value(def.name).expect("a startup config");
+    let (value, source) = config.startup.value(def.name).expect("a startup config");
     let mut synonyms = Vec::new();
     if let (Some(value), ConfigSource::StaticBrokerConfig) = (&value, source) {
         synonyms.push((def.name, Some(value.clone()), source));

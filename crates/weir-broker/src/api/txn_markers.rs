@@ -159,7 +159,7 @@ pub(super) fn handle(
                 }
             }
         }
-        let node_id = broker.config().node_id;
+        let node_id = broker.config().startup.node_id;
         for ((m, t, p), replica, until) in waits {
             if let Err((code, message)) = replica.replicated(until, node_id, deadline).await {
                 tracing::debug!(

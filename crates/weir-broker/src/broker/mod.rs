@@ -232,9 +232,9 @@ impl Broker {
         // reach the other brokers, stops the start. HTTPS and an SSL
         // controller listener use the TLS setup too, with or without a TLS
         // Kafka listener.
-        let tls = if config.http_tls
-            || config.controller_protocol.is_tls()
-            || config.listeners.iter().any(|l| l.protocol.is_tls())
+        let tls = if config.startup.http_tls
+            || config.startup.controller_protocol.is_tls()
+            || config.startup.listeners.iter().any(|l| l.protocol.is_tls())
         {
             Some(Arc::new(TlsServer::new(config.security.tls.clone())?))
         } else {
@@ -265,24 +265,29 @@ impl Broker {
         // Before anything in them is read: a second process writing the same
         // directories would destroy them.
         let dir_locks = weir_meta::DirLock::acquire_all(
-            std::iter::once(&config.data_dir)
-                .chain(&config.partition_log_dirs())
+            std::iter::once(&config.startup.data_dir)
+                .chain(&config.startup.partition_log_dirs())
                 .map(std::path::PathBuf::as_path),
         )?;
-        let cluster_id = load_cluster_id(&config.data_dir)?;
+        let cluster_id = load_cluster_id(&config.startup.data_dir)?;
         // Before joining the cluster: a partition found twice stops the
         // start.
-        let log_dirs = crate::replica::directories::LogDirs::open(&config.partition_log_dirs())?;
-        let controller_dir = config.data_dir.join("controller");
-        let listener = std::net::TcpListener::bind(config.controller_listen).map_err(io(
-            std::path::Path::new(&config.controller_listen.to_string()),
-        ))?;
+        let log_dirs =
+            crate::replica::directories::LogDirs::open(&config.startup.partition_log_dirs())?;
+        let controller_dir = config.startup.data_dir.join("controller");
+        let listener =
+            std::net::TcpListener::bind(config.startup.controller_listen).map_err(io(
+                std::path::Path::new(&config.startup.controller_listen.to_string()),
+            ))?;
         // The address bound (port 0 asks for any), as DescribeConfigs
         // reports it.
-        config.controller_listen = listener.local_addr().map_err(io(&controller_dir))?;
-        let mut voters = config.controllers.clone();
+        config.startup.controller_listen = listener.local_addr().map_err(io(&controller_dir))?;
+        let mut voters = config.startup.controllers.clone();
         if voters.is_empty() {
-            voters.push((config.node_id as u64, config.controller_listen));
+            voters.push((
+                config.startup.node_id as u64,
+                config.startup.controller_listen,
+            ));
         }
         // Kafka's initial.broker.registration.timeout.ms: a node that starts
         // while its quorum cannot commit waits for it, trying again.
@@ -291,21 +296,22 @@ impl Broker {
         let registration_deadline = std::time::Instant::now() + registration_timeout;
         let meta = Metadata::start(
             &controller_dir,
-            config.node_id,
+            config.startup.node_id,
             listener,
             voters,
-            config.is_controller,
+            config.startup.is_controller,
             config.controller_settings(tls.clone())?,
             registration_timeout,
         )?;
-        meta.import_local_store(&config.data_dir.join("meta"))?;
+        meta.import_local_store(&config.startup.data_dir.join("meta"))?;
         let cluster_id = shared_cluster_id(&meta, &config, cluster_id)?;
-        let inter_broker = config.inter_broker_listener();
+        let inter_broker = config.startup.inter_broker_listener();
         let registration = BrokerInfo {
-            id: config.node_id,
+            id: config.startup.node_id,
             host: inter_broker.advertised_host.clone(),
             port: inter_broker.advertised_port,
             listeners: config
+                .startup
                 .listeners
                 .iter()
                 .map(|l| weir_meta::ListenerEndpoint {
@@ -316,7 +322,7 @@ impl Broker {
                 .collect(),
             rack: config.broker_rack.clone(),
             incarnation: uuid::Uuid::new_v4(),
-            previous_incarnation: crate::broker::clean_shutdown::take(&config.data_dir),
+            previous_incarnation: crate::broker::clean_shutdown::take(&config.startup.data_dir),
         };
         register(&meta, &registration, registration_deadline)?;
         // Heartbeats start before the partitions open: opening thousands of
@@ -332,7 +338,7 @@ impl Broker {
         let image = meta.image();
         let dynamic = (
             image.broker_configs(None).clone(),
-            image.broker_configs(Some(config.node_id)).clone(),
+            image.broker_configs(Some(config.startup.node_id)).clone(),
         );
         let current = CurrentConfig {
             config: Arc::new(config.with_dynamic_lenient(&dynamic.0, &dynamic.1)),
@@ -345,9 +351,9 @@ impl Broker {
             ))
         });
         let replicas = ReplicaManager::new(
-            config.node_id,
+            config.startup.node_id,
             storage,
-            &config.data_dir,
+            &config.startup.data_dir,
             log_dirs,
             clock.clone(),
             QuotaWindows {
@@ -372,7 +378,7 @@ impl Broker {
             .map(|t| {
                 t.partitions
                     .iter()
-                    .filter(|p| p.leader == config.node_id)
+                    .filter(|p| p.leader == config.startup.node_id)
                     .map(|p| p.partition)
                     .collect()
             })
@@ -657,7 +663,7 @@ impl Broker {
         // A heartbeat after this would register the node again.
         self.stop_membership();
         self.meta.submit(Command::ControlledShutdown {
-            id: self.static_config.node_id,
+            id: self.static_config.startup.node_id,
         })?;
         self.reconcile();
         Ok(())
@@ -677,14 +683,14 @@ impl Broker {
 
     /// This broker's id, which never changes.
     pub fn node_id(&self) -> i32 {
-        self.static_config.node_id
+        self.static_config.startup.node_id
     }
 
     /// Rebuilds the settings when the dynamic broker configs of `image`
     /// differ from those they were built from; the settings in force.
     fn follow_config(&self, image: &MetadataImage) -> Arc<BrokerConfig> {
         let default = image.broker_configs(None);
-        let own = image.broker_configs(Some(self.static_config.node_id));
+        let own = image.broker_configs(Some(self.static_config.startup.node_id));
         let mut current = self.current.write();
         if image.applied_index() <= current.image_index {
             return current.config.clone();
@@ -769,7 +775,7 @@ impl Broker {
     /// leads the `__consumer_offsets` partition of `group`.
     pub fn check_coordinator(&self, group: &str) -> Result<(), i16> {
         match self.coordinator_of(group) {
-            Some((index, leader)) if leader == self.static_config.node_id => {
+            Some((index, leader)) if leader == self.static_config.startup.node_id => {
                 if self.groups.coordinates(index) {
                     Ok(())
                 } else {
@@ -940,7 +946,7 @@ impl Broker {
     pub(crate) fn group_partition(&self, group: &str) -> Result<Arc<Partition>, AppendError> {
         let offline = |reason: String| {
             AppendError::Log(weir_log::LogError::Offline {
-                dir: self.static_config.data_dir.join(OFFSETS_TOPIC),
+                dir: self.static_config.startup.data_dir.join(OFFSETS_TOPIC),
                 reason,
             })
         };
@@ -1489,7 +1495,7 @@ impl Broker {
         let (default, own) = match target {
             None => (
                 &level,
-                image.broker_configs(Some(self.static_config.node_id)),
+                image.broker_configs(Some(self.static_config.startup.node_id)),
             ),
             Some(_) => (image.broker_configs(None), &level),
         };
@@ -1692,7 +1698,7 @@ impl Broker {
             Some(p) if based_on.as_deref() == Some(p.isr.as_slice()) => Command::AlterPartition {
                 topic: partition.topic.clone(),
                 partition: partition.index,
-                leader: self.static_config.node_id,
+                leader: self.static_config.startup.node_id,
                 leader_epoch: p.leader_epoch,
                 partition_epoch: p.partition_epoch,
                 isr: isr.clone(),
@@ -1729,7 +1735,7 @@ impl Broker {
         }
         let count = partitions.len();
         let command = Command::ReplicasOffline {
-            broker: self.static_config.node_id,
+            broker: self.static_config.startup.node_id,
             partitions,
         };
         self.meta.submit_in_background(command, move |outcome| match outcome {
@@ -1817,7 +1823,7 @@ impl Broker {
             .and_then(|id| i32::try_from(id).ok());
         leader
             .filter(|id| self.with_image(|image| image.live_brokers().any(|b| b.id == *id)))
-            .unwrap_or(self.static_config.node_id)
+            .unwrap_or(self.static_config.startup.node_id)
     }
 
     /// The controller quorum as this node sees it.
@@ -1834,7 +1840,7 @@ impl Broker {
     pub fn shutdown(&self) {
         self.stop_membership();
         if self.close_partitions() {
-            let data_dir = &self.static_config.data_dir;
+            let data_dir = &self.static_config.startup.data_dir;
             if let Err(error) = crate::broker::clean_shutdown::record(data_dir, self.incarnation) {
                 tracing::warn!(%error, "cannot record the clean shutdown");
             }
@@ -1947,7 +1953,7 @@ fn shared_cluster_id(
     config: &BrokerConfig,
     local: String,
 ) -> Result<String, BrokerError> {
-    let data_dir = &config.data_dir;
+    let data_dir = &config.startup.data_dir;
     if meta.image().cluster_id().is_none() {
         match meta.submit(Command::SetClusterId { id: local.clone() }) {
             Ok(_) => {
@@ -2005,13 +2011,13 @@ fn shared_cluster_id(
 /// The SCRAM users a node that creates the cluster was started with
 /// (`--add-scram`), as `kafka-storage format` adds them.
 fn add_initial_scram(meta: &Metadata, config: &BrokerConfig) -> Result<(), BrokerError> {
-    if config.initial_scram.is_empty() {
+    if config.startup.initial_scram.is_empty() {
         return Ok(());
     }
 
     let command = Command::AlterUserScramCredentials {
         deletions: Vec::new(),
-        upsertions: config.initial_scram.clone(),
+        upsertions: config.startup.initial_scram.clone(),
     };
     if let Applied::ScramAlterations(outcomes) = meta.submit(command)? {
         for (user, outcome) in outcomes {

@@ -1263,7 +1263,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
 /// identity, listeners, storage and controller quorum. `weir serve` takes
 /// them as flags of its own (`--node-id`, `--listen`, `--data-dir`, …), not
 /// as one flag per config; DescribeConfigs lists them, read-only, with the
-/// value in force ([`BrokerConfig::startup_value`]). The defaults are
+/// value in force ([`Startup::value`]). The defaults are
 /// `weir serve`'s; "" where Kafka's is null (the value is then null too).
 pub const STARTUP_CONFIGS: &[BrokerConfigDef] = &[
     BrokerConfigDef {
@@ -1694,9 +1694,13 @@ impl From<ConfigError> for weir_meta::MetaError {
     }
 }
 
-/// The broker's settings.
+/// How the node was started: its identity, listeners, storage and
+/// controller quorum, which `weir serve` takes as flags of its own rather
+/// than as Kafka-named values (the [`STARTUP_CONFIGS`] describe them).
+/// Dynamic configs never change it: [`BrokerConfig::with_dynamic`] carries
+/// it over whole.
 #[derive(Debug, Clone)]
-pub struct BrokerConfig {
+pub struct Startup {
     pub node_id: i32,
     pub data_dir: PathBuf,
     /// `log.dirs`: the directories of the partition logs; empty for the
@@ -1712,6 +1716,181 @@ pub struct BrokerConfig {
     /// with the key store of the SSL listeners (`ssl.keystore.*`, and
     /// `ssl.client.auth` with its trust store), reloaded with them.
     pub http_tls: bool,
+    /// SCRAM users the cluster's metadata starts with (`--add-scram`):
+    /// set by the node that creates the metadata, ignored afterwards.
+    pub initial_scram: Vec<weir_meta::ScramUpsertion>,
+    /// The controller listener (Raft between controllers).
+    pub controller_listen: SocketAddr,
+    /// The controller listener's security protocol: `CONTROLLER` in
+    /// `listener.security.protocol.map`, PLAINTEXT when it is not there.
+    pub controller_protocol: crate::server::listeners::SecurityProtocol,
+    /// The voters of the controller quorum, id and controller address;
+    /// empty for a quorum of this node alone, at `controller_listen`.
+    pub controllers: Vec<(u64, SocketAddr)>,
+    /// Whether this node votes in the controller quorum; a broker that is
+    /// not a controller follows the metadata as a Raft learner.
+    pub is_controller: bool,
+    /// The [`STARTUP_CONFIGS`] given explicitly (a flag, a `WEIR_*`
+    /// variable or weir.toml), by Kafka name: described as
+    /// STATIC_BROKER_CONFIG, the others as DEFAULT_CONFIG.
+    pub given: BTreeSet<&'static str>,
+}
+
+impl Startup {
+    /// A node that is its controller quorum alone, with one PLAINTEXT
+    /// listener bound to `listen` (advertised as `advertised`, else as
+    /// bound) and nothing else given.
+    pub fn new(
+        node_id: i32,
+        data_dir: PathBuf,
+        listen: SocketAddr,
+        advertised: Option<(String, u16)>,
+        http_listen: SocketAddr,
+    ) -> Self {
+        let listener = Listener::plaintext(listen, advertised);
+        Self {
+            node_id,
+            data_dir,
+            log_dirs: Vec::new(),
+            inter_broker_listener_name: listener.name.clone(),
+            listeners: vec![listener],
+            http_listen,
+            http_tls: false,
+            initial_scram: Vec::new(),
+            controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            controller_protocol: crate::server::listeners::SecurityProtocol::Plaintext,
+            controllers: Vec::new(),
+            is_controller: true,
+            given: BTreeSet::new(),
+        }
+    }
+
+    /// The listener other brokers reach this one on.
+    pub fn inter_broker_listener(&self) -> &Listener {
+        self.listeners
+            .iter()
+            .find(|l| l.name == self.inter_broker_listener_name)
+            .unwrap_or(&self.listeners[0])
+    }
+
+    /// `listener.security.protocol.map` as in force: the default mapping,
+    /// and the listeners' own names, the controller's included.
+    fn protocol_map(&self) -> String {
+        let mut map = crate::server::listeners::parse_protocol_map(DEFAULT_PROTOCOL_MAP)
+            .expect("the default map parses");
+        for listener in &self.listeners {
+            map.insert(listener.name.clone(), listener.protocol);
+        }
+        map.insert(
+            crate::server::listeners::CONTROLLER_LISTENER.to_owned(),
+            self.controller_protocol,
+        );
+        let entries: Vec<String> = map.iter().map(|(n, p)| format!("{n}:{p}")).collect();
+        entries.join(",")
+    }
+
+    /// The URL of the HTTP endpoint, for other hosts: a wildcard address
+    /// is no address to tell, so the host the Kafka listener advertises
+    /// stands for it.
+    pub fn http_url(&self) -> String {
+        let scheme = if self.http_tls { "https" } else { "http" };
+        let addr = self.http_listen;
+        match self.listeners.first() {
+            Some(listener) if addr.ip().is_unspecified() => {
+                let host = &listener.advertised_host;
+                if host.contains(':') {
+                    format!("{scheme}://[{host}]:{}", addr.port())
+                } else {
+                    format!("{scheme}://{host}:{}", addr.port())
+                }
+            }
+            _ => format!("{scheme}://{addr}"),
+        }
+    }
+
+    /// The value in force of the startup config `name` (one of
+    /// [`STARTUP_CONFIGS`]; `None` for another name), null where Kafka's
+    /// would be (`advertised.listeners`, `log.dirs` not given), and where
+    /// it comes from.
+    pub fn value(&self, name: &str) -> Option<(Option<String>, ConfigSource)> {
+        let def = STARTUP_CONFIGS.iter().find(|def| def.name == name)?;
+        let given = self.given.contains(def.name);
+        let source = if given {
+            ConfigSource::StaticBrokerConfig
+        } else {
+            ConfigSource::DefaultConfig
+        };
+        let value = match def.name {
+            "node.id" | "broker.id" => Some(self.node_id.to_string()),
+            "process.roles" => Some(if self.is_controller {
+                "broker,controller".to_owned()
+            } else {
+                "broker".to_owned()
+            }),
+            "listeners" => {
+                let mut listeners: Vec<String> = self
+                    .listeners
+                    .iter()
+                    .map(|l| format!("{}://{}", l.name, l.bind))
+                    .collect();
+                if self.is_controller {
+                    listeners.push(format!(
+                        "{CONTROLLER_LISTENER}://{}",
+                        self.controller_listen
+                    ));
+                }
+                Some(listeners.join(","))
+            }
+            "advertised.listeners" => given.then(|| {
+                let advertised: Vec<String> = self
+                    .listeners
+                    .iter()
+                    .map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port))
+                    .collect();
+                advertised.join(",")
+            }),
+            "listener.security.protocol.map" => Some(self.protocol_map()),
+            "weir.http.listener" => Some(self.http_url()),
+            "inter.broker.listener.name" => Some(self.inter_broker_listener_name.clone()),
+            "controller.quorum.voters" => Some(if self.controllers.is_empty() {
+                format!("{}@{}", self.node_id, self.controller_listen)
+            } else {
+                let voters: Vec<String> = self
+                    .controllers
+                    .iter()
+                    .map(|(id, addr)| format!("{id}@{addr}"))
+                    .collect();
+                voters.join(",")
+            }),
+            "log.dirs" => given.then(|| {
+                let dirs: Vec<String> = self
+                    .partition_log_dirs()
+                    .iter()
+                    .map(|dir| dir.display().to_string())
+                    .collect();
+                dirs.join(",")
+            }),
+            _ => def.default.map(str::to_owned),
+        };
+        Some((value, source))
+    }
+
+    /// The directories of the partition logs: `log.dirs`, else the data
+    /// directory.
+    pub fn partition_log_dirs(&self) -> Vec<PathBuf> {
+        if self.log_dirs.is_empty() {
+            vec![self.data_dir.clone()]
+        } else {
+            self.log_dirs.clone()
+        }
+    }
+}
+
+/// The broker's settings.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// How the node was started; never changed by dynamic configs.
+    pub startup: Startup,
     pub num_partitions: i32,
     pub auto_create_topics_enable: bool,
     pub log_segment_bytes: u64,
@@ -1795,24 +1974,6 @@ pub struct BrokerConfig {
     pub txn: crate::txn::TxnSettings,
     /// TLS, SASL and ACL settings.
     pub security: SecurityConfig,
-    /// SCRAM users the cluster's metadata starts with (`--add-scram`):
-    /// set by the node that creates the metadata, ignored afterwards.
-    pub initial_scram: Vec<weir_meta::ScramUpsertion>,
-    /// The controller listener (Raft between controllers).
-    pub controller_listen: SocketAddr,
-    /// The controller listener's security protocol: `CONTROLLER` in
-    /// `listener.security.protocol.map`, PLAINTEXT when it is not there.
-    pub controller_protocol: crate::server::listeners::SecurityProtocol,
-    /// The voters of the controller quorum, id and controller address;
-    /// empty for a quorum of this node alone, at `controller_listen`.
-    pub controllers: Vec<(u64, SocketAddr)>,
-    /// Whether this node votes in the controller quorum; a broker that is
-    /// not a controller follows the metadata as a Raft learner.
-    pub is_controller: bool,
-    /// The [`STARTUP_CONFIGS`] given explicitly (a flag, a `WEIR_*`
-    /// variable or weir.toml), by Kafka name: described as
-    /// STATIC_BROKER_CONFIG, the others as DEFAULT_CONFIG.
-    pub startup_given: BTreeSet<&'static str>,
     /// The Kafka-named values in force, for DescribeConfigs.
     pub values: BTreeMap<String, String>,
     /// The values given at start (flags, `WEIR_*` variables, weir.toml).
@@ -1826,7 +1987,8 @@ pub struct BrokerConfig {
 }
 
 impl BrokerConfig {
-    /// Builds the settings from Kafka-named values over the defaults.
+    /// Builds the settings of a node started as [`Startup::new`] from
+    /// Kafka-named values over the defaults.
     pub fn new(
         node_id: i32,
         data_dir: PathBuf,
@@ -1835,13 +1997,45 @@ impl BrokerConfig {
         http_listen: SocketAddr,
         values: &BTreeMap<String, String>,
     ) -> Result<Self, ConfigError> {
+        let startup = Startup::new(node_id, data_dir, listen, advertised, http_listen);
+        Self::build(startup, values.clone(), BTreeMap::new(), BTreeMap::new())
+    }
+
+    /// The settings of `startup` from the values given at start, the
+    /// dynamic cluster-wide defaults and this broker's dynamic configs, in
+    /// Kafka's order of precedence over Kafka's defaults.
+    fn build(
+        startup: Startup,
+        static_values: BTreeMap<String, String>,
+        dynamic_default: BTreeMap<String, String>,
+        dynamic_broker: BTreeMap<String, String>,
+    ) -> Result<Self, ConfigError> {
+        for (name, value) in dynamic_default.iter().chain(&dynamic_broker) {
+            let reason = match lookup(name) {
+                None => "unknown broker config",
+                Some(def) if !def.dynamic => "cannot be updated dynamically",
+                Some(_) => continue,
+            };
+            return Err(ConfigError {
+                name: name.clone(),
+                value: value.clone(),
+                reason: reason.into(),
+            });
+        }
+        let mut values = static_values.clone();
+        values.extend(
+            dynamic_default
+                .iter()
+                .chain(&dynamic_broker)
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
         let mut merged = BTreeMap::new();
         for def in settable() {
             if let Some(default) = def.default {
                 merged.insert(def.name.to_owned(), default.to_owned());
             }
         }
-        for (name, value) in values {
+        for (name, value) in &values {
             let Some(def) = settable().find(|def| def.name == name.as_str()) else {
                 return Err(ConfigError {
                     name: name.clone(),
@@ -1855,15 +2049,8 @@ impl BrokerConfig {
         // A null default reads as "", which no config Weir acts on has.
         let get = |name: &str| merged.get(name).map_or("", String::as_str);
         check_request_memory(get)?;
-        let listener = Listener::plaintext(listen, advertised);
         Ok(Self {
-            node_id,
-            data_dir,
-            log_dirs: Vec::new(),
-            inter_broker_listener_name: listener.name.clone(),
-            listeners: vec![listener],
-            http_listen,
-            http_tls: false,
+            startup,
             num_partitions: parse_in(get, "num.partitions", 1..=1_000_000)?,
             auto_create_topics_enable: parse(get, "auto.create.topics.enable")?,
             log_segment_bytes: parse_in(get, "log.segment.bytes", 14..=i32::MAX as u64)?,
@@ -2095,15 +2282,9 @@ impl BrokerConfig {
                 )?,
             },
             security: SecurityConfig::parse(get)?,
-            initial_scram: Vec::new(),
-            controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            controller_protocol: crate::server::listeners::SecurityProtocol::Plaintext,
-            controllers: Vec::new(),
-            is_controller: true,
-            startup_given: BTreeSet::new(),
-            static_values: values.clone(),
-            dynamic_default: BTreeMap::new(),
-            dynamic_broker: BTreeMap::new(),
+            static_values,
+            dynamic_default,
+            dynamic_broker,
             values: merged,
         })
     }
@@ -2112,53 +2293,18 @@ impl BrokerConfig {
     /// Kafka's order of precedence: this broker's own (`broker`), then the
     /// cluster-wide default, then the static value, then the default. Every
     /// name must be a dynamic config and every value valid, as when the
-    /// broker started.
+    /// broker started. [`startup`](Self::startup) stays as it is.
     pub fn with_dynamic(
         &self,
         default: &BTreeMap<String, String>,
         broker: &BTreeMap<String, String>,
     ) -> Result<Self, ConfigError> {
-        for (name, value) in default.iter().chain(broker) {
-            let reason = match lookup(name) {
-                None => "unknown broker config",
-                Some(def) if !def.dynamic => "cannot be updated dynamically",
-                Some(_) => continue,
-            };
-            return Err(ConfigError {
-                name: name.clone(),
-                value: value.clone(),
-                reason: reason.into(),
-            });
-        }
-        let mut values = self.static_values.clone();
-        values.extend(
-            default
-                .iter()
-                .chain(broker)
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
-        let mut config = Self::new(
-            self.node_id,
-            self.data_dir.clone(),
-            self.listeners[0].bind,
-            None,
-            self.http_listen,
-            &values,
-        )?;
-        config.listeners = self.listeners.clone();
-        config.http_tls = self.http_tls;
-        config.initial_scram = self.initial_scram.clone();
-        config.inter_broker_listener_name = self.inter_broker_listener_name.clone();
-        config.log_dirs = self.log_dirs.clone();
-        config.controller_listen = self.controller_listen;
-        config.controller_protocol = self.controller_protocol;
-        config.controllers = self.controllers.clone();
-        config.is_controller = self.is_controller;
-        config.startup_given = self.startup_given.clone();
-        config.static_values = self.static_values.clone();
-        config.dynamic_default = default.clone();
-        config.dynamic_broker = broker.clone();
-        Ok(config)
+        Self::build(
+            self.startup.clone(),
+            self.static_values.clone(),
+            default.clone(),
+            broker.clone(),
+        )
     }
 
     /// [`with_dynamic`](Self::with_dynamic) for configs read from the
@@ -2252,81 +2398,6 @@ impl BrokerConfig {
         }
     }
 
-    /// The value in force of the startup config `name` (one of
-    /// [`STARTUP_CONFIGS`]; `None` for another name), null where Kafka's
-    /// would be (`advertised.listeners`, `log.dirs` not given), and where
-    /// it comes from.
-    pub fn startup_value(&self, name: &str) -> Option<(Option<String>, ConfigSource)> {
-        let def = STARTUP_CONFIGS.iter().find(|def| def.name == name)?;
-        let given = self.startup_given.contains(def.name);
-        let source = if given {
-            ConfigSource::StaticBrokerConfig
-        } else {
-            ConfigSource::DefaultConfig
-        };
-        let value = match def.name {
-            "node.id" | "broker.id" => Some(self.node_id.to_string()),
-            "process.roles" => Some(if self.is_controller {
-                "broker,controller".to_owned()
-            } else {
-                "broker".to_owned()
-            }),
-            "listeners" => {
-                let mut listeners: Vec<String> = self
-                    .listeners
-                    .iter()
-                    .map(|l| format!("{}://{}", l.name, l.bind))
-                    .collect();
-                if self.is_controller {
-                    listeners.push(format!(
-                        "{CONTROLLER_LISTENER}://{}",
-                        self.controller_listen
-                    ));
-                }
-                Some(listeners.join(","))
-            }
-            "advertised.listeners" => given.then(|| {
-                let advertised: Vec<String> = self
-                    .listeners
-                    .iter()
-                    .map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port))
-                    .collect();
-                advertised.join(",")
-            }),
-            "listener.security.protocol.map" => Some(self.protocol_map()),
-            "weir.http.listener" => Some(self.http_url()),
-            "inter.broker.listener.name" => Some(self.inter_broker_listener_name.clone()),
-            "controller.quorum.voters" => Some(if self.controllers.is_empty() {
-                format!("{}@{}", self.node_id, self.controller_listen)
-            } else {
-                let voters: Vec<String> = self
-                    .controllers
-                    .iter()
-                    .map(|(id, addr)| format!("{id}@{addr}"))
-                    .collect();
-                voters.join(",")
-            }),
-            "log.dirs" => given.then(|| {
-                let dirs: Vec<String> = self
-                    .partition_log_dirs()
-                    .iter()
-                    .map(|dir| dir.display().to_string())
-                    .collect();
-                dirs.join(",")
-            }),
-            _ => def.default.map(str::to_owned),
-        };
-        Some((value, source))
-    }
-
-    /// The listener other brokers reach this one on.
-    pub fn inter_broker_listener(&self) -> &Listener {
-        self.listeners
-            .iter()
-            .find(|l| l.name == self.inter_broker_listener_name)
-            .unwrap_or(&self.listeners[0])
-    }
-
     /// Replaces the listeners (`listeners` and `advertised.listeners`,
     /// bound): `inter_broker` must name one of them.
     pub fn with_listeners(
@@ -2346,25 +2417,9 @@ impl BrokerConfig {
                 ),
             });
         }
-        self.listeners = listeners;
-        self.inter_broker_listener_name = inter_broker;
+        self.startup.listeners = listeners;
+        self.startup.inter_broker_listener_name = inter_broker;
         Ok(self)
-    }
-
-    /// `listener.security.protocol.map` as in force: the default mapping,
-    /// and the listeners' own names, the controller's included.
-    fn protocol_map(&self) -> String {
-        let mut map = crate::server::listeners::parse_protocol_map(DEFAULT_PROTOCOL_MAP)
-            .expect("the default map parses");
-        for listener in &self.listeners {
-            map.insert(listener.name.clone(), listener.protocol);
-        }
-        map.insert(
-            crate::server::listeners::CONTROLLER_LISTENER.to_owned(),
-            self.controller_protocol,
-        );
-        let entries: Vec<String> = map.iter().map(|(n, p)| format!("{n}:{p}")).collect();
-        entries.join(",")
     }
 
     /// How this broker connects to the others, on their inter-broker
@@ -2374,7 +2429,7 @@ impl BrokerConfig {
     /// with the credentials of `sasl.jaas.config`, which a node alone in its
     /// cluster may leave out.
     pub fn inter_broker_client_security(&self) -> Result<weir_client::SecurityConfig, ConfigError> {
-        let protocol = self.inter_broker_listener().protocol;
+        let protocol = self.startup.inter_broker_listener().protocol;
         let mut properties = BTreeMap::new();
         properties.insert("security.protocol".to_owned(), protocol.name().to_owned());
         let value = |name: &str| self.given_value(name);
@@ -2382,7 +2437,7 @@ impl BrokerConfig {
             self.tls_client_properties(&mut properties);
         }
         // A node alone in its cluster never connects to another broker.
-        let alone = self.is_controller && self.controllers.len() <= 1;
+        let alone = self.startup.is_controller && self.startup.controllers.len() <= 1;
         if protocol.is_sasl() && alone && value("sasl.jaas.config").is_none() {
             return Ok(weir_client::SecurityConfig::plaintext());
         }
@@ -2395,7 +2450,7 @@ impl BrokerConfig {
                         "the inter-broker listener {} uses SASL: give this broker's own \
                          credentials, e.g. org.apache.kafka.common.security.scram.ScramLoginModule \
                          required username=\"broker\" password=\"...\";",
-                        self.inter_broker_listener_name
+                        self.startup.inter_broker_listener_name
                     ),
                 });
             };
@@ -2407,7 +2462,7 @@ impl BrokerConfig {
         }
         weir_client::SecurityConfig::from_properties(&properties).map_err(|error| ConfigError {
             name: "inter.broker.listener.name".into(),
-            value: self.inter_broker_listener_name.clone(),
+            value: self.startup.inter_broker_listener_name.clone(),
             // Never the credentials themselves.
             reason: format!("this broker cannot connect to the others: {error}"),
         })
@@ -2467,36 +2522,8 @@ impl BrokerConfig {
     /// protect nothing. TLS with client certificates alone does not count:
     /// its users have no password to give.
     pub fn http_requires_authentication(&self) -> bool {
-        self.security.authorizer_enabled || self.listeners.iter().any(|l| l.protocol.is_sasl())
-    }
-
-    /// The URL of the HTTP endpoint, for other hosts: a wildcard address
-    /// is no address to tell, so the host the Kafka listener advertises
-    /// stands for it.
-    pub fn http_url(&self) -> String {
-        let scheme = if self.http_tls { "https" } else { "http" };
-        let addr = self.http_listen;
-        match self.listeners.first() {
-            Some(listener) if addr.ip().is_unspecified() => {
-                let host = &listener.advertised_host;
-                if host.contains(':') {
-                    format!("{scheme}://[{host}]:{}", addr.port())
-                } else {
-                    format!("{scheme}://{host}:{}", addr.port())
-                }
-            }
-            _ => format!("{scheme}://{addr}"),
-        }
-    }
-
-    /// The directories of the partition logs: `log.dirs`, else the data
-    /// directory.
-    pub fn partition_log_dirs(&self) -> Vec<PathBuf> {
-        if self.log_dirs.is_empty() {
-            vec![self.data_dir.clone()]
-        } else {
-            self.log_dirs.clone()
-        }
+        self.security.authorizer_enabled
+            || self.startup.listeners.iter().any(|l| l.protocol.is_sasl())
     }
 
     /// The settings of this node's controller; `tls` secures the
@@ -3002,7 +3029,10 @@ mod tests {
         assert_eq!(config.log_retention_ms, 7 * 24 * 3600 * 1000);
         assert_eq!(config.message_max_bytes, 1_048_588);
         assert_eq!(config.socket_request_max_bytes, 100 * 1024 * 1024);
-        assert_eq!(config.inter_broker_listener().advertised_host, "127.0.0.1");
+        assert_eq!(
+            config.startup.inter_broker_listener().advertised_host,
+            "127.0.0.1"
+        );
     }
 
     #[test]
@@ -3139,23 +3169,27 @@ mod tests {
             ConfigSource::StaticBrokerConfig
         );
         // What is not a Kafka config stays.
-        assert_eq!(back.node_id, 1);
-        assert_eq!(back.inter_broker_listener().advertised_host, "127.0.0.1");
+        assert_eq!(back.startup.node_id, 1);
+        assert_eq!(
+            back.startup.inter_broker_listener().advertised_host,
+            "127.0.0.1"
+        );
     }
 
     #[test]
     fn dynamic_configs_keep_the_controller_listeners_protocol() {
         let mut config = build(&[]).unwrap();
-        config.controller_protocol = crate::server::listeners::SecurityProtocol::Ssl;
+        config.startup.controller_protocol = crate::server::listeners::SecurityProtocol::Ssl;
         let dynamic = config
             .with_dynamic(&map(&[("log.retention.ms", "2000")]), &BTreeMap::new())
             .unwrap();
         assert_eq!(
-            dynamic.controller_protocol,
+            dynamic.startup.controller_protocol,
             crate::server::listeners::SecurityProtocol::Ssl
         );
         let (map, _) = dynamic
-            .startup_value("listener.security.protocol.map")
+            .startup
+            .value("listener.security.protocol.map")
             .unwrap();
         assert!(map.unwrap().contains("CONTROLLER:SSL"));
     }

@@ -42,6 +42,7 @@ pub async fn run_listener(
 ) {
     let config = broker.config();
     let protocol = config
+        .startup
         .listeners
         .iter()
         .find(|l| l.name == name)
@@ -55,7 +56,8 @@ pub async fn run_listener(
     let quotas = broker.connection_quotas();
     // As Kafka: the inter-broker listener never waits at max.connections,
     // unless it is the only one.
-    let protected = config.listeners.len() > 1 && config.inter_broker_listener_name == name;
+    let protected =
+        config.startup.listeners.len() > 1 && config.startup.inter_broker_listener_name == name;
     drop(config);
     let mut connections = JoinSet::new();
     loop {

@@ -38,10 +38,10 @@ pub(crate) fn controller_transport(
 ) -> Result<Arc<dyn ControllerTransport>, ConfigError> {
     let refuse = |reason: String| ConfigError {
         name: "listener.security.protocol.map".into(),
-        value: format!("CONTROLLER:{}", config.controller_protocol),
+        value: format!("CONTROLLER:{}", config.startup.controller_protocol),
         reason,
     };
-    let alone = config.is_controller && config.controllers.len() <= 1;
+    let alone = config.startup.is_controller && config.startup.controllers.len() <= 1;
     if refuses_anonymous_peers(config) && !alone && !authenticates_peers(config) {
         return Err(refuse(
             "every Kafka listener authenticates its clients, but controller connections would \
@@ -53,13 +53,13 @@ pub(crate) fn controller_transport(
         ));
     }
     // SASL, if any, runs over this (see `controller_sasl`).
-    if !config.controller_protocol.is_tls() {
+    if !config.startup.controller_protocol.is_tls() {
         return Ok(Arc::new(weir_meta::Plaintext));
     }
     let server = tls.ok_or_else(|| {
         refuse(format!(
             "a {} controller listener needs a key store: set ssl.keystore.location (or ssl.keystore.key and ssl.keystore.certificate.chain)",
-            config.controller_protocol
+            config.startup.controller_protocol
         ))
     })?;
     let client = config
@@ -72,7 +72,7 @@ pub(crate) fn controller_transport(
 pub(crate) fn controller_sasl(
     config: &BrokerConfig,
 ) -> Result<Option<weir_meta::ControllerSasl>, ConfigError> {
-    if !config.controller_protocol.is_sasl() {
+    if !config.startup.controller_protocol.is_sasl() {
         return Ok(None);
     }
     let mechanism_name = config
@@ -120,7 +120,7 @@ pub(crate) fn controller_sasl(
         mechanism,
         username: login.username,
         password: login.password,
-        bootstrap_users: config.initial_scram.clone(),
+        bootstrap_users: config.startup.initial_scram.clone(),
     }))
 }
 
@@ -128,15 +128,16 @@ pub(crate) fn controller_sasl(
 /// Kafka listener admits an anonymous client (each is SASL, or TLS that
 /// requires a client certificate).
 pub(crate) fn refuses_anonymous_peers(config: &BrokerConfig) -> bool {
-    !config.listeners.is_empty()
-        && config.listeners.iter().all(|listener| {
+    !config.startup.listeners.is_empty()
+        && config.startup.listeners.iter().all(|listener| {
             listener.protocol.is_sasl() || requires_certificate(config, listener.protocol)
         })
 }
 
 /// Whether controller peers prove who they are (SASL, or a certificate).
 fn authenticates_peers(config: &BrokerConfig) -> bool {
-    config.controller_protocol.is_sasl() || requires_certificate(config, config.controller_protocol)
+    config.startup.controller_protocol.is_sasl()
+        || requires_certificate(config, config.startup.controller_protocol)
 }
 
 fn requires_certificate(config: &BrokerConfig, protocol: SecurityProtocol) -> bool {

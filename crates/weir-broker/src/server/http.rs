@@ -467,7 +467,7 @@ async fn cluster(State(broker): State<Arc<Broker>>) -> Json<ClusterView> {
     };
     let status = broker.controller_status();
     Json(ClusterView {
-        node_id: broker.config().node_id,
+        node_id: broker.config().startup.node_id,
         controller_id: status.leader_id.map_or(-1, |id| id as i64),
         cluster_id: broker.cluster_id().to_owned(),
         brokers,

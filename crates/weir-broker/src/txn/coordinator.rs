@@ -533,7 +533,11 @@ async fn append_state(
         .map_err(|error| CoordinatorError::NotAvailable(error.to_string()))?;
     let deadline = tokio::time::Instant::now() + WRITE_TIMEOUT;
     partition
-        .replicated(appended.last_offset + 1, broker.config().node_id, deadline)
+        .replicated(
+            appended.last_offset + 1,
+            broker.config().startup.node_id,
+            deadline,
+        )
         .await
         .map_err(|(code, message)| match code {
             ResponseError::NotLeaderOrFollower => CoordinatorError::NotCoordinator,
