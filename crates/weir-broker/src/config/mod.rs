@@ -14,12 +14,17 @@
 pub mod topic;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use weir_coord::consumer::ConsumerGroupConfig;
+use weir_log::CleanupPolicy;
 use weir_meta::topic_config::{ConfigType, Valid};
+
+use crate::groups::configs::ShareBrokerConfig;
+use crate::replica::ReplicaSelector;
 
 use crate::server::listeners::{Listener, CONTROLLER_LISTENER, DEFAULT_PROTOCOL_MAP};
 
@@ -128,1136 +133,455 @@ pub enum ConfigSource {
     GroupConfig = 8,
 }
 
-/// The Kafka broker configs Weir supports.
-pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
-    BrokerConfigDef {
-        name: "num.partitions",
-        default: Some("1"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Partitions of an auto-created topic, or of one created without a count",
-    },
-    BrokerConfigDef {
-        name: "auto.create.topics.enable",
-        default: Some("true"),
-        config_type: ConfigType::Boolean,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Create a topic when a client asks for metadata of an unknown one",
-    },
-    BrokerConfigDef {
-        name: "log.segment.bytes",
-        default: Some("1073741824"),
-        config_type: ConfigType::Int,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default segment.bytes of topics",
-    },
-    BrokerConfigDef {
-        name: "log.retention.ms",
-        default: None,
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default retention.ms of topics (-1: keep forever)",
-    },
-    BrokerConfigDef {
-        name: "min.insync.replicas",
-        default: Some("1"),
-        config_type: ConfigType::Int,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::AtLeast(1),
-        doc: "Default min.insync.replicas of topics; kept by the controller as a cluster-level config while eligible leader replicas are enabled (KIP-966)",
-    },
-    BrokerConfigDef {
-        name: "log.retention.minutes",
-        default: None,
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default retention.ms of topics in minutes, when log.retention.ms is not set",
-    },
-    BrokerConfigDef {
-        name: "log.retention.hours",
-        default: Some("168"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default retention.ms of topics in hours, when neither log.retention.ms nor log.retention.minutes is set",
-    },
-    BrokerConfigDef {
-        name: "log.roll.ms",
-        default: None,
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default segment.ms of topics: roll a segment this old (null: log.roll.hours)",
-    },
-    BrokerConfigDef {
-        name: "log.roll.hours",
-        default: Some("168"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::AtLeast(1),
-        doc: "Default segment.ms of topics in hours, when log.roll.ms is not set",
-    },
-    BrokerConfigDef {
-        name: "log.index.size.max.bytes",
-        default: Some("10485760"),
-        config_type: ConfigType::Int,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::AtLeast(4),
-        doc: "Default segment.index.bytes of topics",
-    },
-    BrokerConfigDef {
-        name: "log.index.interval.bytes",
-        default: Some("4096"),
-        config_type: ConfigType::Int,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::AtLeast(0),
-        doc: "Default index.interval.bytes of topics",
-    },
-    BrokerConfigDef {
-        name: "log.segment.delete.delay.ms",
-        default: Some("60000"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::AtLeast(0),
-        doc: "Default file.delete.delay.ms of topics",
-    },
-    BrokerConfigDef {
-        name: "log.message.timestamp.type",
-        default: Some("CreateTime"),
-        config_type: ConfigType::String,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::OneOf(&["CreateTime", "LogAppendTime"]),
-        doc: "Default message.timestamp.type of topics",
-    },
-    BrokerConfigDef {
-        name: "log.message.timestamp.before.max.ms",
-        default: Some("9223372036854775807"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::AtLeast(0),
-        doc: "Default message.timestamp.before.max.ms of topics",
-    },
-    BrokerConfigDef {
-        name: "log.message.timestamp.after.max.ms",
-        default: Some("3600000"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::AtLeast(0),
-        doc: "Default message.timestamp.after.max.ms of topics",
-    },
-    BrokerConfigDef {
-        name: "log.retention.bytes",
-        default: Some("-1"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default retention.bytes of topics (-1: no limit)",
-    },
-    BrokerConfigDef {
-        name: "log.retention.check.interval.ms",
-        default: Some("300000"),
-        config_type: ConfigType::Long,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How often retention is enforced",
-    },
-    BrokerConfigDef {
-        name: "message.max.bytes",
-        default: Some("1048588"),
-        config_type: ConfigType::Int,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default max.message.bytes of topics: the largest record batch accepted",
-    },
-    BrokerConfigDef {
-        name: "socket.request.max.bytes",
-        default: Some("104857600"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Largest request accepted; larger frames close the connection",
-    },
-    BrokerConfigDef {
-        name: "log.flush.interval.messages",
-        default: Some("9223372036854775807"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default flush.messages of topics: fsync after this many records",
-    },
-    BrokerConfigDef {
-        name: "log.flush.interval.ms",
-        default: Some("9223372036854775807"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default flush.ms of topics: fsync when unflushed data is this old",
-    },
-    BrokerConfigDef {
-        name: "connections.max.idle.ms",
-        default: Some("600000"),
-        config_type: ConfigType::Long,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Close connections idle this long",
-    },
-    BrokerConfigDef {
-        name: "queued.max.request.bytes",
-        default: Some("536870912"),
-        config_type: ConfigType::Long,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Memory for requests being read or processed, across all connections; at least socket.request.max.bytes",
-    },
-    BrokerConfigDef {
-        name: "socket.request.receive.timeout.ms",
-        default: Some("30000"),
-        config_type: ConfigType::Long,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Weir's own: how long a request's bytes may take to arrive once its first byte has (5 s at most before the client has authenticated); a connection slower than that is closed and the request's memory released",
-    },
-    BrokerConfigDef {
-        name: "max.connections",
-        default: Some("2147483647"),
-        config_type: ConfigType::Int,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The most connections the broker keeps open over its listeners; when reached, new ones wait to be accepted until one closes",
-    },
-    BrokerConfigDef {
-        name: "max.connections.per.ip",
-        default: Some("2147483647"),
-        config_type: ConfigType::Int,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The most connections one IP address may have open; one more is closed at once",
-    },
-    BrokerConfigDef {
-        name: "max.connections.per.ip.overrides",
-        default: Some(""),
-        config_type: ConfigType::String,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Per-IP exceptions to max.connections.per.ip, as IP:count pairs separated by commas (127.0.0.1:200,10.0.0.7:50)",
-    },
-    BrokerConfigDef {
-        name: "offsets.topic.num.partitions",
-        default: Some("50"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Partitions of __consumer_offsets, fixed when it is first created",
-    },
-    BrokerConfigDef {
-        name: "offsets.retention.minutes",
-        default: Some("10080"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How long committed offsets of a group without members are kept",
-    },
-    BrokerConfigDef {
-        name: "offsets.retention.check.interval.ms",
-        default: Some("600000"),
-        config_type: ConfigType::Long,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How often committed offsets are checked for expiry",
-    },
-    BrokerConfigDef {
-        name: "group.initial.rebalance.delay.ms",
-        default: Some("3000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How long the first rebalance of an empty group waits for more members",
-    },
-    BrokerConfigDef {
-        name: "group.min.session.timeout.ms",
-        default: Some("6000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The smallest session timeout a group member may ask for",
-    },
-    BrokerConfigDef {
-        name: "group.max.session.timeout.ms",
-        default: Some("1800000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The largest session timeout a group member may ask for",
-    },
-    BrokerConfigDef {
-        name: "group.max.size",
-        default: Some("2147483647"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The most members a consumer group may have",
-    },
-    BrokerConfigDef {
-        name: "group.consumer.heartbeat.interval.ms",
-        default: Some("5000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How often members of consumer groups (group.protocol=consumer) heartbeat",
-    },
-    BrokerConfigDef {
-        name: "group.consumer.session.timeout.ms",
-        default: Some("45000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How long a consumer group member may go without a heartbeat before it is removed",
-    },
-    BrokerConfigDef {
-        name: "group.consumer.min.heartbeat.interval.ms",
-        default: Some("5000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The shortest heartbeat interval a consumer group may be configured with",
-    },
-    BrokerConfigDef {
-        name: "group.consumer.max.heartbeat.interval.ms",
-        default: Some("15000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The longest heartbeat interval a consumer group may be configured with",
-    },
-    BrokerConfigDef {
-        name: "group.consumer.min.session.timeout.ms",
-        default: Some("45000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The shortest session timeout a consumer group may be configured with",
-    },
-    BrokerConfigDef {
-        name: "group.consumer.max.session.timeout.ms",
-        default: Some("60000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The longest session timeout a consumer group may be configured with",
-    },
-    BrokerConfigDef {
-        name: "group.consumer.max.size",
-        default: Some("2147483647"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The most members a consumer group (group.protocol=consumer) may have",
-    },
-    BrokerConfigDef {
-        name: "group.consumer.migration.policy",
-        default: Some("bidirectional"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Whether a classic group with members becomes a consumer group when a member joins with the consumer protocol (upgrade), and back when the last such member leaves (downgrade): bidirectional, upgrade, downgrade or disabled",
-    },
-    BrokerConfigDef {
-        name: "group.consumer.assignors",
-        default: Some("uniform,range"),
-        config_type: ConfigType::List,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The server-side assignors of consumer groups; the first is the default",
-    },
-    BrokerConfigDef {
-        name: "group.share.heartbeat.interval.ms",
-        default: Some("5000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How often members of share groups heartbeat",
-    },
-    BrokerConfigDef {
-        name: "group.share.min.heartbeat.interval.ms",
-        default: Some("5000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The shortest heartbeat interval a share group may be configured with",
-    },
-    BrokerConfigDef {
-        name: "group.share.max.heartbeat.interval.ms",
-        default: Some("15000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The longest heartbeat interval a share group may be configured with",
-    },
-    BrokerConfigDef {
-        name: "group.share.session.timeout.ms",
-        default: Some("45000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How long a share group member may go without a heartbeat before it is removed",
-    },
-    BrokerConfigDef {
-        name: "group.share.min.session.timeout.ms",
-        default: Some("45000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The shortest session timeout a share group may be configured with",
-    },
-    BrokerConfigDef {
-        name: "group.share.max.session.timeout.ms",
-        default: Some("60000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The longest session timeout a share group may be configured with",
-    },
-    BrokerConfigDef {
-        name: "group.share.record.lock.duration.ms",
-        default: Some("30000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How long a record a share group member acquired stays with it",
-    },
-    BrokerConfigDef {
-        name: "group.share.min.record.lock.duration.ms",
-        default: Some("15000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The shortest record lock a share group may be configured with",
-    },
-    BrokerConfigDef {
-        name: "group.share.max.record.lock.duration.ms",
-        default: Some("60000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The longest record lock a share group may be configured with",
-    },
-    BrokerConfigDef {
-        name: "group.share.delivery.count.limit",
-        default: Some("5"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How often a share group delivers a record before archiving it (2 to 10)",
-    },
-    BrokerConfigDef {
-        name: "group.share.partition.max.record.locks",
-        default: Some("2000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The most records of a share-partition in flight at once",
-    },
-    BrokerConfigDef {
-        name: "group.share.max.size",
-        default: Some("200"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The most members a share group may have",
-    },
-    BrokerConfigDef {
-        name: "group.share.max.share.sessions",
-        default: Some("2000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The most share sessions a broker keeps (one per share group member fetching from it)",
-    },
-    BrokerConfigDef {
-        name: "errors.deadletterqueue.topic.name.prefix",
-        default: Some("dlq."),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "What the name of a share group's dead-letter topic must begin with (KIP-1191)",
-    },
-    BrokerConfigDef {
-        name: "share.coordinator.state.topic.num.partitions",
-        default: Some("50"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Partitions of __share_group_state, where share-partition state is kept",
-    },
-    BrokerConfigDef {
-        name: "share.coordinator.state.topic.replication.factor",
-        default: Some("3"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Replicas of __share_group_state (fewer while the cluster has fewer live brokers)",
-    },
-    BrokerConfigDef {
-        name: "share.coordinator.state.topic.min.isr",
-        default: Some("2"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "min.insync.replicas of __share_group_state (capped at its replication factor)",
-    },
-    BrokerConfigDef {
-        name: "max.incremental.fetch.session.cache.slots",
-        default: Some("1000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How many incremental fetch sessions (KIP-227) the broker keeps",
-    },
-    BrokerConfigDef {
-        name: "quota.window.num",
-        default: Some("11"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How many windows a client quota's rate is measured over",
-    },
-    BrokerConfigDef {
-        name: "quota.window.size.seconds",
-        default: Some("1"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The length of one window of a client quota's rate",
-    },
-    BrokerConfigDef {
-        name: "leader.replication.throttled.rate",
-        default: Some("9223372036854775807"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Bytes per second this broker, as leader, sends to followers of the replicas \
-              topics list in leader.replication.throttled.replicas; a follower not in the ISR \
-              gets no records of them while the rate is over it",
-    },
-    BrokerConfigDef {
-        name: "follower.replication.throttled.rate",
-        default: Some("9223372036854775807"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Bytes per second this broker, as follower, fetches of the replicas topics list \
-              in follower.replication.throttled.replicas; a replica not caught up is not \
-              fetched while the rate is over it",
-    },
-    BrokerConfigDef {
-        name: "replica.alter.log.dirs.io.max.bytes.per.second",
-        default: Some("9223372036854775807"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Bytes per second the copies of replicas moving between log directories of \
-              this broker (AlterReplicaLogDirs) may make; the final catch-up under the \
-              partition's lock is not held back",
-    },
-    BrokerConfigDef {
-        name: "replication.quota.window.num",
-        default: Some("11"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How many windows the replication throttles' rates are measured over",
-    },
-    BrokerConfigDef {
-        name: "replication.quota.window.size.seconds",
-        default: Some("1"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The length of one window of the replication throttles' rates",
-    },
-    BrokerConfigDef {
-        name: "replica.lag.time.max.ms",
-        default: Some("30000"),
-        config_type: ConfigType::Long,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "A follower that has not caught up with its leader for this long leaves the ISR",
-    },
-    BrokerConfigDef {
-        name: "broker.rack",
-        default: Some(""),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "This broker's rack, for rack-aware replica placement (empty: none)",
-    },
-    BrokerConfigDef {
-        name: "replica.selector.class",
-        default: None,
-        config_type: ConfigType::Class,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How a leader picks the replica a consumer reads from (KIP-392): empty for the \
-              leader, or org.apache.kafka.common.replica.RackAwareReplicaSelector for a \
-              replica in the consumer's client.rack",
-    },
-    BrokerConfigDef {
-        name: "broker.session.timeout.ms",
-        default: Some("9000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "A broker that sends no heartbeat to the active controller for this long is fenced",
-    },
-    BrokerConfigDef {
-        name: "initial.broker.registration.timeout.ms",
-        default: Some("60000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How long a starting node waits for the controller quorum to elect a leader and take its registration, trying again meanwhile, before it gives up",
-    },
-    BrokerConfigDef {
-        name: "broker.heartbeat.interval.ms",
-        default: Some("2000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How often a broker heartbeats to the active controller",
-    },
-    BrokerConfigDef {
-        name: "default.replication.factor",
-        default: Some("1"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Replicas of a topic created without a replication factor",
-    },
-    BrokerConfigDef {
-        name: "offsets.topic.replication.factor",
-        default: Some("3"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Replicas of __consumer_offsets (fewer while the cluster has fewer live brokers)",
-    },
-    BrokerConfigDef {
-        name: "auto.leader.rebalance.enable",
-        default: Some("true"),
-        config_type: ConfigType::Boolean,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Move leadership back to each partition's preferred replica when it is in sync",
-    },
-    BrokerConfigDef {
-        name: "leader.imbalance.check.interval.seconds",
-        default: Some("300"),
-        config_type: ConfigType::Long,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How often the active controller looks for partitions to give back to their preferred leader",
-    },
-    BrokerConfigDef {
-        name: "log.max.open.files",
-        default: Some("0"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "A Weir setting: the most segment and index files kept open at once; the least \
-              recently used are closed and reopened on demand. 0: three quarters of the \
-              process's open-file limit (the soft limit is raised to the hard one at start)",
-    },
-    BrokerConfigDef {
-        name: "log.cleaner.enable",
-        default: Some("true"),
-        config_type: ConfigType::Boolean,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Run the log cleaner, which compacts topics whose cleanup.policy includes compact",
-    },
-    BrokerConfigDef {
-        name: "log.cleaner.backoff.ms",
-        default: Some("15000"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How long the log cleaner sleeps when no log needs cleaning",
-    },
-    BrokerConfigDef {
-        name: "log.cleaner.dedupe.buffer.size",
-        default: Some("134217728"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Memory for the log cleaner's key-to-offset map (24 bytes a key); a pass cleans what it covers",
-    },
-    BrokerConfigDef {
-        name: "log.cleaner.io.max.bytes.per.second",
-        default: Some("1.7976931348623157E308"),
-        config_type: ConfigType::Double,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The log cleaner's read plus write rate limit",
-    },
-    BrokerConfigDef {
-        name: "log.cleanup.policy",
-        default: Some("delete"),
-        config_type: ConfigType::List,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default cleanup.policy of topics: delete, compact, compact,delete, or empty (keep every segment)",
-    },
-    BrokerConfigDef {
-        name: "log.cleaner.delete.retention.ms",
-        default: Some("86400000"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default delete.retention.ms of topics: how long a tombstone stays once cleaned",
-    },
-    BrokerConfigDef {
-        name: "log.cleaner.min.compaction.lag.ms",
-        default: Some("0"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default min.compaction.lag.ms of topics: records younger than this are not compacted",
-    },
-    BrokerConfigDef {
-        name: "log.cleaner.max.compaction.lag.ms",
-        default: Some("9223372036854775807"),
-        config_type: ConfigType::Long,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default max.compaction.lag.ms of topics: records older than this are compacted whatever the dirty ratio",
-    },
-    BrokerConfigDef {
-        name: "log.cleaner.min.cleanable.ratio",
-        default: Some("0.5"),
-        config_type: ConfigType::Double,
-        dynamic: true,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Default min.cleanable.dirty.ratio of topics: the dirty share of a log before it is cleaned",
-    },
-    BrokerConfigDef {
-        name: "transaction.state.log.num.partitions",
-        default: Some("50"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Partitions of __transaction_state, where transaction coordinators keep their state",
-    },
-    BrokerConfigDef {
-        name: "transaction.state.log.replication.factor",
-        default: Some("3"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Replicas of __transaction_state (fewer while the cluster has fewer live brokers)",
-    },
-    BrokerConfigDef {
-        name: "transaction.state.log.min.isr",
-        default: Some("2"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "min.insync.replicas of __transaction_state (capped at its replication factor)",
-    },
-    BrokerConfigDef {
-        name: "transaction.max.timeout.ms",
-        default: Some("900000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The longest transaction timeout a producer may ask for",
-    },
-    BrokerConfigDef {
-        name: "transactional.id.expiration.ms",
-        default: Some("604800000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How long a transactional id without transactions is remembered",
-    },
-    BrokerConfigDef {
-        name: "producer.id.expiration.ms",
-        default: Some("86400000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How long a partition remembers an idempotent producer that wrote nothing since \
-              (its sequence numbers, for de-duplicating retries)",
-    },
-    BrokerConfigDef {
-        name: "producer.id.expiration.check.interval.ms",
-        default: Some("600000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How often idempotent producers past producer.id.expiration.ms are forgotten",
-    },
-    BrokerConfigDef {
-        name: "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-        default: Some("10000"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How often transactions past their timeout are looked for and aborted",
-    },
-    BrokerConfigDef {
-        name: "ssl.keystore.type",
-        default: Some("PEM"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The format of the key store: PEM (the only one Weir reads)",
-    },
-    BrokerConfigDef {
-        name: "ssl.keystore.location",
-        default: Some(""),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "A PEM file with the listener's private key and certificate chain (reloaded when it changes)",
-    },
-    BrokerConfigDef {
-        name: "ssl.keystore.key",
-        default: Some(""),
-        config_type: ConfigType::Password,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The private key, PEM, given inline instead of ssl.keystore.location",
-    },
-    BrokerConfigDef {
-        name: "ssl.keystore.certificate.chain",
-        default: Some(""),
-        config_type: ConfigType::Password,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The certificate chain, PEM, given inline with ssl.keystore.key",
-    },
-    BrokerConfigDef {
-        name: "ssl.key.password",
-        default: Some(""),
-        config_type: ConfigType::Password,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The password of an encrypted private key: not supported, give an unencrypted PKCS#8 key",
-    },
-    BrokerConfigDef {
-        name: "ssl.truststore.type",
-        default: Some("PEM"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The format of the trust store: PEM",
-    },
-    BrokerConfigDef {
-        name: "ssl.truststore.location",
-        default: Some(""),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "A PEM file of the CA certificates that client certificates must chain to (reloaded when it changes)",
-    },
-    BrokerConfigDef {
-        name: "ssl.truststore.certificates",
-        default: Some(""),
-        config_type: ConfigType::Password,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The trusted CA certificates, PEM, given inline instead of ssl.truststore.location",
-    },
-    BrokerConfigDef {
-        name: "ssl.client.auth",
-        default: Some("none"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Client certificates on SSL listeners: none, requested or required",
-    },
-    BrokerConfigDef {
-        name: "ssl.principal.mapping.rules",
-        default: Some("DEFAULT"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Rules turning a client certificate's subject into a principal name (Kafka's RULE:pattern/replacement/[LU] syntax)",
-    },
-    BrokerConfigDef {
-        name: "ssl.enabled.protocols",
-        default: Some("TLSv1.2,TLSv1.3"),
-        config_type: ConfigType::List,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The TLS versions accepted",
-    },
-    BrokerConfigDef {
-        name: "sasl.enabled.mechanisms",
-        default: Some("SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"),
-        config_type: ConfigType::List,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
-    },
-    BrokerConfigDef {
-        name: "sasl.mechanism.inter.broker.protocol",
-        default: Some("SCRAM-SHA-512"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The SASL mechanism this broker authenticates with to the others, when the inter-broker listener uses SASL",
-    },
-    BrokerConfigDef {
-        name: "sasl.mechanism.controller.protocol",
-        default: Some("SCRAM-SHA-512"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The SASL mechanism this node authenticates with to the controllers, when the controller listener uses SASL: SCRAM-SHA-256 or SCRAM-SHA-512",
-    },
-    BrokerConfigDef {
-        name: "sasl.jaas.config",
-        default: Some(""),
-        config_type: ConfigType::Password,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "This broker's own credentials for an inter-broker listener with SASL, as Kafka's login modules take them: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\" password=\"…\";",
-    },
-    BrokerConfigDef {
-        name: "ssl.endpoint.identification.algorithm",
-        default: Some("https"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "https: a broker connecting to another over TLS checks that the certificate names the host it connects to; empty: only that it is trusted",
-    },
-    BrokerConfigDef {
-        name: "connection.failed.authentication.delay.ms",
-        default: Some("100"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How long the answer to a failed authentication waits (SASL on the Kafka listeners, where the connection then closes, and HTTP Basic): a password guesser waits for each answer",
-    },
-    BrokerConfigDef {
-        name: "sasl.server.max.receive.size",
-        default: Some("524288"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The largest frame a client may send before it has authenticated; a larger one closes the connection",
-    },
-    BrokerConfigDef {
-        name: "connections.max.reauth.ms",
-        default: Some("0"),
-        config_type: ConfigType::Long,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How long a SASL session lasts before the client must authenticate again (0: for ever)",
-    },
-    BrokerConfigDef {
-        name: "sasl.oauthbearer.jwks.endpoint.url",
-        default: Some(""),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Where OAUTHBEARER tokens' signing keys are: an https:// URL or a file:// path to a JWKS",
-    },
-    BrokerConfigDef {
-        name: "sasl.oauthbearer.jwks.endpoint.refresh.ms",
-        default: Some("3600000"),
-        config_type: ConfigType::Long,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "How often the JWKS of an http(s) endpoint is fetched again",
-    },
-    BrokerConfigDef {
-        name: "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
-        default: Some("10000"),
-        config_type: ConfigType::Long,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The least time between two fetches of the JWKS asked for by tokens naming a key it lacks",
-    },
-    BrokerConfigDef {
-        name: "sasl.oauthbearer.expected.audience",
-        default: Some(""),
-        config_type: ConfigType::List,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The audiences an OAUTHBEARER token must name one of (empty: not checked)",
-    },
-    BrokerConfigDef {
-        name: "sasl.oauthbearer.expected.issuer",
-        default: Some(""),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The issuer an OAUTHBEARER token must name (empty: not checked)",
-    },
-    BrokerConfigDef {
-        name: "sasl.oauthbearer.sub.claim.name",
-        default: Some("sub"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The token claim that names the principal",
-    },
-    BrokerConfigDef {
-        name: "authorizer.class.name",
-        default: Some(""),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Set to turn ACLs on: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or any value naming it)",
-    },
-    BrokerConfigDef {
-        name: "super.users",
-        default: Some(""),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Principals allowed everything, separated by semicolons: User:admin;User:CN=broker",
-    },
-    BrokerConfigDef {
-        name: "allow.everyone.if.no.acl.found",
-        default: Some("false"),
-        config_type: ConfigType::Boolean,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "With ACLs on, whether a resource no ACL names is open to everyone",
-    },
-];
+/// One [`BrokerConfigDef`]; `update` is Kafka's update mode: ReadOnly,
+/// ClusterWide (dynamic) or PerBroker (dynamic, for one broker only).
+macro_rules! broker_def {
+    ($name:literal, $ty:ident, $default:expr, $update:ident, $valid:expr, $doc:expr) => {
+        BrokerConfigDef {
+            name: $name,
+            default: $default,
+            config_type: ConfigType::$ty,
+            dynamic: broker_def!(@dynamic $update),
+            per_broker: broker_def!(@per_broker $update),
+            valid: $valid,
+            doc: $doc,
+        }
+    };
+    (@dynamic ReadOnly) => { false };
+    (@dynamic ClusterWide) => { true };
+    (@dynamic PerBroker) => { true };
+    (@per_broker PerBroker) => { true };
+    (@per_broker $other:ident) => { false };
+}
+
+/// The registry of the broker configs Weir acts on, one row each:
+///
+/// ```text
+/// "kafka.name", Type, Kafka's default, update mode, Kafka's validator,
+///     [setting: RustType [= reader],]
+///     "What it does";
+/// ```
+///
+/// From the rows it makes [`BROKER_CONFIGS`] (in the rows' order, which is
+/// that of DescribeConfigs and of `weir serve --help`), the field of
+/// [`BrokerConfig`] each row with a setting names, and
+/// `BrokerConfig::read`, which fills those fields from the merged values in
+/// the rows' order (the first bad value is the one reported).
+///
+/// Kafka's validator is checked, in Kafka's words, on every value given
+/// before any setting is read. The reader is a [`Read`]: a range for
+/// Weir's own bounds on a setting (refused as "must be between"), a
+/// function for a setting that takes more than parsing, none for the value
+/// parsed as it is. A row has one or the other bound, never both: they
+/// differ in their error texts, which tools see.
+///
+/// A setting made of several configs checked against one another (the
+/// consumer and share groups', the security settings) is declared on the
+/// first of their rows, with a doc comment of its own. Rows without a
+/// setting are still validated, stored and described; the topic defaults
+/// among them are read by name ([`BrokerConfig::topic_default`]).
+macro_rules! broker_configs {
+    (@reader) => { Parsed };
+    (@reader $read:expr) => { $read };
+    (@doc $name:literal, $doc:literal) => { concat!("`", $name, "`: ", $doc) };
+    (@doc $name:literal, $doc:literal, $($setting_doc:literal),+) => { concat!($($setting_doc, "\n"),+) };
+    ($(
+        $name:literal, $ty:ident, $default:expr, $update:ident, $valid:expr,
+        $($(#[doc = $setting_doc:literal])* $field:ident: $field_ty:ty $(= $read:expr)?,)?
+        $doc:literal;
+    )*) => {
+        /// The Kafka broker configs Weir acts on.
+        pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
+            $(broker_def!($name, $ty, $default, $update, $valid, $doc),)*
+        ];
+
+        /// The broker's settings: how the node was started, a field per
+        /// setting of the registry (`broker_configs!`), and the
+        /// Kafka-named values at each level.
+        #[derive(Debug, Clone)]
+        pub struct BrokerConfig {
+            /// How the node was started; never changed by dynamic configs.
+            pub startup: Startup,
+            $($(
+                #[doc = broker_configs!(@doc $name, $doc $(, $setting_doc)*)]
+                pub $field: $field_ty,
+            )?)*
+            /// The Kafka-named values in force, for DescribeConfigs.
+            pub values: BTreeMap<String, String>,
+            /// The values given at start (flags, `WEIR_*` variables, weir.toml).
+            pub static_values: BTreeMap<String, String>,
+            /// The dynamic cluster-wide defaults in force (AlterConfigs on the
+            /// broker resource "").
+            pub dynamic_default: BTreeMap<String, String>,
+            /// The dynamic configs of this broker in force (AlterConfigs on the
+            /// broker resource named by its id).
+            pub dynamic_broker: BTreeMap<String, String>,
+        }
+
+        impl BrokerConfig {
+            /// The settings of `startup` from `merged`, the values in force
+            /// of every settable config, which came from these levels.
+            fn read(
+                startup: Startup,
+                merged: BTreeMap<String, String>,
+                static_values: BTreeMap<String, String>,
+                dynamic_default: BTreeMap<String, String>,
+                dynamic_broker: BTreeMap<String, String>,
+            ) -> Result<Self, ConfigError> {
+                let from = Merged(&merged);
+                Ok(Self {
+                    startup,
+                    $($(
+                        $field: <_ as Read<$field_ty>>::read(
+                            broker_configs!(@reader $($read)?),
+                            from,
+                            $name,
+                        )?,
+                    )?)*
+                    values: merged,
+                    static_values,
+                    dynamic_default,
+                    dynamic_broker,
+                })
+            }
+        }
+    };
+}
+
+broker_configs! {
+    "num.partitions", Int, Some("1"), ReadOnly, Valid::Any,
+        num_partitions: i32 = 1..=1_000_000,
+        "Partitions of an auto-created topic, or of one created without a count";
+    "auto.create.topics.enable", Boolean, Some("true"), ReadOnly, Valid::Any,
+        auto_create_topics_enable: bool,
+        "Create a topic when a client asks for metadata of an unknown one";
+    "log.segment.bytes", Int, Some("1073741824"), ClusterWide, Valid::Any,
+        log_segment_bytes: u64 = 14..=i32::MAX as u64,
+        "Default segment.bytes of topics";
+    "log.retention.ms", Long, None, ClusterWide, Valid::Any,
+        /// `log.retention.ms`, else `log.retention.minutes`, else
+        /// `log.retention.hours`, in milliseconds; -1 keeps forever.
+        log_retention_ms: i64 = retention_ms,
+        "Default retention.ms of topics (-1: keep forever)";
+    "min.insync.replicas", Int, Some("1"), ClusterWide, Valid::AtLeast(1),
+        min_insync_replicas: usize,
+        "Default min.insync.replicas of topics; kept by the controller as a cluster-level config while eligible leader replicas are enabled (KIP-966)";
+    "log.retention.minutes", Int, None, ReadOnly, Valid::Any,
+        "Default retention.ms of topics in minutes, when log.retention.ms is not set";
+    "log.retention.hours", Int, Some("168"), ReadOnly, Valid::Any,
+        "Default retention.ms of topics in hours, when neither log.retention.ms nor log.retention.minutes is set";
+    "log.roll.ms", Long, None, ClusterWide, Valid::Any,
+        /// `log.roll.ms`, else `log.roll.hours`, in milliseconds.
+        log_roll_ms: i64 = roll_ms,
+        "Default segment.ms of topics: roll a segment this old (null: log.roll.hours)";
+    "log.roll.hours", Int, Some("168"), ReadOnly, Valid::AtLeast(1),
+        "Default segment.ms of topics in hours, when log.roll.ms is not set";
+    "log.index.size.max.bytes", Int, Some("10485760"), ClusterWide, Valid::AtLeast(4),
+        "Default segment.index.bytes of topics";
+    "log.index.interval.bytes", Int, Some("4096"), ClusterWide, Valid::AtLeast(0),
+        "Default index.interval.bytes of topics";
+    "log.segment.delete.delay.ms", Long, Some("60000"), ClusterWide, Valid::AtLeast(0),
+        "Default file.delete.delay.ms of topics";
+    "log.message.timestamp.type", String, Some("CreateTime"), ClusterWide, Valid::OneOf(&["CreateTime", "LogAppendTime"]),
+        "Default message.timestamp.type of topics";
+    "log.message.timestamp.before.max.ms", Long, Some("9223372036854775807"), ClusterWide, Valid::AtLeast(0),
+        "Default message.timestamp.before.max.ms of topics";
+    "log.message.timestamp.after.max.ms", Long, Some("3600000"), ClusterWide, Valid::AtLeast(0),
+        "Default message.timestamp.after.max.ms of topics";
+    "log.retention.bytes", Long, Some("-1"), ClusterWide, Valid::Any,
+        log_retention_bytes: i64 = -1..=i64::MAX,
+        "Default retention.bytes of topics (-1: no limit)";
+    "log.retention.check.interval.ms", Long, Some("300000"), ReadOnly, Valid::Any,
+        log_retention_check_interval_ms: u64 = 1..=u64::MAX,
+        "How often retention is enforced";
+    "message.max.bytes", Int, Some("1048588"), ClusterWide, Valid::Any,
+        message_max_bytes: usize = 0..=i32::MAX as usize,
+        "Default max.message.bytes of topics: the largest record batch accepted";
+    "socket.request.max.bytes", Int, Some("104857600"), ReadOnly, Valid::Any,
+        socket_request_max_bytes: usize = 1..=i32::MAX as usize,
+        "Largest request accepted; larger frames close the connection";
+    "log.flush.interval.messages", Long, Some("9223372036854775807"), ClusterWide, Valid::Any,
+        log_flush_interval_messages: u64 = 1..=u64::MAX,
+        "Default flush.messages of topics: fsync after this many records";
+    "log.flush.interval.ms", Long, Some("9223372036854775807"), ClusterWide, Valid::Any,
+        log_flush_interval_ms: i64 = 0..=i64::MAX,
+        "Default flush.ms of topics: fsync when unflushed data is this old";
+    "connections.max.idle.ms", Long, Some("600000"), ReadOnly, Valid::Any,
+        connections_max_idle_ms: u64 = 1..=u64::MAX,
+        "Close connections idle this long";
+    "queued.max.request.bytes", Long, Some("536870912"), ReadOnly, Valid::Any,
+        queued_max_request_bytes: usize = 1024 * 1024..=tokio::sync::Semaphore::MAX_PERMITS,
+        "Memory for requests being read or processed, across all connections; at least socket.request.max.bytes";
+    "socket.request.receive.timeout.ms", Long, Some("30000"), ReadOnly, Valid::Any,
+        socket_request_receive_timeout_ms: u64 = 1..=i32::MAX as u64,
+        "Weir's own: how long a request's bytes may take to arrive once its first byte has (5 s at most before the client has authenticated); a connection slower than that is closed and the request's memory released";
+    "max.connections", Int, Some("2147483647"), ClusterWide, Valid::Any,
+        max_connections: usize = 0..=i32::MAX as usize,
+        "The most connections the broker keeps open over its listeners; when reached, new ones wait to be accepted until one closes";
+    "max.connections.per.ip", Int, Some("2147483647"), ClusterWide, Valid::Any,
+        max_connections_per_ip: usize = 0..=i32::MAX as usize,
+        "The most connections one IP address may have open; one more is closed at once";
+    "max.connections.per.ip.overrides", String, Some(""), ClusterWide, Valid::Any,
+        max_connections_per_ip_overrides: BTreeMap<IpAddr, usize> = per_ip_overrides,
+        "Per-IP exceptions to max.connections.per.ip, as IP:count pairs separated by commas (127.0.0.1:200,10.0.0.7:50)";
+    "offsets.topic.num.partitions", Int, Some("50"), ReadOnly, Valid::Any,
+        offsets_topic_num_partitions: i32 = 1..=10_000,
+        "Partitions of __consumer_offsets, fixed when it is first created";
+    "offsets.retention.minutes", Int, Some("10080"), ReadOnly, Valid::Any,
+        offsets_retention_minutes: u64 = 1..=i32::MAX as u64,
+        "How long committed offsets of a group without members are kept";
+    "offsets.retention.check.interval.ms", Long, Some("600000"), ReadOnly, Valid::Any,
+        offsets_retention_check_interval_ms: u64 = 1..=u64::MAX,
+        "How often committed offsets are checked for expiry";
+    "group.initial.rebalance.delay.ms", Int, Some("3000"), ReadOnly, Valid::Any,
+        group_initial_rebalance_delay_ms: u64 = 0..=i32::MAX as u64,
+        "How long the first rebalance of an empty group waits for more members";
+    "group.min.session.timeout.ms", Int, Some("6000"), ReadOnly, Valid::Any,
+        group_min_session_timeout_ms: i32 = 0..=i32::MAX,
+        "The smallest session timeout a group member may ask for";
+    "group.max.session.timeout.ms", Int, Some("1800000"), ReadOnly, Valid::Any,
+        group_max_session_timeout_ms: i32 = 0..=i32::MAX,
+        "The largest session timeout a group member may ask for";
+    "group.max.size", Int, Some("2147483647"), ReadOnly, Valid::Any,
+        group_max_size: i32 = 1..=i32::MAX,
+        "The most members a consumer group may have";
+    "group.consumer.heartbeat.interval.ms", Int, Some("5000"), ReadOnly, Valid::Any,
+        /// The `group.consumer.*` settings of consumer groups (KIP-848).
+        consumer_group: ConsumerGroupConfig = consumer_group_config,
+        "How often members of consumer groups (group.protocol=consumer) heartbeat";
+    "group.consumer.session.timeout.ms", Int, Some("45000"), ReadOnly, Valid::Any,
+        "How long a consumer group member may go without a heartbeat before it is removed";
+    "group.consumer.min.heartbeat.interval.ms", Int, Some("5000"), ReadOnly, Valid::Any,
+        "The shortest heartbeat interval a consumer group may be configured with";
+    "group.consumer.max.heartbeat.interval.ms", Int, Some("15000"), ReadOnly, Valid::Any,
+        "The longest heartbeat interval a consumer group may be configured with";
+    "group.consumer.min.session.timeout.ms", Int, Some("45000"), ReadOnly, Valid::Any,
+        "The shortest session timeout a consumer group may be configured with";
+    "group.consumer.max.session.timeout.ms", Int, Some("60000"), ReadOnly, Valid::Any,
+        "The longest session timeout a consumer group may be configured with";
+    "group.consumer.max.size", Int, Some("2147483647"), ReadOnly, Valid::Any,
+        "The most members a consumer group (group.protocol=consumer) may have";
+    "group.consumer.migration.policy", String, Some("bidirectional"), ReadOnly, Valid::Any,
+        "Whether a classic group with members becomes a consumer group when a member joins with the consumer protocol (upgrade), and back when the last such member leaves (downgrade): bidirectional, upgrade, downgrade or disabled";
+    "group.consumer.assignors", List, Some("uniform,range"), ReadOnly, Valid::Any,
+        "The server-side assignors of consumer groups; the first is the default";
+    "group.share.heartbeat.interval.ms", Int, Some("5000"), ReadOnly, Valid::Any,
+        /// The `group.share.*` settings of share groups (KIP-932).
+        share_group: ShareBrokerConfig = share_group_config,
+        "How often members of share groups heartbeat";
+    "group.share.min.heartbeat.interval.ms", Int, Some("5000"), ReadOnly, Valid::Any,
+        "The shortest heartbeat interval a share group may be configured with";
+    "group.share.max.heartbeat.interval.ms", Int, Some("15000"), ReadOnly, Valid::Any,
+        "The longest heartbeat interval a share group may be configured with";
+    "group.share.session.timeout.ms", Int, Some("45000"), ReadOnly, Valid::Any,
+        "How long a share group member may go without a heartbeat before it is removed";
+    "group.share.min.session.timeout.ms", Int, Some("45000"), ReadOnly, Valid::Any,
+        "The shortest session timeout a share group may be configured with";
+    "group.share.max.session.timeout.ms", Int, Some("60000"), ReadOnly, Valid::Any,
+        "The longest session timeout a share group may be configured with";
+    "group.share.record.lock.duration.ms", Int, Some("30000"), ReadOnly, Valid::Any,
+        "How long a record a share group member acquired stays with it";
+    "group.share.min.record.lock.duration.ms", Int, Some("15000"), ReadOnly, Valid::Any,
+        "The shortest record lock a share group may be configured with";
+    "group.share.max.record.lock.duration.ms", Int, Some("60000"), ReadOnly, Valid::Any,
+        "The longest record lock a share group may be configured with";
+    "group.share.delivery.count.limit", Int, Some("5"), ReadOnly, Valid::Any,
+        "How often a share group delivers a record before archiving it (2 to 10)";
+    "group.share.partition.max.record.locks", Int, Some("2000"), ReadOnly, Valid::Any,
+        "The most records of a share-partition in flight at once";
+    "group.share.max.size", Int, Some("200"), ReadOnly, Valid::Any,
+        "The most members a share group may have";
+    "group.share.max.share.sessions", Int, Some("2000"), ReadOnly, Valid::Any,
+        "The most share sessions a broker keeps (one per share group member fetching from it)";
+    "errors.deadletterqueue.topic.name.prefix", String, Some("dlq."), ReadOnly, Valid::Any,
+        "What the name of a share group's dead-letter topic must begin with (KIP-1191)";
+    "share.coordinator.state.topic.num.partitions", Int, Some("50"), ReadOnly, Valid::Any,
+        "Partitions of __share_group_state, where share-partition state is kept";
+    "share.coordinator.state.topic.replication.factor", Int, Some("3"), ReadOnly, Valid::Any,
+        "Replicas of __share_group_state (fewer while the cluster has fewer live brokers)";
+    "share.coordinator.state.topic.min.isr", Int, Some("2"), ReadOnly, Valid::Any,
+        "min.insync.replicas of __share_group_state (capped at its replication factor)";
+    "max.incremental.fetch.session.cache.slots", Int, Some("1000"), ReadOnly, Valid::Any,
+        max_incremental_fetch_session_cache_slots: usize = 0..=i32::MAX as usize,
+        "How many incremental fetch sessions (KIP-227) the broker keeps";
+    "quota.window.num", Int, Some("11"), ReadOnly, Valid::Any,
+        quota_window_num: usize = 1..=i32::MAX as usize,
+        "How many windows a client quota's rate is measured over";
+    "quota.window.size.seconds", Int, Some("1"), ReadOnly, Valid::Any,
+        quota_window_size_seconds: u32 = 1..=i32::MAX as u32,
+        "The length of one window of a client quota's rate";
+    "leader.replication.throttled.rate", Long, Some("9223372036854775807"), ClusterWide, Valid::Any,
+        leader_replication_throttled_rate: i64 = 0..=i64::MAX,
+        "Bytes per second this broker, as leader, sends to followers of the replicas \
+          topics list in leader.replication.throttled.replicas; a follower not in the ISR \
+          gets no records of them while the rate is over it";
+    "follower.replication.throttled.rate", Long, Some("9223372036854775807"), ClusterWide, Valid::Any,
+        follower_replication_throttled_rate: i64 = 0..=i64::MAX,
+        "Bytes per second this broker, as follower, fetches of the replicas topics list \
+          in follower.replication.throttled.replicas; a replica not caught up is not \
+          fetched while the rate is over it";
+    "replica.alter.log.dirs.io.max.bytes.per.second", Long, Some("9223372036854775807"), ClusterWide, Valid::Any,
+        replica_alter_log_dirs_io_max_bytes_per_second: i64 = 0..=i64::MAX,
+        "Bytes per second the copies of replicas moving between log directories of \
+          this broker (AlterReplicaLogDirs) may make; the final catch-up under the \
+          partition's lock is not held back";
+    "replication.quota.window.num", Int, Some("11"), ReadOnly, Valid::Any,
+        replication_quota_window_num: usize = 1..=i32::MAX as usize,
+        "How many windows the replication throttles' rates are measured over";
+    "replication.quota.window.size.seconds", Int, Some("1"), ReadOnly, Valid::Any,
+        replication_quota_window_size_seconds: u32 = 1..=i32::MAX as u32,
+        "The length of one window of the replication throttles' rates";
+    "replica.lag.time.max.ms", Long, Some("30000"), ReadOnly, Valid::Any,
+        replica_lag_time_max_ms: i64 = 1..=i32::MAX as i64,
+        "A follower that has not caught up with its leader for this long leaves the ISR";
+    "broker.rack", String, Some(""), ReadOnly, Valid::Any,
+        broker_rack: Option<String> = rack,
+        "This broker's rack, for rack-aware replica placement (empty: none)";
+    "replica.selector.class", Class, None, ReadOnly, Valid::Any,
+        replica_selector_class: ReplicaSelector = replica_selector,
+        "How a leader picks the replica a consumer reads from (KIP-392): empty for the \
+          leader, or org.apache.kafka.common.replica.RackAwareReplicaSelector for a \
+          replica in the consumer's client.rack";
+    "broker.session.timeout.ms", Int, Some("9000"), ReadOnly, Valid::Any,
+        broker_session_timeout_ms: u64 = 1..=i32::MAX as u64,
+        "A broker that sends no heartbeat to the active controller for this long is fenced";
+    "initial.broker.registration.timeout.ms", Int, Some("60000"), ReadOnly, Valid::Any,
+        initial_broker_registration_timeout_ms: u64 = 1..=i32::MAX as u64,
+        "How long a starting node waits for the controller quorum to elect a leader and take its registration, trying again meanwhile, before it gives up";
+    "broker.heartbeat.interval.ms", Int, Some("2000"), ReadOnly, Valid::Any,
+        broker_heartbeat_interval_ms: u64 = 1..=i32::MAX as u64,
+        "How often a broker heartbeats to the active controller";
+    "default.replication.factor", Int, Some("1"), ReadOnly, Valid::Any,
+        default_replication_factor: i32 = 1..=i16::MAX as i32,
+        "Replicas of a topic created without a replication factor";
+    "offsets.topic.replication.factor", Int, Some("3"), ReadOnly, Valid::Any,
+        offsets_topic_replication_factor: i32 = 1..=i16::MAX as i32,
+        "Replicas of __consumer_offsets (fewer while the cluster has fewer live brokers)";
+    "auto.leader.rebalance.enable", Boolean, Some("true"), ReadOnly, Valid::Any,
+        auto_leader_rebalance_enable: bool,
+        "Move leadership back to each partition's preferred replica when it is in sync";
+    "leader.imbalance.check.interval.seconds", Long, Some("300"), ReadOnly, Valid::Any,
+        leader_imbalance_check_interval_seconds: u64 = 1..=u32::MAX as u64,
+        "How often the active controller looks for partitions to give back to their preferred leader";
+    "log.max.open.files", Int, Some("0"), ReadOnly, Valid::Any,
+        /// `log.max.open.files`, resolved: the descriptors the partition
+        /// logs may keep open.
+        log_max_open_files: usize = open_file_limit,
+        "A Weir setting: the most segment and index files kept open at once; the least \
+          recently used are closed and reopened on demand. 0: three quarters of the \
+          process's open-file limit (the soft limit is raised to the hard one at start)";
+    "log.cleaner.enable", Boolean, Some("true"), ReadOnly, Valid::Any,
+        log_cleaner_enable: bool,
+        "Run the log cleaner, which compacts topics whose cleanup.policy includes compact";
+    "log.cleaner.backoff.ms", Long, Some("15000"), ClusterWide, Valid::Any,
+        log_cleaner_backoff_ms: u64 = 0..=u64::MAX,
+        "How long the log cleaner sleeps when no log needs cleaning";
+    "log.cleaner.dedupe.buffer.size", Long, Some("134217728"), ClusterWide, Valid::Any,
+        log_cleaner_dedupe_buffer_size: usize = 1024..=usize::MAX,
+        "Memory for the log cleaner's key-to-offset map (24 bytes a key); a pass cleans what it covers";
+    "log.cleaner.io.max.bytes.per.second", Double, Some("1.7976931348623157E308"), ClusterWide, Valid::Any,
+        log_cleaner_io_max_bytes_per_second: f64 = f64::MIN_POSITIVE..=f64::MAX,
+        "The log cleaner's read plus write rate limit";
+    "log.cleanup.policy", List, Some("delete"), ClusterWide, Valid::Any,
+        log_cleanup_policy: CleanupPolicy = cleanup_policy,
+        "Default cleanup.policy of topics: delete, compact, compact,delete, or empty (keep every segment)";
+    "log.cleaner.delete.retention.ms", Long, Some("86400000"), ClusterWide, Valid::Any,
+        log_cleaner_delete_retention_ms: i64 = 0..=i64::MAX,
+        "Default delete.retention.ms of topics: how long a tombstone stays once cleaned";
+    "log.cleaner.min.compaction.lag.ms", Long, Some("0"), ClusterWide, Valid::Any,
+        log_cleaner_min_compaction_lag_ms: i64 = 0..=i64::MAX,
+        "Default min.compaction.lag.ms of topics: records younger than this are not compacted";
+    "log.cleaner.max.compaction.lag.ms", Long, Some("9223372036854775807"), ClusterWide, Valid::Any,
+        log_cleaner_max_compaction_lag_ms: i64 = 1..=i64::MAX,
+        "Default max.compaction.lag.ms of topics: records older than this are compacted whatever the dirty ratio";
+    "log.cleaner.min.cleanable.ratio", Double, Some("0.5"), ClusterWide, Valid::Any,
+        log_cleaner_min_cleanable_ratio: f64 = 0.0..=1.0,
+        "Default min.cleanable.dirty.ratio of topics: the dirty share of a log before it is cleaned";
+    "transaction.state.log.num.partitions", Int, Some("50"), ReadOnly, Valid::Any,
+        transaction_state_log_num_partitions: i32 = 1..=10_000,
+        "Partitions of __transaction_state, where transaction coordinators keep their state";
+    "transaction.state.log.replication.factor", Int, Some("3"), ReadOnly, Valid::Any,
+        transaction_state_log_replication_factor: i32 = 1..=i16::MAX as i32,
+        "Replicas of __transaction_state (fewer while the cluster has fewer live brokers)";
+    "transaction.state.log.min.isr", Int, Some("2"), ReadOnly, Valid::Any,
+        transaction_state_log_min_isr: i32 = 1..=i16::MAX as i32,
+        "min.insync.replicas of __transaction_state (capped at its replication factor)";
+    "transaction.max.timeout.ms", Int, Some("900000"), ReadOnly, Valid::Any,
+        transaction_max_timeout_ms: i32 = 1..=i32::MAX,
+        "The longest transaction timeout a producer may ask for";
+    "transactional.id.expiration.ms", Int, Some("604800000"), ReadOnly, Valid::Any,
+        transactional_id_expiration_ms: i64 = 1..=i32::MAX as i64,
+        "How long a transactional id without transactions is remembered";
+    "producer.id.expiration.ms", Int, Some("86400000"), ReadOnly, Valid::Any,
+        producer_id_expiration_ms: i64 = 1..=i32::MAX as i64,
+        "How long a partition remembers an idempotent producer that wrote nothing since \
+          (its sequence numbers, for de-duplicating retries)";
+    "producer.id.expiration.check.interval.ms", Int, Some("600000"), ReadOnly, Valid::Any,
+        producer_id_expiration_check_interval_ms: u64 = 1..=i32::MAX as u64,
+        "How often idempotent producers past producer.id.expiration.ms are forgotten";
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms", Int, Some("10000"), ReadOnly, Valid::Any,
+        transaction_abort_timed_out_transaction_cleanup_interval_ms: u64 = 1..=i32::MAX as u64,
+        "How often transactions past their timeout are looked for and aborted";
+    "ssl.keystore.type", String, Some("PEM"), ReadOnly, Valid::Any,
+        /// TLS, SASL and ACL settings: the `ssl.*`, `sasl.*` and
+        /// authorizer configs.
+        security: SecurityConfig = SecurityConfig::parse,
+        "The format of the key store: PEM (the only one Weir reads)";
+    "ssl.keystore.location", String, Some(""), ReadOnly, Valid::Any,
+        "A PEM file with the listener's private key and certificate chain (reloaded when it changes)";
+    "ssl.keystore.key", Password, Some(""), ReadOnly, Valid::Any,
+        "The private key, PEM, given inline instead of ssl.keystore.location";
+    "ssl.keystore.certificate.chain", Password, Some(""), ReadOnly, Valid::Any,
+        "The certificate chain, PEM, given inline with ssl.keystore.key";
+    "ssl.key.password", Password, Some(""), ReadOnly, Valid::Any,
+        "The password of an encrypted private key: not supported, give an unencrypted PKCS#8 key";
+    "ssl.truststore.type", String, Some("PEM"), ReadOnly, Valid::Any,
+        "The format of the trust store: PEM";
+    "ssl.truststore.location", String, Some(""), ReadOnly, Valid::Any,
+        "A PEM file of the CA certificates that client certificates must chain to (reloaded when it changes)";
+    "ssl.truststore.certificates", Password, Some(""), ReadOnly, Valid::Any,
+        "The trusted CA certificates, PEM, given inline instead of ssl.truststore.location";
+    "ssl.client.auth", String, Some("none"), ReadOnly, Valid::Any,
+        "Client certificates on SSL listeners: none, requested or required";
+    "ssl.principal.mapping.rules", String, Some("DEFAULT"), ReadOnly, Valid::Any,
+        "Rules turning a client certificate's subject into a principal name (Kafka's RULE:pattern/replacement/[LU] syntax)";
+    "ssl.enabled.protocols", List, Some("TLSv1.2,TLSv1.3"), ReadOnly, Valid::Any,
+        "The TLS versions accepted";
+    "sasl.enabled.mechanisms", List, Some("SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"), ReadOnly, Valid::Any,
+        "The SASL mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER";
+    "sasl.mechanism.inter.broker.protocol", String, Some("SCRAM-SHA-512"), ReadOnly, Valid::Any,
+        "The SASL mechanism this broker authenticates with to the others, when the inter-broker listener uses SASL";
+    "sasl.mechanism.controller.protocol", String, Some("SCRAM-SHA-512"), ReadOnly, Valid::Any,
+        "The SASL mechanism this node authenticates with to the controllers, when the controller listener uses SASL: SCRAM-SHA-256 or SCRAM-SHA-512";
+    "sasl.jaas.config", Password, Some(""), ReadOnly, Valid::Any,
+        "This broker's own credentials for an inter-broker listener with SASL, as Kafka's login modules take them: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\" password=\"…\";";
+    "ssl.endpoint.identification.algorithm", String, Some("https"), ReadOnly, Valid::Any,
+        "https: a broker connecting to another over TLS checks that the certificate names the host it connects to; empty: only that it is trusted";
+    "connection.failed.authentication.delay.ms", Int, Some("100"), ReadOnly, Valid::Any,
+        "How long the answer to a failed authentication waits (SASL on the Kafka listeners, where the connection then closes, and HTTP Basic): a password guesser waits for each answer";
+    "sasl.server.max.receive.size", Int, Some("524288"), ReadOnly, Valid::Any,
+        "The largest frame a client may send before it has authenticated; a larger one closes the connection";
+    "connections.max.reauth.ms", Long, Some("0"), ReadOnly, Valid::Any,
+        "How long a SASL session lasts before the client must authenticate again (0: for ever)";
+    "sasl.oauthbearer.jwks.endpoint.url", String, Some(""), ReadOnly, Valid::Any,
+        "Where OAUTHBEARER tokens' signing keys are: an https:// URL or a file:// path to a JWKS";
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms", Long, Some("3600000"), ReadOnly, Valid::Any,
+        "How often the JWKS of an http(s) endpoint is fetched again";
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", Long, Some("10000"), ReadOnly, Valid::Any,
+        "The least time between two fetches of the JWKS asked for by tokens naming a key it lacks";
+    "sasl.oauthbearer.expected.audience", List, Some(""), ReadOnly, Valid::Any,
+        "The audiences an OAUTHBEARER token must name one of (empty: not checked)";
+    "sasl.oauthbearer.expected.issuer", String, Some(""), ReadOnly, Valid::Any,
+        "The issuer an OAUTHBEARER token must name (empty: not checked)";
+    "sasl.oauthbearer.sub.claim.name", String, Some("sub"), ReadOnly, Valid::Any,
+        "The token claim that names the principal";
+    "authorizer.class.name", String, Some(""), ReadOnly, Valid::Any,
+        "Set to turn ACLs on: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or any value naming it)";
+    "super.users", String, Some(""), ReadOnly, Valid::Any,
+        "Principals allowed everything, separated by semicolons: User:admin;User:CN=broker";
+    "allow.everyone.if.no.acl.found", Boolean, Some("false"), ReadOnly, Valid::Any,
+        "With ACLs on, whether a resource no ACL names is open to everyone";
+}
 
 /// The Kafka broker configs that say how the node was started: its
 /// identity, listeners, storage and controller quorum. `weir serve` takes
@@ -1382,24 +706,22 @@ pub const STARTUP_CONFIGS: &[BrokerConfigDef] = &[
     },
 ];
 
-/// One of [`INERT_CONFIGS`]: `update` is Kafka's update mode (ReadOnly,
-/// PerBroker or ClusterWide).
+/// One of [`INERT_CONFIGS`], with the doc they all share.
 macro_rules! inert {
     ($name:literal, $ty:ident, $default:expr, $update:ident, $valid:expr) => {
-        BrokerConfigDef {
-            name: $name,
-            default: $default,
-            config_type: ConfigType::$ty,
-            dynamic: inert!(@dynamic $update),
-            per_broker: inert!(@per_broker $update),
-            valid: $valid,
-            doc: concat!("Kafka's ", $name, ": accepted, validated, stored and described, with no effect on Weir"),
-        }
+        broker_def!(
+            $name,
+            $ty,
+            $default,
+            $update,
+            $valid,
+            concat!(
+                "Kafka's ",
+                $name,
+                ": accepted, validated, stored and described, with no effect on Weir"
+            )
+        )
     };
-    (@dynamic ReadOnly) => { false };
-    (@dynamic $other:ident) => { true };
-    (@per_broker PerBroker) => { true };
-    (@per_broker $other:ident) => { false };
 }
 
 /// The Kafka 4.x broker configs that have no effect on Weir: Kerberos and
@@ -1886,106 +1208,6 @@ impl Startup {
     }
 }
 
-/// The broker's settings.
-#[derive(Debug, Clone)]
-pub struct BrokerConfig {
-    /// How the node was started; never changed by dynamic configs.
-    pub startup: Startup,
-    pub num_partitions: i32,
-    pub auto_create_topics_enable: bool,
-    pub log_segment_bytes: u64,
-    /// `log.retention.ms`, else `log.retention.minutes`, else
-    /// `log.retention.hours`, in milliseconds; -1 keeps forever.
-    pub log_retention_ms: i64,
-    /// `log.roll.ms`, else `log.roll.hours`, in milliseconds.
-    pub log_roll_ms: i64,
-    pub log_retention_bytes: i64,
-    /// The `min.insync.replicas` of topics without their own.
-    pub min_insync_replicas: usize,
-    pub log_retention_check_interval_ms: u64,
-    pub message_max_bytes: usize,
-    pub socket_request_max_bytes: usize,
-    pub log_flush_interval_messages: u64,
-    pub log_flush_interval_ms: i64,
-    pub connections_max_idle_ms: u64,
-    pub queued_max_request_bytes: usize,
-    /// `socket.request.receive.timeout.ms` (Weir's own).
-    pub socket_request_receive_timeout_ms: u64,
-    /// `max.connections`, over every listener.
-    pub max_connections: usize,
-    /// `max.connections.per.ip`
-    pub max_connections_per_ip: usize,
-    /// `max.connections.per.ip.overrides`, by address.
-    pub max_connections_per_ip_overrides: BTreeMap<std::net::IpAddr, usize>,
-    pub offsets_topic_num_partitions: i32,
-    pub offsets_retention_minutes: u64,
-    pub offsets_retention_check_interval_ms: u64,
-    pub group_initial_rebalance_delay_ms: u64,
-    pub group_min_session_timeout_ms: i32,
-    pub group_max_session_timeout_ms: i32,
-    pub group_max_size: i32,
-    /// The `group.consumer.*` settings of consumer groups (KIP-848).
-    pub consumer_group: weir_coord::consumer::ConsumerGroupConfig,
-    /// The `group.share.*` settings of share groups (KIP-932).
-    pub share_group: crate::groups::configs::ShareBrokerConfig,
-    pub replica_lag_time_max_ms: i64,
-    /// `leader.replication.throttled.rate`, bytes per second.
-    pub leader_replication_throttled_rate: i64,
-    /// `follower.replication.throttled.rate`, bytes per second.
-    pub follower_replication_throttled_rate: i64,
-    /// `replica.alter.log.dirs.io.max.bytes.per.second`.
-    pub replica_alter_log_dirs_io_max_bytes_per_second: i64,
-    /// `replication.quota.window.num`
-    pub replication_quota_window_num: usize,
-    /// `replication.quota.window.size.seconds`
-    pub replication_quota_window_size_seconds: u32,
-    pub max_incremental_fetch_session_cache_slots: usize,
-    /// `quota.window.num`
-    pub quota_window_num: usize,
-    /// `quota.window.size.seconds`
-    pub quota_window_size_seconds: u32,
-    pub broker_rack: Option<String>,
-    /// `replica.selector.class`
-    pub replica_selector_class: crate::replica::ReplicaSelector,
-    pub broker_session_timeout_ms: u64,
-    /// `initial.broker.registration.timeout.ms`
-    pub initial_broker_registration_timeout_ms: u64,
-    pub broker_heartbeat_interval_ms: u64,
-    pub default_replication_factor: i32,
-    pub offsets_topic_replication_factor: i32,
-    pub auto_leader_rebalance_enable: bool,
-    pub leader_imbalance_check_interval_seconds: u64,
-    /// `producer.id.expiration.ms`
-    pub producer_id_expiration_ms: i64,
-    /// `producer.id.expiration.check.interval.ms`
-    pub producer_id_expiration_check_interval_ms: u64,
-    /// `log.max.open.files`, resolved: the descriptors the partition logs
-    /// may keep open.
-    pub log_max_open_files: usize,
-    pub log_cleaner_enable: bool,
-    pub log_cleaner_backoff_ms: u64,
-    pub log_cleaner_dedupe_buffer_size: usize,
-    pub log_cleaner_io_max_bytes_per_second: f64,
-    pub log_cleanup_policy: weir_log::CleanupPolicy,
-    pub log_cleaner_delete_retention_ms: i64,
-    pub log_cleaner_min_compaction_lag_ms: i64,
-    pub log_cleaner_max_compaction_lag_ms: i64,
-    pub log_cleaner_min_cleanable_ratio: f64,
-    pub txn: crate::txn::TxnSettings,
-    /// TLS, SASL and ACL settings.
-    pub security: SecurityConfig,
-    /// The Kafka-named values in force, for DescribeConfigs.
-    pub values: BTreeMap<String, String>,
-    /// The values given at start (flags, `WEIR_*` variables, weir.toml).
-    pub static_values: BTreeMap<String, String>,
-    /// The dynamic cluster-wide defaults in force (AlterConfigs on the
-    /// broker resource "").
-    pub dynamic_default: BTreeMap<String, String>,
-    /// The dynamic configs of this broker in force (AlterConfigs on the
-    /// broker resource named by its id).
-    pub dynamic_broker: BTreeMap<String, String>,
-}
-
 impl BrokerConfig {
     /// Builds the settings of a node started as [`Startup::new`] from
     /// Kafka-named values over the defaults.
@@ -2046,247 +1268,14 @@ impl BrokerConfig {
             def.check(value)?;
             merged.insert(name.clone(), value.clone());
         }
-        // A null default reads as "", which no config Weir acts on has.
-        let get = |name: &str| merged.get(name).map_or("", String::as_str);
-        check_request_memory(get)?;
-        Ok(Self {
+        check_request_memory(Merged(&merged))?;
+        Self::read(
             startup,
-            num_partitions: parse_in(get, "num.partitions", 1..=1_000_000)?,
-            auto_create_topics_enable: parse(get, "auto.create.topics.enable")?,
-            log_segment_bytes: parse_in(get, "log.segment.bytes", 14..=i32::MAX as u64)?,
-            log_retention_ms: match first_set(&merged, unit_synonyms("log.retention.ms")) {
-                Some(("log.retention.ms", value)) => {
-                    parse_in(|_| value, "log.retention.ms", -1..=i64::MAX)?
-                }
-                // Kafka: a negative value in any unit keeps forever.
-                Some((name, value)) => in_millis(name, value).unwrap_or(-1).max(-1),
-                None => 7 * 24 * 3_600_000,
-            },
-            log_roll_ms: match first_set(&merged, unit_synonyms("log.roll.ms")) {
-                Some((name, value)) => in_millis(name, value).unwrap_or(1).max(1),
-                None => 7 * 24 * 3_600_000,
-            },
-            log_retention_bytes: parse_in(get, "log.retention.bytes", -1..=i64::MAX)?,
-            min_insync_replicas: parse_in(get, "min.insync.replicas", 1..=i32::MAX as usize)?,
-            log_retention_check_interval_ms: parse_in(
-                get,
-                "log.retention.check.interval.ms",
-                1..=u64::MAX,
-            )?,
-            message_max_bytes: parse_in(get, "message.max.bytes", 0..=i32::MAX as usize)?,
-            socket_request_max_bytes: parse_in(
-                get,
-                "socket.request.max.bytes",
-                1..=i32::MAX as usize,
-            )?,
-            log_flush_interval_messages: parse_in(
-                get,
-                "log.flush.interval.messages",
-                1..=u64::MAX,
-            )?,
-            log_flush_interval_ms: parse_in(get, "log.flush.interval.ms", 0..=i64::MAX)?,
-            connections_max_idle_ms: parse_in(get, "connections.max.idle.ms", 1..=u64::MAX)?,
-            queued_max_request_bytes: parse_in(
-                get,
-                "queued.max.request.bytes",
-                1024 * 1024..=tokio::sync::Semaphore::MAX_PERMITS,
-            )?,
-            socket_request_receive_timeout_ms: parse_in(
-                get,
-                "socket.request.receive.timeout.ms",
-                1..=i32::MAX as u64,
-            )?,
-            max_connections: parse_in(get, "max.connections", 0..=i32::MAX as usize)?,
-            max_connections_per_ip: parse_in(get, "max.connections.per.ip", 0..=i32::MAX as usize)?,
-            max_connections_per_ip_overrides: per_ip_overrides(get)?,
-            offsets_topic_num_partitions: parse_in(
-                get,
-                "offsets.topic.num.partitions",
-                1..=10_000,
-            )?,
-            offsets_retention_minutes: parse_in(
-                get,
-                "offsets.retention.minutes",
-                1..=i32::MAX as u64,
-            )?,
-            offsets_retention_check_interval_ms: parse_in(
-                get,
-                "offsets.retention.check.interval.ms",
-                1..=u64::MAX,
-            )?,
-            group_initial_rebalance_delay_ms: parse_in(
-                get,
-                "group.initial.rebalance.delay.ms",
-                0..=i32::MAX as u64,
-            )?,
-            group_min_session_timeout_ms: parse_in(
-                get,
-                "group.min.session.timeout.ms",
-                0..=i32::MAX,
-            )?,
-            group_max_session_timeout_ms: parse_in(
-                get,
-                "group.max.session.timeout.ms",
-                0..=i32::MAX,
-            )?,
-            group_max_size: parse_in(get, "group.max.size", 1..=i32::MAX)?,
-            consumer_group: consumer_group_config(&get)?,
-            share_group: share_group_config(&get)?,
-            replica_lag_time_max_ms: parse_in(get, "replica.lag.time.max.ms", 1..=i32::MAX as i64)?,
-            leader_replication_throttled_rate: parse_in(
-                get,
-                "leader.replication.throttled.rate",
-                0..=i64::MAX,
-            )?,
-            follower_replication_throttled_rate: parse_in(
-                get,
-                "follower.replication.throttled.rate",
-                0..=i64::MAX,
-            )?,
-            replica_alter_log_dirs_io_max_bytes_per_second: parse_in(
-                get,
-                "replica.alter.log.dirs.io.max.bytes.per.second",
-                0..=i64::MAX,
-            )?,
-            replication_quota_window_num: parse_in(
-                get,
-                "replication.quota.window.num",
-                1..=i32::MAX as usize,
-            )?,
-            replication_quota_window_size_seconds: parse_in(
-                get,
-                "replication.quota.window.size.seconds",
-                1..=i32::MAX as u32,
-            )?,
-            max_incremental_fetch_session_cache_slots: parse_in(
-                get,
-                "max.incremental.fetch.session.cache.slots",
-                0..=i32::MAX as usize,
-            )?,
-            quota_window_num: parse_in(get, "quota.window.num", 1..=i32::MAX as usize)?,
-            quota_window_size_seconds: parse_in(
-                get,
-                "quota.window.size.seconds",
-                1..=i32::MAX as u32,
-            )?,
-            broker_rack: Some(get("broker.rack").trim().to_owned()).filter(|r| !r.is_empty()),
-            replica_selector_class: crate::replica::ReplicaSelector::from_class_name(get(
-                "replica.selector.class",
-            ))
-            .map_err(|reason| ConfigError {
-                name: "replica.selector.class".into(),
-                value: get("replica.selector.class").into(),
-                reason,
-            })?,
-            broker_session_timeout_ms: parse_in(
-                get,
-                "broker.session.timeout.ms",
-                1..=i32::MAX as u64,
-            )?,
-            initial_broker_registration_timeout_ms: parse_in(
-                get,
-                "initial.broker.registration.timeout.ms",
-                1..=i32::MAX as u64,
-            )?,
-            broker_heartbeat_interval_ms: parse_in(
-                get,
-                "broker.heartbeat.interval.ms",
-                1..=i32::MAX as u64,
-            )?,
-            default_replication_factor: parse_in(
-                get,
-                "default.replication.factor",
-                1..=i16::MAX as i32,
-            )?,
-            offsets_topic_replication_factor: parse_in(
-                get,
-                "offsets.topic.replication.factor",
-                1..=i16::MAX as i32,
-            )?,
-            auto_leader_rebalance_enable: parse(get, "auto.leader.rebalance.enable")?,
-            leader_imbalance_check_interval_seconds: parse_in(
-                get,
-                "leader.imbalance.check.interval.seconds",
-                1..=u32::MAX as u64,
-            )?,
-            producer_id_expiration_ms: parse_in(
-                get,
-                "producer.id.expiration.ms",
-                1..=i32::MAX as i64,
-            )?,
-            producer_id_expiration_check_interval_ms: parse_in(
-                get,
-                "producer.id.expiration.check.interval.ms",
-                1..=i32::MAX as u64,
-            )?,
-            log_max_open_files: match parse_in(get, "log.max.open.files", 0..=i32::MAX as usize)? {
-                0 => three_quarters_of_the_open_file_limit(),
-                limit => limit,
-            },
-            log_cleaner_enable: parse(get, "log.cleaner.enable")?,
-            log_cleaner_backoff_ms: parse_in(get, "log.cleaner.backoff.ms", 0..=u64::MAX)?,
-            log_cleaner_dedupe_buffer_size: parse_in(
-                get,
-                "log.cleaner.dedupe.buffer.size",
-                1024..=usize::MAX,
-            )?,
-            log_cleaner_io_max_bytes_per_second: parse_in(
-                get,
-                "log.cleaner.io.max.bytes.per.second",
-                f64::MIN_POSITIVE..=f64::MAX,
-            )?,
-            log_cleanup_policy: weir_log::CleanupPolicy::parse(get("log.cleanup.policy"))
-                .ok_or_else(|| ConfigError {
-                    name: "log.cleanup.policy".into(),
-                    value: get("log.cleanup.policy").into(),
-                    reason: "must be delete, compact, compact,delete, or empty".into(),
-                })?,
-            log_cleaner_delete_retention_ms: parse_in(
-                get,
-                "log.cleaner.delete.retention.ms",
-                0..=i64::MAX,
-            )?,
-            log_cleaner_min_compaction_lag_ms: parse_in(
-                get,
-                "log.cleaner.min.compaction.lag.ms",
-                0..=i64::MAX,
-            )?,
-            log_cleaner_max_compaction_lag_ms: parse_in(
-                get,
-                "log.cleaner.max.compaction.lag.ms",
-                1..=i64::MAX,
-            )?,
-            log_cleaner_min_cleanable_ratio: parse_in(
-                get,
-                "log.cleaner.min.cleanable.ratio",
-                0.0..=1.0,
-            )?,
-            txn: crate::txn::TxnSettings {
-                num_partitions: parse_in(get, "transaction.state.log.num.partitions", 1..=10_000)?,
-                replication_factor: parse_in(
-                    get,
-                    "transaction.state.log.replication.factor",
-                    1..=i16::MAX as i32,
-                )?,
-                min_isr: parse_in(get, "transaction.state.log.min.isr", 1..=i16::MAX as i32)?,
-                max_timeout_ms: parse_in(get, "transaction.max.timeout.ms", 1..=i32::MAX)?,
-                id_expiration_ms: parse_in(
-                    get,
-                    "transactional.id.expiration.ms",
-                    1..=i32::MAX as i64,
-                )?,
-                abort_check_interval_ms: parse_in(
-                    get,
-                    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-                    1..=i32::MAX as u64,
-                )?,
-            },
-            security: SecurityConfig::parse(get)?,
+            merged,
             static_values,
             dynamic_default,
             dynamic_broker,
-            values: merged,
-        })
+        )
     }
 
     /// These settings with dynamic configs over the static ones, in
@@ -2564,7 +1553,15 @@ impl BrokerConfig {
 
     /// The settings of transactions.
     pub fn txn_settings(&self) -> crate::txn::TxnSettings {
-        self.txn.clone()
+        crate::txn::TxnSettings {
+            num_partitions: self.transaction_state_log_num_partitions,
+            replication_factor: self.transaction_state_log_replication_factor,
+            min_isr: self.transaction_state_log_min_isr,
+            max_timeout_ms: self.transaction_max_timeout_ms,
+            id_expiration_ms: self.transactional_id_expiration_ms,
+            abort_check_interval_ms: self
+                .transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        }
     }
 }
 
@@ -2660,7 +1657,10 @@ const AUTHORIZERS: &[&str] = &[
 ];
 
 impl SecurityConfig {
-    fn parse<'a>(get: impl Fn(&str) -> &'a str + Copy) -> Result<Self, ConfigError> {
+    /// The `ssl.*`, `sasl.*` and authorizer settings of `values` (read as
+    /// the setting of the registry's row `_row`, the first of them).
+    fn parse(values: Merged<'_>, _row: &str) -> Result<Self, ConfigError> {
+        let get = |name: &str| values.get(name);
         let refuse = |name: &str, reason: String| ConfigError {
             name: name.to_owned(),
             value: get(name).to_owned(),
@@ -2717,25 +1717,25 @@ impl SecurityConfig {
             tls: crate::security::tls::TlsSettings::parse(get)?,
             sasl_mechanisms,
             sasl_max_receive_size: parse_in(
-                get,
+                values,
                 "sasl.server.max.receive.size",
                 1..=i32::MAX as usize,
             )?,
-            max_reauth_ms: parse_in(get, "connections.max.reauth.ms", 0..=i64::MAX)?,
+            max_reauth_ms: parse_in(values, "connections.max.reauth.ms", 0..=i64::MAX)?,
             failed_authentication_delay_ms: parse_in(
-                get,
+                values,
                 "connection.failed.authentication.delay.ms",
                 0..=i32::MAX as u64,
             )?,
             oauthbearer: OAuthBearerConfig {
                 jwks_endpoint_url: get("sasl.oauthbearer.jwks.endpoint.url").trim().to_owned(),
                 jwks_refresh_ms: parse_in(
-                    get,
+                    values,
                     "sasl.oauthbearer.jwks.endpoint.refresh.ms",
                     1..=i64::MAX as u64,
                 )?,
                 jwks_retry_backoff_max_ms: parse_in(
-                    get,
+                    values,
                     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
                     0..=i64::MAX as u64,
                 )?,
@@ -2745,14 +1745,124 @@ impl SecurityConfig {
             },
             authorizer_enabled: !authorizer.is_empty(),
             super_users,
-            allow_everyone_if_no_acl_found: parse(get, "allow.everyone.if.no.acl.found")?,
+            allow_everyone_if_no_acl_found: parse(values, "allow.everyone.if.no.acl.found")?,
         })
     }
 }
 
-/// Three quarters of the process's soft limit of open files: the rest is
-/// left to connections and the broker's other files. (A cache a little
-/// smaller than the files read in turn misses on every read.)
+/// The values a [`BrokerConfig`] is read from: those given over Kafka's
+/// defaults, by name (a null default is absent).
+#[derive(Clone, Copy)]
+struct Merged<'a>(&'a BTreeMap<String, String>);
+
+impl<'a> Merged<'a> {
+    /// The value of `name`; "" for a null default, which no config Weir
+    /// reads has.
+    fn get(self, name: &str) -> &'a str {
+        self.0.get(name).map_or("", String::as_str)
+    }
+}
+
+/// How `BrokerConfig::read` makes the setting of one row of the registry
+/// from the merged values, given the row's config name.
+trait Read<T> {
+    fn read(self, values: Merged<'_>, name: &'static str) -> Result<T, ConfigError>;
+}
+
+/// The config's value parsed as the setting's type, with no bounds but
+/// those of Kafka's validator ([`BrokerConfigDef::valid`]), already checked.
+struct Parsed;
+
+impl<T> Read<T> for Parsed
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    fn read(self, values: Merged<'_>, name: &'static str) -> Result<T, ConfigError> {
+        parse(values, name)
+    }
+}
+
+/// Weir's own bounds on the setting, which Kafka's validator leaves open: a
+/// value outside is refused as "must be between MIN and MAX".
+impl<T> Read<T> for std::ops::RangeInclusive<T>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+    T::Err: std::fmt::Display,
+{
+    fn read(self, values: Merged<'_>, name: &'static str) -> Result<T, ConfigError> {
+        parse_in(values, name, self)
+    }
+}
+
+/// A setting that takes more than parsing its config: another type, the
+/// config's unit synonyms, or another config with it.
+impl<T, F> Read<T> for F
+where
+    F: FnOnce(Merged<'_>, &'static str) -> Result<T, ConfigError>,
+{
+    fn read(self, values: Merged<'_>, name: &'static str) -> Result<T, ConfigError> {
+        self(values, name)
+    }
+}
+
+/// A week, Kafka's default retention and segment age.
+const WEEK_MS: i64 = 7 * 24 * 3_600_000;
+
+/// `log.retention.ms`, else `log.retention.minutes`, else
+/// `log.retention.hours`, in milliseconds; -1 keeps forever.
+fn retention_ms(values: Merged<'_>, name: &'static str) -> Result<i64, ConfigError> {
+    Ok(match first_set(values.0, unit_synonyms(name)) {
+        Some((set, _)) if set == name => parse_in(values, name, -1..=i64::MAX)?,
+        // Kafka: a negative value in any unit keeps forever.
+        Some((set, value)) => in_millis(set, value).unwrap_or(-1).max(-1),
+        None => WEEK_MS,
+    })
+}
+
+/// `log.roll.ms`, else `log.roll.hours`, in milliseconds.
+fn roll_ms(values: Merged<'_>, name: &'static str) -> Result<i64, ConfigError> {
+    Ok(match first_set(values.0, unit_synonyms(name)) {
+        Some((set, value)) => in_millis(set, value).unwrap_or(1).max(1),
+        None => WEEK_MS,
+    })
+}
+
+/// `broker.rack`: `None` for no rack.
+fn rack(values: Merged<'_>, name: &'static str) -> Result<Option<String>, ConfigError> {
+    Ok(Some(values.get(name).trim().to_owned()).filter(|r| !r.is_empty()))
+}
+
+/// `replica.selector.class`: one of the selectors Weir implements.
+fn replica_selector(
+    values: Merged<'_>,
+    name: &'static str,
+) -> Result<ReplicaSelector, ConfigError> {
+    ReplicaSelector::from_class_name(values.get(name)).map_err(|reason| ConfigError {
+        name: name.into(),
+        value: values.get(name).into(),
+        reason,
+    })
+}
+
+/// `log.max.open.files`, resolved: the descriptors the partition logs may
+/// keep open.
+fn open_file_limit(values: Merged<'_>, name: &'static str) -> Result<usize, ConfigError> {
+    Ok(match parse_in(values, name, 0..=i32::MAX as usize)? {
+        0 => three_quarters_of_the_open_file_limit(),
+        limit => limit,
+    })
+}
+
+/// `log.cleanup.policy`.
+fn cleanup_policy(values: Merged<'_>, name: &'static str) -> Result<CleanupPolicy, ConfigError> {
+    CleanupPolicy::parse(values.get(name)).ok_or_else(|| ConfigError {
+        name: name.into(),
+        value: values.get(name).into(),
+        reason: "must be delete, compact, compact,delete, or empty".into(),
+    })
+}
+
 /// The first of `names` that has a value, with it.
 fn first_set<'a>(
     values: &'a BTreeMap<String, String>,
@@ -2763,20 +1873,21 @@ fn first_set<'a>(
         .find_map(|&name| Some((name, values.get(name)?.as_str())))
 }
 
+/// Three quarters of the process's soft limit of open files: the rest is
+/// left to connections and the broker's other files. (A cache a little
+/// smaller than the files read in turn misses on every read.)
 fn three_quarters_of_the_open_file_limit() -> usize {
     use nix::sys::resource::{getrlimit, Resource};
     let soft = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
     usize::try_from(soft / 4 * 3).unwrap_or(usize::MAX).max(64)
 }
 
-fn parse<'a, T: std::str::FromStr>(
-    get: impl Fn(&str) -> &'a str,
-    name: &str,
-) -> Result<T, ConfigError>
+/// The value of `name` as a `T`, refused with the parser's reason.
+fn parse<T: std::str::FromStr>(values: Merged<'_>, name: &str) -> Result<T, ConfigError>
 where
     T::Err: std::fmt::Display,
 {
-    let value = get(name);
+    let value = values.get(name);
     value.trim().parse().map_err(|e: T::Err| ConfigError {
         name: name.to_owned(),
         value: value.to_owned(),
@@ -2784,11 +1895,32 @@ where
     })
 }
 
+/// The value of `name` as a `T` within `range`.
+fn parse_in<T>(
+    values: Merged<'_>,
+    name: &str,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, ConfigError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+    T::Err: std::fmt::Display,
+{
+    let value: T = parse(values, name)?;
+    if !range.contains(&value) {
+        return Err(ConfigError {
+            name: name.to_owned(),
+            value: value.to_string(),
+            reason: format!("must be between {} and {}", range.start(), range.end()),
+        });
+    }
+    Ok(value)
+}
+
 /// As Kafka: the request memory holds at least one request of the largest
 /// size, else such a request could never be read whole.
-fn check_request_memory<'a>(get: impl Fn(&str) -> &'a str + Copy) -> Result<(), ConfigError> {
-    let queued: usize = parse(get, "queued.max.request.bytes")?;
-    let largest: usize = parse(get, "socket.request.max.bytes")?;
+fn check_request_memory(values: Merged<'_>) -> Result<(), ConfigError> {
+    let queued: usize = parse(values, "queued.max.request.bytes")?;
+    let largest: usize = parse(values, "socket.request.max.bytes")?;
     if queued < largest {
         return Err(ConfigError {
             name: "queued.max.request.bytes".into(),
@@ -2804,17 +1936,18 @@ fn check_request_memory<'a>(get: impl Fn(&str) -> &'a str + Copy) -> Result<(), 
 /// `max.connections.per.ip.overrides`: `IP:count` pairs separated by
 /// commas. Kafka also takes host names, which it resolves; Weir takes
 /// addresses only, so that no configuration waits on DNS.
-fn per_ip_overrides<'a>(
-    get: impl Fn(&str) -> &'a str + Copy,
-) -> Result<BTreeMap<std::net::IpAddr, usize>, ConfigError> {
-    const NAME: &str = "max.connections.per.ip.overrides";
+fn per_ip_overrides(
+    values: Merged<'_>,
+    name: &'static str,
+) -> Result<BTreeMap<IpAddr, usize>, ConfigError> {
     let refuse = |reason: String| ConfigError {
-        name: NAME.into(),
-        value: get(NAME).to_owned(),
+        name: name.into(),
+        value: values.get(name).to_owned(),
         reason,
     };
     let mut overrides = BTreeMap::new();
-    for entry in get(NAME)
+    for entry in values
+        .get(name)
         .split(',')
         .map(str::trim)
         .filter(|e| !e.is_empty())
@@ -2824,7 +1957,7 @@ fn per_ip_overrides<'a>(
             return Err(refuse(format!("{entry:?} is not of the form IP:count")));
         };
         let address = address.trim().trim_start_matches('[').trim_end_matches(']');
-        let address: std::net::IpAddr = address.parse().map_err(|_| {
+        let address: IpAddr = address.parse().map_err(|_| {
             refuse(format!(
                 "{address:?} is not an IP address (host names are not resolved)"
             ))
@@ -2837,7 +1970,7 @@ fn per_ip_overrides<'a>(
             .ok_or_else(|| refuse(format!("{count:?} in {entry:?} is not a connection count")))?;
         overrides.insert(address, count);
     }
-    let per_ip: usize = parse(get, "max.connections.per.ip")?;
+    let per_ip: usize = parse(values, "max.connections.per.ip")?;
     if per_ip == 0 && overrides.is_empty() {
         return Err(ConfigError {
             name: "max.connections.per.ip".into(),
@@ -2852,18 +1985,19 @@ fn per_ip_overrides<'a>(
 /// The `group.consumer.*` settings, checked as Kafka checks them: the
 /// heartbeat interval and session timeout within their min/max bounds and
 /// the interval below the timeout, known assignors.
-fn consumer_group_config<'a>(
-    get: &impl Fn(&str) -> &'a str,
-) -> Result<weir_coord::consumer::ConsumerGroupConfig, ConfigError> {
+fn consumer_group_config(
+    values: Merged<'_>,
+    _row: &str,
+) -> Result<ConsumerGroupConfig, ConfigError> {
     use weir_coord::consumer::ServerAssignor;
     let heartbeat_interval_ms =
-        parse_in(get, "group.consumer.heartbeat.interval.ms", 1..=i32::MAX)?;
-    let session_timeout_ms = parse_in(get, "group.consumer.session.timeout.ms", 1..=i32::MAX)?;
+        parse_in(values, "group.consumer.heartbeat.interval.ms", 1..=i32::MAX)?;
+    let session_timeout_ms = parse_in(values, "group.consumer.session.timeout.ms", 1..=i32::MAX)?;
     let bounds = |what: &str| -> Result<std::ops::RangeInclusive<i32>, ConfigError> {
         let min_name = format!("group.consumer.min.{what}");
         let max_name = format!("group.consumer.max.{what}");
-        let min = parse_in(get, &min_name, 1..=i32::MAX)?;
-        let max = parse_in(get, &max_name, 1..=i32::MAX)?;
+        let min = parse_in(values, &min_name, 1..=i32::MAX)?;
+        let max = parse_in(values, &max_name, 1..=i32::MAX)?;
         if max < min {
             return Err(ConfigError {
                 name: max_name,
@@ -2873,7 +2007,7 @@ fn consumer_group_config<'a>(
         }
         Ok(min..=max)
     };
-    let policy = get("group.consumer.migration.policy");
+    let policy = values.get("group.consumer.migration.policy");
     let migration_policy =
         weir_coord::consumer::MigrationPolicy::from_name(policy).ok_or_else(|| ConfigError {
             name: "group.consumer.migration.policy".into(),
@@ -2885,7 +2019,7 @@ fn consumer_group_config<'a>(
         })?;
     let heartbeat_interval_bounds = bounds("heartbeat.interval.ms")?;
     let session_timeout_bounds = bounds("session.timeout.ms")?;
-    let names = get("group.consumer.assignors");
+    let names = values.get("group.consumer.assignors");
     let assignors = names
         .split(',')
         .map(str::trim)
@@ -2905,14 +2039,14 @@ fn consumer_group_config<'a>(
             reason: "name at least one assignor".into(),
         });
     }
-    let config = weir_coord::consumer::ConsumerGroupConfig {
+    let config = ConsumerGroupConfig {
         heartbeat_interval_ms,
         session_timeout_ms,
         heartbeat_interval_bounds,
         session_timeout_bounds,
-        max_size: parse_in(get, "group.consumer.max.size", 1..=i32::MAX)? as usize,
+        max_size: parse_in(values, "group.consumer.max.size", 1..=i32::MAX)? as usize,
         migration_policy,
-        classic_max_size: parse_in(get, "group.max.size", 1..=i32::MAX)? as usize,
+        classic_max_size: parse_in(values, "group.max.size", 1..=i32::MAX)? as usize,
         assignors,
     };
     config
@@ -2929,16 +2063,14 @@ fn consumer_group_config<'a>(
 }
 
 /// The `group.share.*` settings, each default within its bounds.
-fn share_group_config<'a>(
-    get: &impl Fn(&str) -> &'a str,
-) -> Result<crate::groups::configs::ShareBrokerConfig, ConfigError> {
+fn share_group_config(values: Merged<'_>, _row: &str) -> Result<ShareBrokerConfig, ConfigError> {
     let bounded = |what: &str| -> Result<crate::groups::configs::Bounded, ConfigError> {
         let name = format!("group.share.{what}");
         let min_name = format!("group.share.min.{what}");
         let max_name = format!("group.share.max.{what}");
-        let min = parse_in(get, &min_name, 1..=i32::MAX)?;
-        let max = parse_in(get, &max_name, min..=i32::MAX)?;
-        let value = parse_in(get, &name, min..=max)?;
+        let min = parse_in(values, &min_name, 1..=i32::MAX)?;
+        let max = parse_in(values, &max_name, min..=i32::MAX)?;
+        let value = parse_in(values, &name, min..=max)?;
         Ok(crate::groups::configs::Bounded { value, min, max })
     };
     let heartbeat_interval_ms = bounded("heartbeat.interval.ms")?;
@@ -2950,55 +2082,37 @@ fn share_group_config<'a>(
             reason: "must be less than group.share.session.timeout.ms".into(),
         });
     }
-    Ok(crate::groups::configs::ShareBrokerConfig {
+    Ok(ShareBrokerConfig {
         heartbeat_interval_ms,
         session_timeout_ms,
         record_lock_duration_ms: bounded("record.lock.duration.ms")?,
-        delivery_count_limit: parse_in(get, "group.share.delivery.count.limit", 2..=10)?,
+        delivery_count_limit: parse_in(values, "group.share.delivery.count.limit", 2..=10)?,
         partition_max_record_locks: parse_in(
-            get,
+            values,
             "group.share.partition.max.record.locks",
             100..=10_000,
         )?,
-        max_size: parse_in(get, "group.share.max.size", 1..=1000)?,
-        max_share_sessions: parse_in(get, "group.share.max.share.sessions", 1..=100_000)?,
-        dead_letter_topic_prefix: get("errors.deadletterqueue.topic.name.prefix").to_owned(),
+        max_size: parse_in(values, "group.share.max.size", 1..=1000)?,
+        max_share_sessions: parse_in(values, "group.share.max.share.sessions", 1..=100_000)?,
+        dead_letter_topic_prefix: values
+            .get("errors.deadletterqueue.topic.name.prefix")
+            .to_owned(),
         state_topic_num_partitions: parse_in(
-            get,
+            values,
             "share.coordinator.state.topic.num.partitions",
             1..=10_000,
         )?,
         state_topic_replication_factor: parse_in(
-            get,
+            values,
             "share.coordinator.state.topic.replication.factor",
             1..=i16::MAX as i32,
         )?,
         state_topic_min_isr: parse_in(
-            get,
+            values,
             "share.coordinator.state.topic.min.isr",
             1..=i16::MAX as i32,
         )?,
     })
-}
-
-fn parse_in<'a, T>(
-    get: impl Fn(&str) -> &'a str,
-    name: &str,
-    range: std::ops::RangeInclusive<T>,
-) -> Result<T, ConfigError>
-where
-    T: std::str::FromStr + PartialOrd + std::fmt::Display,
-    T::Err: std::fmt::Display,
-{
-    let value: T = parse(&get, name)?;
-    if !range.contains(&value) {
-        return Err(ConfigError {
-            name: name.to_owned(),
-            value: value.to_string(),
-            reason: format!("must be between {} and {}", range.start(), range.end()),
-        });
-    }
-    Ok(value)
 }
 
 #[cfg(test)]
