@@ -583,128 +583,89 @@ broker_configs! {
         "With ACLs on, whether a resource no ACL names is open to everyone";
 }
 
-/// The Kafka broker configs that say how the node was started: its
-/// identity, listeners, storage and controller quorum. `weir serve` takes
-/// them as flags of its own (`--node-id`, `--listen`, `--data-dir`, …), not
-/// as one flag per config; DescribeConfigs lists them, read-only, with the
-/// value in force ([`Startup::value`]). The defaults are
-/// `weir serve`'s; "" where Kafka's is null (the value is then null too).
-pub const STARTUP_CONFIGS: &[BrokerConfigDef] = &[
-    BrokerConfigDef {
-        name: "node.id",
-        default: Some("1"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "This node's id (--node-id)",
-    },
-    BrokerConfigDef {
-        name: "broker.id",
-        default: Some("1"),
-        config_type: ConfigType::Int,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "This broker's id: node.id, as in Kafka's KRaft mode",
-    },
-    BrokerConfigDef {
-        name: "process.roles",
-        default: Some("broker,controller"),
-        config_type: ConfigType::List,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "What this node does: broker, controller, or both (--roles)",
-    },
-    BrokerConfigDef {
-        name: "listeners",
-        default: Some("PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The Kafka listener and, on a controller, the controller listener, at the \
-              addresses they are bound to (--listen, --controller-listen)",
-    },
-    BrokerConfigDef {
-        name: "advertised.listeners",
-        default: Some(""),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The address clients are told to connect to (--advertised-addr); null: the \
-              Kafka listener's",
-    },
-    BrokerConfigDef {
-        name: "listener.security.protocol.map",
-        default: Some(DEFAULT_PROTOCOL_MAP),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The security protocol of each listener name: NAME:PROTOCOL,…",
-    },
-    BrokerConfigDef {
-        name: "inter.broker.listener.name",
-        default: Some("PLAINTEXT"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The listener other brokers connect to",
-    },
-    BrokerConfigDef {
-        name: "controller.listener.names",
-        default: Some("CONTROLLER"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The name of the controller listener",
-    },
-    BrokerConfigDef {
-        name: "controller.quorum.voters",
-        default: Some(""),
-        config_type: ConfigType::List,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The voters of the controller quorum, ID@HOST:PORT (--controllers); by \
-              default this node alone, at its controller listener",
-    },
-    BrokerConfigDef {
-        name: "log.dirs",
-        default: Some(""),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The directories of the partition logs, comma-separated (--log-dirs); null: the \
-              data directory (--data-dir), which also holds the metadata",
-    },
-    BrokerConfigDef {
-        name: "log.dir",
-        default: Some("./weir-data"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "The data directory when log.dirs is not set",
-    },
-    BrokerConfigDef {
-        name: "weir.http.listener",
-        default: Some("http://127.0.0.1:9644"),
-        config_type: ConfigType::String,
-        dynamic: false,
-        per_broker: false,
-        valid: Valid::Any,
-        doc: "Where this broker's HTTP endpoint (/metrics, /v1/cluster, /v1/groups) is \
-              reached, http:// or https:// (--http-listen); bound to every interface, at the \
-              host its Kafka listener advertises",
-    },
-];
+/// The registry of the startup configs, one row each:
+///
+/// ```text
+/// "kafka.name", Type, weir serve's default, "What it is"[, value];
+/// ```
+///
+/// where the value in force is a function of the [`Startup`] and of
+/// whether the config was given (none: the default). From the rows it
+/// makes [`STARTUP_CONFIGS`] and [`Startup::value`].
+macro_rules! startup_configs {
+    (@value $default:expr) => { |_, _| Some($default.to_owned()) };
+    (@value $default:expr, $value:expr) => { $value };
+    ($($name:literal, $ty:ident, $default:expr, $doc:literal $(, $value:expr)?;)*) => {
+        /// The Kafka broker configs that say how the node was started: its
+        /// identity, listeners, storage and controller quorum. `weir serve`
+        /// takes them as flags of its own (`--node-id`, `--listen`,
+        /// `--data-dir`, …), not as one flag per config; DescribeConfigs
+        /// lists them, read-only, with the value in force
+        /// ([`Startup::value`]). The defaults are `weir serve`'s; "" where
+        /// Kafka's is null (the value is then null too).
+        pub const STARTUP_CONFIGS: &[BrokerConfigDef] = &[
+            $(broker_def!($name, $ty, Some($default), ReadOnly, Valid::Any, $doc),)*
+        ];
+
+        impl Startup {
+            /// The value in force of the startup config `name` (one of
+            /// [`STARTUP_CONFIGS`]; `None` for another name), null where
+            /// Kafka's would be (`advertised.listeners`, `log.dirs` not
+            /// given), and where it comes from.
+            pub fn value(&self, name: &str) -> Option<(Option<String>, ConfigSource)> {
+                let value: fn(&Startup, bool) -> Option<String> = match name {
+                    $($name => startup_configs!(@value $default $(, $value)?),)*
+                    _ => return None,
+                };
+                let given = self.given.contains(name);
+                let source = if given {
+                    ConfigSource::StaticBrokerConfig
+                } else {
+                    ConfigSource::DefaultConfig
+                };
+                Some((value(self, given), source))
+            }
+        }
+    };
+}
+
+startup_configs! {
+    "node.id", Int, "1", "This node's id (--node-id)",
+        |node, _| Some(node.node_id.to_string());
+    "broker.id", Int, "1", "This broker's id: node.id, as in Kafka's KRaft mode",
+        |node, _| Some(node.node_id.to_string());
+    "process.roles", List, "broker,controller",
+        "What this node does: broker, controller, or both (--roles)",
+        |node, _| Some(node.process_roles().to_owned());
+    "listeners", String, "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "The Kafka listener and, on a controller, the controller listener, at the \
+         addresses they are bound to (--listen, --controller-listen)",
+        |node, _| Some(node.bound_listeners());
+    "advertised.listeners", String, "",
+        "The address clients are told to connect to (--advertised-addr); null: the \
+         Kafka listener's",
+        |node, given| given.then(|| node.advertised_listeners());
+    "listener.security.protocol.map", String, DEFAULT_PROTOCOL_MAP,
+        "The security protocol of each listener name: NAME:PROTOCOL,…",
+        |node, _| Some(node.protocol_map());
+    "inter.broker.listener.name", String, "PLAINTEXT", "The listener other brokers connect to",
+        |node, _| Some(node.inter_broker_listener_name.clone());
+    "controller.listener.names", String, "CONTROLLER", "The name of the controller listener";
+    "controller.quorum.voters", List, "",
+        "The voters of the controller quorum, ID@HOST:PORT (--controllers); by \
+         default this node alone, at its controller listener",
+        |node, _| Some(node.quorum_voters());
+    "log.dirs", String, "",
+        "The directories of the partition logs, comma-separated (--log-dirs); null: the \
+         data directory (--data-dir), which also holds the metadata",
+        |node, given| given.then(|| node.joined_log_dirs());
+    "log.dir", String, "./weir-data", "The data directory when log.dirs is not set";
+    "weir.http.listener", String, "http://127.0.0.1:9644",
+        "Where this broker's HTTP endpoint (/metrics, /v1/cluster, /v1/groups) is \
+         reached, http:// or https:// (--http-listen); bound to every interface, at the \
+         host its Kafka listener advertises",
+        |node, _| Some(node.http_url());
+}
 
 /// One of [`INERT_CONFIGS`], with the doc they all share.
 macro_rules! inert {
@@ -1130,71 +1091,64 @@ impl Startup {
         }
     }
 
-    /// The value in force of the startup config `name` (one of
-    /// [`STARTUP_CONFIGS`]; `None` for another name), null where Kafka's
-    /// would be (`advertised.listeners`, `log.dirs` not given), and where
-    /// it comes from.
-    pub fn value(&self, name: &str) -> Option<(Option<String>, ConfigSource)> {
-        let def = STARTUP_CONFIGS.iter().find(|def| def.name == name)?;
-        let given = self.given.contains(def.name);
-        let source = if given {
-            ConfigSource::StaticBrokerConfig
+    /// `process.roles`.
+    fn process_roles(&self) -> &'static str {
+        if self.is_controller {
+            "broker,controller"
         } else {
-            ConfigSource::DefaultConfig
-        };
-        let value = match def.name {
-            "node.id" | "broker.id" => Some(self.node_id.to_string()),
-            "process.roles" => Some(if self.is_controller {
-                "broker,controller".to_owned()
-            } else {
-                "broker".to_owned()
-            }),
-            "listeners" => {
-                let mut listeners: Vec<String> = self
-                    .listeners
-                    .iter()
-                    .map(|l| format!("{}://{}", l.name, l.bind))
-                    .collect();
-                if self.is_controller {
-                    listeners.push(format!(
-                        "{CONTROLLER_LISTENER}://{}",
-                        self.controller_listen
-                    ));
-                }
-                Some(listeners.join(","))
-            }
-            "advertised.listeners" => given.then(|| {
-                let advertised: Vec<String> = self
-                    .listeners
-                    .iter()
-                    .map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port))
-                    .collect();
-                advertised.join(",")
-            }),
-            "listener.security.protocol.map" => Some(self.protocol_map()),
-            "weir.http.listener" => Some(self.http_url()),
-            "inter.broker.listener.name" => Some(self.inter_broker_listener_name.clone()),
-            "controller.quorum.voters" => Some(if self.controllers.is_empty() {
-                format!("{}@{}", self.node_id, self.controller_listen)
-            } else {
-                let voters: Vec<String> = self
-                    .controllers
-                    .iter()
-                    .map(|(id, addr)| format!("{id}@{addr}"))
-                    .collect();
-                voters.join(",")
-            }),
-            "log.dirs" => given.then(|| {
-                let dirs: Vec<String> = self
-                    .partition_log_dirs()
-                    .iter()
-                    .map(|dir| dir.display().to_string())
-                    .collect();
-                dirs.join(",")
-            }),
-            _ => def.default.map(str::to_owned),
-        };
-        Some((value, source))
+            "broker"
+        }
+    }
+
+    /// `listeners`: the Kafka listeners and, on a controller, the
+    /// controller listener, at the addresses they are bound to.
+    fn bound_listeners(&self) -> String {
+        let mut listeners: Vec<String> = self
+            .listeners
+            .iter()
+            .map(|l| format!("{}://{}", l.name, l.bind))
+            .collect();
+        if self.is_controller {
+            listeners.push(format!(
+                "{CONTROLLER_LISTENER}://{}",
+                self.controller_listen
+            ));
+        }
+        listeners.join(",")
+    }
+
+    /// `advertised.listeners`: the addresses clients are told.
+    fn advertised_listeners(&self) -> String {
+        let advertised: Vec<String> = self
+            .listeners
+            .iter()
+            .map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port))
+            .collect();
+        advertised.join(",")
+    }
+
+    /// `controller.quorum.voters`: this node alone when none were given.
+    fn quorum_voters(&self) -> String {
+        if self.controllers.is_empty() {
+            format!("{}@{}", self.node_id, self.controller_listen)
+        } else {
+            let voters: Vec<String> = self
+                .controllers
+                .iter()
+                .map(|(id, addr)| format!("{id}@{addr}"))
+                .collect();
+            voters.join(",")
+        }
+    }
+
+    /// `log.dirs`: the partition log directories, comma-separated.
+    fn joined_log_dirs(&self) -> String {
+        let dirs: Vec<String> = self
+            .partition_log_dirs()
+            .iter()
+            .map(|dir| dir.display().to_string())
+            .collect();
+        dirs.join(",")
     }
 
     /// The directories of the partition logs: `log.dirs`, else the data
