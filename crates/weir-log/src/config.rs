@@ -143,7 +143,96 @@ impl Default for LogConfig {
     }
 }
 
+/// Sets the field of a [`LogConfig`] that implements one topic config from
+/// a value of that config, trimmed; `None`, leaving the field as it was,
+/// when the value does not parse.
+type Setter = fn(&mut LogConfig, &str) -> Option<()>;
+
+/// Each topic config a [`LogConfig`] implements, by name, with the setter
+/// of its field: the one place where the names meet the fields.
+const TOPIC_CONFIGS: &[(&str, Setter)] = &[
+    ("cleanup.policy", |c, v| {
+        CleanupPolicy::parse(v).map(|policy| c.cleanup_policy = policy)
+    }),
+    ("delete.retention.ms", |c, v| {
+        long(v).map(|n| c.delete_retention_ms = n)
+    }),
+    ("file.delete.delay.ms", |c, v| {
+        long(v).map(|n| c.file_delete_delay_ms = n)
+    }),
+    ("flush.messages", |c, v| {
+        long(v).map(|n| c.flush_messages = n as u64)
+    }),
+    ("flush.ms", |c, v| long(v).map(|n| c.flush_ms = n)),
+    ("index.interval.bytes", |c, v| {
+        long(v).map(|n| c.index_interval_bytes = n as u64)
+    }),
+    ("max.compaction.lag.ms", |c, v| {
+        long(v).map(|n| c.max_compaction_lag_ms = n)
+    }),
+    ("max.message.bytes", |c, v| {
+        long(v).map(|n| c.max_message_bytes = n as usize)
+    }),
+    ("message.timestamp.after.max.ms", |c, v| {
+        long(v).map(|n| c.timestamp_after_max_ms = n)
+    }),
+    ("message.timestamp.before.max.ms", |c, v| {
+        long(v).map(|n| c.timestamp_before_max_ms = n)
+    }),
+    ("message.timestamp.type", |c, v| {
+        c.timestamp_type = if v == "LogAppendTime" {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        };
+        Some(())
+    }),
+    ("min.cleanable.dirty.ratio", |c, v| {
+        v.parse()
+            .ok()
+            .map(|ratio| c.min_cleanable_dirty_ratio = ratio)
+    }),
+    ("min.compaction.lag.ms", |c, v| {
+        long(v).map(|n| c.min_compaction_lag_ms = n)
+    }),
+    ("retention.bytes", |c, v| {
+        long(v).map(|n| c.retention_bytes = n)
+    }),
+    ("retention.ms", |c, v| long(v).map(|n| c.retention_ms = n)),
+    ("segment.bytes", |c, v| {
+        long(v).map(|n| c.segment_bytes = n as u64)
+    }),
+    ("segment.index.bytes", |c, v| {
+        long(v).map(|n| c.segment_index_bytes = n as u64)
+    }),
+    ("segment.ms", |c, v| long(v).map(|n| c.segment_ms = n)),
+    ("weir.delivery.delay.ms", |c, v| {
+        long(v).map(|n| c.delivery_delay_ms = n.max(0))
+    }),
+];
+
+/// A value of a LONG topic config.
+fn long(value: &str) -> Option<i64> {
+    value.parse().ok()
+}
+
 impl LogConfig {
+    /// The names of the topic configs these settings implement.
+    pub fn topic_configs() -> impl Iterator<Item = &'static str> {
+        TOPIC_CONFIGS.iter().map(|(name, _)| *name)
+    }
+
+    /// Sets what the topic config `name` says from its `value`; `false`,
+    /// with nothing changed, for a topic config that does not shape the
+    /// log or a value that does not parse.
+    pub fn set(&mut self, name: &str, value: &str) -> bool {
+        TOPIC_CONFIGS
+            .iter()
+            .find(|(config, _)| *config == name)
+            .and_then(|(_, set)| set(self, value.trim()))
+            .is_some()
+    }
+
     /// The age at which the active segment rolls: `segment.ms`, or
     /// `max.compaction.lag.ms` when that is shorter on a compacted log (a
     /// record cannot be compacted while it is in the active segment).
@@ -250,7 +339,28 @@ impl<C: Clock> Clock for std::sync::Arc<C> {
 
 #[cfg(test)]
 mod tests {
-    use super::CleanupPolicy;
+    use super::{CleanupPolicy, LogConfig, TimestampType, TOPIC_CONFIGS};
+
+    #[test]
+    fn topic_configs_set_their_field_and_bad_values_leave_it() {
+        for pair in TOPIC_CONFIGS.windows(2) {
+            assert!(pair[0].0 < pair[1].0, "{} >= {}", pair[0].0, pair[1].0);
+        }
+        let mut config = LogConfig::default();
+        assert!(config.set("segment.bytes", " 4096 "));
+        assert!(config.set("cleanup.policy", "compact,delete"));
+        assert!(config.set("message.timestamp.type", "LogAppendTime"));
+        assert!(config.set("weir.delivery.delay.ms", "-5"));
+        assert_eq!(config.segment_bytes, 4096);
+        assert_eq!(config.cleanup_policy, CleanupPolicy::COMPACT_DELETE);
+        assert_eq!(config.timestamp_type, TimestampType::LogAppendTime);
+        assert_eq!(config.delivery_delay_ms, 0);
+        assert!(!config.set("segment.bytes", "big"));
+        assert!(!config.set("min.cleanable.dirty.ratio", "half"));
+        assert!(!config.set("compression.type", "zstd"));
+        assert_eq!(config.segment_bytes, 4096);
+        assert_eq!(config.min_cleanable_dirty_ratio, 0.5);
+    }
 
     #[test]
     fn cleanup_policy_parses_kafkas_lists_the_empty_one_included() {

@@ -179,4 +179,34 @@ mod tests {
         let log = crate::partition::log_config(&config, &BTreeMap::new());
         assert_eq!((log.retention_ms, log.segment_ms), (3_600_000, 7_200_000));
     }
+
+    #[test]
+    fn a_log_takes_the_topics_value_else_the_brokers_else_kafkas() {
+        for name in weir_log::LogConfig::topic_configs() {
+            assert!(topic_config::lookup(name).is_some(), "{name}");
+        }
+        let values = BTreeMap::from([
+            ("log.retention.hours".to_owned(), "2".to_owned()),
+            ("log.segment.bytes".to_owned(), "8192".to_owned()),
+        ]);
+        let config = BrokerConfig::new(
+            1,
+            "d".into(),
+            "127.0.0.1:9092".parse().unwrap(),
+            None,
+            "127.0.0.1:9644".parse().unwrap(),
+            &values,
+        )
+        .unwrap();
+        let overrides = BTreeMap::from([
+            ("segment.bytes".to_owned(), "4096".to_owned()),
+            ("retention.ms".to_owned(), "soon".to_owned()),
+        ]);
+        let log = crate::partition::log_config(&config, &overrides);
+        assert_eq!(log.segment_bytes, 4096);
+        // A value that does not parse leaves the broker's.
+        assert_eq!(log.retention_ms, 2 * 3_600_000);
+        assert_eq!(log.flush_messages, i64::MAX as u64);
+        assert_eq!(log.cleanup_policy, weir_log::CleanupPolicy::DELETE);
+    }
 }

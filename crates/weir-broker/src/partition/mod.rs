@@ -1653,64 +1653,22 @@ fn single_batch_header(records: &[u8]) -> Result<BatchHeader<'_>, AppendError> {
     Ok(header)
 }
 
-/// The log settings of a topic: its overrides over the broker's defaults.
+/// The log settings of a topic, config by config: Kafka's default, then
+/// the broker's value for topics (dynamic for this broker, dynamic for the
+/// cluster, static; in milliseconds for one given in other units), then the
+/// topic's own. A value that does not parse leaves the one before it.
 pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
-    let mut config = LogConfig {
-        segment_bytes: broker.log_segment_bytes,
-        retention_ms: broker.log_retention_ms,
-        retention_bytes: broker.log_retention_bytes,
-        max_message_bytes: broker.message_max_bytes,
-        flush_messages: broker.log_flush_interval_messages,
-        flush_ms: broker.log_flush_interval_ms,
-        cleanup_policy: broker.log_cleanup_policy,
-        delete_retention_ms: broker.log_cleaner_delete_retention_ms,
-        min_compaction_lag_ms: broker.log_cleaner_min_compaction_lag_ms,
-        max_compaction_lag_ms: broker.log_cleaner_max_compaction_lag_ms,
-        min_cleanable_dirty_ratio: broker.log_cleaner_min_cleanable_ratio,
-        ..LogConfig::default()
-    };
-    // Every topic config in force: the topic's own, else the broker
-    // default in its precedence (log.retention.ms over .minutes over
-    // .hours), else Kafka's default.
-    let in_force = crate::config::topic::effective(broker, overrides);
-    for (name, value) in in_force.iter().map(|c| (c.def.name, &c.value)) {
-        let value = value.trim();
-        let number = value.parse::<i64>().ok();
-        match (name, number) {
-            ("segment.bytes", Some(n)) => config.segment_bytes = n as u64,
-            ("segment.ms", Some(n)) => config.segment_ms = n,
-            ("segment.index.bytes", Some(n)) => config.segment_index_bytes = n as u64,
-            ("index.interval.bytes", Some(n)) => config.index_interval_bytes = n as u64,
-            ("max.message.bytes", Some(n)) => config.max_message_bytes = n as usize,
-            ("retention.ms", Some(n)) => config.retention_ms = n,
-            ("retention.bytes", Some(n)) => config.retention_bytes = n,
-            ("flush.messages", Some(n)) => config.flush_messages = n as u64,
-            ("flush.ms", Some(n)) => config.flush_ms = n,
-            ("file.delete.delay.ms", Some(n)) => config.file_delete_delay_ms = n,
-            ("delete.retention.ms", Some(n)) => config.delete_retention_ms = n,
-            ("min.compaction.lag.ms", Some(n)) => config.min_compaction_lag_ms = n,
-            ("max.compaction.lag.ms", Some(n)) => config.max_compaction_lag_ms = n,
-            ("cleanup.policy", _) => {
-                if let Some(policy) = weir_log::CleanupPolicy::parse(value) {
-                    config.cleanup_policy = policy;
-                }
-            }
-            ("min.cleanable.dirty.ratio", _) => {
-                if let Ok(ratio) = value.parse::<f64>() {
-                    config.min_cleanable_dirty_ratio = ratio;
-                }
-            }
-            ("message.timestamp.before.max.ms", Some(n)) => config.timestamp_before_max_ms = n,
-            ("message.timestamp.after.max.ms", Some(n)) => config.timestamp_after_max_ms = n,
-            ("weir.delivery.delay.ms", Some(n)) => config.delivery_delay_ms = n.max(0),
-            ("message.timestamp.type", _) => {
-                config.timestamp_type = if value == "LogAppendTime" {
-                    TimestampType::LogAppendTime
-                } else {
-                    TimestampType::CreateTime
-                }
-            }
-            _ => {}
+    let mut config = LogConfig::default();
+    for def in weir_meta::topic_config::all() {
+        let inherited = def
+            .broker_config
+            .and_then(|name| broker.topic_default(name));
+        let own = overrides.get(def.name).map(String::as_str);
+        for value in [Some(def.default), inherited.as_deref(), own]
+            .into_iter()
+            .flatten()
+        {
+            config.set(def.name, value);
         }
     }
     config
