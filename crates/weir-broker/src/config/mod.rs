@@ -10,6 +10,10 @@
 //! effect on Weir (Kerberos, ZooKeeper, JMX and metrics reporters, thread
 //! pools, tiered storage, …). Together they know every name of Kafka's
 //! `AbstractKafkaConfig.CONFIG_DEF`.
+//!
+//! The rows of the first one also declare the [`BrokerConfig`] settings
+//! they fill and how, and those of the second the value each describes
+//! from the [`Startup`], so that a config is written down once.
 
 pub mod topic;
 
@@ -25,7 +29,6 @@ use weir_meta::topic_config::{ConfigType, Valid};
 
 use crate::groups::configs::ShareBrokerConfig;
 use crate::replica::ReplicaSelector;
-
 use crate::server::listeners::{Listener, CONTROLLER_LISTENER, DEFAULT_PROTOCOL_MAP};
 
 /// A broker config Weir understands, with Kafka's default.
@@ -1198,8 +1201,8 @@ impl BrokerConfig {
                 reason: reason.into(),
             });
         }
-        let mut values = static_values.clone();
-        values.extend(
+        let mut given = static_values.clone();
+        given.extend(
             dynamic_default
                 .iter()
                 .chain(&dynamic_broker)
@@ -1211,7 +1214,9 @@ impl BrokerConfig {
                 merged.insert(def.name.to_owned(), default.to_owned());
             }
         }
-        for (name, value) in &values {
+        // Kafka's validator first, on every value given; Weir's own bounds
+        // as the settings are read.
+        for (name, value) in &given {
             let Some(def) = settable().find(|def| def.name == name.as_str()) else {
                 return Err(ConfigError {
                     name: name.clone(),
