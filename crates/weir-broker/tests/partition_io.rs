@@ -178,7 +178,7 @@ async fn produce_and_fetch_to_one_partition_are_answered_while_another_is_stalle
         &values,
     )
     .unwrap();
-    let listener_name = config.listeners[0].name.clone();
+    let listener_name = config.startup.listeners[0].name.clone();
     let stall = Arc::new(Stall::default());
     let storage = Arc::new(StallingStorage {
         inner: FsStorage::default(),
