@@ -4,6 +4,7 @@
 mod api;
 pub mod broker;
 pub mod config;
+pub mod coordinator;
 pub mod groups;
 pub mod net;
 pub mod partition;

@@ -23,7 +23,8 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
-use crate::groups::classic::{GroupAdminError, COORDINATOR_WRITE_TIMEOUT};
+use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::groups::classic::GroupAdminError;
 use weir_coord::classic::GroupState;
 
 fn text(s: String) -> StrBytes {

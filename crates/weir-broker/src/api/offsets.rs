@@ -28,9 +28,8 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::groups::classic::{
-    Committer, DeletedOffsets, GroupAdminError, COORDINATOR_WRITE_TIMEOUT,
-};
+use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::groups::classic::{Committer, DeletedOffsets, GroupAdminError};
 use crate::groups::offsets::{OffsetChange, MAX_METADATA_BYTES, OFFSETS_TOPIC};
 use crate::partition::ReplicatedWrite;
 use crate::txn::TRANSACTION_STATE_TOPIC;

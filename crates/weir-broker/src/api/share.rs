@@ -35,7 +35,7 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
-use crate::groups::classic::COORDINATOR_WRITE_TIMEOUT;
+use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
 use crate::partition::ReplicatedWrite;
 use crate::share::persister::{ShareCode, STATE_LOADING};
 use crate::share::state_coordinator::SHARE_STATE_TOPIC;

@@ -29,7 +29,7 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::groups::classic::COORDINATOR_WRITE_TIMEOUT;
+use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
 use crate::partition::ReplicatedWrite;
 use crate::share::group_coordinator::ShareGroupDescription;
 use crate::share::persister::{ShareCode, STATE_LOADING};

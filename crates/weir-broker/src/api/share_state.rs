@@ -2,7 +2,8 @@
 //! what a share-partition leader asks of the broker leading its
 //! share-partition's `__share_group_state` partition (Kafka's share
 //! coordinator). Brokers only: they need ClusterAction. A write is answered
-//! once the in-sync replicas hold it.
+//! once the in-sync replicas hold it; reads and writes run in turn on the
+//! state partition's shard of the coordinator runtime.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -20,9 +21,10 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::groups::classic::COORDINATOR_WRITE_TIMEOUT;
-use crate::partition::{Partition, ReplicatedWrite};
-use crate::share::state_coordinator::{state_partition_for, SHARE_STATE_TOPIC};
+use crate::coordinator::Applied;
+use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::partition::Partition;
+use crate::share::state_coordinator::{state_partition_for, StateWritten, SHARE_STATE_TOPIC};
 use crate::share::{PersistedState, RecordState, StateBatch};
 use weir_coord::records::share_state::SharePartitionKey;
 
@@ -62,67 +64,89 @@ pub(super) fn read(
     broker: &Broker,
     ctx: &RequestContext,
     request: ReadShareGroupStateRequest,
-) -> ReadShareGroupStateResponse {
+) -> impl Future<Output = ReadShareGroupStateResponse> + Send + 'static {
     let allowed = cluster_action(broker, ctx);
     let group = request.group_id.to_string();
-    let results = request
+    let reads: Vec<_> = request
         .topics
         .into_iter()
         .map(|topic| {
-            let partitions = topic
+            let partitions: Vec<_> = topic
                 .partitions
                 .into_iter()
                 .map(|p| {
-                    let answer = read::PartitionResult::default().with_partition(p.partition);
-                    if !allowed {
-                        return answer
-                            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
-                    }
                     let key = key(&group, topic.topic_id, p.partition);
-                    match state_partition(broker, &key) {
-                        Err(code) => answer.with_error_code(code),
-                        Ok(partition) => match broker.share_state().read(partition.index, &key) {
-                            // Kafka's answer for a share-partition without state.
-                            None => answer.with_state_epoch(-1).with_start_offset(-1),
-                            Some((state_epoch, state)) => answer
-                                .with_state_epoch(state_epoch)
-                                .with_start_offset(state.start_offset)
-                                .with_state_batches(
-                                    state
-                                        .batches
-                                        .iter()
-                                        .map(|b| {
-                                            read::StateBatch::default()
-                                                .with_first_offset(b.first_offset)
-                                                .with_last_offset(b.last_offset)
-                                                .with_delivery_state(b.state.id())
-                                                .with_delivery_count(b.delivery_count as i16)
-                                        })
-                                        .collect(),
-                                ),
-                        },
-                    }
+                    let read = if !allowed {
+                        Err(ResponseError::ClusterAuthorizationFailed.code())
+                    } else {
+                        state_partition(broker, &key)
+                            .map(|partition| broker.share_state().read(partition.index, &key))
+                    };
+                    (p.partition, read)
                 })
                 .collect();
-            read::ReadStateResult::default()
-                .with_topic_id(topic.topic_id)
-                .with_partitions(partitions)
+            (topic.topic_id, partitions)
         })
         .collect();
-    ReadShareGroupStateResponse::default().with_results(results)
+    async move {
+        let mut results = Vec::with_capacity(reads.len());
+        for (topic_id, partitions) in reads {
+            let mut answers = Vec::with_capacity(partitions.len());
+            for (partition, read) in partitions {
+                let answer = read::PartitionResult::default().with_partition(partition);
+                let read = match read {
+                    Ok(read) => read.await.map_err(|error| error.code()),
+                    Err(code) => Err(code),
+                };
+                answers.push(match read {
+                    Err(code) => answer.with_error_code(code),
+                    // Kafka's answer for a share-partition without state.
+                    Ok(None) => answer.with_state_epoch(-1).with_start_offset(-1),
+                    Ok(Some((state_epoch, state))) => answer
+                        .with_state_epoch(state_epoch)
+                        .with_start_offset(state.start_offset)
+                        .with_state_batches(
+                            state
+                                .batches
+                                .iter()
+                                .map(|b| {
+                                    read::StateBatch::default()
+                                        .with_first_offset(b.first_offset)
+                                        .with_last_offset(b.last_offset)
+                                        .with_delivery_state(b.state.id())
+                                        .with_delivery_count(b.delivery_count as i16)
+                                })
+                                .collect(),
+                        ),
+                });
+            }
+            results.push(
+                read::ReadStateResult::default()
+                    .with_topic_id(topic_id)
+                    .with_partitions(answers),
+            );
+        }
+        ReadShareGroupStateResponse::default().with_results(results)
+    }
 }
 
 /// Answers each partition once its write (if any) is replicated: its
 /// error code, by topic in the order asked.
 async fn settle(
     node_id: i32,
-    writes: Vec<(Uuid, i32, Result<ReplicatedWrite, i16>)>,
+    writes: Vec<(Uuid, i32, Result<StateWritten, i16>)>,
 ) -> Vec<(Uuid, Vec<(i32, i16)>)> {
     let mut topics: Vec<(Uuid, Vec<(i32, i16)>)> = Vec::new();
-    for (topic_id, partition, write) in writes {
-        let code = match write {
-            Ok(write) => match write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
-                Ok(()) => 0,
+    for (topic_id, partition, written) in writes {
+        let code = match written {
+            Ok(written) => match written.await {
+                Ok(Applied {
+                    write: Some(write), ..
+                }) => match write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
+                    Ok(()) => 0,
+                    Err(error) => error.code(),
+                },
+                Ok(Applied { write: None, .. }) => 0,
                 Err(error) => error.code(),
             },
             Err(code) => code,
@@ -164,18 +188,15 @@ pub(super) fn write_state(
                         })
                         .collect(),
                 };
-                state_partition(broker, &key).and_then(|partition| {
-                    broker
-                        .share_state()
-                        .update(
-                            &partition,
-                            &key,
-                            update,
-                            p.state_epoch,
-                            p.leader_epoch,
-                            broker.now_ms(),
-                        )
-                        .map_err(|error| error.code())
+                state_partition(broker, &key).map(|partition| {
+                    broker.share_state().update(
+                        partition.index,
+                        &key,
+                        update,
+                        p.state_epoch,
+                        p.leader_epoch,
+                        broker.now_ms(),
+                    )
                 })
             };
             writes.push((topic.topic_id, p.partition, written));
@@ -218,11 +239,15 @@ pub(super) fn initialize(
                     start_offset: p.start_offset,
                     batches: Vec::new(),
                 };
-                state_partition(broker, &key).and_then(|partition| {
-                    broker
-                        .share_state()
-                        .initialize(&partition, &key, state, p.state_epoch, -1, broker.now_ms())
-                        .map_err(|error| error.code())
+                state_partition(broker, &key).map(|partition| {
+                    broker.share_state().initialize(
+                        partition.index,
+                        &key,
+                        state,
+                        p.state_epoch,
+                        -1,
+                        broker.now_ms(),
+                    )
                 })
             };
             writes.push((topic.topic_id, p.partition, written));

@@ -357,14 +357,15 @@ pub(crate) static APIS: &[Api] = &[
         let response = share::acknowledge_request(&broker, ctx.clone(), body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(InitializeShareGroupState, 0..=0, throttle NEVER, BlockingPool, |broker, ctx, body| {
+    api!(InitializeShareGroupState, 0..=0, throttle NEVER, Inline, |broker, ctx, body| {
         let response = share_state::initialize(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(ReadShareGroupState, 0..=0, throttle NEVER, BlockingPool, |broker, ctx, body| {
-        now(&ctx, share_state::read(&broker, &ctx, body.decode(&ctx)?))
+    api!(ReadShareGroupState, 0..=0, throttle NEVER, Inline, |broker, ctx, body| {
+        let response = share_state::read(&broker, &ctx, body.decode(&ctx)?);
+        later!(ctx, response.await)
     }),
-    api!(WriteShareGroupState, 0..=0, throttle NEVER, BlockingPool, |broker, ctx, body| {
+    api!(WriteShareGroupState, 0..=0, throttle NEVER, Inline, |broker, ctx, body| {
         let response = share_state::write_state(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),

@@ -412,6 +412,8 @@ impl Broker {
         let share_groups =
             crate::share::group_coordinator::ShareGroupCoordinator::new(config.share_group.clone());
         let max_share_sessions = config.share_group.max_share_sessions;
+        let share_state =
+            crate::share::state_coordinator::ShareStateStore::new(config.startup.node_id);
         let broker = Arc::new_cyclic(|me| Self {
             share_partitions: crate::share::leader::SharePartitions::new(
                 max_share_sessions,
@@ -437,7 +439,7 @@ impl Broker {
             groups,
             consumer_groups,
             share_groups,
-            share_state: Default::default(),
+            share_state,
             txns: Arc::default(),
             fetch_sessions,
             client_quotas,
@@ -554,7 +556,7 @@ impl Broker {
         }
         for (_, index) in outcome.led.iter().filter(|(t, _)| t == SHARE_STATE_TOPIC) {
             if let Some(partition) = self.replicas.get(SHARE_STATE_TOPIC, *index) {
-                self.load_share_state(&partition);
+                self.load_share_state(partition);
             }
         }
         for (_, index) in outcome
@@ -612,7 +614,7 @@ impl Broker {
     /// partitions this node leads as it opens.
     fn load_led_share_state(&self) {
         for partition in self.led_partitions_of(SHARE_STATE_TOPIC) {
-            self.load_share_state(&partition);
+            self.load_share_state(partition);
         }
     }
 
@@ -626,15 +628,16 @@ impl Broker {
 
     /// This node leads `partition` of `__share_group_state`: it keeps the
     /// state of the share-partitions stored there.
-    fn load_share_state(&self, partition: &Partition) {
+    fn load_share_state(&self, partition: Arc<Partition>) {
+        let index = partition.index;
         match self.share_state.take_over(partition) {
             Ok(states) => tracing::debug!(
-                partition = partition.index,
+                partition = index,
                 states,
                 "leading a __share_group_state partition"
             ),
             Err(error) => tracing::error!(
-                partition = partition.index,
+                partition = index,
                 %error,
                 "cannot load share-partition state"
             ),

@@ -28,6 +28,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
+use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
 use crate::groups::offsets::{OffsetChange, TxnProducer};
 use crate::partition::{AppendError, ReplicatedWrite};
 use weir_coord::classic::{
@@ -37,11 +38,6 @@ use weir_coord::classic::{
 };
 use weir_coord::consumer::{ClassicGroupImage, ClassicMemberImage, ClassicProtocol};
 use weir_coord::records::offsets::{partition_for, CommittedOffset};
-
-/// How long a write to `__consumer_offsets` may take to reach the in-sync
-/// replicas before the request it answers fails (Kafka's
-/// `offsets.commit.timeout.ms`).
-pub const COORDINATOR_WRITE_TIMEOUT: Duration = Duration::from_millis(5000);
 
 /// Why a group could not be deleted or its offsets changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

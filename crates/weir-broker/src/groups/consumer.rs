@@ -27,7 +27,8 @@ use tokio::task::JoinHandle;
 use weir_meta::MetadataImage;
 
 use crate::broker::Broker;
-use crate::groups::classic::{ConversionError, COORDINATOR_WRITE_TIMEOUT};
+use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::groups::classic::ConversionError;
 use crate::partition::ReplicatedWrite;
 use weir_coord::classic::{
     GroupError, GroupSnapshot, Heartbeat as ClassicHeartbeat, JoinGroup, JoinResponse, LeaveGroup,

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use weir_meta::MetadataImage;
 
 use crate::broker::Broker;
-use crate::groups::classic::COORDINATOR_WRITE_TIMEOUT;
+use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
 use crate::groups::configs::{share_settings, ShareBrokerConfig};
 use crate::groups::consumer::ImageTopics;
 use crate::partition::ReplicatedWrite;

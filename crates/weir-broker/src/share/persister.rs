@@ -102,16 +102,19 @@ impl SharePersister {
     ) -> Result<StateRead, ShareCode> {
         match home {
             StateHome::Local(partition) => {
-                Ok(match broker.share_state().read(partition.index, key) {
-                    None => StateRead {
-                        state_epoch: -1,
-                        state: None,
+                let read = broker.share_state().read(partition.index, key).wait();
+                Ok(
+                    match read.map_err(|error| local_error(key, "read", error))? {
+                        None => StateRead {
+                            state_epoch: -1,
+                            state: None,
+                        },
+                        Some((state_epoch, state)) => StateRead {
+                            state_epoch,
+                            state: (state.start_offset >= 0).then_some(state),
+                        },
                     },
-                    Some((state_epoch, state)) => StateRead {
-                        state_epoch,
-                        state: (state.start_offset >= 0).then_some(state),
-                    },
-                })
+                )
             }
             StateHome::Remote(addr) => {
                 let request = ReadShareGroupStateRequest::default()
@@ -177,14 +180,15 @@ impl SharePersister {
             StateHome::Local(partition) => broker
                 .share_state()
                 .initialize(
-                    partition,
+                    partition.index,
                     key,
                     state,
                     state_epoch,
                     leader_epoch,
                     broker.now_ms(),
                 )
-                .map(Some)
+                .wait()
+                .map(|applied| applied.write)
                 .map_err(|error| local_error(key, "initialize", error)),
             StateHome::Remote(addr) => {
                 let request = InitializeShareGroupStateRequest::default()
@@ -222,14 +226,15 @@ impl SharePersister {
             StateHome::Local(partition) => broker
                 .share_state()
                 .update(
-                    partition,
+                    partition.index,
                     key,
                     update,
                     state_epoch,
                     leader_epoch,
                     broker.now_ms(),
                 )
-                .map(Some)
+                .wait()
+                .map(|applied| applied.write)
                 .map_err(|error| local_error(key, "write", error)),
             StateHome::Remote(addr) => {
                 let request = WriteShareGroupStateRequest::default()
@@ -326,7 +331,7 @@ impl SharePersister {
 /// A refused local state write as the share-partition leader's error.
 fn local_error(key: &SharePartitionKey, what: &str, error: StateWriteError) -> ShareCode {
     match error {
-        StateWriteError::Append(_) => {
+        StateWriteError::Coordinator(_) => {
             tracing::warn!(group = key.group, %error, "cannot {what} share-partition state");
         }
         _ => tracing::debug!(group = key.group, %error, "share-partition state {what} fenced"),

@@ -2,9 +2,10 @@
 //! coordinator): each share-partition's state lives in the partition
 //! `hash("group:topicId:partition") % count` of that topic, as a
 //! ShareSnapshot followed by ShareUpdates. The leader of such a partition
-//! keeps the state of its share-partitions in memory, rebuilt by replaying
-//! the log when it becomes leader, and appends each change with acks=all;
-//! the caller answers once the in-sync replicas hold it.
+//! keeps the state of its share-partitions in memory, a shard of the
+//! coordinator runtime rebuilt by replaying the log when it becomes leader,
+//! and appends each change with acks=all; the caller answers once the
+//! in-sync replicas hold it.
 //!
 //! A snapshot is written again after [`UPDATES_PER_SNAPSHOT`] updates, so a
 //! share-partition's state never takes more than that many records to
@@ -13,11 +14,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use weir_log::LogError;
 
-use crate::groups::offsets::{encode_batch, for_each_item, Entry, Item};
-use crate::partition::{AppendError, AppendOrigin, Partition, ReplicatedWrite, RequiredAcks};
+use crate::coordinator::batches::{Entry, Item};
+use crate::coordinator::{
+    Applied, CoordinatorError, CoordinatorRuntime, EventOutcome, Outcome, Shard,
+};
+use crate::partition::{AppendError, Partition};
 use crate::share::PersistedState;
 use weir_coord::records;
 use weir_coord::records::offsets::partition_for;
@@ -49,7 +52,7 @@ pub enum StateWriteError {
     #[error("a newer leader of the partition writes its state")]
     FencedLeaderEpoch,
     #[error(transparent)]
-    Append(#[from] AppendError),
+    Coordinator(#[from] CoordinatorError),
 }
 
 impl StateWriteError {
@@ -58,12 +61,12 @@ impl StateWriteError {
         match self {
             Self::FencedStateEpoch => 124, // FENCED_STATE_EPOCH
             Self::FencedLeaderEpoch => 74, // FENCED_LEADER_EPOCH
-            Self::Append(_) => 15,         // COORDINATOR_NOT_AVAILABLE
+            Self::Coordinator(error) => error.code(),
         }
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Stored {
     state_epoch: i32,
     /// The newest leader epoch of the data partition that wrote it.
@@ -76,68 +79,83 @@ struct Stored {
     snapshot_at: u64,
 }
 
-/// The share-partitions of one `__share_group_state` partition.
-type PartitionStates = Arc<Mutex<HashMap<SharePartitionKey, Stored>>>;
+/// The share-partitions of one `__share_group_state` partition: the shard
+/// the coordinator runtime hosts for it.
+#[derive(Default)]
+pub struct ShareStates {
+    states: HashMap<SharePartitionKey, Stored>,
+}
+
+impl Shard for ShareStates {
+    fn replay(&mut self, item: Item) {
+        let Item::Record {
+            key,
+            value: Some(value),
+            at,
+            ..
+        } = item
+        else {
+            return;
+        };
+        match records::share_state::decode(&key, &value) {
+            Ok((key, record)) => apply(&mut self.states, key, record, at),
+            Err(error) => tracing::warn!(%error, "skipping a __share_group_state record"),
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.states.len()
+    }
+}
+
+/// A state write's outcome: in the local log, with the write to await for
+/// the in-sync replicas.
+pub type StateWritten = EventOutcome<Result<Applied<()>, StateWriteError>>;
 
 /// The state of the share-partitions whose `__share_group_state`
-/// partition this node leads.
-#[derive(Default)]
+/// partition this node leads (Kafka's share coordinator).
 pub struct ShareStateStore {
-    /// By `__share_group_state` partition: its share-partitions. A lock per
-    /// partition, held across its appends so they apply in log order.
-    partitions: Mutex<HashMap<i32, PartitionStates>>,
+    runtime: CoordinatorRuntime<ShareStates>,
 }
 
 impl ShareStateStore {
+    pub fn new(node_id: i32) -> Self {
+        Self {
+            runtime: CoordinatorRuntime::new(SHARE_STATE_TOPIC, node_id),
+        }
+    }
+
     /// This node leads `partition` now: its share-partitions are read
     /// from its log.
-    pub fn take_over(&self, partition: &Partition) -> Result<usize, LogError> {
-        let mut states: HashMap<SharePartitionKey, Stored> = HashMap::new();
-        for_each_item(partition, |item| {
-            let Item::Record {
-                key,
-                value: Some(value),
-                at,
-                ..
-            } = item
-            else {
-                return;
-            };
-            match records::share_state::decode(&key, &value) {
-                Ok((key, record)) => apply(&mut states, key, record, at),
-                Err(error) => tracing::warn!(%error, "skipping a __share_group_state record"),
-            }
-        })?;
-        let count = states.len();
-        self.partitions
-            .lock()
-            .insert(partition.index, Arc::new(Mutex::new(states)));
-        Ok(count)
+    pub fn take_over(&self, partition: Arc<Partition>) -> Result<usize, LogError> {
+        self.runtime.load(partition)
     }
 
     /// Another node leads `index` now.
     pub fn hand_over(&self, index: i32) {
-        self.partitions.lock().remove(&index);
+        self.runtime.unload(index);
     }
 
     /// Whether this node leads state partition `index`.
     pub fn leads(&self, index: i32) -> bool {
-        self.partitions.lock().contains_key(&index)
-    }
-
-    fn states(&self, index: i32) -> Option<PartitionStates> {
-        self.partitions.lock().get(&index).cloned()
+        self.runtime.hosts(index)
     }
 
     /// The state of `key` in state partition `index` and its state epoch;
     /// `None` if it was never initialized. Deleted state has start offset
     /// -1 (its epoch lives on, so that a writer from before is fenced).
-    pub fn read(&self, index: i32, key: &SharePartitionKey) -> Option<(i32, PersistedState)> {
-        let states = self.states(index)?;
-        let states = states.lock();
-        states
-            .get(key)
-            .map(|stored| (stored.state_epoch, stored.state.clone()))
+    pub fn read(
+        &self,
+        index: i32,
+        key: &SharePartitionKey,
+    ) -> EventOutcome<Result<Option<(i32, PersistedState)>, StateWriteError>> {
+        let key = key.clone();
+        self.runtime.read(index, move |shard| {
+            Ok(shard
+                .states
+                .get(&key)
+                .map(|stored| (stored.state_epoch, stored.state.clone())))
+        })
     }
 
     /// Writes `key`'s whole state at `state_epoch`, which must be above
@@ -145,14 +163,14 @@ impl ShareStateStore {
     /// deletion with start offset -1).
     pub fn initialize(
         &self,
-        partition: &Arc<Partition>,
+        index: i32,
         key: &SharePartitionKey,
         state: PersistedState,
         state_epoch: i32,
         leader_epoch: i32,
         now_ms: i64,
-    ) -> Result<ReplicatedWrite, StateWriteError> {
-        self.write(partition, key, now_ms, |stored| {
+    ) -> StateWritten {
+        self.write(index, key, now_ms, move |stored| {
             if stored.is_some_and(|s| s.state_epoch >= state_epoch) {
                 return Err(StateWriteError::FencedStateEpoch);
             }
@@ -170,14 +188,14 @@ impl ShareStateStore {
     /// once enough updates piled up.
     pub fn update(
         &self,
-        partition: &Arc<Partition>,
+        index: i32,
         key: &SharePartitionKey,
         update: PersistedState,
         state_epoch: i32,
         leader_epoch: i32,
         now_ms: i64,
-    ) -> Result<ReplicatedWrite, StateWriteError> {
-        self.write(partition, key, now_ms, |stored| {
+    ) -> StateWritten {
+        self.write(index, key, now_ms, move |stored| {
             let Some(stored) =
                 stored.filter(|s| s.state_epoch == state_epoch && s.state.start_offset >= 0)
             else {
@@ -206,83 +224,85 @@ impl ShareStateStore {
 
     fn write(
         &self,
-        partition: &Arc<Partition>,
+        index: i32,
         key: &SharePartitionKey,
         now_ms: i64,
-        record: impl FnOnce(Option<&Stored>) -> Result<ShareStateRecord, StateWriteError>,
-    ) -> Result<ReplicatedWrite, StateWriteError> {
-        let states = self.states(partition.index).ok_or_else(|| {
-            AppendError::Log(LogError::Offline {
-                dir: Default::default(),
-                reason: format!("{SHARE_STATE_TOPIC}-{} is not led here", partition.index),
+        record: impl FnOnce(Option<&Stored>) -> Result<ShareStateRecord, StateWriteError>
+            + Send
+            + 'static,
+    ) -> StateWritten {
+        let key = key.clone();
+        self.runtime
+            .write_unreplicated(index, now_ms, move |shard, _| {
+                let record = record(shard.states.get(&key))?;
+                Ok(Outcome::write(vec![entry(&key, &record)], ()))
             })
-        })?;
-        let mut states = states.lock();
-        let record = record(states.get(key))?;
-        let entry = Entry {
-            key: records::share_state::encode_key(key, &record),
-            value: Some(records::share_state::encode_value(&record)),
-        };
-        let batch = encode_batch(&[entry], now_ms, None);
-        let leader_epoch = partition.replica_state().leader_epoch;
-        let appended = partition.append_from(
-            &batch,
-            leader_epoch,
-            AppendOrigin::Coordinator,
-            RequiredAcks::All,
-        )?;
-        apply(&mut states, key.clone(), record, appended.base_offset);
-        Ok(ReplicatedWrite::of(partition.clone(), &appended))
     }
 
-    /// Keeps `partition` (led here) from growing without end: the
-    /// share-partitions whose latest snapshot is in the older half of the
-    /// log get a new one (with the same state and epochs), then the log
-    /// start moves up to the oldest snapshot still needed, within what the
-    /// in-sync replicas hold. Returns the new log start, if it moved.
+    /// Keeps state partition `partition` (led here) from growing without
+    /// end: the share-partitions whose latest snapshot is in the older half
+    /// of the log get a new one (with the same state and epochs), then the
+    /// log start moves up to the oldest snapshot still needed, within what
+    /// the in-sync replicas hold. Returns the new log start, if it moved.
+    /// Runs off the runtime's workers.
     pub fn prune(
         &self,
         partition: &Arc<Partition>,
         now_ms: i64,
     ) -> Result<Option<u64>, StateWriteError> {
-        let Some(states) = self.states(partition.index) else {
-            return Ok(None);
-        };
         let start = partition.log().log_start_offset();
         let end = partition.log().log_end_offset();
         let middle = start + (end - start) / 2;
-        let cold: Vec<SharePartitionKey> = states
-            .lock()
-            .iter()
-            .filter(|(_, stored)| stored.snapshot_at < middle)
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in &cold {
-            self.write(partition, key, now_ms, |stored| {
-                let stored = stored.ok_or(StateWriteError::FencedStateEpoch)?;
-                Ok(ShareStateRecord::Snapshot {
-                    snapshot_epoch: stored.snapshot_epoch.wrapping_add(1),
-                    state_epoch: stored.state_epoch,
-                    leader_epoch: stored.leader_epoch,
-                    state: stored.state.clone(),
-                })
-            })?;
-        }
-        // Under the lock: no write moves a snapshot meanwhile.
-        let states = states.lock();
-        let needed = states
-            .values()
-            .map(|stored| stored.snapshot_at)
-            .min()
-            .unwrap_or(end);
+        self.runtime
+            .write_unreplicated(partition.index, now_ms, move |shard, _| {
+                let snapshots = shard
+                    .states
+                    .iter()
+                    .filter(|(_, stored)| stored.snapshot_at < middle)
+                    .map(|(key, stored)| {
+                        let record = ShareStateRecord::Snapshot {
+                            snapshot_epoch: stored.snapshot_epoch.wrapping_add(1),
+                            state_epoch: stored.state_epoch,
+                            leader_epoch: stored.leader_epoch,
+                            state: stored.state.clone(),
+                        };
+                        entry(key, &record)
+                    })
+                    .collect();
+                Ok::<_, StateWriteError>(Outcome::write(snapshots, ()))
+            })
+            .wait()?;
+        // Snapshots only move up the log: what is needed now stays needed
+        // by no more than this, whatever is written meanwhile.
+        let needed = self
+            .runtime
+            .read(partition.index, move |shard| {
+                Ok::<_, StateWriteError>(
+                    shard
+                        .states
+                        .values()
+                        .map(|stored| stored.snapshot_at)
+                        .min()
+                        .unwrap_or(end),
+                )
+            })
+            .wait()?;
         let below = needed.min(partition.high_watermark());
         if below <= start {
             return Ok(None);
         }
         let moved = partition
             .delete_records_before(below)
-            .map_err(|error| StateWriteError::Append(AppendError::Log(error)))?;
+            .map_err(|error| CoordinatorError::Append(AppendError::Log(error)))?;
         Ok(Some(moved))
+    }
+}
+
+/// The record of `record`, ready to append.
+fn entry(key: &SharePartitionKey, record: &ShareStateRecord) -> Entry {
+    Entry {
+        key: records::share_state::encode_key(key, record),
+        value: Some(records::share_state::encode_value(record)),
     }
 }
 
@@ -356,6 +376,17 @@ mod tests {
         Arc::new(partition)
     }
 
+    /// Prunes as the broker's upkeep does, on the blocking pool.
+    async fn prune(
+        store: &Arc<ShareStateStore>,
+        partition: &Arc<Partition>,
+    ) -> Result<Option<u64>, StateWriteError> {
+        let (store, partition) = (store.clone(), partition.clone());
+        tokio::task::spawn_blocking(move || store.prune(&partition, 0))
+            .await
+            .unwrap()
+    }
+
     fn key(group: &str) -> SharePartitionKey {
         SharePartitionKey {
             group: group.to_owned(),
@@ -383,92 +414,109 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_writer_of_an_older_state_epoch_or_leader_epoch_is_fenced() {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_writer_of_an_older_state_epoch_or_leader_epoch_is_fenced() {
         let dir = tempfile::tempdir().unwrap();
         let partition = open(dir.path());
-        let store = ShareStateStore::default();
-        store.take_over(&partition).unwrap();
+        let store = ShareStateStore::new(1);
+        store.take_over(partition.clone()).unwrap();
         let k = key("g");
-        let fenced = store.update(&partition, &k, acknowledged(0), 0, 5, 0);
+        let fenced = store.update(0, &k, acknowledged(0), 0, 5, 0).await;
         assert!(
             matches!(fenced, Err(StateWriteError::FencedStateEpoch)),
             "no state yet"
         );
-        store.initialize(&partition, &k, state(0), 0, 5, 0).unwrap();
-        store
-            .update(&partition, &k, acknowledged(0), 0, 5, 0)
-            .unwrap();
-        let older = store.update(&partition, &k, acknowledged(1), 0, 4, 0);
+        store.initialize(0, &k, state(0), 0, 5, 0).await.unwrap();
+        store.update(0, &k, acknowledged(0), 0, 5, 0).await.unwrap();
+        let older = store.update(0, &k, acknowledged(1), 0, 4, 0).await;
         assert!(matches!(older, Err(StateWriteError::FencedLeaderEpoch)));
         // A reset: a new state epoch, which an initialize must raise.
-        let same = store.initialize(&partition, &k, state(10), 0, -1, 0);
+        let same = store.initialize(0, &k, state(10), 0, -1, 0).await;
         assert!(matches!(same, Err(StateWriteError::FencedStateEpoch)));
-        store
-            .initialize(&partition, &k, state(10), 1, -1, 0)
-            .unwrap();
-        let stale = store.update(&partition, &k, acknowledged(1), 0, 5, 0);
+        store.initialize(0, &k, state(10), 1, -1, 0).await.unwrap();
+        let stale = store.update(0, &k, acknowledged(1), 0, 5, 0).await;
         assert!(matches!(stale, Err(StateWriteError::FencedStateEpoch)));
         store
-            .update(&partition, &k, acknowledged(10), 1, 5, 0)
+            .update(0, &k, acknowledged(10), 1, 5, 0)
+            .await
             .unwrap();
         // A deletion (start offset -1) fences the writers of the epoch before.
-        store
-            .initialize(&partition, &k, state(-1), 2, -1, 0)
-            .unwrap();
-        let deleted = store.update(&partition, &k, acknowledged(11), 2, 5, 0);
+        store.initialize(0, &k, state(-1), 2, -1, 0).await.unwrap();
+        let deleted = store.update(0, &k, acknowledged(11), 2, 5, 0).await;
         assert!(matches!(deleted, Err(StateWriteError::FencedStateEpoch)));
-        let reloaded = ShareStateStore::default();
-        reloaded.take_over(&partition).unwrap();
+        let reloaded = ShareStateStore::new(1);
+        reloaded.take_over(partition.clone()).unwrap();
         assert_eq!(
-            reloaded.read(0, &k).map(|(e, s)| (e, s.start_offset)),
+            reloaded
+                .read(0, &k)
+                .await
+                .unwrap()
+                .map(|(e, s)| (e, s.start_offset)),
             Some((2, -1))
         );
     }
 
-    #[test]
-    fn pruning_keeps_every_state_and_drops_what_snapshots_superseded() {
+    #[tokio::test(flavor = "multi_thread")]
+    async fn pruning_keeps_every_state_and_drops_what_snapshots_superseded() {
         let dir = tempfile::tempdir().unwrap();
         let partition = open(dir.path());
-        let store = ShareStateStore::default();
-        store.take_over(&partition).unwrap();
+        let store = Arc::new(ShareStateStore::new(1));
+        store.take_over(partition.clone()).unwrap();
         let (hot, cold) = (key("hot"), key("cold"));
+        store.initialize(0, &cold, state(0), 0, 0, 0).await.unwrap();
         store
-            .initialize(&partition, &cold, state(0), 0, 0, 0)
+            .update(0, &cold, acknowledged(0), 0, 0, 0)
+            .await
             .unwrap();
-        store
-            .update(&partition, &cold, acknowledged(0), 0, 0, 0)
-            .unwrap();
-        store
-            .initialize(&partition, &hot, state(0), 0, 0, 0)
-            .unwrap();
+        store.initialize(0, &hot, state(0), 0, 0, 0).await.unwrap();
         for offset in 0..(UPDATES_PER_SNAPSHOT as i64 * 3) {
             store
-                .update(&partition, &hot, acknowledged(offset), 0, 0, 0)
+                .update(0, &hot, acknowledged(offset), 0, 0, 0)
+                .await
                 .unwrap();
         }
         let end = partition.log().log_end_offset();
-        let start = store
-            .prune(&partition, 0)
+        let start = prune(&store, &partition)
+            .await
             .unwrap()
             .expect("the log start moved");
         assert!(start > end / 2, "log start {start} of {end}");
-        let reloaded = ShareStateStore::default();
-        reloaded.take_over(&partition).unwrap();
+        let reloaded = ShareStateStore::new(1);
+        reloaded.take_over(partition.clone()).unwrap();
         for k in [&hot, &cold] {
-            assert_eq!(reloaded.read(0, k), store.read(0, k), "{k:?}");
+            assert_eq!(
+                reloaded.read(0, k).await.unwrap(),
+                store.read(0, k).await.unwrap(),
+                "{k:?}"
+            );
         }
         assert_eq!(
-            reloaded.read(0, &hot).unwrap().1.start_offset,
+            reloaded
+                .read(0, &hot)
+                .await
+                .unwrap()
+                .unwrap()
+                .1
+                .start_offset,
             UPDATES_PER_SNAPSHOT as i64 * 3
         );
-        assert_eq!(reloaded.read(0, &cold).unwrap().1.start_offset, 1);
+        assert_eq!(
+            reloaded
+                .read(0, &cold)
+                .await
+                .unwrap()
+                .unwrap()
+                .1
+                .start_offset,
+            1
+        );
         // Writes go on after a prune, and a prune with nothing to gain
         // keeps the log start.
         store
-            .update(&partition, &cold, acknowledged(1), 0, 0, 0)
+            .update(0, &cold, acknowledged(1), 0, 0, 0)
+            .await
             .unwrap();
-        let again = store.prune(&partition, 0).unwrap();
+        let again = prune(&store, &partition).await.unwrap();
         assert!(again.is_none_or(|s| s >= start), "{again:?}");
     }
 }

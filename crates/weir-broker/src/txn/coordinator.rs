@@ -131,7 +131,7 @@ impl TxnCoordinator {
     /// Prepare state are finished by the next [`upkeep`](Self::upkeep).
     pub fn take_over(&self, partition: &Partition, leader_epoch: i32) -> Result<usize, LogError> {
         let mut states: HashMap<String, Option<TxnMetadata>> = HashMap::new();
-        crate::groups::offsets::for_each_record(partition, |key, value| {
+        crate::coordinator::batches::for_each_record(partition, |key, value| {
             let id = match records::txn::decode_key(&key) {
                 Ok(id) => id,
                 Err(error) => {

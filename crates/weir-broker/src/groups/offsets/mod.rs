@@ -24,14 +24,12 @@ mod tests;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::Bytes;
 use parking_lot::Mutex;
-use weir_log::batch::BatchHeader;
 use weir_log::LogError;
 
+pub use crate::coordinator::batches::TxnProducer;
+use crate::coordinator::batches::{encode_batch, for_each_item, Entry, Item};
 use crate::partition::{AppendError, AppendOrigin, Appended, Partition, RequiredAcks};
 use weir_coord::classic::GroupSnapshot;
 use weir_coord::records;
@@ -138,37 +136,6 @@ pub struct OffsetChange {
     pub topic: String,
     pub partition: i32,
     pub value: Option<CommittedOffset>,
-}
-
-/// The producer a transactional offset commit belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TxnProducer {
-    pub id: i64,
-    pub epoch: i16,
-}
-
-/// One record of `__consumer_offsets`, ready to append.
-pub(crate) struct Entry {
-    pub(crate) key: Bytes,
-    pub(crate) value: Option<Bytes>,
-}
-
-/// What loading reads from a `__consumer_offsets` log, in log order.
-pub(crate) enum Item {
-    /// A record at offset `at`; `transaction` is the producer id when the
-    /// record is part of a transactional batch.
-    Record {
-        key: Bytes,
-        value: Option<Bytes>,
-        at: u64,
-        transaction: Option<i64>,
-    },
-    /// A transaction marker of `producer_id`, at offset `at`.
-    Marker {
-        producer_id: i64,
-        commit: bool,
-        at: u64,
-    },
 }
 
 /// Removes `key` of `group` from `map`, and the group once it has no offsets.
@@ -985,51 +952,6 @@ impl OffsetStore {
     }
 }
 
-/// One uncompressed batch of `entries`: without producer, or a
-/// transactional batch of `producer` with base sequence 0, as Kafka's
-/// coordinators write theirs.
-pub(crate) fn encode_batch(
-    entries: &[Entry],
-    now_ms: i64,
-    producer: Option<TxnProducer>,
-) -> BytesMut {
-    let records: Vec<Record> = entries
-        .iter()
-        .enumerate()
-        .map(|(i, entry)| Record {
-            transactional: producer.is_some(),
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: producer.map_or(-1, |p| p.id),
-            producer_epoch: producer.map_or(-1, |p| p.epoch),
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // Only the base sequence is encoded: -1 without producer.
-            sequence: if producer.is_some() {
-                i as i32
-            } else {
-                i as i32 - 1
-            },
-            timestamp: now_ms,
-            key: Some(entry.key.clone()),
-            value: entry.value.clone(),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("__consumer_offsets records encode");
-    batch
-}
-
 /// A consumer group's live records as entries, in log order.
 fn consumer_group_entries(records: &HashMap<Bytes, (u64, Bytes)>) -> Vec<Entry> {
     let mut ordered: Vec<(&u64, &Bytes, &Bytes)> = records
@@ -1063,9 +985,6 @@ fn decode_metadata<'a>(
         .collect()
 }
 
-/// Calls `f(key, value)` for every record of `partition` outside control
-/// batches, oldest first, to its log end: a new leader's records above the
-/// high watermark were written by the leader before it.
 /// The record of a classic group's metadata (`None`: its tombstone), to
 /// write in one batch with consumer group records when a group changes kind.
 pub(crate) fn classic_group_entry(
@@ -1076,83 +995,4 @@ pub(crate) fn classic_group_entry(
         records::offsets::encode_group_key(group),
         snapshot.map(records::offsets::encode_group_value),
     )
-}
-
-pub(crate) fn for_each_record(
-    partition: &Partition,
-    mut f: impl FnMut(Bytes, Option<Bytes>),
-) -> Result<(), LogError> {
-    for_each_item(partition, |item| {
-        if let Item::Record { key, value, .. } = item {
-            f(key, value);
-        }
-    })
-}
-
-/// Every keyed record and every transaction marker of `partition`, in log
-/// order, to its log end.
-pub(crate) fn for_each_item(
-    partition: &Partition,
-    mut f: impl FnMut(Item),
-) -> Result<(), LogError> {
-    let end = partition.log().log_end_offset();
-    let mut offset = partition.log().log_start_offset();
-    while offset < end {
-        let slice = partition.log().read(offset, 1 << 20, end)?;
-        if slice.is_empty() {
-            break;
-        }
-        let bytes = slice.to_bytes().map_err(|source| LogError::Io {
-            path: slice.path().map(|p| p.to_owned()).unwrap_or_default(),
-            source,
-        })?;
-        let mut position = 0;
-        while let Ok(header) = BatchHeader::parse(&bytes[position..], position) {
-            let size = header.total_size();
-            offset = header.next_offset() as u64;
-            let control = header.is_control();
-            let transaction = (header.is_transactional() && header.producer_id() >= 0)
-                .then(|| header.producer_id());
-            let mut batch = bytes.slice(position..(position + size).min(bytes.len()));
-            match RecordBatchDecoder::decode(&mut batch) {
-                Ok(set) if control => {
-                    let marker = set.records.first().and_then(|r| r.key.as_deref());
-                    // The control record key: version i16, type i16 (0 abort,
-                    // 1 commit); other types are no transaction's end.
-                    if let (Some(key), Some(producer_id)) = (marker, transaction) {
-                        if key.len() >= 4 && matches!(key[2..4], [0, 0] | [0, 1]) {
-                            f(Item::Marker {
-                                producer_id,
-                                commit: key[3] == 1,
-                                at: header.base_offset() as u64,
-                            });
-                        }
-                    }
-                }
-                Ok(set) => {
-                    for record in set.records {
-                        if let Some(key) = record.key {
-                            f(Item::Record {
-                                key,
-                                value: record.value,
-                                at: record.offset as u64,
-                                transaction,
-                            });
-                        }
-                    }
-                }
-                Err(error) => tracing::warn!(
-                    topic = %partition.topic,
-                    partition = partition.index,
-                    %error,
-                    "skipping an undecodable batch"
-                ),
-            }
-            position += size;
-            if position >= bytes.len() {
-                break;
-            }
-        }
-    }
-    Ok(())
 }
