@@ -192,7 +192,7 @@ pub(crate) static APIS: &[Api] = &[
     api!(DeleteRecords, 0..=2, throttle Some(0), BlockingPool, |broker, ctx, body| {
         now(&ctx, admin::delete_records(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(InitProducerId, 0..=5, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(InitProducerId, 0..=5, throttle Some(0), Inline, |broker, ctx, body| {
         let request: InitProducerIdRequest = body.decode(&ctx)?;
         match request.transactional_id.as_ref().map(|id| id.0.to_string()) {
             Some(id) => Ok(txn::init_producer_id(&broker, ctx, request, id)),
@@ -202,15 +202,15 @@ pub(crate) static APIS: &[Api] = &[
     api!(OffsetForLeaderEpoch, 2..=4, throttle Some(2), BlockingPool, |broker, ctx, body| {
         now(&ctx, leader_epoch::handle(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(AddPartitionsToTxn, 0..=5, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(AddPartitionsToTxn, 0..=5, throttle Some(0), Inline, |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         Ok(txn::add_partitions_to_txn(&broker, ctx, request))
     }),
-    api!(AddOffsetsToTxn, 0..=4, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(AddOffsetsToTxn, 0..=4, throttle Some(0), Inline, |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         Ok(txn::add_offsets_to_txn(&broker, ctx, request))
     }),
-    api!(EndTxn, 0..=5, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(EndTxn, 0..=5, throttle Some(0), Inline, |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         Ok(txn::end_txn(&broker, ctx, request))
     }),
@@ -320,11 +320,13 @@ pub(crate) static APIS: &[Api] = &[
     api!(DescribeProducers, 0..=0, throttle Some(0), BlockingPool, |broker, ctx, body| {
         now(&ctx, producers::describe_producers(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(DescribeTransactions, 0..=0, throttle Some(0), BlockingPool, |broker, ctx, body| {
-        now(&ctx, txn::describe_transactions(&broker, &ctx, body.decode(&ctx)?))
+    api!(DescribeTransactions, 0..=0, throttle Some(0), Inline, |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, txn::describe_transactions(&broker, &ctx, request).await)
     }),
-    api!(ListTransactions, 0..=2, throttle Some(0), BlockingPool, |broker, ctx, body| {
-        now(&ctx, txn::list_transactions(&broker, &ctx, body.decode(&ctx)?))
+    api!(ListTransactions, 0..=2, throttle Some(0), Inline, |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, txn::list_transactions(&broker, &ctx, request).await)
     }),
     api!(ConsumerGroupHeartbeat, 0..=1, throttle Some(0), BlockingPool, |broker, ctx, body| {
         let response = consumer_groups::heartbeat(&broker, &ctx, body.decode(&ctx)?);

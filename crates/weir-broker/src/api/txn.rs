@@ -6,6 +6,7 @@
 //! once, in the order the connection sent it; only the write to
 //! `__transaction_state` is waited for.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -25,27 +26,31 @@ use weir_meta::{AclOperation, ResourceType};
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
 use crate::groups::offsets::OFFSETS_TOPIC;
-use crate::txn::coordinator::Pending;
-use crate::txn::{CoordinatorError, TxnError, TxnMetadata, TxnStatus};
+use crate::txn::{TxnError, TxnMetadata, TxnRequestError, TxnStatus};
 use weir_coord::txn::{EndOutcome, InitOutcome};
 
 /// Kafka's error code for a coordinator error; clients before KIP-588
 /// (the request versions below `fenced_from`) know a fenced producer only
 /// as INVALID_PRODUCER_EPOCH.
-fn error_code(error: &CoordinatorError, version: i16, fenced_from: i16) -> i16 {
+fn error_code(error: &TxnRequestError, version: i16, fenced_from: i16) -> i16 {
     error.response_error(version >= fenced_from).code()
 }
 
-/// Writes `pending`, then answers with `respond(outcome)`.
-fn after_write<F>(broker: &Arc<Broker>, pending: Pending, respond: F) -> Reply
+/// Answers with `respond(outcome)` once the request's turn on its
+/// transactional id is over: its state, if it wrote one, replicated.
+fn after_turn<T, F>(
+    broker: &Arc<Broker>,
+    turn: impl Future<Output = Result<T, TxnRequestError>> + Send + 'static,
+    respond: F,
+) -> Reply
 where
-    F: FnOnce(&Arc<Broker>, Result<(), CoordinatorError>) -> Option<crate::net::Outgoing>
+    F: FnOnce(&Arc<Broker>, Result<T, TxnRequestError>) -> Option<crate::net::Outgoing>
         + Send
         + 'static,
 {
     let broker = broker.clone();
     Reply::Later(Box::pin(async move {
-        let outcome = broker.txns().write(&broker, pending).await;
+        let outcome = turn.await;
         respond(&broker, outcome)
     }))
 }
@@ -89,43 +94,40 @@ pub(super) fn init_producer_id(
         let code = ResponseError::CoordinatorLoadInProgress.code();
         return Reply::Now(Some(ctx.respond(&failure(code))));
     };
-    let settings = broker.txn_settings();
+    let max_timeout_ms = broker.txn_settings().max_timeout_ms;
     let expected =
         (request.producer_id.0 >= 0).then_some((request.producer_id.0, request.producer_epoch));
-    let begun =
-        broker
-            .txns()
-            .begin(broker, &transactional_id, None, |current| {
-                match weir_coord::txn::init_producer_id(
-                    current,
-                    &transactional_id,
-                    request.transaction_timeout_ms,
-                    settings.max_timeout_ms,
-                    expected,
-                    || fresh_id,
-                    broker.now_ms(),
-                )? {
-                    InitOutcome::Ready(next) => Ok((false, Some(next))),
-                    InitOutcome::AbortFirst(next) => Ok((true, Some(next))),
-                }
-            });
-    let (abort_first, pending) = match begun {
-        Ok((abort_first, Some(pending))) => (abort_first, pending),
-        Ok((_, None)) => unreachable!("InitProducerId always writes a state"),
-        Err(error) => {
-            let code = error_code(&error, ctx.version, 4);
-            return Reply::Now(Some(ctx.respond(&failure(code))));
-        }
-    };
-    let (producer_id, epoch) = (pending.state().producer_id, pending.state().producer_epoch);
-    after_write(broker, pending, move |broker, outcome| {
+    let (id, timeout_ms, now) = (
+        transactional_id.clone(),
+        request.transaction_timeout_ms,
+        broker.now_ms(),
+    );
+    let turn = broker
+        .txns()
+        .coordinate(broker, &transactional_id, None, move |current| {
+            let (abort_first, next) = match weir_coord::txn::init_producer_id(
+                current,
+                &id,
+                timeout_ms,
+                max_timeout_ms,
+                expected,
+                || fresh_id,
+                now,
+            )? {
+                InitOutcome::Ready(next) => (false, next),
+                InitOutcome::AbortFirst(next) => (true, next),
+            };
+            let producer = (next.producer_id, next.producer_epoch);
+            Ok(((abort_first, producer), Some(next)))
+        });
+    after_turn(broker, turn, move |broker, outcome| {
         let response = match outcome {
             // The open transaction is being aborted; the producer retries.
-            Ok(()) if abort_first => {
+            Ok((true, _)) => {
                 complete_in_background(broker, transactional_id);
                 failure(ResponseError::ConcurrentTransactions.code())
             }
-            Ok(()) => InitProducerIdResponse::default()
+            Ok((false, (producer_id, epoch))) => InitProducerIdResponse::default()
                 .with_producer_id(ProducerId(producer_id))
                 .with_producer_epoch(epoch),
             Err(error) => failure(error_code(&error, ctx.version, 4)),
@@ -142,19 +144,21 @@ fn add_to_txn(
     transactional_id: &str,
     producer_id: i64,
     epoch: i16,
-    partitions: &[(String, i32)],
-) -> Result<Option<Pending>, CoordinatorError> {
+    partitions: Vec<(String, i32)>,
+) -> impl Future<Output = Result<(), TxnRequestError>> + Send + 'static {
     let now = broker.now_ms();
-    broker
-        .txns()
-        .begin(broker, transactional_id, Some(ctx.connection), |current| {
+    broker.txns().coordinate(
+        broker,
+        transactional_id,
+        Some(ctx.connection),
+        move |current| {
             let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
             Ok((
                 (),
-                weir_coord::txn::add_partitions(current, producer_id, epoch, partitions, 0, now)?,
+                weir_coord::txn::add_partitions(current, producer_id, epoch, &partitions, 0, now)?,
             ))
-        })
-        .map(|((), pending)| pending)
+        },
+    )
 }
 
 pub(super) fn add_partitions_to_txn(
@@ -239,28 +243,21 @@ pub(super) fn add_partitions_to_txn(
             }
         }));
     }
-    let begun = add_to_txn(
+    let turn = add_to_txn(
         broker,
         &ctx,
         &transactional_id,
         request.v3_and_below_producer_id.0,
         request.v3_and_below_producer_epoch,
-        &partitions,
+        partitions,
     );
-    match begun {
-        Ok(None) => Reply::Now(respond(&ctx, &|_| 0)),
-        Ok(Some(pending)) => after_write(broker, pending, move |_, outcome| {
-            let code = match &outcome {
-                Ok(()) => 0,
-                Err(error) => error_code(error, ctx.version, 2),
-            };
-            respond(&ctx, &|_| code)
-        }),
-        Err(error) => {
-            let code = error_code(&error, ctx.version, 2);
-            Reply::Now(respond(&ctx, &|_| code))
-        }
-    }
+    after_turn(broker, turn, move |_, outcome| {
+        let code = match &outcome {
+            Ok(()) => 0,
+            Err(error) => error_code(error, ctx.version, 2),
+        };
+        respond(&ctx, &|_| code)
+    })
 }
 
 /// AddPartitionsToTxn v4 and up, which only brokers send: the leaders of
@@ -294,7 +291,7 @@ fn add_partitions_for_leaders(
                         &broker,
                         &txn.transactional_id.0,
                         (txn.producer_id.0, txn.producer_epoch),
-                        &partitions,
+                        partitions,
                         txn.verify_only,
                     )
                     .await;
@@ -365,25 +362,21 @@ pub(super) fn add_offsets_to_txn(
         }
         return Reply::Now(respond(&ctx, ResponseError::CoordinatorNotAvailable.code()));
     };
-    let begun = add_to_txn(
+    let turn = add_to_txn(
         broker,
         &ctx,
         &request.transactional_id.0,
         request.producer_id.0,
         request.producer_epoch,
-        &[(OFFSETS_TOPIC.to_owned(), index)],
+        vec![(OFFSETS_TOPIC.to_owned(), index)],
     );
-    match begun {
-        Ok(None) => Reply::Now(respond(&ctx, 0)),
-        Ok(Some(pending)) => after_write(broker, pending, move |_, outcome| {
-            let code = match &outcome {
-                Ok(()) => 0,
-                Err(error) => error_code(error, ctx.version, 2),
-            };
-            respond(&ctx, code)
-        }),
-        Err(error) => Reply::Now(respond(&ctx, error_code(&error, ctx.version, 2))),
-    }
+    after_turn(broker, turn, move |_, outcome| {
+        let code = match &outcome {
+            Ok(()) => 0,
+            Err(error) => error_code(error, ctx.version, 2),
+        };
+        respond(&ctx, code)
+    })
 }
 
 /// EndTxn: answers once the decision (PrepareCommit / PrepareAbort) is
@@ -432,64 +425,64 @@ pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxn
     } else {
         None
     };
-    let now = broker.now_ms();
-    let begun = broker
-        .txns()
-        .begin(broker, &transactional_id, Some(ctx.connection), |current| {
+    let (now, committed) = (broker.now_ms(), request.committed);
+    let (producer_id, epoch) = (request.producer_id.0, request.producer_epoch);
+    let turn = broker.txns().coordinate(
+        broker,
+        &transactional_id,
+        Some(ctx.connection),
+        move |current| {
             let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
             match weir_coord::txn::end_txn(
                 current,
-                request.producer_id.0,
-                request.producer_epoch,
-                request.committed,
+                producer_id,
+                epoch,
+                committed,
                 transaction_version,
                 || fresh_id.unwrap_or(-1),
                 now,
             )? {
-                EndOutcome::AlreadyDone { producer_id, epoch } => Ok(((producer_id, epoch), None)),
-                EndOutcome::Prepare(next) => Ok((next.producer_after_end(), Some(next))),
-            }
-        });
-    match begun {
-        Ok((producer, None)) => Reply::Now(respond(&ctx, 0, producer)),
-        Ok((producer, Some(pending))) => {
-            after_write(broker, pending, move |broker, outcome| match outcome {
-                Ok(()) => {
-                    complete_in_background(broker, transactional_id);
-                    respond(&ctx, 0, producer)
+                EndOutcome::AlreadyDone { producer_id, epoch } => {
+                    Ok((((producer_id, epoch), false), None))
                 }
-                Err(error) => respond(&ctx, error_code(&error, ctx.version, 2), NO_PRODUCER),
-            })
+                EndOutcome::Prepare(next) => Ok(((next.producer_after_end(), true), Some(next))),
+            }
+        },
+    );
+    after_turn(broker, turn, move |broker, outcome| match outcome {
+        Ok((producer, prepared)) => {
+            if prepared {
+                complete_in_background(broker, transactional_id);
+            }
+            respond(&ctx, 0, producer)
         }
-        Err(error) => Reply::Now(respond(
-            &ctx,
-            error_code(&error, ctx.version, 2),
-            NO_PRODUCER,
-        )),
-    }
+        Err(error) => respond(&ctx, error_code(&error, ctx.version, 2), NO_PRODUCER),
+    })
 }
 
-pub(super) fn describe_transactions(
+pub(super) async fn describe_transactions(
     broker: &Broker,
     ctx: &RequestContext,
     request: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
-    let states = request
-        .transactional_ids
-        .into_iter()
-        .map(|id| {
-            let state = TransactionState::default().with_transactional_id(id.clone());
-            if !ctx.authorized(
-                broker,
-                AclOperation::Describe,
-                ResourceType::TransactionalId,
-                &id.0,
-            ) {
-                return state
-                    .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
-            }
-            match broker.txns().describe(broker, &id.0) {
+    let mut states = Vec::with_capacity(request.transactional_ids.len());
+    for id in request.transactional_ids {
+        let state = TransactionState::default().with_transactional_id(id.clone());
+        if !ctx.authorized(
+            broker,
+            AclOperation::Describe,
+            ResourceType::TransactionalId,
+            &id.0,
+        ) {
+            states.push(
+                state.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code()),
+            );
+            continue;
+        }
+        let described = broker.txns().describe(broker, &id.0).await;
+        states.push({
+            match described {
                 Ok(Some(meta)) => {
                     let mut topics: Vec<TopicData> = Vec::new();
                     for (topic, index) in &meta.partitions {
@@ -524,8 +517,8 @@ pub(super) fn describe_transactions(
                 Ok(None) => state.with_error_code(ResponseError::TransactionalIdNotFound.code()),
                 Err(error) => state.with_error_code(error_code(&error, 0, 0)),
             }
-        })
-        .collect();
+        });
+    }
     DescribeTransactionsResponse::default().with_transaction_states(states)
 }
 
@@ -542,7 +535,7 @@ const STATES: [TxnStatus; 8] = [
 
 /// ListTransactions: the transactions this broker coordinates, filtered
 /// by state, producer id and (v1+) how long they have been running.
-pub(super) fn list_transactions(
+pub(super) async fn list_transactions(
     broker: &Broker,
     ctx: &RequestContext,
     request: ListTransactionsRequest,
@@ -581,6 +574,7 @@ pub(super) fn list_transactions(
     let states = broker
         .txns()
         .list()
+        .await
         .into_iter()
         .filter(|view| wanted(&view.meta))
         // As Kafka: only the transactions the principal may describe.

@@ -138,7 +138,7 @@ async fn upkeep_transactions(broker: &Arc<Broker>, settings: &TxnSettings, hangi
     hanging
         .abort_hanging(broker, i64::from(settings.max_timeout_ms))
         .await;
-    let (open, oldest) = coordinator.open_transactions();
+    let (open, oldest) = coordinator.open_transactions().await;
     let metrics = broker.metrics();
     metrics.transactions_open.set(open as i64);
     let age_ms = oldest.map_or(0, |start| broker.now_ms().saturating_sub(start).max(0));

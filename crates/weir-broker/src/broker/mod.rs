@@ -414,6 +414,7 @@ impl Broker {
         let max_share_sessions = config.share_group.max_share_sessions;
         let share_state =
             crate::share::state_coordinator::ShareStateStore::new(config.startup.node_id);
+        let txns = Arc::new(TxnCoordinator::new(config.startup.node_id));
         let broker = Arc::new_cyclic(|me| Self {
             share_partitions: crate::share::leader::SharePartitions::new(
                 max_share_sessions,
@@ -440,7 +441,7 @@ impl Broker {
             consumer_groups,
             share_groups,
             share_state,
-            txns: Arc::default(),
+            txns,
             fetch_sessions,
             client_quotas,
             tls,
@@ -565,7 +566,7 @@ impl Broker {
             .filter(|(t, _)| t == TRANSACTION_STATE_TOPIC)
         {
             if let Some(partition) = self.replicas.get(TRANSACTION_STATE_TOPIC, *index) {
-                self.load_transactions(&partition);
+                self.load_transactions(partition);
             }
         }
         let Some(me) = self.me.upgrade() else {
@@ -606,7 +607,7 @@ impl Broker {
     /// node leads as it opens.
     fn load_led_transactions(&self) {
         for partition in self.led_partitions_of(TRANSACTION_STATE_TOPIC) {
-            self.load_transactions(&partition);
+            self.load_transactions(partition);
         }
     }
 
@@ -646,17 +647,15 @@ impl Broker {
 
     /// This node leads `partition` of `__transaction_state`: it coordinates
     /// the transactions stored there.
-    fn load_transactions(&self, partition: &Partition) {
-        let epoch = partition.replica_state().leader_epoch;
-        match self.txns.take_over(partition, epoch) {
+    fn load_transactions(&self, partition: Arc<Partition>) {
+        let index = partition.index;
+        match self.txns.take_over(partition) {
             Ok(count) => tracing::info!(
-                partition = partition.index,
+                partition = index,
                 transactional_ids = count,
                 "coordinating the transactions of a __transaction_state partition"
             ),
-            Err(error) => {
-                tracing::error!(partition = partition.index, %error, "cannot load transactions")
-            }
+            Err(error) => tracing::error!(partition = index, %error, "cannot load transactions"),
         }
     }
 

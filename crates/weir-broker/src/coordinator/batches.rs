@@ -89,20 +89,6 @@ pub(crate) fn encode_batch(
     batch
 }
 
-/// Calls `f(key, value)` for every record of `partition` outside control
-/// batches, oldest first, to its log end: a new leader's records above the
-/// high watermark were written by the leader before it.
-pub(crate) fn for_each_record(
-    partition: &Partition,
-    mut f: impl FnMut(Bytes, Option<Bytes>),
-) -> Result<(), LogError> {
-    for_each_item(partition, |item| {
-        if let Item::Record { key, value, .. } = item {
-            f(key, value);
-        }
-    })
-}
-
 /// Every keyed record and every transaction marker of `partition`, in log
 /// order, to its log end.
 pub(crate) fn for_each_item(

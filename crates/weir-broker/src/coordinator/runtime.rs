@@ -114,6 +114,8 @@ impl CoordinatorError {
 pub struct CoordinatorRuntime<S> {
     topic: &'static str,
     node_id: i32,
+    /// How long a write may take to reach the in-sync replicas.
+    write_timeout: Duration,
     shards: Mutex<HashMap<i32, Arc<Hosted<S>>>>,
 }
 
@@ -146,7 +148,16 @@ impl<S: Shard> CoordinatorRuntime<S> {
         Self {
             topic,
             node_id,
+            write_timeout: COORDINATOR_WRITE_TIMEOUT,
             shards: Mutex::default(),
+        }
+    }
+
+    /// Writes wait up to `timeout` for the in-sync replicas instead.
+    pub fn with_write_timeout(self, timeout: Duration) -> Self {
+        Self {
+            write_timeout: timeout,
+            ..self
         }
     }
 
@@ -202,12 +213,12 @@ impl<S: Shard> CoordinatorRuntime<S> {
         E: From<CoordinatorError> + Send + 'static,
     {
         let written = self.write_unreplicated(index, now_ms, op);
-        let node_id = self.node_id;
+        let (node_id, timeout) = (self.node_id, self.write_timeout);
         async move {
             let Applied { result, write } = written.await?;
             if let Some(write) = write {
                 write
-                    .replicated(node_id, COORDINATOR_WRITE_TIMEOUT)
+                    .replicated(node_id, timeout)
                     .await
                     .map_err(|error| E::from(CoordinatorError::NotReplicated(error)))?;
             }

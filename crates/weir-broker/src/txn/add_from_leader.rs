@@ -82,7 +82,13 @@ pub async fn add_to_transaction(
     if leader == broker.node_id() {
         return broker
             .txns()
-            .add_for_leader(broker, transactional_id, producer, partitions, false)
+            .add_for_leader(
+                broker,
+                transactional_id,
+                producer,
+                partitions.to_vec(),
+                false,
+            )
             .await
             .map_err(|error| error.response_error(true));
     }

@@ -6,8 +6,10 @@
 //! replicas, before the client hears of it; a new leader rebuilds the
 //! states from the log and finishes the transactions left half-ended.
 //!
-//! Requests for one transactional id are taken one at a time: while a
-//! state is being written, others get CONCURRENT_TRANSACTIONS. Ending a
+//! Each partition led here is a shard of the coordinator runtime, holding
+//! its transactional ids. Requests for one id are taken one at a time, in
+//! turn on its shard: while a state is being written (its record not yet
+//! below the high watermark), others get CONCURRENT_TRANSACTIONS. Ending a
 //! transaction writes PrepareCommit/PrepareAbort, answers the producer, then
 //! writes the markers to every partition of the transaction
 //! (WriteTxnMarkers to each leader) and finally CompleteCommit/CompleteAbort.
@@ -21,10 +23,10 @@
 //! is refused.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
@@ -32,16 +34,13 @@ use kafka_protocol::messages::{
     ApiKey, ProducerId, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use kafka_protocol::ResponseError;
-use parking_lot::Mutex;
 use weir_client::{Client, ClientConfig};
-use weir_log::batch::BatchHeader;
 use weir_log::LogError;
 
 use crate::broker::Broker;
+use crate::coordinator::batches::{self, Item};
+use crate::coordinator::{CoordinatorError, CoordinatorRuntime, Outcome, Shard, ShardContext};
 use crate::partition::Partition;
 use weir_coord::records;
 use weir_coord::txn::{self, TxnError, TxnMetadata, TxnStatus};
@@ -54,28 +53,22 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Between two rounds of markers for partitions whose leaders failed.
 const MARKER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
 
-/// Why a coordinator request fails.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CoordinatorError {
-    #[error("this broker does not coordinate the transactional id")]
-    NotCoordinator,
-    #[error("the transaction states are still being loaded")]
-    LoadInProgress,
-    #[error("the coordinator cannot reach its log: {0}")]
-    NotAvailable(String),
+/// Why a transaction coordinator request fails.
+#[derive(Debug, thiserror::Error)]
+pub enum TxnRequestError {
+    #[error(transparent)]
+    Coordinator(#[from] CoordinatorError),
     #[error(transparent)]
     Txn(#[from] TxnError),
 }
 
-impl CoordinatorError {
+impl TxnRequestError {
     /// Kafka's error; clients before KIP-588 (`fenced_known` false) know a
     /// fenced producer only as INVALID_PRODUCER_EPOCH.
     pub fn response_error(&self, fenced_known: bool) -> ResponseError {
         match self {
-            CoordinatorError::NotCoordinator => ResponseError::NotCoordinator,
-            CoordinatorError::LoadInProgress => ResponseError::CoordinatorLoadInProgress,
-            CoordinatorError::NotAvailable(_) => ResponseError::CoordinatorNotAvailable,
-            CoordinatorError::Txn(error) => match error {
+            Self::Coordinator(error) => error.response_error(),
+            Self::Txn(error) => match error {
                 TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
                 TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
                 TxnError::ProducerFenced if fenced_known => ResponseError::ProducerFenced,
@@ -91,15 +84,69 @@ impl CoordinatorError {
 #[derive(Debug)]
 struct Entry {
     meta: TxnMetadata,
-    /// The partition of `__transaction_state` holding it.
-    partition: i32,
-    /// A state is being written: other requests wait their turn.
-    writing: bool,
+    /// The offset just past its latest state record: until the high
+    /// watermark passes it, the state is being written and other requests
+    /// wait their turn.
+    written_until: u64,
     /// The markers of a Prepare state are being written.
     completing: bool,
     /// The newest connection the producer has sent requests over since
     /// its epoch began; older connections carry only zombies.
     newest_connection: u64,
+}
+
+impl Entry {
+    fn writing(&self, high_watermark: u64) -> bool {
+        self.written_until > high_watermark
+    }
+}
+
+/// The transactional ids of one `__transaction_state` partition: the
+/// shard the coordinator runtime hosts for it.
+#[derive(Debug, Default)]
+pub struct TxnShard {
+    txns: HashMap<String, Entry>,
+}
+
+impl Shard for TxnShard {
+    fn replay(&mut self, item: Item) {
+        let Item::Record { key, value, at, .. } = item else {
+            return;
+        };
+        let id = match records::txn::decode_key(&key) {
+            Ok(id) => id,
+            Err(error) => {
+                tracing::warn!(%error, "skipping an unreadable transaction record");
+                return;
+            }
+        };
+        let meta = value.and_then(|v| match records::txn::decode_value(&id, &v) {
+            Ok(meta) => Some(meta),
+            Err(error) => {
+                tracing::warn!(id, %error, "skipping an unreadable transaction state");
+                None
+            }
+        });
+        match meta {
+            Some(meta) => {
+                let entry = self.txns.entry(id).or_insert_with(|| Entry {
+                    meta: meta.clone(),
+                    written_until: 0,
+                    completing: false,
+                    newest_connection: 0,
+                });
+                entry.meta = meta;
+                entry.written_until = at + 1;
+            }
+            None => {
+                self.txns.remove(&id);
+            }
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.txns.len()
+    }
 }
 
 /// A transaction as DescribeTransactions and ListTransactions show it.
@@ -109,12 +156,9 @@ pub struct TxnView {
     pub coordinator_partition: i32,
 }
 
-#[derive(Default)]
 pub struct TxnCoordinator {
-    /// `__transaction_state` partitions led here, with the leader epoch
-    /// they were loaded at (the coordinator epoch written in markers).
-    loaded: Mutex<BTreeMap<i32, i32>>,
-    txns: Mutex<HashMap<String, Entry>>,
+    /// The `__transaction_state` partitions led here, one shard each.
+    runtime: CoordinatorRuntime<TxnShard>,
     /// Connections to the coordinators of other brokers, for the leaders
     /// of partitions here.
     connections: super::add_from_leader::CoordinatorConnections,
@@ -125,50 +169,40 @@ pub fn partition_for(transactional_id: &str, partitions: i32) -> i32 {
     weir_coord::records::offsets::partition_for(transactional_id, partitions)
 }
 
+/// The record of `transactional_id`'s state (`None`: its tombstone).
+fn state_entry(
+    transactional_id: &str,
+    meta: Option<&TxnMetadata>,
+    flexible: bool,
+) -> batches::Entry {
+    batches::Entry {
+        key: records::txn::encode_key(transactional_id),
+        value: meta.map(|meta| records::txn::encode_value(meta, flexible)),
+    }
+}
+
+/// Whether values are written in v1: from transaction.version 1 on, as
+/// Kafka does.
+fn flexible_values(broker: &Broker) -> bool {
+    broker.with_image(|image| {
+        crate::broker::features::level_of(crate::broker::features::TRANSACTION_VERSION, image) >= 1
+    })
+}
+
 impl TxnCoordinator {
-    /// This node leads `partition` of `__transaction_state` at `leader_epoch`:
-    /// its transactions are read from the log. Transactions left in a
-    /// Prepare state are finished by the next [`upkeep`](Self::upkeep).
-    pub fn take_over(&self, partition: &Partition, leader_epoch: i32) -> Result<usize, LogError> {
-        let mut states: HashMap<String, Option<TxnMetadata>> = HashMap::new();
-        crate::coordinator::batches::for_each_record(partition, |key, value| {
-            let id = match records::txn::decode_key(&key) {
-                Ok(id) => id,
-                Err(error) => {
-                    tracing::warn!(%error, "skipping an unreadable transaction record");
-                    return;
-                }
-            };
-            let meta = value.and_then(|v| match records::txn::decode_value(&id, &v) {
-                Ok(meta) => Some(meta),
-                Err(error) => {
-                    tracing::warn!(id, %error, "skipping an unreadable transaction state");
-                    None
-                }
-            });
-            states.insert(id, meta);
-        })?;
-        let index = partition.index;
-        let mut txns = self.txns.lock();
-        txns.retain(|_, entry| entry.partition != index);
-        let mut count = 0;
-        for (id, meta) in states {
-            if let Some(meta) = meta {
-                count += 1;
-                txns.insert(
-                    id,
-                    Entry {
-                        meta,
-                        partition: index,
-                        writing: false,
-                        completing: false,
-                        newest_connection: 0,
-                    },
-                );
-            }
+    pub fn new(node_id: i32) -> Self {
+        Self {
+            runtime: CoordinatorRuntime::new(TRANSACTION_STATE_TOPIC, node_id)
+                .with_write_timeout(WRITE_TIMEOUT),
+            connections: Default::default(),
         }
-        self.loaded.lock().insert(index, leader_epoch);
-        Ok(count)
+    }
+
+    /// This node leads `partition` of `__transaction_state`: its
+    /// transactions are read from the log. Transactions left in a Prepare
+    /// state are finished by the next [`upkeep`](Self::upkeep).
+    pub fn take_over(&self, partition: Arc<Partition>) -> Result<usize, LogError> {
+        self.runtime.load(partition)
     }
 
     pub(super) fn connections(&self) -> &super::add_from_leader::CoordinatorConnections {
@@ -177,10 +211,7 @@ impl TxnCoordinator {
 
     /// Another node leads `partition` now.
     pub fn hand_over(&self, partition: i32) {
-        self.loaded.lock().remove(&partition);
-        self.txns
-            .lock()
-            .retain(|_, entry| entry.partition != partition);
+        self.runtime.unload(partition);
     }
 
     /// Checks that this node coordinates `transactional_id`; returns its
@@ -198,7 +229,7 @@ impl TxnCoordinator {
             })
             .ok_or(CoordinatorError::NotCoordinator)?;
         let index = partition_for(transactional_id, count);
-        if self.loaded.lock().contains_key(&index) {
+        if self.runtime.hosts(index) {
             return Ok(index);
         }
         match broker.leader_partition(TRANSACTION_STATE_TOPIC, index) {
@@ -208,103 +239,77 @@ impl TxnCoordinator {
         }
     }
 
-    /// Takes a request for `transactional_id` in turn: checks that this node
-    /// coordinates it and that no other request for it is being written,
-    /// then runs `decide` over its state. A request of the current producer
+    /// Takes a request for `transactional_id` in turn: checks that this
+    /// node coordinates it and that no state of it is being written, then
+    /// runs `decide` over its state. A request of the current producer
     /// (`connection` set: all but InitProducerId, which starts a producer)
     /// is refused if it comes over a connection older than one that
-    /// producer moved on from. When `decide` returns a state to write, the
-    /// id is held until [`write`](Self::write) is done with it.
-    pub fn begin<T>(
+    /// producer moved on from. When `decide` returns a state, it is written
+    /// and the answer waits for the in-sync replicas; meanwhile other
+    /// requests for the id get CONCURRENT_TRANSACTIONS.
+    ///
+    /// The turn is taken when this is called, so call it from the handler
+    /// itself: requests keep the order their connection sent them in.
+    pub fn coordinate<T: Send + 'static>(
         &self,
         broker: &Broker,
         transactional_id: &str,
         connection: Option<u64>,
-        decide: impl FnOnce(Option<&TxnMetadata>) -> Result<(T, Option<TxnMetadata>), TxnError>,
-    ) -> Result<(T, Option<Pending>), CoordinatorError> {
-        let partition = self.coordinated_partition(broker, transactional_id)?;
-        let mut txns = self.txns.lock();
-        let entry = txns.get(transactional_id);
-        if entry.is_some_and(|e| e.writing) {
-            return Err(TxnError::ConcurrentTransactions.into());
-        }
-        // A fenced or unknown producer hears so first.
-        let (answer, next) = decide(entry.map(|e| &e.meta))?;
-        if let (Some(entry), Some(connection)) = (entry, connection) {
-            if connection < entry.newest_connection {
-                tracing::info!(
-                    transactional_id,
-                    connection,
-                    newest = entry.newest_connection,
-                    "refusing a request delayed on an old connection"
-                );
-                return Err(TxnError::InvalidTxnState.into());
-            }
-        }
-        let epoch_before = entry.map(|e| (e.meta.producer_id, e.meta.producer_epoch));
-        let entry = txns
-            .entry(transactional_id.to_owned())
-            .or_insert_with(|| Entry {
-                meta: TxnMetadata {
-                    producer_epoch: -1,
-                    status: TxnStatus::Dead,
-                    ..TxnMetadata::new(transactional_id, -1, 0, 0)
+        decide: impl FnOnce(Option<&TxnMetadata>) -> Result<(T, Option<TxnMetadata>), TxnError>
+            + Send
+            + 'static,
+    ) -> impl Future<Output = Result<T, TxnRequestError>> + Send + 'static {
+        let partition = self.coordinated_partition(broker, transactional_id);
+        let flexible = flexible_values(broker);
+        let id = transactional_id.to_owned();
+        let written = partition.map(|index| {
+            self.runtime.write(
+                index,
+                broker.now_ms(),
+                move |shard: &mut TxnShard, context| {
+                    take_turn(shard, context, &id, connection, flexible, decide)
                 },
-                partition,
-                writing: false,
-                completing: false,
-                newest_connection: 0,
-            });
-        let connection = connection.unwrap_or(0);
-        let Some(next) = next else {
-            entry.newest_connection = entry.newest_connection.max(connection);
-            return Ok((answer, None));
-        };
-        // A new producer epoch starts counting connections afresh.
-        if epoch_before != Some((next.producer_id, next.producer_epoch)) {
-            entry.newest_connection = 0;
-        }
-        entry.newest_connection = entry.newest_connection.max(connection);
-        entry.writing = true;
-        Ok((answer, Some(Pending { partition, next })))
-    }
-
-    /// Writes a state taken by [`begin`](Self::begin) to the log and waits
-    /// for the in-sync replicas; then it is the id's state.
-    pub async fn write(&self, broker: &Broker, pending: Pending) -> Result<(), CoordinatorError> {
-        let id = pending.next.transactional_id.clone();
-        let outcome = append_state(broker, pending.partition, &id, Some(&pending.next)).await;
-        let mut txns = self.txns.lock();
-        match txns.get_mut(&id) {
-            Some(entry) => {
-                entry.writing = false;
-                match &outcome {
-                    Ok(()) => entry.meta = pending.next,
-                    // Never written: a placeholder for a new id goes away.
-                    Err(_) if entry.meta.status == TxnStatus::Dead => {
-                        txns.remove(&id);
-                    }
-                    Err(_) => {}
-                }
-            }
-            None => tracing::debug!(id, "coordination moved away during a write"),
-        }
-        outcome
+            )
+        });
+        async move { written?.await }
     }
 
     /// Writes the markers of a Prepare state, then its Complete state.
     /// Stops (for the next coordinator to finish) if this node no longer
     /// coordinates the id.
     pub async fn complete(self: &Arc<Self>, broker: &Arc<Broker>, transactional_id: &str) {
-        let Some((meta, partition, coordinator_epoch)) = self.start_completing(transactional_id)
-        else {
+        let Ok(index) = self.coordinated_partition(broker, transactional_id) else {
+            return;
+        };
+        let id = transactional_id.to_owned();
+        let started = self.runtime.write(
+            index,
+            broker.now_ms(),
+            move |shard: &mut TxnShard, context| {
+                let high_watermark = context.partition.high_watermark();
+                let Some(entry) = shard.txns.get_mut(&id) else {
+                    return Ok::<_, TxnRequestError>(Outcome::answer(None));
+                };
+                if entry.completing
+                    || entry.writing(high_watermark)
+                    || !entry.meta.status.is_preparing()
+                {
+                    return Ok(Outcome::answer(None));
+                }
+                entry.completing = true;
+                Ok(Outcome::answer(Some((
+                    entry.meta.clone(),
+                    context.leader_epoch,
+                ))))
+            },
+        );
+        let Ok(Some((meta, coordinator_epoch))) = started.await else {
             return;
         };
         let commit = meta.status == TxnStatus::PrepareCommit;
         let mut remaining = meta.partitions.clone();
         while !remaining.is_empty() {
-            if !self.loaded.lock().contains_key(&partition) {
-                self.stop_completing(transactional_id);
+            if !self.runtime.hosts(index) {
                 return;
             }
             remaining = write_markers(broker, &meta, commit, coordinator_epoch, remaining).await;
@@ -313,101 +318,75 @@ impl TxnCoordinator {
             }
         }
         let next = txn::complete(&meta, broker.now_ms());
-        let write = {
-            let mut txns = self.txns.lock();
-            match txns.get_mut(transactional_id) {
-                Some(entry) if entry.meta == meta => {
-                    entry.writing = true;
-                    Some(Pending { partition, next })
+        let flexible = flexible_values(broker);
+        let id = transactional_id.to_owned();
+        let ended = self
+            .runtime
+            .write(index, broker.now_ms(), move |shard: &mut TxnShard, _| {
+                let Some(entry) = shard.txns.get_mut(&id) else {
+                    return Ok::<_, TxnRequestError>(Outcome::answer(()));
+                };
+                entry.completing = false;
+                if entry.meta != meta {
+                    return Ok(Outcome::answer(()));
                 }
-                _ => None,
-            }
-        };
-        if let Some(pending) = write {
-            if let Err(error) = self.write(broker, pending).await {
-                tracing::warn!(transactional_id, %error, "cannot write the end of a transaction; retrying later");
-            }
-        }
-        self.stop_completing(transactional_id);
-    }
-
-    fn start_completing(&self, transactional_id: &str) -> Option<(TxnMetadata, i32, i32)> {
-        let mut txns = self.txns.lock();
-        let entry = txns.get_mut(transactional_id)?;
-        if entry.completing || entry.writing || !entry.meta.status.is_preparing() {
-            return None;
-        }
-        let coordinator_epoch = *self.loaded.lock().get(&entry.partition)?;
-        entry.completing = true;
-        Some((entry.meta.clone(), entry.partition, coordinator_epoch))
-    }
-
-    fn stop_completing(&self, transactional_id: &str) {
-        if let Some(entry) = self.txns.lock().get_mut(transactional_id) {
-            entry.completing = false;
+                Ok(Outcome::write(
+                    vec![state_entry(&id, Some(&next), flexible)],
+                    (),
+                ))
+            });
+        if let Err(error) = ended.await {
+            tracing::warn!(transactional_id, %error, "cannot write the end of a transaction; retrying later");
         }
     }
 
     /// Finishes transactions left in a Prepare state, aborts those past
-    /// their timeout, and forgets ids idle for `expiration_ms`.
+    /// their timeout, and forgets ids idle for `expiration_ms`: one write
+    /// per `__transaction_state` partition led here.
     pub async fn upkeep(self: &Arc<Self>, broker: &Arc<Broker>, expiration_ms: i64) {
+        let flexible = flexible_values(broker);
         let now = broker.now_ms();
-        let mut timed_out = Vec::new();
         let mut to_complete = Vec::new();
-        let mut to_expire = Vec::new();
-        {
-            let mut txns = self.txns.lock();
-            for (id, entry) in txns.iter_mut() {
-                if entry.writing || entry.completing {
-                    continue;
-                }
-                if entry.meta.status.is_preparing() {
-                    to_complete.push(id.clone());
-                } else if let Some(next) = txn::timed_out(&entry.meta, now) {
-                    entry.writing = true;
-                    timed_out.push(Pending {
-                        partition: entry.partition,
-                        next,
-                    });
-                } else if txn::expired(&entry.meta, now, expiration_ms) {
-                    entry.writing = true;
-                    to_expire.push((id.clone(), entry.partition));
-                }
-            }
-        }
-        for pending in timed_out {
-            let id = pending.next.transactional_id.clone();
-            tracing::info!(
-                transactional_id = id,
-                "aborting a transaction past its timeout"
-            );
-            match self.write(broker, pending).await {
-                Ok(()) => to_complete.push(id),
-                Err(error) => {
-                    tracing::warn!(transactional_id = id, %error, "cannot abort a timed-out transaction")
-                }
+        for index in self.runtime.hosted() {
+            let swept = self
+                .runtime
+                .write(index, now, move |shard: &mut TxnShard, context| {
+                    let high_watermark = context.partition.high_watermark();
+                    let mut preparing = Vec::new();
+                    let mut records = Vec::new();
+                    for (id, entry) in &shard.txns {
+                        if entry.writing(high_watermark) || entry.completing {
+                            continue;
+                        }
+                        if entry.meta.status.is_preparing() {
+                            preparing.push(id.clone());
+                        } else if let Some(next) = txn::timed_out(&entry.meta, now) {
+                            tracing::info!(
+                                transactional_id = id,
+                                "aborting a transaction past its timeout"
+                            );
+                            records.push(state_entry(id, Some(&next), flexible));
+                            preparing.push(id.clone());
+                        } else if txn::expired(&entry.meta, now, expiration_ms) {
+                            tracing::info!(transactional_id = id, "transactional id expired");
+                            records.push(state_entry(id, None, flexible));
+                        }
+                    }
+                    Ok::<_, TxnRequestError>(Outcome::write(records, preparing))
+                });
+            match swept.await {
+                Ok(preparing) => to_complete.extend(preparing),
+                Err(error) => tracing::warn!(
+                    partition = index,
+                    %error,
+                    "cannot time out or expire transactions"
+                ),
             }
         }
         for id in to_complete {
             let coordinator = self.clone();
             let broker = broker.clone();
             tokio::spawn(async move { coordinator.complete(&broker, &id).await });
-        }
-        for (id, partition) in to_expire {
-            let outcome = append_state(broker, partition, &id, None).await;
-            let mut txns = self.txns.lock();
-            match outcome {
-                Ok(()) => {
-                    tracing::info!(transactional_id = id, "transactional id expired");
-                    txns.remove(&id);
-                }
-                Err(error) => {
-                    tracing::warn!(transactional_id = id, %error, "cannot expire a transactional id");
-                    if let Some(entry) = txns.get_mut(&id) {
-                        entry.writing = false;
-                    }
-                }
-            }
         }
     }
 
@@ -416,64 +395,70 @@ impl TxnCoordinator {
     /// transaction holds them (KIP-890 part 1); otherwise adds them for
     /// the producer, which runs transactions v2 (Produce v12,
     /// TxnOffsetCommit v5).
-    pub async fn add_for_leader(
+    pub fn add_for_leader(
         &self,
         broker: &Broker,
         transactional_id: &str,
         producer: (i64, i16),
-        partitions: &[(String, i32)],
+        partitions: Vec<(String, i32)>,
         verify_only: bool,
-    ) -> Result<(), CoordinatorError> {
+    ) -> impl Future<Output = Result<(), TxnRequestError>> + Send + 'static {
         let now = broker.now_ms();
-        let ((), pending) = self.begin(broker, transactional_id, None, |current| {
+        self.coordinate(broker, transactional_id, None, move |current| {
             let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
             if verify_only {
-                txn::verify_partitions(current, producer.0, producer.1, partitions)?;
+                txn::verify_partitions(current, producer.0, producer.1, &partitions)?;
                 return Ok(((), None));
             }
             let next = txn::add_partitions(
                 current,
                 producer.0,
                 producer.1,
-                partitions,
+                &partitions,
                 txn::TRANSACTIONS_V2,
                 now,
             )?;
             Ok(((), next))
-        })?;
-        match pending {
-            Some(pending) => self.write(broker, pending).await,
-            None => Ok(()),
-        }
+        })
     }
 
     /// How many transactions coordinated here are open (not idle), and
     /// the start of the oldest.
-    pub fn open_transactions(&self) -> (usize, Option<i64>) {
-        let txns = self.txns.lock();
-        let open = txns
-            .values()
-            .filter(|e| !e.meta.status.is_idle() && e.meta.status != TxnStatus::Dead);
-        let count = open.clone().count();
-        let oldest = open
-            .filter(|e| e.meta.start_ms >= 0)
-            .map(|e| e.meta.start_ms)
-            .min();
+    pub async fn open_transactions(&self) -> (usize, Option<i64>) {
+        let mut count = 0;
+        let mut oldest: Option<i64> = None;
+        for view in self.list().await {
+            if view.meta.status.is_idle() {
+                continue;
+            }
+            count += 1;
+            if view.meta.start_ms >= 0 {
+                oldest = Some(oldest.map_or(view.meta.start_ms, |o| o.min(view.meta.start_ms)));
+            }
+        }
         (count, oldest)
     }
 
     /// The transactions coordinated here, by id.
-    pub fn list(&self) -> Vec<TxnView> {
-        let mut views: Vec<TxnView> = self
-            .txns
-            .lock()
-            .values()
-            .filter(|e| e.meta.status != TxnStatus::Dead)
-            .map(|entry| TxnView {
-                meta: entry.meta.clone(),
-                coordinator_partition: entry.partition,
-            })
-            .collect();
+    pub async fn list(&self) -> Vec<TxnView> {
+        let mut views = Vec::new();
+        for index in self.runtime.hosted() {
+            let read = self.runtime.read(index, move |shard: &TxnShard| {
+                Ok::<_, CoordinatorError>(
+                    shard
+                        .txns
+                        .values()
+                        .filter(|e| e.meta.status != TxnStatus::Dead)
+                        .map(|entry| TxnView {
+                            meta: entry.meta.clone(),
+                            coordinator_partition: index,
+                        })
+                        .collect::<Vec<_>>(),
+                )
+            });
+            // A partition handed over meanwhile lists nothing here.
+            views.extend(read.await.unwrap_or_default());
+        }
         views.sort_by(|a, b| a.meta.transactional_id.cmp(&b.meta.transactional_id));
         views
     }
@@ -483,97 +468,79 @@ impl TxnCoordinator {
         &self,
         broker: &Broker,
         transactional_id: &str,
-    ) -> Result<Option<TxnMetadata>, CoordinatorError> {
-        self.coordinated_partition(broker, transactional_id)?;
-        Ok(self
-            .txns
-            .lock()
-            .get(transactional_id)
-            .map(|e| e.meta.clone())
-            .filter(|m| m.status != TxnStatus::Dead))
+    ) -> impl Future<Output = Result<Option<TxnMetadata>, TxnRequestError>> + Send + 'static {
+        let id = transactional_id.to_owned();
+        let read = self
+            .coordinated_partition(broker, transactional_id)
+            .map(|index| {
+                self.runtime.read(index, move |shard: &TxnShard| {
+                    Ok::<_, TxnRequestError>(
+                        shard
+                            .txns
+                            .get(&id)
+                            .map(|e| e.meta.clone())
+                            .filter(|m| m.status != TxnStatus::Dead),
+                    )
+                })
+            });
+        async move { read?.await }
     }
 }
 
-/// A state to write, taken by [`TxnCoordinator::begin`].
-#[derive(Debug)]
-pub struct Pending {
-    partition: i32,
-    next: TxnMetadata,
-}
-
-impl Pending {
-    pub fn state(&self) -> &TxnMetadata {
-        &self.next
-    }
-}
-
-/// Appends a transaction's state (or, for None, its tombstone) to its
-/// partition of `__transaction_state` and waits for the in-sync replicas.
-async fn append_state(
-    broker: &Broker,
-    index: i32,
+/// A request's turn on its transactional id, in its shard: see
+/// [`TxnCoordinator::coordinate`].
+fn take_turn<T>(
+    shard: &mut TxnShard,
+    context: &ShardContext<'_>,
     transactional_id: &str,
-    meta: Option<&TxnMetadata>,
-) -> Result<(), CoordinatorError> {
-    let partition = broker
-        .leader_partition(TRANSACTION_STATE_TOPIC, index)
-        .map_err(|_| CoordinatorError::NotCoordinator)?;
-    // Kafka writes values in v1 from transaction.version 1 on.
-    let flexible = broker.with_image(|image| {
-        crate::broker::features::level_of(crate::broker::features::TRANSACTION_VERSION, image) >= 1
-    });
-    let batch = encode_batch(
-        records::txn::encode_key(transactional_id),
-        meta.map(|meta| records::txn::encode_value(meta, flexible)),
-        broker.now_ms(),
-    );
-    let state = partition.replica_state();
-    let appended = partition
-        .append_in_place(&batch, state.leader_epoch)
-        .map_err(|error| CoordinatorError::NotAvailable(error.to_string()))?;
-    let deadline = tokio::time::Instant::now() + WRITE_TIMEOUT;
-    partition
-        .replicated(
-            appended.last_offset + 1,
-            broker.config().startup.node_id,
-            deadline,
-        )
-        .await
-        .map_err(|(code, message)| match code {
-            ResponseError::NotLeaderOrFollower => CoordinatorError::NotCoordinator,
-            _ => CoordinatorError::NotAvailable(message),
-        })
-}
-
-/// One uncompressed batch holding one record, without producer.
-fn encode_batch(key: Bytes, value: Option<Bytes>, timestamp: i64) -> BytesMut {
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp,
-        key: Some(key),
-        value,
-        headers: Default::default(),
+    connection: Option<u64>,
+    flexible: bool,
+    decide: impl FnOnce(Option<&TxnMetadata>) -> Result<(T, Option<TxnMetadata>), TxnError>,
+) -> Result<Outcome<T>, TxnRequestError> {
+    let high_watermark = context.partition.high_watermark();
+    let entry = shard.txns.get_mut(transactional_id);
+    if entry.as_ref().is_some_and(|e| e.writing(high_watermark)) {
+        return Err(TxnError::ConcurrentTransactions.into());
+    }
+    // A fenced or unknown producer hears so first.
+    let (answer, next) = decide(entry.as_ref().map(|e| &e.meta))?;
+    let Some(entry) = entry else {
+        // A new id: its first state makes its entry when replayed.
+        return Ok(match next {
+            Some(next) => Outcome::write(
+                vec![state_entry(transactional_id, Some(&next), flexible)],
+                answer,
+            ),
+            None => Outcome::answer(answer),
+        });
     };
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        [&record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("__transaction_state records encode");
-    debug_assert!(BatchHeader::parse(&batch, 0).is_ok());
-    batch
+    if let Some(connection) = connection {
+        if connection < entry.newest_connection {
+            tracing::info!(
+                transactional_id,
+                connection,
+                newest = entry.newest_connection,
+                "refusing a request delayed on an old connection"
+            );
+            return Err(TxnError::InvalidTxnState.into());
+        }
+    }
+    let connection = connection.unwrap_or(0);
+    // A new producer epoch starts counting connections afresh.
+    if next.as_ref().is_some_and(|next| {
+        (next.producer_id, next.producer_epoch)
+            != (entry.meta.producer_id, entry.meta.producer_epoch)
+    }) {
+        entry.newest_connection = 0;
+    }
+    entry.newest_connection = entry.newest_connection.max(connection);
+    Ok(match next {
+        Some(next) => Outcome::write(
+            vec![state_entry(transactional_id, Some(&next), flexible)],
+            answer,
+        ),
+        None => Outcome::answer(answer),
+    })
 }
 
 /// Sends the transaction's markers to the leaders of `partitions`; returns

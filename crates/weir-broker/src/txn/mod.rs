@@ -6,7 +6,7 @@ pub mod add_from_leader;
 pub mod coordinator;
 pub mod hanging;
 
-pub use coordinator::{CoordinatorError, TxnCoordinator, TxnView, TRANSACTION_STATE_TOPIC};
+pub use coordinator::{TxnCoordinator, TxnRequestError, TxnView, TRANSACTION_STATE_TOPIC};
 pub use weir_coord::txn::{TxnError, TxnMetadata, TxnStatus};
 
 /// The broker settings of transactions, with Kafka's names and defaults.
