@@ -298,6 +298,52 @@ pub fn validate(
     Ok(Batch { header, bytes })
 }
 
+/// A producer's batch checked once, end to end (header, length, CRC,
+/// compression, record count), at the edge where it arrived: the log
+/// appends it without checking it again, but for its size limit, which is
+/// the topic's. Holds the batch's bytes only.
+#[derive(Debug, Clone)]
+pub struct CheckedBatch {
+    bytes: bytes::Bytes,
+}
+
+impl CheckedBatch {
+    /// Checks the batch at the front of `bytes` as [`validate`] does for
+    /// a client's batch, without a size limit; bytes after it are not
+    /// part of it.
+    pub fn check(bytes: &bytes::Bytes) -> Result<Self, BatchError> {
+        let size = validate(bytes, 0, Origin::Client, usize::MAX)?
+            .header
+            .total_size();
+        Ok(Self {
+            bytes: bytes.slice(..size),
+        })
+    }
+
+    /// The batch as checked.
+    pub fn batch(&self) -> Batch<'_> {
+        Batch {
+            header: BatchHeader {
+                bytes: &self.bytes[..HEADER_SIZE],
+            },
+            bytes: &self.bytes,
+        }
+    }
+
+    pub fn header(&self) -> BatchHeader<'_> {
+        self.batch().header
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Never: a batch has at least its header.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
 /// Iterates over the validated batches of a buffer holding batches back to
 /// back, stopping at the first invalid one.
 pub fn batches(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
-use crate::batch::{self, BatchHeader, Origin, HEADER_SIZE};
+use crate::batch::{self, Batch, BatchError, BatchHeader, CheckedBatch, Origin, HEADER_SIZE};
 use crate::checkpoint;
 use crate::cleaner::Cleanable;
 use crate::config::{Clock, LogConfig, SystemClock, TimestampType};
@@ -161,11 +161,32 @@ struct FlushState {
     truncations: u64,
 }
 
-enum Mode {
+enum Mode<'a> {
     /// A leader's append: the log assigns offsets and this leader epoch.
     Leader(i32),
+    /// A leader's append of a batch already checked: only its size limit
+    /// is left to check.
+    LeaderChecked(i32, &'a CheckedBatch),
     /// A follower's append: batches keep the offsets and epochs they carry.
     Replicated,
+}
+
+/// The batches of an append: one checked where it arrived, or a buffer's
+/// checked as they are read.
+enum Batches<'a, I> {
+    Checked(Option<Result<Batch<'a>, BatchError>>),
+    Unchecked(I),
+}
+
+impl<'a, I: Iterator<Item = Result<Batch<'a>, BatchError>>> Iterator for Batches<'a, I> {
+    type Item = Result<Batch<'a>, BatchError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Self::Checked(batch) => batch.take(),
+            Self::Unchecked(batches) => batches.next(),
+        }
+    }
 }
 
 /// One partition's log. All methods take `&self`: appends, reads and
@@ -647,6 +668,17 @@ impl Log {
         self.append_inner(records, Mode::Leader(leader_epoch))
     }
 
+    /// [`append_deferring_flush`](Self::append_deferring_flush) for one
+    /// batch checked where it arrived: its header and CRC are not read again
+    /// under the log's lock.
+    pub fn append_checked_deferring_flush(
+        &self,
+        batch: &CheckedBatch,
+        leader_epoch: i32,
+    ) -> Result<(AppendInfo, bool), LogError> {
+        self.append_inner(&[], Mode::LeaderChecked(leader_epoch, batch))
+    }
+
     /// Appends batches copied from a leader, keeping their offsets and epochs.
     pub fn append_replicated(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
         let (info, flush_due) = self.append_inner(records, Mode::Replicated)?;
@@ -667,10 +699,10 @@ impl Log {
         let st = &mut *guard;
         self.check_online(st)?;
         let origin = match mode {
-            Mode::Leader(_) => Origin::Client,
+            Mode::Leader(_) | Mode::LeaderChecked(..) => Origin::Client,
             Mode::Replicated => Origin::Log,
         };
-        let log_append_time = matches!(mode, Mode::Leader(_))
+        let log_append_time = !matches!(mode, Mode::Replicated)
             && st.config.timestamp_type == TimestampType::LogAppendTime;
         let mut next_offset = st.log_end_offset();
         let mut prepared: Vec<PreparedBatch<'_>> = Vec::new();
@@ -686,14 +718,28 @@ impl Log {
             records: 0,
             bytes: 0,
         };
-        for batch in batch::batches(records, origin, st.config.max_message_bytes) {
+        let max_message_bytes = st.config.max_message_bytes;
+        let batches = match mode {
+            Mode::LeaderChecked(_, checked) => {
+                Batches::Checked(Some(checked).map(|checked| match checked.len() {
+                    size if size > max_message_bytes => Err(BatchError::TooLarge {
+                        position: 0,
+                        size,
+                        max: max_message_bytes,
+                    }),
+                    _ => Ok(checked.batch()),
+                }))
+            }
+            _ => Batches::Unchecked(batch::batches(records, origin, max_message_bytes)),
+        };
+        for batch in batches {
             let batch = batch?;
             let h = batch.header;
             let mut header: [u8; HEADER_SIZE] =
                 batch.bytes[..HEADER_SIZE].try_into().expect("header");
             let body = &batch.bytes[HEADER_SIZE..];
             let (base_offset, epoch) = match mode {
-                Mode::Leader(epoch) => {
+                Mode::Leader(epoch) | Mode::LeaderChecked(epoch, _) => {
                     batch::assign_offset(&mut header, next_offset as i64, epoch);
                     (next_offset, epoch)
                 }

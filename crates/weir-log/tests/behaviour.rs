@@ -143,6 +143,42 @@ fn an_invalid_batch_rejects_the_whole_append() {
 }
 
 #[test]
+fn a_batch_checked_where_it_arrived_is_appended_as_any_other_within_the_size_limit() {
+    use weir_log::batch::{BatchError, CheckedBatch};
+    let mut bad = BatchBuilder::new(1).build();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    assert!(matches!(
+        CheckedBatch::check(&bytes::Bytes::from(bad)),
+        Err(BatchError::CrcMismatch { .. })
+    ));
+    // Bytes after the batch are not part of it.
+    let mut two = BatchBuilder::new(3).build();
+    let first = two.len();
+    two.extend(BatchBuilder::new(1).build());
+    let checked = CheckedBatch::check(&bytes::Bytes::from(two)).unwrap();
+    assert_eq!(checked.len(), first);
+
+    let h = Harness::new(LogConfig::default());
+    let log = h.open();
+    log.append(&BatchBuilder::new(2).build(), 0).unwrap();
+    let (info, _) = log.append_checked_deferring_flush(&checked, 0).unwrap();
+    assert_eq!(
+        (info.base_offset, info.last_offset, info.records),
+        (2, 4, 3)
+    );
+    let too_big = bytes::Bytes::from(BatchBuilder::new(1).value_size(2_000_000).build());
+    let too_big = CheckedBatch::check(&too_big).unwrap();
+    assert!(matches!(
+        log.append_checked_deferring_flush(&too_big, 0),
+        Err(LogError::InvalidBatch(BatchError::TooLarge { .. }))
+    ));
+    assert_eq!(log.log_end_offset(), 5);
+    let read = log.read(2, 1 << 20, u64::MAX).unwrap().to_bytes().unwrap();
+    assert_eq!(BatchHeader::parse(&read, 0).unwrap().base_offset(), 2);
+}
+
+#[test]
 fn log_append_time_stamps_batches_with_the_broker_clock() {
     let h = Harness::new(LogConfig {
         timestamp_type: TimestampType::LogAppendTime,

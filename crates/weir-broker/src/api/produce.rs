@@ -14,8 +14,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
@@ -24,7 +22,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
-use weir_log::batch::{BatchError, BatchHeader};
+use weir_log::batch::{BatchError, BatchHeader, CheckedBatch};
 use weir_log::records::RecordsError;
 use weir_log::LogError;
 
@@ -32,7 +30,9 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::partition::{AppendError, AppendOrigin, Partition, QueuedWrite, RequiredAcks};
+use crate::partition::{
+    check_single_batch, AppendError, AppendOrigin, Partition, QueuedWrite, RequiredAcks,
+};
 use crate::quotas::client::QuotaKind;
 use crate::txn::add_from_leader::add_to_transaction;
 
@@ -51,7 +51,35 @@ struct TopicData {
     name: Option<String>,
     response_name: TopicName,
     topic_id: Uuid,
-    partitions: Vec<PartitionProduceData>,
+    partitions: Vec<PartitionData>,
+}
+
+/// One partition's data, its batch checked once, here at the edge: the
+/// appender and the log take it as checked.
+struct PartitionData {
+    index: i32,
+    /// `None`: the request carried no records for it.
+    batch: Option<Result<CheckedBatch, AppendError>>,
+}
+
+impl PartitionData {
+    fn of(data: PartitionProduceData) -> Self {
+        Self {
+            index: data.index,
+            batch: data
+                .records
+                .filter(|records| !records.is_empty())
+                .map(|records| check_single_batch(&records)),
+        }
+    }
+
+    /// The header of its batch, if it passed the checks.
+    fn header(&self) -> Option<BatchHeader<'_>> {
+        match &self.batch {
+            Some(Ok(batch)) => Some(batch.header()),
+            _ => None,
+        }
+    }
 }
 
 /// Appends every partition's batch; answers at once, or once the appends
@@ -86,7 +114,11 @@ pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, request: Produce
                     name,
                     response_name,
                     topic_id: topic.topic_id,
-                    partitions: topic.partition_data,
+                    partitions: topic
+                        .partition_data
+                        .into_iter()
+                        .map(PartitionData::of)
+                        .collect(),
                 }
             })
             .collect()
@@ -162,12 +194,7 @@ fn to_add(
             continue;
         }
         for data in &topic.partitions {
-            let Some(header) = data
-                .records
-                .as_deref()
-                .and_then(|records| BatchHeader::parse(records, 0).ok())
-                .filter(|header| header.is_transactional())
-            else {
+            let Some(header) = data.header().filter(|header| header.is_transactional()) else {
                 continue;
             };
             let producer = (header.producer_id(), header.producer_epoch());
@@ -243,8 +270,7 @@ fn append_all(
                 )
             } else if topic_denied {
                 error(data.index, ResponseError::TopicAuthorizationFailed, None)
-            } else if let Some((code, message)) =
-                check_transactional(transactional, data.records.as_deref())
+            } else if let Some((code, message)) = check_transactional(transactional, data.header())
             {
                 error(data.index, code, Some(message.into()))
             } else if let Some((code, message)) = topic
@@ -260,7 +286,7 @@ fn append_all(
                     topic.name.as_deref().unwrap_or_default(),
                     data.index,
                     request.acks,
-                    data.records.as_ref(),
+                    data.batch.as_ref(),
                 ) {
                     Ok((replica, appended)) => {
                         pending.push(Pending {
@@ -369,7 +395,7 @@ fn queue_partition(
     topic: &str,
     index: i32,
     acks: i16,
-    records: Option<&Bytes>,
+    batch: Option<&Result<CheckedBatch, AppendError>>,
 ) -> Result<(Arc<Partition>, QueuedWrite), (ResponseError, Option<String>)> {
     let partition = broker
         .leader_partition(topic, index)
@@ -379,20 +405,17 @@ fn queue_partition(
             (code, None)
         })?;
     let leader_epoch = partition.replica_state().leader_epoch;
-    let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return Err((ResponseError::InvalidRecord, Some("no records".into())));
+    let batch = match batch {
+        None => return Err((ResponseError::InvalidRecord, Some("no records".into()))),
+        Some(Err(refused)) => return Err((append_error_code(refused), Some(refused.to_string()))),
+        Some(Ok(batch)) => batch,
     };
     let required = if acks == -1 {
         RequiredAcks::All
     } else {
         RequiredAcks::Leader
     };
-    let appended = partition.append(
-        records.clone(),
-        leader_epoch,
-        AppendOrigin::Client,
-        required,
-    );
+    let appended = partition.append(batch.clone(), leader_epoch, AppendOrigin::Client, required);
     Ok((partition, appended))
 }
 
@@ -420,10 +443,9 @@ fn refused_append(topic: &str, index: i32, e: &AppendError) -> PartitionProduceR
 /// transactional id; the error otherwise.
 fn check_transactional(
     has_transactional_id: bool,
-    records: Option<&[u8]>,
+    header: Option<BatchHeader<'_>>,
 ) -> Option<(ResponseError, &'static str)> {
-    let header = BatchHeader::parse(records?, 0).ok()?;
-    match (has_transactional_id, header.is_transactional()) {
+    match (has_transactional_id, header?.is_transactional()) {
         (false, true) => Some((
             ResponseError::TransactionalIdAuthorizationFailed,
             "a transactional batch needs a transactional id in the produce request",

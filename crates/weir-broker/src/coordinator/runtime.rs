@@ -24,7 +24,8 @@ use weir_log::LogError;
 
 use super::batches::{encode_batch, for_each_item, Entry, Item, TxnProducer};
 use crate::partition::{
-    AppendError, AppendOrigin, Partition, ReplicatedWrite, RequiredAcks, Written,
+    check_single_batch, AppendError, AppendOrigin, Partition, ReplicatedWrite, RequiredAcks,
+    Written,
 };
 
 /// How long a coordinator's write may take to reach the in-sync replicas
@@ -337,7 +338,7 @@ fn append<S: Shard>(
     now_ms: i64,
 ) -> Result<ReplicatedWrite, CoordinatorError> {
     let partition = context.partition;
-    let batch = encode_batch(records, now_ms, producer);
+    let batch = check_single_batch(&encode_batch(records, now_ms, producer).freeze())?;
     let written = partition.append_unflushed(
         &batch,
         context.leader_epoch,

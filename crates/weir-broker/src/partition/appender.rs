@@ -17,9 +17,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
+use weir_log::batch::CheckedBatch;
 
 use super::{AppendError, AppendOrigin, Appended, FlushDue, Partition, RequiredAcks, Written};
 
@@ -72,7 +72,7 @@ struct Write {
 
 enum WriteKind {
     Batch {
-        records: Bytes,
+        batch: CheckedBatch,
         leader_epoch: i32,
         origin: AppendOrigin,
         acks: RequiredAcks,
@@ -87,19 +87,19 @@ enum WriteKind {
 }
 
 impl Partition {
-    /// Appends one producer batch as [`append_from`](Self::append_from)
-    /// does, off the runtime's workers: the batch is queued now, and the
+    /// Appends one producer batch, checked where it arrived, as
+    /// [`append_from`](Self::append_from) does, off the runtime's workers: the batch is queued now, and the
     /// future gives where it went once it is in the log (and synced, when
     /// `flush.messages` asks).
     pub fn append(
         self: &Arc<Self>,
-        records: Bytes,
+        batch: CheckedBatch,
         leader_epoch: i32,
         origin: AppendOrigin,
         acks: RequiredAcks,
     ) -> QueuedWrite {
         self.queue_write(WriteKind::Batch {
-            records,
+            batch,
             leader_epoch,
             origin,
             acks,
@@ -155,11 +155,11 @@ impl Partition {
             for Write { kind, reply } in writes {
                 let written = match kind {
                     WriteKind::Batch {
-                        records,
+                        batch,
                         leader_epoch,
                         origin,
                         acks,
-                    } => self.append_unflushed(&records, leader_epoch, origin, acks),
+                    } => self.append_unflushed(&batch, leader_epoch, origin, acks),
                     WriteKind::Marker {
                         producer_id,
                         producer_epoch,

@@ -19,7 +19,7 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio::sync::Notify;
-use weir_log::batch::{self, BatchError, BatchHeader, ControlType, Origin};
+use weir_log::batch::{self, BatchError, BatchHeader, CheckedBatch, ControlType};
 use weir_log::records::{self, RecordsError};
 use weir_log::storage::{FsStorage, Storage};
 use weir_log::{
@@ -1113,7 +1113,8 @@ impl Partition {
         origin: AppendOrigin,
         acks: RequiredAcks,
     ) -> Result<Appended, AppendError> {
-        match self.append_unflushed(records, leader_epoch, origin, acks)? {
+        let batch = check_single_batch(&bytes::Bytes::copy_from_slice(records))?;
+        match self.append_unflushed(&batch, leader_epoch, origin, acks)? {
             Written::Appended(appended) => Ok(appended),
             Written::FlushDue(due) => {
                 let appended = due.appended();
@@ -1130,12 +1131,12 @@ impl Partition {
     /// arrive while it runs share the next one (group commit).
     pub fn append_unflushed(
         &self,
-        records: &[u8],
+        batch: &CheckedBatch,
         leader_epoch: i32,
         origin: AppendOrigin,
         acks: RequiredAcks,
     ) -> Result<Written, AppendError> {
-        let header = single_batch_header(records)?;
+        let header = batch.header();
         if header.is_control() {
             return Err(AppendError::ControlBatch);
         }
@@ -1143,8 +1144,18 @@ impl Partition {
             return Err(AppendError::TransactionalWithoutProducer);
         }
         if origin == AppendOrigin::Client {
-            self.check_keys(records)?;
-            self.check_timestamps(records, &header)?;
+            let config = self.read_log().config();
+            if batch.len() > config.max_message_bytes {
+                return Err(AppendError::Log(LogError::InvalidBatch(
+                    BatchError::TooLarge {
+                        position: 0,
+                        size: batch.len(),
+                        max: config.max_message_bytes,
+                    },
+                )));
+            }
+            self.check_keys(batch, &config)?;
+            self.check_timestamps(batch, &config)?;
         }
         let producer = (header.producer_id() >= 0).then(|| {
             let first_seq = header.base_sequence();
@@ -1196,7 +1207,7 @@ impl Partition {
         let (info, flush_due) = self
             .log
             .read_recursive()
-            .append_deferring_flush(records, leader_epoch)?;
+            .append_checked_deferring_flush(batch, leader_epoch)?;
         if let Some(batch) = &producer {
             producers.record(
                 batch,
@@ -1274,14 +1285,11 @@ impl Partition {
     /// Kafka's check for compacted topics: every record needs a key, for
     /// the cleaner keeps records by key. Only batches bound for compacted
     /// topics are inflated, within [`records::MAX_INFLATED_BATCH_BYTES`].
-    fn check_keys(&self, records: &[u8]) -> Result<(), AppendError> {
-        let config = self.read_log().config();
+    fn check_keys(&self, batch: &CheckedBatch, config: &LogConfig) -> Result<(), AppendError> {
         if !config.cleanup_policy.compact {
             return Ok(());
         }
-        let batch = batch::validate(records, 0, Origin::Client, config.max_message_bytes)
-            .map_err(|e| AppendError::Log(e.into()))?;
-        let indexes = records::keyless_records(batch)?;
+        let indexes = records::keyless_records(batch.batch())?;
         if indexes.is_empty() {
             return Ok(());
         }
@@ -1302,22 +1310,19 @@ impl Partition {
     /// default) the records are read only when that maximum is too late.
     fn check_timestamps(
         &self,
-        records: &[u8],
-        header: &BatchHeader<'_>,
+        batch: &CheckedBatch,
+        config: &LogConfig,
     ) -> Result<(), AppendError> {
-        let config = self.read_log().config();
         if config.timestamp_type != TimestampType::CreateTime {
             return Ok(());
         }
         let now = self.clock.now_ms();
         let earliest = now.saturating_sub(config.timestamp_before_max_ms);
         let latest = now.saturating_add(config.timestamp_after_max_ms);
-        if config.timestamp_before_max_ms == i64::MAX && header.max_timestamp() <= latest {
+        if config.timestamp_before_max_ms == i64::MAX && batch.header().max_timestamp() <= latest {
             return Ok(());
         }
-        let batch = batch::validate(records, 0, Origin::Client, config.max_message_bytes)
-            .map_err(|e| AppendError::Log(e.into()))?;
-        let refused = records::timestamps_out_of_range(batch, earliest, latest)?;
+        let refused = records::timestamps_out_of_range(batch.batch(), earliest, latest)?;
         if refused.is_empty() {
             return Ok(());
         }
@@ -1628,8 +1633,11 @@ fn load_producer_state(
     Ok((producers, snapshot_offset))
 }
 
-/// The header of the one batch a produce request may carry per partition.
-fn single_batch_header(records: &[u8]) -> Result<BatchHeader<'_>, AppendError> {
+/// The one batch a produce request may carry per partition (or a
+/// coordinator writes), checked once where it arrived (header, length,
+/// CRC, record count): what the partition's appender and its log take
+/// without checking it again.
+pub fn check_single_batch(records: &bytes::Bytes) -> Result<CheckedBatch, AppendError> {
     let header = BatchHeader::parse(records, 0).map_err(|e| AppendError::Log(e.into()))?;
     let size = header.total_size();
     if size > records.len() {
@@ -1650,7 +1658,7 @@ fn single_batch_header(records: &[u8]) -> Result<BatchHeader<'_>, AppendError> {
         }
         return Err(AppendError::BatchCount(count.max(2)));
     }
-    Ok(header)
+    CheckedBatch::check(records).map_err(|e| AppendError::Log(e.into()))
 }
 
 /// The log settings of a topic, config by config: Kafka's default, then
