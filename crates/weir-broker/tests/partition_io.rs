@@ -1,8 +1,8 @@
 //! The partition I/O boundary, on a broker opened in process whose log
 //! files go through a storage that can stall one partition's writes: a
-//! partition stuck on its disk holds up only the requests that write to it,
-//! never the runtime's workers, so produce and fetch to other partitions
-//! are answered meanwhile.
+//! partition stuck on its disk holds up only the requests that write to or
+//! read from it, never the runtime's workers, so produce and fetch to other
+//! partitions are answered meanwhile.
 
 use std::collections::BTreeMap;
 use std::io::{self, IoSlice};
@@ -237,6 +237,20 @@ async fn produce_and_fetch_to_one_partition_are_answered_while_another_is_stalle
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
+    // Fetches of the stalled partition wait for its log, which the
+    // stalled write holds: more of them than the runtime has workers.
+    let mut stuck_readers = Vec::new();
+    for _ in 0..3 {
+        stuck_readers.push(Client::connect(&bootstrap).await.unwrap());
+    }
+    let stuck_fetches: Vec<_> = stuck_readers
+        .into_iter()
+        .map(|mut client| {
+            tokio::spawn(async move { client.fetch("stuck", 0, 0, 1 << 20, 0).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
     let produced = tokio::time::timeout(PROMPTLY, fast.produce("fast", 0, record("a1")))
         .await
         .expect("a produce to another partition waits for the stalled one")
@@ -258,6 +272,14 @@ async fn produce_and_fetch_to_one_partition_are_answered_while_another_is_stalle
 
     // Once the disk is back, every held write lands, in order.
     stall.release();
+    for fetch in stuck_fetches {
+        let fetched = tokio::time::timeout(PROMPTLY, fetch)
+            .await
+            .expect("a fetch of the held partition is answered once its disk is back")
+            .unwrap()
+            .unwrap();
+        assert!(!fetched.is_empty(), "the held partition's records are read");
+    }
     for produce in stuck {
         tokio::time::timeout(PROMPTLY, produce)
             .await

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -189,6 +190,63 @@ impl<'a, I: Iterator<Item = Result<Batch<'a>, BatchError>>> Iterator for Batches
     }
 }
 
+/// The log's state behind its lock, with its log start and log end
+/// published as they stood when the lock was last released: readers of
+/// those two never wait for the lock, which an append holds across its
+/// write.
+struct StateCell {
+    state: Mutex<State>,
+    log_start_offset: AtomicU64,
+    log_end_offset: AtomicU64,
+}
+
+impl StateCell {
+    fn new(state: State) -> Self {
+        Self {
+            log_start_offset: AtomicU64::new(state.log_start_offset),
+            log_end_offset: AtomicU64::new(state.log_end_offset()),
+            state: Mutex::new(state),
+        }
+    }
+
+    fn lock(&self) -> StateGuard<'_> {
+        StateGuard {
+            guard: self.state.lock(),
+            cell: self,
+        }
+    }
+}
+
+/// The state, locked; publishes the log start and end as it is released.
+struct StateGuard<'a> {
+    guard: parking_lot::MutexGuard<'a, State>,
+    cell: &'a StateCell,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        let cell = self.cell;
+        cell.log_start_offset
+            .store(self.guard.log_start_offset, Ordering::Release);
+        cell.log_end_offset
+            .store(self.guard.log_end_offset(), Ordering::Release);
+    }
+}
+
 /// One partition's log. All methods take `&self`: appends, reads and
 /// maintenance serialize on an internal lock, while fsyncs run outside it so
 /// that concurrent appenders share them (group commit).
@@ -212,7 +270,7 @@ pub struct Log {
     clock: Arc<dyn Clock>,
     /// Told the log's directory when an I/O failure leaves it in doubt.
     failure_listener: std::sync::OnceLock<FailureListener>,
-    state: Mutex<State>,
+    state: StateCell,
     flush: Mutex<FlushState>,
     flushed: Condvar,
 }
@@ -463,7 +521,7 @@ impl Log {
             dir,
             storage,
             clock,
-            state: Mutex::new(State {
+            state: StateCell::new(State {
                 config,
                 segments,
                 log_start_offset,
@@ -614,12 +672,12 @@ impl Log {
     }
 
     pub fn log_start_offset(&self) -> u64 {
-        self.state.lock().log_start_offset
+        self.state.log_start_offset.load(Ordering::Acquire)
     }
 
     /// The offset the next appended record gets.
     pub fn log_end_offset(&self) -> u64 {
-        self.state.lock().log_end_offset()
+        self.state.log_end_offset.load(Ordering::Acquire)
     }
 
     /// Offset below which every record is on stable storage.

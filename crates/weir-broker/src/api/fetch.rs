@@ -158,6 +158,7 @@ pub(super) async fn handle(
             }
         })
         .collect();
+    let targets = Arc::new(targets);
     let live: Vec<&Arc<Partition>> = targets
         .iter()
         .filter_map(|t| t.partition.as_ref().ok())
@@ -186,7 +187,7 @@ pub(super) async fn handle(
         // in sync get no records (Kafka's `shouldLeaderThrottle`); judged
         // afresh on every read of a long poll.
         let hold_back = any_throttled && replication_quota.is_exceeded();
-        let (reads, bytes, has_error) = read_all(&targets, max_bytes, hold_back);
+        let (reads, bytes, has_error) = read_off_workers(&targets, max_bytes, hold_back).await;
         let timed_out = Instant::now() >= deadline;
         if bytes >= min_bytes.max(1) || has_error || any_redirected || timed_out || live.is_empty()
         {
@@ -549,6 +550,21 @@ fn check_leader_epoch(partition: &Partition, current_leader_epoch: i32) -> Resul
 
 /// Reads every target; with `hold_back`, throttled targets of followers
 /// not in sync are answered without records.
+/// [`read_all`] on the blocking pool: a read may wait for the log's lock
+/// (held across an append's write), for a batch header from the disk, or
+/// for a log moving between directories, none of which a runtime worker
+/// waits for.
+async fn read_off_workers(
+    targets: &Arc<Vec<Target>>,
+    max_bytes: usize,
+    hold_back: bool,
+) -> (Vec<Read>, usize, bool) {
+    let targets = targets.clone();
+    tokio::task::spawn_blocking(move || read_all(&targets, max_bytes, hold_back))
+        .await
+        .unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()))
+}
+
 fn read_all(targets: &[Target], max_bytes: usize, hold_back: bool) -> (Vec<Read>, usize, bool) {
     let mut total = 0usize;
     let mut has_error = false;
