@@ -40,16 +40,14 @@ pub(crate) struct Api {
 }
 
 /// Where a request's handler is called. Requests that may wait on a file
-/// (opening a log, a coordinator's append), on a lock held across one, or
-/// on the controller quorum are dispatched on the blocking pool, so that a
-/// runtime worker never waits and other connections go on. The rest answer
-/// from memory, or return at once a future that only awaits.
-///
-/// Produce and WriteTxnMarkers append inline: their append is a write to
-/// the page cache (and an fsync only under a flush policy), and a hop to
-/// the blocking pool per request cost the data path more than it saved
-/// (BENCHMARKS.md, "Group commit through the broker"). Requests that need
-/// the controller read the image and await the commit.
+/// (opening a log, an append to `__consumer_offsets`), on a lock held
+/// across one, or on the controller quorum are dispatched on the blocking
+/// pool, so that a runtime worker never waits and other connections go on.
+/// The rest answer from memory, or return at once a future that only
+/// awaits: Produce and WriteTxnMarkers await their partitions' appenders,
+/// Fetch its reads on the blocking pool, the transaction and share-state
+/// coordinators their shards' events, requests that need the controller
+/// the commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Runs {
     /// On the connection's task: the handler never waits on I/O before it

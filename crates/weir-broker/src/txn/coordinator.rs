@@ -504,36 +504,28 @@ fn take_turn<T>(
     }
     // A fenced or unknown producer hears so first.
     let (answer, next) = decide(entry.as_ref().map(|e| &e.meta))?;
-    let Some(entry) = entry else {
-        // A new id: its first state makes its entry when replayed.
-        return Ok(match next {
-            Some(next) => Outcome::write(
-                vec![state_entry(transactional_id, Some(&next), flexible)],
-                answer,
-            ),
-            None => Outcome::answer(answer),
-        });
-    };
-    if let Some(connection) = connection {
-        if connection < entry.newest_connection {
-            tracing::info!(
-                transactional_id,
-                connection,
-                newest = entry.newest_connection,
-                "refusing a request delayed on an old connection"
-            );
-            return Err(TxnError::InvalidTxnState.into());
+    // A new id has no entry until its first state is replayed.
+    if let Some(entry) = entry {
+        if let Some(connection) = connection {
+            if connection < entry.newest_connection {
+                tracing::info!(
+                    transactional_id,
+                    connection,
+                    newest = entry.newest_connection,
+                    "refusing a request delayed on an old connection"
+                );
+                return Err(TxnError::InvalidTxnState.into());
+            }
         }
+        // A new producer epoch starts counting connections afresh.
+        if next.as_ref().is_some_and(|next| {
+            (next.producer_id, next.producer_epoch)
+                != (entry.meta.producer_id, entry.meta.producer_epoch)
+        }) {
+            entry.newest_connection = 0;
+        }
+        entry.newest_connection = entry.newest_connection.max(connection.unwrap_or(0));
     }
-    let connection = connection.unwrap_or(0);
-    // A new producer epoch starts counting connections afresh.
-    if next.as_ref().is_some_and(|next| {
-        (next.producer_id, next.producer_epoch)
-            != (entry.meta.producer_id, entry.meta.producer_epoch)
-    }) {
-        entry.newest_connection = 0;
-    }
-    entry.newest_connection = entry.newest_connection.max(connection);
     Ok(match next {
         Some(next) => Outcome::write(
             vec![state_entry(transactional_id, Some(&next), flexible)],
