@@ -135,11 +135,7 @@ pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, request: Produce
         || (!ctx.channel.earlier_append_waits() && to_add(broker, &ctx, &request).is_empty())
     {
         let (responses, pending) = append_all(broker, &ctx, &request, &HashMap::new());
-        let (written, appended) = tokio::sync::oneshot::channel();
-        if !pending.is_empty() {
-            ctx.channel.read_next_after(appended);
-        }
-        return respond_when_done(broker.clone(), ctx, request, responses, pending, written);
+        return respond_when_done(broker.clone(), ctx, request, responses, pending);
     }
     let (earlier, appended) = ctx.channel.queue_append();
     let broker = broker.clone();
@@ -159,7 +155,7 @@ pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, request: Produce
         let (responses, pending) = append_all(&broker, &ctx, &request, &refused);
         // Queued: the connection's next transactional batches may go.
         drop(appended);
-        answer(&broker, &ctx, &request, responses, pending, None).await
+        answer(&broker, &ctx, &request, responses, pending).await
     }))
 }
 
@@ -324,7 +320,6 @@ fn respond_when_done(
     request: Request,
     responses: Vec<TopicProduceResponse>,
     pending: Vec<Pending>,
-    written: tokio::sync::oneshot::Sender<()>,
 ) -> Reply {
     if pending.is_empty() && request.acks != 0 {
         return Reply::Now(Some(
@@ -336,19 +331,16 @@ fn respond_when_done(
         ));
     }
     Reply::Later(Box::pin(async move {
-        answer(&broker, &ctx, &request, responses, pending, Some(written)).await
+        answer(&broker, &ctx, &request, responses, pending).await
     }))
 }
 
-/// Answers once the appends are in their logs and, under acks=all,
-/// replicated; `written` is dropped as soon as they are in their logs.
 async fn answer(
     broker: &Broker,
     ctx: &RequestContext,
     request: &Request,
     mut responses: Vec<TopicProduceResponse>,
     pending: Vec<Pending>,
-    written: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> Option<super::Outgoing> {
     let deadline = tokio::time::Instant::now() + request.timeout;
     let mut waits = Vec::with_capacity(pending.len());
@@ -376,7 +368,6 @@ async fn answer(
             Err(e) => *response = refused_append(&replica.topic, response.index, &e),
         }
     }
-    drop(written);
     if request.acks == 0 {
         return None;
     }

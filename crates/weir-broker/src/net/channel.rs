@@ -29,9 +29,6 @@ pub(crate) struct Channel {
     /// partitions to join the transaction before appending (transactions
     /// v2): later ones append after it, in the order the client sent them.
     last_waiting_append: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
-    /// What the connection waits for before it reads its next request: the
-    /// appends of the produce request it just dispatched.
-    read_gate: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
 }
 
 impl Channel {
@@ -42,7 +39,6 @@ impl Channel {
             muted_until: Mutex::new(None),
             inter_broker: AtomicBool::new(false),
             last_waiting_append: Mutex::new(None),
-            read_gate: Mutex::new(None),
         }
     }
 
@@ -69,21 +65,6 @@ impl Channel {
     ) {
         let (appended, waiting) = tokio::sync::oneshot::channel();
         (self.last_waiting_append.lock().replace(waiting), appended)
-    }
-
-    /// The connection reads its next request once `written` resolves (or
-    /// its sender is dropped): a produce's batches in their logs. As a
-    /// Kafka broker reads a connection's next request only once it has
-    /// handled the last, a producer faster than the disk is slowed by TCP
-    /// (and sends larger batches) instead of piling requests up in memory;
-    /// the worker is free meanwhile.
-    pub(crate) fn read_next_after(&self, written: tokio::sync::oneshot::Receiver<()>) {
-        *self.read_gate.lock() = Some(written);
-    }
-
-    /// What to wait for before reading the next request, if anything.
-    pub(crate) fn take_read_gate(&self) -> Option<tokio::sync::oneshot::Receiver<()>> {
-        self.read_gate.lock().take()
     }
 
     /// The listener's name.

@@ -266,7 +266,6 @@ async fn serve_requests<R: AsyncRead + Unpin>(
             }
         };
         let metered = broker.clone();
-        let read_gate = channel.take_read_gate();
         let channel = channel.clone();
         let task = tokio::spawn(async move {
             let response = if let Some((client_id, key_and_version)) = request_quota {
@@ -309,12 +308,6 @@ async fn serve_requests<R: AsyncRead + Unpin>(
         });
         if queue.send((task, reservation)).await.is_err() {
             break; // the writer failed: the peer is gone
-        }
-        if let Some(written) = read_gate {
-            tokio::select! {
-                _ = written => {}
-                _ = shutdown.changed() => break,
-            }
         }
     }
     drop(queue);
