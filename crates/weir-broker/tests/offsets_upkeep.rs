@@ -44,7 +44,7 @@ fn open_with_clock(dir: &std::path::Path, clock: Arc<dyn weir_log::Clock>) -> Ar
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while broker.partitions_of(OFFSETS_TOPIC).len() != 3
-        || !(0..3).all(|index| broker.groups().coordinates(index))
+        || !(0..3).all(|index| broker.offsets().hosts(index))
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -81,9 +81,7 @@ fn offsets_of_groups_without_members_expire_by_commit_time() {
     commit(&broker, "mixed", "t", 1, 30, now);
     commit(&broker, "fresh", "t", 0, 40, now);
     let retention = 7 * DAY_MS;
-    let expired = broker
-        .groups()
-        .expire_offsets(&broker, retention, now as u64);
+    let expired = broker.groups().expire_offsets(retention, now as u64);
     assert_eq!(expired, 2);
     let offsets = broker.offsets();
     assert!(offsets.group_offsets("old").is_empty());
@@ -104,12 +102,7 @@ fn offsets_of_groups_without_members_expire_by_commit_time() {
     );
     assert_eq!(broker.offsets().committed("mixed", "t", 0), None);
     // Nothing is due a second time.
-    assert_eq!(
-        broker
-            .groups()
-            .expire_offsets(&broker, retention, now as u64),
-        0
-    );
+    assert_eq!(broker.groups().expire_offsets(retention, now as u64), 0);
 }
 
 #[test]
@@ -121,14 +114,13 @@ fn a_checkpoint_drops_superseded_records_and_keeps_every_live_commit() {
         commit(&broker, "busy", "t", i % 4, i64::from(i), now);
     }
     commit(&broker, "quiet", "t", 0, 7, now);
-    let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
     let mut before = 0;
     let mut after = 0;
     for partition in broker.partitions_of(OFFSETS_TOPIC) {
         let log = partition.log();
         before += log.log_end_offset() - log.log_start_offset();
-        let live = broker.offsets().live_records(partition.index, count);
-        let rewritten = broker.offsets().checkpoint(&partition, count, now).unwrap();
+        let live = broker.offsets().live_records(partition.index);
+        let rewritten = broker.offsets().checkpoint(partition.index, now).unwrap();
         assert_eq!(rewritten, live);
         after += log.log_end_offset() - log.log_start_offset();
     }
@@ -173,11 +165,11 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
         }),
     };
     groups
-        .commit_offsets(&broker, "app", committer, vec![change], long_ago)
+        .commit_offsets("app", committer, vec![change], long_ago)
         .unwrap();
     let retention = 60_000;
     assert_eq!(
-        groups.expire_offsets(&broker, retention, broker.now_ms() as u64 + retention),
+        groups.expire_offsets(retention, broker.now_ms() as u64 + retention),
         0
     );
     let left = groups
@@ -197,14 +189,8 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
     // Retention counts from when the group became empty, not from the commit.
     // (on the broker's clock, which has not moved since)
     let emptied = clock.now_ms() as u64;
-    assert_eq!(
-        groups.expire_offsets(&broker, retention, emptied + retention - 1),
-        0
-    );
-    assert_eq!(
-        groups.expire_offsets(&broker, retention, emptied + retention),
-        1
-    );
+    assert_eq!(groups.expire_offsets(retention, emptied + retention - 1), 0);
+    assert_eq!(groups.expire_offsets(retention, emptied + retention), 1);
     // Empty and without offsets, the group itself goes, also from the log.
     assert_eq!(groups.state("app"), None);
     broker.shutdown();
@@ -240,7 +226,7 @@ fn txn_commit(broker: &Broker, group: &str, producer_id: i64, offsets: &[(i32, i
     };
     broker
         .groups()
-        .commit_transactional_offsets(broker, group, nobody, producer, offsets, at_ms)
+        .commit_transactional_offsets(group, nobody, producer, offsets, at_ms)
         .unwrap()
         .expect("written");
 }
@@ -251,7 +237,8 @@ fn end_transaction(broker: &Broker, group: &str, producer_id: i64, commit: bool)
     let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
     let index = weir_coord::records::offsets::partition_for(group, count);
     let partition = broker.partition(OFFSETS_TOPIC, index).unwrap();
-    broker.on_offsets_marker(index, producer_id, commit, partition.log().log_end_offset());
+    let offset = partition.log().log_end_offset();
+    futures::executor::block_on(broker.on_offsets_marker(index, producer_id, commit, offset));
 }
 
 #[test]
@@ -267,7 +254,7 @@ fn offsets_of_open_transactions_do_not_expire_nor_let_their_group_go() {
     let retention = 7 * DAY_MS;
     let now = broker.now_ms() as u64;
     // t-1 has a transactional commit pending: it stays, as Kafka keeps it.
-    assert_eq!(groups.expire_offsets(&broker, retention, now), 1);
+    assert_eq!(groups.expire_offsets(retention, now), 1);
     let offsets = broker.offsets();
     assert_eq!(offsets.committed("copier", "t", 0), None);
     assert_eq!(offsets.committed("copier", "t", 1).unwrap().offset, 11);
@@ -278,7 +265,7 @@ fn offsets_of_open_transactions_do_not_expire_nor_let_their_group_go() {
     );
     // Once the transaction aborts, the old commit expires.
     end_transaction(&broker, "copier", 7, false);
-    assert_eq!(groups.expire_offsets(&broker, retention, now), 1);
+    assert_eq!(groups.expire_offsets(retention, now), 1);
     assert!(offsets.group_offsets("copier").is_empty());
     assert_eq!(offsets.groups(), vec!["pending-only".to_owned()]);
 
@@ -351,7 +338,7 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
     // The metadata names this node the leader but the partition is not
     // loaded: requests are refused rather than served from a state the load
     // would replace.
-    groups.hand_over(index);
+    broker.offsets().unload(index);
     assert_eq!(
         broker.check_coordinator("app"),
         Err(14),
@@ -368,8 +355,11 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
         .into_iter()
         .find(|p| p.index == index)
         .unwrap();
-    let loaded = broker.offsets().reload(&partition, count).unwrap();
-    groups.take_over(&broker, index, count, loaded);
+    broker
+        .offsets()
+        .load(partition, count, groups.config(), broker.now_ms())
+        .unwrap();
+    groups.take_over(&broker, index);
     assert_eq!(broker.check_coordinator("app"), Ok(()));
     assert_eq!(groups.state("app"), Some(GroupState::Stable));
     assert_eq!(groups.heartbeat(&broker, "app", heartbeat()).await, Ok(()));

@@ -28,7 +28,7 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
-use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::coordinator::{CoordinatorError, COORDINATOR_WRITE_TIMEOUT};
 use crate::groups::classic::{Committer, DeletedOffsets, GroupAdminError};
 use crate::groups::offsets::{OffsetChange, MAX_METADATA_BYTES, OFFSETS_TOPIC};
 use crate::partition::ReplicatedWrite;
@@ -296,7 +296,7 @@ fn write_offset_commit(
         // Checked again with the write: a rebalance may have begun since.
         broker
             .groups()
-            .commit_offsets(broker, &group, committer, changes, now)
+            .commit_offsets(&group, committer, changes, now)
     };
     let (pending_outcome, write) = match written {
         Ok(write) => (None, write),
@@ -745,18 +745,19 @@ pub(super) fn txn_offset_commit(
         Ok(None)
     } else if consumer_group.is_some() {
         broker
-            .commit_transactional_offsets(&group, producer, offsets, now)
+            .offsets()
+            .commit_transactional(&group, producer, offsets, now)
             .map_err(TxnCommitError::from)
     } else {
         broker
             .groups()
-            .commit_transactional_offsets(broker, &group, committer, producer, offsets, now)
+            .commit_transactional_offsets(&group, committer, producer, offsets, now)
     };
     let written = written.map_err(|error| match error {
         TxnCommitError::Membership(error) => kafka_error(error.code()),
-        TxnCommitError::Append(AppendError::InvalidProducerEpoch { .. }) => {
-            ResponseError::InvalidProducerEpoch
-        }
+        TxnCommitError::Write(CoordinatorError::Append(AppendError::InvalidProducerEpoch {
+            ..
+        })) => ResponseError::InvalidProducerEpoch,
         error => {
             tracing::warn!(group = %group, %error, "transactional offset commit failed");
             ResponseError::CoordinatorNotAvailable

@@ -141,17 +141,9 @@ pub(super) fn handle(
                         "wrote a transaction marker"
                     );
                     if topic == OFFSETS_TOPIC {
-                        // The offset store's locks are held across its
-                        // appends: taken off the runtime's workers.
-                        let broker = broker.clone();
-                        let offset = appended.base_offset;
-                        let ended = tokio::task::spawn_blocking(move || {
-                            broker.on_offsets_marker(index, producer_id, commit, offset)
-                        })
-                        .await;
-                        if let Err(error) = ended {
-                            tracing::error!(%error, "ending a transaction's offset commits failed");
-                        }
+                        broker
+                            .on_offsets_marker(index, producer_id, commit, appended.base_offset)
+                            .await;
                     }
                     let until = appended.last_offset + 1;
                     if replica.high_watermark() < until {

@@ -176,26 +176,22 @@ fn upkeep_offsets(broker: &Broker) {
     let retention_ms = broker.config().offsets_retention_minutes * 60_000;
     broker
         .groups()
-        .expire_offsets(broker, retention_ms, broker.now_ms() as u64);
-    let Some(count) =
-        broker.with_image(|image| image.topic(OFFSETS_TOPIC).map(|t| t.partition_count()))
-    else {
-        return;
-    };
+        .expire_offsets(retention_ms, broker.now_ms() as u64);
     // Only a partition's leader writes to it.
     let led = broker
-        .partitions_of(OFFSETS_TOPIC)
+        .offsets()
+        .hosted()
         .into_iter()
-        .filter(|p| broker.leader_partition(OFFSETS_TOPIC, p.index).is_ok());
+        .filter_map(|index| broker.partition(OFFSETS_TOPIC, index));
     for partition in led {
         let in_log = partition.log().log_end_offset() - partition.log().log_start_offset();
-        let live = broker.offsets().live_records(partition.index, count) as u64;
+        let live = broker.offsets().live_records(partition.index) as u64;
         if in_log < CHECKPOINT_MIN_RECORDS || in_log < CHECKPOINT_RATIO * live {
             continue;
         }
         match broker
             .offsets()
-            .checkpoint(&partition, count, broker.now_ms())
+            .checkpoint(partition.index, broker.now_ms())
         {
             Ok(rewritten) => tracing::info!(
                 partition = partition.index,

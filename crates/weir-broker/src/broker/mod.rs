@@ -22,6 +22,7 @@ use weir_meta::{
 use crate::broker::producer_ids::ProducerIdBlocks;
 use crate::broker::quorum::{Metadata, MetadataError};
 use crate::config::BrokerConfig;
+use crate::coordinator::CoordinatorError;
 use crate::groups::classic::GroupCoordinator;
 use crate::groups::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::partition::{AppendError, Partition, ReplicatedWrite};
@@ -32,7 +33,6 @@ use crate::server::fetch_sessions::FetchSessionCache;
 use crate::server::metrics::Metrics;
 use crate::share::state_coordinator::SHARE_STATE_TOPIC;
 use crate::txn::{TxnCoordinator, TRANSACTION_STATE_TOPIC};
-use weir_coord::classic::GroupSnapshot;
 use weir_meta::Authorizer;
 
 /// How long a change forwarded to the controller quorum by a request with
@@ -157,7 +157,7 @@ pub struct Broker {
     producer_ids: Mutex<ProducerIdBlocks>,
     metrics: Metrics,
     serving: AtomicBool,
-    offsets: OffsetStore,
+    offsets: Arc<OffsetStore>,
     groups: GroupCoordinator,
     consumer_groups: crate::groups::consumer::ConsumerGroupCoordinator,
     share_groups: crate::share::group_coordinator::ShareGroupCoordinator,
@@ -363,33 +363,34 @@ impl Broker {
             inter_broker_security.clone(),
         );
         replicas.reconcile(&current.config, &image);
-        let offsets = OffsetStore::load(&replicas.of_topic(OFFSETS_TOPIC)).map_err(|source| {
-            BrokerError::Log {
-                topic: OFFSETS_TOPIC.to_owned(),
-                partition: -1,
-                source,
-            }
-        })?;
         // The __consumer_offsets partitions led here in the image the
-        // replicas were opened from (the coordinator keeps only their
-        // groups): later changes reach it through `reconcile`.
+        // replicas were opened from are loaded now: later changes reach the
+        // coordinators through `reconcile`.
         let offsets_topic = image.topic(OFFSETS_TOPIC);
-        let coordinated: HashSet<i32> = offsets_topic
-            .map(|t| {
-                t.partitions
-                    .iter()
-                    .filter(|p| p.leader == config.startup.node_id)
-                    .map(|p| p.partition)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let groups = GroupCoordinator::new(
-            config.group_config(),
-            offsets_topic.map_or(0, |t| t.partition_count()),
-            coordinated,
-            offsets.group_metadata(),
-            clock.now_ms(),
-        );
+        let offsets_partitions = offsets_topic.map_or(0, |t| t.partition_count());
+        let offsets = Arc::new(OffsetStore::new(config.startup.node_id));
+        let led = offsets_topic
+            .into_iter()
+            .flat_map(|t| t.partitions.iter())
+            .filter(|p| p.leader == config.startup.node_id);
+        for led in led {
+            let Some(partition) = replicas.get(OFFSETS_TOPIC, led.partition) else {
+                continue;
+            };
+            offsets
+                .load(
+                    partition,
+                    offsets_partitions,
+                    &config.group_config(),
+                    clock.now_ms(),
+                )
+                .map_err(|source| BrokerError::Log {
+                    topic: OFFSETS_TOPIC.to_owned(),
+                    partition: led.partition,
+                    source,
+                })?;
+        }
+        let groups = GroupCoordinator::new(config.group_config(), offsets.clone());
         let metrics = Metrics::default();
         let fetch_sessions = FetchSessionCache::new(
             config.max_incremental_fetch_session_cache_slots,
@@ -473,10 +474,10 @@ impl Broker {
                 .topic(OFFSETS_TOPIC)
                 .map_or(0, |t| t.partition_count())
         });
-        for index in self.groups.coordinated() {
-            let records = self.offsets.consumer_group_records(index, count);
+        for index in self.offsets.hosted() {
+            let records = self.offsets.consumer_group_records(index);
             self.consumer_groups.take_over(self, index, count, records);
-            let records = self.offsets.share_group_records(index, count);
+            let records = self.offsets.share_group_records(index);
             self.share_groups.take_over(self, index, count, records);
         }
     }
@@ -541,9 +542,9 @@ impl Broker {
         // Groups move with the leadership of their __consumer_offsets
         // partition.
         for (_, index) in outcome.unled.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
-            self.groups.hand_over(*index);
             self.consumer_groups.hand_over(*index);
             self.share_groups.hand_over(*index);
+            self.offsets.unload(*index);
         }
         for (_, index) in outcome
             .unled
@@ -577,25 +578,28 @@ impl Broker {
             let Some(partition) = self.replicas.get(OFFSETS_TOPIC, *index) else {
                 continue;
             };
-            match self.offsets.reload(&partition, count) {
-                Ok(loaded) => {
+            let loaded = self
+                .offsets
+                .load(partition, count, self.groups.config(), self.now_ms());
+            match loaded {
+                Ok(records) => {
                     tracing::info!(
                         partition = index,
-                        groups = loaded.len(),
+                        records,
                         "coordinating the groups of a __consumer_offsets partition"
                     );
-                    self.groups.take_over(&me, *index, count, loaded);
+                    self.groups.take_over(&me, *index);
                     self.consumer_groups.take_over(
                         &me,
                         *index,
                         count,
-                        self.offsets.consumer_group_records(*index, count),
+                        self.offsets.consumer_group_records(*index),
                     );
                     self.share_groups.take_over(
                         &me,
                         *index,
                         count,
-                        self.offsets.share_group_records(*index, count),
+                        self.offsets.share_group_records(*index),
                     );
                 }
                 Err(error) => tracing::error!(partition = index, %error, "cannot load groups"),
@@ -778,7 +782,7 @@ impl Broker {
     pub fn check_coordinator(&self, group: &str) -> Result<(), i16> {
         match self.coordinator_of(group) {
             Some((index, leader)) if leader == self.static_config.startup.node_id => {
-                if self.groups.coordinates(index) {
+                if self.offsets.hosts(index) {
                     Ok(())
                 } else {
                     Err(14) // COORDINATOR_LOAD_IN_PROGRESS
@@ -859,39 +863,8 @@ impl Broker {
         group: &str,
         changes: Vec<OffsetChange>,
         now_ms: i64,
-    ) -> Result<Option<ReplicatedWrite>, AppendError> {
-        let partition = self.group_partition(group)?;
-        let appended = self.offsets.commit(&partition, group, changes, now_ms)?;
-        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
-    }
-
-    /// Writes offsets committed in a transaction (TxnOffsetCommit) of a
-    /// group whose membership was checked; returns the write to wait on.
-    pub fn commit_transactional_offsets(
-        &self,
-        group: &str,
-        producer: crate::groups::offsets::TxnProducer,
-        offsets: Vec<(String, i32, weir_coord::records::offsets::CommittedOffset)>,
-        now_ms: i64,
-    ) -> Result<Option<ReplicatedWrite>, AppendError> {
-        let partition = self.group_partition(group)?;
-        let appended = self
-            .offsets
-            .commit_transactional(&partition, group, producer, offsets, now_ms)?;
-        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
-    }
-
-    /// Writes a group's metadata record; returns the write to wait on.
-    pub fn write_group(
-        &self,
-        group: &str,
-        snapshot: &GroupSnapshot,
-    ) -> Result<Option<ReplicatedWrite>, AppendError> {
-        let partition = self.group_partition(group)?;
-        let appended =
-            self.offsets
-                .write_group(&partition, group, Some(snapshot), self.now_ms())?;
-        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
+    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+        self.offsets.commit(group, changes, now_ms)
     }
 
     /// Appends a consumer group's records (keys and values as encoded);
@@ -900,40 +873,27 @@ impl Broker {
         &self,
         group: &str,
         records: Vec<(bytes::Bytes, Option<bytes::Bytes>)>,
-    ) -> Result<Option<ReplicatedWrite>, AppendError> {
-        let partition = self.group_partition(group)?;
-        let appended =
-            self.offsets
-                .write_consumer_group(&partition, group, records, self.now_ms())?;
-        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
-    }
-
-    /// Removes a group's offsets and metadata from `__consumer_offsets`;
-    /// returns the write to wait on.
-    pub fn delete_group(
-        &self,
-        group: &str,
-        now_ms: i64,
-    ) -> Result<Option<ReplicatedWrite>, AppendError> {
-        let partition = self.group_partition(group)?;
-        let appended = self.offsets.delete_group(&partition, group, now_ms)?;
-        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
+    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+        self.offsets
+            .write_consumer_group(group, records, self.now_ms())
     }
 
     /// A transaction marker of `producer_id` was written at `offset` to
     /// partition `partition` of `__consumer_offsets`: the offsets the
     /// transaction committed there (TxnOffsetCommit) become visible, or, on
     /// an abort, are dropped. Called by the partition's leader after the
-    /// append, with no lock of the partition held.
-    pub fn on_offsets_marker(&self, partition: i32, producer_id: i64, commit: bool, offset: u64) {
-        let count =
-            self.with_image(|image| image.topic(OFFSETS_TOPIC).map(|t| t.partition_count()));
-        let Some(count) = count else {
-            return;
-        };
-        let ended =
-            self.offsets
-                .complete_transaction(partition, count, producer_id, commit, offset);
+    /// append.
+    pub async fn on_offsets_marker(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        commit: bool,
+        offset: u64,
+    ) {
+        let ended = self
+            .offsets
+            .complete_transaction(partition, producer_id, commit, offset)
+            .await;
         tracing::debug!(
             partition,
             producer_id,
@@ -1759,7 +1719,7 @@ impl Broker {
         }
         for (group, partitions) in self.offsets.commits_of_topic(topic) {
             let index = weir_coord::records::offsets::partition_for(&group, offsets_partitions);
-            if !self.groups.coordinates(index) {
+            if !self.offsets.hosts(index) {
                 continue;
             }
             let changes = partitions

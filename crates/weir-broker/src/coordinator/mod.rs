@@ -6,6 +6,7 @@
 pub mod batches;
 mod runtime;
 
+pub(crate) use runtime::append;
 pub use runtime::{
     Applied, CoordinatorError, CoordinatorRuntime, EventOutcome, Outcome, Shard, ShardContext,
     COORDINATOR_WRITE_TIMEOUT,

@@ -23,6 +23,7 @@ use tokio::sync::oneshot;
 use weir_log::LogError;
 
 use super::batches::{encode_batch, for_each_item, Entry, Item, TxnProducer};
+use crate::partition::blocking::without_holding_up_the_worker;
 use crate::partition::{
     check_single_batch, AppendError, AppendOrigin, Partition, ReplicatedWrite, RequiredAcks,
     Written,
@@ -37,6 +38,14 @@ pub trait Shard: Default + Send + 'static {
     /// Applies one record (or transaction marker) of the partition's log:
     /// while loading, and after each write of the shard's own.
     fn replay(&mut self, item: Item);
+
+    /// Applies a record the shard's own operation just wrote at `item`'s
+    /// offset, which the in-sync replicas may not hold yet (they hold what
+    /// is below `high_watermark`).
+    fn replay_written(&mut self, item: Item, high_watermark: u64) {
+        let _ = high_watermark;
+        self.replay(item);
+    }
 
     /// How many entries the shard holds, for the line that reports a load.
     fn size(&self) -> usize;
@@ -165,22 +174,48 @@ impl<S: Shard> CoordinatorRuntime<S> {
     /// This node leads `partition` now: its shard is rebuilt by replaying
     /// the log, then takes events. Reads the log where it is called, which
     /// must not be a runtime worker. Returns the shard's size.
+    ///
+    /// The shard is in place, locked, before the log is read: events for it
+    /// wait for the load, and what reaches the log meanwhile from outside
+    /// the shard (a transaction marker) is either read or applied after.
     pub fn load(&self, partition: Arc<Partition>) -> Result<usize, LogError> {
-        let leader_epoch = partition.replica_state().leader_epoch;
-        let mut shard = S::default();
-        for_each_item(&partition, |item| shard.replay(item))?;
-        let size = shard.size();
-        let hosted = Hosted {
-            leader_epoch,
-            shard: Mutex::new(shard),
+        self.load_with(partition, |_| {})
+    }
+
+    /// [`load`](Self::load), then `loaded` on the shard before any event
+    /// reaches it: for what a shard derives from its records at once.
+    pub fn load_with(
+        &self,
+        partition: Arc<Partition>,
+        loaded: impl FnOnce(&mut S),
+    ) -> Result<usize, LogError> {
+        let hosted = Arc::new(Hosted {
+            leader_epoch: partition.replica_state().leader_epoch,
+            shard: Mutex::new(S::default()),
             queue: Mutex::new(Queue {
                 events: Vec::new(),
                 draining: false,
             }),
             partition: partition.clone(),
-        };
-        self.shards.lock().insert(partition.index, Arc::new(hosted));
-        Ok(size)
+        });
+        let mut shard = hosted.shard.lock();
+        self.shards.lock().insert(partition.index, hosted.clone());
+        let replayed = for_each_item(&partition, |item| shard.replay(item));
+        if let Err(error) = replayed {
+            drop(shard);
+            self.unload_if(partition.index, &hosted);
+            return Err(error);
+        }
+        loaded(&mut shard);
+        Ok(shard.size())
+    }
+
+    /// Unloads `index` if `hosted` is still its shard.
+    fn unload_if(&self, index: i32, hosted: &Arc<Hosted<S>>) {
+        let mut shards = self.shards.lock();
+        if shards.get(&index).is_some_and(|h| Arc::ptr_eq(h, hosted)) {
+            shards.remove(&index);
+        }
     }
 
     /// Another node leads `index` now. Events already queued still run,
@@ -199,6 +234,31 @@ impl<S: Shard> CoordinatorRuntime<S> {
         let mut hosted: Vec<i32> = self.shards.lock().keys().copied().collect();
         hosted.sort_unstable();
         hosted
+    }
+
+    /// Runs `op` on the shard of `index` at once, on this thread, between
+    /// two of its events (it waits for a running one): for reads that
+    /// cannot wait for their turn. `None` if the shard is not loaded here.
+    pub fn inspect<R>(&self, index: i32, op: impl FnOnce(&mut S) -> R) -> Option<R> {
+        let hosted = self.shards.lock().get(&index).cloned()?;
+        let mut shard = hosted.shard.lock();
+        Some(op(&mut shard))
+    }
+
+    /// [`inspect`](Self::inspect) on every shard loaded here, in partition
+    /// order.
+    pub fn inspect_all<R>(&self, mut op: impl FnMut(i32, &mut S) -> R) -> Vec<R> {
+        let mut hosted: Vec<(i32, Arc<Hosted<S>>)> = self
+            .shards
+            .lock()
+            .iter()
+            .map(|(index, hosted)| (*index, hosted.clone()))
+            .collect();
+        hosted.sort_unstable_by_key(|(index, _)| *index);
+        hosted
+            .into_iter()
+            .map(|(index, hosted)| op(index, &mut hosted.shard.lock()))
+            .collect()
     }
 
     /// Runs `op` on the shard of `index` in turn and writes what it
@@ -255,6 +315,20 @@ impl<S: Shard> CoordinatorRuntime<S> {
         })
     }
 
+    /// Runs `op` on the shard of `index` in turn, with where the shard is
+    /// hosted: for an operation that writes by itself ([`append`]).
+    pub fn run<R, E>(
+        &self,
+        index: i32,
+        op: impl FnOnce(&mut S, &ShardContext<'_>) -> Result<R, E> + Send + 'static,
+    ) -> EventOutcome<Result<R, E>>
+    where
+        R: Send + 'static,
+        E: From<CoordinatorError> + Send + 'static,
+    {
+        self.submit(index, op)
+    }
+
     /// Runs `op` on the shard of `index` in turn, after the events queued
     /// before it.
     pub fn read<R, E>(
@@ -292,7 +366,14 @@ impl<S: Shard> CoordinatorRuntime<S> {
         };
         if start_drain {
             let topic = self.topic;
-            tokio::task::spawn_blocking(move || hosted.drain(topic));
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn_blocking(move || hosted.drain(topic));
+                }
+                // No runtime (a tool, a plain test): the caller's thread is
+                // the one to run it.
+                Err(_) => hosted.drain(topic),
+            }
         }
         EventOutcome(outcome)
     }
@@ -329,8 +410,10 @@ impl<S: Shard> Hosted<S> {
 }
 
 /// Appends `records` to the shard's partition and replays them into the
-/// shard at the offsets they were given.
-fn append<S: Shard>(
+/// shard at the offsets they were given: what the runtime does with an
+/// operation's records, for a caller that hosts a shard by itself (the
+/// seeded simulation).
+pub(crate) fn append<S: Shard>(
     shard: &mut S,
     context: &ShardContext<'_>,
     records: &[Entry],
@@ -353,13 +436,15 @@ fn append<S: Shard>(
             appended
         }
     };
+    let high_watermark = partition.high_watermark();
     for (at, entry) in (appended.base_offset..).zip(records) {
-        shard.replay(Item::Record {
+        let item = Item::Record {
             key: entry.key.clone(),
             value: entry.value.clone(),
             at,
             transaction: producer.map(|p| p.id),
-        });
+        };
+        shard.replay_written(item, high_watermark);
     }
     Ok(ReplicatedWrite::of(partition.clone(), &appended))
 }
@@ -383,10 +468,13 @@ impl<T, E: From<CoordinatorError>> Future for EventOutcome<Result<T, E>> {
 }
 
 impl<T, E: From<CoordinatorError>> EventOutcome<Result<T, E>> {
-    /// Waits for the outcome on this thread, which must not be a runtime
-    /// worker.
+    /// Waits for the outcome on this thread. On a worker of a
+    /// multi-threaded runtime the worker hands its other tasks to another
+    /// thread meanwhile: the `__consumer_offsets` hosts still call their
+    /// shards from synchronous code, some of it reached from async tasks.
     pub fn wait(self) -> Result<T, E> {
-        self.0.blocking_recv().unwrap_or_else(|_| Err(abandoned()))
+        without_holding_up_the_worker(|| futures::executor::block_on(self.0))
+            .unwrap_or_else(|_| Err(abandoned()))
     }
 }
 

@@ -1,43 +1,43 @@
-//! The group coordinator: hosts a [`GroupEngine`] for every group whose
-//! `__consumer_offsets` partition lives on this broker and does the engine's
-//! I/O: it parks requests until the engine answers them, arms timers that feed
-//! [`Event::Timer`] back, and writes group metadata records before the
-//! responses that depend on them.
-//!
-//! The groups of each `__consumer_offsets` partition have their own mutex,
-//! so groups of different partitions never wait for each other. It is held
-//! only while an event is applied and its commands executed (an append to
-//! `__consumer_offsets` at most), never across an await. Lock order: a
-//! partition's groups, then the [`OffsetStore`](crate::groups::offsets::OffsetStore)'s;
-//! the map of partitions is never held while a partition's groups are taken.
+//! The classic group coordinator: a [`GroupEngine`] for every classic group
+//! stored in a `__consumer_offsets` partition this broker leads, kept in that
+//! partition's shard of the coordinator runtime with the partition's offsets.
+//! Every request is an event of the shard: the engine handles it, requests
+//! park until it answers them, timers feed [`Event::Timer`] back as events
+//! of their own, and group metadata is written through the shard before the
+//! answers that depend on it, which wait until the in-sync replicas hold it.
 //!
 //! A group is served only once its `__consumer_offsets` partition has been
 //! loaded here: between the metadata naming this node leader and the load,
 //! requests get COORDINATOR_LOAD_IN_PROGRESS, so no state made in that window
-//! is replaced by the load.
+//! is replaced by the load. The engines are built from the partition's
+//! metadata records in the same step as the load.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
-use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
-use crate::groups::offsets::{OffsetChange, TxnProducer};
-use crate::partition::{AppendError, ReplicatedWrite};
+use crate::coordinator::batches::Entry;
+use crate::coordinator::{CoordinatorError, EventOutcome, ShardContext, COORDINATOR_WRITE_TIMEOUT};
+use crate::groups::offsets::{
+    commit_entries, group_entry, write, GroupShard, OffsetChange, OffsetStore, TxnProducer,
+};
+use crate::partition::ReplicatedWrite;
 use weir_coord::classic::{
     Command, Event, GroupConfig, GroupEngine, GroupError, GroupSnapshot, GroupState, Heartbeat,
     JoinGroup, JoinResponse, LeaveGroup, LeaveResponse, LeftMember, RequestId, Response, SyncGroup,
     SyncResponse, TimerKey,
 };
 use weir_coord::consumer::{ClassicGroupImage, ClassicMemberImage, ClassicProtocol};
-use weir_coord::records::offsets::{partition_for, CommittedOffset};
+use weir_coord::records;
+use weir_coord::records::offsets::CommittedOffset;
 
 /// Why a group could not be deleted or its offsets changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -58,7 +58,7 @@ pub enum TxnCommitError {
     #[error(transparent)]
     Membership(#[from] GroupError),
     #[error(transparent)]
-    Append(#[from] AppendError),
+    Write(#[from] CoordinatorError),
 }
 
 /// What OffsetDelete did.
@@ -115,25 +115,73 @@ impl HostedGroup {
             timers: HashMap::new(),
         }
     }
+}
 
-    fn disarm_all(&mut self) {
+impl Drop for HostedGroup {
+    /// A group dropped (removed, or its partition unloaded) fires no more
+    /// timers.
+    fn drop(&mut self) {
         for (_, (_, handle)) in self.timers.drain() {
             handle.abort();
         }
     }
 }
 
-/// The groups of one `__consumer_offsets` partition.
-type PartitionGroups = Arc<Mutex<HashMap<String, HostedGroup>>>;
+/// The classic groups of one `__consumer_offsets` partition, in the
+/// partition's shard.
+#[derive(Default)]
+pub struct ClassicGroups(HashMap<String, HostedGroup>);
+
+impl ClassicGroups {
+    /// The groups as their last metadata records leave them, as the
+    /// partition is loaded. Their timers are armed by
+    /// [`GroupCoordinator::take_over`].
+    pub(crate) fn load(
+        loaded: Vec<(String, GroupSnapshot)>,
+        config: &GroupConfig,
+        now_ms: i64,
+    ) -> Self {
+        Self(
+            loaded
+                .into_iter()
+                .map(|(group, snapshot)| {
+                    let engine =
+                        GroupEngine::load(group.clone(), config.clone(), snapshot, now_ms as u64);
+                    (group, HostedGroup::new(engine))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Who commits offsets, owned, to take into a shard's event.
+struct OwnedCommitter {
+    member_id: String,
+    generation_id: i32,
+    group_instance_id: Option<String>,
+}
+
+impl OwnedCommitter {
+    fn of(committer: Committer<'_>) -> Self {
+        Self {
+            member_id: committer.member_id.to_owned(),
+            generation_id: committer.generation_id,
+            group_instance_id: committer.group_instance_id.map(str::to_owned),
+        }
+    }
+
+    fn as_committer(&self) -> Committer<'_> {
+        Committer {
+            member_id: &self.member_id,
+            generation_id: self.generation_id,
+            group_instance_id: self.group_instance_id.as_deref(),
+        }
+    }
+}
 
 pub struct GroupCoordinator {
     config: GroupConfig,
-    /// By `__consumer_offsets` partition, for the partitions whose groups
-    /// are loaded here.
-    partitions: RwLock<HashMap<i32, PartitionGroups>>,
-    /// `__consumer_offsets`' partition count, which never changes once the
-    /// topic exists (0 before).
-    partition_count: AtomicI32,
+    offsets: Arc<OffsetStore>,
     next_id: AtomicU64,
     /// Groups whose consumers read committed data only: they ask
     /// OffsetFetch for stable offsets, which only read_committed
@@ -142,59 +190,44 @@ pub struct GroupCoordinator {
 }
 
 impl GroupCoordinator {
-    /// A coordinator of the groups of the `coordinated` partitions of
-    /// `__consumer_offsets`: those of `loaded` (every group read from the
-    /// log) in other partitions are left out. Their session timers start
-    /// with [`start`](Self::start).
-    pub fn new(
-        config: GroupConfig,
-        partition_count: i32,
-        coordinated: HashSet<i32>,
-        loaded: Vec<(String, GroupSnapshot)>,
-        now_ms: i64,
-    ) -> Self {
-        let now = now_ms as u64;
-        let mut partitions: HashMap<i32, HashMap<String, HostedGroup>> = coordinated
-            .into_iter()
-            .map(|p| (p, HashMap::new()))
-            .collect();
-        for (group, snapshot) in loaded {
-            let index = partition_for(&group, partition_count);
-            if let Some(groups) = partitions.get_mut(&index) {
-                let engine = GroupEngine::load(group.clone(), config.clone(), snapshot, now);
-                groups.insert(group, HostedGroup::new(engine));
-            }
-        }
+    /// A coordinator of the classic groups stored in the `__consumer_offsets`
+    /// partitions `offsets` hosts.
+    pub fn new(config: GroupConfig, offsets: Arc<OffsetStore>) -> Self {
         Self {
             config,
-            partitions: RwLock::new(
-                partitions
-                    .into_iter()
-                    .map(|(p, groups)| (p, Arc::new(Mutex::new(groups))))
-                    .collect(),
-            ),
-            partition_count: AtomicI32::new(partition_count),
+            offsets,
             next_id: AtomicU64::new(1),
             read_committed: Mutex::default(),
         }
     }
 
-    /// The groups of `__consumer_offsets` partition `partition`, if loaded here.
-    fn partition(&self, partition: i32) -> Option<PartitionGroups> {
-        self.partitions.read().get(&partition).cloned()
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
     }
 
-    /// The groups of the partition `group` belongs to, if loaded here.
-    fn partition_of(&self, group: &str) -> Option<PartitionGroups> {
-        match self.partition_count.load(Ordering::Acquire) {
-            0 => None,
-            count => self.partition(partition_for(group, count)),
-        }
+    /// Runs `op` on the shard of `group`'s partition in its turn.
+    fn on_shard<R: Send + 'static>(
+        &self,
+        group: &str,
+        op: impl FnOnce(&mut GroupShard, &ShardContext<'_>) -> R + Send + 'static,
+    ) -> Result<EventOutcome<Result<R, CoordinatorError>>, GroupError> {
+        let index = self
+            .offsets
+            .index_of(group)
+            .ok_or(GroupError::CoordinatorNotAvailable)?;
+        Ok(self
+            .offsets
+            .runtime()
+            .run(index, move |shard, context| Ok(op(shard, context))))
     }
 
-    /// Every partition's groups loaded here.
-    fn all_partitions(&self) -> Vec<PartitionGroups> {
-        self.partitions.read().values().cloned().collect()
+    /// Runs `op` on `group` where it is hosted, at once, between two
+    /// events of its shard.
+    fn inspect<R>(&self, group: &str, op: impl FnOnce(Option<&HostedGroup>) -> R) -> Option<R> {
+        let index = self.offsets.index_of(group)?;
+        self.offsets
+            .runtime()
+            .inspect(index, |shard| op(shard.classic.0.get(group)))
     }
 
     /// A consumer of `group` asked for stable offsets: it reads committed
@@ -212,73 +245,30 @@ impl GroupCoordinator {
         self.read_committed.lock().contains(group)
     }
 
-    /// The `__consumer_offsets` partitions whose groups are loaded here.
-    pub fn coordinated(&self) -> Vec<i32> {
-        self.partitions.read().keys().copied().collect()
-    }
-
-    /// Whether the groups of `__consumer_offsets` partition `partition` are
-    /// loaded here.
-    pub fn coordinates(&self, partition: i32) -> bool {
-        self.partitions.read().contains_key(&partition)
-    }
-
     /// This node now coordinates the groups of `__consumer_offsets`
-    /// partition `partition` (of `partition_count`): they are `loaded`
-    /// (read from the log just now) and their timers armed.
-    pub fn take_over(
-        &self,
-        broker: &Arc<Broker>,
-        partition: i32,
-        partition_count: i32,
-        loaded: Vec<(String, GroupSnapshot)>,
-    ) {
-        let now = broker.now_ms() as u64;
-        self.partition_count
-            .store(partition_count, Ordering::Release);
-        let taken = PartitionGroups::default();
-        // Held from before the groups can be found: a timer that fires at
-        // once waits for its group.
-        let mut groups = taken.lock();
-        let replaced = self.partitions.write().insert(partition, taken.clone());
-        if let Some(replaced) = replaced {
-            disarm(&replaced);
-        }
-        for (group, snapshot) in loaded {
-            let engine = GroupEngine::load(group.clone(), self.config.clone(), snapshot, now);
-            let hosted = groups
-                .entry(group.clone())
-                .or_insert(HostedGroup::new(engine));
-            self.execute(broker, &group, hosted);
-        }
-    }
-
-    /// Another node coordinates the groups of `__consumer_offsets`
-    /// partition `partition` now: they are dropped here (requests still
-    /// waiting on them are answered by their new coordinator once the
-    /// clients retry).
-    pub fn hand_over(&self, partition: i32) {
-        let handed = self.partitions.write().remove(&partition);
-        if let Some(handed) = handed {
-            disarm(&handed);
-        }
-    }
-
-    /// Arms the timers of the loaded groups, so that members that do not come
-    /// back after a restart expire. Needs the Tokio runtime.
-    pub fn start(&self, broker: &Arc<Broker>) {
-        for partition in self.all_partitions() {
-            let mut groups = partition.lock();
-            for (group, hosted) in groups.iter_mut() {
-                self.execute(broker, group, hosted);
+    /// partition `index`, just loaded: their timers are armed.
+    pub fn take_over(&self, broker: &Arc<Broker>, index: i32) {
+        let broker = broker.clone();
+        // The event runs whether or not its outcome is awaited.
+        drop(self.offsets.runtime().run(index, move |shard, context| {
+            let groups: Vec<String> = shard.classic.0.keys().cloned().collect();
+            for group in groups {
+                with_group(shard, &group, |shard, hosted| {
+                    execute(&broker, shard, context, &group, hosted);
+                });
             }
-        }
+            Ok::<_, CoordinatorError>(())
+        }));
     }
 
-    // The request handlers below do their synchronous part (feeding the
-    // engine) when called and return a future for the answer, so that the
-    // consumer group coordinator can route a request here while it holds
-    // the group's partition (no conversion of the group in between).
+    /// Arms the timers of the groups loaded as the broker opened, so that
+    /// members that do not come back after a restart expire. Needs the
+    /// Tokio runtime.
+    pub fn start(&self, broker: &Arc<Broker>) {
+        for index in self.offsets.hosted() {
+            self.take_over(broker, index);
+        }
+    }
 
     pub fn join(
         &self,
@@ -288,14 +278,14 @@ impl GroupCoordinator {
     ) -> impl Future<Output = JoinResponse> + Send + 'static {
         let member_id = request.member_id.clone();
         let fresh_uuid = uuid::Uuid::new_v4();
-        let answer = self.submit(broker, group, true, |request_id, now_ms| Event::Join {
+        let answer = self.submit(broker, group, true, move |request_id, now_ms| Event::Join {
             request_id,
             now_ms,
             request,
             fresh_uuid,
         });
         async move {
-            match wait(answer).await {
+            match answer.await {
                 Ok(Some(Response::Join(response))) => response,
                 Ok(_) => join_error(&member_id, GroupError::CoordinatorNotAvailable),
                 Err(error) => join_error(&member_id, error),
@@ -309,13 +299,15 @@ impl GroupCoordinator {
         group: &str,
         request: SyncGroup,
     ) -> impl Future<Output = SyncResponse> + Send + 'static {
-        let answer = self.submit(broker, group, false, |request_id, now_ms| Event::Sync {
-            request_id,
-            now_ms,
-            request,
+        let answer = self.submit(broker, group, false, move |request_id, now_ms| {
+            Event::Sync {
+                request_id,
+                now_ms,
+                request,
+            }
         });
         async move {
-            match wait(answer).await {
+            match answer.await {
                 Ok(Some(Response::Sync(response))) => response,
                 Ok(None) => sync_error(GroupError::UnknownMemberId),
                 Ok(Some(_)) => sync_error(GroupError::CoordinatorNotAvailable),
@@ -330,7 +322,7 @@ impl GroupCoordinator {
         group: &str,
         request: Heartbeat,
     ) -> impl Future<Output = Result<(), GroupError>> + Send + 'static {
-        let answer = self.submit(broker, group, false, |request_id, now_ms| {
+        let answer = self.submit(broker, group, false, move |request_id, now_ms| {
             Event::Heartbeat {
                 request_id,
                 now_ms,
@@ -338,7 +330,7 @@ impl GroupCoordinator {
             }
         });
         async move {
-            match wait(answer).await? {
+            match answer.await? {
                 Some(Response::Heartbeat(result)) => result,
                 None => Err(GroupError::UnknownMemberId),
                 Some(_) => Err(GroupError::CoordinatorNotAvailable),
@@ -353,13 +345,15 @@ impl GroupCoordinator {
         request: LeaveGroup,
     ) -> impl Future<Output = LeaveResponse> + Send + 'static {
         let members = request.members.clone();
-        let answer = self.submit(broker, group, false, |request_id, now_ms| Event::Leave {
-            request_id,
-            now_ms,
-            request,
+        let answer = self.submit(broker, group, false, move |request_id, now_ms| {
+            Event::Leave {
+                request_id,
+                now_ms,
+                request,
+            }
         });
         async move {
-            match wait(answer).await {
+            match answer.await {
                 Ok(Some(Response::Leave(response))) => response,
                 // Kafka answers a leave from an unknown group member by member.
                 Ok(None) => LeaveResponse {
@@ -385,158 +379,88 @@ impl GroupCoordinator {
         }
     }
 
-    /// Feeds one request to the group's engine; the answer comes on the
-    /// receiver. `Ok(None)` when the group is not hosted and `create` is
-    /// false.
+    /// Feeds one request to the group's engine in its shard's turn; gives
+    /// the engine's answer, `None` when the group is not hosted and
+    /// `create` is false.
     fn submit(
         &self,
         broker: &Arc<Broker>,
         group: &str,
         create: bool,
-        event: impl FnOnce(RequestId, u64) -> Event,
-    ) -> Result<Option<oneshot::Receiver<Response>>, GroupError> {
-        let (partition, _) = broker
-            .coordinator_of(group)
-            .ok_or(GroupError::CoordinatorNotAvailable)?;
-        // None: handed over since the request was checked.
-        let partition = self
-            .partition(partition)
-            .ok_or(GroupError::NotCoordinator)?;
-        let mut groups = partition.lock();
-        if !groups.contains_key(group) {
-            if !create {
-                return Ok(None);
-            }
-            let engine = GroupEngine::new(group, self.config.clone());
-            groups.insert(group.to_owned(), HostedGroup::new(engine));
-        }
-        let hosted = groups.get_mut(group).expect("inserted above");
+        event: impl FnOnce(RequestId, u64) -> Event + Send + 'static,
+    ) -> impl Future<Output = Result<Option<Response>, GroupError>> + Send + 'static {
         let request_id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (reply, answer) = oneshot::channel();
-        hosted.waiting.insert(request_id, reply);
-        hosted
-            .engine
-            .handle(event(request_id, broker.now_ms() as u64));
-        self.execute(broker, group, hosted);
-        Ok(Some(answer))
-    }
-
-    /// Runs the engine's pending commands in order.
-    fn execute(&self, broker: &Arc<Broker>, group: &str, hosted: &mut HostedGroup) {
-        let mut persist_failed = false;
-        // The last metadata write: responses after it wait until the
-        // in-sync replicas hold it (a SyncGroup must not hand out an
-        // assignment a new coordinator would not know).
-        let mut persisted: Option<ReplicatedWrite> = None;
-        for command in hosted.engine.take_commands() {
-            match command {
-                Command::Respond {
-                    request_id,
-                    response,
-                } => {
-                    // A response that follows unwritten metadata must not
-                    // confirm it.
-                    let response = if persist_failed {
-                        fail(response, GroupError::CoordinatorNotAvailable)
-                    } else {
-                        response
-                    };
-                    let Some(reply) = hosted.waiting.remove(&request_id) else {
-                        continue;
-                    };
-                    match persisted.clone() {
-                        None => {
-                            let _ = reply.send(response);
-                        }
-                        Some(write) => {
-                            let node_id = broker.node_id();
-                            tokio::spawn(async move {
-                                let response = match write
-                                    .replicated(node_id, COORDINATOR_WRITE_TIMEOUT)
-                                    .await
-                                {
-                                    Ok(()) => response,
-                                    Err(error) => fail(response, write_failure(error)),
-                                };
-                                let _ = reply.send(response);
-                            });
-                        }
-                    }
+        let (broker, name, config) = (broker.clone(), group.to_owned(), self.config.clone());
+        let turn = self.on_shard(group, move |shard, context| {
+            if !shard.classic.0.contains_key(&name) {
+                if !create {
+                    return None;
                 }
-                Command::ScheduleTimer { key, at_ms } => {
-                    let token = self.next_id.fetch_add(1, Ordering::Relaxed);
-                    let delay = Duration::from_millis(at_ms.saturating_sub(broker.now_ms() as u64));
-                    let broker_ref = Arc::downgrade(broker);
-                    let (group, timer) = (group.to_owned(), key.clone());
-                    let handle = tokio::spawn(async move {
-                        tokio::time::sleep(delay).await;
-                        if let Some(broker) = broker_ref.upgrade() {
-                            broker.groups().fire(&broker, &group, timer, token);
-                        }
-                    });
-                    if let Some((_, previous)) = hosted.timers.insert(key, (token, handle)) {
-                        previous.abort();
-                    }
-                }
-                Command::CancelTimer { key } => {
-                    if let Some((_, handle)) = hosted.timers.remove(&key) {
-                        handle.abort();
-                    }
-                }
-                Command::PersistGroup(snapshot) => match broker.write_group(group, &snapshot) {
-                    Ok(write) => persisted = write.or(persisted),
-                    Err(error) => {
-                        tracing::error!(group, %error, "cannot write group metadata");
-                        persist_failed = true;
-                    }
-                },
+                let engine = GroupEngine::new(&name, config);
+                shard
+                    .classic
+                    .0
+                    .insert(name.clone(), HostedGroup::new(engine));
+            }
+            with_group(shard, &name, |shard, hosted| {
+                let (reply, answer) = oneshot::channel();
+                hosted.waiting.insert(request_id, reply);
+                hosted
+                    .engine
+                    .handle(event(request_id, broker.now_ms() as u64));
+                execute(&broker, shard, context, &name, hosted);
+                answer
+            })
+        });
+        async move {
+            match turn?.await.map_err(group_error)? {
+                // The sender goes only if the group is dropped with the
+                // request parked.
+                Some(answer) => answer
+                    .await
+                    .map(Some)
+                    .map_err(|_| GroupError::CoordinatorNotAvailable),
+                None => Ok(None),
             }
         }
     }
 
-    /// A timer armed by [`execute`](Self::execute) has fired.
+    /// A timer armed by [`execute`] has fired.
     fn fire(&self, broker: &Arc<Broker>, group: &str, key: TimerKey, token: u64) {
-        let Some(partition) = self.partition_of(group) else {
-            return;
-        };
-        let mut groups = partition.lock();
-        let Some(hosted) = groups.get_mut(group) else {
-            return;
-        };
-        if hosted.timers.get(&key).map(|(t, _)| *t) == Some(token) {
-            hosted.timers.remove(&key);
-        }
-        hosted.engine.handle(Event::Timer {
-            key,
-            now_ms: broker.now_ms() as u64,
+        let (broker, name) = (broker.clone(), group.to_owned());
+        let _ = self.on_shard(group, move |shard, context| {
+            with_group(shard, &name, |shard, hosted| {
+                if hosted.timers.get(&key).map(|(t, _)| *t) == Some(token) {
+                    hosted.timers.remove(&key);
+                }
+                hosted.engine.handle(Event::Timer {
+                    key,
+                    now_ms: broker.now_ms() as u64,
+                });
+                execute(&broker, shard, context, &name, hosted);
+            });
         });
-        self.execute(broker, group, hosted);
     }
 
     /// A consumer group (KIP-848) takes over the id of `group`, an empty
     /// classic group: it is removed here and its metadata tombstoned (its
-    /// committed offsets stay). False if it is no longer empty.
+    /// committed offsets stay). False if it is no longer empty. Waits for
+    /// the shard's turn.
     pub fn convert_empty(&self, broker: &Broker, group: &str) -> bool {
-        let Some(partition) = self.partition_of(group) else {
-            return false;
-        };
-        let mut groups = partition.lock();
-        if groups.get(group).map(|h| h.engine.state()) != Some(GroupState::Empty) {
-            return false;
-        }
-        let written = broker.group_partition(group).and_then(|partition| {
-            broker
-                .offsets()
-                .write_group(&partition, group, None, broker.now_ms())
+        let (now, name) = (broker.now_ms(), group.to_owned());
+        let turn = self.on_shard(group, move |shard, context| {
+            if shard.classic.0.get(&name).map(|h| h.engine.state()) != Some(GroupState::Empty) {
+                return false;
+            }
+            let tombstone = group_entry(&name, None);
+            if let Err(error) = write(shard, context, &[tombstone], None, now) {
+                tracing::warn!(group = name, %error, "cannot remove the empty classic group");
+                return false;
+            }
+            shard.classic.0.remove(&name);
+            true
         });
-        if let Err(error) = written {
-            tracing::warn!(group, %error, "cannot remove the empty classic group");
-            return false;
-        }
-        if let Some(mut hosted) = groups.remove(group) {
-            hosted.disarm_all();
-        }
-        true
+        turn.is_ok_and(|turn| turn.wait().unwrap_or(false))
     }
 
     /// An online upgrade (KIP-848): the classic group `group`, if hosted
@@ -545,204 +469,162 @@ impl GroupCoordinator {
     /// they are written in one batch with the classic group's tombstone,
     /// and the classic group is gone once that batch is appended (requests
     /// parked in it are answered NOT_COORDINATOR, so that its members find
-    /// the group again). `None` when there is no such classic group.
+    /// the group again). `None` when there is no such classic group. Waits
+    /// for the shard's turn.
     pub fn convert_to_consumer<T, E>(
         &self,
         broker: &Broker,
         group: &str,
-        convert: impl FnOnce(&ClassicGroupImage) -> Result<(T, Vec<(Bytes, Option<Bytes>)>), E>,
-    ) -> Option<Conversion<T, E>> {
-        let partition = self.partition_of(group)?;
-        let mut groups = partition.lock();
-        let hosted = groups.get_mut(group)?;
-        let engine = &hosted.engine;
-        if engine.members().is_empty() || engine.state() == GroupState::Dead {
-            return None;
-        }
-        let image = ClassicGroupImage {
-            generation_id: engine.generation_id(),
-            protocol_type: engine.protocol_type().map(str::to_owned),
-            protocol_name: engine.protocol_name().map(str::to_owned),
-            members: engine
-                .members()
-                .iter()
-                .map(|m| ClassicMemberImage {
-                    member_id: m.member_id.clone(),
-                    instance_id: m.group_instance_id.clone(),
-                    client_id: m.client_id.clone(),
-                    client_host: m.client_host.clone(),
-                    rebalance_timeout_ms: m.rebalance_timeout_ms,
-                    session_timeout_ms: m.session_timeout_ms,
-                    protocols: m.protocols.iter().map(ClassicProtocol::from).collect(),
-                    assignment: Bytes::from(m.assignment.clone()),
-                })
-                .collect(),
-        };
-        let (converted, records) = match convert(&image) {
-            Ok(converted) => converted,
-            Err(error) => return Some(Err(ConversionError::Refused(error))),
-        };
-        let mut entries = vec![crate::groups::offsets::classic_group_entry(group, None)];
-        entries.extend(records);
-        let write = match broker.write_consumer_group(group, entries) {
-            Ok(write) => write,
-            Err(error) => {
-                tracing::error!(group, %error, "cannot write the upgrade of a classic group");
-                return Some(Err(ConversionError::NotWritten));
+        convert: impl FnOnce(&ClassicGroupImage) -> Result<(T, Vec<(Bytes, Option<Bytes>)>), E>
+            + Send
+            + 'static,
+    ) -> Option<Conversion<T, E>>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+    {
+        let (now, name) = (broker.now_ms(), group.to_owned());
+        let turn = self.on_shard(group, move |shard, context| {
+            let engine = &shard.classic.0.get(&name)?.engine;
+            if engine.members().is_empty() || engine.state() == GroupState::Dead {
+                return None;
             }
-        };
-        tracing::info!(group, "classic group upgraded to a consumer group");
-        if let Some(mut hosted) = groups.remove(group) {
-            hosted.engine.handle(Event::Unload {
-                now_ms: broker.now_ms() as u64,
-            });
-            for command in hosted.engine.take_commands() {
-                if let Command::Respond {
-                    request_id,
-                    response,
-                } = command
-                {
-                    if let Some(reply) = hosted.waiting.remove(&request_id) {
-                        let _ = reply.send(response);
+            let image = classic_image(engine);
+            let (converted, records) = match convert(&image) {
+                Ok(converted) => converted,
+                Err(error) => return Some(Err(ConversionError::Refused(error))),
+            };
+            let mut entries = vec![group_entry(&name, None)];
+            entries.extend(
+                records
+                    .into_iter()
+                    .map(|(key, value)| Entry { key, value }),
+            );
+            let write = match write(shard, context, &entries, None, now) {
+                Ok(write) => write,
+                Err(error) => {
+                    tracing::error!(group = name, %error, "cannot write the upgrade of a classic group");
+                    return Some(Err(ConversionError::NotWritten));
+                }
+            };
+            tracing::info!(group = name, "classic group upgraded to a consumer group");
+            if let Some(mut hosted) = shard.classic.0.remove(&name) {
+                hosted.engine.handle(Event::Unload {
+                    now_ms: now as u64,
+                });
+                for command in hosted.engine.take_commands() {
+                    if let Command::Respond {
+                        request_id,
+                        response,
+                    } = command
+                    {
+                        if let Some(reply) = hosted.waiting.remove(&request_id) {
+                            let _ = reply.send(response);
+                        }
                     }
                 }
             }
-            hosted.disarm_all();
-        }
-        Some(Ok((converted, write)))
+            Some(Ok((converted, write)))
+        });
+        turn.ok()?.wait().ok().flatten()
     }
 
     /// An online downgrade (KIP-848): `group`, a consumer group a moment
     /// ago, is hosted here as the classic group `snapshot` describes (its
     /// record already written) and rebalances, so that its members rejoin.
+    /// Waits for the shard's turn.
     pub fn install_downgraded(&self, broker: &Arc<Broker>, group: &str, snapshot: GroupSnapshot) {
-        let Some(partition) = self.partition_of(group) else {
-            return;
-        };
-        let mut groups = partition.lock();
-        let now = broker.now_ms() as u64;
-        let mut engine = GroupEngine::load(group, self.config.clone(), snapshot, now);
-        engine.rebalance(now);
-        if let Some(mut replaced) = groups.insert(group.to_owned(), HostedGroup::new(engine)) {
-            replaced.disarm_all();
+        let (broker, name, config) = (broker.clone(), group.to_owned(), self.config.clone());
+        let turn = self.on_shard(group, move |shard, context| {
+            let now = broker.now_ms() as u64;
+            let mut engine = GroupEngine::load(&name, config, snapshot, now);
+            engine.rebalance(now);
+            shard
+                .classic
+                .0
+                .insert(name.clone(), HostedGroup::new(engine));
+            with_group(shard, &name, |shard, hosted| {
+                execute(&broker, shard, context, &name, hosted);
+            });
+            tracing::info!(group = name, "consumer group downgraded to a classic group");
+        });
+        if let Ok(turn) = turn {
+            let _ = turn.wait();
         }
-        let hosted = groups.get_mut(group).expect("inserted above");
-        self.execute(broker, group, hosted);
-        tracing::info!(group, "consumer group downgraded to a classic group");
     }
 
     /// The state of a hosted group.
     pub fn state(&self, group: &str) -> Option<GroupState> {
-        let partition = self.partition_of(group)?;
-        let groups = partition.lock();
-        groups.get(group).map(|h| h.engine.state())
+        self.inspect(group, |hosted| hosted.map(|h| h.engine.state()))
+            .flatten()
     }
 
     /// Every hosted group with its state and protocol type.
     pub fn list(&self) -> Vec<(String, GroupState, String)> {
-        let mut listed = Vec::new();
-        for partition in self.all_partitions() {
-            let groups = partition.lock();
-            listed.extend(groups.iter().map(|(name, hosted)| {
-                let engine = &hosted.engine;
-                (
-                    name.clone(),
-                    engine.state(),
-                    engine.protocol_type().unwrap_or_default().to_owned(),
-                )
-            }));
-        }
-        listed
+        self.offsets
+            .runtime()
+            .inspect_all(|_, shard| {
+                shard
+                    .classic
+                    .0
+                    .iter()
+                    .map(|(name, hosted)| {
+                        let engine = &hosted.engine;
+                        (
+                            name.clone(),
+                            engine.state(),
+                            engine.protocol_type().unwrap_or_default().to_owned(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     /// What DescribeGroups reports of a hosted group.
     pub fn describe(&self, group: &str) -> Option<GroupSummary> {
-        let partition = self.partition_of(group)?;
-        let groups = partition.lock();
-        let engine = &groups.get(group)?.engine;
-        let stable = engine.state() == GroupState::Stable;
-        let protocol = engine.protocol_name().unwrap_or_default();
-        Some(GroupSummary {
-            state: engine.state(),
-            protocol_type: engine.protocol_type().unwrap_or_default().to_owned(),
-            protocol_name: if stable {
-                protocol.to_owned()
-            } else {
-                String::new()
-            },
-            members: engine
-                .members()
-                .iter()
-                .map(|m| MemberSummary {
-                    member_id: m.member_id.clone(),
-                    group_instance_id: m.group_instance_id.clone(),
-                    client_id: m.client_id.clone(),
-                    client_host: m.client_host.clone(),
-                    metadata: if stable {
-                        m.metadata(protocol).to_vec()
-                    } else {
-                        Vec::new()
-                    },
-                    assignment: if stable {
-                        m.assignment.clone()
-                    } else {
-                        Vec::new()
-                    },
-                })
-                .collect(),
-        })
+        self.inspect(group, |hosted| hosted.map(|h| summary(&h.engine)))
+            .flatten()
     }
 
     /// Whether a commit from `committer` is accepted now, as Kafka decides:
     /// a group nobody manages takes commits without a generation only.
     pub fn validate_commit(&self, group: &str, committer: Committer<'_>) -> Result<(), GroupError> {
-        let partition = self.partition_of(group).ok_or(GroupError::NotCoordinator)?;
-        let groups = partition.lock();
-        Self::check_commit(groups.get(group), committer)
+        self.inspect(group, |hosted| check_commit(hosted, committer))
+            .unwrap_or(Err(GroupError::NotCoordinator))
     }
 
-    fn check_commit(
-        hosted: Option<&HostedGroup>,
-        committer: Committer<'_>,
-    ) -> Result<(), GroupError> {
-        match hosted {
-            Some(hosted) => hosted.engine.validate_offset_commit(
-                committer.member_id,
-                committer.generation_id,
-                committer.group_instance_id,
-            ),
-            None if committer.generation_id < 0 => Ok(()),
-            None => Err(GroupError::IllegalGeneration),
-        }
-    }
-
-    /// Validates and writes a commit atomically with respect to rebalances;
-    /// returns the write, to be answered once replicated.
+    /// Validates and writes a commit in one turn of the group's shard, so
+    /// atomically with respect to rebalances; returns the write, to be
+    /// answered once replicated. Waits for the shard's turn.
     pub fn commit_offsets(
         &self,
-        broker: &Broker,
         group: &str,
         committer: Committer<'_>,
         changes: Vec<OffsetChange>,
         now_ms: i64,
     ) -> Result<Option<ReplicatedWrite>, GroupAdminError> {
-        let partition = self.partition_of(group).ok_or(GroupError::NotCoordinator)?;
-        let groups = partition.lock();
-        Self::check_commit(groups.get(group), committer)?;
-        broker
-            .commit_offsets(group, changes, now_ms)
-            .map_err(|error| {
-                tracing::error!(group, %error, "offset commit failed");
+        let (committer, name) = (OwnedCommitter::of(committer), group.to_owned());
+        let turn = self.on_shard(group, move |shard, context| {
+            check_commit(shard.classic.0.get(&name), committer.as_committer())?;
+            let records = commit_entries(&name, &changes);
+            write(shard, context, &records, None, now_ms).map_err(|error| {
+                tracing::error!(group = name, %error, "offset commit failed");
                 GroupAdminError::Unavailable
             })
+        })?;
+        turn.wait()
+            .map_err(|error| group_error(error).into())
+            .flatten()
     }
 
     /// TxnOffsetCommit: validates the committer as Kafka does for
     /// transactional commits, then writes `offsets` as one transactional
     /// batch of `producer`, kept pending until the transaction ends; both
-    /// atomically with respect to rebalances. Returns the partition written
-    /// and the offset its high watermark must reach for the commit to be
-    /// replicated (`None`: nothing to write).
+    /// in one turn of the group's shard. Returns the write to wait on
+    /// (`None`: nothing to write).
     ///
     /// As Kafka's coordinator does, the commit creates a group nobody
     /// manages yet: Empty, without protocol type or members. It stays,
@@ -751,115 +633,130 @@ impl GroupCoordinator {
     /// offsets nor open transactions.
     pub fn commit_transactional_offsets(
         &self,
-        broker: &Broker,
         group: &str,
         committer: Committer<'_>,
         producer: TxnProducer,
         offsets: Vec<(String, i32, CommittedOffset)>,
         now_ms: i64,
     ) -> Result<Option<ReplicatedWrite>, TxnCommitError> {
-        let hosting = self.partition_of(group).ok_or(GroupError::NotCoordinator)?;
-        let mut groups = hosting.lock();
-        match groups.get(group) {
-            Some(hosted) => hosted.engine.validate_txn_offset_commit(
-                committer.member_id,
-                committer.generation_id,
-                committer.group_instance_id,
-            )?,
-            // A group nobody manages takes commits without a generation.
-            None if committer.generation_id < 0 => {}
-            None => return Err(GroupError::IllegalGeneration.into()),
-        }
-        let partition = broker.group_partition(group)?;
-        let appended = broker
-            .offsets()
-            .commit_transactional(&partition, group, producer, offsets, now_ms)?;
-        if appended.is_some() && !groups.contains_key(group) {
-            let engine = GroupEngine::new(group, self.config.clone());
-            groups.insert(group.to_owned(), HostedGroup::new(engine));
-        }
-        Ok(appended.map(|a| ReplicatedWrite::of(partition, &a)))
+        let (committer, name, config) = (
+            OwnedCommitter::of(committer),
+            group.to_owned(),
+            self.config.clone(),
+        );
+        let turn = self.on_shard(group, move |shard, context| {
+            let committer = committer.as_committer();
+            match shard.classic.0.get(&name) {
+                Some(hosted) => hosted.engine.validate_txn_offset_commit(
+                    committer.member_id,
+                    committer.generation_id,
+                    committer.group_instance_id,
+                )?,
+                // A group nobody manages takes commits without a generation.
+                None if committer.generation_id < 0 => {}
+                None => return Err(GroupError::IllegalGeneration.into()),
+            }
+            let records: Vec<Entry> = offsets
+                .iter()
+                .map(|(topic, p, value)| Entry {
+                    key: records::offsets::encode_offset_key(&name, topic, *p),
+                    value: Some(records::offsets::encode_offset_value(value)),
+                })
+                .collect();
+            let written = write(shard, context, &records, Some(producer), now_ms)?;
+            if written.is_some() && !shard.classic.0.contains_key(&name) {
+                let engine = GroupEngine::new(&name, config);
+                shard.classic.0.insert(name, HostedGroup::new(engine));
+            }
+            Ok(written)
+        })?;
+        turn.wait()?
     }
 
     /// OffsetDelete: removes the group's offsets of `partitions`, except
     /// those of topics its members subscribe to, which are returned with
     /// the write to wait on before answering. A group with members of
-    /// another protocol than "consumer" keeps everything.
+    /// another protocol than "consumer" keeps everything. Waits for the
+    /// shard's turn.
     pub fn delete_offsets(
         &self,
         broker: &Broker,
         group: &str,
         partitions: Vec<(String, i32)>,
     ) -> Result<DeletedOffsets, GroupAdminError> {
-        let hosting = self.partition_of(group).ok_or(GroupError::NotCoordinator)?;
-        let groups = hosting.lock();
-        let committed = broker.offsets().group_offsets(group);
-        // Offsets of open transactions are deleted too, as in Kafka.
-        let pending = broker.offsets().pending_partitions(group);
-        let subscribed = match groups.get(group).map(|h| &h.engine) {
-            None if committed.is_empty() && pending.is_empty() => {
-                return Err(GroupAdminError::NotFound)
-            }
-            None => Vec::new(),
-            Some(engine) => match engine.state() {
-                GroupState::Dead => return Err(GroupAdminError::NotFound),
-                GroupState::Empty => Vec::new(),
-                _ if engine.protocol_type() == Some("consumer") => subscribed_topics(engine),
-                _ => return Err(GroupAdminError::NotEmpty),
-            },
-        };
-        let (refused, deleted): (Vec<_>, Vec<_>) = partitions
-            .into_iter()
-            .partition(|(topic, _)| subscribed.contains(topic));
-        let changes = deleted
-            .into_iter()
-            .filter(|key| committed.iter().any(|(k, _)| k == key) || pending.contains(key))
-            .map(|(topic, partition)| OffsetChange {
-                topic,
-                partition,
-                value: None,
-            })
-            .collect();
-        let write = broker
-            .commit_offsets(group, changes, broker.now_ms())
-            .map_err(|error| {
-                tracing::error!(group, %error, "deleting offsets failed");
+        let (now, name) = (broker.now_ms(), group.to_owned());
+        let turn = self.on_shard(group, move |shard, context| {
+            let committed = shard.group_offsets(&name);
+            // Offsets of open transactions are deleted too, as in Kafka.
+            let pending = shard.pending_partitions(&name);
+            let subscribed = match shard.classic.0.get(&name).map(|h| &h.engine) {
+                None if committed.is_empty() && pending.is_empty() => {
+                    return Err(GroupAdminError::NotFound)
+                }
+                None => Vec::new(),
+                Some(engine) => match engine.state() {
+                    GroupState::Dead => return Err(GroupAdminError::NotFound),
+                    GroupState::Empty => Vec::new(),
+                    _ if engine.protocol_type() == Some("consumer") => subscribed_topics(engine),
+                    _ => return Err(GroupAdminError::NotEmpty),
+                },
+            };
+            let (refused, deleted): (Vec<_>, Vec<_>) = partitions
+                .into_iter()
+                .partition(|(topic, _)| subscribed.contains(topic));
+            let changes: Vec<OffsetChange> = deleted
+                .into_iter()
+                .filter(|key| committed.iter().any(|(k, _)| k == key) || pending.contains(key))
+                .map(|(topic, partition)| OffsetChange {
+                    topic,
+                    partition,
+                    value: None,
+                })
+                .collect();
+            let records = commit_entries(&name, &changes);
+            let write = write(shard, context, &records, None, now).map_err(|error| {
+                tracing::error!(group = name, %error, "deleting offsets failed");
                 GroupAdminError::Unavailable
             })?;
-        Ok(DeletedOffsets { refused, write })
+            Ok(DeletedOffsets { refused, write })
+        })?;
+        turn.wait()
+            .map_err(|error| group_error(error).into())
+            .flatten()
     }
 
     /// DeleteGroups: removes an empty group, its offsets (those of open
     /// transactions too, as Kafka does) and its metadata. Returns the write
-    /// to wait on before answering.
+    /// to wait on before answering. Waits for the shard's turn.
     pub fn delete(
         &self,
         broker: &Broker,
         group: &str,
     ) -> Result<Option<ReplicatedWrite>, GroupAdminError> {
-        let hosting = self.partition_of(group).ok_or(GroupError::NotCoordinator)?;
-        let mut groups = hosting.lock();
-        match groups.get(group).map(|h| h.engine.state()) {
-            Some(GroupState::Empty) => {}
-            Some(GroupState::Dead) => return Err(GroupAdminError::NotFound),
-            Some(_) => return Err(GroupAdminError::NotEmpty),
-            None if broker.offsets().group_offsets(group).is_empty()
-                && !broker.offsets().has_open_transactions(group) =>
-            {
-                return Err(GroupAdminError::NotFound)
+        let (now, name) = (broker.now_ms(), group.to_owned());
+        let turn = self.on_shard(group, move |shard, context| {
+            match shard.classic.0.get(&name).map(|h| h.engine.state()) {
+                Some(GroupState::Empty) => {}
+                Some(GroupState::Dead) => return Err(GroupAdminError::NotFound),
+                Some(_) => return Err(GroupAdminError::NotEmpty),
+                None if shard.group_offsets(&name).is_empty()
+                    && !shard.has_open_transactions(&name) =>
+                {
+                    return Err(GroupAdminError::NotFound)
+                }
+                None => {}
             }
-            None => {}
-        }
-        let write = broker
-            .delete_group(group, broker.now_ms())
-            .map_err(|error| {
-                tracing::error!(group, %error, "deleting a group failed");
+            let tombstones = shard.group_tombstones(&name);
+            let write = write(shard, context, &tombstones, None, now).map_err(|error| {
+                tracing::error!(group = name, %error, "deleting a group failed");
                 GroupAdminError::Unavailable
             })?;
-        if let Some(mut hosted) = groups.remove(group) {
-            hosted.disarm_all();
-        }
-        Ok(write)
+            shard.classic.0.remove(&name);
+            Ok(write)
+        })?;
+        turn.wait()
+            .map_err(|error| group_error(error).into())
+            .flatten()
     }
 
     /// Expires committed offsets older than `retention_ms` (Kafka's
@@ -868,82 +765,261 @@ impl GroupCoordinator {
     /// a group nobody manages each offset by its commit time. As in Kafka, an
     /// offset with a transactional commit pending does not expire, and an
     /// empty group is removed only once it has neither offsets nor open
-    /// transactions. Returns the offsets expired.
+    /// transactions. Returns the offsets expired. Waits for each shard's
+    /// turn.
     ///
     /// Nothing is acknowledged to a client, so nothing waits for the
     /// in-sync replicas: an expiry lost with its leader happens again.
-    pub fn expire_offsets(&self, broker: &Broker, retention_ms: u64, now_ms: u64) -> usize {
-        let mut expired = 0;
-        let mut candidates = broker.offsets().groups();
-        for partition in self.all_partitions() {
-            candidates.extend(partition.lock().keys().cloned());
-        }
-        candidates.sort();
-        candidates.dedup();
-        for group in candidates {
-            let Some(hosting) = self.partition_of(&group) else {
-                continue;
-            };
-            let mut groups = hosting.lock();
-            let since_empty = match groups.get(&group) {
-                Some(hosted) if hosted.engine.state() != GroupState::Empty => continue,
-                Some(hosted) if hosted.engine.protocol_type().is_some() => {
-                    Some(hosted.engine.state_timestamp_ms().unwrap_or(0))
-                }
-                _ => None,
-            };
-            let changes: Vec<OffsetChange> = broker
-                .offsets()
-                .group_offsets(&group)
-                .into_iter()
-                .filter(|((topic, partition), _)| {
-                    !broker.offsets().has_pending(&group, topic, *partition)
-                })
-                .filter(|(_, committed)| {
-                    let reference = since_empty
-                        .unwrap_or_else(|| u64::try_from(committed.commit_timestamp).unwrap_or(0));
-                    reference.saturating_add(retention_ms) <= now_ms
-                })
-                .map(|((topic, partition), _)| OffsetChange {
-                    topic,
-                    partition,
-                    value: None,
-                })
-                .collect();
-            let count = changes.len();
-            if count > 0 {
-                if let Err(error) = broker.commit_offsets(&group, changes, now_ms as i64) {
-                    tracing::warn!(group, %error, "cannot expire offsets");
-                    continue;
-                }
-                tracing::info!(group, offsets = count, "expired committed offsets");
-                expired += count;
-            }
-            let empty_and_unused = groups
-                .get(&group)
-                .is_some_and(|h| h.engine.state() == GroupState::Empty)
-                && broker.offsets().group_offsets(&group).is_empty()
-                && !broker.offsets().has_open_transactions(&group);
-            if empty_and_unused {
-                match broker.delete_group(&group, now_ms as i64) {
-                    Ok(_) => {
-                        if let Some(mut hosted) = groups.remove(&group) {
-                            hosted.disarm_all();
-                        }
-                    }
-                    Err(error) => tracing::warn!(group, %error, "cannot remove an empty group"),
-                }
-            }
-        }
-        expired
+    pub fn expire_offsets(&self, retention_ms: u64, now_ms: u64) -> usize {
+        let runtime = self.offsets.runtime();
+        self.offsets
+            .hosted()
+            .into_iter()
+            .map(|index| {
+                runtime
+                    .run(index, move |shard, context| {
+                        Ok::<_, CoordinatorError>(expire_in(shard, context, retention_ms, now_ms))
+                    })
+                    .wait()
+                    .unwrap_or(0)
+            })
+            .sum()
     }
 }
 
-/// Stops the timers of every group of a partition no longer coordinated here.
-fn disarm(partition: &PartitionGroups) {
-    for hosted in partition.lock().values_mut() {
-        hosted.disarm_all();
+/// [`GroupCoordinator::expire_offsets`] in one partition's shard.
+fn expire_in(
+    shard: &mut GroupShard,
+    context: &ShardContext<'_>,
+    retention_ms: u64,
+    now_ms: u64,
+) -> usize {
+    let mut expired = 0;
+    let mut candidates = shard.groups_with_offsets();
+    candidates.extend(shard.classic.0.keys().cloned());
+    candidates.sort();
+    candidates.dedup();
+    for group in candidates {
+        let since_empty = match shard.classic.0.get(&group) {
+            Some(hosted) if hosted.engine.state() != GroupState::Empty => continue,
+            Some(hosted) if hosted.engine.protocol_type().is_some() => {
+                Some(hosted.engine.state_timestamp_ms().unwrap_or(0))
+            }
+            _ => None,
+        };
+        let changes: Vec<OffsetChange> = shard
+            .group_offsets(&group)
+            .into_iter()
+            .filter(|((topic, partition), _)| !shard.has_pending(&group, topic, *partition))
+            .filter(|(_, committed)| {
+                let reference = since_empty
+                    .unwrap_or_else(|| u64::try_from(committed.commit_timestamp).unwrap_or(0));
+                reference.saturating_add(retention_ms) <= now_ms
+            })
+            .map(|((topic, partition), _)| OffsetChange {
+                topic,
+                partition,
+                value: None,
+            })
+            .collect();
+        let count = changes.len();
+        if count > 0 {
+            let records = commit_entries(&group, &changes);
+            if let Err(error) = write(shard, context, &records, None, now_ms as i64) {
+                tracing::warn!(group, %error, "cannot expire offsets");
+                continue;
+            }
+            tracing::info!(group, offsets = count, "expired committed offsets");
+            expired += count;
+        }
+        let empty_and_unused = shard
+            .classic
+            .0
+            .get(&group)
+            .is_some_and(|h| h.engine.state() == GroupState::Empty)
+            && shard.group_offsets(&group).is_empty()
+            && !shard.has_open_transactions(&group);
+        if empty_and_unused {
+            let tombstones = shard.group_tombstones(&group);
+            match write(shard, context, &tombstones, None, now_ms as i64) {
+                Ok(_) => {
+                    shard.classic.0.remove(&group);
+                }
+                Err(error) => tracing::warn!(group, %error, "cannot remove an empty group"),
+            }
+        }
     }
+    expired
+}
+
+/// Runs `op` on `group` hosted in `shard`, taken out of the shard's groups
+/// meanwhile so that `op` may write through the shard; `None` if the group
+/// is not hosted there.
+fn with_group<R>(
+    shard: &mut GroupShard,
+    group: &str,
+    op: impl FnOnce(&mut GroupShard, &mut HostedGroup) -> R,
+) -> Option<R> {
+    let mut hosted = shard.classic.0.remove(group)?;
+    let result = op(shard, &mut hosted);
+    shard.classic.0.insert(group.to_owned(), hosted);
+    Some(result)
+}
+
+/// Runs the engine's pending commands in order, in the shard's turn:
+/// answers, timers, and the group's metadata, written before the answers
+/// that follow it (a SyncGroup must not hand out an assignment a new
+/// coordinator would not know, so those answers wait until the in-sync
+/// replicas hold the write).
+fn execute(
+    broker: &Arc<Broker>,
+    shard: &mut GroupShard,
+    context: &ShardContext<'_>,
+    group: &str,
+    hosted: &mut HostedGroup,
+) {
+    let mut persist_failed = false;
+    let mut persisted: Option<ReplicatedWrite> = None;
+    for command in hosted.engine.take_commands() {
+        match command {
+            Command::Respond {
+                request_id,
+                response,
+            } => {
+                // A response that follows unwritten metadata must not
+                // confirm it.
+                let response = if persist_failed {
+                    fail(response, GroupError::CoordinatorNotAvailable)
+                } else {
+                    response
+                };
+                let Some(reply) = hosted.waiting.remove(&request_id) else {
+                    continue;
+                };
+                match persisted.clone() {
+                    None => {
+                        let _ = reply.send(response);
+                    }
+                    Some(write) => {
+                        let node_id = broker.node_id();
+                        tokio::spawn(async move {
+                            let response =
+                                match write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
+                                    Ok(()) => response,
+                                    Err(error) => fail(response, write_failure(error)),
+                                };
+                            let _ = reply.send(response);
+                        });
+                    }
+                }
+            }
+            Command::ScheduleTimer { key, at_ms } => {
+                let token = broker.groups().next_id.fetch_add(1, Ordering::Relaxed);
+                let delay = Duration::from_millis(at_ms.saturating_sub(broker.now_ms() as u64));
+                let broker_ref = Arc::downgrade(broker);
+                let (group, timer) = (group.to_owned(), key.clone());
+                let handle = tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    if let Some(broker) = broker_ref.upgrade() {
+                        broker.groups().fire(&broker, &group, timer, token);
+                    }
+                });
+                if let Some((_, previous)) = hosted.timers.insert(key, (token, handle)) {
+                    previous.abort();
+                }
+            }
+            Command::CancelTimer { key } => {
+                if let Some((_, handle)) = hosted.timers.remove(&key) {
+                    handle.abort();
+                }
+            }
+            Command::PersistGroup(snapshot) => {
+                let record = group_entry(group, Some(&snapshot));
+                match write(shard, context, &[record], None, broker.now_ms()) {
+                    Ok(write) => persisted = write.or(persisted),
+                    Err(error) => {
+                        tracing::error!(group, %error, "cannot write group metadata");
+                        persist_failed = true;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn check_commit(hosted: Option<&HostedGroup>, committer: Committer<'_>) -> Result<(), GroupError> {
+    match hosted {
+        Some(hosted) => hosted.engine.validate_offset_commit(
+            committer.member_id,
+            committer.generation_id,
+            committer.group_instance_id,
+        ),
+        None if committer.generation_id < 0 => Ok(()),
+        None => Err(GroupError::IllegalGeneration),
+    }
+}
+
+/// The classic group as a consumer group takes it over.
+fn classic_image(engine: &GroupEngine) -> ClassicGroupImage {
+    ClassicGroupImage {
+        generation_id: engine.generation_id(),
+        protocol_type: engine.protocol_type().map(str::to_owned),
+        protocol_name: engine.protocol_name().map(str::to_owned),
+        members: engine
+            .members()
+            .iter()
+            .map(|m| ClassicMemberImage {
+                member_id: m.member_id.clone(),
+                instance_id: m.group_instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                session_timeout_ms: m.session_timeout_ms,
+                protocols: m.protocols.iter().map(ClassicProtocol::from).collect(),
+                assignment: Bytes::from(m.assignment.clone()),
+            })
+            .collect(),
+    }
+}
+
+/// What DescribeGroups reports of a group.
+fn summary(engine: &GroupEngine) -> GroupSummary {
+    let stable = engine.state() == GroupState::Stable;
+    let protocol = engine.protocol_name().unwrap_or_default();
+    GroupSummary {
+        state: engine.state(),
+        protocol_type: engine.protocol_type().unwrap_or_default().to_owned(),
+        protocol_name: if stable {
+            protocol.to_owned()
+        } else {
+            String::new()
+        },
+        members: engine
+            .members()
+            .iter()
+            .map(|m| MemberSummary {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                metadata: if stable {
+                    m.metadata(protocol).to_vec()
+                } else {
+                    Vec::new()
+                },
+                assignment: if stable {
+                    m.assignment.clone()
+                } else {
+                    Vec::new()
+                },
+            })
+            .collect(),
+    }
+}
+
+/// The runtime's refusal as a group error.
+fn group_error(error: CoordinatorError) -> GroupError {
+    write_failure(error.response_error())
 }
 
 fn join_error(member_id: &str, error: GroupError) -> JoinResponse {
@@ -1024,18 +1100,4 @@ pub enum ConversionError<E> {
     Refused(E),
     /// The records could not be written.
     NotWritten,
-}
-
-/// The answer to a request [`submit`](GroupCoordinator::submit)ted.
-async fn wait(
-    submitted: Result<Option<oneshot::Receiver<Response>>, GroupError>,
-) -> Result<Option<Response>, GroupError> {
-    match submitted? {
-        // The sender goes only if the group is dropped with the request parked.
-        Some(answer) => answer
-            .await
-            .map(Some)
-            .map_err(|_| GroupError::CoordinatorNotAvailable),
-        None => Ok(None),
-    }
 }

@@ -328,23 +328,24 @@ impl ConsumerGroupCoordinator {
         broker: &Arc<Broker>,
         group: &str,
         config: &ConsumerGroupConfig,
-        image: &MetadataImage,
+        image: &Arc<MetadataImage>,
         now: u64,
     ) -> Option<Result<HostedGroup, ConsumerGroupError>> {
-        let topics = ImageTopics(image);
+        let (name, config, topics) = (group.to_owned(), config.clone(), image.clone());
         let converted = broker
             .groups()
-            .convert_to_consumer(broker, group, |classic| {
-                if !ConsumerGroupEngine::may_upgrade(config, classic) {
+            .convert_to_consumer(broker, group, move |classic| {
+                if !ConsumerGroupEngine::may_upgrade(&config, classic) {
                     return Err(ConsumerGroupError::GroupIdNotFound);
                 }
+                let topics = ImageTopics(&topics);
                 let (engine, output) =
-                    ConsumerGroupEngine::from_classic(group, config.clone(), classic, &topics, now)
+                    ConsumerGroupEngine::from_classic(&name, config, classic, &topics, now)
                         .map_err(|_| ConsumerGroupError::GroupIdNotFound)?;
                 let entries = output
                     .records
                     .iter()
-                    .map(|record| records::consumer_group::encode(group, record))
+                    .map(|record| records::consumer_group::encode(&name, record))
                     .collect();
                 Ok(((engine, output.timers), entries))
             })?;
@@ -406,7 +407,7 @@ impl ConsumerGroupCoordinator {
         let mut engine = ConsumerGroupEngine::new(group, self.config_of(&broker.image(), group));
         let count = self.partition_count.load(Ordering::Acquire);
         let index = partition_for(group, count);
-        for (name, entries) in broker.offsets().consumer_group_records(index, count) {
+        for (name, entries) in broker.offsets().consumer_group_records(index) {
             if name != group {
                 continue;
             }
@@ -811,6 +812,7 @@ impl ConsumerGroupCoordinator {
         self.persist(broker, group, hosted, records, None)
             .map_err(|()| CoordinatorError::CoordinatorNotAvailable)?;
         let offsets = broker
+            .offsets()
             .delete_group(group, broker.now_ms())
             .map_err(|error| {
                 tracing::error!(group, %error, "deleting a group's offsets failed");

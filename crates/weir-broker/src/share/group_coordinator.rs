@@ -439,7 +439,7 @@ impl ShareGroupCoordinator {
         let mut engine = ShareGroupEngine::new(group, self.config_of(&broker.image(), group));
         let count = self.partition_count.load(Ordering::Acquire);
         let index = partition_for(group, count);
-        for (name, entries) in broker.offsets().share_group_records(index, count) {
+        for (name, entries) in broker.offsets().share_group_records(index) {
             if name != group {
                 continue;
             }

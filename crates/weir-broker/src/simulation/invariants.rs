@@ -144,7 +144,7 @@ pub(super) fn healed_cluster_agrees(world: &World) -> Result<(), String> {
         let high_watermark = node.partitions[OFFSETS].high_watermark();
         let served = node
             .offsets
-            .replicated_offsets(GROUP, high_watermark)
+            .served_offsets(GROUP, high_watermark)
             .get(&(TOPIC.to_owned(), 0))
             .map(|c| c.offset);
         if served.is_none_or(|c| c < acked) {

@@ -19,7 +19,8 @@ use weir_log::testing::BatchBuilder;
 use weir_log::{LogConfig, LogError};
 use weir_meta::{BrokerInfo, Command, MetadataImage, PartitionInfo};
 
-use crate::groups::offsets::{OffsetChange, OffsetStore};
+use crate::coordinator::ShardContext;
+use crate::groups::offsets::{commit_entries, GroupShard, OffsetChange};
 use crate::partition::{LogEnv, Partition, ReplicatedWrite};
 use crate::replica::manager::take_leadership;
 use crate::replica::{apply_fetch, divergence_point, Fetched};
@@ -97,7 +98,7 @@ pub(super) struct Node {
     /// Its replica of partition 0 of each topic; empty while down.
     pub(super) partitions: BTreeMap<&'static str, Arc<Partition>>,
     follows: BTreeMap<&'static str, Followed>,
-    pub(super) offsets: OffsetStore,
+    pub(super) offsets: GroupShard,
     /// The high watermarks as last checkpointed (a file that survives).
     checkpoint: BTreeMap<&'static str, u64>,
 }
@@ -113,7 +114,7 @@ impl Node {
             image: MetadataImage::new(),
             partitions: BTreeMap::new(),
             follows: BTreeMap::new(),
-            offsets: OffsetStore::default(),
+            offsets: GroupShard::default(),
             checkpoint: BTreeMap::new(),
         }
     }
@@ -339,8 +340,8 @@ impl World {
             .expect("recovery of a crashed replica");
             node.partitions.insert(topic, Arc::new(partition));
         }
-        node.offsets = OffsetStore::load(&[node.partitions[OFFSETS].clone()])
-            .expect("loading the group offsets");
+        node.offsets =
+            GroupShard::read(&node.partitions[OFFSETS]).expect("loading the group offsets");
         node.status = Status::Up;
     }
 
@@ -383,9 +384,7 @@ impl World {
                 node.follows.remove(topic);
             }
             if topic == OFFSETS && state.leader == id && before.leader != id {
-                node.offsets
-                    .reload(&partition, 1)
-                    .expect("reading the group offsets");
+                node.offsets = GroupShard::read(&partition).expect("reading the group offsets");
             }
         }
         if !changed {
@@ -487,21 +486,32 @@ impl World {
                 commit_timestamp: now,
             }),
         };
-        let written = node.offsets.commit(&partition, GROUP, vec![change], now);
+        // Written as the coordinator runtime writes an operation's records.
+        let context = ShardContext {
+            partition: &partition,
+            leader_epoch: partition.replica_state().leader_epoch,
+        };
+        let records = commit_entries(GROUP, &[change]);
+        let written = crate::coordinator::append(
+            &mut self.node_mut(id).offsets,
+            &context,
+            &records,
+            None,
+            now,
+        );
         match written {
-            Ok(Some(appended)) => {
+            Ok(write) => {
                 self.log(format!(
                     "commit {offset} to node {id} at offset {}",
-                    appended.base_offset
+                    write.until - 1
                 ));
                 self.pending.push(PendingWrite {
                     node: id,
                     incarnation,
-                    write: ReplicatedWrite::of(partition, &appended),
+                    write,
                     what: Written::Commit(offset),
                 });
             }
-            Ok(None) => {}
             Err(error) => self.log(format!("commit {offset} to node {id}: {error}")),
         }
     }
@@ -886,7 +896,7 @@ impl World {
         node.status = Status::Down;
         node.partitions.clear();
         node.follows.clear();
-        node.offsets = OffsetStore::default();
+        node.offsets = GroupShard::default();
         node.storage.crash(mode);
     }
 

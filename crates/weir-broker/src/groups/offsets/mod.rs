@@ -1,7 +1,8 @@
 //! The contents of `__consumer_offsets`: committed offsets and group
 //! metadata, kept as records in Kafka's schemas. A group's records go to
-//! partition `partition_for(group, N)`; the in-memory view is rebuilt from
-//! those records at start.
+//! partition `partition_for(group, N)`; the leader of a partition hosts its
+//! [`GroupShard`] on the coordinator runtime, rebuilt from the partition's
+//! records when it comes to lead it, and writes through it.
 //!
 //! Transactional offset commits (TxnOffsetCommit) are records of a
 //! transactional batch carrying the producer's id and epoch. They stay
@@ -22,16 +23,19 @@
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::Mutex;
 use weir_log::LogError;
 
 pub use crate::coordinator::batches::TxnProducer;
 use crate::coordinator::batches::{encode_batch, for_each_item, Entry, Item};
-use crate::partition::{AppendError, AppendOrigin, Appended, Partition, RequiredAcks};
-use weir_coord::classic::GroupSnapshot;
+use crate::coordinator::{CoordinatorError, CoordinatorRuntime, Outcome, Shard, ShardContext};
+use crate::groups::classic::ClassicGroups;
+use crate::partition::{AppendError, Partition, ReplicatedWrite};
+use weir_coord::classic::{GroupConfig, GroupSnapshot};
 use weir_coord::records;
 use weir_coord::records::offsets::{CommittedOffset, RecordKey};
 
@@ -54,33 +58,25 @@ struct Stored {
 
 type GroupOffsets = BTreeMap<(String, i32), Stored>;
 
-/// Committed offsets, the last written metadata of every group, and the
-/// offsets of transactions still open: in stripes by group, each with its
-/// own lock, so that commits of groups in different stripes (and so of
-/// different `__consumer_offsets` partitions) never wait for each other.
+/// The groups and offsets of the `__consumer_offsets` partitions led here:
+/// one [`GroupShard`] per partition on the coordinator runtime, so that
+/// commits to different partitions never wait for each other and a
+/// partition's writes apply in log order.
 pub struct OffsetStore {
-    stripes: Box<[Mutex<Contents>]>,
+    runtime: CoordinatorRuntime<GroupShard>,
+    /// `__consumer_offsets`' partition count, which never changes once the
+    /// topic exists (0 before).
+    partition_count: AtomicI32,
 }
 
-/// How many stripes the groups spread over.
-const STRIPES: usize = 64;
-
-impl Default for OffsetStore {
-    fn default() -> Self {
-        Self {
-            stripes: (0..STRIPES).map(|_| Mutex::default()).collect(),
-        }
-    }
-}
-
-fn stripe_of(group: &str) -> usize {
-    use std::hash::{BuildHasher, BuildHasherDefault};
-    let hasher = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
-    (hasher.hash_one(group) % STRIPES as u64) as usize
-}
-
+/// What one `__consumer_offsets` partition stores: committed offsets, the
+/// last written metadata of every group, the records of consumer and share
+/// groups, and the offsets of transactions still open.
 #[derive(Default)]
-struct Contents {
+pub struct GroupShard {
+    /// The classic groups stored here, their engines built from their
+    /// metadata records when the partition is loaded.
+    pub(crate) classic: ClassicGroups,
     offsets: HashMap<String, GroupOffsets>,
     /// The encoded GroupMetadataValue last written for each group.
     metadata: HashMap<String, Bytes>,
@@ -148,7 +144,7 @@ fn remove_offset(map: &mut HashMap<String, GroupOffsets>, group: &str, key: &(St
     }
 }
 
-impl Contents {
+impl GroupShard {
     /// Applies one record at log offset `at`, of the transaction of
     /// producer `transaction` if it has one.
     fn apply(&mut self, key: RecordKey, value: Option<Bytes>, at: u64, transaction: Option<i64>) {
@@ -211,26 +207,17 @@ impl Contents {
         }
     }
 
-    /// A marker of `producer_id` at log offset `at` ends its transaction in
-    /// the groups `owns` selects: the offsets it wrote before the marker
+    /// A marker of `producer_id` at log offset `at` ends its transaction:
+    /// the offsets it wrote before the marker
     /// become committed (`commit`) or are dropped. Records of the producer
     /// after the marker belong to its next transaction and stay pending.
     /// Returns the offsets ended.
-    fn end_transaction(
-        &mut self,
-        producer_id: i64,
-        commit: bool,
-        at: u64,
-        owns: impl Fn(&str) -> bool,
-    ) -> usize {
+    fn end_transaction(&mut self, producer_id: i64, commit: bool, at: u64) -> usize {
         let Some(groups) = self.pending.get_mut(&producer_id) else {
             return 0;
         };
         let mut ended = Vec::new();
         groups.retain(|group, offsets| {
-            if !owns(group) {
-                return true;
-            }
             let (done, later): (GroupOffsets, GroupOffsets) = std::mem::take(offsets)
                 .into_iter()
                 .partition(|(_, stored)| stored.at < at);
@@ -309,16 +296,23 @@ impl Contents {
     }
 
     /// `group`'s committed offsets as the records below `high_watermark`
-    /// leave them; forgets the writes it has passed.
-    fn visible_offsets(&mut self, group: &str, high_watermark: u64) -> GroupOffsets {
+    /// leave them.
+    fn visible_offsets_now(&self, group: &str, high_watermark: u64) -> GroupOffsets {
         let mut visible = self.offsets.get(group).cloned().unwrap_or_default();
+        for (key, tracked) in self.unreplicated.get(group).into_iter().flatten() {
+            match tracked.visible(high_watermark) {
+                Some(stored) => visible.insert(key.clone(), stored.clone()),
+                None => visible.remove(key),
+            };
+        }
+        visible
+    }
+
+    /// [`visible_offsets_now`](Self::visible_offsets_now), forgetting the
+    /// writes the high watermark has passed.
+    fn visible_offsets(&mut self, group: &str, high_watermark: u64) -> GroupOffsets {
+        let visible = self.visible_offsets_now(group, high_watermark);
         if let Some(writes) = self.unreplicated.get_mut(group) {
-            for (key, tracked) in writes.iter() {
-                match tracked.visible(high_watermark) {
-                    Some(stored) => visible.insert(key.clone(), stored.clone()),
-                    None => visible.remove(key),
-                };
-            }
             writes.retain(|_, tracked| !tracked.prune(high_watermark));
             if writes.is_empty() {
                 self.unreplicated.remove(group);
@@ -327,7 +321,7 @@ impl Contents {
         visible
     }
 
-    fn replay(&mut self, item: Item) {
+    fn replay_item(&mut self, item: Item) {
         match item {
             Item::Record {
                 key,
@@ -343,62 +337,9 @@ impl Contents {
                 commit,
                 at,
             } => {
-                self.end_transaction(producer_id, commit, at, |_| true);
+                self.end_transaction(producer_id, commit, at);
             }
         }
-    }
-
-    /// Takes in the contents read from another partition's log.
-    fn absorb(&mut self, other: Contents) {
-        self.offsets.extend(other.offsets);
-        self.metadata.extend(other.metadata);
-        self.consumer_groups.extend(other.consumer_groups);
-        for (producer_id, groups) in other.pending {
-            self.pending.entry(producer_id).or_default().extend(groups);
-        }
-    }
-
-    /// Splits the contents by stripe of their groups.
-    fn into_stripes(self) -> Vec<Contents> {
-        let mut stripes: Vec<Contents> = (0..STRIPES).map(|_| Contents::default()).collect();
-        for (group, offsets) in self.offsets {
-            stripes[stripe_of(&group)].offsets.insert(group, offsets);
-        }
-        for (group, value) in self.metadata {
-            stripes[stripe_of(&group)].metadata.insert(group, value);
-        }
-        for (group, records) in self.consumer_groups {
-            stripes[stripe_of(&group)]
-                .consumer_groups
-                .insert(group, records);
-        }
-        for (producer_id, groups) in self.pending {
-            for (group, offsets) in groups {
-                stripes[stripe_of(&group)]
-                    .pending
-                    .entry(producer_id)
-                    .or_default()
-                    .insert(group, offsets);
-            }
-        }
-        for (group, writes) in self.unreplicated {
-            stripes[stripe_of(&group)]
-                .unreplicated
-                .insert(group, writes);
-        }
-        stripes
-    }
-
-    /// Drops everything of the groups `owns` selects.
-    fn forget(&mut self, owns: impl Fn(&str) -> bool) {
-        self.offsets.retain(|group, _| !owns(group));
-        self.unreplicated.retain(|group, _| !owns(group));
-        self.metadata.retain(|group, _| !owns(group));
-        self.consumer_groups.retain(|group, _| !owns(group));
-        self.pending.retain(|_, groups| {
-            groups.retain(|group, _| !owns(group));
-            !groups.is_empty()
-        });
     }
 
     /// The pending offsets of `group`, over all its open transactions.
@@ -412,145 +353,327 @@ impl Contents {
             .flat_map(|offsets| offsets.iter())
     }
 
-    /// The live records of the groups for which `owns` is true.
-    fn live_entries(&self, owns: impl Fn(&str) -> bool) -> Vec<Entry> {
+    /// The shard of `partition`, read from its log.
+    pub fn read(partition: &Partition) -> Result<Self, LogError> {
+        let mut shard = Self::default();
+        for_each_item(partition, |item| shard.replay_item(item))?;
+        Ok(shard)
+    }
+
+    pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
+        self.offsets
+            .get(group)?
+            .get(&(topic.to_owned(), partition))
+            .map(|stored| stored.value.clone())
+    }
+
+    /// A group's committed offsets as OffsetFetch serves them: as the
+    /// records below `high_watermark` leave them, so that a commit the
+    /// in-sync replicas may not hold yet is never served.
+    pub fn replicated_offsets(
+        &mut self,
+        group: &str,
+        high_watermark: u64,
+    ) -> BTreeMap<(String, i32), CommittedOffset> {
+        self.visible_offsets(group, high_watermark)
+            .into_iter()
+            .map(|(key, stored)| (key, stored.value))
+            .collect()
+    }
+
+    /// Every committed offset of a group, by topic and partition.
+    pub(crate) fn group_offsets(&self, group: &str) -> Vec<((String, i32), CommittedOffset)> {
+        self.offsets
+            .get(group)
+            .into_iter()
+            .flatten()
+            .map(|(k, stored)| (k.clone(), stored.value.clone()))
+            .collect()
+    }
+
+    /// Whether an open transaction has an offset of `group` for the
+    /// partition pending.
+    pub(crate) fn has_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.pending_of(group)
+            .any(|((t, p), _)| t == topic && *p == partition)
+    }
+
+    /// Whether an open transaction has offsets of `group` pending.
+    pub(crate) fn has_open_transactions(&self, group: &str) -> bool {
+        self.pending_of(group).next().is_some()
+    }
+
+    /// The partitions for which open transactions have offsets of `group`
+    /// pending, sorted.
+    pub(crate) fn pending_partitions(&self, group: &str) -> Vec<(String, i32)> {
+        let mut keys: Vec<(String, i32)> = self.pending_of(group).map(|(k, _)| k.clone()).collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The groups that hold committed offsets or offsets of open
+    /// transactions, each once.
+    pub(crate) fn groups_with_offsets(&self) -> Vec<String> {
+        let mut groups: Vec<String> = self
+            .offsets
+            .keys()
+            .chain(self.pending.values().flat_map(|groups| groups.keys()))
+            .cloned()
+            .collect();
+        groups.sort();
+        groups.dedup();
+        groups
+    }
+
+    /// [`replicated_offsets`](Self::replicated_offsets), without forgetting
+    /// anything.
+    pub fn served_offsets(
+        &self,
+        group: &str,
+        high_watermark: u64,
+    ) -> BTreeMap<(String, i32), CommittedOffset> {
+        self.visible_offsets_now(group, high_watermark)
+            .into_iter()
+            .map(|(key, stored)| (key, stored.value))
+            .collect()
+    }
+
+    /// The live records of every group.
+    fn live_entries(&self) -> Vec<Entry> {
         let mut entries = Vec::new();
-        for (group, records) in &self.consumer_groups {
-            if owns(group) {
-                entries.extend(consumer_group_entries(records));
-            }
+        for records in self.consumer_groups.values() {
+            entries.extend(consumer_group_entries(records));
         }
         for (group, value) in &self.metadata {
-            if owns(group) {
-                entries.push(Entry {
-                    key: records::offsets::encode_group_key(group),
-                    value: Some(value.clone()),
-                });
-            }
+            entries.push(Entry {
+                key: records::offsets::encode_group_key(group),
+                value: Some(value.clone()),
+            });
         }
         for (group, offsets) in &self.offsets {
-            if owns(group) {
-                for ((topic, partition), stored) in offsets {
-                    entries.push(Entry {
-                        key: records::offsets::encode_offset_key(group, topic, *partition),
-                        value: Some(records::offsets::encode_offset_value(&stored.value)),
-                    });
-                }
+            for ((topic, partition), stored) in offsets {
+                entries.push(Entry {
+                    key: records::offsets::encode_offset_key(group, topic, *partition),
+                    value: Some(records::offsets::encode_offset_value(&stored.value)),
+                });
             }
         }
         entries
     }
+
+    /// How many live records the partition holds, pending transactional
+    /// offsets included.
+    fn live_records(&self) -> usize {
+        let offsets =
+            |map: &HashMap<String, GroupOffsets>| map.values().map(BTreeMap::len).sum::<usize>();
+        self.metadata.len()
+            + self
+                .consumer_groups
+                .values()
+                .map(HashMap::len)
+                .sum::<usize>()
+            + offsets(&self.offsets)
+            + self.pending.values().map(offsets).sum::<usize>()
+    }
+
+    /// The tombstones that remove `group`: its offsets, those of its open
+    /// transactions too (as Kafka's DeleteGroups does), and its metadata.
+    pub(crate) fn group_tombstones(&self, group: &str) -> Vec<Entry> {
+        let mut keys: Vec<&(String, i32)> = self
+            .offsets
+            .get(group)
+            .into_iter()
+            .flat_map(|offsets| offsets.keys())
+            .chain(self.pending_of(group).map(|(key, _)| key))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        let mut entries: Vec<Entry> = keys
+            .into_iter()
+            .map(|(topic, p)| Entry {
+                key: records::offsets::encode_offset_key(group, topic, *p),
+                value: None,
+            })
+            .collect();
+        if self.metadata.contains_key(group) {
+            entries.push(Entry {
+                key: records::offsets::encode_group_key(group),
+                value: None,
+            });
+        }
+        entries
+    }
+
+    /// Re-appends the live records of the partition, then moves its log
+    /// start past everything older. A crash before the log start moves
+    /// leaves both copies, which load to the same state. Returns the
+    /// records rewritten. Skipped while a transaction has offsets pending
+    /// there: its records and marker must stay in the log.
+    fn checkpoint(&self, context: &ShardContext<'_>, now_ms: i64) -> Result<usize, AppendError> {
+        if !self.pending.is_empty() {
+            return Ok(0);
+        }
+        let partition = context.partition;
+        let entries = self.live_entries();
+        let rewrite_start = partition.log().log_end_offset();
+        for chunk in entries.chunks(CHECKPOINT_BATCH_RECORDS) {
+            partition.append_in_place(&encode_batch(chunk, now_ms, None), context.leader_epoch)?;
+        }
+        partition.delete_records_before(rewrite_start)?;
+        Ok(entries.len())
+    }
+
+    /// The live records of the groups whose record keys `of_kind` selects
+    /// (consumer or share groups), each group's in log order, by group.
+    fn group_records(&self, of_kind: fn(i16) -> bool) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
+        let mut groups: Vec<(String, Vec<(Bytes, Bytes)>)> = self
+            .consumer_groups
+            .iter()
+            .filter_map(|(group, records)| {
+                let entries: Vec<(Bytes, Bytes)> = consumer_group_entries(records)
+                    .into_iter()
+                    .filter(|entry| {
+                        entry.key.len() >= 2
+                            && of_kind(i16::from_be_bytes([entry.key[0], entry.key[1]]))
+                    })
+                    .filter_map(|entry| Some((entry.key, entry.value?)))
+                    .collect();
+                (!entries.is_empty()).then(|| (group.clone(), entries))
+            })
+            .collect();
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
+        groups
+    }
 }
 
-/// Reads the groups and offsets of one partition's log.
-fn read_partition(partition: &Partition) -> Result<(Contents, usize), LogError> {
-    let mut contents = Contents::default();
-    let mut count = 0usize;
-    for_each_item(partition, |item| {
-        count += 1;
-        contents.replay(item);
-    })?;
-    Ok((contents, count))
+impl Shard for GroupShard {
+    fn replay(&mut self, item: Item) {
+        self.replay_item(item);
+    }
+
+    /// A plain commit or deletion of an offset is tracked until the high
+    /// watermark passes it, so that OffsetFetch never serves it before.
+    fn replay_written(&mut self, item: Item, high_watermark: u64) {
+        let Item::Record {
+            key,
+            value,
+            at,
+            transaction: None,
+        } = &item
+        else {
+            return self.replay_item(item);
+        };
+        let Ok(RecordKey::Offset {
+            group,
+            topic,
+            partition,
+        }) = records::offsets::decode_key(key)
+        else {
+            return self.replay_item(item);
+        };
+        let tracked = (topic, partition);
+        self.track_write(&group, &tracked, high_watermark);
+        let key = RecordKey::Offset {
+            group: group.clone(),
+            topic: tracked.0.clone(),
+            partition,
+        };
+        self.apply(key, value.clone(), *at, None);
+        self.tracked_write_done(&group, &tracked, *at, high_watermark);
+    }
+
+    fn size(&self) -> usize {
+        self.live_records()
+    }
 }
 
 impl OffsetStore {
-    /// Rebuilds the view from the records of `__consumer_offsets`.
-    pub fn load(partitions: &[Arc<Partition>]) -> Result<Self, LogError> {
-        let mut contents = Contents::default();
-        let mut count = 0usize;
-        for partition in partitions {
-            let (read, records) = read_partition(partition)?;
-            contents.absorb(read);
-            count += records;
+    pub fn new(node_id: i32) -> Self {
+        Self {
+            runtime: CoordinatorRuntime::new(OFFSETS_TOPIC, node_id),
+            partition_count: AtomicI32::new(0),
         }
-        tracing::info!(
-            groups_with_offsets = contents.offsets.len(),
-            groups_with_metadata = contents.metadata.len(),
-            open_transactions = contents.pending.len(),
-            records = count,
-            "loaded __consumer_offsets"
-        );
-        Ok(Self {
-            stripes: contents
-                .into_stripes()
-                .into_iter()
-                .map(Mutex::new)
-                .collect(),
-        })
     }
 
-    /// The stripe holding `group`.
-    fn stripe(&self, group: &str) -> parking_lot::MutexGuard<'_, Contents> {
-        self.stripes[stripe_of(group)].lock()
+    /// The runtime hosting the shards, for the group hosts' events.
+    pub(crate) fn runtime(&self) -> &CoordinatorRuntime<GroupShard> {
+        &self.runtime
     }
 
-    /// Every stripe, locked in order (so that two callers never deadlock).
-    fn all_stripes(&self) -> Vec<parking_lot::MutexGuard<'_, Contents>> {
-        self.stripes.iter().map(|stripe| stripe.lock()).collect()
+    /// The partition storing `group`, once `__consumer_offsets` exists.
+    pub(crate) fn index_of(&self, group: &str) -> Option<i32> {
+        match self.partition_count.load(Ordering::Acquire) {
+            0 => None,
+            count => Some(records::offsets::partition_for(group, count)),
+        }
     }
 
-    /// This node became the leader of `partition` (one of `count`): its
-    /// groups are read again from its log, which may have grown by
-    /// replication since they were last read. Returns their metadata.
-    pub fn reload(
+    /// Runs `read` on the shard of `group`'s partition, if it is led here.
+    fn inspect<R>(&self, group: &str, read: impl FnOnce(&mut GroupShard) -> R) -> Option<R> {
+        self.runtime.inspect(self.index_of(group)?, read)
+    }
+
+    /// This node leads `partition` (one of `count`) now: its groups and
+    /// offsets are read from its log. Returns the groups' metadata. Reads
+    /// the log where it is called, which must not be a runtime worker.
+    pub fn load(
         &self,
-        partition: &Partition,
+        partition: Arc<Partition>,
         count: i32,
-    ) -> Result<Vec<(String, GroupSnapshot)>, LogError> {
-        let owns = |group: &str| records::offsets::partition_for(group, count) == partition.index;
-        // Read under every stripe's lock: a commit applied between the read
-        // and the swap would otherwise vanish from the view.
-        let mut stripes = self.all_stripes();
-        let (fresh, _) = read_partition(partition)?;
-        let loaded = decode_metadata(&fresh.metadata);
-        for (contents, fresh) in stripes.iter_mut().zip(fresh.into_stripes()) {
-            contents.forget(owns);
-            contents.absorb(fresh);
-        }
-        Ok(loaded)
+        classic: &GroupConfig,
+        now_ms: i64,
+    ) -> Result<usize, LogError> {
+        self.partition_count.store(count, Ordering::Release);
+        let index = partition.index;
+        let records = self.runtime.load_with(partition, |shard| {
+            shard.classic = ClassicGroups::load(decode_metadata(&shard.metadata), classic, now_ms);
+        })?;
+        tracing::debug!(
+            partition = index,
+            records,
+            "loaded a __consumer_offsets partition"
+        );
+        Ok(records)
     }
 
-    /// The last metadata written for each group, decoded.
-    pub fn group_metadata(&self) -> Vec<(String, GroupSnapshot)> {
-        self.stripes
-            .iter()
-            .flat_map(|stripe| decode_metadata(&stripe.lock().metadata))
-            .collect()
+    /// Another node leads partition `index` now.
+    pub fn unload(&self, index: i32) {
+        self.runtime.unload(index);
     }
 
-    /// Writes `changes` to the group's partition, then applies them.
+    /// Whether partition `index` is led, and its groups loaded, here.
+    pub fn hosts(&self, index: i32) -> bool {
+        self.runtime.hosts(index)
+    }
+
+    /// The partitions whose groups are loaded here, in order.
+    pub fn hosted(&self) -> Vec<i32> {
+        self.runtime.hosted()
+    }
+
+    /// Writes `changes` to the group's partition, then applies them. The
+    /// caller answers once the returned write is replicated.
     pub fn commit(
         &self,
-        partition: &Partition,
         group: &str,
         changes: Vec<OffsetChange>,
         now_ms: i64,
-    ) -> Result<Option<Appended>, AppendError> {
-        let entries = changes
-            .iter()
-            .map(|change| Entry {
-                key: records::offsets::encode_offset_key(group, &change.topic, change.partition),
-                value: change
-                    .value
-                    .as_ref()
-                    .map(records::offsets::encode_offset_value),
-            })
-            .collect();
-        self.write(partition, group, entries, now_ms, None)
+    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+        let entries = commit_entries(group, &changes);
+        self.write_to_group(group, None, now_ms, |_| entries)
     }
 
     /// TxnOffsetCommit: writes `offsets` as one transactional batch of
     /// `producer` to the group's partition and keeps them pending until
-    /// the transaction ends. Returns where the batch went, `None` if there
-    /// was nothing to write.
+    /// the transaction ends.
     pub fn commit_transactional(
         &self,
-        partition: &Partition,
         group: &str,
         producer: TxnProducer,
         offsets: Vec<(String, i32, CommittedOffset)>,
         now_ms: i64,
-    ) -> Result<Option<Appended>, AppendError> {
+    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
         let entries = offsets
             .iter()
             .map(|(topic, p, value)| Entry {
@@ -558,330 +681,168 @@ impl OffsetStore {
                 value: Some(records::offsets::encode_offset_value(value)),
             })
             .collect();
-        self.write(partition, group, entries, now_ms, Some(producer))
+        self.write_to_group(group, Some(producer), now_ms, |_| entries)
     }
 
     /// A transaction marker of `producer_id` was written at `marker_offset`
-    /// to partition `index` of `count`: the transaction's offsets in that
-    /// partition become committed (`commit`) or are dropped. Returns how
+    /// to partition `index`: the transaction's offsets there become
+    /// committed (`commit`) or are dropped, in the shard's turn. Gives how
     /// many there were.
     pub fn complete_transaction(
         &self,
         index: i32,
-        count: i32,
         producer_id: i64,
         commit: bool,
         marker_offset: u64,
-    ) -> usize {
-        let owns = |group: &str| records::offsets::partition_for(group, count) == index;
-        self.stripes
-            .iter()
-            .map(|stripe| {
-                stripe
-                    .lock()
-                    .end_transaction(producer_id, commit, marker_offset, owns)
-            })
-            .sum()
-    }
-
-    /// Writes a group's metadata record, or its tombstone for `None`.
-    pub fn write_group(
-        &self,
-        partition: &Partition,
-        group: &str,
-        snapshot: Option<&GroupSnapshot>,
-        now_ms: i64,
-    ) -> Result<Option<Appended>, AppendError> {
-        let entry = Entry {
-            key: records::offsets::encode_group_key(group),
-            value: snapshot.map(records::offsets::encode_group_value),
-        };
-        self.write(partition, group, vec![entry], now_ms, None)
+    ) -> impl Future<Output = usize> + Send + 'static {
+        let ended = self.runtime.write_unreplicated(index, 0, move |shard, _| {
+            let ended = shard.end_transaction(producer_id, commit, marker_offset);
+            Ok::<_, CoordinatorError>(Outcome::answer(ended))
+        });
+        async move { ended.await.map_or(0, |applied| applied.result) }
     }
 
     /// Writes a consumer group's records (KIP-848), keys and values as
     /// encoded, in one batch.
     pub fn write_consumer_group(
         &self,
-        partition: &Partition,
         group: &str,
         records: Vec<(Bytes, Option<Bytes>)>,
         now_ms: i64,
-    ) -> Result<Option<Appended>, AppendError> {
+    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
         let entries = records
             .into_iter()
             .map(|(key, value)| Entry { key, value })
             .collect();
-        self.write(partition, group, entries, now_ms, None)
+        self.write_to_group(group, None, now_ms, |_| entries)
     }
 
     /// The live records of the consumer groups (KIP-848) of partition
-    /// `index` of `count`, each group's in log order: what a coordinator
-    /// replays to continue them.
-    pub fn consumer_group_records(
-        &self,
-        index: i32,
-        count: i32,
-    ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
-        self.group_records(index, count, records::consumer_group::is_consumer_group_key)
+    /// `index`, each group's in log order: what a coordinator replays to
+    /// continue them.
+    pub fn consumer_group_records(&self, index: i32) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
+        self.runtime
+            .inspect(index, |shard| {
+                shard.group_records(records::consumer_group::is_consumer_group_key)
+            })
+            .unwrap_or_default()
     }
 
-    /// The live records of the share groups (KIP-932) of partition `index`
-    /// of `count`, each group's in log order.
-    pub fn share_group_records(
-        &self,
-        index: i32,
-        count: i32,
-    ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
-        self.group_records(index, count, records::share_group::is_share_group_key)
-    }
-
-    fn group_records(
-        &self,
-        index: i32,
-        count: i32,
-        of_kind: fn(i16) -> bool,
-    ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
-        let owns = |group: &str| records::offsets::partition_for(group, count) == index;
-        let mut groups = Vec::new();
-        for stripe in self.stripes.iter() {
-            let contents = stripe.lock();
-            for (group, records) in &contents.consumer_groups {
-                if owns(group) {
-                    let entries: Vec<(Bytes, Bytes)> = consumer_group_entries(records)
-                        .into_iter()
-                        .filter(|entry| {
-                            entry.key.len() >= 2
-                                && of_kind(i16::from_be_bytes([entry.key[0], entry.key[1]]))
-                        })
-                        .filter_map(|entry| Some((entry.key, entry.value?)))
-                        .collect();
-                    if !entries.is_empty() {
-                        groups.push((group.clone(), entries));
-                    }
-                }
-            }
-        }
-        groups.sort_by(|a, b| a.0.cmp(&b.0));
-        groups
+    /// The live records of the share groups (KIP-932) of partition `index`,
+    /// each group's in log order.
+    pub fn share_group_records(&self, index: i32) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
+        self.runtime
+            .inspect(index, |shard| {
+                shard.group_records(records::share_group::is_share_group_key)
+            })
+            .unwrap_or_default()
     }
 
     /// Removes a group: tombstones for its offsets, those of its open
     /// transactions too (as Kafka's DeleteGroups does), and its metadata.
     pub fn delete_group(
         &self,
-        partition: &Partition,
         group: &str,
         now_ms: i64,
-    ) -> Result<Option<Appended>, AppendError> {
-        let mut keys: Vec<(String, i32)> = self
-            .group_offsets(group)
-            .into_iter()
-            .map(|(key, _)| key)
-            .collect();
-        keys.extend(self.pending_partitions(group));
-        keys.sort();
-        keys.dedup();
-        let mut entries: Vec<Entry> = keys
-            .into_iter()
-            .map(|(topic, p)| Entry {
-                key: records::offsets::encode_offset_key(group, &topic, p),
-                value: None,
-            })
-            .collect();
-        if self.stripe(group).metadata.contains_key(group) {
-            entries.push(Entry {
-                key: records::offsets::encode_group_key(group),
-                value: None,
-            });
-        }
-        self.write(partition, group, entries, now_ms, None)
+    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+        let group_name = group.to_owned();
+        self.write_to_group(group, None, now_ms, move |shard| {
+            shard.group_tombstones(&group_name)
+        })
     }
 
-    /// Appends `entries` as one batch (a transactional one of `producer`)
-    /// and applies them to the view. Refused, as an acks=all produce is,
-    /// while the ISR is smaller than `min.insync.replicas`: the caller
-    /// answers once the in-sync replicas hold the batch.
-    fn write(
+    /// Appends the entries `records` gives, as one batch (a transactional
+    /// one of `producer`), to the partition of `group` in its shard's turn,
+    /// and applies them there. Refused, as an acks=all produce is, while
+    /// the ISR is smaller than `min.insync.replicas`. Returns the write the
+    /// caller awaits before it answers (`None`: nothing to write). Waits
+    /// in place for the shard's turn.
+    fn write_to_group(
         &self,
-        partition: &Partition,
         group: &str,
-        entries: Vec<Entry>,
-        now_ms: i64,
         producer: Option<TxnProducer>,
-    ) -> Result<Option<Appended>, AppendError> {
-        if entries.is_empty() {
-            return Ok(None);
-        }
-        let batch = encode_batch(&entries, now_ms, producer);
-        let leader_epoch = partition.replica_state().leader_epoch;
-        // The group's lock spans the append so that the view applies the
-        // group's changes in log order.
-        let mut contents = self.stripe(group);
-        let appended = partition.append_from(
-            &batch,
-            leader_epoch,
-            AppendOrigin::Coordinator,
-            RequiredAcks::All,
-        )?;
-        let high_watermark = partition.high_watermark();
-        for (i, entry) in entries.into_iter().enumerate() {
-            let key = records::offsets::decode_key(&entry.key).expect("keys written here decode");
-            let at = appended.base_offset + i as u64;
-            let tracked = match (&key, producer) {
-                (
-                    RecordKey::Offset {
-                        group,
-                        topic,
-                        partition,
-                    },
-                    None,
-                ) => Some((group.clone(), (topic.clone(), *partition))),
-                _ => None,
-            };
-            if let Some((group, key)) = &tracked {
-                contents.track_write(group, key, high_watermark);
-            }
-            contents.apply(key, entry.value, at, producer.map(|p| p.id));
-            if let Some((group, key)) = &tracked {
-                contents.tracked_write_done(group, key, at, high_watermark);
-            }
-        }
-        Ok(Some(appended))
-    }
-
-    /// Re-appends the live records of the groups stored in `partition`
-    /// (index `index` of `count`), then moves its log start past everything
-    /// older. A crash before the log start moves leaves both copies, which
-    /// load to the same state. Returns the records rewritten. Skipped while
-    /// a transaction has offsets pending there: its records and marker must
-    /// stay in the log.
-    pub fn checkpoint(
-        &self,
-        partition: &Partition,
-        count: i32,
         now_ms: i64,
-    ) -> Result<usize, AppendError> {
-        // Every stripe stays locked until the rewrite is done: a commit
-        // appended between the copy and the rewrite would be overwritten
-        // by its older value.
-        let stripes = self.all_stripes();
-        let owns = |group: &str| records::offsets::partition_for(group, count) == partition.index;
-        let open = stripes.iter().any(|contents| {
-            contents
-                .pending
-                .values()
-                .any(|groups| groups.keys().any(|g| owns(g)))
-        });
-        if open {
-            return Ok(0);
-        }
-        let entries: Vec<Entry> = stripes
-            .iter()
-            .flat_map(|contents| contents.live_entries(owns))
-            .collect();
-        let rewrite_start = partition.log().log_end_offset();
-        let leader_epoch = partition.replica_state().leader_epoch;
-        for chunk in entries.chunks(CHECKPOINT_BATCH_RECORDS) {
-            partition.append_in_place(&encode_batch(chunk, now_ms, None), leader_epoch)?;
-        }
-        partition.delete_records_before(rewrite_start)?;
-        Ok(entries.len())
+        records: impl FnOnce(&GroupShard) -> Vec<Entry> + Send + 'static,
+    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+        let index = self
+            .index_of(group)
+            .ok_or(CoordinatorError::NotCoordinator)?;
+        let applied = self
+            .runtime
+            .write_unreplicated(index, now_ms, move |shard, _| {
+                Ok::<_, CoordinatorError>(Outcome {
+                    records: records(shard),
+                    producer,
+                    result: (),
+                })
+            })
+            .wait()?;
+        Ok(applied.write)
     }
 
-    /// How many live records the groups of partition `index` of `count`
-    /// hold, pending transactional offsets included.
-    pub fn live_records(&self, index: i32, count: i32) -> usize {
-        let owns = |group: &str| records::offsets::partition_for(group, count) == index;
-        let offsets = |map: &HashMap<String, GroupOffsets>| {
-            map.iter()
-                .filter(|(g, _)| owns(g))
-                .map(|(_, o)| o.len())
-                .sum::<usize>()
-        };
-        self.stripes
-            .iter()
-            .map(|stripe| {
-                let contents = stripe.lock();
-                contents.metadata.keys().filter(|g| owns(g)).count()
-                    + contents
-                        .consumer_groups
-                        .iter()
-                        .filter(|(g, _)| owns(g))
-                        .map(|(_, records)| records.len())
-                        .sum::<usize>()
-                    + offsets(&contents.offsets)
-                    + contents.pending.values().map(offsets).sum::<usize>()
+    /// Rewrites the live records of partition `index` and moves its log
+    /// start past the older ones (see [`GroupShard::checkpoint`]). Returns
+    /// the records rewritten.
+    pub fn checkpoint(&self, index: i32, now_ms: i64) -> Result<usize, CoordinatorError> {
+        self.runtime
+            .write_unreplicated(index, now_ms, move |shard, context| {
+                let rewritten = shard.checkpoint(context, now_ms)?;
+                Ok::<_, CoordinatorError>(Outcome::answer(rewritten))
             })
-            .sum()
+            .wait()
+            .map(|applied| applied.result)
+    }
+
+    /// How many live records the groups of partition `index` hold, pending
+    /// transactional offsets included.
+    pub fn live_records(&self, index: i32) -> usize {
+        self.runtime
+            .inspect(index, |shard| shard.live_records())
+            .unwrap_or(0)
     }
 
     pub fn committed(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
-        let contents = self.stripe(group);
-        contents
-            .offsets
-            .get(group)?
-            .get(&(topic.to_owned(), partition))
-            .map(|stored| stored.value.clone())
+        self.inspect(group, |shard| shard.committed(group, topic, partition))
+            .flatten()
     }
 
-    /// A group's committed offsets as OffsetFetch serves them: as the
-    /// records below `high_watermark` (of the group's partition) leave
-    /// them, so that a commit the in-sync replicas may not hold yet is never
-    /// served.
+    /// A group's committed offsets as OffsetFetch serves them (see
+    /// [`GroupShard::replicated_offsets`]).
     pub fn replicated_offsets(
         &self,
         group: &str,
         high_watermark: u64,
     ) -> BTreeMap<(String, i32), CommittedOffset> {
-        self.stripe(group)
-            .visible_offsets(group, high_watermark)
-            .into_iter()
-            .map(|(key, stored)| (key, stored.value))
-            .collect()
+        self.inspect(group, |shard| {
+            shard.replicated_offsets(group, high_watermark)
+        })
+        .unwrap_or_default()
     }
 
     /// Every committed offset of a group, by topic and partition.
     pub fn group_offsets(&self, group: &str) -> Vec<((String, i32), CommittedOffset)> {
-        let contents = self.stripe(group);
-        contents
-            .offsets
-            .get(group)
-            .map(|o| {
-                o.iter()
-                    .map(|(k, stored)| (k.clone(), stored.value.clone()))
-                    .collect()
-            })
+        self.inspect(group, |shard| shard.group_offsets(group))
             .unwrap_or_default()
     }
 
     /// Whether an open transaction has an offset of `group` for the
     /// partition pending.
     pub fn has_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
-        let key = (topic.to_owned(), partition);
-        self.stripe(group)
-            .pending
-            .values()
-            .any(|groups| groups.get(group).is_some_and(|o| o.contains_key(&key)))
+        self.inspect(group, |shard| shard.has_pending(group, topic, partition))
+            .unwrap_or(false)
     }
 
     /// Whether an open transaction has offsets of `group` pending.
     pub fn has_open_transactions(&self, group: &str) -> bool {
-        self.stripe(group)
-            .pending
-            .values()
-            .any(|groups| groups.contains_key(group))
+        self.inspect(group, |shard| shard.has_open_transactions(group))
+            .unwrap_or(false)
     }
 
     /// The partitions for which open transactions have offsets of `group`
     /// pending, sorted.
     pub fn pending_partitions(&self, group: &str) -> Vec<(String, i32)> {
-        let contents = self.stripe(group);
-        let mut keys: Vec<(String, i32)> =
-            contents.pending_of(group).map(|(k, _)| k.clone()).collect();
-        keys.sort();
-        keys.dedup();
-        keys
+        self.inspect(group, |shard| shard.pending_partitions(group))
+            .unwrap_or_default()
     }
 
     /// The offsets of `group` pending in the open transaction of
@@ -891,48 +852,43 @@ impl OffsetStore {
         group: &str,
         producer_id: i64,
     ) -> Vec<((String, i32), CommittedOffset)> {
-        let contents = self.stripe(group);
-        contents
-            .pending
-            .get(&producer_id)
-            .and_then(|groups| groups.get(group))
-            .map(|o| {
-                o.iter()
-                    .map(|(k, stored)| (k.clone(), stored.value.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.inspect(group, |shard| {
+            shard
+                .pending
+                .get(&producer_id)
+                .and_then(|groups| groups.get(group))
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, stored)| (k.clone(), stored.value.clone()))
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .unwrap_or_default()
     }
 
-    /// Names of the groups that hold committed offsets or offsets of open
-    /// transactions, sorted.
+    /// Names of the groups led here that hold committed offsets or offsets
+    /// of open transactions, sorted.
     pub fn groups(&self) -> Vec<String> {
-        let mut groups: Vec<String> = Vec::new();
-        for stripe in self.stripes.iter() {
-            let contents = stripe.lock();
-            groups.extend(
-                contents
-                    .offsets
-                    .keys()
-                    .chain(contents.pending.values().flat_map(|groups| groups.keys()))
-                    .cloned(),
-            );
-        }
+        let mut groups: Vec<String> = self
+            .runtime
+            .inspect_all(|_, shard| shard.groups_with_offsets())
+            .into_iter()
+            .flatten()
+            .collect();
         groups.sort();
-        groups.dedup();
         groups
     }
 
-    /// Groups holding offsets of `topic`, committed or pending, with those
-    /// partitions.
+    /// Groups led here holding offsets of `topic`, committed or pending,
+    /// with those partitions.
     pub fn commits_of_topic(&self, topic: &str) -> Vec<(String, Vec<i32>)> {
         let mut found: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-        for stripe in self.stripes.iter() {
-            let contents = stripe.lock();
-            let all = contents
+        self.runtime.inspect_all(|_, shard| {
+            let all = shard
                 .offsets
                 .iter()
-                .chain(contents.pending.values().flat_map(|groups| groups.iter()));
+                .chain(shard.pending.values().flat_map(|groups| groups.iter()));
             for (group, offsets) in all {
                 for (t, p) in offsets.keys() {
                     if t == topic {
@@ -940,7 +896,7 @@ impl OffsetStore {
                     }
                 }
             }
-        }
+        });
         found
             .into_iter()
             .map(|(group, mut partitions)| {
@@ -950,6 +906,36 @@ impl OffsetStore {
             })
             .collect()
     }
+}
+
+/// Appends `records` (as one batch, a transactional one of `producer`)
+/// through `shard` in an event of its own: the write for the caller to
+/// await before it answers, `None` when there is nothing to write.
+pub(crate) fn write(
+    shard: &mut GroupShard,
+    context: &ShardContext<'_>,
+    records: &[Entry],
+    producer: Option<TxnProducer>,
+    now_ms: i64,
+) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+    if records.is_empty() {
+        return Ok(None);
+    }
+    crate::coordinator::append(shard, context, records, producer, now_ms).map(Some)
+}
+
+/// The records of a commit of `group`'s offsets.
+pub(crate) fn commit_entries(group: &str, changes: &[OffsetChange]) -> Vec<Entry> {
+    changes
+        .iter()
+        .map(|change| Entry {
+            key: records::offsets::encode_offset_key(group, &change.topic, change.partition),
+            value: change
+                .value
+                .as_ref()
+                .map(records::offsets::encode_offset_value),
+        })
+        .collect()
 }
 
 /// A consumer group's live records as entries, in log order.
@@ -985,14 +971,20 @@ fn decode_metadata<'a>(
         .collect()
 }
 
-/// The record of a classic group's metadata (`None`: its tombstone), to
-/// write in one batch with consumer group records when a group changes kind.
+/// The record of a classic group's metadata (`None`: its tombstone).
+pub(crate) fn group_entry(group: &str, snapshot: Option<&GroupSnapshot>) -> Entry {
+    Entry {
+        key: records::offsets::encode_group_key(group),
+        value: snapshot.map(records::offsets::encode_group_value),
+    }
+}
+
+/// [`group_entry`] as a key and value, to write in one batch with consumer
+/// group records when a group changes kind.
 pub(crate) fn classic_group_entry(
     group: &str,
     snapshot: Option<&GroupSnapshot>,
 ) -> (Bytes, Option<Bytes>) {
-    (
-        records::offsets::encode_group_key(group),
-        snapshot.map(records::offsets::encode_group_value),
-    )
+    let entry = group_entry(group, snapshot);
+    (entry.key, entry.value)
 }

@@ -36,28 +36,39 @@ fn producer(id: i64) -> TxnProducer {
     TxnProducer { id, epoch: 0 }
 }
 
-fn commit(store: &OffsetStore, partition: &Partition, group: &str, p: i32, offset: i64) {
+/// A store leading `partitions`, the whole of `__consumer_offsets`.
+fn store_of(partitions: &[Arc<Partition>]) -> OffsetStore {
+    let store = OffsetStore::new(1);
+    for partition in partitions {
+        let classic = weir_coord::classic::GroupConfig::default();
+        store
+            .load(partition.clone(), partitions.len() as i32, &classic, 0)
+            .unwrap();
+    }
+    store
+}
+
+fn commit(store: &OffsetStore, group: &str, p: i32, offset: i64) {
     let change = OffsetChange {
         topic: T.to_owned(),
         partition: p,
         value: Some(value(offset)),
     };
-    store.commit(partition, group, vec![change], 0).unwrap();
+    store.commit(group, vec![change], 0).unwrap();
 }
 
 fn txn_commit(
     store: &OffsetStore,
-    partition: &Partition,
     group: &str,
     producer: TxnProducer,
     offsets: &[(i32, i64)],
-) -> Appended {
+) -> ReplicatedWrite {
     let offsets = offsets
         .iter()
         .map(|&(p, o)| (T.to_owned(), p, value(o)))
         .collect();
     store
-        .commit_transactional(partition, group, producer, offsets, 0)
+        .commit_transactional(group, producer, offsets, 0)
         .unwrap()
         .expect("something to write")
 }
@@ -65,19 +76,17 @@ fn txn_commit(
 /// Appends a transaction marker to the log, as a partition leader writes
 /// it, and tells the store, as the broker's marker hook does. Returns its
 /// offset.
-fn marker(
-    store: &OffsetStore,
-    partition: &Partition,
-    count: i32,
-    producer: TxnProducer,
-    commit: bool,
-) -> u64 {
+fn marker(store: &OffsetStore, partition: &Partition, producer: TxnProducer, commit: bool) -> u64 {
     let at = partition
         .write_marker(producer.id, producer.epoch, commit, 0, 0)
         .unwrap()
         .base_offset;
-    store.complete_transaction(partition.index, count, producer.id, commit, at);
+    complete(store, partition.index, producer.id, commit, at);
     at
+}
+
+fn complete(store: &OffsetStore, index: i32, producer_id: i64, commit: bool, at: u64) {
+    futures::executor::block_on(store.complete_transaction(index, producer_id, commit, at));
 }
 
 fn committed(store: &OffsetStore, group: &str, p: i32) -> Option<i64> {
@@ -103,9 +112,9 @@ fn state(store: &OffsetStore, groups: &[&str], producers: &[i64]) -> String {
 fn transactional_offsets_stay_pending_until_a_commit_marker() {
     let dir = tempfile::tempdir().unwrap();
     let partition = open(dir.path(), 0);
-    let store = OffsetStore::default();
-    commit(&store, &partition, "g", 0, 5);
-    txn_commit(&store, &partition, "g", producer(7), &[(0, 10), (1, 11)]);
+    let store = store_of(std::slice::from_ref(&partition));
+    commit(&store, "g", 0, 5);
+    txn_commit(&store, "g", producer(7), &[(0, 10), (1, 11)]);
 
     assert_eq!(committed(&store, "g", 0), Some(5));
     assert_eq!(committed(&store, "g", 1), None);
@@ -117,7 +126,7 @@ fn transactional_offsets_stay_pending_until_a_commit_marker() {
         vec![(T.to_owned(), 0), (T.to_owned(), 1)]
     );
 
-    marker(&store, &partition, 1, producer(7), true);
+    marker(&store, &partition, producer(7), true);
     assert_eq!(committed(&store, "g", 0), Some(10));
     assert_eq!(committed(&store, "g", 1), Some(11));
     assert_eq!(store.committed("g", T, 1).unwrap().metadata, "m11");
@@ -128,15 +137,15 @@ fn transactional_offsets_stay_pending_until_a_commit_marker() {
 fn an_abort_marker_drops_the_pending_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let partition = open(dir.path(), 0);
-    let store = OffsetStore::default();
-    commit(&store, &partition, "g", 0, 5);
-    txn_commit(&store, &partition, "g", producer(7), &[(0, 10), (1, 11)]);
-    marker(&store, &partition, 1, producer(7), false);
+    let store = store_of(std::slice::from_ref(&partition));
+    commit(&store, "g", 0, 5);
+    txn_commit(&store, "g", producer(7), &[(0, 10), (1, 11)]);
+    marker(&store, &partition, producer(7), false);
     assert_eq!(committed(&store, "g", 0), Some(5));
     assert_eq!(committed(&store, "g", 1), None);
     assert!(!store.has_open_transactions("g"));
     // A marker of a producer with nothing pending changes nothing.
-    marker(&store, &partition, 1, producer(8), true);
+    marker(&store, &partition, producer(8), true);
     assert_eq!(committed(&store, "g", 0), Some(5));
 }
 
@@ -144,15 +153,15 @@ fn an_abort_marker_drops_the_pending_offsets() {
 fn the_later_record_wins_when_a_transaction_commits() {
     let dir = tempfile::tempdir().unwrap();
     let partition = open(dir.path(), 0);
-    let store = OffsetStore::default();
+    let store = store_of(std::slice::from_ref(&partition));
     // Partition 0: the plain commit comes after the transactional one.
-    txn_commit(&store, &partition, "g", producer(7), &[(0, 10), (1, 11)]);
-    commit(&store, &partition, "g", 0, 20);
+    txn_commit(&store, "g", producer(7), &[(0, 10), (1, 11)]);
+    commit(&store, "g", 0, 20);
     // Partition 1: before it.
-    marker(&store, &partition, 1, producer(7), true);
+    marker(&store, &partition, producer(7), true);
     assert_eq!(committed(&store, "g", 0), Some(20));
     assert_eq!(committed(&store, "g", 1), Some(11));
-    let reloaded = OffsetStore::load(&[partition]).unwrap();
+    let reloaded = store_of(&[partition]);
     assert_eq!(committed(&reloaded, "g", 0), Some(20));
     assert_eq!(committed(&reloaded, "g", 1), Some(11));
 }
@@ -161,12 +170,12 @@ fn the_later_record_wins_when_a_transaction_commits() {
 fn records_after_a_marker_belong_to_the_next_transaction() {
     let dir = tempfile::tempdir().unwrap();
     let partition = open(dir.path(), 0);
-    let store = OffsetStore::default();
-    txn_commit(&store, &partition, "g", producer(7), &[(0, 10)]);
-    let written = txn_commit(&store, &partition, "g", producer(7), &[(1, 11)]);
+    let store = store_of(std::slice::from_ref(&partition));
+    txn_commit(&store, "g", producer(7), &[(0, 10)]);
+    let written = txn_commit(&store, "g", producer(7), &[(1, 11)]);
     // A marker the log placed before the second commit (a race between an
     // abort on timeout and a late TxnOffsetCommit) ends only the first.
-    store.complete_transaction(0, 1, 7, true, written.base_offset);
+    complete(&store, 0, 7, true, written.until - 1);
     assert_eq!(committed(&store, "g", 0), Some(10));
     assert_eq!(committed(&store, "g", 1), None);
     assert!(store.has_pending("g", T, 1));
@@ -176,15 +185,15 @@ fn records_after_a_marker_belong_to_the_next_transaction() {
 fn a_tombstone_removes_pending_offsets_too() {
     let dir = tempfile::tempdir().unwrap();
     let partition = open(dir.path(), 0);
-    let store = OffsetStore::default();
-    commit(&store, &partition, "g", 0, 5);
-    txn_commit(&store, &partition, "g", producer(7), &[(0, 10), (1, 11)]);
-    store.delete_group(&partition, "g", 0).unwrap();
+    let store = store_of(std::slice::from_ref(&partition));
+    commit(&store, "g", 0, 5);
+    txn_commit(&store, "g", producer(7), &[(0, 10), (1, 11)]);
+    store.delete_group("g", 0).unwrap();
     assert!(!store.has_open_transactions("g"));
     assert!(store.groups().is_empty());
-    marker(&store, &partition, 1, producer(7), true);
+    marker(&store, &partition, producer(7), true);
     assert_eq!(store.group_offsets("g"), vec![]);
-    let reloaded = OffsetStore::load(&[partition]).unwrap();
+    let reloaded = store_of(&[partition]);
     assert_eq!(reloaded.group_offsets("g"), vec![]);
     assert!(!reloaded.has_open_transactions("g"));
 }
@@ -193,29 +202,30 @@ fn a_tombstone_removes_pending_offsets_too() {
 fn loading_the_log_rebuilds_committed_and_pending_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let partition = open(dir.path(), 0);
-    let store = OffsetStore::default();
-    commit(&store, &partition, "a", 0, 1);
-    txn_commit(&store, &partition, "a", producer(1), &[(0, 100), (1, 101)]);
-    txn_commit(&store, &partition, "b", producer(2), &[(0, 200)]);
-    commit(&store, &partition, "b", 1, 2);
-    txn_commit(&store, &partition, "b", producer(3), &[(1, 300)]);
-    txn_commit(&store, &partition, "a", producer(1), &[(2, 102)]);
-    marker(&store, &partition, 1, producer(1), true);
-    marker(&store, &partition, 1, producer(2), false);
+    let store = store_of(std::slice::from_ref(&partition));
+    commit(&store, "a", 0, 1);
+    txn_commit(&store, "a", producer(1), &[(0, 100), (1, 101)]);
+    txn_commit(&store, "b", producer(2), &[(0, 200)]);
+    commit(&store, "b", 1, 2);
+    txn_commit(&store, "b", producer(3), &[(1, 300)]);
+    txn_commit(&store, "a", producer(1), &[(2, 102)]);
+    marker(&store, &partition, producer(1), true);
+    marker(&store, &partition, producer(2), false);
     // Producer 3's transaction is still open, and producer 1 starts another.
-    txn_commit(&store, &partition, "a", producer(1), &[(0, 110)]);
+    txn_commit(&store, "a", producer(1), &[(0, 110)]);
 
     let groups = ["a", "b"];
     let producers = [1, 2, 3];
     let before = state(&store, &groups, &producers);
     assert!(before.contains("b pending/3 [((\"orders\", 1)"), "{before}");
     assert!(before.contains("a pending/1 [((\"orders\", 0)"), "{before}");
-    let loaded = OffsetStore::load(std::slice::from_ref(&partition)).unwrap();
+    let loaded = store_of(std::slice::from_ref(&partition));
     assert_eq!(state(&loaded, &groups, &producers), before);
 
     // Reloading on leadership replaces what the store had of the partition.
-    marker(&store, &partition, 1, producer(3), true);
-    loaded.reload(&partition, 1).unwrap();
+    marker(&store, &partition, producer(3), true);
+    let classic = weir_coord::classic::GroupConfig::default();
+    loaded.load(partition.clone(), 1, &classic, 0).unwrap();
     assert_eq!(
         state(&loaded, &groups, &producers),
         state(&store, &groups, &producers)
@@ -236,14 +246,14 @@ fn a_marker_ends_the_transaction_only_in_its_own_partition() {
             .unwrap()
     };
     let (g0, g1) = (name(0), name(1));
-    let store = OffsetStore::default();
-    txn_commit(&store, &p0, &g0, producer(7), &[(0, 10)]);
-    txn_commit(&store, &p1, &g1, producer(7), &[(0, 20)]);
-    marker(&store, &p0, 2, producer(7), true);
+    let store = store_of(&[p0.clone(), p1.clone()]);
+    txn_commit(&store, &g0, producer(7), &[(0, 10)]);
+    txn_commit(&store, &g1, producer(7), &[(0, 20)]);
+    marker(&store, &p0, producer(7), true);
     assert_eq!(committed(&store, &g0, 0), Some(10));
     assert_eq!(committed(&store, &g1, 0), None);
     assert!(store.has_pending(&g1, T, 0));
-    marker(&store, &p1, 2, producer(7), false);
+    marker(&store, &p1, producer(7), false);
     assert!(!store.has_open_transactions(&g1));
     assert_eq!(committed(&store, &g1, 0), None);
 }
@@ -252,22 +262,25 @@ fn a_marker_ends_the_transaction_only_in_its_own_partition() {
 fn coordinator_writes_are_fenced_by_epoch_but_not_sequenced() {
     let dir = tempfile::tempdir().unwrap();
     let partition = open(dir.path(), 0);
-    let store = OffsetStore::default();
+    let store = store_of(std::slice::from_ref(&partition));
     let current = TxnProducer { id: 7, epoch: 3 };
     // Every batch the coordinator writes starts at sequence 0.
     for i in 0..3 {
-        txn_commit(&store, &partition, "g", current, &[(i, 10)]);
+        txn_commit(&store, "g", current, &[(i, 10)]);
     }
     assert_eq!(store.pending_offsets("g", 7).len(), 3);
     let stale = TxnProducer { id: 7, epoch: 2 };
     let offsets = vec![(T.to_owned(), 5, value(1))];
-    let refused = store.commit_transactional(&partition, "g", stale, offsets, 0);
+    let refused = store.commit_transactional("g", stale, offsets, 0);
     assert!(
         matches!(
             refused,
-            Err(AppendError::InvalidProducerEpoch { current: 3, got: 2 })
+            Err(CoordinatorError::Append(
+                AppendError::InvalidProducerEpoch { current: 3, got: 2 }
+            ))
         ),
-        "{refused:?}"
+        "{:?}",
+        refused.err()
     );
     assert!(!store.has_pending("g", T, 5));
 }
@@ -276,17 +289,17 @@ fn coordinator_writes_are_fenced_by_epoch_but_not_sequenced() {
 fn checkpoints_wait_for_open_transactions() {
     let dir = tempfile::tempdir().unwrap();
     let partition = open(dir.path(), 0);
-    let store = OffsetStore::default();
+    let store = store_of(std::slice::from_ref(&partition));
     for i in 0..5 {
-        commit(&store, &partition, "g", 0, i);
+        commit(&store, "g", 0, i);
     }
-    txn_commit(&store, &partition, "g", producer(7), &[(1, 10)]);
-    assert_eq!(store.live_records(0, 1), 2);
-    assert_eq!(store.checkpoint(&partition, 1, 0).unwrap(), 0);
+    txn_commit(&store, "g", producer(7), &[(1, 10)]);
+    assert_eq!(store.live_records(0), 2);
+    assert_eq!(store.checkpoint(0, 0).unwrap(), 0);
     assert_eq!(partition.log().log_start_offset(), 0);
-    marker(&store, &partition, 1, producer(7), true);
-    assert_eq!(store.checkpoint(&partition, 1, 0).unwrap(), 2);
-    let reloaded = OffsetStore::load(&[partition]).unwrap();
+    marker(&store, &partition, producer(7), true);
+    assert_eq!(store.checkpoint(0, 0).unwrap(), 2);
+    let reloaded = store_of(&[partition]);
     assert_eq!(committed(&reloaded, "g", 0), Some(4));
     assert_eq!(committed(&reloaded, "g", 1), Some(10));
 }
@@ -295,9 +308,9 @@ fn checkpoints_wait_for_open_transactions() {
 fn groups_with_only_pending_offsets_are_known() {
     let dir = tempfile::tempdir().unwrap();
     let partition = open(dir.path(), 0);
-    let store = OffsetStore::default();
-    commit(&store, &partition, "a", 0, 1);
-    txn_commit(&store, &partition, "b", producer(7), &[(3, 10)]);
+    let store = store_of(std::slice::from_ref(&partition));
+    commit(&store, "a", 0, 1);
+    txn_commit(&store, "b", producer(7), &[(3, 10)]);
     assert_eq!(store.groups(), vec!["a".to_owned(), "b".to_owned()]);
     assert_eq!(
         store.commits_of_topic(T),
@@ -322,7 +335,7 @@ fn only_commits_the_in_sync_replicas_hold_are_served() {
         .unwrap(),
     );
     partition.lead_for_tests(&[1, 2, 3], 0, 1);
-    let store = OffsetStore::default();
+    let store = store_of(std::slice::from_ref(&partition));
     let served = |store: &OffsetStore| {
         store
             .replicated_offsets("g", partition.high_watermark())
@@ -335,13 +348,13 @@ fn only_commits_the_in_sync_replicas_hold_are_served() {
         }
     };
 
-    commit(&store, &partition, "g", 0, 5);
+    commit(&store, "g", 0, 5);
     assert_eq!(served(&store), None, "the followers have nothing yet");
     followers_catch_up();
     assert_eq!(served(&store), Some(5));
 
-    commit(&store, &partition, "g", 0, 7);
-    commit(&store, &partition, "g", 0, 9);
+    commit(&store, "g", 0, 7);
+    commit(&store, "g", 0, 9);
     assert_eq!(served(&store), Some(5));
     // One follower has the first of the two, the other both.
     partition.follower_fetched(2, partition.log().log_end_offset() - 1, 0);
@@ -355,30 +368,45 @@ fn only_commits_the_in_sync_replicas_hold_are_served() {
         partition: 0,
         value: None,
     };
-    store.commit(&partition, "g", vec![deletion], 0).unwrap();
+    store.commit("g", vec![deletion], 0).unwrap();
     assert_eq!(served(&store), Some(9));
     followers_catch_up();
     assert_eq!(served(&store), None);
-    assert!(
-        store.stripe("g").unreplicated.is_empty(),
+    assert_eq!(
+        store
+            .runtime
+            .inspect(0, |shard| shard.unreplicated.is_empty()),
+        Some(true),
         "nothing left to track"
     );
 }
 
-/// Groups in different stripes commit at once: a commit holds only its own
-/// group's stripe while it appends.
+/// Each partition's shard is its own: a commit to one partition goes on
+/// while another partition's shard is held; a partition no longer led here
+/// takes no commit.
 #[test]
-fn a_commit_holds_only_its_groups_stripe() {
+fn a_commit_holds_only_its_partitions_shard() {
     let dir = tempfile::tempdir().unwrap();
-    let partition = open(dir.path(), 0);
-    let store = OffsetStore::default();
-    let held = "group-a";
-    let other = (0..)
-        .map(|i| format!("group-{i}"))
-        .find(|g| stripe_of(g) != stripe_of(held))
-        .unwrap();
-    let _held = store.stripe(held);
-    // With group-a's stripe held, a commit of a group elsewhere goes on.
-    commit(&store, &partition, &other, 0, 5);
-    assert_eq!(committed(&store, &other, 0), Some(5));
+    let (p0, p1) = (open(dir.path(), 0), open(dir.path(), 1));
+    let store = store_of(&[p0, p1]);
+    let in_partition = |index| {
+        (0..)
+            .map(|i| format!("group-{i}"))
+            .find(|g| records::offsets::partition_for(g, 2) == index)
+            .unwrap()
+    };
+    let (g0, g1) = (in_partition(0), in_partition(1));
+    store.runtime.inspect(0, |_| commit(&store, &g1, 0, 5));
+    assert_eq!(committed(&store, &g1, 0), Some(5));
+    store.unload(0);
+    let change = OffsetChange {
+        topic: T.to_owned(),
+        partition: 0,
+        value: Some(value(1)),
+    };
+    assert!(matches!(
+        store.commit(&g0, vec![change], 0),
+        Err(CoordinatorError::NotCoordinator)
+    ));
+    assert_eq!(committed(&store, &g0, 0), None);
 }
