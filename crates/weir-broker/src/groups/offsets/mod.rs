@@ -308,17 +308,14 @@ impl GroupShard {
         visible
     }
 
-    /// [`visible_offsets_now`](Self::visible_offsets_now), forgetting the
-    /// writes the high watermark has passed.
-    fn visible_offsets(&mut self, group: &str, high_watermark: u64) -> GroupOffsets {
-        let visible = self.visible_offsets_now(group, high_watermark);
+    /// Forgets `group`'s writes the high watermark has passed.
+    fn forget_replicated(&mut self, group: &str, high_watermark: u64) {
         if let Some(writes) = self.unreplicated.get_mut(group) {
             writes.retain(|_, tracked| !tracked.prune(high_watermark));
             if writes.is_empty() {
                 self.unreplicated.remove(group);
             }
         }
-        visible
     }
 
     fn replay_item(&mut self, item: Item) {
@@ -375,10 +372,9 @@ impl GroupShard {
         group: &str,
         high_watermark: u64,
     ) -> BTreeMap<(String, i32), CommittedOffset> {
-        self.visible_offsets(group, high_watermark)
-            .into_iter()
-            .map(|(key, stored)| (key, stored.value))
-            .collect()
+        let served = self.served_offsets(group, high_watermark);
+        self.forget_replicated(group, high_watermark);
+        served
     }
 
     /// Every committed offset of a group, by topic and partition.
