@@ -172,7 +172,8 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
         groups.expire_offsets(retention, broker.now_ms() as u64 + retention),
         0
     );
-    let left = groups
+    let left = broker
+        .consumer_groups()
         .leave(
             &broker,
             "app",
@@ -283,7 +284,7 @@ fn offsets_of_open_transactions_do_not_expire_nor_let_their_group_go() {
 
 /// `group`'s only member, joined and synced: its assignment is written.
 async fn join_alone(broker: &Arc<Broker>, group: &str) -> JoinResponse {
-    let groups = broker.groups();
+    let groups = broker.consumer_groups();
     let joined = groups
         .join(
             broker,
@@ -331,8 +332,11 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
         group_instance_id: None,
         generation_id: joined.generation_id,
     };
-    let groups = broker.groups();
-    assert_eq!(groups.heartbeat(&broker, "app", heartbeat()).await, Ok(()));
+    let (groups, classic) = (broker.consumer_groups(), broker.groups());
+    assert_eq!(
+        groups.classic_heartbeat(&broker, "app", heartbeat()).await,
+        Ok(())
+    );
     let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
     let index = weir_coord::records::offsets::partition_for("app", count);
     // The metadata names this node the leader but the partition is not
@@ -345,10 +349,10 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
         "COORDINATOR_LOAD_IN_PROGRESS"
     );
     assert_eq!(
-        groups.heartbeat(&broker, "app", heartbeat()).await,
+        groups.classic_heartbeat(&broker, "app", heartbeat()).await,
         Err(GroupError::NotCoordinator)
     );
-    assert_eq!(groups.state("app"), None, "nothing made before the load");
+    assert_eq!(classic.state("app"), None, "nothing made before the load");
     // Loaded from the log, the member is back with its generation.
     let partition = broker
         .partitions_of(OFFSETS_TOPIC)
@@ -356,12 +360,13 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
         .find(|p| p.index == index)
         .unwrap();
     broker
-        .offsets()
-        .load(partition, count, groups.config(), broker.now_ms())
+        .coordinate_groups_of(partition, count, &broker.image())
         .unwrap();
-    groups.take_over(&broker, index);
     assert_eq!(broker.check_coordinator("app"), Ok(()));
-    assert_eq!(groups.state("app"), Some(GroupState::Stable));
-    assert_eq!(groups.heartbeat(&broker, "app", heartbeat()).await, Ok(()));
+    assert_eq!(classic.state("app"), Some(GroupState::Stable));
+    assert_eq!(
+        groups.classic_heartbeat(&broker, "app", heartbeat()).await,
+        Ok(())
+    );
     broker.shutdown();
 }

@@ -608,8 +608,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
                 format!("cannot open data directory {}", settings.data_dir.display())
             })?
     };
-    broker.groups().start(&broker);
-    broker.start_consumer_groups();
+    broker.start_groups();
     let (stop, stopped) = watch::channel(false);
     let http = {
         use weir_broker::server::http::{HttpPeer, HttpsListener};

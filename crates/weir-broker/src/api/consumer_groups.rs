@@ -22,7 +22,6 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
-use weir_coord::classic::GroupState;
 use weir_coord::consumer::{assignment_from, HeartbeatRequest};
 
 fn failed(code: i16, message: impl Into<String>) -> ConsumerGroupHeartbeatResponse {
@@ -118,14 +117,6 @@ fn check(
                 format!("SubscribedTopicRegex {regex:?} is not a valid regular expression."),
             ));
         }
-    }
-    // An empty classic group becomes a consumer group; one with members
-    // too, as group.consumer.migration.policy allows (the coordinator
-    // upgrades it).
-    if broker.groups().state(group) == Some(GroupState::Empty)
-        && !broker.consumer_groups().hosts(group)
-    {
-        broker.groups().convert_empty(broker, group);
     }
     Ok(())
 }

@@ -1,11 +1,10 @@
 //! JoinGroup, SyncGroup, Heartbeat and LeaveGroup: the classic group
 //! membership protocol. Each handler maps its API version onto the engine's
 //! request shape, waits for the group coordinator's answer, and maps it back.
-//! The consumer group coordinator routes each request: to the group's
-//! classic coordinator, or to the consumer group (KIP-848) it belongs to.
-//! Routing feeds the group at once and may wait for its partition's lock
-//! (held across an append), so these requests are dispatched on the
-//! blocking pool and return a future that only awaits the answer.
+//! The consumer group coordinator routes each request, in an event of the
+//! group's `__consumer_offsets` shard: to the classic group, or to the
+//! consumer group (KIP-848) of that id. The handlers only queue the event
+//! and return a future that awaits its answer.
 
 use bytes::Bytes;
 use futures::future::{ready, BoxFuture, FutureExt};

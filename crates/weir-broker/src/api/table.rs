@@ -46,8 +46,8 @@ pub(crate) struct Api {
 /// The rest answer from memory, or return at once a future that only
 /// awaits: Produce and WriteTxnMarkers await their partitions' appenders,
 /// Fetch its reads on the blocking pool, the transaction and share-state
-/// coordinators their shards' events, requests that need the controller
-/// the commit.
+/// coordinators and the group membership requests their shards' events,
+/// requests that need the controller the commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Runs {
     /// On the connection's task: the handler never waits on I/O before it
@@ -144,19 +144,19 @@ pub(crate) static APIS: &[Api] = &[
     api!(FindCoordinator, 0..=5, throttle Some(1), Inline, |broker, ctx, body| {
         now(&ctx, offsets::find_coordinator(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(JoinGroup, 0..=9, throttle Some(2), BlockingPool, |broker, ctx, body| {
+    api!(JoinGroup, 0..=9, throttle Some(2), Inline, |broker, ctx, body| {
         let response = membership::join_group(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(Heartbeat, 0..=4, throttle Some(1), BlockingPool, |broker, ctx, body| {
+    api!(Heartbeat, 0..=4, throttle Some(1), Inline, |broker, ctx, body| {
         let response = membership::heartbeat(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(LeaveGroup, 0..=5, throttle Some(1), BlockingPool, |broker, ctx, body| {
+    api!(LeaveGroup, 0..=5, throttle Some(1), Inline, |broker, ctx, body| {
         let response = membership::leave_group(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(SyncGroup, 0..=5, throttle Some(1), BlockingPool, |broker, ctx, body| {
+    api!(SyncGroup, 0..=5, throttle Some(1), Inline, |broker, ctx, body| {
         let response = membership::sync_group(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
@@ -326,7 +326,7 @@ pub(crate) static APIS: &[Api] = &[
         let request = body.decode(&ctx)?;
         later!(ctx, txn::list_transactions(&broker, &ctx, request).await)
     }),
-    api!(ConsumerGroupHeartbeat, 0..=1, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(ConsumerGroupHeartbeat, 0..=1, throttle Some(0), Inline, |broker, ctx, body| {
         let response = consumer_groups::heartbeat(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),

@@ -24,6 +24,7 @@ use crate::broker::quorum::{Metadata, MetadataError};
 use crate::config::BrokerConfig;
 use crate::coordinator::CoordinatorError;
 use crate::groups::classic::GroupCoordinator;
+use crate::groups::consumer::ConsumerGroupCoordinator;
 use crate::groups::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::partition::{AppendError, Partition, ReplicatedWrite};
 use crate::quotas::client::{ClientQuotaManager, QuotaWindows};
@@ -159,7 +160,7 @@ pub struct Broker {
     serving: AtomicBool,
     offsets: Arc<OffsetStore>,
     groups: GroupCoordinator,
-    consumer_groups: crate::groups::consumer::ConsumerGroupCoordinator,
+    consumer_groups: ConsumerGroupCoordinator,
     share_groups: crate::share::group_coordinator::ShareGroupCoordinator,
     share_partitions: crate::share::leader::SharePartitions,
     share_state: crate::share::state_coordinator::ShareStateStore,
@@ -369,6 +370,9 @@ impl Broker {
         let offsets_topic = image.topic(OFFSETS_TOPIC);
         let offsets_partitions = offsets_topic.map_or(0, |t| t.partition_count());
         let offsets = Arc::new(OffsetStore::new(config.startup.node_id));
+        let groups = GroupCoordinator::new(config.group_config(), offsets.clone());
+        let consumer_groups =
+            ConsumerGroupCoordinator::new(config.consumer_group.clone(), offsets.clone());
         let led = offsets_topic
             .into_iter()
             .flat_map(|t| t.partitions.iter())
@@ -377,20 +381,20 @@ impl Broker {
             let Some(partition) = replicas.get(OFFSETS_TOPIC, led.partition) else {
                 continue;
             };
-            offsets
-                .load(
-                    partition,
-                    offsets_partitions,
-                    &config.group_config(),
-                    clock.now_ms(),
-                )
-                .map_err(|source| BrokerError::Log {
-                    topic: OFFSETS_TOPIC.to_owned(),
-                    partition: led.partition,
-                    source,
-                })?;
+            load_group_partition(
+                &offsets,
+                (&groups, &consumer_groups),
+                partition,
+                offsets_partitions,
+                &image,
+                clock.now_ms(),
+            )
+            .map_err(|source| BrokerError::Log {
+                topic: OFFSETS_TOPIC.to_owned(),
+                partition: led.partition,
+                source,
+            })?;
         }
-        let groups = GroupCoordinator::new(config.group_config(), offsets.clone());
         let metrics = Metrics::default();
         let fetch_sessions = FetchSessionCache::new(
             config.max_incremental_fetch_session_cache_slots,
@@ -408,8 +412,6 @@ impl Broker {
                 config.security.sasl_max_receive_size,
             ),
         ));
-        let consumer_groups =
-            crate::groups::consumer::ConsumerGroupCoordinator::new(config.consumer_group.clone());
         let share_groups =
             crate::share::group_coordinator::ShareGroupCoordinator::new(config.share_group.clone());
         let max_share_sessions = config.share_group.max_share_sessions;
@@ -465,21 +467,51 @@ impl Broker {
         Ok(broker)
     }
 
-    /// Loads the consumer groups (KIP-848) of the `__consumer_offsets`
-    /// partitions led here as the broker opens, and arms their timers.
+    /// Arms the timers of the groups of the `__consumer_offsets`
+    /// partitions loaded as the broker opened, so that members that do not
+    /// come back after a restart expire, and loads their share groups.
     /// Needs the Tokio runtime.
-    pub fn start_consumer_groups(self: &Arc<Self>) {
+    pub fn start_groups(self: &Arc<Self>) {
         let count = self.with_image(|image| {
             image
                 .topic(OFFSETS_TOPIC)
                 .map_or(0, |t| t.partition_count())
         });
         for index in self.offsets.hosted() {
-            let records = self.offsets.consumer_group_records(index);
-            self.consumer_groups.take_over(self, index, count, records);
-            let records = self.offsets.share_group_records(index);
-            self.share_groups.take_over(self, index, count, records);
+            self.take_over_groups(index, count);
         }
+    }
+
+    /// This node leads `__consumer_offsets` partition `partition` (of
+    /// `count`) now: its groups and offsets are loaded from its log and
+    /// their timers armed. Returns the live records. Reads the log where it
+    /// is called, which must not be a runtime worker.
+    pub fn coordinate_groups_of(
+        self: &Arc<Self>,
+        partition: Arc<Partition>,
+        count: i32,
+        image: &MetadataImage,
+    ) -> Result<usize, weir_log::LogError> {
+        let index = partition.index;
+        let records = load_group_partition(
+            &self.offsets,
+            (&self.groups, &self.consumer_groups),
+            partition,
+            count,
+            image,
+            self.now_ms(),
+        )?;
+        self.take_over_groups(index, count);
+        Ok(records)
+    }
+
+    /// This node now coordinates the groups of `__consumer_offsets`
+    /// partition `index` (of `count`), just loaded: their timers are armed.
+    fn take_over_groups(self: &Arc<Self>, index: i32, count: i32) {
+        self.groups.take_over(self, index);
+        self.consumer_groups.take_over(self, index);
+        let records = self.offsets.share_group_records(index);
+        self.share_groups.take_over(self, index, count, records);
     }
 
     /// Keeps this node's replicas in step with every metadata change (its
@@ -542,7 +574,6 @@ impl Broker {
         // Groups move with the leadership of their __consumer_offsets
         // partition.
         for (_, index) in outcome.unled.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
-            self.consumer_groups.hand_over(*index);
             self.share_groups.hand_over(*index);
             self.offsets.unload(*index);
         }
@@ -578,28 +609,12 @@ impl Broker {
             let Some(partition) = self.replicas.get(OFFSETS_TOPIC, *index) else {
                 continue;
             };
-            let loaded = self
-                .offsets
-                .load(partition, count, self.groups.config(), self.now_ms());
-            match loaded {
+            match me.coordinate_groups_of(partition, count, image) {
                 Ok(records) => {
                     tracing::info!(
                         partition = index,
                         records,
                         "coordinating the groups of a __consumer_offsets partition"
-                    );
-                    self.groups.take_over(&me, *index);
-                    self.consumer_groups.take_over(
-                        &me,
-                        *index,
-                        count,
-                        self.offsets.consumer_group_records(*index),
-                    );
-                    self.share_groups.take_over(
-                        &me,
-                        *index,
-                        count,
-                        self.offsets.share_group_records(*index),
                     );
                 }
                 Err(error) => tracing::error!(partition = index, %error, "cannot load groups"),
@@ -723,7 +738,7 @@ impl Broker {
         &self.groups
     }
 
-    pub fn consumer_groups(&self) -> &crate::groups::consumer::ConsumerGroupCoordinator {
+    pub fn consumer_groups(&self) -> &ConsumerGroupCoordinator {
         &self.consumer_groups
     }
 
@@ -1835,6 +1850,24 @@ impl Broker {
         });
         all_clean.into_inner()
     }
+}
+
+/// Loads `__consumer_offsets` partition `partition` (of `count`), led
+/// here now, into `offsets`, with the engines of its classic and consumer
+/// groups built before any event reaches its shard. Reads the log where it
+/// is called, which must not be a runtime worker. Returns the live records.
+fn load_group_partition(
+    offsets: &OffsetStore,
+    (classic, consumer): (&GroupCoordinator, &ConsumerGroupCoordinator),
+    partition: Arc<Partition>,
+    count: i32,
+    image: &MetadataImage,
+    now_ms: i64,
+) -> Result<usize, weir_log::LogError> {
+    offsets.load(partition, count, |shard| {
+        classic.load(shard, now_ms);
+        consumer.load(shard, image);
+    })
 }
 
 /// Closes a partition; true if it closed cleanly (synced).

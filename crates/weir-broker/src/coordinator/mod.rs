@@ -1,13 +1,16 @@
 //! What the coordinators of the internal topics share: the runtime that
 //! hosts one shard per partition led here and runs its events off the
-//! runtime's workers (`runtime.rs`), and the record batches they write and
-//! replay (`batches.rs`).
+//! runtime's workers (`runtime.rs`), the record batches they write and
+//! replay (`batches.rs`), and the timers of the groups they host
+//! (`timers.rs`).
 
 pub mod batches;
 mod runtime;
+mod timers;
 
 pub(crate) use runtime::append;
 pub use runtime::{
     Applied, CoordinatorError, CoordinatorRuntime, EventOutcome, Outcome, Shard, ShardContext,
     COORDINATOR_WRITE_TIMEOUT,
 };
+pub use timers::Timers;

@@ -380,9 +380,10 @@ impl<S: Shard> CoordinatorRuntime<S> {
 }
 
 impl<S: Shard> Hosted<S> {
-    /// Runs the queued events, pass after pass, until none is left.
+    /// Runs the queued events, pass after pass, until none is left. An
+    /// event that panics fails alone (its caller hears it was abandoned);
+    /// the events after it run.
     fn drain(&self, topic: &'static str) {
-        let _reset = ResetOnPanic(&self.queue);
         let context = ShardContext {
             partition: &self.partition,
             leader_epoch: self.leader_epoch,
@@ -398,7 +399,16 @@ impl<S: Shard> Hosted<S> {
             };
             let mut shard = self.shard.lock();
             for event in events {
-                event(&mut shard, &context);
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    event(&mut shard, &context);
+                }));
+                if run.is_err() {
+                    tracing::error!(
+                        topic,
+                        partition = self.partition.index,
+                        "a coordinator event panicked; its request fails"
+                    );
+                }
             }
             tracing::trace!(
                 topic,
@@ -478,24 +488,9 @@ impl<T, E: From<CoordinatorError>> EventOutcome<Result<T, E>> {
     }
 }
 
-/// An event dropped unrun: its drain panicked.
+/// An event that panicked, or was dropped unrun.
 fn abandoned<E: From<CoordinatorError>>() -> E {
     E::from(CoordinatorError::Append(AppendError::Abandoned))
-}
-
-/// Should an event panic, the events queued behind it are dropped (their
-/// callers hear the event was abandoned) and the next event starts a new
-/// drain, so a bug fails the events at hand, not the shard for good.
-struct ResetOnPanic<'a, S>(&'a Mutex<Queue<S>>);
-
-impl<S> Drop for ResetOnPanic<'_, S> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            let mut queue = self.0.lock();
-            queue.events.clear();
-            queue.draining = false;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -617,9 +612,14 @@ mod tests {
         let panicked = runtime.read(0, |_: &Latest| -> Result<(), CoordinatorError> {
             panic!("a bug in an operation")
         });
+        // Queued behind the panic, maybe in the same pass.
+        let behind = runtime.write(0, 0, |_: &mut Latest, _| {
+            Ok::<_, CoordinatorError>(Outcome::write(vec![entry("a", "1")], "behind"))
+        });
         assert!(panicked.await.is_err());
+        assert_eq!(behind.await.unwrap(), "behind");
         let write = runtime.write(0, 0, |_: &mut Latest, _| {
-            Ok::<_, CoordinatorError>(Outcome::write(vec![entry("a", "1")], "written"))
+            Ok::<_, CoordinatorError>(Outcome::write(vec![entry("b", "2")], "written"))
         });
         assert_eq!(write.await.unwrap(), "written");
     }

@@ -19,13 +19,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
 use crate::coordinator::batches::Entry;
-use crate::coordinator::{CoordinatorError, EventOutcome, ShardContext, COORDINATOR_WRITE_TIMEOUT};
+use crate::coordinator::{
+    CoordinatorError, EventOutcome, ShardContext, Timers, COORDINATOR_WRITE_TIMEOUT,
+};
 use crate::groups::offsets::{
     commit_entries, group_entry, write, GroupShard, OffsetChange, OffsetStore, TxnProducer,
 };
@@ -103,8 +105,9 @@ struct HostedGroup {
     engine: GroupEngine,
     /// Requests parked in the engine, by id.
     waiting: HashMap<RequestId, oneshot::Sender<Response>>,
-    /// Armed timers with the token that tells a firing timer it is current.
-    timers: HashMap<TimerKey, (u64, JoinHandle<()>)>,
+    /// Disarmed when the group is dropped (removed, or its partition
+    /// unloaded).
+    timers: Timers<TimerKey>,
 }
 
 impl HostedGroup {
@@ -112,17 +115,7 @@ impl HostedGroup {
         Self {
             engine,
             waiting: HashMap::new(),
-            timers: HashMap::new(),
-        }
-    }
-}
-
-impl Drop for HostedGroup {
-    /// A group dropped (removed, or its partition unloaded) fires no more
-    /// timers.
-    fn drop(&mut self) {
-        for (_, (_, handle)) in self.timers.drain() {
-            handle.abort();
+            timers: Timers::default(),
         }
     }
 }
@@ -133,24 +126,9 @@ impl Drop for HostedGroup {
 pub struct ClassicGroups(HashMap<String, HostedGroup>);
 
 impl ClassicGroups {
-    /// The groups as their last metadata records leave them, as the
-    /// partition is loaded. Their timers are armed by
-    /// [`GroupCoordinator::take_over`].
-    pub(crate) fn load(
-        loaded: Vec<(String, GroupSnapshot)>,
-        config: &GroupConfig,
-        now_ms: i64,
-    ) -> Self {
-        Self(
-            loaded
-                .into_iter()
-                .map(|(group, snapshot)| {
-                    let engine =
-                        GroupEngine::load(group.clone(), config.clone(), snapshot, now_ms as u64);
-                    (group, HostedGroup::new(engine))
-                })
-                .collect(),
-        )
+    /// The state of `group`, if it is hosted here.
+    pub(crate) fn state(&self, group: &str) -> Option<GroupState> {
+        self.0.get(group).map(|hosted| hosted.engine.state())
     }
 }
 
@@ -211,14 +189,9 @@ impl GroupCoordinator {
         group: &str,
         op: impl FnOnce(&mut GroupShard, &ShardContext<'_>) -> R + Send + 'static,
     ) -> Result<EventOutcome<Result<R, CoordinatorError>>, GroupError> {
-        let index = self
-            .offsets
-            .index_of(group)
-            .ok_or(GroupError::CoordinatorNotAvailable)?;
-        Ok(self
-            .offsets
-            .runtime()
-            .run(index, move |shard, context| Ok(op(shard, context))))
+        self.offsets
+            .on_group_shard(group, op)
+            .ok_or(GroupError::CoordinatorNotAvailable)
     }
 
     /// Runs `op` on `group` where it is hosted, at once, between two
@@ -245,6 +218,27 @@ impl GroupCoordinator {
         self.read_committed.lock().contains(group)
     }
 
+    /// Builds the classic groups of a `__consumer_offsets` partition being
+    /// loaded, from their last metadata records. Their timers are armed by
+    /// [`take_over`](Self::take_over).
+    pub(crate) fn load(&self, shard: &mut GroupShard, now_ms: i64) {
+        shard.classic = ClassicGroups(
+            shard
+                .classic_snapshots()
+                .into_iter()
+                .map(|(group, snapshot)| {
+                    let engine = GroupEngine::load(
+                        group.clone(),
+                        self.config.clone(),
+                        snapshot,
+                        now_ms as u64,
+                    );
+                    (group, HostedGroup::new(engine))
+                })
+                .collect(),
+        );
+    }
+
     /// This node now coordinates the groups of `__consumer_offsets`
     /// partition `index`, just loaded: their timers are armed.
     pub fn take_over(&self, broker: &Arc<Broker>, index: i32) {
@@ -261,28 +255,31 @@ impl GroupCoordinator {
         }));
     }
 
-    /// Arms the timers of the groups loaded as the broker opened, so that
-    /// members that do not come back after a restart expire. Needs the
-    /// Tokio runtime.
-    pub fn start(&self, broker: &Arc<Broker>) {
-        for index in self.offsets.hosted() {
-            self.take_over(broker, index);
-        }
-    }
+    // ---- requests, fed in their group's shard's turn ----
+    //
+    // The consumer group coordinator routes JoinGroup, SyncGroup, Heartbeat
+    // and LeaveGroup: in the turn of the group's shard it hands each to the
+    // consumer group of that id, or else to the classic group here, so that
+    // no online upgrade or downgrade slips in between.
 
-    pub fn join(
+    /// JoinGroup of `group`, in its shard's turn.
+    pub(crate) fn join_in(
         &self,
         broker: &Arc<Broker>,
+        shard: &mut GroupShard,
+        context: &ShardContext<'_>,
         group: &str,
         request: JoinGroup,
-    ) -> impl Future<Output = JoinResponse> + Send + 'static {
+    ) -> BoxFuture<'static, JoinResponse> {
         let member_id = request.member_id.clone();
         let fresh_uuid = uuid::Uuid::new_v4();
-        let answer = self.submit(broker, group, true, move |request_id, now_ms| Event::Join {
-            request_id,
-            now_ms,
-            request,
-            fresh_uuid,
+        let answer = self.feed(broker, shard, context, group, true, |request_id, now_ms| {
+            Event::Join {
+                request_id,
+                now_ms,
+                request,
+                fresh_uuid,
+            }
         });
         async move {
             match answer.await {
@@ -291,21 +288,30 @@ impl GroupCoordinator {
                 Err(error) => join_error(&member_id, error),
             }
         }
+        .boxed()
     }
 
-    pub fn sync(
+    /// SyncGroup of `group`, in its shard's turn.
+    pub(crate) fn sync_in(
         &self,
         broker: &Arc<Broker>,
+        shard: &mut GroupShard,
+        context: &ShardContext<'_>,
         group: &str,
         request: SyncGroup,
-    ) -> impl Future<Output = SyncResponse> + Send + 'static {
-        let answer = self.submit(broker, group, false, move |request_id, now_ms| {
-            Event::Sync {
+    ) -> BoxFuture<'static, SyncResponse> {
+        let answer = self.feed(
+            broker,
+            shard,
+            context,
+            group,
+            false,
+            |request_id, now_ms| Event::Sync {
                 request_id,
                 now_ms,
                 request,
-            }
-        });
+            },
+        );
         async move {
             match answer.await {
                 Ok(Some(Response::Sync(response))) => response,
@@ -314,21 +320,30 @@ impl GroupCoordinator {
                 Err(error) => sync_error(error),
             }
         }
+        .boxed()
     }
 
-    pub fn heartbeat(
+    /// Heartbeat of `group`, in its shard's turn.
+    pub(crate) fn heartbeat_in(
         &self,
         broker: &Arc<Broker>,
+        shard: &mut GroupShard,
+        context: &ShardContext<'_>,
         group: &str,
         request: Heartbeat,
-    ) -> impl Future<Output = Result<(), GroupError>> + Send + 'static {
-        let answer = self.submit(broker, group, false, move |request_id, now_ms| {
-            Event::Heartbeat {
+    ) -> BoxFuture<'static, Result<(), GroupError>> {
+        let answer = self.feed(
+            broker,
+            shard,
+            context,
+            group,
+            false,
+            |request_id, now_ms| Event::Heartbeat {
                 request_id,
                 now_ms,
                 request,
-            }
-        });
+            },
+        );
         async move {
             match answer.await? {
                 Some(Response::Heartbeat(result)) => result,
@@ -336,22 +351,31 @@ impl GroupCoordinator {
                 Some(_) => Err(GroupError::CoordinatorNotAvailable),
             }
         }
+        .boxed()
     }
 
-    pub fn leave(
+    /// LeaveGroup of `group`, in its shard's turn.
+    pub(crate) fn leave_in(
         &self,
         broker: &Arc<Broker>,
+        shard: &mut GroupShard,
+        context: &ShardContext<'_>,
         group: &str,
         request: LeaveGroup,
-    ) -> impl Future<Output = LeaveResponse> + Send + 'static {
+    ) -> BoxFuture<'static, LeaveResponse> {
         let members = request.members.clone();
-        let answer = self.submit(broker, group, false, move |request_id, now_ms| {
-            Event::Leave {
+        let answer = self.feed(
+            broker,
+            shard,
+            context,
+            group,
+            false,
+            |request_id, now_ms| Event::Leave {
                 request_id,
                 now_ms,
                 request,
-            }
-        });
+            },
+        );
         async move {
             match answer.await {
                 Ok(Some(Response::Leave(response))) => response,
@@ -367,53 +391,44 @@ impl GroupCoordinator {
                         })
                         .collect(),
                 },
-                Ok(Some(_)) => LeaveResponse {
-                    error: Some(GroupError::CoordinatorNotAvailable),
-                    members: Vec::new(),
-                },
-                Err(error) => LeaveResponse {
-                    error: Some(error),
-                    members: Vec::new(),
-                },
+                Ok(Some(_)) => leave_error(GroupError::CoordinatorNotAvailable),
+                Err(error) => leave_error(error),
             }
         }
+        .boxed()
     }
 
-    /// Feeds one request to the group's engine in its shard's turn; gives
-    /// the engine's answer, `None` when the group is not hosted and
-    /// `create` is false.
-    fn submit(
+    /// Feeds one request to `group`'s engine in its shard's turn; gives the
+    /// engine's answer, `None` when the group is not hosted and `create` is
+    /// false.
+    fn feed(
         &self,
         broker: &Arc<Broker>,
+        shard: &mut GroupShard,
+        context: &ShardContext<'_>,
         group: &str,
         create: bool,
-        event: impl FnOnce(RequestId, u64) -> Event + Send + 'static,
+        event: impl FnOnce(RequestId, u64) -> Event,
     ) -> impl Future<Output = Result<Option<Response>, GroupError>> + Send + 'static {
         let request_id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (broker, name, config) = (broker.clone(), group.to_owned(), self.config.clone());
-        let turn = self.on_shard(group, move |shard, context| {
-            if !shard.classic.0.contains_key(&name) {
-                if !create {
-                    return None;
-                }
-                let engine = GroupEngine::new(&name, config);
-                shard
-                    .classic
-                    .0
-                    .insert(name.clone(), HostedGroup::new(engine));
-            }
-            with_group(shard, &name, |shard, hosted| {
-                let (reply, answer) = oneshot::channel();
-                hosted.waiting.insert(request_id, reply);
-                hosted
-                    .engine
-                    .handle(event(request_id, broker.now_ms() as u64));
-                execute(&broker, shard, context, &name, hosted);
-                answer
-            })
+        if create && !shard.classic.0.contains_key(group) {
+            let engine = GroupEngine::new(group, self.config.clone());
+            shard
+                .classic
+                .0
+                .insert(group.to_owned(), HostedGroup::new(engine));
+        }
+        let answer = with_group(shard, group, |shard, hosted| {
+            let (reply, answer) = oneshot::channel();
+            hosted.waiting.insert(request_id, reply);
+            hosted
+                .engine
+                .handle(event(request_id, broker.now_ms() as u64));
+            execute(broker, shard, context, group, hosted);
+            answer
         });
         async move {
-            match turn?.await.map_err(group_error)? {
+            match answer {
                 // The sender goes only if the group is dropped with the
                 // request parked.
                 Some(answer) => answer
@@ -430,9 +445,7 @@ impl GroupCoordinator {
         let (broker, name) = (broker.clone(), group.to_owned());
         let _ = self.on_shard(group, move |shard, context| {
             with_group(shard, &name, |shard, hosted| {
-                if hosted.timers.get(&key).map(|(t, _)| *t) == Some(token) {
-                    hosted.timers.remove(&key);
-                }
+                hosted.timers.fired(&key, token);
                 hosted.engine.handle(Event::Timer {
                     key,
                     now_ms: broker.now_ms() as u64,
@@ -440,117 +453,6 @@ impl GroupCoordinator {
                 execute(&broker, shard, context, &name, hosted);
             });
         });
-    }
-
-    /// A consumer group (KIP-848) takes over the id of `group`, an empty
-    /// classic group: it is removed here and its metadata tombstoned (its
-    /// committed offsets stay). False if it is no longer empty. Waits for
-    /// the shard's turn.
-    pub fn convert_empty(&self, broker: &Broker, group: &str) -> bool {
-        let (now, name) = (broker.now_ms(), group.to_owned());
-        let turn = self.on_shard(group, move |shard, context| {
-            if shard.classic.0.get(&name).map(|h| h.engine.state()) != Some(GroupState::Empty) {
-                return false;
-            }
-            let tombstone = group_entry(&name, None);
-            if let Err(error) = write(shard, context, &[tombstone], None, now) {
-                tracing::warn!(group = name, %error, "cannot remove the empty classic group");
-                return false;
-            }
-            shard.classic.0.remove(&name);
-            true
-        });
-        turn.is_ok_and(|turn| turn.wait().unwrap_or(false))
-    }
-
-    /// An online upgrade (KIP-848): the classic group `group`, if hosted
-    /// here with members, becomes a consumer group. `convert` builds the
-    /// consumer group from the classic one and returns it with its records;
-    /// they are written in one batch with the classic group's tombstone,
-    /// and the classic group is gone once that batch is appended (requests
-    /// parked in it are answered NOT_COORDINATOR, so that its members find
-    /// the group again). `None` when there is no such classic group. Waits
-    /// for the shard's turn.
-    pub fn convert_to_consumer<T, E>(
-        &self,
-        broker: &Broker,
-        group: &str,
-        convert: impl FnOnce(&ClassicGroupImage) -> Result<(T, Vec<(Bytes, Option<Bytes>)>), E>
-            + Send
-            + 'static,
-    ) -> Option<Conversion<T, E>>
-    where
-        T: Send + 'static,
-        E: Send + 'static,
-    {
-        let (now, name) = (broker.now_ms(), group.to_owned());
-        let turn = self.on_shard(group, move |shard, context| {
-            let engine = &shard.classic.0.get(&name)?.engine;
-            if engine.members().is_empty() || engine.state() == GroupState::Dead {
-                return None;
-            }
-            let image = classic_image(engine);
-            let (converted, records) = match convert(&image) {
-                Ok(converted) => converted,
-                Err(error) => return Some(Err(ConversionError::Refused(error))),
-            };
-            let mut entries = vec![group_entry(&name, None)];
-            entries.extend(
-                records
-                    .into_iter()
-                    .map(|(key, value)| Entry { key, value }),
-            );
-            let write = match write(shard, context, &entries, None, now) {
-                Ok(write) => write,
-                Err(error) => {
-                    tracing::error!(group = name, %error, "cannot write the upgrade of a classic group");
-                    return Some(Err(ConversionError::NotWritten));
-                }
-            };
-            tracing::info!(group = name, "classic group upgraded to a consumer group");
-            if let Some(mut hosted) = shard.classic.0.remove(&name) {
-                hosted.engine.handle(Event::Unload {
-                    now_ms: now as u64,
-                });
-                for command in hosted.engine.take_commands() {
-                    if let Command::Respond {
-                        request_id,
-                        response,
-                    } = command
-                    {
-                        if let Some(reply) = hosted.waiting.remove(&request_id) {
-                            let _ = reply.send(response);
-                        }
-                    }
-                }
-            }
-            Some(Ok((converted, write)))
-        });
-        turn.ok()?.wait().ok().flatten()
-    }
-
-    /// An online downgrade (KIP-848): `group`, a consumer group a moment
-    /// ago, is hosted here as the classic group `snapshot` describes (its
-    /// record already written) and rebalances, so that its members rejoin.
-    /// Waits for the shard's turn.
-    pub fn install_downgraded(&self, broker: &Arc<Broker>, group: &str, snapshot: GroupSnapshot) {
-        let (broker, name, config) = (broker.clone(), group.to_owned(), self.config.clone());
-        let turn = self.on_shard(group, move |shard, context| {
-            let now = broker.now_ms() as u64;
-            let mut engine = GroupEngine::load(&name, config, snapshot, now);
-            engine.rebalance(now);
-            shard
-                .classic
-                .0
-                .insert(name.clone(), HostedGroup::new(engine));
-            with_group(shard, &name, |shard, hosted| {
-                execute(&broker, shard, context, &name, hosted);
-            });
-            tracing::info!(group = name, "consumer group downgraded to a classic group");
-        });
-        if let Ok(turn) = turn {
-            let _ = turn.wait();
-        }
     }
 
     /// The state of a hosted group.
@@ -787,6 +689,101 @@ impl GroupCoordinator {
     }
 }
 
+/// A consumer group (KIP-848) takes over the id of `group` if it is an
+/// empty classic group, in its shard's turn: the classic group is removed
+/// and its metadata tombstoned (its committed offsets stay).
+pub(crate) fn remove_if_empty(
+    shard: &mut GroupShard,
+    context: &ShardContext<'_>,
+    group: &str,
+    now_ms: i64,
+) -> bool {
+    if shard.classic.state(group) != Some(GroupState::Empty) {
+        return false;
+    }
+    if let Err(error) = write(shard, context, &[group_entry(group, None)], None, now_ms) {
+        tracing::warn!(group, %error, "cannot remove the empty classic group");
+        return false;
+    }
+    shard.classic.0.remove(group);
+    true
+}
+
+/// An online upgrade (KIP-848), in the shard's turn: the classic group
+/// `group`, if hosted here with members, becomes a consumer group.
+/// `convert` builds the consumer group from the classic one and returns it
+/// with its records; they are written in one batch with the classic group's
+/// tombstone, and the classic group is gone once that batch is appended
+/// (requests parked in it are answered NOT_COORDINATOR, so that its members
+/// find the group again). `None` when there is no such classic group.
+pub(crate) fn upgrade<T, E>(
+    shard: &mut GroupShard,
+    context: &ShardContext<'_>,
+    group: &str,
+    now_ms: i64,
+    convert: impl FnOnce(&ClassicGroupImage) -> Result<(T, Vec<Entry>), E>,
+) -> Option<Conversion<T, E>> {
+    let engine = &shard.classic.0.get(group)?.engine;
+    if engine.members().is_empty() || engine.state() == GroupState::Dead {
+        return None;
+    }
+    let (converted, records) = match convert(&classic_image(engine)) {
+        Ok(converted) => converted,
+        Err(error) => return Some(Err(ConversionError::Refused(error))),
+    };
+    let mut entries = vec![group_entry(group, None)];
+    entries.extend(records);
+    let write = match write(shard, context, &entries, None, now_ms) {
+        Ok(write) => write,
+        Err(error) => {
+            tracing::error!(group, %error, "cannot write the upgrade of a classic group");
+            return Some(Err(ConversionError::NotWritten));
+        }
+    };
+    tracing::info!(group, "classic group upgraded to a consumer group");
+    if let Some(mut hosted) = shard.classic.0.remove(group) {
+        hosted.engine.handle(Event::Unload {
+            now_ms: now_ms as u64,
+        });
+        for command in hosted.engine.take_commands() {
+            if let Command::Respond {
+                request_id,
+                response,
+            } = command
+            {
+                if let Some(reply) = hosted.waiting.remove(&request_id) {
+                    let _ = reply.send(response);
+                }
+            }
+        }
+    }
+    Some(Ok((converted, write)))
+}
+
+/// An online downgrade (KIP-848), in the shard's turn: `group`, a consumer
+/// group a moment ago, is hosted here as the classic group `snapshot`
+/// describes (its record already written) and rebalances, so that its
+/// members rejoin.
+pub(crate) fn install_downgraded(
+    broker: &Arc<Broker>,
+    shard: &mut GroupShard,
+    context: &ShardContext<'_>,
+    group: &str,
+    snapshot: GroupSnapshot,
+) {
+    let now = broker.now_ms() as u64;
+    let mut engine = GroupEngine::load(group, broker.groups().config.clone(), snapshot, now);
+    engine.rebalance(now);
+    shard
+        .classic
+        .0
+        .insert(group.to_owned(), HostedGroup::new(engine));
+    with_group(shard, group, |shard, hosted| {
+        execute(broker, shard, context, group, hosted);
+    });
+    tracing::info!(group, "consumer group downgraded to a classic group");
+}
+
 /// [`GroupCoordinator::expire_offsets`] in one partition's shard.
 fn expire_in(
     shard: &mut GroupShard,
@@ -914,25 +911,16 @@ fn execute(
                 }
             }
             Command::ScheduleTimer { key, at_ms } => {
-                let token = broker.groups().next_id.fetch_add(1, Ordering::Relaxed);
                 let delay = Duration::from_millis(at_ms.saturating_sub(broker.now_ms() as u64));
-                let broker_ref = Arc::downgrade(broker);
-                let (group, timer) = (group.to_owned(), key.clone());
-                let handle = tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    if let Some(broker) = broker_ref.upgrade() {
+                let (broker, group, timer) =
+                    (Arc::downgrade(broker), group.to_owned(), key.clone());
+                hosted.timers.schedule(key, delay, move |token| {
+                    if let Some(broker) = broker.upgrade() {
                         broker.groups().fire(&broker, &group, timer, token);
                     }
                 });
-                if let Some((_, previous)) = hosted.timers.insert(key, (token, handle)) {
-                    previous.abort();
-                }
             }
-            Command::CancelTimer { key } => {
-                if let Some((_, handle)) = hosted.timers.remove(&key) {
-                    handle.abort();
-                }
-            }
+            Command::CancelTimer { key } => hosted.timers.cancel(&key),
             Command::PersistGroup(snapshot) => {
                 let record = group_entry(group, Some(&snapshot));
                 match write(shard, context, &[record], None, broker.now_ms()) {
@@ -1018,11 +1006,11 @@ fn summary(engine: &GroupEngine) -> GroupSummary {
 }
 
 /// The runtime's refusal as a group error.
-fn group_error(error: CoordinatorError) -> GroupError {
+pub(crate) fn group_error(error: CoordinatorError) -> GroupError {
     write_failure(error.response_error())
 }
 
-fn join_error(member_id: &str, error: GroupError) -> JoinResponse {
+pub(crate) fn join_error(member_id: &str, error: GroupError) -> JoinResponse {
     JoinResponse {
         error: Some(error),
         generation_id: -1,
@@ -1031,10 +1019,17 @@ fn join_error(member_id: &str, error: GroupError) -> JoinResponse {
     }
 }
 
-fn sync_error(error: GroupError) -> SyncResponse {
+pub(crate) fn sync_error(error: GroupError) -> SyncResponse {
     SyncResponse {
         error: Some(error),
         ..SyncResponse::default()
+    }
+}
+
+pub(crate) fn leave_error(error: GroupError) -> LeaveResponse {
+    LeaveResponse {
+        error: Some(error),
+        members: Vec::new(),
     }
 }
 

@@ -1,38 +1,43 @@
-//! The coordinator of consumer groups (KIP-848): hosts a
-//! [`ConsumerGroupEngine`] for every such group whose `__consumer_offsets`
-//! partition this node leads, and does its I/O: appends the records the
-//! engine emits (in Kafka's schemas, `weir_coord::records::consumer_group`),
-//! answers a heartbeat only once the in-sync replicas hold them, and arms
-//! the session and revocation timers.
+//! The coordinator of consumer groups (KIP-848): a [`ConsumerGroupEngine`]
+//! for every such group stored in a `__consumer_offsets` partition this
+//! node leads, kept in that partition's shard of the coordinator runtime
+//! with its classic groups and offsets. Every request and timer is an
+//! event of the shard: the engine handles it, the records it emits (in
+//! Kafka's schemas, `weir_coord::records::consumer_group`) are written
+//! through the shard, and the answer waits until the in-sync replicas hold
+//! them.
 //!
-//! As for classic groups, the groups of each `__consumer_offsets` partition
-//! have their own mutex, held while an event is applied and its records
-//! appended, never across an await. A new leader of the partition replays
-//! the groups' records ([`take_over`](ConsumerGroupCoordinator::take_over)),
-//! so members keep their epochs and assignments through a failover.
+//! A group's classic and consumer forms live in the same shard, so the
+//! online upgrade and downgrade between them (KIP-848's migration) each
+//! happen in one event, and a classic request is routed to the group's
+//! form in the turn that serves it: no request sees a group half
+//! converted. A new leader of the partition rebuilds the engines from their
+//! records as it loads the shard, so members keep their epochs and
+//! assignments through a failover.
 //!
 //! The cluster's topics reach an engine lazily: before a group handles a
-//! heartbeat, a metadata image newer than the one it last saw is fed to it
+//! request, a metadata image newer than the one it last saw is fed to it
 //! as [`Event::MetadataChanged`].
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::future::{BoxFuture, FutureExt};
-use parking_lot::{Mutex, RwLock};
-use tokio::task::JoinHandle;
+use futures::future::{ready, BoxFuture, FutureExt};
 use weir_meta::MetadataImage;
 
 use crate::broker::Broker;
-use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
-use crate::groups::classic::ConversionError;
+use crate::coordinator::batches::Entry;
+use crate::coordinator::{
+    CoordinatorError as RuntimeError, EventOutcome, ShardContext, Timers, COORDINATOR_WRITE_TIMEOUT,
+};
+use crate::groups::classic::{self, ConversionError};
+use crate::groups::offsets::{write, GroupShard, OffsetStore};
 use crate::partition::ReplicatedWrite;
 use weir_coord::classic::{
-    GroupError, GroupSnapshot, Heartbeat as ClassicHeartbeat, JoinGroup, JoinResponse, LeaveGroup,
-    LeaveResponse, LeftMember, SyncGroup, SyncResponse,
+    GroupError, Heartbeat as ClassicHeartbeat, JoinGroup, JoinResponse, LeaveGroup, LeaveResponse,
+    LeftMember, SyncGroup, SyncResponse,
 };
 use weir_coord::consumer::{
     ClassicJoin, ClassicJoined, ClassicProtocol, ClassicSynced, ConsumerGroupConfig,
@@ -41,11 +46,11 @@ use weir_coord::consumer::{
     CONSUMER_PROTOCOL_TYPE,
 };
 use weir_coord::records;
-use weir_coord::records::offsets::partition_for;
+use weir_coord::records::consumer_group::is_consumer_group_key;
 
 /// Why a request got no answer from the group itself.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CoordinatorError {
+pub enum ConsumerCoordinatorError {
     #[error(transparent)]
     Group(#[from] ConsumerGroupError),
     /// This node does not (or no longer) coordinate the group.
@@ -56,20 +61,30 @@ pub enum CoordinatorError {
     CoordinatorNotAvailable,
 }
 
-impl CoordinatorError {
+impl ConsumerCoordinatorError {
     pub fn code(&self) -> i16 {
         match self {
-            CoordinatorError::Group(error) => error.code(),
-            CoordinatorError::NotCoordinator => 16,
-            CoordinatorError::CoordinatorNotAvailable => 15,
+            Self::Group(error) => error.code(),
+            Self::NotCoordinator => 16,
+            Self::CoordinatorNotAvailable => 15,
+        }
+    }
+}
+
+impl From<RuntimeError> for ConsumerCoordinatorError {
+    fn from(error: RuntimeError) -> Self {
+        match error {
+            RuntimeError::NotCoordinator => Self::NotCoordinator,
+            _ => Self::CoordinatorNotAvailable,
         }
     }
 }
 
 struct HostedGroup {
     engine: ConsumerGroupEngine,
-    /// Armed timers with the token that tells a firing timer it is current.
-    timers: HashMap<TimerKey, (u64, JoinHandle<()>)>,
+    /// Disarmed when the group is dropped (removed, downgraded, or its
+    /// partition unloaded).
+    timers: Timers<TimerKey>,
     /// The metadata image the engine last saw (its applied index).
     image_seen: u64,
     /// The group's last write: an answer that writes nothing still waits
@@ -81,27 +96,46 @@ impl HostedGroup {
     fn new(engine: ConsumerGroupEngine) -> Self {
         Self {
             engine,
-            timers: HashMap::new(),
+            timers: Timers::default(),
             image_seen: 0,
             last_write: None,
         }
     }
+}
 
-    fn disarm_all(&mut self) {
-        for (_, (_, handle)) in self.timers.drain() {
-            handle.abort();
+/// The consumer groups of one `__consumer_offsets` partition, in the
+/// partition's shard. Only groups whose engine exists are kept.
+#[derive(Default)]
+pub struct ConsumerGroups(HashMap<String, HostedGroup>);
+
+impl ConsumerGroups {
+    /// Whether `group` is a consumer group hosted here.
+    pub(crate) fn hosts(&self, group: &str) -> bool {
+        self.0.contains_key(group)
+    }
+
+    fn get(&self, group: &str) -> Option<&HostedGroup> {
+        self.0.get(group)
+    }
+
+    /// Takes `group` out, so that an event may write through the shard
+    /// while it changes the group; [`put_back`](Self::put_back) returns it.
+    fn take(&mut self, group: &str) -> Option<HostedGroup> {
+        self.0.remove(group)
+    }
+
+    /// Returns a group taken out, unless it no longer exists (deleted, or
+    /// downgraded to a classic group): then it is dropped with its timers.
+    fn put_back(&mut self, group: &str, hosted: HostedGroup) {
+        if hosted.engine.exists() {
+            self.0.insert(group.to_owned(), hosted);
         }
     }
 }
 
-/// The consumer groups of one `__consumer_offsets` partition.
-type PartitionGroups = Arc<Mutex<HashMap<String, HostedGroup>>>;
-
 pub struct ConsumerGroupCoordinator {
     config: ConsumerGroupConfig,
-    partitions: RwLock<HashMap<i32, PartitionGroups>>,
-    partition_count: AtomicI32,
-    next_token: AtomicU64,
+    offsets: Arc<OffsetStore>,
 }
 
 /// The cluster's topics as the engines look them up: the metadata image.
@@ -132,13 +166,10 @@ impl TopicLookup for ImageTopics<'_> {
 }
 
 impl ConsumerGroupCoordinator {
-    pub fn new(config: ConsumerGroupConfig) -> Self {
-        Self {
-            config,
-            partitions: RwLock::default(),
-            partition_count: AtomicI32::new(0),
-            next_token: AtomicU64::new(1),
-        }
+    /// A coordinator of the consumer groups stored in the
+    /// `__consumer_offsets` partitions `offsets` hosts.
+    pub fn new(config: ConsumerGroupConfig, offsets: Arc<OffsetStore>) -> Self {
+        Self { config, offsets }
     }
 
     /// The settings of `group`: the broker's, with the group's own configs
@@ -148,407 +179,191 @@ impl ConsumerGroupCoordinator {
             .unwrap_or_else(|_| self.config.clone())
     }
 
-    fn partition_of(&self, group: &str) -> Option<PartitionGroups> {
-        match self.partition_count.load(Ordering::Acquire) {
-            0 => None,
-            count => self
-                .partitions
-                .read()
-                .get(&partition_for(group, count))
-                .cloned(),
-        }
-    }
-
-    /// This node now coordinates the groups of `__consumer_offsets`
-    /// partition `partition` (of `partition_count`): they are rebuilt from
-    /// `records` (each group's live records in log order) and their timers
-    /// armed.
-    pub fn take_over(
-        &self,
-        broker: &Arc<Broker>,
-        partition: i32,
-        partition_count: i32,
-        records: Vec<(String, Vec<(Bytes, Bytes)>)>,
-    ) {
-        self.partition_count
-            .store(partition_count, Ordering::Release);
-        let taken = PartitionGroups::default();
-        let mut groups = taken.lock();
-        if let Some(replaced) = self.partitions.write().insert(partition, taken.clone()) {
-            disarm(&replaced);
-        }
-        let now = broker.now_ms() as u64;
-        let image = broker.image();
-        for (group, entries) in records {
-            let mut engine =
-                ConsumerGroupEngine::new(group.clone(), self.config_of(&image, &group));
-            for (key, value) in entries {
-                let replayed = records::consumer_group::decode(&key, Some(&value))
-                    .map_err(|e| e.to_string())
-                    .and_then(|(_, record)| engine.replay(&record).map_err(|e| e.to_string()));
-                if let Err(error) = replayed {
-                    tracing::warn!(group, %error, "skipping a consumer group record");
-                }
-            }
-            if !engine.exists() {
-                continue;
-            }
-            let mut hosted = HostedGroup::new(engine);
-            let output = hosted.engine.on_loaded(now);
-            let _ = self.execute(broker, &group, &mut hosted, output);
-            groups.insert(group, hosted);
-        }
-    }
-
-    /// Another node coordinates partition `partition` now.
-    pub fn hand_over(&self, partition: i32) {
-        if let Some(handed) = self.partitions.write().remove(&partition) {
-            disarm(&handed);
-        }
-    }
-
-    /// Whether `group` is a consumer group hosted here.
-    pub fn hosts(&self, group: &str) -> bool {
-        self.partition_of(group)
-            .is_some_and(|p| p.lock().get(group).is_some_and(|h| h.engine.exists()))
-    }
-
-    /// Applies one ConsumerGroupHeartbeat; the answer, once what it changed
-    /// is replicated.
-    pub fn heartbeat(
-        &self,
-        broker: &Arc<Broker>,
-        group: &str,
-        request: HeartbeatRequest,
-    ) -> impl std::future::Future<Output = Result<HeartbeatResponse, CoordinatorError>> + Send + 'static
-    {
-        let outcome = self.heartbeat_now(broker, group, request);
-        let node_id = broker.node_id();
-        async move {
-            let (response, write) = outcome?;
-            if let Some(write) = write {
-                write
-                    .replicated(node_id, COORDINATOR_WRITE_TIMEOUT)
-                    .await
-                    .map_err(|_| CoordinatorError::CoordinatorNotAvailable)?;
-            }
-            response.map_err(CoordinatorError::Group)
-        }
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn heartbeat_now(
-        &self,
-        broker: &Arc<Broker>,
-        group: &str,
-        request: HeartbeatRequest,
-    ) -> Result<
-        (
-            Result<HeartbeatResponse, ConsumerGroupError>,
-            Option<ReplicatedWrite>,
-        ),
-        CoordinatorError,
-    > {
-        let partition = self
-            .partition_of(group)
-            .ok_or(CoordinatorError::NotCoordinator)?;
-        let image = broker.image();
-        let now = broker.now_ms() as u64;
-        let config = self.config_of(&image, group);
-        let mut groups = partition.lock();
-        // A member joining (epoch 0) may upgrade a classic group.
-        if request.member_epoch == 0 && !groups.get(group).is_some_and(|h| h.engine.exists()) {
-            match self.upgrade(broker, group, &config, &image, now) {
-                Some(Ok(hosted)) => {
-                    groups.insert(group.to_owned(), hosted);
-                }
-                Some(Err(error)) => return Ok((Err(error), None)),
-                None => {}
+    /// Builds the consumer groups of a `__consumer_offsets` partition being
+    /// loaded, from their records. Their timers are armed by
+    /// [`take_over`](Self::take_over).
+    pub(crate) fn load(&self, shard: &mut GroupShard, image: &MetadataImage) {
+        let mut groups = HashMap::new();
+        for (group, _) in shard.group_records(is_consumer_group_key) {
+            let engine = self.replayed(shard, image, &group);
+            if engine.exists() {
+                groups.insert(group, HostedGroup::new(engine));
             }
         }
-        let hosted = groups
-            .entry(group.to_owned())
-            .or_insert_with(|| HostedGroup::new(ConsumerGroupEngine::new(group, config.clone())));
-        let mut output = self.catch_up(hosted, config, &image, now);
-        let topics = ImageTopics(&image);
-        let handled = hosted.engine.handle(
-            Event::Heartbeat {
-                now_ms: now,
-                request,
-                fresh_member_id: uuid::Uuid::new_v4(),
-            },
-            &topics,
-        );
-        let response = handled
-            .response
-            .clone()
-            .unwrap_or(Err(ConsumerGroupError::InvalidRequest(
-                "no answer to the heartbeat",
-            )));
-        merge(&mut output, handled);
-        let written = self.execute(broker, group, hosted, output);
-        let hosted_write = hosted.last_write.clone();
-        if !hosted.engine.exists() {
-            groups.remove(group);
-        }
-        match written {
-            Ok(()) => Ok((response, hosted_write)),
-            Err(()) => Err(CoordinatorError::CoordinatorNotAvailable),
-        }
+        shard.consumer = ConsumerGroups(groups);
     }
 
-    /// Brings a hosted group up to date: new settings, and the topics of
-    /// an image newer than the one it last saw. Returns what that produced.
-    fn catch_up(
+    /// `group` as its records in the shard leave it.
+    fn replayed(
         &self,
-        hosted: &mut HostedGroup,
-        config: ConsumerGroupConfig,
+        shard: &GroupShard,
         image: &MetadataImage,
-        now: u64,
-    ) -> Output {
-        if *hosted.engine.config() != config {
-            hosted.engine.set_config(config);
-        }
-        let mut output = Output::default();
-        if hosted.engine.exists() && hosted.image_seen != image.applied_index() {
-            output = hosted
-                .engine
-                .handle(Event::MetadataChanged { now_ms: now }, &ImageTopics(image));
-        }
-        hosted.image_seen = image.applied_index();
-        output
-    }
-
-    /// The online upgrade of `group` if it is a classic group with members:
-    /// the consumer group it becomes (its records written), or why not
-    /// (GROUP_ID_NOT_FOUND, as Kafka answers when it may not upgrade).
-    /// `None` when there is no such classic group.
-    fn upgrade(
-        &self,
-        broker: &Arc<Broker>,
         group: &str,
-        config: &ConsumerGroupConfig,
-        image: &Arc<MetadataImage>,
-        now: u64,
-    ) -> Option<Result<HostedGroup, ConsumerGroupError>> {
-        let (name, config, topics) = (group.to_owned(), config.clone(), image.clone());
-        let converted = broker
-            .groups()
-            .convert_to_consumer(broker, group, move |classic| {
-                if !ConsumerGroupEngine::may_upgrade(&config, classic) {
-                    return Err(ConsumerGroupError::GroupIdNotFound);
-                }
-                let topics = ImageTopics(&topics);
-                let (engine, output) =
-                    ConsumerGroupEngine::from_classic(&name, config, classic, &topics, now)
-                        .map_err(|_| ConsumerGroupError::GroupIdNotFound)?;
-                let entries = output
-                    .records
-                    .iter()
-                    .map(|record| records::consumer_group::encode(&name, record))
-                    .collect();
-                Ok(((engine, output.timers), entries))
-            })?;
-        Some(match converted {
-            Ok(((engine, timers), write)) => {
-                let mut hosted = HostedGroup::new(engine);
-                hosted.last_write = write;
-                hosted.image_seen = image.applied_index();
-                self.apply_timers(broker, group, &mut hosted, timers);
-                Ok(hosted)
-            }
-            Err(ConversionError::Refused(error)) => Err(error),
-            Err(ConversionError::NotWritten) => Err(ConsumerGroupError::GroupIdNotFound),
-        })
-    }
-
-    /// Appends `records` (noted as the group's last write), with the
-    /// classic group it became if it was downgraded; on failure the engine,
-    /// ahead of the log now, is rebuilt from what the log holds.
-    fn persist(
-        &self,
-        broker: &Broker,
-        group: &str,
-        hosted: &mut HostedGroup,
-        records: Vec<Record>,
-        downgraded: Option<&GroupSnapshot>,
-    ) -> Result<Option<ReplicatedWrite>, ()> {
-        if records.is_empty() {
-            return Ok(None);
-        }
-        let mut entries: Vec<(Bytes, Option<Bytes>)> = records
-            .iter()
-            .map(|record| records::consumer_group::encode(group, record))
-            .collect();
-        if let Some(snapshot) = downgraded {
-            entries.push(crate::groups::offsets::classic_group_entry(
-                group,
-                Some(snapshot),
-            ));
-        }
-        match broker.write_consumer_group(group, entries) {
-            Ok(write) => {
-                if write.is_some() {
-                    hosted.last_write.clone_from(&write);
-                }
-                Ok(write)
-            }
-            Err(error) => {
-                tracing::error!(group, %error, "cannot write consumer group records");
-                hosted.disarm_all();
-                hosted.engine = self.reload(broker, group);
-                Err(())
-            }
-        }
-    }
-
-    /// `group` as the records in `__consumer_offsets` leave it.
-    fn reload(&self, broker: &Broker, group: &str) -> ConsumerGroupEngine {
-        let mut engine = ConsumerGroupEngine::new(group, self.config_of(&broker.image(), group));
-        let count = self.partition_count.load(Ordering::Acquire);
-        let index = partition_for(group, count);
-        for (name, entries) in broker.offsets().consumer_group_records(index) {
-            if name != group {
-                continue;
-            }
-            for (key, value) in entries {
-                if let Ok((_, record)) = records::consumer_group::decode(&key, Some(&value)) {
-                    let _ = engine.replay(&record);
-                }
+    ) -> ConsumerGroupEngine {
+        let mut engine = ConsumerGroupEngine::new(group, self.config_of(image, group));
+        for entry in shard.records_of_group(group, is_consumer_group_key) {
+            let replayed = records::consumer_group::decode(&entry.key, entry.value.as_deref())
+                .map_err(|e| e.to_string())
+                .and_then(|(_, record)| engine.replay(&record).map_err(|e| e.to_string()));
+            if let Err(error) = replayed {
+                tracing::warn!(group, %error, "skipping a consumer group record");
             }
         }
         engine
     }
 
-    /// Writes what an event produced and arms its timers. A group that
-    /// became a classic group is handed to the classic coordinator (the
-    /// caller drops it here: its engine no longer exists).
-    fn execute(
-        &self,
-        broker: &Arc<Broker>,
-        group: &str,
-        hosted: &mut HostedGroup,
-        output: Output,
-    ) -> Result<(), ()> {
-        let written = self.persist(
-            broker,
-            group,
-            hosted,
-            output.records,
-            output.downgraded.as_ref(),
-        );
-        if written.is_err() {
-            return Err(());
-        }
-        self.apply_timers(broker, group, hosted, output.timers);
-        if let Some(snapshot) = output.downgraded {
-            hosted.disarm_all();
-            broker.groups().install_downgraded(broker, group, snapshot);
-        }
-        Ok(())
-    }
-
-    fn apply_timers(
-        &self,
-        broker: &Arc<Broker>,
-        group: &str,
-        hosted: &mut HostedGroup,
-        timers: Vec<TimerCommand>,
-    ) {
-        for timer in timers {
-            match timer {
-                TimerCommand::Schedule { key, at_ms } => {
-                    let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-                    let delay = Duration::from_millis(at_ms.saturating_sub(broker.now_ms() as u64));
-                    let broker_ref = Arc::downgrade(broker);
-                    let (group, fired) = (group.to_owned(), key.clone());
-                    let handle = tokio::spawn(async move {
-                        tokio::time::sleep(delay).await;
-                        if let Some(broker) = broker_ref.upgrade() {
-                            // The append may wait on the disk.
-                            let _ = tokio::task::spawn_blocking(move || {
-                                broker.consumer_groups().fire(&broker, &group, fired, token)
-                            })
-                            .await;
-                        }
-                    });
-                    if let Some((_, previous)) = hosted.timers.insert(key, (token, handle)) {
-                        previous.abort();
-                    }
-                }
-                TimerCommand::Cancel { key } => {
-                    if let Some((_, handle)) = hosted.timers.remove(&key) {
-                        handle.abort();
-                    }
-                }
+    /// This node now coordinates the groups of `__consumer_offsets`
+    /// partition `index`, just loaded: their timers are armed.
+    pub fn take_over(&self, broker: &Arc<Broker>, index: i32) {
+        let broker = broker.clone();
+        // The event runs whether or not its outcome is awaited.
+        drop(self.offsets.runtime().run(index, move |shard, context| {
+            let now = broker.now_ms() as u64;
+            let groups: Vec<String> = shard.consumer.0.keys().cloned().collect();
+            for group in groups {
+                with_group(shard, &group, |shard, hosted| {
+                    let output = hosted.engine.on_loaded(now);
+                    let _ = execute(&broker, shard, context, &group, hosted, output);
+                });
             }
+            Ok::<_, RuntimeError>(())
+        }));
+    }
+
+    /// Runs `op` on the shard of `group`'s partition in its turn.
+    fn on_shard<R: Send + 'static>(
+        &self,
+        group: &str,
+        op: impl FnOnce(&mut GroupShard, &ShardContext<'_>) -> R + Send + 'static,
+    ) -> Result<EventOutcome<Result<R, RuntimeError>>, ConsumerCoordinatorError> {
+        self.offsets
+            .on_group_shard(group, op)
+            .ok_or(ConsumerCoordinatorError::CoordinatorNotAvailable)
+    }
+
+    /// Runs `op` on `group` if it is a consumer group hosted here, at once,
+    /// between two events of its shard.
+    fn inspect<R>(&self, group: &str, op: impl FnOnce(&HostedGroup) -> R) -> Option<R> {
+        let index = self.offsets.index_of(group)?;
+        self.offsets
+            .runtime()
+            .inspect(index, |shard| shard.consumer.get(group).map(op))
+            .flatten()
+    }
+
+    /// Whether `group` is a consumer group hosted here.
+    pub fn hosts(&self, group: &str) -> bool {
+        self.inspect(group, |_| ()).is_some()
+    }
+
+    /// Applies one ConsumerGroupHeartbeat in its group's shard's turn; the
+    /// answer, once what it changed is replicated.
+    pub fn heartbeat(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        request: HeartbeatRequest,
+    ) -> impl Future<Output = Result<HeartbeatResponse, ConsumerCoordinatorError>> + Send + 'static
+    {
+        let (shard_broker, name) = (broker.clone(), group.to_owned());
+        let turn = self.on_shard(group, move |shard, context| {
+            heartbeat_in(&shard_broker, shard, context, &name, request)
+        });
+        let node_id = broker.node_id();
+        async move {
+            let (response, write) = turn?.await??;
+            if let Some(write) = write {
+                write
+                    .replicated(node_id, COORDINATOR_WRITE_TIMEOUT)
+                    .await
+                    .map_err(|_| ConsumerCoordinatorError::CoordinatorNotAvailable)?;
+            }
+            response.map_err(ConsumerCoordinatorError::Group)
         }
     }
 
-    /// A timer armed by [`apply_timers`](Self::apply_timers) has fired.
+    /// A timer armed by [`apply_timers`] has fired: an event of the
+    /// group's shard.
     fn fire(&self, broker: &Arc<Broker>, group: &str, key: TimerKey, token: u64) {
-        let Some(partition) = self.partition_of(group) else {
-            return;
-        };
-        let image = broker.image();
-        let mut groups = partition.lock();
-        let Some(hosted) = groups.get_mut(group) else {
-            return;
-        };
-        if hosted.timers.get(&key).map(|(t, _)| *t) == Some(token) {
-            hosted.timers.remove(&key);
-        }
-        let output = hosted.engine.handle(
-            Event::Timer {
-                now_ms: broker.now_ms() as u64,
-                key,
-            },
-            &ImageTopics(&image),
-        );
-        let _ = self.execute(broker, group, hosted, output);
-        if !hosted.engine.exists() {
-            groups.remove(group);
-        }
+        let (broker, name) = (broker.clone(), group.to_owned());
+        let _ = self.on_shard(group, move |shard, context| {
+            with_group(shard, &name, |shard, hosted| {
+                hosted.timers.fired(&key, token);
+                let image = broker.image();
+                let output = hosted.engine.handle(
+                    Event::Timer {
+                        now_ms: broker.now_ms() as u64,
+                        key,
+                    },
+                    &ImageTopics(&image),
+                );
+                let _ = execute(&broker, shard, context, &name, hosted, output);
+            });
+        });
     }
 
     // ---- classic requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) ----
     //
     // A classic request goes to the consumer group if `group` is one hosted
-    // here, else to the classic coordinator; the choice is made, and the
-    // classic coordinator fed, under the group's partition lock, so that no
-    // upgrade or downgrade of the group slips in between.
+    // here, else to the classic group of that id; the choice is made, and
+    // the group fed, in one turn of the group's shard, so that no upgrade
+    // or downgrade of the group slips in between.
 
     /// Runs `consumer` on the hosted consumer group `group`, or `classic`
-    /// if there is none, holding the partition's lock either way.
-    fn route<Q, A: Send + 'static, R: Send + 'static>(
+    /// on the shard if there is none, in the shard's turn; `refused`
+    /// answers when the shard cannot run it.
+    fn route<Q, A, R>(
         &self,
         broker: &Arc<Broker>,
         group: &str,
         request: Q,
-        consumer: impl FnOnce(&mut HostedGroup, &MetadataImage, u64, Q) -> (Answer<A, R>, Output),
-        classic: impl FnOnce(Q) -> BoxFuture<'static, R>,
-    ) -> BoxFuture<'static, R> {
-        let Some(partition) = self.partition_of(group) else {
-            return classic(request);
+        consumer: impl FnOnce(&mut HostedGroup, &MetadataImage, u64, Q) -> (Answer<A, R>, Output)
+            + Send
+            + 'static,
+        classic: impl FnOnce(
+                &Arc<Broker>,
+                &mut GroupShard,
+                &ShardContext<'_>,
+                &str,
+                Q,
+            ) -> BoxFuture<'static, R>
+            + Send
+            + 'static,
+        refused: impl FnOnce(GroupError) -> R + Send + 'static,
+    ) -> BoxFuture<'static, R>
+    where
+        Q: Send + 'static,
+        A: Send + 'static,
+        R: Send + 'static,
+    {
+        let (shard_broker, name) = (broker.clone(), group.to_owned());
+        let turn = self.on_shard(group, move |shard, context| {
+            let broker = shard_broker;
+            let Some(mut hosted) = shard.consumer.take(&name) else {
+                return classic(&broker, shard, context, &name, request);
+            };
+            let image = broker.image();
+            let now = broker.now_ms() as u64;
+            let config = broker.consumer_groups().config_of(&image, &name);
+            let mut output = catch_up(&mut hosted, config, &image, now);
+            let (answer, produced) = consumer(&mut hosted, &image, now, request);
+            merge(&mut output, produced);
+            let written = execute(&broker, shard, context, &name, &mut hosted, output);
+            let wait = hosted.last_write.clone();
+            shard.consumer.put_back(&name, hosted);
+            consumer_answer(&broker, written, wait, answer)
+        });
+        let turn = match turn {
+            Ok(turn) => turn,
+            Err(error) => return ready(refused(classic_error(&error))).boxed(),
         };
-        let mut groups = partition.lock();
-        match groups.get_mut(group).filter(|h| h.engine.exists()) {
-            Some(hosted) => {
-                let image = broker.image();
-                let now = broker.now_ms() as u64;
-                let config = self.config_of(&image, group);
-                let mut output = self.catch_up(hosted, config, &image, now);
-                let (answer, produced) = consumer(hosted, &image, now, request);
-                merge(&mut output, produced);
-                let written = self.execute(broker, group, hosted, output);
-                let wait = hosted.last_write.clone();
-                if !hosted.engine.exists() {
-                    groups.remove(group);
-                }
-                consumer_answer(broker, written, wait, answer)
+        async move {
+            match turn.await {
+                Ok(answer) => answer.await,
+                Err(error) => refused(classic::group_error(error)),
             }
-            None => classic(request),
         }
+        .boxed()
     }
 
     pub fn join(
@@ -558,6 +373,7 @@ impl ConsumerGroupCoordinator {
         request: JoinGroup,
     ) -> BoxFuture<'static, JoinResponse> {
         let member_id = request.member_id.clone();
+        let refused_member = member_id.clone();
         self.route(
             broker,
             group,
@@ -584,42 +400,48 @@ impl ConsumerGroupCoordinator {
                     uuid::Uuid::new_v4(),
                     &ImageTopics(image),
                 );
-                let answer = move |result: Result<ClassicJoined, CoordinatorError>| match result {
-                    Ok(joined) => JoinResponse {
-                        error: None,
-                        generation_id: joined.generation_id,
-                        protocol_type: Some(CONSUMER_PROTOCOL_TYPE.to_owned()),
-                        protocol_name: Some(joined.protocol_name),
-                        leader: String::new(),
-                        member_id: joined.member_id,
-                        members: Vec::new(),
-                        skip_assignment: false,
-                    },
-                    Err(error) => {
-                        let member_id = match &error {
-                            CoordinatorError::Group(ConsumerGroupError::MemberIdRequired(id)) => {
-                                id.clone()
-                            }
-                            _ => member_id,
-                        };
-                        JoinResponse {
-                            error: Some(classic_error(&error)),
-                            generation_id: -1,
-                            protocol_type: None,
-                            protocol_name: None,
+                let answer =
+                    move |result: Result<ClassicJoined, ConsumerCoordinatorError>| match result {
+                        Ok(joined) => JoinResponse {
+                            error: None,
+                            generation_id: joined.generation_id,
+                            protocol_type: Some(CONSUMER_PROTOCOL_TYPE.to_owned()),
+                            protocol_name: Some(joined.protocol_name),
                             leader: String::new(),
-                            member_id,
+                            member_id: joined.member_id,
                             members: Vec::new(),
                             skip_assignment: false,
+                        },
+                        Err(error) => {
+                            let member_id = match &error {
+                                ConsumerCoordinatorError::Group(
+                                    ConsumerGroupError::MemberIdRequired(id),
+                                ) => id.clone(),
+                                _ => member_id,
+                            };
+                            JoinResponse {
+                                error: Some(classic_error(&error)),
+                                generation_id: -1,
+                                protocol_type: None,
+                                protocol_name: None,
+                                leader: String::new(),
+                                member_id,
+                                members: Vec::new(),
+                                skip_assignment: false,
+                            }
                         }
-                    }
-                };
+                    };
                 (
                     (result, Box::new(answer) as Box<dyn FnOnce(_) -> _ + Send>),
                     output,
                 )
             },
-            |request| broker.groups().join(broker, group, request).boxed(),
+            |broker, shard, context, group, request| {
+                broker
+                    .groups()
+                    .join_in(broker, shard, context, group, request)
+            },
+            move |error| classic::join_error(&refused_member, error),
         )
     }
 
@@ -640,24 +462,30 @@ impl ConsumerGroupCoordinator {
                         .classic_sync(now, &request, &ImageTopics(image));
                 let (protocol_type, protocol_name) =
                     (request.protocol_type.clone(), request.protocol_name.clone());
-                let answer = move |result: Result<ClassicSynced, CoordinatorError>| match result {
-                    Ok(synced) => SyncResponse {
-                        error: None,
-                        protocol_type,
-                        protocol_name,
-                        assignment: synced.assignment.to_vec(),
-                    },
-                    Err(error) => SyncResponse {
-                        error: Some(classic_error(&error)),
-                        ..SyncResponse::default()
-                    },
-                };
+                let answer =
+                    move |result: Result<ClassicSynced, ConsumerCoordinatorError>| match result {
+                        Ok(synced) => SyncResponse {
+                            error: None,
+                            protocol_type,
+                            protocol_name,
+                            assignment: synced.assignment.to_vec(),
+                        },
+                        Err(error) => SyncResponse {
+                            error: Some(classic_error(&error)),
+                            ..SyncResponse::default()
+                        },
+                    };
                 (
                     (result, Box::new(answer) as Box<dyn FnOnce(_) -> _ + Send>),
                     output,
                 )
             },
-            |request| broker.groups().sync(broker, group, request).boxed(),
+            |broker, shard, context, group, request| {
+                broker
+                    .groups()
+                    .sync_in(broker, shard, context, group, request)
+            },
+            classic::sync_error,
         )
     }
 
@@ -678,14 +506,20 @@ impl ConsumerGroupCoordinator {
                     request.group_instance_id.as_deref(),
                     request.generation_id,
                 );
-                let answer =
-                    |result: Result<(), CoordinatorError>| result.map_err(|e| classic_error(&e));
+                let answer = |result: Result<(), ConsumerCoordinatorError>| {
+                    result.map_err(|e| classic_error(&e))
+                };
                 (
                     (result, Box::new(answer) as Box<dyn FnOnce(_) -> _ + Send>),
                     output,
                 )
             },
-            |request| broker.groups().heartbeat(broker, group, request).boxed(),
+            |broker, shard, context, group, request| {
+                broker
+                    .groups()
+                    .heartbeat_in(broker, shard, context, group, request)
+            },
+            Err,
         )
     }
 
@@ -709,7 +543,7 @@ impl ConsumerGroupCoordinator {
                 let members = request.members.clone();
                 let answer = move |result: Result<
                     Vec<Result<String, ConsumerGroupError>>,
-                    CoordinatorError,
+                    ConsumerCoordinatorError,
                 >| match result {
                     Ok(answers) => LeaveResponse {
                         error: None,
@@ -721,7 +555,7 @@ impl ConsumerGroupCoordinator {
                                 group_instance_id: m.group_instance_id,
                                 error: answer
                                     .err()
-                                    .map(|e| classic_error(&CoordinatorError::Group(e))),
+                                    .map(|e| classic_error(&ConsumerCoordinatorError::Group(e))),
                             })
                             .collect(),
                     },
@@ -738,7 +572,12 @@ impl ConsumerGroupCoordinator {
                     output,
                 )
             },
-            |request| broker.groups().leave(broker, group, request).boxed(),
+            |broker, shard, context, group, request| {
+                broker
+                    .groups()
+                    .leave_in(broker, shard, context, group, request)
+            },
+            classic::leave_error,
         )
     }
 
@@ -786,72 +625,281 @@ impl ConsumerGroupCoordinator {
     /// What `check` says of `group`'s engine; `None` when `group` is not a
     /// consumer group hosted here.
     fn check<T>(&self, group: &str, check: impl FnOnce(&ConsumerGroupEngine) -> T) -> Option<T> {
-        let partition = self.partition_of(group)?;
-        let groups = partition.lock();
-        let hosted = groups.get(group).filter(|h| h.engine.exists())?;
-        Some(check(&hosted.engine))
+        self.inspect(group, |hosted| check(&hosted.engine))
     }
 
-    /// DeleteGroups of a consumer group: refused while it has members;
-    /// otherwise its records and offsets are tombstoned. Returns the write
-    /// to wait on.
+    /// DeleteGroups of a consumer group, in its shard's turn: refused while
+    /// it has members; otherwise its records, its offsets (those of open
+    /// transactions too) and its metadata are tombstoned in one batch.
+    /// Returns the write to wait on. Waits for the shard's turn.
     pub fn delete(
         &self,
-        broker: &Broker,
+        broker: &Arc<Broker>,
         group: &str,
-    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
-        let partition = self
-            .partition_of(group)
-            .ok_or(CoordinatorError::NotCoordinator)?;
-        let mut groups = partition.lock();
-        let hosted = groups
-            .get_mut(group)
-            .filter(|h| h.engine.exists())
-            .ok_or(ConsumerGroupError::GroupIdNotFound)?;
-        let records = hosted.engine.delete()?;
-        self.persist(broker, group, hosted, records, None)
-            .map_err(|()| CoordinatorError::CoordinatorNotAvailable)?;
-        let offsets = broker
-            .offsets()
-            .delete_group(group, broker.now_ms())
-            .map_err(|error| {
-                tracing::error!(group, %error, "deleting a group's offsets failed");
-                CoordinatorError::CoordinatorNotAvailable
-            })?;
-        if let Some(mut hosted) = groups.remove(group) {
-            hosted.disarm_all();
-        }
-        Ok(offsets)
+    ) -> Result<Option<ReplicatedWrite>, ConsumerCoordinatorError> {
+        let (broker, name) = (broker.clone(), group.to_owned());
+        self.on_shard(group, move |shard, context| {
+            let mut hosted = shard
+                .consumer
+                .take(&name)
+                .ok_or(ConsumerGroupError::GroupIdNotFound)?;
+            let records = match hosted.engine.delete() {
+                Ok(records) => records,
+                Err(error) => {
+                    shard.consumer.put_back(&name, hosted);
+                    return Err(error.into());
+                }
+            };
+            let mut entries = encode(&name, &records);
+            entries.extend(shard.group_tombstones(&name));
+            match write(shard, context, &entries, None, broker.now_ms()) {
+                Ok(write) => Ok(write),
+                Err(error) => {
+                    tracing::error!(group = name, %error, "deleting a consumer group failed");
+                    hosted.engine =
+                        broker
+                            .consumer_groups()
+                            .replayed(shard, &broker.image(), &name);
+                    shard.consumer.put_back(&name, hosted);
+                    Err(ConsumerCoordinatorError::CoordinatorNotAvailable)
+                }
+            }
+        })?
+        .wait()?
     }
 
     /// What ConsumerGroupDescribe shows of `group`, if hosted here.
     pub fn describe(&self, group: &str) -> Option<GroupDescription> {
-        let partition = self.partition_of(group)?;
-        let groups = partition.lock();
-        let hosted = groups.get(group).filter(|h| h.engine.exists())?;
-        Some(hosted.engine.describe())
+        self.inspect(group, |hosted| hosted.engine.describe())
     }
 
     /// Every consumer group hosted here, with its description.
     pub fn list(&self) -> Vec<GroupDescription> {
-        let partitions: Vec<PartitionGroups> = self.partitions.read().values().cloned().collect();
-        let mut listed = Vec::new();
-        for partition in partitions {
-            let groups = partition.lock();
-            listed.extend(
-                groups
+        self.offsets
+            .runtime()
+            .inspect_all(|_, shard| {
+                shard
+                    .consumer
+                    .0
                     .values()
-                    .filter(|h| h.engine.exists())
-                    .map(|h| h.engine.describe()),
-            );
-        }
-        listed
+                    .map(|hosted| hosted.engine.describe())
+                    .collect::<Vec<_>>()
+            })
+            .into_iter()
+            .flatten()
+            .collect()
     }
 }
 
-fn disarm(partition: &PartitionGroups) {
-    for hosted in partition.lock().values_mut() {
-        hosted.disarm_all();
+/// Runs `op` on the consumer group `group` hosted in `shard`, taken out of
+/// the shard's groups meanwhile so that `op` may write through the shard;
+/// `None` if it is not hosted there.
+fn with_group<R>(
+    shard: &mut GroupShard,
+    group: &str,
+    op: impl FnOnce(&mut GroupShard, &mut HostedGroup) -> R,
+) -> Option<R> {
+    let mut hosted = shard.consumer.take(group)?;
+    let result = op(shard, &mut hosted);
+    shard.consumer.put_back(group, hosted);
+    Some(result)
+}
+
+/// One ConsumerGroupHeartbeat in its group's shard's turn: the engine's
+/// answer and the group's last write, to wait on before answering.
+#[allow(clippy::type_complexity)]
+fn heartbeat_in(
+    broker: &Arc<Broker>,
+    shard: &mut GroupShard,
+    context: &ShardContext<'_>,
+    group: &str,
+    request: HeartbeatRequest,
+) -> Result<
+    (
+        Result<HeartbeatResponse, ConsumerGroupError>,
+        Option<ReplicatedWrite>,
+    ),
+    ConsumerCoordinatorError,
+> {
+    let image = broker.image();
+    let now = broker.now_ms() as u64;
+    let config = broker.consumer_groups().config_of(&image, group);
+    if !shard.consumer.hosts(group) {
+        // An empty classic group becomes a consumer group; one with members
+        // too, as group.consumer.migration.policy allows, when a member
+        // joins (epoch 0).
+        let removed = classic::remove_if_empty(shard, context, group, now as i64);
+        if !removed && request.member_epoch == 0 {
+            match upgrade(broker, shard, context, group, &config, &image, now) {
+                Some(Ok(hosted)) => shard.consumer.put_back(group, hosted),
+                Some(Err(error)) => return Ok((Err(error), None)),
+                None => {}
+            }
+        }
+    }
+    let mut hosted = shard
+        .consumer
+        .take(group)
+        .unwrap_or_else(|| HostedGroup::new(ConsumerGroupEngine::new(group, config.clone())));
+    let mut output = catch_up(&mut hosted, config, &image, now);
+    let handled = hosted.engine.handle(
+        Event::Heartbeat {
+            now_ms: now,
+            request,
+            fresh_member_id: uuid::Uuid::new_v4(),
+        },
+        &ImageTopics(&image),
+    );
+    let response = handled
+        .response
+        .clone()
+        .unwrap_or(Err(ConsumerGroupError::InvalidRequest(
+            "no answer to the heartbeat",
+        )));
+    merge(&mut output, handled);
+    let written = execute(broker, shard, context, group, &mut hosted, output);
+    let last_write = hosted.last_write.clone();
+    shard.consumer.put_back(group, hosted);
+    match written {
+        Ok(()) => Ok((response, last_write)),
+        Err(()) => Err(ConsumerCoordinatorError::CoordinatorNotAvailable),
+    }
+}
+
+/// Brings a hosted group up to date: new settings, and the topics of an
+/// image newer than the one it last saw. Returns what that produced.
+fn catch_up(
+    hosted: &mut HostedGroup,
+    config: ConsumerGroupConfig,
+    image: &MetadataImage,
+    now: u64,
+) -> Output {
+    if *hosted.engine.config() != config {
+        hosted.engine.set_config(config);
+    }
+    let mut output = Output::default();
+    if hosted.engine.exists() && hosted.image_seen != image.applied_index() {
+        output = hosted
+            .engine
+            .handle(Event::MetadataChanged { now_ms: now }, &ImageTopics(image));
+    }
+    hosted.image_seen = image.applied_index();
+    output
+}
+
+/// The online upgrade of `group` if it is a classic group with members, in
+/// the shard's turn: the consumer group it becomes (its records written),
+/// or why not (GROUP_ID_NOT_FOUND, as Kafka answers when it may not
+/// upgrade). `None` when there is no such classic group.
+fn upgrade(
+    broker: &Arc<Broker>,
+    shard: &mut GroupShard,
+    context: &ShardContext<'_>,
+    group: &str,
+    config: &ConsumerGroupConfig,
+    image: &MetadataImage,
+    now: u64,
+) -> Option<Result<HostedGroup, ConsumerGroupError>> {
+    let converted = classic::upgrade(shard, context, group, now as i64, |classic| {
+        if !ConsumerGroupEngine::may_upgrade(config, classic) {
+            return Err(ConsumerGroupError::GroupIdNotFound);
+        }
+        let (engine, output) = ConsumerGroupEngine::from_classic(
+            group,
+            config.clone(),
+            classic,
+            &ImageTopics(image),
+            now,
+        )
+        .map_err(|_| ConsumerGroupError::GroupIdNotFound)?;
+        let entries = encode(group, &output.records);
+        Ok(((engine, output.timers), entries))
+    })?;
+    Some(match converted {
+        Ok(((engine, timers), write)) => {
+            let mut hosted = HostedGroup::new(engine);
+            hosted.last_write = write;
+            hosted.image_seen = image.applied_index();
+            apply_timers(broker, group, &mut hosted, timers);
+            Ok(hosted)
+        }
+        Err(ConversionError::Refused(error)) => Err(error),
+        Err(ConversionError::NotWritten) => Err(ConsumerGroupError::GroupIdNotFound),
+    })
+}
+
+/// `records` of `group` as entries to write.
+fn encode(group: &str, records: &[Record]) -> Vec<Entry> {
+    records
+        .iter()
+        .map(|record| {
+            let (key, value) = records::consumer_group::encode(group, record);
+            Entry { key, value }
+        })
+        .collect()
+}
+
+/// Writes what an event produced and arms its timers. A group that became
+/// a classic group is hosted as one in the shard (and dropped as a consumer
+/// group by the caller: its engine no longer exists). On a failed write
+/// the engine, ahead of the log now, is rebuilt from what the log holds.
+fn execute(
+    broker: &Arc<Broker>,
+    shard: &mut GroupShard,
+    context: &ShardContext<'_>,
+    group: &str,
+    hosted: &mut HostedGroup,
+    output: Output,
+) -> Result<(), ()> {
+    if !output.records.is_empty() {
+        let mut entries = encode(group, &output.records);
+        if let Some(snapshot) = &output.downgraded {
+            entries.push(crate::groups::offsets::group_entry(group, Some(snapshot)));
+        }
+        match write(shard, context, &entries, None, broker.now_ms()) {
+            Ok(write) => {
+                if write.is_some() {
+                    hosted.last_write = write;
+                }
+            }
+            Err(error) => {
+                tracing::error!(group, %error, "cannot write consumer group records");
+                hosted.timers.clear();
+                hosted.engine = broker
+                    .consumer_groups()
+                    .replayed(shard, &broker.image(), group);
+                return Err(());
+            }
+        }
+    }
+    apply_timers(broker, group, hosted, output.timers);
+    if let Some(snapshot) = output.downgraded {
+        hosted.timers.clear();
+        classic::install_downgraded(broker, shard, context, group, snapshot);
+    }
+    Ok(())
+}
+
+fn apply_timers(
+    broker: &Arc<Broker>,
+    group: &str,
+    hosted: &mut HostedGroup,
+    timers: Vec<TimerCommand>,
+) {
+    for timer in timers {
+        match timer {
+            TimerCommand::Schedule { key, at_ms } => {
+                let delay = Duration::from_millis(at_ms.saturating_sub(broker.now_ms() as u64));
+                let (broker, group, fired) =
+                    (Arc::downgrade(broker), group.to_owned(), key.clone());
+                hosted.timers.schedule(key, delay, move |token| {
+                    if let Some(broker) = broker.upgrade() {
+                        broker.consumer_groups().fire(&broker, &group, fired, token);
+                    }
+                });
+            }
+            TimerCommand::Cancel { key } => hosted.timers.cancel(&key),
+        }
     }
 }
 
@@ -868,7 +916,7 @@ fn merge(into: &mut Output, from: Output) {
 /// into the classic response.
 type Answer<A, R> = (
     Result<A, ConsumerGroupError>,
-    Box<dyn FnOnce(Result<A, CoordinatorError>) -> R + Send>,
+    Box<dyn FnOnce(Result<A, ConsumerCoordinatorError>) -> R + Send>,
 );
 
 /// The answer to a classic request the consumer group handled: `result`
@@ -883,7 +931,7 @@ fn consumer_answer<T: Send + 'static, R: Send + 'static>(
     let node_id = broker.node_id();
     async move {
         if written.is_err() {
-            return respond(Err(CoordinatorError::CoordinatorNotAvailable));
+            return respond(Err(ConsumerCoordinatorError::CoordinatorNotAvailable));
         }
         if let Some(write) = wait {
             if write
@@ -891,19 +939,19 @@ fn consumer_answer<T: Send + 'static, R: Send + 'static>(
                 .await
                 .is_err()
             {
-                return respond(Err(CoordinatorError::CoordinatorNotAvailable));
+                return respond(Err(ConsumerCoordinatorError::CoordinatorNotAvailable));
             }
         }
-        respond(result.map_err(CoordinatorError::Group))
+        respond(result.map_err(ConsumerCoordinatorError::Group))
     }
     .boxed()
 }
 
 /// A consumer group's refusal of a classic request, as the classic
 /// protocol's error.
-fn classic_error(error: &CoordinatorError) -> GroupError {
+fn classic_error(error: &ConsumerCoordinatorError) -> GroupError {
     match error {
-        CoordinatorError::Group(error) => match error {
+        ConsumerCoordinatorError::Group(error) => match error {
             ConsumerGroupError::IllegalGeneration => GroupError::IllegalGeneration,
             ConsumerGroupError::InconsistentGroupProtocol => GroupError::InconsistentGroupProtocol,
             ConsumerGroupError::RebalanceInProgress => GroupError::RebalanceInProgress,
@@ -912,7 +960,7 @@ fn classic_error(error: &CoordinatorError) -> GroupError {
             ConsumerGroupError::FencedInstanceId => GroupError::FencedInstanceId,
             _ => GroupError::UnknownMemberId,
         },
-        CoordinatorError::NotCoordinator => GroupError::NotCoordinator,
-        CoordinatorError::CoordinatorNotAvailable => GroupError::CoordinatorNotAvailable,
+        ConsumerCoordinatorError::NotCoordinator => GroupError::NotCoordinator,
+        ConsumerCoordinatorError::CoordinatorNotAvailable => GroupError::CoordinatorNotAvailable,
     }
 }

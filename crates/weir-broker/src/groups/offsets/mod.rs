@@ -32,10 +32,13 @@ use weir_log::LogError;
 
 pub use crate::coordinator::batches::TxnProducer;
 use crate::coordinator::batches::{encode_batch, for_each_item, Entry, Item};
-use crate::coordinator::{CoordinatorError, CoordinatorRuntime, Outcome, Shard, ShardContext};
+use crate::coordinator::{
+    CoordinatorError, CoordinatorRuntime, EventOutcome, Outcome, Shard, ShardContext,
+};
 use crate::groups::classic::ClassicGroups;
+use crate::groups::consumer::ConsumerGroups;
 use crate::partition::{AppendError, Partition, ReplicatedWrite};
-use weir_coord::classic::{GroupConfig, GroupSnapshot};
+use weir_coord::classic::GroupSnapshot;
 use weir_coord::records;
 use weir_coord::records::offsets::{CommittedOffset, RecordKey};
 
@@ -77,6 +80,9 @@ pub struct GroupShard {
     /// The classic groups stored here, their engines built from their
     /// metadata records when the partition is loaded.
     pub(crate) classic: ClassicGroups,
+    /// The consumer groups (KIP-848) stored here, their engines built from
+    /// their records when the partition is loaded.
+    pub(crate) consumer: ConsumerGroups,
     offsets: HashMap<String, GroupOffsets>,
     /// The encoded GroupMetadataValue last written for each group.
     metadata: HashMap<String, Bytes>,
@@ -520,21 +526,35 @@ impl GroupShard {
         Ok(entries.len())
     }
 
+    /// The classic groups' last metadata, as their engines are loaded.
+    pub(crate) fn classic_snapshots(&self) -> Vec<(String, GroupSnapshot)> {
+        decode_metadata(&self.metadata)
+    }
+
+    /// The live records of `group` (a consumer or share group) whose keys
+    /// `of_kind` selects, in log order.
+    pub(crate) fn records_of_group(&self, group: &str, of_kind: fn(i16) -> bool) -> Vec<Entry> {
+        self.consumer_groups
+            .get(group)
+            .map(|records| of_kind_only(consumer_group_entries(records), of_kind))
+            .unwrap_or_default()
+    }
+
     /// The live records of the groups whose record keys `of_kind` selects
     /// (consumer or share groups), each group's in log order, by group.
-    fn group_records(&self, of_kind: fn(i16) -> bool) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
+    pub(crate) fn group_records(
+        &self,
+        of_kind: fn(i16) -> bool,
+    ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
         let mut groups: Vec<(String, Vec<(Bytes, Bytes)>)> = self
             .consumer_groups
             .iter()
             .filter_map(|(group, records)| {
-                let entries: Vec<(Bytes, Bytes)> = consumer_group_entries(records)
-                    .into_iter()
-                    .filter(|entry| {
-                        entry.key.len() >= 2
-                            && of_kind(i16::from_be_bytes([entry.key[0], entry.key[1]]))
-                    })
-                    .filter_map(|entry| Some((entry.key, entry.value?)))
-                    .collect();
+                let entries: Vec<(Bytes, Bytes)> =
+                    of_kind_only(consumer_group_entries(records), of_kind)
+                        .into_iter()
+                        .filter_map(|entry| Some((entry.key, entry.value?)))
+                        .collect();
                 (!entries.is_empty()).then(|| (group.clone(), entries))
             })
             .collect();
@@ -605,26 +625,39 @@ impl OffsetStore {
         }
     }
 
+    /// Runs `op` on the shard of `group`'s partition in its turn; `None`
+    /// before `__consumer_offsets` exists.
+    pub(crate) fn on_group_shard<R: Send + 'static>(
+        &self,
+        group: &str,
+        op: impl FnOnce(&mut GroupShard, &ShardContext<'_>) -> R + Send + 'static,
+    ) -> Option<EventOutcome<Result<R, CoordinatorError>>> {
+        let index = self.index_of(group)?;
+        Some(
+            self.runtime
+                .run(index, move |shard, context| Ok(op(shard, context))),
+        )
+    }
+
     /// Runs `read` on the shard of `group`'s partition, if it is led here.
     fn inspect<R>(&self, group: &str, read: impl FnOnce(&mut GroupShard) -> R) -> Option<R> {
         self.runtime.inspect(self.index_of(group)?, read)
     }
 
     /// This node leads `partition` (one of `count`) now: its groups and
-    /// offsets are read from its log. Returns the groups' metadata. Reads
-    /// the log where it is called, which must not be a runtime worker.
+    /// offsets are read from its log, then `loaded` builds the groups'
+    /// engines before any event reaches the shard. Returns the number of
+    /// live records. Reads the log where it is called, which must not be a
+    /// runtime worker.
     pub fn load(
         &self,
         partition: Arc<Partition>,
         count: i32,
-        classic: &GroupConfig,
-        now_ms: i64,
+        loaded: impl FnOnce(&mut GroupShard),
     ) -> Result<usize, LogError> {
         self.partition_count.store(count, Ordering::Release);
         let index = partition.index;
-        let records = self.runtime.load_with(partition, |shard| {
-            shard.classic = ClassicGroups::load(decode_metadata(&shard.metadata), classic, now_ms);
-        })?;
+        let records = self.runtime.load_with(partition, loaded)?;
         tracing::debug!(
             partition = index,
             records,
@@ -711,17 +744,6 @@ impl OffsetStore {
             .map(|(key, value)| Entry { key, value })
             .collect();
         self.write_to_group(group, None, now_ms, |_| entries)
-    }
-
-    /// The live records of the consumer groups (KIP-848) of partition
-    /// `index`, each group's in log order: what a coordinator replays to
-    /// continue them.
-    pub fn consumer_group_records(&self, index: i32) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
-        self.runtime
-            .inspect(index, |shard| {
-                shard.group_records(records::consumer_group::is_consumer_group_key)
-            })
-            .unwrap_or_default()
     }
 
     /// The live records of the share groups (KIP-932) of partition `index`,
@@ -950,6 +972,16 @@ fn consumer_group_entries(records: &HashMap<Bytes, (u64, Bytes)>) -> Vec<Entry> 
         .collect()
 }
 
+/// The entries whose record keys `of_kind` selects.
+fn of_kind_only(entries: Vec<Entry>, of_kind: fn(i16) -> bool) -> Vec<Entry> {
+    entries
+        .into_iter()
+        .filter(|entry| {
+            entry.key.len() >= 2 && of_kind(i16::from_be_bytes([entry.key[0], entry.key[1]]))
+        })
+        .collect()
+}
+
 fn decode_metadata<'a>(
     metadata: impl IntoIterator<Item = (&'a String, &'a Bytes)>,
 ) -> Vec<(String, GroupSnapshot)> {
@@ -973,14 +1005,4 @@ pub(crate) fn group_entry(group: &str, snapshot: Option<&GroupSnapshot>) -> Entr
         key: records::offsets::encode_group_key(group),
         value: snapshot.map(records::offsets::encode_group_value),
     }
-}
-
-/// [`group_entry`] as a key and value, to write in one batch with consumer
-/// group records when a group changes kind.
-pub(crate) fn classic_group_entry(
-    group: &str,
-    snapshot: Option<&GroupSnapshot>,
-) -> (Bytes, Option<Bytes>) {
-    let entry = group_entry(group, snapshot);
-    (entry.key, entry.value)
 }

@@ -40,9 +40,8 @@ fn producer(id: i64) -> TxnProducer {
 fn store_of(partitions: &[Arc<Partition>]) -> OffsetStore {
     let store = OffsetStore::new(1);
     for partition in partitions {
-        let classic = weir_coord::classic::GroupConfig::default();
         store
-            .load(partition.clone(), partitions.len() as i32, &classic, 0)
+            .load(partition.clone(), partitions.len() as i32, |_| {})
             .unwrap();
     }
     store
@@ -224,8 +223,7 @@ fn loading_the_log_rebuilds_committed_and_pending_offsets() {
 
     // Reloading on leadership replaces what the store had of the partition.
     marker(&store, &partition, producer(3), true);
-    let classic = weir_coord::classic::GroupConfig::default();
-    loaded.load(partition.clone(), 1, &classic, 0).unwrap();
+    loaded.load(partition.clone(), 1, |_| {}).unwrap();
     assert_eq!(
         state(&loaded, &groups, &producers),
         state(&store, &groups, &producers)
