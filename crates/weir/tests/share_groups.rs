@@ -16,10 +16,10 @@ use kafka_protocol::messages::share_fetch_request::{
     AcknowledgementBatch, FetchPartition, FetchTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, GroupId, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
-    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
-    ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
-    ShareGroupHeartbeatResponse, TopicName,
+    ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, GroupId,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse, ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -739,6 +739,28 @@ fn share_sessions_and_groups_refuse_what_kafka_refuses() {
     assert_eq!(
         described.groups[1].error_code,
         ResponseError::GroupIdNotFound.code()
+    );
+
+    // A group id names one group: the share group's is not a consumer
+    // group's, and it stays a share group.
+    let consumer: ConsumerGroupHeartbeatResponse = raw.call(
+        ApiKey::ConsumerGroupHeartbeat,
+        0,
+        &ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(str(GROUP)))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(str(TOPIC))]))
+            .with_topic_partitions(Some(vec![])),
+    );
+    assert_eq!(
+        consumer.error_code,
+        ResponseError::GroupIdNotFound.code(),
+        "{consumer:?}"
+    );
+    assert_eq!(
+        heartbeat(&mut raw, &other, 99),
+        ResponseError::FencedMemberEpoch.code()
     );
 }
 

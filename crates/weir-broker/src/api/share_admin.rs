@@ -30,8 +30,8 @@ use weir_meta::{AclOperation, ResourceType};
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
+use crate::groups::share::ShareGroupDescription;
 use crate::partition::ReplicatedWrite;
-use crate::share::group_coordinator::ShareGroupDescription;
 use crate::share::persister::{ShareCode, STATE_LOADING};
 use weir_coord::consumer::TopicMetadata;
 use weir_coord::records::share_state::SharePartitionKey;
@@ -273,7 +273,7 @@ pub(super) fn alter_offsets(
     } else {
         broker
             .share_groups()
-            .state_topics_changed(broker, &group, reset_topics, &[])
+            .state_topics_changed(broker, &group, reset_topics, Vec::new())
             .map_err(|error| error.code())
     };
     async move {
@@ -344,7 +344,7 @@ pub(super) fn delete_offsets(
     } else {
         broker
             .share_groups()
-            .state_topics_changed(broker, &group, Vec::new(), &deleted_topics)
+            .state_topics_changed(broker, &group, Vec::new(), deleted_topics.clone())
             .map_err(|error| error.code())
     };
     async move {

@@ -46,8 +46,9 @@ pub(crate) struct Api {
 /// The rest answer from memory, or return at once a future that only
 /// awaits: Produce and WriteTxnMarkers await their partitions' appenders,
 /// Fetch its reads on the blocking pool, the transaction and share-state
-/// coordinators and the group membership requests their shards' events,
-/// requests that need the controller the commit.
+/// coordinators and the group membership requests (classic, consumer and
+/// share) their shards' events, requests that need the controller the
+/// commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Runs {
     /// On the connection's task: the handler never waits on I/O before it
@@ -342,7 +343,7 @@ pub(crate) static APIS: &[Api] = &[
             topic_partitions::describe_topic_partitions(&broker, &ctx, body.decode(&ctx)?),
         )
     }),
-    api!(ShareGroupHeartbeat, 1..=1, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(ShareGroupHeartbeat, 1..=1, throttle Some(0), Inline, |broker, ctx, body| {
         let response = share::heartbeat(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),

@@ -26,6 +26,7 @@ use crate::coordinator::CoordinatorError;
 use crate::groups::classic::GroupCoordinator;
 use crate::groups::consumer::ConsumerGroupCoordinator;
 use crate::groups::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
+use crate::groups::share::ShareGroupCoordinator;
 use crate::partition::{AppendError, Partition, ReplicatedWrite};
 use crate::quotas::client::{ClientQuotaManager, QuotaWindows};
 use crate::replica::manager::{NotServed, ReplicaManager};
@@ -161,7 +162,7 @@ pub struct Broker {
     offsets: Arc<OffsetStore>,
     groups: GroupCoordinator,
     consumer_groups: ConsumerGroupCoordinator,
-    share_groups: crate::share::group_coordinator::ShareGroupCoordinator,
+    share_groups: ShareGroupCoordinator,
     share_partitions: crate::share::leader::SharePartitions,
     share_state: crate::share::state_coordinator::ShareStateStore,
     txns: Arc<TxnCoordinator>,
@@ -373,6 +374,7 @@ impl Broker {
         let groups = GroupCoordinator::new(config.group_config(), offsets.clone());
         let consumer_groups =
             ConsumerGroupCoordinator::new(config.consumer_group.clone(), offsets.clone());
+        let share_groups = ShareGroupCoordinator::new(config.share_group.clone(), offsets.clone());
         let led = offsets_topic
             .into_iter()
             .flat_map(|t| t.partitions.iter())
@@ -383,7 +385,7 @@ impl Broker {
             };
             load_group_partition(
                 &offsets,
-                (&groups, &consumer_groups),
+                (&groups, &consumer_groups, &share_groups),
                 partition,
                 offsets_partitions,
                 &image,
@@ -412,8 +414,6 @@ impl Broker {
                 config.security.sasl_max_receive_size,
             ),
         ));
-        let share_groups =
-            crate::share::group_coordinator::ShareGroupCoordinator::new(config.share_group.clone());
         let max_share_sessions = config.share_group.max_share_sessions;
         let share_state =
             crate::share::state_coordinator::ShareStateStore::new(config.startup.node_id);
@@ -469,16 +469,10 @@ impl Broker {
 
     /// Arms the timers of the groups of the `__consumer_offsets`
     /// partitions loaded as the broker opened, so that members that do not
-    /// come back after a restart expire, and loads their share groups.
-    /// Needs the Tokio runtime.
+    /// come back after a restart expire. Needs the Tokio runtime.
     pub fn start_groups(self: &Arc<Self>) {
-        let count = self.with_image(|image| {
-            image
-                .topic(OFFSETS_TOPIC)
-                .map_or(0, |t| t.partition_count())
-        });
         for index in self.offsets.hosted() {
-            self.take_over_groups(index, count);
+            self.take_over_groups(index);
         }
     }
 
@@ -495,23 +489,22 @@ impl Broker {
         let index = partition.index;
         let records = load_group_partition(
             &self.offsets,
-            (&self.groups, &self.consumer_groups),
+            (&self.groups, &self.consumer_groups, &self.share_groups),
             partition,
             count,
             image,
             self.now_ms(),
         )?;
-        self.take_over_groups(index, count);
+        self.take_over_groups(index);
         Ok(records)
     }
 
     /// This node now coordinates the groups of `__consumer_offsets`
-    /// partition `index` (of `count`), just loaded: their timers are armed.
-    fn take_over_groups(self: &Arc<Self>, index: i32, count: i32) {
+    /// partition `index`, just loaded: their timers are armed.
+    fn take_over_groups(self: &Arc<Self>, index: i32) {
         self.groups.take_over(self, index);
         self.consumer_groups.take_over(self, index);
-        let records = self.offsets.share_group_records(index);
-        self.share_groups.take_over(self, index, count, records);
+        self.share_groups.take_over(self, index);
     }
 
     /// Keeps this node's replicas in step with every metadata change (its
@@ -574,7 +567,6 @@ impl Broker {
         // Groups move with the leadership of their __consumer_offsets
         // partition.
         for (_, index) in outcome.unled.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
-            self.share_groups.hand_over(*index);
             self.offsets.unload(*index);
         }
         for (_, index) in outcome
@@ -742,7 +734,7 @@ impl Broker {
         &self.consumer_groups
     }
 
-    pub fn share_groups(&self) -> &crate::share::group_coordinator::ShareGroupCoordinator {
+    pub fn share_groups(&self) -> &ShareGroupCoordinator {
         &self.share_groups
     }
 
@@ -880,17 +872,6 @@ impl Broker {
         now_ms: i64,
     ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
         self.offsets.commit(group, changes, now_ms)
-    }
-
-    /// Appends a consumer group's records (keys and values as encoded);
-    /// returns the write to wait on.
-    pub(crate) fn write_consumer_group(
-        &self,
-        group: &str,
-        records: Vec<(bytes::Bytes, Option<bytes::Bytes>)>,
-    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
-        self.offsets
-            .write_consumer_group(group, records, self.now_ms())
     }
 
     /// A transaction marker of `producer_id` was written at `offset` to
@@ -1858,7 +1839,11 @@ impl Broker {
 /// is called, which must not be a runtime worker. Returns the live records.
 fn load_group_partition(
     offsets: &OffsetStore,
-    (classic, consumer): (&GroupCoordinator, &ConsumerGroupCoordinator),
+    (classic, consumer, share): (
+        &GroupCoordinator,
+        &ConsumerGroupCoordinator,
+        &ShareGroupCoordinator,
+    ),
     partition: Arc<Partition>,
     count: i32,
     image: &MetadataImage,
@@ -1867,6 +1852,7 @@ fn load_group_partition(
     offsets.load(partition, count, |shard| {
         classic.load(shard, now_ms);
         consumer.load(shard, image);
+        share.load(shard, image);
     })
 }
 

@@ -721,6 +721,10 @@ fn heartbeat_in(
     ),
     ConsumerCoordinatorError,
 > {
+    // A group id names one group, of one type.
+    if shard.share.hosts(group) {
+        return Ok((Err(ConsumerGroupError::GroupIdNotFound), None));
+    }
     let image = broker.image();
     let now = broker.now_ms() as u64;
     let config = broker.consumer_groups().config_of(&image, group);

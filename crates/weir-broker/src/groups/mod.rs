@@ -1,9 +1,10 @@
 //! Groups hosted on `__consumer_offsets`: classic groups (JoinGroup and
-//! SyncGroup), consumer groups (KIP-848), their committed offsets, their
-//! configs and their lag.
+//! SyncGroup), consumer groups (KIP-848), share groups' membership
+//! (KIP-932), their committed offsets, their configs and their lag.
 
 pub mod classic;
 pub mod configs;
 pub mod consumer;
 pub mod lag;
 pub mod offsets;
+pub mod share;

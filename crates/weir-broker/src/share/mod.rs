@@ -4,12 +4,12 @@
 //!
 //! The engines, [`ShareGroupEngine`] (a group's membership) and
 //! [`SharePartition`] (a share-partition's delivery state), are
-//! `weir_coord::share`'s; this module hosts them: the share group
-//! coordinator, the share-partition leader, the persistence of
-//! share-partition state in `__share_group_state`, and dead letters.
+//! `weir_coord::share`'s; this module hosts the share-partitions: their
+//! leader, the persistence of their state in `__share_group_state`, and
+//! dead letters. The groups' membership is hosted with the other groups of
+//! `__consumer_offsets` (`groups::share`).
 
 pub mod dead_letters;
-pub mod group_coordinator;
 mod keyed_turns;
 pub(crate) mod leader;
 pub(crate) mod persister;

@@ -37,6 +37,7 @@ use crate::coordinator::{
 };
 use crate::groups::classic::ClassicGroups;
 use crate::groups::consumer::ConsumerGroups;
+use crate::groups::share::ShareGroups;
 use crate::partition::{AppendError, Partition, ReplicatedWrite};
 use weir_coord::classic::GroupSnapshot;
 use weir_coord::records;
@@ -83,6 +84,9 @@ pub struct GroupShard {
     /// The consumer groups (KIP-848) stored here, their engines built from
     /// their records when the partition is loaded.
     pub(crate) consumer: ConsumerGroups,
+    /// The share groups (KIP-932) stored here, their engines built from
+    /// their records when the partition is loaded.
+    pub(crate) share: ShareGroups,
     offsets: HashMap<String, GroupOffsets>,
     /// The encoded GroupMetadataValue last written for each group.
     metadata: HashMap<String, Bytes>,
@@ -729,31 +733,6 @@ impl OffsetStore {
             Ok::<_, CoordinatorError>(Outcome::answer(ended))
         });
         async move { ended.await.map_or(0, |applied| applied.result) }
-    }
-
-    /// Writes a consumer group's records (KIP-848), keys and values as
-    /// encoded, in one batch.
-    pub fn write_consumer_group(
-        &self,
-        group: &str,
-        records: Vec<(Bytes, Option<Bytes>)>,
-        now_ms: i64,
-    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
-        let entries = records
-            .into_iter()
-            .map(|(key, value)| Entry { key, value })
-            .collect();
-        self.write_to_group(group, None, now_ms, |_| entries)
-    }
-
-    /// The live records of the share groups (KIP-932) of partition `index`,
-    /// each group's in log order.
-    pub fn share_group_records(&self, index: i32) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
-        self.runtime
-            .inspect(index, |shard| {
-                shard.group_records(records::share_group::is_share_group_key)
-            })
-            .unwrap_or_default()
     }
 
     /// Removes a group: tombstones for its offsets, those of its open

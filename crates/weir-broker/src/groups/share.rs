@@ -1,0 +1,472 @@
+//! The coordinator of share groups (KIP-932): a [`ShareGroupEngine`] for
+//! every share group stored in a `__consumer_offsets` partition this node
+//! leads, kept in that partition's shard of the coordinator runtime with
+//! its classic and consumer groups and offsets. A heartbeat, an admin
+//! change and a member's session ending are events of the shard: the
+//! engine handles it, the records it emits (key types 9 to 14) are written
+//! through the shard, and the answer waits until the in-sync replicas hold
+//! them. A new leader of the partition rebuilds the engines from their
+//! records as it loads the shard.
+//!
+//! A group id names one group, of one type: the shard holds the groups of
+//! every type of its partition, so a heartbeat checks that in the same
+//! turn that serves it.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir_meta::MetadataImage;
+
+use crate::broker::Broker;
+use crate::coordinator::batches::Entry;
+use crate::coordinator::{
+    CoordinatorError as RuntimeError, EventOutcome, ShardContext, Timers, COORDINATOR_WRITE_TIMEOUT,
+};
+use crate::groups::configs::{share_settings, ShareBrokerConfig};
+use crate::groups::consumer::ImageTopics;
+use crate::groups::offsets::{write, GroupShard, OffsetStore};
+use crate::partition::ReplicatedWrite;
+use weir_coord::consumer::TopicMetadata;
+use weir_coord::records;
+use weir_coord::records::share_group::is_share_group_key;
+use weir_coord::share::{
+    ShareGroupConfig, ShareGroupEngine, ShareGroupError, ShareGroupState, ShareHeartbeat,
+    ShareHeartbeatResponse, ShareOutput,
+};
+
+/// Why a ShareGroupHeartbeat got no answer from the group itself, or the
+/// group's refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShareCoordinatorError {
+    #[error(transparent)]
+    Group(#[from] ShareGroupError),
+    /// The id names a group of another type.
+    #[error("Group {0} is not a share group.")]
+    NotShareGroup(String),
+    #[error("this broker is not the group's coordinator")]
+    NotCoordinator,
+    #[error("the group's state could not be written to __consumer_offsets")]
+    CoordinatorNotAvailable,
+}
+
+impl ShareCoordinatorError {
+    pub fn code(&self) -> i16 {
+        match self {
+            Self::Group(error) => error.code(),
+            Self::NotShareGroup(_) => 69, // GROUP_ID_NOT_FOUND, as Kafka
+            Self::NotCoordinator => 16,
+            Self::CoordinatorNotAvailable => 15,
+        }
+    }
+}
+
+impl From<RuntimeError> for ShareCoordinatorError {
+    fn from(error: RuntimeError) -> Self {
+        match error {
+            RuntimeError::NotCoordinator => Self::NotCoordinator,
+            _ => Self::CoordinatorNotAvailable,
+        }
+    }
+}
+
+/// A share group as ShareGroupDescribe and the operators' tools see it.
+#[derive(Debug, Clone)]
+pub struct ShareGroupDescription {
+    pub state: ShareGroupState,
+}
+
+struct HostedGroup {
+    engine: ShareGroupEngine,
+    /// The members' session timers, disarmed when the group is dropped
+    /// (deleted, or its partition unloaded).
+    sessions: Timers<String>,
+    /// The metadata image the engine last saw (its applied index).
+    image_seen: u64,
+    /// The group's last write: an answer that writes nothing still waits
+    /// for it.
+    last_write: Option<ReplicatedWrite>,
+}
+
+impl HostedGroup {
+    fn new(engine: ShareGroupEngine) -> Self {
+        Self {
+            engine,
+            sessions: Timers::default(),
+            image_seen: 0,
+            last_write: None,
+        }
+    }
+}
+
+/// The share groups of one `__consumer_offsets` partition, in the
+/// partition's shard. Only groups whose engine exists are kept.
+#[derive(Default)]
+pub struct ShareGroups(HashMap<String, HostedGroup>);
+
+impl ShareGroups {
+    /// Whether `group` is a share group hosted here.
+    pub(crate) fn hosts(&self, group: &str) -> bool {
+        self.0.contains_key(group)
+    }
+
+    /// Returns a group taken out, unless it no longer exists (deleted):
+    /// then it is dropped with its timers.
+    fn put_back(&mut self, group: &str, hosted: HostedGroup) {
+        if hosted.engine.exists() {
+            self.0.insert(group.to_owned(), hosted);
+        }
+    }
+}
+
+pub struct ShareGroupCoordinator {
+    config: ShareBrokerConfig,
+    offsets: Arc<OffsetStore>,
+}
+
+impl ShareGroupCoordinator {
+    /// A coordinator of the share groups stored in the
+    /// `__consumer_offsets` partitions `offsets` hosts.
+    pub fn new(config: ShareBrokerConfig, offsets: Arc<OffsetStore>) -> Self {
+        Self { config, offsets }
+    }
+
+    /// The membership settings of `group`: the broker's, with the group's
+    /// own configs on top.
+    fn config_of(&self, image: &MetadataImage, group: &str) -> ShareGroupConfig {
+        let settings = share_settings(&self.config, image.group_configs(group))
+            .or_else(|_| share_settings(&self.config, &Default::default()))
+            .expect("the broker's own share settings are valid");
+        ShareGroupConfig {
+            heartbeat_interval_ms: settings.heartbeat_interval_ms,
+            session_timeout_ms: settings.session_timeout_ms,
+            max_size: settings.max_size,
+        }
+    }
+
+    /// Builds the share groups of a `__consumer_offsets` partition being
+    /// loaded, from their records. Their session timers are armed by
+    /// [`take_over`](Self::take_over).
+    pub(crate) fn load(&self, shard: &mut GroupShard, image: &MetadataImage) {
+        let mut groups = HashMap::new();
+        for (group, _) in shard.group_records(is_share_group_key) {
+            let engine = self.replayed(shard, image, &group);
+            if engine.exists() {
+                groups.insert(group, HostedGroup::new(engine));
+            }
+        }
+        shard.share = ShareGroups(groups);
+    }
+
+    /// `group` as its records in the shard leave it.
+    fn replayed(&self, shard: &GroupShard, image: &MetadataImage, group: &str) -> ShareGroupEngine {
+        let mut engine = ShareGroupEngine::new(group, self.config_of(image, group));
+        for entry in shard.records_of_group(group, is_share_group_key) {
+            match records::share_group::decode(&entry.key, entry.value.as_deref()) {
+                Ok((_, record)) => engine.replay(&record),
+                Err(error) => tracing::warn!(group, %error, "skipping a share group record"),
+            }
+        }
+        engine
+    }
+
+    /// This node now coordinates the share groups of `__consumer_offsets`
+    /// partition `index`, just loaded: their members' sessions are armed.
+    pub fn take_over(&self, broker: &Arc<Broker>, index: i32) {
+        let broker = broker.clone();
+        // The event runs whether or not its outcome is awaited.
+        drop(self.offsets.runtime().run(index, move |shard, context| {
+            let now = broker.now_ms() as u64;
+            let groups: Vec<String> = shard.share.0.keys().cloned().collect();
+            for group in groups {
+                with_group(shard, &group, |shard, hosted| {
+                    let output = hosted.engine.on_loaded(now);
+                    let _ = execute(&broker, shard, context, &group, hosted, output);
+                });
+            }
+            Ok::<_, RuntimeError>(())
+        }));
+    }
+
+    /// Runs `op` on the shard of `group`'s partition in its turn.
+    fn on_shard<R: Send + 'static>(
+        &self,
+        group: &str,
+        op: impl FnOnce(&mut GroupShard, &ShardContext<'_>) -> R + Send + 'static,
+    ) -> Result<EventOutcome<Result<R, RuntimeError>>, ShareCoordinatorError> {
+        self.offsets
+            .on_group_shard(group, op)
+            .ok_or(ShareCoordinatorError::NotCoordinator)
+    }
+
+    /// Runs `op` on `group` if it is a share group hosted here, at once,
+    /// between two events of its shard.
+    fn inspect<R>(&self, group: &str, op: impl FnOnce(&HostedGroup) -> R) -> Option<R> {
+        let index = self.offsets.index_of(group)?;
+        self.offsets
+            .runtime()
+            .inspect(index, |shard| shard.share.0.get(group).map(op))
+            .flatten()
+    }
+
+    /// Whether `group` is a share group hosted here.
+    pub fn hosts(&self, group: &str) -> bool {
+        self.inspect(group, |_| ()).is_some()
+    }
+
+    /// The hosted share group `group`, if there is one.
+    pub fn describe(&self, group: &str) -> Option<ShareGroupDescription> {
+        self.inspect(group, |hosted| ShareGroupDescription {
+            state: hosted.engine.state().clone(),
+        })
+    }
+
+    /// Every share group hosted here, with whether it has members.
+    pub fn list(&self) -> Vec<(String, bool)> {
+        let mut listed: Vec<(String, bool)> = self
+            .offsets
+            .runtime()
+            .inspect_all(|_, shard| {
+                shard
+                    .share
+                    .0
+                    .iter()
+                    .map(|(group, hosted)| {
+                        (group.clone(), !hosted.engine.state().members.is_empty())
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .into_iter()
+            .flatten()
+            .collect();
+        listed.sort();
+        listed
+    }
+
+    /// Deletes the empty share group `group` (DeleteGroups): writes the
+    /// tombstones of its records; the write to await. Waits for the
+    /// shard's turn.
+    pub fn delete(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+    ) -> Result<Option<ReplicatedWrite>, ShareCoordinatorError> {
+        self.change(broker, group, ShareGroupEngine::delete)
+    }
+
+    /// The group's offsets were altered on `added` or deleted on `removed`:
+    /// writes the topics where it may hold state; the write to await.
+    /// Waits for the shard's turn.
+    pub fn state_topics_changed(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        added: Vec<TopicMetadata>,
+        removed: Vec<String>,
+    ) -> Result<Option<ReplicatedWrite>, ShareCoordinatorError> {
+        self.change(broker, group, move |engine| {
+            Ok(engine.state_topics_changed(added, &removed))
+        })
+    }
+
+    /// Applies `change` to the existing group `group` in its shard's turn
+    /// and writes what it produced; the write to await, if any. A group it
+    /// deleted goes.
+    fn change(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        change: impl FnOnce(&mut ShareGroupEngine) -> Result<ShareOutput, ShareGroupError>
+            + Send
+            + 'static,
+    ) -> Result<Option<ReplicatedWrite>, ShareCoordinatorError> {
+        let (broker, name) = (broker.clone(), group.to_owned());
+        self.on_shard(group, move |shard, context| {
+            with_group(shard, &name, |shard, hosted| {
+                let output = change(&mut hosted.engine)?;
+                if output.records.is_empty() {
+                    return Ok(None);
+                }
+                execute(&broker, shard, context, &name, hosted, output)
+                    .map_err(|()| ShareCoordinatorError::CoordinatorNotAvailable)?;
+                Ok(hosted.last_write.clone())
+            })
+            .unwrap_or(Err(ShareGroupError::GroupIdNotFound.into()))
+        })?
+        .wait()?
+    }
+
+    /// Applies one ShareGroupHeartbeat in its group's shard's turn; the
+    /// answer, once what it changed is replicated.
+    pub fn heartbeat(
+        &self,
+        broker: &Arc<Broker>,
+        group: &str,
+        request: ShareHeartbeat,
+    ) -> impl Future<Output = Result<ShareHeartbeatResponse, ShareCoordinatorError>> + Send + 'static
+    {
+        let (shard_broker, name) = (broker.clone(), group.to_owned());
+        let turn = self.on_shard(group, move |shard, context| {
+            heartbeat_in(&shard_broker, shard, context, &name, request)
+        });
+        let node_id = broker.node_id();
+        async move {
+            let (response, write) = turn?.await??;
+            if let Some(write) = write {
+                write
+                    .replicated(node_id, COORDINATOR_WRITE_TIMEOUT)
+                    .await
+                    .map_err(|_| ShareCoordinatorError::CoordinatorNotAvailable)?;
+            }
+            response.map_err(ShareCoordinatorError::Group)
+        }
+    }
+
+    /// A member's session timer has fired: an event of the group's shard.
+    fn session_ended(&self, broker: &Arc<Broker>, group: &str, member: String, token: u64) {
+        let (broker, name) = (broker.clone(), group.to_owned());
+        let _ = self.on_shard(group, move |shard, context| {
+            with_group(shard, &name, |shard, hosted| {
+                if !hosted.sessions.fired(&member, token) {
+                    return;
+                }
+                let output = hosted.engine.session_expired(
+                    broker.now_ms() as u64,
+                    &member,
+                    &ImageTopics(&broker.image()),
+                );
+                if !output.ended.is_empty() {
+                    tracing::info!(
+                        group = name,
+                        member,
+                        "removed a share group member whose session ended"
+                    );
+                }
+                let _ = execute(&broker, shard, context, &name, hosted, output);
+            });
+        });
+    }
+}
+
+/// Runs `op` on the share group `group` hosted in `shard`, taken out of
+/// the shard's groups meanwhile so that `op` may write through the shard;
+/// `None` if it is not hosted there.
+fn with_group<R>(
+    shard: &mut GroupShard,
+    group: &str,
+    op: impl FnOnce(&mut GroupShard, &mut HostedGroup) -> R,
+) -> Option<R> {
+    let mut hosted = shard.share.0.remove(group)?;
+    let result = op(shard, &mut hosted);
+    shard.share.put_back(group, hosted);
+    Some(result)
+}
+
+/// One ShareGroupHeartbeat in its group's shard's turn: the engine's answer
+/// and the group's last write, to wait on before answering.
+#[allow(clippy::type_complexity)]
+fn heartbeat_in(
+    broker: &Arc<Broker>,
+    shard: &mut GroupShard,
+    context: &ShardContext<'_>,
+    group: &str,
+    request: ShareHeartbeat,
+) -> Result<
+    (
+        Result<ShareHeartbeatResponse, ShareGroupError>,
+        Option<ReplicatedWrite>,
+    ),
+    ShareCoordinatorError,
+> {
+    // A group id names one group, of one type.
+    if shard.consumer.hosts(group) || shard.classic.state(group).is_some() {
+        return Err(ShareCoordinatorError::NotShareGroup(group.to_owned()));
+    }
+    let image = broker.image();
+    let now = broker.now_ms() as u64;
+    let config = broker.share_groups().config_of(&image, group);
+    let mut hosted = shard
+        .share
+        .0
+        .remove(group)
+        .unwrap_or_else(|| HostedGroup::new(ShareGroupEngine::new(group, config.clone())));
+    hosted.engine.set_config(config);
+    let topics = ImageTopics(&image);
+    let mut output = ShareOutput::default();
+    if hosted.engine.exists() && hosted.image_seen != image.applied_index() {
+        output = hosted.engine.metadata_changed(&topics);
+    }
+    hosted.image_seen = image.applied_index();
+    let (response, produced) = hosted.engine.heartbeat(now, &request, &topics);
+    merge(&mut output, produced);
+    let written = execute(broker, shard, context, group, &mut hosted, output);
+    let last_write = hosted.last_write.clone();
+    shard.share.put_back(group, hosted);
+    match written {
+        Ok(()) => Ok((response, last_write)),
+        Err(()) => Err(ShareCoordinatorError::CoordinatorNotAvailable),
+    }
+}
+
+/// Writes what an event produced and arms its session timers. On a failed
+/// write the engine, ahead of the log now, is rebuilt from what the log
+/// holds.
+fn execute(
+    broker: &Arc<Broker>,
+    shard: &mut GroupShard,
+    context: &ShardContext<'_>,
+    group: &str,
+    hosted: &mut HostedGroup,
+    output: ShareOutput,
+) -> Result<(), ()> {
+    if !output.records.is_empty() {
+        let entries: Vec<Entry> = output
+            .records
+            .iter()
+            .map(|record| {
+                let (key, value) = records::share_group::encode(group, record);
+                Entry { key, value }
+            })
+            .collect();
+        match write(shard, context, &entries, None, broker.now_ms()) {
+            Ok(write) => {
+                if write.is_some() {
+                    hosted.last_write = write;
+                }
+            }
+            Err(error) => {
+                tracing::error!(group, %error, "cannot write share group records");
+                hosted.sessions.clear();
+                hosted.engine = broker
+                    .share_groups()
+                    .replayed(shard, &broker.image(), group);
+                return Err(());
+            }
+        }
+    }
+    for (member, at_ms) in output.sessions {
+        let delay = Duration::from_millis(at_ms.saturating_sub(broker.now_ms() as u64));
+        let (broker, group, ended) = (Arc::downgrade(broker), group.to_owned(), member.clone());
+        hosted.sessions.schedule(member, delay, move |token| {
+            if let Some(broker) = broker.upgrade() {
+                broker
+                    .share_groups()
+                    .session_ended(&broker, &group, ended, token);
+            }
+        });
+    }
+    // The records an ended member acquired stay with it until its share
+    // session closes (its last acknowledgements may still come) or their
+    // locks expire, as in Kafka: the partitions' leaders are elsewhere.
+    for member in output.ended {
+        hosted.sessions.cancel(&member);
+    }
+    Ok(())
+}
+
+fn merge(into: &mut ShareOutput, from: ShareOutput) {
+    into.records.extend(from.records);
+    into.sessions.extend(from.sessions);
+    into.ended.extend(from.ended);
+}
