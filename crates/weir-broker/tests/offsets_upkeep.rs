@@ -165,7 +165,8 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
         }),
     };
     groups
-        .commit_offsets("app", committer, vec![change], long_ago)
+        .commit_offsets("app", committer, 9, vec![change], long_ago)
+        .await
         .unwrap();
     let retention = 60_000;
     assert_eq!(

@@ -29,7 +29,7 @@ use weir_meta::{AclOperation, ResourceType};
 use super::{Reply, RequestContext};
 use crate::broker::Broker;
 use crate::coordinator::{CoordinatorError, COORDINATOR_WRITE_TIMEOUT};
-use crate::groups::classic::{Committer, DeletedOffsets, GroupAdminError};
+use crate::groups::classic::{CommitError, Committer, DeletedOffsets, GroupAdminError};
 use crate::groups::offsets::{OffsetChange, MAX_METADATA_BYTES, OFFSETS_TOPIC};
 use crate::partition::ReplicatedWrite;
 use crate::txn::TRANSACTION_STATE_TOPIC;
@@ -172,75 +172,58 @@ pub(super) fn find_coordinator(
         .with_port(only.port)
 }
 
-/// OffsetCommit: validates and writes the commit, and answers once the
-/// in-sync replicas of the group's `__consumer_offsets` partition hold it
-/// (as Kafka writes commits with acks=all): an acknowledged commit survives
-/// the loss of its coordinator.
+/// OffsetCommit: validates and writes the commit in one turn of the
+/// group's `__consumer_offsets` shard, and answers once the in-sync
+/// replicas of that partition hold it (as Kafka writes commits with
+/// acks=all): an acknowledged commit survives the loss of its coordinator.
 pub(super) fn offset_commit(
     broker: &Arc<Broker>,
     ctx: RequestContext,
     request: OffsetCommitRequest,
 ) -> Reply {
-    let (response, write) = write_offset_commit(broker, &ctx, request);
-    let Some(write) = write else {
-        return Reply::Now(Some(ctx.respond(&response)));
+    let (answers, commit) = start_offset_commit(broker, &ctx, request);
+    let Some(commit) = commit else {
+        return Reply::Now(Some(ctx.respond(&commit_response(answers, None))));
     };
     let node_id = broker.node_id();
     Reply::Later(Box::pin(async move {
-        let mut response = response;
-        if let Err(error) = write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
-            for partition in response.topics.iter_mut().flat_map(|t| &mut t.partitions) {
-                if partition.error_code == 0 {
-                    partition.error_code = error.code();
-                }
-            }
-        }
-        Some(ctx.respond(&response))
+        let outcome = match commit.await {
+            Ok(Some(write)) => write
+                .replicated(node_id, COORDINATOR_WRITE_TIMEOUT)
+                .await
+                .err(),
+            Ok(None) => None,
+            Err(error) => Some(kafka_error(error.code())),
+        };
+        Some(ctx.respond(&commit_response(answers, outcome)))
     }))
 }
 
-/// The synchronous part of OffsetCommit: the answer as far as the local
-/// write goes, and the write to wait on.
-fn write_offset_commit(
+/// What OffsetCommit checks before the group sees it: each partition's
+/// own error, and the commit of the rest, to await (`None` when the
+/// request is refused as a whole).
+#[allow(clippy::type_complexity)]
+fn start_offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
     request: OffsetCommitRequest,
-) -> (OffsetCommitResponse, Option<ReplicatedWrite>) {
+) -> (
+    Vec<(TopicName, Answers)>,
+    Option<impl Future<Output = Result<Option<ReplicatedWrite>, CommitError>> + Send + 'static>,
+) {
     let group = request.group_id.0.to_string();
-    let committer = Committer {
-        member_id: &request.member_id,
-        generation_id: request.generation_id_or_member_epoch,
-        group_instance_id: request.group_instance_id.as_deref(),
-    };
-    // A consumer group (KIP-848) checks the member epoch; a classic group
-    // the generation.
-    let consumer_group = broker.consumer_groups().validate_offset_commit(
-        &group,
-        &request.member_id,
-        request.generation_id_or_member_epoch,
-        ctx.version,
-    );
     let group_error = if group.is_empty() {
         Some(ResponseError::InvalidGroupId)
     } else if !ctx.authorized(broker, AclOperation::Read, ResourceType::Group, &group) {
         Some(ResponseError::GroupAuthorizationFailed)
     } else if let Err(code) = broker.check_coordinator(&group) {
         Some(kafka_error(code))
-    } else if let Some(checked) = &consumer_group {
-        checked
-            .as_ref()
-            .err()
-            .map(|error| kafka_error(error.code()))
     } else {
-        broker
-            .groups()
-            .validate_commit(&group, committer)
-            .err()
-            .map(|e| kafka_error(e.code()))
+        None
     };
     let now = broker.now_ms();
     let mut changes = Vec::new();
-    let mut responses: Vec<(TopicName, Answers)> = Vec::new();
+    let mut answers: Vec<(TopicName, Answers)> = Vec::new();
     for topic in request.topics {
         let name = topic.name.0.to_string();
         // Committing needs Read on the topic too.
@@ -281,35 +264,36 @@ fn write_offset_commit(
                 (p.partition_index, error)
             })
             .collect();
-        responses.push((topic.name, partitions));
+        answers.push((topic.name, partitions));
     }
-    let written = if changes.is_empty() {
-        Ok(None)
-    } else if consumer_group.is_some() {
-        broker
-            .commit_offsets(&group, changes, now)
-            .map_err(|error| {
-                tracing::error!(group, %error, "offset commit failed");
-                GroupAdminError::Unavailable
-            })
-    } else {
-        // Checked again with the write: a rebalance may have begun since.
-        broker
-            .groups()
-            .commit_offsets(&group, committer, changes, now)
+    if group_error.is_some() || changes.is_empty() {
+        return (answers, None);
+    }
+    // A consumer group (KIP-848) checks the member epoch, a classic group
+    // the generation, in the turn that writes.
+    let committer = Committer {
+        member_id: &request.member_id,
+        generation_id: request.generation_id_or_member_epoch,
+        group_instance_id: request.group_instance_id.as_deref(),
     };
-    let (pending_outcome, write) = match written {
-        Ok(write) => (None, write),
-        Err(GroupAdminError::Membership(error)) => (Some(kafka_error(error.code())), None),
-        Err(_) => (Some(ResponseError::CoordinatorNotAvailable), None),
-    };
-    let topics = responses
+    let commit = broker
+        .groups()
+        .commit_offsets(&group, committer, ctx.version, changes, now);
+    (answers, Some(commit))
+}
+
+/// The OffsetCommit response: each partition's own error, else `outcome`.
+fn commit_response(
+    answers: Vec<(TopicName, Answers)>,
+    outcome: Option<ResponseError>,
+) -> OffsetCommitResponse {
+    let topics = answers
         .into_iter()
         .map(|(name, partitions)| {
             let partitions = partitions
                 .into_iter()
                 .map(|(index, error)| {
-                    let code = error.or(pending_outcome).map_or(0, |e| e.code());
+                    let code = error.or(outcome).map_or(0, |e| e.code());
                     OffsetCommitResponsePartition::default()
                         .with_partition_index(index)
                         .with_error_code(code)
@@ -320,7 +304,7 @@ fn write_offset_commit(
                 .with_partitions(partitions)
         })
         .collect();
-    (OffsetCommitResponse::default().with_topics(topics), write)
+    OffsetCommitResponse::default().with_topics(topics)
 }
 
 /// What OffsetFetch answers for one partition.

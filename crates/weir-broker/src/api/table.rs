@@ -135,7 +135,7 @@ pub(crate) static APIS: &[Api] = &[
     api!(Metadata, 0..=13, throttle Some(3), Inline, |broker, ctx, body| {
         now(&ctx, metadata::handle(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(OffsetCommit, 2..=9, throttle Some(3), BlockingPool, |broker, ctx, body| {
+    api!(OffsetCommit, 2..=9, throttle Some(3), Inline, |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         Ok(offsets::offset_commit(&broker, ctx, request))
     }),

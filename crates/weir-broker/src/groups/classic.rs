@@ -37,7 +37,9 @@ use weir_coord::classic::{
     JoinGroup, JoinResponse, LeaveGroup, LeaveResponse, LeftMember, RequestId, Response, SyncGroup,
     SyncResponse, TimerKey,
 };
-use weir_coord::consumer::{ClassicGroupImage, ClassicMemberImage, ClassicProtocol};
+use weir_coord::consumer::{
+    ClassicGroupImage, ClassicMemberImage, ClassicProtocol, ConsumerGroupError,
+};
 use weir_coord::records;
 use weir_coord::records::offsets::CommittedOffset;
 
@@ -52,6 +54,28 @@ pub enum GroupAdminError {
     Membership(#[from] GroupError),
     #[error("__consumer_offsets could not be written")]
     Unavailable,
+}
+
+/// Why an offset commit was refused or not written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitError {
+    /// The committer is not a member of the classic group as it is.
+    #[error(transparent)]
+    Classic(GroupError),
+    /// The committer is not a member of the consumer group as it is.
+    #[error(transparent)]
+    Consumer(ConsumerGroupError),
+    #[error("the commit was not written: {0}")]
+    NotWritten(GroupError),
+}
+
+impl CommitError {
+    pub fn code(&self) -> i16 {
+        match self {
+            Self::Classic(error) | Self::NotWritten(error) => error.code(),
+            Self::Consumer(error) => error.code(),
+        }
+    }
 }
 
 /// Why a transactional offset commit was refused.
@@ -491,35 +515,47 @@ impl GroupCoordinator {
             .flatten()
     }
 
-    /// Whether a commit from `committer` is accepted now, as Kafka decides:
-    /// a group nobody manages takes commits without a generation only.
-    pub fn validate_commit(&self, group: &str, committer: Committer<'_>) -> Result<(), GroupError> {
-        self.inspect(group, |hosted| check_commit(hosted, committer))
-            .unwrap_or(Err(GroupError::NotCoordinator))
-    }
-
-    /// Validates and writes a commit in one turn of the group's shard, so
-    /// atomically with respect to rebalances; returns the write, to be
-    /// answered once replicated. Waits for the shard's turn.
+    /// OffsetCommit in one turn of the group's shard, so atomically with
+    /// respect to rebalances: checks `committer` against the group as it
+    /// is (a consumer group's member epoch, a classic group's generation; a
+    /// group nobody manages takes commits without a generation only), then
+    /// writes `changes`. Gives the write, to be answered once replicated.
     pub fn commit_offsets(
         &self,
         group: &str,
         committer: Committer<'_>,
+        api_version: i16,
         changes: Vec<OffsetChange>,
         now_ms: i64,
-    ) -> Result<Option<ReplicatedWrite>, GroupAdminError> {
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, CommitError>> + Send + 'static {
         let (committer, name) = (OwnedCommitter::of(committer), group.to_owned());
         let turn = self.on_shard(group, move |shard, context| {
-            check_commit(shard.classic.0.get(&name), committer.as_committer())?;
+            let committer = committer.as_committer();
+            let consumer = shard.consumer.validate_offset_commit(
+                &name,
+                committer.member_id,
+                committer.generation_id,
+                api_version,
+            );
+            match consumer {
+                Some(checked) => checked.map_err(CommitError::Consumer)?,
+                None => check_commit(shard.classic.0.get(&name), committer)
+                    .map_err(CommitError::Classic)?,
+            }
             let records = commit_entries(&name, &changes);
             write(shard, context, &records, None, now_ms).map_err(|error| {
                 tracing::error!(group = name, %error, "offset commit failed");
-                GroupAdminError::Unavailable
+                CommitError::NotWritten(GroupError::CoordinatorNotAvailable)
             })
-        })?;
-        turn.wait()
-            .map_err(|error| group_error(error).into())
-            .flatten()
+        });
+        async move {
+            match turn {
+                Ok(turn) => turn
+                    .await
+                    .map_err(|error| CommitError::NotWritten(group_error(error)))?,
+                Err(error) => Err(CommitError::NotWritten(error)),
+            }
+        }
     }
 
     /// TxnOffsetCommit: validates the committer as Kafka does for

@@ -118,6 +118,23 @@ impl ConsumerGroups {
         self.0.get(group)
     }
 
+    /// Checks an OffsetCommit of a member of `group`; `None` when `group`
+    /// is not a consumer group hosted here.
+    pub(crate) fn validate_offset_commit(
+        &self,
+        group: &str,
+        member_id: &str,
+        member_epoch: i32,
+        api_version: i16,
+    ) -> Option<Result<(), ConsumerGroupError>> {
+        let hosted = self.0.get(group)?;
+        Some(
+            hosted
+                .engine
+                .validate_offset_commit(member_id, member_epoch, api_version),
+        )
+    }
+
     /// Takes `group` out, so that an event may write through the shard
     /// while it changes the group; [`put_back`](Self::put_back) returns it.
     fn take(&mut self, group: &str) -> Option<HostedGroup> {
@@ -579,20 +596,6 @@ impl ConsumerGroupCoordinator {
             },
             classic::leave_error,
         )
-    }
-
-    /// Checks an OffsetCommit of a consumer group member; `None` when
-    /// `group` is not a consumer group hosted here.
-    pub fn validate_offset_commit(
-        &self,
-        group: &str,
-        member_id: &str,
-        member_epoch: i32,
-        api_version: i16,
-    ) -> Option<Result<(), ConsumerGroupError>> {
-        self.check(group, |engine| {
-            engine.validate_offset_commit(member_id, member_epoch, api_version)
-        })
     }
 
     /// Checks a TxnOffsetCommit; `None` when `group` is not a consumer
