@@ -30,7 +30,7 @@ use super::{Reply, RequestContext};
 use crate::broker::Broker;
 use crate::coordinator::{CoordinatorError, COORDINATOR_WRITE_TIMEOUT};
 use crate::groups::classic::{CommitError, Committer, DeletedOffsets, GroupAdminError};
-use crate::groups::offsets::{OffsetChange, MAX_METADATA_BYTES, OFFSETS_TOPIC};
+use crate::groups::offsets::{FetchedOffsets, OffsetChange, MAX_METADATA_BYTES, OFFSETS_TOPIC};
 use crate::partition::ReplicatedWrite;
 use crate::txn::TRANSACTION_STATE_TOPIC;
 use weir_coord::records::offsets::CommittedOffset;
@@ -321,34 +321,30 @@ enum Fetched {
 
 /// A group's committed offsets for the requested partitions (all it has
 /// when `topics` is `None`): `(topic, [(partition, fetched)])`.
-type FetchedOffsets = Vec<(String, Vec<(i32, Fetched)>)>;
+type GroupOffsets = Vec<(String, Vec<(i32, Fetched)>)>;
 
-/// Topics the principal may not describe are left out of "all the
-/// group's offsets", and answered TOPIC_AUTHORIZATION_FAILED when named.
-fn fetch_group(
+/// What OffsetFetch answers of one group, from what its shard gave.
+/// Topics the principal may not describe are left out of "all the group's
+/// offsets", and answered TOPIC_AUTHORIZATION_FAILED when named.
+fn fetched_offsets(
     broker: &Broker,
     ctx: &RequestContext,
-    group: &str,
+    read: FetchedOffsets,
     topics: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
-) -> FetchedOffsets {
-    let store = broker.offsets();
-    if require_stable {
-        broker.groups().note_read_committed(group);
-    }
+) -> GroupOffsets {
+    let FetchedOffsets {
+        mut committed,
+        pending,
+    } = read;
     let fetched = |topic: &str, partition: i32, committed: Option<CommittedOffset>| {
-        if require_stable && store.has_pending(group, topic, partition) {
+        let key = (topic.to_owned(), partition);
+        if require_stable && pending.binary_search(&key).is_ok() {
             Fetched::Unstable
         } else {
             Fetched::Committed(committed)
         }
     };
-    // Only what the in-sync replicas hold: a commit not acknowledged yet
-    // may still be lost with this coordinator.
-    let high_watermark = broker
-        .group_partition(group)
-        .map_or(u64::MAX, |partition| partition.high_watermark());
-    let mut offsets = store.replicated_offsets(group, high_watermark);
     match topics {
         Some(topics) => topics
             .into_iter()
@@ -358,7 +354,7 @@ fn fetch_group(
                 let found = partitions
                     .into_iter()
                     .map(|p| {
-                        let committed = offsets.remove(&(topic.clone(), p));
+                        let committed = committed.remove(&(topic.clone(), p));
                         let answer = if allowed {
                             fetched(&topic, p, committed)
                         } else {
@@ -373,7 +369,7 @@ fn fetch_group(
         None => {
             let mut by_topic: std::collections::BTreeMap<String, Vec<(i32, Fetched)>> =
                 Default::default();
-            for ((topic, partition), committed) in offsets {
+            for ((topic, partition), committed) in committed {
                 if !ctx.may(AclOperation::Describe, ResourceType::Topic, &topic) {
                     continue;
                 }
@@ -383,6 +379,29 @@ fn fetch_group(
             by_topic.into_iter().collect()
         }
     }
+}
+
+/// Reads `group`'s offsets for OffsetFetch in a turn of its shard, after
+/// the checks made here (Describe on the group, the coordinator), checking
+/// a consumer group's `member` if named.
+async fn fetch_group(
+    broker: &Broker,
+    ctx: &RequestContext,
+    group: &str,
+    member: Option<(Option<String>, i32)>,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
+) -> Result<GroupOffsets, i16> {
+    may_describe_group(broker, ctx, group).and_then(|()| broker.check_coordinator(group))?;
+    if require_stable {
+        broker.groups().note_read_committed(group);
+    }
+    let read = broker
+        .offsets()
+        .fetch(group, member)
+        .await
+        .map_err(|error| error.code())?;
+    Ok(fetched_offsets(broker, ctx, read, topics, require_stable))
 }
 
 /// The fields of one partition's answer, shared by the v1–v7 and v8+
@@ -411,96 +430,89 @@ fn answer(version: i16, fetched: &Fetched) -> (i64, i32, Option<StrBytes>, i16) 
     }
 }
 
-pub(super) fn offset_fetch(
+pub(super) async fn offset_fetch(
     broker: &Broker,
     ctx: &RequestContext,
     request: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     let name = |topic: String| TopicName(StrBytes::from_string(topic));
     if ctx.version >= 8 {
-        let groups = request
-            .groups
-            .into_iter()
-            .map(|g| {
-                let group = g.group_id.0.to_string();
-                // v9+: a member of a consumer group names itself and its
-                // epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID).
-                let member = || {
-                    let member_id = g.member_id.as_deref().filter(|m| !m.is_empty());
-                    broker
-                        .consumer_groups()
-                        .validate_offset_fetch(&group, member_id, g.member_epoch)
-                        .and_then(Result::err)
-                        .map_or(Ok(()), |error| Err(error.code()))
-                };
-                if let Err(code) = may_describe_group(broker, ctx, &group)
-                    .and_then(|()| broker.check_coordinator(&group))
-                    .and_then(|()| member())
-                {
+        let groups = request.groups.into_iter().map(|g| async move {
+            let group = g.group_id.0.to_string();
+            // v9+: a member of a consumer group names itself and its epoch
+            // (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID).
+            let member_id = g.member_id.filter(|m| !m.is_empty()).map(|m| m.to_string());
+            let topics = g.topics.map(|topics| {
+                topics
+                    .into_iter()
+                    .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                    .collect()
+            });
+            let member = Some((member_id, g.member_epoch));
+            let read = fetch_group(broker, ctx, &group, member, topics, request.require_stable);
+            let offsets = match read.await {
+                Ok(offsets) => offsets,
+                Err(code) => {
                     return OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id)
-                        .with_error_code(code);
+                        .with_error_code(code)
                 }
-                let topics = g.topics.map(|topics| {
-                    topics
-                        .into_iter()
-                        .map(|t| (t.name.0.to_string(), t.partition_indexes))
-                        .collect()
-                });
-                let topics = fetch_group(broker, ctx, &group, topics, request.require_stable)
-                    .into_iter()
-                    .map(|(topic, partitions)| {
-                        let partitions = partitions.into_iter().map(|(p, c)| {
-                            let (offset, epoch, metadata, code) = answer(ctx.version, &c);
-                            OffsetFetchResponsePartitions::default()
-                                .with_partition_index(p)
-                                .with_committed_offset(offset)
-                                .with_committed_leader_epoch(epoch)
-                                .with_metadata(metadata)
-                                .with_error_code(code)
-                        });
-                        OffsetFetchResponseTopics::default()
-                            .with_name(name(topic))
-                            .with_partitions(partitions.collect())
-                    })
-                    .collect();
-                OffsetFetchResponseGroup::default()
-                    .with_group_id(g.group_id)
-                    .with_topics(topics)
-            })
-            .collect();
+            };
+            let topics = offsets
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    let partitions = partitions.into_iter().map(|(p, c)| {
+                        let (offset, epoch, metadata, code) = answer(ctx.version, &c);
+                        OffsetFetchResponsePartitions::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(offset)
+                            .with_committed_leader_epoch(epoch)
+                            .with_metadata(metadata)
+                            .with_error_code(code)
+                    });
+                    OffsetFetchResponseTopics::default()
+                        .with_name(name(topic))
+                        .with_partitions(partitions.collect())
+                })
+                .collect();
+            OffsetFetchResponseGroup::default()
+                .with_group_id(g.group_id)
+                .with_topics(topics)
+        });
+        let groups = futures::future::join_all(groups).await;
         return OffsetFetchResponse::default().with_groups(groups);
     }
     let group = request.group_id.0.to_string();
-    if let Err(code) =
-        may_describe_group(broker, ctx, &group).and_then(|()| broker.check_coordinator(&group))
-    {
-        if ctx.version >= 2 {
-            return OffsetFetchResponse::default().with_error_code(code);
-        }
-        // Before v2 only partitions carry an error.
-        let topics = request.topics.unwrap_or_default().into_iter().map(|t| {
-            let partitions = t.partition_indexes.into_iter().map(|p| {
-                OffsetFetchResponsePartition::default()
-                    .with_partition_index(p)
-                    .with_committed_offset(-1)
-                    .with_error_code(code)
-            });
-            OffsetFetchResponseTopic::default()
-                .with_name(t.name)
-                .with_partitions(partitions.collect())
-        });
-        return OffsetFetchResponse::default().with_topics(topics.collect());
-    }
-    let topics = request.topics.map(|topics| {
+    let topics = request.topics.as_ref().map(|topics| {
         topics
-            .into_iter()
-            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+            .iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
             .collect()
     });
     // `require_stable` exists from v7 on.
     let require_stable = ctx.version >= 7 && request.require_stable;
-    let topics = fetch_group(broker, ctx, &group, topics, require_stable)
+    let offsets = match fetch_group(broker, ctx, &group, None, topics, require_stable).await {
+        Ok(offsets) => offsets,
+        Err(code) if ctx.version >= 2 => {
+            return OffsetFetchResponse::default().with_error_code(code);
+        }
+        Err(code) => {
+            // Before v2 only partitions carry an error.
+            let topics = request.topics.unwrap_or_default().into_iter().map(|t| {
+                let partitions = t.partition_indexes.into_iter().map(|p| {
+                    OffsetFetchResponsePartition::default()
+                        .with_partition_index(p)
+                        .with_committed_offset(-1)
+                        .with_error_code(code)
+                });
+                OffsetFetchResponseTopic::default()
+                    .with_name(t.name)
+                    .with_partitions(partitions.collect())
+            });
+            return OffsetFetchResponse::default().with_topics(topics.collect());
+        }
+    };
+    let topics = offsets
         .into_iter()
         .map(|(topic, partitions)| {
             let partitions = partitions.into_iter().map(|(p, c)| {

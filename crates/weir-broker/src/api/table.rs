@@ -139,8 +139,9 @@ pub(crate) static APIS: &[Api] = &[
         let request = body.decode(&ctx)?;
         Ok(offsets::offset_commit(&broker, ctx, request))
     }),
-    api!(OffsetFetch, 1..=9, throttle Some(3), BlockingPool, |broker, ctx, body| {
-        now(&ctx, offsets::offset_fetch(&broker, &ctx, body.decode(&ctx)?))
+    api!(OffsetFetch, 1..=9, throttle Some(3), Inline, |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, offsets::offset_fetch(&broker, &ctx, request).await)
     }),
     api!(FindCoordinator, 0..=5, throttle Some(1), Inline, |broker, ctx, body| {
         now(&ctx, offsets::find_coordinator(&broker, &ctx, body.decode(&ctx)?))

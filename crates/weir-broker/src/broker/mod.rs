@@ -27,7 +27,7 @@ use crate::groups::classic::GroupCoordinator;
 use crate::groups::consumer::ConsumerGroupCoordinator;
 use crate::groups::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::groups::share::ShareGroupCoordinator;
-use crate::partition::{AppendError, Partition, ReplicatedWrite};
+use crate::partition::{Partition, ReplicatedWrite};
 use crate::quotas::client::{ClientQuotaManager, QuotaWindows};
 use crate::replica::manager::{NotServed, ReplicaManager};
 use crate::security::tls::TlsServer;
@@ -897,22 +897,6 @@ impl Broker {
             offsets = ended,
             "transaction ended in __consumer_offsets"
         );
-    }
-
-    /// The local `__consumer_offsets` partition of `group`, which this
-    /// node must lead.
-    pub(crate) fn group_partition(&self, group: &str) -> Result<Arc<Partition>, AppendError> {
-        let offline = |reason: String| {
-            AppendError::Log(weir_log::LogError::Offline {
-                dir: self.static_config.startup.data_dir.join(OFFSETS_TOPIC),
-                reason,
-            })
-        };
-        let (index, _) = self
-            .coordinator_of(group)
-            .ok_or_else(|| offline(format!("group {group}: {OFFSETS_TOPIC} does not exist")))?;
-        self.with_image(|image| self.replicas.leader(image, OFFSETS_TOPIC, index))
-            .map_err(|not_served| offline(format!("group {group}: {not_served}")))
     }
 
     pub(crate) fn fetch_sessions(&self) -> &FetchSessionCache {

@@ -118,6 +118,18 @@ impl ConsumerGroups {
         self.0.get(group)
     }
 
+    /// Checks an OffsetFetch naming a member; `None` when `group` is not a
+    /// consumer group hosted here.
+    pub(crate) fn validate_offset_fetch(
+        &self,
+        group: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Option<Result<(), ConsumerGroupError>> {
+        let hosted = self.0.get(group)?;
+        Some(hosted.engine.validate_offset_fetch(member_id, member_epoch))
+    }
+
     /// Checks an OffsetCommit of a member of `group`; `None` when `group`
     /// is not a consumer group hosted here.
     pub(crate) fn validate_offset_commit(
@@ -609,19 +621,6 @@ impl ConsumerGroupCoordinator {
     ) -> Option<Result<(), ConsumerGroupError>> {
         self.check(group, |engine| {
             engine.validate_txn_offset_commit(member_id, member_epoch, group_instance_id)
-        })
-    }
-
-    /// Checks an OffsetFetch naming a member; `None` when `group` is not a
-    /// consumer group hosted here.
-    pub fn validate_offset_fetch(
-        &self,
-        group: &str,
-        member_id: Option<&str>,
-        member_epoch: i32,
-    ) -> Option<Result<(), ConsumerGroupError>> {
-        self.check(group, |engine| {
-            engine.validate_offset_fetch(member_id, member_epoch)
         })
     }
 

@@ -137,6 +137,33 @@ impl Unreplicated {
     }
 }
 
+/// What OffsetFetch reads of a group.
+pub struct FetchedOffsets {
+    /// The committed offsets the in-sync replicas hold.
+    pub committed: BTreeMap<(String, i32), CommittedOffset>,
+    /// The partitions a transaction has an offset pending for, sorted.
+    pub pending: Vec<(String, i32)>,
+}
+
+/// Why OffsetFetch read nothing of a group.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The consumer group's member named is not one at that epoch.
+    #[error(transparent)]
+    Member(#[from] weir_coord::consumer::ConsumerGroupError),
+    #[error(transparent)]
+    Coordinator(CoordinatorError),
+}
+
+impl FetchError {
+    pub fn code(&self) -> i16 {
+        match self {
+            Self::Member(error) => error.code(),
+            Self::Coordinator(error) => error.code(),
+        }
+    }
+}
+
 /// One change to a group's offsets: a commit, or a deletion (`None`).
 pub struct OffsetChange {
     pub topic: String,
@@ -641,6 +668,42 @@ impl OffsetStore {
             self.runtime
                 .run(index, move |shard, context| Ok(op(shard, context))),
         )
+    }
+
+    /// What OffsetFetch reads of `group`, in one turn of its shard: its
+    /// committed offsets as the in-sync replicas hold them (a commit not
+    /// acknowledged yet may still be lost with this coordinator), and the
+    /// partitions a transaction has an offset pending for. A consumer
+    /// group's `member` (id and epoch), when named, is checked first.
+    pub fn fetch(
+        &self,
+        group: &str,
+        member: Option<(Option<String>, i32)>,
+    ) -> impl Future<Output = Result<FetchedOffsets, FetchError>> + Send + 'static {
+        let name = group.to_owned();
+        let turn = self.on_group_shard(group, move |shard, context| {
+            if let Some((member_id, member_epoch)) = &member {
+                let checked = shard.consumer.validate_offset_fetch(
+                    &name,
+                    member_id.as_deref(),
+                    *member_epoch,
+                );
+                if let Some(Err(error)) = checked {
+                    return Err(FetchError::Member(error));
+                }
+            }
+            let high_watermark = context.partition.high_watermark();
+            Ok(FetchedOffsets {
+                committed: shard.replicated_offsets(&name, high_watermark),
+                pending: shard.pending_partitions(&name),
+            })
+        });
+        async move {
+            match turn {
+                Some(turn) => turn.await.map_err(FetchError::Coordinator)?,
+                None => Err(FetchError::Coordinator(CoordinatorError::NotCoordinator)),
+            }
+        }
     }
 
     /// Runs `read` on the shard of `group`'s partition, if it is led here.
