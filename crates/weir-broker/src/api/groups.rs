@@ -24,7 +24,7 @@ use weir_meta::{AclOperation, ResourceType};
 use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
 use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
-use crate::groups::classic::GroupAdminError;
+use crate::groups::classic::{FoundGroup, GroupAdminError};
 use weir_coord::classic::GroupState;
 
 fn text(s: String) -> StrBytes {
@@ -128,42 +128,29 @@ pub(super) fn list_groups(
     ListGroupsResponse::default().with_groups(groups)
 }
 
-pub(super) fn describe_groups(
+pub(super) async fn describe_groups(
     broker: &Broker,
     ctx: &RequestContext,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let with_operations = ctx.version >= 3 && request.include_authorized_operations;
-    let mut groups: Vec<DescribedGroup> = request
-        .groups
-        .into_iter()
-        .map(|group| {
-            let described = DescribedGroup::default().with_group_id(group.clone());
-            if !ctx.authorized(broker, AclOperation::Describe, ResourceType::Group, &group) {
-                return described.with_error_code(ResponseError::GroupAuthorizationFailed.code());
-            }
-            if let Err(code) = broker.check_coordinator(&group) {
-                return described.with_error_code(code);
-            }
-            // A consumer group is described by ConsumerGroupDescribe, a
-            // share group by ShareGroupDescribe. Kafka 4 answers here as for
-            // a group it does not know: Dead, with GROUP_ID_NOT_FOUND and a
-            // message from v6 on (KIP-1043), without error before, where the
-            // response has no message.
-            if broker.consumer_groups().hosts(&group) || broker.share_groups().hosts(&group) {
-                let dead = described
-                    .with_group_state(StrBytes::from_static_str(GroupState::Dead.as_str()));
-                if ctx.version < 6 {
-                    return dead;
-                }
-                return dead
-                    .with_error_code(ResponseError::GroupIdNotFound.code())
-                    .with_error_message(Some(text(format!(
-                        "Group {} is not a classic group.",
-                        group.0
-                    ))));
-            }
-            if let Some(summary) = broker.groups().describe(&group) {
+    let described = request.groups.into_iter().map(|group| async move {
+        let described = DescribedGroup::default().with_group_id(group.clone());
+        if !ctx.authorized(broker, AclOperation::Describe, ResourceType::Group, &group) {
+            return described.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+        }
+        if let Err(code) = broker.check_coordinator(&group) {
+            return described.with_error_code(code);
+        }
+        let found = match broker.groups().find(&group).await {
+            Ok(found) => found,
+            Err(error) => return described.with_error_code(error.code()),
+        };
+        let dead = described
+            .clone()
+            .with_group_state(StrBytes::from_static_str(GroupState::Dead.as_str()));
+        match found {
+            FoundGroup::Classic(summary) => {
                 let members = summary
                     .members
                     .into_iter()
@@ -181,30 +168,33 @@ pub(super) fn describe_groups(
                             .with_member_assignment(Bytes::from(m.assignment))
                     })
                     .collect();
-                return described
+                described
                     .with_group_state(StrBytes::from_static_str(summary.state.as_str()))
                     .with_protocol_type(text(summary.protocol_type))
                     .with_protocol_data(text(summary.protocol_name))
-                    .with_members(members);
+                    .with_members(members)
             }
-            let offsets = broker.offsets();
-            let known = !offsets.group_offsets(&group.0).is_empty()
-                || offsets.has_open_transactions(&group.0);
-            if known {
-                return described
-                    .with_group_state(StrBytes::from_static_str(GroupState::Empty.as_str()));
+            FoundGroup::OffsetsOnly => {
+                described.with_group_state(StrBytes::from_static_str(GroupState::Empty.as_str()))
             }
-            // Kafka describes a group it does not know as Dead: without
-            // error before v6, GROUP_ID_NOT_FOUND from v6 on (KIP-1043).
-            let dead =
-                described.with_group_state(StrBytes::from_static_str(GroupState::Dead.as_str()));
-            if ctx.version < 6 {
-                return dead;
-            }
-            dead.with_error_code(ResponseError::GroupIdNotFound.code())
-                .with_error_message(Some(text(format!("Group {} not found.", group.0))))
-        })
-        .collect();
+            // A consumer group is described by ConsumerGroupDescribe, a
+            // share group by ShareGroupDescribe. Kafka 4 answers here as
+            // for a group it does not know: Dead, with GROUP_ID_NOT_FOUND
+            // and a message from v6 on (KIP-1043), without error before,
+            // where the response has no message.
+            FoundGroup::OtherType | FoundGroup::Unknown if ctx.version < 6 => dead,
+            FoundGroup::OtherType => dead
+                .with_error_code(ResponseError::GroupIdNotFound.code())
+                .with_error_message(Some(text(format!(
+                    "Group {} is not a classic group.",
+                    group.0
+                )))),
+            FoundGroup::Unknown => dead
+                .with_error_code(ResponseError::GroupIdNotFound.code())
+                .with_error_message(Some(text(format!("Group {} not found.", group.0)))),
+        }
+    });
+    let mut groups = futures::future::join_all(described).await;
     if with_operations {
         for group in groups.iter_mut().filter(|g| g.error_code == 0) {
             group.authorized_operations = authorized_operations::group(ctx, &group.group_id);

@@ -162,8 +162,9 @@ pub(crate) static APIS: &[Api] = &[
         let response = membership::sync_group(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(DescribeGroups, 0..=6, throttle Some(1), BlockingPool, |broker, ctx, body| {
-        now(&ctx, groups::describe_groups(&broker, &ctx, body.decode(&ctx)?))
+    api!(DescribeGroups, 0..=6, throttle Some(1), Inline, |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, groups::describe_groups(&broker, &ctx, request).await)
     }),
     api!(ListGroups, 0..=5, throttle Some(1), BlockingPool, |broker, ctx, body| {
         now(&ctx, groups::list_groups(&broker, &ctx, body.decode(&ctx)?))

@@ -95,6 +95,18 @@ pub struct DeletedOffsets {
     pub write: Option<ReplicatedWrite>,
 }
 
+/// What a group id names, as DescribeGroups reports it.
+#[derive(Debug, Clone)]
+pub enum FoundGroup {
+    Classic(GroupSummary),
+    /// A consumer or share group: described by their own APIs.
+    OtherType,
+    /// No group, but offsets committed (or pending in a transaction)
+    /// under its id: an Empty group nobody manages.
+    OffsetsOnly,
+    Unknown,
+}
+
 /// Who commits offsets, as an OffsetCommit request names itself.
 #[derive(Debug, Clone, Copy)]
 pub struct Committer<'a> {
@@ -513,6 +525,27 @@ impl GroupCoordinator {
     pub fn describe(&self, group: &str) -> Option<GroupSummary> {
         self.inspect(group, |hosted| hosted.map(|h| summary(&h.engine)))
             .flatten()
+    }
+
+    /// What DescribeGroups finds under the id `group`, read in one turn of
+    /// its shard.
+    pub fn find(
+        &self,
+        group: &str,
+    ) -> impl Future<Output = Result<FoundGroup, GroupError>> + Send + 'static {
+        let name = group.to_owned();
+        let turn = self.on_shard(group, move |shard, _| {
+            if shard.consumer.hosts(&name) || shard.share.hosts(&name) {
+                FoundGroup::OtherType
+            } else if let Some(hosted) = shard.classic.0.get(&name) {
+                FoundGroup::Classic(summary(&hosted.engine))
+            } else if !shard.group_offsets(&name).is_empty() || shard.has_open_transactions(&name) {
+                FoundGroup::OffsetsOnly
+            } else {
+                FoundGroup::Unknown
+            }
+        });
+        async move { turn?.await.map_err(group_error) }
     }
 
     /// OffsetCommit in one turn of the group's shard, so atomically with
