@@ -233,10 +233,8 @@ impl GroupCoordinator {
     /// Runs `op` on `group` where it is hosted, at once, between two
     /// events of its shard.
     fn inspect<R>(&self, group: &str, op: impl FnOnce(Option<&HostedGroup>) -> R) -> Option<R> {
-        let index = self.offsets.index_of(group)?;
         self.offsets
-            .runtime()
-            .inspect(index, |shard| op(shard.classic.0.get(group)))
+            .inspect(group, |shard| op(shard.classic.0.get(group)))
     }
 
     /// A consumer of `group` asked for stable offsets: it reads committed

@@ -213,7 +213,7 @@ impl ConsumerGroupCoordinator {
     /// [`take_over`](Self::take_over).
     pub(crate) fn load(&self, shard: &mut GroupShard, image: &MetadataImage) {
         let mut groups = HashMap::new();
-        for (group, _) in shard.group_records(is_consumer_group_key) {
+        for group in shard.group_names(is_consumer_group_key) {
             let engine = self.replayed(shard, image, &group);
             if engine.exists() {
                 groups.insert(group, HostedGroup::new(engine));
@@ -273,10 +273,8 @@ impl ConsumerGroupCoordinator {
     /// Runs `op` on `group` if it is a consumer group hosted here, at once,
     /// between two events of its shard.
     fn inspect<R>(&self, group: &str, op: impl FnOnce(&HostedGroup) -> R) -> Option<R> {
-        let index = self.offsets.index_of(group)?;
         self.offsets
-            .runtime()
-            .inspect(index, |shard| shard.consumer.get(group).map(op))
+            .inspect(group, |shard| shard.consumer.get(group).map(op))
             .flatten()
     }
 

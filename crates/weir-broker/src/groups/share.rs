@@ -150,7 +150,7 @@ impl ShareGroupCoordinator {
     /// [`take_over`](Self::take_over).
     pub(crate) fn load(&self, shard: &mut GroupShard, image: &MetadataImage) {
         let mut groups = HashMap::new();
-        for (group, _) in shard.group_records(is_share_group_key) {
+        for group in shard.group_names(is_share_group_key) {
             let engine = self.replayed(shard, image, &group);
             if engine.exists() {
                 groups.insert(group, HostedGroup::new(engine));
@@ -203,10 +203,8 @@ impl ShareGroupCoordinator {
     /// Runs `op` on `group` if it is a share group hosted here, at once,
     /// between two events of its shard.
     fn inspect<R>(&self, group: &str, op: impl FnOnce(&HostedGroup) -> R) -> Option<R> {
-        let index = self.offsets.index_of(group)?;
         self.offsets
-            .runtime()
-            .inspect(index, |shard| shard.share.0.get(group).map(op))
+            .inspect(group, |shard| shard.share.0.get(group).map(op))
             .flatten()
     }
 

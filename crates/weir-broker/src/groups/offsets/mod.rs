@@ -562,6 +562,20 @@ impl GroupShard {
         decode_metadata(&self.metadata)
     }
 
+    /// The consumer or share groups (as `of_kind` selects their record
+    /// keys) with live records here.
+    pub(crate) fn group_names(&self, of_kind: fn(i16) -> bool) -> Vec<String> {
+        self.consumer_groups
+            .iter()
+            .filter(|(_, records)| {
+                records
+                    .keys()
+                    .any(|key| key.len() >= 2 && of_kind(i16::from_be_bytes([key[0], key[1]])))
+            })
+            .map(|(group, _)| group.clone())
+            .collect()
+    }
+
     /// The live records of `group` (a consumer or share group) whose keys
     /// `of_kind` selects, in log order.
     pub(crate) fn records_of_group(&self, group: &str, of_kind: fn(i16) -> bool) -> Vec<Entry> {
@@ -569,28 +583,6 @@ impl GroupShard {
             .get(group)
             .map(|records| of_kind_only(consumer_group_entries(records), of_kind))
             .unwrap_or_default()
-    }
-
-    /// The live records of the groups whose record keys `of_kind` selects
-    /// (consumer or share groups), each group's in log order, by group.
-    pub(crate) fn group_records(
-        &self,
-        of_kind: fn(i16) -> bool,
-    ) -> Vec<(String, Vec<(Bytes, Bytes)>)> {
-        let mut groups: Vec<(String, Vec<(Bytes, Bytes)>)> = self
-            .consumer_groups
-            .iter()
-            .filter_map(|(group, records)| {
-                let entries: Vec<(Bytes, Bytes)> =
-                    of_kind_only(consumer_group_entries(records), of_kind)
-                        .into_iter()
-                        .filter_map(|entry| Some((entry.key, entry.value?)))
-                        .collect();
-                (!entries.is_empty()).then(|| (group.clone(), entries))
-            })
-            .collect();
-        groups.sort_by(|a, b| a.0.cmp(&b.0));
-        groups
     }
 }
 
@@ -706,8 +698,13 @@ impl OffsetStore {
         }
     }
 
-    /// Runs `read` on the shard of `group`'s partition, if it is led here.
-    fn inspect<R>(&self, group: &str, read: impl FnOnce(&mut GroupShard) -> R) -> Option<R> {
+    /// Runs `read` on the shard of `group`'s partition, if it is led here,
+    /// at once, between two of its events.
+    pub(crate) fn inspect<R>(
+        &self,
+        group: &str,
+        read: impl FnOnce(&mut GroupShard) -> R,
+    ) -> Option<R> {
         self.runtime.inspect(self.index_of(group)?, read)
     }
 
