@@ -1059,6 +1059,9 @@ async fn a_restarted_learner_catches_up_on_a_new_address() {
     for id in 2..=20 {
         cluster.submit(broker(id)).await.unwrap();
     }
+    // Hold the old port so the kernel cannot hand it out again: the
+    // learner must come back on a different address.
+    let _old_port_taken = TcpListener::bind(old_addr).await.unwrap();
     let learner = cluster.start_learner(4).await;
     assert_ne!(learner.local_addr(), old_addr);
     assert_eq!(broker_count(&learner.image().borrow()), 20);
