@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use futures::executor::block_on;
+
 use weir_broker::groups::classic::Committer;
 use weir_broker::groups::offsets::{OffsetChange, OFFSETS_TOPIC};
 use weir_broker::{Broker, BrokerConfig};
@@ -66,7 +68,7 @@ fn commit(broker: &Broker, group: &str, topic: &str, partition: i32, offset: i64
             commit_timestamp: at_ms,
         }),
     };
-    broker.commit_offsets(group, vec![change], at_ms).unwrap();
+    block_on(broker.commit_offsets(group, vec![change], at_ms)).unwrap();
 }
 
 const DAY_MS: u64 = 24 * 3600 * 1000;
@@ -81,7 +83,7 @@ fn offsets_of_groups_without_members_expire_by_commit_time() {
     commit(&broker, "mixed", "t", 1, 30, now);
     commit(&broker, "fresh", "t", 0, 40, now);
     let retention = 7 * DAY_MS;
-    let expired = broker.groups().expire_offsets(retention, now as u64);
+    let expired = block_on(broker.groups().expire_offsets(retention, now as u64));
     assert_eq!(expired, 2);
     let offsets = broker.offsets();
     assert!(offsets.group_offsets("old").is_empty());
@@ -102,7 +104,10 @@ fn offsets_of_groups_without_members_expire_by_commit_time() {
     );
     assert_eq!(broker.offsets().committed("mixed", "t", 0), None);
     // Nothing is due a second time.
-    assert_eq!(broker.groups().expire_offsets(retention, now as u64), 0);
+    assert_eq!(
+        block_on(broker.groups().expire_offsets(retention, now as u64)),
+        0
+    );
 }
 
 #[test]
@@ -120,7 +125,7 @@ fn a_checkpoint_drops_superseded_records_and_keeps_every_live_commit() {
         let log = partition.log();
         before += log.log_end_offset() - log.log_start_offset();
         let live = broker.offsets().live_records(partition.index);
-        let rewritten = broker.offsets().checkpoint(partition.index, now).unwrap();
+        let rewritten = block_on(broker.offsets().checkpoint(partition.index, now)).unwrap();
         assert_eq!(rewritten, live);
         after += log.log_end_offset() - log.log_start_offset();
     }
@@ -170,7 +175,9 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
         .unwrap();
     let retention = 60_000;
     assert_eq!(
-        groups.expire_offsets(retention, broker.now_ms() as u64 + retention),
+        groups
+            .expire_offsets(retention, broker.now_ms() as u64 + retention)
+            .await,
         0
     );
     let left = broker
@@ -191,8 +198,16 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
     // Retention counts from when the group became empty, not from the commit.
     // (on the broker's clock, which has not moved since)
     let emptied = clock.now_ms() as u64;
-    assert_eq!(groups.expire_offsets(retention, emptied + retention - 1), 0);
-    assert_eq!(groups.expire_offsets(retention, emptied + retention), 1);
+    assert_eq!(
+        groups
+            .expire_offsets(retention, emptied + retention - 1)
+            .await,
+        0
+    );
+    assert_eq!(
+        groups.expire_offsets(retention, emptied + retention).await,
+        1
+    );
     // Empty and without offsets, the group itself goes, also from the log.
     assert_eq!(groups.state("app"), None);
     broker.shutdown();
@@ -226,11 +241,13 @@ fn txn_commit(broker: &Broker, group: &str, producer_id: i64, offsets: &[(i32, i
         id: producer_id,
         epoch: 0,
     };
-    broker
-        .groups()
-        .commit_transactional_offsets(group, nobody, producer, offsets, at_ms)
-        .unwrap()
-        .expect("written");
+    block_on(
+        broker
+            .groups()
+            .commit_transactional_offsets(group, nobody, producer, offsets, at_ms),
+    )
+    .unwrap()
+    .expect("written");
 }
 
 /// The `__consumer_offsets` partition of `group` ends the transaction of
@@ -240,7 +257,7 @@ fn end_transaction(broker: &Broker, group: &str, producer_id: i64, commit: bool)
     let index = weir_coord::records::offsets::partition_for(group, count);
     let partition = broker.partition(OFFSETS_TOPIC, index).unwrap();
     let offset = partition.log().log_end_offset();
-    futures::executor::block_on(broker.on_offsets_marker(index, producer_id, commit, offset));
+    block_on(broker.on_offsets_marker(index, producer_id, commit, offset));
 }
 
 #[test]
@@ -256,7 +273,7 @@ fn offsets_of_open_transactions_do_not_expire_nor_let_their_group_go() {
     let retention = 7 * DAY_MS;
     let now = broker.now_ms() as u64;
     // t-1 has a transactional commit pending: it stays, as Kafka keeps it.
-    assert_eq!(groups.expire_offsets(retention, now), 1);
+    assert_eq!(block_on(groups.expire_offsets(retention, now)), 1);
     let offsets = broker.offsets();
     assert_eq!(offsets.committed("copier", "t", 0), None);
     assert_eq!(offsets.committed("copier", "t", 1).unwrap().offset, 11);
@@ -267,13 +284,13 @@ fn offsets_of_open_transactions_do_not_expire_nor_let_their_group_go() {
     );
     // Once the transaction aborts, the old commit expires.
     end_transaction(&broker, "copier", 7, false);
-    assert_eq!(groups.expire_offsets(retention, now), 1);
+    assert_eq!(block_on(groups.expire_offsets(retention, now)), 1);
     assert!(offsets.group_offsets("copier").is_empty());
     assert_eq!(offsets.groups(), vec!["pending-only".to_owned()]);
 
     // DeleteGroups removes a group's pending offsets too, as Kafka's does,
     // so its transaction's commit later finds nothing.
-    groups.delete(&broker, "pending-only").unwrap();
+    block_on(groups.delete(&broker, "pending-only")).unwrap();
     assert!(!broker.offsets().has_open_transactions("pending-only"));
     end_transaction(&broker, "pending-only", 8, true);
     assert!(broker.offsets().group_offsets("pending-only").is_empty());

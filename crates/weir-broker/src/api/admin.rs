@@ -10,6 +10,7 @@ use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
+use kafka_protocol::messages::delete_records_request::DeleteRecordsPartition;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
@@ -495,73 +496,79 @@ pub(super) async fn create_partitions(
 
 /// DeleteRecords: moves each partition's log start offset up to the given
 /// offset (-1: the high watermark); whole segments below it are deleted.
-pub(super) fn delete_records(
+pub(super) async fn delete_records(
     broker: &Broker,
     ctx: &RequestContext,
     request: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let name = topic.name.0.as_str();
-            // Every partition of a topic the principal may not delete from
-            // is answered TOPIC_AUTHORIZATION_FAILED.
-            let denied = !ctx.authorized(broker, AclOperation::Delete, ResourceType::Topic, name);
-            // Kafka refuses it unless the policy deletes: the cleaner owns
-            // a compacted log's start, and an empty policy keeps everything.
-            let not_deleting = broker.with_image(|image| {
-                image.topic(name).is_some_and(|t| {
-                    let effective = topic::effective(&broker.config(), &t.configs);
-                    effective.iter().any(|c| {
-                        c.def.name == "cleanup.policy"
-                            && weir_log::CleanupPolicy::parse(&c.value).is_some_and(|p| !p.delete)
-                    })
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let name = topic.name.0.as_str();
+        // Every partition of a topic the principal may not delete from
+        // is answered TOPIC_AUTHORIZATION_FAILED.
+        let denied = !ctx.authorized(broker, AclOperation::Delete, ResourceType::Topic, name);
+        // Kafka refuses it unless the policy deletes: the cleaner owns
+        // a compacted log's start, and an empty policy keeps everything.
+        let not_deleting = broker.with_image(|image| {
+            image.topic(name).is_some_and(|t| {
+                let effective = topic::effective(&broker.config(), &t.configs);
+                effective.iter().any(|c| {
+                    c.def.name == "cleanup.policy"
+                        && weir_log::CleanupPolicy::parse(&c.value).is_some_and(|p| !p.delete)
                 })
-            });
-            let partitions = topic
-                .partitions
-                .into_iter()
-                .map(|p| {
-                    let result = DeleteRecordsPartitionResult::default()
-                        .with_partition_index(p.partition_index)
-                        .with_low_watermark(-1);
-                    if denied {
-                        return result
-                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
-                    }
-                    let partition = match broker.leader_partition(name, p.partition_index) {
-                        Ok(partition) => partition,
-                        Err(not_served) => return result.with_error_code(not_served.code()),
-                    };
-                    if not_deleting {
-                        return result.with_error_code(ResponseError::PolicyViolation.code());
-                    }
-                    let high_watermark = partition.high_watermark();
-                    let offset = if p.offset == -1 {
-                        high_watermark
-                    } else {
-                        match u64::try_from(p.offset) {
-                            Ok(offset) if offset <= high_watermark => offset,
-                            _ => {
-                                return result
-                                    .with_error_code(ResponseError::OffsetOutOfRange.code())
-                            }
-                        }
-                    };
-                    match partition.delete_records_before(offset) {
-                        Ok(log_start) => result.with_low_watermark(log_start as i64),
-                        Err(error) => {
-                            tracing::error!(topic = name, partition = p.partition_index, %error, "delete records failed");
-                            result.with_error_code(ResponseError::KafkaStorageError.code())
-                        }
-                    }
-                })
-                .collect();
+            })
+        });
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in topic.partitions {
+            let result = DeleteRecordsPartitionResult::default()
+                .with_partition_index(p.partition_index)
+                .with_low_watermark(-1);
+            let result = if denied {
+                result.with_error_code(ResponseError::TopicAuthorizationFailed.code())
+            } else {
+                delete_records_of(broker, name, not_deleting, p, result).await
+            };
+            partitions.push(result);
+        }
+        topics.push(
             DeleteRecordsTopicResult::default()
                 .with_name(topic.name)
-                .with_partitions(partitions)
-        })
-        .collect();
+                .with_partitions(partitions),
+        );
+    }
     DeleteRecordsResponse::default().with_topics(topics)
+}
+
+/// DeleteRecords of one partition of topic `name`: `result` with the new
+/// log start, or why there is none.
+async fn delete_records_of(
+    broker: &Broker,
+    name: &str,
+    not_deleting: bool,
+    asked: DeleteRecordsPartition,
+    result: DeleteRecordsPartitionResult,
+) -> DeleteRecordsPartitionResult {
+    let partition = match broker.leader_partition(name, asked.partition_index) {
+        Ok(partition) => partition,
+        Err(not_served) => return result.with_error_code(not_served.code()),
+    };
+    if not_deleting {
+        return result.with_error_code(ResponseError::PolicyViolation.code());
+    }
+    let high_watermark = partition.high_watermark();
+    let offset = if asked.offset == -1 {
+        high_watermark
+    } else {
+        match u64::try_from(asked.offset) {
+            Ok(offset) if offset <= high_watermark => offset,
+            _ => return result.with_error_code(ResponseError::OffsetOutOfRange.code()),
+        }
+    };
+    match partition.delete_records(offset).await {
+        Ok(log_start) => result.with_low_watermark(log_start as i64),
+        Err(error) => {
+            tracing::error!(topic = name, partition = asked.partition_index, %error, "delete records failed");
+            result.with_error_code(ResponseError::KafkaStorageError.code())
+        }
+    }
 }

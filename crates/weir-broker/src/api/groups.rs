@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -25,6 +26,7 @@ use super::{authorized_operations, RequestContext};
 use crate::broker::Broker;
 use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
 use crate::groups::classic::{FoundGroup, GroupAdminError};
+use crate::partition::ReplicatedWrite;
 use weir_coord::classic::GroupState;
 
 fn text(s: String) -> StrBytes {
@@ -204,66 +206,78 @@ pub(super) async fn describe_groups(
 }
 
 /// DeleteGroups: each group is answered once the in-sync replicas of its
-/// `__consumer_offsets` partition hold its deletion. The deletions happen
-/// here; the returned future only waits for the replicas.
+/// `__consumer_offsets` partition hold its deletion. The deletions are
+/// queued here, in the order asked; the returned future waits for their
+/// turns and then for the replicas.
 pub(super) fn delete_groups(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     request: DeleteGroupsRequest,
 ) -> impl Future<Output = DeleteGroupsResponse> + Send + 'static {
-    let (results, writes): (Vec<_>, Vec<_>) = request
+    let deletions: Vec<(DeletableGroupResult, Deletion)> = request
         .groups_names
         .into_iter()
         .map(|group| {
             let result = DeletableGroupResult::default().with_group_id(group.clone());
-            if !ctx.authorized(broker, AclOperation::Delete, ResourceType::Group, &group) {
-                let code = ResponseError::GroupAuthorizationFailed.code();
-                return (result.with_error_code(code), Vec::new());
-            }
-            if let Err(code) = broker.check_coordinator(&group) {
-                return (result.with_error_code(code), Vec::new());
-            }
-            if broker.consumer_groups().hosts(&group) {
-                return match broker.consumer_groups().delete(broker, &group.0) {
-                    Ok(write) => (result, write.into_iter().collect()),
-                    Err(error) => (result.with_error_code(error.code()), Vec::new()),
-                };
-            }
-            if broker.share_groups().hosts(&group) {
-                return match super::share_admin::delete_group(broker, ctx, &group.0) {
-                    Ok(writes) => (result, writes),
-                    Err(code) => (result.with_error_code(code), Vec::new()),
-                };
-            }
-            let error = match broker.groups().delete(broker, &group.0) {
-                Ok(write) => return (result, write.into_iter().collect()),
-                Err(GroupAdminError::NotFound) => ResponseError::GroupIdNotFound,
-                Err(GroupAdminError::NotEmpty) => ResponseError::NonEmptyGroup,
-                Err(GroupAdminError::Membership(error)) => {
-                    return (result.with_error_code(error.code()), Vec::new())
-                }
-                Err(GroupAdminError::Unavailable) => ResponseError::CoordinatorNotAvailable,
-            };
-            (result.with_error_code(error.code()), Vec::new())
+            (result, delete_group(broker, ctx, &group))
         })
-        .unzip();
+        .collect();
     let node_id = broker.node_id();
     async move {
-        let replicated = futures::future::join_all(writes.into_iter().map(|writes| async move {
-            for write in writes {
-                write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await?;
-            }
-            Ok::<(), ResponseError>(())
-        }))
-        .await;
-        let results = results
-            .into_iter()
-            .zip(replicated)
-            .map(|(result, replicated)| match replicated {
-                Err(error) if result.error_code == 0 => result.with_error_code(error.code()),
-                _ => result,
-            })
-            .collect();
+        let results =
+            futures::future::join_all(deletions.into_iter().map(|(result, deletion)| async move {
+                let outcome = async {
+                    for write in deletion.await? {
+                        write
+                            .replicated(node_id, COORDINATOR_WRITE_TIMEOUT)
+                            .await
+                            .map_err(|error| error.code())?;
+                    }
+                    Ok::<(), i16>(())
+                };
+                match outcome.await {
+                    Ok(()) => result,
+                    Err(code) => result.with_error_code(code),
+                }
+            }))
+            .await;
         DeleteGroupsResponse::default().with_results(results)
     }
+}
+
+/// The deletion of one group: the writes to wait for, or the error code.
+type Deletion = BoxFuture<'static, Result<Vec<ReplicatedWrite>, i16>>;
+
+/// Queues the deletion of `group`, of whichever type it is.
+fn delete_group(broker: &Arc<Broker>, ctx: &RequestContext, group: &str) -> Deletion {
+    if !ctx.authorized(broker, AclOperation::Delete, ResourceType::Group, group) {
+        let code = ResponseError::GroupAuthorizationFailed.code();
+        return Box::pin(std::future::ready(Err(code)));
+    }
+    if let Err(code) = broker.check_coordinator(group) {
+        return Box::pin(std::future::ready(Err(code)));
+    }
+    if broker.consumer_groups().hosts(group) {
+        let deleted = broker.consumer_groups().delete(broker, group);
+        return Box::pin(async move {
+            let write = deleted.await.map_err(|error| error.code())?;
+            Ok(write.into_iter().collect())
+        });
+    }
+    if broker.share_groups().hosts(group) {
+        return Box::pin(std::future::ready(super::share_admin::delete_group(
+            broker, ctx, group,
+        )));
+    }
+    let deleted = broker.groups().delete(broker, group);
+    Box::pin(async move {
+        let code = match deleted.await {
+            Ok(write) => return Ok(write.into_iter().collect()),
+            Err(GroupAdminError::NotFound) => ResponseError::GroupIdNotFound.code(),
+            Err(GroupAdminError::NotEmpty) => ResponseError::NonEmptyGroup.code(),
+            Err(GroupAdminError::Membership(error)) => error.code(),
+            Err(GroupAdminError::Unavailable) => ResponseError::CoordinatorNotAvailable.code(),
+        };
+        Err(code)
+    })
 }

@@ -49,7 +49,7 @@ fn first_version_for(timestamp: i64) -> Option<i16> {
 /// The request's isolation level `read_committed` (0 is `read_uncommitted`).
 const READ_COMMITTED: i8 = 1;
 
-pub(super) fn handle(
+pub(super) async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     request: ListOffsetsRequest,
@@ -68,92 +68,115 @@ pub(super) fn handle(
         .filter(|key| !seen.insert(key.clone()))
         .collect();
     let mut answered = HashSet::new();
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let name = topic.name.0.to_string();
-            // As Kafka: a topic the principal may not describe has each of
-            // its partitions answered TOPIC_AUTHORIZATION_FAILED, repeats
-            // included.
-            if !ctx.authorized(broker, AclOperation::Describe, ResourceType::Topic, &name) {
-                let partitions = topic.partitions.iter().map(|p| {
-                    ListOffsetsPartitionResponse::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                        .with_timestamp(-1)
-                        .with_offset(-1)
-                });
-                return ListOffsetsTopicResponse::default()
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        // As Kafka: a topic the principal may not describe has each of
+        // its partitions answered TOPIC_AUTHORIZATION_FAILED, repeats
+        // included.
+        if !ctx.authorized(broker, AclOperation::Describe, ResourceType::Topic, &name) {
+            let partitions = topic.partitions.iter().map(|p| {
+                ListOffsetsPartitionResponse::default()
+                    .with_partition_index(p.partition_index)
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_timestamp(-1)
+                    .with_offset(-1)
+            });
+            topics.push(
+                ListOffsetsTopicResponse::default()
                     .with_name(topic.name)
-                    .with_partitions(partitions.collect());
+                    .with_partitions(partitions.collect()),
+            );
+            continue;
+        }
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in topic.partitions {
+            if !answered.insert((name.clone(), p.partition_index)) {
+                continue;
             }
-            let partitions = topic
-                .partitions
-                .into_iter()
-                .filter(|p| answered.insert((name.clone(), p.partition_index)))
-                .map(|p| {
-                    let response = ListOffsetsPartitionResponse::default()
-                        .with_partition_index(p.partition_index)
-                        .with_timestamp(-1)
-                        .with_offset(-1);
-                    if duplicates.contains(&(name.clone(), p.partition_index)) {
-                        return response.with_error_code(ResponseError::InvalidRequest.code());
-                    }
-                    if p.timestamp < 0
-                        && first_version_for(p.timestamp).is_none_or(|first| ctx.version < first)
-                    {
-                        return response.with_error_code(ResponseError::UnsupportedVersion.code());
-                    }
-                    let partition = match broker.leader_partition(&name, p.partition_index) {
-                        Ok(partition) => partition,
-                        Err(not_served) => return response.with_error_code(not_served.code()),
-                    };
-                    let high_watermark = partition.high_watermark();
-                    let last_fetchable = if request.isolation_level == READ_COMMITTED {
-                        partition.last_stable_offset_at(high_watermark)
-                    } else {
-                        high_watermark
-                    };
-                    // Only what a fetch could return.
-                    let fetchable = |found: Option<TimestampOffset>| {
-                        found
-                            .filter(|f| f.offset < last_fetchable)
-                            .map(|f| (f.timestamp, f.offset as i64))
-                    };
-                    let found = match p.timestamp {
-                        LATEST => Ok(Some((-1, last_fetchable as i64))),
-                        EARLIEST | EARLIEST_LOCAL => {
-                            Ok(Some((-1, partition.log().log_start_offset() as i64)))
-                        }
-                        // Nothing is tiered: Kafka's answer with remote
-                        // storage disabled, leader epoch -1 included.
-                        LATEST_TIERED => return response.with_leader_epoch(-1),
-                        MAX_TIMESTAMP => partition.log().max_timestamp_offset().map(fetchable),
-                        ts => partition.log().offset_for_timestamp(ts).map(fetchable),
-                    };
-                    match found {
-                        Ok(Some((timestamp, offset))) => {
-                            let response = response.with_timestamp(timestamp).with_offset(offset);
-                            // The field exists from v4 on.
-                            if ctx.version >= 4 {
-                                response.with_leader_epoch(partition.replica_state().leader_epoch)
-                            } else {
-                                response
-                            }
-                        }
-                        Ok(None) => response,
-                        Err(error) => {
-                            tracing::error!(topic = %name, partition = p.partition_index, %error, "offset lookup failed");
-                            response.with_error_code(ResponseError::KafkaStorageError.code())
-                        }
-                    }
-                })
-                .collect();
+            let response = ListOffsetsPartitionResponse::default()
+                .with_partition_index(p.partition_index)
+                .with_timestamp(-1)
+                .with_offset(-1);
+            let response = if duplicates.contains(&(name.clone(), p.partition_index)) {
+                response.with_error_code(ResponseError::InvalidRequest.code())
+            } else {
+                let asked = Asked {
+                    partition: p.partition_index,
+                    timestamp: p.timestamp,
+                    read_committed: request.isolation_level == READ_COMMITTED,
+                };
+                look_up(broker, ctx.version, &name, asked, response).await
+            };
+            partitions.push(response);
+        }
+        topics.push(
             ListOffsetsTopicResponse::default()
                 .with_name(topic.name)
-                .with_partitions(partitions)
-        })
-        .collect();
+                .with_partitions(partitions),
+        );
+    }
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// One partition's question.
+struct Asked {
+    partition: i32,
+    timestamp: i64,
+    read_committed: bool,
+}
+
+/// `response` with the offset `asked` for, at request version `version`.
+async fn look_up(
+    broker: &Broker,
+    version: i16,
+    name: &str,
+    asked: Asked,
+    response: ListOffsetsPartitionResponse,
+) -> ListOffsetsPartitionResponse {
+    if asked.timestamp < 0 && first_version_for(asked.timestamp).is_none_or(|first| version < first)
+    {
+        return response.with_error_code(ResponseError::UnsupportedVersion.code());
+    }
+    let partition = match broker.leader_partition(name, asked.partition) {
+        Ok(partition) => partition,
+        Err(not_served) => return response.with_error_code(not_served.code()),
+    };
+    let high_watermark = partition.high_watermark();
+    let last_fetchable = if asked.read_committed {
+        partition.last_stable_offset_at(high_watermark)
+    } else {
+        high_watermark
+    };
+    // Only what a fetch could return.
+    let fetchable = |found: Option<TimestampOffset>| {
+        found
+            .filter(|f| f.offset < last_fetchable)
+            .map(|f| (f.timestamp, f.offset as i64))
+    };
+    let found = match asked.timestamp {
+        LATEST => Ok(Some((-1, last_fetchable as i64))),
+        EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, partition.log().log_start_offset() as i64))),
+        // Nothing is tiered: Kafka's answer with remote storage disabled,
+        // leader epoch -1 included.
+        LATEST_TIERED => return response.with_leader_epoch(-1),
+        MAX_TIMESTAMP => partition.max_timestamp_offset().await.map(fetchable),
+        ts => partition.offset_for_timestamp(ts).await.map(fetchable),
+    };
+    match found {
+        Ok(Some((timestamp, offset))) => {
+            let response = response.with_timestamp(timestamp).with_offset(offset);
+            // The field exists from v4 on.
+            if version >= 4 {
+                response.with_leader_epoch(partition.replica_state().leader_epoch)
+            } else {
+                response
+            }
+        }
+        Ok(None) => response,
+        Err(error) => {
+            tracing::error!(topic = %name, partition = asked.partition, %error, "offset lookup failed");
+            response.with_error_code(ResponseError::KafkaStorageError.code())
+        }
+    }
 }

@@ -9,8 +9,8 @@
 //! topic with no partition left is left out too. A current log's offset
 //! lag is its high watermark less its log end, never below 0.
 //!
-//! Reads the file system (the directories and their volumes), so it is
-//! dispatched on the blocking pool.
+//! Reads the file system (the directories and their volumes), on the
+//! blocking pool.
 //!
 //! AlterReplicaLogDirs moves replicas between this broker's directories,
 //! as Kafka's `ReplicaManager.alterReplicaLogDirs`: LOG_DIR_NOT_FOUND for
@@ -42,16 +42,22 @@ use weir_meta::AclOperation;
 
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::partition::blocking::on_the_blocking_pool;
 
-pub(super) fn describe_log_dirs(
-    broker: &Broker,
+pub(super) async fn describe_log_dirs(
+    broker: Arc<Broker>,
     ctx: &RequestContext,
     request: DescribeLogDirsRequest,
 ) -> DescribeLogDirsResponse {
-    if !ctx.authorized_on_cluster(broker, AclOperation::Describe) {
+    if !ctx.authorized_on_cluster(&broker, AclOperation::Describe) {
         return DescribeLogDirsResponse::default()
             .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
     }
+    on_the_blocking_pool(move || describe_dirs(&broker, request)).await
+}
+
+/// What DescribeLogDirs answers an authorized principal.
+fn describe_dirs(broker: &Broker, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
     let wanted: Option<HashSet<(String, i32)>> = request.topics.map(|topics| {
         topics
             .iter()
@@ -160,12 +166,12 @@ pub(super) fn describe_log_dirs(
         .with_results(results)
 }
 
-pub(super) fn alter_replica_log_dirs(
-    broker: &Arc<Broker>,
+pub(super) async fn alter_replica_log_dirs(
+    broker: Arc<Broker>,
     ctx: &RequestContext,
     request: AlterReplicaLogDirsRequest,
 ) -> AlterReplicaLogDirsResponse {
-    if !ctx.authorized_on_cluster(broker, AclOperation::Alter) {
+    if !ctx.authorized_on_cluster(&broker, AclOperation::Alter) {
         // As Kafka: every partition asked for fails, a topic once per
         // directory it is named under.
         let results = request
@@ -185,6 +191,15 @@ pub(super) fn alter_replica_log_dirs(
             .collect();
         return AlterReplicaLogDirsResponse::default().with_results(results);
     }
+    // The targets are read, and the moves started, on the blocking pool.
+    on_the_blocking_pool(move || start_moves(&broker, request)).await
+}
+
+/// AlterReplicaLogDirs for an authorized principal.
+fn start_moves(
+    broker: &Arc<Broker>,
+    request: AlterReplicaLogDirsRequest,
+) -> AlterReplicaLogDirsResponse {
     // Topic → partition results, in the order the topics first come.
     let mut results: Vec<AlterReplicaLogDirTopicResult> = Vec::new();
     for dir in &request.dirs {

@@ -533,29 +533,28 @@ pub(super) async fn offset_fetch(
 }
 
 /// OffsetDelete: answered once the in-sync replicas of the group's
-/// `__consumer_offsets` partition hold the deletion. The deletion happens
-/// here; the returned future only waits for the replicas.
-pub(super) fn offset_delete(
+/// `__consumer_offsets` partition hold the deletion.
+pub(super) async fn offset_delete(
     broker: &Broker,
     ctx: &RequestContext,
     request: OffsetDeleteRequest,
-) -> impl Future<Output = OffsetDeleteResponse> + Send + 'static {
-    let (response, write) = delete_offsets(broker, ctx, request);
-    let node_id = broker.node_id();
-    async move {
-        let Some(write) = write else {
-            return response;
-        };
-        match write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
-            Ok(()) => response,
-            Err(error) => OffsetDeleteResponse::default().with_error_code(error.code()),
-        }
+) -> OffsetDeleteResponse {
+    let (response, write) = delete_offsets(broker, ctx, request).await;
+    let Some(write) = write else {
+        return response;
+    };
+    match write
+        .replicated(broker.node_id(), COORDINATOR_WRITE_TIMEOUT)
+        .await
+    {
+        Ok(()) => response,
+        Err(error) => OffsetDeleteResponse::default().with_error_code(error.code()),
     }
 }
 
-/// The synchronous part of OffsetDelete: the answer as far as the local
+/// OffsetDelete up to the shard's turn: the answer as far as the local
 /// write goes, and the write to wait on.
-fn delete_offsets(
+async fn delete_offsets(
     broker: &Broker,
     ctx: &RequestContext,
     request: OffsetDeleteRequest,
@@ -593,19 +592,22 @@ fn delete_offsets(
             }
         }
     }
-    let DeletedOffsets { refused, write } =
-        match broker.groups().delete_offsets(broker, &group, requested) {
-            Ok(deleted) => deleted,
-            Err(error) => {
-                let code = match error {
-                    GroupAdminError::NotFound => ResponseError::GroupIdNotFound,
-                    GroupAdminError::NotEmpty => ResponseError::NonEmptyGroup,
-                    GroupAdminError::Membership(e) => kafka_error(e.code()),
-                    GroupAdminError::Unavailable => ResponseError::CoordinatorNotAvailable,
-                };
-                return refuse(code);
-            }
-        };
+    let DeletedOffsets { refused, write } = match broker
+        .groups()
+        .delete_offsets(broker, &group, requested)
+        .await
+    {
+        Ok(deleted) => deleted,
+        Err(error) => {
+            let code = match error {
+                GroupAdminError::NotFound => ResponseError::GroupIdNotFound,
+                GroupAdminError::NotEmpty => ResponseError::NonEmptyGroup,
+                GroupAdminError::Membership(e) => kafka_error(e.code()),
+                GroupAdminError::Unavailable => ResponseError::CoordinatorNotAvailable,
+            };
+            return refuse(code);
+        }
+    };
     let topics = request
         .topics
         .into_iter()
@@ -643,14 +645,11 @@ fn delete_offsets(
 /// producer and answered once the in-sync replicas have it. They stay
 /// pending (invisible to OffsetFetch) until the transaction's marker commits
 /// or aborts them.
-///
-/// The write happens here; the returned future only waits for the
-/// replicas.
-pub(super) fn txn_offset_commit(
+pub(super) async fn txn_offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
     request: kafka_protocol::messages::TxnOffsetCommitRequest,
-) -> impl Future<Output = kafka_protocol::messages::TxnOffsetCommitResponse> + Send + 'static {
+) -> kafka_protocol::messages::TxnOffsetCommitResponse {
     use crate::groups::classic::TxnCommitError;
     use crate::groups::offsets::TxnProducer;
     use crate::partition::AppendError;
@@ -743,11 +742,13 @@ pub(super) fn txn_offset_commit(
         broker
             .offsets()
             .commit_transactional(&group, producer, offsets, now)
+            .await
             .map_err(TxnCommitError::from)
     } else {
         broker
             .groups()
             .commit_transactional_offsets(&group, committer, producer, offsets, now)
+            .await
     };
     let written = written.map_err(|error| match error {
         TxnCommitError::Membership(error) => kafka_error(error.code()),
@@ -759,15 +760,16 @@ pub(super) fn txn_offset_commit(
             ResponseError::CoordinatorNotAvailable
         }
     });
-    let node_id = broker.node_id();
-    async move {
-        let outcome = match written {
-            Ok(Some(write)) => write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await,
-            Ok(None) => Ok(()),
-            Err(error) => Err(error),
-        };
-        txn_offset_commit_response(responses, outcome)
-    }
+    let outcome = match written {
+        Ok(Some(write)) => {
+            write
+                .replicated(broker.node_id(), COORDINATOR_WRITE_TIMEOUT)
+                .await
+        }
+        Ok(None) => Ok(()),
+        Err(error) => Err(error),
+    };
+    txn_offset_commit_response(responses, outcome)
 }
 
 /// TxnOffsetCommit v5 and up (transactions v2): the producer never sent

@@ -129,8 +129,9 @@ pub(crate) static APIS: &[Api] = &[
             Some(fetch::handle(&broker, &ctx, request).await)
         })))
     }),
-    api!(ListOffsets, 1..=10, throttle Some(2), BlockingPool, |broker, ctx, body| {
-        now(&ctx, list_offsets::handle(&broker, &ctx, body.decode(&ctx)?))
+    api!(ListOffsets, 1..=10, throttle Some(2), Inline, |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, list_offsets::handle(&broker, &ctx, request).await)
     }),
     api!(Metadata, 0..=13, throttle Some(3), Inline, |broker, ctx, body| {
         now(&ctx, metadata::handle(&broker, &ctx, body.decode(&ctx)?))
@@ -166,7 +167,7 @@ pub(crate) static APIS: &[Api] = &[
         let request = body.decode(&ctx)?;
         later!(ctx, groups::describe_groups(&broker, &ctx, request).await)
     }),
-    api!(ListGroups, 0..=5, throttle Some(1), BlockingPool, |broker, ctx, body| {
+    api!(ListGroups, 0..=5, throttle Some(1), Inline, |broker, ctx, body| {
         now(&ctx, groups::list_groups(&broker, &ctx, body.decode(&ctx)?))
     }),
     // A SASL listener's connection answers SaslHandshake and
@@ -190,8 +191,9 @@ pub(crate) static APIS: &[Api] = &[
         let request = body.decode(&ctx)?;
         later!(ctx, admin::delete_topics(broker, &ctx, request).await)
     }),
-    api!(DeleteRecords, 0..=2, throttle Some(0), BlockingPool, |broker, ctx, body| {
-        now(&ctx, admin::delete_records(&broker, &ctx, body.decode(&ctx)?))
+    api!(DeleteRecords, 0..=2, throttle Some(0), Inline, |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, admin::delete_records(&broker, &ctx, request).await)
     }),
     api!(InitProducerId, 0..=5, throttle Some(0), Inline, |broker, ctx, body| {
         let request: InitProducerIdRequest = body.decode(&ctx)?;
@@ -200,7 +202,7 @@ pub(crate) static APIS: &[Api] = &[
             None => now(&ctx, producer_id::handle(&broker, &ctx, request)),
         }
     }),
-    api!(OffsetForLeaderEpoch, 2..=4, throttle Some(2), BlockingPool, |broker, ctx, body| {
+    api!(OffsetForLeaderEpoch, 2..=4, throttle Some(2), Inline, |broker, ctx, body| {
         now(&ctx, leader_epoch::handle(&broker, &ctx, body.decode(&ctx)?))
     }),
     api!(AddPartitionsToTxn, 0..=5, throttle Some(0), Inline, |broker, ctx, body| {
@@ -219,7 +221,7 @@ pub(crate) static APIS: &[Api] = &[
         let request = body.decode(&ctx)?;
         Ok(txn_markers::handle(&broker, ctx, request))
     }),
-    api!(TxnOffsetCommit, 0..=5, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(TxnOffsetCommit, 0..=5, throttle Some(0), Inline, |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         if ctx.version >= 5 {
             later!(
@@ -227,8 +229,7 @@ pub(crate) static APIS: &[Api] = &[
                 offsets::txn_offset_commit_adding_partition(broker, &ctx, request).await
             )
         } else {
-            let committed = offsets::txn_offset_commit(&broker, &ctx, request);
-            later!(ctx, committed.await)
+            later!(ctx, offsets::txn_offset_commit(&broker, &ctx, request).await)
         }
     }),
     api!(DescribeAcls, 1..=3, throttle Some(0), Inline, |broker, ctx, body| {
@@ -244,18 +245,20 @@ pub(crate) static APIS: &[Api] = &[
         let deleted = acls::delete_acls(broker, allowed, body.decode(&ctx)?);
         later!(ctx, deleted.await)
     }),
-    api!(DescribeConfigs, 1..=4, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(DescribeConfigs, 1..=4, throttle Some(0), Inline, |broker, ctx, body| {
         now(&ctx, configs::describe_configs(&broker, &ctx, body.decode(&ctx)?))
     }),
     api!(AlterConfigs, 0..=2, throttle Some(0), Inline, |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, configs::alter_configs(broker, &ctx, request).await)
     }),
-    api!(AlterReplicaLogDirs, 1..=2, throttle Some(0), BlockingPool, |broker, ctx, body| {
-        now(&ctx, log_dirs::alter_replica_log_dirs(&broker, &ctx, body.decode(&ctx)?))
+    api!(AlterReplicaLogDirs, 1..=2, throttle Some(0), Inline, |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, log_dirs::alter_replica_log_dirs(broker, &ctx, request).await)
     }),
-    api!(DescribeLogDirs, 1..=4, throttle Some(0), BlockingPool, |broker, ctx, body| {
-        now(&ctx, log_dirs::describe_log_dirs(&broker, &ctx, body.decode(&ctx)?))
+    api!(DescribeLogDirs, 1..=4, throttle Some(0), Inline, |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, log_dirs::describe_log_dirs(broker, &ctx, request).await)
     }),
     api!(SaslAuthenticate, 0..=2, throttle NEVER, Inline, |_, ctx, _| {
         now(
@@ -287,12 +290,12 @@ pub(crate) static APIS: &[Api] = &[
         let request = body.decode(&ctx)?;
         later!(ctx, reassignments::alter(broker, &ctx, request).await)
     }),
-    api!(ListPartitionReassignments, 0..=0, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(ListPartitionReassignments, 0..=0, throttle Some(0), Inline, |broker, ctx, body| {
         now(&ctx, reassignments::list(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(OffsetDelete, 0..=0, throttle NEVER, BlockingPool, |broker, ctx, body| {
-        let deleted = offsets::offset_delete(&broker, &ctx, body.decode(&ctx)?);
-        later!(ctx, deleted.await)
+    api!(OffsetDelete, 0..=0, throttle NEVER, Inline, |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, offsets::offset_delete(&broker, &ctx, request).await)
     }),
     api!(DescribeClientQuotas, 0..=1, throttle Some(0), Inline, |broker, ctx, body| {
         now(&ctx, client_quotas::describe_client_quotas(&broker, &ctx, body.decode(&ctx)?))
@@ -308,17 +311,17 @@ pub(crate) static APIS: &[Api] = &[
         let request = body.decode(&ctx)?;
         later!(ctx, scram::alter(broker, &ctx, request).await)
     }),
-    api!(DescribeQuorum, 0..=2, throttle NEVER, BlockingPool, |broker, ctx, body| {
+    api!(DescribeQuorum, 0..=2, throttle NEVER, Inline, |broker, ctx, body| {
         now(&ctx, cluster::describe_quorum(&broker, &ctx, body.decode(&ctx)?))
     }),
     api!(UpdateFeatures, 0..=2, throttle Some(0), Inline, |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, update_features::update_features(&broker, &ctx, request).await)
     }),
-    api!(DescribeCluster, 0..=2, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(DescribeCluster, 0..=2, throttle Some(0), Inline, |broker, ctx, body| {
         now(&ctx, cluster::describe_cluster(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(DescribeProducers, 0..=0, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(DescribeProducers, 0..=0, throttle Some(0), Inline, |broker, ctx, body| {
         now(&ctx, producers::describe_producers(&broker, &ctx, body.decode(&ctx)?))
     }),
     api!(DescribeTransactions, 0..=0, throttle Some(0), Inline, |broker, ctx, body| {
@@ -333,7 +336,7 @@ pub(crate) static APIS: &[Api] = &[
         let response = consumer_groups::heartbeat(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(ConsumerGroupDescribe, 0..=1, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(ConsumerGroupDescribe, 0..=1, throttle Some(0), Inline, |broker, ctx, body| {
         now(&ctx, consumer_groups::describe(&broker, &ctx, body.decode(&ctx)?))
     }),
     api!(ListConfigResources, 0..=1, throttle Some(0), Inline, |broker, ctx, body| {
@@ -349,7 +352,7 @@ pub(crate) static APIS: &[Api] = &[
         let response = share::heartbeat(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(ShareGroupDescribe, 1..=1, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(ShareGroupDescribe, 1..=1, throttle Some(0), Inline, |broker, ctx, body| {
         now(&ctx, share::describe(&broker, &ctx, body.decode(&ctx)?))
     }),
     api!(ShareFetch, 1..=1, throttle Some(0), BlockingPool, |broker, ctx, body| {

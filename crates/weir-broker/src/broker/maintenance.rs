@@ -73,12 +73,8 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
                 let _ = tokio::task::spawn_blocking(move || enforce_retention(&broker)).await;
             }
             _ = offsets.tick() => {
-                let broker = broker.clone();
-                let _ = tokio::task::spawn_blocking(move || {
-                    upkeep_offsets(&broker);
-                    upkeep_share_state(&broker);
-                })
-                .await;
+                upkeep_offsets(&broker).await;
+                upkeep_share_state(&broker).await;
             }
             _ = isr.tick() => shrink_isrs(&broker, lag_ms),
             _ = transactions.tick() => upkeep_transactions(&broker, &txn_settings, &hanging).await,
@@ -172,11 +168,12 @@ fn enforce_retention(broker: &Broker) {
 
 /// Expires old offsets, then checkpoints every `__consumer_offsets`
 /// partition whose log holds mostly superseded records.
-fn upkeep_offsets(broker: &Broker) {
+async fn upkeep_offsets(broker: &Broker) {
     let retention_ms = broker.config().offsets_retention_minutes * 60_000;
     broker
         .groups()
-        .expire_offsets(retention_ms, broker.now_ms() as u64);
+        .expire_offsets(retention_ms, broker.now_ms() as u64)
+        .await;
     // Only a partition's leader writes to it.
     let led = broker
         .offsets()
@@ -192,6 +189,7 @@ fn upkeep_offsets(broker: &Broker) {
         match broker
             .offsets()
             .checkpoint(partition.index, broker.now_ms())
+            .await
         {
             Ok(rewritten) => tracing::info!(
                 partition = partition.index,
@@ -209,7 +207,7 @@ fn upkeep_offsets(broker: &Broker) {
 /// Prunes the `__share_group_state` partitions led here that hold many
 /// records: their cold share-partitions are snapshotted again and the log
 /// start moves up to the oldest snapshot still needed.
-fn upkeep_share_state(broker: &Broker) {
+async fn upkeep_share_state(broker: &Broker) {
     let led = broker
         .partitions_of(SHARE_STATE_TOPIC)
         .into_iter()
@@ -219,7 +217,11 @@ fn upkeep_share_state(broker: &Broker) {
         if in_log < CHECKPOINT_MIN_RECORDS {
             continue;
         }
-        match broker.share_state().prune(&partition, broker.now_ms()) {
+        match broker
+            .share_state()
+            .prune(&partition, broker.now_ms())
+            .await
+        {
             Ok(Some(start)) => tracing::info!(
                 partition = partition.index,
                 log_start = start,

@@ -9,6 +9,7 @@ pub(crate) mod producer_ids;
 pub mod quorum;
 
 use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -870,7 +871,8 @@ impl Broker {
         group: &str,
         changes: Vec<OffsetChange>,
         now_ms: i64,
-    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, CoordinatorError>> + Send + 'static
+    {
         self.offsets.commit(group, changes, now_ms)
     }
 
@@ -1710,8 +1712,16 @@ impl Broker {
                     value: None,
                 })
                 .collect();
-            if let Err(error) = self.commit_offsets(&group, changes, self.now_ms()) {
-                tracing::warn!(group, topic, %error, "could not delete committed offsets");
+            // Queued now; nothing is acknowledged, so nothing waits for it
+            // but the report of a failure.
+            let deleted = self.commit_offsets(&group, changes, self.now_ms());
+            let topic = topic.to_owned();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    if let Err(error) = deleted.await {
+                        tracing::warn!(group, topic, %error, "could not delete committed offsets");
+                    }
+                });
             }
         }
     }

@@ -592,8 +592,8 @@ impl GroupCoordinator {
     /// TxnOffsetCommit: validates the committer as Kafka does for
     /// transactional commits, then writes `offsets` as one transactional
     /// batch of `producer`, kept pending until the transaction ends; both
-    /// in one turn of the group's shard. Returns the write to wait on
-    /// (`None`: nothing to write).
+    /// in one turn of the group's shard, queued here. The future gives the
+    /// write to wait on (`None`: nothing to write).
     ///
     /// As Kafka's coordinator does, the commit creates a group nobody
     /// manages yet: Empty, without protocol type or members. It stays,
@@ -607,7 +607,8 @@ impl GroupCoordinator {
         producer: TxnProducer,
         offsets: Vec<(String, i32, CommittedOffset)>,
         now_ms: i64,
-    ) -> Result<Option<ReplicatedWrite>, TxnCommitError> {
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, TxnCommitError>> + Send + 'static
+    {
         let (committer, name, config) = (
             OwnedCommitter::of(committer),
             group.to_owned(),
@@ -638,21 +639,21 @@ impl GroupCoordinator {
                 shard.classic.0.insert(name, HostedGroup::new(engine));
             }
             Ok(written)
-        })?;
-        turn.wait()?
+        });
+        async move { turn?.await? }
     }
 
     /// OffsetDelete: removes the group's offsets of `partitions`, except
     /// those of topics its members subscribe to, which are returned with
     /// the write to wait on before answering. A group with members of
-    /// another protocol than "consumer" keeps everything. Waits for the
-    /// shard's turn.
+    /// another protocol than "consumer" keeps everything. Queued here; the
+    /// future gives the outcome of the shard's turn.
     pub fn delete_offsets(
         &self,
         broker: &Broker,
         group: &str,
         partitions: Vec<(String, i32)>,
-    ) -> Result<DeletedOffsets, GroupAdminError> {
+    ) -> impl Future<Output = Result<DeletedOffsets, GroupAdminError>> + Send + 'static {
         let (now, name) = (broker.now_ms(), group.to_owned());
         let turn = self.on_shard(group, move |shard, context| {
             let committed = shard.group_offsets(&name);
@@ -688,20 +689,24 @@ impl GroupCoordinator {
                 GroupAdminError::Unavailable
             })?;
             Ok(DeletedOffsets { refused, write })
-        })?;
-        turn.wait()
-            .map_err(|error| group_error(error).into())
-            .flatten()
+        });
+        async move {
+            turn?
+                .await
+                .map_err(|error| group_error(error).into())
+                .flatten()
+        }
     }
 
     /// DeleteGroups: removes an empty group, its offsets (those of open
-    /// transactions too, as Kafka does) and its metadata. Returns the write
-    /// to wait on before answering. Waits for the shard's turn.
+    /// transactions too, as Kafka does) and its metadata. Queued here; the
+    /// future gives the write to wait on before answering.
     pub fn delete(
         &self,
         broker: &Broker,
         group: &str,
-    ) -> Result<Option<ReplicatedWrite>, GroupAdminError> {
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, GroupAdminError>> + Send + 'static
+    {
         let (now, name) = (broker.now_ms(), group.to_owned());
         let turn = self.on_shard(group, move |shard, context| {
             match shard.classic.0.get(&name).map(|h| h.engine.state()) {
@@ -722,10 +727,13 @@ impl GroupCoordinator {
             })?;
             shard.classic.0.remove(&name);
             Ok(write)
-        })?;
-        turn.wait()
-            .map_err(|error| group_error(error).into())
-            .flatten()
+        });
+        async move {
+            turn?
+                .await
+                .map_err(|error| group_error(error).into())
+                .flatten()
+        }
     }
 
     /// Expires committed offsets older than `retention_ms` (Kafka's
@@ -734,25 +742,34 @@ impl GroupCoordinator {
     /// a group nobody manages each offset by its commit time. As in Kafka, an
     /// offset with a transactional commit pending does not expire, and an
     /// empty group is removed only once it has neither offsets nor open
-    /// transactions. Returns the offsets expired. Waits for each shard's
-    /// turn.
+    /// transactions. The future gives the offsets expired, once each
+    /// shard has had its turn.
     ///
     /// Nothing is acknowledged to a client, so nothing waits for the
     /// in-sync replicas: an expiry lost with its leader happens again.
-    pub fn expire_offsets(&self, retention_ms: u64, now_ms: u64) -> usize {
+    pub fn expire_offsets(
+        &self,
+        retention_ms: u64,
+        now_ms: u64,
+    ) -> impl Future<Output = usize> + Send + 'static {
         let runtime = self.offsets.runtime();
-        self.offsets
+        let turns: Vec<_> = self
+            .offsets
             .hosted()
             .into_iter()
             .map(|index| {
-                runtime
-                    .run(index, move |shard, context| {
-                        Ok::<_, CoordinatorError>(expire_in(shard, context, retention_ms, now_ms))
-                    })
-                    .wait()
-                    .unwrap_or(0)
+                runtime.run(index, move |shard, context| {
+                    Ok::<_, CoordinatorError>(expire_in(shard, context, retention_ms, now_ms))
+                })
             })
-            .sum()
+            .collect();
+        async move {
+            futures::future::join_all(turns)
+                .await
+                .into_iter()
+                .map(|expired| expired.unwrap_or(0))
+                .sum()
+        }
     }
 }
 

@@ -631,14 +631,15 @@ impl ConsumerGroupCoordinator {
     /// DeleteGroups of a consumer group, in its shard's turn: refused while
     /// it has members; otherwise its records, its offsets (those of open
     /// transactions too) and its metadata are tombstoned in one batch.
-    /// Returns the write to wait on. Waits for the shard's turn.
+    /// Queued here; the future gives the write to wait on.
     pub fn delete(
         &self,
         broker: &Arc<Broker>,
         group: &str,
-    ) -> Result<Option<ReplicatedWrite>, ConsumerCoordinatorError> {
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, ConsumerCoordinatorError>> + Send + 'static
+    {
         let (broker, name) = (broker.clone(), group.to_owned());
-        self.on_shard(group, move |shard, context| {
+        let turn = self.on_shard(group, move |shard, context| {
             let mut hosted = shard
                 .consumer
                 .take(&name)
@@ -664,8 +665,8 @@ impl ConsumerGroupCoordinator {
                     Err(ConsumerCoordinatorError::CoordinatorNotAvailable)
                 }
             }
-        })?
-        .wait()?
+        });
+        async move { turn?.await? }
     }
 
     /// What ConsumerGroupDescribe shows of `group`, if hosted here.

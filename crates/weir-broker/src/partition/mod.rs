@@ -28,7 +28,7 @@ use weir_log::{
 };
 
 use crate::config::BrokerConfig;
-use crate::partition::blocking::without_holding_up_the_worker;
+use crate::partition::blocking::{on_the_blocking_pool, without_holding_up_the_worker};
 use crate::partition::leader_state::{LeaderState, ReadableFollower};
 use crate::partition::producer_state::{
     ActiveProducer, BatchMetadata, IncomingBatch, MarkerCheck, ProducerStates, SequenceCheck,
@@ -671,8 +671,35 @@ impl Partition {
         Ok(outcome)
     }
 
+    /// The first record at or after `timestamp`, looked up on the blocking
+    /// pool (it reads the time index and a segment).
+    pub async fn offset_for_timestamp(
+        self: &Arc<Self>,
+        timestamp: i64,
+    ) -> Result<Option<TimestampOffset>, LogError> {
+        let partition = self.clone();
+        on_the_blocking_pool(move || partition.log().offset_for_timestamp(timestamp)).await
+    }
+
+    /// The record with the largest timestamp, looked up on the blocking
+    /// pool.
+    pub async fn max_timestamp_offset(
+        self: &Arc<Self>,
+    ) -> Result<Option<TimestampOffset>, LogError> {
+        let partition = self.clone();
+        on_the_blocking_pool(move || partition.log().max_timestamp_offset()).await
+    }
+
+    /// DeleteRecords: [`delete_records_before`](Self::delete_records_before)
+    /// on the blocking pool (it deletes segment files).
+    pub async fn delete_records(self: &Arc<Self>, offset: u64) -> Result<u64, LogError> {
+        let partition = self.clone();
+        on_the_blocking_pool(move || partition.delete_records_before(offset)).await
+    }
+
     /// Moves the log start up to `offset` (DeleteRecords, or an internal
-    /// topic's upkeep); the new log start.
+    /// topic's upkeep); the new log start. Deletes files where it is
+    /// called, which must not be a runtime worker.
     pub fn delete_records_before(&self, offset: u64) -> Result<u64, LogError> {
         let before = self.read_log().log_start_offset();
         let start = self.read_log().delete_records_before(offset)?;

@@ -244,8 +244,8 @@ impl ShareStateStore {
     /// of the log get a new one (with the same state and epochs), then the
     /// log start moves up to the oldest snapshot still needed, within what
     /// the in-sync replicas hold. Returns the new log start, if it moved.
-    /// Runs off the runtime's workers.
-    pub fn prune(
+    /// The segments that go are deleted on the blocking pool.
+    pub async fn prune(
         &self,
         partition: &Arc<Partition>,
         now_ms: i64,
@@ -271,7 +271,7 @@ impl ShareStateStore {
                     .collect();
                 Ok::<_, StateWriteError>(Outcome::write(snapshots, ()))
             })
-            .wait()?;
+            .await?;
         // Snapshots only move up the log: what is needed now stays needed
         // by no more than this, whatever is written meanwhile.
         let needed = self
@@ -286,13 +286,14 @@ impl ShareStateStore {
                         .unwrap_or(end),
                 )
             })
-            .wait()?;
+            .await?;
         let below = needed.min(partition.high_watermark());
         if below <= start {
             return Ok(None);
         }
         let moved = partition
-            .delete_records_before(below)
+            .delete_records(below)
+            .await
             .map_err(|error| CoordinatorError::Append(AppendError::Log(error)))?;
         Ok(Some(moved))
     }
@@ -376,15 +377,11 @@ mod tests {
         Arc::new(partition)
     }
 
-    /// Prunes as the broker's upkeep does, on the blocking pool.
     async fn prune(
         store: &Arc<ShareStateStore>,
         partition: &Arc<Partition>,
     ) -> Result<Option<u64>, StateWriteError> {
-        let (store, partition) = (store.clone(), partition.clone());
-        tokio::task::spawn_blocking(move || store.prune(&partition, 0))
-            .await
-            .unwrap()
+        store.prune(partition, 0).await
     }
 
     fn key(group: &str) -> SharePartitionKey {

@@ -752,7 +752,8 @@ impl OffsetStore {
         group: &str,
         changes: Vec<OffsetChange>,
         now_ms: i64,
-    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, CoordinatorError>> + Send + 'static
+    {
         let entries = commit_entries(group, &changes);
         self.write_to_group(group, None, now_ms, |_| entries)
     }
@@ -766,7 +767,8 @@ impl OffsetStore {
         producer: TxnProducer,
         offsets: Vec<(String, i32, CommittedOffset)>,
         now_ms: i64,
-    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, CoordinatorError>> + Send + 'static
+    {
         let entries = offsets
             .iter()
             .map(|(topic, p, value)| Entry {
@@ -801,7 +803,8 @@ impl OffsetStore {
         &self,
         group: &str,
         now_ms: i64,
-    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, CoordinatorError>> + Send + 'static
+    {
         let group_name = group.to_owned();
         self.write_to_group(group, None, now_ms, move |shard| {
             shard.group_tombstones(&group_name)
@@ -811,43 +814,48 @@ impl OffsetStore {
     /// Appends the entries `records` gives, as one batch (a transactional
     /// one of `producer`), to the partition of `group` in its shard's turn,
     /// and applies them there. Refused, as an acks=all produce is, while
-    /// the ISR is smaller than `min.insync.replicas`. Returns the write the
-    /// caller awaits before it answers (`None`: nothing to write). Waits
-    /// in place for the shard's turn.
+    /// the ISR is smaller than `min.insync.replicas`. The event is queued
+    /// here; the future gives the write the caller awaits before it
+    /// answers (`None`: nothing to write).
     fn write_to_group(
         &self,
         group: &str,
         producer: Option<TxnProducer>,
         now_ms: i64,
         records: impl FnOnce(&GroupShard) -> Vec<Entry> + Send + 'static,
-    ) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
-        let index = self
-            .index_of(group)
-            .ok_or(CoordinatorError::NotCoordinator)?;
-        let applied = self
-            .runtime
-            .write_unreplicated(index, now_ms, move |shard, _| {
-                Ok::<_, CoordinatorError>(Outcome {
-                    records: records(shard),
-                    producer,
-                    result: (),
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, CoordinatorError>> + Send + 'static
+    {
+        let turn = self.index_of(group).map(|index| {
+            self.runtime
+                .write_unreplicated(index, now_ms, move |shard, _| {
+                    Ok::<_, CoordinatorError>(Outcome {
+                        records: records(shard),
+                        producer,
+                        result: (),
+                    })
                 })
-            })
-            .wait()?;
-        Ok(applied.write)
+        });
+        async move {
+            let applied = turn.ok_or(CoordinatorError::NotCoordinator)?.await?;
+            Ok(applied.write)
+        }
     }
 
     /// Rewrites the live records of partition `index` and moves its log
     /// start past the older ones (see [`GroupShard::checkpoint`]). Returns
     /// the records rewritten.
-    pub fn checkpoint(&self, index: i32, now_ms: i64) -> Result<usize, CoordinatorError> {
-        self.runtime
+    pub fn checkpoint(
+        &self,
+        index: i32,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<usize, CoordinatorError>> + Send + 'static {
+        let turn = self
+            .runtime
             .write_unreplicated(index, now_ms, move |shard, context| {
                 let rewritten = shard.checkpoint(context, now_ms)?;
                 Ok::<_, CoordinatorError>(Outcome::answer(rewritten))
-            })
-            .wait()
-            .map(|applied| applied.result)
+            });
+        async move { turn.await.map(|applied| applied.result) }
     }
 
     /// How many live records the groups of partition `index` hold, pending

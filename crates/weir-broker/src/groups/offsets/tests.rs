@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use futures::executor::block_on;
 use weir_log::LogConfig;
 
 use super::*;
@@ -53,7 +54,7 @@ fn commit(store: &OffsetStore, group: &str, p: i32, offset: i64) {
         partition: p,
         value: Some(value(offset)),
     };
-    store.commit(group, vec![change], 0).unwrap();
+    block_on(store.commit(group, vec![change], 0)).unwrap();
 }
 
 fn txn_commit(
@@ -66,8 +67,7 @@ fn txn_commit(
         .iter()
         .map(|&(p, o)| (T.to_owned(), p, value(o)))
         .collect();
-    store
-        .commit_transactional(group, producer, offsets, 0)
+    block_on(store.commit_transactional(group, producer, offsets, 0))
         .unwrap()
         .expect("something to write")
 }
@@ -187,7 +187,7 @@ fn a_tombstone_removes_pending_offsets_too() {
     let store = store_of(std::slice::from_ref(&partition));
     commit(&store, "g", 0, 5);
     txn_commit(&store, "g", producer(7), &[(0, 10), (1, 11)]);
-    store.delete_group("g", 0).unwrap();
+    block_on(store.delete_group("g", 0)).unwrap();
     assert!(!store.has_open_transactions("g"));
     assert!(store.groups().is_empty());
     marker(&store, &partition, producer(7), true);
@@ -269,7 +269,7 @@ fn coordinator_writes_are_fenced_by_epoch_but_not_sequenced() {
     assert_eq!(store.pending_offsets("g", 7).len(), 3);
     let stale = TxnProducer { id: 7, epoch: 2 };
     let offsets = vec![(T.to_owned(), 5, value(1))];
-    let refused = store.commit_transactional("g", stale, offsets, 0);
+    let refused = block_on(store.commit_transactional("g", stale, offsets, 0));
     assert!(
         matches!(
             refused,
@@ -293,10 +293,10 @@ fn checkpoints_wait_for_open_transactions() {
     }
     txn_commit(&store, "g", producer(7), &[(1, 10)]);
     assert_eq!(store.live_records(0), 2);
-    assert_eq!(store.checkpoint(0, 0).unwrap(), 0);
+    assert_eq!(block_on(store.checkpoint(0, 0)).unwrap(), 0);
     assert_eq!(partition.log().log_start_offset(), 0);
     marker(&store, &partition, producer(7), true);
-    assert_eq!(store.checkpoint(0, 0).unwrap(), 2);
+    assert_eq!(block_on(store.checkpoint(0, 0)).unwrap(), 2);
     let reloaded = store_of(&[partition]);
     assert_eq!(committed(&reloaded, "g", 0), Some(4));
     assert_eq!(committed(&reloaded, "g", 1), Some(10));
@@ -366,7 +366,7 @@ fn only_commits_the_in_sync_replicas_hold_are_served() {
         partition: 0,
         value: None,
     };
-    store.commit("g", vec![deletion], 0).unwrap();
+    block_on(store.commit("g", vec![deletion], 0)).unwrap();
     assert_eq!(served(&store), Some(9));
     followers_catch_up();
     assert_eq!(served(&store), None);
@@ -403,7 +403,7 @@ fn a_commit_holds_only_its_partitions_shard() {
         value: Some(value(1)),
     };
     assert!(matches!(
-        store.commit(&g0, vec![change], 0),
+        block_on(store.commit(&g0, vec![change], 0)),
         Err(CoordinatorError::NotCoordinator)
     ));
     assert_eq!(committed(&store, &g0, 0), None);
