@@ -9,6 +9,8 @@ use common::Weir;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::share_acknowledge_request::{
     AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckBatch,
 };
@@ -17,9 +19,12 @@ use kafka_protocol::messages::share_fetch_request::{
 };
 use kafka_protocol::messages::{
     ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, GroupId,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ShareAcknowledgeRequest,
-    ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse, ShareGroupDescribeRequest,
-    ShareGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
+    HeartbeatRequest, HeartbeatResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
+    ShareFetchResponse, ShareGroupDescribeRequest, ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, SyncGroupRequest, SyncGroupResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -758,6 +763,55 @@ fn share_sessions_and_groups_refuse_what_kafka_refuses() {
         ResponseError::GroupIdNotFound.code(),
         "{consumer:?}"
     );
+    // Nor a classic group's: a join is INCONSISTENT_GROUP_PROTOCOL with no
+    // member id, the other classic requests UNKNOWN_MEMBER_ID, as Kafka's
+    // coordinator answers them.
+    let joined: JoinGroupResponse = raw.call(
+        ApiKey::JoinGroup,
+        9,
+        &JoinGroupRequest::default()
+            .with_group_id(GroupId(str(GROUP)))
+            .with_session_timeout_ms(30_000)
+            .with_rebalance_timeout_ms(30_000)
+            .with_protocol_type(str("consumer"))
+            .with_protocols(
+                [JoinGroupRequestProtocol::default().with_name(str("range"))]
+                    .into_iter()
+                    .collect(),
+            ),
+    );
+    assert_eq!(
+        joined.error_code,
+        ResponseError::InconsistentGroupProtocol.code(),
+        "{joined:?}"
+    );
+    assert_eq!(joined.member_id.as_str(), "");
+    let synced: SyncGroupResponse = raw.call(
+        ApiKey::SyncGroup,
+        5,
+        &SyncGroupRequest::default()
+            .with_group_id(GroupId(str(GROUP)))
+            .with_member_id(str(&other))
+            .with_generation_id(1),
+    );
+    assert_eq!(synced.error_code, ResponseError::UnknownMemberId.code());
+    let beat: HeartbeatResponse = raw.call(
+        ApiKey::Heartbeat,
+        4,
+        &HeartbeatRequest::default()
+            .with_group_id(GroupId(str(GROUP)))
+            .with_member_id(str(&other))
+            .with_generation_id(1),
+    );
+    assert_eq!(beat.error_code, ResponseError::UnknownMemberId.code());
+    let left: LeaveGroupResponse = raw.call(
+        ApiKey::LeaveGroup,
+        5,
+        &LeaveGroupRequest::default()
+            .with_group_id(GroupId(str(GROUP)))
+            .with_members(vec![MemberIdentity::default().with_member_id(str(&other))]),
+    );
+    assert_eq!(left.error_code, ResponseError::UnknownMemberId.code());
     assert_eq!(
         heartbeat(&mut raw, &other, 99),
         ResponseError::FencedMemberEpoch.code()

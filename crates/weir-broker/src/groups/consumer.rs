@@ -338,7 +338,9 @@ impl ConsumerGroupCoordinator {
 
     /// Runs `consumer` on the hosted consumer group `group`, or `classic`
     /// on the shard if there is none, in the shard's turn; `refused`
-    /// answers when the shard cannot run it.
+    /// answers when the shard cannot run it, `share_group` when `group`
+    /// names a share group (Kafka refuses classic requests to one).
+    #[allow(clippy::too_many_arguments)]
     fn route<Q, A, R>(
         &self,
         broker: &Arc<Broker>,
@@ -357,6 +359,7 @@ impl ConsumerGroupCoordinator {
             + Send
             + 'static,
         refused: impl FnOnce(GroupError) -> R + Send + 'static,
+        share_group: R,
     ) -> BoxFuture<'static, R>
     where
         Q: Send + 'static,
@@ -366,6 +369,9 @@ impl ConsumerGroupCoordinator {
         let (shard_broker, name) = (broker.clone(), group.to_owned());
         let turn = self.on_shard(group, move |shard, context| {
             let broker = shard_broker;
+            if shard.share.hosts(&name) {
+                return ready(share_group).boxed();
+            }
             let Some(mut hosted) = shard.consumer.take(&name) else {
                 return classic(&broker, shard, context, &name, request);
             };
@@ -469,6 +475,7 @@ impl ConsumerGroupCoordinator {
                     .join_in(broker, shard, context, group, request)
             },
             move |error| classic::join_error(&refused_member, error),
+            classic::join_error("", GroupError::InconsistentGroupProtocol),
         )
     }
 
@@ -513,6 +520,7 @@ impl ConsumerGroupCoordinator {
                     .sync_in(broker, shard, context, group, request)
             },
             classic::sync_error,
+            classic::sync_error(GroupError::UnknownMemberId),
         )
     }
 
@@ -547,6 +555,7 @@ impl ConsumerGroupCoordinator {
                     .heartbeat_in(broker, shard, context, group, request)
             },
             Err,
+            Err(GroupError::UnknownMemberId),
         )
     }
 
@@ -605,6 +614,7 @@ impl ConsumerGroupCoordinator {
                     .leave_in(broker, shard, context, group, request)
             },
             classic::leave_error,
+            classic::leave_error(GroupError::UnknownMemberId),
         )
     }
 
