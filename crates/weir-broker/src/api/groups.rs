@@ -265,9 +265,7 @@ fn delete_group(broker: &Arc<Broker>, ctx: &RequestContext, group: &str) -> Dele
         });
     }
     if broker.share_groups().hosts(group) {
-        return Box::pin(std::future::ready(super::share_admin::delete_group(
-            broker, ctx, group,
-        )));
+        return Box::pin(super::share_admin::delete_group(broker, ctx, group));
     }
     let deleted = broker.groups().delete(broker, group);
     Box::pin(async move {

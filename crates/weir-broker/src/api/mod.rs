@@ -337,14 +337,6 @@ pub(crate) fn coordinator_error_message(code: i16) -> &'static str {
     }
 }
 
-/// Whether the request's handler must be called on the blocking pool
-/// (see [`table::Runs`]).
-pub(crate) fn dispatch_may_block(body: &[u8]) -> bool {
-    key_and_version(body)
-        .and_then(|(key, _)| table::api(key))
-        .is_some_and(|api| api.runs == table::Runs::BlockingPool)
-}
-
 pub(crate) fn dispatch(
     broker: &Arc<Broker>,
     mut body: Bytes,

@@ -299,7 +299,7 @@ fn acknowledgement_code(
 
 /// Applies the acknowledgements of one partition: the error code, and the
 /// write to await.
-fn acknowledge(
+async fn acknowledge(
     broker: &Broker,
     ctx: &RequestContext,
     key: &SharePartitionKey,
@@ -312,7 +312,8 @@ fn acknowledge(
     };
     let acknowledged = broker
         .share_partitions()
-        .acknowledge(broker, key, member, &ranges);
+        .acknowledge(broker, key, member, &ranges)
+        .await;
     match acknowledged {
         Ok(write) => (0, write),
         Err(code) => (acknowledgement_code(key, member, Err(code)), None),
@@ -443,29 +444,16 @@ pub(super) fn fetch(
             // On their own: a session that ended (closed, or replaced by a
             // new one) gives back what its member held, once its last
             // acknowledgements are in.
-            let ended = session.ended;
-            let acks = std::mem::take(&mut acks);
-            let (broker, ctx, group, member) =
-                (broker.clone(), ctx.clone(), group.clone(), member.clone());
-            let blocking = tokio::task::spawn_blocking(move || {
-                let results: Vec<(SharePartitionKey, (i16, Option<ReplicatedWrite>))> = acks
-                    .into_iter()
-                    .map(|(key, batches)| {
-                        let result = acknowledge(&broker, &ctx, &key, &member, &batches);
-                        (key, result)
-                    })
-                    .collect();
-                if ended {
-                    broker.share_partitions().release(&broker, &group, &member);
-                }
-                results
-            });
-            let Ok(acked) = blocking.await else {
-                return failed(ResponseError::UnknownServerError.code(), "internal error");
-            };
-            for (key, (code, write)) in acked {
+            for (key, batches) in std::mem::take(&mut acks) {
+                let (code, write) = acknowledge(&broker, &ctx, &key, &member, &batches).await;
                 ack_codes.insert((key.topic_id, key.partition), code);
                 writes.extend(write);
+            }
+            if session.ended {
+                broker
+                    .share_partitions()
+                    .release(&broker, &group, &member)
+                    .await;
             }
         }
         let settings_lock_ms = broker.config().share_group.record_lock_duration_ms.value;
@@ -490,36 +478,22 @@ pub(super) fn fetch(
                         partition.wake_on_change(&waker);
                     }
                 }
-                let attempt = {
-                    // The first round applies the acknowledgements, each
-                    // with its partition's acquisition: one state write.
-                    let acks = std::mem::take(&mut acks);
-                    let (broker, ctx, partitions, member) = (
-                        broker.clone(),
-                        ctx.clone(),
-                        partitions.clone(),
-                        member.clone(),
-                    );
-                    tokio::task::spawn_blocking(move || {
-                        acquire_all(
-                            &broker,
-                            &ctx,
-                            &partitions,
-                            &member,
-                            acks,
-                            max_records,
-                            max_bytes,
-                        )
-                    })
-                };
-                let Ok(Round {
+                // The first round applies the acknowledgements, each with
+                // its partition's acquisition: one state write.
+                let Round {
                     fetched: mut round,
                     ack_codes: round_ack_codes,
                     writes: round_writes,
-                }) = attempt.await
-                else {
-                    return failed(ResponseError::UnknownServerError.code(), "internal error");
-                };
+                } = acquire_all(
+                    &broker,
+                    &ctx,
+                    &partitions,
+                    &member,
+                    std::mem::take(&mut acks),
+                    max_records,
+                    max_bytes,
+                )
+                .await;
                 writes.extend(round_writes);
                 ack_codes.extend(round_ack_codes);
                 // State still loading is no error: nothing yet, ask again.
@@ -618,7 +592,7 @@ struct Round {
 /// One round of acquisition over the session's partitions, applying
 /// `acks` first: a partition's with its acquisition, so both make one
 /// state write, any other's on its own.
-fn acquire_all(
+async fn acquire_all(
     broker: &Broker,
     ctx: &RequestContext,
     partitions: &[SharePartitionKey],
@@ -664,6 +638,7 @@ fn acquire_all(
             match broker
                 .share_partitions()
                 .acquire(broker, key, member, &ranges, records, bytes)
+                .await
             {
                 Ok((acquired, write)) => {
                     if !ranges.is_empty() {
@@ -696,7 +671,7 @@ fn acquire_all(
     }
     // Acknowledgements of partitions the session does not fetch.
     for (key, batches) in acks {
-        let (code, write) = acknowledge(broker, ctx, &key, member, &batches);
+        let (code, write) = acknowledge(broker, ctx, &key, member, &batches).await;
         round.ack_codes.push(((key.topic_id, key.partition), code));
         round.writes.extend(write);
     }
@@ -740,35 +715,29 @@ pub(super) fn acknowledge_request(
             Ok(session) => session,
             Err(error) => return failed(error.code(), &error.to_string()),
         };
-        let blocking = {
-            let broker = broker.clone();
-            tokio::task::spawn_blocking(move || {
-                let mut results: Vec<(Uuid, i32, i16, Option<ReplicatedWrite>)> = Vec::new();
-                for topic in &request.topics {
-                    for partition in &topic.partitions {
-                        let key = SharePartitionKey {
-                            group: group.clone(),
-                            topic_id: topic.topic_id,
-                            partition: partition.partition_index,
-                        };
-                        let batches: AckBatches = partition
-                            .acknowledgement_batches
-                            .iter()
-                            .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
-                            .collect();
-                        let (code, write) = acknowledge(&broker, &ctx, &key, &member, &batches);
-                        results.push((topic.topic_id, partition.partition_index, code, write));
-                    }
-                }
-                if session.ended {
-                    broker.share_partitions().release(&broker, &group, &member);
-                }
-                results
-            })
-        };
-        let Ok(results) = blocking.await else {
-            return failed(ResponseError::UnknownServerError.code(), "internal error");
-        };
+        let mut results: Vec<(Uuid, i32, i16, Option<ReplicatedWrite>)> = Vec::new();
+        for topic in &request.topics {
+            for partition in &topic.partitions {
+                let key = SharePartitionKey {
+                    group: group.clone(),
+                    topic_id: topic.topic_id,
+                    partition: partition.partition_index,
+                };
+                let batches: AckBatches = partition
+                    .acknowledgement_batches
+                    .iter()
+                    .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
+                    .collect();
+                let (code, write) = acknowledge(&broker, &ctx, &key, &member, &batches).await;
+                results.push((topic.topic_id, partition.partition_index, code, write));
+            }
+        }
+        if session.ended {
+            broker
+                .share_partitions()
+                .release(&broker, &group, &member)
+                .await;
+        }
         let mut topics: BTreeMap<Uuid, Vec<AckPartitionData>> = BTreeMap::new();
         let mut writes = Vec::new();
         for (topic_id, index, code, write) in results {

@@ -13,6 +13,7 @@ use kafka_protocol::messages::alter_share_group_offsets_response::{
     AlterShareGroupOffsetsResponseTopic as AlteredTopic,
 };
 use kafka_protocol::messages::delete_share_group_offsets_response::DeleteShareGroupOffsetsResponseTopic as DeletedTopic;
+use kafka_protocol::messages::describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
 use kafka_protocol::messages::describe_share_group_offsets_response::{
     DescribeShareGroupOffsetsResponseGroup as ResponseGroup,
     DescribeShareGroupOffsetsResponsePartition as ResponsePartition,
@@ -44,94 +45,99 @@ fn message(text: String) -> Option<StrBytes> {
 /// share-partition asked for (of every topic it subscribed to when
 /// none are named), -1 where it has no state yet. Topics the principal
 /// may not describe, and unknown ones, are left out, as Kafka does.
-pub(super) fn describe_offsets(
+pub(super) async fn describe_offsets(
     broker: &Broker,
     ctx: &RequestContext,
     request: DescribeShareGroupOffsetsRequest,
 ) -> DescribeShareGroupOffsetsResponse {
-    let image = broker.image();
-    let groups = request
-        .groups
-        .into_iter()
-        .map(|asked| {
-            let group = asked.group_id.as_str().to_owned();
-            let answer = ResponseGroup::default().with_group_id(asked.group_id.clone());
-            if !ctx.authorized(broker, AclOperation::Describe, ResourceType::Group, &group) {
-                return answer.with_error_code(ResponseError::GroupAuthorizationFailed.code());
-            }
-            if let Err(code) = broker.check_coordinator(&group) {
-                return answer.with_error_code(code);
-            }
-            let Some(description) = broker.share_groups().describe(&group) else {
-                let text = if broker.groups().state(&group).is_some()
-                    || broker.consumer_groups().hosts(&group)
-                {
-                    format!("Group {group} is not a share group.")
-                } else {
-                    format!("Group {group} not found.")
-                };
-                return answer
-                    .with_error_code(ResponseError::GroupIdNotFound.code())
-                    .with_error_message(message(text));
-            };
-            let asked_topics: Vec<(String, Option<Vec<i32>>)> = match asked.topics {
-                Some(topics) => topics
-                    .into_iter()
-                    .map(|t| (t.topic_name.0.to_string(), Some(t.partitions)))
-                    .collect(),
-                None => description
-                    .state
-                    .state_topics
-                    .keys()
-                    .map(|name| (name.clone(), None))
-                    .collect(),
-            };
-            let topics = asked_topics
-                .into_iter()
-                .filter(|(name, _)| {
-                    ctx.authorized(broker, AclOperation::Describe, ResourceType::Topic, name)
-                })
-                .filter_map(|(name, partitions)| {
-                    let topic = image.topic(&name)?;
-                    let partitions = partitions
-                        .unwrap_or_else(|| (0..topic.partition_count()).collect())
-                        .into_iter()
-                        .map(|index| {
-                            let answer = ResponsePartition::default().with_partition_index(index);
-                            if topic.partition(index).is_none() {
-                                return answer
-                                    .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                                    .with_start_offset(-1)
-                                    .with_leader_epoch(-1);
-                            }
-                            let key = SharePartitionKey {
-                                group: group.clone(),
-                                topic_id: topic.id,
-                                partition: index,
-                            };
-                            match broker.share_partitions().persisted_start(broker, &key) {
-                                Ok(start) => answer
-                                    .with_start_offset(start.unwrap_or(-1))
-                                    .with_leader_epoch(-1),
-                                Err(code) => answer
-                                    .with_error_code(state_error(code))
-                                    .with_start_offset(-1)
-                                    .with_leader_epoch(-1),
-                            }
-                        })
-                        .collect();
-                    Some(
-                        ResponseTopic::default()
-                            .with_topic_name(TopicName(StrBytes::from_string(name)))
-                            .with_topic_id(topic.id)
-                            .with_partitions(partitions),
-                    )
-                })
-                .collect();
-            answer.with_topics(topics)
-        })
-        .collect();
+    let mut groups = Vec::with_capacity(request.groups.len());
+    for asked in request.groups {
+        groups.push(describe_group_offsets(broker, ctx, asked).await);
+    }
     DescribeShareGroupOffsetsResponse::default().with_groups(groups)
+}
+
+/// DescribeShareGroupOffsets of one group.
+async fn describe_group_offsets(
+    broker: &Broker,
+    ctx: &RequestContext,
+    asked: DescribeShareGroupOffsetsRequestGroup,
+) -> ResponseGroup {
+    let group = asked.group_id.as_str().to_owned();
+    let answer = ResponseGroup::default().with_group_id(asked.group_id.clone());
+    if !ctx.authorized(broker, AclOperation::Describe, ResourceType::Group, &group) {
+        return answer.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
+    if let Err(code) = broker.check_coordinator(&group) {
+        return answer.with_error_code(code);
+    }
+    let Some(description) = broker.share_groups().describe(&group) else {
+        let text =
+            if broker.groups().state(&group).is_some() || broker.consumer_groups().hosts(&group) {
+                format!("Group {group} is not a share group.")
+            } else {
+                format!("Group {group} not found.")
+            };
+        return answer
+            .with_error_code(ResponseError::GroupIdNotFound.code())
+            .with_error_message(message(text));
+    };
+    let asked_topics: Vec<(String, Option<Vec<i32>>)> = match asked.topics {
+        Some(topics) => topics
+            .into_iter()
+            .map(|t| (t.topic_name.0.to_string(), Some(t.partitions)))
+            .collect(),
+        None => description
+            .state
+            .state_topics
+            .keys()
+            .map(|name| (name.clone(), None))
+            .collect(),
+    };
+    let image = broker.image();
+    let mut topics = Vec::new();
+    for (name, partitions) in asked_topics {
+        if !ctx.authorized(broker, AclOperation::Describe, ResourceType::Topic, &name) {
+            continue;
+        }
+        let Some(topic) = image.topic(&name) else {
+            continue;
+        };
+        let indexes = partitions.unwrap_or_else(|| (0..topic.partition_count()).collect());
+        let mut answers = Vec::with_capacity(indexes.len());
+        for index in indexes {
+            let answer = ResponsePartition::default()
+                .with_partition_index(index)
+                .with_start_offset(-1)
+                .with_leader_epoch(-1);
+            if topic.partition(index).is_none() {
+                answers.push(answer.with_error_code(ResponseError::UnknownTopicOrPartition.code()));
+                continue;
+            }
+            let key = SharePartitionKey {
+                group: group.clone(),
+                topic_id: topic.id,
+                partition: index,
+            };
+            answers.push(
+                match broker
+                    .share_partitions()
+                    .persisted_start(broker, &key)
+                    .await
+                {
+                    Ok(start) => answer.with_start_offset(start.unwrap_or(-1)),
+                    Err(code) => answer.with_error_code(state_error(code)),
+                },
+            );
+        }
+        topics.push(
+            ResponseTopic::default()
+                .with_topic_name(TopicName(StrBytes::from_string(name)))
+                .with_topic_id(topic.id)
+                .with_partitions(answers),
+        );
+    }
+    answer.with_topics(topics)
 }
 
 /// A refusal of a whole request: its error code and message.
@@ -201,71 +207,69 @@ async fn listed_outcome(node_id: i32, listed: Result<Option<ReplicatedWrite>, i1
 
 /// AlterShareGroupOffsets: each share-partition named starts over at the
 /// offset given, with nothing in flight.
-pub(super) fn alter_offsets(
+pub(super) async fn alter_offsets(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     request: AlterShareGroupOffsetsRequest,
-) -> impl Future<Output = AlterShareGroupOffsetsResponse> + Send + 'static {
+) -> AlterShareGroupOffsetsResponse {
     let group = request.group_id.as_str().to_owned();
     let node_id = broker.node_id();
-    let checked = changeable_group(broker, ctx, &group, AclOperation::Read);
+    if let Err((code, text)) = changeable_group(broker, ctx, &group, AclOperation::Read) {
+        return AlterShareGroupOffsetsResponse::default()
+            .with_error_code(code)
+            .with_error_message(text);
+    }
+    let image = broker.image();
     let mut topics: Vec<(AlteredTopic, Vec<Option<ReplicatedWrite>>)> = Vec::new();
     let mut reset_topics = Vec::new();
-    if checked.is_ok() {
-        let image = broker.image();
-        for asked in request.topics {
-            let name = asked.topic_name.0.to_string();
-            let topic = image.topic(&name);
-            let allowed = ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, &name);
-            let mut writes = Vec::new();
-            let partitions: Vec<AlteredPartition> = asked
-                .partitions
-                .into_iter()
-                .map(|p| {
-                    let answer =
-                        AlteredPartition::default().with_partition_index(p.partition_index);
-                    let code = match topic {
-                        _ if !allowed => ResponseError::TopicAuthorizationFailed.code(),
-                        Some(t) if t.partition(p.partition_index).is_some() => {
-                            if p.start_offset < 0 {
-                                ResponseError::InvalidRequest.code()
-                            } else {
-                                let key = SharePartitionKey {
-                                    group: group.clone(),
-                                    topic_id: t.id,
-                                    partition: p.partition_index,
-                                };
-                                match broker.share_partitions().reset_state(
-                                    broker,
-                                    &key,
-                                    p.start_offset,
-                                ) {
-                                    Ok(write) => {
-                                        writes.push(write);
-                                        0
-                                    }
-                                    Err(code) => state_error(code),
-                                }
+    for asked in request.topics {
+        let name = asked.topic_name.0.to_string();
+        let topic = image.topic(&name);
+        let allowed = ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, &name);
+        let mut writes = Vec::new();
+        let mut partitions: Vec<AlteredPartition> = Vec::with_capacity(asked.partitions.len());
+        for p in asked.partitions {
+            let answer = AlteredPartition::default().with_partition_index(p.partition_index);
+            let code = match topic {
+                _ if !allowed => ResponseError::TopicAuthorizationFailed.code(),
+                Some(t) if t.partition(p.partition_index).is_some() => {
+                    if p.start_offset < 0 {
+                        ResponseError::InvalidRequest.code()
+                    } else {
+                        let key = SharePartitionKey {
+                            group: group.clone(),
+                            topic_id: t.id,
+                            partition: p.partition_index,
+                        };
+                        let reset =
+                            broker
+                                .share_partitions()
+                                .reset_state(broker, &key, p.start_offset);
+                        match reset.await {
+                            Ok(write) => {
+                                writes.push(write);
+                                0
                             }
+                            Err(code) => state_error(code),
                         }
-                        _ => ResponseError::UnknownTopicOrPartition.code(),
-                    };
-                    answer.with_error_code(code)
-                })
-                .collect();
-            if let Some(t) = topic.filter(|_| partitions.iter().any(|p| p.error_code == 0)) {
-                reset_topics.push(TopicMetadata {
-                    id: t.id,
-                    name: name.clone(),
-                    partitions: t.partition_count(),
-                });
-            }
-            let answer = AlteredTopic::default()
-                .with_topic_name(asked.topic_name)
-                .with_topic_id(topic.map(|t| t.id).unwrap_or_default())
-                .with_partitions(partitions);
-            topics.push((answer, writes));
+                    }
+                }
+                _ => ResponseError::UnknownTopicOrPartition.code(),
+            };
+            partitions.push(answer.with_error_code(code));
         }
+        if let Some(t) = topic.filter(|_| partitions.iter().any(|p| p.error_code == 0)) {
+            reset_topics.push(TopicMetadata {
+                id: t.id,
+                name: name.clone(),
+                partitions: t.partition_count(),
+            });
+        }
+        let answer = AlteredTopic::default()
+            .with_topic_name(asked.topic_name)
+            .with_topic_id(topic.map(|t| t.id).unwrap_or_default())
+            .with_partitions(partitions);
+        topics.push((answer, writes));
     }
     // The group lists the topics it now has state on.
     let listed = if reset_topics.is_empty() {
@@ -274,68 +278,64 @@ pub(super) fn alter_offsets(
         broker
             .share_groups()
             .state_topics_changed(broker, &group, reset_topics, Vec::new())
+            .await
             .map_err(|error| error.code())
     };
-    async move {
-        if let Err((code, text)) = checked {
-            return AlterShareGroupOffsetsResponse::default()
-                .with_error_code(code)
-                .with_error_message(text);
-        }
-        let listed = listed_outcome(node_id, listed).await;
-        let mut responses = Vec::with_capacity(topics.len());
-        for (mut topic, writes) in topics {
-            // Partitions whose write succeeded take its replication's outcome.
-            let mut writes = writes.into_iter();
-            for partition in topic.partitions.iter_mut().filter(|p| p.error_code == 0) {
-                if let Some(Some(write)) = writes.next() {
-                    partition.error_code = replicated(node_id, vec![write]).await;
-                }
-                if partition.error_code == 0 {
-                    partition.error_code = listed;
-                }
+    let listed = listed_outcome(node_id, listed).await;
+    let mut responses = Vec::with_capacity(topics.len());
+    for (mut topic, writes) in topics {
+        // Partitions whose write succeeded take its replication's outcome.
+        let mut writes = writes.into_iter();
+        for partition in topic.partitions.iter_mut().filter(|p| p.error_code == 0) {
+            if let Some(Some(write)) = writes.next() {
+                partition.error_code = replicated(node_id, vec![write]).await;
             }
-            responses.push(topic);
+            if partition.error_code == 0 {
+                partition.error_code = listed;
+            }
         }
-        AlterShareGroupOffsetsResponse::default().with_responses(responses)
+        responses.push(topic);
     }
+    AlterShareGroupOffsetsResponse::default().with_responses(responses)
 }
 
 /// DeleteShareGroupOffsets: the share-partitions of each topic named are
 /// forgotten; the group starts them again from `share.auto.offset.reset`.
-pub(super) fn delete_offsets(
+pub(super) async fn delete_offsets(
     broker: &Arc<Broker>,
     ctx: &RequestContext,
     request: DeleteShareGroupOffsetsRequest,
-) -> impl Future<Output = DeleteShareGroupOffsetsResponse> + Send + 'static {
+) -> DeleteShareGroupOffsetsResponse {
     let group = request.group_id.as_str().to_owned();
     let node_id = broker.node_id();
-    let checked = changeable_group(broker, ctx, &group, AclOperation::Delete);
+    if let Err((code, text)) = changeable_group(broker, ctx, &group, AclOperation::Delete) {
+        return DeleteShareGroupOffsetsResponse::default()
+            .with_error_code(code)
+            .with_error_message(text);
+    }
+    let image = broker.image();
     let mut topics: Vec<(DeletedTopic, Vec<ReplicatedWrite>)> = Vec::new();
     let mut deleted_topics = Vec::new();
-    if checked.is_ok() {
-        let image = broker.image();
-        for asked in request.topics {
-            let name = asked.topic_name.0.to_string();
-            let answer = DeletedTopic::default().with_topic_name(asked.topic_name);
-            if !ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, &name) {
-                let code = ResponseError::TopicAuthorizationFailed.code();
-                topics.push((answer.with_error_code(code), Vec::new()));
-                continue;
+    for asked in request.topics {
+        let name = asked.topic_name.0.to_string();
+        let answer = DeletedTopic::default().with_topic_name(asked.topic_name);
+        if !ctx.authorized(broker, AclOperation::Read, ResourceType::Topic, &name) {
+            let code = ResponseError::TopicAuthorizationFailed.code();
+            topics.push((answer.with_error_code(code), Vec::new()));
+            continue;
+        }
+        let Some(topic) = image.topic(&name) else {
+            let code = ResponseError::UnknownTopicOrPartition.code();
+            topics.push((answer.with_error_code(code), Vec::new()));
+            continue;
+        };
+        let answer = answer.with_topic_id(topic.id);
+        match delete_topic_state(broker, &group, topic.id, topic.partition_count()).await {
+            Ok(writes) => {
+                deleted_topics.push(name);
+                topics.push((answer, writes));
             }
-            let Some(topic) = image.topic(&name) else {
-                let code = ResponseError::UnknownTopicOrPartition.code();
-                topics.push((answer.with_error_code(code), Vec::new()));
-                continue;
-            };
-            let answer = answer.with_topic_id(topic.id);
-            match delete_topic_state(broker, &group, topic.id, topic.partition_count()) {
-                Ok(writes) => {
-                    deleted_topics.push(name);
-                    topics.push((answer, writes));
-                }
-                Err(code) => topics.push((answer.with_error_code(code), Vec::new())),
-            }
+            Err(code) => topics.push((answer.with_error_code(code), Vec::new())),
         }
     }
     // The group no longer lists the topics it has no state on.
@@ -344,34 +344,28 @@ pub(super) fn delete_offsets(
     } else {
         broker
             .share_groups()
-            .state_topics_changed(broker, &group, Vec::new(), deleted_topics.clone())
+            .state_topics_changed(broker, &group, Vec::new(), deleted_topics)
+            .await
             .map_err(|error| error.code())
     };
-    async move {
-        if let Err((code, text)) = checked {
-            return DeleteShareGroupOffsetsResponse::default()
-                .with_error_code(code)
-                .with_error_message(text);
-        }
-        let listed = listed_outcome(node_id, listed).await;
-        let mut responses = Vec::with_capacity(topics.len());
-        for (topic, writes) in topics {
-            let code = match replicated(node_id, writes).await {
-                0 => listed,
-                code => code,
-            };
-            responses.push(if topic.error_code == 0 {
-                topic.with_error_code(code)
-            } else {
-                topic
-            });
-        }
-        DeleteShareGroupOffsetsResponse::default().with_responses(responses)
+    let listed = listed_outcome(node_id, listed).await;
+    let mut responses = Vec::with_capacity(topics.len());
+    for (topic, writes) in topics {
+        let code = match replicated(node_id, writes).await {
+            0 => listed,
+            code => code,
+        };
+        responses.push(if topic.error_code == 0 {
+            topic.with_error_code(code)
+        } else {
+            topic
+        });
     }
+    DeleteShareGroupOffsetsResponse::default().with_responses(responses)
 }
 
 /// Deletes `group`'s state of every partition of a topic.
-fn delete_topic_state(
+async fn delete_topic_state(
     broker: &Broker,
     group: &str,
     topic_id: uuid::Uuid,
@@ -387,6 +381,7 @@ fn delete_topic_state(
         let write = broker
             .share_partitions()
             .reset_state(broker, &key, -1)
+            .await
             .map_err(state_error)?;
         writes.extend(write);
     }
@@ -394,30 +389,32 @@ fn delete_topic_state(
 }
 
 /// Deletes the share group `group` for DeleteGroups: its share-partition
-/// state, then its records. The writes to await, or the error code.
+/// state, then its records. Checked here; the future gives the writes to
+/// await, or the error code.
 pub(super) fn delete_group(
-    broker: &std::sync::Arc<Broker>,
+    broker: &Arc<Broker>,
     ctx: &RequestContext,
     group: &str,
-) -> Result<Vec<ReplicatedWrite>, i16> {
-    let description =
-        changeable_group(broker, ctx, group, AclOperation::Delete).map_err(|(code, _)| code)?;
-    let image = broker.image();
-    let mut writes = Vec::new();
-    for name in description.state.state_topics.keys() {
-        if let Some(topic) = image.topic(name) {
-            writes.extend(delete_topic_state(
-                broker,
-                group,
-                topic.id,
-                topic.partition_count(),
-            )?);
+) -> impl Future<Output = Result<Vec<ReplicatedWrite>, i16>> + Send + 'static {
+    let checked = changeable_group(broker, ctx, group, AclOperation::Delete);
+    let (broker, group) = (broker.clone(), group.to_owned());
+    async move {
+        let description = checked.map_err(|(code, _)| code)?;
+        let image = broker.image();
+        let mut writes = Vec::new();
+        for name in description.state.state_topics.keys() {
+            if let Some(topic) = image.topic(name) {
+                writes.extend(
+                    delete_topic_state(&broker, &group, topic.id, topic.partition_count()).await?,
+                );
+            }
         }
+        let write = broker
+            .share_groups()
+            .delete(&broker, &group)
+            .await
+            .map_err(|error| error.code())?;
+        writes.extend(write);
+        Ok(writes)
     }
-    let write = broker
-        .share_groups()
-        .delete(broker, group)
-        .map_err(|error| error.code())?;
-    writes.extend(write);
-    Ok(writes)
 }

@@ -1,6 +1,6 @@
 //! The API table: one row per Kafka API Weir serves, with the versions it
 //! advertises in ApiVersions, where its responses carry `throttle_time_ms`,
-//! whether its handler may hold its thread, and the handler itself. Kafka
+//! and the handler itself. Kafka
 //! keeps the same facts in `ApiKeys` and `KafkaApis.handle`; here they are
 //! one row, so adding an API is a row and a module.
 //!
@@ -33,34 +33,14 @@ pub(crate) struct Api {
     /// ApiVersions carry it further on, OffsetDelete after its error code,
     /// DescribeQuorum, WriteTxnMarkers and the share-state APIs not at all.
     pub(crate) throttle_from: Option<i16>,
-    /// Where its handler runs: on the connection's task, or on the
-    /// blocking pool when it may wait on a lock held across disk I/O.
-    pub(crate) runs: Runs,
     pub(crate) handle: Handler,
 }
 
-/// Where a request's handler is called. Requests that may wait on a file
-/// (opening a log, an append to `__consumer_offsets`), on a lock held
-/// across one, or on the controller quorum are dispatched on the blocking
-/// pool, so that a runtime worker never waits and other connections go on.
-/// The rest answer from memory, or return at once a future that only
-/// awaits: Produce and WriteTxnMarkers await their partitions' appenders,
-/// Fetch its reads on the blocking pool, the transaction and share-state
-/// coordinators and the group membership requests (classic, consumer and
-/// share) their shards' events, requests that need the controller the
-/// commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Runs {
-    /// On the connection's task: the handler never waits on I/O before it
-    /// returns (what it waits for, it waits for in its `Reply::Later`).
-    Inline,
-    /// On the blocking pool: the handler may wait on a lock held across a
-    /// disk write, or write an internal topic, before it returns.
-    BlockingPool,
-}
-
 /// A handler: the request's body after its header, to decode at the
-/// context's version, and the reply.
+/// context's version, and the reply. It is called on the connection's
+/// task and never waits there: it answers from memory, or returns at once
+/// a future that only awaits (a partition's appender, a shard's event, the
+/// blocking pool for file I/O, the controller's commit, another broker).
 pub(crate) type Handler = fn(Arc<Broker>, RequestContext, Body) -> Result<Reply, RequestError>;
 
 /// A request's body after its header.
@@ -102,14 +82,13 @@ macro_rules! later {
 }
 
 macro_rules! api {
-    ($key:ident, $min:literal..=$max:literal, throttle $throttle:expr, $runs:ident, $handle:expr) => {
+    ($key:ident, $min:literal..=$max:literal, throttle $throttle:expr, $handle:expr) => {
         Api {
             key: ApiKey::$key,
             name: stringify!($key),
             min_version: $min,
             max_version: $max,
             throttle_from: $throttle,
-            runs: Runs::$runs,
             handle: $handle,
         }
     };
@@ -119,109 +98,109 @@ const NEVER: Option<i16> = None;
 
 /// Every API Weir serves, by key.
 pub(crate) static APIS: &[Api] = &[
-    api!(Produce, 3..=13, throttle NEVER, Inline, |broker, ctx, body| {
+    api!(Produce, 3..=13, throttle NEVER, |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         Ok(produce::handle(&broker, ctx, request))
     }),
-    api!(Fetch, 4..=17, throttle Some(1), Inline, |broker, ctx, body| {
+    api!(Fetch, 4..=17, throttle Some(1), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         Ok(Reply::Later(Box::pin(async move {
             Some(fetch::handle(&broker, &ctx, request).await)
         })))
     }),
-    api!(ListOffsets, 1..=10, throttle Some(2), Inline, |broker, ctx, body| {
+    api!(ListOffsets, 1..=10, throttle Some(2), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, list_offsets::handle(&broker, &ctx, request).await)
     }),
-    api!(Metadata, 0..=13, throttle Some(3), Inline, |broker, ctx, body| {
+    api!(Metadata, 0..=13, throttle Some(3), |broker, ctx, body| {
         now(&ctx, metadata::handle(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(OffsetCommit, 2..=9, throttle Some(3), Inline, |broker, ctx, body| {
+    api!(OffsetCommit, 2..=9, throttle Some(3), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         Ok(offsets::offset_commit(&broker, ctx, request))
     }),
-    api!(OffsetFetch, 1..=9, throttle Some(3), Inline, |broker, ctx, body| {
+    api!(OffsetFetch, 1..=9, throttle Some(3), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, offsets::offset_fetch(&broker, &ctx, request).await)
     }),
-    api!(FindCoordinator, 0..=5, throttle Some(1), Inline, |broker, ctx, body| {
+    api!(FindCoordinator, 0..=5, throttle Some(1), |broker, ctx, body| {
         now(&ctx, offsets::find_coordinator(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(JoinGroup, 0..=9, throttle Some(2), Inline, |broker, ctx, body| {
+    api!(JoinGroup, 0..=9, throttle Some(2), |broker, ctx, body| {
         let response = membership::join_group(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(Heartbeat, 0..=4, throttle Some(1), Inline, |broker, ctx, body| {
+    api!(Heartbeat, 0..=4, throttle Some(1), |broker, ctx, body| {
         let response = membership::heartbeat(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(LeaveGroup, 0..=5, throttle Some(1), Inline, |broker, ctx, body| {
+    api!(LeaveGroup, 0..=5, throttle Some(1), |broker, ctx, body| {
         let response = membership::leave_group(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(SyncGroup, 0..=5, throttle Some(1), Inline, |broker, ctx, body| {
+    api!(SyncGroup, 0..=5, throttle Some(1), |broker, ctx, body| {
         let response = membership::sync_group(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(DescribeGroups, 0..=6, throttle Some(1), Inline, |broker, ctx, body| {
+    api!(DescribeGroups, 0..=6, throttle Some(1), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, groups::describe_groups(&broker, &ctx, request).await)
     }),
-    api!(ListGroups, 0..=5, throttle Some(1), Inline, |broker, ctx, body| {
+    api!(ListGroups, 0..=5, throttle Some(1), |broker, ctx, body| {
         now(&ctx, groups::list_groups(&broker, &ctx, body.decode(&ctx)?))
     }),
     // A SASL listener's connection answers SaslHandshake and
     // SaslAuthenticate before dispatch; on any other listener, or once
     // authenticated, they are out of place.
-    api!(SaslHandshake, 0..=1, throttle NEVER, Inline, |_, ctx, _| {
+    api!(SaslHandshake, 0..=1, throttle NEVER, |_, ctx, _| {
         now(
             &ctx,
             SaslHandshakeResponse::default()
                 .with_error_code(ResponseError::IllegalSaslState.code()),
         )
     }),
-    api!(ApiVersions, 0..=4, throttle NEVER, Inline, |broker, ctx, _| {
+    api!(ApiVersions, 0..=4, throttle NEVER, |broker, ctx, _| {
         now(&ctx, api_versions::handle(&broker, &ctx))
     }),
-    api!(CreateTopics, 2..=7, throttle Some(2), Inline, |broker, ctx, body| {
+    api!(CreateTopics, 2..=7, throttle Some(2), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, admin::create_topics(broker, &ctx, request).await)
     }),
-    api!(DeleteTopics, 1..=6, throttle Some(1), Inline, |broker, ctx, body| {
+    api!(DeleteTopics, 1..=6, throttle Some(1), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, admin::delete_topics(broker, &ctx, request).await)
     }),
-    api!(DeleteRecords, 0..=2, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(DeleteRecords, 0..=2, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, admin::delete_records(&broker, &ctx, request).await)
     }),
-    api!(InitProducerId, 0..=5, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(InitProducerId, 0..=5, throttle Some(0), |broker, ctx, body| {
         let request: InitProducerIdRequest = body.decode(&ctx)?;
         match request.transactional_id.as_ref().map(|id| id.0.to_string()) {
             Some(id) => Ok(txn::init_producer_id(&broker, ctx, request, id)),
             None => now(&ctx, producer_id::handle(&broker, &ctx, request)),
         }
     }),
-    api!(OffsetForLeaderEpoch, 2..=4, throttle Some(2), Inline, |broker, ctx, body| {
+    api!(OffsetForLeaderEpoch, 2..=4, throttle Some(2), |broker, ctx, body| {
         now(&ctx, leader_epoch::handle(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(AddPartitionsToTxn, 0..=5, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(AddPartitionsToTxn, 0..=5, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         Ok(txn::add_partitions_to_txn(&broker, ctx, request))
     }),
-    api!(AddOffsetsToTxn, 0..=4, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(AddOffsetsToTxn, 0..=4, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         Ok(txn::add_offsets_to_txn(&broker, ctx, request))
     }),
-    api!(EndTxn, 0..=5, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(EndTxn, 0..=5, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         Ok(txn::end_txn(&broker, ctx, request))
     }),
-    api!(WriteTxnMarkers, 1..=1, throttle NEVER, Inline, |broker, ctx, body| {
+    api!(WriteTxnMarkers, 1..=1, throttle NEVER, |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         Ok(txn_markers::handle(&broker, ctx, request))
     }),
-    api!(TxnOffsetCommit, 0..=5, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(TxnOffsetCommit, 0..=5, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         if ctx.version >= 5 {
             later!(
@@ -232,35 +211,35 @@ pub(crate) static APIS: &[Api] = &[
             later!(ctx, offsets::txn_offset_commit(&broker, &ctx, request).await)
         }
     }),
-    api!(DescribeAcls, 1..=3, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(DescribeAcls, 1..=3, throttle Some(0), |broker, ctx, body| {
         now(&ctx, acls::describe_acls(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(CreateAcls, 1..=3, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(CreateAcls, 1..=3, throttle Some(0), |broker, ctx, body| {
         let allowed = ctx.authorized_on_cluster(&broker, AclOperation::Alter);
         let created = acls::create_acls(broker, allowed, body.decode(&ctx)?);
         later!(ctx, created.await)
     }),
-    api!(DeleteAcls, 1..=3, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(DeleteAcls, 1..=3, throttle Some(0), |broker, ctx, body| {
         let allowed = ctx.authorized_on_cluster(&broker, AclOperation::Alter);
         let deleted = acls::delete_acls(broker, allowed, body.decode(&ctx)?);
         later!(ctx, deleted.await)
     }),
-    api!(DescribeConfigs, 1..=4, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(DescribeConfigs, 1..=4, throttle Some(0), |broker, ctx, body| {
         now(&ctx, configs::describe_configs(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(AlterConfigs, 0..=2, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(AlterConfigs, 0..=2, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, configs::alter_configs(broker, &ctx, request).await)
     }),
-    api!(AlterReplicaLogDirs, 1..=2, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(AlterReplicaLogDirs, 1..=2, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, log_dirs::alter_replica_log_dirs(broker, &ctx, request).await)
     }),
-    api!(DescribeLogDirs, 1..=4, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(DescribeLogDirs, 1..=4, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, log_dirs::describe_log_dirs(broker, &ctx, request).await)
     }),
-    api!(SaslAuthenticate, 0..=2, throttle NEVER, Inline, |_, ctx, _| {
+    api!(SaslAuthenticate, 0..=2, throttle NEVER, |_, ctx, _| {
         now(
             &ctx,
             SaslAuthenticateResponse::default()
@@ -270,121 +249,122 @@ pub(crate) static APIS: &[Api] = &[
                 ))),
         )
     }),
-    api!(CreatePartitions, 0..=3, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(CreatePartitions, 0..=3, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, admin::create_partitions(broker, &ctx, request).await)
     }),
-    api!(DeleteGroups, 0..=2, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(DeleteGroups, 0..=2, throttle Some(0), |broker, ctx, body| {
         let deleted = groups::delete_groups(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, deleted.await)
     }),
-    api!(ElectLeaders, 0..=2, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(ElectLeaders, 0..=2, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, elect_leaders::elect_leaders(broker, &ctx, request).await)
     }),
-    api!(IncrementalAlterConfigs, 0..=1, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(IncrementalAlterConfigs, 0..=1, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, configs::incremental_alter_configs(broker, &ctx, request).await)
     }),
-    api!(AlterPartitionReassignments, 0..=0, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(AlterPartitionReassignments, 0..=0, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, reassignments::alter(broker, &ctx, request).await)
     }),
-    api!(ListPartitionReassignments, 0..=0, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(ListPartitionReassignments, 0..=0, throttle Some(0), |broker, ctx, body| {
         now(&ctx, reassignments::list(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(OffsetDelete, 0..=0, throttle NEVER, Inline, |broker, ctx, body| {
+    api!(OffsetDelete, 0..=0, throttle NEVER, |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, offsets::offset_delete(&broker, &ctx, request).await)
     }),
-    api!(DescribeClientQuotas, 0..=1, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(DescribeClientQuotas, 0..=1, throttle Some(0), |broker, ctx, body| {
         now(&ctx, client_quotas::describe_client_quotas(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(AlterClientQuotas, 0..=1, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(AlterClientQuotas, 0..=1, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, client_quotas::alter_client_quotas(broker, &ctx, request).await)
     }),
-    api!(DescribeUserScramCredentials, 0..=0, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(DescribeUserScramCredentials, 0..=0, throttle Some(0), |broker, ctx, body| {
         now(&ctx, scram::describe(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(AlterUserScramCredentials, 0..=0, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(AlterUserScramCredentials, 0..=0, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, scram::alter(broker, &ctx, request).await)
     }),
-    api!(DescribeQuorum, 0..=2, throttle NEVER, Inline, |broker, ctx, body| {
+    api!(DescribeQuorum, 0..=2, throttle NEVER, |broker, ctx, body| {
         now(&ctx, cluster::describe_quorum(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(UpdateFeatures, 0..=2, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(UpdateFeatures, 0..=2, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, update_features::update_features(&broker, &ctx, request).await)
     }),
-    api!(DescribeCluster, 0..=2, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(DescribeCluster, 0..=2, throttle Some(0), |broker, ctx, body| {
         now(&ctx, cluster::describe_cluster(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(DescribeProducers, 0..=0, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(DescribeProducers, 0..=0, throttle Some(0), |broker, ctx, body| {
         now(&ctx, producers::describe_producers(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(DescribeTransactions, 0..=0, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(DescribeTransactions, 0..=0, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, txn::describe_transactions(&broker, &ctx, request).await)
     }),
-    api!(ListTransactions, 0..=2, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(ListTransactions, 0..=2, throttle Some(0), |broker, ctx, body| {
         let request = body.decode(&ctx)?;
         later!(ctx, txn::list_transactions(&broker, &ctx, request).await)
     }),
-    api!(ConsumerGroupHeartbeat, 0..=1, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(ConsumerGroupHeartbeat, 0..=1, throttle Some(0), |broker, ctx, body| {
         let response = consumer_groups::heartbeat(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(ConsumerGroupDescribe, 0..=1, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(ConsumerGroupDescribe, 0..=1, throttle Some(0), |broker, ctx, body| {
         now(&ctx, consumer_groups::describe(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(ListConfigResources, 0..=1, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(ListConfigResources, 0..=1, throttle Some(0), |broker, ctx, body| {
         now(&ctx, configs::list_config_resources(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(DescribeTopicPartitions, 0..=0, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(DescribeTopicPartitions, 0..=0, throttle Some(0), |broker, ctx, body| {
         now(
             &ctx,
             topic_partitions::describe_topic_partitions(&broker, &ctx, body.decode(&ctx)?),
         )
     }),
-    api!(ShareGroupHeartbeat, 1..=1, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(ShareGroupHeartbeat, 1..=1, throttle Some(0), |broker, ctx, body| {
         let response = share::heartbeat(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(ShareGroupDescribe, 1..=1, throttle Some(0), Inline, |broker, ctx, body| {
+    api!(ShareGroupDescribe, 1..=1, throttle Some(0), |broker, ctx, body| {
         now(&ctx, share::describe(&broker, &ctx, body.decode(&ctx)?))
     }),
-    api!(ShareFetch, 1..=1, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(ShareFetch, 1..=1, throttle Some(0), |broker, ctx, body| {
         let response = share::fetch(&broker, ctx.clone(), body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(ShareAcknowledge, 1..=1, throttle Some(0), BlockingPool, |broker, ctx, body| {
+    api!(ShareAcknowledge, 1..=1, throttle Some(0), |broker, ctx, body| {
         let response = share::acknowledge_request(&broker, ctx.clone(), body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(InitializeShareGroupState, 0..=0, throttle NEVER, Inline, |broker, ctx, body| {
+    api!(InitializeShareGroupState, 0..=0, throttle NEVER, |broker, ctx, body| {
         let response = share_state::initialize(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(ReadShareGroupState, 0..=0, throttle NEVER, Inline, |broker, ctx, body| {
+    api!(ReadShareGroupState, 0..=0, throttle NEVER, |broker, ctx, body| {
         let response = share_state::read(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(WriteShareGroupState, 0..=0, throttle NEVER, Inline, |broker, ctx, body| {
+    api!(WriteShareGroupState, 0..=0, throttle NEVER, |broker, ctx, body| {
         let response = share_state::write_state(&broker, &ctx, body.decode(&ctx)?);
         later!(ctx, response.await)
     }),
-    api!(DescribeShareGroupOffsets, 0..=0, throttle Some(0), BlockingPool, |broker, ctx, body| {
-        now(&ctx, share_admin::describe_offsets(&broker, &ctx, body.decode(&ctx)?))
+    api!(DescribeShareGroupOffsets, 0..=0, throttle Some(0), |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, share_admin::describe_offsets(&broker, &ctx, request).await)
     }),
-    api!(AlterShareGroupOffsets, 0..=0, throttle Some(0), BlockingPool, |broker, ctx, body| {
-        let altered = share_admin::alter_offsets(&broker, &ctx, body.decode(&ctx)?);
-        later!(ctx, altered.await)
+    api!(AlterShareGroupOffsets, 0..=0, throttle Some(0), |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, share_admin::alter_offsets(&broker, &ctx, request).await)
     }),
-    api!(DeleteShareGroupOffsets, 0..=0, throttle Some(0), BlockingPool, |broker, ctx, body| {
-        let deleted = share_admin::delete_offsets(&broker, &ctx, body.decode(&ctx)?);
-        later!(ctx, deleted.await)
+    api!(DeleteShareGroupOffsets, 0..=0, throttle Some(0), |broker, ctx, body| {
+        let request = body.decode(&ctx)?;
+        later!(ctx, share_admin::delete_offsets(&broker, &ctx, request).await)
     }),
 ];
 

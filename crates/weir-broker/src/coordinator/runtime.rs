@@ -23,7 +23,6 @@ use tokio::sync::oneshot;
 use weir_log::LogError;
 
 use super::batches::{encode_batch, for_each_item, Entry, Item, TxnProducer};
-use crate::partition::blocking::without_holding_up_the_worker;
 use crate::partition::{
     check_single_batch, AppendError, AppendOrigin, Partition, ReplicatedWrite, RequiredAcks,
     Written,
@@ -477,17 +476,6 @@ impl<T, E: From<CoordinatorError>> Future for EventOutcome<Result<T, E>> {
     }
 }
 
-impl<T, E: From<CoordinatorError>> EventOutcome<Result<T, E>> {
-    /// Waits for the outcome on this thread. On a worker of a
-    /// multi-threaded runtime the worker hands its other tasks to another
-    /// thread meanwhile: the `__consumer_offsets` hosts still call their
-    /// shards from synchronous code, some of it reached from async tasks.
-    pub fn wait(self) -> Result<T, E> {
-        without_holding_up_the_worker(|| futures::executor::block_on(self.0))
-            .unwrap_or_else(|_| Err(abandoned()))
-    }
-}
-
 /// An event that panicked, or was dropped unrun.
 fn abandoned<E: From<CoordinatorError>>() -> E {
     E::from(CoordinatorError::Append(AppendError::Abandoned))
@@ -634,12 +622,12 @@ mod tests {
         let coordinator = CoordinatorRuntime::<Latest>::new("__internal", 1);
         coordinator.load(led_partition(dir.path())).unwrap();
         let _context = runtime.enter();
-        let applied = coordinator
-            .write_unreplicated(0, 0, |_: &mut Latest, _| {
-                Ok::<_, CoordinatorError>(Outcome::write(vec![entry("a", "1")], 7))
-            })
-            .wait()
-            .unwrap();
+        let applied = futures::executor::block_on(coordinator.write_unreplicated(
+            0,
+            0,
+            |_: &mut Latest, _| Ok::<_, CoordinatorError>(Outcome::write(vec![entry("a", "1")], 7)),
+        ))
+        .unwrap();
         assert_eq!(applied.result, 7);
         assert_eq!(applied.write.map(|w| w.until), Some(1));
     }

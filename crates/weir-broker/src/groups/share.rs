@@ -243,26 +243,28 @@ impl ShareGroupCoordinator {
     }
 
     /// Deletes the empty share group `group` (DeleteGroups): writes the
-    /// tombstones of its records; the write to await. Waits for the
-    /// shard's turn.
+    /// tombstones of its records, in the shard's turn queued here; the
+    /// future gives the write to await.
     pub fn delete(
         &self,
         broker: &Arc<Broker>,
         group: &str,
-    ) -> Result<Option<ReplicatedWrite>, ShareCoordinatorError> {
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, ShareCoordinatorError>> + Send + 'static
+    {
         self.change(broker, group, ShareGroupEngine::delete)
     }
 
     /// The group's offsets were altered on `added` or deleted on `removed`:
-    /// writes the topics where it may hold state; the write to await.
-    /// Waits for the shard's turn.
+    /// writes the topics where it may hold state, in the shard's turn
+    /// queued here; the future gives the write to await.
     pub fn state_topics_changed(
         &self,
         broker: &Arc<Broker>,
         group: &str,
         added: Vec<TopicMetadata>,
         removed: Vec<String>,
-    ) -> Result<Option<ReplicatedWrite>, ShareCoordinatorError> {
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, ShareCoordinatorError>> + Send + 'static
+    {
         self.change(broker, group, move |engine| {
             Ok(engine.state_topics_changed(added, &removed))
         })
@@ -278,9 +280,10 @@ impl ShareGroupCoordinator {
         change: impl FnOnce(&mut ShareGroupEngine) -> Result<ShareOutput, ShareGroupError>
             + Send
             + 'static,
-    ) -> Result<Option<ReplicatedWrite>, ShareCoordinatorError> {
+    ) -> impl Future<Output = Result<Option<ReplicatedWrite>, ShareCoordinatorError>> + Send + 'static
+    {
         let (broker, name) = (broker.clone(), group.to_owned());
-        self.on_shard(group, move |shard, context| {
+        let turn = self.on_shard(group, move |shard, context| {
             with_group(shard, &name, |shard, hosted| {
                 let output = change(&mut hosted.engine)?;
                 if output.records.is_empty() {
@@ -291,8 +294,8 @@ impl ShareGroupCoordinator {
                 Ok(hosted.last_write.clone())
             })
             .unwrap_or(Err(ShareGroupError::GroupIdNotFound.into()))
-        })?
-        .wait()?
+        });
+        async move { turn?.await? }
     }
 
     /// Applies one ShareGroupHeartbeat in its group's shard's turn; the

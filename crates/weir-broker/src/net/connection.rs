@@ -241,22 +241,7 @@ async fn serve_requests<R: AsyncRead + Unpin>(
         // Requests are dispatched one after another, so that a
         // connection's appends keep their order (a producer's sequence
         // numbers); their responses may then be waited for concurrently.
-        let dispatched = if api::dispatch_may_block(&body) {
-            let broker = broker.clone();
-            let channel = channel.clone();
-            let blocking = tokio::task::spawn_blocking(move || {
-                api::dispatch(&broker, body, peer, connection, channel)
-            });
-            match blocking.await {
-                Ok(dispatched) => dispatched,
-                Err(error) => {
-                    tracing::error!(?peer, %error, "request handler failed; closing connection");
-                    break;
-                }
-            }
-        } else {
-            api::dispatch(&broker, body, peer, connection, channel.clone())
-        };
+        let dispatched = api::dispatch(&broker, body, peer, connection, channel.clone());
         let dispatch_time = started.elapsed();
         let reply = match dispatched {
             Ok(reply) => reply,

@@ -566,6 +566,8 @@ impl Partition {
     /// up to the first batch whose newest timestamp is not yet that old.
     /// With it, when that batch becomes readable (`None`: nothing is held
     /// back). Replicas are not held back: they read to their own bound.
+    /// May read batch timestamps from the log: call it off the runtime's
+    /// workers.
     pub fn delivery_limit(&self, upper: u64) -> (u64, Option<i64>) {
         let delay_ms = self.delivery_delay_ms.load(Ordering::Relaxed);
         if delay_ms <= 0 {
@@ -586,8 +588,7 @@ impl Partition {
                 log.log_start_offset()
             };
             let cutoff = now.saturating_sub(delay_ms);
-            let found =
-                without_holding_up_the_worker(|| log.first_batch_newer_than(from, upper, cutoff));
+            let found = log.first_batch_newer_than(from, upper, cutoff);
             let (visible, visible_at_ms) = match found {
                 Ok(Some((base, newest))) => (base, newest.saturating_add(delay_ms)),
                 Ok(None) => (upper, i64::MAX),
@@ -1116,7 +1117,7 @@ impl Partition {
     }
 
     /// Appends one producer batch in place, de-duplicating idempotent
-    /// retries: for callers already off the runtime's workers.
+    /// retries: for callers off the runtime's workers.
     pub fn append_in_place(
         &self,
         records: &[u8],
@@ -1131,8 +1132,8 @@ impl Partition {
     }
 
     /// [`append`](Self::append) for a batch written by `origin`, acknowledged
-    /// once `acks` hold it. An fsync that `flush.messages` calls for runs
-    /// here, without holding up the runtime worker.
+    /// once `acks` hold it, in place: for callers off the runtime's
+    /// workers. An fsync that `flush.messages` calls for runs here too.
     pub fn append_from(
         &self,
         records: &[u8],
@@ -1145,7 +1146,7 @@ impl Partition {
             Written::Appended(appended) => Ok(appended),
             Written::FlushDue(due) => {
                 let appended = due.appended();
-                without_holding_up_the_worker(|| self.flush_appended(due))?;
+                self.flush_appended(due)?;
                 Ok(appended)
             }
         }

@@ -17,14 +17,17 @@
 //! first looks among the last [`SEARCH_RECORDS`] records of that partition
 //! for dead letters already written.
 //!
-//! Runs on the blocking pool: it reads the log and calls the leader of the
+//! Reads the log on the blocking pool, and calls the leader of the
 //! dead-letter partition.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::records::Compression;
 use weir_client::{ConsumedRecord, OutgoingRecord};
 
 use crate::broker::Broker;
+use crate::partition::blocking::on_the_blocking_pool;
 use crate::partition::Partition;
 use crate::share::persister::SharePersister;
 use crate::share::DeadLetter;
@@ -56,7 +59,7 @@ const READ_BYTES: usize = 1 << 20;
 pub(crate) struct Source<'a> {
     pub(crate) group: &'a str,
     pub(crate) topic: &'a str,
-    pub(crate) partition: &'a Partition,
+    pub(crate) partition: &'a Arc<Partition>,
 }
 
 /// Why dead letters were not written.
@@ -75,7 +78,7 @@ pub(crate) enum DeadLetterError {
 /// record's key, value and headers when `copy_record`. With `search`, the
 /// ones already in the topic are not written again. Returns, once the
 /// dead-letter topic's in-sync replicas hold them, how many were written.
-pub(crate) fn write(
+pub(crate) async fn write(
     broker: &Broker,
     persister: &SharePersister,
     source: &Source<'_>,
@@ -86,7 +89,8 @@ pub(crate) fn write(
 ) -> Result<usize, DeadLetterError> {
     let (partition, addr) = target(broker, source, dead_letter_topic)?;
     let letters: Vec<DeadLetter> = if search {
-        let written = already_written(broker, persister, &addr, dead_letter_topic, partition)?;
+        let written =
+            already_written(broker, persister, &addr, dead_letter_topic, partition).await?;
         letters
             .iter()
             .filter(|l| !written.iter().any(|w| is_dead_letter_of(w, source, l)))
@@ -98,7 +102,9 @@ pub(crate) fn write(
     if letters.is_empty() {
         return Ok(0);
     }
-    let originals = read_records(source.partition, &letters)
+    let (log, to_read) = (source.partition.clone(), letters.clone());
+    let originals = on_the_blocking_pool(move || read_records(&log, &to_read))
+        .await
         .map_err(|error| DeadLetterError::Unavailable(format!("cannot read the log: {error}")))?;
     let records = letters
         .iter()
@@ -116,6 +122,7 @@ pub(crate) fn write(
                 .produce_records(dead_letter_topic, partition, records, Compression::None)
                 .await
         })
+        .await
         .map(|_| letters.len())
         .map_err(|error| {
             DeadLetterError::Unavailable(format!(
@@ -174,7 +181,7 @@ fn partition_for(source: &Source<'_>, partitions: i32) -> i32 {
 
 /// The dead letters among the last [`SEARCH_RECORDS`] records of
 /// `topic`'s `partition`.
-fn already_written(
+async fn already_written(
     broker: &Broker,
     persister: &SharePersister,
     addr: &str,
@@ -218,6 +225,7 @@ fn already_written(
             }
             Ok(found)
         })
+        .await
         .map_err(|error| {
             DeadLetterError::Unavailable(format!(
                 "cannot search {topic}-{partition} for dead letters: {error}"

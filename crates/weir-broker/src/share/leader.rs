@@ -10,7 +10,10 @@
 //! their delivery count, so a failover redelivers exactly what was in
 //! flight, and counts every delivery.
 //!
-//! All of it may wait on a file: callers run it on the blocking pool.
+//! Each share-partition takes one turn at a time (a request's, a timer's,
+//! a dead letter's), awaited: a turn that waits for its state write or a
+//! log read holds up no runtime worker, and log reads run on the blocking
+//! pool.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -23,6 +26,7 @@ use tokio::task::JoinHandle;
 use crate::broker::Broker;
 use crate::groups::configs::{share_settings, ShareAutoOffsetReset, ShareSettings};
 use crate::groups::lag::SharePartitionView;
+use crate::partition::blocking::on_the_blocking_pool;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::server::metrics::GroupPartitionLabels;
 use crate::share::dead_letters::{self, DeadLetterError, Source};
@@ -51,8 +55,9 @@ const DEAD_LETTER_STATE_TIMEOUT: Duration = Duration::from_secs(30);
 const DEAD_LETTER_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 const DEAD_LETTER_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(15);
 
+/// A share-partition led here: what was fixed when it was loaded, and its
+/// engine, changed one turn at a time.
 struct Hosted {
-    engine: SharePartition,
     partition: Arc<Partition>,
     /// The data partition's leader epoch when the state was loaded.
     leader_epoch: i32,
@@ -64,6 +69,13 @@ struct Hosted {
     /// `errors.deadletterqueue.topic.name` and `.copy.record.enable`.
     dead_letter_topic: Option<String>,
     copy_dead_letter_record: bool,
+    /// Held for a whole turn, across its state write.
+    turn: tokio::sync::Mutex<Turn>,
+}
+
+/// What a turn changes.
+struct Turn {
+    engine: SharePartition,
     /// The armed wake-up for the next lock expiry or held-back record.
     timer: Option<(u64, JoinHandle<()>)>,
 }
@@ -80,6 +92,30 @@ impl Hosted {
         };
         self.partition.delivery_limit(upper).0
     }
+
+    /// At most `max_bytes` of the log from `from` up to the readable end,
+    /// with that end; nothing if `from` is not below it. On the blocking
+    /// pool: it reads the log, and the delivery delay may read batch
+    /// timestamps.
+    async fn read(
+        self: &Arc<Self>,
+        from: u64,
+        max_bytes: usize,
+    ) -> Result<Option<(Bytes, u64)>, ShareCode> {
+        let hosted = self.clone();
+        on_the_blocking_pool(move || {
+            let upper = hosted.readable_end();
+            if from >= upper {
+                return Ok(None);
+            }
+            let slice = hosted.partition.log().read(from, max_bytes, upper);
+            let bytes = slice.ok().and_then(|slice| slice.to_bytes().ok());
+            bytes
+                .map(|bytes| Some((bytes, upper)))
+                .ok_or(KAFKA_STORAGE_ERROR)
+        })
+        .await
+    }
 }
 
 /// What a fetch of one share-partition acquired, and what became of the
@@ -93,7 +129,7 @@ pub(crate) struct Acquired {
 
 /// The share-partitions led here, and the share sessions.
 pub(crate) struct SharePartitions {
-    hosted: Mutex<HashMap<SharePartitionKey, Arc<Mutex<Hosted>>>>,
+    hosted: Mutex<HashMap<SharePartitionKey, Arc<Hosted>>>,
     /// One load at a time per share-partition: two requests finding it
     /// unloaded must not build two engines (each would hand out the same
     /// records, and one's acknowledgements would be lost with it).
@@ -128,11 +164,11 @@ impl SharePartitions {
 
     /// The share-partition `key`, loaded if this broker leads its data
     /// partition and its state partition.
-    fn hosted(
+    async fn hosted(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
-    ) -> Result<Arc<Mutex<Hosted>>, ShareCode> {
+    ) -> Result<Arc<Hosted>, ShareCode> {
         let image = broker.image();
         let topic = image
             .topic_by_id(key.topic_id)
@@ -144,39 +180,43 @@ impl SharePartitions {
             .map_err(|not_served| not_served.code())?;
         let leader_epoch = partition.replica_state().leader_epoch;
         let loaded = || {
-            // Bound first: the map's lock is not held while the
-            // share-partition's is taken (the other order is `persist`'s).
-            let hosted = self.hosted.lock().get(key).cloned()?;
-            let h = hosted.lock();
-            let current = h.leader_epoch == leader_epoch && Arc::ptr_eq(&h.partition, &partition);
-            drop(h);
-            current.then_some(hosted)
+            self.hosted.lock().get(key).cloned().filter(|hosted| {
+                hosted.leader_epoch == leader_epoch && Arc::ptr_eq(&hosted.partition, &partition)
+            })
         };
         if let Some(hosted) = loaded() {
             return Ok(hosted);
         }
-        self.loading.run(key, || {
-            // Loaded by another request meanwhile.
-            match loaded() {
-                Some(hosted) => Ok(hosted),
-                None => self.load(broker, key, partition.clone(), leader_epoch),
-            }
-        })
+        self.loading
+            .run(key, async {
+                // Loaded by another request meanwhile.
+                match loaded() {
+                    Some(hosted) => Ok(hosted),
+                    None => {
+                        self.load(broker, key, partition.clone(), leader_epoch)
+                            .await
+                    }
+                }
+            })
+            .await
     }
 
     /// Builds `key`'s engine from its persisted state, or starts that state
     /// at `share.auto.offset.reset` if it has none. Only in `key`'s
     /// loading turn.
-    fn load(
+    async fn load(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
         partition: Arc<Partition>,
         leader_epoch: i32,
-    ) -> Result<Arc<Mutex<Hosted>>, ShareCode> {
+    ) -> Result<Arc<Hosted>, ShareCode> {
         let settings = Self::settings(broker, &key.group);
         let home = self.persister.home(broker, key)?;
-        let read = self.persister.read(broker, &home, key, leader_epoch)?;
+        let read = self
+            .persister
+            .read(broker, &home, key, leader_epoch)
+            .await?;
         let mut state_epoch = read.state_epoch;
         let engine = match read.state {
             Some(state) => SharePartition::load(settings.partition.clone(), &state),
@@ -192,28 +232,26 @@ impl SharePartitions {
                 // Written before anything is acquired from it: the answer
                 // to the first fetch awaits this write with its own.
                 state_epoch += 1;
-                let _ = self.persister.initialize(
-                    broker,
-                    &home,
-                    key,
-                    state,
-                    state_epoch,
-                    leader_epoch,
-                )?;
+                let _ = self
+                    .persister
+                    .initialize(broker, &home, key, state, state_epoch, leader_epoch)
+                    .await?;
                 SharePartition::new(settings.partition.clone(), start)
             }
         };
-        let hosted = Arc::new(Mutex::new(Hosted {
-            engine,
+        let pending = engine.pending_dead_letters();
+        let hosted = Arc::new(Hosted {
             partition,
             leader_epoch,
             state_epoch,
             read_committed: settings.read_committed,
             dead_letter_topic: settings.dead_letter_topic,
             copy_dead_letter_record: settings.copy_dead_letter_record,
-            timer: None,
-        }));
-        let pending = hosted.lock().engine.pending_dead_letters();
+            turn: tokio::sync::Mutex::new(Turn {
+                engine,
+                timer: None,
+            }),
+        });
         self.hosted.lock().insert(key.clone(), hosted.clone());
         if !pending.is_empty() {
             // Left Archiving by the previous leader: some may be written.
@@ -223,7 +261,7 @@ impl SharePartitions {
     }
 
     /// The start offset `key`'s state holds, `None` if it has none yet.
-    pub(crate) fn persisted_start(
+    pub(crate) async fn persisted_start(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
@@ -231,7 +269,8 @@ impl SharePartitions {
         let home = self.persister.home(broker, key)?;
         let read = self
             .persister
-            .read(broker, &home, key, current_leader_epoch(broker, key))?;
+            .read(broker, &home, key, current_leader_epoch(broker, key))
+            .await?;
         Ok(read.state.map(|s| s.start_offset))
     }
 
@@ -240,7 +279,7 @@ impl SharePartitions {
     /// new state epoch: the engine holding the old state, here or on
     /// another broker, is fenced and loads it again. Returns the write to
     /// await.
-    pub(crate) fn reset_state(
+    pub(crate) async fn reset_state(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
@@ -248,7 +287,10 @@ impl SharePartitions {
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
         let home = self.persister.home(broker, key)?;
         let leader_epoch = current_leader_epoch(broker, key);
-        let read = self.persister.read(broker, &home, key, leader_epoch)?;
+        let read = self
+            .persister
+            .read(broker, &home, key, leader_epoch)
+            .await?;
         if start_offset < 0 && read.state.is_none() {
             return Ok(None); // nothing to delete
         }
@@ -256,10 +298,11 @@ impl SharePartitions {
             start_offset,
             batches: Vec::new(),
         };
-        let write =
-            self.persister
-                .initialize(broker, &home, key, state, read.state_epoch + 1, -1)?;
-        self.forget(key);
+        let write = self
+            .persister
+            .initialize(broker, &home, key, state, read.state_epoch + 1, -1)
+            .await?;
+        self.forget(key).await;
         Ok(write)
     }
 
@@ -268,7 +311,7 @@ impl SharePartitions {
     /// log (none if either is 0). Returns what was acquired (nothing if
     /// nothing is available), the acknowledgements' outcome, and the one
     /// write of both to await before answering.
-    pub(crate) fn acquire(
+    pub(crate) async fn acquire(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
@@ -277,10 +320,22 @@ impl SharePartitions {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<(Acquired, Option<ReplicatedWrite>), ShareCode> {
-        again_if_fenced(|| self.acquire_once(broker, key, member, acks, max_records, max_bytes))
+        // Again once if its state write was fenced: the state was reset or
+        // deleted, and the failed write dropped the engine, so the second
+        // attempt works on the state as it is now.
+        match self
+            .acquire_once(broker, key, member, acks, max_records, max_bytes)
+            .await
+        {
+            Err(FENCED_STATE_EPOCH) => {
+                self.acquire_once(broker, key, member, acks, max_records, max_bytes)
+                    .await
+            }
+            outcome => outcome,
+        }
     }
 
-    fn acquire_once(
+    async fn acquire_once(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
@@ -289,9 +344,9 @@ impl SharePartitions {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<(Acquired, Option<ReplicatedWrite>), ShareCode> {
-        let hosted = self.hosted(broker, key)?;
-        let mut guard = hosted.lock();
-        let h = &mut *guard;
+        let hosted = self.hosted(broker, key).await?;
+        let mut turn = hosted.turn.lock().await;
+        let h = &mut *turn;
         let now = broker.now_ms() as u64;
         h.engine.expire_locks(now);
         let mut acquired = Acquired {
@@ -306,25 +361,17 @@ impl SharePartitions {
                 .map_err(|error: ShareError| error.code());
         }
         h.engine
-            .on_log_start(h.partition.log().log_start_offset() as i64);
+            .on_log_start(hosted.partition.log().log_start_offset() as i64);
         let from = (max_records > 0 && max_bytes > 0)
             .then(|| h.engine.fetch_offset(now))
             .flatten();
-        if let Some(from) = from {
-            let upper = h.readable_end();
-            let from = u64::try_from(from).unwrap_or(0);
-            if from < upper {
-                // What `max_records` records need, not all `max_bytes`: a
-                // share fetch reads and parses every record it reads.
-                let read_bytes = max_bytes.clamp(1, SHARE_READ_BYTES);
-                let slice = h
-                    .partition
-                    .log()
-                    .read(from, read_bytes, upper)
-                    .map_err(|_| KAFKA_STORAGE_ERROR)?;
-                let bytes = slice.to_bytes().map_err(|_| KAFKA_STORAGE_ERROR)?;
-                let aborted = if h.read_committed {
-                    h.partition.log().aborted_transactions(from, upper)
+        // What `max_records` records need, not all `max_bytes`: a share
+        // fetch reads and parses every record it reads.
+        let read_bytes = max_bytes.clamp(1, SHARE_READ_BYTES);
+        if let Some(from) = from.map(|from| u64::try_from(from).unwrap_or(0)) {
+            if let Some((bytes, upper)) = hosted.read(from, read_bytes).await? {
+                let aborted = if hosted.read_committed {
+                    hosted.partition.log().aborted_transactions(from, upper)
                 } else {
                     Vec::new()
                 };
@@ -335,20 +382,20 @@ impl SharePartitions {
                 }
             }
         }
-        let write = self.persist(broker, key, h)?;
+        let write = self.persist(broker, key, &hosted, h).await?;
         self.arm_timer(key, h, now);
         Ok((acquired, write))
     }
 
     /// Applies `member`'s acknowledgements of `key`.
-    pub(crate) fn acknowledge(
+    pub(crate) async fn acknowledge(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
         member: &str,
         batches: &[(i64, i64, AcknowledgeType)],
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
-        let (acquired, write) = self.acquire(broker, key, member, batches, 0, 0)?;
+        let (acquired, write) = self.acquire(broker, key, member, batches, 0, 0).await?;
         acquired.acknowledgements.map(|()| write)
     }
 
@@ -356,8 +403,8 @@ impl SharePartitions {
     /// here: it left the group, was removed from it, or its share session
     /// ended. (A session outlives its member's leaving: the member's last
     /// acknowledgements may follow.)
-    pub(crate) fn release(&self, broker: &Broker, group: &str, member: &str) {
-        let of_group: Vec<(SharePartitionKey, Arc<Mutex<Hosted>>)> = self
+    pub(crate) async fn release(&self, broker: &Broker, group: &str, member: &str) {
+        let of_group: Vec<(SharePartitionKey, Arc<Hosted>)> = self
             .hosted
             .lock()
             .iter()
@@ -366,30 +413,31 @@ impl SharePartitions {
             .collect();
         let now = broker.now_ms() as u64;
         for (key, hosted) in of_group {
-            let mut h = hosted.lock();
-            if !still_leads(broker, &h) {
+            if !still_leads(broker, &hosted) {
                 continue;
             }
-            h.engine.release_member(member, now);
-            let _ = self.persist(broker, &key, &mut h);
-            self.arm_timer(&key, &mut h, now);
+            let mut turn = hosted.turn.lock().await;
+            turn.engine.release_member(member, now);
+            let _ = self.persist(broker, &key, &hosted, &mut turn).await;
+            self.arm_timer(&key, &mut turn, now);
         }
     }
 
     /// Writes what changed to `__share_group_state`. On failure the engine,
     /// ahead of what is persisted, is dropped: the next request loads the
     /// persisted state again.
-    fn persist(
+    async fn persist(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
-        h: &mut Hosted,
+        hosted: &Hosted,
+        turn: &mut Turn,
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
-        let archived = h.engine.take_archived();
+        let archived = turn.engine.take_archived();
         if archived > 0 {
             let labels = GroupPartitionLabels {
                 group: key.group.clone(),
-                topic: h.partition.topic.clone(),
+                topic: hosted.partition.topic.clone(),
                 partition: key.partition.to_string(),
             };
             let metrics = broker.metrics();
@@ -398,19 +446,25 @@ impl SharePartitions {
                 .get_or_create(&labels)
                 .inc_by(archived);
         }
-        let (changes, dead_letters) = h.engine.take_changes();
+        let (changes, dead_letters) = turn.engine.take_changes();
         let Some(update) = changes else {
             return Ok(None);
         };
-        let written = self.persister.home(broker, key).and_then(|home| {
-            self.persister
-                .update(broker, &home, key, update, h.state_epoch, h.leader_epoch)
-        });
+        let written = match self.persister.home(broker, key) {
+            Ok(home) => {
+                let (state_epoch, leader_epoch) = (hosted.state_epoch, hosted.leader_epoch);
+                self.persister
+                    .update(broker, &home, key, update, state_epoch, leader_epoch)
+                    .await
+            }
+            Err(code) => Err(code),
+        };
         match written {
             Ok(write) => {
                 if !dead_letters.is_empty() {
                     // Written once their Archiving state is replicated.
-                    self.send_dead_letters(key, dead_letters, write.clone(), h.leader_epoch, 0);
+                    let leader_epoch = hosted.leader_epoch;
+                    self.send_dead_letters(key, dead_letters, write.clone(), leader_epoch, 0);
                 }
                 Ok(write)
             }
@@ -424,7 +478,7 @@ impl SharePartitions {
     /// Arms a wake-up for when the next lock expires or a held-back record
     /// becomes available, so an expired lock is persisted (and its record
     /// offered again) even when no request comes.
-    fn arm_timer(&self, key: &SharePartitionKey, h: &mut Hosted, now: u64) {
+    fn arm_timer(&self, key: &SharePartitionKey, h: &mut Turn, now: u64) {
         let next = [h.engine.next_lock_expiry_ms(), h.engine.next_available_ms()]
             .into_iter()
             .flatten()
@@ -446,33 +500,30 @@ impl SharePartitions {
             let Some(broker) = me.upgrade() else {
                 return;
             };
-            let _ = tokio::task::spawn_blocking(move || {
-                broker.share_partitions().on_timer(&broker, &key);
-            })
-            .await;
+            broker.share_partitions().on_timer(&broker, &key).await;
         });
         if let Some((_, previous)) = h.timer.replace((at, task)) {
             previous.abort();
         }
     }
 
-    fn on_timer(&self, broker: &Broker, key: &SharePartitionKey) {
+    async fn on_timer(&self, broker: &Broker, key: &SharePartitionKey) {
         let Some(hosted) = self.hosted.lock().get(key).cloned() else {
             return;
         };
-        let mut h = hosted.lock();
-        h.timer = None;
-        if !still_leads(broker, &h) {
+        let mut turn = hosted.turn.lock().await;
+        turn.timer = None;
+        if !still_leads(broker, &hosted) {
             // Another broker leads it now; the next request loads it anew.
             self.hosted.lock().remove(key);
             return;
         }
         let now = broker.now_ms() as u64;
-        h.engine.expire_locks(now);
-        let _ = self.persist(broker, key, &mut h);
-        self.arm_timer(key, &mut h, now);
+        turn.engine.expire_locks(now);
+        let _ = self.persist(broker, key, &hosted, &mut turn).await;
+        self.arm_timer(key, &mut turn, now);
         // Records available again: a waiting ShareFetch reads them.
-        h.partition.wake_fetches();
+        hosted.partition.wake_fetches();
     }
 
     /// Writes `letters` to the group's dead-letter topic once `after` (the
@@ -507,15 +558,14 @@ impl SharePartitions {
             // A state write not known to be replicated may still be: the
             // next try searches the topic first.
             let attempt = if replicated { attempt } else { attempt.max(1) };
-            let _ = tokio::task::spawn_blocking(move || {
-                let partitions = broker.share_partitions();
-                partitions.write_dead_letters(&broker, &key, letters, leader_epoch, attempt);
-            })
-            .await;
+            let partitions = broker.share_partitions();
+            partitions
+                .write_dead_letters(&broker, &key, letters, leader_epoch, attempt)
+                .await;
         });
     }
 
-    fn write_dead_letters(
+    async fn write_dead_letters(
         &self,
         broker: &Broker,
         key: &SharePartitionKey,
@@ -526,41 +576,38 @@ impl SharePartitions {
         let Some(hosted) = self.hosted.lock().get(key).cloned() else {
             return;
         };
-        let (partition, topic, dead_letter_topic, copy, letters) = {
-            let h = hosted.lock();
-            if !still_leads(broker, &h) || h.leader_epoch != leader_epoch {
-                return; // the next leader writes what is still Archiving
-            }
-            let letters: Vec<DeadLetter> = letters
+        if !still_leads(broker, &hosted) || hosted.leader_epoch != leader_epoch {
+            return; // the next leader writes what is still Archiving
+        }
+        let letters: Vec<DeadLetter> = {
+            let turn = hosted.turn.lock().await;
+            letters
                 .into_iter()
-                .filter(|l| h.engine.awaits_dead_letter(l.offset))
-                .collect();
-            (
-                h.partition.clone(),
-                h.partition.topic.clone(),
-                h.dead_letter_topic.clone(),
-                h.copy_dead_letter_record,
-                letters,
-            )
+                .filter(|l| turn.engine.awaits_dead_letter(l.offset))
+                .collect()
         };
         if letters.is_empty() {
             return;
         }
+        let (partition, topic) = (&hosted.partition, &hosted.partition.topic);
         let source = Source {
             group: &key.group,
-            topic: &topic,
-            partition: &partition,
+            topic,
+            partition,
         };
-        let written = match &dead_letter_topic {
-            Some(dead_letter_topic) => dead_letters::write(
-                broker,
-                &self.persister,
-                &source,
-                dead_letter_topic,
-                copy,
-                &letters,
-                attempt > 0,
-            ),
+        let written = match &hosted.dead_letter_topic {
+            Some(dead_letter_topic) => {
+                dead_letters::write(
+                    broker,
+                    &self.persister,
+                    &source,
+                    dead_letter_topic,
+                    hosted.copy_dead_letter_record,
+                    &letters,
+                    attempt > 0,
+                )
+                .await
+            }
             None => Err(DeadLetterError::Unwritable(
                 "the group has no dead-letter topic any more".to_owned(),
             )),
@@ -598,37 +645,38 @@ impl SharePartitions {
                 return;
             }
         }
-        let mut h = hosted.lock();
-        if !still_leads(broker, &h) || h.leader_epoch != leader_epoch {
+        if !still_leads(broker, &hosted) {
             return;
         }
+        let mut turn = hosted.turn.lock().await;
         for letter in &letters {
-            h.engine.dead_letter_written(letter.offset);
+            turn.engine.dead_letter_written(letter.offset);
         }
         let now = broker.now_ms() as u64;
-        let _ = self.persist(broker, key, &mut h);
-        self.arm_timer(key, &mut h, now);
+        let _ = self.persist(broker, key, &hosted, &mut turn).await;
+        self.arm_timer(key, &mut turn, now);
         // The start offset may have moved: a waiting ShareFetch reads on.
-        h.partition.wake_fetches();
+        hosted.partition.wake_fetches();
     }
 
     /// Drops the engine of `key`, if hosted here (its state was reset or
     /// deleted): the next request loads the state anew.
-    pub(crate) fn forget(&self, key: &SharePartitionKey) {
-        // The map's lock is let go first: `persist` and `on_timer` take a
-        // share-partition's lock, then the map's.
+    pub(crate) async fn forget(&self, key: &SharePartitionKey) {
+        // The map's lock is let go first: `persist` and `on_timer` take it
+        // during a turn.
         let removed = self.hosted.lock().remove(key);
         if let Some(hosted) = removed {
-            if let Some((_, timer)) = hosted.lock().timer.take() {
+            if let Some((_, timer)) = hosted.turn.lock().await.timer.take() {
                 timer.abort();
             }
         }
     }
 
     /// Every share-partition led here and loaded, by group, topic and
-    /// partition.
+    /// partition. Waits for each one's turn and reads the log where it is
+    /// called, which must be a blocking-pool thread.
     pub(crate) fn views(&self, broker: &Broker) -> Vec<SharePartitionView> {
-        let hosted: Vec<(SharePartitionKey, Arc<Mutex<Hosted>>)> = self
+        let hosted: Vec<(SharePartitionKey, Arc<Hosted>)> = self
             .hosted
             .lock()
             .iter()
@@ -638,25 +686,26 @@ impl SharePartitions {
         let mut views: Vec<SharePartitionView> = hosted
             .into_iter()
             .filter_map(|(key, hosted)| {
-                let h = hosted.lock();
-                if !still_leads(broker, &h) {
+                if !still_leads(broker, &hosted) {
                     return None;
                 }
-                let end = h.readable_end() as i64;
-                let counts = h.engine.in_flight();
-                let window_end = h.engine.end_offset();
+                let turn = hosted.turn.blocking_lock();
+                let end = hosted.readable_end() as i64;
+                let counts = turn.engine.in_flight();
+                let window_end = turn.engine.end_offset();
                 let unread = (end - window_end).max(0) as u64;
                 let first_available = counts
                     .first_available
                     .or((unread > 0).then_some(window_end));
+                let start = turn.engine.start_offset();
+                drop(turn);
                 let oldest = first_available
-                    .and_then(|offset| h.partition.timestamp_at(offset as u64).ok().flatten())
+                    .and_then(|offset| hosted.partition.timestamp_at(offset as u64).ok().flatten())
                     .filter(|ts| *ts >= 0)
                     .map_or(0.0, |ts| (now - ts).max(0) as f64 / 1000.0);
-                let start = h.engine.start_offset();
                 Some(SharePartitionView {
                     group: key.group.clone(),
-                    topic: h.partition.topic.clone(),
+                    topic: hosted.partition.topic.clone(),
                     partition: key.partition,
                     start_offset: start,
                     log_end_offset: end,
@@ -676,8 +725,7 @@ impl SharePartitions {
     /// The data partition of a hosted share-partition, for waiting on.
     pub(crate) fn partition_of(&self, key: &SharePartitionKey) -> Option<Arc<Partition>> {
         let hosted = self.hosted.lock().get(key).cloned()?;
-        let partition = hosted.lock().partition.clone();
-        Some(partition)
+        Some(hosted.partition.clone())
     }
 }
 
@@ -691,21 +739,11 @@ fn current_leader_epoch(broker: &Broker, key: &SharePartitionKey) -> i32 {
     })
 }
 
-/// Runs `attempt` again once if its state write was fenced: the state was
-/// reset or deleted, and the failed write dropped the engine, so the second
-/// attempt works on the state as it is now.
-fn again_if_fenced<T>(mut attempt: impl FnMut() -> Result<T, ShareCode>) -> Result<T, ShareCode> {
-    match attempt() {
-        Err(FENCED_STATE_EPOCH) => attempt(),
-        outcome => outcome,
-    }
-}
-
-/// Whether this broker still leads the data partition of `h` at the epoch
-/// its state was loaded at: only then may it change that state.
-fn still_leads(broker: &Broker, h: &Hosted) -> bool {
-    let state = h.partition.replica_state();
-    state.leader == broker.node_id() && state.leader_epoch == h.leader_epoch
+/// Whether this broker still leads the data partition of `hosted` at the
+/// epoch its state was loaded at: only then may it change that state.
+fn still_leads(broker: &Broker, hosted: &Hosted) -> bool {
+    let state = hosted.partition.replica_state();
+    state.leader == broker.node_id() && state.leader_epoch == hosted.leader_epoch
 }
 
 /// The whole batches of `bytes` up to the one holding `last_offset`: what

@@ -6,8 +6,8 @@
 //! WriteShareGroupState, which the other broker answers once the in-sync
 //! replicas of its state partition hold the write.
 //!
-//! Callers run on the blocking pool: a remote call blocks the calling
-//! thread on the runtime until it is answered.
+//! Every call is a future: a local read or write awaits its turn of the
+//! state shard, a remote one the other broker's answer.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -93,7 +93,7 @@ impl SharePersister {
     }
 
     /// `key`'s state.
-    pub(crate) fn read(
+    pub(crate) async fn read(
         &self,
         broker: &Broker,
         home: &StateHome,
@@ -102,7 +102,7 @@ impl SharePersister {
     ) -> Result<StateRead, ShareCode> {
         match home {
             StateHome::Local(partition) => {
-                let read = broker.share_state().read(partition.index, key).wait();
+                let read = broker.share_state().read(partition.index, key).await;
                 Ok(
                     match read.map_err(|error| local_error(key, "read", error))? {
                         None => StateRead {
@@ -124,8 +124,9 @@ impl SharePersister {
                         .with_partitions(vec![read::PartitionData::default()
                             .with_partition(key.partition)
                             .with_leader_epoch(leader_epoch)])]);
-                let response: ReadShareGroupStateResponse =
-                    self.call(broker, addr, ApiKey::ReadShareGroupState, &request)?;
+                let response: ReadShareGroupStateResponse = self
+                    .call(broker, addr, ApiKey::ReadShareGroupState, &request)
+                    .await?;
                 let result = response
                     .results
                     .first()
@@ -167,7 +168,7 @@ impl SharePersister {
     /// read): its first state, a reset, or (start offset -1) a deletion.
     /// Returns the write to await (none when another broker wrote it: its
     /// answer says it is replicated).
-    pub(crate) fn initialize(
+    pub(crate) async fn initialize(
         &self,
         broker: &Broker,
         home: &StateHome,
@@ -187,7 +188,7 @@ impl SharePersister {
                     leader_epoch,
                     broker.now_ms(),
                 )
-                .wait()
+                .await
                 .map(|applied| applied.write)
                 .map_err(|error| local_error(key, "initialize", error)),
             StateHome::Remote(addr) => {
@@ -199,8 +200,9 @@ impl SharePersister {
                             .with_partition(key.partition)
                             .with_state_epoch(state_epoch)
                             .with_start_offset(state.start_offset)])]);
-                let response: InitializeShareGroupStateResponse =
-                    self.call(broker, addr, ApiKey::InitializeShareGroupState, &request)?;
+                let response: InitializeShareGroupStateResponse = self
+                    .call(broker, addr, ApiKey::InitializeShareGroupState, &request)
+                    .await?;
                 written_remotely(
                     response
                         .results
@@ -213,7 +215,7 @@ impl SharePersister {
     }
 
     /// Writes what changed in `key`'s state, loaded at `state_epoch`.
-    pub(crate) fn update(
+    pub(crate) async fn update(
         &self,
         broker: &Broker,
         home: &StateHome,
@@ -233,7 +235,7 @@ impl SharePersister {
                     leader_epoch,
                     broker.now_ms(),
                 )
-                .wait()
+                .await
                 .map(|applied| applied.write)
                 .map_err(|error| local_error(key, "write", error)),
             StateHome::Remote(addr) => {
@@ -259,8 +261,9 @@ impl SharePersister {
                                     })
                                     .collect(),
                             )])]);
-                let response: WriteShareGroupStateResponse =
-                    self.call(broker, addr, ApiKey::WriteShareGroupState, &request)?;
+                let response: WriteShareGroupStateResponse = self
+                    .call(broker, addr, ApiKey::WriteShareGroupState, &request)
+                    .await?;
                 written_remotely(
                     response
                         .results
@@ -272,9 +275,8 @@ impl SharePersister {
         }
     }
 
-    /// One call to the share coordinator at `addr`, from a blocking-pool
-    /// thread.
-    fn call<Q, R>(
+    /// One call to the share coordinator at `addr`.
+    async fn call<Q, R>(
         &self,
         broker: &Broker,
         addr: &str,
@@ -282,10 +284,11 @@ impl SharePersister {
         request: &Q,
     ) -> Result<R, ShareCode>
     where
-        Q: kafka_protocol::protocol::Encodable,
+        Q: kafka_protocol::protocol::Encodable + Sync,
         R: kafka_protocol::protocol::Decodable,
     {
         self.with_client(broker, addr, async |client| client.call(key, request).await)
+            .await
             .map_err(|error| {
                 tracing::debug!(addr, %error, "a share coordinator call failed");
                 COORDINATOR_NOT_AVAILABLE
@@ -293,9 +296,8 @@ impl SharePersister {
     }
 
     /// Runs `call` on the connection to the broker at `addr` (made if
-    /// needed, and dropped when the call fails), from a blocking-pool
-    /// thread.
-    pub(crate) fn with_client<T>(
+    /// needed, and dropped when the call fails), one call at a time.
+    pub(crate) async fn with_client<T>(
         &self,
         broker: &Broker,
         addr: &str,
@@ -308,23 +310,20 @@ impl SharePersister {
             .or_default()
             .clone();
         let security = broker.inter_broker_security().clone();
-        let handle = tokio::runtime::Handle::current();
-        handle.block_on(async move {
-            let mut client = slot.lock().await;
-            if client.is_none() {
-                let config = ClientConfig {
-                    client_id: "weir-share-partition-leader".to_owned(),
-                    connect_timeout: Duration::from_secs(5),
-                    request_timeout: CALL_TIMEOUT,
-                };
-                *client = Some(Client::connect_with_security(addr, config, security).await?);
-            }
-            let answer = call(client.as_mut().expect("connected")).await;
-            if answer.is_err() {
-                *client = None;
-            }
-            answer
-        })
+        let mut client = slot.lock().await;
+        if client.is_none() {
+            let config = ClientConfig {
+                client_id: "weir-share-partition-leader".to_owned(),
+                connect_timeout: Duration::from_secs(5),
+                request_timeout: CALL_TIMEOUT,
+            };
+            *client = Some(Client::connect_with_security(addr, config, security).await?);
+        }
+        let answer = call(client.as_mut().expect("connected")).await;
+        if answer.is_err() {
+            *client = None;
+        }
+        answer
     }
 }
 

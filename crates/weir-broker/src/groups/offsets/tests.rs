@@ -85,7 +85,7 @@ fn marker(store: &OffsetStore, partition: &Partition, producer: TxnProducer, com
 }
 
 fn complete(store: &OffsetStore, index: i32, producer_id: i64, commit: bool, at: u64) {
-    futures::executor::block_on(store.complete_transaction(index, producer_id, commit, at));
+    block_on(store.complete_transaction(index, producer_id, commit, at));
 }
 
 fn committed(store: &OffsetStore, group: &str, p: i32) -> Option<i64> {
