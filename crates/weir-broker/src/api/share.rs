@@ -52,6 +52,17 @@ fn message(text: impl Into<String>) -> Option<StrBytes> {
     Some(StrBytes::from_string(text.into()))
 }
 
+/// Why `group` is not a share group hosted here, in Kafka's words: the
+/// message of its GROUP_ID_NOT_FOUND.
+pub(super) fn no_share_group(broker: &Broker, group: &str) -> Option<StrBytes> {
+    let text = if broker.groups().state(group).is_some() || broker.consumer_groups().hosts(group) {
+        format!("Group {group} is not a share group.")
+    } else {
+        format!("Group {group} not found.")
+    };
+    message(text)
+}
+
 // ---- ShareGroupHeartbeat ----
 
 pub(super) fn heartbeat(
@@ -146,16 +157,9 @@ pub(super) fn describe(
                 return described.with_error_code(code);
             }
             let Some(description) = broker.share_groups().describe(group) else {
-                let text = if broker.groups().state(group).is_some()
-                    || broker.consumer_groups().hosts(group)
-                {
-                    format!("Group {group} is not a share group.")
-                } else {
-                    format!("Group {group} not found.")
-                };
                 return described
                     .with_error_code(ResponseError::GroupIdNotFound.code())
-                    .with_error_message(message(text));
+                    .with_error_message(no_share_group(broker, group));
             };
             let state = description.state;
             let members = state

@@ -28,6 +28,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use weir_meta::{AclOperation, ResourceType};
 
+use super::share::no_share_group;
 use super::RequestContext;
 use crate::broker::Broker;
 use crate::coordinator::COORDINATOR_WRITE_TIMEOUT;
@@ -72,15 +73,9 @@ async fn describe_group_offsets(
         return answer.with_error_code(code);
     }
     let Some(description) = broker.share_groups().describe(&group) else {
-        let text =
-            if broker.groups().state(&group).is_some() || broker.consumer_groups().hosts(&group) {
-                format!("Group {group} is not a share group.")
-            } else {
-                format!("Group {group} not found.")
-            };
         return answer
             .with_error_code(ResponseError::GroupIdNotFound.code())
-            .with_error_message(message(text));
+            .with_error_message(no_share_group(broker, &group));
     };
     let asked_topics: Vec<(String, Option<Vec<i32>>)> = match asked.topics {
         Some(topics) => topics
@@ -158,13 +153,8 @@ fn changeable_group(
         .check_coordinator(group)
         .map_err(|code| (code, None))?;
     let Some(description) = broker.share_groups().describe(group) else {
-        let text =
-            if broker.groups().state(group).is_some() || broker.consumer_groups().hosts(group) {
-                format!("Group {group} is not a share group.")
-            } else {
-                format!("Group {group} not found.")
-            };
-        return Err((ResponseError::GroupIdNotFound.code(), message(text)));
+        let code = ResponseError::GroupIdNotFound.code();
+        return Err((code, no_share_group(broker, group)));
     };
     if !description.state.members.is_empty() {
         return Err((

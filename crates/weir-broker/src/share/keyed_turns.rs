@@ -101,23 +101,30 @@ mod tests {
         assert_eq!(turns.keys(), 0);
     }
 
+    /// Holds `key`'s turn on a task of its own until `release` is used.
+    async fn hold(
+        turns: &Arc<KeyedTurns<&'static str>>,
+        key: &'static str,
+    ) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+        let (held_tx, held) = oneshot::channel();
+        let (release, release_rx) = oneshot::channel::<()>();
+        let turns = turns.clone();
+        let holder = tokio::spawn(async move {
+            turns
+                .run(&key, async {
+                    held_tx.send(()).unwrap();
+                    release_rx.await.unwrap();
+                })
+                .await
+        });
+        held.await.unwrap();
+        (release, holder)
+    }
+
     #[tokio::test]
     async fn other_keys_do_not_wait() {
         let turns = Arc::new(KeyedTurns::<&str>::default());
-        let (held_tx, held) = oneshot::channel();
-        let (release, release_rx) = oneshot::channel::<()>();
-        let holder = {
-            let turns = turns.clone();
-            tokio::spawn(async move {
-                turns
-                    .run(&"a", async {
-                        held_tx.send(()).unwrap();
-                        release_rx.await.unwrap();
-                    })
-                    .await
-            })
-        };
-        held.await.unwrap();
+        let (release, holder) = hold(&turns, "a").await;
         // "a" is held: a turn of "b" runs at once.
         assert_eq!(turns.run(&"b", async { 7 }).await, 7);
         assert_eq!(turns.keys(), 1);
@@ -154,20 +161,7 @@ mod tests {
     #[tokio::test]
     async fn a_caller_that_gives_up_waiting_leaves_no_entry() {
         let turns = Arc::new(KeyedTurns::<&str>::default());
-        let (held_tx, held) = oneshot::channel();
-        let (release, release_rx) = oneshot::channel::<()>();
-        let holder = {
-            let turns = turns.clone();
-            tokio::spawn(async move {
-                turns
-                    .run(&"a", async {
-                        held_tx.send(()).unwrap();
-                        release_rx.await.unwrap();
-                    })
-                    .await
-            })
-        };
-        held.await.unwrap();
+        let (release, holder) = hold(&turns, "a").await;
         let waited =
             tokio::time::timeout(Duration::from_millis(20), turns.run(&"a", async {})).await;
         assert!(waited.is_err(), "the key is held");
