@@ -230,6 +230,24 @@ impl GroupCoordinator {
             .ok_or(GroupError::CoordinatorNotAvailable)
     }
 
+    /// Runs the admin operation `op` in `group`'s shard's turn, queued
+    /// here; the future gives its outcome.
+    fn admin_turn<T: Send + 'static>(
+        &self,
+        group: &str,
+        op: impl FnOnce(&mut GroupShard, &ShardContext<'_>) -> Result<T, GroupAdminError>
+            + Send
+            + 'static,
+    ) -> impl Future<Output = Result<T, GroupAdminError>> + Send + 'static {
+        let turn = self.on_shard(group, op);
+        async move {
+            turn?
+                .await
+                .map_err(|error| group_error(error).into())
+                .flatten()
+        }
+    }
+
     /// Runs `op` on `group` where it is hosted, at once, between two
     /// events of its shard.
     fn inspect<R>(&self, group: &str, op: impl FnOnce(Option<&HostedGroup>) -> R) -> Option<R> {
@@ -655,7 +673,7 @@ impl GroupCoordinator {
         partitions: Vec<(String, i32)>,
     ) -> impl Future<Output = Result<DeletedOffsets, GroupAdminError>> + Send + 'static {
         let (now, name) = (broker.now_ms(), group.to_owned());
-        let turn = self.on_shard(group, move |shard, context| {
+        self.admin_turn(group, move |shard, context| {
             let committed = shard.group_offsets(&name);
             // Offsets of open transactions are deleted too, as in Kafka.
             let pending = shard.pending_partitions(&name);
@@ -689,13 +707,7 @@ impl GroupCoordinator {
                 GroupAdminError::Unavailable
             })?;
             Ok(DeletedOffsets { refused, write })
-        });
-        async move {
-            turn?
-                .await
-                .map_err(|error| group_error(error).into())
-                .flatten()
-        }
+        })
     }
 
     /// DeleteGroups: removes an empty group, its offsets (those of open
@@ -708,7 +720,7 @@ impl GroupCoordinator {
     ) -> impl Future<Output = Result<Option<ReplicatedWrite>, GroupAdminError>> + Send + 'static
     {
         let (now, name) = (broker.now_ms(), group.to_owned());
-        let turn = self.on_shard(group, move |shard, context| {
+        self.admin_turn(group, move |shard, context| {
             match shard.classic.0.get(&name).map(|h| h.engine.state()) {
                 Some(GroupState::Empty) => {}
                 Some(GroupState::Dead) => return Err(GroupAdminError::NotFound),
@@ -727,13 +739,7 @@ impl GroupCoordinator {
             })?;
             shard.classic.0.remove(&name);
             Ok(write)
-        });
-        async move {
-            turn?
-                .await
-                .map_err(|error| group_error(error).into())
-                .flatten()
-        }
+        })
     }
 
     /// Expires committed offsets older than `retention_ms` (Kafka's
