@@ -19,7 +19,7 @@
 //! request, a metadata image newer than the one it last saw is fed to it
 //! as [`Event::MetadataChanged`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,9 +30,10 @@ use weir_meta::MetadataImage;
 use crate::broker::Broker;
 use crate::coordinator::batches::Entry;
 use crate::coordinator::{
-    CoordinatorError as RuntimeError, EventOutcome, ShardContext, Timers, COORDINATOR_WRITE_TIMEOUT,
+    CoordinatorError as RuntimeError, EventOutcome, ShardContext, COORDINATOR_WRITE_TIMEOUT,
 };
 use crate::groups::classic::{self, ConversionError};
+use crate::groups::hosted::{self, HostedGroups};
 use crate::groups::offsets::{write, GroupShard, OffsetStore};
 use crate::partition::ReplicatedWrite;
 use weir_coord::classic::{
@@ -80,44 +81,13 @@ impl From<RuntimeError> for ConsumerCoordinatorError {
     }
 }
 
-struct HostedGroup {
-    engine: ConsumerGroupEngine,
-    /// Disarmed when the group is dropped (removed, downgraded, or its
-    /// partition unloaded).
-    timers: Timers<TimerKey>,
-    /// The metadata image the engine last saw (its applied index).
-    image_seen: u64,
-    /// The group's last write: an answer that writes nothing still waits
-    /// for it, since it may tell what that write decided.
-    last_write: Option<ReplicatedWrite>,
-}
-
-impl HostedGroup {
-    fn new(engine: ConsumerGroupEngine) -> Self {
-        Self {
-            engine,
-            timers: Timers::default(),
-            image_seen: 0,
-            last_write: None,
-        }
-    }
-}
+type HostedGroup = hosted::HostedGroup<ConsumerGroupEngine, TimerKey>;
 
 /// The consumer groups of one `__consumer_offsets` partition, in the
-/// partition's shard. Only groups whose engine exists are kept.
-#[derive(Default)]
-pub struct ConsumerGroups(HashMap<String, HostedGroup>);
+/// partition's shard.
+pub type ConsumerGroups = HostedGroups<ConsumerGroupEngine, TimerKey>;
 
 impl ConsumerGroups {
-    /// Whether `group` is a consumer group hosted here.
-    pub(crate) fn hosts(&self, group: &str) -> bool {
-        self.0.contains_key(group)
-    }
-
-    fn get(&self, group: &str) -> Option<&HostedGroup> {
-        self.0.get(group)
-    }
-
     /// Checks an OffsetFetch naming a member; `None` when `group` is not a
     /// consumer group hosted here.
     pub(crate) fn validate_offset_fetch(
@@ -126,7 +96,7 @@ impl ConsumerGroups {
         member_id: Option<&str>,
         member_epoch: i32,
     ) -> Option<Result<(), ConsumerGroupError>> {
-        let hosted = self.0.get(group)?;
+        let hosted = self.get(group)?;
         Some(hosted.engine.validate_offset_fetch(member_id, member_epoch))
     }
 
@@ -139,26 +109,12 @@ impl ConsumerGroups {
         member_epoch: i32,
         api_version: i16,
     ) -> Option<Result<(), ConsumerGroupError>> {
-        let hosted = self.0.get(group)?;
+        let hosted = self.get(group)?;
         Some(
             hosted
                 .engine
                 .validate_offset_commit(member_id, member_epoch, api_version),
         )
-    }
-
-    /// Takes `group` out, so that an event may write through the shard
-    /// while it changes the group; [`put_back`](Self::put_back) returns it.
-    fn take(&mut self, group: &str) -> Option<HostedGroup> {
-        self.0.remove(group)
-    }
-
-    /// Returns a group taken out, unless it no longer exists (deleted, or
-    /// downgraded to a classic group): then it is dropped with its timers.
-    fn put_back(&mut self, group: &str, hosted: HostedGroup) {
-        if hosted.engine.exists() {
-            self.0.insert(group.to_owned(), hosted);
-        }
     }
 }
 
@@ -212,14 +168,15 @@ impl ConsumerGroupCoordinator {
     /// loaded, from their records. Their timers are armed by
     /// [`take_over`](Self::take_over).
     pub(crate) fn load(&self, shard: &mut GroupShard, image: &MetadataImage) {
-        let mut groups = HashMap::new();
-        for group in shard.group_names(is_consumer_group_key) {
-            let engine = self.replayed(shard, image, &group);
-            if engine.exists() {
-                groups.insert(group, HostedGroup::new(engine));
-            }
-        }
-        shard.consumer = ConsumerGroups(groups);
+        let engines: Vec<_> = shard
+            .group_names(is_consumer_group_key)
+            .into_iter()
+            .map(|group| {
+                let engine = self.replayed(shard, image, &group);
+                (group, engine)
+            })
+            .collect();
+        shard.consumer = ConsumerGroups::of(engines);
     }
 
     /// `group` as its records in the shard leave it.
@@ -248,7 +205,7 @@ impl ConsumerGroupCoordinator {
         // The event runs whether or not its outcome is awaited.
         drop(self.offsets.runtime().run(index, move |shard, context| {
             let now = broker.now_ms() as u64;
-            let groups: Vec<String> = shard.consumer.0.keys().cloned().collect();
+            let groups = shard.consumer.names();
             for group in groups {
                 with_group(shard, &group, |shard, hosted| {
                     let output = hosted.engine.on_loaded(now);
@@ -691,9 +648,8 @@ impl ConsumerGroupCoordinator {
             .inspect_all(|_, shard| {
                 shard
                     .consumer
-                    .0
-                    .values()
-                    .map(|hosted| hosted.engine.describe())
+                    .iter()
+                    .map(|(_, hosted)| hosted.engine.describe())
                     .collect::<Vec<_>>()
             })
             .into_iter()

@@ -5,6 +5,7 @@
 pub mod classic;
 pub mod configs;
 pub mod consumer;
+mod hosted;
 pub mod lag;
 pub mod offsets;
 pub mod share;

@@ -12,7 +12,6 @@
 //! every type of its partition, so a heartbeat checks that in the same
 //! turn that serves it.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,10 +21,11 @@ use weir_meta::MetadataImage;
 use crate::broker::Broker;
 use crate::coordinator::batches::Entry;
 use crate::coordinator::{
-    CoordinatorError as RuntimeError, EventOutcome, ShardContext, Timers, COORDINATOR_WRITE_TIMEOUT,
+    CoordinatorError as RuntimeError, EventOutcome, ShardContext, COORDINATOR_WRITE_TIMEOUT,
 };
 use crate::groups::configs::{share_settings, ShareBrokerConfig};
 use crate::groups::consumer::ImageTopics;
+use crate::groups::hosted::{self, HostedGroups};
 use crate::groups::offsets::{write, GroupShard, OffsetStore};
 use crate::partition::ReplicatedWrite;
 use weir_coord::consumer::TopicMetadata;
@@ -77,48 +77,11 @@ pub struct ShareGroupDescription {
     pub state: ShareGroupState,
 }
 
-struct HostedGroup {
-    engine: ShareGroupEngine,
-    /// The members' session timers, disarmed when the group is dropped
-    /// (deleted, or its partition unloaded).
-    sessions: Timers<String>,
-    /// The metadata image the engine last saw (its applied index).
-    image_seen: u64,
-    /// The group's last write: an answer that writes nothing still waits
-    /// for it.
-    last_write: Option<ReplicatedWrite>,
-}
-
-impl HostedGroup {
-    fn new(engine: ShareGroupEngine) -> Self {
-        Self {
-            engine,
-            sessions: Timers::default(),
-            image_seen: 0,
-            last_write: None,
-        }
-    }
-}
+type HostedGroup = hosted::HostedGroup<ShareGroupEngine, String>;
 
 /// The share groups of one `__consumer_offsets` partition, in the
-/// partition's shard. Only groups whose engine exists are kept.
-#[derive(Default)]
-pub struct ShareGroups(HashMap<String, HostedGroup>);
-
-impl ShareGroups {
-    /// Whether `group` is a share group hosted here.
-    pub(crate) fn hosts(&self, group: &str) -> bool {
-        self.0.contains_key(group)
-    }
-
-    /// Returns a group taken out, unless it no longer exists (deleted):
-    /// then it is dropped with its timers.
-    fn put_back(&mut self, group: &str, hosted: HostedGroup) {
-        if hosted.engine.exists() {
-            self.0.insert(group.to_owned(), hosted);
-        }
-    }
-}
+/// partition's shard. A group's timers are its members' sessions.
+pub type ShareGroups = HostedGroups<ShareGroupEngine, String>;
 
 pub struct ShareGroupCoordinator {
     config: ShareBrokerConfig,
@@ -149,14 +112,15 @@ impl ShareGroupCoordinator {
     /// loaded, from their records. Their session timers are armed by
     /// [`take_over`](Self::take_over).
     pub(crate) fn load(&self, shard: &mut GroupShard, image: &MetadataImage) {
-        let mut groups = HashMap::new();
-        for group in shard.group_names(is_share_group_key) {
-            let engine = self.replayed(shard, image, &group);
-            if engine.exists() {
-                groups.insert(group, HostedGroup::new(engine));
-            }
-        }
-        shard.share = ShareGroups(groups);
+        let engines: Vec<_> = shard
+            .group_names(is_share_group_key)
+            .into_iter()
+            .map(|group| {
+                let engine = self.replayed(shard, image, &group);
+                (group, engine)
+            })
+            .collect();
+        shard.share = ShareGroups::of(engines);
     }
 
     /// `group` as its records in the shard leave it.
@@ -178,7 +142,7 @@ impl ShareGroupCoordinator {
         // The event runs whether or not its outcome is awaited.
         drop(self.offsets.runtime().run(index, move |shard, context| {
             let now = broker.now_ms() as u64;
-            let groups: Vec<String> = shard.share.0.keys().cloned().collect();
+            let groups = shard.share.names();
             for group in groups {
                 with_group(shard, &group, |shard, hosted| {
                     let output = hosted.engine.on_loaded(now);
@@ -204,7 +168,7 @@ impl ShareGroupCoordinator {
     /// between two events of its shard.
     fn inspect<R>(&self, group: &str, op: impl FnOnce(&HostedGroup) -> R) -> Option<R> {
         self.offsets
-            .inspect(group, |shard| shard.share.0.get(group).map(op))
+            .inspect(group, |shard| shard.share.get(group).map(op))
             .flatten()
     }
 
@@ -228,7 +192,6 @@ impl ShareGroupCoordinator {
             .inspect_all(|_, shard| {
                 shard
                     .share
-                    .0
                     .iter()
                     .map(|(group, hosted)| {
                         (group.clone(), !hosted.engine.state().members.is_empty())
@@ -329,7 +292,7 @@ impl ShareGroupCoordinator {
         let (broker, name) = (broker.clone(), group.to_owned());
         let _ = self.on_shard(group, move |shard, context| {
             with_group(shard, &name, |shard, hosted| {
-                if !hosted.sessions.fired(&member, token) {
+                if !hosted.timers.fired(&member, token) {
                     return;
                 }
                 let output = hosted.engine.session_expired(
@@ -358,7 +321,7 @@ fn with_group<R>(
     group: &str,
     op: impl FnOnce(&mut GroupShard, &mut HostedGroup) -> R,
 ) -> Option<R> {
-    let mut hosted = shard.share.0.remove(group)?;
+    let mut hosted = shard.share.take(group)?;
     let result = op(shard, &mut hosted);
     shard.share.put_back(group, hosted);
     Some(result)
@@ -389,8 +352,7 @@ fn heartbeat_in(
     let config = broker.share_groups().config_of(&image, group);
     let mut hosted = shard
         .share
-        .0
-        .remove(group)
+        .take(group)
         .unwrap_or_else(|| HostedGroup::new(ShareGroupEngine::new(group, config.clone())));
     hosted.engine.set_config(config);
     let topics = ImageTopics(&image);
@@ -438,7 +400,7 @@ fn execute(
             }
             Err(error) => {
                 tracing::error!(group, %error, "cannot write share group records");
-                hosted.sessions.clear();
+                hosted.timers.clear();
                 hosted.engine = broker
                     .share_groups()
                     .replayed(shard, &broker.image(), group);
@@ -449,7 +411,7 @@ fn execute(
     for (member, at_ms) in output.sessions {
         let delay = Duration::from_millis(at_ms.saturating_sub(broker.now_ms() as u64));
         let (broker, group, ended) = (Arc::downgrade(broker), group.to_owned(), member.clone());
-        hosted.sessions.schedule(member, delay, move |token| {
+        hosted.timers.schedule(member, delay, move |token| {
             if let Some(broker) = broker.upgrade() {
                 broker
                     .share_groups()
@@ -461,7 +423,7 @@ fn execute(
     // session closes (its last acknowledgements may still come) or their
     // locks expire, as in Kafka: the partitions' leaders are elsewhere.
     for member in output.ended {
-        hosted.sessions.cancel(&member);
+        hosted.timers.cancel(&member);
     }
     Ok(())
 }
