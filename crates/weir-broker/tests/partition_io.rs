@@ -1,8 +1,9 @@
 //! The partition I/O boundary, on a broker opened in process whose log
-//! files go through a storage that can stall one partition's writes: a
-//! partition stuck on its disk holds up only the requests that write to or
-//! read from it, never the runtime's workers, so produce and fetch to other
-//! partitions are answered meanwhile.
+//! files go through a storage that can stall one partition's writes or
+//! directory renames: a partition stuck on its disk holds up only the
+//! requests that write to or read from it, never the runtime's workers, so
+//! produce and fetch to other partitions are answered meanwhile; a
+//! partition moving between log directories is read throughout its move.
 
 use std::collections::BTreeMap;
 use std::io::{self, IoSlice};
@@ -11,14 +12,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::messages::alter_replica_log_dirs_request::{
+    AlterReplicaLogDir, AlterReplicaLogDirTopic,
+};
+use kafka_protocol::messages::{
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ApiKey, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
 use parking_lot::{Condvar, Mutex};
 use tokio::net::TcpListener;
 use weir_broker::{Broker, BrokerConfig};
 use weir_client::Client;
 use weir_log::storage::{FsStorage, Storage, StorageFile};
 
-/// Appends to files whose path contains `stalled` wait while the stall is
-/// on, as a write to a failing or saturated disk does.
+/// What goes to paths containing `stalled` (appends, or renames) waits
+/// while the stall is on, as a write to a failing or saturated disk does.
 #[derive(Default)]
 struct Stall {
     state: Mutex<StallState>,
@@ -27,9 +35,9 @@ struct Stall {
 
 #[derive(Default)]
 struct StallState {
-    /// A part of the path of the files whose appends stall.
+    /// A part of the paths that stall.
     stalled: Option<String>,
-    /// Appends waiting in the stall now.
+    /// Operations waiting in the stall now.
     waiting: usize,
 }
 
@@ -70,7 +78,10 @@ impl Stall {
 
 struct StallingStorage {
     inner: FsStorage,
+    /// Appends.
     stall: Arc<Stall>,
+    /// Directory renames (by the path renamed).
+    renames: Arc<Stall>,
 }
 
 impl StallingStorage {
@@ -101,6 +112,10 @@ impl Storage for StallingStorage {
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.inner.rename(from, to)
+    }
+    fn rename_dir(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.renames.wait_if_stalled(from);
+        self.inner.rename_dir(from, to)
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.inner.remove(path)
@@ -141,11 +156,13 @@ impl StorageFile for StallingFile {
     }
 }
 
-struct ReleaseOnDrop(Arc<Stall>);
+struct ReleaseOnDrop(Vec<Arc<Stall>>);
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
-        self.0.release();
+        for stall in &self.0 {
+            stall.release();
+        }
     }
 }
 
@@ -156,57 +173,103 @@ fn record(value: &str) -> Vec<(Option<Bytes>, Option<Bytes>)> {
 /// Long enough for anything that is not stuck, on a loaded machine.
 const PROMPTLY: Duration = Duration::from_secs(20);
 
-/// The broker runs on a runtime of its own with two workers, as on a
-/// two-core machine; the clients and their deadlines on the test's, so that
-/// a broker whose workers are all stuck fails the test instead of hanging it.
+/// A broker serving from `dir` with `values` on a runtime of its own with
+/// two workers, as on a two-core machine; the clients and their deadlines
+/// run on the test's, so that a broker whose workers are all stuck fails
+/// the test instead of hanging it. Its files go through a storage that
+/// stalls as `stalls` ask.
+struct InProcess {
+    runtime: tokio::runtime::Runtime,
+    stalls: Stalls,
+    bootstrap: String,
+    /// Dropped before the runtime: a failing test must not leave its
+    /// threads stuck in a stall.
+    _release: ReleaseOnDrop,
+    _stop: tokio::sync::watch::Sender<bool>,
+}
+
+#[derive(Clone, Default)]
+struct Stalls {
+    appends: Arc<Stall>,
+    renames: Arc<Stall>,
+}
+
+impl InProcess {
+    async fn start(dir: &Path, values: &[(&str, &str)], log_dirs: Vec<PathBuf>) -> Self {
+        let std_socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_socket.set_nonblocking(true).unwrap();
+        let address = std_socket.local_addr().unwrap();
+        let values: BTreeMap<String, String> = values
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut config = BrokerConfig::new(
+            1,
+            dir.to_owned(),
+            address,
+            None,
+            "127.0.0.1:0".parse().unwrap(),
+            &values,
+        )
+        .unwrap();
+        config.startup.log_dirs = log_dirs;
+        let listener_name = config.startup.listeners[0].name.clone();
+        let stalls = Stalls::default();
+        let storage = Arc::new(StallingStorage {
+            inner: FsStorage::default(),
+            stall: stalls.appends.clone(),
+            renames: stalls.renames.clone(),
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let release = ReleaseOnDrop(vec![stalls.appends.clone(), stalls.renames.clone()]);
+        let broker = runtime
+            .spawn_blocking(move || {
+                Broker::open_with_storage(config, Arc::new(weir_log::SystemClock), Some(storage))
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        broker.set_serving(true);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let served = broker.clone();
+        runtime.spawn(async move {
+            let socket = TcpListener::from_std(std_socket).unwrap();
+            weir_broker::net::run_listener(served, &listener_name, socket, stopped).await
+        });
+        Self {
+            runtime,
+            stalls,
+            bootstrap: address.to_string(),
+            _release: release,
+            _stop: stop,
+        }
+    }
+
+    /// Leaves the broker's runtime without waiting for its tasks.
+    fn stop(self) {
+        let Self {
+            runtime, _release, ..
+        } = self;
+        drop(_release);
+        runtime.shutdown_background();
+    }
+}
+
 #[tokio::test]
 async fn produce_and_fetch_to_one_partition_are_answered_while_another_is_stalled_on_its_disk() {
     let dir = tempfile::tempdir().unwrap();
-    let std_socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    std_socket.set_nonblocking(true).unwrap();
-    let address = std_socket.local_addr().unwrap();
-    let values: BTreeMap<String, String> = [("offsets.topic.num.partitions", "1")]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-    let config = BrokerConfig::new(
-        1,
-        dir.path().to_owned(),
-        address,
-        None,
-        "127.0.0.1:0".parse().unwrap(),
-        &values,
+    let broker = InProcess::start(
+        dir.path(),
+        &[("offsets.topic.num.partitions", "1")],
+        Vec::new(),
     )
-    .unwrap();
-    let listener_name = config.startup.listeners[0].name.clone();
-    let stall = Arc::new(Stall::default());
-    let storage = Arc::new(StallingStorage {
-        inner: FsStorage::default(),
-        stall: stall.clone(),
-    });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    // Dropped before the runtime: a failing test must not leave its
-    // threads stuck in the stall.
-    let _release = ReleaseOnDrop(stall.clone());
-    let broker = runtime
-        .spawn_blocking(move || {
-            Broker::open_with_storage(config, Arc::new(weir_log::SystemClock), Some(storage))
-        })
-        .await
-        .unwrap()
-        .unwrap();
-    broker.set_serving(true);
-    let (_stop, stopped) = tokio::sync::watch::channel(false);
-    let served = broker.clone();
-    runtime.spawn(async move {
-        let socket = TcpListener::from_std(std_socket).unwrap();
-        weir_broker::net::run_listener(served, &listener_name, socket, stopped).await
-    });
-    let bootstrap = address.to_string();
+    .await;
+    let stall = broker.stalls.appends.clone();
+    let bootstrap = broker.bootstrap.clone();
     let mut admin = Client::connect(&bootstrap).await.unwrap();
     for topic in ["fast", "stuck"] {
         admin.create_topic(topic, 1, &[]).await.unwrap();
@@ -289,6 +352,100 @@ async fn produce_and_fetch_to_one_partition_are_answered_while_another_is_stalle
     }
     let fetched = fast.fetch("stuck", 0, 0, 1 << 20, 0).await.unwrap();
     assert_eq!(fetched.len(), 6);
-    // Leave the broker's runtime without waiting for its tasks.
-    runtime.shutdown_background();
+    broker.stop();
+}
+
+/// A move between log directories holds out the partition's writers while
+/// it copies the last of the log and puts the copy in place; its readers
+/// go on reading the old log meanwhile, and no worker waits.
+#[tokio::test]
+async fn a_partition_moving_to_another_log_dir_is_read_while_the_move_takes_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    let broker = InProcess::start(
+        dir.path(),
+        &[("offsets.topic.num.partitions", "1")],
+        vec![first.clone(), second.clone()],
+    )
+    .await;
+    let mut admin = Client::connect(&broker.bootstrap).await.unwrap();
+    admin.create_topic("moving", 1, &[]).await.unwrap();
+    let source = [&first, &second]
+        .into_iter()
+        .map(|d| d.join("moving-0"))
+        .find(|d| d.exists())
+        .expect("the partition's directory");
+    let target = if source.starts_with(&first) {
+        &second
+    } else {
+        &first
+    };
+    let mut writer = Client::connect(&broker.bootstrap).await.unwrap();
+    for value in ["m0", "m1"] {
+        writer.produce("moving", 0, record(value)).await.unwrap();
+    }
+
+    broker.stalls.renames.start(&source.to_string_lossy());
+    let request =
+        AlterReplicaLogDirsRequest::default().with_dirs(vec![AlterReplicaLogDir::default()
+            .with_path(StrBytes::from_string(target.to_string_lossy().into_owned()))
+            .with_topics(vec![AlterReplicaLogDirTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("moving")))
+                .with_partitions(vec![0])])]);
+    let response: AlterReplicaLogDirsResponse = admin
+        .call(ApiKey::AlterReplicaLogDirs, &request)
+        .await
+        .unwrap();
+    assert_eq!(response.results[0].partitions[0].error_code, 0);
+    let deadline = tokio::time::Instant::now() + PROMPTLY;
+    while broker.stalls.renames.waiting() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the move never came to putting its copy in place"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // The move now holds out writers: a produce waits for it.
+    let held = tokio::spawn(async move { writer.produce("moving", 0, record("m2")).await });
+    // Readers, more than the runtime has workers, read the old log.
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        readers.push(Client::connect(&broker.bootstrap).await.unwrap());
+    }
+    for reader in &mut readers {
+        let fetched = tokio::time::timeout(PROMPTLY, reader.fetch("moving", 0, 0, 1 << 20, 0))
+            .await
+            .expect("a fetch of a moving partition waits for its move")
+            .unwrap();
+        let values: Vec<_> = fetched.iter().map(|r| r.value.clone().unwrap()).collect();
+        assert_eq!(
+            values,
+            [Bytes::from_static(b"m0"), Bytes::from_static(b"m1")]
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !held.is_finished(),
+        "a produce was answered while the move put its copy in place"
+    );
+
+    // Once the move is done, the held write lands in the moved log.
+    broker.stalls.renames.release();
+    let offset = tokio::time::timeout(PROMPTLY, held)
+        .await
+        .expect("the held produce is answered once the move is done")
+        .unwrap()
+        .unwrap();
+    assert_eq!(offset, 2);
+    // (A fetch reads one segment: the move sealed the one holding m0, m1.)
+    let fetched = readers[0].fetch("moving", 0, 2, 1 << 20, 0).await.unwrap();
+    let values: Vec<_> = fetched.iter().map(|r| r.value.clone().unwrap()).collect();
+    assert_eq!(values, [Bytes::from_static(b"m2")]);
+    assert!(
+        target.join("moving-0").exists(),
+        "the log is in its new directory"
+    );
+    assert!(!source.exists(), "the old directory is gone");
+    broker.stop();
 }

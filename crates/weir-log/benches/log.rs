@@ -381,6 +381,9 @@ impl Storage for CountingStorage {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.inner.rename(from, to)
     }
+    fn rename_dir(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename_dir(from, to)
+    }
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.inner.remove(path)
     }

@@ -101,6 +101,35 @@ impl FdCache {
         drop(state);
     }
 
+    /// Follows the rename of a directory: every live file under `from`
+    /// reopens under `to` from now on.
+    pub(crate) fn renamed_dir(&self, from: &Path, to: &Path) {
+        let mut state = self.state.lock();
+        let moved: Vec<PathBuf> = state
+            .by_path
+            .keys()
+            .filter(|path| path.starts_with(from))
+            .cloned()
+            .collect();
+        // Dropped only once the lock is released, as in `renamed`.
+        let mut live = Vec::with_capacity(moved.len());
+        for old in moved {
+            let Some(weak) = state.by_path.remove(&old) else {
+                continue;
+            };
+            let Some(file) = weak.upgrade() else { continue };
+            let new = match old.strip_prefix(from) {
+                Ok(rest) => to.join(rest),
+                Err(_) => continue,
+            };
+            *file.path.lock() = new.clone();
+            state.by_path.insert(new, weak);
+            live.push(file);
+        }
+        drop(state);
+        drop(live);
+    }
+
     /// Before `path` is removed: a live file there keeps (or reopens) its
     /// descriptor for good, as the name will be gone.
     pub(crate) fn removing(&self, path: &Path) {
@@ -331,5 +360,32 @@ mod tests {
             .read_exact_at(&mut buf, 0)
             .unwrap();
         assert_eq!(&buf, b"gone");
+    }
+
+    #[test]
+    fn files_of_a_renamed_directory_reopen_under_its_new_name() {
+        use std::os::unix::fs::FileExt;
+        let root = tempfile::tempdir().unwrap();
+        let (old_dir, new_dir) = (root.path().join("p-0"), root.path().join("p-0.moved"));
+        std::fs::create_dir(&old_dir).unwrap();
+        let cache = FdCache::new(1);
+        let a = cache.open(&old_dir.join("a"), true).unwrap();
+        a.descriptor().unwrap().write_all_at(b"a", 0).unwrap();
+        let b = cache.open(&old_dir.join("b"), true).unwrap();
+        b.descriptor().unwrap().write_all_at(b"b", 0).unwrap();
+        std::fs::rename(&old_dir, &new_dir).unwrap();
+        cache.renamed_dir(&old_dir, &new_dir);
+        // Each read evicts the other's descriptor, so both reopen.
+        for _ in 0..2 {
+            for (file, expected) in [(&a, b"a"), (&b, b"b")] {
+                let mut buf = [0u8; 1];
+                file.descriptor()
+                    .unwrap()
+                    .read_exact_at(&mut buf, 0)
+                    .unwrap();
+                assert_eq!(&buf, expected);
+            }
+        }
+        assert_eq!(a.path(), new_dir.join("a"));
     }
 }

@@ -249,6 +249,35 @@ impl Storage for SimStorage {
         Ok(())
     }
 
+    /// The directory and what is in it move at once; as if its parent
+    /// were synced right after (a crash never undoes it).
+    fn rename_dir(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.shared.faults.lock().change()?;
+        let mut state = self.shared.state.lock();
+        if !state.dirs.contains(from) {
+            return Err(not_found(from));
+        }
+        let moved = |path: &Path| path.strip_prefix(from).ok().map(|rest| to.join(rest));
+        let dirs: Vec<PathBuf> = state.dirs.iter().filter_map(|d| moved(d)).collect();
+        state.dirs.retain(|d| !d.starts_with(from));
+        state.dirs.extend(dirs);
+        let files: Vec<PathBuf> = state
+            .files
+            .keys()
+            .filter(|p| p.starts_with(from))
+            .cloned()
+            .collect();
+        for path in files {
+            let node = state.files.remove(&path).expect("listed above");
+            let new = moved(&path).expect("under the renamed directory");
+            if state.unsynced_creations.remove(&path) {
+                state.unsynced_creations.insert(new.clone());
+            }
+            state.files.insert(new, node);
+        }
+        Ok(())
+    }
+
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.shared.faults.lock().change()?;
         let mut state = self.shared.state.lock();

@@ -25,6 +25,10 @@ pub trait Storage: Send + Sync + 'static {
     fn create(&self, path: &Path) -> io::Result<Arc<dyn StorageFile>>;
     fn exists(&self, path: &Path) -> bool;
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Renames the directory `from`, and everything in it, to `to`. Files
+    /// opened under `from` stay readable and writable, under their new
+    /// names.
+    fn rename_dir(&self, from: &Path, to: &Path) -> io::Result<()>;
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Removes `dir` and everything in it.
     fn remove_dir_all(&self, dir: &Path) -> io::Result<()>;
@@ -149,6 +153,12 @@ impl Storage for FsStorage {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         fs::rename(from, to)?;
         self.cache.renamed(from, to);
+        Ok(())
+    }
+
+    fn rename_dir(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)?;
+        self.cache.renamed_dir(from, to);
         Ok(())
     }
 

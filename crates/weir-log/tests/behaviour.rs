@@ -771,6 +771,9 @@ impl weir_log::storage::Storage for GatedStorage {
     fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
         self.inner.rename(from, to)
     }
+    fn rename_dir(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.rename_dir(from, to)
+    }
     fn remove(&self, path: &Path) -> std::io::Result<()> {
         self.inner.remove(path)
     }

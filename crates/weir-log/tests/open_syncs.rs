@@ -97,6 +97,9 @@ impl Storage for Recording {
     fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
         self.inner.rename(from, to)
     }
+    fn rename_dir(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.rename_dir(from, to)
+    }
     fn remove(&self, path: &Path) -> std::io::Result<()> {
         self.ops.lock().unwrap().push(Op::Remove(path.to_owned()));
         self.inner.remove(path)

@@ -42,7 +42,7 @@ use weir_meta::AclOperation;
 
 use super::RequestContext;
 use crate::broker::Broker;
-use crate::partition::blocking::on_the_blocking_pool;
+use crate::partition::file_io::on_the_blocking_pool;
 
 pub(super) async fn describe_log_dirs(
     broker: Arc<Broker>,

@@ -3,7 +3,7 @@
 
 mod appender;
 pub use appender::QueuedWrite;
-pub(crate) mod blocking;
+pub(crate) mod file_io;
 pub mod high_watermarks;
 pub mod leader_state;
 pub mod producer_state;
@@ -28,7 +28,7 @@ use weir_log::{
 };
 
 use crate::config::BrokerConfig;
-use crate::partition::blocking::{on_the_blocking_pool, without_holding_up_the_worker};
+use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::leader_state::{LeaderState, ReadableFollower};
 use crate::partition::producer_state::{
     ActiveProducer, BatchMetadata, IncomingBatch, MarkerCheck, ProducerStates, SequenceCheck,
@@ -298,11 +298,12 @@ pub struct Leading<'a> {
 /// through the [`Partition`], which keeps its producer state, leadership
 /// and high watermark in step with it.
 ///
-/// A view holds the partition's log in place: a move to another log
-/// directory waits for it, so keep it no longer than a read.
-pub struct LogView<'a>(RwLockReadGuard<'a, Log>);
+/// A view reads the log it was taken from: after a move to another log
+/// directory swapped in the copy, take a new view to see what was
+/// appended since.
+pub struct LogView(Arc<Log>);
 
-impl LogView<'_> {
+impl LogView {
     pub fn dir(&self) -> &Path {
         self.0.dir()
     }
@@ -373,11 +374,15 @@ pub struct Partition {
     pub topic: String,
     pub topic_id: uuid::Uuid,
     pub index: i32,
-    /// Taken for writing only to swap in the log moved to another
-    /// directory (see [`Partition::move_log`]); everything else reads it
-    /// recursively, so a waiting move never deadlocks a thread that already
-    /// holds a view.
-    log: RwLock<Log>,
+    /// The log. A move to another directory swaps in its copy whole (see
+    /// [`Partition::move_log`]); the lock is held only to take or swap the
+    /// reference, never across I/O.
+    log: RwLock<Arc<Log>>,
+    /// Held shared by everything that changes the log (appends,
+    /// truncations, retention, cleaning, rolls, flushes, config changes,
+    /// producer-state snapshots), exclusively by a move while it copies the
+    /// last of the log and opens the copy. Readers never take it.
+    log_changes: RwLock<()>,
     /// Where the log and the partition's own state files are.
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
@@ -507,7 +512,8 @@ impl Partition {
             topic: topic.to_owned(),
             topic_id,
             index,
-            log: RwLock::new(log),
+            log: RwLock::new(Arc::new(log)),
+            log_changes: RwLock::new(()),
             storage: env.storage.clone(),
             clock: env.clock.clone(),
             on_failure: env.on_failure.clone(),
@@ -612,21 +618,23 @@ impl Partition {
     }
 
     /// The log, for reading.
-    pub fn log(&self) -> LogView<'_> {
+    pub fn log(&self) -> LogView {
         LogView(self.read_log())
     }
 
-    /// The log, once no move holds it. A move holds it across file
-    /// copies and syncs, so a runtime worker waiting for it hands its
-    /// other tasks on meanwhile.
-    fn read_log(&self) -> RwLockReadGuard<'_, Log> {
-        self.log
-            .try_read_recursive()
-            .unwrap_or_else(|| without_holding_up_the_worker(|| self.log.read_recursive()))
+    fn read_log(&self) -> Arc<Log> {
+        self.log.read().clone()
+    }
+
+    /// Keeps a move from taking over the log until it is dropped: taken by
+    /// whatever changes the log, before it reads [`read_log`](Self::read_log).
+    fn changing_log(&self) -> RwLockReadGuard<'_, ()> {
+        self.log_changes.read_recursive()
     }
 
     /// Takes the log offline: its directory failed.
     pub fn take_offline(&self, reason: &str) {
+        let _changing = self.changing_log();
         self.read_log().take_offline(reason)
     }
 
@@ -638,12 +646,14 @@ impl Partition {
     /// Seals the active segment (if it holds anything), so that a move
     /// can copy it while the partition serves.
     pub fn roll_log(&self) -> Result<(), LogError> {
+        let _changing = self.changing_log();
         self.read_log().roll()
     }
 
     /// Takes changed topic configs.
     pub fn set_log_config(&self, config: LogConfig) -> Result<(), LogError> {
         let delay_ms = config.delivery_delay_ms;
+        let _changing = self.changing_log();
         self.read_log().set_config(config)?;
         self.delivery_delay_ms.store(delay_ms, Ordering::Relaxed);
         Ok(())
@@ -651,21 +661,22 @@ impl Partition {
 
     /// Makes every appended record durable.
     pub fn flush(&self) -> Result<(), LogError> {
+        let _changing = self.changing_log();
         self.read_log().flush()
     }
 
     /// Flushes as `flush.ms` asks, if it is due.
     pub fn flush_if_due(&self) -> Result<(), LogError> {
+        let _changing = self.changing_log();
         self.read_log().flush_if_due()
     }
 
     /// Deletes what retention says may go, never at or above the high
     /// watermark.
     pub fn enforce_retention(&self) -> Result<RetentionOutcome, LogError> {
-        let outcome = self
-            .log
-            .read_recursive()
-            .enforce_retention(self.high_watermark())?;
+        let changing = self.changing_log();
+        let outcome = self.read_log().enforce_retention(self.high_watermark())?;
+        drop(changing);
         if outcome.deleted_segments > 0 {
             self.notify();
         }
@@ -702,8 +713,10 @@ impl Partition {
     /// topic's upkeep); the new log start. Deletes files where it is
     /// called, which must not be a runtime worker.
     pub fn delete_records_before(&self, offset: u64) -> Result<u64, LogError> {
-        let before = self.read_log().log_start_offset();
-        let start = self.read_log().delete_records_before(offset)?;
+        let _changing = self.changing_log();
+        let log = self.read_log();
+        let before = log.log_start_offset();
+        let start = log.delete_records_before(offset)?;
         if start != before {
             self.notify();
         }
@@ -717,30 +730,33 @@ impl Partition {
 
     /// Compacts the log below the high watermark with `cleaner`.
     pub fn clean(&self, cleaner: &mut Cleaner) -> Result<CleanStats, LogError> {
+        let _changing = self.changing_log();
         cleaner.clean(&self.read_log(), self.high_watermark())
     }
 
-    /// Swaps in the log moved to another directory. Under the log's write
-    /// lock, so that no append, truncation, retention or cleaning touches
-    /// its files meanwhile: flushes the log, lets `finish` complete the
-    /// copy and put it in place (it returns where), then opens the copy and
-    /// serves from it; if the copy cannot be opened, `undo` puts the old
-    /// directory back and the old log goes on. Blocks on file I/O and on
-    /// readers: call it on the blocking pool.
+    /// Swaps in the log moved to another directory. While no append,
+    /// truncation, retention or cleaning may change the log (readers go on
+    /// reading it): flushes the log, lets `finish` complete the copy and
+    /// put it in place (it returns where; directories it renames go through
+    /// the storage it is given, so that the old log stays readable), then
+    /// opens the copy and swaps it in; if the copy cannot be opened, `undo`
+    /// puts the old directory back and the old log goes on. Blocks on file
+    /// I/O and on the log's writers: call it on the blocking pool.
     pub fn move_log<E: From<LogError>>(
         &self,
-        finish: impl FnOnce(&Log) -> Result<PathBuf, E>,
-        undo: impl FnOnce(),
+        finish: impl FnOnce(&Log, &dyn Storage) -> Result<PathBuf, E>,
+        undo: impl FnOnce(&dyn Storage),
     ) -> Result<(), E> {
-        let mut log = self.log.write();
+        let _no_changes = self.log_changes.write();
+        let log = self.read_log();
         log.flush()?;
         let end = log.log_end_offset();
-        let dir = finish(&log)?;
+        let dir = finish(&log, &*self.storage)?;
         let moved =
             match Log::open_with(dir, log.config(), self.storage.clone(), self.clock.clone()) {
                 Ok(moved) => moved,
                 Err(error) => {
-                    undo();
+                    undo(&*self.storage);
                     return Err(error.into());
                 }
             };
@@ -750,14 +766,28 @@ impl Partition {
         if moved.log_end_offset() != end {
             tracing::error!(topic = %self.topic, partition = self.index, end, moved_end = moved.log_end_offset(), "moved log ends elsewhere");
         }
-        // The old log's files are renamed away; it is dropped, not closed.
-        drop(std::mem::replace(&mut *log, moved));
+        // The old log's files are renamed away; it is dropped, not closed,
+        // once its last reader is done.
+        let old = std::mem::replace(&mut *self.log.write(), Arc::new(moved));
+        drop(old);
         Ok(())
     }
 
-    /// Closes the log cleanly (its next open skips recovery).
+    /// The storage the log's files and the partition's state files are in.
+    pub fn storage(&self) -> &dyn Storage {
+        &*self.storage
+    }
+
+    /// Closes the log cleanly (its next open skips recovery), unless a
+    /// reader still holds it: then the next open recovers it.
     pub fn close(self) -> Result<(), LogError> {
-        self.log.into_inner().close()
+        match Arc::try_unwrap(self.log.into_inner()) {
+            Ok(log) => log.close(),
+            Err(_) => {
+                tracing::warn!(topic = %self.topic, partition = self.index, "the log is still being read as it closes; the next start recovers it");
+                Ok(())
+            }
+        }
     }
 
     pub fn replica_state(&self) -> ReplicaState {
@@ -816,6 +846,7 @@ impl Partition {
     /// Skipped when the log end has not moved and no producer expired
     /// since the last one.
     pub fn snapshot_producer_state(&self) -> Result<(), LogError> {
+        let _changing = self.changing_log();
         let producers = self.producers.lock();
         // Held to the write, so that the snapshot lands where the log is.
         let log = self.read_log();
@@ -967,6 +998,7 @@ impl Partition {
             // Under the producer lock, as a leader's append: a snapshot
             // taken meanwhile never holds a log end past the batches its
             // producer state has seen.
+            let _changing = self.changing_log();
             let mut producers = self.producers.lock();
             let info = self.read_log().append_replicated(records)?;
             record_producer_batches(&mut producers, records);
@@ -983,6 +1015,7 @@ impl Partition {
     /// Drops every record at and above `offset` (a follower's divergent
     /// suffix).
     pub fn truncate_to(&self, offset: u64) -> Result<(), LogError> {
+        let _changing = self.changing_log();
         self.read_log().truncate_to(offset)?;
         self.after_truncation()
     }
@@ -990,9 +1023,8 @@ impl Partition {
     /// Empties the log and restarts it at `offset` (a follower whose
     /// leader's log starts beyond its own end).
     pub fn restart_at(&self, offset: u64) -> Result<(), LogError> {
-        self.log
-            .read_recursive()
-            .truncate_fully_and_start_at(offset)?;
+        let _changing = self.changing_log();
+        self.read_log().truncate_fully_and_start_at(offset)?;
         self.after_truncation()
     }
 
@@ -1195,14 +1227,12 @@ impl Partition {
             }
         });
         let led = self.led_at(leader_epoch, acks)?;
+        let _changing = self.changing_log();
+        let log = self.read_log();
         let mut producers = self.producers.lock();
         if let Some(batch) = &producer {
             if !header.is_transactional() {
-                if let Some(first_offset) = self
-                    .log
-                    .read_recursive()
-                    .open_transaction(batch.producer_id)
-                {
+                if let Some(first_offset) = log.open_transaction(batch.producer_id) {
                     return Err(AppendError::InvalidTxnState {
                         producer_id: batch.producer_id,
                         first_offset,
@@ -1219,7 +1249,7 @@ impl Partition {
                     return Ok(Written::Appended(Appended {
                         base_offset: existing.base_offset,
                         last_offset: existing.last_offset,
-                        log_append_time_ms: (self.read_log().config().timestamp_type
+                        log_append_time_ms: (log.config().timestamp_type
                             == TimestampType::LogAppendTime)
                             .then_some(existing.timestamp),
                         records: 0,
@@ -1232,10 +1262,7 @@ impl Partition {
                 }
             }
         }
-        let (info, flush_due) = self
-            .log
-            .read_recursive()
-            .append_checked_deferring_flush(batch, leader_epoch)?;
+        let (info, flush_due) = log.append_checked_deferring_flush(batch, leader_epoch)?;
         if let Some(batch) = &producer {
             producers.record(
                 batch,
@@ -1270,7 +1297,8 @@ impl Partition {
         let Some(end) = dues.iter().map(|due| due.info.last_offset + 1).max() else {
             return Ok(());
         };
-        self.log.read_recursive().flush_to(end)?;
+        let _changing = self.changing_log();
+        self.read_log().flush_to(end)?;
         let leadership = self.leadership.read();
         for due in dues {
             self.appended_as_leader(&leadership, &due.info);
@@ -1417,6 +1445,7 @@ impl Partition {
     ) -> Result<Written, AppendError> {
         // Markers are written with acks=all, as every coordinator write.
         let led = self.led_at(leader_epoch, RequiredAcks::All)?;
+        let _changing = self.changing_log();
         let mut producers = self.producers.lock();
         match producers.check_marker(producer_id, producer_epoch, coordinator_epoch) {
             MarkerCheck::Write => {}
@@ -1435,8 +1464,7 @@ impl Partition {
             self.clock.now_ms(),
         );
         let (info, flush_due) = self
-            .log
-            .read_recursive()
+            .read_log()
             .append_deferring_flush(&marker, leader_epoch)?;
         producers.record_marker(
             producer_id,
@@ -1486,10 +1514,7 @@ impl Partition {
             .producers
             .lock()
             .expire(now_ms, expiration_ms, |producer_id| {
-                self.log
-                    .read_recursive()
-                    .open_transaction(producer_id)
-                    .is_some()
+                self.read_log().open_transaction(producer_id).is_some()
             });
         if expired > 0 {
             self.snapshot_offset.store(u64::MAX, Ordering::Release);
@@ -1522,17 +1547,11 @@ impl Partition {
     /// [`last_stable_offset`](Self::last_stable_offset) for a high
     /// watermark read before.
     pub fn last_stable_offset_at(&self, high_watermark: u64) -> u64 {
-        let stable = self
-            .log
-            .read_recursive()
+        let log = self.read_log();
+        let stable = log
             .first_unstable_offset(high_watermark)
             .map_or(high_watermark, |first| first.min(high_watermark));
-        stable.max(
-            self.log
-                .read_recursive()
-                .log_start_offset()
-                .min(high_watermark),
-        )
+        stable.max(log.log_start_offset().min(high_watermark))
     }
 
     /// After a leader's append: the leadership (held shared by the caller)

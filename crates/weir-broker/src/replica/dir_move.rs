@@ -4,11 +4,11 @@
 //! The partition's segments are copied into `<topic>-<partition>-future`
 //! in the target directory while produce and fetch go on: twice, each time
 //! after sealing the active segment, within
-//! `replica.alter.log.dirs.io.max.bytes.per.second`. Then, under the
-//! partition's log lock (so nothing writes its files), what changed since
-//! is copied again, the copy is synced and marked complete, the old
-//! directory is renamed away, the copy is renamed into place and the
-//! partition opens and serves it. At start
+//! `replica.alter.log.dirs.io.max.bytes.per.second`. Then, while nothing
+//! may change the log (fetches go on reading it), what changed since is
+//! copied again, the copy is synced and marked complete, the old directory
+//! is renamed away, the copy is renamed into place and the partition opens
+//! it and serves from it. At start
 //! ([`recover`]) a complete future directory is put in place and an
 //! incomplete one removed, so a crash at any point leaves exactly one copy.
 
@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use weir_log::storage::Storage;
 use weir_log::LogError;
 
 use crate::broker::Broker;
@@ -116,7 +117,9 @@ pub(crate) fn run(broker: &Broker, partition: &Arc<Partition>, job: &Move) {
     match result {
         Ok(old) => {
             tracing::info!(topic, partition = index, dir = %log_dirs.dirs()[job.target].display(), "replica moved to another log directory");
-            if let Err(error) = std::fs::remove_dir_all(&old) {
+            // Through the storage: a fetch still reading the old log keeps
+            // its files open.
+            if let Err(error) = partition.storage().remove_dir_all(&old) {
                 tracing::warn!(dir = %old.display(), %error, "cannot remove a moved replica's old directory; it is removed at the next start");
             }
         }
@@ -171,7 +174,7 @@ fn copy_and_take_over(
         .replicas()
         .while_hosted(partition, || {
             partition.move_log(
-                |log| {
+                |log, storage| {
                     job.check()?;
                     if log.dir() != source {
                         return Err(MoveError::Cancelled);
@@ -189,13 +192,13 @@ fn copy_and_take_over(
                     // move. A failure goes back to the old directory, which the
                     // partition then keeps serving, so the copy must no longer
                     // count as complete.
-                    if let Err(error) = std::fs::rename(&source, &old) {
+                    if let Err(error) = storage.rename_dir(&source, &old) {
                         let _ = std::fs::remove_file(&marker);
                         return Err(io_at(&source)(error));
                     }
                     sync_quietly(source.parent().unwrap_or(&source));
-                    if let Err(error) = std::fs::rename(future, &destination) {
-                        undo(&source, &old, None, &marker);
+                    if let Err(error) = storage.rename_dir(future, &destination) {
+                        undo(storage, &source, &old, None, &marker);
                         return Err(io_at(future)(error));
                     }
                     // Syncs that fail from here on leave the marker, which
@@ -204,8 +207,9 @@ fn copy_and_take_over(
                     let _ = std::fs::remove_file(destination.join(COMPLETE_FILE));
                     Ok(destination.clone())
                 },
-                || {
+                |storage| {
                     undo(
+                        storage,
                         &source,
                         &old,
                         Some((&destination, future)),
@@ -224,14 +228,20 @@ fn copy_and_take_over(
 /// Puts the old directory back after the copy failed to take over: the
 /// copy back under its future name (if it was renamed into place already)
 /// and no longer marked complete, so that a restart removes it.
-fn undo(source: &Path, old: &Path, placed: Option<(&Path, &Path)>, marker: &Path) {
+fn undo(
+    storage: &dyn Storage,
+    source: &Path,
+    old: &Path,
+    placed: Option<(&Path, &Path)>,
+    marker: &Path,
+) {
     if let Some((destination, future)) = placed {
-        if let Err(error) = std::fs::rename(destination, future) {
+        if let Err(error) = storage.rename_dir(destination, future) {
             tracing::error!(dir = %destination.display(), %error, "cannot undo a failed replica move; remove this directory before restarting");
         }
     }
     let _ = std::fs::remove_file(marker);
-    if let Err(error) = std::fs::rename(old, source) {
+    if let Err(error) = storage.rename_dir(old, source) {
         tracing::error!(dir = %old.display(), %error, "cannot undo a failed replica move; rename this directory back before restarting");
     }
     sync_quietly(source.parent().unwrap_or(source));

@@ -27,6 +27,7 @@ use weir_client::{Client, ClientConfig};
 use weir_log::batch::BatchHeader;
 use weir_log::LogError;
 
+use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::Partition;
 use crate::quotas::ReplicationQuota;
 use crate::replica::directories::DirHealth;
@@ -313,7 +314,9 @@ async fn truncate_divergent(
                     to = end,
                     "dropping records the leader does not have"
                 );
-                if let Err(error) = partition.truncate_to(end) {
+                let truncating = partition.clone();
+                if let Err(error) = on_the_blocking_pool(move || truncating.truncate_to(end)).await
+                {
                     tracing::error!(topic = key.0, partition = key.1, %error, "truncation failed");
                     continue;
                 }

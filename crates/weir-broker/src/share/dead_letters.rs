@@ -27,7 +27,7 @@ use kafka_protocol::records::Compression;
 use weir_client::{ConsumedRecord, OutgoingRecord};
 
 use crate::broker::Broker;
-use crate::partition::blocking::on_the_blocking_pool;
+use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::Partition;
 use crate::share::persister::SharePersister;
 use crate::share::DeadLetter;

@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use crate::broker::Broker;
 use crate::groups::configs::{share_settings, ShareAutoOffsetReset, ShareSettings};
 use crate::groups::lag::SharePartitionView;
-use crate::partition::blocking::on_the_blocking_pool;
+use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::server::metrics::GroupPartitionLabels;
 use crate::share::dead_letters::{self, DeadLetterError, Source};
