@@ -449,3 +449,81 @@ async fn a_partition_moving_to_another_log_dir_is_read_while_the_move_takes_over
     assert!(!source.exists(), "the old directory is gone");
     broker.stop();
 }
+
+/// A group coordinator's write stuck on its disk holds up the requests
+/// queued behind it on its shard, never the reads between its events
+/// (ListGroups) nor, through them, the runtime's workers.
+#[tokio::test]
+async fn group_reads_are_answered_while_a_coordinator_write_is_stalled_on_its_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = InProcess::start(
+        dir.path(),
+        &[("offsets.topic.num.partitions", "1")],
+        Vec::new(),
+    )
+    .await;
+    let mut admin = Client::connect(&broker.bootstrap).await.unwrap();
+    admin.create_topic("fast", 1, &[]).await.unwrap();
+    // FindCoordinator creates `__consumer_offsets`; its coordinator is not
+    // available until the partition is loaded.
+    let committed = vec![("fast".to_owned(), 0, 1)];
+    let deadline = tokio::time::Instant::now() + PROMPTLY;
+    let _ = admin.find_coordinator("before").await;
+    while let Err(error) = admin.offset_commit_simple("before", &committed).await {
+        assert!(tokio::time::Instant::now() < deadline, "{error}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    broker.stalls.appends.start("__consumer_offsets-0");
+    let mut committer = Client::connect(&broker.bootstrap).await.unwrap();
+    let held = tokio::spawn(async move {
+        committer
+            .offset_commit_simple("during", &[("fast".to_owned(), 0, 1)])
+            .await
+    });
+    let deadline = tokio::time::Instant::now() + PROMPTLY;
+    while broker.stalls.appends.waiting() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the commit never reached the stalled disk"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // More readers of the stalled coordinator than the runtime has workers.
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        readers.push(Client::connect(&broker.bootstrap).await.unwrap());
+    }
+    let reads: Vec<_> = readers
+        .into_iter()
+        .map(|mut client| tokio::spawn(async move { client.list_groups().await }))
+        .collect();
+    for read in reads {
+        let listed = tokio::time::timeout(PROMPTLY, read)
+            .await
+            .expect("a group read waits for a coordinator's stalled write")
+            .unwrap()
+            .unwrap();
+        assert!(listed.iter().any(|g| g.group_id == "before"), "{listed:?}");
+    }
+    let mut fast = Client::connect(&broker.bootstrap).await.unwrap();
+    tokio::time::timeout(PROMPTLY, fast.produce("fast", 0, record("a0")))
+        .await
+        .expect("a produce waits for a coordinator's stalled write")
+        .unwrap();
+    assert!(
+        !held.is_finished(),
+        "a commit was answered before its write"
+    );
+
+    broker.stalls.appends.release();
+    tokio::time::timeout(PROMPTLY, held)
+        .await
+        .expect("the held commit is answered once the disk is back")
+        .unwrap()
+        .unwrap();
+    let listed = admin.list_groups().await.unwrap();
+    assert!(listed.iter().any(|g| g.group_id == "during"), "{listed:?}");
+    broker.stop();
+}

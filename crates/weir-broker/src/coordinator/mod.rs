@@ -8,9 +8,10 @@ pub mod batches;
 mod runtime;
 mod timers;
 
+#[cfg(test)]
 pub(crate) use runtime::append;
 pub use runtime::{
     Applied, CoordinatorError, CoordinatorRuntime, EventOutcome, Outcome, Shard, ShardContext,
-    COORDINATOR_WRITE_TIMEOUT,
+    ShardTurn, COORDINATOR_WRITE_TIMEOUT,
 };
 pub use timers::Timers;

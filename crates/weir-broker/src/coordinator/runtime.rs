@@ -18,14 +18,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
 use weir_log::LogError;
 
 use super::batches::{encode_batch, for_each_item, Entry, Item, TxnProducer};
 use crate::partition::{
-    check_single_batch, AppendError, AppendOrigin, Partition, ReplicatedWrite, RequiredAcks,
-    Written,
+    check_single_batch, AppendError, AppendOrigin, Appended, Partition, ReplicatedWrite,
+    RequiredAcks, Written,
 };
 
 /// How long a coordinator's write may take to reach the in-sync replicas
@@ -136,13 +136,59 @@ pub struct ShardContext<'a> {
     pub leader_epoch: i32,
 }
 
-type Event<S> = Box<dyn FnOnce(&mut S, &ShardContext<'_>) + Send>;
+type Event<S> = Box<dyn FnOnce(&mut ShardTurn<'_, S>, &ShardContext<'_>) + Send>;
+
+/// The shard an event runs on, in its turn: it derefs to the shard. A
+/// write through [`append`](Self::append) lets go of the shard while the
+/// partition writes, so that a read between events
+/// ([`CoordinatorRuntime::inspect`]) never waits for disk I/O.
+pub struct ShardTurn<'a, S>(MutexGuard<'a, S>);
+
+impl<S> std::ops::Deref for ShardTurn<'_, S> {
+    type Target = S;
+
+    fn deref(&self) -> &S {
+        &self.0
+    }
+}
+
+impl<S> std::ops::DerefMut for ShardTurn<'_, S> {
+    fn deref_mut(&mut self) -> &mut S {
+        &mut self.0
+    }
+}
+
+impl<S: Shard> ShardTurn<'_, S> {
+    /// Appends `records` to the shard's partition and replays them into
+    /// the shard at the offsets they were given. The shard is let go
+    /// while the partition writes: a read between events may see it as it
+    /// was before the records, never half replayed; the next event waits.
+    pub fn append(
+        &mut self,
+        context: &ShardContext<'_>,
+        records: &[Entry],
+        producer: Option<TxnProducer>,
+        now_ms: i64,
+    ) -> Result<ReplicatedWrite, CoordinatorError> {
+        let appended = MutexGuard::unlocked(&mut self.0, || {
+            write_batch(context, records, producer, now_ms)
+        })?;
+        Ok(replay_appended(
+            &mut *self.0,
+            context.partition,
+            records,
+            producer,
+            &appended,
+        ))
+    }
+}
 
 /// One shard and its queue of events.
 struct Hosted<S> {
     partition: Arc<Partition>,
     leader_epoch: i32,
-    /// Taken only by the drain running the events, one at a time.
+    /// Taken by the drain running the events, one at a time (and let go
+    /// while an event's records are written), and by reads between events.
     shard: Mutex<S>,
     queue: Mutex<Queue<S>>,
 }
@@ -236,17 +282,18 @@ impl<S: Shard> CoordinatorRuntime<S> {
     }
 
     /// Runs `op` on the shard of `index` at once, on this thread, between
-    /// two of its events (it waits for a running one): for reads that
-    /// cannot wait for their turn. `None` if the shard is not loaded here.
-    pub fn inspect<R>(&self, index: i32, op: impl FnOnce(&mut S) -> R) -> Option<R> {
+    /// two of its events (it waits for a running one, never for its
+    /// write): for reads that cannot wait for their turn. `None` if the
+    /// shard is not loaded here.
+    pub fn inspect<R>(&self, index: i32, op: impl FnOnce(&S) -> R) -> Option<R> {
         let hosted = self.shards.lock().get(&index).cloned()?;
-        let mut shard = hosted.shard.lock();
-        Some(op(&mut shard))
+        let shard = hosted.shard.lock();
+        Some(op(&shard))
     }
 
     /// [`inspect`](Self::inspect) on every shard loaded here, in partition
     /// order.
-    pub fn inspect_all<R>(&self, mut op: impl FnMut(i32, &mut S) -> R) -> Vec<R> {
+    pub fn inspect_all<R>(&self, mut op: impl FnMut(i32, &S) -> R) -> Vec<R> {
         let mut hosted: Vec<(i32, Arc<Hosted<S>>)> = self
             .shards
             .lock()
@@ -256,7 +303,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
         hosted.sort_unstable_by_key(|(index, _)| *index);
         hosted
             .into_iter()
-            .map(|(index, hosted)| op(index, &mut hosted.shard.lock()))
+            .map(|(index, hosted)| op(index, &hosted.shard.lock()))
             .collect()
     }
 
@@ -298,12 +345,13 @@ impl<S: Shard> CoordinatorRuntime<S> {
         R: Send + 'static,
         E: From<CoordinatorError> + Send + 'static,
     {
-        self.submit(index, move |shard, context| {
-            let outcome = op(shard, context)?;
+        self.submit(index, move |turn, context| {
+            let outcome = op(turn, context)?;
             let write = if outcome.records.is_empty() {
                 None
             } else {
-                let write = append(shard, context, &outcome.records, outcome.producer, now_ms)
+                let write = turn
+                    .append(context, &outcome.records, outcome.producer, now_ms)
                     .map_err(E::from)?;
                 Some(write)
             };
@@ -315,11 +363,12 @@ impl<S: Shard> CoordinatorRuntime<S> {
     }
 
     /// Runs `op` on the shard of `index` in turn, with where the shard is
-    /// hosted: for an operation that writes by itself ([`append`]).
+    /// hosted: for an operation that writes by itself
+    /// ([`ShardTurn::append`]).
     pub fn run<R, E>(
         &self,
         index: i32,
-        op: impl FnOnce(&mut S, &ShardContext<'_>) -> Result<R, E> + Send + 'static,
+        op: impl FnOnce(&mut ShardTurn<'_, S>, &ShardContext<'_>) -> Result<R, E> + Send + 'static,
     ) -> EventOutcome<Result<R, E>>
     where
         R: Send + 'static,
@@ -345,7 +394,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
     fn submit<T, E>(
         &self,
         index: i32,
-        event: impl FnOnce(&mut S, &ShardContext<'_>) -> Result<T, E> + Send + 'static,
+        event: impl FnOnce(&mut ShardTurn<'_, S>, &ShardContext<'_>) -> Result<T, E> + Send + 'static,
     ) -> EventOutcome<Result<T, E>>
     where
         T: Send + 'static,
@@ -396,10 +445,10 @@ impl<S: Shard> Hosted<S> {
                 }
                 std::mem::take(&mut queue.events)
             };
-            let mut shard = self.shard.lock();
+            let mut turn = ShardTurn(self.shard.lock());
             for event in events {
                 let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    event(&mut shard, &context);
+                    event(&mut turn, &context);
                 }));
                 if run.is_err() {
                     tracing::error!(
@@ -419,9 +468,9 @@ impl<S: Shard> Hosted<S> {
 }
 
 /// Appends `records` to the shard's partition and replays them into the
-/// shard at the offsets they were given: what the runtime does with an
-/// operation's records, for a caller that hosts a shard by itself (the
-/// seeded simulation).
+/// shard at the offsets they were given, as [`ShardTurn::append`] does: for
+/// a caller that hosts a shard by itself (the seeded simulation).
+#[cfg(test)]
 pub(crate) fn append<S: Shard>(
     shard: &mut S,
     context: &ShardContext<'_>,
@@ -429,6 +478,24 @@ pub(crate) fn append<S: Shard>(
     producer: Option<TxnProducer>,
     now_ms: i64,
 ) -> Result<ReplicatedWrite, CoordinatorError> {
+    let appended = write_batch(context, records, producer, now_ms)?;
+    Ok(replay_appended(
+        shard,
+        context.partition,
+        records,
+        producer,
+        &appended,
+    ))
+}
+
+/// Writes `records` as one batch to the shard's partition, durable as the
+/// partition's `flush.messages` asks.
+fn write_batch(
+    context: &ShardContext<'_>,
+    records: &[Entry],
+    producer: Option<TxnProducer>,
+    now_ms: i64,
+) -> Result<Appended, CoordinatorError> {
     let partition = context.partition;
     let batch = check_single_batch(&encode_batch(records, now_ms, producer).freeze())?;
     let written = partition.append_unflushed(
@@ -437,14 +504,25 @@ pub(crate) fn append<S: Shard>(
         AppendOrigin::Coordinator,
         RequiredAcks::All,
     )?;
-    let appended = match written {
+    Ok(match written {
         Written::Appended(appended) => appended,
         Written::FlushDue(due) => {
             let appended = due.appended();
             partition.flush_appended(due)?;
             appended
         }
-    };
+    })
+}
+
+/// Replays `records`, just written at `appended`, into `shard`: the write
+/// for the caller to await.
+fn replay_appended<S: Shard>(
+    shard: &mut S,
+    partition: &Arc<Partition>,
+    records: &[Entry],
+    producer: Option<TxnProducer>,
+    appended: &Appended,
+) -> ReplicatedWrite {
     let high_watermark = partition.high_watermark();
     for (at, entry) in (appended.base_offset..).zip(records) {
         let item = Item::Record {
@@ -455,7 +533,7 @@ pub(crate) fn append<S: Shard>(
         };
         shard.replay_written(item, high_watermark);
     }
-    Ok(ReplicatedWrite::of(partition.clone(), &appended))
+    ReplicatedWrite::of(partition.clone(), appended)
 }
 
 /// The outcome of an event queued on a shard. Await it, or wait for it

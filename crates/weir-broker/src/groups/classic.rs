@@ -29,7 +29,8 @@ use crate::coordinator::{
     CoordinatorError, EventOutcome, ShardContext, Timers, COORDINATOR_WRITE_TIMEOUT,
 };
 use crate::groups::offsets::{
-    commit_entries, group_entry, write, GroupShard, OffsetChange, OffsetStore, TxnProducer,
+    commit_entries, group_entry, write, GroupShard, GroupTurn, OffsetChange, OffsetStore,
+    TxnProducer,
 };
 use crate::partition::ReplicatedWrite;
 use weir_coord::classic::{
@@ -223,7 +224,7 @@ impl GroupCoordinator {
     fn on_shard<R: Send + 'static>(
         &self,
         group: &str,
-        op: impl FnOnce(&mut GroupShard, &ShardContext<'_>) -> R + Send + 'static,
+        op: impl FnOnce(&mut GroupTurn<'_>, &ShardContext<'_>) -> R + Send + 'static,
     ) -> Result<EventOutcome<Result<R, CoordinatorError>>, GroupError> {
         self.offsets
             .on_group_shard(group, op)
@@ -235,7 +236,7 @@ impl GroupCoordinator {
     fn admin_turn<T: Send + 'static>(
         &self,
         group: &str,
-        op: impl FnOnce(&mut GroupShard, &ShardContext<'_>) -> Result<T, GroupAdminError>
+        op: impl FnOnce(&mut GroupTurn<'_>, &ShardContext<'_>) -> Result<T, GroupAdminError>
             + Send
             + 'static,
     ) -> impl Future<Output = Result<T, GroupAdminError>> + Send + 'static {
@@ -318,7 +319,7 @@ impl GroupCoordinator {
     pub(crate) fn join_in(
         &self,
         broker: &Arc<Broker>,
-        shard: &mut GroupShard,
+        shard: &mut GroupTurn<'_>,
         context: &ShardContext<'_>,
         group: &str,
         request: JoinGroup,
@@ -347,7 +348,7 @@ impl GroupCoordinator {
     pub(crate) fn sync_in(
         &self,
         broker: &Arc<Broker>,
-        shard: &mut GroupShard,
+        shard: &mut GroupTurn<'_>,
         context: &ShardContext<'_>,
         group: &str,
         request: SyncGroup,
@@ -379,7 +380,7 @@ impl GroupCoordinator {
     pub(crate) fn heartbeat_in(
         &self,
         broker: &Arc<Broker>,
-        shard: &mut GroupShard,
+        shard: &mut GroupTurn<'_>,
         context: &ShardContext<'_>,
         group: &str,
         request: Heartbeat,
@@ -410,7 +411,7 @@ impl GroupCoordinator {
     pub(crate) fn leave_in(
         &self,
         broker: &Arc<Broker>,
-        shard: &mut GroupShard,
+        shard: &mut GroupTurn<'_>,
         context: &ShardContext<'_>,
         group: &str,
         request: LeaveGroup,
@@ -456,7 +457,7 @@ impl GroupCoordinator {
     fn feed(
         &self,
         broker: &Arc<Broker>,
-        shard: &mut GroupShard,
+        shard: &mut GroupTurn<'_>,
         context: &ShardContext<'_>,
         group: &str,
         create: bool,
@@ -783,7 +784,7 @@ impl GroupCoordinator {
 /// empty classic group, in its shard's turn: the classic group is removed
 /// and its metadata tombstoned (its committed offsets stay).
 pub(crate) fn remove_if_empty(
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
     now_ms: i64,
@@ -807,7 +808,7 @@ pub(crate) fn remove_if_empty(
 /// (requests parked in it are answered NOT_COORDINATOR, so that its members
 /// find the group again). `None` when there is no such classic group.
 pub(crate) fn upgrade<T, E>(
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
     now_ms: i64,
@@ -856,7 +857,7 @@ pub(crate) fn upgrade<T, E>(
 /// members rejoin.
 pub(crate) fn install_downgraded(
     broker: &Arc<Broker>,
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
     snapshot: GroupSnapshot,
@@ -876,7 +877,7 @@ pub(crate) fn install_downgraded(
 
 /// [`GroupCoordinator::expire_offsets`] in one partition's shard.
 fn expire_in(
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     retention_ms: u64,
     now_ms: u64,
@@ -943,9 +944,9 @@ fn expire_in(
 /// meanwhile so that `op` may write through the shard; `None` if the group
 /// is not hosted there.
 fn with_group<R>(
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     group: &str,
-    op: impl FnOnce(&mut GroupShard, &mut HostedGroup) -> R,
+    op: impl FnOnce(&mut GroupTurn<'_>, &mut HostedGroup) -> R,
 ) -> Option<R> {
     let mut hosted = shard.classic.0.remove(group)?;
     let result = op(shard, &mut hosted);
@@ -960,7 +961,7 @@ fn with_group<R>(
 /// replicas hold the write).
 fn execute(
     broker: &Arc<Broker>,
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
     hosted: &mut HostedGroup,

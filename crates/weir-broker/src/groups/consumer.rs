@@ -34,7 +34,7 @@ use crate::coordinator::{
 };
 use crate::groups::classic::{self, ConversionError};
 use crate::groups::hosted::{self, HostedGroups};
-use crate::groups::offsets::{write, GroupShard, OffsetStore};
+use crate::groups::offsets::{write, GroupShard, GroupTurn, OffsetStore};
 use crate::partition::ReplicatedWrite;
 use weir_coord::classic::{
     GroupError, Heartbeat as ClassicHeartbeat, JoinGroup, JoinResponse, LeaveGroup, LeaveResponse,
@@ -220,7 +220,7 @@ impl ConsumerGroupCoordinator {
     fn on_shard<R: Send + 'static>(
         &self,
         group: &str,
-        op: impl FnOnce(&mut GroupShard, &ShardContext<'_>) -> R + Send + 'static,
+        op: impl FnOnce(&mut GroupTurn<'_>, &ShardContext<'_>) -> R + Send + 'static,
     ) -> Result<EventOutcome<Result<R, RuntimeError>>, ConsumerCoordinatorError> {
         self.offsets
             .on_group_shard(group, op)
@@ -308,7 +308,7 @@ impl ConsumerGroupCoordinator {
             + 'static,
         classic: impl FnOnce(
                 &Arc<Broker>,
-                &mut GroupShard,
+                &mut GroupTurn<'_>,
                 &ShardContext<'_>,
                 &str,
                 Q,
@@ -662,9 +662,9 @@ impl ConsumerGroupCoordinator {
 /// the shard's groups meanwhile so that `op` may write through the shard;
 /// `None` if it is not hosted there.
 fn with_group<R>(
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     group: &str,
-    op: impl FnOnce(&mut GroupShard, &mut HostedGroup) -> R,
+    op: impl FnOnce(&mut GroupTurn<'_>, &mut HostedGroup) -> R,
 ) -> Option<R> {
     let mut hosted = shard.consumer.take(group)?;
     let result = op(shard, &mut hosted);
@@ -677,7 +677,7 @@ fn with_group<R>(
 #[allow(clippy::type_complexity)]
 fn heartbeat_in(
     broker: &Arc<Broker>,
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
     request: HeartbeatRequest,
@@ -764,7 +764,7 @@ fn catch_up(
 /// upgrade). `None` when there is no such classic group.
 fn upgrade(
     broker: &Arc<Broker>,
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
     config: &ConsumerGroupConfig,
@@ -816,7 +816,7 @@ fn encode(group: &str, records: &[Record]) -> Vec<Entry> {
 /// the engine, ahead of the log now, is rebuilt from what the log holds.
 fn execute(
     broker: &Arc<Broker>,
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
     hosted: &mut HostedGroup,

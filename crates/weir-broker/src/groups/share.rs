@@ -26,7 +26,7 @@ use crate::coordinator::{
 use crate::groups::configs::{share_settings, ShareBrokerConfig};
 use crate::groups::consumer::ImageTopics;
 use crate::groups::hosted::{self, HostedGroups};
-use crate::groups::offsets::{write, GroupShard, OffsetStore};
+use crate::groups::offsets::{write, GroupShard, GroupTurn, OffsetStore};
 use crate::partition::ReplicatedWrite;
 use weir_coord::consumer::TopicMetadata;
 use weir_coord::records;
@@ -157,7 +157,7 @@ impl ShareGroupCoordinator {
     fn on_shard<R: Send + 'static>(
         &self,
         group: &str,
-        op: impl FnOnce(&mut GroupShard, &ShardContext<'_>) -> R + Send + 'static,
+        op: impl FnOnce(&mut GroupTurn<'_>, &ShardContext<'_>) -> R + Send + 'static,
     ) -> Result<EventOutcome<Result<R, RuntimeError>>, ShareCoordinatorError> {
         self.offsets
             .on_group_shard(group, op)
@@ -317,9 +317,9 @@ impl ShareGroupCoordinator {
 /// the shard's groups meanwhile so that `op` may write through the shard;
 /// `None` if it is not hosted there.
 fn with_group<R>(
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     group: &str,
-    op: impl FnOnce(&mut GroupShard, &mut HostedGroup) -> R,
+    op: impl FnOnce(&mut GroupTurn<'_>, &mut HostedGroup) -> R,
 ) -> Option<R> {
     let mut hosted = shard.share.take(group)?;
     let result = op(shard, &mut hosted);
@@ -332,7 +332,7 @@ fn with_group<R>(
 #[allow(clippy::type_complexity)]
 fn heartbeat_in(
     broker: &Arc<Broker>,
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
     request: ShareHeartbeat,
@@ -377,7 +377,7 @@ fn heartbeat_in(
 /// holds.
 fn execute(
     broker: &Arc<Broker>,
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
     hosted: &mut HostedGroup,

@@ -33,7 +33,7 @@ use weir_log::LogError;
 pub use crate::coordinator::batches::TxnProducer;
 use crate::coordinator::batches::{encode_batch, for_each_item, Entry, Item};
 use crate::coordinator::{
-    CoordinatorError, CoordinatorRuntime, EventOutcome, Outcome, Shard, ShardContext,
+    CoordinatorError, CoordinatorRuntime, EventOutcome, Outcome, Shard, ShardContext, ShardTurn,
 };
 use crate::groups::classic::ClassicGroups;
 use crate::groups::consumer::ConsumerGroups;
@@ -653,7 +653,7 @@ impl OffsetStore {
     pub(crate) fn on_group_shard<R: Send + 'static>(
         &self,
         group: &str,
-        op: impl FnOnce(&mut GroupShard, &ShardContext<'_>) -> R + Send + 'static,
+        op: impl FnOnce(&mut GroupTurn<'_>, &ShardContext<'_>) -> R + Send + 'static,
     ) -> Option<EventOutcome<Result<R, CoordinatorError>>> {
         let index = self.index_of(group)?;
         Some(
@@ -700,11 +700,7 @@ impl OffsetStore {
 
     /// Runs `read` on the shard of `group`'s partition, if it is led here,
     /// at once, between two of its events.
-    pub(crate) fn inspect<R>(
-        &self,
-        group: &str,
-        read: impl FnOnce(&mut GroupShard) -> R,
-    ) -> Option<R> {
+    pub(crate) fn inspect<R>(&self, group: &str, read: impl FnOnce(&GroupShard) -> R) -> Option<R> {
         self.runtime.inspect(self.index_of(group)?, read)
     }
 
@@ -871,19 +867,6 @@ impl OffsetStore {
             .flatten()
     }
 
-    /// A group's committed offsets as OffsetFetch serves them (see
-    /// [`GroupShard::replicated_offsets`]).
-    pub fn replicated_offsets(
-        &self,
-        group: &str,
-        high_watermark: u64,
-    ) -> BTreeMap<(String, i32), CommittedOffset> {
-        self.inspect(group, |shard| {
-            shard.replicated_offsets(group, high_watermark)
-        })
-        .unwrap_or_default()
-    }
-
     /// Every committed offset of a group, by topic and partition.
     pub fn group_offsets(&self, group: &str) -> Vec<((String, i32), CommittedOffset)> {
         self.inspect(group, |shard| shard.group_offsets(group))
@@ -973,11 +956,14 @@ impl OffsetStore {
     }
 }
 
+/// A group shard in an event's turn.
+pub(crate) type GroupTurn<'a> = ShardTurn<'a, GroupShard>;
+
 /// Appends `records` (as one batch, a transactional one of `producer`)
 /// through `shard` in an event of its own: the write for the caller to
 /// await before it answers, `None` when there is nothing to write.
 pub(crate) fn write(
-    shard: &mut GroupShard,
+    shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     records: &[Entry],
     producer: Option<TxnProducer>,
@@ -986,7 +972,7 @@ pub(crate) fn write(
     if records.is_empty() {
         return Ok(None);
     }
-    crate::coordinator::append(shard, context, records, producer, now_ms).map(Some)
+    shard.append(context, records, producer, now_ms).map(Some)
 }
 
 /// The records of a commit of `group`'s offsets.

@@ -334,9 +334,11 @@ fn only_commits_the_in_sync_replicas_hold_are_served() {
     );
     partition.lead_for_tests(&[1, 2, 3], 0, 1);
     let store = store_of(std::slice::from_ref(&partition));
+    // As OffsetFetch reads them.
     let served = |store: &OffsetStore| {
-        store
-            .replicated_offsets("g", partition.high_watermark())
+        block_on(store.fetch("g", None))
+            .unwrap()
+            .committed
             .get(&(T.to_owned(), 0))
             .map(|c| c.offset)
     };
