@@ -183,7 +183,7 @@ async fn offsets_of_an_empty_consumer_group_expire_once_it_has_been_empty_long_e
     let left = broker
         .consumer_groups()
         .leave(
-            &broker,
+            broker.group_coordinators(),
             "app",
             LeaveGroup {
                 members: vec![LeavingMember {
@@ -290,7 +290,7 @@ fn offsets_of_open_transactions_do_not_expire_nor_let_their_group_go() {
 
     // DeleteGroups removes a group's pending offsets too, as Kafka's does,
     // so its transaction's commit later finds nothing.
-    block_on(groups.delete(&broker, "pending-only")).unwrap();
+    block_on(groups.delete(broker.group_coordinators(), "pending-only")).unwrap();
     assert!(!broker.offsets().has_open_transactions("pending-only"));
     end_transaction(&broker, "pending-only", 8, true);
     assert!(broker.offsets().group_offsets("pending-only").is_empty());
@@ -305,7 +305,7 @@ async fn join_alone(broker: &Arc<Broker>, group: &str) -> JoinResponse {
     let groups = broker.consumer_groups();
     let joined = groups
         .join(
-            broker,
+            broker.group_coordinators(),
             group,
             JoinGroup {
                 member_id: String::new(),
@@ -324,7 +324,7 @@ async fn join_alone(broker: &Arc<Broker>, group: &str) -> JoinResponse {
     assert_eq!(joined.error, None);
     let synced = groups
         .sync(
-            broker,
+            broker.group_coordinators(),
             group,
             SyncGroup {
                 member_id: joined.member_id.clone(),
@@ -352,7 +352,9 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
     };
     let (groups, classic) = (broker.consumer_groups(), broker.groups());
     assert_eq!(
-        groups.classic_heartbeat(&broker, "app", heartbeat()).await,
+        groups
+            .classic_heartbeat(broker.group_coordinators(), "app", heartbeat())
+            .await,
         Ok(())
     );
     let count = broker.partitions_of(OFFSETS_TOPIC).len() as i32;
@@ -367,7 +369,9 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
         "COORDINATOR_LOAD_IN_PROGRESS"
     );
     assert_eq!(
-        groups.classic_heartbeat(&broker, "app", heartbeat()).await,
+        groups
+            .classic_heartbeat(broker.group_coordinators(), "app", heartbeat())
+            .await,
         Err(GroupError::NotCoordinator)
     );
     assert_eq!(classic.state("app"), None, "nothing made before the load");
@@ -383,7 +387,9 @@ async fn a_group_is_served_only_once_its_partition_is_loaded() {
     assert_eq!(broker.check_coordinator("app"), Ok(()));
     assert_eq!(classic.state("app"), Some(GroupState::Stable));
     assert_eq!(
-        groups.classic_heartbeat(&broker, "app", heartbeat()).await,
+        groups
+            .classic_heartbeat(broker.group_coordinators(), "app", heartbeat())
+            .await,
         Ok(())
     );
     broker.shutdown();

@@ -59,7 +59,7 @@ pub(super) fn heartbeat(
             };
             broker
                 .consumer_groups()
-                .heartbeat(broker, &group, heartbeat)
+                .heartbeat(broker.group_coordinators(), &group, heartbeat)
         });
     async move {
         let answer = match outcome {

@@ -258,7 +258,9 @@ fn delete_group(broker: &Arc<Broker>, ctx: &RequestContext, group: &str) -> Dele
         return Box::pin(std::future::ready(Err(code)));
     }
     if broker.consumer_groups().hosts(group) {
-        let deleted = broker.consumer_groups().delete(broker, group);
+        let deleted = broker
+            .consumer_groups()
+            .delete(broker.group_coordinators(), group);
         return Box::pin(async move {
             let write = deleted.await.map_err(|error| error.code())?;
             Ok(write.into_iter().collect())
@@ -267,7 +269,7 @@ fn delete_group(broker: &Arc<Broker>, ctx: &RequestContext, group: &str) -> Dele
     if broker.share_groups().hosts(group) {
         return Box::pin(super::share_admin::delete_group(broker, ctx, group));
     }
-    let deleted = broker.groups().delete(broker, group);
+    let deleted = broker.groups().delete(broker.group_coordinators(), group);
     Box::pin(async move {
         let code = match deleted.await {
             Ok(write) => return Ok(write.into_iter().collect()),

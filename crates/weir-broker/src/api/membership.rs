@@ -91,9 +91,10 @@ pub(super) fn join_group(
     };
     // A consumer group (KIP-848) takes classic members too (its online
     // migration): the consumer group coordinator routes the request.
-    let answer = broker
-        .consumer_groups()
-        .join(broker, &request.group_id, join);
+    let answer =
+        broker
+            .consumer_groups()
+            .join(broker.group_coordinators(), &request.group_id, join);
     async move {
         let response = answer.await;
         JoinGroupResponse::default()
@@ -146,9 +147,10 @@ pub(super) fn sync_group(
             .map(|a| (a.member_id.to_string(), a.assignment.to_vec()))
             .collect(),
     };
-    let answer = broker
-        .consumer_groups()
-        .sync(broker, &request.group_id, sync);
+    let answer =
+        broker
+            .consumer_groups()
+            .sync(broker.group_coordinators(), &request.group_id, sync);
     async move {
         let response = answer.await;
         SyncGroupResponse::default()
@@ -179,9 +181,11 @@ pub(super) fn heartbeat(
         group_instance_id: request.group_instance_id.map(|id| id.to_string()),
         generation_id: request.generation_id,
     };
-    let answer = broker
-        .consumer_groups()
-        .classic_heartbeat(broker, &request.group_id, heartbeat);
+    let answer = broker.consumer_groups().classic_heartbeat(
+        broker.group_coordinators(),
+        &request.group_id,
+        heartbeat,
+    );
     async move { HeartbeatResponse::default().with_error_code(error_code(answer.await.err())) }
         .boxed()
 }
@@ -215,9 +219,11 @@ pub(super) fn leave_group(
             group_instance_id: None,
         }]
     };
-    let answer = broker
-        .consumer_groups()
-        .leave(broker, &request.group_id, LeaveGroup { members });
+    let answer = broker.consumer_groups().leave(
+        broker.group_coordinators(),
+        &request.group_id,
+        LeaveGroup { members },
+    );
     let version = ctx.version;
     async move {
         let response = answer.await;

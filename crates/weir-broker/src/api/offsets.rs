@@ -594,7 +594,7 @@ async fn delete_offsets(
     }
     let DeletedOffsets { refused, write } = match broker
         .groups()
-        .delete_offsets(broker, &group, requested)
+        .delete_offsets(broker.group_coordinators(), &group, requested)
         .await
     {
         Ok(deleted) => deleted,

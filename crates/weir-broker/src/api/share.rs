@@ -107,7 +107,9 @@ pub(super) fn heartbeat(
             client_id: ctx.client_id.clone(),
             client_host: ctx.client_host.clone(),
         };
-        broker.share_groups().heartbeat(broker, &group, heartbeat)
+        broker
+            .share_groups()
+            .heartbeat(broker.group_coordinators(), &group, heartbeat)
     });
     async move {
         let answer = match outcome {

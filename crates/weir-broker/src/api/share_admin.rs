@@ -267,7 +267,12 @@ pub(super) async fn alter_offsets(
     } else {
         broker
             .share_groups()
-            .state_topics_changed(broker, &group, reset_topics, Vec::new())
+            .state_topics_changed(
+                broker.group_coordinators(),
+                &group,
+                reset_topics,
+                Vec::new(),
+            )
             .await
             .map_err(|error| error.code())
     };
@@ -334,7 +339,12 @@ pub(super) async fn delete_offsets(
     } else {
         broker
             .share_groups()
-            .state_topics_changed(broker, &group, Vec::new(), deleted_topics)
+            .state_topics_changed(
+                broker.group_coordinators(),
+                &group,
+                Vec::new(),
+                deleted_topics,
+            )
             .await
             .map_err(|error| error.code())
     };
@@ -401,7 +411,7 @@ pub(super) fn delete_group(
         }
         let write = broker
             .share_groups()
-            .delete(&broker, &group)
+            .delete(broker.group_coordinators(), &group)
             .await
             .map_err(|error| error.code())?;
         writes.extend(write);

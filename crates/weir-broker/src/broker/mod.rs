@@ -23,11 +23,12 @@ use weir_meta::{
 use crate::broker::producer_ids::ProducerIdBlocks;
 use crate::broker::quorum::{Metadata, MetadataError};
 use crate::config::BrokerConfig;
-use crate::coordinator::CoordinatorError;
+use crate::coordinator::{CoordinatorError, Environment};
 use crate::groups::classic::GroupCoordinator;
 use crate::groups::consumer::ConsumerGroupCoordinator;
 use crate::groups::offsets::{OffsetChange, OffsetStore, OFFSETS_TOPIC};
 use crate::groups::share::ShareGroupCoordinator;
+use crate::groups::GroupCoordinators;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::quotas::client::{ClientQuotaManager, QuotaWindows};
 use crate::replica::manager::{NotServed, ReplicaManager};
@@ -160,10 +161,7 @@ pub struct Broker {
     producer_ids: Mutex<ProducerIdBlocks>,
     metrics: Metrics,
     serving: AtomicBool,
-    offsets: Arc<OffsetStore>,
-    groups: GroupCoordinator,
-    consumer_groups: ConsumerGroupCoordinator,
-    share_groups: ShareGroupCoordinator,
+    group_coordinators: Arc<GroupCoordinators>,
     share_partitions: crate::share::leader::SharePartitions,
     share_state: crate::share::state_coordinator::ShareStateStore,
     txns: Arc<TxnCoordinator>,
@@ -371,11 +369,16 @@ impl Broker {
         // coordinators through `reconcile`.
         let offsets_topic = image.topic(OFFSETS_TOPIC);
         let offsets_partitions = offsets_topic.map_or(0, |t| t.partition_count());
+        let coordinator_env =
+            Environment::new(config.startup.node_id, clock.clone(), meta.image_watch());
         let offsets = Arc::new(OffsetStore::new(config.startup.node_id));
-        let groups = GroupCoordinator::new(config.group_config(), offsets.clone());
-        let consumer_groups =
-            ConsumerGroupCoordinator::new(config.consumer_group.clone(), offsets.clone());
-        let share_groups = ShareGroupCoordinator::new(config.share_group.clone(), offsets.clone());
+        let group_coordinators = GroupCoordinators::new(
+            coordinator_env.clone(),
+            offsets.clone(),
+            GroupCoordinator::new(config.group_config(), offsets.clone()),
+            ConsumerGroupCoordinator::new(config.consumer_group.clone(), offsets.clone()),
+            ShareGroupCoordinator::new(config.share_group.clone(), offsets),
+        );
         let led = offsets_topic
             .into_iter()
             .flat_map(|t| t.partitions.iter())
@@ -384,19 +387,13 @@ impl Broker {
             let Some(partition) = replicas.get(OFFSETS_TOPIC, led.partition) else {
                 continue;
             };
-            load_group_partition(
-                &offsets,
-                (&groups, &consumer_groups, &share_groups),
-                partition,
-                offsets_partitions,
-                &image,
-                clock.now_ms(),
-            )
-            .map_err(|source| BrokerError::Log {
-                topic: OFFSETS_TOPIC.to_owned(),
-                partition: led.partition,
-                source,
-            })?;
+            group_coordinators
+                .load(partition, offsets_partitions, &image)
+                .map_err(|source| BrokerError::Log {
+                    topic: OFFSETS_TOPIC.to_owned(),
+                    partition: led.partition,
+                    source,
+                })?;
         }
         let metrics = Metrics::default();
         let fetch_sessions = FetchSessionCache::new(
@@ -440,10 +437,7 @@ impl Broker {
             producer_ids: Mutex::default(),
             metrics,
             serving: AtomicBool::new(false),
-            offsets,
-            groups,
-            consumer_groups,
-            share_groups,
+            group_coordinators,
             share_state,
             txns,
             fetch_sessions,
@@ -472,8 +466,8 @@ impl Broker {
     /// partitions loaded as the broker opened, so that members that do not
     /// come back after a restart expire. Needs the Tokio runtime.
     pub fn start_groups(self: &Arc<Self>) {
-        for index in self.offsets.hosted() {
-            self.take_over_groups(index);
+        for index in self.offsets().hosted() {
+            self.group_coordinators.take_over(index);
         }
     }
 
@@ -488,24 +482,9 @@ impl Broker {
         image: &MetadataImage,
     ) -> Result<usize, weir_log::LogError> {
         let index = partition.index;
-        let records = load_group_partition(
-            &self.offsets,
-            (&self.groups, &self.consumer_groups, &self.share_groups),
-            partition,
-            count,
-            image,
-            self.now_ms(),
-        )?;
-        self.take_over_groups(index);
+        let records = self.group_coordinators.load(partition, count, image)?;
+        self.group_coordinators.take_over(index);
         Ok(records)
-    }
-
-    /// This node now coordinates the groups of `__consumer_offsets`
-    /// partition `index`, just loaded: their timers are armed.
-    fn take_over_groups(self: &Arc<Self>, index: i32) {
-        self.groups.take_over(self, index);
-        self.consumer_groups.take_over(self, index);
-        self.share_groups.take_over(self, index);
     }
 
     /// Keeps this node's replicas in step with every metadata change (its
@@ -568,7 +547,7 @@ impl Broker {
         // Groups move with the leadership of their __consumer_offsets
         // partition.
         for (_, index) in outcome.unled.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
-            self.offsets.unload(*index);
+            self.offsets().unload(*index);
         }
         for (_, index) in outcome
             .unled
@@ -723,20 +702,25 @@ impl Broker {
         current.config.clone()
     }
 
+    /// The coordinators of what `__consumer_offsets` stores.
+    pub fn group_coordinators(&self) -> &Arc<GroupCoordinators> {
+        &self.group_coordinators
+    }
+
     pub fn offsets(&self) -> &OffsetStore {
-        &self.offsets
+        self.group_coordinators.offsets()
     }
 
     pub fn groups(&self) -> &GroupCoordinator {
-        &self.groups
+        self.group_coordinators.groups()
     }
 
     pub fn consumer_groups(&self) -> &ConsumerGroupCoordinator {
-        &self.consumer_groups
+        self.group_coordinators.consumer_groups()
     }
 
     pub fn share_groups(&self) -> &ShareGroupCoordinator {
-        &self.share_groups
+        self.group_coordinators.share_groups()
     }
 
     pub(crate) fn share_partitions(&self) -> &crate::share::leader::SharePartitions {
@@ -790,7 +774,7 @@ impl Broker {
     pub fn check_coordinator(&self, group: &str) -> Result<(), i16> {
         match self.coordinator_of(group) {
             Some((index, leader)) if leader == self.static_config.startup.node_id => {
-                if self.offsets.hosts(index) {
+                if self.offsets().hosts(index) {
                     Ok(())
                 } else {
                     Err(14) // COORDINATOR_LOAD_IN_PROGRESS
@@ -873,7 +857,7 @@ impl Broker {
         now_ms: i64,
     ) -> impl Future<Output = Result<Option<ReplicatedWrite>, CoordinatorError>> + Send + 'static
     {
-        self.offsets.commit(group, changes, now_ms)
+        self.offsets().commit(group, changes, now_ms)
     }
 
     /// A transaction marker of `producer_id` was written at `offset` to
@@ -889,7 +873,7 @@ impl Broker {
         offset: u64,
     ) {
         let ended = self
-            .offsets
+            .offsets()
             .complete_transaction(partition, producer_id, commit, offset)
             .await;
         tracing::debug!(
@@ -1699,9 +1683,9 @@ impl Broker {
         if offsets_partitions == 0 {
             return;
         }
-        for (group, partitions) in self.offsets.commits_of_topic(topic) {
+        for (group, partitions) in self.offsets().commits_of_topic(topic) {
             let index = weir_coord::records::offsets::partition_for(&group, offsets_partitions);
-            if !self.offsets.hosts(index) {
+            if !self.offsets().hosts(index) {
                 continue;
             }
             let changes = partitions
@@ -1825,29 +1809,6 @@ impl Broker {
         });
         all_clean.into_inner()
     }
-}
-
-/// Loads `__consumer_offsets` partition `partition` (of `count`), led
-/// here now, into `offsets`, with the engines of its classic and consumer
-/// groups built before any event reaches its shard. Reads the log where it
-/// is called, which must not be a runtime worker. Returns the live records.
-fn load_group_partition(
-    offsets: &OffsetStore,
-    (classic, consumer, share): (
-        &GroupCoordinator,
-        &ConsumerGroupCoordinator,
-        &ShareGroupCoordinator,
-    ),
-    partition: Arc<Partition>,
-    count: i32,
-    image: &MetadataImage,
-    now_ms: i64,
-) -> Result<usize, weir_log::LogError> {
-    offsets.load(partition, count, |shard| {
-        classic.load(shard, now_ms);
-        consumer.load(shard, image);
-        share.load(shard, image);
-    })
 }
 
 /// Closes a partition; true if it closed cleanly (synced).

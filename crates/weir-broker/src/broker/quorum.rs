@@ -209,6 +209,11 @@ impl Metadata {
         self.controller.image().borrow().clone()
     }
 
+    /// The committed image as this node applies it, kept current.
+    pub fn image_watch(&self) -> tokio::sync::watch::Receiver<Arc<MetadataImage>> {
+        self.controller.image()
+    }
+
     pub fn status(&self) -> ControllerStatus {
         self.controller.status()
     }

@@ -23,7 +23,6 @@ use futures::future::{BoxFuture, FutureExt};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use crate::broker::Broker;
 use crate::coordinator::batches::Entry;
 use crate::coordinator::{
     CoordinatorError, EventOutcome, ShardContext, Timers, COORDINATOR_WRITE_TIMEOUT,
@@ -32,6 +31,7 @@ use crate::groups::offsets::{
     commit_entries, group_entry, write, GroupShard, GroupTurn, OffsetChange, OffsetStore,
     TxnProducer,
 };
+use crate::groups::GroupCoordinators;
 use crate::partition::ReplicatedWrite;
 use weir_coord::classic::{
     Command, Event, GroupConfig, GroupEngine, GroupError, GroupSnapshot, GroupState, Heartbeat,
@@ -294,14 +294,14 @@ impl GroupCoordinator {
 
     /// This node now coordinates the groups of `__consumer_offsets`
     /// partition `index`, just loaded: their timers are armed.
-    pub fn take_over(&self, broker: &Arc<Broker>, index: i32) {
-        let broker = broker.clone();
+    pub fn take_over(&self, coordinators: &Arc<GroupCoordinators>, index: i32) {
+        let coordinators = coordinators.clone();
         // The event runs whether or not its outcome is awaited.
         drop(self.offsets.runtime().run(index, move |shard, context| {
             let groups: Vec<String> = shard.classic.0.keys().cloned().collect();
             for group in groups {
                 with_group(shard, &group, |shard, hosted| {
-                    execute(&broker, shard, context, &group, hosted);
+                    execute(&coordinators, shard, context, &group, hosted);
                 });
             }
             Ok::<_, CoordinatorError>(())
@@ -318,7 +318,7 @@ impl GroupCoordinator {
     /// JoinGroup of `group`, in its shard's turn.
     pub(crate) fn join_in(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         shard: &mut GroupTurn<'_>,
         context: &ShardContext<'_>,
         group: &str,
@@ -326,14 +326,19 @@ impl GroupCoordinator {
     ) -> BoxFuture<'static, JoinResponse> {
         let member_id = request.member_id.clone();
         let fresh_uuid = uuid::Uuid::new_v4();
-        let answer = self.feed(broker, shard, context, group, true, |request_id, now_ms| {
-            Event::Join {
+        let answer = self.feed(
+            coordinators,
+            shard,
+            context,
+            group,
+            true,
+            |request_id, now_ms| Event::Join {
                 request_id,
                 now_ms,
                 request,
                 fresh_uuid,
-            }
-        });
+            },
+        );
         async move {
             match answer.await {
                 Ok(Some(Response::Join(response))) => response,
@@ -347,14 +352,14 @@ impl GroupCoordinator {
     /// SyncGroup of `group`, in its shard's turn.
     pub(crate) fn sync_in(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         shard: &mut GroupTurn<'_>,
         context: &ShardContext<'_>,
         group: &str,
         request: SyncGroup,
     ) -> BoxFuture<'static, SyncResponse> {
         let answer = self.feed(
-            broker,
+            coordinators,
             shard,
             context,
             group,
@@ -379,14 +384,14 @@ impl GroupCoordinator {
     /// Heartbeat of `group`, in its shard's turn.
     pub(crate) fn heartbeat_in(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         shard: &mut GroupTurn<'_>,
         context: &ShardContext<'_>,
         group: &str,
         request: Heartbeat,
     ) -> BoxFuture<'static, Result<(), GroupError>> {
         let answer = self.feed(
-            broker,
+            coordinators,
             shard,
             context,
             group,
@@ -410,7 +415,7 @@ impl GroupCoordinator {
     /// LeaveGroup of `group`, in its shard's turn.
     pub(crate) fn leave_in(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         shard: &mut GroupTurn<'_>,
         context: &ShardContext<'_>,
         group: &str,
@@ -418,7 +423,7 @@ impl GroupCoordinator {
     ) -> BoxFuture<'static, LeaveResponse> {
         let members = request.members.clone();
         let answer = self.feed(
-            broker,
+            coordinators,
             shard,
             context,
             group,
@@ -456,7 +461,7 @@ impl GroupCoordinator {
     /// false.
     fn feed(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         shard: &mut GroupTurn<'_>,
         context: &ShardContext<'_>,
         group: &str,
@@ -476,8 +481,8 @@ impl GroupCoordinator {
             hosted.waiting.insert(request_id, reply);
             hosted
                 .engine
-                .handle(event(request_id, broker.now_ms() as u64));
-            execute(broker, shard, context, group, hosted);
+                .handle(event(request_id, coordinators.now_ms() as u64));
+            execute(coordinators, shard, context, group, hosted);
             answer
         });
         async move {
@@ -494,16 +499,16 @@ impl GroupCoordinator {
     }
 
     /// A timer armed by [`execute`] has fired.
-    fn fire(&self, broker: &Arc<Broker>, group: &str, key: TimerKey, token: u64) {
-        let (broker, name) = (broker.clone(), group.to_owned());
+    fn fire(&self, coordinators: &Arc<GroupCoordinators>, group: &str, key: TimerKey, token: u64) {
+        let (coordinators, name) = (coordinators.clone(), group.to_owned());
         let _ = self.on_shard(group, move |shard, context| {
             with_group(shard, &name, |shard, hosted| {
                 hosted.timers.fired(&key, token);
                 hosted.engine.handle(Event::Timer {
                     key,
-                    now_ms: broker.now_ms() as u64,
+                    now_ms: coordinators.now_ms() as u64,
                 });
-                execute(&broker, shard, context, &name, hosted);
+                execute(&coordinators, shard, context, &name, hosted);
             });
         });
     }
@@ -669,11 +674,11 @@ impl GroupCoordinator {
     /// future gives the outcome of the shard's turn.
     pub fn delete_offsets(
         &self,
-        broker: &Broker,
+        coordinators: &GroupCoordinators,
         group: &str,
         partitions: Vec<(String, i32)>,
     ) -> impl Future<Output = Result<DeletedOffsets, GroupAdminError>> + Send + 'static {
-        let (now, name) = (broker.now_ms(), group.to_owned());
+        let (now, name) = (coordinators.now_ms(), group.to_owned());
         self.admin_turn(group, move |shard, context| {
             let committed = shard.group_offsets(&name);
             // Offsets of open transactions are deleted too, as in Kafka.
@@ -716,11 +721,11 @@ impl GroupCoordinator {
     /// future gives the write to wait on before answering.
     pub fn delete(
         &self,
-        broker: &Broker,
+        coordinators: &GroupCoordinators,
         group: &str,
     ) -> impl Future<Output = Result<Option<ReplicatedWrite>, GroupAdminError>> + Send + 'static
     {
-        let (now, name) = (broker.now_ms(), group.to_owned());
+        let (now, name) = (coordinators.now_ms(), group.to_owned());
         self.admin_turn(group, move |shard, context| {
             match shard.classic.0.get(&name).map(|h| h.engine.state()) {
                 Some(GroupState::Empty) => {}
@@ -856,21 +861,21 @@ pub(crate) fn upgrade<T, E>(
 /// describes (its record already written) and rebalances, so that its
 /// members rejoin.
 pub(crate) fn install_downgraded(
-    broker: &Arc<Broker>,
+    coordinators: &Arc<GroupCoordinators>,
     shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
     snapshot: GroupSnapshot,
 ) {
-    let now = broker.now_ms() as u64;
-    let mut engine = GroupEngine::load(group, broker.groups().config.clone(), snapshot, now);
+    let now = coordinators.now_ms() as u64;
+    let mut engine = GroupEngine::load(group, coordinators.groups().config.clone(), snapshot, now);
     engine.rebalance(now);
     shard
         .classic
         .0
         .insert(group.to_owned(), HostedGroup::new(engine));
     with_group(shard, group, |shard, hosted| {
-        execute(broker, shard, context, group, hosted);
+        execute(coordinators, shard, context, group, hosted);
     });
     tracing::info!(group, "consumer group downgraded to a classic group");
 }
@@ -960,7 +965,7 @@ fn with_group<R>(
 /// coordinator would not know, so those answers wait until the in-sync
 /// replicas hold the write).
 fn execute(
-    broker: &Arc<Broker>,
+    coordinators: &Arc<GroupCoordinators>,
     shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
@@ -989,7 +994,7 @@ fn execute(
                         let _ = reply.send(response);
                     }
                     Some(write) => {
-                        let node_id = broker.node_id();
+                        let node_id = coordinators.node_id();
                         tokio::spawn(async move {
                             let response =
                                 match write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
@@ -1002,19 +1007,22 @@ fn execute(
                 }
             }
             Command::ScheduleTimer { key, at_ms } => {
-                let delay = Duration::from_millis(at_ms.saturating_sub(broker.now_ms() as u64));
-                let (broker, group, timer) =
-                    (Arc::downgrade(broker), group.to_owned(), key.clone());
+                let delay =
+                    Duration::from_millis(at_ms.saturating_sub(coordinators.now_ms() as u64));
+                let (coordinators, group, timer) =
+                    (Arc::downgrade(coordinators), group.to_owned(), key.clone());
                 hosted.timers.schedule(key, delay, move |token| {
-                    if let Some(broker) = broker.upgrade() {
-                        broker.groups().fire(&broker, &group, timer, token);
+                    if let Some(coordinators) = coordinators.upgrade() {
+                        coordinators
+                            .groups()
+                            .fire(&coordinators, &group, timer, token);
                     }
                 });
             }
             Command::CancelTimer { key } => hosted.timers.cancel(&key),
             Command::PersistGroup(snapshot) => {
                 let record = group_entry(group, Some(&snapshot));
-                match write(shard, context, &[record], None, broker.now_ms()) {
+                match write(shard, context, &[record], None, coordinators.now_ms()) {
                     Ok(write) => persisted = write.or(persisted),
                     Err(error) => {
                         tracing::error!(group, %error, "cannot write group metadata");

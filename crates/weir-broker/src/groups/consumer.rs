@@ -27,7 +27,6 @@ use std::time::Duration;
 use futures::future::{ready, BoxFuture, FutureExt};
 use weir_meta::MetadataImage;
 
-use crate::broker::Broker;
 use crate::coordinator::batches::Entry;
 use crate::coordinator::{
     CoordinatorError as RuntimeError, EventOutcome, ShardContext, COORDINATOR_WRITE_TIMEOUT,
@@ -35,6 +34,7 @@ use crate::coordinator::{
 use crate::groups::classic::{self, ConversionError};
 use crate::groups::hosted::{self, HostedGroups};
 use crate::groups::offsets::{write, GroupShard, GroupTurn, OffsetStore};
+use crate::groups::GroupCoordinators;
 use crate::partition::ReplicatedWrite;
 use weir_coord::classic::{
     GroupError, Heartbeat as ClassicHeartbeat, JoinGroup, JoinResponse, LeaveGroup, LeaveResponse,
@@ -200,16 +200,16 @@ impl ConsumerGroupCoordinator {
 
     /// This node now coordinates the groups of `__consumer_offsets`
     /// partition `index`, just loaded: their timers are armed.
-    pub fn take_over(&self, broker: &Arc<Broker>, index: i32) {
-        let broker = broker.clone();
+    pub fn take_over(&self, coordinators: &Arc<GroupCoordinators>, index: i32) {
+        let coordinators = coordinators.clone();
         // The event runs whether or not its outcome is awaited.
         drop(self.offsets.runtime().run(index, move |shard, context| {
-            let now = broker.now_ms() as u64;
+            let now = coordinators.now_ms() as u64;
             let groups = shard.consumer.names();
             for group in groups {
                 with_group(shard, &group, |shard, hosted| {
                     let output = hosted.engine.on_loaded(now);
-                    let _ = execute(&broker, shard, context, &group, hosted, output);
+                    let _ = execute(&coordinators, shard, context, &group, hosted, output);
                 });
             }
             Ok::<_, RuntimeError>(())
@@ -244,16 +244,16 @@ impl ConsumerGroupCoordinator {
     /// answer, once what it changed is replicated.
     pub fn heartbeat(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         group: &str,
         request: HeartbeatRequest,
     ) -> impl Future<Output = Result<HeartbeatResponse, ConsumerCoordinatorError>> + Send + 'static
     {
-        let (shard_broker, name) = (broker.clone(), group.to_owned());
+        let (shard_coordinators, name) = (coordinators.clone(), group.to_owned());
         let turn = self.on_shard(group, move |shard, context| {
-            heartbeat_in(&shard_broker, shard, context, &name, request)
+            heartbeat_in(&shard_coordinators, shard, context, &name, request)
         });
-        let node_id = broker.node_id();
+        let node_id = coordinators.node_id();
         async move {
             let (response, write) = turn?.await??;
             if let Some(write) = write {
@@ -268,20 +268,20 @@ impl ConsumerGroupCoordinator {
 
     /// A timer armed by [`apply_timers`] has fired: an event of the
     /// group's shard.
-    fn fire(&self, broker: &Arc<Broker>, group: &str, key: TimerKey, token: u64) {
-        let (broker, name) = (broker.clone(), group.to_owned());
+    fn fire(&self, coordinators: &Arc<GroupCoordinators>, group: &str, key: TimerKey, token: u64) {
+        let (coordinators, name) = (coordinators.clone(), group.to_owned());
         let _ = self.on_shard(group, move |shard, context| {
             with_group(shard, &name, |shard, hosted| {
                 hosted.timers.fired(&key, token);
-                let image = broker.image();
+                let image = coordinators.image();
                 let output = hosted.engine.handle(
                     Event::Timer {
-                        now_ms: broker.now_ms() as u64,
+                        now_ms: coordinators.now_ms() as u64,
                         key,
                     },
                     &ImageTopics(&image),
                 );
-                let _ = execute(&broker, shard, context, &name, hosted, output);
+                let _ = execute(&coordinators, shard, context, &name, hosted, output);
             });
         });
     }
@@ -300,14 +300,14 @@ impl ConsumerGroupCoordinator {
     #[allow(clippy::too_many_arguments)]
     fn route<Q, A, R>(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         group: &str,
         request: Q,
         consumer: impl FnOnce(&mut HostedGroup, &MetadataImage, u64, Q) -> (Answer<A, R>, Output)
             + Send
             + 'static,
         classic: impl FnOnce(
-                &Arc<Broker>,
+                &Arc<GroupCoordinators>,
                 &mut GroupTurn<'_>,
                 &ShardContext<'_>,
                 &str,
@@ -323,25 +323,25 @@ impl ConsumerGroupCoordinator {
         A: Send + 'static,
         R: Send + 'static,
     {
-        let (shard_broker, name) = (broker.clone(), group.to_owned());
+        let (shard_coordinators, name) = (coordinators.clone(), group.to_owned());
         let turn = self.on_shard(group, move |shard, context| {
-            let broker = shard_broker;
+            let coordinators = shard_coordinators;
             if shard.share.hosts(&name) {
                 return ready(share_group).boxed();
             }
             let Some(mut hosted) = shard.consumer.take(&name) else {
-                return classic(&broker, shard, context, &name, request);
+                return classic(&coordinators, shard, context, &name, request);
             };
-            let image = broker.image();
-            let now = broker.now_ms() as u64;
-            let config = broker.consumer_groups().config_of(&image, &name);
+            let image = coordinators.image();
+            let now = coordinators.now_ms() as u64;
+            let config = coordinators.consumer_groups().config_of(&image, &name);
             let mut output = catch_up(&mut hosted, config, &image, now);
             let (answer, produced) = consumer(&mut hosted, &image, now, request);
             merge(&mut output, produced);
-            let written = execute(&broker, shard, context, &name, &mut hosted, output);
+            let written = execute(&coordinators, shard, context, &name, &mut hosted, output);
             let wait = hosted.last_write.clone();
             shard.consumer.put_back(&name, hosted);
-            consumer_answer(&broker, written, wait, answer)
+            consumer_answer(&coordinators, written, wait, answer)
         });
         let turn = match turn {
             Ok(turn) => turn,
@@ -358,14 +358,14 @@ impl ConsumerGroupCoordinator {
 
     pub fn join(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         group: &str,
         request: JoinGroup,
     ) -> BoxFuture<'static, JoinResponse> {
         let member_id = request.member_id.clone();
         let refused_member = member_id.clone();
         self.route(
-            broker,
+            coordinators,
             group,
             request,
             |hosted, image, now, request| {
@@ -426,10 +426,10 @@ impl ConsumerGroupCoordinator {
                     output,
                 )
             },
-            |broker, shard, context, group, request| {
-                broker
+            |coordinators, shard, context, group, request| {
+                coordinators
                     .groups()
-                    .join_in(broker, shard, context, group, request)
+                    .join_in(coordinators, shard, context, group, request)
             },
             move |error| classic::join_error(&refused_member, error),
             classic::join_error("", GroupError::InconsistentGroupProtocol),
@@ -438,12 +438,12 @@ impl ConsumerGroupCoordinator {
 
     pub fn sync(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         group: &str,
         request: SyncGroup,
     ) -> BoxFuture<'static, SyncResponse> {
         self.route(
-            broker,
+            coordinators,
             group,
             request,
             |hosted, image, now, request| {
@@ -471,10 +471,10 @@ impl ConsumerGroupCoordinator {
                     output,
                 )
             },
-            |broker, shard, context, group, request| {
-                broker
+            |coordinators, shard, context, group, request| {
+                coordinators
                     .groups()
-                    .sync_in(broker, shard, context, group, request)
+                    .sync_in(coordinators, shard, context, group, request)
             },
             classic::sync_error,
             classic::sync_error(GroupError::UnknownMemberId),
@@ -483,12 +483,12 @@ impl ConsumerGroupCoordinator {
 
     pub fn classic_heartbeat(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         group: &str,
         request: ClassicHeartbeat,
     ) -> BoxFuture<'static, Result<(), GroupError>> {
         self.route(
-            broker,
+            coordinators,
             group,
             request,
             |hosted, _, now, request| {
@@ -506,10 +506,10 @@ impl ConsumerGroupCoordinator {
                     output,
                 )
             },
-            |broker, shard, context, group, request| {
-                broker
+            |coordinators, shard, context, group, request| {
+                coordinators
                     .groups()
-                    .heartbeat_in(broker, shard, context, group, request)
+                    .heartbeat_in(coordinators, shard, context, group, request)
             },
             Err,
             Err(GroupError::UnknownMemberId),
@@ -518,12 +518,12 @@ impl ConsumerGroupCoordinator {
 
     pub fn leave(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         group: &str,
         request: LeaveGroup,
     ) -> BoxFuture<'static, LeaveResponse> {
         self.route(
-            broker,
+            coordinators,
             group,
             request,
             |hosted, image, _, request| {
@@ -565,10 +565,10 @@ impl ConsumerGroupCoordinator {
                     output,
                 )
             },
-            |broker, shard, context, group, request| {
-                broker
+            |coordinators, shard, context, group, request| {
+                coordinators
                     .groups()
-                    .leave_in(broker, shard, context, group, request)
+                    .leave_in(coordinators, shard, context, group, request)
             },
             classic::leave_error,
             classic::leave_error(GroupError::UnknownMemberId),
@@ -601,11 +601,11 @@ impl ConsumerGroupCoordinator {
     /// Queued here; the future gives the write to wait on.
     pub fn delete(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         group: &str,
     ) -> impl Future<Output = Result<Option<ReplicatedWrite>, ConsumerCoordinatorError>> + Send + 'static
     {
-        let (broker, name) = (broker.clone(), group.to_owned());
+        let (coordinators, name) = (coordinators.clone(), group.to_owned());
         let turn = self.on_shard(group, move |shard, context| {
             let mut hosted = shard
                 .consumer
@@ -620,14 +620,15 @@ impl ConsumerGroupCoordinator {
             };
             let mut entries = encode(&name, &records);
             entries.extend(shard.group_tombstones(&name));
-            match write(shard, context, &entries, None, broker.now_ms()) {
+            match write(shard, context, &entries, None, coordinators.now_ms()) {
                 Ok(write) => Ok(write),
                 Err(error) => {
                     tracing::error!(group = name, %error, "deleting a consumer group failed");
-                    hosted.engine =
-                        broker
-                            .consumer_groups()
-                            .replayed(shard, &broker.image(), &name);
+                    hosted.engine = coordinators.consumer_groups().replayed(
+                        shard,
+                        &coordinators.image(),
+                        &name,
+                    );
                     shard.consumer.put_back(&name, hosted);
                     Err(ConsumerCoordinatorError::CoordinatorNotAvailable)
                 }
@@ -676,7 +677,7 @@ fn with_group<R>(
 /// answer and the group's last write, to wait on before answering.
 #[allow(clippy::type_complexity)]
 fn heartbeat_in(
-    broker: &Arc<Broker>,
+    coordinators: &Arc<GroupCoordinators>,
     shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
@@ -692,16 +693,16 @@ fn heartbeat_in(
     if shard.share.hosts(group) {
         return Ok((Err(ConsumerGroupError::GroupIdNotFound), None));
     }
-    let image = broker.image();
-    let now = broker.now_ms() as u64;
-    let config = broker.consumer_groups().config_of(&image, group);
+    let image = coordinators.image();
+    let now = coordinators.now_ms() as u64;
+    let config = coordinators.consumer_groups().config_of(&image, group);
     if !shard.consumer.hosts(group) {
         // An empty classic group becomes a consumer group; one with members
         // too, as group.consumer.migration.policy allows, when a member
         // joins (epoch 0).
         let removed = classic::remove_if_empty(shard, context, group, now as i64);
         if !removed && request.member_epoch == 0 {
-            match upgrade(broker, shard, context, group, &config, &image, now) {
+            match upgrade(coordinators, shard, context, group, &config, &image, now) {
                 Some(Ok(hosted)) => shard.consumer.put_back(group, hosted),
                 Some(Err(error)) => return Ok((Err(error), None)),
                 None => {}
@@ -728,7 +729,7 @@ fn heartbeat_in(
             "no answer to the heartbeat",
         )));
     merge(&mut output, handled);
-    let written = execute(broker, shard, context, group, &mut hosted, output);
+    let written = execute(coordinators, shard, context, group, &mut hosted, output);
     let last_write = hosted.last_write.clone();
     shard.consumer.put_back(group, hosted);
     match written {
@@ -763,7 +764,7 @@ fn catch_up(
 /// or why not (GROUP_ID_NOT_FOUND, as Kafka answers when it may not
 /// upgrade). `None` when there is no such classic group.
 fn upgrade(
-    broker: &Arc<Broker>,
+    coordinators: &Arc<GroupCoordinators>,
     shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
@@ -791,7 +792,7 @@ fn upgrade(
             let mut hosted = HostedGroup::new(engine);
             hosted.last_write = write;
             hosted.image_seen = image.applied_index();
-            apply_timers(broker, group, &mut hosted, timers);
+            apply_timers(coordinators, group, &mut hosted, timers);
             Ok(hosted)
         }
         Err(ConversionError::Refused(error)) => Err(error),
@@ -815,7 +816,7 @@ fn encode(group: &str, records: &[Record]) -> Vec<Entry> {
 /// group by the caller: its engine no longer exists). On a failed write
 /// the engine, ahead of the log now, is rebuilt from what the log holds.
 fn execute(
-    broker: &Arc<Broker>,
+    coordinators: &Arc<GroupCoordinators>,
     shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
@@ -827,7 +828,7 @@ fn execute(
         if let Some(snapshot) = &output.downgraded {
             entries.push(crate::groups::offsets::group_entry(group, Some(snapshot)));
         }
-        match write(shard, context, &entries, None, broker.now_ms()) {
+        match write(shard, context, &entries, None, coordinators.now_ms()) {
             Ok(write) => {
                 if write.is_some() {
                     hosted.last_write = write;
@@ -836,23 +837,24 @@ fn execute(
             Err(error) => {
                 tracing::error!(group, %error, "cannot write consumer group records");
                 hosted.timers.clear();
-                hosted.engine = broker
-                    .consumer_groups()
-                    .replayed(shard, &broker.image(), group);
+                hosted.engine =
+                    coordinators
+                        .consumer_groups()
+                        .replayed(shard, &coordinators.image(), group);
                 return Err(());
             }
         }
     }
-    apply_timers(broker, group, hosted, output.timers);
+    apply_timers(coordinators, group, hosted, output.timers);
     if let Some(snapshot) = output.downgraded {
         hosted.timers.clear();
-        classic::install_downgraded(broker, shard, context, group, snapshot);
+        classic::install_downgraded(coordinators, shard, context, group, snapshot);
     }
     Ok(())
 }
 
 fn apply_timers(
-    broker: &Arc<Broker>,
+    coordinators: &Arc<GroupCoordinators>,
     group: &str,
     hosted: &mut HostedGroup,
     timers: Vec<TimerCommand>,
@@ -860,12 +862,15 @@ fn apply_timers(
     for timer in timers {
         match timer {
             TimerCommand::Schedule { key, at_ms } => {
-                let delay = Duration::from_millis(at_ms.saturating_sub(broker.now_ms() as u64));
-                let (broker, group, fired) =
-                    (Arc::downgrade(broker), group.to_owned(), key.clone());
+                let delay =
+                    Duration::from_millis(at_ms.saturating_sub(coordinators.now_ms() as u64));
+                let (coordinators, group, fired) =
+                    (Arc::downgrade(coordinators), group.to_owned(), key.clone());
                 hosted.timers.schedule(key, delay, move |token| {
-                    if let Some(broker) = broker.upgrade() {
-                        broker.consumer_groups().fire(&broker, &group, fired, token);
+                    if let Some(coordinators) = coordinators.upgrade() {
+                        coordinators
+                            .consumer_groups()
+                            .fire(&coordinators, &group, fired, token);
                     }
                 });
             }
@@ -894,12 +899,12 @@ type Answer<A, R> = (
 /// (turned into the response by `respond`) once the group's last write is
 /// replicated, COORDINATOR_NOT_AVAILABLE if it cannot be.
 fn consumer_answer<T: Send + 'static, R: Send + 'static>(
-    broker: &Arc<Broker>,
+    coordinators: &Arc<GroupCoordinators>,
     written: Result<(), ()>,
     wait: Option<ReplicatedWrite>,
     (result, respond): Answer<T, R>,
 ) -> BoxFuture<'static, R> {
-    let node_id = broker.node_id();
+    let node_id = coordinators.node_id();
     async move {
         if written.is_err() {
             return respond(Err(ConsumerCoordinatorError::CoordinatorNotAvailable));

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use weir_meta::MetadataImage;
 
-use crate::broker::Broker;
 use crate::coordinator::batches::Entry;
 use crate::coordinator::{
     CoordinatorError as RuntimeError, EventOutcome, ShardContext, COORDINATOR_WRITE_TIMEOUT,
@@ -27,6 +26,7 @@ use crate::groups::configs::{share_settings, ShareBrokerConfig};
 use crate::groups::consumer::ImageTopics;
 use crate::groups::hosted::{self, HostedGroups};
 use crate::groups::offsets::{write, GroupShard, GroupTurn, OffsetStore};
+use crate::groups::GroupCoordinators;
 use crate::partition::ReplicatedWrite;
 use weir_coord::consumer::TopicMetadata;
 use weir_coord::records;
@@ -137,16 +137,16 @@ impl ShareGroupCoordinator {
 
     /// This node now coordinates the share groups of `__consumer_offsets`
     /// partition `index`, just loaded: their members' sessions are armed.
-    pub fn take_over(&self, broker: &Arc<Broker>, index: i32) {
-        let broker = broker.clone();
+    pub fn take_over(&self, coordinators: &Arc<GroupCoordinators>, index: i32) {
+        let coordinators = coordinators.clone();
         // The event runs whether or not its outcome is awaited.
         drop(self.offsets.runtime().run(index, move |shard, context| {
-            let now = broker.now_ms() as u64;
+            let now = coordinators.now_ms() as u64;
             let groups = shard.share.names();
             for group in groups {
                 with_group(shard, &group, |shard, hosted| {
                     let output = hosted.engine.on_loaded(now);
-                    let _ = execute(&broker, shard, context, &group, hosted, output);
+                    let _ = execute(&coordinators, shard, context, &group, hosted, output);
                 });
             }
             Ok::<_, RuntimeError>(())
@@ -210,11 +210,11 @@ impl ShareGroupCoordinator {
     /// future gives the write to await.
     pub fn delete(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         group: &str,
     ) -> impl Future<Output = Result<Option<ReplicatedWrite>, ShareCoordinatorError>> + Send + 'static
     {
-        self.change(broker, group, ShareGroupEngine::delete)
+        self.change(coordinators, group, ShareGroupEngine::delete)
     }
 
     /// The group's offsets were altered on `added` or deleted on `removed`:
@@ -222,13 +222,13 @@ impl ShareGroupCoordinator {
     /// queued here; the future gives the write to await.
     pub fn state_topics_changed(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         group: &str,
         added: Vec<TopicMetadata>,
         removed: Vec<String>,
     ) -> impl Future<Output = Result<Option<ReplicatedWrite>, ShareCoordinatorError>> + Send + 'static
     {
-        self.change(broker, group, move |engine| {
+        self.change(coordinators, group, move |engine| {
             Ok(engine.state_topics_changed(added, &removed))
         })
     }
@@ -238,21 +238,21 @@ impl ShareGroupCoordinator {
     /// deleted goes.
     fn change(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         group: &str,
         change: impl FnOnce(&mut ShareGroupEngine) -> Result<ShareOutput, ShareGroupError>
             + Send
             + 'static,
     ) -> impl Future<Output = Result<Option<ReplicatedWrite>, ShareCoordinatorError>> + Send + 'static
     {
-        let (broker, name) = (broker.clone(), group.to_owned());
+        let (coordinators, name) = (coordinators.clone(), group.to_owned());
         let turn = self.on_shard(group, move |shard, context| {
             with_group(shard, &name, |shard, hosted| {
                 let output = change(&mut hosted.engine)?;
                 if output.records.is_empty() {
                     return Ok(None);
                 }
-                execute(&broker, shard, context, &name, hosted, output)
+                execute(&coordinators, shard, context, &name, hosted, output)
                     .map_err(|()| ShareCoordinatorError::CoordinatorNotAvailable)?;
                 Ok(hosted.last_write.clone())
             })
@@ -265,16 +265,16 @@ impl ShareGroupCoordinator {
     /// answer, once what it changed is replicated.
     pub fn heartbeat(
         &self,
-        broker: &Arc<Broker>,
+        coordinators: &Arc<GroupCoordinators>,
         group: &str,
         request: ShareHeartbeat,
     ) -> impl Future<Output = Result<ShareHeartbeatResponse, ShareCoordinatorError>> + Send + 'static
     {
-        let (shard_broker, name) = (broker.clone(), group.to_owned());
+        let (shard_coordinators, name) = (coordinators.clone(), group.to_owned());
         let turn = self.on_shard(group, move |shard, context| {
-            heartbeat_in(&shard_broker, shard, context, &name, request)
+            heartbeat_in(&shard_coordinators, shard, context, &name, request)
         });
-        let node_id = broker.node_id();
+        let node_id = coordinators.node_id();
         async move {
             let (response, write) = turn?.await??;
             if let Some(write) = write {
@@ -288,17 +288,23 @@ impl ShareGroupCoordinator {
     }
 
     /// A member's session timer has fired: an event of the group's shard.
-    fn session_ended(&self, broker: &Arc<Broker>, group: &str, member: String, token: u64) {
-        let (broker, name) = (broker.clone(), group.to_owned());
+    fn session_ended(
+        &self,
+        coordinators: &Arc<GroupCoordinators>,
+        group: &str,
+        member: String,
+        token: u64,
+    ) {
+        let (coordinators, name) = (coordinators.clone(), group.to_owned());
         let _ = self.on_shard(group, move |shard, context| {
             with_group(shard, &name, |shard, hosted| {
                 if !hosted.timers.fired(&member, token) {
                     return;
                 }
                 let output = hosted.engine.session_expired(
-                    broker.now_ms() as u64,
+                    coordinators.now_ms() as u64,
                     &member,
-                    &ImageTopics(&broker.image()),
+                    &ImageTopics(&coordinators.image()),
                 );
                 if !output.ended.is_empty() {
                     tracing::info!(
@@ -307,7 +313,7 @@ impl ShareGroupCoordinator {
                         "removed a share group member whose session ended"
                     );
                 }
-                let _ = execute(&broker, shard, context, &name, hosted, output);
+                let _ = execute(&coordinators, shard, context, &name, hosted, output);
             });
         });
     }
@@ -331,7 +337,7 @@ fn with_group<R>(
 /// and the group's last write, to wait on before answering.
 #[allow(clippy::type_complexity)]
 fn heartbeat_in(
-    broker: &Arc<Broker>,
+    coordinators: &Arc<GroupCoordinators>,
     shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
@@ -347,9 +353,9 @@ fn heartbeat_in(
     if shard.consumer.hosts(group) || shard.classic.state(group).is_some() {
         return Err(ShareCoordinatorError::NotShareGroup(group.to_owned()));
     }
-    let image = broker.image();
-    let now = broker.now_ms() as u64;
-    let config = broker.share_groups().config_of(&image, group);
+    let image = coordinators.image();
+    let now = coordinators.now_ms() as u64;
+    let config = coordinators.share_groups().config_of(&image, group);
     let mut hosted = shard
         .share
         .take(group)
@@ -363,7 +369,7 @@ fn heartbeat_in(
     hosted.image_seen = image.applied_index();
     let (response, produced) = hosted.engine.heartbeat(now, &request, &topics);
     merge(&mut output, produced);
-    let written = execute(broker, shard, context, group, &mut hosted, output);
+    let written = execute(coordinators, shard, context, group, &mut hosted, output);
     let last_write = hosted.last_write.clone();
     shard.share.put_back(group, hosted);
     match written {
@@ -376,7 +382,7 @@ fn heartbeat_in(
 /// write the engine, ahead of the log now, is rebuilt from what the log
 /// holds.
 fn execute(
-    broker: &Arc<Broker>,
+    coordinators: &Arc<GroupCoordinators>,
     shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
@@ -392,7 +398,7 @@ fn execute(
                 Entry { key, value }
             })
             .collect();
-        match write(shard, context, &entries, None, broker.now_ms()) {
+        match write(shard, context, &entries, None, coordinators.now_ms()) {
             Ok(write) => {
                 if write.is_some() {
                     hosted.last_write = write;
@@ -401,21 +407,26 @@ fn execute(
             Err(error) => {
                 tracing::error!(group, %error, "cannot write share group records");
                 hosted.timers.clear();
-                hosted.engine = broker
-                    .share_groups()
-                    .replayed(shard, &broker.image(), group);
+                hosted.engine =
+                    coordinators
+                        .share_groups()
+                        .replayed(shard, &coordinators.image(), group);
                 return Err(());
             }
         }
     }
     for (member, at_ms) in output.sessions {
-        let delay = Duration::from_millis(at_ms.saturating_sub(broker.now_ms() as u64));
-        let (broker, group, ended) = (Arc::downgrade(broker), group.to_owned(), member.clone());
+        let delay = Duration::from_millis(at_ms.saturating_sub(coordinators.now_ms() as u64));
+        let (coordinators, group, ended) = (
+            Arc::downgrade(coordinators),
+            group.to_owned(),
+            member.clone(),
+        );
         hosted.timers.schedule(member, delay, move |token| {
-            if let Some(broker) = broker.upgrade() {
-                broker
+            if let Some(coordinators) = coordinators.upgrade() {
+                coordinators
                     .share_groups()
-                    .session_ended(&broker, &group, ended, token);
+                    .session_ended(&coordinators, &group, ended, token);
             }
         });
     }

@@ -21,8 +21,8 @@ use weir_meta::acl::CLUSTER_RESOURCE_NAME;
 use weir_meta::{AclOperation, ResourceType};
 
 use crate::broker::Broker;
-use crate::groups::lag::{self, GroupLag};
 use crate::security::tls::TlsServer;
+use crate::server::lag::{self, GroupLag};
 use crate::server::metrics::{GroupPartitionLabels, PartitionLabels};
 
 /// The one path served without credentials: orchestrators probe it with

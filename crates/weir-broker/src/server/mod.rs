@@ -1,8 +1,9 @@
 //! What the broker serves besides the Kafka API's handlers: its listeners,
-//! the HTTP endpoint and its metrics, and the fetch sessions consumers and
-//! followers keep between requests.
+//! the HTTP endpoint and its metrics, consumer lag as they show it, and the
+//! fetch sessions consumers and followers keep between requests.
 
 pub(crate) mod fetch_sessions;
 pub mod http;
+pub mod lag;
 pub mod listeners;
 pub mod metrics;

@@ -21,11 +21,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+use serde::Serialize;
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
 use crate::groups::configs::{share_settings, ShareAutoOffsetReset, ShareSettings};
-use crate::groups::lag::SharePartitionView;
 use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::server::metrics::GroupPartitionLabels;
@@ -54,6 +54,28 @@ const DEAD_LETTER_STATE_TIMEOUT: Duration = Duration::from_secs(30);
 /// [`DEAD_LETTER_RETRY_BACKOFF_MAX`].
 const DEAD_LETTER_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 const DEAD_LETTER_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(15);
+
+/// A share-partition led here, as `/v1/groups` and the metrics show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SharePartitionView {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    /// Every record before it is acknowledged or archived.
+    pub start_offset: i64,
+    /// The end consumers may read to (the high watermark, or the last
+    /// stable offset for `share.isolation.level=read_committed`).
+    pub log_end_offset: i64,
+    /// Records from the start offset on not yet acknowledged or archived.
+    pub in_flight: u64,
+    /// Records waiting to be acquired (never delivered, released, or their
+    /// lock expired), up to the log end.
+    pub available: u64,
+    /// Records acquired by a member now.
+    pub acquired: u64,
+    /// Age of the oldest available record, from its timestamp; 0 if none.
+    pub oldest_available_seconds: f64,
+}
 
 /// A share-partition led here: what was fixed when it was loaded, and its
 /// engine, changed one turn at a time.

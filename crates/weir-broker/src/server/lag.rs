@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use crate::broker::Broker;
+use crate::share::leader::SharePartitionView;
 use weir_coord::classic::GroupState;
 
 #[derive(Debug, Clone, Serialize)]
@@ -44,28 +45,6 @@ pub struct PartitionLag {
     /// removed them first: how far the committed offset is below the log
     /// start. The group resumes at the log start (`auto.offset.reset`).
     pub lost_to_retention: u64,
-}
-
-/// A share-partition led here, as `/v1/groups` and the metrics show it.
-#[derive(Debug, Clone, Serialize)]
-pub struct SharePartitionView {
-    pub group: String,
-    pub topic: String,
-    pub partition: i32,
-    /// Every record before it is acknowledged or archived.
-    pub start_offset: i64,
-    /// The end consumers may read to (the high watermark, or the last
-    /// stable offset for `share.isolation.level=read_committed`).
-    pub log_end_offset: i64,
-    /// Records from the start offset on not yet acknowledged or archived.
-    pub in_flight: u64,
-    /// Records waiting to be acquired (never delivered, released, or their
-    /// lock expired), up to the log end.
-    pub available: u64,
-    /// Records acquired by a member now.
-    pub acquired: u64,
-    /// Age of the oldest available record, from its timestamp; 0 if none.
-    pub oldest_available_seconds: f64,
 }
 
 /// Lag of every group with members or committed offsets, or of one group.
