@@ -10,8 +10,8 @@ use kafka_protocol::ResponseError;
 
 use super::table::APIS;
 use super::RequestContext;
-use crate::broker::features;
 use crate::broker::Broker;
+use crate::config::features;
 
 fn api_keys() -> Vec<ApiVersion> {
     APIS.iter()

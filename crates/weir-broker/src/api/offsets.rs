@@ -802,7 +802,7 @@ pub(super) async fn txn_offset_commit_adding_partition(
             Ok(())
         } else {
             crate::txn::add_from_leader::add_to_transaction(
-                &broker,
+                broker.txns(),
                 &request.transactional_id.0,
                 producer,
                 &partitions,

@@ -146,7 +146,8 @@ pub(super) fn handle(broker: &Arc<Broker>, ctx: RequestContext, request: Produce
         let mut refused = HashMap::new();
         let transactional_id = request.transactional_id.as_deref().unwrap_or_default();
         for (producer, partitions) in to_add(&broker, &ctx, &request) {
-            let added = add_to_transaction(&broker, transactional_id, producer, &partitions).await;
+            let added =
+                add_to_transaction(broker.txns(), transactional_id, producer, &partitions).await;
             if let Err(error) = added {
                 let refusal = refusal(error);
                 refused.extend(partitions.into_iter().map(|p| (p, refusal.clone())));

@@ -60,7 +60,7 @@ fn complete_in_background(broker: &Arc<Broker>, id: String) {
     let broker = broker.clone();
     tokio::spawn(async move {
         let coordinator = broker.txns().clone();
-        coordinator.complete(&broker, &id).await;
+        coordinator.complete(&id).await;
     });
 }
 
@@ -104,7 +104,7 @@ pub(super) fn init_producer_id(
     );
     let turn = broker
         .txns()
-        .coordinate(broker, &transactional_id, None, move |current| {
+        .coordinate(&transactional_id, None, move |current| {
             let (abort_first, next) = match weir_coord::txn::init_producer_id(
                 current,
                 &id,
@@ -147,18 +147,15 @@ fn add_to_txn(
     partitions: Vec<(String, i32)>,
 ) -> impl Future<Output = Result<(), TxnRequestError>> + Send + 'static {
     let now = broker.now_ms();
-    broker.txns().coordinate(
-        broker,
-        transactional_id,
-        Some(ctx.connection),
-        move |current| {
+    broker
+        .txns()
+        .coordinate(transactional_id, Some(ctx.connection), move |current| {
             let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
             Ok((
                 (),
                 weir_coord::txn::add_partitions(current, producer_id, epoch, &partitions, 0, now)?,
             ))
-        },
-    )
+        })
 }
 
 pub(super) fn add_partitions_to_txn(
@@ -288,7 +285,6 @@ fn add_partitions_for_leaders(
                 let outcome = broker
                     .txns()
                     .add_for_leader(
-                        &broker,
                         &txn.transactional_id.0,
                         (txn.producer_id.0, txn.producer_epoch),
                         partitions,
@@ -427,11 +423,9 @@ pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxn
     };
     let (now, committed) = (broker.now_ms(), request.committed);
     let (producer_id, epoch) = (request.producer_id.0, request.producer_epoch);
-    let turn = broker.txns().coordinate(
-        broker,
-        &transactional_id,
-        Some(ctx.connection),
-        move |current| {
+    let turn = broker
+        .txns()
+        .coordinate(&transactional_id, Some(ctx.connection), move |current| {
             let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
             match weir_coord::txn::end_txn(
                 current,
@@ -447,8 +441,7 @@ pub(super) fn end_txn(broker: &Arc<Broker>, ctx: RequestContext, request: EndTxn
                 }
                 EndOutcome::Prepare(next) => Ok(((next.producer_after_end(), true), Some(next))),
             }
-        },
-    );
+        });
     after_turn(broker, turn, move |broker, outcome| match outcome {
         Ok((producer, prepared)) => {
             if prepared {
@@ -480,7 +473,7 @@ pub(super) async fn describe_transactions(
             );
             continue;
         }
-        let described = broker.txns().describe(broker, &id.0).await;
+        let described = broker.txns().describe(&id.0).await;
         states.push({
             match described {
                 Ok(Some(meta)) => {

@@ -2,7 +2,7 @@
 //! (KIP-584, `kafka-features.sh upgrade|downgrade`).
 //!
 //! Kafka's brokers pass the request on to the controller; Weir checks the
-//! levels on any node (see [`crate::broker::features`]): asking for the level a
+//! levels on any node (see [`crate::config::features`]): asking for the level a
 //! feature is at succeeds and changes nothing, a level the code does not
 //! support is refused as Kafka's controller refuses it, and
 //! `eligible.leader.replicas.version`, whose level the metadata holds,
@@ -17,9 +17,9 @@ use kafka_protocol::ResponseError;
 use weir_meta::AclOperation;
 
 use super::RequestContext;
-use crate::broker::features;
 use crate::broker::quorum::MetadataError;
 use crate::broker::{Broker, BrokerError};
+use crate::config::features;
 
 /// UpdateFeatures v0's `allow_downgrade`, in the upgrade types of v1.
 const UPGRADE: i8 = 1;

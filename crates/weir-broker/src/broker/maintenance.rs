@@ -130,9 +130,14 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
 /// publishes how many are open and the age of the oldest.
 async fn upkeep_transactions(broker: &Arc<Broker>, settings: &TxnSettings, hanging: &HangingTxns) {
     let coordinator = broker.txns().clone();
-    coordinator.upkeep(broker, settings.id_expiration_ms).await;
+    coordinator.upkeep(settings.id_expiration_ms).await;
+    let led = broker
+        .all_partitions()
+        .into_iter()
+        .filter(|p| broker.leader_partition(&p.topic, p.index).is_ok())
+        .collect();
     hanging
-        .abort_hanging(broker, i64::from(settings.max_timeout_ms))
+        .abort_hanging(&coordinator, led, i64::from(settings.max_timeout_ms))
         .await;
     let (open, oldest) = coordinator.open_transactions().await;
     let metrics = broker.metrics();

@@ -2,7 +2,6 @@
 //! partitions it hosts.
 
 pub mod clean_shutdown;
-pub mod features;
 pub mod log_cleaner;
 pub mod maintenance;
 pub(crate) mod producer_ids;
@@ -415,7 +414,10 @@ impl Broker {
         let max_share_sessions = config.share_group.max_share_sessions;
         let share_state =
             crate::share::state_coordinator::ShareStateStore::new(config.startup.node_id);
-        let txns = Arc::new(TxnCoordinator::new(config.startup.node_id));
+        let txns = Arc::new(TxnCoordinator::new(
+            coordinator_env,
+            inter_broker_security.clone(),
+        ));
         let broker = Arc::new_cyclic(|me| Self {
             share_partitions: crate::share::leader::SharePartitions::new(
                 max_share_sessions,
@@ -1911,7 +1913,7 @@ fn shared_cluster_id(
                 // Transactions v2 (KIP-890), as Kafka 4.x formats new
                 // clusters.
                 meta.submit(Command::SetFeatureLevel {
-                    name: crate::broker::features::TRANSACTION_VERSION.to_owned(),
+                    name: crate::config::features::TRANSACTION_VERSION.to_owned(),
                     level: 2,
                 })?;
                 add_initial_scram(meta, config)?;

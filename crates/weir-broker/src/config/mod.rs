@@ -15,6 +15,7 @@
 //! they fill and how, and those of the second the value each describes
 //! from the [`Startup`], so that a config is written down once.
 
+pub mod features;
 pub mod topic;
 
 use std::collections::{BTreeMap, BTreeSet};

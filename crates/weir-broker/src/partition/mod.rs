@@ -1525,15 +1525,11 @@ impl Partition {
     /// Aborts the open transaction of `producer_id` that no coordinator
     /// will end (a hanging transaction), with the producer's own epoch and
     /// its last coordinator's epoch, so that the marker is the one that
-    /// coordinator would have written.
-    pub fn abort_hanging(
-        &self,
-        producer_id: i64,
-        leader_epoch: i32,
-    ) -> Result<Appended, AppendError> {
+    /// coordinator would have written. Written off the runtime's workers.
+    pub fn abort_hanging(self: &Arc<Self>, producer_id: i64, leader_epoch: i32) -> QueuedWrite {
         let (epoch, coordinator_epoch) =
             self.producers.lock().epochs(producer_id).unwrap_or((0, -1));
-        self.write_marker(producer_id, epoch, false, coordinator_epoch, leader_epoch)
+        self.write_marker_async(producer_id, epoch, false, coordinator_epoch, leader_epoch)
     }
 
     /// The offset below which `read_committed` consumers may read: the

@@ -20,10 +20,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
-use weir_client::{Client, ClientConfig};
+use weir_client::{Client, ClientConfig, SecurityConfig};
 
-use super::coordinator::{partition_for, TRANSACTION_STATE_TOPIC};
-use crate::broker::Broker;
+use super::coordinator::{partition_for, TxnCoordinator, TRANSACTION_STATE_TOPIC};
 
 /// The version brokers of Kafka 4.x send.
 const ADD_PARTITIONS_VERSION: i16 = 5;
@@ -38,7 +37,11 @@ pub struct CoordinatorConnections {
 const MAX_IDLE_PER_BROKER: usize = 4;
 
 impl CoordinatorConnections {
-    async fn take(&self, broker: &Broker, addr: &str) -> Result<Client, weir_client::ClientError> {
+    async fn take(
+        &self,
+        security: &SecurityConfig,
+        addr: &str,
+    ) -> Result<Client, weir_client::ClientError> {
         if let Some(client) = self.idle.lock().get_mut(addr).and_then(Vec::pop) {
             return Ok(client);
         }
@@ -47,7 +50,7 @@ impl CoordinatorConnections {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
         };
-        Client::connect_with_security(addr, config, broker.inter_broker_security().clone()).await
+        Client::connect_with_security(addr, config, security.clone()).await
     }
 
     fn give_back(&self, addr: &str, client: Client) {
@@ -62,12 +65,13 @@ impl CoordinatorConnections {
 /// Adds `partitions` to the open transaction of `transactional_id`, run by
 /// `producer` (id and epoch); the coordinator's error otherwise.
 pub async fn add_to_transaction(
-    broker: &Broker,
+    coordinator: &TxnCoordinator,
     transactional_id: &str,
     producer: (i64, i16),
     partitions: &[(String, i32)],
 ) -> Result<(), ResponseError> {
-    let coordinator = broker.with_image(|image| {
+    let env = coordinator.environment();
+    let found = env.with_image(|image| {
         let count = image.topic(TRANSACTION_STATE_TOPIC)?.partition_count();
         let leader = image
             .topic(TRANSACTION_STATE_TOPIC)?
@@ -76,19 +80,12 @@ pub async fn add_to_transaction(
         let node = image.broker(leader).filter(|_| !image.is_fenced(leader))?;
         Some((leader, format!("{}:{}", node.host, node.port)))
     });
-    let Some((leader, addr)) = coordinator else {
+    let Some((leader, addr)) = found else {
         return Err(ResponseError::CoordinatorNotAvailable);
     };
-    if leader == broker.node_id() {
-        return broker
-            .txns()
-            .add_for_leader(
-                broker,
-                transactional_id,
-                producer,
-                partitions.to_vec(),
-                false,
-            )
+    if leader == env.node_id() {
+        return coordinator
+            .add_for_leader(transactional_id, producer, partitions.to_vec(), false)
             .await
             .map_err(|error| error.response_error(true));
     }
@@ -113,9 +110,11 @@ pub async fn add_to_transaction(
             .with_verify_only(false)
             .with_topics(topics),
     ]);
-    let connections = broker.txns().connections();
+    let connections = coordinator.connections();
     let outcome = async {
-        let mut client = connections.take(broker, &addr).await?;
+        let mut client = connections
+            .take(coordinator.inter_broker_security(), &addr)
+            .await?;
         let response: AddPartitionsToTxnResponse = client
             .call_version(ApiKey::AddPartitionsToTxn, ADD_PARTITIONS_VERSION, &request)
             .await?;

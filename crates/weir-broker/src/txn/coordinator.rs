@@ -35,12 +35,13 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use weir_client::{Client, ClientConfig};
+use weir_client::{Client, ClientConfig, SecurityConfig};
 use weir_log::LogError;
 
-use crate::broker::Broker;
 use crate::coordinator::batches::{self, Item};
-use crate::coordinator::{CoordinatorError, CoordinatorRuntime, Outcome, Shard, ShardContext};
+use crate::coordinator::{
+    CoordinatorError, CoordinatorRuntime, Environment, Outcome, Shard, ShardContext,
+};
 use crate::partition::Partition;
 use weir_coord::records;
 use weir_coord::txn::{self, TxnError, TxnMetadata, TxnStatus};
@@ -157,6 +158,9 @@ pub struct TxnView {
 }
 
 pub struct TxnCoordinator {
+    env: Environment,
+    /// How this node connects to other brokers (markers, AddPartitionsToTxn).
+    inter_broker_security: SecurityConfig,
     /// The `__transaction_state` partitions led here, one shard each.
     runtime: CoordinatorRuntime<TxnShard>,
     /// Connections to the coordinators of other brokers, for the leaders
@@ -183,19 +187,29 @@ fn state_entry(
 
 /// Whether values are written in v1: from transaction.version 1 on, as
 /// Kafka does.
-fn flexible_values(broker: &Broker) -> bool {
-    broker.with_image(|image| {
-        crate::broker::features::level_of(crate::broker::features::TRANSACTION_VERSION, image) >= 1
+fn flexible_values(env: &Environment) -> bool {
+    env.with_image(|image| {
+        crate::config::features::level_of(crate::config::features::TRANSACTION_VERSION, image) >= 1
     })
 }
 
 impl TxnCoordinator {
-    pub fn new(node_id: i32) -> Self {
+    pub fn new(env: Environment, inter_broker_security: SecurityConfig) -> Self {
         Self {
-            runtime: CoordinatorRuntime::new(TRANSACTION_STATE_TOPIC, node_id)
+            runtime: CoordinatorRuntime::new(TRANSACTION_STATE_TOPIC, env.node_id())
                 .with_write_timeout(WRITE_TIMEOUT),
             connections: Default::default(),
+            env,
+            inter_broker_security,
         }
+    }
+
+    pub(super) fn environment(&self) -> &Environment {
+        &self.env
+    }
+
+    pub(super) fn inter_broker_security(&self) -> &SecurityConfig {
+        &self.inter_broker_security
     }
 
     /// This node leads `partition` of `__transaction_state`: its
@@ -216,12 +230,9 @@ impl TxnCoordinator {
 
     /// Checks that this node coordinates `transactional_id`; returns its
     /// partition of `__transaction_state`.
-    fn coordinated_partition(
-        &self,
-        broker: &Broker,
-        transactional_id: &str,
-    ) -> Result<i32, CoordinatorError> {
-        let count = broker
+    fn coordinated_partition(&self, transactional_id: &str) -> Result<i32, CoordinatorError> {
+        let count = self
+            .env
             .with_image(|image| {
                 image
                     .topic(TRANSACTION_STATE_TOPIC)
@@ -232,10 +243,17 @@ impl TxnCoordinator {
         if self.runtime.hosts(index) {
             return Ok(index);
         }
-        match broker.leader_partition(TRANSACTION_STATE_TOPIC, index) {
+        let leader = self.env.with_image(|image| {
+            image
+                .topic(TRANSACTION_STATE_TOPIC)
+                .and_then(|t| t.partition(index))
+                .map(|p| p.leader)
+        });
+        if leader == Some(self.env.node_id()) {
             // Led here, but not loaded yet.
-            Ok(_) => Err(CoordinatorError::LoadInProgress),
-            Err(_) => Err(CoordinatorError::NotCoordinator),
+            Err(CoordinatorError::LoadInProgress)
+        } else {
+            Err(CoordinatorError::NotCoordinator)
         }
     }
 
@@ -252,20 +270,19 @@ impl TxnCoordinator {
     /// itself: requests keep the order their connection sent them in.
     pub fn coordinate<T: Send + 'static>(
         &self,
-        broker: &Broker,
         transactional_id: &str,
         connection: Option<u64>,
         decide: impl FnOnce(Option<&TxnMetadata>) -> Result<(T, Option<TxnMetadata>), TxnError>
             + Send
             + 'static,
     ) -> impl Future<Output = Result<T, TxnRequestError>> + Send + 'static {
-        let partition = self.coordinated_partition(broker, transactional_id);
-        let flexible = flexible_values(broker);
+        let partition = self.coordinated_partition(transactional_id);
+        let flexible = flexible_values(&self.env);
         let id = transactional_id.to_owned();
         let written = partition.map(|index| {
             self.runtime.write(
                 index,
-                broker.now_ms(),
+                self.env.now_ms(),
                 move |shard: &mut TxnShard, context| {
                     take_turn(shard, context, &id, connection, flexible, decide)
                 },
@@ -277,14 +294,14 @@ impl TxnCoordinator {
     /// Writes the markers of a Prepare state, then its Complete state.
     /// Stops (for the next coordinator to finish) if this node no longer
     /// coordinates the id.
-    pub async fn complete(self: &Arc<Self>, broker: &Arc<Broker>, transactional_id: &str) {
-        let Ok(index) = self.coordinated_partition(broker, transactional_id) else {
+    pub async fn complete(self: &Arc<Self>, transactional_id: &str) {
+        let Ok(index) = self.coordinated_partition(transactional_id) else {
             return;
         };
         let id = transactional_id.to_owned();
         let started = self.runtime.write(
             index,
-            broker.now_ms(),
+            self.env.now_ms(),
             move |shard: &mut TxnShard, context| {
                 let high_watermark = context.partition.high_watermark();
                 let Some(entry) = shard.txns.get_mut(&id) else {
@@ -312,17 +329,25 @@ impl TxnCoordinator {
             if !self.runtime.hosts(index) {
                 return;
             }
-            remaining = write_markers(broker, &meta, commit, coordinator_epoch, remaining).await;
+            remaining = write_markers(
+                &self.env,
+                &self.inter_broker_security,
+                &meta,
+                commit,
+                coordinator_epoch,
+                remaining,
+            )
+            .await;
             if !remaining.is_empty() {
                 tokio::time::sleep(MARKER_RETRY_BACKOFF).await;
             }
         }
-        let next = txn::complete(&meta, broker.now_ms());
-        let flexible = flexible_values(broker);
+        let next = txn::complete(&meta, self.env.now_ms());
+        let flexible = flexible_values(&self.env);
         let id = transactional_id.to_owned();
         let ended = self
             .runtime
-            .write(index, broker.now_ms(), move |shard: &mut TxnShard, _| {
+            .write(index, self.env.now_ms(), move |shard: &mut TxnShard, _| {
                 let Some(entry) = shard.txns.get_mut(&id) else {
                     return Ok::<_, TxnRequestError>(Outcome::answer(()));
                 };
@@ -343,9 +368,9 @@ impl TxnCoordinator {
     /// Finishes transactions left in a Prepare state, aborts those past
     /// their timeout, and forgets ids idle for `expiration_ms`: one write
     /// per `__transaction_state` partition led here.
-    pub async fn upkeep(self: &Arc<Self>, broker: &Arc<Broker>, expiration_ms: i64) {
-        let flexible = flexible_values(broker);
-        let now = broker.now_ms();
+    pub async fn upkeep(self: &Arc<Self>, expiration_ms: i64) {
+        let flexible = flexible_values(&self.env);
+        let now = self.env.now_ms();
         let mut to_complete = Vec::new();
         for index in self.runtime.hosted() {
             let swept = self
@@ -385,8 +410,7 @@ impl TxnCoordinator {
         }
         for id in to_complete {
             let coordinator = self.clone();
-            let broker = broker.clone();
-            tokio::spawn(async move { coordinator.complete(&broker, &id).await });
+            tokio::spawn(async move { coordinator.complete(&id).await });
         }
     }
 
@@ -397,14 +421,13 @@ impl TxnCoordinator {
     /// TxnOffsetCommit v5).
     pub fn add_for_leader(
         &self,
-        broker: &Broker,
         transactional_id: &str,
         producer: (i64, i16),
         partitions: Vec<(String, i32)>,
         verify_only: bool,
     ) -> impl Future<Output = Result<(), TxnRequestError>> + Send + 'static {
-        let now = broker.now_ms();
-        self.coordinate(broker, transactional_id, None, move |current| {
+        let now = self.env.now_ms();
+        self.coordinate(transactional_id, None, move |current| {
             let current = current.ok_or(TxnError::InvalidProducerIdMapping)?;
             if verify_only {
                 txn::verify_partitions(current, producer.0, producer.1, &partitions)?;
@@ -466,23 +489,20 @@ impl TxnCoordinator {
     /// One transactional id coordinated here.
     pub fn describe(
         &self,
-        broker: &Broker,
         transactional_id: &str,
     ) -> impl Future<Output = Result<Option<TxnMetadata>, TxnRequestError>> + Send + 'static {
         let id = transactional_id.to_owned();
-        let read = self
-            .coordinated_partition(broker, transactional_id)
-            .map(|index| {
-                self.runtime.read(index, move |shard: &TxnShard| {
-                    Ok::<_, TxnRequestError>(
-                        shard
-                            .txns
-                            .get(&id)
-                            .map(|e| e.meta.clone())
-                            .filter(|m| m.status != TxnStatus::Dead),
-                    )
-                })
-            });
+        let read = self.coordinated_partition(transactional_id).map(|index| {
+            self.runtime.read(index, move |shard: &TxnShard| {
+                Ok::<_, TxnRequestError>(
+                    shard
+                        .txns
+                        .get(&id)
+                        .map(|e| e.meta.clone())
+                        .filter(|m| m.status != TxnStatus::Dead),
+                )
+            })
+        });
         async move { read?.await }
     }
 }
@@ -539,7 +559,8 @@ fn take_turn<T>(
 /// those still to be written (leader unknown or unreachable, or an error
 /// worth retrying). Partitions of deleted topics need no marker.
 async fn write_markers(
-    broker: &Broker,
+    env: &Environment,
+    security: &SecurityConfig,
     meta: &TxnMetadata,
     commit: bool,
     coordinator_epoch: i32,
@@ -547,7 +568,7 @@ async fn write_markers(
 ) -> BTreeSet<(String, i32)> {
     let mut by_leader: BTreeMap<String, BTreeSet<(String, i32)>> = BTreeMap::new();
     let mut remaining = BTreeSet::new();
-    broker.with_image(|image| {
+    env.with_image(|image| {
         for (topic, index) in partitions {
             let Some(info) = image.topic(&topic) else {
                 continue; // deleted: nothing to mark
@@ -568,10 +589,9 @@ async fn write_markers(
         }
     });
     for (addr, partitions) in by_leader {
-        let security = broker.inter_broker_security().clone();
         match send_markers(
             &addr,
-            security,
+            security.clone(),
             meta,
             commit,
             coordinator_epoch,

@@ -23,7 +23,8 @@ use parking_lot::Mutex;
 use weir_client::{Client, ClientConfig};
 
 use super::TxnStatus;
-use crate::broker::Broker;
+use crate::partition::Partition;
+use crate::txn::TxnCoordinator;
 
 /// An open transaction of a partition: topic, partition, producer id and
 /// the transaction's first offset.
@@ -36,21 +37,21 @@ pub struct HangingTxns {
 }
 
 impl HangingTxns {
-    /// Aborts the open transactions of partitions led here that have been
-    /// open longer than `max_age_ms` and that no coordinator knows of.
-    pub async fn abort_hanging(&self, broker: &Arc<Broker>, max_age_ms: i64) {
-        let now = broker.now_ms();
+    /// Aborts the open transactions of the partitions led here, `led`,
+    /// that have been open longer than `max_age_ms` and that no
+    /// coordinator knows of (`coordinator` says how to ask them).
+    pub async fn abort_hanging(
+        &self,
+        coordinator: &TxnCoordinator,
+        led: Vec<Arc<Partition>>,
+        max_age_ms: i64,
+    ) {
+        let now = coordinator.environment().now_ms();
         let mut suspects = Vec::new();
         {
             let mut first_seen = self.first_seen.lock();
             let mut open_now = HashMap::new();
-            for partition in broker.all_partitions() {
-                if broker
-                    .leader_partition(&partition.topic, partition.index)
-                    .is_err()
-                {
-                    continue;
-                }
+            for partition in led {
                 for open in partition.log().open_transactions() {
                     let key = (
                         partition.topic.clone(),
@@ -69,7 +70,7 @@ impl HangingTxns {
         }
         for (partition, producer_id) in suspects {
             let topic = partition.topic.clone();
-            match coordinator_knows(broker, &topic, partition.index, producer_id).await {
+            match coordinator_knows(coordinator, &topic, partition.index, producer_id).await {
                 Some(false) => {}
                 Some(true) => continue,
                 None => {
@@ -83,7 +84,7 @@ impl HangingTxns {
                 }
             }
             let leader_epoch = partition.replica_state().leader_epoch;
-            match partition.abort_hanging(producer_id, leader_epoch) {
+            match partition.abort_hanging(producer_id, leader_epoch).await {
                 Ok(_) => tracing::warn!(
                     topic,
                     partition = partition.index,
@@ -105,12 +106,12 @@ impl HangingTxns {
 /// Whether some broker coordinates an open transaction of `producer_id`
 /// that includes the partition; None if a broker could not be asked.
 async fn coordinator_knows(
-    broker: &Broker,
+    coordinator: &TxnCoordinator,
     topic: &str,
     partition: i32,
     producer_id: i64,
 ) -> Option<bool> {
-    let brokers: Vec<String> = broker.with_image(|image| {
+    let brokers: Vec<String> = coordinator.environment().with_image(|image| {
         image
             .live_brokers()
             .map(|b| format!("{}:{}", b.host, b.port))
@@ -122,7 +123,7 @@ async fn coordinator_knows(
         request_timeout: Duration::from_secs(10),
     };
     for addr in brokers {
-        let security = broker.inter_broker_security().clone();
+        let security = coordinator.inter_broker_security().clone();
         let mut client = Client::connect_with_security(&addr, config.clone(), security)
             .await
             .ok()?;
