@@ -267,7 +267,7 @@ fn start_move(broker: &Arc<Broker>, topic: &str, index: i32, target: usize) -> i
     let mover = broker.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("move-{topic}-{index}"))
-        .spawn(move || crate::replica::dir_move::run(&mover, &partition, &job));
+        .spawn(move || crate::replica::dir_move::run(mover.replicas(), &partition, &job));
     match spawned {
         Ok(_) => 0,
         Err(error) => {

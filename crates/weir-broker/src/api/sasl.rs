@@ -50,7 +50,10 @@ enum Exchange {
 async fn plain(broker: &Broker, token: &[u8]) -> Option<String> {
     let credentials = PlainCredentials::parse(token).ok()?;
     let user = credentials.username.clone();
-    let verified = broker.password_checks().matches(broker, credentials).await;
+    let verified = broker
+        .password_checks()
+        .matches(&broker.image(), credentials)
+        .await;
     verified.then_some(user)
 }
 

@@ -458,7 +458,7 @@ pub(super) fn fetch(
             if session.ended {
                 broker
                     .share_partitions()
-                    .release(&broker, &group, &member)
+                    .release(&*broker, &group, &member)
                     .await;
             }
         }
@@ -741,7 +741,7 @@ pub(super) fn acknowledge_request(
         if session.ended {
             broker
                 .share_partitions()
-                .release(&broker, &group, &member)
+                .release(&*broker, &group, &member)
                 .await;
         }
         let mut topics: BTreeMap<Uuid, Vec<AckPartitionData>> = BTreeMap::new();

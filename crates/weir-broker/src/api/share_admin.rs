@@ -234,7 +234,7 @@ pub(super) async fn alter_offsets(
                         let reset =
                             broker
                                 .share_partitions()
-                                .reset_state(broker, &key, p.start_offset);
+                                .reset_state(&**broker, &key, p.start_offset);
                         match reset.await {
                             Ok(write) => {
                                 writes.push(write);

@@ -6,11 +6,12 @@ pub mod log_cleaner;
 pub mod maintenance;
 pub(crate) mod producer_ids;
 pub mod quorum;
+mod share_host;
 
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 use weir_log::Clock;
@@ -160,6 +161,8 @@ pub struct Broker {
     producer_ids: Mutex<ProducerIdBlocks>,
     metrics: Metrics,
     serving: AtomicBool,
+    /// What the coordinators may know of this broker.
+    coordinator_env: Environment,
     group_coordinators: Arc<GroupCoordinators>,
     share_partitions: crate::share::leader::SharePartitions,
     share_state: crate::share::state_coordinator::ShareStateStore,
@@ -415,13 +418,13 @@ impl Broker {
         let share_state =
             crate::share::state_coordinator::ShareStateStore::new(config.startup.node_id);
         let txns = Arc::new(TxnCoordinator::new(
-            coordinator_env,
+            coordinator_env.clone(),
             inter_broker_security.clone(),
         ));
-        let broker = Arc::new_cyclic(|me| Self {
+        let broker = Arc::new_cyclic(|me: &Weak<Self>| Self {
             share_partitions: crate::share::leader::SharePartitions::new(
                 max_share_sessions,
-                me.clone(),
+                me.clone() as Weak<dyn crate::share::ShareHost>,
             ),
             me: me.clone(),
             clock,
@@ -439,6 +442,7 @@ impl Broker {
             producer_ids: Mutex::default(),
             metrics,
             serving: AtomicBool::new(false),
+            coordinator_env,
             group_coordinators,
             share_state,
             txns,

@@ -23,10 +23,10 @@ use std::time::Duration;
 use weir_log::storage::Storage;
 use weir_log::LogError;
 
-use crate::broker::Broker;
 use crate::partition::Partition;
 use crate::quotas::replication::ReplicationQuota;
 use crate::replica::directories::{partition_dir, partition_of};
+use crate::replica::manager::ReplicaManager;
 
 /// Ends the name of a partition's copy being made in its new directory.
 pub const FUTURE_SUFFIX: &str = "-future";
@@ -109,10 +109,10 @@ pub fn future_dir(dir: &Path, topic: &str, partition: i32) -> PathBuf {
 
 /// Runs the move to its end (or failure), on the calling thread: it copies
 /// whole segments, so call it on a thread of its own.
-pub(crate) fn run(broker: &Broker, partition: &Arc<Partition>, job: &Move) {
+pub(crate) fn run(replicas: &ReplicaManager, partition: &Arc<Partition>, job: &Move) {
     let (topic, index) = (partition.topic.clone(), partition.index);
-    let result = copy_and_take_over(broker, partition, job);
-    let log_dirs = broker.log_dirs();
+    let result = copy_and_take_over(replicas, partition, job);
+    let log_dirs = replicas.log_dirs();
     log_dirs.end_move(&topic, index, job);
     match result {
         Ok(old) => {
@@ -136,7 +136,7 @@ pub(crate) fn run(broker: &Broker, partition: &Arc<Partition>, job: &Move) {
 
 /// The copy and the swap; returns the old directory, renamed away.
 fn copy_and_take_over(
-    broker: &Broker,
+    replicas: &ReplicaManager,
     partition: &Arc<Partition>,
     job: &Move,
 ) -> Result<PathBuf, MoveError> {
@@ -157,10 +157,10 @@ fn copy_and_take_over(
         let bases = partition.log().segment_base_offsets();
         job.copied_end
             .store(bases.first().copied().unwrap_or(0), Ordering::Release);
-        let quota = broker.replicas().log_dir_move_quota();
+        let quota = replicas.log_dir_move_quota();
         copy_sealed(&source, future, &bases, &mut copied, quota, job)?;
     }
-    let target_dir = broker.log_dirs().dirs()[job.target].clone();
+    let target_dir = replicas.log_dirs().dirs()[job.target].clone();
     let destination = partition_dir(&target_dir, &partition.topic, partition.index);
     let old = source.with_file_name(format!(
         "{}-{}.{}{DELETE_SUFFIX}",
@@ -170,8 +170,7 @@ fn copy_and_take_over(
     ));
     // Under the replica manager's reconciliation lock: a deletion of the
     // partition cannot remove its directory from under the swap.
-    broker
-        .replicas()
+    replicas
         .while_hosted(partition, || {
             partition.move_log(
                 |log, storage| {
@@ -219,7 +218,7 @@ fn copy_and_take_over(
             )
         })
         .ok_or(MoveError::Gone)??;
-    broker
+    replicas
         .log_dirs()
         .moved(&partition.topic, partition.index, job.target);
     Ok(old)

@@ -12,8 +12,6 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 use weir_auth::{PlainCredentials, ScramMechanism, VerifiedPasswords};
 
-use crate::broker::Broker;
-
 /// Checks passwords for one broker.
 pub(crate) struct PasswordChecks {
     /// One permit per PBKDF2 running; held by the blocking task itself, so
@@ -37,16 +35,18 @@ impl PasswordChecks {
     /// user store for SASL/PLAIN, SCRAM and the HTTP endpoint. A user with
     /// none costs the same PBKDF2 as one with a credential, so that the time
     /// taken does not tell whether the user exists.
-    pub(crate) async fn matches(&self, broker: &Broker, credentials: PlainCredentials) -> bool {
-        let stored = broker.with_image(|image| {
-            [ScramMechanism::Sha512, ScramMechanism::Sha256]
-                .into_iter()
-                .find_map(|m| {
-                    image
-                        .scram_credential(&credentials.username, m)
-                        .map(|c| (m, c.clone()))
-                })
-        });
+    pub(crate) async fn matches(
+        &self,
+        image: &weir_meta::MetadataImage,
+        credentials: PlainCredentials,
+    ) -> bool {
+        let stored = [ScramMechanism::Sha512, ScramMechanism::Sha256]
+            .into_iter()
+            .find_map(|m| {
+                image
+                    .scram_credential(&credentials.username, m)
+                    .map(|c| (m, c.clone()))
+            });
         if let Some((mechanism, credential)) = &stored {
             if self.verified.is_verified(
                 &credentials.username,

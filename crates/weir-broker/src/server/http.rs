@@ -82,7 +82,11 @@ async fn authenticate(State(broker): State<Arc<Broker>>, request: Request, next:
         return failed_authentication(&broker).await;
     };
     let user = credentials.username.clone();
-    if !broker.password_checks().matches(&broker, credentials).await {
+    if !broker
+        .password_checks()
+        .matches(&broker.image(), credentials)
+        .await
+    {
         return failed_authentication(&broker).await;
     }
     if let Some(authorizer) = broker.authorizer() {
@@ -364,7 +368,9 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
     metrics.share_group_oldest_available_seconds.clear();
     let broker_for_share = broker.clone();
     let views = tokio::task::spawn_blocking(move || {
-        broker_for_share.share_partitions().views(&broker_for_share)
+        broker_for_share
+            .share_partitions()
+            .views(&*broker_for_share)
     })
     .await
     .unwrap_or_default();

@@ -26,11 +26,11 @@ use bytes::Bytes;
 use kafka_protocol::records::Compression;
 use weir_client::{ConsumedRecord, OutgoingRecord};
 
-use crate::broker::Broker;
 use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::Partition;
 use crate::share::persister::SharePersister;
 use crate::share::DeadLetter;
+use crate::share::ShareHost;
 
 /// The header naming the record's topic.
 pub const TOPIC_HEADER: &str = "__dlq.errors.topic";
@@ -79,7 +79,7 @@ pub(crate) enum DeadLetterError {
 /// ones already in the topic are not written again. Returns, once the
 /// dead-letter topic's in-sync replicas hold them, how many were written.
 pub(crate) async fn write(
-    broker: &Broker,
+    host: &dyn ShareHost,
     persister: &SharePersister,
     source: &Source<'_>,
     dead_letter_topic: &str,
@@ -87,10 +87,9 @@ pub(crate) async fn write(
     letters: &[DeadLetter],
     search: bool,
 ) -> Result<usize, DeadLetterError> {
-    let (partition, addr) = target(broker, source, dead_letter_topic)?;
+    let (partition, addr) = target(host, source, dead_letter_topic)?;
     let letters: Vec<DeadLetter> = if search {
-        let written =
-            already_written(broker, persister, &addr, dead_letter_topic, partition).await?;
+        let written = already_written(host, persister, &addr, dead_letter_topic, partition).await?;
         letters
             .iter()
             .filter(|l| !written.iter().any(|w| is_dead_letter_of(w, source, l)))
@@ -117,7 +116,7 @@ pub(crate) async fn write(
         })
         .collect::<Vec<_>>();
     persister
-        .with_client(broker, &addr, async |client| {
+        .with_client(host, &addr, async |client| {
             client
                 .produce_records(dead_letter_topic, partition, records, Compression::None)
                 .await
@@ -134,11 +133,11 @@ pub(crate) async fn write(
 /// The partition of `dead_letter_topic` that takes `source`'s dead letters,
 /// and its leader's address.
 fn target(
-    broker: &Broker,
+    host: &dyn ShareHost,
     source: &Source<'_>,
     dead_letter_topic: &str,
 ) -> Result<(i32, String), DeadLetterError> {
-    broker.with_image(|image| {
+    host.environment().with_image(|image| {
         let Some(topic) = image.topic(dead_letter_topic) else {
             return Err(DeadLetterError::Unwritable(format!(
                 "the dead-letter topic {dead_letter_topic} does not exist"
@@ -182,14 +181,14 @@ fn partition_for(source: &Source<'_>, partitions: i32) -> i32 {
 /// The dead letters among the last [`SEARCH_RECORDS`] records of
 /// `topic`'s `partition`.
 async fn already_written(
-    broker: &Broker,
+    host: &dyn ShareHost,
     persister: &SharePersister,
     addr: &str,
     topic: &str,
     partition: i32,
 ) -> Result<Vec<ConsumedRecord>, DeadLetterError> {
     persister
-        .with_client(broker, addr, async |client| {
+        .with_client(host, addr, async |client| {
             let end = client
                 .list_offsets(topic, partition, weir_client::LATEST)
                 .await?;

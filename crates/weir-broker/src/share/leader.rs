@@ -24,14 +24,14 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 
-use crate::broker::Broker;
-use crate::groups::configs::{share_settings, ShareAutoOffsetReset, ShareSettings};
+use crate::groups::configs::ShareAutoOffsetReset;
 use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::server::metrics::GroupPartitionLabels;
 use crate::share::dead_letters::{self, DeadLetterError, Source};
 use crate::share::keyed_turns::KeyedTurns;
 use crate::share::persister::{ShareCode, SharePersister};
+use crate::share::ShareHost;
 use crate::share::{
     log_records, AcknowledgeType, AcquiredRange, DeadLetter, PersistedState, ShareError,
     SharePartition, ShareSessions,
@@ -158,17 +158,18 @@ pub(crate) struct SharePartitions {
     loading: KeyedTurns<SharePartitionKey>,
     sessions: Mutex<ShareSessions>,
     persister: SharePersister,
-    me: Weak<Broker>,
+    /// The broker, for timers and dead letters that outlive a request.
+    host: Weak<dyn ShareHost>,
 }
 
 impl SharePartitions {
-    pub(crate) fn new(max_sessions: usize, me: Weak<Broker>) -> Self {
+    pub(crate) fn new(max_sessions: usize, host: Weak<dyn ShareHost>) -> Self {
         Self {
             hosted: Mutex::default(),
             loading: KeyedTurns::default(),
             sessions: Mutex::new(ShareSessions::new(max_sessions)),
             persister: SharePersister::default(),
-            me,
+            host,
         }
     }
 
@@ -176,28 +177,20 @@ impl SharePartitions {
         self.sessions.lock()
     }
 
-    fn settings(broker: &Broker, group: &str) -> ShareSettings {
-        let config = broker.config();
-        let image = broker.image();
-        share_settings(&config.share_group, image.group_configs(group))
-            .or_else(|_| share_settings(&config.share_group, &Default::default()))
-            .expect("the broker's own share settings are valid")
-    }
-
     /// The share-partition `key`, loaded if this broker leads its data
     /// partition and its state partition.
     async fn hosted(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         key: &SharePartitionKey,
     ) -> Result<Arc<Hosted>, ShareCode> {
-        let image = broker.image();
+        let image = host.image();
         let topic = image
             .topic_by_id(key.topic_id)
             .ok_or(UNKNOWN_TOPIC_ID)?
             .name
             .clone();
-        let partition = broker
+        let partition = host
             .leader_partition(&topic, key.partition)
             .map_err(|not_served| not_served.code())?;
         let leader_epoch = partition.replica_state().leader_epoch;
@@ -214,10 +207,7 @@ impl SharePartitions {
                 // Loaded by another request meanwhile.
                 match loaded() {
                     Some(hosted) => Ok(hosted),
-                    None => {
-                        self.load(broker, key, partition.clone(), leader_epoch)
-                            .await
-                    }
+                    None => self.load(host, key, partition.clone(), leader_epoch).await,
                 }
             })
             .await
@@ -228,17 +218,14 @@ impl SharePartitions {
     /// loading turn.
     async fn load(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         key: &SharePartitionKey,
         partition: Arc<Partition>,
         leader_epoch: i32,
     ) -> Result<Arc<Hosted>, ShareCode> {
-        let settings = Self::settings(broker, &key.group);
-        let home = self.persister.home(broker, key)?;
-        let read = self
-            .persister
-            .read(broker, &home, key, leader_epoch)
-            .await?;
+        let settings = host.share_settings(&key.group);
+        let home = self.persister.home(host, key)?;
+        let read = self.persister.read(host, &home, key, leader_epoch).await?;
         let mut state_epoch = read.state_epoch;
         let engine = match read.state {
             Some(state) => SharePartition::load(settings.partition.clone(), &state),
@@ -256,7 +243,7 @@ impl SharePartitions {
                 state_epoch += 1;
                 let _ = self
                     .persister
-                    .initialize(broker, &home, key, state, state_epoch, leader_epoch)
+                    .initialize(host, &home, key, state, state_epoch, leader_epoch)
                     .await?;
                 SharePartition::new(settings.partition.clone(), start)
             }
@@ -285,13 +272,13 @@ impl SharePartitions {
     /// The start offset `key`'s state holds, `None` if it has none yet.
     pub(crate) async fn persisted_start(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         key: &SharePartitionKey,
     ) -> Result<Option<i64>, ShareCode> {
-        let home = self.persister.home(broker, key)?;
+        let home = self.persister.home(host, key)?;
         let read = self
             .persister
-            .read(broker, &home, key, current_leader_epoch(broker, key))
+            .read(host, &home, key, current_leader_epoch(host, key))
             .await?;
         Ok(read.state.map(|s| s.start_offset))
     }
@@ -303,16 +290,13 @@ impl SharePartitions {
     /// await.
     pub(crate) async fn reset_state(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         key: &SharePartitionKey,
         start_offset: i64,
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
-        let home = self.persister.home(broker, key)?;
-        let leader_epoch = current_leader_epoch(broker, key);
-        let read = self
-            .persister
-            .read(broker, &home, key, leader_epoch)
-            .await?;
+        let home = self.persister.home(host, key)?;
+        let leader_epoch = current_leader_epoch(host, key);
+        let read = self.persister.read(host, &home, key, leader_epoch).await?;
         if start_offset < 0 && read.state.is_none() {
             return Ok(None); // nothing to delete
         }
@@ -322,7 +306,7 @@ impl SharePartitions {
         };
         let write = self
             .persister
-            .initialize(broker, &home, key, state, read.state_epoch + 1, -1)
+            .initialize(host, &home, key, state, read.state_epoch + 1, -1)
             .await?;
         self.forget(key).await;
         Ok(write)
@@ -335,7 +319,7 @@ impl SharePartitions {
     /// write of both to await before answering.
     pub(crate) async fn acquire(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         key: &SharePartitionKey,
         member: &str,
         acks: &[(i64, i64, AcknowledgeType)],
@@ -346,11 +330,11 @@ impl SharePartitions {
         // deleted, and the failed write dropped the engine, so the second
         // attempt works on the state as it is now.
         match self
-            .acquire_once(broker, key, member, acks, max_records, max_bytes)
+            .acquire_once(host, key, member, acks, max_records, max_bytes)
             .await
         {
             Err(FENCED_STATE_EPOCH) => {
-                self.acquire_once(broker, key, member, acks, max_records, max_bytes)
+                self.acquire_once(host, key, member, acks, max_records, max_bytes)
                     .await
             }
             outcome => outcome,
@@ -359,17 +343,17 @@ impl SharePartitions {
 
     async fn acquire_once(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         key: &SharePartitionKey,
         member: &str,
         acks: &[(i64, i64, AcknowledgeType)],
         max_records: usize,
         max_bytes: usize,
     ) -> Result<(Acquired, Option<ReplicatedWrite>), ShareCode> {
-        let hosted = self.hosted(broker, key).await?;
+        let hosted = self.hosted(host, key).await?;
         let mut turn = hosted.turn.lock().await;
         let h = &mut *turn;
-        let now = broker.now_ms() as u64;
+        let now = host.now_ms() as u64;
         h.engine.expire_locks(now);
         let mut acquired = Acquired {
             records: Bytes::new(),
@@ -404,7 +388,7 @@ impl SharePartitions {
                 }
             }
         }
-        let write = self.persist(broker, key, &hosted, h).await?;
+        let write = self.persist(host, key, &hosted, h).await?;
         self.arm_timer(key, h, now);
         Ok((acquired, write))
     }
@@ -412,12 +396,12 @@ impl SharePartitions {
     /// Applies `member`'s acknowledgements of `key`.
     pub(crate) async fn acknowledge(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         key: &SharePartitionKey,
         member: &str,
         batches: &[(i64, i64, AcknowledgeType)],
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
-        let (acquired, write) = self.acquire(broker, key, member, batches, 0, 0).await?;
+        let (acquired, write) = self.acquire(host, key, member, batches, 0, 0).await?;
         acquired.acknowledgements.map(|()| write)
     }
 
@@ -425,7 +409,7 @@ impl SharePartitions {
     /// here: it left the group, was removed from it, or its share session
     /// ended. (A session outlives its member's leaving: the member's last
     /// acknowledgements may follow.)
-    pub(crate) async fn release(&self, broker: &Broker, group: &str, member: &str) {
+    pub(crate) async fn release(&self, host: &dyn ShareHost, group: &str, member: &str) {
         let of_group: Vec<(SharePartitionKey, Arc<Hosted>)> = self
             .hosted
             .lock()
@@ -433,14 +417,14 @@ impl SharePartitions {
             .filter(|(key, _)| key.group == group)
             .map(|(key, hosted)| (key.clone(), hosted.clone()))
             .collect();
-        let now = broker.now_ms() as u64;
+        let now = host.now_ms() as u64;
         for (key, hosted) in of_group {
-            if !still_leads(broker, &hosted) {
+            if !still_leads(host, &hosted) {
                 continue;
             }
             let mut turn = hosted.turn.lock().await;
             turn.engine.release_member(member, now);
-            let _ = self.persist(broker, &key, &hosted, &mut turn).await;
+            let _ = self.persist(host, &key, &hosted, &mut turn).await;
             self.arm_timer(&key, &mut turn, now);
         }
     }
@@ -450,7 +434,7 @@ impl SharePartitions {
     /// persisted state again.
     async fn persist(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         key: &SharePartitionKey,
         hosted: &Hosted,
         turn: &mut Turn,
@@ -462,7 +446,7 @@ impl SharePartitions {
                 topic: hosted.partition.topic.clone(),
                 partition: key.partition.to_string(),
             };
-            let metrics = broker.metrics();
+            let metrics = host.metrics();
             metrics
                 .share_group_records_archived
                 .get_or_create(&labels)
@@ -472,11 +456,11 @@ impl SharePartitions {
         let Some(update) = changes else {
             return Ok(None);
         };
-        let written = match self.persister.home(broker, key) {
+        let written = match self.persister.home(host, key) {
             Ok(home) => {
                 let (state_epoch, leader_epoch) = (hosted.state_epoch, hosted.leader_epoch);
                 self.persister
-                    .update(broker, &home, key, update, state_epoch, leader_epoch)
+                    .update(host, &home, key, update, state_epoch, leader_epoch)
                     .await
             }
             Err(code) => Err(code),
@@ -514,35 +498,35 @@ impl SharePartitions {
         {
             return;
         }
-        let me = self.me.clone();
+        let host = self.host.clone();
         let key = key.clone();
         let delay = Duration::from_millis(at.saturating_sub(now));
         let task = tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            let Some(broker) = me.upgrade() else {
+            let Some(host) = host.upgrade() else {
                 return;
             };
-            broker.share_partitions().on_timer(&broker, &key).await;
+            host.share_partitions().on_timer(&*host, &key).await;
         });
         if let Some((_, previous)) = h.timer.replace((at, task)) {
             previous.abort();
         }
     }
 
-    async fn on_timer(&self, broker: &Broker, key: &SharePartitionKey) {
+    async fn on_timer(&self, host: &dyn ShareHost, key: &SharePartitionKey) {
         let Some(hosted) = self.hosted.lock().get(key).cloned() else {
             return;
         };
         let mut turn = hosted.turn.lock().await;
         turn.timer = None;
-        if !still_leads(broker, &hosted) {
+        if !still_leads(host, &hosted) {
             // Another broker leads it now; the next request loads it anew.
             self.hosted.lock().remove(key);
             return;
         }
-        let now = broker.now_ms() as u64;
+        let now = host.now_ms() as u64;
         turn.engine.expire_locks(now);
-        let _ = self.persist(broker, key, &hosted, &mut turn).await;
+        let _ = self.persist(host, key, &hosted, &mut turn).await;
         self.arm_timer(key, &mut turn, now);
         // Records available again: a waiting ShareFetch reads them.
         hosted.partition.wake_fetches();
@@ -560,10 +544,10 @@ impl SharePartitions {
         leader_epoch: i32,
         attempt: u32,
     ) {
-        let me = self.me.clone();
+        let host = self.host.clone();
         let key = key.clone();
         tokio::spawn(async move {
-            let Some(broker) = me.upgrade() else {
+            let Some(host) = host.upgrade() else {
                 return;
             };
             if attempt > 1 {
@@ -572,7 +556,7 @@ impl SharePartitions {
             }
             let replicated = match &after {
                 Some(write) => write
-                    .replicated(broker.node_id(), DEAD_LETTER_STATE_TIMEOUT)
+                    .replicated(host.node_id(), DEAD_LETTER_STATE_TIMEOUT)
                     .await
                     .is_ok(),
                 None => true,
@@ -580,16 +564,16 @@ impl SharePartitions {
             // A state write not known to be replicated may still be: the
             // next try searches the topic first.
             let attempt = if replicated { attempt } else { attempt.max(1) };
-            let partitions = broker.share_partitions();
+            let partitions = host.share_partitions();
             partitions
-                .write_dead_letters(&broker, &key, letters, leader_epoch, attempt)
+                .write_dead_letters(&*host, &key, letters, leader_epoch, attempt)
                 .await;
         });
     }
 
     async fn write_dead_letters(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         key: &SharePartitionKey,
         letters: Vec<DeadLetter>,
         leader_epoch: i32,
@@ -598,7 +582,7 @@ impl SharePartitions {
         let Some(hosted) = self.hosted.lock().get(key).cloned() else {
             return;
         };
-        if !still_leads(broker, &hosted) || hosted.leader_epoch != leader_epoch {
+        if !still_leads(host, &hosted) || hosted.leader_epoch != leader_epoch {
             return; // the next leader writes what is still Archiving
         }
         let letters: Vec<DeadLetter> = {
@@ -620,7 +604,7 @@ impl SharePartitions {
         let written = match &hosted.dead_letter_topic {
             Some(dead_letter_topic) => {
                 dead_letters::write(
-                    broker,
+                    host,
                     &self.persister,
                     &source,
                     dead_letter_topic,
@@ -641,7 +625,7 @@ impl SharePartitions {
                     topic: topic.clone(),
                     partition: partition.index.to_string(),
                 };
-                let counter = broker
+                let counter = host
                     .metrics()
                     .share_group_dead_lettered
                     .get_or_create(&labels);
@@ -667,15 +651,15 @@ impl SharePartitions {
                 return;
             }
         }
-        if !still_leads(broker, &hosted) {
+        if !still_leads(host, &hosted) {
             return;
         }
         let mut turn = hosted.turn.lock().await;
         for letter in &letters {
             turn.engine.dead_letter_written(letter.offset);
         }
-        let now = broker.now_ms() as u64;
-        let _ = self.persist(broker, key, &hosted, &mut turn).await;
+        let now = host.now_ms() as u64;
+        let _ = self.persist(host, key, &hosted, &mut turn).await;
         self.arm_timer(key, &mut turn, now);
         // The start offset may have moved: a waiting ShareFetch reads on.
         hosted.partition.wake_fetches();
@@ -697,18 +681,18 @@ impl SharePartitions {
     /// Every share-partition led here and loaded, by group, topic and
     /// partition. Waits for each one's turn and reads the log where it is
     /// called, which must be a blocking-pool thread.
-    pub(crate) fn views(&self, broker: &Broker) -> Vec<SharePartitionView> {
+    pub(crate) fn views(&self, host: &dyn ShareHost) -> Vec<SharePartitionView> {
         let hosted: Vec<(SharePartitionKey, Arc<Hosted>)> = self
             .hosted
             .lock()
             .iter()
             .map(|(key, hosted)| (key.clone(), hosted.clone()))
             .collect();
-        let now = broker.now_ms();
+        let now = host.now_ms();
         let mut views: Vec<SharePartitionView> = hosted
             .into_iter()
             .filter_map(|(key, hosted)| {
-                if !still_leads(broker, &hosted) {
+                if !still_leads(host, &hosted) {
                     return None;
                 }
                 let turn = hosted.turn.blocking_lock();
@@ -752,8 +736,8 @@ impl SharePartitions {
 }
 
 /// The leader epoch of `key`'s data partition, as the image says.
-fn current_leader_epoch(broker: &Broker, key: &SharePartitionKey) -> i32 {
-    broker.with_image(|image| {
+fn current_leader_epoch(host: &dyn ShareHost, key: &SharePartitionKey) -> i32 {
+    host.environment().with_image(|image| {
         image
             .topic_by_id(key.topic_id)
             .and_then(|t| t.partition(key.partition))
@@ -763,9 +747,9 @@ fn current_leader_epoch(broker: &Broker, key: &SharePartitionKey) -> i32 {
 
 /// Whether this broker still leads the data partition of `hosted` at the
 /// epoch its state was loaded at: only then may it change that state.
-fn still_leads(broker: &Broker, hosted: &Hosted) -> bool {
+fn still_leads(host: &dyn ShareHost, hosted: &Hosted) -> bool {
     let state = hosted.partition.replica_state();
-    state.leader == broker.node_id() && state.leader_epoch == hosted.leader_epoch
+    state.leader == host.node_id() && state.leader_epoch == hosted.leader_epoch
 }
 
 /// The whole batches of `bytes` up to the one holding `last_offset`: what

@@ -23,9 +23,9 @@ use kafka_protocol::protocol::StrBytes;
 use parking_lot::Mutex;
 use weir_client::{Client, ClientConfig};
 
-use crate::broker::Broker;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::share::state_coordinator::{state_partition_for, StateWriteError, SHARE_STATE_TOPIC};
+use crate::share::ShareHost;
 use crate::share::{PersistedState, RecordState, StateBatch};
 use weir_coord::records::share_state::SharePartitionKey;
 
@@ -63,10 +63,10 @@ impl SharePersister {
     /// Where `key`'s state lives.
     pub(crate) fn home(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         key: &SharePartitionKey,
     ) -> Result<StateHome, ShareCode> {
-        let located = broker.with_image(|image| {
+        let located = host.environment().with_image(|image| {
             let topic = image.topic(SHARE_STATE_TOPIC)?;
             let index = state_partition_for(key, topic.partition_count());
             let leader = topic.partition(index).map_or(-1, |p| p.leader);
@@ -77,14 +77,14 @@ impl SharePersister {
             Some((index, leader, addr))
         });
         let Some((index, leader, addr)) = located else {
-            let _ = broker.auto_create_topic(SHARE_STATE_TOPIC);
+            host.create_share_state_topic();
             return Err(STATE_LOADING);
         };
-        if leader == broker.node_id() {
-            if !broker.share_state().leads(index) {
+        if leader == host.node_id() {
+            if !host.share_state().leads(index) {
                 return Err(STATE_LOADING);
             }
-            return broker
+            return host
                 .leader_partition(SHARE_STATE_TOPIC, index)
                 .map(StateHome::Local)
                 .map_err(|_| STATE_LOADING);
@@ -95,14 +95,14 @@ impl SharePersister {
     /// `key`'s state.
     pub(crate) async fn read(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         home: &StateHome,
         key: &SharePartitionKey,
         leader_epoch: i32,
     ) -> Result<StateRead, ShareCode> {
         match home {
             StateHome::Local(partition) => {
-                let read = broker.share_state().read(partition.index, key).await;
+                let read = host.share_state().read(partition.index, key).await;
                 Ok(
                     match read.map_err(|error| local_error(key, "read", error))? {
                         None => StateRead {
@@ -125,7 +125,7 @@ impl SharePersister {
                             .with_partition(key.partition)
                             .with_leader_epoch(leader_epoch)])]);
                 let response: ReadShareGroupStateResponse = self
-                    .call(broker, addr, ApiKey::ReadShareGroupState, &request)
+                    .call(host, addr, ApiKey::ReadShareGroupState, &request)
                     .await?;
                 let result = response
                     .results
@@ -170,7 +170,7 @@ impl SharePersister {
     /// answer says it is replicated).
     pub(crate) async fn initialize(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         home: &StateHome,
         key: &SharePartitionKey,
         state: PersistedState,
@@ -178,7 +178,7 @@ impl SharePersister {
         leader_epoch: i32,
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
         match home {
-            StateHome::Local(partition) => broker
+            StateHome::Local(partition) => host
                 .share_state()
                 .initialize(
                     partition.index,
@@ -186,7 +186,7 @@ impl SharePersister {
                     state,
                     state_epoch,
                     leader_epoch,
-                    broker.now_ms(),
+                    host.now_ms(),
                 )
                 .await
                 .map(|applied| applied.write)
@@ -201,7 +201,7 @@ impl SharePersister {
                             .with_state_epoch(state_epoch)
                             .with_start_offset(state.start_offset)])]);
                 let response: InitializeShareGroupStateResponse = self
-                    .call(broker, addr, ApiKey::InitializeShareGroupState, &request)
+                    .call(host, addr, ApiKey::InitializeShareGroupState, &request)
                     .await?;
                 written_remotely(
                     response
@@ -217,7 +217,7 @@ impl SharePersister {
     /// Writes what changed in `key`'s state, loaded at `state_epoch`.
     pub(crate) async fn update(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         home: &StateHome,
         key: &SharePartitionKey,
         update: PersistedState,
@@ -225,7 +225,7 @@ impl SharePersister {
         leader_epoch: i32,
     ) -> Result<Option<ReplicatedWrite>, ShareCode> {
         match home {
-            StateHome::Local(partition) => broker
+            StateHome::Local(partition) => host
                 .share_state()
                 .update(
                     partition.index,
@@ -233,7 +233,7 @@ impl SharePersister {
                     update,
                     state_epoch,
                     leader_epoch,
-                    broker.now_ms(),
+                    host.now_ms(),
                 )
                 .await
                 .map(|applied| applied.write)
@@ -262,7 +262,7 @@ impl SharePersister {
                                     .collect(),
                             )])]);
                 let response: WriteShareGroupStateResponse = self
-                    .call(broker, addr, ApiKey::WriteShareGroupState, &request)
+                    .call(host, addr, ApiKey::WriteShareGroupState, &request)
                     .await?;
                 written_remotely(
                     response
@@ -278,7 +278,7 @@ impl SharePersister {
     /// One call to the share coordinator at `addr`.
     async fn call<Q, R>(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         addr: &str,
         key: ApiKey,
         request: &Q,
@@ -287,7 +287,7 @@ impl SharePersister {
         Q: kafka_protocol::protocol::Encodable + Sync,
         R: kafka_protocol::protocol::Decodable,
     {
-        self.with_client(broker, addr, async |client| client.call(key, request).await)
+        self.with_client(host, addr, async |client| client.call(key, request).await)
             .await
             .map_err(|error| {
                 tracing::debug!(addr, %error, "a share coordinator call failed");
@@ -299,7 +299,7 @@ impl SharePersister {
     /// needed, and dropped when the call fails), one call at a time.
     pub(crate) async fn with_client<T>(
         &self,
-        broker: &Broker,
+        host: &dyn ShareHost,
         addr: &str,
         call: impl AsyncFnOnce(&mut Client) -> Result<T, weir_client::ClientError>,
     ) -> Result<T, weir_client::ClientError> {
@@ -309,7 +309,7 @@ impl SharePersister {
             .entry(addr.to_owned())
             .or_default()
             .clone();
-        let security = broker.inter_broker_security().clone();
+        let security = host.inter_broker_security().clone();
         let mut client = slot.lock().await;
         if client.is_none() {
             let config = ClientConfig {
