@@ -38,6 +38,7 @@ use crate::replica::{ReplicaSelector, ReplicaView};
 use crate::server::fetch_sessions::{
     Answered, FetchContext, FetchParams, FetchRequestView, PartitionKey, TopicRef,
 };
+use crate::server::metrics::PartitionLabels;
 
 struct Target {
     index: i32,
@@ -287,7 +288,15 @@ fn count_consumer_bytes(broker: &Broker, targets: &[Target], reads: &[Read]) {
     for (target, read) in targets.iter().zip(reads) {
         let bytes = read.data.records.len();
         if let (Ok(partition), true) = (&target.partition, bytes > 0) {
-            partition.count_consumer_bytes(family, bytes);
+            let series = || {
+                family
+                    .get_or_create(&PartitionLabels {
+                        topic: partition.topic.clone(),
+                        partition: partition.index.to_string(),
+                    })
+                    .clone()
+            };
+            partition.count_consumer_bytes(series, bytes);
         }
     }
 }

@@ -1010,7 +1010,7 @@ pub struct Startup {
     pub controller_listen: SocketAddr,
     /// The controller listener's security protocol: `CONTROLLER` in
     /// `listener.security.protocol.map`, PLAINTEXT when it is not there.
-    pub controller_protocol: crate::server::listeners::SecurityProtocol,
+    pub controller_protocol: crate::security::SecurityProtocol,
     /// The voters of the controller quorum, id and controller address;
     /// empty for a quorum of this node alone, at `controller_listen`.
     pub controllers: Vec<(u64, SocketAddr)>,
@@ -1045,7 +1045,7 @@ impl Startup {
             http_tls: false,
             initial_scram: Vec::new(),
             controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            controller_protocol: crate::server::listeners::SecurityProtocol::Plaintext,
+            controller_protocol: crate::security::SecurityProtocol::Plaintext,
             controllers: Vec::new(),
             is_controller: true,
             given: BTreeSet::new(),
@@ -2253,13 +2253,13 @@ mod tests {
     #[test]
     fn dynamic_configs_keep_the_controller_listeners_protocol() {
         let mut config = build(&[]).unwrap();
-        config.startup.controller_protocol = crate::server::listeners::SecurityProtocol::Ssl;
+        config.startup.controller_protocol = crate::security::SecurityProtocol::Ssl;
         let dynamic = config
             .with_dynamic(&map(&[("log.retention.ms", "2000")]), &BTreeMap::new())
             .unwrap();
         assert_eq!(
             dynamic.startup.controller_protocol,
-            crate::server::listeners::SecurityProtocol::Ssl
+            crate::security::SecurityProtocol::Ssl
         );
         let (map, _) = dynamic
             .startup

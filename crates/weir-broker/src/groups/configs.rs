@@ -282,7 +282,7 @@ pub struct ShareSettings {
     pub heartbeat_interval_ms: i32,
     pub session_timeout_ms: i32,
     pub max_size: usize,
-    pub partition: crate::share::SharePartitionConfig,
+    pub partition: weir_coord::share::SharePartitionConfig,
     pub auto_offset_reset: ShareAutoOffsetReset,
     pub read_committed: bool,
     /// `errors.deadletterqueue.topic.name`, if set.
@@ -430,7 +430,7 @@ pub fn share_settings(
         heartbeat_interval_ms,
         session_timeout_ms,
         max_size: broker.max_size.max(1) as usize,
-        partition: crate::share::SharePartitionConfig {
+        partition: weir_coord::share::SharePartitionConfig {
             record_lock_duration_ms: record_lock_duration_ms as u64,
             delivery_count_limit: delivery_count_limit as u16,
             max_in_flight: max_record_locks,

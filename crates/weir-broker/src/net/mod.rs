@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 
 use crate::broker::Broker;
 use crate::security::tls::TlsServer;
-use crate::server::listeners::SecurityProtocol;
+use crate::security::SecurityProtocol;
 
 /// A listener as its connections see it.
 #[derive(Debug)]

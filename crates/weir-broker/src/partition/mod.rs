@@ -17,7 +17,6 @@ use std::sync::{Arc, OnceLock, Weak};
 use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use tokio::sync::Notify;
 use weir_log::batch::{self, BatchError, BatchHeader, CheckedBatch, ControlType};
 use weir_log::records::{self, RecordsError};
@@ -33,7 +32,6 @@ use crate::partition::leader_state::{LeaderState, ReadableFollower};
 use crate::partition::producer_state::{
     ActiveProducer, BatchMetadata, IncomingBatch, MarkerCheck, ProducerStates, SequenceCheck,
 };
-use crate::server::metrics::PartitionLabels;
 
 /// Why a produce to this partition failed, in Kafka's terms.
 #[derive(Debug, thiserror::Error)]
@@ -536,18 +534,10 @@ impl Partition {
     }
 
     /// Counts `bytes` of records this replica sent to consumers, leader or
-    /// follower, in its series of `family`.
-    pub fn count_consumer_bytes(&self, family: &Family<PartitionLabels, Counter>, bytes: u64) {
-        self.consumer_bytes_out
-            .get_or_init(|| {
-                family
-                    .get_or_create(&PartitionLabels {
-                        topic: self.topic.clone(),
-                        partition: self.index.to_string(),
-                    })
-                    .clone()
-            })
-            .inc_by(bytes);
+    /// follower, in its series of the metric, which `series` gives the
+    /// first time.
+    pub fn count_consumer_bytes(&self, series: impl FnOnce() -> Counter, bytes: u64) {
+        self.consumer_bytes_out.get_or_init(series).inc_by(bytes);
     }
 
     /// Takes the replication throttles the topic's configs set on this

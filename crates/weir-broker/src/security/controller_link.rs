@@ -28,7 +28,7 @@ use weir_meta::{ControllerStream, ControllerTransport, Handshake};
 
 use crate::config::{BrokerConfig, ConfigError};
 use crate::security::tls::TlsServer;
-use crate::server::listeners::SecurityProtocol;
+use crate::security::SecurityProtocol;
 
 /// The transport of the controller link, as `config` asks: plaintext, or
 /// TLS with `tls` (built from the same settings) for accepting.

@@ -328,7 +328,7 @@ impl TlsServer {
     ) -> Result<String, TlsError> {
         match connection.peer_certificates() {
             Some([leaf, ..]) => self.principal(leaf),
-            _ => Ok(crate::net::ANONYMOUS.to_owned()),
+            _ => Ok(weir_meta::ANONYMOUS.to_owned()),
         }
     }
 
