@@ -12,9 +12,9 @@ use clap::{Arg, ArgMatches, Args};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use weir_broker::broker::quorum::Metadata;
+use weir_broker::config::listeners::{self, ListenerSpec, SecurityProtocol};
 use weir_broker::config::settable;
 use weir_broker::security::tls::TlsServer;
-use weir_broker::server::listeners::{self, ListenerSpec, SecurityProtocol};
 use weir_broker::{Broker, BrokerConfig, INERT_CONFIGS};
 
 #[derive(Args, Debug)]

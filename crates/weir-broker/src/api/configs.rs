@@ -237,11 +237,11 @@ pub(super) fn describe_configs(
                 GROUP => {
                     let config = broker.config();
                     let set = broker.with_image(|image| image.group_configs(&name).clone());
-                    let configs = crate::groups::configs::GROUP_CONFIGS
+                    let configs = crate::config::groups::GROUP_CONFIGS
                         .iter()
                         .filter(|def| wanted(def.name))
                         .map(|def| {
-                            use crate::groups::configs::GroupDefault;
+                            use crate::config::groups::GroupDefault;
                             let default = match def.default {
                                 GroupDefault::Broker(name) => config.values[name].clone(),
                                 GroupDefault::Value(value) => value.to_owned(),
@@ -565,7 +565,7 @@ fn list_value(
             (def.config_type, config.values.get(name).cloned())
         }
         Resource::Group => {
-            let def = crate::groups::configs::lookup(name).ok_or_else(|| unknown("group"))?;
+            let def = crate::config::groups::lookup(name).ok_or_else(|| unknown("group"))?;
             (def.config_type, None)
         }
     };

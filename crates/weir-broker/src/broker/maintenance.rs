@@ -9,10 +9,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::broker::Broker;
+use crate::config::TxnSettings;
 use crate::groups::offsets::OFFSETS_TOPIC;
 use crate::share::state_coordinator::SHARE_STATE_TOPIC;
 use crate::txn::hanging::HangingTxns;
-use crate::txn::TxnSettings;
 
 /// A `__consumer_offsets` partition is checkpointed once its log holds at
 /// least this many records, and this many times its live records.

@@ -741,7 +741,7 @@ impl Broker {
         &self.txns
     }
 
-    pub fn txn_settings(&self) -> crate::txn::TxnSettings {
+    pub fn txn_settings(&self) -> crate::config::TxnSettings {
         self.static_config.txn_settings()
     }
 
@@ -1379,13 +1379,13 @@ impl Broker {
         let image = self.meta.image();
         let mut configs = image.group_configs(group).clone();
         for name in &delete {
-            if crate::groups::configs::lookup(name).is_none() {
+            if crate::config::groups::lookup(name).is_none() {
                 return Err(invalid(format!("Unknown group config name: {name}")));
             }
             configs.remove(name);
         }
         configs.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
-        crate::groups::configs::validate(
+        crate::config::groups::validate(
             &self.static_config.consumer_group,
             &self.static_config.share_group,
             &configs,

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use weir_client::SecurityConfig;
 
 use super::Broker;
+use crate::config::groups::{share_settings, ShareSettings};
 use crate::coordinator::Environment;
-use crate::groups::configs::{share_settings, ShareSettings};
 use crate::partition::Partition;
 use crate::replica::manager::NotServed;
 use crate::server::metrics::Metrics;

@@ -16,6 +16,8 @@
 //! from the [`Startup`], so that a config is written down once.
 
 pub mod features;
+pub mod groups;
+pub mod listeners;
 pub mod topic;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,9 +30,9 @@ use weir_coord::consumer::ConsumerGroupConfig;
 use weir_log::CleanupPolicy;
 use weir_meta::topic_config::{ConfigType, Valid};
 
-use crate::groups::configs::ShareBrokerConfig;
+use crate::config::groups::ShareBrokerConfig;
+use crate::config::listeners::{Listener, CONTROLLER_LISTENER, DEFAULT_PROTOCOL_MAP};
 use crate::replica::ReplicaSelector;
-use crate::server::listeners::{Listener, CONTROLLER_LISTENER, DEFAULT_PROTOCOL_MAP};
 
 /// A broker config Weir understands, with Kafka's default.
 #[derive(Debug, Clone, Copy)]
@@ -1010,7 +1012,7 @@ pub struct Startup {
     pub controller_listen: SocketAddr,
     /// The controller listener's security protocol: `CONTROLLER` in
     /// `listener.security.protocol.map`, PLAINTEXT when it is not there.
-    pub controller_protocol: crate::security::SecurityProtocol,
+    pub controller_protocol: crate::config::listeners::SecurityProtocol,
     /// The voters of the controller quorum, id and controller address;
     /// empty for a quorum of this node alone, at `controller_listen`.
     pub controllers: Vec<(u64, SocketAddr)>,
@@ -1045,7 +1047,7 @@ impl Startup {
             http_tls: false,
             initial_scram: Vec::new(),
             controller_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            controller_protocol: crate::security::SecurityProtocol::Plaintext,
+            controller_protocol: crate::config::listeners::SecurityProtocol::Plaintext,
             controllers: Vec::new(),
             is_controller: true,
             given: BTreeSet::new(),
@@ -1063,13 +1065,13 @@ impl Startup {
     /// `listener.security.protocol.map` as in force: the default mapping,
     /// and the listeners' own names, the controller's included.
     fn protocol_map(&self) -> String {
-        let mut map = crate::server::listeners::parse_protocol_map(DEFAULT_PROTOCOL_MAP)
+        let mut map = crate::config::listeners::parse_protocol_map(DEFAULT_PROTOCOL_MAP)
             .expect("the default map parses");
         for listener in &self.listeners {
             map.insert(listener.name.clone(), listener.protocol);
         }
         map.insert(
-            crate::server::listeners::CONTROLLER_LISTENER.to_owned(),
+            crate::config::listeners::CONTROLLER_LISTENER.to_owned(),
             self.controller_protocol,
         );
         let entries: Vec<String> = map.iter().map(|(n, p)| format!("{n}:{p}")).collect();
@@ -1512,8 +1514,8 @@ impl BrokerConfig {
     }
 
     /// The settings of transactions.
-    pub fn txn_settings(&self) -> crate::txn::TxnSettings {
-        crate::txn::TxnSettings {
+    pub fn txn_settings(&self) -> TxnSettings {
+        TxnSettings {
             num_partitions: self.transaction_state_log_num_partitions,
             replication_factor: self.transaction_state_log_replication_factor,
             min_isr: self.transaction_state_log_min_isr,
@@ -1521,6 +1523,36 @@ impl BrokerConfig {
             id_expiration_ms: self.transactional_id_expiration_ms,
             abort_check_interval_ms: self
                 .transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        }
+    }
+}
+
+/// The broker settings of transactions, with Kafka's names and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnSettings {
+    /// `transaction.state.log.num.partitions`
+    pub num_partitions: i32,
+    /// `transaction.state.log.replication.factor`
+    pub replication_factor: i32,
+    /// `transaction.state.log.min.isr`
+    pub min_isr: i32,
+    /// `transaction.max.timeout.ms`: longer transaction timeouts are refused.
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`
+    pub id_expiration_ms: i64,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`
+    pub abort_check_interval_ms: u64,
+}
+
+impl Default for TxnSettings {
+    fn default() -> Self {
+        Self {
+            num_partitions: 50,
+            replication_factor: 3,
+            min_isr: 2,
+            max_timeout_ms: 900_000,
+            id_expiration_ms: 7 * 24 * 3600 * 1000,
+            abort_check_interval_ms: 10_000,
         }
     }
 }
@@ -2024,14 +2056,14 @@ fn consumer_group_config(
 
 /// The `group.share.*` settings, each default within its bounds.
 fn share_group_config(values: Merged<'_>, _row: &str) -> Result<ShareBrokerConfig, ConfigError> {
-    let bounded = |what: &str| -> Result<crate::groups::configs::Bounded, ConfigError> {
+    let bounded = |what: &str| -> Result<crate::config::groups::Bounded, ConfigError> {
         let name = format!("group.share.{what}");
         let min_name = format!("group.share.min.{what}");
         let max_name = format!("group.share.max.{what}");
         let min = parse_in(values, &min_name, 1..=i32::MAX)?;
         let max = parse_in(values, &max_name, min..=i32::MAX)?;
         let value = parse_in(values, &name, min..=max)?;
-        Ok(crate::groups::configs::Bounded { value, min, max })
+        Ok(crate::config::groups::Bounded { value, min, max })
     };
     let heartbeat_interval_ms = bounded("heartbeat.interval.ms")?;
     let session_timeout_ms = bounded("session.timeout.ms")?;
@@ -2253,13 +2285,13 @@ mod tests {
     #[test]
     fn dynamic_configs_keep_the_controller_listeners_protocol() {
         let mut config = build(&[]).unwrap();
-        config.startup.controller_protocol = crate::security::SecurityProtocol::Ssl;
+        config.startup.controller_protocol = crate::config::listeners::SecurityProtocol::Ssl;
         let dynamic = config
             .with_dynamic(&map(&[("log.retention.ms", "2000")]), &BTreeMap::new())
             .unwrap();
         assert_eq!(
             dynamic.startup.controller_protocol,
-            crate::security::SecurityProtocol::Ssl
+            crate::config::listeners::SecurityProtocol::Ssl
         );
         let (map, _) = dynamic
             .startup
@@ -2539,7 +2571,7 @@ mod tests {
         let group = kafka_names(include_str!("../../tests/data/kafka-4.x-group-configs.txt"));
         let unknown: Vec<&str> = group
             .into_iter()
-            .filter(|name| crate::groups::configs::lookup(name).is_none())
+            .filter(|name| crate::config::groups::lookup(name).is_none())
             .collect();
         assert!(unknown.is_empty(), "unknown group configs: {unknown:?}");
     }
@@ -2564,7 +2596,7 @@ mod tests {
         };
         let broker: BTreeSet<&str> = INERT_CONFIGS.iter().map(|def| def.name).collect();
         assert_eq!(between("Broker configs:", "Group configs"), broker);
-        let group: BTreeSet<&str> = crate::groups::configs::GROUP_CONFIGS
+        let group: BTreeSet<&str> = crate::config::groups::GROUP_CONFIGS
             .iter()
             .filter(|def| def.inert)
             .map(|def| def.name)

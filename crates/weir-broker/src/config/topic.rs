@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use weir_log::LogConfig;
 use weir_meta::topic_config::{self, TopicConfigDef};
 
 use crate::config::BrokerConfig;
@@ -55,6 +56,27 @@ pub fn effective(
             }
         })
         .collect()
+}
+
+/// The log settings of a topic, config by config: Kafka's default, then
+/// the broker's value for topics (dynamic for this broker, dynamic for the
+/// cluster, static; in milliseconds for one given in other units), then the
+/// topic's own. A value that does not parse leaves the one before it.
+pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
+    let mut config = LogConfig::default();
+    for def in weir_meta::topic_config::all() {
+        let inherited = def
+            .broker_config
+            .and_then(|name| broker.topic_default(name));
+        let own = overrides.get(def.name).map(String::as_str);
+        for value in [Some(def.default), inherited.as_deref(), own]
+            .into_iter()
+            .flatten()
+        {
+            config.set(def.name, value);
+        }
+    }
+    config
 }
 
 #[cfg(test)]
@@ -176,7 +198,7 @@ mod tests {
             (retention.value.as_str(), retention.source),
             ("604800000", ConfigSource::DefaultConfig)
         );
-        let log = crate::partition::log_config(&config, &BTreeMap::new());
+        let log = super::log_config(&config, &BTreeMap::new());
         assert_eq!((log.retention_ms, log.segment_ms), (3_600_000, 7_200_000));
     }
 
@@ -202,7 +224,7 @@ mod tests {
             ("segment.bytes".to_owned(), "4096".to_owned()),
             ("retention.ms".to_owned(), "soon".to_owned()),
         ]);
-        let log = crate::partition::log_config(&config, &overrides);
+        let log = super::log_config(&config, &overrides);
         assert_eq!(log.segment_bytes, 4096);
         // A value that does not parse leaves the broker's.
         assert_eq!(log.retention_ms, 2 * 3_600_000);

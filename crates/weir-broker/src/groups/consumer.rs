@@ -160,7 +160,7 @@ impl ConsumerGroupCoordinator {
     /// The settings of `group`: the broker's, with the group's own configs
     /// (GROUP config resource) on top.
     fn config_of(&self, image: &MetadataImage, group: &str) -> ConsumerGroupConfig {
-        crate::groups::configs::apply(&self.config, image.group_configs(group))
+        crate::config::groups::apply(&self.config, image.group_configs(group))
             .unwrap_or_else(|_| self.config.clone())
     }
 

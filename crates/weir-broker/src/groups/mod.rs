@@ -3,7 +3,6 @@
 //! (KIP-932), their committed offsets, and their configs.
 
 pub mod classic;
-pub mod configs;
 pub mod consumer;
 mod hosted;
 pub mod offsets;

@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use weir_meta::MetadataImage;
 
+use crate::config::groups::{share_settings, ShareBrokerConfig};
 use crate::coordinator::batches::Entry;
 use crate::coordinator::{
     CoordinatorError as RuntimeError, EventOutcome, ShardContext, COORDINATOR_WRITE_TIMEOUT,
 };
-use crate::groups::configs::{share_settings, ShareBrokerConfig};
 use crate::groups::consumer::ImageTopics;
 use crate::groups::hosted::{self, HostedGroups};
 use crate::groups::offsets::{write, GroupShard, GroupTurn, OffsetStore};

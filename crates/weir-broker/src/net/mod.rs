@@ -19,8 +19,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
+use crate::config::listeners::SecurityProtocol;
 use crate::security::tls::TlsServer;
-use crate::security::SecurityProtocol;
 
 /// A listener as its connections see it.
 #[derive(Debug)]

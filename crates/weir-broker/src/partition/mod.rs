@@ -8,7 +8,6 @@ pub mod high_watermarks;
 pub mod leader_state;
 pub mod producer_state;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -26,7 +25,6 @@ use weir_log::{
     Log, LogConfig, LogError, LogSlice, OpenTxn, RetentionOutcome, TimestampOffset, TimestampType,
 };
 
-use crate::config::BrokerConfig;
 use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::leader_state::{LeaderState, ReadableFollower};
 use crate::partition::producer_state::{
@@ -1692,27 +1690,6 @@ pub fn check_single_batch(records: &bytes::Bytes) -> Result<CheckedBatch, Append
         return Err(AppendError::BatchCount(count.max(2)));
     }
     CheckedBatch::check(records).map_err(|e| AppendError::Log(e.into()))
-}
-
-/// The log settings of a topic, config by config: Kafka's default, then
-/// the broker's value for topics (dynamic for this broker, dynamic for the
-/// cluster, static; in milliseconds for one given in other units), then the
-/// topic's own. A value that does not parse leaves the one before it.
-pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
-    let mut config = LogConfig::default();
-    for def in weir_meta::topic_config::all() {
-        let inherited = def
-            .broker_config
-            .and_then(|name| broker.topic_default(name));
-        let own = overrides.get(def.name).map(String::as_str);
-        for value in [Some(def.default), inherited.as_deref(), own]
-            .into_iter()
-            .flatten()
-        {
-            config.set(def.name, value);
-        }
-    }
-    config
 }
 
 #[cfg(test)]

@@ -21,8 +21,9 @@ use parking_lot::{Mutex, RwLock};
 use weir_meta::topic_config::ThrottledReplicas;
 use weir_meta::{MetadataImage, PartitionInfo, TopicInfo};
 
+use crate::config::topic::log_config;
 use crate::config::BrokerConfig;
-use crate::partition::{log_config, Leading, LogEnv, Partition, ReplicaState};
+use crate::partition::{Leading, LogEnv, Partition, ReplicaState};
 use crate::quotas::rate::QuotaWindows;
 use crate::quotas::ReplicationQuota;
 use crate::replica::{Follow, ReplicaFetchers};

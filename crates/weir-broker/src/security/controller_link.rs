@@ -26,9 +26,9 @@ use std::sync::Arc;
 use tokio::net::TcpStream;
 use weir_meta::{ControllerStream, ControllerTransport, Handshake};
 
+use crate::config::listeners::SecurityProtocol;
 use crate::config::{BrokerConfig, ConfigError};
 use crate::security::tls::TlsServer;
-use crate::security::SecurityProtocol;
 
 /// The transport of the controller link, as `config` asks: plaintext, or
 /// TLS with `tls` (built from the same settings) for accepting.

@@ -1,9 +1,8 @@
-//! What the broker serves besides the Kafka API's handlers: its listeners,
-//! the HTTP endpoint and its metrics, consumer lag as they show it, and the
-//! fetch sessions consumers and followers keep between requests.
+//! What the broker serves besides the Kafka API's handlers: the HTTP
+//! endpoint and its metrics, consumer lag as they show it, and the fetch
+//! sessions consumers and followers keep between requests.
 
 pub(crate) mod fetch_sessions;
 pub mod http;
 pub mod lag;
-pub mod listeners;
 pub mod metrics;

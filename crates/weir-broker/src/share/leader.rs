@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 
-use crate::groups::configs::ShareAutoOffsetReset;
+use crate::config::groups::ShareAutoOffsetReset;
 use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::{Partition, ReplicatedWrite};
 use crate::server::metrics::GroupPartitionLabels;

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use weir_client::SecurityConfig;
 use weir_meta::MetadataImage;
 
+use crate::config::groups::ShareSettings;
 use crate::coordinator::Environment;
-use crate::groups::configs::ShareSettings;
 use crate::partition::Partition;
 use crate::replica::manager::NotServed;
 use crate::server::metrics::Metrics;
