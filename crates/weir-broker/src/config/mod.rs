@@ -18,6 +18,7 @@
 pub mod features;
 pub mod groups;
 pub mod listeners;
+pub mod replica_selector;
 pub mod topic;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,7 +33,7 @@ use weir_meta::topic_config::{ConfigType, Valid};
 
 use crate::config::groups::ShareBrokerConfig;
 use crate::config::listeners::{Listener, CONTROLLER_LISTENER, DEFAULT_PROTOCOL_MAP};
-use crate::replica::ReplicaSelector;
+use crate::config::replica_selector::ReplicaSelector;
 
 /// A broker config Weir understands, with Kafka's default.
 #[derive(Debug, Clone, Copy)]
