@@ -19,13 +19,12 @@ pub mod features;
 pub mod groups;
 pub mod listeners;
 pub mod replica_selector;
+pub mod tls;
 pub mod topic;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 use weir_coord::consumer::ConsumerGroupConfig;
 use weir_log::CleanupPolicy;
@@ -1478,31 +1477,6 @@ impl BrokerConfig {
             || self.startup.listeners.iter().any(|l| l.protocol.is_sasl())
     }
 
-    /// The settings of this node's controller; `tls` secures the
-    /// controller listener when it is SSL.
-    pub fn controller_settings(
-        &self,
-        tls: Option<Arc<crate::security::tls::TlsServer>>,
-    ) -> Result<weir_meta::ControllerConfig, ConfigError> {
-        let security = &self.security;
-        Ok(weir_meta::ControllerConfig {
-            broker_session_timeout: Duration::from_millis(self.broker_session_timeout_ms),
-            leader_imbalance_check_interval: self
-                .auto_leader_rebalance_enable
-                .then(|| Duration::from_secs(self.leader_imbalance_check_interval_seconds)),
-            transport: crate::security::controller_link::controller_transport(self, tls)?,
-            peer_authorization: security
-                .authorizer_enabled
-                .then(|| weir_meta::PeerAuthorization {
-                    super_users: security.super_users.clone(),
-                    allow_everyone_if_no_acl_found: security.allow_everyone_if_no_acl_found,
-                }),
-            refuse_anonymous: crate::security::controller_link::refuses_anonymous_peers(self),
-            sasl: crate::security::controller_link::controller_sasl(self)?,
-            ..weir_meta::ControllerConfig::default()
-        })
-    }
-
     /// The settings of the group membership protocol.
     pub fn group_config(&self) -> weir_coord::classic::GroupConfig {
         weir_coord::classic::GroupConfig {
@@ -1562,7 +1536,7 @@ impl Default for TxnSettings {
 /// configs, checked at start.
 #[derive(Debug, Clone, Default)]
 pub struct SecurityConfig {
-    pub tls: crate::security::tls::TlsSettings,
+    pub tls: tls::TlsSettings,
     /// `sasl.enabled.mechanisms`, upper case.
     pub sasl_mechanisms: Vec<String>,
     /// `sasl.server.max.receive.size`
@@ -1581,23 +1555,6 @@ pub struct SecurityConfig {
 }
 
 impl SecurityConfig {
-    /// Where the keys OAUTHBEARER tokens are checked against are, when
-    /// that mechanism is enabled.
-    pub fn jwks_source(&self) -> Result<Option<crate::security::jwks::JwksSource>, ConfigError> {
-        if !self.sasl_mechanisms.iter().any(|m| m == "OAUTHBEARER") {
-            return Ok(None);
-        }
-        let url = self.oauthbearer.jwks_endpoint_url.as_str();
-        if url.is_empty() {
-            return Err(self.jwks_error(
-                "OAUTHBEARER is enabled: name the JWKS its tokens are signed with".into(),
-            ));
-        }
-        crate::security::jwks::JwksSource::parse(url)
-            .map(Some)
-            .map_err(|reason| self.jwks_error(reason))
-    }
-
     /// An error about `sasl.oauthbearer.jwks.endpoint.url`.
     pub(crate) fn jwks_error(&self, reason: String) -> ConfigError {
         ConfigError {
@@ -1707,7 +1664,7 @@ impl SecurityConfig {
         }
         let issuer = get("sasl.oauthbearer.expected.issuer").trim();
         Ok(Self {
-            tls: crate::security::tls::TlsSettings::parse(get)?,
+            tls: tls::TlsSettings::parse(get)?,
             sasl_mechanisms,
             sasl_max_receive_size: parse_in(
                 values,

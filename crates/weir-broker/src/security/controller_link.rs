@@ -22,6 +22,7 @@
 //! to other controllers without proving its own identity does not start.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpStream;
 use weir_meta::{ControllerStream, ControllerTransport, Handshake};
@@ -184,6 +185,35 @@ impl ControllerTransport for TlsTransport {
                 .peer_principal(stream.get_ref().1)
                 .map_err(invalid)?;
             Ok((Box::new(stream) as ControllerStream, principal))
+        })
+    }
+}
+
+/// The controller's settings come from the broker's: here, where the
+/// controller link's protection is decided.
+impl BrokerConfig {
+    /// The settings of this node's controller; `tls` secures the
+    /// controller listener when it is SSL.
+    pub fn controller_settings(
+        &self,
+        tls: Option<Arc<crate::security::tls::TlsServer>>,
+    ) -> Result<weir_meta::ControllerConfig, ConfigError> {
+        let security = &self.security;
+        Ok(weir_meta::ControllerConfig {
+            broker_session_timeout: Duration::from_millis(self.broker_session_timeout_ms),
+            leader_imbalance_check_interval: self
+                .auto_leader_rebalance_enable
+                .then(|| Duration::from_secs(self.leader_imbalance_check_interval_seconds)),
+            transport: controller_transport(self, tls)?,
+            peer_authorization: security
+                .authorizer_enabled
+                .then(|| weir_meta::PeerAuthorization {
+                    super_users: security.super_users.clone(),
+                    allow_everyone_if_no_acl_found: security.allow_everyone_if_no_acl_found,
+                }),
+            refuse_anonymous: refuses_anonymous_peers(self),
+            sasl: controller_sasl(self)?,
+            ..weir_meta::ControllerConfig::default()
         })
     }
 }

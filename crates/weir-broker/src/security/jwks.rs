@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 
+use crate::config::ConfigError;
 use crate::security::tls::file_stamp;
 
 /// How long one fetch from an endpoint may take.
@@ -165,6 +166,25 @@ impl JwksRefresh {
             state.key_missing = false;
         }
         due
+    }
+}
+
+impl crate::config::SecurityConfig {
+    /// Where the keys OAUTHBEARER tokens are checked against are, when
+    /// that mechanism is enabled.
+    pub fn jwks_source(&self) -> Result<Option<JwksSource>, ConfigError> {
+        if !self.sasl_mechanisms.iter().any(|m| m == "OAUTHBEARER") {
+            return Ok(None);
+        }
+        let url = self.oauthbearer.jwks_endpoint_url.as_str();
+        if url.is_empty() {
+            return Err(self.jwks_error(
+                "OAUTHBEARER is enabled: name the JWKS its tokens are signed with".into(),
+            ));
+        }
+        JwksSource::parse(url)
+            .map(Some)
+            .map_err(|reason| self.jwks_error(reason))
     }
 }
 
