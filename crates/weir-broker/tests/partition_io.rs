@@ -55,6 +55,16 @@ impl Stall {
         self.state.lock().waiting
     }
 
+    /// Waits until something is held in the stall; `what` says what
+    /// never came, if nothing does in time.
+    async fn reached(&self, what: &str) {
+        let deadline = tokio::time::Instant::now() + PROMPTLY;
+        while self.waiting() == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     fn wait_if_stalled(&self, path: &Path) {
         let mut state = self.state.lock();
         let path = path.to_string_lossy();
@@ -291,14 +301,7 @@ async fn produce_and_fetch_to_one_partition_are_answered_while_another_is_stalle
             tokio::spawn(async move { client.produce("stuck", 0, record("b")).await })
         })
         .collect();
-    let deadline = tokio::time::Instant::now() + PROMPTLY;
-    while stall.waiting() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no append reached the stalled disk"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    stall.reached("no append reached the stalled disk").await;
 
     // Fetches of the stalled partition wait for its log, which the
     // stalled write holds: more of them than the runtime has workers.
@@ -397,14 +400,11 @@ async fn a_partition_moving_to_another_log_dir_is_read_while_the_move_takes_over
         .await
         .unwrap();
     assert_eq!(response.results[0].partitions[0].error_code, 0);
-    let deadline = tokio::time::Instant::now() + PROMPTLY;
-    while broker.stalls.renames.waiting() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the move never came to putting its copy in place"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    broker
+        .stalls
+        .renames
+        .reached("the move never came to putting its copy in place")
+        .await;
 
     // The move now holds out writers: a produce waits for it.
     let held = tokio::spawn(async move { writer.produce("moving", 0, record("m2")).await });
@@ -481,14 +481,11 @@ async fn group_reads_are_answered_while_a_coordinator_write_is_stalled_on_its_di
             .offset_commit_simple("during", &[("fast".to_owned(), 0, 1)])
             .await
     });
-    let deadline = tokio::time::Instant::now() + PROMPTLY;
-    while broker.stalls.appends.waiting() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the commit never reached the stalled disk"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    broker
+        .stalls
+        .appends
+        .reached("the commit never reached the stalled disk")
+        .await;
 
     // More readers of the stalled coordinator than the runtime has workers.
     let mut readers = Vec::new();

@@ -139,9 +139,10 @@ pub struct ShardContext<'a> {
 type Event<S> = Box<dyn FnOnce(&mut ShardTurn<'_, S>, &ShardContext<'_>) + Send>;
 
 /// The shard an event runs on, in its turn: it derefs to the shard. A
-/// write through [`append`](Self::append) lets go of the shard while the
+/// write made while the shard is whole
+/// ([`append_letting_go`](Self::append_letting_go)) lets go of it while the
 /// partition writes, so that a read between events
-/// ([`CoordinatorRuntime::inspect`]) never waits for disk I/O.
+/// ([`CoordinatorRuntime::inspect`]) does not wait for disk I/O.
 pub struct ShardTurn<'a, S>(MutexGuard<'a, S>);
 
 impl<S> std::ops::Deref for ShardTurn<'_, S> {
@@ -160,10 +161,24 @@ impl<S> std::ops::DerefMut for ShardTurn<'_, S> {
 
 impl<S: Shard> ShardTurn<'_, S> {
     /// Appends `records` to the shard's partition and replays them into
-    /// the shard at the offsets they were given. The shard is let go
-    /// while the partition writes: a read between events may see it as it
-    /// was before the records, never half replayed; the next event waits.
+    /// the shard at the offsets they were given, holding the shard: for an
+    /// event that has part of the shard out in its hands (a group taken
+    /// out while its engine's commands run), which a read must not see.
     pub fn append(
+        &mut self,
+        context: &ShardContext<'_>,
+        records: &[Entry],
+        producer: Option<TxnProducer>,
+        now_ms: i64,
+    ) -> Result<ReplicatedWrite, CoordinatorError> {
+        append(&mut *self.0, context, records, producer, now_ms)
+    }
+
+    /// [`append`](Self::append) for an event whose shard is whole: the
+    /// shard is let go while the partition writes. A read between events
+    /// may see it as it was before the records, never half changed; the
+    /// next event waits.
+    pub fn append_letting_go(
         &mut self,
         context: &ShardContext<'_>,
         records: &[Entry],
@@ -350,8 +365,9 @@ impl<S: Shard> CoordinatorRuntime<S> {
             let write = if outcome.records.is_empty() {
                 None
             } else {
+                // The operation is done with the shard: it is whole.
                 let write = turn
-                    .append(context, &outcome.records, outcome.producer, now_ms)
+                    .append_letting_go(context, &outcome.records, outcome.producer, now_ms)
                     .map_err(E::from)?;
                 Some(write)
             };
@@ -468,9 +484,8 @@ impl<S: Shard> Hosted<S> {
 }
 
 /// Appends `records` to the shard's partition and replays them into the
-/// shard at the offsets they were given, as [`ShardTurn::append`] does: for
-/// a caller that hosts a shard by itself (the seeded simulation).
-#[cfg(test)]
+/// shard at the offsets they were given: [`ShardTurn::append`], and what a
+/// caller that hosts a shard by itself (the seeded simulation) does.
 pub(crate) fn append<S: Shard>(
     shard: &mut S,
     context: &ShardContext<'_>,

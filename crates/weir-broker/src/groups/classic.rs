@@ -28,8 +28,8 @@ use crate::coordinator::{
     CoordinatorError, EventOutcome, ShardContext, Timers, COORDINATOR_WRITE_TIMEOUT,
 };
 use crate::groups::offsets::{
-    commit_entries, group_entry, write, GroupShard, GroupTurn, OffsetChange, OffsetStore,
-    TxnProducer,
+    commit_entries, group_entry, write, write_letting_go, GroupShard, GroupTurn, OffsetChange,
+    OffsetStore, TxnProducer,
 };
 use crate::groups::GroupCoordinators;
 use crate::partition::ReplicatedWrite;
@@ -598,7 +598,7 @@ impl GroupCoordinator {
                     .map_err(CommitError::Classic)?,
             }
             let records = commit_entries(&name, &changes);
-            write(shard, context, &records, None, now_ms).map_err(|error| {
+            write_letting_go(shard, context, &records, None, now_ms).map_err(|error| {
                 tracing::error!(group = name, %error, "offset commit failed");
                 CommitError::NotWritten(GroupError::CoordinatorNotAvailable)
             })

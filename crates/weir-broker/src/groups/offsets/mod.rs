@@ -975,6 +975,23 @@ pub(crate) fn write(
     shard.append(context, records, producer, now_ms).map(Some)
 }
 
+/// [`write`] from an event that holds no part of the shard out (no group
+/// taken out of it): the shard is let go while the partition writes.
+pub(crate) fn write_letting_go(
+    shard: &mut GroupTurn<'_>,
+    context: &ShardContext<'_>,
+    records: &[Entry],
+    producer: Option<TxnProducer>,
+    now_ms: i64,
+) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
+    if records.is_empty() {
+        return Ok(None);
+    }
+    shard
+        .append_letting_go(context, records, producer, now_ms)
+        .map(Some)
+}
+
 /// The records of a commit of `group`'s offsets.
 pub(crate) fn commit_entries(group: &str, changes: &[OffsetChange]) -> Vec<Entry> {
     changes
