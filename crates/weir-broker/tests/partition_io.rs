@@ -269,6 +269,8 @@ impl InProcess {
     }
 }
 
+/// A partition whose appends are stuck on its disk holds up its own
+/// writers and readers, never produce and fetch of another partition.
 #[tokio::test]
 async fn produce_and_fetch_to_one_partition_are_answered_while_another_is_stalled_on_its_disk() {
     let dir = tempfile::tempdir().unwrap();
