@@ -248,7 +248,7 @@ impl InProcess {
         let served = broker.clone();
         runtime.spawn(async move {
             let socket = TcpListener::from_std(std_socket).unwrap();
-            weir_broker::net::run_listener(served, &listener_name, socket, stopped).await
+            weir_broker::server::run_listener(served, &listener_name, socket, stopped).await
         });
         Self {
             runtime,

@@ -651,7 +651,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             let broker = broker.clone();
             let stopped = stopped.clone();
             tokio::spawn(async move {
-                weir_broker::net::run_listener(broker, &listener.name, socket, stopped).await
+                weir_broker::server::run_listener(broker, &listener.name, socket, stopped).await
             })
         })
         .collect();

@@ -30,15 +30,15 @@ use weir_meta::{AclOperation, ResourceType};
 use super::fetch_response::{self, FetchedPartition, NodeEndpoint};
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::fetch_sessions::{
+    Answered, FetchContext, FetchParams, FetchRequestView, PartitionKey, TopicRef,
+};
+use crate::metrics::PartitionLabels;
 use crate::net::Outgoing;
 use crate::partition::Partition;
 use crate::quotas::client::QuotaKind;
 use crate::replica::manager::NotServed;
 use crate::replica::{ReplicaSelector, ReplicaView};
-use crate::server::fetch_sessions::{
-    Answered, FetchContext, FetchParams, FetchRequestView, PartitionKey, TopicRef,
-};
-use crate::server::metrics::PartitionLabels;
 
 struct Target {
     index: i32,

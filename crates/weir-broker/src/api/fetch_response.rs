@@ -21,8 +21,8 @@
 use bytes::{BufMut, BytesMut};
 use weir_log::{AbortedTxn, LogSlice};
 
+use crate::fetch_sessions::TopicRef;
 use crate::net::{Chunk, Outgoing};
-use crate::server::fetch_sessions::TopicRef;
 
 /// The response's top-level fields.
 pub(super) struct Header {

@@ -174,7 +174,7 @@ impl RequestContext {
         if exists && self.may(AclOperation::Describe, resource_type, name) {
             name
         } else {
-            crate::server::metrics::HIDDEN_RESOURCE
+            crate::metrics::HIDDEN_RESOURCE
         }
     }
 

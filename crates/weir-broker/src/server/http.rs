@@ -21,9 +21,9 @@ use weir_meta::acl::CLUSTER_RESOURCE_NAME;
 use weir_meta::{AclOperation, ResourceType};
 
 use crate::broker::Broker;
+use crate::metrics::{GroupPartitionLabels, PartitionLabels};
 use crate::security::tls::TlsServer;
 use crate::server::lag::{self, GroupLag};
-use crate::server::metrics::{GroupPartitionLabels, PartitionLabels};
 
 /// The one path served without credentials: orchestrators probe it with
 /// no way to give any, and it tells nothing but whether the node serves.

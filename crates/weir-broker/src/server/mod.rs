@@ -1,8 +1,10 @@
-//! What the broker serves besides the Kafka API's handlers: the HTTP
-//! endpoint and its metrics, consumer lag as they show it, and the fetch
-//! sessions consumers and followers keep between requests.
+//! The server loop on top: the Kafka listeners' accept loops and
+//! connections, which hand each request to `api`, and the HTTP endpoint with
+//! its metrics and consumer lag.
 
-pub(crate) mod fetch_sessions;
+mod connection;
 pub mod http;
 pub mod lag;
-pub mod metrics;
+mod listener;
+
+pub use listener::{run_listener, ServedListener};

@@ -25,9 +25,9 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 
 use crate::config::groups::ShareAutoOffsetReset;
+use crate::metrics::GroupPartitionLabels;
 use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::{Partition, ReplicatedWrite};
-use crate::server::metrics::GroupPartitionLabels;
 use crate::share::dead_letters::{self, DeadLetterError, Source};
 use crate::share::keyed_turns::KeyedTurns;
 use crate::share::persister::{ShareCode, SharePersister};

@@ -22,9 +22,9 @@ use weir_meta::MetadataImage;
 
 use crate::config::groups::ShareSettings;
 use crate::coordinator::Environment;
+use crate::metrics::Metrics;
 use crate::partition::Partition;
 use crate::replica::manager::NotServed;
-use crate::server::metrics::Metrics;
 
 /// What the hosts of share-partitions may reach of the broker they run in,
 /// and nothing more: the coordinator environment, the partitions led here,

@@ -1,7 +1,7 @@
-//! One client connection: frames are read in order, each request's
-//! synchronous part (appends) runs in arrival order, on the blocking pool
-//! when it may wait, the rest runs as its own task, and responses are
-//! written strictly in request order. A client over a quota is not read
+//! One client connection: frames are read in order, each request is
+//! dispatched in arrival order (so a producer's appends are queued in its
+//! order), its answer is awaited as its own task, and responses are written
+//! strictly in request order. A client over a quota is not read
 //! from until its throttle time has passed (KIP-219). A failed SASL
 //! authentication is answered `connection.failed.authentication.delay.ms`
 //! late, and the connection closes once the client has had the answer
@@ -17,14 +17,15 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::connection_quotas::Admission;
-use super::frame::{read_frame, FrameError, FrameLimits};
-use super::outgoing::{Outgoing, ResponseWriter};
-use super::request_memory::{RequestMemory, Reservation, Stage};
-use super::ANONYMOUS;
-use super::{Channel, ServedListener};
+use super::ServedListener;
 use crate::api::{self, Authenticator, Intercepted, Reply};
 use crate::broker::Broker;
+use crate::net::connection_quotas::Admission;
+use crate::net::frame::{read_frame, FrameError, FrameLimits};
+use crate::net::outgoing::{Outgoing, ResponseWriter};
+use crate::net::request_memory::{RequestMemory, Reservation, Stage};
+use crate::net::Channel;
+use crate::net::ANONYMOUS;
 use crate::quotas::client::{Client, QuotaKind};
 
 /// Requests of one connection being processed at once.
@@ -261,7 +262,7 @@ async fn serve_requests<R: AsyncRead + Unpin>(
                 if !channel.is_inter_broker() {
                     let principal = channel.principal();
                     let client = Client {
-                        user: super::principal_name(&principal),
+                        user: crate::net::principal_name(&principal),
                         client_id: &client_id,
                     };
                     let now = metered.now_ms();
