@@ -230,6 +230,13 @@ impl CachedFile {
         self.path.lock().clone()
     }
 
+    /// The descriptor if it is open: nothing is reopened.
+    pub(crate) fn descriptor_if_open(&self) -> Option<Arc<File>> {
+        let file = self.descriptor.read().clone()?;
+        self.referenced.store(true, Ordering::Release);
+        Some(file)
+    }
+
     /// The open descriptor, reopened if the cache had closed it.
     pub(crate) fn descriptor(&self) -> io::Result<Arc<File>> {
         self.referenced.store(true, Ordering::Release);

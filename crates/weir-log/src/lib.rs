@@ -24,6 +24,7 @@ mod error;
 mod fd_cache;
 mod index;
 mod log;
+mod recent;
 pub mod records;
 mod segment;
 pub mod sim;

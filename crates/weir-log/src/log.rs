@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,6 +15,7 @@ use crate::cleaner::Cleanable;
 use crate::config::{Clock, LogConfig, SystemClock, TimestampType};
 use crate::epoch::{EpochEntry, LeaderEpochCache};
 use crate::error::{IoContext, LogError};
+use crate::recent::RecentRead;
 use crate::segment::{
     self, PreparedBatch, Segment, CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
 };
@@ -190,23 +191,31 @@ impl<'a, I: Iterator<Item = Result<Batch<'a>, BatchError>>> Iterator for Batches
     }
 }
 
-/// The log's state behind its lock, with its log start and log end
-/// published as they stood when the lock was last released: readers of
-/// those two never wait for the lock, which an append holds across its
-/// write.
+/// The log's state behind its lock, with what readers ask most published
+/// as it stood when the lock was last released: readers of those never wait
+/// for the lock, which an append holds across its write.
 struct StateCell {
     state: Mutex<State>,
     log_start_offset: AtomicU64,
     log_end_offset: AtomicU64,
+    offline: AtomicBool,
+    /// No transaction open, and none ended whose marker the high watermark
+    /// had not passed when last asked: the last stable offset is the high
+    /// watermark.
+    transactions_settled: AtomicBool,
 }
 
 impl StateCell {
     fn new(state: State) -> Self {
-        Self {
-            log_start_offset: AtomicU64::new(state.log_start_offset),
-            log_end_offset: AtomicU64::new(state.log_end_offset()),
+        let cell = Self {
+            log_start_offset: AtomicU64::new(0),
+            log_end_offset: AtomicU64::new(0),
+            offline: AtomicBool::new(false),
+            transactions_settled: AtomicBool::new(false),
             state: Mutex::new(state),
-        }
+        };
+        cell.publish(&cell.state.lock());
+        cell
     }
 
     fn lock(&self) -> StateGuard<'_> {
@@ -215,9 +224,28 @@ impl StateCell {
             cell: self,
         }
     }
+
+    /// The state if nobody holds it now.
+    fn try_lock(&self) -> Option<StateGuard<'_>> {
+        Some(StateGuard {
+            guard: self.state.try_lock()?,
+            cell: self,
+        })
+    }
+
+    fn publish(&self, state: &State) {
+        self.log_start_offset
+            .store(state.log_start_offset, Ordering::Release);
+        self.log_end_offset
+            .store(state.log_end_offset(), Ordering::Release);
+        self.offline
+            .store(state.offline.is_some(), Ordering::Release);
+        self.transactions_settled
+            .store(state.txn.is_settled(), Ordering::Release);
+    }
 }
 
-/// The state, locked; publishes the log start and end as it is released.
+/// The state, locked; publishes what [`StateCell`] keeps as it is released.
 struct StateGuard<'a> {
     guard: parking_lot::MutexGuard<'a, State>,
     cell: &'a StateCell,
@@ -239,11 +267,7 @@ impl std::ops::DerefMut for StateGuard<'_> {
 
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
-        let cell = self.cell;
-        cell.log_start_offset
-            .store(self.guard.log_start_offset, Ordering::Release);
-        cell.log_end_offset
-            .store(self.guard.log_end_offset(), Ordering::Release);
+        self.cell.publish(&self.guard);
     }
 }
 
@@ -653,7 +677,7 @@ impl Log {
 
     /// Whether the log is offline after a failure.
     pub fn is_offline(&self) -> bool {
-        self.state.lock().offline.is_some()
+        self.state.offline.load(Ordering::Acquire)
     }
 
     pub fn dir(&self) -> &Path {
@@ -1046,6 +1070,54 @@ impl Log {
             .context(path);
         }
         Ok(LogSlice::empty())
+    }
+
+    /// [`read`](Self::read) where it neither waits for the log's lock nor
+    /// reads the disk: at the tail of the active segment, whose last
+    /// batches' positions are in memory, or where there is nothing to read.
+    /// `None` when it would have to do either; the caller reads where
+    /// waiting is allowed then.
+    pub fn try_read_in_memory(
+        &self,
+        from_offset: u64,
+        max_bytes: usize,
+        upper_bound: u64,
+    ) -> Option<Result<LogSlice, LogError>> {
+        let st = self.state.try_lock()?;
+        let log_end_offset = st.log_end_offset();
+        if from_offset < st.log_start_offset || from_offset > log_end_offset {
+            return Some(Err(LogError::OffsetOutOfRange {
+                offset: from_offset,
+                log_start_offset: st.log_start_offset,
+                log_end_offset,
+            }));
+        }
+        let bound = upper_bound.min(log_end_offset);
+        if from_offset >= bound {
+            return Some(Ok(LogSlice::empty()));
+        }
+        let active = st.active();
+        if from_offset < active.base_offset {
+            return None;
+        }
+        match active.read_recent(from_offset, bound, max_bytes)? {
+            RecentRead::Nothing => Some(Ok(LogSlice::empty())),
+            RecentRead::Bytes {
+                start,
+                end,
+                first_offset,
+            } => {
+                let path = active.log_path();
+                let slice = LogSlice::new_if_open(
+                    active.log.clone(),
+                    path.clone(),
+                    start,
+                    end - start,
+                    first_offset,
+                )?;
+                Some(slice.context(path))
+            }
+        }
     }
 
     /// The first batch from the one holding `from` on, below `upper`,
@@ -1620,15 +1692,39 @@ impl Log {
         collect_aborted(&self.state.lock(), from, upper_bound)
     }
 
+    /// [`aborted_transactions`](Self::aborted_transactions) if the log's
+    /// lock is free now (they are in memory).
+    pub fn try_aborted_transactions(&self, from: u64, upper_bound: u64) -> Option<Vec<AbortedTxn>> {
+        let st = self.state.try_lock()?;
+        Some(collect_aborted(&st, from, upper_bound))
+    }
+
     /// The first offset `read_committed` consumers may not read: that of
     /// the earliest open transaction, or of an ended one whose marker is at
     /// or above `high_watermark` (not yet on every in-sync replica). `None`
     /// when there is neither; the last stable offset is then the high
     /// watermark.
     pub fn first_unstable_offset(&self, high_watermark: u64) -> Option<u64> {
+        if self.state.transactions_settled.load(Ordering::Acquire) {
+            // Settled when the lock was last released: a transaction begun
+            // since starts at or above the log end then, which the high
+            // watermark has not passed.
+            return None;
+        }
         let mut st = self.state.lock();
         st.txn.prune_replicated(high_watermark);
         st.txn.first_unstable_offset(high_watermark)
+    }
+
+    /// [`first_unstable_offset`](Self::first_unstable_offset) if that
+    /// needs no wait for the log's lock; `None` when it would.
+    pub fn try_first_unstable_offset(&self, high_watermark: u64) -> Option<Option<u64>> {
+        if self.state.transactions_settled.load(Ordering::Acquire) {
+            return Some(None);
+        }
+        let mut st = self.state.try_lock()?;
+        st.txn.prune_replicated(high_watermark);
+        Some(st.txn.first_unstable_offset(high_watermark))
     }
 
     /// The transactions open at the log end, oldest first.

@@ -9,6 +9,7 @@ use crate::batch::{self, BatchHeader, Origin, HEADER_SIZE};
 use crate::epoch::EpochEntry;
 use crate::error::{IoContext, LogError};
 use crate::index::{Index, OffsetEntry, TimeEntry};
+use crate::recent::{RecentBatches, RecentRead};
 use crate::storage::{Storage, StorageFile};
 use crate::txn::{AbortedTxn, OpenTxn, TxnEvent, TxnIndex, TXN_INDEX_SUFFIX};
 
@@ -90,6 +91,8 @@ pub(crate) struct Segment {
     /// The aborted-transaction index, with the transactions open at the
     /// base offset.
     pub(crate) txn: TxnIndex,
+    /// Where its last batches are, while it is active.
+    recent: RecentBatches,
 }
 
 impl Segment {
@@ -180,6 +183,7 @@ impl Segment {
             log_dirty: false,
             indexes_dirty: false,
             txn: TxnIndex::default(),
+            recent: RecentBatches::default(),
         }
     }
 
@@ -567,6 +571,13 @@ impl Segment {
         }
         self.bytes_since_index_entry += size;
         self.next_offset = last_offset + 1;
+        self.recent.push(
+            self.base_offset,
+            base_offset,
+            last_offset,
+            position,
+            position + size,
+        );
     }
 
     fn note_timestamp(&mut self, max_timestamp: i64, base_offset: u64) {
@@ -649,6 +660,20 @@ impl Segment {
         Ok(position)
     }
 
+    /// What [`RecentBatches::read`] says of a read of this segment; `None`
+    /// also when part of the segment is corrupt.
+    pub(crate) fn read_recent(
+        &self,
+        from: u64,
+        bound: u64,
+        max_bytes: usize,
+    ) -> Option<RecentRead> {
+        if self.corrupt_from.is_some() {
+            return None;
+        }
+        self.recent.read(self.base_offset, from, bound, max_bytes)
+    }
+
     /// End of the bytes that may be served.
     pub(crate) fn readable_end(&self) -> u64 {
         self.corrupt_from
@@ -719,6 +744,7 @@ impl Segment {
         self.offset_index.use_file(index_file);
         self.time_index.use_file(time_file);
         self.indexes_dirty = true;
+        self.recent.forget();
         Ok(())
     }
 
@@ -784,6 +810,7 @@ impl Segment {
         }
         self.indexes_dirty = false;
         self.size = position;
+        self.recent.cut_at(position);
         if self
             .corrupt_from
             .as_ref()

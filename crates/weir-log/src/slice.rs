@@ -70,6 +70,28 @@ impl LogSlice {
         })
     }
 
+    /// [`new`](Self::new) where that takes no system call; `None` when the
+    /// file would have to be opened first.
+    pub(crate) fn new_if_open(
+        file: Arc<dyn StorageFile>,
+        path: Arc<Path>,
+        position: u64,
+        len: u64,
+        first_offset: u64,
+    ) -> Option<io::Result<Self>> {
+        let descriptor = match file.descriptor_if_open()? {
+            Ok(descriptor) => descriptor,
+            Err(error) => return Some(Err(error)),
+        };
+        Some(Ok(Self {
+            descriptor,
+            file: Some((file, path)),
+            position,
+            len,
+            first_offset,
+        }))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -59,6 +59,11 @@ pub trait StorageFile: Send + Sync + 'static {
     /// caller holds it, whatever the storage does with its descriptors
     /// meanwhile. `None` when the file is not a real one.
     fn descriptor(&self) -> io::Result<Option<Arc<File>>>;
+    /// [`descriptor`](Self::descriptor) where that takes no system call:
+    /// `None` when the file would have to be opened first.
+    fn descriptor_if_open(&self) -> Option<io::Result<Option<Arc<File>>>> {
+        Some(self.descriptor())
+    }
 
     /// Reads exactly `buf.len()` bytes at `position`.
     fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
@@ -270,5 +275,9 @@ impl StorageFile for FsFile {
 
     fn descriptor(&self) -> io::Result<Option<Arc<File>>> {
         self.file().map(Some)
+    }
+
+    fn descriptor_if_open(&self) -> Option<io::Result<Option<Arc<File>>>> {
+        self.0.descriptor_if_open().map(|file| Ok(Some(file)))
     }
 }

@@ -174,6 +174,12 @@ impl TxnState {
     }
 
     /// Forgets ended transactions whose marker is below `high_watermark`.
+    /// No transaction open, and none ended whose marker was unreplicated
+    /// when last asked.
+    pub(crate) fn is_settled(&self) -> bool {
+        self.by_first.is_empty() && self.unreplicated.is_empty()
+    }
+
     pub(crate) fn prune_replicated(&mut self, high_watermark: u64) {
         self.unreplicated
             .retain(|&(_, marker)| marker >= high_watermark);

@@ -280,6 +280,59 @@ fn read_returns_whole_batches_from_the_one_containing_the_offset() {
 }
 
 #[test]
+fn a_read_at_the_tail_is_answered_from_memory_as_from_the_disk() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    let active_base = || *log.segment_base_offsets().last().unwrap();
+    // Several segments, and four batches (of one record) in the active one.
+    while log.segment_base_offsets().len() < 3 || log.log_end_offset() < active_base() + 4 {
+        log.append(&BatchBuilder::new(1).build(), 0).unwrap();
+    }
+    let (base, end) = (active_base(), log.log_end_offset());
+    let one = BatchBuilder::new(1).build().len();
+    for (from, max_bytes, upper) in [
+        (end - 1, one, u64::MAX),
+        (base, usize::MAX, u64::MAX),
+        (base + 1, one * 2 + 1, end - 1),
+    ] {
+        let fast = log
+            .try_read_in_memory(from, max_bytes, upper)
+            .unwrap()
+            .unwrap();
+        let slow = log.read(from, max_bytes, upper).unwrap();
+        assert!(!fast.is_empty());
+        assert_eq!(
+            (fast.position(), fast.len(), fast.first_offset()),
+            (slow.position(), slow.len(), slow.first_offset())
+        );
+        assert_eq!(fast.to_bytes().unwrap(), slow.to_bytes().unwrap());
+    }
+    // Nothing to read, or out of range: answered without the disk too.
+    assert!(log
+        .try_read_in_memory(end, 100, u64::MAX)
+        .unwrap()
+        .unwrap()
+        .is_empty());
+    assert!(matches!(
+        log.try_read_in_memory(end + 1, 100, u64::MAX),
+        Some(Err(LogError::OffsetOutOfRange { .. }))
+    ));
+    // An older segment is read from the disk.
+    assert!(log.try_read_in_memory(0, 100, u64::MAX).is_none());
+    // A truncation forgets the batches it cut.
+    log.truncate_to(base + 1).unwrap();
+    assert!(log
+        .try_read_in_memory(base + 2, 100, u64::MAX)
+        .unwrap()
+        .is_err());
+    let slice = log
+        .try_read_in_memory(base, usize::MAX, u64::MAX)
+        .unwrap()
+        .unwrap();
+    assert_eq!(batch_offsets(&slice.to_bytes().unwrap()), vec![base]);
+}
+
+#[test]
 fn read_never_passes_the_upper_bound() {
     let h = Harness::new(LogConfig::default());
     let log = h.open();

@@ -415,6 +415,7 @@ impl Harness {
 
 fn check_read(log: &Log, m: &Model, segments: &[u64], from: u64, max_bytes: usize, upper: u64) {
     let result = log.read(from, max_bytes, upper);
+    check_read_in_memory(log, from, max_bytes, upper, &result);
     if from < m.log_start || from > m.log_end {
         assert!(
             matches!(result, Err(LogError::OffsetOutOfRange { .. })),
@@ -439,6 +440,37 @@ fn check_read(log: &Log, m: &Model, segments: &[u64], from: u64, max_bytes: usiz
             slice.len(),
             got.iter().map(|b| b.1.len() as u64).sum::<u64>()
         );
+    }
+}
+
+/// A read answered from memory is the read from the disk, when it is
+/// answered at all.
+fn check_read_in_memory(
+    log: &Log,
+    from: u64,
+    max_bytes: usize,
+    upper: u64,
+    read: &Result<weir_log::LogSlice, LogError>,
+) {
+    let Some(in_memory) = log.try_read_in_memory(from, max_bytes, upper) else {
+        return;
+    };
+    match (&in_memory, read) {
+        (Ok(fast), Ok(slow)) => {
+            assert_eq!(
+                (fast.position(), fast.len()),
+                (slow.position(), slow.len()),
+                "read({from}, {max_bytes}, {upper}) in memory"
+            );
+            if !slow.is_empty() {
+                assert_eq!(fast.first_offset(), slow.first_offset());
+                assert_eq!(fast.path(), slow.path());
+            }
+        }
+        (Err(LogError::OffsetOutOfRange { .. }), Err(LogError::OffsetOutOfRange { .. })) => {}
+        _ => panic!(
+            "read({from}, {max_bytes}, {upper}): {in_memory:?} in memory, {read:?} from disk"
+        ),
     }
 }
 

@@ -188,7 +188,11 @@ pub(super) async fn handle(
         // in sync get no records (Kafka's `shouldLeaderThrottle`); judged
         // afresh on every read of a long poll.
         let hold_back = any_throttled && replication_quota.is_exceeded();
-        let (reads, bytes, has_error) = read_off_workers(&targets, max_bytes, hold_back).await;
+        let (reads, bytes, has_error) =
+            match read_all(&targets, max_bytes, hold_back, Reading::InMemory) {
+                Some(read) => read,
+                None => read_off_workers(&targets, max_bytes, hold_back).await,
+            };
         let timed_out = Instant::now() >= deadline;
         if bytes >= min_bytes.max(1) || has_error || any_redirected || timed_out || live.is_empty()
         {
@@ -530,6 +534,15 @@ impl Drop for Parked<'_> {
     }
 }
 
+/// The partition's last stable offset at `high_watermark`; `None` when
+/// reading it `InMemory` would wait for the log's lock.
+fn last_stable_offset(partition: &Partition, high_watermark: u64, reading: Reading) -> Option<u64> {
+    match reading {
+        Reading::InMemory => partition.try_last_stable_offset_at(high_watermark),
+        Reading::MayWait => Some(partition.last_stable_offset_at(high_watermark)),
+    }
+}
+
 /// The partition, if led here at the epoch the client names: the error
 /// code otherwise.
 pub(super) fn led_at_epoch(
@@ -557,24 +570,44 @@ fn check_leader_epoch(partition: &Partition, current_leader_epoch: i32) -> Resul
     }
 }
 
-/// Reads every target; with `hold_back`, throttled targets of followers
-/// not in sync are answered without records.
-/// [`read_all`] on the blocking pool: a read may wait for the log's lock
-/// (held across an append's write), for a batch header from the disk, or
-/// for a log moving between directories, none of which a runtime worker
-/// waits for.
+/// Where a fetch reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// On a runtime worker: only what is in memory, and only while no
+    /// append holds the log (a read at the tail, or one that finds
+    /// nothing new).
+    InMemory,
+    /// On the blocking pool: anything, waiting for the log's lock or the
+    /// disk as it must.
+    MayWait,
+}
+
+/// [`read_all`] on the blocking pool, for a fetch that could not be read
+/// in memory: a read may wait for the log's lock (held across an append's
+/// write), for a batch header from the disk, or for a log moving between
+/// directories, none of which a runtime worker waits for.
 async fn read_off_workers(
     targets: &Arc<Vec<Target>>,
     max_bytes: usize,
     hold_back: bool,
 ) -> (Vec<Read>, usize, bool) {
     let targets = targets.clone();
-    tokio::task::spawn_blocking(move || read_all(&targets, max_bytes, hold_back))
-        .await
-        .unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()))
+    tokio::task::spawn_blocking(move || {
+        read_all(&targets, max_bytes, hold_back, Reading::MayWait).expect("may wait")
+    })
+    .await
+    .unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()))
 }
 
-fn read_all(targets: &[Target], max_bytes: usize, hold_back: bool) -> (Vec<Read>, usize, bool) {
+/// Reads every target; with `hold_back`, throttled targets of followers
+/// not in sync are answered without records. `None` when a target could
+/// not be read `InMemory`.
+fn read_all(
+    targets: &[Target],
+    max_bytes: usize,
+    hold_back: bool,
+    reading: Reading,
+) -> Option<(Vec<Read>, usize, bool)> {
     let mut total = 0usize;
     let mut has_error = false;
     let mut reads = Vec::with_capacity(targets.len());
@@ -585,12 +618,12 @@ fn read_all(targets: &[Target], max_bytes: usize, hold_back: bool) -> (Vec<Read>
         } else {
             max_bytes.saturating_sub(total)
         };
-        let read = read_partition(target, budget, held || total > 0);
+        let read = read_partition(target, budget, held || total > 0, reading)?;
         has_error |= read.data.error_code != 0;
         total += read.data.records.len() as usize;
         reads.push(read);
     }
-    (reads, total, has_error)
+    Some((reads, total, has_error))
 }
 
 /// One partition's part of the answer, and what the fetch session keeps
@@ -624,26 +657,31 @@ impl Read {
 /// with data may exceed the budget (to make progress past a large batch).
 /// A partition of a fetch session that has not changed since a read found
 /// nothing new is not read again.
-fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
+fn read_partition(
+    target: &Target,
+    budget: usize,
+    have_data: bool,
+    reading: Reading,
+) -> Option<Read> {
     let partition = match &target.partition {
         Ok(partition) => partition,
         Err(code) => {
-            return Read {
+            return Some(Read {
                 data: FetchedPartition::error(target.index, *code),
                 caught_up_at: None,
                 skipped: false,
                 held_until_ms: None,
-            }
+            })
         }
     };
     // As in Kafka, nothing is served of a replica whose directory failed.
     if partition.is_offline() {
-        return Read {
+        return Some(Read {
             data: FetchedPartition::error(target.index, ResponseError::KafkaStorageError.code()),
             caught_up_at: None,
             skipped: false,
             held_until_ms: None,
-        };
+        });
     }
     // Taken before anything is read: a change from here on moves it.
     let changes = partition.change_count();
@@ -659,16 +697,16 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
         let data = &mut read.data;
         let high_watermark = partition.high_watermark();
         data.high_watermark = high_watermark as i64;
-        data.last_stable_offset = partition.last_stable_offset_at(high_watermark) as i64;
+        data.last_stable_offset = last_stable_offset(partition, high_watermark, reading)? as i64;
         data.log_start_offset = partition.log().log_start_offset() as i64;
         data.preferred_read_replica = target.preferred_read_replica;
-        return read;
+        return Some(read);
     }
     if read.skipped {
-        return read;
+        return Some(read);
     }
     let high_watermark = partition.high_watermark();
-    let last_stable = partition.last_stable_offset_at(high_watermark);
+    let last_stable = last_stable_offset(partition, high_watermark, reading)?;
     let log_start = partition.log().log_start_offset();
     let data = &mut read.data;
     data.high_watermark = high_watermark as i64;
@@ -676,12 +714,16 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
     data.log_start_offset = log_start as i64;
     let Ok(offset) = u64::try_from(target.fetch_offset) else {
         data.error_code = ResponseError::OffsetOutOfRange.code();
-        return read;
+        return Some(read);
     };
     let upper = if target.follower {
         partition.log().log_end_offset()
     } else {
-        // A consumer reads what the topic's delivery delay lets through.
+        // A consumer reads what the topic's delivery delay lets through,
+        // which may take batch timestamps from the disk.
+        if reading == Reading::InMemory && partition.delays_delivery() {
+            return None;
+        }
         let (limit, held_until_ms) = partition.delivery_limit(if target.read_committed {
             last_stable
         } else {
@@ -695,17 +737,25 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
         if read.held_until_ms.is_none() {
             read.caught_up_at = Some(changes);
         }
-        return read;
+        return Some(read);
     }
     let limit = target.max_bytes.min(budget);
     if limit == 0 && have_data {
-        return read;
+        return Some(read);
     }
-    match partition.log().read(offset, limit.max(1), upper) {
+    let log = partition.log();
+    let slice = match reading {
+        Reading::InMemory => log.try_read_in_memory(offset, limit.max(1), upper)?,
+        Reading::MayWait => log.read(offset, limit.max(1), upper),
+    };
+    match slice {
         Ok(slice) if have_data && slice.len() as usize > limit => {}
         Ok(slice) => {
             if target.read_committed && !slice.is_empty() {
-                data.aborted = partition.log().aborted_transactions(offset, upper);
+                data.aborted = match reading {
+                    Reading::InMemory => log.try_aborted_transactions(offset, upper)?,
+                    Reading::MayWait => log.aborted_transactions(offset, upper),
+                };
             }
             data.records = slice;
         }
@@ -717,5 +767,5 @@ fn read_partition(target: &Target, budget: usize, have_data: bool) -> Read {
             data.error_code = ResponseError::KafkaStorageError.code();
         }
     }
-    read
+    Some(read)
 }

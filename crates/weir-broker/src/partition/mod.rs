@@ -337,6 +337,17 @@ impl LogView {
         self.0.read(from_offset, max_bytes, upper_bound)
     }
 
+    /// See [`Log::try_read_in_memory`].
+    pub fn try_read_in_memory(
+        &self,
+        from_offset: u64,
+        max_bytes: usize,
+        upper_bound: u64,
+    ) -> Option<Result<LogSlice, LogError>> {
+        self.0
+            .try_read_in_memory(from_offset, max_bytes, upper_bound)
+    }
+
     pub fn offset_for_timestamp(
         &self,
         timestamp: i64,
@@ -359,6 +370,11 @@ impl LogView {
 
     pub fn aborted_transactions(&self, from: u64, upper_bound: u64) -> Vec<AbortedTxn> {
         self.0.aborted_transactions(from, upper_bound)
+    }
+
+    /// See [`Log::try_aborted_transactions`].
+    pub fn try_aborted_transactions(&self, from: u64, upper_bound: u64) -> Option<Vec<AbortedTxn>> {
+        self.0.try_aborted_transactions(from, upper_bound)
     }
 
     pub fn open_transactions(&self) -> Vec<OpenTxn> {
@@ -553,6 +569,11 @@ impl Partition {
     /// Whether this replica's fetches from its leader are throttled.
     pub fn follower_throttled(&self) -> bool {
         self.follower_throttled.load(Ordering::Relaxed)
+    }
+
+    /// Whether the topic holds records back for a delivery delay.
+    pub fn delays_delivery(&self) -> bool {
+        self.delivery_delay_ms.load(Ordering::Relaxed) > 0
     }
 
     /// How far a consumer may read below `upper` (the high watermark, or
@@ -1532,10 +1553,16 @@ impl Partition {
     /// watermark read before.
     pub fn last_stable_offset_at(&self, high_watermark: u64) -> u64 {
         let log = self.read_log();
-        let stable = log
-            .first_unstable_offset(high_watermark)
-            .map_or(high_watermark, |first| first.min(high_watermark));
-        stable.max(log.log_start_offset().min(high_watermark))
+        let first_unstable = log.first_unstable_offset(high_watermark);
+        last_stable_offset(&log, high_watermark, first_unstable)
+    }
+
+    /// [`last_stable_offset_at`](Self::last_stable_offset_at) if that
+    /// needs no wait for the log's lock.
+    pub fn try_last_stable_offset_at(&self, high_watermark: u64) -> Option<u64> {
+        let log = self.read_log();
+        let first_unstable = log.try_first_unstable_offset(high_watermark)?;
+        Some(last_stable_offset(&log, high_watermark, first_unstable))
     }
 
     /// After a leader's append: the leadership (held shared by the caller)
@@ -1716,6 +1743,13 @@ impl Partition {
         };
         self.take_leadership(state, Some(leading));
     }
+}
+
+/// Below the first unstable offset and the high watermark, and never below
+/// the log start (unless the high watermark is).
+fn last_stable_offset(log: &Log, high_watermark: u64, first_unstable: Option<u64>) -> u64 {
+    let stable = first_unstable.map_or(high_watermark, |first| first.min(high_watermark));
+    stable.max(log.log_start_offset().min(high_watermark))
 }
 
 #[cfg(test)]
