@@ -16,7 +16,8 @@ use kafka_protocol::messages::alter_replica_log_dirs_request::{
     AlterReplicaLogDir, AlterReplicaLogDirTopic,
 };
 use kafka_protocol::messages::{
-    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ApiKey, TopicName,
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, ApiKey, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, GroupId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use parking_lot::{Condvar, Mutex};
@@ -455,15 +456,10 @@ async fn a_partition_moving_to_another_log_dir_is_read_while_the_move_takes_over
 /// A group coordinator's write stuck on its disk holds up the requests
 /// queued behind it on its shard, never the reads between its events
 /// (ListGroups) nor, through them, the runtime's workers.
-#[tokio::test]
-async fn group_reads_are_answered_while_a_coordinator_write_is_stalled_on_its_disk() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = InProcess::start(
-        dir.path(),
-        &[("offsets.topic.num.partitions", "1")],
-        Vec::new(),
-    )
-    .await;
+/// A broker with one `__consumer_offsets` partition, loaded and holding
+/// the group "before" (with an offset of the topic "fast"), and a client.
+async fn coordinating_a_group(dir: &Path) -> (InProcess, Client) {
+    let broker = InProcess::start(dir, &[("offsets.topic.num.partitions", "1")], Vec::new()).await;
     let mut admin = Client::connect(&broker.bootstrap).await.unwrap();
     admin.create_topic("fast", 1, &[]).await.unwrap();
     // FindCoordinator creates `__consumer_offsets`; its coordinator is not
@@ -475,21 +471,12 @@ async fn group_reads_are_answered_while_a_coordinator_write_is_stalled_on_its_di
         assert!(tokio::time::Instant::now() < deadline, "{error}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    (broker, admin)
+}
 
-    broker.stalls.appends.start("__consumer_offsets-0");
-    let mut committer = Client::connect(&broker.bootstrap).await.unwrap();
-    let held = tokio::spawn(async move {
-        committer
-            .offset_commit_simple("during", &[("fast".to_owned(), 0, 1)])
-            .await
-    });
-    broker
-        .stalls
-        .appends
-        .reached("the commit never reached the stalled disk")
-        .await;
-
-    // More readers of the stalled coordinator than the runtime has workers.
+/// ListGroups from more clients of the stalled coordinator than the
+/// runtime has workers, each answered promptly with the group "before".
+async fn groups_are_listed_promptly(broker: &InProcess) {
     let mut readers = Vec::new();
     for _ in 0..3 {
         readers.push(Client::connect(&broker.bootstrap).await.unwrap());
@@ -506,6 +493,27 @@ async fn group_reads_are_answered_while_a_coordinator_write_is_stalled_on_its_di
             .unwrap();
         assert!(listed.iter().any(|g| g.group_id == "before"), "{listed:?}");
     }
+}
+
+#[tokio::test]
+async fn group_reads_are_answered_while_a_coordinator_write_is_stalled_on_its_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, mut admin) = coordinating_a_group(dir.path()).await;
+
+    broker.stalls.appends.start("__consumer_offsets-0");
+    let mut committer = Client::connect(&broker.bootstrap).await.unwrap();
+    let held = tokio::spawn(async move {
+        committer
+            .offset_commit_simple("during", &[("fast".to_owned(), 0, 1)])
+            .await
+    });
+    broker
+        .stalls
+        .appends
+        .reached("the commit never reached the stalled disk")
+        .await;
+
+    groups_are_listed_promptly(&broker).await;
     let mut fast = Client::connect(&broker.bootstrap).await.unwrap();
     tokio::time::timeout(PROMPTLY, fast.produce("fast", 0, record("a0")))
         .await
@@ -524,5 +532,49 @@ async fn group_reads_are_answered_while_a_coordinator_write_is_stalled_on_its_di
         .unwrap();
     let listed = admin.list_groups().await.unwrap();
     assert!(listed.iter().any(|g| g.group_id == "during"), "{listed:?}");
+    broker.stop();
+}
+
+#[tokio::test]
+async fn group_reads_are_answered_while_a_group_membership_write_is_stalled_on_its_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (broker, _admin) = coordinating_a_group(dir.path()).await;
+
+    // A member joining a consumer group (KIP-848): its group's records are
+    // written before it hears its epoch.
+    broker.stalls.appends.start("__consumer_offsets-0");
+    let mut member = Client::connect(&broker.bootstrap).await.unwrap();
+    let request = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("joining")))
+        .with_member_id(StrBytes::from_string(uuid::Uuid::new_v4().to_string()))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(30_000)
+        .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_static_str("fast"))]))
+        .with_topic_partitions(Some(Vec::new()));
+    let joining = tokio::spawn(async move {
+        member
+            .call::<_, ConsumerGroupHeartbeatResponse>(ApiKey::ConsumerGroupHeartbeat, &request)
+            .await
+    });
+    broker
+        .stalls
+        .appends
+        .reached("the join never reached the stalled disk")
+        .await;
+
+    groups_are_listed_promptly(&broker).await;
+    assert!(
+        !joining.is_finished(),
+        "a member was given its epoch before its group's write"
+    );
+
+    broker.stalls.appends.release();
+    let joined = tokio::time::timeout(PROMPTLY, joining)
+        .await
+        .expect("the join is answered once the disk is back")
+        .unwrap()
+        .unwrap();
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    assert!(joined.member_epoch >= 1, "{joined:?}");
     broker.stop();
 }

@@ -12,6 +12,7 @@ mod timers;
 
 pub use environment::Environment;
 #[cfg(test)]
+#[cfg(test)]
 pub(crate) use runtime::append;
 pub use runtime::{
     Applied, CoordinatorError, CoordinatorRuntime, EventOutcome, Outcome, Shard, ShardContext,

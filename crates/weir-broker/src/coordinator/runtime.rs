@@ -139,10 +139,9 @@ pub struct ShardContext<'a> {
 type Event<S> = Box<dyn FnOnce(&mut ShardTurn<'_, S>, &ShardContext<'_>) + Send>;
 
 /// The shard an event runs on, in its turn: it derefs to the shard. A
-/// write made while the shard is whole
-/// ([`append_letting_go`](Self::append_letting_go)) lets go of it while the
-/// partition writes, so that a read between events
-/// ([`CoordinatorRuntime::inspect`]) does not wait for disk I/O.
+/// write ([`append`](Self::append)) lets go of it while the partition
+/// writes, so that a read between events ([`CoordinatorRuntime::inspect`])
+/// never waits for disk I/O.
 pub struct ShardTurn<'a, S>(MutexGuard<'a, S>);
 
 impl<S> std::ops::Deref for ShardTurn<'_, S> {
@@ -160,25 +159,12 @@ impl<S> std::ops::DerefMut for ShardTurn<'_, S> {
 }
 
 impl<S: Shard> ShardTurn<'_, S> {
-    /// Appends `records` to the shard's partition and replays them into
-    /// the shard at the offsets they were given, holding the shard: for an
-    /// event that has part of the shard out in its hands (a group taken
-    /// out while its engine's commands run), which a read must not see.
+    /// Appends `records` to the shard's partition, the shard let go while
+    /// the partition writes, then replays them into the shard at the
+    /// offsets they were given. For an event that holds no part of the
+    /// shard out: a read between events may see the shard as it was
+    /// before the records, never half changed; the next event waits.
     pub fn append(
-        &mut self,
-        context: &ShardContext<'_>,
-        records: &[Entry],
-        producer: Option<TxnProducer>,
-        now_ms: i64,
-    ) -> Result<ReplicatedWrite, CoordinatorError> {
-        append(&mut *self.0, context, records, producer, now_ms)
-    }
-
-    /// [`append`](Self::append) for an event whose shard is whole: the
-    /// shard is let go while the partition writes. A read between events
-    /// may see it as it was before the records, never half changed; the
-    /// next event waits.
-    pub fn append_letting_go(
         &mut self,
         context: &ShardContext<'_>,
         records: &[Entry],
@@ -367,7 +353,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
             } else {
                 // The operation is done with the shard: it is whole.
                 let write = turn
-                    .append_letting_go(context, &outcome.records, outcome.producer, now_ms)
+                    .append(context, &outcome.records, outcome.producer, now_ms)
                     .map_err(E::from)?;
                 Some(write)
             };
@@ -484,8 +470,10 @@ impl<S: Shard> Hosted<S> {
 }
 
 /// Appends `records` to the shard's partition and replays them into the
-/// shard at the offsets they were given: [`ShardTurn::append`], and what a
-/// caller that hosts a shard by itself (the seeded simulation) does.
+/// shard at the offsets they were given: what a caller that hosts a shard
+/// by itself (the seeded simulation) does, [`ShardTurn::append`] without
+/// the lock.
+#[cfg(test)]
 pub(crate) fn append<S: Shard>(
     shard: &mut S,
     context: &ShardContext<'_>,

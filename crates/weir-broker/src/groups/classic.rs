@@ -28,8 +28,8 @@ use crate::coordinator::{
     CoordinatorError, EventOutcome, ShardContext, Timers, COORDINATOR_WRITE_TIMEOUT,
 };
 use crate::groups::offsets::{
-    commit_entries, group_entry, write, write_letting_go, GroupShard, GroupTurn, OffsetChange,
-    OffsetStore, TxnProducer,
+    commit_entries, group_entry, write, GroupShard, GroupTurn, OffsetChange, OffsetStore,
+    TxnProducer,
 };
 use crate::groups::GroupCoordinators;
 use crate::partition::ReplicatedWrite;
@@ -300,9 +300,7 @@ impl GroupCoordinator {
         drop(self.offsets.runtime().run(index, move |shard, context| {
             let groups: Vec<String> = shard.classic.0.keys().cloned().collect();
             for group in groups {
-                with_group(shard, &group, |shard, hosted| {
-                    execute(&coordinators, shard, context, &group, hosted);
-                });
+                with_group(&coordinators, shard, context, &group, |_| ());
             }
             Ok::<_, CoordinatorError>(())
         }));
@@ -476,13 +474,12 @@ impl GroupCoordinator {
                 .0
                 .insert(group.to_owned(), HostedGroup::new(engine));
         }
-        let answer = with_group(shard, group, |shard, hosted| {
+        let answer = with_group(coordinators, shard, context, group, |hosted| {
             let (reply, answer) = oneshot::channel();
             hosted.waiting.insert(request_id, reply);
             hosted
                 .engine
                 .handle(event(request_id, coordinators.now_ms() as u64));
-            execute(coordinators, shard, context, group, hosted);
             answer
         });
         async move {
@@ -502,13 +499,12 @@ impl GroupCoordinator {
     fn fire(&self, coordinators: &Arc<GroupCoordinators>, group: &str, key: TimerKey, token: u64) {
         let (coordinators, name) = (coordinators.clone(), group.to_owned());
         let _ = self.on_shard(group, move |shard, context| {
-            with_group(shard, &name, |shard, hosted| {
+            with_group(&coordinators, shard, context, &name, |hosted| {
                 hosted.timers.fired(&key, token);
                 hosted.engine.handle(Event::Timer {
                     key,
                     now_ms: coordinators.now_ms() as u64,
                 });
-                execute(&coordinators, shard, context, &name, hosted);
             });
         });
     }
@@ -598,7 +594,7 @@ impl GroupCoordinator {
                     .map_err(CommitError::Classic)?,
             }
             let records = commit_entries(&name, &changes);
-            write_letting_go(shard, context, &records, None, now_ms).map_err(|error| {
+            write(shard, context, &records, None, now_ms).map_err(|error| {
                 tracing::error!(group = name, %error, "offset commit failed");
                 CommitError::NotWritten(GroupError::CoordinatorNotAvailable)
             })
@@ -874,9 +870,7 @@ pub(crate) fn install_downgraded(
         .classic
         .0
         .insert(group.to_owned(), HostedGroup::new(engine));
-    with_group(shard, group, |shard, hosted| {
-        execute(coordinators, shard, context, group, hosted);
-    });
+    with_group(coordinators, shard, context, group, |_| ());
     tracing::info!(group, "consumer group downgraded to a classic group");
 }
 
@@ -945,65 +939,55 @@ fn expire_in(
     expired
 }
 
-/// Runs `op` on `group` hosted in `shard`, taken out of the shard's groups
-/// meanwhile so that `op` may write through the shard; `None` if the group
-/// is not hosted there.
+/// Runs `op` on `group` hosted in `shard`, then the engine's commands;
+/// what they leave to write is written once the group is back in the
+/// shard, which is let go meanwhile. `None` if the group is not hosted
+/// there.
 fn with_group<R>(
-    shard: &mut GroupTurn<'_>,
-    group: &str,
-    op: impl FnOnce(&mut GroupTurn<'_>, &mut HostedGroup) -> R,
-) -> Option<R> {
-    let mut hosted = shard.classic.0.remove(group)?;
-    let result = op(shard, &mut hosted);
-    shard.classic.0.insert(group.to_owned(), hosted);
-    Some(result)
-}
-
-/// Runs the engine's pending commands in order, in the shard's turn:
-/// answers, timers, and the group's metadata, written before the answers
-/// that follow it (a SyncGroup must not hand out an assignment a new
-/// coordinator would not know, so those answers wait until the in-sync
-/// replicas hold the write).
-fn execute(
     coordinators: &Arc<GroupCoordinators>,
     shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
+    op: impl FnOnce(&mut HostedGroup) -> R,
+) -> Option<R> {
+    let hosted = shard.classic.0.get_mut(group)?;
+    let result = op(hosted);
+    let pending = execute(coordinators, group, hosted);
+    write_metadata(coordinators, shard, context, group, pending);
+    Some(result)
+}
+
+/// What the engine's commands leave to do once its group is back in the
+/// shard: the group's metadata to write, and the answers that follow it.
+#[derive(Default)]
+struct PendingMetadata {
+    records: Vec<Entry>,
+    answers: Vec<(oneshot::Sender<Response>, Response)>,
+}
+
+/// Runs the engine's pending commands in order: answers, timers, and the
+/// group's metadata. An answer that follows metadata waits until the
+/// in-sync replicas hold it (a SyncGroup must not hand out an assignment a
+/// new coordinator would not know); the others go at once.
+fn execute(
+    coordinators: &Arc<GroupCoordinators>,
+    group: &str,
     hosted: &mut HostedGroup,
-) {
-    let mut persist_failed = false;
-    let mut persisted: Option<ReplicatedWrite> = None;
+) -> PendingMetadata {
+    let mut pending = PendingMetadata::default();
     for command in hosted.engine.take_commands() {
         match command {
             Command::Respond {
                 request_id,
                 response,
             } => {
-                // A response that follows unwritten metadata must not
-                // confirm it.
-                let response = if persist_failed {
-                    fail(response, GroupError::CoordinatorNotAvailable)
-                } else {
-                    response
-                };
                 let Some(reply) = hosted.waiting.remove(&request_id) else {
                     continue;
                 };
-                match persisted.clone() {
-                    None => {
-                        let _ = reply.send(response);
-                    }
-                    Some(write) => {
-                        let node_id = coordinators.node_id();
-                        tokio::spawn(async move {
-                            let response =
-                                match write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await {
-                                    Ok(()) => response,
-                                    Err(error) => fail(response, write_failure(error)),
-                                };
-                            let _ = reply.send(response);
-                        });
-                    }
+                if pending.records.is_empty() {
+                    let _ = reply.send(response);
+                } else {
+                    pending.answers.push((reply, response));
                 }
             }
             Command::ScheduleTimer { key, at_ms } => {
@@ -1021,17 +1005,50 @@ fn execute(
             }
             Command::CancelTimer { key } => hosted.timers.cancel(&key),
             Command::PersistGroup(snapshot) => {
-                let record = group_entry(group, Some(&snapshot));
-                match write(shard, context, &[record], None, coordinators.now_ms()) {
-                    Ok(write) => persisted = write.or(persisted),
-                    Err(error) => {
-                        tracing::error!(group, %error, "cannot write group metadata");
-                        persist_failed = true;
-                    }
-                }
+                pending.records.push(group_entry(group, Some(&snapshot)));
             }
         }
     }
+    pending
+}
+
+/// Writes `pending`'s metadata, the shard let go meanwhile, and answers
+/// what follows it once the in-sync replicas hold it; a response that
+/// follows unwritten metadata must not confirm it.
+fn write_metadata(
+    coordinators: &Arc<GroupCoordinators>,
+    shard: &mut GroupTurn<'_>,
+    context: &ShardContext<'_>,
+    group: &str,
+    pending: PendingMetadata,
+) {
+    let PendingMetadata { records, answers } = pending;
+    let written = write(shard, context, &records, None, coordinators.now_ms());
+    let write = match written {
+        Ok(Some(write)) => write,
+        Ok(None) => return,
+        Err(error) => {
+            tracing::error!(group, %error, "cannot write group metadata");
+            for (reply, response) in answers {
+                let _ = reply.send(fail(response, GroupError::CoordinatorNotAvailable));
+            }
+            return;
+        }
+    };
+    if answers.is_empty() {
+        return;
+    }
+    let node_id = coordinators.node_id();
+    tokio::spawn(async move {
+        let replicated = write.replicated(node_id, COORDINATOR_WRITE_TIMEOUT).await;
+        for (reply, response) in answers {
+            let response = match &replicated {
+                Ok(()) => response,
+                Err(error) => fail(response, write_failure(*error)),
+            };
+            let _ = reply.send(response);
+        }
+    });
 }
 
 fn check_commit(hosted: Option<&HostedGroup>, committer: Committer<'_>) -> Result<(), GroupError> {

@@ -207,10 +207,11 @@ impl ConsumerGroupCoordinator {
             let now = coordinators.now_ms() as u64;
             let groups = shard.consumer.names();
             for group in groups {
-                with_group(shard, &group, |shard, hosted| {
-                    let output = hosted.engine.on_loaded(now);
-                    let _ = execute(&coordinators, shard, context, &group, hosted, output);
-                });
+                if let Some(output) =
+                    with_group(shard, &group, |hosted| hosted.engine.on_loaded(now))
+                {
+                    let _ = execute(&coordinators, shard, context, &group, output);
+                }
             }
             Ok::<_, RuntimeError>(())
         }));
@@ -271,18 +272,20 @@ impl ConsumerGroupCoordinator {
     fn fire(&self, coordinators: &Arc<GroupCoordinators>, group: &str, key: TimerKey, token: u64) {
         let (coordinators, name) = (coordinators.clone(), group.to_owned());
         let _ = self.on_shard(group, move |shard, context| {
-            with_group(shard, &name, |shard, hosted| {
+            let image = coordinators.image();
+            let output = with_group(shard, &name, |hosted| {
                 hosted.timers.fired(&key, token);
-                let image = coordinators.image();
-                let output = hosted.engine.handle(
+                hosted.engine.handle(
                     Event::Timer {
                         now_ms: coordinators.now_ms() as u64,
                         key,
                     },
                     &ImageTopics(&image),
-                );
-                let _ = execute(&coordinators, shard, context, &name, hosted, output);
+                )
             });
+            if let Some(output) = output {
+                let _ = execute(&coordinators, shard, context, &name, output);
+            }
         });
     }
 
@@ -338,10 +341,9 @@ impl ConsumerGroupCoordinator {
             let mut output = catch_up(&mut hosted, config, &image, now);
             let (answer, produced) = consumer(&mut hosted, &image, now, request);
             merge(&mut output, produced);
-            let written = execute(&coordinators, shard, context, &name, &mut hosted, output);
-            let wait = hosted.last_write.clone();
             shard.consumer.put_back(&name, hosted);
-            consumer_answer(&coordinators, written, wait, answer)
+            let written = execute(&coordinators, shard, context, &name, output);
+            consumer_answer(&coordinators, written, answer)
         });
         let turn = match turn {
             Ok(turn) => turn,
@@ -620,6 +622,8 @@ impl ConsumerGroupCoordinator {
             };
             let mut entries = encode(&name, &records);
             entries.extend(shard.group_tombstones(&name));
+            // Out of the shard while its tombstones are written: it is
+            // being deleted.
             match write(shard, context, &entries, None, coordinators.now_ms()) {
                 Ok(write) => Ok(write),
                 Err(error) => {
@@ -659,16 +663,15 @@ impl ConsumerGroupCoordinator {
     }
 }
 
-/// Runs `op` on the consumer group `group` hosted in `shard`, taken out of
-/// the shard's groups meanwhile so that `op` may write through the shard;
-/// `None` if it is not hosted there.
+/// Runs `op` on the consumer group `group` hosted in `shard`; `None` if it
+/// is not hosted there. A group `op` deletes goes.
 fn with_group<R>(
     shard: &mut GroupTurn<'_>,
     group: &str,
-    op: impl FnOnce(&mut GroupTurn<'_>, &mut HostedGroup) -> R,
+    op: impl FnOnce(&mut HostedGroup) -> R,
 ) -> Option<R> {
     let mut hosted = shard.consumer.take(group)?;
-    let result = op(shard, &mut hosted);
+    let result = op(&mut hosted);
     shard.consumer.put_back(group, hosted);
     Some(result)
 }
@@ -729,11 +732,9 @@ fn heartbeat_in(
             "no answer to the heartbeat",
         )));
     merge(&mut output, handled);
-    let written = execute(coordinators, shard, context, group, &mut hosted, output);
-    let last_write = hosted.last_write.clone();
     shard.consumer.put_back(group, hosted);
-    match written {
-        Ok(()) => Ok((response, last_write)),
+    match execute(coordinators, shard, context, group, output) {
+        Ok(last_write) => Ok((response, last_write)),
         Err(()) => Err(ConsumerCoordinatorError::CoordinatorNotAvailable),
     }
 }
@@ -811,46 +812,54 @@ fn encode(group: &str, records: &[Record]) -> Vec<Entry> {
         .collect()
 }
 
-/// Writes what an event produced and arms its timers. A group that became
-/// a classic group is hosted as one in the shard (and dropped as a consumer
-/// group by the caller: its engine no longer exists). On a failed write
-/// the engine, ahead of the log now, is rebuilt from what the log holds.
+/// Writes what an event of `group` produced, the group back in the shard
+/// and the shard let go meanwhile, then arms its timers; gives the group's
+/// last write, to wait on before answering. A group that became a classic
+/// group is hosted as one in the shard (its consumer group went when it
+/// was put back: its engine no longer exists). On a failed write the
+/// engine, ahead of the log now, is rebuilt from what the log holds.
 fn execute(
     coordinators: &Arc<GroupCoordinators>,
     shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
-    hosted: &mut HostedGroup,
     output: Output,
-) -> Result<(), ()> {
+) -> Result<Option<ReplicatedWrite>, ()> {
+    let mut written = None;
     if !output.records.is_empty() {
         let mut entries = encode(group, &output.records);
         if let Some(snapshot) = &output.downgraded {
             entries.push(crate::groups::offsets::group_entry(group, Some(snapshot)));
         }
         match write(shard, context, &entries, None, coordinators.now_ms()) {
-            Ok(write) => {
-                if write.is_some() {
-                    hosted.last_write = write;
-                }
-            }
+            Ok(write) => written = write,
             Err(error) => {
                 tracing::error!(group, %error, "cannot write consumer group records");
-                hosted.timers.clear();
-                hosted.engine =
-                    coordinators
-                        .consumer_groups()
-                        .replayed(shard, &coordinators.image(), group);
+                let groups = coordinators.consumer_groups();
+                let engine = groups.replayed(shard, &coordinators.image(), group);
+                match shard.consumer.get_mut(group) {
+                    Some(hosted) => {
+                        hosted.timers.clear();
+                        hosted.engine = engine;
+                    }
+                    None => shard.consumer.put_back(group, HostedGroup::new(engine)),
+                }
                 return Err(());
             }
         }
     }
-    apply_timers(coordinators, group, hosted, output.timers);
     if let Some(snapshot) = output.downgraded {
-        hosted.timers.clear();
         classic::install_downgraded(coordinators, shard, context, group, snapshot);
+        return Ok(written);
     }
-    Ok(())
+    let Some(hosted) = shard.consumer.get_mut(group) else {
+        return Ok(written);
+    };
+    if written.is_some() {
+        hosted.last_write = written;
+    }
+    apply_timers(coordinators, group, hosted, output.timers);
+    Ok(hosted.last_write.clone())
 }
 
 fn apply_timers(
@@ -900,15 +909,14 @@ type Answer<A, R> = (
 /// replicated, COORDINATOR_NOT_AVAILABLE if it cannot be.
 fn consumer_answer<T: Send + 'static, R: Send + 'static>(
     coordinators: &Arc<GroupCoordinators>,
-    written: Result<(), ()>,
-    wait: Option<ReplicatedWrite>,
+    written: Result<Option<ReplicatedWrite>, ()>,
     (result, respond): Answer<T, R>,
 ) -> BoxFuture<'static, R> {
     let node_id = coordinators.node_id();
     async move {
-        if written.is_err() {
+        let Ok(wait) = written else {
             return respond(Err(ConsumerCoordinatorError::CoordinatorNotAvailable));
-        }
+        };
         if let Some(write) = wait {
             if write
                 .replicated(node_id, COORDINATOR_WRITE_TIMEOUT)

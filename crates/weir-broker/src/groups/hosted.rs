@@ -91,8 +91,13 @@ impl<E: GroupEngine, K> HostedGroups<E, K> {
         self.0.keys().cloned().collect()
     }
 
-    /// Takes `group` out, so that an event may write through the shard
-    /// while it changes the group; [`put_back`](Self::put_back) returns it.
+    pub(crate) fn get_mut(&mut self, group: &str) -> Option<&mut HostedGroup<E, K>> {
+        self.0.get_mut(group)
+    }
+
+    /// Takes `group` out while an event changes it, with the rest of the
+    /// shard at hand; [`put_back`](Self::put_back) returns it before what
+    /// the event produced is written.
     pub(crate) fn take(&mut self, group: &str) -> Option<HostedGroup<E, K>> {
         self.0.remove(group)
     }

@@ -144,10 +144,11 @@ impl ShareGroupCoordinator {
             let now = coordinators.now_ms() as u64;
             let groups = shard.share.names();
             for group in groups {
-                with_group(shard, &group, |shard, hosted| {
-                    let output = hosted.engine.on_loaded(now);
-                    let _ = execute(&coordinators, shard, context, &group, hosted, output);
-                });
+                if let Some(output) =
+                    with_group(shard, &group, |hosted| hosted.engine.on_loaded(now))
+                {
+                    let _ = execute(&coordinators, shard, context, &group, output);
+                }
             }
             Ok::<_, RuntimeError>(())
         }));
@@ -247,16 +248,13 @@ impl ShareGroupCoordinator {
     {
         let (coordinators, name) = (coordinators.clone(), group.to_owned());
         let turn = self.on_shard(group, move |shard, context| {
-            with_group(shard, &name, |shard, hosted| {
-                let output = change(&mut hosted.engine)?;
-                if output.records.is_empty() {
-                    return Ok(None);
-                }
-                execute(&coordinators, shard, context, &name, hosted, output)
-                    .map_err(|()| ShareCoordinatorError::CoordinatorNotAvailable)?;
-                Ok(hosted.last_write.clone())
-            })
-            .unwrap_or(Err(ShareGroupError::GroupIdNotFound.into()))
+            let output = with_group(shard, &name, |hosted| change(&mut hosted.engine))
+                .ok_or(ShareGroupError::GroupIdNotFound)??;
+            if output.records.is_empty() {
+                return Ok(None);
+            }
+            execute(&coordinators, shard, context, &name, output)
+                .map_err(|()| ShareCoordinatorError::CoordinatorNotAvailable)
         });
         async move { turn?.await? }
     }
@@ -297,9 +295,9 @@ impl ShareGroupCoordinator {
     ) {
         let (coordinators, name) = (coordinators.clone(), group.to_owned());
         let _ = self.on_shard(group, move |shard, context| {
-            with_group(shard, &name, |shard, hosted| {
+            let output = with_group(shard, &name, |hosted| {
                 if !hosted.timers.fired(&member, token) {
-                    return;
+                    return None;
                 }
                 let output = hosted.engine.session_expired(
                     coordinators.now_ms() as u64,
@@ -313,22 +311,24 @@ impl ShareGroupCoordinator {
                         "removed a share group member whose session ended"
                     );
                 }
-                let _ = execute(&coordinators, shard, context, &name, hosted, output);
+                Some(output)
             });
+            if let Some(output) = output.flatten() {
+                let _ = execute(&coordinators, shard, context, &name, output);
+            }
         });
     }
 }
 
-/// Runs `op` on the share group `group` hosted in `shard`, taken out of
-/// the shard's groups meanwhile so that `op` may write through the shard;
-/// `None` if it is not hosted there.
+/// Runs `op` on the share group `group` hosted in `shard`; `None` if it is
+/// not hosted there. A group `op` deletes goes.
 fn with_group<R>(
     shard: &mut GroupTurn<'_>,
     group: &str,
-    op: impl FnOnce(&mut GroupTurn<'_>, &mut HostedGroup) -> R,
+    op: impl FnOnce(&mut HostedGroup) -> R,
 ) -> Option<R> {
     let mut hosted = shard.share.take(group)?;
-    let result = op(shard, &mut hosted);
+    let result = op(&mut hosted);
     shard.share.put_back(group, hosted);
     Some(result)
 }
@@ -369,26 +369,25 @@ fn heartbeat_in(
     hosted.image_seen = image.applied_index();
     let (response, produced) = hosted.engine.heartbeat(now, &request, &topics);
     merge(&mut output, produced);
-    let written = execute(coordinators, shard, context, group, &mut hosted, output);
-    let last_write = hosted.last_write.clone();
     shard.share.put_back(group, hosted);
-    match written {
-        Ok(()) => Ok((response, last_write)),
+    match execute(coordinators, shard, context, group, output) {
+        Ok(last_write) => Ok((response, last_write)),
         Err(()) => Err(ShareCoordinatorError::CoordinatorNotAvailable),
     }
 }
 
-/// Writes what an event produced and arms its session timers. On a failed
-/// write the engine, ahead of the log now, is rebuilt from what the log
-/// holds.
+/// Writes what an event of `group` produced, the group back in the shard
+/// and the shard let go meanwhile, then arms its members' sessions; gives
+/// the group's last write, to wait on before answering. On a failed write
+/// the engine, ahead of the log now, is rebuilt from what the log holds.
 fn execute(
     coordinators: &Arc<GroupCoordinators>,
     shard: &mut GroupTurn<'_>,
     context: &ShardContext<'_>,
     group: &str,
-    hosted: &mut HostedGroup,
     output: ShareOutput,
-) -> Result<(), ()> {
+) -> Result<Option<ReplicatedWrite>, ()> {
+    let mut written = None;
     if !output.records.is_empty() {
         let entries: Vec<Entry> = output
             .records
@@ -399,21 +398,27 @@ fn execute(
             })
             .collect();
         match write(shard, context, &entries, None, coordinators.now_ms()) {
-            Ok(write) => {
-                if write.is_some() {
-                    hosted.last_write = write;
-                }
-            }
+            Ok(write) => written = write,
             Err(error) => {
                 tracing::error!(group, %error, "cannot write share group records");
-                hosted.timers.clear();
-                hosted.engine =
-                    coordinators
-                        .share_groups()
-                        .replayed(shard, &coordinators.image(), group);
+                let groups = coordinators.share_groups();
+                let engine = groups.replayed(shard, &coordinators.image(), group);
+                match shard.share.get_mut(group) {
+                    Some(hosted) => {
+                        hosted.timers.clear();
+                        hosted.engine = engine;
+                    }
+                    None => shard.share.put_back(group, HostedGroup::new(engine)),
+                }
                 return Err(());
             }
         }
+    }
+    let Some(hosted) = shard.share.get_mut(group) else {
+        return Ok(written);
+    };
+    if written.is_some() {
+        hosted.last_write = written;
     }
     for (member, at_ms) in output.sessions {
         let delay = Duration::from_millis(at_ms.saturating_sub(coordinators.now_ms() as u64));
@@ -436,7 +441,7 @@ fn execute(
     for member in output.ended {
         hosted.timers.cancel(&member);
     }
-    Ok(())
+    Ok(hosted.last_write.clone())
 }
 
 fn merge(into: &mut ShareOutput, from: ShareOutput) {

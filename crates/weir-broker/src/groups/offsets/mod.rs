@@ -960,7 +960,8 @@ impl OffsetStore {
 pub(crate) type GroupTurn<'a> = ShardTurn<'a, GroupShard>;
 
 /// Appends `records` (as one batch, a transactional one of `producer`)
-/// through `shard` in an event of its own: the write for the caller to
+/// through `shard`, in an event that holds no part of the shard out: the
+/// shard is let go while the partition writes. The write for the caller to
 /// await before it answers, `None` when there is nothing to write.
 pub(crate) fn write(
     shard: &mut GroupTurn<'_>,
@@ -973,23 +974,6 @@ pub(crate) fn write(
         return Ok(None);
     }
     shard.append(context, records, producer, now_ms).map(Some)
-}
-
-/// [`write`] from an event that holds no part of the shard out (no group
-/// taken out of it): the shard is let go while the partition writes.
-pub(crate) fn write_letting_go(
-    shard: &mut GroupTurn<'_>,
-    context: &ShardContext<'_>,
-    records: &[Entry],
-    producer: Option<TxnProducer>,
-    now_ms: i64,
-) -> Result<Option<ReplicatedWrite>, CoordinatorError> {
-    if records.is_empty() {
-        return Ok(None);
-    }
-    shard
-        .append_letting_go(context, records, producer, now_ms)
-        .map(Some)
 }
 
 /// The records of a commit of `group`'s offsets.
