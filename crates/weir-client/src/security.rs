@@ -40,11 +40,13 @@ impl SecurityProtocol {
         .find(|p| p.name().eq_ignore_ascii_case(name.trim()))
     }
 
-    fn uses_tls(self) -> bool {
+    /// Whether the connection runs over TLS.
+    pub fn is_tls(self) -> bool {
         matches!(self, Self::Ssl | Self::SaslSsl)
     }
 
-    fn uses_sasl(self) -> bool {
+    /// Whether the client must authenticate with SASL first.
+    pub fn is_sasl(self) -> bool {
         matches!(self, Self::SaslPlaintext | Self::SaslSsl)
     }
 }
@@ -300,11 +302,11 @@ impl SecurityConfig {
                 }
             })?,
         };
-        let tls = match protocol.uses_tls() {
+        let tls = match protocol.is_tls() {
             true => Some(tls_from_properties(properties)?),
             false => None,
         };
-        let sasl = match protocol.uses_sasl() {
+        let sasl = match protocol.is_sasl() {
             true => Some(sasl_from_properties(properties)?),
             false => None,
         };
@@ -319,8 +321,8 @@ impl SecurityConfig {
         let protocol = self.protocol();
         let used = |name: &str| {
             PROTOCOL_PROPERTIES.contains(&name)
-                || (protocol.uses_tls() && TLS_PROPERTIES.contains(&name))
-                || (protocol.uses_sasl() && SASL_PROPERTIES.contains(&name))
+                || (protocol.is_tls() && TLS_PROPERTIES.contains(&name))
+                || (protocol.is_sasl() && SASL_PROPERTIES.contains(&name))
         };
         properties
             .keys()

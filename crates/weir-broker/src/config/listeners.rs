@@ -5,60 +5,13 @@
 //! addresses of the listener it connected to.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use crate::config::ConfigError;
 
-/// How a listener's connections are secured (Kafka's `SecurityProtocol`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SecurityProtocol {
-    Plaintext,
-    Ssl,
-    SaslPlaintext,
-    SaslSsl,
-}
-
-impl SecurityProtocol {
-    const ALL: [SecurityProtocol; 4] = [
-        SecurityProtocol::Plaintext,
-        SecurityProtocol::Ssl,
-        SecurityProtocol::SaslPlaintext,
-        SecurityProtocol::SaslSsl,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Plaintext => "PLAINTEXT",
-            Self::Ssl => "SSL",
-            Self::SaslPlaintext => "SASL_PLAINTEXT",
-            Self::SaslSsl => "SASL_SSL",
-        }
-    }
-
-    /// Kafka's names, case-insensitive as Kafka reads them.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|p| p.name().eq_ignore_ascii_case(name.trim()))
-    }
-
-    /// Whether the connection runs over TLS.
-    pub fn is_tls(self) -> bool {
-        matches!(self, Self::Ssl | Self::SaslSsl)
-    }
-
-    /// Whether the client must authenticate with SASL first.
-    pub fn is_sasl(self) -> bool {
-        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
-    }
-}
-
-impl fmt::Display for SecurityProtocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// How a listener's connections are secured (Kafka's `SecurityProtocol`):
+/// the client's own, so that both sides read Kafka's names alike.
+pub use weir_client::SecurityProtocol;
 
 /// Kafka's default `listener.security.protocol.map`: each protocol's name
 /// maps to itself.
@@ -176,7 +129,7 @@ pub fn parse_protocol_map(value: &str) -> Result<BTreeMap<String, SecurityProtoc
         let (listener, protocol) = entry
             .split_once(':')
             .ok_or_else(|| error(name, value, format!("{entry:?} is not NAME:PROTOCOL")))?;
-        let protocol = SecurityProtocol::parse(protocol).ok_or_else(|| {
+        let protocol = SecurityProtocol::from_name(protocol).ok_or_else(|| {
             error(
                 name,
                 value,
