@@ -96,6 +96,12 @@ pub struct LogConfig {
     pub retention_ms: i64,
     /// `retention.bytes`: delete old segments beyond this size (-1: never).
     pub retention_bytes: i64,
+    /// `local.retention.ms`: in tiered storage, how long copied segments
+    /// stay local (-2: `retention.ms`).
+    pub local_retention_ms: i64,
+    /// `local.retention.bytes`: in tiered storage, the local size beyond
+    /// which copied segments go (-2: `retention.bytes`).
+    pub local_retention_bytes: i64,
     /// `file.delete.delay.ms`: how long a deleted segment stays readable.
     pub file_delete_delay_ms: i64,
     /// `cleanup.policy`: retention deletes segments only under `delete`;
@@ -132,6 +138,8 @@ impl Default for LogConfig {
             flush_ms: i64::MAX,
             retention_ms: 7 * 24 * 60 * 60 * 1000,
             retention_bytes: -1,
+            local_retention_ms: -2,
+            local_retention_bytes: -2,
             file_delete_delay_ms: 60_000,
             cleanup_policy: CleanupPolicy::DELETE,
             delete_retention_ms: 24 * 60 * 60 * 1000,
@@ -166,6 +174,12 @@ const TOPIC_CONFIGS: &[(&str, Setter)] = &[
     ("flush.ms", |c, v| long(v).map(|n| c.flush_ms = n)),
     ("index.interval.bytes", |c, v| {
         long(v).map(|n| c.index_interval_bytes = n as u64)
+    }),
+    ("local.retention.bytes", |c, v| {
+        long(v).map(|n| c.local_retention_bytes = n)
+    }),
+    ("local.retention.ms", |c, v| {
+        long(v).map(|n| c.local_retention_ms = n)
     }),
     ("max.compaction.lag.ms", |c, v| {
         long(v).map(|n| c.max_compaction_lag_ms = n)
@@ -217,6 +231,16 @@ fn long(value: &str) -> Option<i64> {
 }
 
 impl LogConfig {
+    /// The local (time, size) retention of a log in tiered storage, with
+    /// -2 resolved to the total's.
+    pub fn local_retention(&self) -> (i64, i64) {
+        let resolve = |local: i64, total: i64| if local == -2 { total } else { local };
+        (
+            resolve(self.local_retention_ms, self.retention_ms),
+            resolve(self.local_retention_bytes, self.retention_bytes),
+        )
+    }
+
     /// The names of the topic configs these settings implement.
     pub fn topic_configs() -> impl Iterator<Item = &'static str> {
         TOPIC_CONFIGS.iter().map(|(name, _)| *name)

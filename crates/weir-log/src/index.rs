@@ -116,6 +116,24 @@ impl<E: Entry> Index<E> {
         }
     }
 
+    /// The entries in their file format.
+    pub(crate) fn to_bytes(&self) -> io::Result<Vec<u8>> {
+        match self {
+            Index::Memory(entries) => {
+                let mut bytes = Vec::with_capacity(entries.len() * E::SIZE);
+                for entry in entries {
+                    entry.encode(&mut bytes);
+                }
+                Ok(bytes)
+            }
+            Index::File { file, count } => {
+                let mut bytes = vec![0; count * E::SIZE];
+                file.read_exact_at(&mut bytes, 0)?;
+                Ok(bytes)
+            }
+        }
+    }
+
     /// Adds an entry; only the active (in-memory) index grows.
     pub(crate) fn push(&mut self, entry: E) {
         match self {

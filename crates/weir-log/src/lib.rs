@@ -26,6 +26,7 @@ mod index;
 mod log;
 mod recent;
 pub mod records;
+pub mod sealed;
 mod segment;
 pub mod sim;
 mod slice;

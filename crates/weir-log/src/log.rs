@@ -16,6 +16,7 @@ use crate::config::{Clock, LogConfig, SystemClock, TimestampType};
 use crate::epoch::{EpochEntry, LeaderEpochCache};
 use crate::error::{IoContext, LogError};
 use crate::recent::RecentRead;
+use crate::sealed::SealedSegment;
 use crate::segment::{
     self, PreparedBatch, Segment, CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
 };
@@ -1390,10 +1391,36 @@ impl Log {
     /// active segment nor one holding offsets at or above `upper_bound`.
     /// Files are renamed `.deleted` and removed after `file.delete.delay.ms`.
     pub fn enforce_retention(&self, upper_bound: u64) -> Result<RetentionOutcome, LogError> {
+        self.delete_old_segments(upper_bound, |config| {
+            (config.retention_ms, config.retention_bytes)
+        })
+    }
+
+    /// Retention of the local segments of a log in tiered storage: as
+    /// [`enforce_retention`](Self::enforce_retention), by
+    /// `local.retention.ms` and `local.retention.bytes`, but only segments
+    /// wholly below `copied_below` go: those whose copy in remote storage
+    /// is complete. The log start offset this moves is the local one.
+    pub fn enforce_local_retention(
+        &self,
+        upper_bound: u64,
+        copied_below: u64,
+    ) -> Result<RetentionOutcome, LogError> {
+        self.delete_old_segments(upper_bound.min(copied_below), LogConfig::local_retention)
+    }
+
+    /// Deletes old segments by the (time, size) limits `limits` reads from
+    /// the config (-1: none), below `upper_bound`.
+    fn delete_old_segments(
+        &self,
+        upper_bound: u64,
+        limits: impl Fn(&LogConfig) -> (i64, i64),
+    ) -> Result<RetentionOutcome, LogError> {
         let now = self.clock.now_ms();
         let mut st = self.state.lock();
         self.remove_due_files(&mut st, now);
         let config = st.config.clone();
+        let (retention_ms, retention_bytes) = limits(&config);
         let mut total: u64 = st.segments.values().map(|s| s.size).sum();
         let bases: Vec<u64> = st.segments.keys().copied().collect();
         let mut doomed = Vec::new();
@@ -1407,11 +1434,11 @@ impl Log {
             // segments.
             let delete = config.cleanup_policy.delete;
             let expired = delete
-                && config.retention_ms >= 0
-                && now.saturating_sub(segment.max_timestamp) > config.retention_ms;
+                && retention_ms >= 0
+                && now.saturating_sub(segment.max_timestamp) > retention_ms;
             let oversize = delete
-                && config.retention_bytes >= 0
-                && total.saturating_sub(segment.size) >= config.retention_bytes as u64;
+                && retention_bytes >= 0
+                && total.saturating_sub(segment.size) >= retention_bytes as u64;
             let below_start = next_base <= st.log_start_offset;
             if !(expired || oversize || below_start) {
                 break;
@@ -1435,6 +1462,47 @@ impl Log {
         }
         outcome.log_start_offset = st.log_start_offset;
         Ok(outcome)
+    }
+
+    /// The first sealed segment that holds offsets at or above `from` and
+    /// lies wholly below `upper_bound`, for a copy to remote storage; `None`
+    /// when there is none yet (the active segment is never one).
+    pub fn sealed_segment_from(
+        &self,
+        from: u64,
+        upper_bound: u64,
+    ) -> Result<Option<SealedSegment>, LogError> {
+        let st = self.state.lock();
+        self.check_online(&st)?;
+        let active_base = st.active().base_offset;
+        let Some(segment) = st
+            .segments
+            .values()
+            .take_while(|s| s.base_offset != active_base && s.next_offset <= upper_bound)
+            .find(|s| s.next_offset > from && s.size > 0)
+        else {
+            return Ok(None);
+        };
+        // Sealed indexes are small and read once per copy.
+        let (offset_index, time_index) = segment.index_bytes()?;
+        let epochs = st
+            .epochs
+            .entries()
+            .iter()
+            .take_while(|e| e.start_offset < segment.next_offset)
+            .copied()
+            .collect();
+        Ok(Some(SealedSegment {
+            base_offset: segment.base_offset,
+            next_offset: segment.next_offset,
+            size: segment.size,
+            max_timestamp: segment.max_timestamp,
+            log: segment.log.clone(),
+            offset_index,
+            time_index,
+            aborted: segment.txn.entries.clone(),
+            epochs,
+        }))
     }
 
     fn schedule_delete(&self, st: &mut State, segment: &Segment, now: i64) -> Result<(), LogError> {

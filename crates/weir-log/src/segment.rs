@@ -231,6 +231,19 @@ impl Segment {
         Some((self.path(TXN_INDEX_SUFFIX), file.clone()))
     }
 
+    /// The offset and time indexes in their file formats.
+    pub(crate) fn index_bytes(&self) -> Result<(Vec<u8>, Vec<u8>), LogError> {
+        let offsets = self
+            .offset_index
+            .to_bytes()
+            .context(&self.path(INDEX_SUFFIX))?;
+        let times = self
+            .time_index
+            .to_bytes()
+            .context(&self.path(TIME_INDEX_SUFFIX))?;
+        Ok((offsets, times))
+    }
+
     pub(crate) fn path(&self, suffix: &str) -> PathBuf {
         let path = file_path(&self.dir, self.base_offset, suffix);
         if self.name_suffix.is_empty() {

@@ -539,6 +539,89 @@ fn retention_by_time_deletes_old_segments_but_never_the_active_one() {
 }
 
 #[test]
+fn tiered_local_retention_deletes_only_segments_copied_to_remote_storage() {
+    let h = Harness::new(LogConfig {
+        retention_ms: 100_000,
+        local_retention_ms: 10_000,
+        ..small_segments()
+    });
+    let log = h.open();
+    for i in 0..12 {
+        log.append(&BatchBuilder::sized(1, 300).timestamp(T0 + i).build(), 0)
+            .unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 3);
+    h.clock.advance(11_000);
+    // Past local retention, but nothing copied yet: everything stays.
+    assert_eq!(
+        log.enforce_local_retention(u64::MAX, 0)
+            .unwrap()
+            .deleted_segments,
+        0
+    );
+    // The first two segments copied: only they go.
+    let outcome = log.enforce_local_retention(u64::MAX, bases[2]).unwrap();
+    assert_eq!(outcome.deleted_segments, 2);
+    assert_eq!(log.log_start_offset(), bases[2]);
+    // Total retention keeps them all: local retention is what removed them.
+    assert_eq!(log.enforce_retention(u64::MAX).unwrap().deleted_segments, 0);
+}
+
+#[test]
+fn a_sealed_segment_is_handed_out_with_its_indexes_and_epochs() {
+    let h = Harness::new(small_segments());
+    let log = h.open();
+    for i in 0..12 {
+        let epoch = if i < 6 { 0 } else { 2 };
+        log.append(
+            &BatchBuilder::sized(1, 300).timestamp(T0 + i).build(),
+            epoch,
+        )
+        .unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    let first = log.sealed_segment_from(0, u64::MAX).unwrap().unwrap();
+    assert_eq!((first.base_offset, first.next_offset), (bases[0], bases[1]));
+    let mut data = vec![0; first.size as usize];
+    first.log.read_exact_at(&mut data, 0).unwrap();
+    assert_eq!(
+        data,
+        log.read(bases[0], first.size as usize, bases[1])
+            .unwrap()
+            .to_bytes()
+            .unwrap()
+    );
+    assert_eq!(
+        weir_log::sealed::position_for_offset(
+            &first.offset_index,
+            first.base_offset,
+            first.base_offset
+        ),
+        0
+    );
+    assert_eq!(first.segment_epochs(), vec![(0, 0)]);
+    // From inside the second segment: the second.
+    let second = log
+        .sealed_segment_from(bases[1] + 1, u64::MAX)
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.base_offset, bases[1]);
+    // Never a segment reaching the bound, nor the active one.
+    assert!(log.sealed_segment_from(0, bases[1] - 1).unwrap().is_none());
+    let last_sealed = bases[bases.len() - 2];
+    assert!(log
+        .sealed_segment_from(*bases.last().unwrap(), u64::MAX)
+        .unwrap()
+        .is_none());
+    let later = log
+        .sealed_segment_from(last_sealed, u64::MAX)
+        .unwrap()
+        .unwrap();
+    assert!(later.segment_epochs().iter().any(|&(epoch, _)| epoch == 2));
+}
+
+#[test]
 fn retention_respects_the_upper_bound() {
     let h = Harness::new(LogConfig {
         retention_ms: 0,

@@ -10,9 +10,7 @@
 //! Defaults are those of Kafka 4.x. Configs that Kafka 4 removed
 //! (`message.format.version`, `message.downconversion.enable`,
 //! `message.timestamp.difference.max.ms`) are not known, so they are
-//! rejected as unknown names. The tiered-storage configs are known, and
-//! `remote.storage.enable=true` is refused as Kafka refuses it on a broker
-//! without tiered storage.
+//! rejected as unknown names.
 //!
 //! [`check_value`] is Kafka's `ConfigDef` parsing and validation of one
 //! value (its type, then its [`Valid`] rule); the broker and group config
@@ -171,9 +169,9 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def!("leader.replication.throttled.replicas", List, "", None, Valid::ThrottledReplicas,
         "The replicas whose fetching is throttled on the leader side (by leader.replication.throttled.rate): partitionId:brokerId,... or * for every replica of the topic."),
     def!("local.retention.bytes", Long, "-2", Some("log.local.retention.bytes"), Valid::AtLeast(-2),
-        "Tiered storage: the local bytes kept before segments are only in remote storage; -2 takes retention.bytes. Weir has no tiered storage."),
+        "Tiered storage: the local bytes kept before segments are only in remote storage; -2 takes retention.bytes."),
     def!("local.retention.ms", Long, "-2", Some("log.local.retention.ms"), Valid::AtLeast(-2),
-        "Tiered storage: how long segments are kept locally; -2 takes retention.ms. Weir has no tiered storage."),
+        "Tiered storage: how long segments are kept locally; -2 takes retention.ms."),
     def!("max.compaction.lag.ms", Long, LONG_MAX, Some("log.cleaner.max.compaction.lag.ms"), Valid::AtLeast(1),
         "The longest a record may stay ineligible for compaction."),
     def!("max.message.bytes", Int, "1048588", Some("message.max.bytes"), Valid::AtLeast(0),
@@ -193,11 +191,11 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def!("preallocate", Boolean, "false", Some("log.preallocate"), Valid::Any,
         "Preallocate segment files when they are created."),
     def!("remote.log.copy.disable", Boolean, "false", None, Valid::Any,
-        "Tiered storage: stop copying segments to remote storage. Weir has no tiered storage."),
+        "Tiered storage: stop copying segments to remote storage; those there stay readable until retention deletes them."),
     def!("remote.log.delete.on.disable", Boolean, "false", None, Valid::Any,
-        "Tiered storage: delete the remote segments when tiered storage is turned off. Weir has no tiered storage."),
+        "Tiered storage: delete the remote segments when remote.storage.enable is turned off (required to turn it off)."),
     def!("remote.storage.enable", Boolean, "false", None, Valid::Any,
-        "Tiered storage for this topic; Weir has none, so only false is accepted."),
+        "Tiered storage: copy closed segments to the brokers' remote storage and read them back from there once local retention removed them (needs remote.log.storage.system.enable on the brokers)."),
     def!("retention.bytes", Long, "-1", Some("log.retention.bytes"), Valid::Any,
         "Delete old segments when a partition grows beyond this size; -1 means no size limit."),
     def!("retention.ms", Long, "604800000", Some("log.retention.ms"), Valid::AtLeast(-1),
@@ -253,7 +251,10 @@ pub fn validate_configs(configs: &BTreeMap<String, String>) -> Result<(), MetaEr
 
 /// Checks the rules that tie configs together, over a topic's complete set
 /// of overrides (missing ones take Kafka's default): `min.compaction.lag.ms`
-/// must not exceed `max.compaction.lag.ms`.
+/// must not exceed `max.compaction.lag.ms`, and a topic in tiered storage
+/// follows [`check_tiered`]'s rules. Whether the brokers have tiered
+/// storage at all is the proposing broker's check: it is their config, not
+/// the image's.
 pub fn check_relations(configs: &BTreeMap<String, String>) -> Result<(), MetaError> {
     let long = |name: &str| -> i64 {
         let value = configs
@@ -273,13 +274,86 @@ pub fn check_relations(configs: &BTreeMap<String, String>) -> Result<(), MetaErr
             ),
         });
     }
-    let remote = configs
-        .get("remote.storage.enable")
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-    if remote {
+    if is_true(configs, "remote.storage.enable") {
+        check_tiered(configs, &long)?;
+    }
+    Ok(())
+}
+
+/// Whether the boolean config `name` is set to true.
+fn is_true(configs: &BTreeMap<String, String>, name: &str) -> bool {
+    configs
+        .get(name)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// Kafka's rules for a topic in tiered storage (`LogConfig`'s remote
+/// storage validation): not compacted, and local retention within the
+/// total, or equal to it once copying is turned off.
+fn check_tiered(
+    configs: &BTreeMap<String, String>,
+    long: &dyn Fn(&str) -> i64,
+) -> Result<(), MetaError> {
+    let policy = configs
+        .get("cleanup.policy")
+        .map_or("delete", String::as_str);
+    if policy.to_ascii_lowercase().contains("compact") {
+        return Err(MetaError::InvalidConfig {
+            key: "cleanup.policy".to_owned(),
+            reason: "Remote log storage is unsupported for the compacted topics".to_owned(),
+        });
+    }
+    for (total_name, local_name, unlimited) in [
+        ("retention.bytes", "local.retention.bytes", -1),
+        ("retention.ms", "local.retention.ms", -1),
+    ] {
+        let (total, local) = (long(total_name), long(local_name));
+        if total == unlimited || local == -2 {
+            continue;
+        }
+        let rule = if local == -1 {
+            format!("Value must not be -1 as {total_name} value is set as {total}.")
+        } else if local > total {
+            format!("Value must not be more than {total_name} property value: {total}")
+        } else {
+            continue;
+        };
+        return Err(MetaError::InvalidConfig {
+            key: local_name.to_owned(),
+            reason: format!("Invalid value {local} for configuration {local_name}: {rule}"),
+        });
+    }
+    if is_true(configs, "remote.log.copy.disable") {
+        for (total_name, local_name) in [
+            ("retention.bytes", "local.retention.bytes"),
+            ("retention.ms", "local.retention.ms"),
+        ] {
+            let (total, local) = (long(total_name), long(local_name));
+            if local != -2 && local != total {
+                return Err(MetaError::InvalidConfig {
+                    key: local_name.to_owned(),
+                    reason: format!(
+                        "When `remote.log.copy.disable` is set to true, the `{local_name}` and `{total_name}` must be set to the identical value because there will be no more logs copied to the remote storage."
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks a change of a topic's overrides from `old` to `new` (both
+/// complete, `new` already through [`check_relations`]): tiered storage is
+/// turned off only with its remote data deleted (KIP-950).
+pub fn check_alteration(
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+) -> Result<(), MetaError> {
+    let turned_off = is_true(old, "remote.storage.enable") && !is_true(new, "remote.storage.enable");
+    if turned_off && !is_true(new, "remote.log.delete.on.disable") {
         return Err(MetaError::InvalidConfig {
             key: "remote.storage.enable".to_owned(),
-            reason: "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.".to_owned(),
+            reason: "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If you want to disable remote storage and delete all remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.".to_owned(),
         });
     }
     Ok(())
@@ -822,19 +896,77 @@ mod tests {
         }
     }
 
+    fn configs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn refusal(pairs: &[(&str, &str)]) -> String {
+        match validate_configs(&configs(pairs)) {
+            Err(MetaError::InvalidConfig { reason, .. }) => reason,
+            other => panic!("{pairs:?}: want INVALID_CONFIG, got {other:?}"),
+        }
+    }
+
     #[test]
-    fn tiered_storage_cannot_be_turned_on() {
-        let configs =
-            |value: &str| BTreeMap::from([("remote.storage.enable".to_owned(), value.to_owned())]);
-        assert!(validate_configs(&configs("false")).is_ok());
-        let err = validate_configs(&configs("true")).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("Tiered Storage functionality is disabled"),
-            "{err}"
-        );
+    fn tiered_topics_follow_kafkas_rules() {
+        assert!(validate_configs(&configs(&[("remote.storage.enable", "true")])).is_ok());
+        assert!(validate_configs(&configs(&[
+            ("remote.storage.enable", "true"),
+            ("retention.ms", "86400000"),
+            ("local.retention.ms", "3600000"),
+            ("retention.bytes", "-1"),
+            ("local.retention.bytes", "1048576"),
+        ]))
+        .is_ok());
+        assert!(refusal(&[("remote.storage.enable", "true"), ("cleanup.policy", "compact,delete")])
+            .contains("unsupported for the compacted topics"));
+        assert!(refusal(&[
+            ("remote.storage.enable", "true"),
+            ("retention.ms", "3600000"),
+            ("local.retention.ms", "86400000"),
+        ])
+        .contains("Value must not be more than retention.ms property value: 3600000"));
+        assert!(refusal(&[
+            ("remote.storage.enable", "true"),
+            ("retention.bytes", "1000"),
+            ("local.retention.bytes", "-1"),
+        ])
+        .contains("Value must not be -1 as retention.bytes value is set as 1000."));
+        assert!(refusal(&[
+            ("remote.storage.enable", "true"),
+            ("remote.log.copy.disable", "true"),
+            ("local.retention.ms", "1000"),
+        ])
+        .contains("must be set to the identical value"));
+        // The same configs on a topic without tiered storage are fine.
+        assert!(validate_configs(&configs(&[
+            ("retention.ms", "3600000"),
+            ("local.retention.ms", "86400000"),
+            ("cleanup.policy", "compact"),
+        ]))
+        .is_ok());
         assert!(validate_value("local.retention.ms", "-2").is_ok());
         assert!(validate_value("local.retention.ms", "-3").is_err());
+    }
+
+    #[test]
+    fn tiered_storage_is_turned_off_only_with_its_remote_data_deleted() {
+        let on = configs(&[("remote.storage.enable", "true")]);
+        let err = check_alteration(&on, &configs(&[])).unwrap_err();
+        assert!(err.to_string().contains("without deleting remote data"), "{err}");
+        assert!(check_alteration(
+            &on,
+            &configs(&[
+                ("remote.storage.enable", "false"),
+                ("remote.log.delete.on.disable", "true")
+            ])
+        )
+        .is_ok());
+        assert!(check_alteration(&configs(&[]), &configs(&[])).is_ok());
+        assert!(check_alteration(&on, &on).is_ok());
     }
 
     #[test]

@@ -98,8 +98,11 @@ pub(crate) struct ServeArgs {
 /// with no effect on Weir work but stay out of `--help`.
 pub(crate) fn add_broker_config_args(mut command: clap::Command) -> clap::Command {
     for def in settable() {
-        let flag = def.name.replace('.', "-");
-        let env = format!("WEIR_{}", def.name.replace('.', "_").to_uppercase());
+        // Weir's own configs drop their prefix: `weir.remote.storage.url`
+        // is `--remote-storage-url` and `WEIR_REMOTE_STORAGE_URL`.
+        let name = def.name.strip_prefix("weir.").unwrap_or(def.name);
+        let flag = name.replace('.', "-");
+        let env = format!("WEIR_{}", name.replace('.', "_").to_uppercase());
         let inert = INERT_CONFIGS.iter().any(|inert| inert.name == def.name);
         command = command.arg(
             Arg::new(def.name)

@@ -207,6 +207,7 @@ pub(super) async fn create_topics(
             // the placement, in the order of Kafka's controller.
             broker
                 .with_image(|image| image.check_new_topic(&name, &configs))
+                .and_then(|()| broker.config().check_topic_tiering(&configs))
                 .map_err(|error| failure(error.into()))?;
             // The request's shape, checked in the order of Kafka's
             // controller: with a manual assignment both counts must be -1;

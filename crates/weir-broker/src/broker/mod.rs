@@ -1347,6 +1347,7 @@ impl Broker {
         delete: Vec<String>,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
+        self.config().check_topic_tiering(&set)?;
         let command = Command::AlterTopicConfigs {
             name: name.to_owned(),
             set,

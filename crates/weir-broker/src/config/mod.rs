@@ -441,7 +441,7 @@ broker_configs! {
         replica_lag_time_max_ms: i64 = 1..=i32::MAX as i64,
         "A follower that has not caught up with its leader for this long leaves the ISR";
     "broker.rack", String, Some(""), ReadOnly, Valid::Any,
-        broker_rack: Option<String> = rack,
+        broker_rack: Option<String> = optional_text,
         "This broker's rack, for rack-aware replica placement (empty: none)";
     "replica.selector.class", Class, None, ReadOnly, Valid::Any,
         replica_selector_class: ReplicaSelector = replica_selector,
@@ -587,6 +587,37 @@ broker_configs! {
         "Principals allowed everything, separated by semicolons: User:admin;User:CN=broker";
     "allow.everyone.if.no.acl.found", Boolean, Some("false"), ReadOnly, Valid::Any,
         "With ACLs on, whether a resource no ACL names is open to everyone";
+    "remote.log.storage.system.enable", Boolean, Some("false"), ReadOnly, Valid::Any,
+        remote_log_storage_system_enable: bool,
+        "Tiered storage on this broker: topics with remote.storage.enable copy closed segments to weir.remote.storage.url";
+    "weir.remote.storage.url", String, None, ReadOnly, Valid::Any,
+        remote_storage_url: Option<String> = optional_text,
+        "Weir's own: the remote tier, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or file:///path; credentials from the standard environment (AWS_ACCESS_KEY_ID, GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_ACCOUNT_NAME, ...)";
+    "weir.remote.storage.s3.endpoint", String, None, ReadOnly, Valid::Any,
+        remote_storage_s3_endpoint: Option<String> = optional_text,
+        "Weir's own: the endpoint of an S3-compatible server (an http:// endpoint is used as given); null: AWS";
+    "weir.remote.storage.s3.region", String, None, ReadOnly, Valid::Any,
+        remote_storage_s3_region: Option<String> = optional_text,
+        "Weir's own: the S3 region; null: AWS_REGION, else us-east-1";
+    "remote.log.manager.task.interval.ms", Long, Some("30000"), ReadOnly, Valid::AtLeast(1),
+        remote_log_manager_task_interval_ms: u64 = 1..=u64::MAX,
+        "How often each tiered partition's leader looks for segments to copy and remote segments to delete";
+    "remote.log.manager.copy.max.bytes.per.second", Long, Some("9223372036854775807"), ClusterWide, Valid::AtLeast(1),
+        remote_log_manager_copy_max_bytes_per_second: u64,
+        "The most bytes per second this broker copies to remote storage";
+    "remote.log.manager.fetch.max.bytes.per.second", Long, Some("9223372036854775807"), ClusterWide, Valid::AtLeast(1),
+        remote_log_manager_fetch_max_bytes_per_second: u64,
+        "The most bytes per second this broker reads from remote storage for fetches";
+    "remote.log.index.cache.size.bytes", Long, Some("1073741824"), ClusterWide, Valid::AtLeast(1),
+        remote_log_index_cache_size_bytes: u64,
+        "Weir's name for Kafka's remote.log.index.file.cache.total.size.bytes: the local disk the indexes of remote segments may take";
+    "remote.fetch.max.wait.ms", Int, Some("500"), ClusterWide, Valid::AtLeast(1),
+        remote_fetch_max_wait_ms: u64,
+        "How long a fetch waits for a remote read before answering with what it has";
+    "log.local.retention.ms", Long, Some("-2"), ClusterWide, Valid::AtLeast(-2),
+        "Default local.retention.ms of topics: how long a tiered topic keeps segments locally (-2: retention.ms)";
+    "log.local.retention.bytes", Long, Some("-2"), ClusterWide, Valid::AtLeast(-2),
+        "Default local.retention.bytes of topics: the local bytes a tiered partition keeps (-2: retention.bytes)";
 }
 
 /// The registry of the startup configs, one row each:
@@ -765,8 +796,6 @@ pub const INERT_CONFIGS: &[BrokerConfigDef] = &[
     inert!("log.flush.offset.checkpoint.interval.ms", Int, Some("60000"), ReadOnly, Valid::AtLeast(0)),
     inert!("log.flush.scheduler.interval.ms", Long, Some("9223372036854775807"), ReadOnly, Valid::Any),
     inert!("log.flush.start.offset.checkpoint.interval.ms", Int, Some("60000"), ReadOnly, Valid::AtLeast(0)),
-    inert!("log.local.retention.bytes", Long, Some("-2"), ClusterWide, Valid::AtLeast(-2)),
-    inert!("log.local.retention.ms", Long, Some("-2"), ClusterWide, Valid::AtLeast(-2)),
     inert!("log.preallocate", Boolean, Some("false"), ClusterWide, Valid::Any),
     inert!("log.roll.jitter.hours", Int, Some("0"), ReadOnly, Valid::AtLeast(0)),
     inert!("log.roll.jitter.ms", Long, None, ClusterWide, Valid::Any),
@@ -803,18 +832,14 @@ pub const INERT_CONFIGS: &[BrokerConfigDef] = &[
     inert!("principal.builder.class", Class, Some("org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"), PerBroker, Valid::Any),
     inert!("producer.purgatory.purge.interval.requests", Int, Some("1000"), ReadOnly, Valid::Any),
     inert!("queued.max.requests", Int, Some("500"), ReadOnly, Valid::AtLeast(1)),
-    inert!("remote.fetch.max.wait.ms", Int, Some("500"), ClusterWide, Valid::AtLeast(1)),
     inert!("remote.list.offsets.request.timeout.ms", Long, Some("30000"), ClusterWide, Valid::AtLeast(1)),
     inert!("remote.log.index.file.cache.total.size.bytes", Long, Some("1073741824"), ClusterWide, Valid::AtLeast(1)),
     inert!("remote.log.manager.copier.thread.pool.size", Int, Some("-1"), ReadOnly, Valid::Any),
-    inert!("remote.log.manager.copy.max.bytes.per.second", Long, Some("9223372036854775807"), ClusterWide, Valid::AtLeast(1)),
     inert!("remote.log.manager.copy.quota.window.num", Int, Some("11"), ReadOnly, Valid::AtLeast(1)),
     inert!("remote.log.manager.copy.quota.window.size.seconds", Int, Some("1"), ReadOnly, Valid::AtLeast(1)),
     inert!("remote.log.manager.expiration.thread.pool.size", Int, Some("-1"), ReadOnly, Valid::Any),
-    inert!("remote.log.manager.fetch.max.bytes.per.second", Long, Some("9223372036854775807"), ClusterWide, Valid::AtLeast(1)),
     inert!("remote.log.manager.fetch.quota.window.num", Int, Some("11"), ReadOnly, Valid::AtLeast(1)),
     inert!("remote.log.manager.fetch.quota.window.size.seconds", Int, Some("1"), ReadOnly, Valid::AtLeast(1)),
-    inert!("remote.log.manager.task.interval.ms", Long, Some("30000"), ReadOnly, Valid::AtLeast(1)),
     inert!("remote.log.manager.thread.pool.size", Int, Some("10"), ReadOnly, Valid::AtLeast(1)),
     inert!("remote.log.metadata.custom.metadata.max.bytes", Int, Some("128"), ReadOnly, Valid::AtLeast(0)),
     inert!("remote.log.metadata.manager.class.name", String, Some("org.apache.kafka.server.log.remote.metadata.storag"), ReadOnly, Valid::NonEmpty),
@@ -826,7 +851,6 @@ pub const INERT_CONFIGS: &[BrokerConfigDef] = &[
     inert!("remote.log.storage.manager.class.name", String, None, ReadOnly, Valid::NonEmpty),
     inert!("remote.log.storage.manager.class.path", String, None, ReadOnly, Valid::Any),
     inert!("remote.log.storage.manager.impl.prefix", String, Some("rsm.config."), ReadOnly, Valid::NonEmpty),
-    inert!("remote.log.storage.system.enable", Boolean, Some("false"), ReadOnly, Valid::Any),
     inert!("replica.fetch.backoff.ms", Int, Some("1000"), ReadOnly, Valid::AtLeast(0)),
     inert!("replica.fetch.max.bytes", Int, Some("1048576"), ReadOnly, Valid::AtLeast(0)),
     inert!("replica.fetch.min.bytes", Int, Some("1"), ReadOnly, Valid::Any),
@@ -1335,6 +1359,24 @@ impl BrokerConfig {
         synonyms.split_off(first.unwrap_or(synonyms.len()))
     }
 
+    /// Refuses `remote.storage.enable=true` among a topic's `configs`
+    /// when this broker has no tiered storage, in Kafka's words.
+    pub fn check_topic_tiering(
+        &self,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<(), weir_meta::MetaError> {
+        let tiered = configs
+            .get("remote.storage.enable")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        if tiered && !self.remote_log_storage_system_enable {
+            return Err(weir_meta::MetaError::InvalidConfig {
+                key: "remote.storage.enable".to_owned(),
+                reason: "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.".to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// The value in force of the broker config `name`, one of
     /// [`settable`], as a topic takes it for its default: a config given in
     /// other units ([`unit_synonyms`]) in milliseconds, from the first
@@ -1778,9 +1820,9 @@ fn roll_ms(values: Merged<'_>, name: &'static str) -> Result<i64, ConfigError> {
     })
 }
 
-/// `broker.rack`: `None` for no rack.
-fn rack(values: Merged<'_>, name: &'static str) -> Result<Option<String>, ConfigError> {
-    Ok(Some(values.get(name).trim().to_owned()).filter(|r| !r.is_empty()))
+/// A text setting whose null or blank value is `None`.
+fn optional_text(values: Merged<'_>, name: &'static str) -> Result<Option<String>, ConfigError> {
+    Ok(Some(values.get(name).trim().to_owned()).filter(|v| !v.is_empty()))
 }
 
 /// `replica.selector.class`: one of the selectors Weir implements.
