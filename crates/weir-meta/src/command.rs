@@ -14,6 +14,7 @@ use crate::client_quota::QuotaAlteration;
 use crate::error::MetaError;
 use crate::model::BrokerInfo;
 use crate::raft::Rejection;
+use crate::remote_log::RemoteSegment;
 use crate::scram::{ScramError, ScramUpsertion};
 
 /// One change to the metadata image.
@@ -224,6 +225,83 @@ pub enum Command {
         /// The partitions as (topic, partition), in request order; `None`
         /// for every partition of every topic.
         partitions: Option<Vec<(String, i32)>>,
+    },
+    /// A partition leader starts copying a segment to remote storage
+    /// (KIP-405's COPY_SEGMENT_STARTED); readers ignore it until
+    /// [`Command::RemoteSegmentCopyFinished`]. The segment's `broker` and
+    /// `leader_epoch` must be the partition's current leader and leader
+    /// epoch, its state `CopyStarted`, its id new to the partition, its
+    /// offsets and leader epochs in order.
+    RemoteSegmentCopyStarted {
+        /// The topic id.
+        topic_id: uuid::Uuid,
+        /// The partition index.
+        partition: i32,
+        /// The segment being copied.
+        segment: RemoteSegment,
+    },
+    /// The leader that started a copy has finished it
+    /// (COPY_SEGMENT_FINISHED): from now on the segment serves reads. The
+    /// segment must be in `CopyStarted`, and `broker` and `leader_epoch`
+    /// must be both the partition's current leader and epoch and the ones
+    /// the copy started under: a new leader never vouches for an upload it
+    /// did not make.
+    RemoteSegmentCopyFinished {
+        /// The topic id.
+        topic_id: uuid::Uuid,
+        /// The partition index.
+        partition: i32,
+        /// The segment's id.
+        id: uuid::Uuid,
+        /// The broker asking: must be the current leader.
+        broker: i32,
+        /// Its leader epoch: must be the current one.
+        leader_epoch: i32,
+    },
+    /// The leader gives segments up (DELETE_SEGMENT_STARTED), for retention
+    /// or DeleteRecords: they stop serving reads while their objects are
+    /// removed, and the remote log start offset rises to `log_start_offset`
+    /// if that is higher (it never falls). Each id must be in the
+    /// partition, in any state (a copy never finished is deleted too, and
+    /// asking again is harmless); `ids` may be empty when only the log start
+    /// moves (DeleteRecords below the local log start).
+    RemoteSegmentsDeleteStarted {
+        /// The topic id.
+        topic_id: uuid::Uuid,
+        /// The partition index.
+        partition: i32,
+        /// The segments to delete.
+        ids: Vec<uuid::Uuid>,
+        /// The new remote log start offset, if it moves.
+        log_start_offset: Option<u64>,
+        /// The broker asking: must be the current leader.
+        broker: i32,
+        /// Its leader epoch: must be the current one.
+        leader_epoch: i32,
+    },
+    /// A broker removed the segments' objects from the store: their entries
+    /// go (DELETE_SEGMENT_FINISHED). Each must be in `DeleteStarted`; ids
+    /// the partition does not hold are skipped, so a retry is harmless. Any
+    /// broker may send it (one cleaning up after an earlier leader does):
+    /// objects already deleted cannot be read again, whoever says so. A
+    /// partition left without segments keeps only its log start offset,
+    /// and only if it is above 0.
+    RemoteSegmentsDeleteFinished {
+        /// The topic id.
+        topic_id: uuid::Uuid,
+        /// The partition index.
+        partition: i32,
+        /// The segments whose objects are gone.
+        ids: Vec<uuid::Uuid>,
+    },
+    /// A topic deleted while it had remote segments has no objects left in
+    /// the store: it leaves [`MetadataImage::purging_topics`]. An id not
+    /// there changes nothing, so a retry is harmless.
+    ///
+    /// [`MetadataImage::purging_topics`]: crate::MetadataImage::purging_topics
+    RemoteTopicPurged {
+        /// The deleted topic's id.
+        topic_id: uuid::Uuid,
     },
 }
 

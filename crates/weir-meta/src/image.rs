@@ -5,6 +5,7 @@
 //! commands in the same order on any node yields an equal image.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -18,6 +19,7 @@ use crate::error::MetaError;
 use crate::model::{BrokerInfo, PartitionInfo, TopicInfo};
 use crate::partition_change::{self, Change, Election as ElectionType, Rules};
 use crate::placement;
+use crate::remote_log::{self, RemoteLog, RemoteLogs, RemoteSegment, RemoteSegmentState};
 use crate::scram::{self, ScramCredentials};
 use crate::topic_config;
 use crate::topic_name::{collision_key, validate_topic_name};
@@ -56,6 +58,16 @@ pub struct MetadataImage {
     /// Finalized feature levels other than `metadata.version` (which is
     /// the code's), by name; a feature at level 0 is absent.
     features: BTreeMap<String, i16>,
+    /// The segments of tiered storage (KIP-405) by (topic id, partition):
+    /// every partition that has a segment or a remote log start above 0.
+    /// Shared behind an `Arc` so that cloning the image, which every apply
+    /// does, copies no segment list.
+    #[serde(with = "remote_log::as_pairs")]
+    remote_logs: RemoteLogs,
+    /// Topics deleted while they had remote logs, by id, with their last
+    /// name: their objects must still be removed from the store, after
+    /// which [`Command::RemoteTopicPurged`] drops them.
+    purging_topics: BTreeMap<Uuid, String>,
     next_producer_id: i64,
     applied_index: u64,
     /// Topic id → name; derived from `topics`.
@@ -98,6 +110,13 @@ struct ImageData {
     /// feature at 0.
     #[serde(default)]
     features: BTreeMap<String, i16>,
+    /// Absent from images written before tiered storage existed: nothing
+    /// in remote storage.
+    #[serde(default, with = "remote_log::as_pairs")]
+    remote_logs: RemoteLogs,
+    /// Absent from images written before tiered storage existed.
+    #[serde(default)]
+    purging_topics: BTreeMap<Uuid, String>,
     next_producer_id: i64,
     applied_index: u64,
 }
@@ -118,6 +137,8 @@ impl TryFrom<ImageData> for MetadataImage {
             scram_credentials: data.scram_credentials,
             acls: data.acls,
             features: data.features,
+            remote_logs: data.remote_logs,
+            purging_topics: data.purging_topics,
             next_producer_id: data.next_producer_id,
             applied_index: data.applied_index,
             topic_ids: BTreeMap::new(),
@@ -159,6 +180,19 @@ impl TryFrom<ImageData> for MetadataImage {
             image
                 .collision_keys
                 .insert(collision_key(name), name.clone());
+        }
+        // DeleteTopic takes a topic's remote logs with it, and partitions
+        // are never removed.
+        if let Some((topic_id, partition)) = image.remote_logs.keys().find(|(id, p)| {
+            image
+                .topic_by_id(*id)
+                .and_then(|t| t.partition(*p))
+                .is_none()
+        }) {
+            return Err(format!(
+                "a remote log is stored for partition {partition} of topic id {topic_id}, \
+                 which does not exist"
+            ));
         }
         Ok(image)
     }
@@ -244,6 +278,37 @@ impl MetadataImage {
                 *partition_epoch,
                 isr,
             ),
+            Command::RemoteSegmentCopyStarted {
+                topic_id,
+                partition,
+                segment,
+            } => self.check_remote_copy_started(*topic_id, *partition, segment),
+            Command::RemoteSegmentCopyFinished {
+                topic_id,
+                partition,
+                id,
+                broker,
+                leader_epoch,
+            } => {
+                self.check_remote_copy_finished(*topic_id, *partition, *id, *broker, *leader_epoch)
+            }
+            Command::RemoteSegmentsDeleteStarted {
+                topic_id,
+                partition,
+                ids,
+                log_start_offset: _,
+                broker,
+                leader_epoch,
+            } => {
+                self.check_remote_delete_started(*topic_id, *partition, ids, *broker, *leader_epoch)
+            }
+            Command::RemoteSegmentsDeleteFinished {
+                topic_id,
+                partition,
+                ids,
+            } => self.check_remote_delete_finished(*topic_id, *partition, ids),
+            // Purging is the end of a deletion that was accepted already.
+            Command::RemoteTopicPurged { .. } => Ok(()),
         }
     }
 
@@ -354,6 +419,7 @@ impl MetadataImage {
                 if let Some(topic) = self.topics.remove(name) {
                     self.topic_ids.remove(&topic.id);
                     self.collision_keys.remove(&collision_key(name));
+                    self.forget_remote_logs(topic.id, name);
                 }
                 Applied::Done
             }
@@ -511,6 +577,54 @@ impl MetadataImage {
                     first,
                     count: *count,
                 }
+            }
+            Command::RemoteSegmentCopyStarted {
+                topic_id,
+                partition,
+                segment,
+            } => {
+                self.change_remote_log(*topic_id, *partition, |log| {
+                    log.copy_started(segment.clone())
+                });
+                Applied::Done
+            }
+            Command::RemoteSegmentCopyFinished {
+                topic_id,
+                partition,
+                id,
+                ..
+            } => {
+                self.change_remote_log(*topic_id, *partition, |log| {
+                    log.set_state(&[*id], RemoteSegmentState::CopyFinished)
+                });
+                Applied::Done
+            }
+            Command::RemoteSegmentsDeleteStarted {
+                topic_id,
+                partition,
+                ids,
+                log_start_offset,
+                ..
+            } => {
+                self.change_remote_log(*topic_id, *partition, |log| {
+                    log.set_state(ids, RemoteSegmentState::DeleteStarted);
+                    if let Some(offset) = log_start_offset {
+                        log.raise_log_start(*offset);
+                    }
+                });
+                Applied::Done
+            }
+            Command::RemoteSegmentsDeleteFinished {
+                topic_id,
+                partition,
+                ids,
+            } => {
+                self.change_remote_log(*topic_id, *partition, |log| log.remove(ids));
+                Applied::Done
+            }
+            Command::RemoteTopicPurged { topic_id } => {
+                self.purging_topics.remove(topic_id);
+                Applied::Done
             }
         };
         self.applied_index += 1;
@@ -711,6 +825,32 @@ impl MetadataImage {
     /// The number of commands applied so far.
     pub fn applied_index(&self) -> u64 {
         self.applied_index
+    }
+
+    /// The remote log (tiered storage) of a partition; `None` when nothing
+    /// of it is in remote storage and its remote log start is 0, or when
+    /// the topic is gone.
+    pub fn remote_log(&self, topic_id: Uuid, partition: i32) -> Option<&RemoteLog> {
+        self.remote_logs
+            .get(&(topic_id, partition))
+            .map(Arc::as_ref)
+    }
+
+    /// Every partition's remote log, as (topic id, partition, log), by topic
+    /// id then partition.
+    pub fn remote_logs(&self) -> impl Iterator<Item = (Uuid, i32, &RemoteLog)> {
+        self.remote_logs
+            .iter()
+            .map(|((topic_id, partition), log)| (*topic_id, *partition, log.as_ref()))
+    }
+
+    /// The topics deleted while they had remote logs, as (topic id, last
+    /// name), by id: their objects are still to be removed from the store,
+    /// after which a broker proposes [`Command::RemoteTopicPurged`].
+    pub fn purging_topics(&self) -> impl Iterator<Item = (Uuid, &str)> {
+        self.purging_topics
+            .iter()
+            .map(|(topic_id, name)| (*topic_id, name.as_str()))
     }
 
     /// For a `CreatePartitions` request asking for `total` partitions in
@@ -1121,6 +1261,12 @@ impl MetadataImage {
                 "Topic id {id} is already used by topic '{other}'."
             )));
         }
+        // Its purge would delete the new topic's remote data.
+        if let Some(other) = self.purging_topics.get(&id) {
+            return Err(MetaError::InvalidRequest(format!(
+                "Topic id {id} is that of the deleted topic '{other}'."
+            )));
+        }
         if partitions < 1 {
             return Err(MetaError::InvalidPartitions(
                 "Number of partitions was set to an invalid non-positive value.".to_owned(),
@@ -1265,7 +1411,8 @@ impl MetadataImage {
             configs.remove(key);
         }
         configs.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
-        topic_config::check_relations(&configs)
+        topic_config::check_relations(&configs)?;
+        topic_config::check_alteration(&topic.configs, &configs)
     }
 
     fn check_alter_partition(
@@ -1397,6 +1544,183 @@ impl MetadataImage {
             });
         }
         Ok(())
+    }
+
+    /// A partition as the tiered storage commands see it, found by topic
+    /// id: unknown topic ids and partitions are `UnknownTopic` (3).
+    fn remote_partition(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+    ) -> Result<RemotePartition<'_>, MetaError> {
+        // A partition nothing was copied from reads as an empty log.
+        static EMPTY: RemoteLog = RemoteLog::new();
+        let topic = self
+            .topic_by_id(topic_id)
+            .ok_or_else(|| MetaError::UnknownTopic(topic_id.to_string()))?;
+        let name = format!("{}-{partition}", topic.name);
+        let info = topic
+            .partition(partition)
+            .ok_or_else(|| MetaError::UnknownTopic(name.clone()))?;
+        let log = self
+            .remote_logs
+            .get(&(topic_id, partition))
+            .map_or(&EMPTY, Arc::as_ref);
+        Ok(RemotePartition { name, info, log })
+    }
+
+    fn check_remote_copy_started(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        segment: &RemoteSegment,
+    ) -> Result<(), MetaError> {
+        let remote = self.remote_partition(topic_id, partition)?;
+        remote.check_leader(segment.broker, segment.leader_epoch)?;
+        segment
+            .check_new()
+            .map_err(|reason| MetaError::InvalidRequest(format!("{}: {reason}.", remote.name)))?;
+        if remote.log.segment(segment.id).is_some() {
+            return Err(MetaError::InvalidRequest(format!(
+                "{}: remote segment {} exists already.",
+                remote.name, segment.id
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_remote_copy_finished(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        id: Uuid,
+        broker: i32,
+        leader_epoch: i32,
+    ) -> Result<(), MetaError> {
+        let remote = self.remote_partition(topic_id, partition)?;
+        remote.check_leader(broker, leader_epoch)?;
+        let segment = remote.segment(id)?;
+        if segment.state != RemoteSegmentState::CopyStarted {
+            return Err(MetaError::InvalidRequest(format!(
+                "{}: remote segment {id} is in state {:?}, not CopyStarted.",
+                remote.name, segment.state
+            )));
+        }
+        // The leader that finishes must be the one that uploaded: after a
+        // leader change, the old leader's upload may be incomplete.
+        if segment.broker != broker || segment.leader_epoch != leader_epoch {
+            return Err(MetaError::FencedLeaderEpoch(format!(
+                "{}: remote segment {id} was started by broker {} at leader epoch {}, not by \
+                 broker {broker} at leader epoch {leader_epoch}.",
+                remote.name, segment.broker, segment.leader_epoch
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_remote_delete_started(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        ids: &[Uuid],
+        broker: i32,
+        leader_epoch: i32,
+    ) -> Result<(), MetaError> {
+        let remote = self.remote_partition(topic_id, partition)?;
+        remote.check_leader(broker, leader_epoch)?;
+        for id in ids {
+            remote.segment(*id)?;
+        }
+        Ok(())
+    }
+
+    fn check_remote_delete_finished(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        ids: &[Uuid],
+    ) -> Result<(), MetaError> {
+        let remote = self.remote_partition(topic_id, partition)?;
+        // Unknown ids were removed by an earlier attempt: skipped.
+        let known = ids.iter().filter_map(|id| remote.log.segment(*id));
+        for segment in known {
+            if segment.state != RemoteSegmentState::DeleteStarted {
+                return Err(MetaError::InvalidRequest(format!(
+                    "{}: remote segment {} is in state {:?}, not DeleteStarted.",
+                    remote.name, segment.id, segment.state
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `change` to a partition's remote log (an empty one if it has
+    /// none), copying the log first if an older image still shares it. A
+    /// log left without segments and with its start at 0 is dropped: it
+    /// holds nothing an empty one does not.
+    fn change_remote_log(
+        &mut self,
+        topic_id: Uuid,
+        partition: i32,
+        change: impl FnOnce(&mut RemoteLog),
+    ) {
+        let key = (topic_id, partition);
+        let log = Arc::make_mut(self.remote_logs.entry(key).or_default());
+        change(log);
+        if log.is_forgettable() {
+            self.remote_logs.remove(&key);
+        }
+    }
+
+    /// `DeleteTopic`: the topic's remote logs go with it and, if it had
+    /// any, the topic waits in `purging_topics` until its objects are
+    /// removed from the store (a recreated topic gets a new id, so its
+    /// objects are never those purged).
+    fn forget_remote_logs(&mut self, topic_id: Uuid, name: &str) {
+        let keys: Vec<(Uuid, i32)> = self
+            .remote_logs
+            .range((topic_id, i32::MIN)..=(topic_id, i32::MAX))
+            .map(|(key, _)| *key)
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        for key in &keys {
+            self.remote_logs.remove(key);
+        }
+        self.purging_topics.insert(topic_id, name.to_owned());
+    }
+}
+
+/// A partition as the tiered storage commands see it.
+struct RemotePartition<'a> {
+    /// "topic-partition", for messages.
+    name: String,
+    info: &'a PartitionInfo,
+    log: &'a RemoteLog,
+}
+
+impl RemotePartition<'_> {
+    /// Refuses a change from a broker that is not the partition's leader,
+    /// or from an older leader epoch, as `AlterPartition` does: a deposed
+    /// leader must not add segments or delete them.
+    fn check_leader(&self, broker: i32, leader_epoch: i32) -> Result<(), MetaError> {
+        let p = self.info;
+        if p.leader == -1 || p.leader != broker || p.leader_epoch != leader_epoch {
+            return Err(MetaError::FencedLeaderEpoch(format!(
+                "{}: broker {broker} at leader epoch {leader_epoch} is not the leader (the \
+                 leader is {} at epoch {}).",
+                self.name, p.leader, p.leader_epoch
+            )));
+        }
+        Ok(())
+    }
+
+    /// The segment `id`, or `InvalidRequest` (42) naming it.
+    fn segment(&self, id: Uuid) -> Result<&RemoteSegment, MetaError> {
+        self.log.segment(id).ok_or_else(|| {
+            MetaError::InvalidRequest(format!("{}: no remote segment {id}.", self.name))
+        })
     }
 }
 

@@ -2,14 +2,13 @@
 //!
 //! Brokers, topics, partitions (replicas, ISR, leader epochs), topic config
 //! overrides, dynamic broker configs, client quotas, SCRAM credentials,
-//! ACLs and the producer id allocator form one
-//! [`MetadataImage`]. It
-//! changes only by applying [`Command`]s, and applying is deterministic:
-//! no I/O, no clock, no randomness. Anything that varies (topic ids,
-//! replica assignments, block sizes) is decided by whoever proposes the
-//! command and travels inside it. That is what lets the commands become
-//! the entries of a replicated (Raft) log later: every node that applies
-//! the same entries holds the same image.
+//! ACLs, the producer id allocator and the segments of tiered storage form
+//! one [`MetadataImage`]. It changes only by applying [`Command`]s, and
+//! applying is deterministic: no I/O, no clock, no randomness. Anything
+//! that varies (topic ids, replica assignments, block sizes) is decided by
+//! whoever proposes the command and travels inside it. That is what lets
+//! the commands become the entries of a replicated (Raft) log later: every
+//! node that applies the same entries holds the same image.
 //!
 //! ```
 //! use std::collections::BTreeMap;
@@ -49,6 +48,9 @@
 //! - [`topic_config`] is the registry of Kafka topic configs (types,
 //!   defaults, broker synonyms, validation);
 //! - [`topic_name`] holds Kafka's topic naming rules;
+//! - [`RemoteLog`] is a partition's segments in remote storage (tiered
+//!   storage, KIP-405), each [`RemoteSegment`] moved through its life by
+//!   commands its partition leader proposes;
 //! - [`Controller`] makes the image the state machine of a Raft quorum of
 //!   controllers (openraft, kept inside the crate), with its log, vote and
 //!   snapshots on local disk and its RPC over TCP. Any controller takes
@@ -78,6 +80,7 @@ mod model;
 mod partition_change;
 mod placement;
 mod raft;
+mod remote_log;
 mod scram;
 pub mod topic_config;
 pub mod topic_name;
@@ -98,6 +101,7 @@ pub use raft::{
     ControllerStream, ControllerTransport, Handshake, HeartbeatReply, PeerAuthorization, Plaintext,
     Role, SubmitError, ANONYMOUS,
 };
+pub use remote_log::{RemoteLog, RemoteSegment, RemoteSegmentState};
 pub use scram::{ScramError, ScramUpsertion};
 /// The credential types the image stores, from `weir-auth`.
 pub use weir_auth::{ScramCredential, ScramMechanism};

@@ -349,7 +349,8 @@ pub fn check_alteration(
     old: &BTreeMap<String, String>,
     new: &BTreeMap<String, String>,
 ) -> Result<(), MetaError> {
-    let turned_off = is_true(old, "remote.storage.enable") && !is_true(new, "remote.storage.enable");
+    let turned_off =
+        is_true(old, "remote.storage.enable") && !is_true(new, "remote.storage.enable");
     if turned_off && !is_true(new, "remote.log.delete.on.disable") {
         return Err(MetaError::InvalidConfig {
             key: "remote.storage.enable".to_owned(),
@@ -921,8 +922,11 @@ mod tests {
             ("local.retention.bytes", "1048576"),
         ]))
         .is_ok());
-        assert!(refusal(&[("remote.storage.enable", "true"), ("cleanup.policy", "compact,delete")])
-            .contains("unsupported for the compacted topics"));
+        assert!(refusal(&[
+            ("remote.storage.enable", "true"),
+            ("cleanup.policy", "compact,delete")
+        ])
+        .contains("unsupported for the compacted topics"));
         assert!(refusal(&[
             ("remote.storage.enable", "true"),
             ("retention.ms", "3600000"),
@@ -956,7 +960,10 @@ mod tests {
     fn tiered_storage_is_turned_off_only_with_its_remote_data_deleted() {
         let on = configs(&[("remote.storage.enable", "true")]);
         let err = check_alteration(&on, &configs(&[])).unwrap_err();
-        assert!(err.to_string().contains("without deleting remote data"), "{err}");
+        assert!(
+            err.to_string().contains("without deleting remote data"),
+            "{err}"
+        );
         assert!(check_alteration(
             &on,
             &configs(&[

@@ -3,8 +3,9 @@
 //! never a connection once).
 //!
 //! Raft's own traffic and the broker lifecycle (registration, heartbeats,
-//! ISR changes, producer id blocks, fencing) need `ClusterAction` on the
-//! cluster, as Kafka's inter-broker and Raft RPCs do. A metadata change
+//! ISR changes, producer id blocks, fencing, remote segment metadata) need
+//! `ClusterAction` on the cluster, as Kafka's inter-broker and Raft RPCs
+//! do. A metadata change
 //! needs exactly what the same change needs through the Kafka API:
 //! CreateAcls and DeleteAcls ALTER on the cluster, a topic's creation
 //! CREATE on the cluster or the topic, and so on. A broker that passes a
@@ -55,7 +56,15 @@ pub(crate) fn needed_for(command: &Command) -> Vec<Needed<'_>> {
         | Command::ElectPreferredLeaders
         | Command::AlterPartition { .. }
         | Command::SetClusterId { .. }
-        | Command::AllocateProducerIds { .. } => vec![CLUSTER_ACTION],
+        | Command::AllocateProducerIds { .. }
+        // Tiered storage metadata, written by partition leaders and by the
+        // brokers that delete remote objects (Kafka's brokers write it to
+        // `__remote_log_metadata` as inter-broker traffic).
+        | Command::RemoteSegmentCopyStarted { .. }
+        | Command::RemoteSegmentCopyFinished { .. }
+        | Command::RemoteSegmentsDeleteStarted { .. }
+        | Command::RemoteSegmentsDeleteFinished { .. }
+        | Command::RemoteTopicPurged { .. } => vec![CLUSTER_ACTION],
         Command::CreateTopic { name, .. } => creating(name),
         // Each topic needs its own: see `requirements`.
         Command::CreateTopics { .. } => vec![Needed::on_cluster(Create)],
