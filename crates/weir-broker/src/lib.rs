@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod net;
 pub mod partition;
 pub mod quotas;
+pub mod remote;
 pub mod replica;
 pub mod security;
 pub mod server;

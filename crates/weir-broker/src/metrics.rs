@@ -28,6 +28,86 @@ pub struct GroupPartitionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabels {
+    pub operation: String,
+}
+
+/// Tiered storage's metrics, after Kafka's `RemoteCopyBytesPerSec`,
+/// `RemoteFetchBytesPerSec`, `RemoteDeleteRequestsPerSec`, `*ErrorsPerSec`,
+/// `RemoteCopyLagBytes`/`Segments` and `RemoteLogSizeBytes`.
+#[derive(Debug, Default)]
+pub struct RemoteMetrics {
+    pub copy_bytes: Counter,
+    pub copy_segments: Counter,
+    pub fetch_bytes: Counter,
+    pub fetch_requests: Counter,
+    pub delete_segments: Counter,
+    /// By operation: copy, fetch, delete.
+    pub errors: Family<OperationLabels, Counter>,
+    pub copy_lag_bytes: Family<PartitionLabels, Gauge>,
+    pub copy_lag_segments: Family<PartitionLabels, Gauge>,
+    pub log_size_bytes: Family<PartitionLabels, Gauge>,
+}
+
+impl RemoteMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        let registry = registry.sub_registry_with_prefix("remote");
+        registry.register(
+            "copy_bytes",
+            "Bytes of segments copied to the remote tier",
+            metrics.copy_bytes.clone(),
+        );
+        registry.register(
+            "copy_segments",
+            "Segments copied to the remote tier",
+            metrics.copy_segments.clone(),
+        );
+        registry.register(
+            "fetch_bytes",
+            "Record bytes read from the remote tier for fetches",
+            metrics.fetch_bytes.clone(),
+        );
+        registry.register(
+            "fetch_requests",
+            "Partition reads served from the remote tier",
+            metrics.fetch_requests.clone(),
+        );
+        registry.register(
+            "delete_segments",
+            "Segments deleted from the remote tier",
+            metrics.delete_segments.clone(),
+        );
+        registry.register(
+            "errors",
+            "Failed remote tier operations, by operation (copy, fetch, delete)",
+            metrics.errors.clone(),
+        );
+        registry.register("copy_lag_bytes", "Bytes of sealed segments below the last stable offset not yet copied: local disk held until the remote tier has them", metrics.copy_lag_bytes.clone());
+        registry.register(
+            "copy_lag_segments",
+            "Sealed segments below the last stable offset not yet copied",
+            metrics.copy_lag_segments.clone(),
+        );
+        registry.register(
+            "log_size_bytes",
+            "Bytes of a partition in the remote tier",
+            metrics.log_size_bytes.clone(),
+        );
+        metrics
+    }
+
+    /// Counts a failed operation.
+    pub fn error(&self, operation: &str) {
+        self.errors
+            .get_or_create(&OperationLabels {
+                operation: operation.to_owned(),
+            })
+            .inc();
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AuthenticationLabels {
     pub listener: String,
     /// TLS, or the SASL mechanism.
@@ -59,6 +139,8 @@ pub struct DenialLabels {
 }
 
 pub struct Metrics {
+    /// The remote tier's (tiered storage).
+    pub remote: RemoteMetrics,
     registry: Registry,
     pub requests: Family<ApiLabels, Counter>,
     pub request_seconds: Family<ApiLabels, Histogram>,
@@ -247,7 +329,9 @@ impl Default for Metrics {
             "Age of the oldest open transaction this broker coordinates (0: none)",
             transaction_oldest_open_seconds.clone(),
         );
+        let remote = RemoteMetrics::register(&mut registry);
         Self {
+            remote,
             registry,
             requests,
             request_seconds,

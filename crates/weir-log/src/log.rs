@@ -1464,6 +1464,25 @@ impl Log {
         Ok(outcome)
     }
 
+    /// The segments (how many, and their bytes) that hold offsets at or
+    /// above `from` and lie wholly below `upper_bound`; the active segment
+    /// counts only with `with_active`.
+    pub fn segments_from(&self, from: u64, upper_bound: u64, with_active: bool) -> (u64, u64) {
+        let st = self.state.lock();
+        let active_base = st.active().base_offset;
+        st.segments
+            .values()
+            .filter(|s| s.next_offset > from && s.size > 0)
+            .filter(|s| {
+                if s.base_offset == active_base {
+                    with_active
+                } else {
+                    s.next_offset <= upper_bound
+                }
+            })
+            .fold((0, 0), |(count, bytes), s| (count + 1, bytes + s.size))
+    }
+
     /// The first sealed segment that holds offsets at or above `from` and
     /// lies wholly below `upper_bound`, for a copy to remote storage; `None`
     /// when there is none yet (the active segment is never one).

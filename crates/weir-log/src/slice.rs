@@ -20,6 +20,8 @@ pub struct LogSlice {
     file: Option<(Arc<dyn StorageFile>, Arc<Path>)>,
     /// The real file's open descriptor, held for `sendfile`.
     descriptor: Option<Arc<File>>,
+    /// Bytes read from elsewhere (a remote tier), instead of a file.
+    memory: Option<Bytes>,
     position: u64,
     len: u64,
     first_offset: u64,
@@ -48,6 +50,7 @@ impl LogSlice {
         Self {
             file: None,
             descriptor: None,
+            memory: None,
             position: 0,
             len: 0,
             first_offset: 0,
@@ -64,6 +67,7 @@ impl LogSlice {
         Ok(Self {
             descriptor: file.descriptor()?,
             file: Some((file, path)),
+            memory: None,
             position,
             len,
             first_offset,
@@ -86,10 +90,22 @@ impl LogSlice {
         Some(Ok(Self {
             descriptor,
             file: Some((file, path)),
+            memory: None,
             position,
             len,
             first_offset,
         }))
+    }
+
+    /// Whole batches held in memory, starting with the batch whose base
+    /// offset is `first_offset`: a read from the remote tier.
+    pub fn from_bytes(bytes: Bytes, first_offset: u64) -> Self {
+        Self {
+            len: bytes.len() as u64,
+            memory: Some(bytes),
+            first_offset,
+            ..Self::empty()
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -123,6 +139,9 @@ impl LogSlice {
 
     /// Reads the bytes of the slice.
     pub fn to_bytes(&self) -> io::Result<Bytes> {
+        if let Some(bytes) = &self.memory {
+            return Ok(bytes.clone());
+        }
         let mut buf = vec![0u8; self.len as usize];
         match (&self.descriptor, &self.file) {
             (Some(descriptor), _) => {

@@ -644,6 +644,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         broker.clone(),
         stopped.clone(),
     ));
+    let tiering = tokio::spawn(weir_broker::broker::tiering::run(
+        broker.clone(),
+        stopped.clone(),
+    ));
     let listed: Vec<String> = bound
         .iter()
         .map(|(listener, _)| format!("{}://{}", listener.name, listener.bind))
@@ -681,6 +685,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     }
     let _ = maintenance.await;
     let _ = log_cleaner.await;
+    // A copy cut short is cleaned up by the partition's next leader.
+    tiering.abort();
+    let _ = tiering.await;
     let _ = http.await;
     tokio::task::spawn_blocking(move || broker.shutdown()).await?;
     tracing::info!("stopped cleanly");

@@ -565,8 +565,26 @@ async fn delete_records_of(
             _ => return result.with_error_code(ResponseError::OffsetOutOfRange.code()),
         }
     };
+    // Records in the remote tier go with its log start; its segments below
+    // it are deleted by the tiering task.
+    let in_remote = partition
+        .remote()
+        .log_start()
+        .is_some_and(|remote_start| offset > remote_start);
+    if in_remote {
+        if let Err(error) = broker.raise_remote_log_start(&partition, offset).await {
+            tracing::warn!(topic = name, partition = asked.partition_index, %error, "delete records in the remote tier failed");
+            let code = match error {
+                BrokerError::Meta(MetaError::FencedLeaderEpoch(_)) => {
+                    ResponseError::NotLeaderOrFollower
+                }
+                error => failure(error).0,
+            };
+            return result.with_error_code(code.code());
+        }
+    }
     match partition.delete_records(offset).await {
-        Ok(log_start) => result.with_low_watermark(log_start as i64),
+        Ok(log_start) => result.with_low_watermark(log_start.max(offset) as i64),
         Err(error) => {
             tracing::error!(topic = name, partition = asked.partition_index, %error, "delete records failed");
             result.with_error_code(ResponseError::KafkaStorageError.code())

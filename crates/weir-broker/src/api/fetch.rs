@@ -188,13 +188,25 @@ pub(super) async fn handle(
         // in sync get no records (Kafka's `shouldLeaderThrottle`); judged
         // afresh on every read of a long poll.
         let hold_back = any_throttled && replication_quota.is_exceeded();
-        let (reads, bytes, has_error) =
+        let (mut reads, mut bytes, mut has_error) =
             match read_all(&targets, max_bytes, hold_back, Reading::InMemory) {
                 Some(read) => read,
                 None => read_off_workers(&targets, max_bytes, hold_back).await,
             };
+        // A read of the remote tier is answered as soon as it is done, as
+        // in Kafka.
+        let remote = read_remote_tier(broker, &targets, &mut reads).await;
+        if let Some((remote_bytes, remote_error)) = remote {
+            bytes += remote_bytes;
+            has_error |= remote_error;
+        }
         let timed_out = Instant::now() >= deadline;
-        if bytes >= min_bytes.max(1) || has_error || any_redirected || timed_out || live.is_empty()
+        if bytes >= min_bytes.max(1)
+            || has_error
+            || remote.is_some()
+            || any_redirected
+            || timed_out
+            || live.is_empty()
         {
             if any_throttled {
                 let sent: usize = targets
@@ -245,6 +257,62 @@ pub(super) async fn handle(
             // On timeout, loop once more to answer with whatever is there.
             let _ = tokio::time::timeout_at(wake, waker.notified()).await;
         }
+    }
+}
+
+/// Reads the first partition left to the remote tier (one per fetch, as
+/// Kafka reads them), within `remote.fetch.max.wait.ms`; the others are
+/// answered without records, to be asked again. Returns the bytes read and
+/// whether the read failed, or `None` when no read was left to it. A failed
+/// read answers KAFKA_STORAGE_ERROR, which clients retry; one that takes
+/// too long answers no records.
+async fn read_remote_tier(
+    broker: &Broker,
+    targets: &[Target],
+    reads: &mut [Read],
+) -> Option<(usize, bool)> {
+    let (target, read) = targets
+        .iter()
+        .zip(reads.iter_mut())
+        .find(|(_, read)| read.remote.is_some())?;
+    let pending = read.remote.take()?;
+    let partition = target.partition.as_ref().ok()?;
+    let metrics = &broker.metrics().remote;
+    let image = broker.image();
+    let segment = image
+        .remote_log(partition.topic_id, partition.index)
+        .and_then(|remote| remote.segment_for(pending.offset))
+        .cloned();
+    let (Some(reader), Some(segment)) = (broker.remote_reader(), segment) else {
+        read.data.error_code = ResponseError::OffsetOutOfRange.code();
+        return Some((0, true));
+    };
+    let fetch = crate::remote::RemoteFetch {
+        topic: &partition.topic,
+        topic_id: partition.topic_id,
+        partition: partition.index,
+        offset: pending.offset,
+        max_bytes: pending.max_bytes,
+        upper_bound: pending.upper_bound,
+        read_committed: target.read_committed,
+    };
+    let wait = Duration::from_millis(broker.config().remote_fetch_max_wait_ms);
+    match tokio::time::timeout(wait, reader.read(fetch, &segment)).await {
+        Ok(Ok(remote)) => {
+            let bytes = remote.records.len() as usize;
+            metrics.fetch_requests.inc();
+            metrics.fetch_bytes.inc_by(bytes as u64);
+            read.data.records = remote.records;
+            read.data.aborted = remote.aborted;
+            Some((bytes, false))
+        }
+        Ok(Err(error)) => {
+            metrics.error("fetch");
+            tracing::warn!(topic = %partition.topic, partition = partition.index, offset = pending.offset, %error, "remote read failed");
+            read.data.error_code = ResponseError::KafkaStorageError.code();
+            Some((0, true))
+        }
+        Err(_) => Some((0, false)),
     }
 }
 
@@ -637,6 +705,16 @@ struct Read {
     /// When records held back by the topic's delivery delay become
     /// readable (epoch ms): a waiting fetch reads again then.
     held_until_ms: Option<i64>,
+    /// A read below the local log start, left to the remote tier.
+    remote: Option<RemotePending>,
+}
+
+/// A consumer's read of the remote tier, done after the local reads.
+#[derive(Debug, Clone, Copy)]
+struct RemotePending {
+    offset: u64,
+    max_bytes: usize,
+    upper_bound: u64,
 }
 
 impl Read {
@@ -671,6 +749,7 @@ fn read_partition(
                 caught_up_at: None,
                 skipped: false,
                 held_until_ms: None,
+                remote: None,
             })
         }
     };
@@ -681,6 +760,7 @@ fn read_partition(
             caught_up_at: None,
             skipped: false,
             held_until_ms: None,
+            remote: None,
         });
     }
     // Taken before anything is read: a change from here on moves it.
@@ -690,6 +770,7 @@ fn read_partition(
         caught_up_at: None,
         skipped: target.caught_up_at == Some(changes),
         held_until_ms: None,
+        remote: None,
     };
     if target.preferred_read_replica >= 0 {
         // Read elsewhere: the offsets, no records (Kafka's answer).
@@ -698,7 +779,7 @@ fn read_partition(
         let high_watermark = partition.high_watermark();
         data.high_watermark = high_watermark as i64;
         data.last_stable_offset = last_stable_offset(partition, high_watermark, reading)? as i64;
-        data.log_start_offset = partition.log().log_start_offset() as i64;
+        data.log_start_offset = partition.log_start_offset() as i64;
         data.preferred_read_replica = target.preferred_read_replica;
         return Some(read);
     }
@@ -711,7 +792,7 @@ fn read_partition(
     let data = &mut read.data;
     data.high_watermark = high_watermark as i64;
     data.last_stable_offset = last_stable as i64;
-    data.log_start_offset = log_start as i64;
+    data.log_start_offset = partition.log_start_offset() as i64;
     let Ok(offset) = u64::try_from(target.fetch_offset) else {
         data.error_code = ResponseError::OffsetOutOfRange.code();
         return Some(read);
@@ -741,6 +822,25 @@ fn read_partition(
     }
     let limit = target.max_bytes.min(budget);
     if limit == 0 && have_data {
+        return Some(read);
+    }
+    let in_remote_tier = offset < log_start
+        && partition
+            .remote()
+            .log_start()
+            .is_some_and(|remote_start| offset >= remote_start);
+    if in_remote_tier {
+        if target.follower {
+            // The follower starts from the leader's local log start and
+            // rebuilds what lies below from the remote tier (KIP-405).
+            data.error_code = ResponseError::OffsetMovedToTieredStorage.code();
+        } else {
+            read.remote = Some(RemotePending {
+                offset,
+                max_bytes: limit.max(1),
+                upper_bound: upper,
+            });
+        }
         return Some(read);
     }
     let log = partition.log();

@@ -2,11 +2,13 @@
 //! timestamp, the record with the largest timestamp (v7+), and KIP-405's
 //! earliest local (v8+) and KIP-1005's latest tiered (v9+) offsets.
 //!
-//! Weir has no remote tier, so it answers the last two as Kafka does with
-//! remote storage disabled: the local log starts at the log start (earliest
+//! In tiered storage, earliest is the remote log start, earliest local the
+//! local log's start and latest tiered the last offset copied to the
+//! remote tier. Without it the local log starts at the log start (earliest
 //! local is earliest), and nothing is tiered (latest tiered is offset -1,
-//! timestamp -1, leader epoch -1, and no error). v10's `timeout_ms` bounds
-//! a remote lookup only, and there is none.
+//! timestamp -1, leader epoch -1, and no error), as in Kafka. A lookup by
+//! timestamp searches the local log only; v10's `timeout_ms` has nothing
+//! to bound.
 //!
 //! As in Kafka, what a client may be told ends at the last offset it could
 //! fetch: the high watermark, or for isolation level `read_committed` the
@@ -156,10 +158,17 @@ async fn look_up(
     };
     let found = match asked.timestamp {
         LATEST => Ok(Some((-1, last_fetchable as i64))),
-        EARLIEST | EARLIEST_LOCAL => Ok(Some((-1, partition.log().log_start_offset() as i64))),
-        // Nothing is tiered: Kafka's answer with remote storage disabled,
-        // leader epoch -1 included.
-        LATEST_TIERED => return response.with_leader_epoch(-1),
+        EARLIEST => Ok(Some((-1, partition.log_start_offset() as i64))),
+        EARLIEST_LOCAL => Ok(Some((-1, partition.log().log_start_offset() as i64))),
+        LATEST_TIERED => match broker
+            .image()
+            .remote_log(partition.topic_id, partition.index)
+            .and_then(|remote| remote.highest_copied_offset())
+        {
+            Some(offset) => Ok(Some((-1, offset as i64))),
+            // Nothing is tiered: Kafka's answer, leader epoch -1 included.
+            None => return response.with_leader_epoch(-1),
+        },
         MAX_TIMESTAMP => partition.max_timestamp_offset().await.map(fetchable),
         ts => partition.offset_for_timestamp(ts).await.map(fetchable),
     };

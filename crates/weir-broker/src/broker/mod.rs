@@ -7,6 +7,7 @@ pub mod maintenance;
 pub(crate) mod producer_ids;
 pub mod quorum;
 mod share_host;
+pub mod tiering;
 
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
@@ -45,6 +46,31 @@ use weir_meta::Authorizer;
 const CONTROLLER_CHANGE_TIMEOUT_MS: i32 = 30_000;
 
 /// The instant `timeout_ms` from now (now for 0 or less).
+/// The remote tier `weir.remote.storage.url` names, with
+/// `remote.log.storage.system.enable`; its index cache is in the data
+/// directory.
+fn open_remote_tier(
+    config: &BrokerConfig,
+) -> Result<Option<Arc<crate::remote::RemoteReader>>, BrokerError> {
+    if !config.remote_log_storage_system_enable {
+        return Ok(None);
+    }
+    let Some(url) = &config.remote_storage_url else {
+        return Err(crate::remote::RemoteError::NoUrl.into());
+    };
+    let store = crate::remote::RemoteStore::open(
+        url,
+        config.remote_storage_s3_endpoint.as_deref(),
+        config.remote_storage_s3_region.as_deref(),
+    )?;
+    tracing::info!(url, "tiered storage on");
+    Ok(Some(Arc::new(crate::remote::RemoteReader::new(
+        store,
+        config.startup.data_dir.join("remote-index-cache"),
+        config.remote_log_index_cache_size_bytes,
+    ))))
+}
+
 fn deadline_after(timeout_ms: i32) -> std::time::Instant {
     std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms.max(0) as u64)
 }
@@ -117,6 +143,8 @@ pub enum BrokerError {
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     DirLock(#[from] weir_meta::DirLockError),
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
 }
 
 impl From<MetadataError> for BrokerError {
@@ -189,6 +217,8 @@ pub struct Broker {
     /// SASL/PLAIN and HTTP Basic passwords: bounded PBKDF2, and the ones
     /// that matched remembered.
     password_checks: crate::security::password_checks::PasswordChecks,
+    /// The remote tier, with `remote.log.storage.system.enable`.
+    remote: Option<Arc<crate::remote::RemoteReader>>,
 }
 
 /// The settings in force and what they were built from.
@@ -348,6 +378,7 @@ impl Broker {
             image_index: image.applied_index(),
             dynamic,
         };
+        let remote = open_remote_tier(&config)?;
         let storage = storage.unwrap_or_else(|| {
             Arc::new(weir_log::storage::FsStorage::with_open_file_limit(
                 config.log_max_open_files,
@@ -456,6 +487,7 @@ impl Broker {
             oauth,
             jwks,
             password_checks: crate::security::password_checks::PasswordChecks::new(),
+            remote,
         });
         broker.load_led_transactions();
         broker.load_led_share_state();
@@ -1066,6 +1098,11 @@ impl Broker {
     /// moved since the last time.
     pub fn checkpoint_high_watermarks(&self) -> Result<(), weir_log::LogError> {
         self.replicas.checkpoint_high_watermarks()
+    }
+
+    /// The remote tier, when this broker has tiered storage.
+    pub fn remote_reader(&self) -> Option<&Arc<crate::remote::RemoteReader>> {
+        self.remote.as_ref()
     }
 
     /// Commits `command` through the controller quorum within

@@ -7,6 +7,7 @@ pub(crate) mod file_io;
 pub mod high_watermarks;
 pub mod leader_state;
 pub mod producer_state;
+pub mod remote_tier;
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,7 @@ use crate::partition::leader_state::{LeaderState, ReadableFollower};
 use crate::partition::producer_state::{
     ActiveProducer, BatchMetadata, IncomingBatch, MarkerCheck, ProducerStates, SequenceCheck,
 };
+use crate::partition::remote_tier::RemoteTier;
 
 /// Why a produce to this partition failed, in Kafka's terms.
 #[derive(Debug, thiserror::Error)]
@@ -317,6 +319,25 @@ impl LogView {
         self.0.size_bytes()
     }
 
+    /// The log's settings in force.
+    pub fn config(&self) -> LogConfig {
+        self.0.config()
+    }
+
+    /// See [`Log::sealed_segment_from`].
+    pub fn sealed_segment_from(
+        &self,
+        from: u64,
+        upper_bound: u64,
+    ) -> Result<Option<weir_log::sealed::SealedSegment>, LogError> {
+        self.0.sealed_segment_from(from, upper_bound)
+    }
+
+    /// See [`Log::segments_from`].
+    pub fn segments_from(&self, from: u64, upper_bound: u64, with_active: bool) -> (u64, u64) {
+        self.0.segments_from(from, upper_bound, with_active)
+    }
+
     /// See [`Log::truncation_count`].
     pub fn truncation_count(&self) -> u64 {
         self.0.truncation_count()
@@ -429,6 +450,8 @@ pub struct Partition {
     /// This replica's series of the `consumer_bytes_out` metric, looked up
     /// once.
     consumer_bytes_out: OnceLock<Counter>,
+    /// Its remote tier, as the metadata says.
+    remote: RemoteTier,
 }
 
 /// The delivery delay's watermark, moved on as time passes: batches below
@@ -544,7 +567,23 @@ impl Partition {
             delivery_delay_ms: AtomicI64::new(log_delivery_delay_ms),
             delivery: Mutex::new(DeliveryCursor::default()),
             consumer_bytes_out: OnceLock::new(),
+            remote: RemoteTier::default(),
         })
+    }
+
+    /// Its remote tier, as the metadata says.
+    pub fn remote(&self) -> &RemoteTier {
+        &self.remote
+    }
+
+    /// The log start offset clients see: the remote tier's when it holds
+    /// offsets below the local log's.
+    pub fn log_start_offset(&self) -> u64 {
+        let local = self.log().log_start_offset();
+        self.remote
+            .log_start()
+            .filter(|&remote| remote < local)
+            .unwrap_or(local)
     }
 
     /// Counts `bytes` of records this replica sent to consumers, leader or
@@ -681,10 +720,16 @@ impl Partition {
     }
 
     /// Deletes what retention says may go, never at or above the high
-    /// watermark.
+    /// watermark. In tiered storage only local segments already copied go, by
+    /// `local.retention.*`; the remote tier's retention deletes the rest.
     pub fn enforce_retention(&self) -> Result<RetentionOutcome, LogError> {
         let changing = self.changing_log();
-        let outcome = self.read_log().enforce_retention(self.high_watermark())?;
+        let log = self.read_log();
+        let outcome = if self.remote.is_tiered() {
+            log.enforce_local_retention(self.high_watermark(), self.remote.copied_below())?
+        } else {
+            log.enforce_retention(self.high_watermark())?
+        };
         drop(changing);
         if outcome.deleted_segments > 0 {
             self.notify();
@@ -873,6 +918,17 @@ impl Partition {
         weir_log::checkpoint::write(&*self.storage, &path, &text)?;
         self.snapshot_offset.store(offset, Ordering::Release);
         Ok(())
+    }
+
+    /// The idempotent-producer state as its snapshot file holds it, for a
+    /// copy of a segment to the remote tier.
+    pub fn producer_state_snapshot(&self) -> String {
+        let producers = self.producers.lock();
+        let snapshot = ProducerSnapshot {
+            offset: self.read_log().log_end_offset(),
+            producers: producers.clone(),
+        };
+        serde_json::to_string(&snapshot).expect("producer state serializes")
     }
 
     /// The offset below which consumers may read: records every in-sync

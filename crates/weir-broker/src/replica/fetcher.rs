@@ -422,17 +422,54 @@ async fn fetch_once(
         .with_session_epoch(-1)
         .with_topics(topics);
     let response: FetchResponse = client.call(ApiKey::Fetch, &request).await?;
+    let moved_to_remote = leader_local_starts(client, &response).await;
     // Appends (and the fsyncs flush.messages may call for) and truncations
     // run on the blocking pool, never on a runtime worker.
     let partitions = partitions.clone();
-    let applied =
-        tokio::task::spawn_blocking(move || apply_fetched(response, &targets, &partitions, &quota))
-            .await;
+    let applied = tokio::task::spawn_blocking(move || {
+        apply_fetched(response, &targets, &partitions, &quota, &moved_to_remote)
+    })
+    .await;
     if let Err(error) = applied {
         tracing::error!(%error, "applying fetched records failed");
     }
     Ok(())
 }
+
+/// For each partition the leader answered OFFSET_MOVED_TO_TIERED_STORAGE,
+/// the leader's local log start (ListOffsets, earliest local), where this
+/// replica starts over: what lies below is in the remote tier (KIP-405).
+async fn leader_local_starts(client: &mut Client, response: &FetchResponse) -> BTreeMap<Key, u64> {
+    let mut starts = BTreeMap::new();
+    for topic in &response.responses {
+        for data in &topic.partitions {
+            if ResponseError::try_from_code(data.error_code)
+                != Some(ResponseError::OffsetMovedToTieredStorage)
+            {
+                continue;
+            }
+            let name = topic.topic.0.to_string();
+            match client
+                .list_offsets(&name, data.partition_index, EARLIEST_LOCAL)
+                .await
+            {
+                Ok(start) => {
+                    starts.insert(
+                        (name, data.partition_index),
+                        u64::try_from(start).unwrap_or(0),
+                    );
+                }
+                Err(error) => {
+                    tracing::debug!(topic = name, partition = data.partition_index, %error, "cannot learn the leader's local log start");
+                }
+            }
+        }
+    }
+    starts
+}
+
+/// ListOffsets' earliest local offset (KIP-405).
+const EARLIEST_LOCAL: i64 = -4;
 
 /// Appends what the leader sent for each partition still followed under
 /// the same epoch, or starts over where the leader's log now begins.
@@ -441,6 +478,7 @@ fn apply_fetched(
     targets: &[(Key, Arc<Partition>, i32)],
     partitions: &Mutex<BTreeMap<Key, Followed>>,
     quota: &ReplicationQuota,
+    moved_to_remote: &BTreeMap<Key, u64>,
 ) {
     for topic in response.responses {
         for data in topic.partitions {
@@ -469,6 +507,12 @@ fn apply_fetched(
                     log_start: u64::try_from(data.log_start_offset).unwrap_or(0),
                     high_watermark: u64::try_from(data.high_watermark).unwrap_or(0),
                 },
+                Some(ResponseError::OffsetMovedToTieredStorage) => {
+                    match moved_to_remote.get(&key) {
+                        Some(&local_start) => Fetched::MovedToTieredStorage { local_start },
+                        None => continue,
+                    }
+                }
                 Some(error) => {
                     tracing::debug!(topic = key.0, partition = key.1, %error, "leader refused a replica fetch");
                     continue;
@@ -522,6 +566,9 @@ pub(crate) enum Fetched<'a> {
     },
     /// The fetch offset is outside the leader's log.
     OutOfRange { log_start: u64, high_watermark: u64 },
+    /// The fetch offset is below the leader's local log, in the remote
+    /// tier, and the leader's local log starts at `local_start`.
+    MovedToTieredStorage { local_start: u64 },
 }
 
 /// Applies the leader's answer: appends what it sent, or starts over where
@@ -534,6 +581,15 @@ pub(crate) fn apply_fetch(partition: &Partition, fetched: Fetched<'_>) -> Result
             high_watermark,
         } => {
             partition.append_replicated(whole_batches(records), high_watermark)?;
+            Ok(false)
+        }
+        Fetched::MovedToTieredStorage { local_start } => {
+            // Below it the remote tier serves readers; this replica holds
+            // what the leader holds locally.
+            if partition.log().log_end_offset() < local_start {
+                tracing::info!(topic = %partition.topic, partition = partition.index, local_start, "restarting the replica at the leader's local log start; the rest is in the remote tier");
+                partition.restart_at(local_start)?;
+            }
             Ok(false)
         }
         Fetched::OutOfRange { log_start, .. } if partition.log().log_end_offset() < log_start => {

@@ -471,6 +471,11 @@ impl ReplicaManager {
         };
         let leader_throttled = throttled("leader.replication.throttled.replicas");
         let follower_throttled = throttled("follower.replication.throttled.replicas");
+        let tiered = config.remote_log_storage_system_enable
+            && topic
+                .configs
+                .get("remote.storage.enable")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
         let min_insync_replicas = topic
             .configs
             .get("min.insync.replicas")
@@ -505,6 +510,14 @@ impl ReplicaManager {
             partition.set_replication_throttled(
                 leader_throttled.contains(p.partition, self.node_id),
                 follower_throttled.contains(p.partition, self.node_id),
+            );
+            let remote = image.remote_log(topic.id, p.partition);
+            partition.remote().set(
+                tiered,
+                remote.and_then(|r| r.start_offset()),
+                remote
+                    .and_then(|r| r.highest_copied_offset())
+                    .map_or(0, |end| end + 1),
             );
             let (before, state) = take_leadership(
                 self.node_id,

@@ -1,0 +1,510 @@
+//! Reads from the remote tier: the batches a fetch below the local log
+//! start asks for, with the same bytes a local read would give.
+//!
+//! A read takes the segment's offset index (kept in a cache on local disk,
+//! within `remote.log.index.cache.size.bytes`), finds where the batch with
+//! the fetch offset starts, and reads from there with a ranged GET. Every
+//! batch is checked (size, magic, CRC) before it is served: a corrupt or
+//! truncated object is an error, never records. The next chunk of a
+//! segment is read ahead for a consumer reading in order.
+
+use std::collections::{HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use uuid::Uuid;
+use weir_log::batch::{self, Origin};
+use weir_log::{AbortedTxn, LogSlice};
+use weir_meta::RemoteSegment;
+
+use crate::remote::store::{Part, RemoteError, RemoteStore, SegmentName};
+
+/// The least a ranged GET asks for: small fetches still read ahead.
+const MIN_CHUNK_BYTES: u64 = 256 * 1024;
+
+/// Chunks read ahead and kept for the next fetch.
+const READ_AHEAD_CHUNKS: usize = 16;
+
+/// What a remote read gives a fetch.
+#[derive(Debug, Default)]
+pub struct RemoteRecords {
+    pub records: LogSlice,
+    pub aborted: Vec<AbortedTxn>,
+}
+
+/// A read of a partition's remote tier.
+#[derive(Debug, Clone, Copy)]
+pub struct RemoteFetch<'a> {
+    pub topic: &'a str,
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub offset: u64,
+    pub max_bytes: usize,
+    /// Batches starting at or above this are not served.
+    pub upper_bound: u64,
+    pub read_committed: bool,
+}
+
+/// Reads segments of the remote tier, caching their indexes on local disk.
+#[derive(Debug)]
+pub struct RemoteReader {
+    store: RemoteStore,
+    indexes: IndexCache,
+    /// Chunks read ahead, by (segment id, position), oldest first.
+    read_ahead: Mutex<VecDeque<((Uuid, u64), Bytes)>>,
+}
+
+impl RemoteReader {
+    pub fn new(store: RemoteStore, cache_dir: PathBuf, cache_bytes: u64) -> Self {
+        Self {
+            store,
+            indexes: IndexCache::new(cache_dir, cache_bytes),
+            read_ahead: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The store it reads from.
+    pub fn store(&self) -> &RemoteStore {
+        &self.store
+    }
+
+    /// Reads whole batches of `segment` from `fetch.offset` on: at least
+    /// one batch, then up to `fetch.max_bytes`.
+    pub async fn read(
+        self: &Arc<Self>,
+        fetch: RemoteFetch<'_>,
+        segment: &RemoteSegment,
+    ) -> Result<RemoteRecords, RemoteError> {
+        let name = SegmentName {
+            topic: fetch.topic,
+            topic_id: fetch.topic_id,
+            partition: fetch.partition,
+            base_offset: segment.base_offset,
+            segment_id: segment.id,
+        };
+        let log = self.store.object(&name, Part::Log);
+        let corrupt = |reason: String| RemoteError::Corrupt {
+            object: log.to_string(),
+            reason,
+        };
+        let index = self.part(&name, Part::OffsetIndex).await?;
+        let start =
+            weir_log::sealed::position_for_offset(&index, segment.base_offset, fetch.offset);
+        if start >= segment.size_bytes {
+            return Err(corrupt(format!(
+                "its index points past its end, at {start}"
+            )));
+        }
+        let want = (fetch.max_bytes as u64).max(MIN_CHUNK_BYTES);
+        let mut end = (start + want).min(segment.size_bytes);
+        let mut chunk = match self.take_read_ahead(segment.id, start, end) {
+            Some(chunk) => chunk,
+            None => self.get_range(&log, start, end).await?,
+        };
+        end = start + chunk.len() as u64;
+        // (position in the chunk, base offset) of the first batch served.
+        let mut served: Option<(usize, u64)> = None;
+        let mut position = 0usize;
+        while position < chunk.len() {
+            let at = start + position as u64;
+            let header = match batch::BatchHeader::parse(&chunk[position..], at as usize) {
+                Ok(header) => header,
+                Err(_) if end < segment.size_bytes && served.is_none() => {
+                    // The chunk cut the header of the batch wanted.
+                    end = (at + batch::HEADER_SIZE as u64 + want).min(segment.size_bytes);
+                    chunk = self.get_range(&log, start, end).await?;
+                    continue;
+                }
+                Err(_) if end < segment.size_bytes => break,
+                Err(error) => return Err(corrupt(format!("at byte {at}: {error}"))),
+            };
+            let size = header.total_size();
+            if header.base_offset() < 0 || header.last_offset() < header.base_offset() {
+                return Err(corrupt(format!(
+                    "the batch at byte {at} has invalid offsets"
+                )));
+            }
+            if header.base_offset() as u64 >= fetch.upper_bound {
+                break;
+            }
+            if position + size > chunk.len() {
+                let whole = at + size as u64;
+                if whole > segment.size_bytes {
+                    return Err(corrupt(format!(
+                        "the batch at byte {at} runs past the segment's end"
+                    )));
+                }
+                if served.is_some() {
+                    break;
+                }
+                end = whole;
+                chunk = self.get_range(&log, start, end).await?;
+                continue;
+            }
+            if (header.last_offset() as u64) < fetch.offset {
+                position += size;
+                continue;
+            }
+            if let Some((from, _)) = served {
+                if position + size - from > fetch.max_bytes {
+                    break;
+                }
+            }
+            // A corrupt batch is never served: the ones before it are, and
+            // a read that starts at it fails.
+            if let Err(error) = batch::validate(
+                &chunk[position..position + size],
+                at as usize,
+                Origin::Log,
+                usize::MAX,
+            ) {
+                if served.is_some() {
+                    break;
+                }
+                return Err(corrupt(error.to_string()));
+            }
+            served.get_or_insert((position, header.base_offset() as u64));
+            position += size;
+        }
+        let Some((from, first)) = served else {
+            return Ok(RemoteRecords::default());
+        };
+        let served_end = position;
+        let records = chunk.slice(from..served_end);
+        let last_served = {
+            let mut last = first;
+            let mut at = 0;
+            while at < records.len() {
+                let header = batch::BatchHeader::parse(&records[at..], at).expect("checked above");
+                last = header.last_offset() as u64;
+                at += header.total_size();
+            }
+            last
+        };
+        let next = start + served_end as u64;
+        if next < segment.size_bytes {
+            self.read_ahead_from(
+                log.clone(),
+                segment.id,
+                next,
+                (next + want).min(segment.size_bytes),
+            );
+        }
+        let aborted = if fetch.read_committed {
+            let txns = self.part(&name, Part::TxnIndex).await?;
+            weir_log::sealed::decode_aborted(&txns)
+                .ok_or_else(|| corrupt("its transaction index is torn".to_owned()))?
+                .into_iter()
+                .filter(|txn| txn.last_offset >= fetch.offset && txn.first_offset <= last_served)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(RemoteRecords {
+            records: LogSlice::from_bytes(records, first),
+            aborted,
+        })
+    }
+
+    /// `start..end` of an object, which must hold all of it: an object
+    /// shorter than its metadata says is corrupt.
+    async fn get_range(
+        &self,
+        object: &object_store::path::Path,
+        start: u64,
+        end: u64,
+    ) -> Result<Bytes, RemoteError> {
+        let bytes = self.store.get_range(object, start..end).await?;
+        if bytes.len() as u64 != end - start {
+            return Err(RemoteError::Corrupt {
+                object: object.to_string(),
+                reason: format!(
+                    "{} bytes where {} were expected at byte {start}",
+                    bytes.len(),
+                    end - start
+                ),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// A small part of a segment (an index), from the local cache or the
+    /// store.
+    async fn part(&self, name: &SegmentName<'_>, part: Part) -> Result<Bytes, RemoteError> {
+        if let Some(bytes) = self.indexes.get(name.segment_id, part).await {
+            return Ok(bytes);
+        }
+        let bytes = self.store.get(&self.store.object(name, part)).await?;
+        self.indexes.put(name.segment_id, part, bytes.clone()).await;
+        Ok(bytes)
+    }
+
+    fn take_read_ahead(&self, segment: Uuid, start: u64, end: u64) -> Option<Bytes> {
+        let mut chunks = self.read_ahead.lock();
+        let at = chunks
+            .iter()
+            .position(|(key, _)| *key == (segment, start))?;
+        let (_, chunk) = chunks.remove(at)?;
+        // A read ahead shorter than this fetch wants is read again.
+        (start + chunk.len() as u64 >= end).then_some(chunk)
+    }
+
+    /// Reads the next chunk in the background, for a consumer reading on.
+    fn read_ahead_from(
+        self: &Arc<Self>,
+        log: object_store::path::Path,
+        segment: Uuid,
+        start: u64,
+        end: u64,
+    ) {
+        if self
+            .read_ahead
+            .lock()
+            .iter()
+            .any(|(key, _)| *key == (segment, start))
+        {
+            return;
+        }
+        let reader = self.clone();
+        tokio::spawn(async move {
+            if let Ok(chunk) = reader.store.get_range(&log, start..end).await {
+                let mut chunks = reader.read_ahead.lock();
+                if chunks.len() >= READ_AHEAD_CHUNKS {
+                    chunks.pop_front();
+                }
+                chunks.push_back(((segment, start), chunk));
+            }
+        });
+    }
+}
+
+/// Index parts of remote segments kept on local disk, the oldest removed
+/// first beyond a size.
+#[derive(Debug)]
+struct IndexCache {
+    dir: PathBuf,
+    limit: u64,
+    files: Mutex<CachedFiles>,
+}
+
+/// The files of an [`IndexCache`].
+#[derive(Debug, Default)]
+struct CachedFiles {
+    /// Oldest first, with their sizes.
+    order: VecDeque<(PathBuf, u64)>,
+    total: u64,
+    known: HashSet<PathBuf>,
+}
+
+impl IndexCache {
+    fn new(dir: PathBuf, limit: u64) -> Self {
+        // What an earlier run left is not known to be complete.
+        let _ = std::fs::remove_dir_all(&dir);
+        Self {
+            dir,
+            limit,
+            files: Mutex::default(),
+        }
+    }
+
+    fn path(&self, segment: Uuid, part: Part) -> PathBuf {
+        self.dir.join(format!("{segment}.{part:?}"))
+    }
+
+    async fn get(&self, segment: Uuid, part: Part) -> Option<Bytes> {
+        let path = self.path(segment, part);
+        if !self.files.lock().known.contains(&path) {
+            return None;
+        }
+        tokio::fs::read(&path).await.ok().map(Bytes::from)
+    }
+
+    async fn put(&self, segment: Uuid, part: Part, bytes: Bytes) {
+        let path = self.path(segment, part);
+        let size = bytes.len() as u64;
+        if size > self.limit || tokio::fs::create_dir_all(&self.dir).await.is_err() {
+            return;
+        }
+        // Written aside and renamed: a reader never sees half a file.
+        let partial = path.with_extension("partial");
+        if tokio::fs::write(&partial, &bytes).await.is_err()
+            || tokio::fs::rename(&partial, &path).await.is_err()
+        {
+            return;
+        }
+        let evicted = {
+            let mut files = self.files.lock();
+            if files.known.insert(path.clone()) {
+                files.order.push_back((path, size));
+                files.total += size;
+            }
+            let mut evicted = Vec::new();
+            while files.total > self.limit {
+                let Some((old, old_size)) = files.order.pop_front() else {
+                    break;
+                };
+                files.total -= old_size;
+                files.known.remove(&old);
+                evicted.push(old);
+            }
+            evicted
+        };
+        for old in evicted {
+            let _ = tokio::fs::remove_file(old).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::copier;
+    use weir_log::testing::BatchBuilder;
+    use weir_log::{Log, LogConfig};
+
+    struct Copied {
+        _dirs: (tempfile::TempDir, tempfile::TempDir),
+        reader: Arc<RemoteReader>,
+        log: Log,
+        segment: RemoteSegment,
+        store_dir: PathBuf,
+    }
+
+    /// A log of five 10-record batches in one sealed segment, copied to a
+    /// file store.
+    async fn copied() -> Copied {
+        let log_dir = tempfile::tempdir().unwrap();
+        let store_dir = tempfile::tempdir().unwrap();
+        let log = Log::open(log_dir.path().join("t-0"), LogConfig::default()).unwrap();
+        for _ in 0..5 {
+            log.append(&BatchBuilder::new(10).value_size(100).build(), 0)
+                .unwrap();
+        }
+        log.roll().unwrap();
+        let sealed = log.sealed_segment_from(0, u64::MAX).unwrap().unwrap();
+        let store = RemoteStore::open(
+            &format!("file://{}", store_dir.path().display()),
+            None,
+            None,
+        )
+        .unwrap();
+        let segment = RemoteSegment {
+            id: Uuid::new_v4(),
+            base_offset: 0,
+            end_offset: sealed.next_offset - 1,
+            max_timestamp_ms: sealed.max_timestamp,
+            size_bytes: sealed.size,
+            leader_epochs: sealed.segment_epochs(),
+            broker: 1,
+            leader_epoch: 0,
+            event_ms: 0,
+            state: weir_meta::RemoteSegmentState::CopyFinished,
+        };
+        let name = SegmentName {
+            topic: "t",
+            topic_id: Uuid::nil(),
+            partition: 0,
+            base_offset: 0,
+            segment_id: segment.id,
+        };
+        copier::copy_segment(&store, &name, sealed, Bytes::new(), u64::MAX)
+            .await
+            .unwrap();
+        let reader = Arc::new(RemoteReader::new(
+            store,
+            log_dir.path().join("cache"),
+            1 << 20,
+        ));
+        let store_path = store_dir.path().to_owned();
+        Copied {
+            _dirs: (log_dir, store_dir),
+            reader,
+            log,
+            segment,
+            store_dir: store_path,
+        }
+    }
+
+    fn fetch(offset: u64, max_bytes: usize) -> RemoteFetch<'static> {
+        RemoteFetch {
+            topic: "t",
+            topic_id: Uuid::nil(),
+            partition: 0,
+            offset,
+            max_bytes,
+            upper_bound: u64::MAX,
+            read_committed: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_remote_read_gives_the_bytes_a_local_read_gives() {
+        let c = copied().await;
+        for (offset, max_bytes) in [
+            (0, 1 << 20),
+            (15, 1 << 20),
+            (49, 1 << 20),
+            (0, 1),
+            (25, 1500),
+        ] {
+            let remote = c
+                .reader
+                .read(fetch(offset, max_bytes), &c.segment)
+                .await
+                .unwrap();
+            let local = c.log.read(offset, max_bytes, 50).unwrap();
+            assert_eq!(
+                remote.records.to_bytes().unwrap(),
+                local.to_bytes().unwrap(),
+                "offset {offset}, max {max_bytes}"
+            );
+            assert_eq!(remote.records.first_offset(), local.first_offset());
+        }
+        // Up to the bound only.
+        let bounded = RemoteFetch {
+            upper_bound: 20,
+            ..fetch(0, 1 << 20)
+        };
+        let remote = c.reader.read(bounded, &c.segment).await.unwrap();
+        assert_eq!(
+            remote.records.to_bytes().unwrap(),
+            c.log.read(0, 1 << 20, 20).unwrap().to_bytes().unwrap()
+        );
+    }
+
+    fn the_log_object(dir: &std::path::Path) -> PathBuf {
+        let partition = dir.join(format!("t-{}", Uuid::nil())).join("0");
+        std::fs::read_dir(partition)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "log"))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_or_truncated_copy_is_never_served() {
+        let c = copied().await;
+        let object = the_log_object(&c.store_dir);
+        let mut bytes = std::fs::read(&object).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&object, &bytes).unwrap();
+        // The first batches are whole and served; the last one is not.
+        let read = c.reader.read(fetch(0, 1 << 20), &c.segment).await.unwrap();
+        assert_eq!(
+            read.records.to_bytes().unwrap(),
+            c.log.read(0, 1 << 20, 40).unwrap().to_bytes().unwrap()
+        );
+        let read = c.reader.read(fetch(40, 1 << 20), &c.segment).await;
+        assert!(matches!(read, Err(RemoteError::Corrupt { .. })), "{read:?}");
+        bytes.truncate(bytes.len() - 100);
+        std::fs::write(&object, &bytes).unwrap();
+        let read = c.reader.read(fetch(45, 1 << 20), &c.segment).await;
+        assert!(read.is_err(), "{read:?}");
+        std::fs::remove_file(&object).unwrap();
+        let read = c.reader.read(fetch(0, 1 << 20), &c.segment).await;
+        assert!(read.unwrap_err().is_not_found());
+    }
+}
