@@ -225,10 +225,7 @@ fn tiers_and_reads_back(weir: &Weir, topic: &str) {
         tiered + 1 >= local_start && tiered < 3000,
         "latest tiered {tiered}, local start {local_start}"
     );
-    let read = consume_from_zero(&weir.kafka, topic, 3000);
-    for (i, (offset, value)) in read.iter().enumerate() {
-        assert_eq!((*offset, value.as_str()), (i as i64, record(i).as_str()));
-    }
+    assert!(all_in_order(&consume_from_zero(&weir.kafka, topic, 3000)));
     assert!(metric(weir, "weir_remote_copy_segments_total") >= 2.0);
     assert!(metric(weir, "weir_remote_fetch_bytes_total") > 0.0);
 }
@@ -268,10 +265,34 @@ impl S3Server {
             .local_addr()
             .unwrap()
             .port();
+        let child = Self::spawn(dir.path(), port);
+        Self {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            dir,
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.endpoint.rsplit(':').next().unwrap().parse().unwrap()
+    }
+
+    /// Stops the server: the object store is unreachable.
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again over the same directory and port.
+    fn resume(&mut self) {
+        self.child = Self::spawn(self.dir.path(), self.port());
+    }
+
+    fn spawn(dir: &Path, port: u16) -> Child {
         let child = Command::new("s3s-fs")
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
-            .arg(dir.path())
+            .arg(dir)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -281,15 +302,10 @@ impl S3Server {
                      `cargo install s3s-fs@0.14.1 --features binary --locked` (.ci/run does)"
                 )
             });
-        let endpoint = format!("http://127.0.0.1:{port}");
         wait_for(20, "s3s-fs to listen", || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
-        Self {
-            child,
-            endpoint,
-            dir,
-        }
+        child
     }
 }
 
@@ -399,4 +415,255 @@ fn a_broker_with_tiered_storage_and_no_store_says_what_is_missing() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--remote-storage-url"), "{stderr}");
+}
+
+/// A consumer's fetch of partition 0 at `offset`: (error code, log start
+/// offset, bytes of records).
+fn fetch_at(raw: &mut Raw, topic: &str, offset: i64) -> (i16, i64, usize) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    let response: FetchResponse = raw.call(
+        ApiKey::Fetch,
+        12,
+        &FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(1 << 20)])]),
+    );
+    let p = &response.responses[0].partitions[0];
+    (
+        p.error_code,
+        p.log_start_offset,
+        p.records.as_ref().map_or(0, |r| r.len()),
+    )
+}
+
+/// Waits until the local log of partition 0 starts past `offset`: the
+/// segments below it are only in the remote tier.
+fn wait_until_tiered_past(raw: &mut Raw, topic: &str, offset: i64) {
+    wait_for(60, "local segments to leave for the remote tier", || {
+        list_offset(raw, topic, EARLIEST_LOCAL).1 > offset
+    });
+}
+
+const KAFKA_STORAGE_ERROR: i16 = 56;
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+
+fn all_in_order(read: &[(i64, String)]) -> bool {
+    read.iter()
+        .enumerate()
+        .all(|(i, (offset, value))| *offset == i as i64 && *value == record(i))
+}
+
+#[test]
+fn with_the_object_store_down_produce_and_reads_go_on_and_nothing_uncopied_is_deleted() {
+    let mut server = S3Server::start();
+    let weir = start_against_s3(&server);
+    create_tiered_topic(&weir.kafka, "down");
+    server.stop();
+    produce(&weir.kafka, "down", 0..3000);
+    let mut raw = Raw::connect(&weir.kafka);
+    wait_for(30, "failed copies to be counted", || {
+        metric(&weir, "weir_remote_errors_total") > 0.0
+    });
+    // Nothing copied, so nothing local goes, whatever local retention says.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(list_offset(&mut raw, "down", EARLIEST_LOCAL), (0, 0));
+    assert_eq!(list_offset(&mut raw, "down", LATEST_TIERED), (0, -1));
+    assert!(metric(&weir, "weir_remote_copy_lag_segments") >= 2.0);
+    assert!(all_in_order(&consume_from_zero(&weir.kafka, "down", 3000)));
+    // Back up: the copies resume, and the local segments go.
+    server.resume();
+    wait_until_tiered_past(&mut raw, "down", 1000);
+    assert!(all_in_order(&consume_from_zero(&weir.kafka, "down", 3000)));
+    // With the store down again, a read of the remote tier answers a
+    // retriable error, while the local log is still served.
+    server.stop();
+    let local_start = list_offset(&mut raw, "down", EARLIEST_LOCAL).1;
+    wait_for(10, "a read of the remote tier to fail", || {
+        fetch_at(&mut raw, "down", 0).0 == KAFKA_STORAGE_ERROR
+    });
+    let (error, _, bytes) = fetch_at(&mut raw, "down", local_start);
+    assert_eq!(error, 0);
+    assert!(bytes > 0);
+}
+
+#[test]
+fn a_bucket_emptied_behind_the_brokers_back_answers_an_error_never_wrong_records() {
+    let store = tempfile::tempdir().unwrap();
+    let weir = start(&tiered_flags(&format!("file://{}", store.path().display())));
+    create_tiered_topic(&weir.kafka, "emptied");
+    produce(&weir.kafka, "emptied", 0..3000);
+    let mut raw = Raw::connect(&weir.kafka);
+    wait_until_tiered_past(&mut raw, "emptied", 1000);
+    for entry in std::fs::read_dir(store.path()).unwrap() {
+        std::fs::remove_dir_all(entry.unwrap().path()).unwrap();
+    }
+    // What only the store held is gone: a retriable error, never records
+    // of another offset.
+    let (error, log_start, bytes) = fetch_at(&mut raw, "emptied", 0);
+    assert_eq!((error, log_start, bytes), (KAFKA_STORAGE_ERROR, 0, 0));
+    // What the broker holds is served, and produce goes on.
+    let local_start = list_offset(&mut raw, "emptied", EARLIEST_LOCAL).1;
+    let (error, _, bytes) = fetch_at(&mut raw, "emptied", local_start);
+    assert_eq!(error, 0);
+    assert!(bytes > 0);
+    produce(&weir.kafka, "emptied", 3000..3100);
+    assert_eq!(list_offset(&mut raw, "emptied", -1), (0, 3100));
+}
+
+#[test]
+fn remote_retention_deletes_expired_segments_and_moves_the_log_start() {
+    let store = tempfile::tempdir().unwrap();
+    let weir = start(&tiered_flags(&format!("file://{}", store.path().display())));
+    create_topic(
+        &weir.kafka,
+        "expiring",
+        &[
+            ("remote.storage.enable", "true"),
+            ("segment.bytes", "16384"),
+            ("retention.ms", "3600000"),
+            ("local.retention.ms", "1000"),
+        ],
+    )
+    .unwrap();
+    // Records from two hours ago, past retention.ms already.
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .set("batch.size", "4096")
+        .create()
+        .unwrap();
+    let two_hours_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 2 * 3_600_000;
+    for i in 0..1000 {
+        let payload = record(i);
+        producer
+            .send(
+                BaseRecord::<(), _>::to("expiring")
+                    .partition(0)
+                    .payload(&payload)
+                    .timestamp(two_hours_ago),
+            )
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let mut raw = Raw::connect(&weir.kafka);
+    // Every sealed segment is copied, then deleted by retention.ms: the
+    // log starts at the active segment, in both tiers.
+    wait_for(60, "remote retention to move the log start", || {
+        let start = list_offset(&mut raw, "expiring", EARLIEST).1;
+        start > 0 && start == list_offset(&mut raw, "expiring", EARLIEST_LOCAL).1
+    });
+    wait_for(30, "the copies' objects to go", || {
+        objects(store.path(), ".log") == 0 && objects(store.path(), ".index") == 0
+    });
+    assert!(metric(&weir, "weir_remote_delete_segments_total") >= 2.0);
+    assert_eq!(fetch_at(&mut raw, "expiring", 0).0, OFFSET_OUT_OF_RANGE);
+}
+
+#[test]
+fn delete_records_and_topic_deletion_reach_the_remote_tier() {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+    let store = tempfile::tempdir().unwrap();
+    let weir = start(&tiered_flags(&format!("file://{}", store.path().display())));
+    create_tiered_topic(&weir.kafka, "trimmed");
+    produce(&weir.kafka, "trimmed", 0..3000);
+    let mut raw = Raw::connect(&weir.kafka);
+    wait_until_tiered_past(&mut raw, "trimmed", 1000);
+    let copies = objects(store.path(), ".log");
+    let response: DeleteRecordsResponse = raw.call(
+        ApiKey::DeleteRecords,
+        2,
+        &DeleteRecordsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("trimmed")))
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(500)])]),
+    );
+    let result = &response.topics[0].partitions[0];
+    assert_eq!((result.error_code, result.low_watermark), (0, 500));
+    assert_eq!(list_offset(&mut raw, "trimmed", EARLIEST), (0, 500));
+    assert_eq!(fetch_at(&mut raw, "trimmed", 100).0, OFFSET_OUT_OF_RANGE);
+    let (error, log_start, bytes) = fetch_at(&mut raw, "trimmed", 500);
+    assert_eq!((error, log_start), (0, 500));
+    assert!(bytes > 0);
+    // The copies wholly below 500 go.
+    wait_for(30, "the copies below the log start to go", || {
+        objects(store.path(), ".log") < copies
+    });
+    // Deleting the topic removes all it had in the store.
+    common::cli::run(
+        &[
+            "topic",
+            "--bootstrap",
+            weir.kafka.as_str(),
+            "delete",
+            "trimmed",
+        ],
+        b"",
+    )
+    .ok();
+    wait_for(30, "the deleted topic's objects to go", || {
+        objects(store.path(), "") == 0
+    });
+}
+
+#[test]
+fn a_broker_killed_mid_copy_leaves_no_hole_and_no_orphan() {
+    let store = tempfile::tempdir().unwrap();
+    let mut flags = tiered_flags(&format!("file://{}", store.path().display()));
+    // A copy of a 64 KiB segment takes about two seconds.
+    flags.extend([
+        "--remote-log-manager-copy-max-bytes-per-second".to_owned(),
+        "32768".to_owned(),
+    ]);
+    let mut weir = start(&flags);
+    create_topic(
+        &weir.kafka,
+        "killed",
+        &[
+            ("remote.storage.enable", "true"),
+            ("segment.bytes", "65536"),
+            ("local.retention.bytes", "1"),
+        ],
+    )
+    .unwrap();
+    produce(&weir.kafka, "killed", 0..2000);
+    // Killed once the first copy has written its small parts, before its
+    // `.log` is complete.
+    wait_for(30, "a copy to start", || {
+        objects(store.path(), ".index") > objects(store.path(), ".log")
+    });
+    weir.restart(false);
+    let mut raw = Raw::connect(&weir.kafka);
+    wait_until_tiered_past(&mut raw, "killed", 1000);
+    assert!(all_in_order(&consume_from_zero(
+        &weir.kafka,
+        "killed",
+        2000
+    )));
+    // The interrupted copy's objects were removed: every part of every
+    // copy is there once.
+    wait_for(30, "the orphan to be removed", || {
+        objects(store.path(), ".index") == objects(store.path(), ".log")
+    });
+    assert_eq!(
+        objects(store.path(), ".snapshot"),
+        objects(store.path(), ".log")
+    );
 }

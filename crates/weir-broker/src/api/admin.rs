@@ -584,7 +584,11 @@ async fn delete_records_of(
         }
     }
     match partition.delete_records(offset).await {
-        Ok(log_start) => result.with_low_watermark(log_start.max(offset) as i64),
+        // The log starts at `offset` in both tiers now, below the local
+        // log's start if the remote tier held it.
+        Ok(log_start) => {
+            result.with_low_watermark(if in_remote { offset } else { log_start } as i64)
+        }
         Err(error) => {
             tracing::error!(topic = name, partition = asked.partition_index, %error, "delete records failed");
             result.with_error_code(ResponseError::KafkaStorageError.code())

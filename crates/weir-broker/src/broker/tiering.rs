@@ -184,12 +184,13 @@ impl Leader<'_> {
     /// remote tier does not hold yet, oldest first.
     async fn copy_sealed_segments(&self) -> Result<(), TieringError> {
         loop {
-            let copied_below = self
-                .broker
-                .image()
-                .remote_log(self.partition.topic_id, self.partition.index)
-                .and_then(RemoteLog::highest_copied_offset)
-                .map_or(0, |end| end + 1);
+            // Never what the remote tier holds, nor what retention or
+            // DeleteRecords deleted from it.
+            let copied_below = copied_below(
+                self.broker
+                    .image()
+                    .remote_log(self.partition.topic_id, self.partition.index),
+            );
             let upper_bound = self.partition.last_stable_offset();
             let partition = self.partition.clone();
             let sealed = tokio::task::spawn_blocking(move || {
@@ -274,7 +275,7 @@ impl Leader<'_> {
     ) -> Result<(), TieringError> {
         let config = self.partition.log().config();
         let now = self.broker.now_ms();
-        let copied_below = remote.highest_copied_offset().map_or(0, |end| end + 1);
+        let copied_below = copied_below(Some(remote));
         // What the whole log holds: the remote tier and what of the local
         // log is not in it yet.
         let (_, local_only) = self
@@ -348,9 +349,7 @@ impl Leader<'_> {
     fn set_gauges(&self, image: &MetadataImage, labels: &PartitionLabels) {
         let metrics = &self.broker.metrics().remote;
         let remote = image.remote_log(self.partition.topic_id, self.partition.index);
-        let copied_below = remote
-            .and_then(RemoteLog::highest_copied_offset)
-            .map_or(0, |end| end + 1);
+        let copied_below = copied_below(remote);
         let (segments, bytes) = if self.partition.remote().is_tiered() {
             self.partition.log().segments_from(
                 copied_below,
@@ -373,6 +372,16 @@ impl Leader<'_> {
             .get_or_create(labels)
             .set(remote.map_or(0, RemoteLog::size_bytes) as i64);
     }
+}
+
+/// Below it, every offset is in the remote tier or deleted from both.
+fn copied_below(remote: Option<&RemoteLog>) -> u64 {
+    remote.map_or(0, |remote| {
+        remote
+            .highest_copied_offset()
+            .map_or(0, |end| end + 1)
+            .max(remote.log_start_offset)
+    })
 }
 
 fn forget_gauges(broker: &Broker, labels: &PartitionLabels) {

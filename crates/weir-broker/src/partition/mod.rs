@@ -580,10 +580,10 @@ impl Partition {
     /// offsets below the local log's.
     pub fn log_start_offset(&self) -> u64 {
         let local = self.log().log_start_offset();
-        self.remote
-            .log_start()
-            .filter(|&remote| remote < local)
-            .unwrap_or(local)
+        match self.remote.log_start() {
+            Some(remote) if remote < local => remote,
+            _ => local.max(self.remote.deleted_below().min(self.log().log_end_offset())),
+        }
     }
 
     /// Counts `bytes` of records this replica sent to consumers, leader or
@@ -726,6 +726,12 @@ impl Partition {
         let changing = self.changing_log();
         let log = self.read_log();
         let outcome = if self.remote.is_tiered() {
+            // What remote retention or DeleteRecords deleted from the
+            // remote tier goes from the local log too.
+            let deleted_below = self.remote.deleted_below().min(self.high_watermark());
+            if deleted_below > log.log_start_offset() {
+                log.delete_records_before(deleted_below)?;
+            }
             log.enforce_local_retention(self.high_watermark(), self.remote.copied_below())?
         } else {
             log.enforce_retention(self.high_watermark())?

@@ -1,6 +1,6 @@
-//! Copies a sealed segment to the remote tier: its `.log` bytes as they
-//! are, streamed in chunks (a multipart upload), then its indexes, leader
-//! epochs and producer state, each an object of its own.
+//! Copies a sealed segment to the remote tier: its indexes, leader epochs
+//! and producer state, each an object of its own, then its `.log` bytes as
+//! they are, streamed in chunks (a multipart upload).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +24,25 @@ pub async fn copy_segment(
     producer_state: Bytes,
     max_bytes_per_second: u64,
 ) -> Result<u64, RemoteError> {
+    // The small parts first: a copy cut short most likely leaves a partial
+    // `.log`, which an object store never shows.
+    let mut epochs = format!("0\n{}\n", segment.epochs.len());
+    for entry in &segment.epochs {
+        epochs.push_str(&format!("{} {}\n", entry.epoch, entry.start_offset));
+    }
+    let parts = [
+        (Part::OffsetIndex, Bytes::from(segment.offset_index)),
+        (Part::TimeIndex, Bytes::from(segment.time_index)),
+        (
+            Part::TxnIndex,
+            Bytes::from(weir_log::sealed::encode_aborted(&segment.aborted)),
+        ),
+        (Part::LeaderEpochs, Bytes::from(epochs)),
+        (Part::ProducerSnapshot, producer_state),
+    ];
+    for (part, bytes) in parts {
+        store.put(&store.object(name, part), bytes).await?;
+    }
     let started = Instant::now();
     let log = segment.log.clone();
     let size = segment.size;
@@ -48,23 +67,6 @@ pub async fn copy_segment(
     store
         .put_chunks(&store.object(name, Part::Log), Box::pin(chunks))
         .await?;
-    let mut epochs = format!("0\n{}\n", segment.epochs.len());
-    for entry in &segment.epochs {
-        epochs.push_str(&format!("{} {}\n", entry.epoch, entry.start_offset));
-    }
-    let parts = [
-        (Part::OffsetIndex, Bytes::from(segment.offset_index)),
-        (Part::TimeIndex, Bytes::from(segment.time_index)),
-        (
-            Part::TxnIndex,
-            Bytes::from(weir_log::sealed::encode_aborted(&segment.aborted)),
-        ),
-        (Part::LeaderEpochs, Bytes::from(epochs)),
-        (Part::ProducerSnapshot, producer_state),
-    ];
-    for (part, bytes) in parts {
-        store.put(&store.object(name, part), bytes).await?;
-    }
     Ok(size)
 }
 

@@ -137,10 +137,23 @@ impl RemoteStore {
                 if bucket.is_empty() {
                     return Err(invalid("the bucket (or container) is missing"));
                 }
+                // Short retries: a fetch waits `remote.fetch.max.wait.ms`
+                // at most, and a failed copy is tried again at the next
+                // pass; a store that is down is told at once.
+                let retry = object_store::RetryConfig {
+                    backoff: object_store::BackoffConfig {
+                        init_backoff: std::time::Duration::from_millis(50),
+                        max_backoff: std::time::Duration::from_millis(500),
+                        base: 2.0,
+                    },
+                    max_retries: 2,
+                    retry_timeout: std::time::Duration::from_secs(5),
+                };
                 let store: Arc<dyn ObjectStore> = match scheme {
                     "s3" | "s3a" => {
-                        let mut builder =
-                            object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+                        let mut builder = object_store::aws::AmazonS3Builder::from_env()
+                            .with_bucket_name(bucket)
+                            .with_retry(retry);
                         if let Some(endpoint) = s3_endpoint {
                             builder = builder
                                 .with_endpoint(endpoint)
@@ -154,11 +167,13 @@ impl RemoteStore {
                     "gs" => Arc::new(
                         object_store::gcp::GoogleCloudStorageBuilder::from_env()
                             .with_bucket_name(bucket)
+                            .with_retry(retry)
                             .build()?,
                     ),
                     _ => Arc::new(
                         object_store::azure::MicrosoftAzureBuilder::from_env()
                             .with_container_name(bucket)
+                            .with_retry(retry)
                             .build()?,
                     ),
                 };

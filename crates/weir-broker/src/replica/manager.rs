@@ -511,14 +511,9 @@ impl ReplicaManager {
                 leader_throttled.contains(p.partition, self.node_id),
                 follower_throttled.contains(p.partition, self.node_id),
             );
-            let remote = image.remote_log(topic.id, p.partition);
-            partition.remote().set(
-                tiered,
-                remote.and_then(|r| r.start_offset()),
-                remote
-                    .and_then(|r| r.highest_copied_offset())
-                    .map_or(0, |end| end + 1),
-            );
+            partition
+                .remote()
+                .set(tiered, image.remote_log(topic.id, p.partition));
             let (before, state) = take_leadership(
                 self.node_id,
                 &partition,
