@@ -667,3 +667,112 @@ fn a_broker_killed_mid_copy_leaves_no_hole_and_no_orphan() {
         objects(store.path(), ".log")
     );
 }
+
+/// A three-node cluster with tiered storage into one `file://` store,
+/// node `i + 1` also given `own[i]`.
+fn tiered_cluster(store: &Path, extra: &[&str]) -> common::cluster::Cluster {
+    let mut flags = tiered_flags(&format!("file://{}", store.display()));
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    common::cluster::Cluster::start(&flags)
+}
+
+fn create_replicated_tiered_topic(bootstrap: &str, name: &str, segment_bytes: &str) {
+    common::cluster::create_topic_with(
+        bootstrap,
+        name,
+        1,
+        3,
+        &[
+            ("remote.storage.enable", "true"),
+            ("segment.bytes", segment_bytes),
+            ("local.retention.bytes", "1"),
+        ],
+    );
+}
+
+fn leader_of(bootstrap: &str, topic: &str) -> i32 {
+    common::cluster::partitions(bootstrap, topic)[0].leader
+}
+
+#[test]
+fn a_follower_behind_the_leaders_local_log_starts_over_at_it() {
+    let store = tempfile::tempdir().unwrap();
+    let mut cluster = tiered_cluster(store.path(), &[]);
+    let bootstrap = cluster.bootstrap();
+    create_replicated_tiered_topic(&bootstrap, "behind", "16384");
+    let leader = leader_of(&bootstrap, "behind");
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    assert!(cluster.node_mut(follower).stop().success());
+    produce(&cluster.node(leader).kafka, "behind", 0..3000);
+    let mut raw = Raw::connect(&cluster.node(leader).kafka);
+    wait_until_tiered_past(&mut raw, "behind", 1000);
+    let local_start = list_offset(&mut raw, "behind", EARLIEST_LOCAL).1;
+    // The follower comes back behind the leader's local log: it is told
+    // OFFSET_MOVED_TO_TIERED_STORAGE, starts over at the leader's local
+    // log start, and catches up into the ISR.
+    cluster.node_mut(follower).start_again();
+    let bootstrap = cluster.bootstrap();
+    wait_for(60, "the follower back in the ISR", || {
+        common::cluster::partitions(&bootstrap, "behind")[0]
+            .isr
+            .len()
+            == 3
+    });
+    let dir = cluster.node(follower).data_dir.join("behind-0");
+    let first_local = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".log")?.parse::<i64>().ok()
+        })
+        .min()
+        .unwrap();
+    assert!(
+        first_local >= local_start.min(1000),
+        "the follower's first segment starts at {first_local}, the leader's local log at {local_start}"
+    );
+    // With the old leader gone, a new one serves everything from offset 0.
+    cluster.node_mut(leader).kill();
+    let bootstrap = cluster.bootstrap();
+    wait_until_leader_moves(&bootstrap, "behind", leader);
+    assert!(all_in_order(&consume_from_zero(&bootstrap, "behind", 3000)));
+}
+
+#[test]
+fn a_leader_change_mid_copy_leaves_no_hole_and_no_orphan() {
+    let store = tempfile::tempdir().unwrap();
+    // A copy of a 64 KiB segment takes about two seconds.
+    let mut cluster = tiered_cluster(
+        store.path(),
+        &["--remote-log-manager-copy-max-bytes-per-second", "32768"],
+    );
+    let bootstrap = cluster.bootstrap();
+    create_replicated_tiered_topic(&bootstrap, "moved", "65536");
+    let leader = leader_of(&bootstrap, "moved");
+    produce(&bootstrap, "moved", 0..2000);
+    wait_for(30, "a copy to start", || {
+        objects(store.path(), ".index") > objects(store.path(), ".log")
+    });
+    // Leadership moves while the copy runs: the old leader can no longer
+    // finish it, and the new one removes it and copies on its own.
+    assert!(cluster.node_mut(leader).stop().success());
+    let bootstrap = cluster.bootstrap();
+    let new_leader = wait_until_leader_moves(&bootstrap, "moved", leader);
+    let mut raw = Raw::connect(&cluster.node(new_leader).kafka);
+    wait_until_tiered_past(&mut raw, "moved", 1000);
+    assert!(all_in_order(&consume_from_zero(&bootstrap, "moved", 2000)));
+    wait_for(30, "the interrupted copy to be removed", || {
+        objects(store.path(), ".index") == objects(store.path(), ".log")
+    });
+    cluster.node_mut(leader).start_again();
+}
+
+fn wait_until_leader_moves(bootstrap: &str, topic: &str, from: i32) -> i32 {
+    let mut leader = -1;
+    wait_for(60, "a new leader", || {
+        leader = common::cluster::partitions(bootstrap, topic)[0].leader;
+        leader > 0 && leader != from
+    });
+    leader
+}

@@ -267,6 +267,11 @@ impl Weir {
         } else {
             self.kill();
         }
+        self.start_again();
+    }
+
+    /// Starts again, on the same port and data, after a stop or a kill.
+    pub fn start_again(&mut self) {
         let extra: Vec<&str> = self.extra_args.iter().map(String::as_str).collect();
         let tmp = self._tmp.take();
         let mut next = Self::start_in(&self.data_dir, &extra, Some(self.port()), &[]);
