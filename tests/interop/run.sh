@@ -16,7 +16,8 @@
 # INTEROP_* environment variables described in interop_util.py), stops
 # the broker with SIGTERM and checks that it exits 0 and logged no panic.
 # The Java fetch-from-follower check (KIP-392) gets three more nodes of its
-# own, in racks a, b and c.
+# own, in racks a, b and c, and the tiered-storage check a broker with a
+# remote tier.
 # Each script prints `PASS: name` / `FAIL: name: reason` per check; the
 # totals end in `interop: N passed, M failed`, and the exit status is 1 if
 # any check failed.
@@ -45,7 +46,7 @@ fail() {
 work=$(mktemp -d "${TMPDIR:-/tmp}/weir-interop.XXXXXX")
 broker_pid=
 client_pid=
-rack_pids=() # the three-node cluster of the fetch-from-follower check
+rack_pids=() # the extra nodes: the fetch-from-follower cluster, the tiered broker
 cleanup() {
   if [[ -n "$client_pid" ]]; then
     kill -TERM "$client_pid" 2>/dev/null # timeout(1) passes it on to the client
@@ -281,6 +282,37 @@ rack_cluster_check() {
   fi
 }
 
+# Tiered storage needs a broker with a remote tier: one more, with a
+# file:// store and passes every 200 ms, for tiered_check.sh.
+tiered_broker_check() {
+  "$weir" serve --data-dir "$work/tiered" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+    --controller-listen 127.0.0.1:0 \
+    --remote-log-storage-system-enable true --remote-storage-url "file://$work/remote-tier" \
+    --remote-log-manager-task-interval-ms 200 --log-retention-check-interval-ms 200 \
+    >"$work/tiered.out" 2>"$work/tiered.log" &
+  rack_pids+=($!)
+  local ready=
+  for _ in $(seq 1 300); do # up to 30 s
+    ready=$(grep -m 1 '^weir ready: ' "$work/tiered.out" 2>/dev/null || true)
+    [[ -n "$ready" ]] && break
+    sleep 0.1
+  done
+  local kafka
+  kafka=$(sed -n 's/^weir ready: .*kafka=\([^ ]*\).*/\1/p' <<<"$ready")
+  if [[ -z "$kafka" ]]; then
+    fail "a broker with a remote tier starts" "$(tail -n 5 "$work/tiered.log")"
+  else
+    pass "a broker with a remote tier starts"
+    client_timeout=300 run_client tiered-storage bash "$here/tiered_check.sh" "$kafka"
+  fi
+  for i in "${rack_pids[@]}"; do kill -TERM "$i" 2>/dev/null; done
+  for i in "${rack_pids[@]}"; do wait "$i" 2>/dev/null; done
+  rack_pids=()
+  if grep -q 'panicked at' "$work/tiered.log"; then
+    fail "the tiered broker's log has no panic"
+  fi
+}
+
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 "$python" -c 'import kafka, lz4, snappy, zstandard' 2>/dev/null || missing+=("python: kafka-python lz4 python-snappy zstandard")
@@ -331,6 +363,7 @@ if [[ -n "$have_java" ]] && command -v mvn >/dev/null 2>&1; then
   fi
   # A JVM per tool invocation, some 40 of them: more time than the others.
   client_timeout=300 run_client kafka-tools bash "$here/kafka_tools_check.sh" "$kafka_addr"
+  command -v kcat >/dev/null 2>&1 && tiered_broker_check
 fi
 
 # ---------------------------------------------------------------- shutdown
