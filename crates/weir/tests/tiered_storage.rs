@@ -236,6 +236,45 @@ fn a_tiered_topic_is_read_from_offset_0_after_its_local_segments_left_for_a_file
     let url = format!("file://{}/tier", store.path().display());
     let weir = start(&tiered_flags(&url));
     tiers_and_reads_back(&weir, "tiered");
+    // The CLI shows both tiers, from the leader's HTTP endpoint.
+    let described = common::cli::run(
+        &[
+            "topic",
+            "--bootstrap",
+            weir.kafka.as_str(),
+            "describe",
+            "tiered",
+        ],
+        b"",
+    )
+    .ok();
+    let table = described.table("PARTITION");
+    assert_eq!(
+        table[0],
+        [
+            "PARTITION",
+            "LEADER",
+            "REPLICAS",
+            "ISR",
+            "LOG-START",
+            "LOG-END",
+            "LOCAL-START",
+            "LOCAL-SIZE",
+            "REMOTE-START",
+            "REMOTE-SIZE"
+        ]
+    );
+    let row = &table[1];
+    let number = |i: usize| row[i].parse::<u64>().unwrap_or_else(|_| panic!("{row:?}"));
+    assert_eq!((number(4), number(5), number(8)), (0, 3000, 0));
+    assert!(
+        number(6) > 1000 && number(7) > 0 && number(9) > 0,
+        "{row:?}"
+    );
+    let (status, body) = weir.http_get("/v1/topics/tiered/remote-log");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"remote_storage_enable\":true"), "{body}");
+    assert_eq!(weir.http_get("/v1/topics/nothing/remote-log").0, 404);
     let tier = store.path().join("tier");
     assert!(objects(&tier, ".log") >= 2);
     assert_eq!(objects(&tier, ".log"), objects(&tier, ".index"));

@@ -287,6 +287,10 @@ async fn read_remote_tier(
         read.data.error_code = ResponseError::OffsetOutOfRange.code();
         return Some((0, true));
     };
+    let config = broker.config();
+    if reader.fetch_quota_exceeded(config.remote_log_manager_fetch_max_bytes_per_second) {
+        return Some((0, false));
+    }
     let fetch = crate::remote::RemoteFetch {
         topic: &partition.topic,
         topic_id: partition.topic_id,
@@ -296,7 +300,7 @@ async fn read_remote_tier(
         upper_bound: pending.upper_bound,
         read_committed: target.read_committed,
     };
-    let wait = Duration::from_millis(broker.config().remote_fetch_max_wait_ms);
+    let wait = Duration::from_millis(config.remote_fetch_max_wait_ms);
     match tokio::time::timeout(wait, reader.read(fetch, &segment)).await {
         Ok(Ok(remote)) => {
             let bytes = remote.records.len() as usize;

@@ -51,6 +51,7 @@ const CONTROLLER_CHANGE_TIMEOUT_MS: i32 = 30_000;
 /// directory.
 fn open_remote_tier(
     config: &BrokerConfig,
+    clock: Arc<dyn Clock>,
 ) -> Result<Option<Arc<crate::remote::RemoteReader>>, BrokerError> {
     if !config.remote_log_storage_system_enable {
         return Ok(None);
@@ -68,6 +69,7 @@ fn open_remote_tier(
         store,
         config.startup.data_dir.join("remote-index-cache"),
         config.remote_log_index_cache_size_bytes,
+        clock,
     ))))
 }
 
@@ -378,7 +380,7 @@ impl Broker {
             image_index: image.applied_index(),
             dynamic,
         };
-        let remote = open_remote_tier(&config)?;
+        let remote = open_remote_tier(&config, clock.clone())?;
         let storage = storage.unwrap_or_else(|| {
             Arc::new(weir_log::storage::FsStorage::with_open_file_limit(
                 config.log_max_open_files,

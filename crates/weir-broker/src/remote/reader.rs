@@ -19,6 +19,7 @@ use weir_log::batch::{self, Origin};
 use weir_log::{AbortedTxn, LogSlice};
 use weir_meta::RemoteSegment;
 
+use crate::quotas::rate::{QuotaWindows, Rate};
 use crate::remote::store::{Part, RemoteError, RemoteStore, SegmentName};
 
 /// The least a ranged GET asks for: small fetches still read ahead.
@@ -26,6 +27,20 @@ const MIN_CHUNK_BYTES: u64 = 256 * 1024;
 
 /// Chunks read ahead and kept for the next fetch.
 const READ_AHEAD_CHUNKS: usize = 16;
+
+/// Kafka's defaults of `remote.log.manager.fetch.quota.window.num` and
+/// `.window.size.seconds`.
+const FETCH_QUOTA_WINDOWS: QuotaWindows = QuotaWindows {
+    samples: 11,
+    window_ms: 1000,
+};
+
+/// The bytes read for fetches, against
+/// `remote.log.manager.fetch.max.bytes.per.second`.
+struct FetchQuota {
+    clock: Arc<dyn weir_log::Clock>,
+    rate: Mutex<Rate>,
+}
 
 /// What a remote read gives a fetch.
 #[derive(Debug, Default)]
@@ -48,19 +63,28 @@ pub struct RemoteFetch<'a> {
 }
 
 /// Reads segments of the remote tier, caching their indexes on local disk.
-#[derive(Debug)]
 pub struct RemoteReader {
     store: RemoteStore,
     indexes: IndexCache,
+    fetch_quota: FetchQuota,
     /// Chunks read ahead, by (segment id, position), oldest first.
     read_ahead: Mutex<VecDeque<((Uuid, u64), Bytes)>>,
 }
 
 impl RemoteReader {
-    pub fn new(store: RemoteStore, cache_dir: PathBuf, cache_bytes: u64) -> Self {
+    pub fn new(
+        store: RemoteStore,
+        cache_dir: PathBuf,
+        cache_bytes: u64,
+        clock: Arc<dyn weir_log::Clock>,
+    ) -> Self {
         Self {
             store,
             indexes: IndexCache::new(cache_dir, cache_bytes),
+            fetch_quota: FetchQuota {
+                clock,
+                rate: Mutex::new(Rate::new(FETCH_QUOTA_WINDOWS.samples)),
+            },
             read_ahead: Mutex::new(VecDeque::new()),
         }
     }
@@ -68,6 +92,18 @@ impl RemoteReader {
     /// The store it reads from.
     pub fn store(&self) -> &RemoteStore {
         &self.store
+    }
+
+    /// Whether reads are over `remote.log.manager.fetch.max.bytes.per.second`,
+    /// given as `limit`: then a fetch is answered without reading, as in
+    /// Kafka, until the rate falls back.
+    pub fn fetch_quota_exceeded(&self, limit: u64) -> bool {
+        if limit >= i64::MAX as u64 {
+            return false;
+        }
+        let quota = &self.fetch_quota;
+        let now = quota.clock.now_ms();
+        quota.rate.lock().measure_simple(FETCH_QUOTA_WINDOWS, now) > limit as f64
     }
 
     /// Reads whole batches of `segment` from `fetch.offset` on: at least
@@ -202,6 +238,11 @@ impl RemoteReader {
         } else {
             Vec::new()
         };
+        let now = self.fetch_quota.clock.now_ms();
+        self.fetch_quota
+            .rate
+            .lock()
+            .record(FETCH_QUOTA_WINDOWS, records.len() as f64, now);
         Ok(RemoteRecords {
             records: LogSlice::from_bytes(records, first),
             aborted,
@@ -416,6 +457,7 @@ mod tests {
             store,
             log_dir.path().join("cache"),
             1 << 20,
+            Arc::new(weir_log::SystemClock),
         ));
         let store_path = store_dir.path().to_owned();
         Copied {
@@ -472,6 +514,17 @@ mod tests {
             remote.records.to_bytes().unwrap(),
             c.log.read(0, 1 << 20, 20).unwrap().to_bytes().unwrap()
         );
+    }
+
+    #[tokio::test]
+    async fn reads_over_the_fetch_quota_wait_for_the_rate_to_fall() {
+        let c = copied().await;
+        assert!(!c.reader.fetch_quota_exceeded(100));
+        let read = c.reader.read(fetch(0, 1 << 20), &c.segment).await.unwrap();
+        assert!(read.records.len() > 100 * 11);
+        assert!(c.reader.fetch_quota_exceeded(100));
+        assert!(!c.reader.fetch_quota_exceeded(u64::MAX));
+        assert!(!c.reader.fetch_quota_exceeded(i64::MAX as u64));
     }
 
     fn the_log_object(dir: &std::path::Path) -> PathBuf {

@@ -36,6 +36,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/v1/cluster", get(cluster))
         .route("/v1/groups", get(groups))
         .route("/v1/groups/{group}", get(group))
+        .route("/v1/topics/{topic}/remote-log", get(topic_remote_log))
         // On the whole router, not per route: an unknown path is refused
         // like the others rather than telling what exists.
         .layer(middleware::from_fn_with_state(broker.clone(), authenticate))
@@ -509,4 +510,92 @@ async fn group(
         Some(group) => Json(group).into_response(),
         None => (StatusCode::NOT_FOUND, "no such group\n").into_response(),
     }
+}
+
+/// `GET /v1/topics/{topic}/remote-log`: per partition, what the remote tier
+/// holds (as the metadata says, on any broker) and what the local log of
+/// this broker's replica holds (`null` where it has none).
+async fn topic_remote_log(
+    State(broker): State<Arc<Broker>>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> axum::response::Response {
+    let view = tokio::task::spawn_blocking(move || remote_log_view(&broker, &name)).await;
+    match view.ok().flatten() {
+        Some(view) => Json(view).into_response(),
+        None => (StatusCode::NOT_FOUND, "no such topic\n").into_response(),
+    }
+}
+
+#[derive(serde::Serialize)]
+struct TopicRemoteLog {
+    topic: String,
+    topic_id: uuid::Uuid,
+    /// The topic's `remote.storage.enable`.
+    remote_storage_enable: bool,
+    partitions: Vec<PartitionRemoteLog>,
+}
+
+#[derive(serde::Serialize)]
+struct PartitionRemoteLog {
+    partition: i32,
+    leader: i32,
+    remote: RemoteTierView,
+    local: Option<LocalLogView>,
+}
+
+#[derive(serde::Serialize)]
+struct RemoteTierView {
+    /// The first offset the remote tier serves; `null` when it holds none.
+    log_start_offset: Option<u64>,
+    /// The last offset copied (ListOffsets' latest tiered); `null`: none.
+    latest_tiered_offset: Option<u64>,
+    size_bytes: u64,
+    segments: usize,
+}
+
+#[derive(serde::Serialize)]
+struct LocalLogView {
+    log_start_offset: u64,
+    log_end_offset: u64,
+    size_bytes: u64,
+}
+
+fn remote_log_view(broker: &Broker, name: &str) -> Option<TopicRemoteLog> {
+    let image = broker.image();
+    let topic = image.topic(name)?;
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|p| {
+            let remote = image.remote_log(topic.id, p.partition);
+            let local = broker.partition(name, p.partition).map(|partition| {
+                let log = partition.log();
+                LocalLogView {
+                    log_start_offset: log.log_start_offset(),
+                    log_end_offset: log.log_end_offset(),
+                    size_bytes: log.size_bytes(),
+                }
+            });
+            PartitionRemoteLog {
+                partition: p.partition,
+                leader: p.leader,
+                remote: RemoteTierView {
+                    log_start_offset: remote.and_then(|r| r.start_offset()),
+                    latest_tiered_offset: remote.and_then(|r| r.highest_copied_offset()),
+                    size_bytes: remote.map_or(0, |r| r.size_bytes()),
+                    segments: remote.map_or(0, |r| r.finished().count()),
+                },
+                local,
+            }
+        })
+        .collect();
+    Some(TopicRemoteLog {
+        topic: name.to_owned(),
+        topic_id: topic.id,
+        remote_storage_enable: topic
+            .configs
+            .get("remote.storage.enable")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+        partitions,
+    })
 }

@@ -1,11 +1,13 @@
 //! `weir topic create|list|describe|delete`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use weir_client::{Cluster, ConfigResource, ConfigSource, EARLIEST, LATEST};
 
+use super::broker_http::BrokerHttp;
 use super::{block_on, topic_error, topic_metadata, Connection};
 
 #[derive(Args, Debug)]
@@ -137,7 +139,11 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                 super::print(format_args!("{out}"))?;
             }
             TopicCommand::Describe { name } => {
-                super::print(format_args!("{}", describe(&mut cluster, &name).await?))?;
+                let http = BrokerHttp::new(&args.connection.security()?)?;
+                super::print(format_args!(
+                    "{}",
+                    describe(&mut cluster, &http, &name).await?
+                ))?;
             }
             TopicCommand::AddPartitions {
                 name,
@@ -333,16 +339,33 @@ async fn has_keyed_records(
     Ok(false)
 }
 
-async fn describe(cluster: &mut Cluster, name: &str) -> anyhow::Result<String> {
+async fn describe(cluster: &mut Cluster, http: &BrokerHttp, name: &str) -> anyhow::Result<String> {
     let topic = topic_metadata(cluster.any(), name).await?;
-    let mut rows = vec![[
-        "PARTITION".to_owned(),
-        "LEADER".to_owned(),
-        "REPLICAS".to_owned(),
-        "ISR".to_owned(),
-        "LOG-START".to_owned(),
-        "LOG-END".to_owned(),
-    ]];
+    let configs = cluster
+        .any()
+        .describe_configs(ConfigResource::Topic(name.to_owned()))
+        .await
+        .map_err(|e| topic_error(e, name))?;
+    let tiered = configs
+        .iter()
+        .any(|c| c.name == "remote.storage.enable" && c.value.as_deref() == Some("true"));
+    let mut header = vec![
+        "PARTITION",
+        "LEADER",
+        "REPLICAS",
+        "ISR",
+        "LOG-START",
+        "LOG-END",
+    ];
+    if tiered {
+        header.extend(["LOCAL-START", "LOCAL-SIZE", "REMOTE-START", "REMOTE-SIZE"]);
+    }
+    let mut rows = vec![header.into_iter().map(str::to_owned).collect::<Vec<_>>()];
+    let tiers = if tiered {
+        remote_logs(cluster, http, name, &topic.partitions).await
+    } else {
+        Default::default()
+    };
     let list = |ids: &[i32]| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
     for p in &topic.partitions {
         // A partition with no leader at the moment (its only replica is
@@ -371,20 +394,27 @@ async fn describe(cluster: &mut Cluster, name: &str) -> anyhow::Result<String> {
         } else {
             p.leader.to_string()
         };
-        rows.push([
+        let mut row = vec![
             p.partition.to_string(),
             leader,
             list(&p.replicas),
             list(&p.isr),
             start,
             end,
-        ]);
+        ];
+        if tiered {
+            let tier = tiers.get(&p.partition);
+            let local = tier.and_then(|t| t.local.as_ref());
+            let or_dash = |value: Option<u64>| value.map_or("-".to_owned(), |v| v.to_string());
+            row.extend([
+                or_dash(local.map(|l| l.log_start_offset)),
+                or_dash(local.map(|l| l.size_bytes)),
+                or_dash(tier.and_then(|t| t.remote.log_start_offset)),
+                or_dash(tier.map(|t| t.remote.size_bytes)),
+            ]);
+        }
+        rows.push(row);
     }
-    let configs = cluster
-        .any()
-        .describe_configs(ConfigResource::Topic(name.to_owned()))
-        .await
-        .map_err(|e| topic_error(e, name))?;
 
     let mut out = String::new();
     writeln!(out, "Topic:      {name}")?;
@@ -396,7 +426,7 @@ async fn describe(cluster: &mut Cluster, name: &str) -> anyhow::Result<String> {
         writeln!(out, "Internal:   yes")?;
     }
     writeln!(out)?;
-    let widths: Vec<usize> = (0..6)
+    let widths: Vec<usize> = (0..rows[0].len())
         .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
         .collect();
     for row in &rows {
@@ -433,6 +463,69 @@ async fn describe(cluster: &mut Cluster, name: &str) -> anyhow::Result<String> {
         }
     }
     Ok(out)
+}
+
+/// What each partition's leader says of its remote tier and its local log
+/// (`GET /v1/topics/{topic}/remote-log` of its HTTP endpoint), by
+/// partition; partitions whose leader does not answer are left out.
+async fn remote_logs(
+    cluster: &mut Cluster,
+    http: &BrokerHttp,
+    name: &str,
+    partitions: &[weir_client::PartitionMetadata],
+) -> BTreeMap<i32, PartitionRemoteLog> {
+    // As the cluster's own metadata has them, so that it can reach them.
+    let mut leaders = std::collections::BTreeSet::new();
+    for p in partitions {
+        if let Ok(leader) = cluster.leader_of(name, p.partition).await {
+            leaders.insert(leader);
+        }
+    }
+    let mut by_partition = BTreeMap::new();
+    for leader in leaders {
+        let Ok(endpoint) = BrokerHttp::endpoint_of(cluster, leader).await else {
+            continue;
+        };
+        let url = format!(
+            "{}/v1/topics/{name}/remote-log",
+            endpoint.trim_end_matches('/')
+        );
+        let Ok(Some(view)) = http.get_json::<TopicRemoteLog>(url).await else {
+            continue;
+        };
+        by_partition.extend(
+            view.partitions
+                .into_iter()
+                .filter(|p| p.leader == leader)
+                .map(|p| (p.partition, p)),
+        );
+    }
+    by_partition
+}
+
+#[derive(serde::Deserialize)]
+struct TopicRemoteLog {
+    partitions: Vec<PartitionRemoteLog>,
+}
+
+#[derive(serde::Deserialize)]
+struct PartitionRemoteLog {
+    partition: i32,
+    leader: i32,
+    remote: RemoteTierView,
+    local: Option<LocalLogView>,
+}
+
+#[derive(serde::Deserialize)]
+struct RemoteTierView {
+    log_start_offset: Option<u64>,
+    size_bytes: u64,
+}
+
+#[derive(serde::Deserialize)]
+struct LocalLogView {
+    log_start_offset: u64,
+    size_bytes: u64,
 }
 
 #[cfg(test)]
