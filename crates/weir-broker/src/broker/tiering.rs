@@ -42,16 +42,20 @@ pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
     let every = Duration::from_millis(broker.config().remote_log_manager_task_interval_ms);
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = Failing::new();
     loop {
         tokio::select! {
-            _ = tick.tick() => pass(&broker, &store).await,
+            _ = tick.tick() => pass(&broker, &store, &mut failing).await,
             _ = shutdown.changed() => return,
         }
     }
 }
 
+/// The partitions whose last pass failed, told once.
+type Failing = std::collections::HashSet<(String, i32)>;
+
 /// One pass over the partitions led here.
-async fn pass(broker: &Arc<Broker>, store: &RemoteStore) {
+async fn pass(broker: &Arc<Broker>, store: &RemoteStore, failing: &mut Failing) {
     let me = broker.node_id();
     for partition in broker.all_partitions() {
         let image = broker.image();
@@ -91,25 +95,19 @@ async fn pass(broker: &Arc<Broker>, store: &RemoteStore) {
         if !tiered && !delete_all && remote.is_none() {
             continue;
         }
-        if let Some(remote) = &remote {
-            if let Err(error) = leader.clean_up(remote).await {
-                leader.failed("delete", &error);
-            }
-        }
-        if tiered && !flag("remote.log.copy.disable") {
-            if let Err(error) = leader.copy_sealed_segments().await {
-                leader.failed("copy", &error);
-            }
-        }
-        if tiered || delete_all {
-            let image = broker.image();
-            if let Some(remote) = image.remote_log(topic.id, partition.index) {
-                if let Err(error) = leader.enforce_retention(remote, delete_all).await {
-                    leader.failed("delete", &error);
+        let copy = tiered && !flag("remote.log.copy.disable");
+        let outcome = leader
+            .step(remote.as_ref(), copy, tiered || delete_all, delete_all)
+            .await;
+        leader.set_gauges(&broker.image(), &labels);
+        match outcome {
+            Err((operation, error)) => leader.failed(operation, &error, failing),
+            Ok(()) => {
+                if failing.remove(&(partition.topic.clone(), partition.index)) {
+                    tracing::info!(topic = %partition.topic, partition = partition.index, "tiered storage works again");
                 }
             }
         }
-        leader.set_gauges(&broker.image(), &labels);
     }
     purge_deleted_topics(broker, store).await;
 }
@@ -170,14 +168,48 @@ impl Leader<'_> {
             .map(drop)
     }
 
-    fn failed(&self, operation: &str, error: &TieringError) {
+    fn failed(&self, operation: &str, error: &TieringError, failing: &mut Failing) {
         self.broker.metrics().remote.error(operation);
-        tracing::warn!(
-            topic = %self.partition.topic,
-            partition = self.partition.index,
-            %error,
-            "tiered storage {operation} failed; retried at the next pass"
-        );
+        let key = (self.partition.topic.clone(), self.partition.index);
+        // Said once while it keeps failing: a store that is down for an
+        // hour is one WARN per partition, and the metrics count the rest.
+        if failing.insert(key) {
+            tracing::warn!(
+                topic = %self.partition.topic,
+                partition = self.partition.index,
+                %error,
+                "tiered storage {operation} failed; retried at every pass, local segments not yet copied are kept"
+            );
+        } else {
+            tracing::debug!(topic = %self.partition.topic, partition = self.partition.index, %error, "tiered storage {operation} failed again");
+        }
+    }
+
+    /// One pass's work: cleans up what was left unfinished, copies (with
+    /// `copy`), and applies remote retention (with `retain`; all of it goes
+    /// with `delete_all`). The first failure ends it, with its operation.
+    async fn step(
+        &self,
+        remote: Option<&RemoteLog>,
+        copy: bool,
+        retain: bool,
+        delete_all: bool,
+    ) -> Result<(), (&'static str, TieringError)> {
+        if let Some(remote) = remote {
+            self.clean_up(remote).await.map_err(|e| ("delete", e))?;
+        }
+        if copy {
+            self.copy_sealed_segments().await.map_err(|e| ("copy", e))?;
+        }
+        if retain {
+            let image = self.broker.image();
+            if let Some(remote) = image.remote_log(self.partition.topic_id, self.partition.index) {
+                self.enforce_retention(remote, delete_all)
+                    .await
+                    .map_err(|e| ("delete", e))?;
+            }
+        }
+        Ok(())
     }
 
     /// Copies every sealed segment below the last stable offset that the
@@ -228,22 +260,30 @@ impl Leader<'_> {
                 .broker
                 .config()
                 .remote_log_manager_copy_max_bytes_per_second;
-            let bytes = copier::copy_segment(
-                self.store,
-                &self.name(base_offset, id),
-                sealed,
-                producer_state,
-                rate,
-            )
-            .await?;
-            self.submit(Command::RemoteSegmentCopyFinished {
-                topic_id: self.partition.topic_id,
-                partition: self.partition.index,
-                id,
-                broker: self.broker.node_id(),
-                leader_epoch: self.leader_epoch,
-            })
-            .await?;
+            let name = self.name(base_offset, id);
+            let copied = async {
+                let bytes =
+                    copier::copy_segment(self.store, &name, sealed, producer_state, rate).await?;
+                self.submit(Command::RemoteSegmentCopyFinished {
+                    topic_id: self.partition.topic_id,
+                    partition: self.partition.index,
+                    id,
+                    broker: self.broker.node_id(),
+                    leader_epoch: self.leader_epoch,
+                })
+                .await?;
+                Ok::<_, TieringError>(bytes)
+            };
+            let bytes = match copied.await {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    // What this copy wrote goes now if it can (a deposed
+                    // leader's copy, refused, leaves nothing behind); else
+                    // the next leader finds the copy unfinished and removes it.
+                    let _ = self.store.delete_segment(&name).await;
+                    return Err(error);
+                }
+            };
             let metrics = &self.broker.metrics().remote;
             metrics.copy_bytes.inc_by(bytes);
             metrics.copy_segments.inc();

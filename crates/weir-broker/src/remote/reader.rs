@@ -22,11 +22,16 @@ use weir_meta::RemoteSegment;
 use crate::quotas::rate::{QuotaWindows, Rate};
 use crate::remote::store::{Part, RemoteError, RemoteStore, SegmentName};
 
-/// The least a ranged GET asks for: small fetches still read ahead.
-const MIN_CHUNK_BYTES: u64 = 256 * 1024;
+/// What one ranged GET asks for at least: object stores answer few large
+/// reads faster than many small ones.
+const CHUNK_BYTES: u64 = 2 * 1024 * 1024;
 
-/// Chunks read ahead and kept for the next fetch.
-const READ_AHEAD_CHUNKS: usize = 16;
+/// Chunks read ahead of a consumer reading on: GETs in flight at once.
+const CHUNKS_AHEAD: usize = 3;
+
+/// Consumers reading on whose read-ahead is kept (the oldest forgotten):
+/// at most this × (1 + [`CHUNKS_AHEAD`]) chunks in memory.
+const STREAMS: usize = 8;
 
 /// Kafka's defaults of `remote.log.manager.fetch.quota.window.num` and
 /// `.window.size.seconds`.
@@ -67,8 +72,9 @@ pub struct RemoteReader {
     store: RemoteStore,
     indexes: IndexCache,
     fetch_quota: FetchQuota,
-    /// Chunks read ahead, by (segment id, position), oldest first.
-    read_ahead: Mutex<VecDeque<((Uuid, u64), Bytes)>>,
+    /// Consumers reading on, with what is read of their segment beyond
+    /// what they were served; the oldest first.
+    streams: Mutex<VecDeque<Stream>>,
 }
 
 impl RemoteReader {
@@ -85,7 +91,7 @@ impl RemoteReader {
                 clock,
                 rate: Mutex::new(Rate::new(FETCH_QUOTA_WINDOWS.samples)),
             },
-            read_ahead: Mutex::new(VecDeque::new()),
+            streams: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -125,21 +131,36 @@ impl RemoteReader {
             object: log.to_string(),
             reason,
         };
-        let index = self.part(&name, Part::OffsetIndex).await?;
-        let start =
-            weir_log::sealed::position_for_offset(&index, segment.base_offset, fetch.offset);
-        if start >= segment.size_bytes {
-            return Err(corrupt(format!(
-                "its index points past its end, at {start}"
-            )));
-        }
-        let want = (fetch.max_bytes as u64).max(MIN_CHUNK_BYTES);
-        let mut end = (start + want).min(segment.size_bytes);
-        let mut chunk = match self.take_read_ahead(segment.id, start, end) {
-            Some(chunk) => chunk,
-            None => self.get_range(&log, start, end).await?,
+        let want = (fetch.max_bytes as u64).max(CHUNK_BYTES);
+        // A consumer reading on asks for the offset after the last one
+        // served: its position is known, and its bytes read ahead.
+        let stream = self.take_stream(segment.id, fetch.offset);
+        let (start, mut chunk, mut ahead) = match stream {
+            Some(stream) => {
+                let (start, chunk, ahead) = stream.buffered(fetch.max_bytes, self).await;
+                (start, chunk, ahead)
+            }
+            None => {
+                let index = self.part(&name, Part::OffsetIndex).await?;
+                let start = weir_log::sealed::position_for_offset(
+                    &index,
+                    segment.base_offset,
+                    fetch.offset,
+                );
+                if start >= segment.size_bytes {
+                    return Err(corrupt(format!(
+                        "its index points past its end, at {start}"
+                    )));
+                }
+                let end = (start + want).min(segment.size_bytes);
+                (
+                    start,
+                    self.get_range(&log, start, end).await?,
+                    VecDeque::new(),
+                )
+            }
         };
-        end = start + chunk.len() as u64;
+        let mut end = start + chunk.len() as u64;
         // (position in the chunk, base offset) of the first batch served.
         let mut served: Option<(usize, u64)> = None;
         let mut position = 0usize;
@@ -219,14 +240,29 @@ impl RemoteReader {
             }
             last
         };
+        // What is read beyond what was served waits for the next fetch,
+        // with reads of what follows under way.
+        let chunk_end = start + chunk.len() as u64;
+        ahead.retain(|read: &AheadRead| read.start >= chunk_end);
+        if ahead.front().is_some_and(|read| read.start != chunk_end) {
+            ahead.clear();
+        }
+        let mut next_read = ahead.back().map_or(chunk_end, |read| read.end);
+        while ahead.len() < CHUNKS_AHEAD && next_read < segment.size_bytes {
+            let end = (next_read + CHUNK_BYTES).min(segment.size_bytes);
+            ahead.push_back(self.read_ahead(log.clone(), next_read, end));
+            next_read = end;
+        }
         let next = start + served_end as u64;
         if next < segment.size_bytes {
-            self.read_ahead_from(
-                log.clone(),
-                segment.id,
-                next,
-                (next + want).min(segment.size_bytes),
-            );
+            self.keep_stream(Stream {
+                segment: segment.id,
+                log: log.clone(),
+                offset: last_served + 1,
+                position: next,
+                buffered: chunk.slice(served_end..),
+                ahead,
+            });
         }
         let aborted = if fetch.read_committed {
             let txns = self.part(&name, Part::TxnIndex).await?;
@@ -282,43 +318,100 @@ impl RemoteReader {
         Ok(bytes)
     }
 
-    fn take_read_ahead(&self, segment: Uuid, start: u64, end: u64) -> Option<Bytes> {
-        let mut chunks = self.read_ahead.lock();
-        let at = chunks
+    /// The stream of a consumer that fetches `offset` of `segment` next.
+    fn take_stream(&self, segment: Uuid, offset: u64) -> Option<Stream> {
+        let mut streams = self.streams.lock();
+        let at = streams
             .iter()
-            .position(|(key, _)| *key == (segment, start))?;
-        let (_, chunk) = chunks.remove(at)?;
-        // A read ahead shorter than this fetch wants is read again.
-        (start + chunk.len() as u64 >= end).then_some(chunk)
+            .position(|s| s.segment == segment && s.offset == offset)?;
+        streams.remove(at)
     }
 
-    /// Reads the next chunk in the background, for a consumer reading on.
-    fn read_ahead_from(
+    fn keep_stream(&self, stream: Stream) {
+        let mut streams = self.streams.lock();
+        if streams.len() >= STREAMS {
+            streams.pop_front();
+        }
+        streams.push_back(stream);
+    }
+
+    /// Starts reading `start..end` of `log` in the background.
+    fn read_ahead(
         self: &Arc<Self>,
         log: object_store::path::Path,
-        segment: Uuid,
         start: u64,
         end: u64,
-    ) {
-        if self
-            .read_ahead
-            .lock()
-            .iter()
-            .any(|(key, _)| *key == (segment, start))
-        {
-            return;
-        }
+    ) -> AheadRead {
+        let bytes = Arc::new(tokio::sync::OnceCell::new());
         let reader = self.clone();
+        let cell = bytes.clone();
         tokio::spawn(async move {
-            if let Ok(chunk) = reader.store.get_range(&log, start..end).await {
-                let mut chunks = reader.read_ahead.lock();
-                if chunks.len() >= READ_AHEAD_CHUNKS {
-                    chunks.pop_front();
-                }
-                chunks.push_back(((segment, start), chunk));
-            }
+            cell.get_or_init(|| async { reader.get_range(&log, start, end).await.ok() })
+                .await;
         });
+        AheadRead { start, end, bytes }
     }
+}
+
+/// A consumer reading a segment on: where its next fetch starts, what is
+/// read from there, and the reads of what follows.
+struct Stream {
+    segment: Uuid,
+    log: object_store::path::Path,
+    /// The offset its next fetch asks for, and where that batch starts.
+    offset: u64,
+    position: u64,
+    /// The bytes from `position` read so far.
+    buffered: Bytes,
+    /// Reads of the ranges right after `buffered`, in order.
+    ahead: VecDeque<AheadRead>,
+}
+
+impl Stream {
+    /// The bytes from its position, at least `max_bytes` of them (as far
+    /// as the reads ahead go), and the reads ahead not used. A read ahead
+    /// that failed ends what is given; the caller reads on from there.
+    async fn buffered(
+        self,
+        max_bytes: usize,
+        reader: &RemoteReader,
+    ) -> (u64, Bytes, VecDeque<AheadRead>) {
+        let Stream {
+            log,
+            position,
+            mut buffered,
+            mut ahead,
+            ..
+        } = self;
+        while buffered.len() < max_bytes.max(batch::HEADER_SIZE) {
+            let Some(read) = ahead.pop_front() else {
+                break;
+            };
+            // Waits for a read under way rather than reading twice.
+            let more = read
+                .bytes
+                .get_or_init(|| async { reader.get_range(&log, read.start, read.end).await.ok() })
+                .await
+                .clone();
+            let Some(more) = more else {
+                ahead.clear();
+                break;
+            };
+            let mut joined = bytes::BytesMut::with_capacity(buffered.len() + more.len());
+            joined.extend_from_slice(&buffered);
+            joined.extend_from_slice(&more);
+            buffered = joined.freeze();
+        }
+        (position, buffered, ahead)
+    }
+}
+
+/// A read of `start..end` of a segment, under way or done (`None` inside if
+/// it failed).
+struct AheadRead {
+    start: u64,
+    end: u64,
+    bytes: Arc<tokio::sync::OnceCell<Option<Bytes>>>,
 }
 
 /// Index parts of remote segments kept on local disk, the oldest removed
@@ -416,11 +509,17 @@ mod tests {
     /// A log of five 10-record batches in one sealed segment, copied to a
     /// file store.
     async fn copied() -> Copied {
+        copied_of(5, 100).await
+    }
+
+    /// A log of `batches` 10-record batches of values of `value_size`
+    /// bytes in one sealed segment, copied to a file store.
+    async fn copied_of(batches: usize, value_size: usize) -> Copied {
         let log_dir = tempfile::tempdir().unwrap();
         let store_dir = tempfile::tempdir().unwrap();
         let log = Log::open(log_dir.path().join("t-0"), LogConfig::default()).unwrap();
-        for _ in 0..5 {
-            log.append(&BatchBuilder::new(10).value_size(100).build(), 0)
+        for _ in 0..batches {
+            log.append(&BatchBuilder::new(10).value_size(value_size).build(), 0)
                 .unwrap();
         }
         log.roll().unwrap();
@@ -504,6 +603,18 @@ mod tests {
             );
             assert_eq!(remote.records.first_offset(), local.first_offset());
         }
+        // A consumer reading on, through the chunks read ahead.
+        let mut offset = 0;
+        while offset < 50 {
+            let remote = c
+                .reader
+                .read(fetch(offset, 1500), &c.segment)
+                .await
+                .unwrap();
+            let local = c.log.read(offset, 1500, 50).unwrap().to_bytes().unwrap();
+            assert_eq!(remote.records.to_bytes().unwrap(), local, "offset {offset}");
+            offset += 10;
+        }
         // Up to the bound only.
         let bounded = RemoteFetch {
             upper_bound: 20,
@@ -525,6 +636,40 @@ mod tests {
         assert!(c.reader.fetch_quota_exceeded(100));
         assert!(!c.reader.fetch_quota_exceeded(u64::MAX));
         assert!(!c.reader.fetch_quota_exceeded(i64::MAX as u64));
+    }
+
+    #[tokio::test]
+    async fn a_consumer_reading_a_large_segment_on_gets_every_batch_once_in_order() {
+        // 8 MiB: several chunks, read ahead while the consumer reads.
+        let c = copied_of(800, 1000).await;
+        let mut offset = 0;
+        let mut fetches = 0;
+        while offset < 8000 {
+            let remote = c
+                .reader
+                .read(fetch(offset, 300_000), &c.segment)
+                .await
+                .unwrap();
+            let local = c
+                .log
+                .read(offset, 300_000, 8000)
+                .unwrap()
+                .to_bytes()
+                .unwrap();
+            let got = remote.records.to_bytes().unwrap();
+            assert_eq!(got, local, "offset {offset}");
+            assert!(!got.is_empty());
+            let mut last = offset;
+            let mut at = 0;
+            while at < got.len() {
+                let header = batch::BatchHeader::parse(&got[at..], at).unwrap();
+                last = header.last_offset() as u64 + 1;
+                at += header.total_size();
+            }
+            offset = last;
+            fetches += 1;
+        }
+        assert!(fetches > 20, "{fetches} fetches");
     }
 
     fn the_log_object(dir: &std::path::Path) -> PathBuf {

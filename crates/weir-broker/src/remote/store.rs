@@ -16,6 +16,9 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use uuid::Uuid;
 
+/// Parts of one multipart upload sent at once.
+const PARTS_IN_FLIGHT: usize = 4;
+
 /// Why the remote tier could not be set up or answered.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
@@ -230,11 +233,24 @@ impl RemoteStore {
             return self.put(object, first).await;
         };
         let mut upload = self.store.put_multipart(object).await?;
+        // Parts go up PARTS_IN_FLIGHT at a time: one request at a time
+        // leaves a store's bandwidth mostly idle.
+        // Each part is sent on its own task, so that the next chunk is
+        // read meanwhile.
         let result: Result<(), RemoteError> = async {
-            upload.put_part(first.into()).await?;
-            upload.put_part(second.into()).await?;
+            let mut in_flight = futures::stream::FuturesOrdered::new();
+            in_flight.push_back(tokio::spawn(upload.put_part(first.into())));
+            in_flight.push_back(tokio::spawn(upload.put_part(second.into())));
             while let Some(chunk) = chunks.next().await.transpose()? {
-                upload.put_part(chunk.into()).await?;
+                if in_flight.len() >= PARTS_IN_FLIGHT {
+                    if let Some(sent) = in_flight.next().await {
+                        part_sent(sent)?;
+                    }
+                }
+                in_flight.push_back(tokio::spawn(upload.put_part(chunk.into())));
+            }
+            while let Some(sent) = in_flight.next().await {
+                part_sent(sent)?;
             }
             Ok(())
         }
@@ -289,6 +305,14 @@ impl RemoteStore {
         }
         Ok(objects.len())
     }
+}
+
+/// The outcome of one part's task of a multipart upload.
+fn part_sent(
+    sent: Result<object_store::Result<()>, tokio::task::JoinError>,
+) -> Result<(), RemoteError> {
+    sent.map_err(|error| RemoteError::Io(std::io::Error::other(error.to_string())))??;
+    Ok(())
 }
 
 #[cfg(test)]
