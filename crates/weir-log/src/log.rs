@@ -2435,27 +2435,11 @@ fn find_record_at_or_after(
         .log
         .read_exact_at(&mut bytes, position)
         .context(&path)?;
-    let header = BatchHeader::parse(&bytes, 0).expect("checked");
-    if header.is_log_append_time() {
-        return Ok(Some(TimestampOffset {
-            offset: (header.base_offset() as u64).max(log_start),
-            timestamp: header.max_timestamp(),
-        }));
-    }
-    let mut buf = Bytes::from(bytes);
-    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).map_err(|e| {
+    crate::sealed::record_at_or_after(Bytes::from(bytes), timestamp, log_start).map_err(|reason| {
         LogError::Corrupt {
             path: path.clone(),
             position,
-            reason: format!("cannot decode records: {e}"),
+            reason,
         }
-    })?;
-    Ok(set
-        .records
-        .iter()
-        .find(|r| r.timestamp >= timestamp && r.offset >= log_start as i64)
-        .map(|r| TimestampOffset {
-            offset: r.offset as u64,
-            timestamp: r.timestamp,
-        }))
+    })
 }

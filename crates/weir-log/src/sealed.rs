@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::epoch::EpochEntry;
 use crate::index::{Entry, OffsetEntry, TimeEntry};
+use crate::log::TimestampOffset;
 use crate::storage::StorageFile;
 use crate::txn::AbortedTxn;
 
@@ -76,15 +77,46 @@ pub fn position_for_offset(index: &[u8], base_offset: u64, offset: u64) -> u64 {
         .map_or(0, |i| u64::from(entries[i].position))
 }
 
-/// The first offset from which every batch has a timestamp at or above
-/// `timestamp`, by a segment's time index as copied: where a search by time
-/// starts reading; `None` when the index has no entry that reaches it.
-pub fn offset_for_timestamp(time_index: &[u8], base_offset: u64, timestamp: i64) -> Option<u64> {
-    time_index
+/// Where a search for the first record at or after `timestamp` starts, by
+/// a segment's time index as copied: the batch after which records may
+/// reach it (the segment's base offset if any may).
+pub fn time_lookup_start(time_index: &[u8], base_offset: u64, timestamp: i64) -> u64 {
+    let entries: Vec<TimeEntry> = time_index
         .chunks_exact(TimeEntry::SIZE)
         .map(TimeEntry::decode)
-        .find(|e| e.timestamp >= timestamp)
-        .map(|e| base_offset + u64::from(e.relative_offset))
+        .collect();
+    let below = entries.partition_point(|e| e.timestamp < timestamp);
+    below.checked_sub(1).map_or(base_offset, |i| {
+        base_offset + u64::from(entries[i].relative_offset)
+    })
+}
+
+/// The first record of `batch` (one whole batch) at or after `timestamp`
+/// and at or above `log_start`: with LogAppendTime, the batch's first
+/// offset and its time. Err: the records do not decode.
+pub fn record_at_or_after(
+    batch: bytes::Bytes,
+    timestamp: i64,
+    log_start: u64,
+) -> Result<Option<TimestampOffset>, String> {
+    let header = crate::batch::BatchHeader::parse(&batch, 0).map_err(|e| e.to_string())?;
+    if header.is_log_append_time() {
+        return Ok(Some(TimestampOffset {
+            offset: (header.base_offset() as u64).max(log_start),
+            timestamp: header.max_timestamp(),
+        }));
+    }
+    let mut buf = batch;
+    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
+        .map_err(|e| format!("cannot decode records: {e}"))?;
+    Ok(set
+        .records
+        .iter()
+        .find(|r| r.timestamp >= timestamp && r.offset >= log_start as i64)
+        .map(|r| TimestampOffset {
+            offset: r.offset as u64,
+            timestamp: r.timestamp,
+        }))
 }
 
 /// Encodes aborted transactions for a copy: 32 bytes each, big-endian
@@ -144,6 +176,24 @@ mod tests {
         // A torn last entry is ignored.
         assert_eq!(position_for_offset(&index[..20], 100, 500), 4096);
         assert_eq!(position_for_offset(&[], 100, 500), 0);
+    }
+
+    #[test]
+    fn a_search_by_time_starts_after_the_last_entry_below_the_time() {
+        let mut index = Vec::new();
+        for (timestamp, relative_offset) in [(1_000, 0), (2_000, 10), (3_000, 25)] {
+            TimeEntry {
+                timestamp,
+                relative_offset,
+            }
+            .encode(&mut index);
+        }
+        assert_eq!(time_lookup_start(&index, 100, 500), 100);
+        assert_eq!(time_lookup_start(&index, 100, 1_000), 100);
+        assert_eq!(time_lookup_start(&index, 100, 1_001), 100);
+        assert_eq!(time_lookup_start(&index, 100, 2_500), 110);
+        assert_eq!(time_lookup_start(&index, 100, 9_000), 125);
+        assert_eq!(time_lookup_start(&[], 100, 9_000), 100);
     }
 
     #[test]

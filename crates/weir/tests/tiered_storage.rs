@@ -815,3 +815,47 @@ fn wait_until_leader_moves(bootstrap: &str, topic: &str, from: i32) -> i32 {
     });
     leader
 }
+
+#[test]
+fn a_lookup_by_time_finds_records_in_the_remote_tier() {
+    let store = tempfile::tempdir().unwrap();
+    let weir = start(&tiered_flags(&format!("file://{}", store.path().display())));
+    create_tiered_topic(&weir.kafka, "dated");
+    // Record i at T0 + i seconds.
+    let t0 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 3_600_000;
+    let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", &weir.kafka)
+        .set("batch.size", "4096")
+        .create()
+        .unwrap();
+    for i in 0..3000 {
+        let payload = record(i);
+        producer
+            .send(
+                BaseRecord::<(), _>::to("dated")
+                    .partition(0)
+                    .payload(&payload)
+                    .timestamp(t0 + i as i64 * 1000),
+            )
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let mut raw = Raw::connect(&weir.kafka);
+    wait_until_tiered_past(&mut raw, "dated", 1000);
+    let local_start = list_offset(&mut raw, "dated", EARLIEST_LOCAL).1;
+    // In the remote tier: the first record at or after the time.
+    assert_eq!(list_offset(&mut raw, "dated", t0 + 500_000 + 1), (0, 501));
+    assert_eq!(list_offset(&mut raw, "dated", t0 - 1), (0, 0));
+    // In the local log, as before.
+    let later = local_start + 10;
+    assert_eq!(
+        list_offset(&mut raw, "dated", t0 + later * 1000),
+        (0, later)
+    );
+    // Past the last record: none.
+    assert_eq!(list_offset(&mut raw, "dated", t0 + 4_000_000), (0, -1));
+}

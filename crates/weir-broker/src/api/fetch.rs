@@ -312,7 +312,13 @@ async fn read_remote_tier(
         }
         Ok(Err(error)) => {
             metrics.error("fetch");
-            tracing::warn!(topic = %partition.topic, partition = partition.index, offset = pending.offset, %error, "remote read failed");
+            // A corrupt copy is news; a store that is down is told by the
+            // tiering task once, not at every retry of every consumer.
+            if matches!(error, crate::remote::RemoteError::Corrupt { .. }) {
+                tracing::warn!(topic = %partition.topic, partition = partition.index, offset = pending.offset, %error, "remote read failed");
+            } else {
+                tracing::debug!(topic = %partition.topic, partition = partition.index, offset = pending.offset, %error, "remote read failed");
+            }
             read.data.error_code = ResponseError::KafkaStorageError.code();
             Some((0, true))
         }

@@ -7,8 +7,9 @@
 //! remote tier. Without it the local log starts at the log start (earliest
 //! local is earliest), and nothing is tiered (latest tiered is offset -1,
 //! timestamp -1, leader epoch -1, and no error), as in Kafka. A lookup by
-//! timestamp searches the local log only; v10's `timeout_ms` has nothing
-//! to bound.
+//! timestamp searches the remote tier first, below the local log, as
+//! Kafka's; v10's `timeout_ms` has nothing to bound (a remote lookup is
+//! bounded by the request's own time).
 //!
 //! As in Kafka, what a client may be told ends at the last offset it could
 //! fetch: the high watermark, or for isolation level `read_committed` the
@@ -29,6 +30,7 @@ use weir_meta::{AclOperation, ResourceType};
 
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::partition::Partition;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -170,7 +172,11 @@ async fn look_up(
             None => return response.with_leader_epoch(-1),
         },
         MAX_TIMESTAMP => partition.max_timestamp_offset().await.map(fetchable),
-        ts => partition.offset_for_timestamp(ts).await.map(fetchable),
+        ts => match remote_offset_for_timestamp(broker, &partition, ts).await {
+            Ok(Some(found)) => Ok(fetchable(Some(found))),
+            Ok(None) => partition.offset_for_timestamp(ts).await.map(fetchable),
+            Err(code) => return response.with_error_code(code),
+        },
     };
     match found {
         Ok(Some((timestamp, offset))) => {
@@ -188,4 +194,51 @@ async fn look_up(
             response.with_error_code(ResponseError::KafkaStorageError.code())
         }
     }
+}
+
+/// The first record at or after `timestamp` in the remote tier of a tiered
+/// partition, below its local log (Kafka searches the remote tier first);
+/// `None` to search the local log. A store that fails answers
+/// KAFKA_STORAGE_ERROR, which clients retry.
+async fn remote_offset_for_timestamp(
+    broker: &Broker,
+    partition: &Partition,
+    timestamp: i64,
+) -> Result<Option<TimestampOffset>, i16> {
+    let Some(remote_start) = partition.remote().log_start() else {
+        return Ok(None);
+    };
+    let local_start = partition.log().log_start_offset();
+    let (Some(reader), image) = (broker.remote_reader(), broker.image()) else {
+        return Ok(None);
+    };
+    let Some(remote) = image.remote_log(partition.topic_id, partition.index) else {
+        return Ok(None);
+    };
+    let at = crate::remote::RemoteFetch {
+        topic: &partition.topic,
+        topic_id: partition.topic_id,
+        partition: partition.index,
+        offset: remote_start,
+        max_bytes: 0,
+        upper_bound: local_start,
+        read_committed: false,
+    };
+    let candidates = remote.finished().filter(|s| {
+        s.max_timestamp_ms >= timestamp
+            && s.end_offset >= remote_start
+            && s.base_offset < local_start
+    });
+    for segment in candidates {
+        match reader.offset_for_timestamp(at, segment, timestamp).await {
+            Ok(Some(found)) if found.offset < local_start => return Ok(Some(found)),
+            Ok(_) => {}
+            Err(error) => {
+                broker.metrics().remote.error("fetch");
+                tracing::warn!(topic = %partition.topic, partition = partition.index, timestamp, %error, "remote offset lookup failed");
+                return Err(ResponseError::KafkaStorageError.code());
+            }
+        }
+    }
+    Ok(None)
 }

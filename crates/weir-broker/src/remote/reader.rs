@@ -16,7 +16,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use uuid::Uuid;
 use weir_log::batch::{self, Origin};
-use weir_log::{AbortedTxn, LogSlice};
+use weir_log::{AbortedTxn, LogSlice, TimestampOffset};
 use weir_meta::RemoteSegment;
 
 use crate::quotas::rate::{QuotaWindows, Rate};
@@ -283,6 +283,87 @@ impl RemoteReader {
             records: LogSlice::from_bytes(records, first),
             aborted,
         })
+    }
+
+    /// The first record of `segment` at or after `timestamp` and at or
+    /// above `at.offset` (the log start), searched from where its copied
+    /// time index says records may reach the time: ListOffsets by time in
+    /// the remote tier.
+    pub async fn offset_for_timestamp(
+        &self,
+        at: RemoteFetch<'_>,
+        segment: &RemoteSegment,
+        timestamp: i64,
+    ) -> Result<Option<TimestampOffset>, RemoteError> {
+        let name = SegmentName {
+            topic: at.topic,
+            topic_id: at.topic_id,
+            partition: at.partition,
+            base_offset: segment.base_offset,
+            segment_id: segment.id,
+        };
+        let log = self.store.object(&name, Part::Log);
+        let corrupt = |reason: String| RemoteError::Corrupt {
+            object: log.to_string(),
+            reason,
+        };
+        let times = self.part(&name, Part::TimeIndex).await?;
+        let from = weir_log::sealed::time_lookup_start(&times, segment.base_offset, timestamp)
+            .max(at.offset);
+        let index = self.part(&name, Part::OffsetIndex).await?;
+        let mut position = weir_log::sealed::position_for_offset(&index, segment.base_offset, from);
+        while position < segment.size_bytes {
+            let mut chunk = self
+                .get_range(
+                    &log,
+                    position,
+                    (position + CHUNK_BYTES).min(segment.size_bytes),
+                )
+                .await?;
+            let mut used = 0usize;
+            while used + batch::HEADER_SIZE <= chunk.len() {
+                let header = batch::BatchHeader::parse(&chunk[used..], used)
+                    .map_err(|error| corrupt(error.to_string()))?;
+                let size = header.total_size();
+                if used + size > chunk.len() {
+                    if used > 0 {
+                        break;
+                    }
+                    // One batch larger than a chunk: read it whole.
+                    if position + size as u64 > segment.size_bytes {
+                        return Err(corrupt(format!(
+                            "the batch at byte {position} runs past its end"
+                        )));
+                    }
+                    chunk = self
+                        .get_range(&log, position, position + size as u64)
+                        .await?;
+                    continue;
+                }
+                let reaches =
+                    header.max_timestamp() >= timestamp && header.last_offset() >= at.offset as i64;
+                if reaches {
+                    let whole = &chunk[used..used + size];
+                    batch::validate(whole, used, Origin::Log, usize::MAX)
+                        .map_err(|error| corrupt(error.to_string()))?;
+                    let found = weir_log::sealed::record_at_or_after(
+                        chunk.slice(used..used + size),
+                        timestamp,
+                        at.offset,
+                    )
+                    .map_err(corrupt)?;
+                    if found.is_some() {
+                        return Ok(found);
+                    }
+                }
+                used += size;
+            }
+            if used == 0 {
+                return Err(corrupt(format!("no whole batch at byte {position}")));
+            }
+            position += used as u64;
+        }
+        Ok(None)
     }
 
     /// `start..end` of an object, which must hold all of it: an object
