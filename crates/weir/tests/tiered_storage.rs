@@ -859,3 +859,51 @@ fn a_lookup_by_time_finds_records_in_the_remote_tier() {
     // Past the last record: none.
     assert_eq!(list_offset(&mut raw, "dated", t0 + 4_000_000), (0, -1));
 }
+
+#[test]
+fn copying_stops_with_copy_disable_and_copies_go_with_delete_on_disable() {
+    let store = tempfile::tempdir().unwrap();
+    let weir = start(&tiered_flags(&format!("file://{}", store.path().display())));
+    create_tiered_topic(&weir.kafka, "switched");
+    produce(&weir.kafka, "switched", 0..3000);
+    let mut raw = Raw::connect(&weir.kafka);
+    wait_until_tiered_past(&mut raw, "switched", 1000);
+    let alter = |settings: &[&str]| {
+        let mut args = vec![
+            "topic",
+            "--bootstrap",
+            weir.kafka.as_str(),
+            "alter-config",
+            "switched",
+        ];
+        for setting in settings {
+            args.extend(["--set", setting]);
+        }
+        common::cli::run(&args, b"").ok();
+    };
+    // Read-only remote data: nothing more is copied, what is there stays
+    // readable (Kafka wants local retention as long as the total then).
+    alter(&["remote.log.copy.disable=true", "local.retention.bytes=-2"]);
+    let tiered = list_offset(&mut raw, "switched", LATEST_TIERED).1;
+    produce(&weir.kafka, "switched", 3000..6000);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(list_offset(&mut raw, "switched", LATEST_TIERED).1, tiered);
+    assert!(all_in_order(&consume_from_zero(
+        &weir.kafka,
+        "switched",
+        3000
+    )));
+    // Turned off with its remote data deleted (KIP-950): the copies go,
+    // and the log starts where the local log does.
+    alter(&[
+        "remote.storage.enable=false",
+        "remote.log.delete.on.disable=true",
+    ]);
+    wait_for(30, "the copies to go", || objects(store.path(), "") == 0);
+    wait_for(10, "the log to start at the local log", || {
+        list_offset(&mut raw, "switched", EARLIEST)
+            == list_offset(&mut raw, "switched", EARLIEST_LOCAL)
+    });
+    assert_eq!(fetch_at(&mut raw, "switched", 0).0, OFFSET_OUT_OF_RANGE);
+    assert_eq!(list_offset(&mut raw, "switched", LATEST_TIERED), (0, -1));
+}
