@@ -418,29 +418,35 @@ fn tiered_topics_are_refused_as_kafka_refuses_them() {
     }
     create_topic(&weir.kafka, "t", &[("remote.storage.enable", "true")]).unwrap();
     // Turned off only with its remote data deleted (KIP-950).
-    let alter = |settings: &[&str]| {
-        let mut args = vec![
-            "topic",
-            "--bootstrap",
-            weir.kafka.as_str(),
-            "alter-config",
-            "t",
-        ];
-        for setting in settings {
-            args.extend(["--set", setting]);
-        }
-        common::cli::run(&args, b"")
-    };
-    let refused = alter(&["remote.storage.enable=false"]).failed_with_one_line();
+    let refused = alter(&weir, "t", &["remote.storage.enable=false"]).failed_with_one_line();
     assert!(
         refused.contains("without deleting remote data"),
         "{refused}"
     );
-    alter(&[
-        "remote.storage.enable=false",
-        "remote.log.delete.on.disable=true",
-    ])
+    alter(
+        &weir,
+        "t",
+        &[
+            "remote.storage.enable=false",
+            "remote.log.delete.on.disable=true",
+        ],
+    )
     .ok();
+}
+
+/// `weir topic alter-config TOPIC --set ...`.
+fn alter(weir: &Weir, topic: &str, settings: &[&str]) -> common::cli::Out {
+    let mut args = vec![
+        "topic",
+        "--bootstrap",
+        weir.kafka.as_str(),
+        "alter-config",
+        topic,
+    ];
+    for setting in settings {
+        args.extend(["--set", setting]);
+    }
+    common::cli::run(&args, b"")
 }
 
 #[test]
@@ -868,22 +874,14 @@ fn copying_stops_with_copy_disable_and_copies_go_with_delete_on_disable() {
     produce(&weir.kafka, "switched", 0..3000);
     let mut raw = Raw::connect(&weir.kafka);
     wait_until_tiered_past(&mut raw, "switched", 1000);
-    let alter = |settings: &[&str]| {
-        let mut args = vec![
-            "topic",
-            "--bootstrap",
-            weir.kafka.as_str(),
-            "alter-config",
-            "switched",
-        ];
-        for setting in settings {
-            args.extend(["--set", setting]);
-        }
-        common::cli::run(&args, b"").ok();
-    };
     // Read-only remote data: nothing more is copied, what is there stays
     // readable (Kafka wants local retention as long as the total then).
-    alter(&["remote.log.copy.disable=true", "local.retention.bytes=-2"]);
+    alter(
+        &weir,
+        "switched",
+        &["remote.log.copy.disable=true", "local.retention.bytes=-2"],
+    )
+    .ok();
     let tiered = list_offset(&mut raw, "switched", LATEST_TIERED).1;
     produce(&weir.kafka, "switched", 3000..6000);
     std::thread::sleep(Duration::from_secs(2));
@@ -895,10 +893,15 @@ fn copying_stops_with_copy_disable_and_copies_go_with_delete_on_disable() {
     )));
     // Turned off with its remote data deleted (KIP-950): the copies go,
     // and the log starts where the local log does.
-    alter(&[
-        "remote.storage.enable=false",
-        "remote.log.delete.on.disable=true",
-    ]);
+    alter(
+        &weir,
+        "switched",
+        &[
+            "remote.storage.enable=false",
+            "remote.log.delete.on.disable=true",
+        ],
+    )
+    .ok();
     wait_for(30, "the copies to go", || objects(store.path(), "") == 0);
     wait_for(10, "the log to start at the local log", || {
         list_offset(&mut raw, "switched", EARLIEST)

@@ -99,7 +99,7 @@ async fn pass(broker: &Arc<Broker>, store: &RemoteStore, failing: &mut Failing) 
         let outcome = leader
             .step(remote.as_ref(), copy, tiered || delete_all, delete_all)
             .await;
-        leader.set_gauges(&broker.image(), &labels);
+        leader.set_gauges(&broker.image(), &labels).await;
         match outcome {
             Err((operation, error)) => leader.failed(operation, &error, failing),
             Ok(()) => {
@@ -159,6 +159,18 @@ impl Leader<'_> {
             base_offset,
             segment_id,
         }
+    }
+
+    /// Runs `read` on the partition on the blocking pool: what takes the
+    /// log's lock, which an append may hold across its write.
+    async fn off_workers<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Partition) -> T + Send + 'static,
+    ) -> Result<T, TieringError> {
+        let partition = self.partition.clone();
+        tokio::task::spawn_blocking(move || read(&partition))
+            .await
+            .map_err(|error| RemoteError::Io(std::io::Error::other(error.to_string())).into())
     }
 
     async fn submit(&self, command: Command) -> Result<(), BrokerError> {
@@ -223,15 +235,16 @@ impl Leader<'_> {
                     .image()
                     .remote_log(self.partition.topic_id, self.partition.index),
             );
-            let upper_bound = self.partition.last_stable_offset();
-            let partition = self.partition.clone();
-            let sealed = tokio::task::spawn_blocking(move || {
-                partition
-                    .log()
-                    .sealed_segment_from(copied_below, upper_bound)
-            })
-            .await
-            .map_err(|error| RemoteError::Io(std::io::Error::other(error.to_string())))??;
+            // The last stable offset and the segment take the log's lock,
+            // which an append may hold across its write: off the workers.
+            let sealed = self
+                .off_workers(move |partition| {
+                    let upper_bound = partition.last_stable_offset();
+                    partition
+                        .log()
+                        .sealed_segment_from(copied_below, upper_bound)
+                })
+                .await??;
             let Some(sealed) = sealed else {
                 return Ok(());
             };
@@ -313,15 +326,19 @@ impl Leader<'_> {
         remote: &RemoteLog,
         delete_all: bool,
     ) -> Result<(), TieringError> {
-        let config = self.partition.log().config();
         let now = self.broker.now_ms();
         let copied_below = copied_below(Some(remote));
         // What the whole log holds: the remote tier and what of the local
         // log is not in it yet.
-        let (_, local_only) = self
-            .partition
-            .log()
-            .segments_from(copied_below, u64::MAX, true);
+        let (config, (_, local_only)) = self
+            .off_workers(move |partition| {
+                let log = partition.log();
+                (
+                    log.config(),
+                    log.segments_from(copied_below, u64::MAX, true),
+                )
+            })
+            .await?;
         let mut total = remote.size_bytes() + local_only;
         let delete = config.cleanup_policy.delete;
         let mut doomed: Vec<&RemoteSegment> = Vec::new();
@@ -386,16 +403,19 @@ impl Leader<'_> {
         Ok(())
     }
 
-    fn set_gauges(&self, image: &MetadataImage, labels: &PartitionLabels) {
+    async fn set_gauges(&self, image: &MetadataImage, labels: &PartitionLabels) {
         let metrics = &self.broker.metrics().remote;
         let remote = image.remote_log(self.partition.topic_id, self.partition.index);
         let copied_below = copied_below(remote);
         let (segments, bytes) = if self.partition.remote().is_tiered() {
-            self.partition.log().segments_from(
-                copied_below,
-                self.partition.last_stable_offset(),
-                false,
-            )
+            self.off_workers(move |partition| {
+                let upper_bound = partition.last_stable_offset();
+                partition
+                    .log()
+                    .segments_from(copied_below, upper_bound, false)
+            })
+            .await
+            .unwrap_or_default()
         } else {
             (0, 0)
         };

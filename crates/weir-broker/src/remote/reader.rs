@@ -67,6 +67,19 @@ pub struct RemoteFetch<'a> {
     pub read_committed: bool,
 }
 
+impl<'a> RemoteFetch<'a> {
+    /// The objects of `segment` of the partition read.
+    fn segment_name(&self, segment: &RemoteSegment) -> SegmentName<'a> {
+        SegmentName {
+            topic: self.topic,
+            topic_id: self.topic_id,
+            partition: self.partition,
+            base_offset: segment.base_offset,
+            segment_id: segment.id,
+        }
+    }
+}
+
 /// Reads segments of the remote tier, caching their indexes on local disk.
 pub struct RemoteReader {
     store: RemoteStore,
@@ -119,13 +132,7 @@ impl RemoteReader {
         fetch: RemoteFetch<'_>,
         segment: &RemoteSegment,
     ) -> Result<RemoteRecords, RemoteError> {
-        let name = SegmentName {
-            topic: fetch.topic,
-            topic_id: fetch.topic_id,
-            partition: fetch.partition,
-            base_offset: segment.base_offset,
-            segment_id: segment.id,
-        };
+        let name = fetch.segment_name(segment);
         let log = self.store.object(&name, Part::Log);
         let corrupt = |reason: String| RemoteError::Corrupt {
             object: log.to_string(),
@@ -295,13 +302,7 @@ impl RemoteReader {
         segment: &RemoteSegment,
         timestamp: i64,
     ) -> Result<Option<TimestampOffset>, RemoteError> {
-        let name = SegmentName {
-            topic: at.topic,
-            topic_id: at.topic_id,
-            partition: at.partition,
-            base_offset: segment.base_offset,
-            segment_id: segment.id,
-        };
+        let name = at.segment_name(segment);
         let log = self.store.object(&name, Part::Log);
         let corrupt = |reason: String| RemoteError::Corrupt {
             object: log.to_string(),
