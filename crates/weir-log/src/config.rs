@@ -102,6 +102,10 @@ pub struct LogConfig {
     /// `local.retention.bytes`: in tiered storage, the local size beyond
     /// which copied segments go (-2: `retention.bytes`).
     pub local_retention_bytes: i64,
+    /// `remote.storage.enable`: the log's older segments live in remote
+    /// storage too, so its leader-epoch cache reaches below its first
+    /// local segment, down to the log start across both tiers.
+    pub remote_storage_enable: bool,
     /// `file.delete.delay.ms`: how long a deleted segment stays readable.
     pub file_delete_delay_ms: i64,
     /// `cleanup.policy`: retention deletes segments only under `delete`;
@@ -140,6 +144,7 @@ impl Default for LogConfig {
             retention_bytes: -1,
             local_retention_ms: -2,
             local_retention_bytes: -2,
+            remote_storage_enable: false,
             file_delete_delay_ms: 60_000,
             cleanup_policy: CleanupPolicy::DELETE,
             delete_retention_ms: 24 * 60 * 60 * 1000,
@@ -208,6 +213,17 @@ const TOPIC_CONFIGS: &[(&str, Setter)] = &[
     }),
     ("min.compaction.lag.ms", |c, v| {
         long(v).map(|n| c.min_compaction_lag_ms = n)
+    }),
+    ("remote.storage.enable", |c, v| {
+        let enable = if v.eq_ignore_ascii_case("true") {
+            true
+        } else if v.eq_ignore_ascii_case("false") {
+            false
+        } else {
+            return None;
+        };
+        c.remote_storage_enable = enable;
+        Some(())
     }),
     ("retention.bytes", |c, v| {
         long(v).map(|n| c.retention_bytes = n)

@@ -31,6 +31,44 @@ pub struct EpochEntry {
     pub start_offset: u64,
 }
 
+/// The checkpoint's text for `entries`: Kafka's format, also that of the
+/// leader-epoch checkpoint a segment's remote copy carries.
+pub fn format_checkpoint(entries: &[EpochEntry]) -> String {
+    let mut text = format!("0\n{}\n", entries.len());
+    for e in entries {
+        text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
+    }
+    text
+}
+
+/// The entries of a checkpoint's text, or what is wrong with it.
+pub fn parse_checkpoint(text: &str) -> Result<Vec<EpochEntry>, &'static str> {
+    let mut lines = text.lines();
+    if lines.next().map(str::trim) != Some("0") {
+        return Err("unknown version");
+    }
+    let count: usize = lines
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or("bad entry count")?;
+    let mut entries = Vec::with_capacity(count.min(1024));
+    for _ in 0..count {
+        let line = lines.next().ok_or("missing entry")?;
+        let mut fields = line.split_whitespace();
+        let (Some(epoch), Some(start_offset)) = (
+            fields.next().and_then(|f| f.parse().ok()),
+            fields.next().and_then(|f| f.parse().ok()),
+        ) else {
+            return Err("bad entry");
+        };
+        entries.push(EpochEntry {
+            epoch,
+            start_offset,
+        });
+    }
+    Ok(entries)
+}
+
 pub(crate) struct LeaderEpochCache {
     path: PathBuf,
     entries: Vec<EpochEntry>,
@@ -41,36 +79,14 @@ pub(crate) struct LeaderEpochCache {
 impl LeaderEpochCache {
     pub(crate) fn load(storage: &dyn Storage, dir: &Path) -> Result<Self, LogError> {
         let path = dir.join(FILE_NAME);
-        let mut entries = Vec::new();
-        if let Some(text) = checkpoint::read(storage, &path)? {
-            let corrupt = |reason: &str| LogError::Corrupt {
+        let entries = match checkpoint::read(storage, &path)? {
+            Some(text) => parse_checkpoint(&text).map_err(|reason| LogError::Corrupt {
                 path: path.clone(),
                 position: 0,
                 reason: reason.to_owned(),
-            };
-            let mut lines = text.lines();
-            if lines.next().map(str::trim) != Some("0") {
-                return Err(corrupt("unknown version"));
-            }
-            let count: usize = lines
-                .next()
-                .and_then(|l| l.trim().parse().ok())
-                .ok_or_else(|| corrupt("bad entry count"))?;
-            for _ in 0..count {
-                let line = lines.next().ok_or_else(|| corrupt("missing entry"))?;
-                let mut fields = line.split_whitespace();
-                let (Some(epoch), Some(offset)) = (
-                    fields.next().and_then(|f| f.parse().ok()),
-                    fields.next().and_then(|f| f.parse().ok()),
-                ) else {
-                    return Err(corrupt("bad entry"));
-                };
-                entries.push(EpochEntry {
-                    epoch,
-                    start_offset: offset,
-                });
-            }
-        }
+            })?,
+            None => Vec::new(),
+        };
         Ok(Self {
             path,
             entries,
@@ -100,11 +116,7 @@ impl LeaderEpochCache {
     }
 
     fn persist(&mut self, storage: &dyn Storage) -> Result<(), LogError> {
-        let mut text = format!("0\n{}\n", self.entries.len());
-        for e in &self.entries {
-            text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
-        }
-        checkpoint::write(storage, &self.path, &text)?;
+        checkpoint::write(storage, &self.path, &format_checkpoint(&self.entries))?;
         self.unpersisted = false;
         Ok(())
     }
@@ -188,6 +200,17 @@ impl LeaderEpochCache {
         }
         self.entries.drain(..covering);
         self.entries[0].start_offset = offset;
+        self.persist(storage)
+    }
+
+    /// Replaces every entry with `entries` (a replica restarting its log
+    /// from a copy in remote storage) and writes the file.
+    pub(crate) fn restore(
+        &mut self,
+        storage: &dyn Storage,
+        entries: Vec<EpochEntry>,
+    ) -> Result<(), LogError> {
+        self.entries = entries;
         self.persist(storage)
     }
 

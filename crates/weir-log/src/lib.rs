@@ -36,7 +36,9 @@ mod txn;
 
 pub use cleaner::{CleanOutcome, CleanStats, Cleanable, Cleaner, CleanerConfig};
 pub use config::{CleanupPolicy, Clock, LogConfig, ManualClock, SystemClock, TimestampType};
-pub use epoch::{EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+pub use epoch::{
+    format_checkpoint, parse_checkpoint, EpochEntry, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
+};
 pub use error::LogError;
 pub use log::{
     AppendInfo, CorruptBatch, DirFault, FailureListener, Log, RetentionOutcome, TimestampOffset,

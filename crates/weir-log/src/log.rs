@@ -75,6 +75,8 @@ pub struct AppendInfo {
     pub batches: usize,
     pub records: u64,
     pub bytes: u64,
+    /// The append started a new segment at `base_offset`.
+    pub rolled: bool,
 }
 
 /// What a retention pass removed.
@@ -529,7 +531,12 @@ impl Log {
                 epochs.assign(start.epoch, start.start_offset);
             }
         }
-        epochs.truncate_from_start(&*storage, log_start_offset)?;
+        // A tiered log's epochs below its local start describe its remote
+        // segments; they go when the log start across both tiers passes
+        // them (`forget_epochs_before`).
+        if !config.remote_storage_enable {
+            epochs.truncate_from_start(&*storage, log_start_offset)?;
+        }
 
         if clean {
             // Appends that follow must not be mistaken for clean data: the
@@ -800,6 +807,7 @@ impl Log {
             batches: 0,
             records: 0,
             bytes: 0,
+            rolled: false,
         };
         let max_message_bytes = st.config.max_message_bytes;
         let batches = match mode {
@@ -872,7 +880,7 @@ impl Log {
         for (epoch, offset) in epochs {
             st.epochs.assign(epoch, offset);
         }
-        self.maybe_roll(st, &info, now)?;
+        info.rolled = self.maybe_roll(st, &info, now)?;
         // Transactions: the state after these batches, and the aborted
         // transactions they end, indexed before the batches are written
         // (and cut back if that fails).
@@ -928,11 +936,13 @@ impl Log {
         }
     }
 
-    fn maybe_roll(&self, st: &mut State, info: &AppendInfo, now: i64) -> Result<(), LogError> {
+    /// Rolls the active segment if the append `info` would overfill or
+    /// outlive it; whether it did.
+    fn maybe_roll(&self, st: &mut State, info: &AppendInfo, now: i64) -> Result<bool, LogError> {
         let config = &st.config;
         let active = st.active();
         if active.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         // Kafka accepts a 4-byte index; it still holds the one entry a
         // segment always has.
@@ -945,10 +955,11 @@ impl Log {
         let offsets_overflow = info.last_offset - active.base_offset > u64::from(u32::MAX);
         // Nothing after a corrupt batch is served, so appends go elsewhere.
         let corrupt = active.corrupt_from.is_some();
-        if too_big || too_old || index_full || offsets_overflow || corrupt {
+        let roll = too_big || too_old || index_full || offsets_overflow || corrupt;
+        if roll {
             self.roll_locked(st, info.base_offset)?;
         }
-        Ok(())
+        Ok(roll)
     }
 
     fn roll_locked(&self, st: &mut State, new_base: u64) -> Result<(), LogError> {
@@ -1391,7 +1402,7 @@ impl Log {
     /// active segment nor one holding offsets at or above `upper_bound`.
     /// Files are renamed `.deleted` and removed after `file.delete.delay.ms`.
     pub fn enforce_retention(&self, upper_bound: u64) -> Result<RetentionOutcome, LogError> {
-        self.delete_old_segments(upper_bound, |config| {
+        self.delete_old_segments(upper_bound, true, |config| {
             (config.retention_ms, config.retention_bytes)
         })
     }
@@ -1400,20 +1411,27 @@ impl Log {
     /// [`enforce_retention`](Self::enforce_retention), by
     /// `local.retention.ms` and `local.retention.bytes`, but only segments
     /// wholly below `copied_below` go: those whose copy in remote storage
-    /// is complete. The log start offset this moves is the local one.
+    /// is complete. The log start offset this moves is the local one; the
+    /// leader epochs of the segments deleted stay, as their copies do.
     pub fn enforce_local_retention(
         &self,
         upper_bound: u64,
         copied_below: u64,
     ) -> Result<RetentionOutcome, LogError> {
-        self.delete_old_segments(upper_bound.min(copied_below), LogConfig::local_retention)
+        self.delete_old_segments(
+            upper_bound.min(copied_below),
+            false,
+            LogConfig::local_retention,
+        )
     }
 
     /// Deletes old segments by the (time, size) limits `limits` reads from
-    /// the config (-1: none), below `upper_bound`.
+    /// the config (-1: none), below `upper_bound`; their leader epochs go
+    /// with them when `forget_epochs` is set.
     fn delete_old_segments(
         &self,
         upper_bound: u64,
+        forget_epochs: bool,
         limits: impl Fn(&LogConfig) -> (i64, i64),
     ) -> Result<RetentionOutcome, LogError> {
         let now = self.clock.now_ms();
@@ -1457,7 +1475,13 @@ impl Log {
             let first_base = *st.segments.keys().next().expect("active stays");
             st.log_start_offset = st.log_start_offset.max(first_base);
             let start = st.log_start_offset;
-            st.epochs.truncate_from_start(&*self.storage, start)?;
+            if forget_epochs {
+                st.epochs.truncate_from_start(&*self.storage, start)?;
+            } else {
+                // Recovery could not find these epochs in the batches any
+                // more: they are written now.
+                st.epochs.persist_assigned(&*self.storage)?;
+            }
             tracing::info!(dir = %self.dir.display(), segments = outcome.deleted_segments, bytes = outcome.deleted_bytes, log_start_offset = start, "retention deleted segments");
         }
         outcome.log_start_offset = st.log_start_offset;
@@ -1749,6 +1773,40 @@ impl Log {
         if let Some(listener) = self.failure_listener.get() {
             listener(&self.dir, fault);
         }
+    }
+
+    /// Forgets the leader epochs wholly below `offset`, the log start
+    /// across both tiers of a log in tiered storage.
+    pub fn forget_epochs_before(&self, offset: u64) -> Result<(), LogError> {
+        let mut st = self.state.lock();
+        self.check_online(&st)?;
+        let offset = offset.min(st.log_end_offset());
+        st.epochs.truncate_from_start(&*self.storage, offset)
+    }
+
+    /// [`truncate_fully_and_start_at`](Self::truncate_fully_and_start_at)
+    /// with the leader epochs of the log below `offset` as a copy in
+    /// remote storage records them: a replica whose leader's local log
+    /// starts past its own end.
+    pub fn restart_at_with_epochs(
+        &self,
+        offset: u64,
+        epochs: &[EpochEntry],
+    ) -> Result<(), LogError> {
+        self.truncate_fully_and_start_at(offset)?;
+        let mut st = self.state.lock();
+        let mut kept: Vec<EpochEntry> = Vec::with_capacity(epochs.len());
+        for entry in epochs.iter().filter(|e| e.start_offset < offset) {
+            // Only newer epochs, at later offsets, as an append assigns them.
+            if kept.last().is_none_or(|last| {
+                entry.epoch > last.epoch && entry.start_offset >= last.start_offset
+            }) {
+                kept.push(*entry);
+            }
+        }
+        st.epochs
+            .restore(&*self.storage, kept)
+            .map_err(|error| self.go_offline(&mut st, error))
     }
 
     /// The latest leader epoch with its start offset.

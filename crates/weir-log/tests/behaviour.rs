@@ -569,6 +569,87 @@ fn tiered_local_retention_deletes_only_segments_copied_to_remote_storage() {
 }
 
 #[test]
+fn a_tiered_log_keeps_the_epochs_of_its_copied_segments_until_the_log_start_passes_them() {
+    let h = Harness::new(LogConfig {
+        retention_ms: 100_000,
+        local_retention_ms: 10_000,
+        remote_storage_enable: true,
+        ..small_segments()
+    });
+    let log = h.open();
+    for i in 0..12 {
+        log.append(
+            &BatchBuilder::sized(1, 300).timestamp(T0 + i).build(),
+            (i / 4) as i32,
+        )
+        .unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    h.clock.advance(11_000);
+    let last_sealed = bases[bases.len() - 2];
+    log.enforce_local_retention(u64::MAX, last_sealed).unwrap();
+    assert_eq!(log.log_start_offset(), last_sealed);
+    // OffsetForLeaderEpoch still answers for epochs only the remote tier
+    // holds, also after a restart.
+    assert_eq!(log.end_offset_for_epoch(0), (0, 4));
+    drop(log);
+    let log = h.open();
+    assert_eq!(
+        log.epoch_entries()
+            .first()
+            .map(|e| (e.epoch, e.start_offset)),
+        Some((0, 0))
+    );
+    assert_eq!(log.end_offset_for_epoch(1), (1, 8));
+    // Remote retention moved the log start to 5: epoch 0 goes, epoch 1
+    // starts there.
+    log.forget_epochs_before(5).unwrap();
+    let entries: Vec<_> = log
+        .epoch_entries()
+        .iter()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect();
+    assert_eq!(entries, vec![(1, 5), (2, 8)]);
+}
+
+#[test]
+fn a_log_restarted_from_a_remote_copy_takes_its_epochs_and_keeps_them() {
+    let h = Harness::new(LogConfig {
+        remote_storage_enable: true,
+        ..small_segments()
+    });
+    let log = h.open();
+    log.append(&BatchBuilder::sized(1, 300).build(), 0).unwrap();
+    let copied = [
+        weir_log::EpochEntry {
+            epoch: 1,
+            start_offset: 0,
+        },
+        weir_log::EpochEntry {
+            epoch: 3,
+            start_offset: 40,
+        },
+        // Beyond the restart offset: not this log's yet.
+        weir_log::EpochEntry {
+            epoch: 4,
+            start_offset: 100,
+        },
+    ];
+    log.restart_at_with_epochs(100, &copied).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (100, 100));
+    assert_eq!(log.end_offset_for_epoch(1), (1, 40));
+    log.append(&BatchBuilder::sized(1, 300).build(), 5).unwrap();
+    drop(log);
+    let log = h.open();
+    let entries: Vec<_> = log
+        .epoch_entries()
+        .iter()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect();
+    assert_eq!(entries, vec![(1, 0), (3, 40), (5, 100)]);
+}
+
+#[test]
 fn a_sealed_segment_is_handed_out_with_its_indexes_and_epochs() {
     let h = Harness::new(small_segments());
     let log = h.open();
