@@ -11,9 +11,11 @@ use std::time::{Duration, Instant};
 
 use common::raw::Raw;
 use common::Weir;
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+    ApiKey, BrokerId, DescribeProducersRequest, DescribeProducersResponse, ListOffsetsRequest,
+    ListOffsetsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -96,6 +98,7 @@ fn produce(bootstrap: &str, topic: &str, range: std::ops::Range<usize>) {
     let producer: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("acks", "all")
+        .set("enable.idempotence", "true")
         .set("linger.ms", "5")
         // Batches of a few KiB: a 16 KiB segment holds several.
         .set("batch.size", "4096")
@@ -740,8 +743,26 @@ fn leader_of(bootstrap: &str, topic: &str) -> i32 {
     common::cluster::partitions(bootstrap, topic)[0].leader
 }
 
+/// The producers a replica of partition 0 remembers, as (producer id,
+/// last sequence), from DescribeProducers.
+fn producers_on(raw: &mut Raw, topic: &str) -> Vec<(i64, i32)> {
+    let request = DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+        .with_partition_indexes(vec![0])]);
+    let response: DescribeProducersResponse = raw.call(ApiKey::DescribeProducers, 0, &request);
+    let partition = &response.topics[0].partitions[0];
+    assert_eq!(partition.error_code, 0, "{:?}", partition.error_message);
+    let mut producers: Vec<(i64, i32)> = partition
+        .active_producers
+        .iter()
+        .map(|p| (p.producer_id.0, p.last_sequence))
+        .collect();
+    producers.sort_unstable();
+    producers
+}
+
 #[test]
-fn a_follower_behind_the_leaders_local_log_starts_over_at_it() {
+fn a_follower_behind_the_leaders_local_log_starts_over_at_it_with_the_state_below() {
     let store = tempfile::tempdir().unwrap();
     let mut cluster = tiered_cluster(store.path(), &[]);
     let bootstrap = cluster.bootstrap();
@@ -749,13 +770,23 @@ fn a_follower_behind_the_leaders_local_log_starts_over_at_it() {
     let leader = leader_of(&bootstrap, "behind");
     let follower = (1..=3).find(|&id| id != leader).unwrap();
     assert!(cluster.node_mut(follower).stop().success());
+    // Two idempotent producers; the first one's batches all end up below
+    // the leader's local log start, in the remote tier only.
     produce(&cluster.node(leader).kafka, "behind", 0..3000);
+    produce(&cluster.node(leader).kafka, "behind", 3000..3600);
     let mut raw = Raw::connect(&cluster.node(leader).kafka);
-    wait_until_tiered_past(&mut raw, "behind", 1000);
+    wait_for(
+        60,
+        "the first producer's batches to leave the local log",
+        || list_offset(&mut raw, "behind", EARLIEST_LOCAL).1 > 3000,
+    );
     let local_start = list_offset(&mut raw, "behind", EARLIEST_LOCAL).1;
+    let leaders_producers = producers_on(&mut raw, "behind");
+    assert_eq!(leaders_producers.len(), 2, "{leaders_producers:?}");
     // The follower comes back behind the leader's local log: it is told
     // OFFSET_MOVED_TO_TIERED_STORAGE, starts over at the leader's local
-    // log start, and catches up into the ISR.
+    // log start with the epochs and producer state of the remote copy
+    // below it, and catches up into the ISR.
     cluster.node_mut(follower).start_again();
     let bootstrap = cluster.bootstrap();
     wait_for(60, "the follower back in the ISR", || {
@@ -774,14 +805,23 @@ fn a_follower_behind_the_leaders_local_log_starts_over_at_it() {
         .min()
         .unwrap();
     assert!(
-        first_local >= local_start.min(1000),
+        first_local >= local_start,
         "the follower's first segment starts at {first_local}, the leader's local log at {local_start}"
     );
+    // It remembers the producer whose batches it never fetched, as the
+    // leader does: it would answer that producer's retry as a duplicate.
+    let mut on_follower = Raw::connect(&cluster.node(follower).kafka);
+    assert_eq!(producers_on(&mut on_follower, "behind"), leaders_producers);
+    // Its leader-epoch checkpoint (Kafka's format) reaches down to offset
+    // 0, below its first local segment.
+    let checkpoint = std::fs::read_to_string(dir.join("leader-epoch-checkpoint")).unwrap();
+    let first_epoch_start = checkpoint.lines().nth(2).and_then(|l| l.split(' ').nth(1));
+    assert_eq!(first_epoch_start, Some("0"), "{checkpoint}");
     // With the old leader gone, a new one serves everything from offset 0.
     cluster.node_mut(leader).kill();
     let bootstrap = cluster.bootstrap();
     wait_until_leader_moves(&bootstrap, "behind", leader);
-    assert!(all_in_order(&consume_from_zero(&bootstrap, "behind", 3000)));
+    assert!(all_in_order(&consume_from_zero(&bootstrap, "behind", 3600)));
 }
 
 #[test]

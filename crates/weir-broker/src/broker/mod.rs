@@ -45,7 +45,6 @@ use weir_meta::Authorizer;
 /// for it: Kafka's `request.timeout.ms` default.
 const CONTROLLER_CHANGE_TIMEOUT_MS: i32 = 30_000;
 
-/// The instant `timeout_ms` from now (now for 0 or less).
 /// The remote tier `weir.remote.storage.url` names, with
 /// `remote.log.storage.system.enable`; its index cache is in the data
 /// directory.
@@ -73,6 +72,7 @@ fn open_remote_tier(
     ))))
 }
 
+/// The instant `timeout_ms` from now (now for 0 or less).
 fn deadline_after(timeout_ms: i32) -> std::time::Instant {
     std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms.max(0) as u64)
 }
@@ -396,7 +396,15 @@ impl Broker {
                 samples: config.replication_quota_window_num,
                 window_ms: i64::from(config.replication_quota_window_size_seconds) * 1000,
             },
-            inter_broker_security.clone(),
+            crate::replica::LeaderSources {
+                security: inter_broker_security.clone(),
+                remote: remote.as_ref().map(|reader| {
+                    crate::replica::remote_restart::RemoteTierSource {
+                        store: reader.store().clone(),
+                        image: meta.image_watch(),
+                    }
+                }),
+            },
         );
         replicas.reconcile(&current.config, &image);
         // The __consumer_offsets partitions led here in the image the

@@ -248,6 +248,11 @@ impl Leader<'_> {
             let Some(sealed) = sealed else {
                 return Ok(());
             };
+            let next_offset = sealed.next_offset;
+            let producer_state = self
+                .off_workers(move |partition| partition.producer_state_at(next_offset))
+                .await??;
+            let producer_state = Bytes::from(producer_state.to_json());
             let id = Uuid::new_v4();
             let segment = RemoteSegment {
                 id,
@@ -268,7 +273,6 @@ impl Leader<'_> {
                 segment,
             })
             .await?;
-            let producer_state = Bytes::from(self.partition.producer_state_snapshot());
             let rate = self
                 .broker
                 .config()

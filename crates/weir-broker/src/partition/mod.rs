@@ -6,6 +6,7 @@ pub use appender::QueuedWrite;
 pub(crate) mod file_io;
 pub mod high_watermarks;
 pub mod leader_state;
+pub mod producer_snapshots;
 pub mod producer_state;
 pub mod remote_tier;
 
@@ -28,6 +29,9 @@ use weir_log::{
 
 use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::leader_state::{LeaderState, ReadableFollower};
+use crate::partition::producer_snapshots::{
+    load_producer_state, ProducerSnapshot, PRODUCER_SNAPSHOT_FILE,
+};
 use crate::partition::producer_state::{
     ActiveProducer, BatchMetadata, IncomingBatch, MarkerCheck, ProducerStates, SequenceCheck,
 };
@@ -732,10 +736,16 @@ impl Partition {
             if deleted_below > log.log_start_offset() {
                 log.delete_records_before(deleted_below)?;
             }
+            // The epochs of what is gone from both tiers go too; those of
+            // what the remote tier still holds stay.
+            log.forget_epochs_before(deleted_below)?;
             log.enforce_local_retention(self.high_watermark(), self.remote.copied_below())?
         } else {
             log.enforce_retention(self.high_watermark())?
         };
+        if outcome.deleted_segments > 0 {
+            self.remove_stale_segment_snapshots(&log);
+        }
         drop(changing);
         if outcome.deleted_segments > 0 {
             self.notify();
@@ -778,6 +788,7 @@ impl Partition {
         let before = log.log_start_offset();
         let start = log.delete_records_before(offset)?;
         if start != before {
+            self.remove_stale_segment_snapshots(&log);
             self.notify();
         }
         Ok(start)
@@ -920,21 +931,16 @@ impl Partition {
         };
         drop(producers);
         let path = log.dir().join(PRODUCER_SNAPSHOT_FILE);
-        let text = serde_json::to_string(&snapshot).expect("producer state serializes");
-        weir_log::checkpoint::write(&*self.storage, &path, &text)?;
+        weir_log::checkpoint::write(&*self.storage, &path, &snapshot.to_json())?;
         self.snapshot_offset.store(offset, Ordering::Release);
         Ok(())
     }
 
-    /// The idempotent-producer state as its snapshot file holds it, for a
-    /// copy of a segment to the remote tier.
-    pub fn producer_state_snapshot(&self) -> String {
-        let producers = self.producers.lock();
-        let snapshot = ProducerSnapshot {
-            offset: self.read_log().log_end_offset(),
-            producers: producers.clone(),
-        };
-        serde_json::to_string(&snapshot).expect("producer state serializes")
+    /// The idempotent-producer state after every batch below `offset`, for
+    /// the copy to remote storage of the segment ending there. Reads files:
+    /// for callers off the runtime's workers.
+    pub fn producer_state_at(&self, offset: u64) -> Result<ProducerSnapshot, LogError> {
+        producer_snapshots::producer_state_at(&*self.storage, &self.read_log(), offset)
     }
 
     /// The offset below which consumers may read: records every in-sync
@@ -1071,9 +1077,15 @@ impl Partition {
             // producer state has seen.
             let _changing = self.changing_log();
             let mut producers = self.producers.lock();
-            let info = self.read_log().append_replicated(records)?;
+            let log = self.read_log();
+            let info = log.append_replicated(records)?;
+            let at_roll = info.rolled.then(|| ProducerSnapshot {
+                offset: info.base_offset,
+                producers: producers.clone(),
+            });
             record_producer_batches(&mut producers, records);
             drop(producers);
+            self.write_roll_snapshot(&log, at_roll);
             if info.batches > 0 {
                 self.notify();
             }
@@ -1099,13 +1111,43 @@ impl Partition {
         self.after_truncation()
     }
 
+    /// [`restart_at`](Self::restart_at) with what a copy in remote storage
+    /// says of the log below `offset`: its leader epochs and the producer
+    /// state at its end (Kafka's `buildRemoteLogAuxState`), so that this
+    /// replica answers OffsetForLeaderEpoch and de-duplicates retries as
+    /// its leader does.
+    pub fn restart_from_remote(
+        &self,
+        offset: u64,
+        epochs: &[weir_log::EpochEntry],
+        producers: Option<ProducerStates>,
+    ) -> Result<(), LogError> {
+        let _changing = self.changing_log();
+        let log = self.read_log();
+        log.restart_at_with_epochs(offset, epochs)?;
+        if let Some(producers) = producers {
+            let snapshot = ProducerSnapshot { offset, producers };
+            // The latest snapshot, which `after_truncation` loads, and
+            // the one a copy of the segment starting here will carry.
+            weir_log::checkpoint::write(
+                &*self.storage,
+                &log.dir().join(PRODUCER_SNAPSHOT_FILE),
+                &snapshot.to_json(),
+            )?;
+            producer_snapshots::write_segment_snapshot(&*self.storage, log.dir(), &snapshot)?;
+        }
+        self.after_truncation()
+    }
+
     /// The producer state and the high watermark follow the log back: a
     /// retried batch whose earlier copy was dropped must be appended again,
     /// not answered as a duplicate at an offset that now holds other data.
     fn after_truncation(&self) -> Result<(), LogError> {
         self.notify();
-        let (rebuilt, _) = load_producer_state(&*self.storage, &self.read_log())?;
+        let log = self.read_log();
+        let (rebuilt, _) = load_producer_state(&*self.storage, &log)?;
         *self.producers.lock() = rebuilt;
+        self.remove_stale_segment_snapshots(&log);
         // A snapshot taken past the truncation point holds batches that
         // are gone; once the log grows past it again it would be loaded
         // as if they were there. It is replaced now.
@@ -1217,6 +1259,30 @@ impl Partition {
             )));
         }
         Some(Ok(()))
+    }
+
+    /// Removes the segment producer snapshots outside the log: below its
+    /// start or past its end.
+    fn remove_stale_segment_snapshots(&self, log: &Log) {
+        producer_snapshots::remove_segment_snapshots_outside(
+            &*self.storage,
+            log.dir(),
+            log.log_start_offset()..=log.log_end_offset(),
+        );
+    }
+
+    /// Writes the producer state at a segment roll, taken before the
+    /// batches that opened the new segment were recorded. A failure costs
+    /// only a longer replay when the segment is copied to remote storage.
+    fn write_roll_snapshot(&self, log: &Log, snapshot: Option<ProducerSnapshot>) {
+        let Some(snapshot) = snapshot else {
+            return;
+        };
+        if let Err(error) =
+            producer_snapshots::write_segment_snapshot(&*self.storage, log.dir(), &snapshot)
+        {
+            tracing::warn!(topic = %self.topic, partition = self.index, offset = snapshot.offset, %error, "cannot write the producer snapshot of a segment roll");
+        }
     }
 
     /// Appends one producer batch in place, de-duplicating idempotent
@@ -1334,6 +1400,10 @@ impl Partition {
             }
         }
         let (info, flush_due) = log.append_checked_deferring_flush(batch, leader_epoch)?;
+        let at_roll = info.rolled.then(|| ProducerSnapshot {
+            offset: info.base_offset,
+            producers: producers.clone(),
+        });
         if let Some(batch) = &producer {
             producers.record(
                 batch,
@@ -1347,6 +1417,7 @@ impl Partition {
             );
         }
         drop(producers);
+        self.write_roll_snapshot(&log, at_roll);
         // The fsync comes outside the producer lock, so that concurrent
         // producers share it (group commit); the high watermark moves
         // after it.
@@ -1703,54 +1774,6 @@ fn record_producer_batches(producers: &mut ProducerStates, mut bytes: &[u8]) {
         }
         bytes = &bytes[header.total_size().min(bytes.len())..];
     }
-}
-
-/// Idempotent-producer state snapshot, in the partition's directory.
-pub const PRODUCER_SNAPSHOT_FILE: &str = "producer-state.json";
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct ProducerSnapshot {
-    /// The log end offset the snapshot covers.
-    offset: u64,
-    producers: ProducerStates,
-}
-
-/// Rebuilds producer state: the snapshot, if it is usable, then every batch
-/// after it. Also returns the offset the snapshot covered.
-fn load_producer_state(
-    storage: &dyn Storage,
-    log: &Log,
-) -> Result<(ProducerStates, Option<u64>), LogError> {
-    let path = log.dir().join(PRODUCER_SNAPSHOT_FILE);
-    let log_end = log.log_end_offset();
-    // A snapshot that cannot be read is rebuilt from the log.
-    let snapshot = weir_log::checkpoint::read(storage, &path)
-        .ok()
-        .flatten()
-        .and_then(|text| serde_json::from_str::<ProducerSnapshot>(&text).ok())
-        .filter(|s| s.offset <= log_end && s.offset >= log.log_start_offset());
-    let snapshot_offset = snapshot.as_ref().map(|s| s.offset);
-    let (mut producers, mut offset) = match snapshot {
-        Some(s) => (s.producers, s.offset),
-        None => (ProducerStates::default(), log.log_start_offset()),
-    };
-    while offset < log_end {
-        let slice = log.read(offset, 1 << 20, log_end)?;
-        if slice.is_empty() {
-            break;
-        }
-        let bytes = slice.to_bytes().map_err(|source| LogError::Io {
-            path: slice.path().map(Path::to_owned).unwrap_or_default(),
-            source,
-        })?;
-        record_producer_batches(&mut producers, &bytes);
-        let mut rest = &bytes[..];
-        while let Ok(header) = BatchHeader::parse(rest, 0) {
-            offset = header.next_offset() as u64;
-            rest = &rest[header.total_size().min(rest.len())..];
-        }
-    }
-    Ok((producers, snapshot_offset))
 }
 
 /// The one batch a produce request may carry per partition (or a

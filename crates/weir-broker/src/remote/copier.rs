@@ -26,10 +26,7 @@ pub async fn copy_segment(
 ) -> Result<u64, RemoteError> {
     // The small parts first: a copy cut short most likely leaves a partial
     // `.log`, which an object store never shows.
-    let mut epochs = format!("0\n{}\n", segment.epochs.len());
-    for entry in &segment.epochs {
-        epochs.push_str(&format!("{} {}\n", entry.epoch, entry.start_offset));
-    }
+    let epochs = weir_log::format_checkpoint(&segment.epochs);
     let parts = [
         (Part::OffsetIndex, Bytes::from(segment.offset_index)),
         (Part::TimeIndex, Bytes::from(segment.time_index)),

@@ -31,6 +31,7 @@ use crate::partition::file_io::on_the_blocking_pool;
 use crate::partition::Partition;
 use crate::quotas::ReplicationQuota;
 use crate::replica::directories::DirHealth;
+use crate::replica::remote_restart::{self, RemoteRestart, RemoteTierSource};
 
 /// How long a follower's fetch waits at the leader for new records.
 const FETCH_WAIT_MS: i32 = 500;
@@ -76,6 +77,14 @@ struct LeaderFetcher {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// Where followers find what their leaders hold.
+pub struct LeaderSources {
+    /// How to connect to the leaders' inter-broker listener.
+    pub security: weir_client::SecurityConfig,
+    /// The remote tier, with tiered storage on.
+    pub remote: Option<RemoteTierSource>,
+}
+
 /// Every follower fetch task of this broker.
 pub struct ReplicaFetchers {
     node_id: i32,
@@ -89,19 +98,22 @@ pub struct ReplicaFetchers {
     security: weir_client::SecurityConfig,
     /// Which log directories are full.
     dirs: DirHealth,
+    /// The remote tier, with tiered storage on.
+    remote: Option<RemoteTierSource>,
 }
 
 impl ReplicaFetchers {
     pub fn new(
         node_id: i32,
         quota: Arc<ReplicationQuota>,
-        security: weir_client::SecurityConfig,
+        sources: LeaderSources,
         dirs: DirHealth,
     ) -> Self {
         Self {
             node_id,
             quota,
-            security,
+            security: sources.security,
+            remote: sources.remote,
             dirs,
             runtime: Mutex::new(None),
             fetchers: Mutex::new(HashMap::new()),
@@ -172,6 +184,7 @@ impl ReplicaFetchers {
             self.quota.clone(),
             self.security.clone(),
             self.dirs.clone(),
+            self.remote.clone(),
         ));
         LeaderFetcher {
             addr,
@@ -204,6 +217,7 @@ async fn fetch_loop(
     quota: Arc<ReplicationQuota>,
     security: weir_client::SecurityConfig,
     dirs: DirHealth,
+    remote: Option<RemoteTierSource>,
 ) {
     let config = ClientConfig {
         client_id: format!("weir-replica-{node_id}"),
@@ -230,7 +244,17 @@ async fn fetch_loop(
             }
         };
         let outcome = match truncate_divergent(connection, node_id, &partitions).await {
-            Ok(()) => fetch_once(connection, node_id, &partitions, quota.clone(), &dirs).await,
+            Ok(()) => {
+                fetch_once(
+                    connection,
+                    node_id,
+                    &partitions,
+                    quota.clone(),
+                    &dirs,
+                    remote.as_ref(),
+                )
+                .await
+            }
             Err(error) => Err(error),
         };
         if let Err(error) = outcome {
@@ -370,6 +394,7 @@ async fn fetch_once(
     partitions: &Arc<Mutex<BTreeMap<Key, Followed>>>,
     quota: Arc<ReplicationQuota>,
     dirs: &DirHealth,
+    remote: Option<&RemoteTierSource>,
 ) -> Result<(), weir_client::ClientError> {
     let targets: Vec<(Key, Arc<Partition>, i32)> = {
         let followed = partitions.lock();
@@ -422,12 +447,12 @@ async fn fetch_once(
         .with_session_epoch(-1)
         .with_topics(topics);
     let response: FetchResponse = client.call(ApiKey::Fetch, &request).await?;
-    let moved_to_remote = leader_local_starts(client, &response).await;
+    let moved_to_remote = remote_restarts(client, &response, &targets, remote).await;
     // Appends (and the fsyncs flush.messages may call for) and truncations
     // run on the blocking pool, never on a runtime worker.
     let partitions = partitions.clone();
     let applied = tokio::task::spawn_blocking(move || {
-        apply_fetched(response, &targets, &partitions, &quota, &moved_to_remote)
+        apply_fetched(response, &targets, &partitions, &quota, moved_to_remote)
     })
     .await;
     if let Err(error) = applied {
@@ -437,10 +462,16 @@ async fn fetch_once(
 }
 
 /// For each partition the leader answered OFFSET_MOVED_TO_TIERED_STORAGE,
-/// the leader's local log start (ListOffsets, earliest local), where this
-/// replica starts over: what lies below is in the remote tier (KIP-405).
-async fn leader_local_starts(client: &mut Client, response: &FetchResponse) -> BTreeMap<Key, u64> {
-    let mut starts = BTreeMap::new();
+/// where this replica starts over (the leader's local log start, from
+/// ListOffsets earliest local) and what it takes from the remote tier
+/// below it (KIP-405).
+async fn remote_restarts(
+    client: &mut Client,
+    response: &FetchResponse,
+    targets: &[(Key, Arc<Partition>, i32)],
+    remote: Option<&RemoteTierSource>,
+) -> BTreeMap<Key, RemoteRestart> {
+    let mut restarts = BTreeMap::new();
     for topic in &response.responses {
         for data in &topic.partitions {
             if ResponseError::try_from_code(data.error_code)
@@ -448,24 +479,26 @@ async fn leader_local_starts(client: &mut Client, response: &FetchResponse) -> B
             {
                 continue;
             }
-            let name = topic.topic.0.to_string();
-            match client
-                .list_offsets(&name, data.partition_index, EARLIEST_LOCAL)
+            let key = (topic.topic.0.to_string(), data.partition_index);
+            let Some((_, partition, _)) = targets.iter().find(|(k, ..)| *k == key) else {
+                continue;
+            };
+            let local_start = match client
+                .list_offsets(&key.0, data.partition_index, EARLIEST_LOCAL)
                 .await
             {
-                Ok(start) => {
-                    starts.insert(
-                        (name, data.partition_index),
-                        u64::try_from(start).unwrap_or(0),
-                    );
-                }
+                Ok(start) => u64::try_from(start).unwrap_or(0),
                 Err(error) => {
-                    tracing::debug!(topic = name, partition = data.partition_index, %error, "cannot learn the leader's local log start");
+                    tracing::debug!(topic = key.0, partition = data.partition_index, %error, "cannot learn the leader's local log start");
+                    continue;
                 }
+            };
+            if let Some(restart) = remote_restart::plan(remote, partition, local_start).await {
+                restarts.insert(key, restart);
             }
         }
     }
-    starts
+    restarts
 }
 
 /// ListOffsets' earliest local offset (KIP-405).
@@ -478,7 +511,7 @@ fn apply_fetched(
     targets: &[(Key, Arc<Partition>, i32)],
     partitions: &Mutex<BTreeMap<Key, Followed>>,
     quota: &ReplicationQuota,
-    moved_to_remote: &BTreeMap<Key, u64>,
+    mut moved_to_remote: BTreeMap<Key, RemoteRestart>,
 ) {
     for topic in response.responses {
         for data in topic.partitions {
@@ -508,8 +541,8 @@ fn apply_fetched(
                     high_watermark: u64::try_from(data.high_watermark).unwrap_or(0),
                 },
                 Some(ResponseError::OffsetMovedToTieredStorage) => {
-                    match moved_to_remote.get(&key) {
-                        Some(&local_start) => Fetched::MovedToTieredStorage { local_start },
+                    match moved_to_remote.remove(&key) {
+                        Some(restart) => Fetched::MovedToTieredStorage(restart),
                         None => continue,
                     }
                 }
@@ -567,8 +600,8 @@ pub(crate) enum Fetched<'a> {
     /// The fetch offset is outside the leader's log.
     OutOfRange { log_start: u64, high_watermark: u64 },
     /// The fetch offset is below the leader's local log, in the remote
-    /// tier, and the leader's local log starts at `local_start`.
-    MovedToTieredStorage { local_start: u64 },
+    /// tier: where the replica restarts, and with what.
+    MovedToTieredStorage(RemoteRestart),
 }
 
 /// Applies the leader's answer: appends what it sent, or starts over where
@@ -583,13 +616,10 @@ pub(crate) fn apply_fetch(partition: &Partition, fetched: Fetched<'_>) -> Result
             partition.append_replicated(whole_batches(records), high_watermark)?;
             Ok(false)
         }
-        Fetched::MovedToTieredStorage { local_start } => {
+        Fetched::MovedToTieredStorage(restart) => {
             // Below it the remote tier serves readers; this replica holds
             // what the leader holds locally.
-            if partition.log().log_end_offset() < local_start {
-                tracing::info!(topic = %partition.topic, partition = partition.index, local_start, "restarting the replica at the leader's local log start; the rest is in the remote tier");
-                partition.restart_at(local_start)?;
-            }
+            remote_restart::apply(partition, restart)?;
             Ok(false)
         }
         Fetched::OutOfRange { log_start, .. } if partition.log().log_end_offset() < log_start => {

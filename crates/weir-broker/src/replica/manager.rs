@@ -104,7 +104,7 @@ impl ReplicaManager {
         log_dirs: LogDirs,
         clock: Arc<dyn Clock>,
         replication_quota_windows: QuotaWindows,
-        inter_broker_security: weir_client::SecurityConfig,
+        leaders: crate::replica::LeaderSources,
     ) -> Self {
         let follower_quota = Arc::new(ReplicationQuota::new(
             replication_quota_windows,
@@ -117,12 +117,7 @@ impl ReplicaManager {
             log_dirs,
             leader_quota: ReplicationQuota::new(replication_quota_windows, clock.clone()),
             log_dir_move_quota: ReplicationQuota::new(replication_quota_windows, clock.clone()),
-            fetchers: ReplicaFetchers::new(
-                node_id,
-                follower_quota.clone(),
-                inter_broker_security,
-                dir_health,
-            ),
+            fetchers: ReplicaFetchers::new(node_id, follower_quota.clone(), leaders, dir_health),
             follower_quota,
             env: LogEnv {
                 storage,

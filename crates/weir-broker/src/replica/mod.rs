@@ -6,9 +6,10 @@ pub mod dir_move;
 pub mod directories;
 mod fetcher;
 pub mod manager;
+pub mod remote_restart;
 pub mod selector;
 
 #[cfg(test)]
 pub(crate) use fetcher::{apply_fetch, divergence_point, Fetched};
-pub use fetcher::{Follow, ReplicaFetchers};
+pub use fetcher::{Follow, LeaderSources, ReplicaFetchers};
 pub use selector::{ReplicaSelector, ReplicaView};
