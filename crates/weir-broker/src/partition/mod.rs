@@ -538,6 +538,12 @@ impl Partition {
         if let Some(listener) = &env.on_failure {
             log.on_failure(listener.clone());
         }
+        // Snapshots of a tail the crash took are not the log's any more.
+        producer_snapshots::remove_segment_snapshots_outside(
+            &*env.storage,
+            log.dir(),
+            log.log_start_offset()..=log.log_end_offset(),
+        );
         let (producers, snapshot_offset) = load_producer_state(&*env.storage, &log)?;
         let log_delivery_delay_ms = log.config().delivery_delay_ms;
         let snapshot_offset = snapshot_offset

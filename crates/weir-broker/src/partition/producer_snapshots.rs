@@ -10,7 +10,10 @@
 //!   starts past its own end starts with it (KIP-405).
 //!
 //! A state at an offset without a snapshot of its own is the nearest
-//! earlier one with the batches after it replayed.
+//! earlier one with the batches after it replayed; so is the state a
+//! partition opens with, which thus remembers producers whose batches
+//! retention removed even when the latest snapshot was lost with the
+//! unsynced end of the log.
 
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
@@ -103,8 +106,23 @@ pub fn producer_state_at(
     log: &Log,
     offset: u64,
 ) -> Result<ProducerSnapshot, LogError> {
+    let (mut producers, from) = match latest_segment_snapshot(storage, log, offset) {
+        Some(snapshot) => (snapshot.producers, snapshot.offset),
+        None => (ProducerStates::default(), log.log_start_offset()),
+    };
+    replay(log, &mut producers, from, offset)?;
+    Ok(ProducerSnapshot { offset, producers })
+}
+
+/// The latest readable segment snapshot of `log` at or below `offset` and
+/// not below the log start.
+fn latest_segment_snapshot(
+    storage: &dyn Storage,
+    log: &Log,
+    offset: u64,
+) -> Option<ProducerSnapshot> {
     let start = log.log_start_offset();
-    let nearest = segment_snapshot_offsets(storage, log.dir())
+    segment_snapshot_offsets(storage, log.dir())
         .into_iter()
         .rev()
         .filter(|&at| at >= start && at <= offset)
@@ -112,17 +130,13 @@ pub fn producer_state_at(
             let text = weir_log::checkpoint::read(storage, &segment_snapshot_path(log.dir(), at))
                 .ok()??;
             ProducerSnapshot::from_json(text.as_bytes()).filter(|s| s.offset == at)
-        });
-    let (mut producers, from) = match nearest {
-        Some(snapshot) => (snapshot.producers, snapshot.offset),
-        None => (ProducerStates::default(), start),
-    };
-    replay(log, &mut producers, from, offset)?;
-    Ok(ProducerSnapshot { offset, producers })
+        })
 }
 
-/// Rebuilds producer state: the latest snapshot, if it is usable, then
-/// every batch after it. Also returns the offset the snapshot covered.
+/// Rebuilds producer state at open: the latest snapshot of either kind
+/// within the log, then every batch after it (without one, the batches
+/// from the log start). Also returns the offset of `producer-state.json`
+/// when that was the one used.
 pub fn load_producer_state(
     storage: &dyn Storage,
     log: &Log,
@@ -130,12 +144,18 @@ pub fn load_producer_state(
     let path = log.dir().join(PRODUCER_SNAPSHOT_FILE);
     let log_end = log.log_end_offset();
     // A snapshot that cannot be read is rebuilt from the log.
-    let snapshot = weir_log::checkpoint::read(storage, &path)
+    let latest = weir_log::checkpoint::read(storage, &path)
         .ok()
         .flatten()
         .and_then(|text| ProducerSnapshot::from_json(text.as_bytes()))
         .filter(|s| s.offset <= log_end && s.offset >= log.log_start_offset());
-    let snapshot_offset = snapshot.as_ref().map(|s| s.offset);
+    let at_roll = latest_segment_snapshot(storage, log, log_end);
+    let (snapshot, latest_used) = match (latest, at_roll) {
+        (Some(latest), Some(at_roll)) if at_roll.offset > latest.offset => (Some(at_roll), false),
+        (Some(latest), _) => (Some(latest), true),
+        (None, at_roll) => (at_roll, false),
+    };
+    let snapshot_offset = snapshot.as_ref().map(|s| s.offset).filter(|_| latest_used);
     let (mut producers, offset) = match snapshot {
         Some(s) => (s.producers, s.offset),
         None => (ProducerStates::default(), log.log_start_offset()),
@@ -247,6 +267,26 @@ mod tests {
             sequences(&p.producer_state_at(end).unwrap()),
             vec![(7, 15), (8, 15)]
         );
+    }
+
+    #[test]
+    fn a_partition_reopened_without_its_latest_snapshot_remembers_producers_below_its_log_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path(), small_segments());
+        p.append_in_place(&batch(7, 0), 0).unwrap();
+        for i in 0..16 {
+            p.append_in_place(&batch(8, i * 2), 0).unwrap();
+        }
+        let bases = p.read_log().segment_base_offsets();
+        p.delete_records_before(bases[2]).unwrap();
+        let storage = p.storage.clone();
+        let latest = p.read_log().dir().join(PRODUCER_SNAPSHOT_FILE);
+        drop(p);
+        // As if the crash took the latest snapshot with the log's end.
+        let _ = storage.remove(&latest);
+        let p = open(dir.path(), small_segments());
+        let retried = p.append_in_place(&batch(7, 0), 0).unwrap();
+        assert!(retried.duplicate, "producer 7 is remembered");
     }
 
     #[test]

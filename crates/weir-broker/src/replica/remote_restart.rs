@@ -10,12 +10,12 @@
 use std::sync::Arc;
 
 use weir_log::{EpochEntry, LogError};
-use weir_meta::MetadataImage;
+use weir_meta::{MetadataImage, RemoteSegment};
 
 use crate::partition::producer_snapshots::ProducerSnapshot;
 use crate::partition::producer_state::ProducerStates;
 use crate::partition::Partition;
-use crate::remote::aux_state::read_aux_state;
+use crate::remote::aux_state::{read_aux_state, AuxState};
 use crate::remote::{RemoteStore, SegmentName};
 
 /// The remote tier as a follower reads it: the store and the metadata
@@ -35,6 +35,54 @@ pub struct RemoteRestart {
     pub aux: Option<(Vec<EpochEntry>, Option<ProducerStates>)>,
 }
 
+/// What a restart at the leader's local log start takes from the remote
+/// tier, as a broker's metadata shows it.
+pub enum CopyBelow {
+    /// Nothing: the replica holds the offset already, the log is not
+    /// tiered, or nothing below is kept.
+    Nothing,
+    /// The finished copy holding the offset before the local log start.
+    Copy(RemoteSegment),
+    /// The copy should be there, but this metadata does not show it yet.
+    NotYetKnown,
+}
+
+/// Which copy a restart of `partition` at `local_start` takes its state
+/// from, by `image`.
+pub fn copy_below(image: &MetadataImage, partition: &Partition, local_start: u64) -> CopyBelow {
+    // A replica holding the leader's local log start goes on from its own
+    // end; an empty log below it has nothing to take.
+    if partition.log().log_end_offset() >= local_start
+        || local_start == 0
+        || !partition.remote().is_tiered()
+    {
+        return CopyBelow::Nothing;
+    }
+    let remote = image.remote_log(partition.topic_id, partition.index);
+    match remote.and_then(|r| r.segment_for(local_start - 1)) {
+        Some(segment) => CopyBelow::Copy(segment.clone()),
+        None if local_start > remote.map_or(0, |r| r.log_start_offset) => CopyBelow::NotYetKnown,
+        None => CopyBelow::Nothing,
+    }
+}
+
+/// The restart at `local_start` with what the copy `segment` holds.
+pub fn with_copy(
+    partition: &Partition,
+    local_start: u64,
+    segment: &RemoteSegment,
+    aux: AuxState,
+) -> RemoteRestart {
+    let producers = ProducerSnapshot::from_json(&aux.producer_snapshot).map(|s| s.producers);
+    if producers.is_none() {
+        tracing::warn!(topic = %partition.topic, partition = partition.index, segment = %segment.id, "the remote copy's producer snapshot is corrupt; restarting without the producer state below the leader's local log start");
+    }
+    RemoteRestart {
+        local_start,
+        aux: Some((aux.epochs, producers)),
+    }
+}
+
 /// How `partition` restarts at its leader's local log start `local_start`;
 /// `None` to try again at the next fetch (the store cannot be read now, or
 /// this broker's metadata does not show the copy yet).
@@ -43,29 +91,21 @@ pub async fn plan(
     partition: &Partition,
     local_start: u64,
 ) -> Option<RemoteRestart> {
-    let restart = |aux| Some(RemoteRestart { local_start, aux });
-    // A replica holding the leader's local log start goes on from its own
-    // end; an empty log below it has nothing to take.
-    if partition.log().log_end_offset() >= local_start || local_start == 0 {
-        return restart(None);
-    }
-    let Some(source) = source.filter(|_| partition.remote().is_tiered()) else {
-        return restart(None);
+    let without_copy = Some(RemoteRestart {
+        local_start,
+        aux: None,
+    });
+    let Some(source) = source else {
+        return without_copy;
     };
-    let (segment, deleted_below) = {
-        let image = source.image.borrow();
-        let remote = image.remote_log(partition.topic_id, partition.index);
-        (
-            remote.and_then(|r| r.segment_for(local_start - 1)).cloned(),
-            remote.map_or(0, |r| r.log_start_offset),
-        )
-    };
-    let Some(segment) = segment else {
-        if local_start > deleted_below {
+    let lookup = copy_below(&source.image.borrow(), partition, local_start);
+    let segment = match lookup {
+        CopyBelow::Nothing => return without_copy,
+        CopyBelow::NotYetKnown => {
             tracing::debug!(topic = %partition.topic, partition = partition.index, local_start, "the remote copy below the leader's local log start is not in this broker's metadata yet");
             return None;
         }
-        return restart(None);
+        CopyBelow::Copy(segment) => segment,
     };
     let name = SegmentName {
         topic: &partition.topic,
@@ -75,17 +115,10 @@ pub async fn plan(
         segment_id: segment.id,
     };
     match read_aux_state(&source.store, &name).await {
-        Ok(aux) => {
-            let producers =
-                ProducerSnapshot::from_json(&aux.producer_snapshot).map(|s| s.producers);
-            if producers.is_none() {
-                tracing::warn!(topic = %partition.topic, partition = partition.index, segment = %segment.id, "the remote copy's producer snapshot is corrupt; restarting without the producer state below the leader's local log start");
-            }
-            restart(Some((aux.epochs, producers)))
-        }
+        Ok(aux) => Some(with_copy(partition, local_start, &segment, aux)),
         Err(error) if error.is_not_found() => {
             tracing::warn!(topic = %partition.topic, partition = partition.index, segment = %segment.id, %error, "the remote copy below the leader's local log start is gone; restarting without its epochs and producer state");
-            restart(None)
+            without_copy
         }
         Err(error) => {
             tracing::debug!(topic = %partition.topic, partition = partition.index, %error, "cannot read the remote copy below the leader's local log start");

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use weir_log::batch::BatchHeader;
 
-use super::world::{AckedBatch, Status, World, GROUP, NODES, OFFSETS, TOPIC, TOPICS};
+use super::world::{topic_id, AckedBatch, Status, World, GROUP, NODES, OFFSETS, TOPIC, TOPICS};
 use crate::partition::Partition;
 
 /// What the checks remember from one step to the next.
@@ -25,6 +25,7 @@ impl Observed {
         self.one_leader_per_epoch(world)?;
         acknowledged_records_are_kept(world)?;
         acknowledged_commits_are_kept(world)?;
+        the_tiers_leave_no_hole(world)?;
         Ok(())
     }
 
@@ -71,14 +72,15 @@ impl Observed {
 }
 
 /// The leader the controller names holds every batch a producer was told
-/// is written (acks=all), where it was written.
+/// is written (acks=all), where it was written, or a finished copy in the
+/// remote tier does.
 fn acknowledged_records_are_kept(world: &World) -> Result<(), String> {
     let Some(leader) = controller_leader(world, TOPIC) else {
         return Ok(());
     };
     let partition = &world.node(leader).partitions[TOPIC];
     for acked in &world.acked_batches {
-        if !holds(partition, acked) {
+        if !holds(partition, acked) && !copied(world, acked) {
             return Err(format!(
                 "acknowledged_records_are_kept: leader {leader} lacks acknowledged offsets {}..={} (its log ends at {})",
                 acked.base_offset,
@@ -112,14 +114,67 @@ fn acknowledged_commits_are_kept(world: &World) -> Result<(), String> {
     Ok(())
 }
 
-/// Once the cluster has healed: every replica holds the same log, with
-/// every acknowledged batch, and the coordinator serves the last
-/// acknowledged commit below its high watermark.
+/// Below the local log of the leader the controller names, the finished
+/// copies in the remote tier hold every offset from the first one copied:
+/// local retention removed nothing not copied, and an interrupted copy left
+/// no gap.
+fn the_tiers_leave_no_hole(world: &World) -> Result<(), String> {
+    let Some(leader) = controller_leader(world, TOPIC) else {
+        return Ok(());
+    };
+    let local_start = world.node(leader).partitions[TOPIC]
+        .log()
+        .log_start_offset();
+    let mut covered = 0;
+    for segment in finished_copies(world) {
+        if segment.base_offset > covered && covered < local_start {
+            break;
+        }
+        covered = covered.max(segment.end_offset + 1);
+    }
+    if covered < local_start {
+        return Err(format!(
+            "the_tiers_leave_no_hole: leader {leader}'s local log starts at {local_start}, the remote tier holds offsets 0..{covered} only"
+        ));
+    }
+    Ok(())
+}
+
+/// The finished copies of the producers' topic, by base offset.
+fn finished_copies(world: &World) -> Vec<&weir_meta::RemoteSegment> {
+    world
+        .controller
+        .remote_log(topic_id(TOPIC), 0)
+        .map(|remote| remote.finished().collect())
+        .unwrap_or_default()
+}
+
+/// Whether a finished copy holds `acked` at its offsets.
+fn copied(world: &World, acked: &AckedBatch) -> bool {
+    finished_copies(world).iter().any(|segment| {
+        world.remote_objects[&segment.id].batches.contains(&(
+            acked.base_offset,
+            acked.last_offset,
+            acked.crc,
+        ))
+    })
+}
+
+/// Once the cluster has healed: every replica holds the same log from the
+/// highest local log start on, every acknowledged batch is there or in a
+/// finished copy, the copies hold what the replicas hold at their offsets,
+/// every replica remembers the same producers, and the coordinator serves
+/// the last acknowledged commit below its high watermark.
 pub(super) fn healed_cluster_agrees(world: &World) -> Result<(), String> {
     for topic in TOPICS {
+        let from = NODES
+            .iter()
+            .map(|id| world.node(*id).partitions[topic].log().log_start_offset())
+            .max()
+            .unwrap_or(0);
         let logs: Vec<Vec<(u64, u32)>> = NODES
             .iter()
-            .map(|id| batches(&world.node(*id).partitions[topic]))
+            .map(|id| batches(&world.node(*id).partitions[topic], from))
             .collect();
         if let Some(other) = logs.iter().position(|log| *log != logs[0]) {
             return Err(format!(
@@ -130,10 +185,46 @@ pub(super) fn healed_cluster_agrees(world: &World) -> Result<(), String> {
     }
     for id in NODES {
         let partition = &world.node(id).partitions[TOPIC];
-        if let Some(acked) = world.acked_batches.iter().find(|a| !holds(partition, a)) {
+        if let Some(acked) = world
+            .acked_batches
+            .iter()
+            .find(|a| !holds(partition, a) && !copied(world, a))
+        {
             return Err(format!(
                 "acknowledged_records_are_kept: node {id} lacks acknowledged offsets {}..={} after healing",
                 acked.base_offset, acked.last_offset
+            ));
+        }
+        for segment in finished_copies(world) {
+            for &(base, last, crc) in &world.remote_objects[&segment.id].batches {
+                if base < partition.log().log_start_offset() {
+                    continue;
+                }
+                if batch_at(partition, base) != Some((base, last, crc)) {
+                    return Err(format!(
+                        "remote_copies_match_the_replicas: copy {}..={} holds batch {base}..={last}, node {id} holds {:?} there",
+                        segment.base_offset,
+                        segment.end_offset,
+                        batch_at(partition, base)
+                    ));
+                }
+            }
+        }
+    }
+    let producers = |id: i32| -> Vec<(i64, i16, i32)> {
+        world.node(id).partitions[TOPIC]
+            .active_producers()
+            .iter()
+            .map(|(p, _)| (p.producer_id, p.epoch, p.last_sequence))
+            .collect()
+    };
+    for id in NODES {
+        if producers(id) != producers(NODES[0]) {
+            return Err(format!(
+                "replicas_agree_on_producers: node {id} remembers {} producers, node {} {}",
+                producers(id).len(),
+                NODES[0],
+                producers(NODES[0]).len()
             ));
         }
     }
@@ -186,10 +277,10 @@ fn batch_at(partition: &Partition, offset: u64) -> Option<(u64, u64, u32)> {
     ))
 }
 
-/// Every batch of the log, by base offset and CRC.
-fn batches(partition: &Partition) -> Vec<(u64, u32)> {
+/// Every batch of the log from `from` on, by base offset and CRC.
+fn batches(partition: &Partition, from: u64) -> Vec<(u64, u32)> {
     let mut all = Vec::new();
-    let mut offset = partition.log().log_start_offset();
+    let mut offset = from;
     while let Some((base, last, crc)) = batch_at(partition, offset) {
         all.push((base, crc));
         offset = last + 1;

@@ -3,7 +3,8 @@
 //! A seed picks every step: a producer's acks=all batch, a consumer's
 //! offset commit, a follower's fetch, the delivery of any message in
 //! flight (in any order), a node taking the controller's metadata, time
-//! passing (ISR shrinks), a crash that drops or tears unsynced writes, a
+//! passing (ISR shrinks, local retention), a copy to the remote tier, a
+//! crash that drops or tears unsynced writes, a
 //! restart, a pause, a resume, the controller fencing a silent node. After
 //! every step the invariants of [`invariants`] are checked by name; at the
 //! end the cluster heals and every replica must agree.
@@ -72,7 +73,8 @@ fn step(world: &mut World) {
             }
         }
         72..80 if world.node(node).status == Status::Up => world.take_metadata(node),
-        80..86 => world.tick(),
+        80..84 => world.tick(),
+        84..86 => world.tier(),
         86..88 if world.may_crash(node) => world.crash(node),
         88..91 if world.node(node).status == Status::Down => world.restart(node),
         91..93 if world.node(node).status == Status::Up => world.pause(node),
@@ -104,21 +106,25 @@ fn seeded_runs_keep_every_invariant() {
         Some(seed) => seed..seed + 1,
         None => 0..env_u64("WEIR_SIM_SEEDS").unwrap_or(DEFAULT_SEEDS),
     };
-    let (mut batches, mut commits) = (0, 0);
+    let (mut batches, mut commits, mut copies, mut remote_restarts) = (0, 0, 0, 0);
     for seed in seeds {
         match run(seed, STEPS) {
             Ok(world) => {
                 batches += world.acked_batches.len();
                 commits += usize::from(world.acked_commit.is_some());
+                copies += world.remote_objects.len();
+                remote_restarts += world.remote_restarts;
             }
             Err(report) => panic!("{report}"),
         }
     }
-    // A simulation where nothing is ever acknowledged proves nothing.
+    // A simulation where nothing is ever acknowledged, copied or restarted
+    // from a copy proves nothing.
     assert!(
-        batches > 0 && commits > 0,
-        "too little acknowledged: {batches} batches, commits in {commits} runs"
+        batches > 0 && commits > 0 && copies > 0 && remote_restarts > 0,
+        "too little done: {batches} batches, commits in {commits} runs, {copies} copies, {remote_restarts} restarts from the remote tier"
     );
+    eprintln!("{batches} batches acknowledged, commits in {commits} runs, {copies} copies, {remote_restarts} restarts from the remote tier");
 }
 
 #[test]

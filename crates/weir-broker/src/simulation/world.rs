@@ -7,6 +7,12 @@
 //! check — the way its request handlers and fetchers do, one step at a
 //! time. What a handler would wait for (a write's replication) is checked
 //! after every step instead.
+//!
+//! The producers' topic is in tiered storage: its leader copies sealed
+//! segments to an object store (a map that no crash touches) through the
+//! controller's remote-segment commands, local retention keeps two
+//! segments, and a follower behind its leader's local log restarts from the
+//! copy below it, as [`remote_restart`] decides.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,12 +23,16 @@ use weir_log::batch::BatchHeader;
 use weir_log::sim::{CrashMode, SimStorage};
 use weir_log::testing::BatchBuilder;
 use weir_log::{LogConfig, LogError};
-use weir_meta::{BrokerInfo, Command, MetadataImage, PartitionInfo};
+use weir_meta::{
+    BrokerInfo, Command, MetadataImage, PartitionInfo, RemoteSegment, RemoteSegmentState,
+};
 
 use crate::coordinator::ShardContext;
 use crate::groups::offsets::{commit_entries, GroupShard, OffsetChange};
 use crate::partition::{LogEnv, Partition, ReplicatedWrite};
+use crate::remote::aux_state::AuxState;
 use crate::replica::manager::take_leadership;
+use crate::replica::remote_restart::{self, CopyBelow, RemoteRestart};
 use crate::replica::{apply_fetch, divergence_point, Fetched};
 use weir_coord::records::offsets::CommittedOffset;
 
@@ -37,6 +47,9 @@ const MIN_INSYNC_REPLICAS: usize = 2;
 /// Kafka's `replica.lag.time.max.ms`.
 const LAG_MS: i64 = 30_000;
 const FETCH_MAX_BYTES: usize = 4096;
+/// The producers' topic keeps two segments locally.
+const SEGMENT_BYTES: u64 = 2048;
+const LOCAL_RETENTION_BYTES: i64 = 4096;
 
 /// How the nodes make appends durable, chosen per seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,9 +145,38 @@ impl Node {
 
 /// A leader's answer to a follower's Fetch.
 enum FetchReply {
-    Records { bytes: Vec<u8>, high_watermark: u64 },
-    OutOfRange { log_start: u64, high_watermark: u64 },
+    Records {
+        bytes: Vec<u8>,
+        high_watermark: u64,
+    },
+    OutOfRange {
+        log_start: u64,
+        high_watermark: u64,
+    },
+    /// OFFSET_MOVED_TO_TIERED_STORAGE, with the leader's local log start
+    /// (which a fetcher asks with ListOffsets).
+    MovedToTieredStorage {
+        local_start: u64,
+    },
     Refused(i16),
+}
+
+/// The objects of one copy in the object store.
+pub(super) struct CopyObjects {
+    /// (base offset, last offset, CRC) of each batch of its `.log`.
+    pub(super) batches: Vec<(u64, u64, u32)>,
+    epochs: String,
+    producer_snapshot: String,
+}
+
+/// A copy whose start is recorded and whose objects are written, not yet
+/// finished.
+struct CopyUnderway {
+    node: i32,
+    incarnation: u64,
+    leader_epoch: i32,
+    id: uuid::Uuid,
+    objects: CopyObjects,
 }
 
 enum Message {
@@ -220,12 +262,17 @@ pub(super) struct World {
     /// Every batch and offset commit a client was told is durable.
     pub(super) acked_batches: Vec<AckedBatch>,
     pub(super) acked_commit: Option<i64>,
+    /// The object store of the remote tier, by copy id.
+    pub(super) remote_objects: BTreeMap<uuid::Uuid, CopyObjects>,
+    copy_underway: Option<CopyUnderway>,
+    /// How many times a replica restarted from a copy.
+    pub(super) remote_restarts: usize,
     next_value: i64,
     /// What happened, step by step, for the failure report.
     pub(super) trace: Vec<String>,
 }
 
-fn topic_id(topic: &str) -> uuid::Uuid {
+pub(super) fn topic_id(topic: &str) -> uuid::Uuid {
     uuid::Uuid::from_u128(if topic == TOPIC { 1 } else { 2 })
 }
 
@@ -281,6 +328,9 @@ impl World {
             pending: Vec::new(),
             acked_batches: Vec::new(),
             acked_commit: None,
+            remote_objects: BTreeMap::new(),
+            copy_underway: None,
+            remote_restarts: 0,
             next_value: 1,
             trace: vec![format!("seed {seed}: {durability:?}")],
         };
@@ -307,13 +357,16 @@ impl World {
         self.trace.push(line);
     }
 
-    fn log_config(&self) -> LogConfig {
+    fn log_config(&self, topic: &str) -> LogConfig {
+        let tiered = topic == TOPIC;
         LogConfig {
-            segment_bytes: 2048,
+            segment_bytes: SEGMENT_BYTES,
             flush_messages: match self.durability {
                 Durability::FlushEach => 1,
                 Durability::PageCache => u64::MAX,
             },
+            remote_storage_enable: tiered,
+            local_retention_bytes: if tiered { LOCAL_RETENTION_BYTES } else { -2 },
             ..LogConfig::default()
         }
     }
@@ -334,7 +387,7 @@ impl World {
                 topic,
                 topic_id(topic),
                 0,
-                self.log_config(),
+                self.log_config(topic),
                 node.checkpoint.get(topic).copied(),
             )
             .expect("recovery of a crashed replica");
@@ -363,6 +416,9 @@ impl World {
                 .expect("the topics exist")
                 .clone();
             let partition = node.partitions[topic].clone();
+            partition
+                .remote()
+                .set(topic == TOPIC, image.remote_log(topic_id(topic), 0));
             let (before, state) = take_leadership(id, &partition, &p, MIN_INSYNC_REPLICAS, now);
             changed |= before != state;
             if p.leader >= 0 && p.leader != id {
@@ -440,7 +496,12 @@ impl World {
         let value = self.next_value;
         self.next_value += 1;
         let count = 1 + self.rng.below(3);
-        let batch = BatchBuilder::new(count).timestamp(value).build();
+        // An idempotent producer per batch: every replica must come to
+        // remember each, also one restarted from the remote tier.
+        let batch = BatchBuilder::new(count)
+            .timestamp(value)
+            .producer(value, 0, 0)
+            .build();
         let crc = BatchHeader::parse(&batch, 0).expect("a built batch").crc();
         match partition.append_in_place(&batch, state.leader_epoch) {
             Ok(appended) => {
@@ -625,7 +686,14 @@ impl World {
                 }
                 let high_watermark = partition.high_watermark();
                 let end = partition.log().log_end_offset();
+                let local_start = partition.log().log_start_offset();
+                let in_remote_tier = offset < local_start
+                    && partition
+                        .remote()
+                        .log_start()
+                        .is_some_and(|remote_start| offset >= remote_start);
                 match partition.log().read(offset, FETCH_MAX_BYTES, end) {
+                    _ if in_remote_tier => FetchReply::MovedToTieredStorage { local_start },
                     Ok(slice) => FetchReply::Records {
                         bytes: slice.to_bytes().expect("a read slice").to_vec(),
                         high_watermark,
@@ -718,6 +786,12 @@ impl World {
                         log_start: *log_start,
                         high_watermark: *high_watermark,
                     },
+                    FetchReply::MovedToTieredStorage { local_start } => {
+                        match self.remote_restart(to, &partition, *local_start) {
+                            Some(restart) => Fetched::MovedToTieredStorage(restart),
+                            None => return,
+                        }
+                    }
                     FetchReply::Refused(code) => {
                         self.log(format!("node {to}: fetch of {topic} refused with {code}"));
                         return;
@@ -833,7 +907,193 @@ impl World {
                 }
                 let high_watermark = partition.high_watermark();
                 self.node_mut(id).checkpoint.insert(topic, high_watermark);
+                match partition.enforce_retention() {
+                    Ok(outcome) if outcome.deleted_segments > 0 => self.log(format!(
+                        "node {id}: local retention of {topic} moves its log start to {}",
+                        outcome.log_start_offset
+                    )),
+                    Ok(_) => {}
+                    Err(error) => self.log(format!("node {id}: retention of {topic}: {error}")),
+                }
             }
+        }
+    }
+
+    /// Where node `to` restarts its replica at its leader's local log
+    /// start, with what the copy below it holds; `None` while its metadata
+    /// does not show that copy.
+    fn remote_restart(
+        &mut self,
+        to: i32,
+        partition: &Partition,
+        local_start: u64,
+    ) -> Option<RemoteRestart> {
+        match remote_restart::copy_below(&self.node(to).image, partition, local_start) {
+            CopyBelow::Nothing => Some(RemoteRestart {
+                local_start,
+                aux: None,
+            }),
+            CopyBelow::NotYetKnown => {
+                self.log(format!(
+                    "node {to}: the copy below {local_start} is not in its metadata yet"
+                ));
+                None
+            }
+            CopyBelow::Copy(segment) => {
+                let objects = &self.remote_objects[&segment.id];
+                let aux = AuxState {
+                    epochs: weir_log::parse_checkpoint(&objects.epochs).expect("a checkpoint"),
+                    producer_snapshot: objects.producer_snapshot.clone().into(),
+                };
+                self.log(format!(
+                    "node {to} restarts {TOPIC} at {local_start} from copy {}..={}",
+                    segment.base_offset, segment.end_offset
+                ));
+                self.remote_restarts += 1;
+                Some(remote_restart::with_copy(
+                    partition,
+                    local_start,
+                    &segment,
+                    aux,
+                ))
+            }
+        }
+    }
+
+    /// The producers' topic's leader takes one step of the tiering task:
+    /// it removes copies left unfinished (orphans), or finishes the copy it
+    /// has underway, or starts copying its next sealed segment below the
+    /// last stable offset. Each is a controller command checked against
+    /// the leader and its epoch, as `broker::tiering` submits them.
+    pub(super) fn tier(&mut self) {
+        let leader = self.controller_partition(TOPIC).leader;
+        if leader < 0 || self.node(leader).status != Status::Up {
+            return;
+        }
+        let node = self.node(leader);
+        let partition = node.partitions[TOPIC].clone();
+        let incarnation = node.incarnation;
+        let state = partition.replica_state();
+        if state.leader != leader {
+            return;
+        }
+        let epoch = state.leader_epoch;
+        if let Some(copy) = self.copy_underway.take() {
+            let command = Command::RemoteSegmentCopyFinished {
+                topic_id: topic_id(TOPIC),
+                partition: 0,
+                id: copy.id,
+                broker: copy.node,
+                leader_epoch: copy.leader_epoch,
+            };
+            let finished = copy.node == leader
+                && copy.incarnation == incarnation
+                && self.controller.apply(&command).is_ok();
+            self.log(format!(
+                "node {} finishes copy {}: {finished}",
+                copy.node, copy.id
+            ));
+            if finished {
+                self.remote_objects.insert(copy.id, copy.objects);
+                self.take_metadata(leader);
+            }
+            return;
+        }
+        let orphans: Vec<uuid::Uuid> = self
+            .controller
+            .remote_log(topic_id(TOPIC), 0)
+            .map(|remote| {
+                remote
+                    .segments()
+                    .filter(|s| s.state != RemoteSegmentState::CopyFinished)
+                    .map(|s| s.id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !orphans.is_empty() {
+            let started = self
+                .controller
+                .apply(&Command::RemoteSegmentsDeleteStarted {
+                    topic_id: topic_id(TOPIC),
+                    partition: 0,
+                    ids: orphans.clone(),
+                    log_start_offset: None,
+                    broker: leader,
+                    leader_epoch: epoch,
+                });
+            if started.is_ok() {
+                self.controller
+                    .apply(&Command::RemoteSegmentsDeleteFinished {
+                        topic_id: topic_id(TOPIC),
+                        partition: 0,
+                        ids: orphans.clone(),
+                    })
+                    .expect("a deletion that started finishes");
+                self.log(format!("node {leader} removes orphan copies {orphans:?}"));
+            }
+            return;
+        }
+        let from = partition.remote().copied_below();
+        let Ok(Some(sealed)) = partition
+            .log()
+            .sealed_segment_from(from, partition.last_stable_offset())
+        else {
+            return;
+        };
+        let producers = partition
+            .producer_state_at(sealed.next_offset)
+            .expect("the producer state at a sealed segment's end");
+        let mut bytes = vec![0; sealed.size as usize];
+        sealed
+            .log
+            .read_exact_at(&mut bytes, 0)
+            .expect("a sealed segment reads");
+        let mut batches = Vec::new();
+        let mut rest = &bytes[..];
+        while let Ok(header) = BatchHeader::parse(rest, 0) {
+            batches.push((
+                header.base_offset() as u64,
+                header.last_offset() as u64,
+                header.crc(),
+            ));
+            rest = &rest[header.total_size().min(rest.len())..];
+        }
+        let id = uuid::Uuid::from_u128(u128::from(self.rng.next()) | 1);
+        let segment = RemoteSegment {
+            id,
+            base_offset: sealed.base_offset,
+            end_offset: sealed.next_offset - 1,
+            max_timestamp_ms: sealed.max_timestamp,
+            size_bytes: sealed.size,
+            leader_epochs: sealed.segment_epochs(),
+            broker: leader,
+            leader_epoch: epoch,
+            event_ms: self.now_ms,
+            state: RemoteSegmentState::CopyStarted,
+        };
+        let started = self.controller.apply(&Command::RemoteSegmentCopyStarted {
+            topic_id: topic_id(TOPIC),
+            partition: 0,
+            segment,
+        });
+        self.log(format!(
+            "node {leader} starts copying {}..={} at epoch {epoch}: {}",
+            sealed.base_offset,
+            sealed.next_offset - 1,
+            started.is_ok()
+        ));
+        if started.is_ok() {
+            self.copy_underway = Some(CopyUnderway {
+                node: leader,
+                incarnation,
+                leader_epoch: epoch,
+                id,
+                objects: CopyObjects {
+                    batches,
+                    epochs: weir_log::format_checkpoint(&sealed.epochs),
+                    producer_snapshot: producers.to_json(),
+                },
+            });
         }
     }
 
