@@ -551,9 +551,15 @@ fn a_bucket_emptied_behind_the_brokers_back_answers_an_error_never_wrong_records
     produce(&weir.kafka, "emptied", 0..3000);
     let mut raw = Raw::connect(&weir.kafka);
     wait_until_tiered_past(&mut raw, "emptied", 1000);
-    for entry in std::fs::read_dir(store.path()).unwrap() {
-        std::fs::remove_dir_all(entry.unwrap().path()).unwrap();
-    }
+    // Copies of later segments may be landing meanwhile: removed until
+    // one pass finds everything gone.
+    wait_for(30, "the store to be emptied", || {
+        let entries: Vec<_> = std::fs::read_dir(store.path()).unwrap().collect();
+        for entry in &entries {
+            let _ = std::fs::remove_dir_all(entry.as_ref().unwrap().path());
+        }
+        entries.is_empty()
+    });
     // What only the store held is gone: a retriable error, never records
     // of another offset.
     let (error, log_start, bytes) = fetch_at(&mut raw, "emptied", 0);
@@ -922,7 +928,13 @@ fn copying_stops_with_copy_disable_and_copies_go_with_delete_on_disable() {
         &["remote.log.copy.disable=true", "local.retention.bytes=-2"],
     )
     .ok();
-    let tiered = list_offset(&mut raw, "switched", LATEST_TIERED).1;
+    // A copy under way when the switch came may still finish.
+    let mut tiered = list_offset(&mut raw, "switched", LATEST_TIERED).1;
+    wait_for(30, "the copies under way to finish", || {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = list_offset(&mut raw, "switched", LATEST_TIERED).1;
+        std::mem::replace(&mut tiered, now) == now
+    });
     produce(&weir.kafka, "switched", 3000..6000);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(list_offset(&mut raw, "switched", LATEST_TIERED).1, tiered);
