@@ -8,6 +8,7 @@ pub mod coordinator;
 mod fetch_sessions;
 pub mod groups;
 pub mod metrics;
+pub mod mirror;
 pub mod net;
 pub mod partition;
 pub mod quotas;

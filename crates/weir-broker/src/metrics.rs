@@ -107,6 +107,47 @@ impl RemoteMetrics {
     }
 }
 
+/// A partition of a mirror topic.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MirrorPartitionLabels {
+    pub mirror: String,
+    pub topic: String,
+    pub partition: String,
+}
+
+/// Cluster mirroring's, per mirror partition this broker leads.
+#[derive(Default)]
+pub struct MirrorMetrics {
+    /// The source's high watermark less the mirrored log end.
+    pub lag_records: Family<MirrorPartitionLabels, Gauge>,
+    /// How long the mirror has been behind the source (0: caught up).
+    pub lag_seconds: Family<MirrorPartitionLabels, Gauge<f64, AtomicU64>>,
+}
+
+impl MirrorMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        let registry = registry.sub_registry_with_prefix("mirror");
+        registry.register(
+            "lag_records",
+            "Records of a mirror partition's source not yet mirrored",
+            metrics.lag_records.clone(),
+        );
+        registry.register(
+            "lag_seconds",
+            "Seconds a mirror partition has been behind its source (0: caught up)",
+            metrics.lag_seconds.clone(),
+        );
+        metrics
+    }
+
+    /// Drops a partition's series (its mirror or leadership went).
+    pub fn forget(&self, labels: &MirrorPartitionLabels) {
+        self.lag_records.remove(labels);
+        self.lag_seconds.remove(labels);
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AuthenticationLabels {
     pub listener: String,
@@ -139,6 +180,8 @@ pub struct DenialLabels {
 }
 
 pub struct Metrics {
+    /// Cluster mirroring's.
+    pub mirror: MirrorMetrics,
     /// The remote tier's (tiered storage).
     pub remote: RemoteMetrics,
     registry: Registry,
@@ -330,7 +373,9 @@ impl Default for Metrics {
             transaction_oldest_open_seconds.clone(),
         );
         let remote = RemoteMetrics::register(&mut registry);
+        let mirror = MirrorMetrics::register(&mut registry);
         Self {
+            mirror,
             remote,
             registry,
             requests,

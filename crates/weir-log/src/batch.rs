@@ -366,6 +366,20 @@ pub fn batches(
     })
 }
 
+/// The complete batches at the start of `records`: a broker may cut the
+/// last one short at a fetch's size limit.
+pub fn whole_batches(records: &[u8]) -> &[u8] {
+    let mut end = 0;
+    while let Ok(header) = BatchHeader::parse(&records[end..], 0) {
+        let size = header.total_size();
+        if size == 0 || end + size > records.len() {
+            break;
+        }
+        end += size;
+    }
+    &records[..end]
+}
+
 /// Writes the offset and leader epoch the log assigns; both lie outside the
 /// CRC, so the rest of the batch is stored exactly as it came.
 pub fn assign_offset(header: &mut [u8; HEADER_SIZE], base_offset: i64, leader_epoch: i32) {

@@ -174,6 +174,10 @@ enum Mode<'a> {
     LeaderChecked(i32, &'a CheckedBatch),
     /// A follower's append: batches keep the offsets and epochs they carry.
     Replicated,
+    /// A mirror leader's append of batches fetched from a source cluster:
+    /// they keep their offsets (gaps and all) and bytes, and take this
+    /// leader epoch, which lies outside their CRC.
+    Mirrored(i32),
 }
 
 /// The batches of an append: one checked where it arrived, or a buffer's
@@ -769,6 +773,20 @@ impl Log {
         self.append_inner(&[], Mode::LeaderChecked(leader_epoch, batch))
     }
 
+    /// Appends batches fetched from another cluster's log (a mirror):
+    /// they keep their offsets, which must not go below the log end but may
+    /// skip offsets (a compacted source), and their bytes but for the
+    /// partition leader epoch, which becomes `leader_epoch`. The flush that
+    /// `flush.messages` may call for is left to the caller, as in
+    /// [`append_deferring_flush`](Self::append_deferring_flush).
+    pub fn append_mirrored(
+        &self,
+        records: &[u8],
+        leader_epoch: i32,
+    ) -> Result<(AppendInfo, bool), LogError> {
+        self.append_inner(records, Mode::Mirrored(leader_epoch))
+    }
+
     /// Appends batches copied from a leader, keeping their offsets and epochs.
     pub fn append_replicated(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
         let (info, flush_due) = self.append_inner(records, Mode::Replicated)?;
@@ -790,9 +808,9 @@ impl Log {
         self.check_online(st)?;
         let origin = match mode {
             Mode::Leader(_) | Mode::LeaderChecked(..) => Origin::Client,
-            Mode::Replicated => Origin::Log,
+            Mode::Replicated | Mode::Mirrored(_) => Origin::Log,
         };
-        let log_append_time = !matches!(mode, Mode::Replicated)
+        let log_append_time = !matches!(mode, Mode::Replicated | Mode::Mirrored(_))
             && st.config.timestamp_type == TimestampType::LogAppendTime;
         let mut next_offset = st.log_end_offset();
         let mut prepared: Vec<PreparedBatch<'_>> = Vec::new();
@@ -842,6 +860,16 @@ impl Log {
                         });
                     }
                     (h.base_offset() as u64, h.partition_leader_epoch())
+                }
+                Mode::Mirrored(epoch) => {
+                    if h.base_offset() < next_offset as i64 {
+                        return Err(LogError::NonContiguous {
+                            base_offset: h.base_offset(),
+                            log_end_offset: next_offset,
+                        });
+                    }
+                    batch::assign_offset(&mut header, h.base_offset(), epoch);
+                    (h.base_offset() as u64, epoch)
                 }
             };
             let max_timestamp = if log_append_time {

@@ -862,6 +862,57 @@ fn replicated_appends_keep_offsets_and_epochs() {
 }
 
 #[test]
+fn mirrored_appends_keep_offsets_gaps_and_bytes_and_take_the_leaders_epoch() {
+    let source = Harness::new(LogConfig::default());
+    let source_log = source.open();
+    source_log
+        .append(&BatchBuilder::new(3).producer(9, 0, 0).build(), 4)
+        .unwrap();
+    source_log.append(&BatchBuilder::new(2).build(), 5).unwrap();
+    let bytes = |log: &Log, from: u64| {
+        log.read(from, usize::MAX, u64::MAX)
+            .unwrap()
+            .to_bytes()
+            .unwrap()
+            .to_vec()
+    };
+    let mut fetched = bytes(&source_log, 0);
+    // A compacted source: the second batch starts past a gap, at 10.
+    let second = BatchHeader::parse(&fetched, 0).unwrap().total_size();
+    fetched[second..second + 8].copy_from_slice(&10i64.to_be_bytes());
+
+    let mirror = Harness::new(LogConfig::default());
+    let mirror_log = mirror.open();
+    let (info, _) = mirror_log.append_mirrored(&fetched, 1).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (0, 11));
+    assert_eq!(mirror_log.log_end_offset(), 12);
+    let stored = bytes(&mirror_log, 0);
+    assert_eq!(stored.len(), fetched.len());
+    for (at, (mine, theirs)) in [
+        (0, (&stored[..], &fetched[..])),
+        (second, (&stored[second..], &fetched[second..])),
+    ] {
+        let (mine, theirs) = (
+            BatchHeader::parse(mine, 0).unwrap(),
+            BatchHeader::parse(theirs, 0).unwrap(),
+        );
+        assert_eq!(mine.base_offset(), theirs.base_offset(), "at {at}");
+        assert_eq!(mine.crc(), theirs.crc(), "at {at}");
+        assert_eq!(mine.producer_id(), theirs.producer_id(), "at {at}");
+        assert_eq!(mine.partition_leader_epoch(), 1, "the mirror's epoch");
+    }
+    // Past the 12 bytes of base offset and length, and the epoch, every
+    // byte is the source's.
+    assert_eq!(stored[16..second], fetched[16..second]);
+    assert_eq!(stored[second + 16..], fetched[second + 16..]);
+    // Batches below the log end are refused.
+    assert!(matches!(
+        mirror_log.append_mirrored(&fetched, 1),
+        Err(LogError::NonContiguous { .. })
+    ));
+}
+
+#[test]
 fn end_offset_for_epoch_answers_from_the_cache() {
     let h = Harness::new(LogConfig::default());
     let log = h.open();

@@ -303,6 +303,34 @@ pub enum Command {
         /// The deleted topic's id.
         topic_id: uuid::Uuid,
     },
+    /// Defines a mirror of a source cluster (KIP-1279), with no topics
+    /// yet; rejected if the name is taken or invalid.
+    CreateMirror {
+        /// The mirror, without mirror topics.
+        mirror: crate::Mirror,
+    },
+    /// Removes a mirror: the topics it fed stay, no longer read-only.
+    DeleteMirror {
+        /// The mirror's name.
+        name: String,
+    },
+    /// Pauses or resumes a mirror's fetching; its topics stay read-only.
+    SetMirrorPaused {
+        /// The mirror's name.
+        name: String,
+        /// Paused (true) or running.
+        paused: bool,
+    },
+    /// Creates topics for a mirror, each with its source topic's id, as
+    /// [`Command::CreateTopics`] creates them (one failing is left out), and
+    /// makes each one created a read-only topic the mirror feeds. Rejected
+    /// only if the mirror does not exist.
+    CreateMirrorTopics {
+        /// The mirror's name.
+        mirror: String,
+        /// The topics, as the source has them.
+        topics: Vec<TopicCreation>,
+    },
 }
 
 /// What a successfully applied command produced.

@@ -16,6 +16,7 @@ use crate::authorizer::Authorizer;
 use crate::client_quota::{self, ClientQuotas, QuotaAlteration};
 use crate::command::{Applied, Command, Election, ElectionOutcome, TopicCreation, TopicRejected};
 use crate::error::MetaError;
+use crate::mirror::{Mirror, MirrorTopic};
 use crate::model::{BrokerInfo, PartitionInfo, TopicInfo};
 use crate::partition_change::{self, Change, Election as ElectionType, Rules};
 use crate::placement;
@@ -68,6 +69,8 @@ pub struct MetadataImage {
     /// name: their objects must still be removed from the store, after
     /// which [`Command::RemoteTopicPurged`] drops them.
     purging_topics: BTreeMap<Uuid, String>,
+    /// Mirrors of source clusters (KIP-1279), by name.
+    mirrors: BTreeMap<String, Mirror>,
     next_producer_id: i64,
     applied_index: u64,
     /// Topic id → name; derived from `topics`.
@@ -117,6 +120,9 @@ struct ImageData {
     /// Absent from images written before tiered storage existed.
     #[serde(default)]
     purging_topics: BTreeMap<Uuid, String>,
+    /// Absent from images written before mirrors existed.
+    #[serde(default)]
+    mirrors: BTreeMap<String, Mirror>,
     next_producer_id: i64,
     applied_index: u64,
 }
@@ -139,6 +145,7 @@ impl TryFrom<ImageData> for MetadataImage {
             features: data.features,
             remote_logs: data.remote_logs,
             purging_topics: data.purging_topics,
+            mirrors: data.mirrors,
             next_producer_id: data.next_producer_id,
             applied_index: data.applied_index,
             topic_ids: BTreeMap::new(),
@@ -309,6 +316,21 @@ impl MetadataImage {
             } => self.check_remote_delete_finished(*topic_id, *partition, ids),
             // Purging is the end of a deletion that was accepted already.
             Command::RemoteTopicPurged { .. } => Ok(()),
+            Command::CreateMirror { mirror } => {
+                mirror.check_new().map_err(MetaError::InvalidRequest)?;
+                if self.mirrors.contains_key(&mirror.name) {
+                    return Err(MetaError::InvalidRequest(format!(
+                        "Mirror '{}' already exists.",
+                        mirror.name
+                    )));
+                }
+                Ok(())
+            }
+            Command::DeleteMirror { name }
+            | Command::SetMirrorPaused { name, .. }
+            | Command::CreateMirrorTopics { mirror: name, .. } => {
+                self.existing_mirror(name).map(|_| ())
+            }
         }
     }
 
@@ -420,8 +442,58 @@ impl MetadataImage {
                     self.topic_ids.remove(&topic.id);
                     self.collision_keys.remove(&collision_key(name));
                     self.forget_remote_logs(topic.id, name);
+                    for mirror in self.mirrors.values_mut() {
+                        mirror.mirror_topics.remove(&topic.id);
+                    }
                 }
                 Applied::Done
+            }
+            Command::CreateMirror { mirror } => {
+                self.mirrors.insert(mirror.name.clone(), mirror.clone());
+                Applied::Done
+            }
+            Command::DeleteMirror { name } => {
+                self.mirrors.remove(name);
+                Applied::Done
+            }
+            Command::SetMirrorPaused { name, paused } => {
+                if let Some(mirror) = self.mirrors.get_mut(name) {
+                    mirror.paused = *paused;
+                }
+                Applied::Done
+            }
+            Command::CreateMirrorTopics { mirror, topics } => {
+                let outcomes = topics
+                    .iter()
+                    .map(|topic| {
+                        let partitions = i32::try_from(topic.replicas.len()).unwrap_or(i32::MAX);
+                        self.check_create_topic(
+                            &topic.name,
+                            topic.id,
+                            partitions,
+                            &topic.replicas,
+                            &topic.configs,
+                        )
+                        .map_err(|error| TopicRejected::from(&error))?;
+                        self.create_topic(
+                            &topic.name,
+                            topic.id,
+                            &topic.replicas,
+                            &topic.configs,
+                            false,
+                        );
+                        if let Some(mirror) = self.mirrors.get_mut(mirror) {
+                            mirror.mirror_topics.insert(
+                                topic.id,
+                                MirrorTopic {
+                                    name: topic.name.clone(),
+                                },
+                            );
+                        }
+                        Ok(())
+                    })
+                    .collect();
+                Applied::TopicsCreated(outcomes)
             }
             Command::CreatePartitions { name, new_replicas } => {
                 if let Some(topic) = self.topics.get_mut(name) {
@@ -842,6 +914,30 @@ impl MetadataImage {
         self.remote_logs
             .iter()
             .map(|((topic_id, partition), log)| (*topic_id, *partition, log.as_ref()))
+    }
+
+    /// Every mirror, by name.
+    pub fn mirrors(&self) -> impl Iterator<Item = &Mirror> {
+        self.mirrors.values()
+    }
+
+    /// The mirror called `name`.
+    pub fn mirror(&self, name: &str) -> Option<&Mirror> {
+        self.mirrors.get(name)
+    }
+
+    /// The mirror feeding the topic with this id, which makes it
+    /// read-only.
+    pub fn mirror_feeding(&self, topic_id: Uuid) -> Option<&Mirror> {
+        self.mirrors
+            .values()
+            .find(|m| m.mirror_topics.contains_key(&topic_id))
+    }
+
+    fn existing_mirror(&self, name: &str) -> Result<&Mirror, MetaError> {
+        self.mirrors
+            .get(name)
+            .ok_or_else(|| MetaError::InvalidRequest(format!("Mirror '{name}' does not exist.")))
     }
 
     /// The topics deleted while they had remote logs, as (topic id, last

@@ -76,6 +76,7 @@ mod error;
 mod image;
 pub mod legacy_store;
 mod log_file;
+mod mirror;
 mod model;
 mod partition_change;
 mod placement;
@@ -95,6 +96,7 @@ pub use command::{Applied, Command, Election, ElectionOutcome, TopicCreation, To
 pub use dir_lock::{DirLock, DirLockError, LOCK_FILE};
 pub use error::MetaError;
 pub use image::{MetadataImage, ELR_FEATURE};
+pub use mirror::{Mirror, MirrorTopic};
 pub use model::{BrokerInfo, ListenerEndpoint, PartitionInfo, TopicInfo};
 pub use raft::{
     Controller, ControllerConfig, ControllerError, ControllerIo, ControllerSasl, ControllerStatus,

@@ -48,6 +48,9 @@ enum Command {
     Acl(cli::acl::AclArgs),
     /// Create, list and delete SCRAM users.
     User(cli::user::UserArgs),
+    /// Mirror a source cluster's topics here, offset for offset: create,
+    /// list, describe, pause, resume and delete mirrors.
+    Mirror(cli::mirror::MirrorArgs),
 }
 
 /// Weir's own lines from `info` on; a dependency's (openraft, hyper, …)
@@ -91,6 +94,7 @@ fn main() -> std::process::ExitCode {
         Command::Txn(args) => cli::txn::run(args),
         Command::Acl(args) => cli::acl::run(args),
         Command::User(args) => cli::user::run(args),
+        Command::Mirror(args) => cli::mirror::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -648,6 +648,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         broker.clone(),
         stopped.clone(),
     ));
+    let mirroring = tokio::spawn(weir_broker::broker::mirroring::run(
+        broker.clone(),
+        stopped.clone(),
+    ));
     let listed: Vec<String> = bound
         .iter()
         .map(|(listener, _)| format!("{}://{}", listener.name, listener.bind))
@@ -688,6 +692,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     // A copy cut short is cleaned up by the partition's next leader.
     tiering.abort();
     let _ = tiering.await;
+    // A fetch cut short is fetched again by the partition's next leader.
+    mirroring.abort();
+    let _ = mirroring.await;
     let _ = http.await;
     tokio::task::spawn_blocking(move || broker.shutdown()).await?;
     tracing::info!("stopped cleanly");

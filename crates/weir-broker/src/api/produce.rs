@@ -405,6 +405,17 @@ fn queue_partition(
                 .unwrap_or(ResponseError::UnknownServerError);
             (code, None)
         })?;
+    if let Some(mirror) = partition.mirror() {
+        // Kafka has no error of its own for this yet (KIP-1279 proposes
+        // READ_ONLY_TOPIC); INVALID_REQUEST is not retried, and the message
+        // says why.
+        return Err((
+            ResponseError::InvalidRequest,
+            Some(format!(
+                "topic {topic} is a read-only mirror topic fed by mirror {mirror}; it takes writes after `weir mirror failover {mirror}`"
+            )),
+        ));
+    }
     let leader_epoch = partition.replica_state().leader_epoch;
     let batch = match batch {
         None => return Err((ResponseError::InvalidRecord, Some("no records".into()))),

@@ -4,6 +4,7 @@
 pub mod clean_shutdown;
 pub mod log_cleaner;
 pub mod maintenance;
+pub mod mirroring;
 pub(crate) mod producer_ids;
 pub mod quorum;
 mod share_host;
@@ -179,6 +180,8 @@ pub struct Broker {
     /// Topics this node is auto-creating, so a burst of Metadata requests
     /// sends one creation each.
     auto_creating: Mutex<HashSet<String>>,
+    /// How far the mirror partitions this broker leads got.
+    mirror_progress: crate::mirror::MirrorProgress,
     /// Applies one image at a time, so coordinators are taken over and
     /// handed over in the order of the images that moved them.
     reconciling: Mutex<()>,
@@ -476,6 +479,7 @@ impl Broker {
             cluster_id,
             meta,
             auto_creating: Mutex::new(HashSet::new()),
+            mirror_progress: crate::mirror::MirrorProgress::default(),
             reconciling: Mutex::new(()),
             reconciled: tokio::sync::watch::Sender::new(0),
             replicas,
@@ -1108,6 +1112,11 @@ impl Broker {
     /// moved since the last time.
     pub fn checkpoint_high_watermarks(&self) -> Result<(), weir_log::LogError> {
         self.replicas.checkpoint_high_watermarks()
+    }
+
+    /// How far the mirror partitions this broker leads got.
+    pub fn mirror_progress(&self) -> &crate::mirror::MirrorProgress {
+        &self.mirror_progress
     }
 
     /// The remote tier, when this broker has tiered storage.

@@ -456,6 +456,9 @@ pub struct Partition {
     consumer_bytes_out: OnceLock<Counter>,
     /// Its remote tier, as the metadata says.
     remote: RemoteTier,
+    /// The mirror feeding its topic, which makes it read-only, as the
+    /// metadata says.
+    mirror: RwLock<Option<Arc<str>>>,
 }
 
 /// The delivery delay's watermark, moved on as time passes: batches below
@@ -578,12 +581,27 @@ impl Partition {
             delivery: Mutex::new(DeliveryCursor::default()),
             consumer_bytes_out: OnceLock::new(),
             remote: RemoteTier::default(),
+            mirror: RwLock::new(None),
         })
     }
 
     /// Its remote tier, as the metadata says.
     pub fn remote(&self) -> &RemoteTier {
         &self.remote
+    }
+
+    /// The mirror feeding this partition's topic (KIP-1279), if any:
+    /// producers may not write to it.
+    pub fn mirror(&self) -> Option<Arc<str>> {
+        self.mirror.read().clone()
+    }
+
+    /// Takes what the metadata says of the mirror feeding the topic.
+    pub fn set_mirror(&self, mirror: Option<&str>) {
+        let mut current = self.mirror.write();
+        if current.as_deref() != mirror {
+            *current = mirror.map(Arc::from);
+        }
     }
 
     /// The log start offset clients see: the remote tier's when it holds
@@ -1625,6 +1643,33 @@ impl Partition {
             return Ok(Written::FlushDue(FlushDue { info }));
         }
         Ok(Written::Appended(self.appended_as_leader(&led, &info)))
+    }
+
+    /// A mirror leader's append (KIP-1279): batches fetched from the source
+    /// cluster, written at their own offsets with their bytes (but for the
+    /// leader epoch, this leader's), producer state recorded as a
+    /// follower's is, without the checks a producer's batch gets: the
+    /// source made them. The high watermark then moves as the in-sync
+    /// replicas copy them. Blocks on the fsync `flush.messages` may call
+    /// for: for callers off the runtime's workers.
+    pub fn append_mirrored(&self, records: &[u8], leader_epoch: i32) -> Result<(), AppendError> {
+        let led = self.led_at(leader_epoch, RequiredAcks::Leader)?;
+        let _changing = self.changing_log();
+        let mut producers = self.producers.lock();
+        let log = self.read_log();
+        let (info, flush_due) = log.append_mirrored(records, leader_epoch)?;
+        let at_roll = info.rolled.then(|| ProducerSnapshot {
+            offset: info.base_offset,
+            producers: producers.clone(),
+        });
+        record_producer_batches(&mut producers, records);
+        drop(producers);
+        self.write_roll_snapshot(&log, at_roll);
+        if flush_due {
+            log.flush_to(info.last_offset + 1)?;
+        }
+        self.appended_as_leader(&led, &info);
+        Ok(())
     }
 
     /// The producers this replica remembers, each with the first offset of

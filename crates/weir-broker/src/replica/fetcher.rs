@@ -24,7 +24,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use weir_client::{Client, ClientConfig};
-use weir_log::batch::BatchHeader;
+use weir_log::batch::whole_batches;
 use weir_log::LogError;
 
 use crate::partition::file_io::on_the_blocking_pool;
@@ -644,20 +644,6 @@ pub(crate) fn apply_fetch(partition: &Partition, fetched: Fetched<'_>) -> Result
             Ok(true)
         }
     }
-}
-
-/// The complete batches at the start of `records` (a leader may cut the
-/// last one short at the fetch size limit).
-fn whole_batches(records: &[u8]) -> &[u8] {
-    let mut end = 0;
-    while let Ok(header) = BatchHeader::parse(&records[end..], 0) {
-        let size = header.total_size();
-        if size == 0 || end + size > records.len() {
-            break;
-        }
-        end += size;
-    }
-    &records[..end]
 }
 
 #[cfg(test)]

@@ -509,6 +509,7 @@ impl ReplicaManager {
             partition
                 .remote()
                 .set(tiered, image.remote_log(topic.id, p.partition));
+            partition.set_mirror(image.mirror_feeding(topic.id).map(|m| m.name.as_str()));
             let (before, state) = take_leadership(
                 self.node_id,
                 &partition,

@@ -37,10 +37,19 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/v1/groups", get(groups))
         .route("/v1/groups/{group}", get(group))
         .route("/v1/topics/{topic}/remote-log", get(topic_remote_log))
+        .merge(crate::server::mirror_api::routes())
         // On the whole router, not per route: an unknown path is refused
         // like the others rather than telling what exists.
         .layer(middleware::from_fn_with_state(broker.clone(), authenticate))
         .with_state(broker)
+}
+
+/// The user an authenticated request came from, as ACLs name it, and its
+/// host: what handlers that change something authorize.
+#[derive(Debug, Clone)]
+pub struct HttpPrincipal {
+    pub principal: String,
+    pub host: String,
 }
 
 /// The client of an HTTP connection, for ACL host matching: serve the
@@ -70,7 +79,11 @@ impl axum::extract::connect_info::Connected<IncomingStream<'_, HttpsListener>> f
 /// needs that operation. A wrong or malformed `Authorization` header counts
 /// in `weir_authentication_failures_total{listener="HTTP",mechanism="BASIC"}`;
 /// none at all does not (clients ask without one first).
-async fn authenticate(State(broker): State<Arc<Broker>>, request: Request, next: Next) -> Response {
+async fn authenticate(
+    State(broker): State<Arc<Broker>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if request.uri().path() == UNAUTHENTICATED_PATH
         || !broker.config().http_requires_authentication()
     {
@@ -90,13 +103,13 @@ async fn authenticate(State(broker): State<Arc<Broker>>, request: Request, next:
     {
         return failed_authentication(&broker).await;
     }
+    let principal = format!("User:{user}");
+    let host = request
+        .extensions()
+        .get::<ConnectInfo<HttpPeer>>()
+        .map(|ConnectInfo(HttpPeer(peer))| peer.ip().to_string())
+        .unwrap_or_default();
     if let Some(authorizer) = broker.authorizer() {
-        let principal = format!("User:{user}");
-        let host = request
-            .extensions()
-            .get::<ConnectInfo<HttpPeer>>()
-            .map(|ConnectInfo(HttpPeer(peer))| peer.ip().to_string())
-            .unwrap_or_default();
         let operation = AclOperation::Describe;
         if !authorizer.authorize(
             &principal,
@@ -118,6 +131,9 @@ async fn authenticate(State(broker): State<Arc<Broker>>, request: Request, next:
                 .into_response();
         }
     }
+    request
+        .extensions_mut()
+        .insert(HttpPrincipal { principal, host });
     next.run(request).await
 }
 

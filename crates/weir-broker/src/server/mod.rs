@@ -6,5 +6,6 @@ mod connection;
 pub mod http;
 pub mod lag;
 mod listener;
+mod mirror_api;
 
 pub use listener::{run_listener, ServedListener};

@@ -86,7 +86,12 @@ pub(crate) fn needed_for(command: &Command) -> Vec<Needed<'_>> {
         | Command::CreateAcls { .. }
         | Command::DeleteAcls { .. }
         | Command::ElectLeaders { .. }
-        | Command::SetFeatureLevel { .. } => vec![Needed::on_cluster(Alter)],
+        | Command::SetFeatureLevel { .. }
+        // Mirrors, as KIP-1279 has them: ALTER on the cluster.
+        | Command::CreateMirror { .. }
+        | Command::DeleteMirror { .. }
+        | Command::SetMirrorPaused { .. }
+        | Command::CreateMirrorTopics { .. } => vec![Needed::on_cluster(Alter)],
     }
 }
 

@@ -1,6 +1,7 @@
-//! Reading brokers' HTTP endpoints from the CLI, for what only the leader
-//! of a partition knows and the Kafka protocol does not carry (the records
-//! a share-partition holds in flight). Each broker tells where its endpoint
+//! Brokers' HTTP endpoints from the CLI, for what only the leader of a
+//! partition knows and the Kafka protocol does not carry (the records a
+//! share-partition holds in flight, a mirror's progress), and for what it
+//! has no request for (mirrors). Each broker tells where its endpoint
 //! is in its read-only config `weir.http.listener`; the CLI trusts the CAs
 //! of `--command-config` and gives its SASL user as Basic credentials, as
 //! the endpoint asks when security is on.
@@ -99,6 +100,64 @@ impl BrokerHttp {
             serde_json::from_str(&body)
                 .map(Some)
                 .with_context(|| format!("GET {url}: unexpected answer"))
+        })
+        .await?
+    }
+
+    /// A change: `POST url` with the JSON `body`, or `DELETE url` without
+    /// one. Returns the JSON answer of a success; an error stating the
+    /// endpoint's `error` otherwise.
+    pub(crate) async fn change(
+        &self,
+        url: String,
+        body: Option<serde_json::Value>,
+    ) -> anyhow::Result<serde_json::Value> {
+        let authorization = self.authorization.clone();
+        let agent = self.agent.clone();
+        tokio::task::spawn_blocking(move || {
+            let method = if body.is_some() { "POST" } else { "DELETE" };
+            let sent = match body {
+                Some(body) => {
+                    let mut request = agent
+                        .post(&url)
+                        .header("Content-Type", "application/json")
+                        .header("Accept", "application/json");
+                    if let Some(authorization) = &authorization {
+                        request = request.header("Authorization", authorization);
+                    }
+                    request
+                        .config()
+                        .http_status_as_error(false)
+                        .build()
+                        .send(body.to_string())
+                }
+                None => {
+                    let mut request = agent.delete(&url).header("Accept", "application/json");
+                    if let Some(authorization) = &authorization {
+                        request = request.header("Authorization", authorization);
+                    }
+                    request.config().http_status_as_error(false).build().call()
+                }
+            };
+            let mut response = sent.map_err(|error| anyhow!("{method} {url}: {error}"))?;
+            let status = response.status();
+            let text = response
+                .body_mut()
+                .with_config()
+                .limit(MAX_BODY_BYTES)
+                .read_to_string()
+                .with_context(|| format!("{method} {url}"))?;
+            let answer: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+            if status.is_success() {
+                return Ok(answer);
+            }
+            let reason = answer
+                .get("error")
+                .and_then(|e| e.as_str())
+                .map(str::to_owned)
+                .unwrap_or_else(|| answer.to_string());
+            Err(anyhow!("{}", reason.trim_end()))
         })
         .await?
     }

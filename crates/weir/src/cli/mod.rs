@@ -1,6 +1,7 @@
 //! The operator's CLI: `weir topic`, `weir produce`, `weir consume`,
-//! `weir group`, `weir cluster`. Each command is a Kafka client (through `weir-client`) of
-//! the broker named by `--bootstrap`.
+//! `weir group`, `weir cluster`, `weir mirror`. Each command is a Kafka
+//! client (through `weir-client`) of the broker named by `--bootstrap`, and
+//! of brokers' HTTP endpoints where the Kafka protocol has no request.
 
 pub(crate) mod acl;
 mod broker_http;
@@ -8,6 +9,7 @@ pub(crate) mod cluster;
 pub(crate) mod consume;
 pub(crate) mod dlq;
 pub(crate) mod group;
+pub(crate) mod mirror;
 pub(crate) mod produce;
 pub(crate) mod share_group;
 pub(crate) mod topic;

@@ -1,0 +1,535 @@
+//! The mirroring task (after KIP-1279's mirror fetcher and mirror
+//! coordinator): one loop per mirror on every broker.
+//!
+//! - On the live broker with the lowest id, every [`TOPIC_SYNC`], it reads
+//!   the source's metadata and creates the topics the mirror's regex
+//!   matches that are not here yet: the source's topic id, partition count
+//!   and topic config overrides, this cluster's replication factor
+//!   (`Command::CreateMirrorTopics`); and adds the partitions the source
+//!   added.
+//! - On every broker, it fetches the mirror partitions this broker leads
+//!   from the source's leaders, as a consumer reading committed records,
+//!   and appends the batches at their own offsets
+//!   (`Partition::append_mirrored`): the next fetch starts at the log end,
+//!   so no batch is written twice or out of order. The destination's
+//!   followers copy them as any records, and the high watermark follows
+//!   `min.insync.replicas` as for any write.
+//!
+//! A source that cannot be reached, a leader moving there, or a topic
+//! deleted there stops nothing but the partitions concerned, whose state
+//! says why; the loop retries. The source's log start moving past the
+//! mirror (retention) is followed: the mirror fetches on from it, leaving
+//! a gap as a compacted log has.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::ResponseError;
+use tokio::sync::watch;
+use weir_client::{ClientError, Cluster, ConfigSource};
+use weir_meta::{Applied, Command, MetadataImage, Mirror, TopicCreation};
+
+use crate::broker::{Broker, BrokerError, NewTopic, CONTROLLER_CHANGE_TIMEOUT_MS};
+use crate::metrics::MirrorPartitionLabels;
+use crate::mirror::source::{self, Target};
+use crate::partition::Partition;
+
+/// How often the mirror's topics are compared with the source's.
+const TOPIC_SYNC: Duration = Duration::from_secs(5);
+/// The pause after a failure, and between looks at a paused mirror.
+const BACKOFF: Duration = Duration::from_secs(1);
+
+/// Runs a loop per mirror while the broker runs, started and stopped as
+/// mirrors are created, changed and deleted.
+pub async fn run(broker: Arc<Broker>, mut shutdown: watch::Receiver<bool>) {
+    let mut running: HashMap<String, (Mirror, tokio::task::JoinHandle<()>)> = HashMap::new();
+    let mut tick = tokio::time::interval(BACKOFF);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => {
+                for (_, (_, task)) in running.drain() {
+                    task.abort();
+                }
+                return;
+            }
+        }
+        let image = broker.image();
+        running.retain(|name, (definition, task)| {
+            let keep = image
+                .mirror(name)
+                .is_some_and(|current| same_settings(current, definition));
+            if !keep {
+                task.abort();
+                forget_mirror(&broker, name);
+            }
+            keep
+        });
+        for mirror in image.mirrors() {
+            if !running.contains_key(&mirror.name) {
+                let task = tokio::spawn(mirror_loop(broker.clone(), mirror.clone()));
+                running.insert(mirror.name.clone(), (mirror.clone(), task));
+            }
+        }
+    }
+}
+
+/// Whether a mirror's loop goes on with `current` as it started with
+/// `started`: the topics it created change, nothing else may.
+fn same_settings(current: &Mirror, started: &Mirror) -> bool {
+    current.source_bootstrap == started.source_bootstrap
+        && current.topics == started.topics
+        && current.groups == started.groups
+        && current.source_config == started.source_config
+        && current.paused == started.paused
+}
+
+fn forget_mirror(broker: &Broker, name: &str) {
+    for (topic, partition) in broker.mirror_progress().forget(name) {
+        broker
+            .metrics()
+            .mirror
+            .forget(&labels(name, &topic, partition));
+    }
+}
+
+fn labels(mirror: &str, topic: &str, partition: i32) -> MirrorPartitionLabels {
+    MirrorPartitionLabels {
+        mirror: mirror.to_owned(),
+        topic: topic.to_owned(),
+        partition: partition.to_string(),
+    }
+}
+
+/// A mirror partition this broker leads.
+struct Led {
+    partition: Arc<Partition>,
+    leader_epoch: i32,
+}
+
+/// The mirror partitions of `mirror` this broker leads in `image`.
+fn led_here(broker: &Broker, image: &MetadataImage, mirror: &Mirror) -> Vec<Led> {
+    let me = broker.node_id();
+    let mut led = Vec::new();
+    for (id, mirror_topic) in &mirror.mirror_topics {
+        let Some(topic) = image.topic(&mirror_topic.name).filter(|t| t.id == *id) else {
+            continue;
+        };
+        for info in topic.partitions.iter().filter(|p| p.leader == me) {
+            if let Some(partition) = broker.partition(&topic.name, info.partition) {
+                led.push(Led {
+                    partition,
+                    leader_epoch: info.leader_epoch,
+                });
+            }
+        }
+    }
+    led
+}
+
+async fn mirror_loop(broker: Arc<Broker>, mirror: Mirror) {
+    let name = mirror.name.clone();
+    let mut source: Option<Cluster> = None;
+    let mut last_sync: Option<Instant> = None;
+    // Where a partition fetches next when not at its log end: the source's
+    // log start, past a mirror that fell behind its retention.
+    let mut skip_to: HashMap<(String, i32), u64> = HashMap::new();
+    let mut unreachable_told = false;
+    loop {
+        let image = broker.image();
+        let Some(current) = image.mirror(&name) else {
+            return;
+        };
+        let led = led_here(&broker, &image, current);
+        let kept: HashSet<(String, i32)> = led
+            .iter()
+            .map(|l| (l.partition.topic.clone(), l.partition.index))
+            .collect();
+        for (topic, partition) in broker
+            .mirror_progress()
+            .retain(&name, |t, p| kept.contains(&(t.to_owned(), p)))
+        {
+            broker
+                .metrics()
+                .mirror
+                .forget(&labels(&name, &topic, partition));
+        }
+        if current.paused {
+            for l in &led {
+                record(&broker, &name, &l.partition, None, "paused");
+            }
+            tokio::time::sleep(BACKOFF).await;
+            continue;
+        }
+        if source.is_none() {
+            match source::connect(current, broker.node_id()).await {
+                Ok(cluster) => {
+                    if unreachable_told {
+                        tracing::info!(mirror = name, "the mirror's source is reachable again");
+                        unreachable_told = false;
+                    }
+                    source = Some(cluster);
+                }
+                Err(error) => {
+                    if !unreachable_told {
+                        tracing::warn!(mirror = name, source = current.source_bootstrap, %error, "cannot reach the mirror's source; retrying");
+                        unreachable_told = true;
+                    }
+                    for l in &led {
+                        record(&broker, &name, &l.partition, None, "source unreachable");
+                    }
+                    tokio::time::sleep(BACKOFF).await;
+                    continue;
+                }
+            }
+        }
+        let cluster = source.as_mut().expect("connected above");
+        let first_live = image.live_brokers().map(|b| b.id).min();
+        if first_live == Some(broker.node_id())
+            && last_sync.is_none_or(|at| at.elapsed() >= TOPIC_SYNC)
+        {
+            last_sync = Some(Instant::now());
+            if let Err(error) = sync_topics(&broker, current, cluster).await {
+                tracing::warn!(mirror = name, %error, "cannot bring the mirror's topics in line with the source's");
+            }
+        }
+        if led.is_empty() {
+            tokio::time::sleep(BACKOFF).await;
+            continue;
+        }
+        match fetch_round(&broker, &name, cluster, &led, &mut skip_to).await {
+            Ok(true) => {}
+            Ok(false) => tokio::time::sleep(BACKOFF / 5).await,
+            Err(error) => {
+                tracing::debug!(mirror = name, %error, "fetching from the mirror's source failed");
+                for l in &led {
+                    record(&broker, &name, &l.partition, None, "source unreachable");
+                }
+                source = None;
+                tokio::time::sleep(BACKOFF).await;
+            }
+        }
+    }
+}
+
+/// Records a partition's progress, and publishes its lag.
+fn record(
+    broker: &Broker,
+    mirror: &str,
+    partition: &Partition,
+    source_end: Option<u64>,
+    state: &str,
+) {
+    let progress = broker.mirror_progress().record(
+        mirror,
+        (&partition.topic, partition.index),
+        source_end,
+        partition.log().log_end_offset(),
+        state,
+        broker.now_ms(),
+    );
+    let labels = labels(mirror, &partition.topic, partition.index);
+    let metrics = &broker.metrics().mirror;
+    metrics
+        .lag_records
+        .get_or_create(&labels)
+        .set(progress.lag_records as i64);
+    metrics
+        .lag_seconds
+        .get_or_create(&labels)
+        .set(progress.lag_seconds);
+}
+
+/// One fetch from each source leader of the partitions in `led`, and the
+/// appends; whether every partition was answered without an error.
+async fn fetch_round(
+    broker: &Broker,
+    mirror: &str,
+    cluster: &mut Cluster,
+    led: &[Led],
+    skip_to: &mut HashMap<(String, i32), u64>,
+) -> Result<bool, ClientError> {
+    let mut by_leader: BTreeMap<i32, Vec<(&Led, Target)>> = BTreeMap::new();
+    let mut clean = true;
+    for l in led {
+        let p = &l.partition;
+        let key = (p.topic.clone(), p.index);
+        let end = p.log().log_end_offset();
+        let offset = skip_to
+            .get(&key)
+            .copied()
+            .filter(|&o| o > end)
+            .unwrap_or(end);
+        match cluster.leader_of(&p.topic, p.index).await {
+            Ok(leader) => by_leader.entry(leader).or_default().push((
+                l,
+                Target {
+                    topic: p.topic.clone(),
+                    topic_id: p.topic_id,
+                    partition: p.index,
+                    offset,
+                },
+            )),
+            Err(ClientError::Kafka { code, .. })
+                if code == ResponseError::UnknownTopicOrPartition.code() =>
+            {
+                record(broker, mirror, p, None, "source topic not found");
+                clean = false;
+            }
+            Err(ClientError::Kafka { .. }) => {
+                record(broker, mirror, p, None, "source partition has no leader");
+                clean = false;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    for (leader, partitions) in by_leader {
+        let targets: Vec<Target> = partitions.iter().map(|(_, t)| t.clone()).collect();
+        let answers = {
+            let client = cluster.connection(leader).await?;
+            source::fetch(client, &targets).await?
+        };
+        let mut stale_leaders = false;
+        for ((l, target), answer) in partitions.into_iter().zip(answers) {
+            let Some(answer) = answer else {
+                clean = false;
+                continue;
+            };
+            let p = &l.partition;
+            let key = (p.topic.clone(), p.index);
+            let source_end = u64::try_from(answer.high_watermark).ok();
+            let state = match answer.error {
+                None => {
+                    let records = weir_log::batch::whole_batches(&answer.records);
+                    if records.is_empty() {
+                        "mirroring".to_owned()
+                    } else {
+                        let partition = p.clone();
+                        let records = answer.records.slice(..records.len());
+                        let epoch = l.leader_epoch;
+                        let appended = tokio::task::spawn_blocking(move || {
+                            partition.append_mirrored(&records, epoch)
+                        })
+                        .await;
+                        match appended {
+                            Ok(Ok(())) => {
+                                skip_to.remove(&key);
+                                "mirroring".to_owned()
+                            }
+                            Ok(Err(error)) => {
+                                clean = false;
+                                tracing::debug!(mirror, topic = p.topic, partition = p.index, %error, "cannot append mirrored records");
+                                format!("cannot append: {error}")
+                            }
+                            Err(error) => format!("cannot append: {error}"),
+                        }
+                    }
+                }
+                Some(ResponseError::OffsetOutOfRange) => {
+                    let start = u64::try_from(answer.log_start_offset).unwrap_or(0);
+                    if target.offset < start {
+                        tracing::info!(mirror, topic = p.topic, partition = p.index, from = target.offset, to = start, "the source's retention passed the mirror: mirroring on from the source's log start");
+                        skip_to.insert(key, start);
+                        "mirroring".to_owned()
+                    } else {
+                        clean = false;
+                        "the mirror is ahead of the source's log end".to_owned()
+                    }
+                }
+                Some(
+                    error @ (ResponseError::NotLeaderOrFollower
+                    | ResponseError::LeaderNotAvailable
+                    | ResponseError::FencedLeaderEpoch
+                    | ResponseError::UnknownLeaderEpoch),
+                ) => {
+                    clean = false;
+                    stale_leaders = true;
+                    format!("source leader moving ({error:?})")
+                }
+                Some(ResponseError::UnknownTopicOrPartition | ResponseError::UnknownTopicId) => {
+                    clean = false;
+                    "source topic not found".to_owned()
+                }
+                Some(error) => {
+                    clean = false;
+                    format!("source error {error:?}")
+                }
+            };
+            record(broker, mirror, p, source_end, &state);
+        }
+        if stale_leaders {
+            cluster.metadata(None).await?;
+        }
+    }
+    Ok(clean)
+}
+
+/// Creates the mirror topics the source has and this cluster lacks, and
+/// adds the partitions the source added.
+async fn sync_topics(
+    broker: &Broker,
+    mirror: &Mirror,
+    cluster: &mut Cluster,
+) -> Result<(), String> {
+    let pattern = regex::Regex::new(&format!("^(?:{})$", mirror.topics))
+        .map_err(|e| format!("invalid topic regex: {e}"))?;
+    let metadata = cluster.metadata(None).await.map_err(|e| e.to_string())?;
+    let image = broker.image();
+    let mut creations = Vec::new();
+    for topic in metadata
+        .topics
+        .iter()
+        .filter(|t| !t.is_internal && pattern.is_match(&t.name))
+    {
+        match image.topic(&topic.name) {
+            Some(here) if mirror.mirror_topics.contains_key(&here.id) => {
+                let total = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+                if total > here.partition_count() {
+                    broker
+                        .create_partitions(
+                            &topic.name,
+                            total,
+                            None,
+                            false,
+                            CONTROLLER_CHANGE_TIMEOUT_MS,
+                        )
+                        .await
+                        .map_err(|e| format!("adding partitions to {}: {e}", topic.name))?;
+                    tracing::info!(
+                        mirror = mirror.name,
+                        topic = topic.name,
+                        partitions = total,
+                        "added the partitions the source added"
+                    );
+                }
+            }
+            // A topic of this name that the mirror did not create is left
+            // alone (told once per sync while it is there).
+            Some(_) => {
+                tracing::debug!(
+                    mirror = mirror.name,
+                    topic = topic.name,
+                    "a topic of the source's name exists here; not mirrored"
+                );
+            }
+            None if topic.topic_id.is_nil() => {
+                return Err(format!(
+                    "the source names no topic id for {} (Metadata before v10)",
+                    topic.name
+                ));
+            }
+            None => {
+                let configs = cluster
+                    .any()
+                    .describe_configs(weir_client::ConfigResource::Topic(topic.name.clone()))
+                    .await
+                    .map_err(|e| format!("reading the configs of {}: {e}", topic.name))?
+                    .into_iter()
+                    .filter(|c| c.source == ConfigSource::DynamicTopic)
+                    .filter_map(|c| Some((c.name, c.value?)))
+                    .collect();
+                let partitions = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+                let creation = broker
+                    .topic_creation(
+                        &image,
+                        NewTopic {
+                            name: topic.name.clone(),
+                            partitions,
+                            replication_factor: None,
+                            assignment: None,
+                            configs,
+                        },
+                    )
+                    .map_err(|e| format!("placing {}: {e}", topic.name))?;
+                creations.push(TopicCreation {
+                    id: topic.topic_id,
+                    ..creation
+                });
+            }
+        }
+    }
+    if creations.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = creations.iter().map(|c| c.name.clone()).collect();
+    let applied = broker
+        .submit(
+            Command::CreateMirrorTopics {
+                mirror: mirror.name.clone(),
+                topics: creations,
+            },
+            CONTROLLER_CHANGE_TIMEOUT_MS,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Applied::TopicsCreated(outcomes) = applied {
+        for (name, outcome) in names.iter().zip(outcomes) {
+            match outcome {
+                Ok(()) => {
+                    tracing::info!(mirror = mirror.name, topic = name, "created a mirror topic")
+                }
+                Err(rejected) => {
+                    let error: weir_meta::MetaError = rejected.into();
+                    tracing::warn!(mirror = mirror.name, topic = name, %error, "cannot create the mirror topic");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Mirror administration, as `weir mirror` and `/v1/mirrors` ask for it.
+impl Broker {
+    /// Defines a mirror; answered once committed.
+    pub async fn create_mirror(&self, mirror: Mirror) -> Result<(), BrokerError> {
+        let invalid = |what: &str, error: regex::Error| {
+            // The regex crate's message spans lines: one line, for a log
+            // line or an HTTP answer.
+            let message = error.to_string();
+            let reason: Vec<&str> = message.lines().map(str::trim).collect();
+            weir_meta::MetaError::InvalidRequest(format!(
+                "invalid {what} regex: {}",
+                reason.join(" ")
+            ))
+        };
+        regex::Regex::new(&mirror.topics).map_err(|e| invalid("topic", e))?;
+        if let Some(groups) = &mirror.groups {
+            regex::Regex::new(groups).map_err(|e| invalid("group", e))?;
+        }
+        source::security(&mirror).map_err(|reason| {
+            weir_meta::MetaError::InvalidRequest(format!("invalid source config: {reason}"))
+        })?;
+        self.submit(
+            Command::CreateMirror { mirror },
+            CONTROLLER_CHANGE_TIMEOUT_MS,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Removes a mirror; its topics stay, writable.
+    pub async fn delete_mirror(&self, name: &str) -> Result<(), BrokerError> {
+        self.submit(
+            Command::DeleteMirror {
+                name: name.to_owned(),
+            },
+            CONTROLLER_CHANGE_TIMEOUT_MS,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Pauses or resumes a mirror's fetching.
+    pub async fn set_mirror_paused(&self, name: &str, paused: bool) -> Result<(), BrokerError> {
+        self.submit(
+            Command::SetMirrorPaused {
+                name: name.to_owned(),
+                paused,
+            },
+            CONTROLLER_CHANGE_TIMEOUT_MS,
+        )
+        .await
+        .map(|_| ())
+    }
+}

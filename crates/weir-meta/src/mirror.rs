@@ -1,0 +1,235 @@
+//! Cluster mirrors, after KIP-1279 ("Cluster Mirroring"): a mirror is
+//! defined on the destination cluster and pulls topics from a source
+//! cluster over the Kafka protocol, byte for byte and offset for offset.
+//!
+//! A mirror names its source (bootstrap servers and client settings with
+//! Kafka's names), which source topics it mirrors (a regular expression
+//! matching whole names) and which groups' committed offsets it copies. The
+//! topics it created on the destination, with the source's topic ids, are
+//! its mirror topics: read-only while it feeds them. The metadata quorum
+//! holds all of it, so every broker knows which topics are mirrors and the
+//! leaders of their partitions know to fetch them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The longest mirror name, as a topic name's.
+const MAX_NAME_LEN: usize = 249;
+
+/// One mirror of a source cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Mirror {
+    /// The mirror's name, unique in the cluster.
+    pub name: String,
+    /// The source cluster's bootstrap servers (`host:port[,host:port]`).
+    pub source_bootstrap: String,
+    /// The source topics mirrored: a regular expression matching whole
+    /// names.
+    pub topics: String,
+    /// The groups whose committed offsets are copied, the same way; `None`
+    /// for none.
+    pub groups: Option<String>,
+    /// Client settings for the source, with Kafka's names
+    /// (`security.protocol`, `sasl.mechanism`, ...).
+    pub source_config: BTreeMap<String, String>,
+    /// Fetching stopped for now; the topics stay read-only.
+    pub paused: bool,
+    /// The destination topics this mirror created, by topic id (the
+    /// source's).
+    pub mirror_topics: BTreeMap<Uuid, MirrorTopic>,
+}
+
+/// A topic a mirror created on the destination.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct MirrorTopic {
+    /// The topic's name, the source's.
+    pub name: String,
+}
+
+impl Mirror {
+    /// A mirror of `source_bootstrap` with no topics yet, running.
+    pub fn new(name: &str, source_bootstrap: &str, topics: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            source_bootstrap: source_bootstrap.to_owned(),
+            topics: topics.to_owned(),
+            groups: None,
+            source_config: BTreeMap::new(),
+            paused: false,
+            mirror_topics: BTreeMap::new(),
+        }
+    }
+
+    /// What is wrong with a mirror about to be created, if anything.
+    pub(crate) fn check_new(&self) -> Result<(), String> {
+        if self.name.is_empty() || self.name.len() > MAX_NAME_LEN {
+            return Err(format!("a mirror name has 1 to {MAX_NAME_LEN} characters"));
+        }
+        if let Some(c) = self
+            .name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err(format!(
+                "mirror name '{}' contains '{c}': use ASCII letters, digits, '.', '_' and '-'",
+                self.name
+            ));
+        }
+        if self.source_bootstrap.trim().is_empty() {
+            return Err(format!(
+                "mirror '{}' has no source bootstrap servers",
+                self.name
+            ));
+        }
+        if !self.mirror_topics.is_empty() {
+            return Err(format!(
+                "mirror '{}' must be created without topics; it creates them",
+                self.name
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::{Applied, Command, TopicCreation};
+    use crate::error::MetaError;
+    use crate::image::MetadataImage;
+    use crate::model::BrokerInfo;
+
+    const ORDERS: Uuid = Uuid::from_u128(7);
+
+    fn cluster_with_mirror() -> MetadataImage {
+        let mut image = MetadataImage::new();
+        image
+            .apply(&Command::RegisterBroker(BrokerInfo {
+                id: 1,
+                host: "host1".into(),
+                port: 9092,
+                rack: None,
+                incarnation: Uuid::from_u128(1),
+                previous_incarnation: None,
+                listeners: Vec::new(),
+            }))
+            .unwrap();
+        image
+            .apply(&Command::CreateMirror {
+                mirror: Mirror::new("east", "east-1:9092", "orders|payments"),
+            })
+            .unwrap();
+        image
+    }
+
+    fn orders() -> TopicCreation {
+        TopicCreation {
+            name: "orders".into(),
+            id: ORDERS,
+            replicas: vec![vec![1], vec![1]],
+            configs: BTreeMap::from([("cleanup.policy".to_owned(), "compact".to_owned())]),
+            internal: false,
+        }
+    }
+
+    fn create_topics(image: &mut MetadataImage, mirror: &str) -> Result<Applied, MetaError> {
+        image.apply(&Command::CreateMirrorTopics {
+            mirror: mirror.into(),
+            topics: vec![orders()],
+        })
+    }
+
+    #[test]
+    fn a_mirror_creates_its_topics_with_the_sources_ids_and_makes_them_read_only() {
+        let mut image = cluster_with_mirror();
+        let applied = create_topics(&mut image, "east").unwrap();
+        assert_eq!(applied, Applied::TopicsCreated(vec![Ok(())]));
+        let topic = image.topic("orders").unwrap();
+        assert_eq!((topic.id, topic.partition_count()), (ORDERS, 2));
+        assert_eq!(topic.configs["cleanup.policy"], "compact");
+        assert_eq!(
+            image.mirror_feeding(ORDERS).map(|m| m.name.as_str()),
+            Some("east")
+        );
+        // Again: the topic exists, so it is left out; the mirror keeps it.
+        let again = create_topics(&mut image, "east").unwrap();
+        assert!(matches!(again, Applied::TopicsCreated(ref o) if o[0].is_err()));
+        assert_eq!(image.mirror("east").unwrap().mirror_topics.len(), 1);
+        // Deleting the topic unlinks it.
+        image
+            .apply(&Command::DeleteTopic {
+                name: "orders".into(),
+            })
+            .unwrap();
+        assert!(image.mirror_feeding(ORDERS).is_none());
+        assert!(image.mirror("east").unwrap().mirror_topics.is_empty());
+    }
+
+    #[test]
+    fn mirrors_are_refused_with_a_taken_or_invalid_name_and_unknown_ones_are_errors() {
+        let mut image = cluster_with_mirror();
+        let duplicate = image.apply(&Command::CreateMirror {
+            mirror: Mirror::new("east", "other:9092", ".*"),
+        });
+        assert!(
+            matches!(&duplicate, Err(MetaError::InvalidRequest(m)) if m.contains("already exists")),
+            "{duplicate:?}"
+        );
+        for bad in ["", "a/b", "white space"] {
+            let refused = image.apply(&Command::CreateMirror {
+                mirror: Mirror::new(bad, "h:9092", ".*"),
+            });
+            assert!(
+                matches!(refused, Err(MetaError::InvalidRequest(_))),
+                "{bad:?}"
+            );
+        }
+        let no_source = image.apply(&Command::CreateMirror {
+            mirror: Mirror::new("west", " ", ".*"),
+        });
+        assert!(no_source.is_err());
+        for command in [
+            Command::DeleteMirror {
+                name: "west".into(),
+            },
+            Command::SetMirrorPaused {
+                name: "west".into(),
+                paused: true,
+            },
+        ] {
+            let unknown = image.apply(&command);
+            assert!(
+                matches!(&unknown, Err(MetaError::InvalidRequest(m)) if m.contains("does not exist")),
+                "{unknown:?}"
+            );
+        }
+        assert!(create_topics(&mut image, "west").is_err());
+        assert!(image.topic("orders").is_none(), "nothing created");
+    }
+
+    #[test]
+    fn pausing_keeps_the_topics_read_only_and_deleting_the_mirror_frees_them() {
+        let mut image = cluster_with_mirror();
+        create_topics(&mut image, "east").unwrap();
+        image
+            .apply(&Command::SetMirrorPaused {
+                name: "east".into(),
+                paused: true,
+            })
+            .unwrap();
+        assert!(image.mirror("east").unwrap().paused);
+        assert!(image.mirror_feeding(ORDERS).is_some());
+        let json = serde_json::to_string(&image).unwrap();
+        let back: MetadataImage = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, image);
+        image
+            .apply(&Command::DeleteMirror {
+                name: "east".into(),
+            })
+            .unwrap();
+        assert!(image.mirror_feeding(ORDERS).is_none());
+        assert!(image.topic("orders").is_some(), "the topic stays");
+    }
+}

@@ -1,0 +1,327 @@
+//! Cluster mirroring (after KIP-1279) against the real binary: a mirror on
+//! one Weir broker of another's topics, created with `weir mirror`, copying
+//! them byte for byte and offset for offset, read-only until the mirror
+//! goes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::raw::Raw;
+use common::Weir;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use weir_log::batch::BatchHeader;
+use weir_log::testing::BatchBuilder;
+
+fn weir(args: &[&str]) -> common::cli::Out {
+    common::cli::run(args, b"")
+}
+
+fn wait_for(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A partition's bytes from offset 0, with each batch's partition leader
+/// epoch (bytes 12..16, outside the CRC: each cluster stamps its own)
+/// zeroed.
+fn log_bytes(raw: &mut Raw, topic: &str, partition: i32) -> Vec<u8> {
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(64 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(64 << 20)])]);
+    let response: FetchResponse = raw.call(ApiKey::Fetch, 11, &request);
+    let data = &response.responses[0].partitions[0];
+    assert_eq!(data.error_code, 0, "fetch of {topic}-{partition}");
+    let mut bytes = data.records.as_deref().unwrap_or_default().to_vec();
+    let mut at = 0;
+    while let Ok(header) = BatchHeader::parse(&bytes[at..], 0) {
+        let size = header.total_size();
+        bytes[at + 12..at + 16].fill(0);
+        at += size;
+    }
+    assert_eq!(at, bytes.len(), "whole batches");
+    bytes
+}
+
+fn batch_offsets(bytes: &[u8]) -> Vec<(i64, i64)> {
+    let mut offsets = Vec::new();
+    let mut rest = bytes;
+    while let Ok(header) = BatchHeader::parse(rest, 0) {
+        offsets.push((header.base_offset(), header.last_offset()));
+        rest = &rest[header.total_size()..];
+    }
+    offsets
+}
+
+/// The partition's log end, `None` while it is not served.
+fn latest_offset(raw: &mut Raw, topic: &str, partition: i32) -> Option<i64> {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_timestamp(-1)])]);
+    let response: ListOffsetsResponse = raw.call(ApiKey::ListOffsets, 4, &request);
+    let answer = &response.topics[0].partitions[0];
+    (answer.error_code == 0).then_some(answer.offset)
+}
+
+/// Whether the broker has `topic`, asked without creating it.
+fn exists(raw: &mut Raw, topic: &str) -> bool {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, MetadataResponse};
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+            TopicName(StrBytes::from_string(topic.to_owned())),
+        ))]))
+        .with_allow_auto_topic_creation(false);
+    let metadata: MetadataResponse = raw.call(ApiKey::Metadata, 9, &request);
+    metadata.topics[0].error_code == 0
+        && metadata.topics[0]
+            .partitions
+            .iter()
+            .all(|p| p.leader_id.0 >= 0)
+}
+
+fn topic_id(raw: &mut Raw, topic: &str) -> uuid::Uuid {
+    raw.topic_metadata(topic).topics[0].topic_id
+}
+
+#[test]
+fn a_mirror_copies_topics_offset_for_offset_and_keeps_them_read_only() {
+    let source = Weir::start(&[]);
+    let destination = Weir::start(&[]);
+    weir(&[
+        "topic",
+        "create",
+        "orders",
+        "--partitions",
+        "3",
+        "--config",
+        "retention.ms=86400000",
+        "--bootstrap",
+        &source.kafka,
+    ])
+    .ok();
+    let mut on_source = Raw::connect(&source.kafka);
+    // Batches of several sizes; partition 0's from an idempotent producer.
+    let mut sequence = 0;
+    for i in 0..30 {
+        let count = 1 + i % 4;
+        let batch = BatchBuilder::new(count).keys(&format!("k{i}"));
+        let batch = if i % 3 == 0 {
+            sequence += count as i32;
+            batch.producer(7, 0, sequence - count as i32).build()
+        } else {
+            batch.build()
+        };
+        let (code, _) = on_source.produce("orders", (i % 3) as i32, batch);
+        assert_eq!(code, 0);
+    }
+
+    let created = weir(&[
+        "mirror",
+        "create",
+        "east",
+        "--source-bootstrap",
+        &source.kafka,
+        "--topics",
+        "ord.*",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .ok();
+    assert!(
+        created.stdout.contains("created mirror east"),
+        "{}",
+        created.stdout
+    );
+    let mut on_destination = Raw::connect(&destination.kafka);
+    wait_for(30, "the mirror topic", || {
+        exists(&mut on_destination, "orders")
+    });
+    wait_for(30, "the mirror to catch up", || {
+        (0..3).all(|p| {
+            latest_offset(&mut on_destination, "orders", p)
+                == Some(on_source.latest_offset("orders", p))
+        })
+    });
+    // The same topic id and partitions, the same config override.
+    assert_eq!(
+        topic_id(&mut on_destination, "orders"),
+        topic_id(&mut on_source, "orders")
+    );
+    let configs = weir(&[
+        "topic",
+        "describe",
+        "orders",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .ok();
+    assert!(
+        configs.stdout.contains("retention.ms=86400000"),
+        "{}",
+        configs.stdout
+    );
+    // Every batch at the same offsets with the same bytes.
+    for p in 0..3 {
+        let mirrored = log_bytes(&mut on_destination, "orders", p);
+        let original = log_bytes(&mut on_source, "orders", p);
+        assert!(!original.is_empty());
+        assert_eq!(batch_offsets(&mirrored), batch_offsets(&original));
+        assert_eq!(mirrored, original, "partition {p}");
+    }
+
+    // Producers may not write to a mirror topic, and are told why.
+    let refused = on_destination.produce_answer("orders", 0, BatchBuilder::new(1).build());
+    assert_eq!(refused.error_code, 42, "INVALID_REQUEST");
+    let message = refused
+        .error_message
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert!(message.contains("mirror east"), "{message}");
+
+    let listed = weir(&["mirror", "list", "--bootstrap", &destination.kafka]).ok();
+    let rows = listed.table("MIRROR");
+    assert_eq!(
+        rows[1][..5],
+        ["east", source.kafka.as_str(), "ord.*", "-", "running"]
+    );
+    let described = weir(&[
+        "mirror",
+        "describe",
+        "east",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .ok();
+    let rows = described.table("TOPIC");
+    assert_eq!(rows.len(), 4, "{}", described.stdout);
+    for row in &rows[1..] {
+        assert_eq!(row[0], "orders");
+        assert_eq!(row[2], row[3], "source end = mirrored: {row:?}");
+        assert_eq!((row[4], row[6]), ("0", "mirroring"), "{row:?}");
+    }
+    let (_, metrics) = destination.http_get("/metrics");
+    assert!(
+        metrics
+            .contains(r#"weir_mirror_lag_records{mirror="east",topic="orders",partition="0"} 0"#),
+        "{metrics}"
+    );
+
+    // New records follow; paused, they wait.
+    weir(&["mirror", "pause", "east", "--bootstrap", &destination.kafka]).ok();
+    wait_for(10, "the partitions to say paused", || {
+        let out = weir(&[
+            "mirror",
+            "describe",
+            "east",
+            "--bootstrap",
+            &destination.kafka,
+        ])
+        .ok();
+        out.table("TOPIC")[1..].iter().all(|row| row[6] == "paused")
+    });
+    let before = on_destination.latest_offset("orders", 0);
+    assert_eq!(
+        on_source
+            .produce("orders", 0, BatchBuilder::new(5).build())
+            .0,
+        0
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(on_destination.latest_offset("orders", 0), before, "paused");
+    weir(&[
+        "mirror",
+        "resume",
+        "east",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .ok();
+    wait_for(30, "the mirror to catch up again", || {
+        on_destination.latest_offset("orders", 0) == before + 5
+    });
+
+    // Deleted, the mirror stops and its topic takes writes.
+    weir(&[
+        "mirror",
+        "delete",
+        "east",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .ok();
+    let unknown = weir(&[
+        "mirror",
+        "describe",
+        "east",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .failed_with_one_line();
+    assert!(unknown.contains("does not exist"), "{unknown}");
+    wait_for(10, "the topic to take writes", || {
+        on_destination
+            .produce("orders", 0, BatchBuilder::new(1).build())
+            .0
+            == 0
+    });
+}
+
+#[test]
+fn mirrors_are_refused_with_a_bad_name_a_bad_regex_or_a_taken_name() {
+    let destination = Weir::start(&[]);
+    let create = |name: &str, topics: &str| {
+        weir(&[
+            "mirror",
+            "create",
+            name,
+            "--source-bootstrap",
+            "127.0.0.1:1",
+            "--topics",
+            topics,
+            "--bootstrap",
+            &destination.kafka,
+        ])
+    };
+    create("east", ".*").ok();
+    let taken = create("east", ".*").failed_with_one_line();
+    assert!(taken.contains("already exists"), "{taken}");
+    let bad_name = create("a/b", ".*").failed_with_one_line();
+    assert!(bad_name.contains("mirror name"), "{bad_name}");
+    let bad_regex = create("west", "(").failed_with_one_line();
+    assert!(bad_regex.contains("regex"), "{bad_regex}");
+    let bad_setting = weir(&[
+        "mirror",
+        "create",
+        "west",
+        "--source-bootstrap",
+        "127.0.0.1:1",
+        "--source-config",
+        "security.protocol=CARRIER_PIGEON",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .failed_with_one_line();
+    assert!(bad_setting.contains("security.protocol"), "{bad_setting}");
+    // A source that cannot be reached is a state, not an error.
+    let listed = weir(&["mirror", "list", "--bootstrap", &destination.kafka]).ok();
+    assert_eq!(listed.table("MIRROR").len(), 2);
+}
