@@ -321,6 +321,37 @@ pub enum Command {
         /// Paused (true) or running.
         paused: bool,
     },
+    /// Starts the failover of a mirror's topics (all of them when `topics`
+    /// is empty): fetching stops and each partition's leader reports where
+    /// its log is cut ([`Command::MirrorPartitionStopped`]). Rejected for an
+    /// unknown mirror, or a topic it does not feed.
+    FailOverMirror {
+        /// The mirror's name.
+        mirror: String,
+        /// The topics, by name; none: all that it feeds.
+        topics: Vec<String>,
+    },
+    /// A failing-over mirror partition's leader reports its last stable
+    /// offset, where its log is cut, and the largest producer id its
+    /// records carry. The last report of a topic makes it writable: each
+    /// partition gets a new leader epoch (so that followers drop what lies
+    /// past the cut), and producer ids are handed out above those of the
+    /// mirrored records. Checked against the partition's current leader
+    /// and leader epoch.
+    MirrorPartitionStopped {
+        /// The topic id.
+        topic_id: uuid::Uuid,
+        /// The partition index.
+        partition: i32,
+        /// The leader reporting.
+        broker: i32,
+        /// Its leader epoch.
+        leader_epoch: i32,
+        /// Its last stable offset.
+        last_mirrored_offset: u64,
+        /// The largest producer id of its records; -1: none.
+        max_producer_id: i64,
+    },
     /// Creates topics for a mirror, each with its source topic's id, as
     /// [`Command::CreateTopics`] creates them (one failing is left out), and
     /// makes each one created a read-only topic the mirror feeds. Rejected

@@ -16,7 +16,7 @@ use crate::authorizer::Authorizer;
 use crate::client_quota::{self, ClientQuotas, QuotaAlteration};
 use crate::command::{Applied, Command, Election, ElectionOutcome, TopicCreation, TopicRejected};
 use crate::error::MetaError;
-use crate::mirror::{Mirror, MirrorTopic};
+use crate::mirror::{Mirror, MirrorTopic, MirrorTopicState, StoppedPartition};
 use crate::model::{BrokerInfo, PartitionInfo, TopicInfo};
 use crate::partition_change::{self, Change, Election as ElectionType, Rules};
 use crate::placement;
@@ -71,6 +71,9 @@ pub struct MetadataImage {
     purging_topics: BTreeMap<Uuid, String>,
     /// Mirrors of source clusters (KIP-1279), by name.
     mirrors: BTreeMap<String, Mirror>,
+    /// Producer ids below it may be in records mirrored from another
+    /// cluster: brokers hand none of them out, also from blocks they hold.
+    mirrored_producer_ids_end: i64,
     next_producer_id: i64,
     applied_index: u64,
     /// Topic id → name; derived from `topics`.
@@ -123,6 +126,8 @@ struct ImageData {
     /// Absent from images written before mirrors existed.
     #[serde(default)]
     mirrors: BTreeMap<String, Mirror>,
+    #[serde(default)]
+    mirrored_producer_ids_end: i64,
     next_producer_id: i64,
     applied_index: u64,
 }
@@ -146,6 +151,7 @@ impl TryFrom<ImageData> for MetadataImage {
             remote_logs: data.remote_logs,
             purging_topics: data.purging_topics,
             mirrors: data.mirrors,
+            mirrored_producer_ids_end: data.mirrored_producer_ids_end,
             next_producer_id: data.next_producer_id,
             applied_index: data.applied_index,
             topic_ids: BTreeMap::new(),
@@ -331,6 +337,42 @@ impl MetadataImage {
             | Command::CreateMirrorTopics { mirror: name, .. } => {
                 self.existing_mirror(name).map(|_| ())
             }
+            Command::FailOverMirror { mirror, topics } => {
+                let mirror = self.existing_mirror(mirror)?;
+                for name in topics {
+                    let fed = mirror
+                        .mirror_topics
+                        .values()
+                        .any(|t| t.name == *name && t.state == MirrorTopicState::Mirroring);
+                    if !fed {
+                        return Err(MetaError::InvalidRequest(format!(
+                            "Mirror '{}' does not feed topic '{name}'.",
+                            mirror.name
+                        )));
+                    }
+                }
+                Ok(())
+            }
+            Command::MirrorPartitionStopped {
+                topic_id,
+                partition,
+                broker,
+                leader_epoch,
+                ..
+            } => {
+                let stopping = self.mirrors.values().any(|m| {
+                    m.mirror_topics
+                        .get(topic_id)
+                        .is_some_and(|t| matches!(t.state, MirrorTopicState::Stopping { .. }))
+                });
+                if !stopping {
+                    return Err(MetaError::InvalidRequest(format!(
+                        "Topic id {topic_id} is not failing over."
+                    )));
+                }
+                self.remote_partition(*topic_id, *partition)?
+                    .check_leader(*broker, *leader_epoch)
+            }
         }
     }
 
@@ -456,6 +498,33 @@ impl MetadataImage {
                 self.mirrors.remove(name);
                 Applied::Done
             }
+            Command::FailOverMirror { mirror, topics } => {
+                if let Some(mirror) = self.mirrors.get_mut(mirror) {
+                    for topic in mirror.mirror_topics.values_mut() {
+                        let chosen = topics.is_empty() || topics.contains(&topic.name);
+                        if chosen && topic.state == MirrorTopicState::Mirroring {
+                            topic.state = MirrorTopicState::Stopping {
+                                reported: BTreeMap::new(),
+                            };
+                        }
+                    }
+                }
+                Applied::Done
+            }
+            Command::MirrorPartitionStopped {
+                topic_id,
+                partition,
+                last_mirrored_offset,
+                max_producer_id,
+                ..
+            } => {
+                self.mirrored_producer_ids_end = self
+                    .mirrored_producer_ids_end
+                    .max(max_producer_id.saturating_add(1));
+                self.next_producer_id = self.next_producer_id.max(self.mirrored_producer_ids_end);
+                self.mirror_partition_stopped(*topic_id, *partition, *last_mirrored_offset);
+                Applied::Done
+            }
             Command::SetMirrorPaused { name, paused } => {
                 if let Some(mirror) = self.mirrors.get_mut(name) {
                     mirror.paused = *paused;
@@ -483,12 +552,9 @@ impl MetadataImage {
                             false,
                         );
                         if let Some(mirror) = self.mirrors.get_mut(mirror) {
-                            mirror.mirror_topics.insert(
-                                topic.id,
-                                MirrorTopic {
-                                    name: topic.name.clone(),
-                                },
-                            );
+                            mirror
+                                .mirror_topics
+                                .insert(topic.id, MirrorTopic::mirroring(&topic.name));
                         }
                         Ok(())
                     })
@@ -916,6 +982,12 @@ impl MetadataImage {
             .map(|((topic_id, partition), log)| (*topic_id, *partition, log.as_ref()))
     }
 
+    /// Producer ids below it may be in records mirrored from another
+    /// cluster (a failed-over mirror's): none is handed out.
+    pub fn mirrored_producer_ids_end(&self) -> i64 {
+        self.mirrored_producer_ids_end
+    }
+
     /// Every mirror, by name.
     pub fn mirrors(&self) -> impl Iterator<Item = &Mirror> {
         self.mirrors.values()
@@ -927,11 +999,67 @@ impl MetadataImage {
     }
 
     /// The mirror feeding the topic with this id, which makes it
-    /// read-only.
+    /// read-only: mirroring or failing over.
     pub fn mirror_feeding(&self, topic_id: Uuid) -> Option<&Mirror> {
+        self.mirrors.values().find(|m| {
+            m.mirror_topics
+                .get(&topic_id)
+                .is_some_and(MirrorTopic::is_read_only)
+        })
+    }
+
+    /// The mirror that created the topic with this id, and the topic as it
+    /// has it.
+    pub fn mirror_topic(&self, topic_id: Uuid) -> Option<(&Mirror, &MirrorTopic)> {
         self.mirrors
             .values()
-            .find(|m| m.mirror_topics.contains_key(&topic_id))
+            .find_map(|m| Some((m, m.mirror_topics.get(&topic_id)?)))
+    }
+
+    /// Records a failing-over partition's cut; at the topic's last, makes
+    /// it writable with a new leader epoch on every partition.
+    fn mirror_partition_stopped(&mut self, topic_id: Uuid, partition: i32, offset: u64) {
+        let Some(name) = self.topic_ids.get(&topic_id).cloned() else {
+            return;
+        };
+        let Some(count) = self.topics.get(&name).map(|t| t.partitions.len()) else {
+            return;
+        };
+        let Some(topic) = self
+            .mirrors
+            .values_mut()
+            .find_map(|m| m.mirror_topics.get_mut(&topic_id))
+        else {
+            return;
+        };
+        let MirrorTopicState::Stopping { reported } = &mut topic.state else {
+            return;
+        };
+        reported.insert(partition, offset);
+        if reported.len() < count {
+            return;
+        }
+        let reported = std::mem::take(reported);
+        let info = self.topics.get_mut(&name).expect("looked up above");
+        let mut partitions = BTreeMap::new();
+        for p in &mut info.partitions {
+            p.leader_epoch += 1;
+            p.partition_epoch += 1;
+            partitions.insert(
+                p.partition,
+                StoppedPartition {
+                    last_mirrored_offset: reported.get(&p.partition).copied().unwrap_or(0),
+                    leader_epoch: p.leader_epoch,
+                },
+            );
+        }
+        if let Some(topic) = self
+            .mirrors
+            .values_mut()
+            .find_map(|m| m.mirror_topics.get_mut(&topic_id))
+        {
+            topic.state = MirrorTopicState::Stopped { partitions };
+        }
     }
 
     fn existing_mirror(&self, name: &str) -> Result<&Mirror, MetaError> {

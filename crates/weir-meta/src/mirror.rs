@@ -46,6 +46,56 @@ pub struct Mirror {
 pub struct MirrorTopic {
     /// The topic's name, the source's.
     pub name: String,
+    /// Absent from images written before failover existed: mirroring.
+    #[serde(default)]
+    pub state: MirrorTopicState,
+}
+
+/// Where a mirror topic is in its life: fed by the mirror, failing over,
+/// or failed over.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub enum MirrorTopicState {
+    /// The mirror feeds it; producers may not.
+    #[default]
+    Mirroring,
+    /// Failing over: fetching stopped, and each partition's leader
+    /// reports where its log is cut.
+    Stopping {
+        /// The cuts reported so far: last stable offsets by partition.
+        reported: BTreeMap<i32, u64>,
+    },
+    /// Failed over: it takes writes here. Each partition's log ends at its
+    /// last mirrored offset as of the failover; writes since carry its
+    /// leader epoch at the failover or a later one.
+    Stopped {
+        /// Each partition's cut, by partition.
+        partitions: BTreeMap<i32, StoppedPartition>,
+    },
+}
+
+/// A partition of a topic that failed over.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoppedPartition {
+    /// Every offset below it came from the source; nothing at or above it.
+    pub last_mirrored_offset: u64,
+    /// The leader epoch the failover started: a replica's records past the
+    /// last mirrored offset in an older epoch are dropped.
+    pub leader_epoch: i32,
+}
+
+impl MirrorTopic {
+    /// A topic the mirror feeds from now on.
+    pub fn mirroring(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            state: MirrorTopicState::Mirroring,
+        }
+    }
+
+    /// Whether producers may not write to it: mirroring or failing over.
+    pub fn is_read_only(&self) -> bool {
+        !matches!(self.state, MirrorTopicState::Stopped { .. })
+    }
 }
 
 impl Mirror {
@@ -207,6 +257,61 @@ mod tests {
         }
         assert!(create_topics(&mut image, "west").is_err());
         assert!(image.topic("orders").is_none(), "nothing created");
+    }
+
+    #[test]
+    fn a_failover_cuts_each_partition_where_its_leader_says_and_then_takes_writes() {
+        let mut image = cluster_with_mirror();
+        create_topics(&mut image, "east").unwrap();
+        let unfed = image.apply(&Command::FailOverMirror {
+            mirror: "east".into(),
+            topics: vec!["payments".into()],
+        });
+        assert!(unfed.is_err(), "{unfed:?}");
+        image
+            .apply(&Command::FailOverMirror {
+                mirror: "east".into(),
+                topics: vec![],
+            })
+            .unwrap();
+        assert!(
+            image.mirror_feeding(ORDERS).is_some(),
+            "read-only while failing over"
+        );
+        let stopped =
+            |partition, leader_epoch, offset, max_producer_id| Command::MirrorPartitionStopped {
+                topic_id: ORDERS,
+                partition,
+                broker: 1,
+                leader_epoch,
+                last_mirrored_offset: offset,
+                max_producer_id,
+            };
+        // Only the partition's leader at its epoch reports.
+        assert!(image.apply(&stopped(0, 3, 40, 9)).is_err());
+        image.apply(&stopped(0, 0, 40, 9)).unwrap();
+        assert!(image.mirror_feeding(ORDERS).is_some());
+        image.apply(&stopped(1, 0, 7, 1_000)).unwrap();
+        // All reported: writable, at a new leader epoch, with producer ids
+        // above the mirrored ones.
+        assert!(image.mirror_feeding(ORDERS).is_none());
+        let (_, topic) = image.mirror_topic(ORDERS).unwrap();
+        let MirrorTopicState::Stopped { partitions } = &topic.state else {
+            panic!("{:?}", topic.state);
+        };
+        assert_eq!(
+            partitions[&0],
+            StoppedPartition {
+                last_mirrored_offset: 40,
+                leader_epoch: 1
+            }
+        );
+        assert_eq!(partitions[&1].last_mirrored_offset, 7);
+        assert_eq!(image.topic("orders").unwrap().partitions[1].leader_epoch, 1);
+        assert!(image.next_producer_id() > 1_000);
+        assert_eq!(image.mirrored_producer_ids_end(), 1_001);
+        // Not failing over any more: a late report is refused.
+        assert!(image.apply(&stopped(0, 1, 50, 9)).is_err());
     }
 
     #[test]

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 use common::raw::Raw;
 use common::Weir;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse,
+    TopicName, TransactionalId,
+};
 use kafka_protocol::protocol::StrBytes;
 use weir_log::batch::BatchHeader;
 use weir_log::testing::BatchBuilder;
@@ -324,4 +327,150 @@ fn mirrors_are_refused_with_a_bad_name_a_bad_regex_or_a_taken_name() {
     // A source that cannot be reached is a state, not an error.
     let listed = weir(&["mirror", "list", "--bootstrap", &destination.kafka]).ok();
     assert_eq!(listed.table("MIRROR").len(), 2);
+}
+
+/// A producer id from InitProducerId: idempotent, or transactional with
+/// `transactional_id`.
+fn init_producer(raw: &mut Raw, transactional_id: Option<&str>) -> (i64, i16) {
+    if let Some(id) = transactional_id {
+        assert_eq!(raw.find_coordinator(1, id).error_code, 0);
+    }
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(
+            transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.to_owned()))),
+        )
+        .with_transaction_timeout_ms(60_000);
+    let mut answer = None;
+    wait_for(20, "a producer id", || {
+        let r: InitProducerIdResponse = raw.call(ApiKey::InitProducerId, 5, &request);
+        answer = (r.error_code == 0).then_some((r.producer_id.0, r.producer_epoch));
+        answer.is_some()
+    });
+    answer.unwrap()
+}
+
+#[test]
+fn a_failover_cuts_at_the_last_stable_offset_records_it_and_makes_the_topics_writable() {
+    let source = Weir::start(&[]);
+    let destination = Weir::start(&[]);
+    weir(&[
+        "topic",
+        "create",
+        "payments",
+        "--partitions",
+        "2",
+        "--bootstrap",
+        &source.kafka,
+    ])
+    .ok();
+    let mut on_source = Raw::connect(&source.kafka);
+    // Partition 1: an idempotent producer's batches.
+    let (producer_id, epoch) = init_producer(&mut on_source, None);
+    for i in 0..5 {
+        let batch = BatchBuilder::new(2)
+            .producer(producer_id, epoch, i * 2)
+            .build();
+        assert_eq!(on_source.produce("payments", 1, batch).0, 0);
+    }
+    // Partition 0: three records, a transaction left open, two more.
+    for _ in 0..3 {
+        assert_eq!(
+            on_source
+                .produce("payments", 0, BatchBuilder::new(1).build())
+                .0,
+            0
+        );
+    }
+    let payer = init_producer(&mut on_source, Some("payer"));
+    assert_eq!(
+        on_source.produce_transactional("payer", payer, 0, "payments", 12),
+        0
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            on_source
+                .produce("payments", 0, BatchBuilder::new(1).build())
+                .0,
+            0
+        );
+    }
+    assert_eq!(on_source.last_stable_offset("payments"), 3);
+
+    weir(&[
+        "mirror",
+        "create",
+        "east",
+        "--source-bootstrap",
+        &source.kafka,
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .ok();
+    let mut on_destination = Raw::connect(&destination.kafka);
+    wait_for(30, "the mirror topic", || {
+        exists(&mut on_destination, "payments")
+    });
+    // Up to the source's last stable offset only.
+    wait_for(30, "the mirror to catch up", || {
+        latest_offset(&mut on_destination, "payments", 0) == Some(3)
+            && latest_offset(&mut on_destination, "payments", 1) == Some(10)
+    });
+    assert_eq!(
+        on_destination
+            .produce("payments", 0, BatchBuilder::new(1).build())
+            .0,
+        42,
+        "read-only before the failover"
+    );
+
+    let failed_over = weir(&[
+        "mirror",
+        "failover",
+        "east",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .ok();
+    let rows = failed_over.table("TOPIC");
+    assert_eq!(
+        rows[1..],
+        [["payments", "0", "3"], ["payments", "1", "10"]],
+        "{}",
+        failed_over.stdout
+    );
+    // Writable, from the last mirrored offset on; producer ids are handed
+    // out above the mirrored producer's.
+    assert_eq!(
+        on_destination.produce("payments", 0, BatchBuilder::new(1).build()),
+        (0, 3)
+    );
+    let (fresh, _) = init_producer(&mut on_destination, None);
+    assert!(
+        fresh > producer_id,
+        "{fresh} after the mirrored {producer_id}"
+    );
+    // The source's records no longer come.
+    assert_eq!(
+        on_source
+            .produce("payments", 1, BatchBuilder::new(1).build())
+            .0,
+        0
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(latest_offset(&mut on_destination, "payments", 1), Some(10));
+    let described = weir(&[
+        "mirror",
+        "describe",
+        "east",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .ok();
+    let rows = described.table("TOPIC");
+    assert_eq!(
+        rows[1],
+        ["payments", "0", "-", "3", "-", "-", "failed-over"],
+        "{}",
+        described.stdout
+    );
 }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
 use weir_client::{ClientError, Cluster, ConfigSource};
-use weir_meta::{Applied, Command, MetadataImage, Mirror, TopicCreation};
+use weir_meta::{Applied, Command, MetadataImage, Mirror, MirrorTopicState, TopicCreation};
 
 use crate::broker::{Broker, BrokerError, NewTopic, CONTROLLER_CHANGE_TIMEOUT_MS};
 use crate::metrics::MirrorPartitionLabels;
@@ -108,15 +108,25 @@ struct Led {
     leader_epoch: i32,
 }
 
-/// The mirror partitions of `mirror` this broker leads in `image`.
-fn led_here(broker: &Broker, image: &MetadataImage, mirror: &Mirror) -> Vec<Led> {
+/// The partitions of `mirror`'s topics in state `wanted` this broker
+/// leads in `image`.
+fn led_here(
+    broker: &Broker,
+    image: &MetadataImage,
+    mirror: &Mirror,
+    wanted: impl Fn(&MirrorTopicState, i32) -> bool,
+) -> Vec<Led> {
     let me = broker.node_id();
     let mut led = Vec::new();
     for (id, mirror_topic) in &mirror.mirror_topics {
         let Some(topic) = image.topic(&mirror_topic.name).filter(|t| t.id == *id) else {
             continue;
         };
-        for info in topic.partitions.iter().filter(|p| p.leader == me) {
+        for info in topic
+            .partitions
+            .iter()
+            .filter(|p| p.leader == me && wanted(&mirror_topic.state, p.partition))
+        {
             if let Some(partition) = broker.partition(&topic.name, info.partition) {
                 led.push(Led {
                     partition,
@@ -141,7 +151,10 @@ async fn mirror_loop(broker: Arc<Broker>, mirror: Mirror) {
         let Some(current) = image.mirror(&name) else {
             return;
         };
-        let led = led_here(&broker, &image, current);
+        report_cuts(&broker, &image, current).await;
+        let led = led_here(&broker, &image, current, |state, _| {
+            *state == MirrorTopicState::Mirroring
+        });
         let kept: HashSet<(String, i32)> = led
             .iter()
             .map(|l| (l.partition.topic.clone(), l.partition.index))
@@ -208,6 +221,63 @@ async fn mirror_loop(broker: Arc<Broker>, mirror: Mirror) {
                 }
                 source = None;
                 tokio::time::sleep(BACKOFF).await;
+            }
+        }
+    }
+}
+
+/// For the failing-over partitions led here that have not reported yet:
+/// reports where each is cut, its last stable offset, and the largest
+/// producer id of its records. Nothing is appended to them any more: this
+/// loop is their only writer, and it fetches only for mirroring topics.
+async fn report_cuts(broker: &Broker, image: &MetadataImage, mirror: &Mirror) {
+    let stopping = led_here(
+        broker,
+        image,
+        mirror,
+        |state, partition| matches!(state, MirrorTopicState::Stopping { reported } if !reported.contains_key(&partition)),
+    );
+    for l in stopping {
+        let partition = l.partition.clone();
+        let cut = tokio::task::spawn_blocking(move || {
+            let max_producer_id = partition
+                .active_producers()
+                .iter()
+                .map(|(p, _)| p.producer_id)
+                .max()
+                .unwrap_or(-1);
+            (partition.last_stable_offset(), max_producer_id)
+        })
+        .await;
+        let Ok((offset, max_producer_id)) = cut else {
+            continue;
+        };
+        let p = &l.partition;
+        let reported = broker
+            .submit(
+                Command::MirrorPartitionStopped {
+                    topic_id: p.topic_id,
+                    partition: p.index,
+                    broker: broker.node_id(),
+                    leader_epoch: l.leader_epoch,
+                    last_mirrored_offset: offset,
+                    max_producer_id,
+                },
+                CONTROLLER_CHANGE_TIMEOUT_MS,
+            )
+            .await;
+        match reported {
+            Ok(_) => {
+                tracing::info!(
+                    mirror = mirror.name,
+                    topic = p.topic,
+                    partition = p.index,
+                    last_mirrored_offset = offset,
+                    "mirror partition failing over: cut at its last stable offset"
+                )
+            }
+            Err(error) => {
+                tracing::debug!(mirror = mirror.name, topic = p.topic, partition = p.index, %error, "cannot report a failing-over partition's cut; retrying")
             }
         }
     }
@@ -383,7 +453,12 @@ async fn sync_topics(
         .filter(|t| !t.is_internal && pattern.is_match(&t.name))
     {
         match image.topic(&topic.name) {
-            Some(here) if mirror.mirror_topics.contains_key(&here.id) => {
+            Some(here)
+                if mirror
+                    .mirror_topics
+                    .get(&here.id)
+                    .is_some_and(|t| t.state == MirrorTopicState::Mirroring) =>
+            {
                 let total = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
                 if total > here.partition_count() {
                     broker
@@ -404,8 +479,8 @@ async fn sync_topics(
                     );
                 }
             }
-            // A topic of this name that the mirror did not create is left
-            // alone (told once per sync while it is there).
+            // A topic of this name that the mirror did not create, or that
+            // failed over, is left alone.
             Some(_) => {
                 tracing::debug!(
                     mirror = mirror.name,
@@ -513,6 +588,25 @@ impl Broker {
         self.submit(
             Command::DeleteMirror {
                 name: name.to_owned(),
+            },
+            CONTROLLER_CHANGE_TIMEOUT_MS,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Starts the failover of `topics` of a mirror (all with none):
+    /// answered once committed; each topic takes writes once the leaders
+    /// of its partitions reported their cuts.
+    pub async fn fail_over_mirror(
+        &self,
+        name: &str,
+        topics: Vec<String>,
+    ) -> Result<(), BrokerError> {
+        self.submit(
+            Command::FailOverMirror {
+                mirror: name.to_owned(),
+                topics,
             },
             CONTROLLER_CHANGE_TIMEOUT_MS,
         )

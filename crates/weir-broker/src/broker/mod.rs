@@ -1777,11 +1777,19 @@ impl Broker {
     /// block of ids from the controller (the producer retries, as Kafka's
     /// COORDINATOR_LOAD_IN_PROGRESS tells it to).
     pub fn producer_id(&self) -> Option<i64> {
-        let claim = self.producer_ids.lock().claim();
-        if claim.request_block {
-            self.request_producer_id_block();
+        // Ids a failed-over mirror's records may carry are skipped, also in
+        // a block taken before the failover.
+        let floor = self.meta.image().mirrored_producer_ids_end();
+        loop {
+            let claim = self.producer_ids.lock().claim();
+            if claim.request_block {
+                self.request_producer_id_block();
+            }
+            match claim.id {
+                Some(id) if id < floor => continue,
+                id => return id,
+            }
         }
-        claim.id
     }
 
     /// Asks the controller quorum for a block of producer ids, in the

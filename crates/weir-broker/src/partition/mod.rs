@@ -596,6 +596,26 @@ impl Partition {
         self.mirror.read().clone()
     }
 
+    /// Drops what a failed-over mirror partition holds past its last
+    /// mirrored offset from before the failover's leader epoch (records of
+    /// a source transaction the cut left open, or fetched after the leader
+    /// reported its cut); records written here since are never dropped.
+    pub fn cut_after_failover(
+        &self,
+        stopped: &weir_meta::StoppedPartition,
+    ) -> Result<(), LogError> {
+        let log = self.read_log();
+        let written_since = log
+            .latest_epoch()
+            .is_some_and(|e| e.epoch >= stopped.leader_epoch);
+        if written_since || log.log_end_offset() <= stopped.last_mirrored_offset {
+            return Ok(());
+        }
+        tracing::info!(topic = %self.topic, partition = self.index, from = log.log_end_offset(), to = stopped.last_mirrored_offset, "cutting a failed-over mirror partition at its last mirrored offset");
+        drop(log);
+        self.truncate_to(stopped.last_mirrored_offset)
+    }
+
     /// Takes what the metadata says of the mirror feeding the topic.
     pub fn set_mirror(&self, mirror: Option<&str>) {
         let mut current = self.mirror.write();
@@ -2232,6 +2252,30 @@ mod tests {
         let retried = p.append_in_place(&batch(0), 0).unwrap();
         assert!(retried.duplicate, "the producer's last batch is known");
         assert_eq!(retried.base_offset, 0);
+    }
+
+    #[test]
+    fn a_failed_over_mirror_partition_is_cut_once_and_keeps_what_is_written_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = open(dir.path());
+        p.append_mirrored(&BatchBuilder::new(5).build(), 0).unwrap(); // 0..=4
+        let stopped = weir_meta::StoppedPartition {
+            last_mirrored_offset: 3,
+            leader_epoch: 1,
+        };
+        p.cut_after_failover(&stopped).unwrap();
+        assert_eq!(
+            p.log().log_end_offset(),
+            0,
+            "the batch holding offset 3 goes"
+        );
+        p.append_mirrored(&BatchBuilder::new(3).build(), 0).unwrap(); // 0..=2
+        p.cut_after_failover(&stopped).unwrap();
+        assert_eq!(p.log().log_end_offset(), 3, "nothing past the cut");
+        p.lead_for_tests(&[1], 1, 1);
+        p.append_in_place(&BatchBuilder::new(2).build(), 1).unwrap(); // 3..=4
+        p.cut_after_failover(&stopped).unwrap();
+        assert_eq!(p.log().log_end_offset(), 5, "written since the failover");
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! - `GET /v1/mirrors/{name}`: one, with the progress of the mirror
 //!   partitions this broker leads (a client asks every broker);
 //! - `POST /v1/mirrors` (JSON), `POST /v1/mirrors/{name}/pause`,
-//!   `POST /v1/mirrors/{name}/resume` and `DELETE /v1/mirrors/{name}`.
+//!   `POST /v1/mirrors/{name}/resume`, `POST /v1/mirrors/{name}/failover`
+//!   (JSON: `{"topics": [...]}`, none for all) and
+//!   `DELETE /v1/mirrors/{name}`.
 //!
 //! Changes need ALTER on the cluster when the broker has an authorizer, as
 //! KIP-1279's mirror RPCs do, and a JSON body (or DELETE), which a page of
@@ -20,7 +22,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde::{Deserialize, Serialize};
 use weir_meta::acl::CLUSTER_RESOURCE_NAME;
-use weir_meta::{AclOperation, Mirror, ResourceType};
+use weir_meta::{AclOperation, Mirror, MirrorTopic, MirrorTopicState, ResourceType};
 
 use crate::broker::{Broker, BrokerError};
 use crate::mirror::PartitionProgress;
@@ -42,6 +44,7 @@ pub(super) fn routes() -> Router<Arc<Broker>> {
         .route("/v1/mirrors/{name}", get(describe).delete(delete))
         .route("/v1/mirrors/{name}/pause", post(pause))
         .route("/v1/mirrors/{name}/resume", post(resume))
+        .route("/v1/mirrors/{name}/failover", post(failover))
 }
 
 /// A mirror as the endpoint shows it.
@@ -53,18 +56,58 @@ struct MirrorView {
     groups: Option<String>,
     source_config: BTreeMap<String, String>,
     paused: bool,
-    /// The topics it created and feeds, by name.
-    mirror_topics: Vec<String>,
+    /// The topics it created, by name.
+    mirror_topics: Vec<MirrorTopicView>,
+}
+
+#[derive(Serialize)]
+struct MirrorTopicView {
+    name: String,
+    /// `mirroring`, `failing-over` or `failed-over`.
+    state: &'static str,
+    /// Once failed over: per partition, where the mirrored records end.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    last_mirrored_offsets: Vec<LastMirrored>,
+}
+
+#[derive(Serialize)]
+struct LastMirrored {
+    partition: i32,
+    offset: u64,
+}
+
+impl From<&MirrorTopic> for MirrorTopicView {
+    fn from(topic: &MirrorTopic) -> Self {
+        let (state, last_mirrored_offsets) = match &topic.state {
+            MirrorTopicState::Mirroring => ("mirroring", Vec::new()),
+            MirrorTopicState::Stopping { .. } => ("failing-over", Vec::new()),
+            MirrorTopicState::Stopped { partitions } => (
+                "failed-over",
+                partitions
+                    .iter()
+                    .map(|(&partition, stopped)| LastMirrored {
+                        partition,
+                        offset: stopped.last_mirrored_offset,
+                    })
+                    .collect(),
+            ),
+        };
+        Self {
+            name: topic.name.clone(),
+            state,
+            last_mirrored_offsets,
+        }
+    }
 }
 
 impl From<&Mirror> for MirrorView {
     fn from(mirror: &Mirror) -> Self {
-        let mut mirror_topics: Vec<String> = mirror
+        let mut mirror_topics: Vec<MirrorTopicView> = mirror
             .mirror_topics
             .values()
-            .map(|t| t.name.clone())
+            .map(MirrorTopicView::from)
             .collect();
-        mirror_topics.sort();
+        mirror_topics.sort_by(|a, b| a.name.cmp(&b.name));
         Self {
             name: mirror.name.clone(),
             source_bootstrap: mirror.source_bootstrap.clone(),
@@ -155,6 +198,29 @@ async fn delete(
         return denied;
     }
     answer(broker.delete_mirror(&name).await, StatusCode::OK)
+}
+
+/// What `POST /v1/mirrors/{name}/failover` takes.
+#[derive(Deserialize)]
+struct Failover {
+    /// The topics to fail over; all the mirror feeds when absent or empty.
+    #[serde(default)]
+    topics: Vec<String>,
+}
+
+async fn failover(
+    State(broker): State<Arc<Broker>>,
+    principal: Option<Extension<HttpPrincipal>>,
+    Path(name): Path<String>,
+    Json(chosen): Json<Failover>,
+) -> Response {
+    if let Some(denied) = may_alter(&broker, principal) {
+        return denied;
+    }
+    answer(
+        broker.fail_over_mirror(&name, chosen.topics).await,
+        StatusCode::ACCEPTED,
+    )
 }
 
 /// `POST /v1/mirrors/{name}/pause` and `/resume` take an empty JSON object.

@@ -64,7 +64,9 @@ pub(crate) fn needed_for(command: &Command) -> Vec<Needed<'_>> {
         | Command::RemoteSegmentCopyFinished { .. }
         | Command::RemoteSegmentsDeleteStarted { .. }
         | Command::RemoteSegmentsDeleteFinished { .. }
-        | Command::RemoteTopicPurged { .. } => vec![CLUSTER_ACTION],
+        | Command::RemoteTopicPurged { .. }
+        // A mirror partition's leader reporting its cut.
+        | Command::MirrorPartitionStopped { .. } => vec![CLUSTER_ACTION],
         Command::CreateTopic { name, .. } => creating(name),
         // Each topic needs its own: see `requirements`.
         Command::CreateTopics { .. } => vec![Needed::on_cluster(Create)],
@@ -91,7 +93,8 @@ pub(crate) fn needed_for(command: &Command) -> Vec<Needed<'_>> {
         | Command::CreateMirror { .. }
         | Command::DeleteMirror { .. }
         | Command::SetMirrorPaused { .. }
-        | Command::CreateMirrorTopics { .. } => vec![Needed::on_cluster(Alter)],
+        | Command::CreateMirrorTopics { .. }
+        | Command::FailOverMirror { .. } => vec![Needed::on_cluster(Alter)],
     }
 }
 

@@ -1,4 +1,4 @@
-//! `weir mirror create|list|describe|pause|resume|delete`: mirrors of a
+//! `weir mirror create|list|describe|pause|resume|failover|delete`: mirrors of a
 //! source cluster (KIP-1279), defined on this (the destination) cluster
 //! through a broker's HTTP endpoint (`/v1/mirrors`); `describe` asks every
 //! broker for the mirror partitions it leads.
@@ -65,6 +65,16 @@ enum MirrorCommand {
         /// The mirror's name.
         name: String,
     },
+    /// Fail over: stop mirroring the topics (all, or those named), cut each
+    /// partition at its last stable offset, record the last mirrored
+    /// offsets, and make the topics writable here.
+    Failover {
+        /// The mirror's name.
+        name: String,
+        /// A topic to fail over (repeat for more); all without.
+        #[arg(long = "topic", value_name = "TOPIC")]
+        topics: Vec<String>,
+    },
     /// Remove a mirror; its topics stay, and take writes.
     Delete {
         /// The mirror's name.
@@ -79,7 +89,21 @@ struct MirrorView {
     topics: String,
     groups: Option<String>,
     paused: bool,
-    mirror_topics: Vec<String>,
+    mirror_topics: Vec<MirrorTopicView>,
+}
+
+#[derive(Deserialize)]
+struct MirrorTopicView {
+    name: String,
+    state: String,
+    #[serde(default)]
+    last_mirrored_offsets: Vec<LastMirrored>,
+}
+
+#[derive(Deserialize)]
+struct LastMirrored {
+    partition: i32,
+    offset: u64,
 }
 
 #[derive(Deserialize)]
@@ -172,6 +196,9 @@ pub(crate) fn run(args: MirrorArgs) -> anyhow::Result<()> {
                 http.change(url, Some(serde_json::json!({}))).await?;
                 print_line(format_args!("resumed mirror {name}"))?;
             }
+            MirrorCommand::Failover { name, topics } => {
+                failover(&http, &mut cluster, &name, topics).await?
+            }
             MirrorCommand::Delete { name } => {
                 let url = format!("{}/v1/mirrors/{name}", any_endpoint(&mut cluster).await?);
                 http.change(url, None).await?;
@@ -187,6 +214,69 @@ fn state(paused: bool) -> &'static str {
         "paused"
     } else {
         "running"
+    }
+}
+
+/// How long a failover may take: every partition's leader reports its
+/// cut, as a metadata change.
+const FAILOVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Starts the failover, then waits until every topic chosen took it and
+/// prints where each partition's mirrored records end.
+async fn failover(
+    http: &BrokerHttp,
+    cluster: &mut Cluster,
+    name: &str,
+    topics: Vec<String>,
+) -> anyhow::Result<()> {
+    let endpoint = any_endpoint(cluster).await?;
+    http.change(
+        format!("{endpoint}/v1/mirrors/{name}/failover"),
+        Some(serde_json::json!({ "topics": topics })),
+    )
+    .await?;
+    let deadline = std::time::Instant::now() + FAILOVER_TIMEOUT;
+    loop {
+        let mirror: MirrorView = http
+            .get_json(format!("{endpoint}/v1/mirrors/{name}"))
+            .await?
+            .ok_or_else(|| anyhow!("mirror '{name}' does not exist"))?;
+        let chosen: Vec<&MirrorTopicView> = mirror
+            .mirror_topics
+            .iter()
+            .filter(|t| topics.is_empty() || topics.contains(&t.name))
+            .collect();
+        let waiting: Vec<&str> = chosen
+            .iter()
+            .filter(|t| t.state != "failed-over")
+            .map(|t| t.name.as_str())
+            .collect();
+        if waiting.is_empty() {
+            let mut rows = vec![["TOPIC", "PARTITION", "LAST-MIRRORED-OFFSET"]
+                .map(str::to_owned)
+                .to_vec()];
+            for topic in chosen {
+                for last in &topic.last_mirrored_offsets {
+                    rows.push(vec![
+                        topic.name.clone(),
+                        last.partition.to_string(),
+                        last.offset.to_string(),
+                    ]);
+                }
+            }
+            print_line(format_args!(
+                "failed over mirror {name}; the topics take writes"
+            ))?;
+            return super::print(format_args!("{}", table(&rows))).map_err(Into::into);
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(anyhow!(
+                "the failover of {} is not done after {}s: a partition's leader has not reported its cut (is it running?)",
+                waiting.join(", "),
+                FAILOVER_TIMEOUT.as_secs()
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
 
@@ -253,6 +343,35 @@ async fn describe(http: &BrokerHttp, cluster: &mut Cluster, name: &str) -> anyho
             p.state,
         ]
     }));
+    // Topics no longer mirrored: where their mirrored records end.
+    for topic in mirror
+        .mirror_topics
+        .iter()
+        .filter(|t| t.state != "mirroring")
+    {
+        if topic.last_mirrored_offsets.is_empty() {
+            rows.push(vec![
+                topic.name.clone(),
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                topic.state.clone(),
+            ]);
+        }
+        for last in &topic.last_mirrored_offsets {
+            rows.push(vec![
+                topic.name.clone(),
+                last.partition.to_string(),
+                "-".to_owned(),
+                last.offset.to_string(),
+                "-".to_owned(),
+                "-".to_owned(),
+                topic.state.clone(),
+            ]);
+        }
+    }
     super::print(format_args!("{}", table(&rows)))?;
     Ok(())
 }
