@@ -15,6 +15,8 @@ use kafka_protocol::messages::{
     TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::{Message, Offset, TopicPartitionList};
 use weir_log::batch::BatchHeader;
 use weir_log::testing::BatchBuilder;
 
@@ -473,4 +475,98 @@ fn a_failover_cuts_at_the_last_stable_offset_records_it_and_makes_the_topics_wri
         "{}",
         described.stdout
     );
+}
+
+fn consumer(bootstrap: &str, group: &str) -> BaseConsumer {
+    rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .expect("consumer")
+}
+
+fn commit(bootstrap: &str, group: &str, offset: i64) {
+    let mut offsets = TopicPartitionList::new();
+    offsets
+        .add_partition_offset("orders", 0, Offset::Offset(offset))
+        .unwrap();
+    consumer(bootstrap, group)
+        .commit(&offsets, CommitMode::Sync)
+        .unwrap();
+}
+
+fn committed(bootstrap: &str, group: &str) -> Offset {
+    let mut partitions = TopicPartitionList::new();
+    partitions.add_partition("orders", 0);
+    consumer(bootstrap, group)
+        .committed_offsets(partitions, Duration::from_secs(10))
+        .unwrap()
+        .find_partition("orders", 0)
+        .unwrap()
+        .offset()
+}
+
+#[test]
+fn the_chosen_groups_offsets_follow_and_their_consumers_carry_on_after_a_failover() {
+    let source = Weir::start(&[]);
+    let destination = Weir::start(&[]);
+    weir(&["topic", "create", "orders", "--bootstrap", &source.kafka]).ok();
+    let mut on_source = Raw::connect(&source.kafka);
+    for _ in 0..10 {
+        assert_eq!(
+            on_source
+                .produce("orders", 0, BatchBuilder::new(1).build())
+                .0,
+            0
+        );
+    }
+    commit(&source.kafka, "billing", 6);
+    commit(&source.kafka, "audit", 2);
+    weir(&[
+        "mirror",
+        "create",
+        "east",
+        "--source-bootstrap",
+        &source.kafka,
+        "--groups",
+        "bill.*",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .ok();
+    // The same offsets: nothing to translate.
+    wait_for(30, "billing's offset on the destination", || {
+        committed(&destination.kafka, "billing") == Offset::Offset(6)
+    });
+    commit(&source.kafka, "billing", 8);
+    wait_for(30, "billing's new offset", || {
+        committed(&destination.kafka, "billing") == Offset::Offset(8)
+    });
+    assert_eq!(
+        committed(&destination.kafka, "audit"),
+        Offset::Invalid,
+        "not chosen"
+    );
+
+    // After the failover the group's consumer goes on where it was.
+    weir(&[
+        "mirror",
+        "failover",
+        "east",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .ok();
+    let reader = consumer(&destination.kafka, "billing");
+    reader.subscribe(&["orders"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let first = loop {
+        assert!(Instant::now() < deadline, "no record");
+        if let Some(Ok(message)) = reader.poll(Duration::from_millis(200)) {
+            break message.offset();
+        }
+    };
+    assert_eq!(first, 8);
 }

@@ -15,6 +15,14 @@
 //!   followers copy them as any records, and the high watermark follows
 //!   `min.insync.replicas` as for any write.
 //!
+//! - On the live broker with the lowest id, every [`GROUP_SYNC`], for the
+//!   groups the mirror's group regex matches, it copies the offsets the
+//!   source's coordinators hold for mirror topics to this cluster's
+//!   coordinators as they are (the offsets are the same on both sides, so
+//!   there is nothing to translate), each at most the partition's high
+//!   watermark here: a commit with no members' generation, which a
+//!   coordinator takes only while the group has no active members here.
+//!
 //! A source that cannot be reached, a leader moving there, or a topic
 //! deleted there stops nothing but the partitions concerned, whose state
 //! says why; the loop retries. The source's log start moving past the
@@ -37,6 +45,9 @@ use crate::partition::Partition;
 
 /// How often the mirror's topics are compared with the source's.
 const TOPIC_SYNC: Duration = Duration::from_secs(5);
+/// How often the chosen groups' committed offsets are copied (MirrorMaker
+/// 2's `sync.group.offsets.interval.seconds`).
+const GROUP_SYNC: Duration = Duration::from_secs(5);
 /// The pause after a failure, and between looks at a paused mirror.
 const BACKOFF: Duration = Duration::from_secs(1);
 
@@ -146,6 +157,7 @@ async fn mirror_loop(broker: Arc<Broker>, mirror: Mirror) {
     // log start, past a mirror that fell behind its retention.
     let mut skip_to: HashMap<(String, i32), u64> = HashMap::new();
     let mut unreachable_told = false;
+    let mut groups = GroupSync::default();
     loop {
         let image = broker.image();
         let Some(current) = image.mirror(&name) else {
@@ -205,6 +217,16 @@ async fn mirror_loop(broker: Arc<Broker>, mirror: Mirror) {
             last_sync = Some(Instant::now());
             if let Err(error) = sync_topics(&broker, current, cluster).await {
                 tracing::warn!(mirror = name, %error, "cannot bring the mirror's topics in line with the source's");
+            }
+        }
+        if first_live == Some(broker.node_id())
+            && current.groups.is_some()
+            && groups.last.is_none_or(|at| at.elapsed() >= GROUP_SYNC)
+        {
+            groups.last = Some(Instant::now());
+            if let Err(error) = groups.sync(&broker, &image, current, cluster).await {
+                tracing::debug!(mirror = name, %error, "cannot copy the groups' offsets");
+                groups.destination = None;
             }
         }
         if led.is_empty() {
@@ -433,6 +455,116 @@ async fn fetch_round(
         }
     }
     Ok(clean)
+}
+
+/// The copying of committed offsets, on the live broker with the lowest
+/// id.
+#[derive(Default)]
+struct GroupSync {
+    last: Option<Instant>,
+    /// This cluster, as a client of its inter-broker listener.
+    destination: Option<Cluster>,
+    /// What was copied last, by (group, topic, partition): copied again
+    /// only when it changes.
+    copied: HashMap<(String, String, i32), i64>,
+}
+
+impl GroupSync {
+    async fn sync(
+        &mut self,
+        broker: &Broker,
+        image: &MetadataImage,
+        mirror: &Mirror,
+        source: &mut Cluster,
+    ) -> Result<(), ClientError> {
+        let Some(groups) = &mirror.groups else {
+            return Ok(());
+        };
+        let pattern = regex::Regex::new(&format!("^(?:{groups})$"))
+            .map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
+        let mirrored: HashSet<&str> = mirror
+            .mirror_topics
+            .values()
+            .filter(|t| t.state == MirrorTopicState::Mirroring)
+            .map(|t| t.name.as_str())
+            .collect();
+        // Every group of the source: each broker lists those it coordinates.
+        let brokers = source.metadata(Some(&[])).await?.brokers;
+        let mut chosen = Vec::new();
+        for b in brokers {
+            for group in source.connection(b.node_id).await?.list_groups().await? {
+                if pattern.is_match(&group.group_id) {
+                    chosen.push(group.group_id);
+                }
+            }
+        }
+        if self.destination.is_none() {
+            let me = image.broker(broker.node_id()).ok_or_else(|| {
+                ClientError::InvalidArgument("this broker is not registered".into())
+            })?;
+            let config = weir_client::ClientConfig {
+                client_id: format!("weir-mirror-{}-groups", mirror.name),
+                ..weir_client::ClientConfig::default()
+            };
+            self.destination = Some(
+                Cluster::connect_with_security(
+                    &format!("{}:{}", me.host, me.port),
+                    config,
+                    broker.inter_broker_security().clone(),
+                )
+                .await?,
+            );
+        }
+        let destination = self.destination.as_mut().expect("connected above");
+        for group in chosen {
+            let coordinator = source.any().find_coordinator(&group).await?;
+            let committed = source
+                .connection(coordinator.node_id)
+                .await?
+                .offset_fetch(&group, None)
+                .await?;
+            let mut offsets = Vec::new();
+            for c in committed
+                .into_iter()
+                .filter(|c| mirrored.contains(c.topic.as_str()))
+            {
+                // Never past what consumers here may read.
+                let high_watermark = destination.list_offsets(&c.topic, c.partition, -1).await?;
+                let offset = c.offset.min(high_watermark);
+                let key = (group.clone(), c.topic.clone(), c.partition);
+                if self.copied.get(&key) != Some(&offset) {
+                    offsets.push((c.topic, c.partition, offset));
+                }
+            }
+            if offsets.is_empty() {
+                continue;
+            }
+            let here = destination.any().find_coordinator(&group).await?;
+            match destination
+                .connection(here.node_id)
+                .await?
+                .offset_commit_simple(&group, &offsets)
+                .await
+            {
+                Ok(()) => {
+                    tracing::debug!(
+                        mirror = mirror.name,
+                        group,
+                        partitions = offsets.len(),
+                        "copied committed offsets"
+                    );
+                    for (topic, partition, offset) in offsets {
+                        self.copied
+                            .insert((group.clone(), topic, partition), offset);
+                    }
+                }
+                // Active members here: their own commits rule.
+                Err(ClientError::Kafka { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Creates the mirror topics the source has and this cluster lacks, and
