@@ -16,8 +16,9 @@
 # INTEROP_* environment variables described in interop_util.py), stops
 # the broker with SIGTERM and checks that it exits 0 and logged no panic.
 # The Java fetch-from-follower check (KIP-392) gets three more nodes of its
-# own, in racks a, b and c, and the tiered-storage check a broker with a
-# remote tier.
+# own, in racks a, b and c, the tiered-storage check a broker with a
+# remote tier, and the mirroring check (mirror_check.sh) an Apache Kafka
+# broker and a weir broker of its own.
 # Each script prints `PASS: name` / `FAIL: name: reason` per check; the
 # totals end in `interop: N passed, M failed`, and the exit status is 1 if
 # any check failed.
@@ -364,6 +365,9 @@ if [[ -n "$have_java" ]] && command -v mvn >/dev/null 2>&1; then
   # A JVM per tool invocation, some 40 of them: more time than the others.
   client_timeout=300 run_client kafka-tools bash "$here/kafka_tools_check.sh" "$kafka_addr"
   command -v kcat >/dev/null 2>&1 && tiered_broker_check
+  # Apache Kafka as a mirror's source: a Kafka broker and a weir broker of
+  # its own.
+  client_timeout=300 run_client mirror-from-kafka bash "$here/mirror_check.sh" "$weir"
 fi
 
 # ---------------------------------------------------------------- shutdown

@@ -43,10 +43,17 @@ impl Default for ClientConfig {
 /// newer versions of these name topics by id rather than by name, or
 /// (Produce 12, TxnOffsetCommit 5) belong to transactions v2 (KIP-890),
 /// whose protocol this client does not run.
+///
+/// And OffsetCommit 10, OffsetFetch 10 and InitProducerId 6 (Kafka 4.2 and
+/// later offer them) are in kafka-protocol's API table but not in its
+/// message codecs, which stop one version earlier.
 const CLIENT_MAX_VERSIONS: &[(ApiKey, i16)] = &[
     (ApiKey::Produce, 11),
     (ApiKey::Fetch, 12),
     (ApiKey::TxnOffsetCommit, 4),
+    (ApiKey::OffsetCommit, 9),
+    (ApiKey::OffsetFetch, 9),
+    (ApiKey::InitProducerId, 5),
 ];
 
 /// The versions of `key` this client can speak.
