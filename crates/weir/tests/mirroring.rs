@@ -24,6 +24,14 @@ fn weir(args: &[&str]) -> common::cli::Out {
     common::cli::run(args, b"")
 }
 
+/// `weir mirror ARGS --bootstrap DESTINATION`.
+fn mirror(destination: &str, args: &[&str]) -> common::cli::Out {
+    let mut all = vec!["mirror"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--bootstrap", destination]);
+    weir(&all)
+}
+
 fn wait_for(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !done() {
@@ -139,17 +147,17 @@ fn a_mirror_copies_topics_offset_for_offset_and_keeps_them_read_only() {
         assert_eq!(code, 0);
     }
 
-    let created = weir(&[
-        "mirror",
-        "create",
-        "east",
-        "--source-bootstrap",
-        &source.kafka,
-        "--topics",
-        "ord.*",
-        "--bootstrap",
+    let created = mirror(
         &destination.kafka,
-    ])
+        &[
+            "create",
+            "east",
+            "--source-bootstrap",
+            &source.kafka,
+            "--topics",
+            "ord.*",
+        ],
+    )
     .ok();
     assert!(
         created.stdout.contains("created mirror east"),
@@ -202,20 +210,13 @@ fn a_mirror_copies_topics_offset_for_offset_and_keeps_them_read_only() {
         .unwrap_or_default();
     assert!(message.contains("mirror east"), "{message}");
 
-    let listed = weir(&["mirror", "list", "--bootstrap", &destination.kafka]).ok();
+    let listed = mirror(&destination.kafka, &["list"]).ok();
     let rows = listed.table("MIRROR");
     assert_eq!(
         rows[1][..5],
         ["east", source.kafka.as_str(), "ord.*", "-", "running"]
     );
-    let described = weir(&[
-        "mirror",
-        "describe",
-        "east",
-        "--bootstrap",
-        &destination.kafka,
-    ])
-    .ok();
+    let described = mirror(&destination.kafka, &["describe", "east"]).ok();
     let rows = described.table("TOPIC");
     assert_eq!(rows.len(), 4, "{}", described.stdout);
     for row in &rows[1..] {
@@ -231,16 +232,9 @@ fn a_mirror_copies_topics_offset_for_offset_and_keeps_them_read_only() {
     );
 
     // New records follow; paused, they wait.
-    weir(&["mirror", "pause", "east", "--bootstrap", &destination.kafka]).ok();
+    mirror(&destination.kafka, &["pause", "east"]).ok();
     wait_for(10, "the partitions to say paused", || {
-        let out = weir(&[
-            "mirror",
-            "describe",
-            "east",
-            "--bootstrap",
-            &destination.kafka,
-        ])
-        .ok();
+        let out = mirror(&destination.kafka, &["describe", "east"]).ok();
         out.table("TOPIC")[1..].iter().all(|row| row[6] == "paused")
     });
     let before = on_destination.latest_offset("orders", 0);
@@ -252,35 +246,14 @@ fn a_mirror_copies_topics_offset_for_offset_and_keeps_them_read_only() {
     );
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(on_destination.latest_offset("orders", 0), before, "paused");
-    weir(&[
-        "mirror",
-        "resume",
-        "east",
-        "--bootstrap",
-        &destination.kafka,
-    ])
-    .ok();
+    mirror(&destination.kafka, &["resume", "east"]).ok();
     wait_for(30, "the mirror to catch up again", || {
         on_destination.latest_offset("orders", 0) == before + 5
     });
 
     // Deleted, the mirror stops and its topic takes writes.
-    weir(&[
-        "mirror",
-        "delete",
-        "east",
-        "--bootstrap",
-        &destination.kafka,
-    ])
-    .ok();
-    let unknown = weir(&[
-        "mirror",
-        "describe",
-        "east",
-        "--bootstrap",
-        &destination.kafka,
-    ])
-    .failed_with_one_line();
+    mirror(&destination.kafka, &["delete", "east"]).ok();
+    let unknown = mirror(&destination.kafka, &["describe", "east"]).failed_with_one_line();
     assert!(unknown.contains("does not exist"), "{unknown}");
     wait_for(10, "the topic to take writes", || {
         on_destination
@@ -294,17 +267,17 @@ fn a_mirror_copies_topics_offset_for_offset_and_keeps_them_read_only() {
 fn mirrors_are_refused_with_a_bad_name_a_bad_regex_or_a_taken_name() {
     let destination = Weir::start(&[]);
     let create = |name: &str, topics: &str| {
-        weir(&[
-            "mirror",
-            "create",
-            name,
-            "--source-bootstrap",
-            "127.0.0.1:1",
-            "--topics",
-            topics,
-            "--bootstrap",
+        mirror(
             &destination.kafka,
-        ])
+            &[
+                "create",
+                name,
+                "--source-bootstrap",
+                "127.0.0.1:1",
+                "--topics",
+                topics,
+            ],
+        )
     };
     create("east", ".*").ok();
     let taken = create("east", ".*").failed_with_one_line();
@@ -313,21 +286,21 @@ fn mirrors_are_refused_with_a_bad_name_a_bad_regex_or_a_taken_name() {
     assert!(bad_name.contains("mirror name"), "{bad_name}");
     let bad_regex = create("west", "(").failed_with_one_line();
     assert!(bad_regex.contains("regex"), "{bad_regex}");
-    let bad_setting = weir(&[
-        "mirror",
-        "create",
-        "west",
-        "--source-bootstrap",
-        "127.0.0.1:1",
-        "--source-config",
-        "security.protocol=CARRIER_PIGEON",
-        "--bootstrap",
+    let bad_setting = mirror(
         &destination.kafka,
-    ])
+        &[
+            "create",
+            "west",
+            "--source-bootstrap",
+            "127.0.0.1:1",
+            "--source-config",
+            "security.protocol=CARRIER_PIGEON",
+        ],
+    )
     .failed_with_one_line();
     assert!(bad_setting.contains("security.protocol"), "{bad_setting}");
     // A source that cannot be reached is a state, not an error.
-    let listed = weir(&["mirror", "list", "--bootstrap", &destination.kafka]).ok();
+    let listed = mirror(&destination.kafka, &["list"]).ok();
     assert_eq!(listed.table("MIRROR").len(), 2);
 }
 
@@ -398,15 +371,10 @@ fn a_failover_cuts_at_the_last_stable_offset_records_it_and_makes_the_topics_wri
     }
     assert_eq!(on_source.last_stable_offset("payments"), 3);
 
-    weir(&[
-        "mirror",
-        "create",
-        "east",
-        "--source-bootstrap",
-        &source.kafka,
-        "--bootstrap",
+    mirror(
         &destination.kafka,
-    ])
+        &["create", "east", "--source-bootstrap", &source.kafka],
+    )
     .ok();
     let mut on_destination = Raw::connect(&destination.kafka);
     wait_for(30, "the mirror topic", || {
@@ -425,14 +393,7 @@ fn a_failover_cuts_at_the_last_stable_offset_records_it_and_makes_the_topics_wri
         "read-only before the failover"
     );
 
-    let failed_over = weir(&[
-        "mirror",
-        "failover",
-        "east",
-        "--bootstrap",
-        &destination.kafka,
-    ])
-    .ok();
+    let failed_over = mirror(&destination.kafka, &["failover", "east"]).ok();
     let rows = failed_over.table("TOPIC");
     assert_eq!(
         rows[1..],
@@ -460,14 +421,7 @@ fn a_failover_cuts_at_the_last_stable_offset_records_it_and_makes_the_topics_wri
     );
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(latest_offset(&mut on_destination, "payments", 1), Some(10));
-    let described = weir(&[
-        "mirror",
-        "describe",
-        "east",
-        "--bootstrap",
-        &destination.kafka,
-    ])
-    .ok();
+    let described = mirror(&destination.kafka, &["describe", "east"]).ok();
     let rows = described.table("TOPIC");
     assert_eq!(
         rows[1],
@@ -524,17 +478,17 @@ fn the_chosen_groups_offsets_follow_and_their_consumers_carry_on_after_a_failove
     }
     commit(&source.kafka, "billing", 6);
     commit(&source.kafka, "audit", 2);
-    weir(&[
-        "mirror",
-        "create",
-        "east",
-        "--source-bootstrap",
-        &source.kafka,
-        "--groups",
-        "bill.*",
-        "--bootstrap",
+    mirror(
         &destination.kafka,
-    ])
+        &[
+            "create",
+            "east",
+            "--source-bootstrap",
+            &source.kafka,
+            "--groups",
+            "bill.*",
+        ],
+    )
     .ok();
     // The same offsets: nothing to translate.
     wait_for(30, "billing's offset on the destination", || {
@@ -551,14 +505,7 @@ fn the_chosen_groups_offsets_follow_and_their_consumers_carry_on_after_a_failove
     );
 
     // After the failover the group's consumer goes on where it was.
-    weir(&[
-        "mirror",
-        "failover",
-        "east",
-        "--bootstrap",
-        &destination.kafka,
-    ])
-    .ok();
+    mirror(&destination.kafka, &["failover", "east"]).ok();
     let reader = consumer(&destination.kafka, "billing");
     reader.subscribe(&["orders"]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -569,4 +516,136 @@ fn the_chosen_groups_offsets_follow_and_their_consumers_carry_on_after_a_failove
         }
     };
     assert_eq!(first, 8);
+}
+
+#[test]
+fn a_source_restarting_or_losing_a_topic_stops_nothing_else() {
+    let mut source = Weir::start(&[]);
+    let destination = Weir::start(&[]);
+    for topic in ["alpha", "beta"] {
+        weir(&["topic", "create", topic, "--bootstrap", &source.kafka]).ok();
+    }
+    let mut on_source = Raw::connect(&source.kafka);
+    for topic in ["alpha", "beta"] {
+        assert_eq!(
+            on_source.produce(topic, 0, BatchBuilder::new(3).build()).0,
+            0
+        );
+    }
+    mirror(
+        &destination.kafka,
+        &[
+            "create",
+            "east",
+            "--source-bootstrap",
+            &source.kafka,
+            "--topics",
+            "alpha|beta",
+        ],
+    )
+    .ok();
+    let mut on_destination = Raw::connect(&destination.kafka);
+    wait_for(30, "both topics mirrored", || {
+        ["alpha", "beta"]
+            .iter()
+            .all(|t| latest_offset(&mut on_destination, t, 0) == Some(3))
+    });
+
+    // The source restarts: the mirror reconnects and goes on.
+    source.restart(true);
+    let mut on_source = Raw::connect(&source.kafka);
+    assert_eq!(
+        on_source
+            .produce("alpha", 0, BatchBuilder::new(2).build())
+            .0,
+        0
+    );
+    wait_for(30, "alpha after the source's restart", || {
+        latest_offset(&mut on_destination, "alpha", 0) == Some(5)
+    });
+    assert_eq!(
+        log_bytes(&mut on_destination, "alpha", 0),
+        log_bytes(&mut on_source, "alpha", 0),
+        "no batch twice or out of order"
+    );
+
+    // A source topic deleted: its partitions say so, the others go on.
+    weir(&["topic", "delete", "beta", "--bootstrap", &source.kafka]).ok();
+    wait_for(30, "beta's state", || {
+        mirror(&destination.kafka, &["describe", "east"])
+            .ok()
+            .stdout
+            .contains("source topic not found")
+    });
+    assert_eq!(
+        on_source
+            .produce("alpha", 0, BatchBuilder::new(1).build())
+            .0,
+        0
+    );
+    wait_for(30, "alpha after beta's deletion", || {
+        latest_offset(&mut on_destination, "alpha", 0) == Some(6)
+    });
+    assert_eq!(
+        latest_offset(&mut on_destination, "beta", 0),
+        Some(3),
+        "what was mirrored stays"
+    );
+}
+
+#[test]
+fn a_mirror_leader_killed_mid_fetch_writes_no_batch_twice_or_out_of_order() {
+    let source = Weir::start(&[]);
+    let mut destination = common::cluster::Cluster::start(&["--default-replication-factor", "3"]);
+    let bootstrap = destination.bootstrap();
+    weir(&["topic", "create", "orders", "--bootstrap", &source.kafka]).ok();
+    mirror(
+        &bootstrap,
+        &["create", "east", "--source-bootstrap", &source.kafka],
+    )
+    .ok();
+    // Records keep coming while the destination's leader dies.
+    let source_kafka = source.kafka.clone();
+    let producer = std::thread::spawn(move || {
+        let mut raw = Raw::connect(&source_kafka);
+        for i in 0..300 {
+            assert_eq!(
+                raw.produce("orders", 0, BatchBuilder::new(1 + i % 3).build())
+                    .0,
+                0
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let leader =
+        common::cluster::wait_until("the mirror topic's leader", Duration::from_secs(30), || {
+            common::cluster::partitions(&bootstrap, "orders")
+                .first()
+                .map(|p| p.leader)
+                .filter(|l| *l > 0)
+        });
+    let mut on_leader = Raw::connect(&destination.node(leader).kafka);
+    wait_for(30, "records mirrored", || {
+        latest_offset(&mut on_leader, "orders", 0).is_some_and(|end| end > 50)
+    });
+    destination.node_mut(leader).kill();
+    producer.join().unwrap();
+    let bootstrap = destination.bootstrap();
+    let mut on_source = Raw::connect(&source.kafka);
+    let end = on_source.latest_offset("orders", 0);
+    let new_leader = common::cluster::wait_until("a new leader", Duration::from_secs(60), || {
+        common::cluster::partitions(&bootstrap, "orders")
+            .first()
+            .map(|p| p.leader)
+            .filter(|l| *l > 0 && *l != leader)
+    });
+    let mut on_new_leader = Raw::connect(&destination.node(new_leader).kafka);
+    wait_for(60, "the new leader to mirror to the source's end", || {
+        latest_offset(&mut on_new_leader, "orders", 0) == Some(end)
+    });
+    assert_eq!(
+        log_bytes(&mut on_new_leader, "orders", 0),
+        log_bytes(&mut on_source, "orders", 0),
+        "every batch once, in order"
+    );
 }

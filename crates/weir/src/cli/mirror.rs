@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{anyhow, Context};
+use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use serde::Deserialize;
 use weir_client::Cluster;
@@ -298,17 +298,23 @@ async fn describe(http: &BrokerHttp, cluster: &mut Cluster, name: &str) -> anyho
     let mut mirror = None;
     let mut partitions = Vec::new();
     for broker in &metadata.brokers {
-        let endpoint = BrokerHttp::endpoint_of(cluster, broker.node_id)
-            .await
-            .with_context(|| format!("broker {}", broker.node_id))?;
-        let Some(description) = http
-            .get_json::<MirrorDescription>(format!("{endpoint}/v1/mirrors/{name}"))
-            .await?
-        else {
-            return Err(anyhow!("mirror '{name}' does not exist"));
+        let described = async {
+            let endpoint = BrokerHttp::endpoint_of(cluster, broker.node_id).await?;
+            http.get_json::<MirrorDescription>(format!("{endpoint}/v1/mirrors/{name}"))
+                .await
         };
-        partitions.extend(description.partitions);
-        mirror.get_or_insert(description.mirror);
+        match described.await {
+            Ok(Some(description)) => {
+                partitions.extend(description.partitions);
+                mirror.get_or_insert(description.mirror);
+            }
+            Ok(None) => return Err(anyhow!("mirror '{name}' does not exist")),
+            // The others still tell theirs.
+            Err(error) => eprintln!(
+                "warning: broker {} did not answer ({error:#}); the partitions it leads are left out",
+                broker.node_id
+            ),
+        }
     }
     let mirror = mirror.ok_or_else(|| anyhow!("the cluster names no broker"))?;
     print_line(format_args!(
