@@ -82,7 +82,8 @@ pub(crate) fn run(bootstrap: &str, args: &E2eArgs, json: bool) -> anyhow::Result
     )?;
     let partitions = kafka::topic_partitions(producer.client(), &args.topic, produce::TOPIC_WAIT)?;
 
-    let mut config = kafka::consumer_config(bootstrap);
+    let consume_bootstrap = args.consume_bootstrap.as_deref().unwrap_or(bootstrap);
+    let mut config = kafka::consumer_config(consume_bootstrap);
     // A group id only because librdkafka assigns partitions in a group;
     // the assignment never joins it.
     config
@@ -148,6 +149,7 @@ pub(crate) fn run(bootstrap: &str, args: &E2eArgs, json: bool) -> anyhow::Result
     let first_error = context.first_error();
     Ok(Report::new("e2e")
         .parameter("bootstrap", bootstrap)
+        .parameter("consume_bootstrap", consume_bootstrap)
         .parameter("topic", args.topic.as_str())
         .parameter("rate", args.rate)
         .parameter("duration_s", args.duration.as_secs_f64())

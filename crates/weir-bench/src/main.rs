@@ -165,6 +165,10 @@ struct E2eArgs {
     /// (default: no keys), as a compacted topic expects.
     #[arg(long, value_name = "K")]
     keys: Option<usize>,
+    /// The broker the consumer reads from (default: `--bootstrap`): a
+    /// mirror's destination cluster, for the latency of the mirror.
+    #[arg(long, value_name = "HOST:PORT")]
+    consume_bootstrap: Option<String>,
     #[command(flatten)]
     producer: ProducerArgs,
 }
