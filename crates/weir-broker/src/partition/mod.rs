@@ -439,6 +439,11 @@ pub struct Partition {
     /// The log end the producer-state snapshot on disk covers (`u64::MAX`:
     /// none, or stale), so that an unchanged partition is not written again.
     snapshot_offset: AtomicU64,
+    /// Held by whoever writes `producer-state.json`, from reading the
+    /// state to the file's rename (after `log_changes`, before
+    /// `producers`): two writers never interleave, so the file never gets
+    /// an older state after a newer one.
+    snapshot_writes: Mutex<()>,
     /// Whether the topic's `leader.replication.throttled.replicas` names
     /// this partition on this broker: followers' fetches of it, while this
     /// replica leads, count against `leader.replication.throttled.rate`.
@@ -575,6 +580,7 @@ impl Partition {
             }),
             high_watermark: AtomicU64::new(high_watermark),
             snapshot_offset: AtomicU64::new(snapshot_offset),
+            snapshot_writes: Mutex::new(()),
             leader_throttled: AtomicBool::new(false),
             follower_throttled: AtomicBool::new(false),
             delivery_delay_ms: AtomicI64::new(log_delivery_delay_ms),
@@ -962,6 +968,7 @@ impl Partition {
     /// since the last one.
     pub fn snapshot_producer_state(&self) -> Result<(), LogError> {
         let _changing = self.changing_log();
+        let _writing = self.snapshot_writes.lock();
         let producers = self.producers.lock();
         // Held to the write, so that the snapshot lands where the log is.
         let log = self.read_log();
@@ -1166,20 +1173,28 @@ impl Partition {
         epochs: &[weir_log::EpochEntry],
         producers: Option<ProducerStates>,
     ) -> Result<(), LogError> {
-        let _changing = self.changing_log();
-        let log = self.read_log();
-        log.restart_at_with_epochs(offset, epochs)?;
-        if let Some(producers) = producers {
-            let snapshot = ProducerSnapshot { offset, producers };
-            // The latest snapshot, which `after_truncation` loads, and
-            // the one a copy of the segment starting here will carry.
-            weir_log::checkpoint::write(
-                &*self.storage,
-                &log.dir().join(PRODUCER_SNAPSHOT_FILE),
-                &snapshot.to_json(),
-            )?;
-            producer_snapshots::write_segment_snapshot(&*self.storage, log.dir(), &snapshot)?;
+        {
+            // The state is in memory and in the latest snapshot before a
+            // snapshot of the partition's may be written again.
+            let _changing = self.changing_log();
+            let _writing = self.snapshot_writes.lock();
+            let log = self.read_log();
+            log.restart_at_with_epochs(offset, epochs)?;
+            if let Some(producers) = producers {
+                let snapshot = ProducerSnapshot { offset, producers };
+                // The latest snapshot, which `after_truncation` loads, and
+                // the one a copy of the segment starting here will carry.
+                weir_log::checkpoint::write(
+                    &*self.storage,
+                    &log.dir().join(PRODUCER_SNAPSHOT_FILE),
+                    &snapshot.to_json(),
+                )?;
+                producer_snapshots::write_segment_snapshot(&*self.storage, log.dir(), &snapshot)?;
+                *self.producers.lock() = snapshot.producers;
+                self.snapshot_offset.store(offset, Ordering::Release);
+            }
         }
+        let _changing = self.changing_log();
         self.after_truncation()
     }
 
