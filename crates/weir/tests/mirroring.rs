@@ -20,6 +20,16 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use weir_log::batch::BatchHeader;
 use weir_log::testing::BatchBuilder;
 
+/// A batch of `count` records stamped now: older ones would fall to
+/// retention (`retention.ms`, a week) at once.
+fn records(count: usize) -> BatchBuilder {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    BatchBuilder::new(count).timestamp(now)
+}
+
 fn weir(args: &[&str]) -> common::cli::Out {
     common::cli::run(args, b"")
 }
@@ -56,7 +66,11 @@ fn log_bytes(raw: &mut Raw, topic: &str, partition: i32) -> Vec<u8> {
                 .with_partition_max_bytes(64 << 20)])]);
     let response: FetchResponse = raw.call(ApiKey::Fetch, 11, &request);
     let data = &response.responses[0].partitions[0];
-    assert_eq!(data.error_code, 0, "fetch of {topic}-{partition}");
+    assert_eq!(
+        data.error_code, 0,
+        "fetch of {topic}-{partition}: log start {}, high watermark {}",
+        data.log_start_offset, data.high_watermark
+    );
     let mut bytes = data.records.as_deref().unwrap_or_default().to_vec();
     let mut at = 0;
     while let Ok(header) = BatchHeader::parse(&bytes[at..], 0) {
@@ -136,7 +150,7 @@ fn a_mirror_copies_topics_offset_for_offset_and_keeps_them_read_only() {
     let mut sequence = 0;
     for i in 0..30 {
         let count = 1 + i % 4;
-        let batch = BatchBuilder::new(count).keys(&format!("k{i}"));
+        let batch = records(count).keys(&format!("k{i}"));
         let batch = if i % 3 == 0 {
             sequence += count as i32;
             batch.producer(7, 0, sequence - count as i32).build()
@@ -202,7 +216,7 @@ fn a_mirror_copies_topics_offset_for_offset_and_keeps_them_read_only() {
     }
 
     // Producers may not write to a mirror topic, and are told why.
-    let refused = on_destination.produce_answer("orders", 0, BatchBuilder::new(1).build());
+    let refused = on_destination.produce_answer("orders", 0, records(1).build());
     assert_eq!(refused.error_code, 42, "INVALID_REQUEST");
     let message = refused
         .error_message
@@ -238,12 +252,7 @@ fn a_mirror_copies_topics_offset_for_offset_and_keeps_them_read_only() {
         out.table("TOPIC")[1..].iter().all(|row| row[6] == "paused")
     });
     let before = on_destination.latest_offset("orders", 0);
-    assert_eq!(
-        on_source
-            .produce("orders", 0, BatchBuilder::new(5).build())
-            .0,
-        0
-    );
+    assert_eq!(on_source.produce("orders", 0, records(5).build()).0, 0);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(on_destination.latest_offset("orders", 0), before, "paused");
     mirror(&destination.kafka, &["resume", "east"]).ok();
@@ -256,10 +265,7 @@ fn a_mirror_copies_topics_offset_for_offset_and_keeps_them_read_only() {
     let unknown = mirror(&destination.kafka, &["describe", "east"]).failed_with_one_line();
     assert!(unknown.contains("does not exist"), "{unknown}");
     wait_for(10, "the topic to take writes", || {
-        on_destination
-            .produce("orders", 0, BatchBuilder::new(1).build())
-            .0
-            == 0
+        on_destination.produce("orders", 0, records(1).build()).0 == 0
     });
 }
 
@@ -342,19 +348,12 @@ fn a_failover_cuts_at_the_last_stable_offset_records_it_and_makes_the_topics_wri
     // Partition 1: an idempotent producer's batches.
     let (producer_id, epoch) = init_producer(&mut on_source, None);
     for i in 0..5 {
-        let batch = BatchBuilder::new(2)
-            .producer(producer_id, epoch, i * 2)
-            .build();
+        let batch = records(2).producer(producer_id, epoch, i * 2).build();
         assert_eq!(on_source.produce("payments", 1, batch).0, 0);
     }
     // Partition 0: three records, a transaction left open, two more.
     for _ in 0..3 {
-        assert_eq!(
-            on_source
-                .produce("payments", 0, BatchBuilder::new(1).build())
-                .0,
-            0
-        );
+        assert_eq!(on_source.produce("payments", 0, records(1).build()).0, 0);
     }
     let payer = init_producer(&mut on_source, Some("payer"));
     assert_eq!(
@@ -362,12 +361,7 @@ fn a_failover_cuts_at_the_last_stable_offset_records_it_and_makes_the_topics_wri
         0
     );
     for _ in 0..2 {
-        assert_eq!(
-            on_source
-                .produce("payments", 0, BatchBuilder::new(1).build())
-                .0,
-            0
-        );
+        assert_eq!(on_source.produce("payments", 0, records(1).build()).0, 0);
     }
     assert_eq!(on_source.last_stable_offset("payments"), 3);
 
@@ -386,9 +380,7 @@ fn a_failover_cuts_at_the_last_stable_offset_records_it_and_makes_the_topics_wri
             && latest_offset(&mut on_destination, "payments", 1) == Some(10)
     });
     assert_eq!(
-        on_destination
-            .produce("payments", 0, BatchBuilder::new(1).build())
-            .0,
+        on_destination.produce("payments", 0, records(1).build()).0,
         42,
         "read-only before the failover"
     );
@@ -404,7 +396,7 @@ fn a_failover_cuts_at_the_last_stable_offset_records_it_and_makes_the_topics_wri
     // Writable, from the last mirrored offset on; producer ids are handed
     // out above the mirrored producer's.
     assert_eq!(
-        on_destination.produce("payments", 0, BatchBuilder::new(1).build()),
+        on_destination.produce("payments", 0, records(1).build()),
         (0, 3)
     );
     let (fresh, _) = init_producer(&mut on_destination, None);
@@ -413,12 +405,7 @@ fn a_failover_cuts_at_the_last_stable_offset_records_it_and_makes_the_topics_wri
         "{fresh} after the mirrored {producer_id}"
     );
     // The source's records no longer come.
-    assert_eq!(
-        on_source
-            .produce("payments", 1, BatchBuilder::new(1).build())
-            .0,
-        0
-    );
+    assert_eq!(on_source.produce("payments", 1, records(1).build()).0, 0);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(latest_offset(&mut on_destination, "payments", 1), Some(10));
     let described = mirror(&destination.kafka, &["describe", "east"]).ok();
@@ -469,12 +456,7 @@ fn the_chosen_groups_offsets_follow_and_their_consumers_carry_on_after_a_failove
     weir(&["topic", "create", "orders", "--bootstrap", &source.kafka]).ok();
     let mut on_source = Raw::connect(&source.kafka);
     for _ in 0..10 {
-        assert_eq!(
-            on_source
-                .produce("orders", 0, BatchBuilder::new(1).build())
-                .0,
-            0
-        );
+        assert_eq!(on_source.produce("orders", 0, records(1).build()).0, 0);
     }
     commit(&source.kafka, "billing", 6);
     commit(&source.kafka, "audit", 2);
@@ -527,10 +509,7 @@ fn a_source_restarting_or_losing_a_topic_stops_nothing_else() {
     }
     let mut on_source = Raw::connect(&source.kafka);
     for topic in ["alpha", "beta"] {
-        assert_eq!(
-            on_source.produce(topic, 0, BatchBuilder::new(3).build()).0,
-            0
-        );
+        assert_eq!(on_source.produce(topic, 0, records(3).build()).0, 0);
     }
     mirror(
         &destination.kafka,
@@ -554,12 +533,7 @@ fn a_source_restarting_or_losing_a_topic_stops_nothing_else() {
     // The source restarts: the mirror reconnects and goes on.
     source.restart(true);
     let mut on_source = Raw::connect(&source.kafka);
-    assert_eq!(
-        on_source
-            .produce("alpha", 0, BatchBuilder::new(2).build())
-            .0,
-        0
-    );
+    assert_eq!(on_source.produce("alpha", 0, records(2).build()).0, 0);
     wait_for(30, "alpha after the source's restart", || {
         latest_offset(&mut on_destination, "alpha", 0) == Some(5)
     });
@@ -577,12 +551,7 @@ fn a_source_restarting_or_losing_a_topic_stops_nothing_else() {
             .stdout
             .contains("source topic not found")
     });
-    assert_eq!(
-        on_source
-            .produce("alpha", 0, BatchBuilder::new(1).build())
-            .0,
-        0
-    );
+    assert_eq!(on_source.produce("alpha", 0, records(1).build()).0, 0);
     wait_for(30, "alpha after beta's deletion", || {
         latest_offset(&mut on_destination, "alpha", 0) == Some(6)
     });
@@ -609,11 +578,7 @@ fn a_mirror_leader_killed_mid_fetch_writes_no_batch_twice_or_out_of_order() {
     let producer = std::thread::spawn(move || {
         let mut raw = Raw::connect(&source_kafka);
         for i in 0..300 {
-            assert_eq!(
-                raw.produce("orders", 0, BatchBuilder::new(1 + i % 3).build())
-                    .0,
-                0
-            );
+            assert_eq!(raw.produce("orders", 0, records(1 + i % 3).build()).0, 0);
             std::thread::sleep(Duration::from_millis(10));
         }
     });
