@@ -48,8 +48,9 @@ enum Command {
     Acl(cli::acl::AclArgs),
     /// Create, list and delete SCRAM users.
     User(cli::user::UserArgs),
-    /// Mirror a source cluster's topics here, offset for offset: create,
-    /// list, describe, pause, resume and delete mirrors.
+    /// Mirror a source cluster's topics here, offset for offset, and fail
+    /// over to them: create, list, describe, pause, resume, fail over and
+    /// delete mirrors.
     Mirror(cli::mirror::MirrorArgs),
 }
 
