@@ -614,3 +614,60 @@ fn a_mirror_leader_killed_mid_fetch_writes_no_batch_twice_or_out_of_order() {
         "every batch once, in order"
     );
 }
+
+#[test]
+fn a_source_leader_change_is_followed_without_a_batch_twice_or_out_of_order() {
+    let mut source = common::cluster::Cluster::start(&["--default-replication-factor", "3"]);
+    let source_bootstrap = source.bootstrap();
+    let destination = Weir::start(&[]);
+    weir(&[
+        "topic",
+        "create",
+        "orders",
+        "--bootstrap",
+        &source_bootstrap,
+    ])
+    .ok();
+    let leader =
+        common::cluster::wait_until("the source's leader", Duration::from_secs(30), || {
+            common::cluster::partitions(&source_bootstrap, "orders")
+                .first()
+                .map(|p| p.leader)
+                .filter(|l| *l > 0)
+        });
+    let mut on_leader = Raw::connect(&source.node(leader).kafka);
+    for _ in 0..20 {
+        assert_eq!(on_leader.produce("orders", 0, records(2).build()).0, 0);
+    }
+    mirror(
+        &destination.kafka,
+        &["create", "east", "--source-bootstrap", &source_bootstrap],
+    )
+    .ok();
+    let mut on_destination = Raw::connect(&destination.kafka);
+    wait_for(30, "the first records mirrored", || {
+        latest_offset(&mut on_destination, "orders", 0) == Some(40)
+    });
+    // The source's leader stops; another takes over and takes more.
+    assert!(source.node_mut(leader).stop().success());
+    let source_bootstrap = source.bootstrap();
+    let new_leader =
+        common::cluster::wait_until("a new source leader", Duration::from_secs(60), || {
+            common::cluster::partitions(&source_bootstrap, "orders")
+                .first()
+                .map(|p| p.leader)
+                .filter(|l| *l > 0 && *l != leader)
+        });
+    let mut on_new_leader = Raw::connect(&source.node(new_leader).kafka);
+    for _ in 0..10 {
+        assert_eq!(on_new_leader.produce("orders", 0, records(1).build()).0, 0);
+    }
+    wait_for(60, "the records of the new source leader", || {
+        latest_offset(&mut on_destination, "orders", 0) == Some(50)
+    });
+    assert_eq!(
+        log_bytes(&mut on_destination, "orders", 0),
+        log_bytes(&mut on_new_leader, "orders", 0),
+        "every batch once, in order"
+    );
+}
