@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 
 use common::raw::Raw;
 use common::Weir;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse,
-    TopicName, TransactionalId,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, BrokerId, EndTxnRequest,
+    EndTxnResponse, FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -384,6 +386,32 @@ fn a_failover_cuts_at_the_last_stable_offset_records_it_and_makes_the_topics_wri
         42,
         "read-only before the failover"
     );
+    // Nor does a transaction take it in: its marker would take an offset
+    // of the source's records.
+    let lender = init_producer(&mut on_destination, Some("lender"));
+    assert_eq!(
+        on_destination.produce_transactional("lender", lender, 0, "payments", 12),
+        42
+    );
+    let add = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string("lender".into())))
+        .with_v3_and_below_producer_id(ProducerId(lender.0))
+        .with_v3_and_below_producer_epoch(lender.1)
+        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+            .with_name(TopicName(StrBytes::from_string("payments".into())))
+            .with_partitions(vec![0])]);
+    let added: AddPartitionsToTxnResponse =
+        on_destination.call(ApiKey::AddPartitionsToTxn, 3, &add);
+    assert_eq!(
+        added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        42
+    );
+    let end = EndTxnRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_string("lender".into())))
+        .with_producer_id(ProducerId(lender.0))
+        .with_producer_epoch(lender.1)
+        .with_committed(true);
+    let _: EndTxnResponse = on_destination.call(ApiKey::EndTxn, 3, &end);
 
     let failed_over = mirror(&destination.kafka, &["failover", "east"]).ok();
     let rows = failed_over.table("TOPIC");

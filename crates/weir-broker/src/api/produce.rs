@@ -202,6 +202,11 @@ fn to_add(
             let Ok(partition) = broker.leader_partition(name, data.index) else {
                 continue;
             };
+            // A mirror's partition takes no producer's batch, nor, then, a
+            // transaction marker: it is refused below.
+            if partition.mirror().is_some() {
+                continue;
+            }
             if !partition.in_transaction(producer.0, producer.1) {
                 to_add
                     .entry(producer)

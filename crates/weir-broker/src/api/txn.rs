@@ -240,6 +240,28 @@ pub(super) fn add_partitions_to_txn(
             }
         }));
     }
+    // A mirror topic takes no producer's records, nor transaction markers,
+    // which would take offsets of the source's records.
+    let mirrored: Vec<(String, i32)> = partitions
+        .iter()
+        .filter(|(topic, _)| {
+            broker.with_image(|image| {
+                image
+                    .topic(topic)
+                    .is_some_and(|t| image.mirror_feeding(t.id).is_some())
+            })
+        })
+        .cloned()
+        .collect();
+    if !mirrored.is_empty() {
+        return Reply::Now(respond(&ctx, &|p| {
+            if mirrored.contains(p) {
+                ResponseError::InvalidRequest.code()
+            } else {
+                ResponseError::OperationNotAttempted.code()
+            }
+        }));
+    }
     let turn = add_to_txn(
         broker,
         &ctx,
