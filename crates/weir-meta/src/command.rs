@@ -352,6 +352,35 @@ pub enum Command {
         /// The largest producer id of its records; -1: none.
         max_producer_id: i64,
     },
+    /// A mirror takes back writable topics here that carry its source
+    /// topics' ids (failback): each becomes read-only and its partitions'
+    /// leaders report where their logs and the source's part
+    /// ([`Command::MirrorPartitionPrepared`]). A topic failed over from
+    /// another mirror leaves that one. Rejected for an unknown mirror or
+    /// topic, a topic a mirror feeds, or one this mirror failed over.
+    FailBackMirrorTopics {
+        /// The mirror's name.
+        mirror: String,
+        /// The topics, by id.
+        topic_ids: Vec<uuid::Uuid>,
+    },
+    /// A taken-back partition's leader reports the offset below which its
+    /// log holds the source's batches. The last report of a topic starts
+    /// its mirroring: each partition gets a new leader epoch, and every
+    /// replica drops what it holds past its offset from an older epoch.
+    /// Checked against the partition's current leader and leader epoch.
+    MirrorPartitionPrepared {
+        /// The topic id.
+        topic_id: uuid::Uuid,
+        /// The partition index.
+        partition: i32,
+        /// The leader reporting.
+        broker: i32,
+        /// Its leader epoch.
+        leader_epoch: i32,
+        /// Where its log and the source's part.
+        agreed_offset: u64,
+    },
     /// Creates topics for a mirror, each with its source topic's id, as
     /// [`Command::CreateTopics`] creates them (one failing is left out), and
     /// makes each one created a read-only topic the mirror feeds. Rejected

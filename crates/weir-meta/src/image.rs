@@ -16,7 +16,7 @@ use crate::authorizer::Authorizer;
 use crate::client_quota::{self, ClientQuotas, QuotaAlteration};
 use crate::command::{Applied, Command, Election, ElectionOutcome, TopicCreation, TopicRejected};
 use crate::error::MetaError;
-use crate::mirror::{Mirror, MirrorTopic, MirrorTopicState, StoppedPartition};
+use crate::mirror::{Mirror, MirrorCut, MirrorTopic, MirrorTopicState};
 use crate::model::{BrokerInfo, PartitionInfo, TopicInfo};
 use crate::partition_change::{self, Change, Election as ElectionType, Rules};
 use crate::placement;
@@ -343,7 +343,7 @@ impl MetadataImage {
                     let fed = mirror
                         .mirror_topics
                         .values()
-                        .any(|t| t.name == *name && t.state == MirrorTopicState::Mirroring);
+                        .any(|t| t.name == *name && t.feeds());
                     if !fed {
                         return Err(MetaError::InvalidRequest(format!(
                             "Mirror '{}' does not feed topic '{name}'.",
@@ -368,6 +368,47 @@ impl MetadataImage {
                 if !stopping {
                     return Err(MetaError::InvalidRequest(format!(
                         "Topic id {topic_id} is not failing over."
+                    )));
+                }
+                self.remote_partition(*topic_id, *partition)?
+                    .check_leader(*broker, *leader_epoch)
+            }
+            Command::FailBackMirrorTopics { mirror, topic_ids } => {
+                let mirror = self.existing_mirror(mirror)?;
+                for id in topic_ids {
+                    let Some(name) = self.topic_ids.get(id) else {
+                        return Err(MetaError::UnknownTopic(id.to_string()));
+                    };
+                    if let Some(feeding) = self.mirror_feeding(*id) {
+                        return Err(MetaError::InvalidRequest(format!(
+                            "Mirror '{}' feeds topic '{name}'.",
+                            feeding.name
+                        )));
+                    }
+                    if mirror.mirror_topics.contains_key(id) {
+                        return Err(MetaError::InvalidRequest(format!(
+                            "Mirror '{}' failed topic '{name}' over; a new mirror may take it back.",
+                            mirror.name
+                        )));
+                    }
+                }
+                Ok(())
+            }
+            Command::MirrorPartitionPrepared {
+                topic_id,
+                partition,
+                broker,
+                leader_epoch,
+                ..
+            } => {
+                let preparing = self.mirrors.values().any(|m| {
+                    m.mirror_topics
+                        .get(topic_id)
+                        .is_some_and(|t| matches!(t.state, MirrorTopicState::Preparing { .. }))
+                });
+                if !preparing {
+                    return Err(MetaError::InvalidRequest(format!(
+                        "Topic id {topic_id} is not being taken back by a mirror."
                     )));
                 }
                 self.remote_partition(*topic_id, *partition)?
@@ -502,7 +543,7 @@ impl MetadataImage {
                 if let Some(mirror) = self.mirrors.get_mut(mirror) {
                     for topic in mirror.mirror_topics.values_mut() {
                         let chosen = topics.is_empty() || topics.contains(&topic.name);
-                        if chosen && topic.state == MirrorTopicState::Mirroring {
+                        if chosen && topic.feeds() {
                             topic.state = MirrorTopicState::Stopping {
                                 reported: BTreeMap::new(),
                             };
@@ -523,6 +564,31 @@ impl MetadataImage {
                     .max(max_producer_id.saturating_add(1));
                 self.next_producer_id = self.next_producer_id.max(self.mirrored_producer_ids_end);
                 self.mirror_partition_stopped(*topic_id, *partition, *last_mirrored_offset);
+                Applied::Done
+            }
+            Command::FailBackMirrorTopics { mirror, topic_ids } => {
+                for id in topic_ids {
+                    let Some(name) = self.topic_ids.get(id).cloned() else {
+                        continue;
+                    };
+                    for other in self.mirrors.values_mut() {
+                        other.mirror_topics.remove(id);
+                    }
+                    if let Some(mirror) = self.mirrors.get_mut(mirror) {
+                        mirror
+                            .mirror_topics
+                            .insert(*id, MirrorTopic::preparing(&name));
+                    }
+                }
+                Applied::Done
+            }
+            Command::MirrorPartitionPrepared {
+                topic_id,
+                partition,
+                agreed_offset,
+                ..
+            } => {
+                self.mirror_partition_prepared(*topic_id, *partition, *agreed_offset);
                 Applied::Done
             }
             Command::SetMirrorPaused { name, paused } => {
@@ -1019,17 +1085,10 @@ impl MetadataImage {
     /// Records a failing-over partition's cut; at the topic's last, makes
     /// it writable with a new leader epoch on every partition.
     fn mirror_partition_stopped(&mut self, topic_id: Uuid, partition: i32, offset: u64) {
-        let Some(name) = self.topic_ids.get(&topic_id).cloned() else {
+        let Some(count) = self.partition_count_of(topic_id) else {
             return;
         };
-        let Some(count) = self.topics.get(&name).map(|t| t.partitions.len()) else {
-            return;
-        };
-        let Some(topic) = self
-            .mirrors
-            .values_mut()
-            .find_map(|m| m.mirror_topics.get_mut(&topic_id))
-        else {
+        let Some(topic) = self.mirror_topic_mut(topic_id) else {
             return;
         };
         let MirrorTopicState::Stopping { reported } = &mut topic.state else {
@@ -1040,26 +1099,75 @@ impl MetadataImage {
             return;
         }
         let reported = std::mem::take(reported);
-        let info = self.topics.get_mut(&name).expect("looked up above");
-        let mut partitions = BTreeMap::new();
+        let partitions = self.cut_topic(topic_id, &reported);
+        if let Some(topic) = self.mirror_topic_mut(topic_id) {
+            topic.state = MirrorTopicState::Stopped { partitions };
+        }
+    }
+
+    /// Records where a taken-back partition and the source part; at the
+    /// topic's last, starts its mirroring with a new leader epoch on every
+    /// partition.
+    fn mirror_partition_prepared(&mut self, topic_id: Uuid, partition: i32, offset: u64) {
+        let Some(count) = self.partition_count_of(topic_id) else {
+            return;
+        };
+        let Some(topic) = self.mirror_topic_mut(topic_id) else {
+            return;
+        };
+        let MirrorTopicState::Preparing { reported } = &mut topic.state else {
+            return;
+        };
+        reported.insert(partition, offset);
+        if reported.len() < count {
+            return;
+        }
+        let reported = std::mem::take(reported);
+        let cuts = self.cut_topic(topic_id, &reported);
+        if let Some(topic) = self.mirror_topic_mut(topic_id) {
+            topic.state = MirrorTopicState::Mirroring;
+            topic.failback_cuts = cuts;
+        }
+    }
+
+    fn partition_count_of(&self, topic_id: Uuid) -> Option<usize> {
+        let name = self.topic_ids.get(&topic_id)?;
+        Some(self.topics.get(name)?.partitions.len())
+    }
+
+    fn mirror_topic_mut(&mut self, topic_id: Uuid) -> Option<&mut MirrorTopic> {
+        self.mirrors
+            .values_mut()
+            .find_map(|m| m.mirror_topics.get_mut(&topic_id))
+    }
+
+    /// A new leader epoch on every partition of the topic, and each one's
+    /// cut at its reported offset in that epoch.
+    fn cut_topic(
+        &mut self,
+        topic_id: Uuid,
+        reported: &BTreeMap<i32, u64>,
+    ) -> BTreeMap<i32, MirrorCut> {
+        let mut cuts = BTreeMap::new();
+        let Some(info) = self
+            .topic_ids
+            .get(&topic_id)
+            .and_then(|name| self.topics.get_mut(name))
+        else {
+            return cuts;
+        };
         for p in &mut info.partitions {
             p.leader_epoch += 1;
             p.partition_epoch += 1;
-            partitions.insert(
+            cuts.insert(
                 p.partition,
-                StoppedPartition {
+                MirrorCut {
                     last_mirrored_offset: reported.get(&p.partition).copied().unwrap_or(0),
                     leader_epoch: p.leader_epoch,
                 },
             );
         }
-        if let Some(topic) = self
-            .mirrors
-            .values_mut()
-            .find_map(|m| m.mirror_topics.get_mut(&topic_id))
-        {
-            topic.state = MirrorTopicState::Stopped { partitions };
-        }
+        cuts
     }
 
     fn existing_mirror(&self, name: &str) -> Result<&Mirror, MetaError> {

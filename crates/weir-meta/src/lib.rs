@@ -96,7 +96,7 @@ pub use command::{Applied, Command, Election, ElectionOutcome, TopicCreation, To
 pub use dir_lock::{DirLock, DirLockError, LOCK_FILE};
 pub use error::MetaError;
 pub use image::{MetadataImage, ELR_FEATURE};
-pub use mirror::{Mirror, MirrorTopic, MirrorTopicState, StoppedPartition};
+pub use mirror::{Mirror, MirrorCut, MirrorTopic, MirrorTopicState};
 pub use model::{BrokerInfo, ListenerEndpoint, PartitionInfo, TopicInfo};
 pub use raft::{
     Controller, ControllerConfig, ControllerError, ControllerIo, ControllerSasl, ControllerStatus,

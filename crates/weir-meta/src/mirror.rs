@@ -49,12 +49,26 @@ pub struct MirrorTopic {
     /// Absent from images written before failover existed: mirroring.
     #[serde(default)]
     pub state: MirrorTopicState,
+    /// Where each partition was cut when the mirror took the topic back
+    /// from a writable one (failback): what a replica holds past it from
+    /// before the cut's leader epoch is dropped.
+    #[serde(default)]
+    pub failback_cuts: BTreeMap<i32, MirrorCut>,
 }
 
-/// Where a mirror topic is in its life: fed by the mirror, failing over,
-/// or failed over.
+/// Where a mirror topic is in its life: taken back, fed by the mirror,
+/// failing over, or failed over.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub enum MirrorTopicState {
+    /// A writable topic here with the source topic's id (it once fed the
+    /// source, or was fed by it), taken back by the mirror (failback):
+    /// read-only, not fetched yet; each partition's leader reports where
+    /// its log and the source's part.
+    Preparing {
+        /// The offsets reported so far, by partition: below each, the
+        /// partition holds the source's batches.
+        reported: BTreeMap<i32, u64>,
+    },
     /// The mirror feeds it; producers may not.
     #[default]
     Mirroring,
@@ -69,17 +83,18 @@ pub enum MirrorTopicState {
     /// leader epoch at the failover or a later one.
     Stopped {
         /// Each partition's cut, by partition.
-        partitions: BTreeMap<i32, StoppedPartition>,
+        partitions: BTreeMap<i32, MirrorCut>,
     },
 }
 
-/// A partition of a topic that failed over.
+/// Where a mirror partition's log was cut, by a failover or a failback.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StoppedPartition {
-    /// Every offset below it came from the source; nothing at or above it.
+pub struct MirrorCut {
+    /// Every offset below it holds the source's batches; nothing at or
+    /// above it came from the source before the cut.
     pub last_mirrored_offset: u64,
-    /// The leader epoch the failover started: a replica's records past the
-    /// last mirrored offset in an older epoch are dropped.
+    /// The leader epoch the cut started: a replica's records past the last
+    /// mirrored offset in an older epoch are dropped.
     pub leader_epoch: i32,
 }
 
@@ -89,12 +104,42 @@ impl MirrorTopic {
         Self {
             name: name.to_owned(),
             state: MirrorTopicState::Mirroring,
+            failback_cuts: BTreeMap::new(),
         }
     }
 
-    /// Whether producers may not write to it: mirroring or failing over.
+    /// Whether the mirror feeds it or is about to: taken back or mirroring.
+    pub fn feeds(&self) -> bool {
+        matches!(
+            self.state,
+            MirrorTopicState::Preparing { .. } | MirrorTopicState::Mirroring
+        )
+    }
+
+    /// A writable topic the mirror takes back (failback).
+    pub fn preparing(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            state: MirrorTopicState::Preparing {
+                reported: BTreeMap::new(),
+            },
+            failback_cuts: BTreeMap::new(),
+        }
+    }
+
+    /// Whether producers may not write to it: taken back, mirroring or
+    /// failing over.
     pub fn is_read_only(&self) -> bool {
         !matches!(self.state, MirrorTopicState::Stopped { .. })
+    }
+
+    /// Where a partition's log was last cut: at its failover once failed
+    /// over, else at its failback, if it had one.
+    pub fn cut(&self, partition: i32) -> Option<&MirrorCut> {
+        match &self.state {
+            MirrorTopicState::Stopped { partitions } => partitions.get(&partition),
+            _ => self.failback_cuts.get(&partition),
+        }
     }
 }
 
@@ -301,7 +346,7 @@ mod tests {
         };
         assert_eq!(
             partitions[&0],
-            StoppedPartition {
+            MirrorCut {
                 last_mirrored_offset: 40,
                 leader_epoch: 1
             }
@@ -312,6 +357,127 @@ mod tests {
         assert_eq!(image.mirrored_producer_ids_end(), 1_001);
         // Not failing over any more: a late report is refused.
         assert!(image.apply(&stopped(0, 1, 50, 9)).is_err());
+    }
+
+    #[test]
+    fn a_failback_takes_a_writable_topic_with_the_sources_id_and_cuts_it_where_the_logs_part() {
+        let mut image = cluster_with_mirror();
+        create_topics(&mut image, "east").unwrap();
+        image
+            .apply(&Command::FailOverMirror {
+                mirror: "east".into(),
+                topics: vec![],
+            })
+            .unwrap();
+        for partition in [0, 1] {
+            image
+                .apply(&Command::MirrorPartitionStopped {
+                    topic_id: ORDERS,
+                    partition,
+                    broker: 1,
+                    leader_epoch: 0,
+                    last_mirrored_offset: 10,
+                    max_producer_id: -1,
+                })
+                .unwrap();
+        }
+        let fail_back = |mirror: &str| Command::FailBackMirrorTopics {
+            mirror: mirror.into(),
+            topic_ids: vec![ORDERS],
+        };
+        // The mirror that failed the topic over does not take it back.
+        let refused = image.apply(&fail_back("east"));
+        assert!(
+            matches!(&refused, Err(MetaError::InvalidRequest(m)) if m.contains("failed topic 'orders' over")),
+            "{refused:?}"
+        );
+        image
+            .apply(&Command::CreateMirror {
+                mirror: Mirror::new("back", "west-1:9092", "orders"),
+            })
+            .unwrap();
+        image.apply(&fail_back("back")).unwrap();
+        assert!(image.mirror("east").unwrap().mirror_topics.is_empty());
+        assert_eq!(
+            image.mirror_feeding(ORDERS).map(|m| m.name.as_str()),
+            Some("back"),
+            "read-only from now on"
+        );
+        // Fed already: not taken twice.
+        assert!(image.apply(&fail_back("back")).is_err());
+        let prepared = |partition, leader_epoch, agreed_offset| Command::MirrorPartitionPrepared {
+            topic_id: ORDERS,
+            partition,
+            broker: 1,
+            leader_epoch,
+            agreed_offset,
+        };
+        assert!(image.apply(&prepared(0, 0, 8)).is_err(), "an old epoch");
+        image.apply(&prepared(0, 1, 8)).unwrap();
+        let (_, topic) = image.mirror_topic(ORDERS).unwrap();
+        assert!(matches!(topic.state, MirrorTopicState::Preparing { .. }));
+        image.apply(&prepared(1, 1, 10)).unwrap();
+        let (_, topic) = image.mirror_topic(ORDERS).unwrap();
+        assert_eq!(topic.state, MirrorTopicState::Mirroring);
+        assert_eq!(
+            topic.cut(0),
+            Some(&MirrorCut {
+                last_mirrored_offset: 8,
+                leader_epoch: 2
+            })
+        );
+        assert_eq!(topic.cut(1).unwrap().last_mirrored_offset, 10);
+        assert_eq!(image.topic("orders").unwrap().partitions[0].leader_epoch, 2);
+        assert!(image.apply(&prepared(0, 2, 8)).is_err(), "reported already");
+        // Failing over again: the failover's cut rules.
+        image
+            .apply(&Command::FailOverMirror {
+                mirror: "back".into(),
+                topics: vec![],
+            })
+            .unwrap();
+        for partition in [0, 1] {
+            image
+                .apply(&Command::MirrorPartitionStopped {
+                    topic_id: ORDERS,
+                    partition,
+                    broker: 1,
+                    leader_epoch: 2,
+                    last_mirrored_offset: 30,
+                    max_producer_id: -1,
+                })
+                .unwrap();
+        }
+        let (_, topic) = image.mirror_topic(ORDERS).unwrap();
+        assert_eq!(topic.cut(0).unwrap().last_mirrored_offset, 30);
+        let json = serde_json::to_string(&image).unwrap();
+        let back: MetadataImage = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, image);
+    }
+
+    #[test]
+    fn a_topic_being_taken_back_can_fail_over_again() {
+        let mut image = cluster_with_mirror();
+        image
+            .apply(&Command::CreateTopics {
+                topics: vec![orders()],
+            })
+            .unwrap();
+        image
+            .apply(&Command::FailBackMirrorTopics {
+                mirror: "east".into(),
+                topic_ids: vec![ORDERS],
+            })
+            .unwrap();
+        // The new primary went away before the logs were compared.
+        image
+            .apply(&Command::FailOverMirror {
+                mirror: "east".into(),
+                topics: vec!["orders".into()],
+            })
+            .unwrap();
+        let (_, topic) = image.mirror_topic(ORDERS).unwrap();
+        assert!(matches!(topic.state, MirrorTopicState::Stopping { .. }));
     }
 
     #[test]

@@ -699,3 +699,115 @@ fn a_source_leader_change_is_followed_without_a_batch_twice_or_out_of_order() {
         "every batch once, in order"
     );
 }
+
+#[test]
+fn the_old_source_fails_back_from_the_new_primary_keeping_what_they_share() {
+    let east = Weir::start(&[]);
+    let west = Weir::start(&[]);
+    weir(&[
+        "topic",
+        "create",
+        "orders",
+        "--partitions",
+        "2",
+        "--bootstrap",
+        &east.kafka,
+    ])
+    .ok();
+    let mut on_east = Raw::connect(&east.kafka);
+    for _ in 0..3 {
+        assert_eq!(on_east.produce("orders", 0, records(2).build()).0, 0);
+    }
+    for _ in 0..2 {
+        assert_eq!(on_east.produce("orders", 1, records(2).build()).0, 0);
+    }
+    // West mirrors east.
+    mirror(
+        &west.kafka,
+        &["create", "dr", "--source-bootstrap", &east.kafka],
+    )
+    .ok();
+    let mut on_west = Raw::connect(&west.kafka);
+    wait_for(30, "the mirror to catch up", || {
+        latest_offset(&mut on_west, "orders", 0) == Some(6)
+            && latest_offset(&mut on_west, "orders", 1) == Some(4)
+    });
+    // East takes a write the mirror never copies, then is lost: west fails
+    // over and takes writes of its own at the same offsets.
+    mirror(&west.kafka, &["pause", "dr"]).ok();
+    wait_for(30, "the mirror to pause", || {
+        let described = mirror(&west.kafka, &["describe", "dr"]).ok();
+        described.table("TOPIC")[1..]
+            .iter()
+            .all(|row| row[6] == "paused")
+    });
+    assert_eq!(on_east.produce("orders", 0, records(2).build()), (0, 6));
+    let failed_over = mirror(&west.kafka, &["failover", "dr"]).ok();
+    assert_eq!(
+        failed_over.table("TOPIC")[1..],
+        [["orders", "0", "6"], ["orders", "1", "4"]],
+        "{}",
+        failed_over.stdout
+    );
+    assert_eq!(on_west.produce("orders", 0, records(3).build()), (0, 6));
+    assert_eq!(on_west.produce("orders", 1, records(1).build()), (0, 4));
+
+    // East comes back and mirrors west: its own topic, with west's topic
+    // id, is taken back, cut where the two logs part, and fed from there.
+    mirror(
+        &east.kafka,
+        &[
+            "create",
+            "back",
+            "--source-bootstrap",
+            &west.kafka,
+            "--topics",
+            "orders",
+        ],
+    )
+    .ok();
+    wait_for(30, "east to hold west's log", || {
+        latest_offset(&mut on_east, "orders", 0) == Some(9)
+            && latest_offset(&mut on_east, "orders", 1) == Some(5)
+    });
+    for partition in [0, 1] {
+        let (here, there) = (
+            log_bytes(&mut on_east, "orders", partition),
+            log_bytes(&mut on_west, "orders", partition),
+        );
+        assert_eq!(
+            batch_offsets(&here),
+            batch_offsets(&there),
+            "partition {partition}"
+        );
+        assert!(here == there, "partition {partition}: the same bytes");
+    }
+    assert_eq!(
+        on_east.produce("orders", 0, records(1).build()).0,
+        42,
+        "read-only while it mirrors"
+    );
+    let described = mirror(&east.kafka, &["describe", "back"]).ok();
+    let rows = described.table("TOPIC");
+    assert_eq!(
+        rows[1],
+        ["orders", "0", "9", "9", "0", "0.0", "mirroring"],
+        "{}",
+        described.stdout
+    );
+    // West goes on; so does the mirror.
+    assert_eq!(on_west.produce("orders", 0, records(1).build()), (0, 9));
+    wait_for(30, "the new record on east", || {
+        latest_offset(&mut on_east, "orders", 0) == Some(10)
+    });
+
+    // And the roles swap back: east fails over and takes writes again.
+    let back = mirror(&east.kafka, &["failover", "back"]).ok();
+    assert_eq!(
+        back.table("TOPIC")[1..],
+        [["orders", "0", "10"], ["orders", "1", "5"]],
+        "{}",
+        back.stdout
+    );
+    assert_eq!(on_east.produce("orders", 0, records(1).build()), (0, 10));
+}

@@ -507,7 +507,9 @@ pub(super) fn append_error_code(error: &AppendError) -> ResponseError {
         AppendError::Log(LogError::EmptyAppend) => ResponseError::InvalidRecord,
         AppendError::Log(_) | AppendError::FlushFailed(_) => ResponseError::KafkaStorageError,
         // The broker is stopping: the client finds the new leader.
-        AppendError::Abandoned => ResponseError::NotLeaderOrFollower,
+        AppendError::Abandoned | AppendError::MovedSinceFetch { .. } => {
+            ResponseError::NotLeaderOrFollower
+        }
     }
 }
 

@@ -23,6 +23,12 @@
 //!   watermark here: a commit with no members' generation, which a
 //!   coordinator takes only while the group has no active members here.
 //!
+//! - Failback: the topic sync takes back a writable topic with the source
+//!   topic's id (`Command::FailBackMirrorTopics`); each partition's leader
+//!   finds where its log and the source's part (`mirror::failback`) and
+//!   reports it (`Command::MirrorPartitionPrepared`); the topic is then
+//!   cut there and mirrored like any other.
+//!
 //! A source that cannot be reached, a leader moving there, or a topic
 //! deleted there stops nothing but the partitions concerned, whose state
 //! says why; the loop retries. The source's log start moving past the
@@ -36,10 +42,14 @@ use std::time::{Duration, Instant};
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
 use weir_client::{ClientError, Cluster, ConfigSource};
-use weir_meta::{Applied, Command, MetadataImage, Mirror, MirrorTopicState, TopicCreation};
+use weir_meta::{
+    Applied, Command, MetadataImage, Mirror, MirrorCut, MirrorTopic, MirrorTopicState,
+    TopicCreation,
+};
 
 use crate::broker::{Broker, BrokerError, NewTopic, CONTROLLER_CHANGE_TIMEOUT_MS};
 use crate::metrics::MirrorPartitionLabels;
+use crate::mirror::failback;
 use crate::mirror::source::{self, Target};
 use crate::partition::Partition;
 
@@ -117,6 +127,8 @@ fn labels(mirror: &str, topic: &str, partition: i32) -> MirrorPartitionLabels {
 struct Led {
     partition: Arc<Partition>,
     leader_epoch: i32,
+    /// Where the partition was cut last, by a failback or a failover.
+    cut: Option<MirrorCut>,
 }
 
 /// The partitions of `mirror`'s topics in state `wanted` this broker
@@ -142,6 +154,7 @@ fn led_here(
                 led.push(Led {
                     partition,
                     leader_epoch: info.leader_epoch,
+                    cut: mirror_topic.cut(info.partition).copied(),
                 });
             }
         }
@@ -167,10 +180,15 @@ async fn mirror_loop(broker: Arc<Broker>, mirror: Mirror) {
         let led = led_here(&broker, &image, current, |state, _| {
             *state == MirrorTopicState::Mirroring
         });
-        let kept: HashSet<(String, i32)> = led
-            .iter()
-            .map(|l| (l.partition.topic.clone(), l.partition.index))
-            .collect();
+        let kept: HashSet<(String, i32)> = led_here(&broker, &image, current, |state, _| {
+            matches!(
+                state,
+                MirrorTopicState::Mirroring | MirrorTopicState::Preparing { .. }
+            )
+        })
+        .iter()
+        .map(|l| (l.partition.topic.clone(), l.partition.index))
+        .collect();
         for (topic, partition) in broker
             .mirror_progress()
             .retain(&name, |t, p| kept.contains(&(t.to_owned(), p)))
@@ -229,6 +247,7 @@ async fn mirror_loop(broker: Arc<Broker>, mirror: Mirror) {
                 groups.destination = None;
             }
         }
+        report_agreements(&broker, &image, current, cluster).await;
         if led.is_empty() {
             tokio::time::sleep(BACKOFF).await;
             continue;
@@ -305,6 +324,117 @@ async fn report_cuts(broker: &Broker, image: &MetadataImage, mirror: &Mirror) {
     }
 }
 
+/// For the taken-back partitions led here that have not reported yet:
+/// finds where each one's log and the source's part and reports it. The
+/// topic is read-only already, so the log grows no more meanwhile.
+async fn report_agreements(
+    broker: &Broker,
+    image: &MetadataImage,
+    mirror: &Mirror,
+    cluster: &mut Cluster,
+) {
+    let preparing = led_here(
+        broker,
+        image,
+        mirror,
+        |state, partition| matches!(state, MirrorTopicState::Preparing { reported } if !reported.contains_key(&partition)),
+    );
+    for l in preparing {
+        let p = &l.partition;
+        let agreed = match agreed_with_source(p, cluster).await {
+            Ok(offset) => offset,
+            Err(error) => {
+                record(
+                    broker,
+                    &mirror.name,
+                    p,
+                    None,
+                    &format!("failing back: {error}"),
+                );
+                continue;
+            }
+        };
+        record(broker, &mirror.name, p, None, "failing back");
+        let reported = broker
+            .submit(
+                Command::MirrorPartitionPrepared {
+                    topic_id: p.topic_id,
+                    partition: p.index,
+                    broker: broker.node_id(),
+                    leader_epoch: l.leader_epoch,
+                    agreed_offset: agreed,
+                },
+                CONTROLLER_CHANGE_TIMEOUT_MS,
+            )
+            .await;
+        match reported {
+            Ok(_) => tracing::info!(
+                mirror = mirror.name,
+                topic = p.topic,
+                partition = p.index,
+                log_end_offset = p.log().log_end_offset(),
+                agreed_offset = agreed,
+                "failing back: the partition holds the source's batches below the agreed offset, and mirrors from there"
+            ),
+            Err(error) => {
+                tracing::debug!(mirror = mirror.name, topic = p.topic, partition = p.index, %error, "cannot report where a taken-back partition and the source part; retrying")
+            }
+        }
+    }
+}
+
+/// The offset below which `partition`'s log holds the same batches as the
+/// source's.
+async fn agreed_with_source(
+    partition: &Arc<Partition>,
+    cluster: &mut Cluster,
+) -> Result<u64, String> {
+    let leader = cluster
+        .leader_of(&partition.topic, partition.index)
+        .await
+        .map_err(|e| format!("the source's leader: {e}"))?;
+    let log = partition.log();
+    let (start, end) = (log.log_start_offset(), log.log_end_offset());
+    let mut target = Target {
+        topic: partition.topic.clone(),
+        topic_id: partition.topic_id,
+        partition: partition.index,
+        offset: start,
+    };
+    let mut search = failback::Agreement::new(start, end);
+    let mut step = search.start();
+    loop {
+        step = match step {
+            failback::Step::ReadLocal(probe) => {
+                let reading = partition.clone();
+                let batch = tokio::task::spawn_blocking(move || {
+                    let slice = reading
+                        .log()
+                        .read(probe, 1, u64::MAX)
+                        .map_err(|e| e.to_string())?;
+                    let bytes = slice.to_bytes().map_err(|e| e.to_string())?;
+                    Ok::<_, String>(failback::BatchId::first_of(&bytes))
+                })
+                .await
+                .map_err(|e| e.to_string())??;
+                search.local(probe, batch)
+            }
+            failback::Step::ReadSource(at, ours) => {
+                target.offset = at;
+                let client = cluster
+                    .connection(leader)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let theirs = source::first_batch(client, &target)
+                    .await
+                    .map_err(|e| format!("reading the source: {e}"))?;
+                search.source(at, ours, theirs)
+            }
+            failback::Step::Done(offset) => return Ok(offset),
+        };
+    }
+}
+
 /// Records a partition's progress, and publishes its lag.
 fn record(
     broker: &Broker,
@@ -342,10 +472,24 @@ async fn fetch_round(
     led: &[Led],
     skip_to: &mut HashMap<(String, i32), u64>,
 ) -> Result<bool, ClientError> {
-    let mut by_leader: BTreeMap<i32, Vec<(&Led, Target)>> = BTreeMap::new();
+    let mut by_leader: BTreeMap<i32, Vec<(&Led, Target, u64)>> = BTreeMap::new();
     let mut clean = true;
     for l in led {
         let p = &l.partition;
+        if let Some(cut) = l.cut.filter(|cut| p.is_past_mirror_cut(cut)) {
+            // The metadata's cut may reach this loop before the replica
+            // manager made it: nothing is fetched for the log end before it.
+            let partition = p.clone();
+            match tokio::task::spawn_blocking(move || partition.apply_mirror_cut(&cut)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => {
+                    record(broker, mirror, p, None, &format!("cannot cut: {error}"));
+                    clean = false;
+                    continue;
+                }
+                Err(_) => continue,
+            }
+        }
         let key = (p.topic.clone(), p.index);
         let end = p.log().log_end_offset();
         let offset = skip_to
@@ -362,6 +506,7 @@ async fn fetch_round(
                     partition: p.index,
                     offset,
                 },
+                end,
             )),
             Err(ClientError::Kafka { code, .. })
                 if code == ResponseError::UnknownTopicOrPartition.code() =>
@@ -377,13 +522,13 @@ async fn fetch_round(
         }
     }
     for (leader, partitions) in by_leader {
-        let targets: Vec<Target> = partitions.iter().map(|(_, t)| t.clone()).collect();
+        let targets: Vec<Target> = partitions.iter().map(|(_, t, _)| t.clone()).collect();
         let answers = {
             let client = cluster.connection(leader).await?;
             source::fetch(client, &targets).await?
         };
         let mut stale_leaders = false;
-        for ((l, target), answer) in partitions.into_iter().zip(answers) {
+        for ((l, target, fetched_for), answer) in partitions.into_iter().zip(answers) {
             let Some(answer) = answer else {
                 clean = false;
                 continue;
@@ -401,7 +546,7 @@ async fn fetch_round(
                         let records = answer.records.slice(..records.len());
                         let epoch = l.leader_epoch;
                         let appended = tokio::task::spawn_blocking(move || {
-                            partition.append_mirrored(&records, epoch)
+                            partition.append_mirrored(&records, epoch, fetched_for)
                         })
                         .await;
                         match appended {
@@ -579,6 +724,7 @@ async fn sync_topics(
     let metadata = cluster.metadata(None).await.map_err(|e| e.to_string())?;
     let image = broker.image();
     let mut creations = Vec::new();
+    let mut taken_back = Vec::new();
     for topic in metadata
         .topics
         .iter()
@@ -589,7 +735,7 @@ async fn sync_topics(
                 if mirror
                     .mirror_topics
                     .get(&here.id)
-                    .is_some_and(|t| t.state == MirrorTopicState::Mirroring) =>
+                    .is_some_and(MirrorTopic::feeds) =>
             {
                 let total = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
                 if total > here.partition_count() {
@@ -610,6 +756,16 @@ async fn sync_topics(
                         "added the partitions the source added"
                     );
                 }
+            }
+            // The source's own topic, once mirrored the other way and
+            // failed over (or mirrored from here and failed over there),
+            // writable here: taken back.
+            Some(here)
+                if here.id == topic.topic_id
+                    && image.mirror_feeding(here.id).is_none()
+                    && !mirror.mirror_topics.contains_key(&here.id) =>
+            {
+                taken_back.push((here.id, here.name.clone()));
             }
             // A topic of this name that the mirror did not create, or that
             // failed over, is left alone.
@@ -654,6 +810,25 @@ async fn sync_topics(
                     ..creation
                 });
             }
+        }
+    }
+    if !taken_back.is_empty() {
+        broker
+            .submit(
+                Command::FailBackMirrorTopics {
+                    mirror: mirror.name.clone(),
+                    topic_ids: taken_back.iter().map(|(id, _)| *id).collect(),
+                },
+                CONTROLLER_CHANGE_TIMEOUT_MS,
+            )
+            .await
+            .map_err(|e| format!("taking topics back: {e}"))?;
+        for (_, name) in &taken_back {
+            tracing::info!(
+                mirror = mirror.name,
+                topic = name,
+                "failing back: the source has this topic (same topic id); it is read-only here from now on, cut where it and the source part, and mirrored from there"
+            );
         }
     }
     if creations.is_empty() {

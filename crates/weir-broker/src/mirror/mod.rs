@@ -9,7 +9,10 @@
 //! has, and the leader of each mirror partition fetches from the source's
 //! leader ([`source`]) and appends the batches at their own offsets
 //! (`Partition::append_mirrored`); [`progress`] keeps how far each got.
+//! A mirror taking back a topic that once fed its source finds where the
+//! two logs part ([`failback`]).
 
+pub mod failback;
 pub mod progress;
 pub mod source;
 

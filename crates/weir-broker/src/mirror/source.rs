@@ -17,6 +17,8 @@ use uuid::Uuid;
 use weir_client::{Client, ClientConfig, ClientError, Cluster, SecurityConfig};
 use weir_meta::Mirror;
 
+use crate::mirror::failback::{BatchId, SourceBatch};
+
 /// How long a fetch waits at the source for new records.
 pub const FETCH_WAIT_MS: i32 = 500;
 /// The most bytes one fetch asks for per partition, and in all.
@@ -67,12 +69,54 @@ pub async fn fetch(
     client: &mut Client,
     targets: &[Target],
 ) -> Result<Vec<Option<Answer>>, ClientError> {
+    fetch_with(client, targets, FETCH_WAIT_MS, PARTITION_MAX_BYTES).await
+}
+
+/// The source's batch holding `target`'s offset, or the first after it,
+/// without waiting for one (a failback comparing logs).
+pub async fn first_batch(client: &mut Client, target: &Target) -> Result<SourceBatch, ClientError> {
+    // A fetch answers at least one whole batch whatever its size limit.
+    let answer = fetch_with(client, std::slice::from_ref(target), 0, 1)
+        .await?
+        .pop()
+        .flatten()
+        .ok_or_else(|| ClientError::Protocol {
+            addr: client.addr().to_owned(),
+            reason: format!(
+                "no answer for partition {} of {}",
+                target.partition, target.topic
+            ),
+        })?;
+    match answer.error {
+        None => {
+            Ok(BatchId::first_of(&answer.records).map_or(SourceBatch::None, SourceBatch::Batch))
+        }
+        Some(ResponseError::OffsetOutOfRange)
+            if (target.offset as i64) < answer.log_start_offset =>
+        {
+            Ok(SourceBatch::BelowLogStart)
+        }
+        Some(ResponseError::OffsetOutOfRange) => Ok(SourceBatch::None),
+        Some(error) => Err(ClientError::Kafka {
+            code: error.code(),
+            name: format!("{error:?}"),
+            message: None,
+        }),
+    }
+}
+
+async fn fetch_with(
+    client: &mut Client,
+    targets: &[Target],
+    max_wait_ms: i32,
+    partition_max_bytes: i32,
+) -> Result<Vec<Option<Answer>>, ClientError> {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for target in targets {
         let partition = FetchPartition::default()
             .with_partition(target.partition)
             .with_fetch_offset(target.offset as i64)
-            .with_partition_max_bytes(PARTITION_MAX_BYTES);
+            .with_partition_max_bytes(partition_max_bytes);
         match topics.iter_mut().find(|t| t.topic_id == target.topic_id) {
             Some(topic) => topic.partitions.push(partition),
             None => topics.push(
@@ -85,7 +129,7 @@ pub async fn fetch(
     }
     let request = FetchRequest::default()
         .with_replica_id(kafka_protocol::messages::BrokerId(-1))
-        .with_max_wait_ms(FETCH_WAIT_MS)
+        .with_max_wait_ms(max_wait_ms)
         .with_min_bytes(1)
         .with_max_bytes(FETCH_MAX_BYTES)
         .with_isolation_level(READ_COMMITTED)

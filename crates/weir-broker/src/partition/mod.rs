@@ -80,6 +80,10 @@ pub enum AppendError {
     /// The appender dropped the write unanswered: the broker is stopping.
     #[error("the append was abandoned: the broker is stopping")]
     Abandoned,
+    /// Mirrored batches fetched for a log that ended elsewhere then (it
+    /// was cut meanwhile): they would leave a hole or overlap.
+    #[error("the log ends at {end}, not at {fetched_for} as when its batches were fetched")]
+    MovedSinceFetch { fetched_for: u64, end: u64 },
 }
 
 /// Kafka's message for a batch refused for its records.
@@ -602,24 +606,29 @@ impl Partition {
         self.mirror.read().clone()
     }
 
-    /// Drops what a failed-over mirror partition holds past its last
-    /// mirrored offset from before the failover's leader epoch (records of
-    /// a source transaction the cut left open, or fetched after the leader
-    /// reported its cut); records written here since are never dropped.
-    pub fn cut_after_failover(
-        &self,
-        stopped: &weir_meta::StoppedPartition,
-    ) -> Result<(), LogError> {
+    /// Drops what a mirror partition holds past a cut from before the
+    /// cut's leader epoch: at a failover, records of a source transaction
+    /// the cut left open, or fetched after the leader reported its cut; at
+    /// a failback, what this cluster wrote that the new source does not
+    /// hold. Records written since the cut are never dropped. Whether it
+    /// cuts.
+    pub fn apply_mirror_cut(&self, cut: &weir_meta::MirrorCut) -> Result<bool, LogError> {
+        if !self.is_past_mirror_cut(cut) {
+            return Ok(false);
+        }
+        tracing::info!(topic = %self.topic, partition = self.index, from = self.read_log().log_end_offset(), to = cut.last_mirrored_offset, "cutting a mirror partition where it and the mirror's source part");
+        self.truncate_to(cut.last_mirrored_offset)?;
+        Ok(true)
+    }
+
+    /// Whether the log holds records past `cut` from before its epoch,
+    /// which [`apply_mirror_cut`](Self::apply_mirror_cut) drops.
+    pub fn is_past_mirror_cut(&self, cut: &weir_meta::MirrorCut) -> bool {
         let log = self.read_log();
         let written_since = log
             .latest_epoch()
-            .is_some_and(|e| e.epoch >= stopped.leader_epoch);
-        if written_since || log.log_end_offset() <= stopped.last_mirrored_offset {
-            return Ok(());
-        }
-        tracing::info!(topic = %self.topic, partition = self.index, from = log.log_end_offset(), to = stopped.last_mirrored_offset, "cutting a failed-over mirror partition at its last mirrored offset");
-        drop(log);
-        self.truncate_to(stopped.last_mirrored_offset)
+            .is_some_and(|e| e.epoch >= cut.leader_epoch);
+        !written_since && log.log_end_offset() > cut.last_mirrored_offset
     }
 
     /// Takes what the metadata says of the mirror feeding the topic.
@@ -1686,12 +1695,22 @@ impl Partition {
     /// follower's is, without the checks a producer's batch gets: the
     /// source made them. The high watermark then moves as the in-sync
     /// replicas copy them. Blocks on the fsync `flush.messages` may call
-    /// for: for callers off the runtime's workers.
-    pub fn append_mirrored(&self, records: &[u8], leader_epoch: i32) -> Result<(), AppendError> {
+    /// for: for callers off the runtime's workers. `fetched_for` is the log
+    /// end the batches were fetched after: refused if the log was cut since.
+    pub fn append_mirrored(
+        &self,
+        records: &[u8],
+        leader_epoch: i32,
+        fetched_for: u64,
+    ) -> Result<(), AppendError> {
         let led = self.led_at(leader_epoch, RequiredAcks::Leader)?;
         let _changing = self.changing_log();
         let mut producers = self.producers.lock();
         let log = self.read_log();
+        let end = log.log_end_offset();
+        if end != fetched_for {
+            return Err(AppendError::MovedSinceFetch { fetched_for, end });
+        }
         let (info, flush_due) = log.append_mirrored(records, leader_epoch)?;
         let at_roll = info.rolled.then(|| ProducerSnapshot {
             offset: info.base_offset,
@@ -2273,23 +2292,36 @@ mod tests {
     fn a_failed_over_mirror_partition_is_cut_once_and_keeps_what_is_written_since() {
         let dir = tempfile::tempdir().unwrap();
         let p = open(dir.path());
-        p.append_mirrored(&BatchBuilder::new(5).build(), 0).unwrap(); // 0..=4
-        let stopped = weir_meta::StoppedPartition {
+        p.append_mirrored(&BatchBuilder::new(5).build(), 0, 0)
+            .unwrap(); // 0..=4
+        let stopped = weir_meta::MirrorCut {
             last_mirrored_offset: 3,
             leader_epoch: 1,
         };
-        p.cut_after_failover(&stopped).unwrap();
+        p.apply_mirror_cut(&stopped).unwrap();
         assert_eq!(
             p.log().log_end_offset(),
             0,
             "the batch holding offset 3 goes"
         );
-        p.append_mirrored(&BatchBuilder::new(3).build(), 0).unwrap(); // 0..=2
-        p.cut_after_failover(&stopped).unwrap();
+        let fetched_too_early = p.append_mirrored(&BatchBuilder::new(3).build(), 0, 5);
+        assert!(
+            matches!(
+                fetched_too_early,
+                Err(AppendError::MovedSinceFetch {
+                    fetched_for: 5,
+                    end: 0
+                })
+            ),
+            "{fetched_too_early:?}"
+        );
+        p.append_mirrored(&BatchBuilder::new(3).build(), 0, 0)
+            .unwrap(); // 0..=2
+        p.apply_mirror_cut(&stopped).unwrap();
         assert_eq!(p.log().log_end_offset(), 3, "nothing past the cut");
         p.lead_for_tests(&[1], 1, 1);
         p.append_in_place(&BatchBuilder::new(2).build(), 1).unwrap(); // 3..=4
-        p.cut_after_failover(&stopped).unwrap();
+        p.apply_mirror_cut(&stopped).unwrap();
         assert_eq!(p.log().log_end_offset(), 5, "written since the failover");
     }
 

@@ -510,13 +510,12 @@ impl ReplicaManager {
                 .remote()
                 .set(tiered, image.remote_log(topic.id, p.partition));
             partition.set_mirror(image.mirror_feeding(topic.id).map(|m| m.name.as_str()));
-            if let Some((_, mirror_topic)) = image.mirror_topic(topic.id) {
-                if let weir_meta::MirrorTopicState::Stopped { partitions } = &mirror_topic.state {
-                    if let Some(stopped) = partitions.get(&p.partition) {
-                        if let Err(error) = partition.cut_after_failover(stopped) {
-                            tracing::error!(topic = topic.name, partition = p.partition, %error, "cannot cut a failed-over mirror partition");
-                        }
-                    }
+            if let Some(cut) = image
+                .mirror_topic(topic.id)
+                .and_then(|(_, mirror_topic)| mirror_topic.cut(p.partition))
+            {
+                if let Err(error) = partition.apply_mirror_cut(cut) {
+                    tracing::error!(topic = topic.name, partition = p.partition, %error, "cannot cut a mirror partition");
                 }
             }
             let (before, state) = take_leadership(

@@ -22,7 +22,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use serde::{Deserialize, Serialize};
 use weir_meta::acl::CLUSTER_RESOURCE_NAME;
-use weir_meta::{AclOperation, Mirror, MirrorTopic, MirrorTopicState, ResourceType};
+use weir_meta::{AclOperation, Mirror, MirrorCut, MirrorTopic, MirrorTopicState, ResourceType};
 
 use crate::broker::{Broker, BrokerError};
 use crate::mirror::PartitionProgress;
@@ -63,11 +63,15 @@ struct MirrorView {
 #[derive(Serialize)]
 struct MirrorTopicView {
     name: String,
-    /// `mirroring`, `failing-over` or `failed-over`.
+    /// `failing-back`, `mirroring`, `failing-over` or `failed-over`.
     state: &'static str,
     /// Once failed over: per partition, where the mirrored records end.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     last_mirrored_offsets: Vec<LastMirrored>,
+    /// Once taken back from a writable topic: per partition, where its log
+    /// and the source's parted, the offset mirroring started from.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    failback_offsets: Vec<LastMirrored>,
 }
 
 #[derive(Serialize)]
@@ -78,24 +82,25 @@ struct LastMirrored {
 
 impl From<&MirrorTopic> for MirrorTopicView {
     fn from(topic: &MirrorTopic) -> Self {
+        let offsets = |cuts: &BTreeMap<i32, MirrorCut>| -> Vec<LastMirrored> {
+            cuts.iter()
+                .map(|(&partition, cut)| LastMirrored {
+                    partition,
+                    offset: cut.last_mirrored_offset,
+                })
+                .collect()
+        };
         let (state, last_mirrored_offsets) = match &topic.state {
+            MirrorTopicState::Preparing { .. } => ("failing-back", Vec::new()),
             MirrorTopicState::Mirroring => ("mirroring", Vec::new()),
             MirrorTopicState::Stopping { .. } => ("failing-over", Vec::new()),
-            MirrorTopicState::Stopped { partitions } => (
-                "failed-over",
-                partitions
-                    .iter()
-                    .map(|(&partition, stopped)| LastMirrored {
-                        partition,
-                        offset: stopped.last_mirrored_offset,
-                    })
-                    .collect(),
-            ),
+            MirrorTopicState::Stopped { partitions } => ("failed-over", offsets(partitions)),
         };
         Self {
             name: topic.name.clone(),
             state,
             last_mirrored_offsets,
+            failback_offsets: offsets(&topic.failback_cuts),
         }
     }
 }

@@ -66,7 +66,8 @@ pub(crate) fn needed_for(command: &Command) -> Vec<Needed<'_>> {
         | Command::RemoteSegmentsDeleteFinished { .. }
         | Command::RemoteTopicPurged { .. }
         // A mirror partition's leader reporting its cut.
-        | Command::MirrorPartitionStopped { .. } => vec![CLUSTER_ACTION],
+        | Command::MirrorPartitionStopped { .. }
+        | Command::MirrorPartitionPrepared { .. } => vec![CLUSTER_ACTION],
         Command::CreateTopic { name, .. } => creating(name),
         // Each topic needs its own: see `requirements`.
         Command::CreateTopics { .. } => vec![Needed::on_cluster(Create)],
@@ -94,7 +95,8 @@ pub(crate) fn needed_for(command: &Command) -> Vec<Needed<'_>> {
         | Command::DeleteMirror { .. }
         | Command::SetMirrorPaused { .. }
         | Command::CreateMirrorTopics { .. }
-        | Command::FailOverMirror { .. } => vec![Needed::on_cluster(Alter)],
+        | Command::FailOverMirror { .. }
+        | Command::FailBackMirrorTopics { .. } => vec![Needed::on_cluster(Alter)],
     }
 }
 

@@ -349,11 +349,12 @@ async fn describe(http: &BrokerHttp, cluster: &mut Cluster, name: &str) -> anyho
             p.state,
         ]
     }));
-    // Topics no longer mirrored: where their mirrored records end.
+    // Topics failing over or failed over: where their mirrored records
+    // end. (Those mirroring or failing back are in their leaders' rows.)
     for topic in mirror
         .mirror_topics
         .iter()
-        .filter(|t| t.state != "mirroring")
+        .filter(|t| t.state != "mirroring" && t.state != "failing-back")
     {
         if topic.last_mirrored_offsets.is_empty() {
             rows.push(vec![
