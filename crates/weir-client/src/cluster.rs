@@ -2,7 +2,7 @@
 //! partition's leader, as Kafka's clients send them, and is sent again
 //! after a metadata refresh when leadership has moved.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -145,6 +145,23 @@ impl Cluster {
             self.connections.insert(node, client);
         }
         Ok(self.connections.get_mut(&node).expect("just connected"))
+    }
+
+    /// Connections to each of `nodes` (ones the metadata named), opened
+    /// where there are none: for requests sent to several brokers at once.
+    pub async fn connections(
+        &mut self,
+        nodes: &BTreeSet<i32>,
+    ) -> Result<Vec<(i32, &mut Client)>, ClientError> {
+        for &node in nodes {
+            self.connection(node).await?;
+        }
+        Ok(self
+            .connections
+            .iter_mut()
+            .filter(|(node, _)| nodes.contains(node))
+            .map(|(&node, client)| (node, client))
+            .collect())
     }
 
     /// The connection to the leader of `partition` of `topic`.

@@ -811,3 +811,100 @@ fn the_old_source_fails_back_from_the_new_primary_keeping_what_they_share() {
     );
     assert_eq!(on_east.produce("orders", 0, records(1).build()), (0, 10));
 }
+
+/// A topic's config overrides (DYNAMIC_TOPIC_CONFIG), by name.
+fn topic_overrides(bootstrap: &str, topic: &str) -> std::collections::BTreeMap<String, String> {
+    use rdkafka::admin::{AdminClient, AdminOptions, ConfigSource, ResourceSpecifier};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let described = common::cli::block_on(
+        admin.describe_configs([&ResourceSpecifier::Topic(topic)], &AdminOptions::new()),
+    )
+    .unwrap();
+    let resource = described.into_iter().next().unwrap().unwrap();
+    resource
+        .entries
+        .into_iter()
+        .filter(|e| e.source == ConfigSource::DynamicTopic)
+        .filter_map(|e| Some((e.name, e.value?)))
+        .collect()
+}
+
+#[test]
+fn a_mirror_keeps_topic_configs_in_step_but_not_the_destinations_own_settings() {
+    let source = Weir::start(&[]);
+    let destination = Weir::start(&[]);
+    weir(&[
+        "topic",
+        "create",
+        "orders",
+        "--config",
+        "retention.ms=3600000",
+        "--config",
+        "segment.bytes=1048576",
+        "--config",
+        "min.insync.replicas=1",
+        "--bootstrap",
+        &source.kafka,
+    ])
+    .ok();
+    mirror(
+        &destination.kafka,
+        &["create", "east", "--source-bootstrap", &source.kafka],
+    )
+    .ok();
+    let mut on_destination = Raw::connect(&destination.kafka);
+    wait_for(30, "the mirror topic", || {
+        exists(&mut on_destination, "orders")
+    });
+    let created = topic_overrides(&destination.kafka, "orders");
+    assert_eq!(
+        created.get("retention.ms").map(String::as_str),
+        Some("3600000")
+    );
+    assert!(
+        !created.contains_key("min.insync.replicas"),
+        "the destination's own durability rule: {created:?}"
+    );
+    // The destination sets its own; the source changes its configs.
+    weir(&[
+        "topic",
+        "alter-config",
+        "orders",
+        "--set",
+        "min.insync.replicas=1",
+        "--bootstrap",
+        &destination.kafka,
+    ])
+    .ok();
+    weir(&[
+        "topic",
+        "alter-config",
+        "orders",
+        "--set",
+        "retention.ms=7200000",
+        "--set",
+        "cleanup.policy=compact,delete",
+        "--delete",
+        "segment.bytes",
+        "--bootstrap",
+        &source.kafka,
+    ])
+    .ok();
+    wait_for(60, "the source's config changes", || {
+        let now = topic_overrides(&destination.kafka, "orders");
+        now.get("retention.ms").map(String::as_str) == Some("7200000")
+            && now.get("cleanup.policy").map(String::as_str) == Some("compact,delete")
+            && !now.contains_key("segment.bytes")
+    });
+    assert_eq!(
+        topic_overrides(&destination.kafka, "orders")
+            .get("min.insync.replicas")
+            .map(String::as_str),
+        Some("1"),
+        "kept"
+    );
+}

@@ -35,13 +35,13 @@
 //! mirror (retention) is followed: the mirror fetches on from it, leaving
 //! a gap as a compacted log has.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
 use tokio::sync::watch;
-use weir_client::{ClientError, Cluster, ConfigSource};
+use weir_client::{Client, ClientError, Cluster, ConfigSource};
 use weir_meta::{
     Applied, Command, MetadataImage, Mirror, MirrorCut, MirrorTopic, MirrorTopicState,
     TopicCreation,
@@ -55,6 +55,24 @@ use crate::partition::Partition;
 
 /// How often the mirror's topics are compared with the source's.
 const TOPIC_SYNC: Duration = Duration::from_secs(5);
+/// How often the mirror topics' configs are compared with the source's
+/// (MirrorMaker 2's `sync.topic.configs.interval.seconds`, 600 s there):
+/// a DescribeConfigs per topic each time.
+const CONFIG_SYNC: Duration = Duration::from_secs(30);
+/// Topic configs that belong to this cluster, never copied from the
+/// source: its own durability rule (`min.insync.replicas`), replication
+/// throttles and election policy, and its own tiered storage.
+const LOCAL_TOPIC_CONFIGS: &[&str] = &[
+    "min.insync.replicas",
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+    "unclean.leader.election.enable",
+    "remote.storage.enable",
+    "local.retention.ms",
+    "local.retention.bytes",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+];
 /// How often the chosen groups' committed offsets are copied (MirrorMaker
 /// 2's `sync.group.offsets.interval.seconds`).
 const GROUP_SYNC: Duration = Duration::from_secs(5);
@@ -166,6 +184,7 @@ async fn mirror_loop(broker: Arc<Broker>, mirror: Mirror) {
     let name = mirror.name.clone();
     let mut source: Option<Cluster> = None;
     let mut last_sync: Option<Instant> = None;
+    let mut last_config_sync: Option<Instant> = None;
     // Where a partition fetches next when not at its log end: the source's
     // log start, past a mirror that fell behind its retention.
     let mut skip_to: HashMap<(String, i32), u64> = HashMap::new();
@@ -235,6 +254,14 @@ async fn mirror_loop(broker: Arc<Broker>, mirror: Mirror) {
             last_sync = Some(Instant::now());
             if let Err(error) = sync_topics(&broker, current, cluster).await {
                 tracing::warn!(mirror = name, %error, "cannot bring the mirror's topics in line with the source's");
+            }
+        }
+        if first_live == Some(broker.node_id())
+            && last_config_sync.is_none_or(|at| at.elapsed() >= CONFIG_SYNC)
+        {
+            last_config_sync = Some(Instant::now());
+            if let Err(error) = sync_configs(&broker, &image, current, cluster).await {
+                tracing::warn!(mirror = name, %error, "cannot bring the mirror topics' configs in line with the source's");
             }
         }
         if first_live == Some(broker.node_id())
@@ -521,85 +548,130 @@ async fn fetch_round(
             Err(error) => return Err(error),
         }
     }
-    for (leader, partitions) in by_leader {
-        let targets: Vec<Target> = partitions.iter().map(|(_, t, _)| t.clone()).collect();
-        let answers = {
-            let client = cluster.connection(leader).await?;
-            source::fetch(client, &targets).await?
-        };
-        let mut stale_leaders = false;
-        for ((l, target, fetched_for), answer) in partitions.into_iter().zip(answers) {
-            let Some(answer) = answer else {
-                clean = false;
-                continue;
+    // Every source leader at once, each on its own connection: one slow
+    // or idle leader (a fetch waits up to FETCH_WAIT_MS there) holds up
+    // none of the others.
+    let leaders: BTreeSet<i32> = by_leader.keys().copied().collect();
+    let mut clients: HashMap<i32, &mut Client> =
+        cluster.connections(&leaders).await?.into_iter().collect();
+    let rounds =
+        futures::future::join_all(by_leader.into_iter().filter_map(|(leader, partitions)| {
+            let client = clients.remove(&leader)?;
+            Some(fetch_from_leader(broker, mirror, client, partitions))
+        }))
+        .await;
+    let mut stale_leaders = false;
+    for round in rounds {
+        let round = round?;
+        clean &= round.clean;
+        stale_leaders |= round.stale_leaders;
+        for (key, skip) in round.skips {
+            match skip {
+                Some(offset) => skip_to.insert(key, offset),
+                None => skip_to.remove(&key),
             };
-            let p = &l.partition;
-            let key = (p.topic.clone(), p.index);
-            let source_end = u64::try_from(answer.high_watermark).ok();
-            let state = match answer.error {
-                None => {
-                    let records = weir_log::batch::whole_batches(&answer.records);
-                    if records.is_empty() {
-                        "mirroring".to_owned()
-                    } else {
-                        let partition = p.clone();
-                        let records = answer.records.slice(..records.len());
-                        let epoch = l.leader_epoch;
-                        let appended = tokio::task::spawn_blocking(move || {
-                            partition.append_mirrored(&records, epoch, fetched_for)
-                        })
-                        .await;
-                        match appended {
-                            Ok(Ok(())) => {
-                                skip_to.remove(&key);
-                                "mirroring".to_owned()
-                            }
-                            Ok(Err(error)) => {
-                                clean = false;
-                                tracing::debug!(mirror, topic = p.topic, partition = p.index, %error, "cannot append mirrored records");
-                                format!("cannot append: {error}")
-                            }
-                            Err(error) => format!("cannot append: {error}"),
-                        }
-                    }
-                }
-                Some(ResponseError::OffsetOutOfRange) => {
-                    let start = u64::try_from(answer.log_start_offset).unwrap_or(0);
-                    if target.offset < start {
-                        tracing::info!(mirror, topic = p.topic, partition = p.index, from = target.offset, to = start, "the source's retention passed the mirror: mirroring on from the source's log start");
-                        skip_to.insert(key, start);
-                        "mirroring".to_owned()
-                    } else {
-                        clean = false;
-                        "the mirror is ahead of the source's log end".to_owned()
-                    }
-                }
-                Some(
-                    error @ (ResponseError::NotLeaderOrFollower
-                    | ResponseError::LeaderNotAvailable
-                    | ResponseError::FencedLeaderEpoch
-                    | ResponseError::UnknownLeaderEpoch),
-                ) => {
-                    clean = false;
-                    stale_leaders = true;
-                    format!("source leader moving ({error:?})")
-                }
-                Some(ResponseError::UnknownTopicOrPartition | ResponseError::UnknownTopicId) => {
-                    clean = false;
-                    "source topic not found".to_owned()
-                }
-                Some(error) => {
-                    clean = false;
-                    format!("source error {error:?}")
-                }
-            };
-            record(broker, mirror, p, source_end, &state);
-        }
-        if stale_leaders {
-            cluster.metadata(None).await?;
         }
     }
+    if stale_leaders {
+        cluster.metadata(None).await?;
+    }
     Ok(clean)
+}
+
+/// What a fetch from one source leader came to.
+struct LeaderRound {
+    /// Every partition answered without an error.
+    clean: bool,
+    /// A partition's leader moved there: the metadata is to be read again.
+    stale_leaders: bool,
+    /// Where partitions fetch next when not at their log end (`None`: at
+    /// it again).
+    skips: Vec<((String, i32), Option<u64>)>,
+}
+
+/// One fetch of `partitions` (with the log end each was fetched for) from
+/// their source leader, and the appends.
+async fn fetch_from_leader(
+    broker: &Broker,
+    mirror: &str,
+    client: &mut Client,
+    partitions: Vec<(&Led, Target, u64)>,
+) -> Result<LeaderRound, ClientError> {
+    let targets: Vec<Target> = partitions.iter().map(|(_, t, _)| t.clone()).collect();
+    let answers = source::fetch(client, &targets).await?;
+    let mut round = LeaderRound {
+        clean: true,
+        stale_leaders: false,
+        skips: Vec::new(),
+    };
+    for ((l, target, fetched_for), answer) in partitions.into_iter().zip(answers) {
+        let Some(answer) = answer else {
+            round.clean = false;
+            continue;
+        };
+        let p = &l.partition;
+        let key = (p.topic.clone(), p.index);
+        let source_end = u64::try_from(answer.high_watermark).ok();
+        let state = match answer.error {
+            None => {
+                let records = weir_log::batch::whole_batches(&answer.records);
+                if records.is_empty() {
+                    "mirroring".to_owned()
+                } else {
+                    let partition = p.clone();
+                    let records = answer.records.slice(..records.len());
+                    let epoch = l.leader_epoch;
+                    let appended = tokio::task::spawn_blocking(move || {
+                        partition.append_mirrored(&records, epoch, fetched_for)
+                    })
+                    .await;
+                    match appended {
+                        Ok(Ok(())) => {
+                            round.skips.push((key, None));
+                            "mirroring".to_owned()
+                        }
+                        Ok(Err(error)) => {
+                            round.clean = false;
+                            tracing::debug!(mirror, topic = p.topic, partition = p.index, %error, "cannot append mirrored records");
+                            format!("cannot append: {error}")
+                        }
+                        Err(error) => format!("cannot append: {error}"),
+                    }
+                }
+            }
+            Some(ResponseError::OffsetOutOfRange) => {
+                let start = u64::try_from(answer.log_start_offset).unwrap_or(0);
+                if target.offset < start {
+                    tracing::info!(mirror, topic = p.topic, partition = p.index, from = target.offset, to = start, "the source's retention passed the mirror: mirroring on from the source's log start");
+                    round.skips.push((key, Some(start)));
+                    "mirroring".to_owned()
+                } else {
+                    round.clean = false;
+                    "the mirror is ahead of the source's log end".to_owned()
+                }
+            }
+            Some(
+                error @ (ResponseError::NotLeaderOrFollower
+                | ResponseError::LeaderNotAvailable
+                | ResponseError::FencedLeaderEpoch
+                | ResponseError::UnknownLeaderEpoch),
+            ) => {
+                round.clean = false;
+                round.stale_leaders = true;
+                format!("source leader moving ({error:?})")
+            }
+            Some(ResponseError::UnknownTopicOrPartition | ResponseError::UnknownTopicId) => {
+                round.clean = false;
+                "source topic not found".to_owned()
+            }
+            Some(error) => {
+                round.clean = false;
+                format!("source error {error:?}")
+            }
+        };
+        record(broker, mirror, p, source_end, &state);
+    }
+    Ok(round)
 }
 
 /// The copying of committed offsets, on the live broker with the lowest
@@ -712,6 +784,87 @@ impl GroupSync {
     }
 }
 
+/// A source topic's config overrides that mirror topics take.
+async fn source_configs(
+    cluster: &mut Cluster,
+    topic: &str,
+) -> Result<BTreeMap<String, String>, ClientError> {
+    Ok(cluster
+        .any()
+        .describe_configs(weir_client::ConfigResource::Topic(topic.to_owned()))
+        .await?
+        .into_iter()
+        .filter(|c| c.source == ConfigSource::DynamicTopic)
+        .filter(|c| !LOCAL_TOPIC_CONFIGS.contains(&c.name.as_str()))
+        .filter_map(|c| Some((c.name, c.value?)))
+        .collect())
+}
+
+/// Sets and removes the overrides of the mirrored topics here that the
+/// source set or removed since (but [`LOCAL_TOPIC_CONFIGS`]).
+async fn sync_configs(
+    broker: &Broker,
+    image: &MetadataImage,
+    mirror: &Mirror,
+    cluster: &mut Cluster,
+) -> Result<(), String> {
+    for (id, mirror_topic) in &mirror.mirror_topics {
+        if mirror_topic.state != MirrorTopicState::Mirroring {
+            continue;
+        }
+        let Some(here) = image.topic(&mirror_topic.name).filter(|t| t.id == *id) else {
+            continue;
+        };
+        let wanted = match source_configs(cluster, &here.name).await {
+            Ok(configs) => configs,
+            // Deleted at the source: its partitions say so.
+            Err(ClientError::Kafka { code, .. })
+                if code == ResponseError::UnknownTopicOrPartition.code() =>
+            {
+                continue
+            }
+            Err(error) => return Err(format!("reading the configs of {}: {error}", here.name)),
+        };
+        let set: BTreeMap<String, String> = wanted
+            .iter()
+            .filter(|(key, value)| here.configs.get(*key) != Some(*value))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        let delete: Vec<String> = here
+            .configs
+            .keys()
+            .filter(|key| {
+                !wanted.contains_key(*key) && !LOCAL_TOPIC_CONFIGS.contains(&key.as_str())
+            })
+            .cloned()
+            .collect();
+        if set.is_empty() && delete.is_empty() {
+            continue;
+        }
+        match broker
+            .alter_topic_configs(&here.name, set.clone(), delete.clone(), false)
+            .await
+        {
+            Ok(()) => tracing::info!(
+                mirror = mirror.name,
+                topic = here.name,
+                set = ?set.keys().collect::<Vec<_>>(),
+                removed = ?delete,
+                "took the source's config changes"
+            ),
+            // One topic's refusal (a value this cluster rejects) stops
+            // none of the others.
+            Err(error) => tracing::warn!(
+                mirror = mirror.name,
+                topic = here.name,
+                %error,
+                "cannot take the source's config changes"
+            ),
+        }
+    }
+    Ok(())
+}
+
 /// Creates the mirror topics the source has and this cluster lacks, and
 /// adds the partitions the source added.
 async fn sync_topics(
@@ -783,14 +936,10 @@ async fn sync_topics(
                 ));
             }
             None => {
-                let configs = cluster
-                    .any()
-                    .describe_configs(weir_client::ConfigResource::Topic(topic.name.clone()))
+                let configs = source_configs(cluster, &topic.name)
                     .await
                     .map_err(|e| format!("reading the configs of {}: {e}", topic.name))?
                     .into_iter()
-                    .filter(|c| c.source == ConfigSource::DynamicTopic)
-                    .filter_map(|c| Some((c.name, c.value?)))
                     .collect();
                 let partitions = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
                 let creation = broker
