@@ -908,3 +908,111 @@ fn a_mirror_keeps_topic_configs_in_step_but_not_the_destinations_own_settings() 
         "kept"
     );
 }
+
+/// Joins share group `group` on `jobs` and leaves it at once: the group
+/// exists, with no members.
+fn touch_share_group(raw: &mut Raw, group: &str) {
+    use kafka_protocol::messages::{
+        GroupId, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+    };
+    let member = uuid::Uuid::new_v4().to_string();
+    let join = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        .with_member_id(StrBytes::from_string(member.clone()))
+        .with_member_epoch(0)
+        .with_subscribed_topic_names(Some(vec![TopicName(StrBytes::from_static_str("jobs"))]));
+    // Creates the offsets topic, where share groups live.
+    wait_for(20, "the group coordinator", || {
+        raw.find_coordinator(0, group).error_code == 0
+    });
+    let mut last = None;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r: ShareGroupHeartbeatResponse = raw.call(ApiKey::ShareGroupHeartbeat, 1, &join);
+        if r.error_code == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "joining {group}: {last:?}");
+        last = Some(r);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let leave = ShareGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        .with_member_id(StrBytes::from_string(member))
+        .with_member_epoch(-1);
+    let r: ShareGroupHeartbeatResponse = raw.call(ApiKey::ShareGroupHeartbeat, 1, &leave);
+    assert_eq!(r.error_code, 0, "{r:?}");
+}
+
+/// A share group's start offset of `jobs`-0, as `weir share-group
+/// describe` shows it.
+fn share_start_offset(bootstrap: &str, group: &str) -> Option<String> {
+    let described = common::cli::run(
+        &["share-group", "describe", group, "--bootstrap", bootstrap],
+        b"",
+    );
+    if described.code != Some(0) {
+        return None;
+    }
+    let rows = described.table("TOPIC");
+    rows.get(1).map(|row| row[2].to_owned())
+}
+
+/// Starts share group `workers` over at `offset` of `jobs`-0, once its
+/// state is loaded.
+fn reset_share_group(bootstrap: &str, offset: i64) {
+    let offset = offset.to_string();
+    wait_for(30, "the share group's reset", || {
+        common::cli::run(
+            &[
+                "share-group",
+                "reset-offsets",
+                "workers",
+                "--topic",
+                "jobs",
+                "--to-offset",
+                &offset,
+                "--bootstrap",
+                bootstrap,
+            ],
+            b"",
+        )
+        .code
+            == Some(0)
+    });
+}
+
+#[test]
+fn a_share_groups_start_offsets_follow_to_a_group_that_exists_on_the_destination() {
+    let source = Weir::start(&[]);
+    let destination = Weir::start(&[]);
+    weir(&["topic", "create", "jobs", "--bootstrap", &source.kafka]).ok();
+    let mut on_source = Raw::connect(&source.kafka);
+    assert_eq!(on_source.produce("jobs", 0, records(10).build()).0, 0);
+    touch_share_group(&mut on_source, "workers");
+    reset_share_group(&source.kafka, 4);
+    mirror(
+        &destination.kafka,
+        &[
+            "create",
+            "east",
+            "--source-bootstrap",
+            &source.kafka,
+            "--groups",
+            "work.*",
+        ],
+    )
+    .ok();
+    let mut on_destination = Raw::connect(&destination.kafka);
+    wait_for(30, "the mirror to catch up", || {
+        latest_offset(&mut on_destination, "jobs", 0) == Some(10)
+    });
+    touch_share_group(&mut on_destination, "workers");
+    wait_for(30, "the start offset on the destination", || {
+        share_start_offset(&destination.kafka, "workers").as_deref() == Some("4")
+    });
+    reset_share_group(&source.kafka, 7);
+    wait_for(30, "the new start offset", || {
+        share_start_offset(&destination.kafka, "workers").as_deref() == Some("7")
+    });
+}

@@ -711,7 +711,8 @@ impl GroupSync {
         for b in brokers {
             for group in source.connection(b.node_id).await?.list_groups().await? {
                 if pattern.is_match(&group.group_id) {
-                    chosen.push(group.group_id);
+                    let share = group.group_type.as_deref() == Some("share");
+                    chosen.push((group.group_id, share));
                 }
             }
         }
@@ -733,36 +734,55 @@ impl GroupSync {
             );
         }
         let destination = self.destination.as_mut().expect("connected above");
-        for group in chosen {
+        for (group, share) in chosen {
             let coordinator = source.any().find_coordinator(&group).await?;
-            let committed = source
-                .connection(coordinator.node_id)
-                .await?
-                .offset_fetch(&group, None)
-                .await?;
+            let at_source = source.connection(coordinator.node_id).await?;
+            // Consumer groups' committed offsets; share groups' start
+            // offsets (every record before one is acknowledged or archived).
+            let positions: Vec<(String, i32, i64)> = if share {
+                match at_source.share_group_offsets(&group).await {
+                    Ok(offsets) => offsets
+                        .into_iter()
+                        .filter_map(|o| Some((o.topic, o.partition, o.start_offset.ok()??)))
+                        .collect(),
+                    // Gone meanwhile.
+                    Err(ClientError::Kafka { .. }) => continue,
+                    Err(error) => return Err(error),
+                }
+            } else {
+                at_source
+                    .offset_fetch(&group, None)
+                    .await?
+                    .into_iter()
+                    .map(|c| (c.topic, c.partition, c.offset))
+                    .collect()
+            };
             let mut offsets = Vec::new();
-            for c in committed
+            for (topic, partition, offset) in positions
                 .into_iter()
-                .filter(|c| mirrored.contains(c.topic.as_str()))
+                .filter(|(topic, _, _)| mirrored.contains(topic.as_str()))
             {
                 // Never past what consumers here may read.
-                let high_watermark = destination.list_offsets(&c.topic, c.partition, -1).await?;
-                let offset = c.offset.min(high_watermark);
-                let key = (group.clone(), c.topic.clone(), c.partition);
+                let high_watermark = destination.list_offsets(&topic, partition, -1).await?;
+                let offset = offset.min(high_watermark);
+                let key = (group.clone(), topic.clone(), partition);
                 if self.copied.get(&key) != Some(&offset) {
-                    offsets.push((c.topic, c.partition, offset));
+                    offsets.push((topic, partition, offset));
                 }
             }
             if offsets.is_empty() {
                 continue;
             }
             let here = destination.any().find_coordinator(&group).await?;
-            match destination
-                .connection(here.node_id)
-                .await?
-                .offset_commit_simple(&group, &offsets)
-                .await
-            {
+            let at_destination = destination.connection(here.node_id).await?;
+            let copied = if share {
+                at_destination
+                    .alter_share_group_offsets(&group, &offsets)
+                    .await
+            } else {
+                at_destination.offset_commit_simple(&group, &offsets).await
+            };
+            match copied {
                 Ok(()) => {
                     tracing::debug!(
                         mirror = mirror.name,
@@ -775,7 +795,9 @@ impl GroupSync {
                             .insert((group.clone(), topic, partition), offset);
                     }
                 }
-                // Active members here: their own commits rule.
+                // Active members here: their own commits rule. (A share
+                // group that does not exist here yet is not created: Kafka's
+                // AlterShareGroupOffsets answers GROUP_ID_NOT_FOUND.)
                 Err(ClientError::Kafka { .. }) => {}
                 Err(error) => return Err(error),
             }
