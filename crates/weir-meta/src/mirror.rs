@@ -36,6 +36,10 @@ pub struct Mirror {
     pub source_config: BTreeMap<String, String>,
     /// Fetching stopped for now; the topics stay read-only.
     pub paused: bool,
+    /// The source's ACLs are copied here (created, and removed when the
+    /// source removes them).
+    #[serde(default)]
+    pub sync_acls: bool,
     /// The destination topics this mirror created, by topic id (the
     /// source's).
     pub mirror_topics: BTreeMap<Uuid, MirrorTopic>,
@@ -153,6 +157,7 @@ impl Mirror {
             groups: None,
             source_config: BTreeMap::new(),
             paused: false,
+            sync_acls: false,
             mirror_topics: BTreeMap::new(),
         }
     }

@@ -1016,3 +1016,78 @@ fn a_share_groups_start_offsets_follow_to_a_group_that_exists_on_the_destination
         share_start_offset(&destination.kafka, "workers").as_deref() == Some("7")
     });
 }
+
+/// `weir acl list` of a broker: its lines, sorted.
+fn acl_lines(bootstrap: &str) -> Vec<String> {
+    let listed = weir(&["acl", "list", "--bootstrap", bootstrap]).ok();
+    let mut lines: Vec<String> = listed
+        .stdout
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn a_mirror_syncing_acls_copies_the_sources_and_removes_what_the_source_removes() {
+    let source = Weir::start(&[]);
+    let destination = Weir::start(&[]);
+    let acl = |action: &str, bootstrap: &str, principal: &str, operation: &str| {
+        weir(&[
+            "acl",
+            action,
+            "--topic",
+            "orders",
+            "--allow-principal",
+            principal,
+            "--operation",
+            operation,
+            "--bootstrap",
+            bootstrap,
+        ])
+        .ok();
+    };
+    acl("create", &source.kafka, "User:alice", "Read");
+    acl("create", &source.kafka, "User:bob", "Write");
+    // The destination's own ACL.
+    acl("create", &destination.kafka, "User:carol", "Describe");
+    mirror(
+        &destination.kafka,
+        &[
+            "create",
+            "east",
+            "--source-bootstrap",
+            &source.kafka,
+            "--sync-acls",
+        ],
+    )
+    .ok();
+    wait_for(30, "the source's ACLs on the destination", || {
+        let here = acl_lines(&destination.kafka).join("\n");
+        here.contains("User:alice") && here.contains("User:bob")
+    });
+    acl("delete", &source.kafka, "User:bob", "Write");
+    wait_for(30, "the removed ACL to go", || {
+        !acl_lines(&destination.kafka)
+            .join("\n")
+            .contains("User:bob")
+    });
+    let here = acl_lines(&destination.kafka).join("\n");
+    assert!(here.contains("User:alice"), "{here}");
+    assert!(here.contains("User:carol"), "its own stays: {here}");
+    // Without the option, nothing is copied.
+    let other = Weir::start(&[]);
+    mirror(
+        &other.kafka,
+        &["create", "plain", "--source-bootstrap", &source.kafka],
+    )
+    .ok();
+    std::thread::sleep(Duration::from_secs(7));
+    assert!(
+        !acl_lines(&other.kafka).join("\n").contains("User:alice"),
+        "not synced without --sync-acls"
+    );
+}

@@ -76,6 +76,8 @@ const LOCAL_TOPIC_CONFIGS: &[&str] = &[
 /// How often the chosen groups' committed offsets are copied (MirrorMaker
 /// 2's `sync.group.offsets.interval.seconds`).
 const GROUP_SYNC: Duration = Duration::from_secs(5);
+/// How often the source's ACLs are copied, for a mirror that syncs them.
+const ACL_SYNC: Duration = Duration::from_secs(5);
 /// The pause after a failure, and between looks at a paused mirror.
 const BACKOFF: Duration = Duration::from_secs(1);
 
@@ -122,6 +124,7 @@ fn same_settings(current: &Mirror, started: &Mirror) -> bool {
         && current.groups == started.groups
         && current.source_config == started.source_config
         && current.paused == started.paused
+        && current.sync_acls == started.sync_acls
 }
 
 fn forget_mirror(broker: &Broker, name: &str) {
@@ -190,6 +193,7 @@ async fn mirror_loop(broker: Arc<Broker>, mirror: Mirror) {
     let mut skip_to: HashMap<(String, i32), u64> = HashMap::new();
     let mut unreachable_told = false;
     let mut groups = GroupSync::default();
+    let mut acls = AclSync::default();
     loop {
         let image = broker.image();
         let Some(current) = image.mirror(&name) else {
@@ -262,6 +266,21 @@ async fn mirror_loop(broker: Arc<Broker>, mirror: Mirror) {
             last_config_sync = Some(Instant::now());
             if let Err(error) = sync_configs(&broker, &image, current, cluster).await {
                 tracing::warn!(mirror = name, %error, "cannot bring the mirror topics' configs in line with the source's");
+            }
+        }
+        if first_live == Some(broker.node_id())
+            && current.sync_acls
+            && acls.last.is_none_or(|at| at.elapsed() >= ACL_SYNC)
+        {
+            acls.last = Some(Instant::now());
+            match acls.sync(&broker, &image, &name, cluster).await {
+                Ok(()) => acls.failing = false,
+                // Once per failing streak: it fails again every round.
+                Err(error) if !acls.failing => {
+                    acls.failing = true;
+                    tracing::warn!(mirror = name, %error, "cannot copy the source's ACLs; retrying");
+                }
+                Err(_) => {}
             }
         }
         if first_live == Some(broker.node_id())
@@ -803,6 +822,87 @@ impl GroupSync {
             }
         }
         Ok(())
+    }
+}
+
+/// The copying of the source's ACLs, on the live broker with the lowest
+/// id, for a mirror that syncs them.
+#[derive(Default)]
+struct AclSync {
+    last: Option<Instant>,
+    /// The bindings it created here: those the source no longer has are
+    /// removed again. (ACLs made here by other means are left alone.)
+    copied: HashSet<weir_meta::AclBinding>,
+    /// The last round failed, and said why.
+    failing: bool,
+}
+
+impl AclSync {
+    async fn sync(
+        &mut self,
+        broker: &Broker,
+        image: &MetadataImage,
+        mirror: &str,
+        source: &mut Cluster,
+    ) -> Result<(), String> {
+        let listed = source
+            .any()
+            .describe_acls(&weir_client::AclFilter::any())
+            .await
+            .map_err(|e| format!("listing the source's ACLs: {e}"))?;
+        let wanted: HashSet<weir_meta::AclBinding> = listed.iter().map(to_meta_binding).collect();
+        let here: HashSet<&weir_meta::AclBinding> = image.acls().collect();
+        let missing: Vec<weir_meta::AclBinding> = wanted
+            .iter()
+            .filter(|b| !here.contains(b))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let outcomes = broker
+                .create_acls(missing.clone())
+                .await
+                .map_err(|e| e.to_string())?;
+            for (binding, outcome) in missing.into_iter().zip(outcomes) {
+                match outcome {
+                    Ok(()) => {
+                        self.copied.insert(binding);
+                    }
+                    Err(error) => {
+                        tracing::warn!(mirror, ?binding, %error, "cannot copy an ACL of the source")
+                    }
+                }
+            }
+        }
+        let gone: Vec<weir_meta::AclBinding> = self
+            .copied
+            .iter()
+            .filter(|b| !wanted.contains(b))
+            .cloned()
+            .collect();
+        if !gone.is_empty() {
+            let filters = gone.iter().map(weir_meta::AclBinding::to_filter).collect();
+            broker
+                .delete_acls(filters)
+                .await
+                .map_err(|e| e.to_string())?;
+            for binding in gone {
+                self.copied.remove(&binding);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An ACL as the source listed it, as this cluster stores it.
+fn to_meta_binding(acl: &weir_client::AclBinding) -> weir_meta::AclBinding {
+    weir_meta::AclBinding {
+        resource_type: weir_meta::ResourceType::from_code(acl.resource_type),
+        resource_name: acl.resource_name.clone(),
+        pattern_type: weir_meta::PatternType::from_code(acl.pattern_type),
+        principal: acl.principal.clone(),
+        host: acl.host.clone(),
+        operation: weir_meta::AclOperation::from_code(acl.operation),
+        permission: weir_meta::AclPermissionType::from_code(acl.permission_type),
     }
 }
 

@@ -56,6 +56,7 @@ struct MirrorView {
     groups: Option<String>,
     source_config: BTreeMap<String, String>,
     paused: bool,
+    sync_acls: bool,
     /// The topics it created, by name.
     mirror_topics: Vec<MirrorTopicView>,
 }
@@ -131,6 +132,7 @@ impl From<&Mirror> for MirrorView {
                 })
                 .collect(),
             paused: mirror.paused,
+            sync_acls: mirror.sync_acls,
             mirror_topics,
         }
     }
@@ -174,6 +176,8 @@ struct NewMirror {
     groups: Option<String>,
     #[serde(default)]
     source_config: BTreeMap<String, String>,
+    #[serde(default)]
+    sync_acls: bool,
 }
 
 async fn create(
@@ -191,6 +195,7 @@ async fn create(
     );
     mirror.groups = new.groups;
     mirror.source_config = new.source_config;
+    mirror.sync_acls = new.sync_acls;
     answer(broker.create_mirror(mirror).await, StatusCode::CREATED)
 }
 

@@ -45,6 +45,11 @@ enum MirrorCommand {
         /// repeat for more.
         #[arg(long = "source-config", value_name = "KEY=VALUE")]
         source_config: Vec<String>,
+        /// Copy the source's ACLs here too, and remove those the source
+        /// removes (the mirror's client needs Describe on the source's
+        /// cluster).
+        #[arg(long)]
+        sync_acls: bool,
     },
     /// List the mirrors.
     List,
@@ -135,6 +140,7 @@ pub(crate) fn run(args: MirrorArgs) -> anyhow::Result<()> {
                 topics,
                 groups,
                 source_config,
+                sync_acls,
             } => {
                 let mut settings = BTreeMap::new();
                 for setting in &source_config {
@@ -149,6 +155,7 @@ pub(crate) fn run(args: MirrorArgs) -> anyhow::Result<()> {
                     "topics": topics,
                     "groups": groups,
                     "source_config": settings,
+                    "sync_acls": sync_acls,
                 });
                 let url = format!("{}/v1/mirrors", any_endpoint(&mut cluster).await?);
                 http.change(url, Some(body)).await?;
