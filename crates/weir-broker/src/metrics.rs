@@ -462,11 +462,73 @@ impl Metrics {
             .expect("writing to a String cannot fail");
         out
     }
+
+    /// The metrics in Prometheus's text format (0.0.4), which a browser
+    /// shows and every scraper reads; [`encode`](Self::encode) gives
+    /// OpenMetrics.
+    pub fn encode_prometheus_text(&self) -> String {
+        to_prometheus_text(&self.encode())
+    }
+}
+
+/// OpenMetrics text as Prometheus's text format: a counter's family takes
+/// its samples' `_total` name, and the `# UNIT` and `# EOF` lines go.
+fn to_prometheus_text(openmetrics: &str) -> String {
+    let mut counters: Vec<&str> = Vec::new();
+    for line in openmetrics.lines() {
+        if let Some(name) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|rest| rest.strip_suffix(" counter"))
+        {
+            counters.push(name);
+        }
+    }
+    let mut out = String::with_capacity(openmetrics.len() + counters.len() * 16);
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(&name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(renamed) => out.push_str(&renamed),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prometheus_text_names_counter_families_by_their_samples() {
+        let metrics = Metrics::default();
+        metrics.bytes_in.inc_by(7);
+        let text = metrics.encode_prometheus_text();
+        assert!(
+            text.contains("# TYPE weir_bytes_in_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP weir_bytes_in_total Request bytes received"),
+            "{text}"
+        );
+        assert!(text.contains("\nweir_bytes_in_total 7\n"), "{text}");
+        assert!(
+            text.contains("# TYPE weir_fetch_sessions gauge\n"),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(metrics.encode().ends_with("# EOF\n"));
+    }
     use weir_meta::{AclOperation, ResourceType};
 
     #[test]

@@ -105,6 +105,30 @@ fn http_ready_metrics_and_cluster() {
     ] {
         assert!(metrics.contains(needle), "missing {needle} in\n{metrics}");
     }
+    // Prometheus's text format, which a browser shows; OpenMetrics for a
+    // scraper that asks for it.
+    let (_, head, text) = weir.http_get_with("/metrics", "");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    assert!(
+        text.contains("# TYPE weir_bytes_in_total counter"),
+        "{text}"
+    );
+    assert!(!text.contains("# EOF"));
+    let (_, head, open) = weir.http_get_with(
+        "/metrics",
+        "Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n",
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text"),
+        "{head}"
+    );
+    assert!(open.contains("# TYPE weir_bytes_in counter"), "{open}");
+    assert!(open.ends_with("# EOF\n"), "{open}");
 }
 
 #[test]

@@ -338,7 +338,17 @@ async fn ready(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
     }
 }
 
-async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
+/// `/metrics`: Prometheus's text format, or OpenMetrics for a scraper
+/// that asks for it (`Accept: application/openmetrics-text`).
+async fn metrics(
+    State(broker): State<Arc<Broker>>,
+    headers: axum::http::HeaderMap,
+) -> impl IntoResponse {
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
     let metrics = broker.metrics();
     metrics.log_end_offset.clear();
     for partition in broker.all_partitions() {
@@ -410,13 +420,23 @@ async fn metrics(State(broker): State<Arc<Broker>>) -> impl IntoResponse {
             .get_or_create(&labels)
             .set(view.oldest_available_seconds);
     }
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        metrics.encode(),
-    )
+    if openmetrics {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            metrics.encode(),
+        )
+    } else {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            metrics.encode_prometheus_text(),
+        )
+    }
 }
 
 #[derive(Serialize)]

@@ -292,14 +292,21 @@ impl Weir {
     }
 
     fn http_request(&self, path: &str, headers: &str) -> (u16, String) {
+        let (status, _, body) = self.http_get_with(path, headers);
+        (status, body)
+    }
+
+    /// A GET with extra header lines (each ending in `\r\n`): the status,
+    /// the response's header lines and its body.
+    pub fn http_get_with(&self, path: &str, headers: &str) -> (u16, String, String) {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(&self.http).expect("connect http");
         write!(stream, "GET {path} HTTP/1.0\r\nHost: x\r\n{headers}\r\n").unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).unwrap();
         let status = response[9..12].parse().unwrap();
-        let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-        (status, body)
+        let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+        (status, head.to_owned(), body.to_owned())
     }
 }
 
