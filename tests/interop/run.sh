@@ -17,8 +17,10 @@
 # the broker with SIGTERM and checks that it exits 0 and logged no panic.
 # The Java fetch-from-follower check (KIP-392) gets three more nodes of its
 # own, in racks a, b and c, the tiered-storage check a broker with a
-# remote tier, and the mirroring check (mirror_check.sh) an Apache Kafka
-# broker and a weir broker of its own.
+# remote tier, the mirroring check (mirror_check.sh) an Apache Kafka
+# broker and a weir broker of its own, and the disaster-recovery drill
+# (dr_drill.py --short) two three-node clusters in network namespaces of
+# its own (it needs root, and fails saying so without it).
 # Each script prints `PASS: name` / `FAIL: name: reason` per check; the
 # totals end in `interop: N passed, M failed`, and the exit status is 1 if
 # any check failed.
@@ -368,6 +370,11 @@ if [[ -n "$have_java" ]] && command -v mvn >/dev/null 2>&1; then
   # Apache Kafka as a mirror's source: a Kafka broker and a weir broker of
   # its own.
   client_timeout=300 run_client mirror-from-kafka bash "$here/mirror_check.sh" "$weir"
+fi
+# Disaster recovery between two regions: a three-node source and a
+# three-node mirror, the source killed, failover, failback (the short form).
+if "$python" -c 'import confluent_kafka' 2>/dev/null; then
+  client_timeout=240 run_client dr-drill "$python" "$here/dr_drill.py" --short --weir "$weir"
 fi
 
 # ---------------------------------------------------------------- shutdown
