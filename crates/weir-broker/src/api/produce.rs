@@ -361,6 +361,19 @@ async fn answer(
         match appended.await {
             Ok(appended) => {
                 broker.metrics().records_appended.inc_by(appended.records);
+                if !appended.duplicate {
+                    let series = || {
+                        broker
+                            .metrics()
+                            .producer_bytes_in
+                            .get_or_create(&crate::metrics::PartitionLabels {
+                                topic: replica.topic.clone(),
+                                partition: replica.index.to_string(),
+                            })
+                            .clone()
+                    };
+                    replica.count_producer_bytes(series, appended.bytes);
+                }
                 response.base_offset = appended.base_offset as i64;
                 response.log_append_time_ms = appended.log_append_time_ms.unwrap_or(-1);
                 response.log_start_offset = replica.log().log_start_offset() as i64;

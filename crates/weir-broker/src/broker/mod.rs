@@ -1699,16 +1699,26 @@ impl Broker {
                 return;
             }
         };
+        // Counted once the controller took it (Kafka's IsrShrinksPerSec and
+        // IsrExpandsPerSec).
+        let counted = if isr.len() < based_on.as_ref().map_or(0, Vec::len) {
+            self.metrics.health.isr_shrinks.clone()
+        } else {
+            self.metrics.health.isr_expands.clone()
+        };
         // The leadership takes the new ISR from the image, as every replica
         // does; only a refusal needs telling.
         self.meta
             .submit_in_background(command, move |outcome| match outcome {
-                Ok(_) => tracing::info!(
-                    topic = %partition.topic,
-                    partition = partition.index,
-                    ?isr,
-                    "ISR changed"
-                ),
+                Ok(_) => {
+                    counted.inc();
+                    tracing::info!(
+                        topic = %partition.topic,
+                        partition = partition.index,
+                        ?isr,
+                        "ISR changed"
+                    )
+                }
                 Err(error) => {
                     tracing::info!(topic = %partition.topic, partition = partition.index, ?isr, %error, "ISR change refused");
                     partition.isr_change_failed();

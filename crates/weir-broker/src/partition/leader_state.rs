@@ -127,6 +127,11 @@ impl LeaderState {
     /// answers nothing: a proposal in flight stays pending, and its new
     /// member keeps holding the high watermark back, for the controller
     /// may still let it in.
+    /// The replica set's size, the ISR's, and `min.insync.replicas`.
+    pub fn health(&self) -> (usize, usize, usize) {
+        (self.followers.len() + 1, self.isr.len(), self.min_isr)
+    }
+
     pub fn set_isr(&mut self, isr: &[i32], partition_epoch: i32, log_end: u64) -> bool {
         if partition_epoch != self.partition_epoch || self.isr != isr {
             self.isr = isr.to_vec();

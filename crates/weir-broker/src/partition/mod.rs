@@ -463,6 +463,8 @@ pub struct Partition {
     /// This replica's series of the `consumer_bytes_out` metric, looked up
     /// once.
     consumer_bytes_out: OnceLock<Counter>,
+    /// Its series of `producer_bytes_in`, likewise.
+    producer_bytes_in: OnceLock<Counter>,
     /// Its remote tier, as the metadata says.
     remote: RemoteTier,
     /// The mirror feeding its topic, which makes it read-only, as the
@@ -590,6 +592,7 @@ impl Partition {
             delivery_delay_ms: AtomicI64::new(log_delivery_delay_ms),
             delivery: Mutex::new(DeliveryCursor::default()),
             consumer_bytes_out: OnceLock::new(),
+            producer_bytes_in: OnceLock::new(),
             remote: RemoteTier::default(),
             mirror: RwLock::new(None),
         })
@@ -654,6 +657,21 @@ impl Partition {
     /// first time.
     pub fn count_consumer_bytes(&self, series: impl FnOnce() -> Counter, bytes: u64) {
         self.consumer_bytes_out.get_or_init(series).inc_by(bytes);
+    }
+
+    /// Counts `bytes` of records producers appended to this replica as
+    /// its leader, in its series of the metric, which `series` gives the
+    /// first time.
+    pub fn count_producer_bytes(&self, series: impl FnOnce() -> Counter, bytes: u64) {
+        self.producer_bytes_in.get_or_init(series).inc_by(bytes);
+    }
+
+    /// While this replica leads: its replica set's size, its ISR's, and
+    /// the topic's `min.insync.replicas`.
+    pub fn leader_health(&self) -> Option<(usize, usize, usize)> {
+        let leadership = self.leadership.read();
+        let leading = leadership.leading.lock();
+        leading.as_ref().map(LeaderState::health)
     }
 
     /// Takes the replication throttles the topic's configs set on this

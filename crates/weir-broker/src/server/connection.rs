@@ -253,7 +253,9 @@ async fn serve_requests<R: AsyncRead + Unpin>(
         };
         let metered = broker.clone();
         let channel = channel.clone();
+        let in_flight = InFlight::new(&broker.metrics().health.requests_in_flight);
         let task = tokio::spawn(async move {
+            let _in_flight = in_flight;
             let response = if let Some((client_id, key_and_version)) = request_quota {
                 let (mut response, busy) = with_busy_time(reply).await;
                 // The request's handling time, in percent-seconds of one
@@ -298,6 +300,23 @@ async fn serve_requests<R: AsyncRead + Unpin>(
     }
     drop(queue);
     let _ = writer_task.await;
+}
+
+/// A request counted in `weir_requests_in_flight` until it is answered or
+/// dropped.
+struct InFlight(prometheus_client::metrics::gauge::Gauge);
+
+impl InFlight {
+    fn new(gauge: &prometheus_client::metrics::gauge::Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// How long a connection whose login failed stays open after its answer,

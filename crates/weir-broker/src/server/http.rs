@@ -361,6 +361,14 @@ async fn metrics(
             .get_or_create(&labels)
             .set(partition.log().log_end_offset() as i64);
     }
+    let for_health = broker.clone();
+    let process = tokio::task::spawn_blocking(move || {
+        super::health::refresh(&for_health);
+        crate::metrics::process::ProcessStats::read()
+    })
+    .await
+    .unwrap_or_default()
+    .encode(openmetrics);
     metrics.consumer_group_lag.clear();
     metrics.consumer_group_lag_seconds.clear();
     metrics.consumer_group_lost_to_retention.clear();
@@ -421,12 +429,16 @@ async fn metrics(
             .set(view.oldest_available_seconds);
     }
     if openmetrics {
+        // The process's metrics go before the end marker.
+        let mut text = metrics.encode();
+        let end = text.rfind("# EOF").unwrap_or(text.len());
+        text.insert_str(end, &process);
         (
             [(
                 header::CONTENT_TYPE,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
             )],
-            metrics.encode(),
+            text,
         )
     } else {
         (
@@ -434,7 +446,7 @@ async fn metrics(
                 header::CONTENT_TYPE,
                 "text/plain; version=0.0.4; charset=utf-8",
             )],
-            metrics.encode_prometheus_text(),
+            metrics.encode_prometheus_text() + &process,
         )
     }
 }

@@ -9,6 +9,7 @@ use tokio::task::JoinSet;
 use super::connection;
 use crate::broker::Broker;
 use crate::config::listeners::SecurityProtocol;
+use crate::metrics::ListenerLabels;
 use crate::net::connection_quotas::ConnectionLimits;
 use crate::security::tls::TlsServer;
 
@@ -62,7 +63,16 @@ pub async fn run_listener(
                     match admitted {
                         Ok(admission) => {
                             let accepted = connection::Accepted { stream, admission };
-                            connections.spawn(connection::serve(broker.clone(), accepted, served.clone(), memory.clone(), shutdown.clone()));
+                            let labels = ListenerLabels { listener: name.to_owned() };
+                            let health = &broker.metrics().health;
+                            health.connection_creations.get_or_create(&labels).inc();
+                            let open = health.connections.get_or_create(&labels).clone();
+                            open.inc();
+                            let serving = connection::serve(broker.clone(), accepted, served.clone(), memory.clone(), shutdown.clone());
+                            connections.spawn(async move {
+                                serving.await;
+                                open.dec();
+                            });
                         }
                         Err(refused) => {
                             tracing::info!(%refused, "closing a new connection");

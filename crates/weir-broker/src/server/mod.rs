@@ -3,6 +3,7 @@
 //! its metrics and consumer lag.
 
 mod connection;
+mod health;
 pub mod http;
 pub mod lag;
 mod listener;

@@ -9,6 +9,11 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+pub mod health;
+pub mod process;
+
+pub use health::{HealthMetrics, ListenerLabels, LogDirLabels};
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ApiLabels {
     pub api: String,
@@ -180,6 +185,8 @@ pub struct DenialLabels {
 }
 
 pub struct Metrics {
+    /// The health signals: partitions, ISR, controller, connections, logs.
+    pub health: HealthMetrics,
     /// Cluster mirroring's.
     pub mirror: MirrorMetrics,
     /// The remote tier's (tiered storage).
@@ -194,6 +201,7 @@ pub struct Metrics {
     pub fetch_sessions: Gauge,
     pub log_end_offset: Family<PartitionLabels, Gauge>,
     pub consumer_bytes_out: Family<PartitionLabels, Counter>,
+    pub producer_bytes_in: Family<PartitionLabels, Counter>,
     pub consumer_group_lag: Family<GroupPartitionLabels, Gauge>,
     pub consumer_group_lag_seconds: Family<GroupPartitionLabels, Gauge<f64, AtomicU64>>,
     pub consumer_group_lost_to_retention: Family<GroupPartitionLabels, Gauge>,
@@ -235,6 +243,13 @@ impl Default for Metrics {
             "Record bytes this broker's replica of a partition sent to consumers, as its \
              leader or as a follower they were sent to read from (KIP-392)",
             consumer_bytes_out.clone(),
+        );
+        let producer_bytes_in = Family::<PartitionLabels, Counter>::default();
+        registry.register(
+            "producer_bytes_in",
+            "Record bytes producers appended to this broker's partitions as their leader \
+             (by topic: Kafka's BytesInPerSec)",
+            producer_bytes_in.clone(),
         );
         let consumer_group_lag = Family::<GroupPartitionLabels, Gauge>::default();
         let consumer_group_lag_seconds =
@@ -372,9 +387,11 @@ impl Default for Metrics {
             "Age of the oldest open transaction this broker coordinates (0: none)",
             transaction_oldest_open_seconds.clone(),
         );
+        let health = HealthMetrics::register(&mut registry);
         let remote = RemoteMetrics::register(&mut registry);
         let mirror = MirrorMetrics::register(&mut registry);
         Self {
+            health,
             mirror,
             remote,
             registry,
@@ -387,6 +404,7 @@ impl Default for Metrics {
             fetch_sessions,
             log_end_offset,
             consumer_bytes_out,
+            producer_bytes_in,
             consumer_group_lag,
             consumer_group_lag_seconds,
             consumer_group_lost_to_retention,

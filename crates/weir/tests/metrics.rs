@@ -1,0 +1,142 @@
+//! The health signals on `/metrics`, scraped from a real three-node
+//! cluster and parsed: partitions under-replicated and at their minimum
+//! ISR once a broker is lost, ISR shrinks, the active controller's broker
+//! counts, connections, log sizes, log directories' space and the process.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::cluster::{create_topic_with, send_acked, wait_until, Cluster};
+
+/// The samples of a Prometheus text page: `name{labels}` to value.
+fn scrape(cluster: &Cluster, node: i32) -> BTreeMap<String, f64> {
+    let (status, text) = cluster.node(node).http_get("/metrics");
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+fn value(samples: &BTreeMap<String, f64>, name: &str) -> f64 {
+    *samples
+        .get(name)
+        .unwrap_or_else(|| panic!("no {name} in {samples:?}"))
+}
+
+/// The sum of the samples of `name` whose labels contain `with`.
+fn sum(samples: &BTreeMap<String, f64>, name: &str, with: &str) -> f64 {
+    samples
+        .iter()
+        .filter(|(k, _)| k.starts_with(&format!("{name}{{")) && k.contains(with))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+#[test]
+fn a_lost_broker_shows_in_the_health_metrics_of_the_others() {
+    // Followers drop out of ISRs after 1 s behind, long before the
+    // controller fences their broker (15 s without heartbeats): the
+    // leaders shrink their ISRs themselves.
+    let mut cluster = Cluster::start(&[
+        "--replica-lag-time-max-ms",
+        "1000",
+        "--broker-session-timeout-ms",
+        "15000",
+    ]);
+    create_topic_with(
+        &cluster.node(1).kafka,
+        "health",
+        3,
+        3,
+        &[("min.insync.replicas", "2")],
+    );
+    assert_eq!(
+        send_acked(&cluster.bootstrap(), "health", "r", 30).len(),
+        30
+    );
+    // Healthy: nothing under-replicated anywhere; one active controller,
+    // which counts three brokers.
+    let controller = cluster.controller(1) as i32;
+    wait_until("a healthy cluster", Duration::from_secs(20), || {
+        (1..=3)
+            .all(|id| {
+                let s = scrape(&cluster, id);
+                value(&s, "weir_under_replicated_partitions") == 0.0
+            })
+            .then_some(())
+    });
+    for id in 1..=3 {
+        let s = scrape(&cluster, id);
+        let active = value(&s, "weir_active_controller");
+        assert_eq!(active, f64::from(u8::from(id == controller)), "node {id}");
+        if id == controller {
+            assert_eq!(value(&s, "weir_active_brokers"), 3.0);
+            assert_eq!(value(&s, "weir_fenced_brokers"), 0.0);
+            assert_eq!(value(&s, "weir_offline_partitions"), 0.0);
+        } else {
+            assert_eq!(
+                value(&s, "weir_active_brokers"),
+                0.0,
+                "only the controller counts"
+            );
+        }
+        assert!(
+            sum(&s, "weir_log_size_bytes", "topic=\"health\"") > 0.0,
+            "{s:?}"
+        );
+        assert!(sum(&s, "weir_log_dir_free_bytes", "dir=") > 0.0);
+        assert!(sum(&s, "weir_log_dir_total_bytes", "dir=") > 0.0);
+        assert!(sum(&s, "weir_log_dir_size_bytes", "dir=") > 0.0);
+        assert!(value(&s, "process_resident_memory_bytes") > 1e6);
+        assert!(value(&s, "process_open_fds") > 3.0);
+        assert!(value(&s, "process_cpu_seconds_total") > 0.0);
+    }
+    let leaders = scrape(&cluster, 1);
+    assert!(
+        sum(&leaders, "weir_connection_creations_total", "listener=") >= 1.0,
+        "{leaders:?}"
+    );
+    assert!(sum(&leaders, "weir_producer_bytes_in_total", "topic=\"health\"") >= 0.0);
+
+    // A broker that is not the controller goes: the others' partitions
+    // drop it from their ISRs, at min.insync.replicas=2 now.
+    let victim = (1..=3).find(|id| *id != controller).unwrap();
+    cluster.node_mut(victim).kill();
+    let survivors: Vec<i32> = (1..=3).filter(|id| *id != victim).collect();
+    wait_until("the ISRs to shrink", Duration::from_secs(60), || {
+        let totals: Vec<(f64, f64, f64)> = survivors
+            .iter()
+            .map(|id| {
+                let s = scrape(&cluster, *id);
+                (
+                    value(&s, "weir_under_replicated_partitions"),
+                    value(&s, "weir_at_min_isr_partitions"),
+                    value(&s, "weir_isr_shrinks_total"),
+                )
+            })
+            .collect();
+        let led: f64 = totals.iter().map(|t| t.0).sum();
+        let at_min: f64 = totals.iter().map(|t| t.1).sum();
+        let shrinks: f64 = totals.iter().map(|t| t.2).sum();
+        (led == 3.0 && at_min == 3.0 && shrinks >= 1.0).then_some(())
+    });
+    wait_until(
+        "the controller to fence it",
+        Duration::from_secs(60),
+        || {
+            let s = scrape(&cluster, controller);
+            (value(&s, "weir_fenced_brokers") == 1.0 && value(&s, "weir_active_brokers") == 2.0)
+                .then_some(())
+        },
+    );
+    for id in &survivors {
+        let s = scrape(&cluster, *id);
+        assert_eq!(value(&s, "weir_under_min_isr_partitions"), 0.0, "node {id}");
+    }
+}
