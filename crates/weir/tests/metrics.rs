@@ -140,3 +140,76 @@ fn a_lost_broker_shows_in_the_health_metrics_of_the_others() {
         assert_eq!(value(&s, "weir_under_min_isr_partitions"), 0.0, "node {id}");
     }
 }
+
+/// Commits `offset` of `lagging`-0 for group `billing`, retried while the
+/// coordinator moves.
+fn commit(bootstrap: &str, offset: i64) {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "billing")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut offsets = TopicPartitionList::new();
+    offsets
+        .add_partition_offset("lagging", 0, Offset::Offset(offset))
+        .unwrap();
+    wait_until("the commit", Duration::from_secs(30), || {
+        consumer.commit(&offsets, CommitMode::Sync).ok()
+    });
+}
+
+/// The nodes whose `/metrics` have `billing`'s lag, with its value.
+fn lag_exporters(cluster: &Cluster, nodes: &[i32]) -> Vec<(i32, f64)> {
+    nodes
+        .iter()
+        .filter_map(|id| {
+            let s = scrape(cluster, *id);
+            s.iter()
+                .find(|(k, _)| k.starts_with("weir_consumer_group_lag{group=\"billing\""))
+                .map(|(_, v)| (*id, *v))
+        })
+        .collect()
+}
+
+#[test]
+fn only_the_groups_coordinator_exports_its_lag_after_the_coordinator_moves() {
+    let mut cluster = Cluster::start(&[]);
+    create_topic_with(&cluster.node(1).kafka, "lagging", 1, 3, &[]);
+    assert_eq!(
+        send_acked(&cluster.bootstrap(), "lagging", "r", 10).len(),
+        10
+    );
+    commit(&cluster.bootstrap(), 4);
+    let all = [1, 2, 3];
+    let first = wait_until(
+        "one node to export the lag",
+        Duration::from_secs(20),
+        || match lag_exporters(&cluster, &all)[..] {
+            [(id, lag)] if lag == 6.0 => Some(id),
+            _ => None,
+        },
+    );
+    // The coordinator goes; another takes the group over; the old one
+    // comes back, having loaded the group at its start.
+    cluster.node_mut(first).kill();
+    let others: Vec<i32> = all.iter().copied().filter(|id| *id != first).collect();
+    let via = cluster.node(others[0]).kafka.clone();
+    commit(&via, 7);
+    cluster.node_mut(first).restart(false);
+    std::thread::sleep(Duration::from_secs(5));
+    wait_until(
+        "one node to export the new lag",
+        Duration::from_secs(30),
+        || {
+            let exporters = lag_exporters(&cluster, &all);
+            (exporters.len() == 1 && exporters[0].1 == 3.0).then_some(())
+        },
+    );
+    // And it stays so once leaderships settle.
+    std::thread::sleep(Duration::from_secs(3));
+    let exporters = lag_exporters(&cluster, &all);
+    assert_eq!(exporters.len(), 1, "{exporters:?}");
+}

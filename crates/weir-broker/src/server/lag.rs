@@ -70,6 +70,9 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
     let now = broker.now_ms();
     names
         .into_iter()
+        // Only the coordinator's view: another broker may still hold a
+        // group it coordinated before leadership moved, frozen.
+        .filter(|group| store.coordinates(group))
         .filter_map(|group| {
             let committed = store.group_offsets(&group);
             let consumer_group = broker.consumer_groups().describe(&group);

@@ -698,6 +698,12 @@ impl OffsetStore {
         }
     }
 
+    /// Whether this broker coordinates `group`: it leads the group's
+    /// partition of the offsets topic and has loaded it.
+    pub fn coordinates(&self, group: &str) -> bool {
+        self.inspect(group, |_| ()).is_some()
+    }
+
     /// Runs `read` on the shard of `group`'s partition, if it is led here,
     /// at once, between two of its events.
     pub(crate) fn inspect<R>(&self, group: &str, read: impl FnOnce(&GroupShard) -> R) -> Option<R> {
