@@ -188,7 +188,7 @@ fn only_the_groups_coordinator_exports_its_lag_after_the_coordinator_moves() {
         "one node to export the lag",
         Duration::from_secs(20),
         || match lag_exporters(&cluster, &all)[..] {
-            [(id, lag)] if lag == 6.0 => Some(id),
+            [(id, 6.0)] => Some(id),
             _ => None,
         },
     );
