@@ -526,6 +526,122 @@ fn to_prometheus_text(openmetrics: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The metric names the dashboard's queries use: the `weir_*` and
+    /// `process_*` words of its `expr` fields.
+    fn dashboard_metrics() -> std::collections::BTreeSet<String> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/grafana/weir.json"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+        fn exprs(value: &serde_json::Value, out: &mut Vec<String>) {
+            match value {
+                serde_json::Value::Object(map) => {
+                    for (key, v) in map {
+                        match (key.as_str(), v) {
+                            ("expr", serde_json::Value::String(e)) => out.push(e.clone()),
+                            _ => exprs(v, out),
+                        }
+                    }
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|v| exprs(v, out)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        exprs(&dashboard, &mut found);
+        found
+            .iter()
+            .flat_map(|e| e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+            .filter(|w| w.starts_with("weir_") || w.starts_with("process_"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn every_metric_of_the_grafana_dashboard_is_exported() {
+        let m = Metrics::default();
+        // One series in every family, so that each shows in the text.
+        let p = PartitionLabels {
+            topic: "t".into(),
+            partition: "0".into(),
+        };
+        let g = GroupPartitionLabels {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: "0".into(),
+        };
+        let listener = ListenerLabels {
+            listener: "PLAINTEXT".into(),
+        };
+        let dir = LogDirLabels { dir: "d".into() };
+        let mirror = MirrorPartitionLabels {
+            mirror: "m".into(),
+            topic: "t".into(),
+            partition: "0".into(),
+        };
+        m.observe_request("Produce", 0.001);
+        for family in [&m.log_end_offset, &m.health.log_size_bytes] {
+            family.get_or_create(&p).set(1);
+        }
+        for family in [
+            &m.remote.copy_lag_bytes,
+            &m.remote.copy_lag_segments,
+            &m.remote.log_size_bytes,
+        ] {
+            family.get_or_create(&p).set(1);
+        }
+        for family in [&m.consumer_bytes_out, &m.producer_bytes_in] {
+            family.get_or_create(&p).inc();
+        }
+        for family in [
+            &m.consumer_group_lag,
+            &m.consumer_group_lost_to_retention,
+            &m.share_group_records_available,
+            &m.share_group_records_acquired,
+        ] {
+            family.get_or_create(&g).set(1);
+        }
+        m.consumer_group_lag_seconds.get_or_create(&g).set(1.0);
+        m.share_group_oldest_available_seconds
+            .get_or_create(&g)
+            .set(1.0);
+        for family in [
+            &m.share_group_dead_lettered,
+            &m.share_group_records_archived,
+        ] {
+            family.get_or_create(&g).inc();
+        }
+        m.health.connections.get_or_create(&listener).set(1);
+        m.health.connection_creations.get_or_create(&listener).inc();
+        for family in [
+            &m.health.log_dir_size_bytes,
+            &m.health.log_dir_free_bytes,
+            &m.health.log_dir_total_bytes,
+        ] {
+            family.get_or_create(&dir).set(1);
+        }
+        m.mirror.lag_records.get_or_create(&mirror).set(1);
+        m.mirror.lag_seconds.get_or_create(&mirror).set(1.0);
+        let text = m.encode_prometheus_text() + &process::ProcessStats::read().encode(false);
+        let samples: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .collect();
+        let used = dashboard_metrics();
+        assert!(used.len() > 20, "{used:?}");
+        let missing: Vec<&String> = used
+            .iter()
+            .filter(|n| !samples.contains(n.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "the dashboard uses metrics /metrics lacks: {missing:?}"
+        );
+    }
+
     #[test]
     fn prometheus_text_names_counter_families_by_their_samples() {
         let metrics = Metrics::default();
