@@ -2,6 +2,7 @@
 //! the operator's CLI.
 
 mod cli;
+mod properties;
 mod serve;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -54,6 +55,46 @@ enum Command {
     Mirror(cli::mirror::MirrorArgs),
 }
 
+/// The `WEIR_*` variables read besides the flags' own.
+const OTHER_VARIABLES: &[&str] = &["WEIR_LOG", "WEIR_BIN"];
+
+/// Warns of each `WEIR_*` variable set that nothing reads (a misspelled
+/// one is otherwise silently ignored), with the closest name.
+fn warn_of_unknown_variables(command: &clap::Command) {
+    fn variables(command: &clap::Command, out: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            if let Some(env) = arg.get_env() {
+                out.push(env.to_string_lossy().into_owned());
+            }
+        }
+        for sub in command.get_subcommands() {
+            variables(sub, out);
+        }
+    }
+    let mut known: Vec<String> = OTHER_VARIABLES.iter().map(|v| v.to_string()).collect();
+    variables(command, &mut known);
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with("WEIR_") || known.iter().any(|k| k == name) {
+            continue;
+        }
+        let closest = known
+            .iter()
+            .map(|k| (strsim::jaro_winkler(name, k), k))
+            .filter(|(score, _)| *score > 0.9)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        match closest {
+            Some((_, close)) => tracing::warn!(
+                "the environment variable {name} is set but no setting reads it; did you mean {close}?"
+            ),
+            None => tracing::warn!(
+                "the environment variable {name} is set but no setting reads it (the broker \
+                 configs' variables are listed by `weir serve --help`)"
+            ),
+        }
+    }
+}
+
 /// Weir's own lines from `info` on; a dependency's (openraft, hyper, …)
 /// only when something is wrong. `WEIR_LOG` overrides it (`WEIR_LOG=debug`).
 const DEFAULT_LOG_FILTER: &str =
@@ -73,9 +114,9 @@ fn main() -> std::process::ExitCode {
         .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let matches = Cli::command()
-        .mut_subcommand("serve", serve::add_broker_config_args)
-        .get_matches();
+    let command = Cli::command().mut_subcommand("serve", serve::add_broker_config_args);
+    warn_of_unknown_variables(&command);
+    let matches = command.get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),

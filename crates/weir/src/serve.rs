@@ -121,26 +121,115 @@ pub(crate) fn add_broker_config_args(mut command: clap::Command) -> clap::Comman
     command
 }
 
-/// Settings from the TOML file, as strings keyed by name.
+/// Settings from the config file, as strings keyed by name: a TOML file
+/// when its name ends in `.toml`, else Kafka's `server.properties` format.
 fn read_config_file(path: &PathBuf) -> anyhow::Result<BTreeMap<String, String>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
-    let table: toml::Table = text
-        .parse()
-        .with_context(|| format!("config file {} is not valid TOML", path.display()))?;
-    table
-        .into_iter()
-        .map(|(key, value)| {
-            let value = match value {
-                toml::Value::String(s) => s,
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Boolean(b) => b.to_string(),
-                toml::Value::Float(f) => f.to_string(),
-                other => bail!("config key {key:?}: unsupported value {other}"),
-            };
-            Ok((key, value))
+    if path.extension().is_some_and(|e| e == "toml") {
+        let table: toml::Table = text
+            .parse()
+            .with_context(|| format!("config file {} is not valid TOML", path.display()))?;
+        let mut settings = BTreeMap::new();
+        flatten_toml(String::new(), table, &mut settings)
+            .with_context(|| format!("config file {}", path.display()))?;
+        Ok(settings)
+    } else {
+        crate::properties::parse(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "config file {} (read as Kafka's server.properties format; a TOML file's name \
+                 ends in .toml): {e}",
+                path.display()
+            )
         })
-        .collect()
+    }
+}
+
+/// A TOML table as dotted keys: `node.id = 1`, which TOML reads as a table
+/// `node` holding `id`, is the setting `node.id`, as Kafka names it.
+fn flatten_toml(
+    prefix: String,
+    table: toml::Table,
+    out: &mut BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    for (key, value) in table {
+        let key = if prefix.is_empty() {
+            key
+        } else {
+            format!("{prefix}.{key}")
+        };
+        let value = match value {
+            toml::Value::Table(inner) => {
+                flatten_toml(key, inner, out)?;
+                continue;
+            }
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            other => bail!("{key}: unsupported value {other}"),
+        };
+        out.insert(key, value);
+    }
+    Ok(())
+}
+
+/// The names a config file may use besides the broker configs': the
+/// startup settings, by flag name and by Kafka's.
+const STARTUP_KEYS: &[&str] = &[
+    "data-dir",
+    "log-dirs",
+    "log.dirs",
+    "listen",
+    "advertised-addr",
+    "listeners",
+    "advertised.listeners",
+    "advertised-listeners",
+    "listener.security.protocol.map",
+    "listener-security-protocol-map",
+    "inter.broker.listener.name",
+    "inter-broker-listener-name",
+    "http-listen",
+    "node-id",
+    "node.id",
+    "broker.id",
+    "controller-listen",
+    "controllers",
+    "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "controller.listener.names",
+    "roles",
+    "process.roles",
+];
+
+/// Refuses keys of the config file that name no setting, with the closest
+/// names.
+fn check_file_keys(path: &std::path::Path, keys: &BTreeMap<String, String>) -> anyhow::Result<()> {
+    let known: Vec<&str> = settable()
+        .map(|def| def.name)
+        .chain(STARTUP_KEYS.iter().copied())
+        .collect();
+    for key in keys.keys() {
+        if known.contains(&key.as_str()) {
+            continue;
+        }
+        let mut close: Vec<(f64, &str)> = known
+            .iter()
+            .map(|name| (strsim::jaro_winkler(key, name), *name))
+            .filter(|(score, _)| *score > 0.85)
+            .collect();
+        close.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let hint = match &close[..] {
+            [] => String::new(),
+            [(_, one), ..] => format!("; did you mean {one}?"),
+        };
+        bail!(
+            "config file {}: unknown setting {key:?}{hint} (the settings are Kafka's broker \
+             configs, as `weir serve --help` lists them)",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 struct Settings {
@@ -223,7 +312,11 @@ fn parse_controllers(value: &str) -> anyhow::Result<Vec<(u64, SocketAddr)>> {
 
 fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
     let mut file = match &args.config {
-        Some(path) => read_config_file(path)?,
+        Some(path) => {
+            let file = read_config_file(path)?;
+            check_file_keys(path, &file)?;
+            file
+        }
         None => BTreeMap::new(),
     };
     let mut take = |key: &str| file.remove(key);
@@ -241,11 +334,11 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         .or_else(|| take("log-dirs"))
         .or_else(|| take("log.dirs"));
     note(&["log.dirs"], data_dir.is_some() || log_dirs.is_some());
-    let data_dir = data_dir.unwrap_or_else(|| PathBuf::from("./weir-data"));
     let log_dirs = match log_dirs {
         Some(value) => parse_log_dirs(&value)?,
         None => Vec::new(),
     };
+    let data_dir = data_dir.unwrap_or_else(|| PathBuf::from("./weir-data"));
     let parse_addr = |value: Option<String>, key: &str| -> anyhow::Result<Option<SocketAddr>> {
         value
             .map(|v| {
@@ -285,7 +378,9 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
     let node_id = match args.node_id {
         Some(id) => Some(id),
         None => take("node-id")
-            .map(|v| v.parse().with_context(|| format!("node-id: invalid {v:?}")))
+            .or_else(|| take("node.id"))
+            .or_else(|| take("broker.id"))
+            .map(|v| v.parse().with_context(|| format!("node.id: invalid {v:?}")))
             .transpose()?,
     };
     note(&["node.id", "broker.id"], node_id.is_some());
@@ -309,14 +404,63 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
             .as_deref()
             .unwrap_or(listeners::DEFAULT_PROTOCOL_MAP),
     )?;
-    let controllers = match args.controllers.or_else(|| take("controllers")) {
-        Some(value) => {
+    // Weir's controller listener is the one named CONTROLLER.
+    if let Some(names) = take("controller.listener.names") {
+        let names: Vec<String> = names
+            .split(',')
+            .map(|n| n.trim().to_ascii_uppercase())
+            .filter(|n| !n.is_empty())
+            .collect();
+        if names != [listeners::CONTROLLER_LISTENER] {
+            bail!(
+                "controller.listener.names={}: the controller listener must be the one named \
+                 CONTROLLER (CONTROLLER://HOST:PORT in listeners)",
+                names.join(",")
+            );
+        }
+    }
+    let voters = args
+        .controllers
+        .or_else(|| take("controllers"))
+        .or_else(|| take("controller.quorum.voters"));
+    // Kafka 4's dynamic quorum (KIP-853) names only where to find it; one
+    // address, this node's own controller listener, is a quorum of one
+    // (`kafka-storage format --standalone`).
+    let bootstrap_servers = take("controller.quorum.bootstrap.servers");
+    let controllers = match (voters, bootstrap_servers) {
+        (Some(value), _) => {
             note(&["controller.quorum.voters"], true);
             parse_controllers(&value)?
         }
-        None => Vec::new(),
+        (None, Some(servers)) => {
+            let servers: Vec<&str> = servers
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect();
+            let own_port = controller_listen.port();
+            match servers[..] {
+                [one]
+                    if one
+                        .rsplit_once(':')
+                        .is_some_and(|(_, port)| port == own_port.to_string()) =>
+                {
+                    Vec::new()
+                }
+                _ => bail!(
+                    "controller.quorum.bootstrap.servers={}: Weir's controller quorum is static; \
+                     name its voters as controller.quorum.voters=ID@HOST:PORT,... (a single \
+                     node needs neither)",
+                    servers.join(",")
+                ),
+            }
+        }
+        (None, None) => Vec::new(),
     };
-    let roles = args.roles.or_else(|| take("roles"));
+    let roles = args
+        .roles
+        .or_else(|| take("roles"))
+        .or_else(|| take("process.roles"));
     note(&["process.roles"], roles.is_some());
     let roles = parse_roles(roles.as_deref().unwrap_or("broker,controller"))?;
     let listed = controllers.iter().any(|(id, _)| *id == node_id as u64);

@@ -225,8 +225,11 @@ pub fn parse_listeners(
             advertised,
         });
     }
+    // A CONTROLLER entry is Kafka's advertised controller endpoint (KIP-853),
+    // which a static quorum does without.
     if let Some((name, _, _)) = advertised
         .iter()
+        .filter(|(name, _, _)| name != CONTROLLER_LISTENER)
         .find(|(name, _, _)| !specs.iter().any(|spec| spec.name == *name))
     {
         return Err(error(

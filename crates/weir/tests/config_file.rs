@@ -1,0 +1,210 @@
+//! `weir serve --config`: Kafka's own `server.properties` starts a broker,
+//! a TOML file may use Kafka's dotted names, an unknown name is refused
+//! with the closest one, and a misspelled `WEIR_*` variable is warned of.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::free_port;
+use common::raw::Raw;
+
+/// A `weir serve` with `args` and `envs`; its ready line's fields once it
+/// is ready, or its exit status and standard error if it stops first.
+struct Served {
+    child: Child,
+    ready: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(args: &[&str], envs: &[(&str, &str)]) -> Result<Served, String> {
+    let stderr = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("serve")
+        .args(args)
+        .env("WEIR_LOG", "warn")
+        .envs(envs.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr.reopen().unwrap()))
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, read) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(line) = read.recv_timeout(Duration::from_millis(100)) {
+            if line.starts_with("weir ready:") {
+                return Ok(Served { child, ready: line });
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let errors = std::fs::read_to_string(stderr.path()).unwrap();
+            return Err(format!("{status}: {errors}"));
+        }
+        assert!(Instant::now() < deadline, "weir did not start");
+    }
+}
+
+/// The standard error of a broker that was asked to start and was
+/// stopped after `after`.
+fn stderr_of(args: &[&str], envs: &[(&str, &str)], after: Duration) -> String {
+    let stderr = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("serve")
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr.reopen().unwrap()))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    let _ = child.kill();
+    let _ = child.wait();
+    std::fs::read_to_string(stderr.path()).unwrap()
+}
+
+fn kafka_properties(dir: &Path, kafka_port: u16, controller_port: u16) -> std::path::PathBuf {
+    let template = include_str!("fixtures/kafka-server.properties");
+    let text = template
+        .replace("@KAFKA_PORT@", &kafka_port.to_string())
+        .replace("@CONTROLLER_PORT@", &controller_port.to_string())
+        .replace(
+            "@LOG_DIRS@",
+            &dir.join("kraft-combined-logs").display().to_string(),
+        );
+    let path = dir.join("server.properties");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn kafkas_own_server_properties_starts_a_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kafka_port, controller_port) = (free_port(), free_port());
+    let file = kafka_properties(dir.path(), kafka_port, controller_port);
+    let data = dir.path().join("data");
+    let served = serve(
+        &[
+            "--config",
+            file.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+        &[],
+    )
+    .unwrap();
+    assert!(
+        served.ready.contains(&format!(":{kafka_port} ")),
+        "{}",
+        served.ready
+    );
+    assert!(served.ready.contains("node=1"), "{}", served.ready);
+    // The broker works, and took the file's settings.
+    let mut raw = Raw::connect(&format!("127.0.0.1:{kafka_port}"));
+    raw.topic_metadata("from-properties");
+    let (code, _) = raw.produce(
+        "from-properties",
+        0,
+        weir_log::testing::BatchBuilder::new(2).build(),
+    );
+    assert_eq!(code, 0);
+    assert!(
+        dir.path()
+            .join("kraft-combined-logs")
+            .join("from-properties-0")
+            .is_dir(),
+        "partitions go to log.dirs"
+    );
+}
+
+#[test]
+fn a_toml_file_takes_kafkas_dotted_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("weir.toml");
+    // TOML reads `node.id = 7` as a table `node` holding `id`: the setting
+    // node.id all the same.
+    std::fs::write(&file, "node.id = 7\nlog.retention.hours = 5\n").unwrap();
+    let data = dir.path().join("data");
+    let served = serve(
+        &[
+            "--config",
+            file.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--controller-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+        &[],
+    )
+    .unwrap();
+    assert!(served.ready.contains("node=7"), "{}", served.ready);
+}
+
+#[test]
+fn an_unknown_setting_is_refused_with_the_closest_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("server.properties");
+    std::fs::write(&file, "node.id=1\nlog.retension.hours=5\n").unwrap();
+    let refused = serve(&["--config", file.to_str().unwrap()], &[])
+        .err()
+        .expect("refused");
+    assert!(
+        refused
+            .contains("unknown setting \"log.retension.hours\"; did you mean log.retention.hours?"),
+        "{refused}"
+    );
+    // A file that is neither says which format it was read as.
+    std::fs::write(&file, "a=\\u00zz\n").unwrap();
+    let refused = serve(&["--config", file.to_str().unwrap()], &[])
+        .err()
+        .expect("refused");
+    assert!(refused.contains("server.properties format"), "{refused}");
+    assert!(refused.contains("line 1"), "{refused}");
+}
+
+#[test]
+fn a_misspelled_weir_variable_is_warned_of_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let errors = stderr_of(
+        &[
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--controller-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+        &[("WEIR_LOG_RETENTION_HOUR", "5"), ("WEIR_LOG", "warn")],
+        Duration::from_secs(2),
+    );
+    assert!(
+        errors.contains(
+            "the environment variable WEIR_LOG_RETENTION_HOUR is set but no setting reads it; \
+             did you mean WEIR_LOG_RETENTION_HOURS?"
+        ),
+        "{errors}"
+    );
+}
