@@ -2,6 +2,7 @@
 //! the operator's CLI.
 
 mod cli;
+mod logging;
 mod properties;
 mod serve;
 
@@ -58,21 +59,27 @@ enum Command {
 /// The `WEIR_*` variables read besides the flags' own.
 const OTHER_VARIABLES: &[&str] = &["WEIR_LOG", "WEIR_BIN"];
 
-/// Warns of each `WEIR_*` variable set that nothing reads (a misspelled
-/// one is otherwise silently ignored), with the closest name.
-fn warn_of_unknown_variables(command: &clap::Command) {
-    fn variables(command: &clap::Command, out: &mut Vec<String>) {
+/// The `WEIR_*` variables the flags of `command` and its subcommands read,
+/// and the others.
+fn variables_read(command: &clap::Command) -> Vec<String> {
+    fn add(command: &clap::Command, out: &mut Vec<String>) {
         for arg in command.get_arguments() {
             if let Some(env) = arg.get_env() {
                 out.push(env.to_string_lossy().into_owned());
             }
         }
         for sub in command.get_subcommands() {
-            variables(sub, out);
+            add(sub, out);
         }
     }
     let mut known: Vec<String> = OTHER_VARIABLES.iter().map(|v| v.to_string()).collect();
-    variables(command, &mut known);
+    add(command, &mut known);
+    known
+}
+
+/// Warns of each `WEIR_*` variable set that nothing reads (a misspelled
+/// one is otherwise silently ignored), with the closest name.
+fn warn_of_unknown_variables(known: &[String]) {
     for (name, _) in std::env::vars_os() {
         let Some(name) = name.to_str() else { continue };
         if !name.starts_with("WEIR_") || known.iter().any(|k| k == name) {
@@ -95,28 +102,17 @@ fn warn_of_unknown_variables(command: &clap::Command) {
     }
 }
 
-/// Weir's own lines from `info` on; a dependency's (openraft, hyper, …)
-/// only when something is wrong. `WEIR_LOG` overrides it (`WEIR_LOG=debug`).
-const DEFAULT_LOG_FILTER: &str =
-    "warn,weir=info,weir_broker=info,weir_log=info,weir_meta=info,weir_client=info";
-
 fn main() -> std::process::ExitCode {
     use std::io::Write;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
-        )
-        .with_writer(std::io::stderr)
-        // Its own report of a failed write is an eprintln!, which panics
-        // when standard error cannot be written (a full disk under the log
-        // file): a lost log line must not take the node down.
-        .log_internal_errors(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let command = Cli::command().mut_subcommand("serve", serve::add_broker_config_args);
-    warn_of_unknown_variables(&command);
+    let variables = variables_read(&command);
     let matches = command.get_matches();
+    let format = matches
+        .subcommand_matches("serve")
+        .and_then(|serve| serve.get_one::<logging::LogFormat>("log_format").copied())
+        .unwrap_or(logging::LogFormat::Text);
+    logging::init(format);
+    warn_of_unknown_variables(&variables);
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),

@@ -87,10 +87,16 @@ pub(crate) struct ServeArgs {
     /// metadata, so a restart never resets a changed password.
     #[arg(long = "add-scram", value_name = "MECHANISM=[name=...,password=...]")]
     add_scram: Vec<String>,
-    /// A TOML file of settings: the flag names above and Kafka broker
-    /// config names as keys.
+    /// A file of settings: Kafka's server.properties format (TOML when
+    /// its name ends in .toml), with Kafka's broker config names and the
+    /// flag names above as keys.
     #[arg(long, env = "WEIR_CONFIG")]
     config: Option<PathBuf>,
+    /// How log lines are written: text, or json (one object per line).
+    /// Their filter is WEIR_LOG (or RUST_LOG), e.g. WEIR_LOG=debug or
+    /// WEIR_LOG=info,weir_broker::mirror=debug.
+    #[arg(long, env = "WEIR_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: crate::logging::LogFormat,
 }
 
 /// Adds one flag per Kafka broker config: `log.retention.ms` becomes
@@ -676,6 +682,7 @@ fn parse_roles(value: &str) -> anyhow::Result<Roles> {
 
 pub(crate) fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     let settings = settings(args, matches)?;
+    crate::logging::set_node(settings.node_id);
     raise_open_file_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

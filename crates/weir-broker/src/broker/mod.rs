@@ -616,42 +616,49 @@ impl Broker {
                 self.load_share_state(partition);
             }
         }
+        let mut transactions = Coordinating::default();
         for (_, index) in outcome
             .led
             .iter()
             .filter(|(t, _)| t == TRANSACTION_STATE_TOPIC)
         {
             if let Some(partition) = self.replicas.get(TRANSACTION_STATE_TOPIC, *index) {
-                self.load_transactions(partition);
+                transactions.add(self.load_transactions(partition));
             }
         }
+        transactions.tell("transactional ids", TRANSACTION_STATE_TOPIC);
         let Some(me) = self.me.upgrade() else {
             // Still opening: the groups are loaded once the broker exists.
             return;
         };
+        let mut groups = Coordinating::default();
         for (_, index) in outcome.led.iter().filter(|(t, _)| t == OFFSETS_TOPIC) {
             let Some(partition) = self.replicas.get(OFFSETS_TOPIC, *index) else {
                 continue;
             };
             match me.coordinate_groups_of(partition, count, image) {
                 Ok(records) => {
-                    tracing::info!(
+                    tracing::debug!(
                         partition = index,
                         records,
                         "coordinating the groups of a __consumer_offsets partition"
                     );
+                    groups.add(Some(records));
                 }
                 Err(error) => tracing::error!(partition = index, %error, "cannot load groups"),
             }
         }
+        groups.tell("records", OFFSETS_TOPIC);
     }
 
     /// Loads the transactions of the `__transaction_state` partitions this
     /// node leads as it opens.
     fn load_led_transactions(&self) {
+        let mut transactions = Coordinating::default();
         for partition in self.led_partitions_of(TRANSACTION_STATE_TOPIC) {
-            self.load_transactions(partition);
+            transactions.add(self.load_transactions(partition));
         }
+        transactions.tell("transactional ids", TRANSACTION_STATE_TOPIC);
     }
 
     /// Loads the share-partition state of the `__share_group_state`
@@ -690,15 +697,22 @@ impl Broker {
 
     /// This node leads `partition` of `__transaction_state`: it coordinates
     /// the transactions stored there.
-    fn load_transactions(&self, partition: Arc<Partition>) {
+    /// The number of transactional ids loaded, if it loaded.
+    fn load_transactions(&self, partition: Arc<Partition>) -> Option<usize> {
         let index = partition.index;
         match self.txns.take_over(partition) {
-            Ok(count) => tracing::info!(
-                partition = index,
-                transactional_ids = count,
-                "coordinating the transactions of a __transaction_state partition"
-            ),
-            Err(error) => tracing::error!(partition = index, %error, "cannot load transactions"),
+            Ok(count) => {
+                tracing::debug!(
+                    partition = index,
+                    transactional_ids = count,
+                    "coordinating the transactions of a __transaction_state partition"
+                );
+                Some(count)
+            }
+            Err(error) => {
+                tracing::error!(partition = index, %error, "cannot load transactions");
+                None
+            }
         }
     }
 
@@ -2072,6 +2086,33 @@ fn load_cluster_id(data_dir: &std::path::Path) -> Result<String, BrokerError> {
                 .encode(uuid::Uuid::new_v4().as_bytes());
             std::fs::write(&path, &id).map_err(io)?;
             Ok(id)
+        }
+    }
+}
+
+/// The internal-topic partitions a reconcile made this node coordinate,
+/// told in one line rather than one per partition.
+#[derive(Default)]
+struct Coordinating {
+    partitions: usize,
+    items: usize,
+}
+
+impl Coordinating {
+    fn add(&mut self, loaded: Option<usize>) {
+        if let Some(items) = loaded {
+            self.partitions += 1;
+            self.items += items;
+        }
+    }
+
+    fn tell(&self, what: &str, topic: &str) {
+        if self.partitions > 0 {
+            tracing::info!(
+                "coordinating {} partition(s) of {topic} ({} {what})",
+                self.partitions,
+                self.items
+            );
         }
     }
 }
