@@ -11,10 +11,13 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-/// Weir's own lines from `info` on; a dependency's (openraft, hyper, …)
-/// only when something is wrong.
+/// Weir's own lines from `info` on; a dependency's (hyper, …) only when
+/// something is wrong. None of openraft's: it logs every retry of a peer
+/// that is down, several lines every half second, and Weir tells of its
+/// peers itself (`weir_meta::raft::peer_health`); `WEIR_LOG=...,openraft=warn`
+/// brings them back.
 const DEFAULT_FILTER: &str =
-    "warn,weir=info,weir_broker=info,weir_log=info,weir_meta=info,weir_client=info";
+    "warn,openraft=off,weir=info,weir_broker=info,weir_log=info,weir_meta=info,weir_client=info";
 
 /// The node every line names, set once `weir serve` knows it.
 static NODE_ID: OnceLock<i32> = OnceLock::new();

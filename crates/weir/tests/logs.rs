@@ -106,3 +106,44 @@ fn json_lines_name_the_node_and_parse() {
         "{messages:?}"
     );
 }
+
+#[test]
+fn a_controller_peer_that_is_down_is_told_of_once_not_at_every_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("weir.log");
+    let own = common::cluster::free_port();
+    let absent = common::cluster::free_port();
+    // A quorum of two whose other voter never comes: Raft retries it
+    // every few hundred milliseconds.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--controller-listen",
+            &format!("127.0.0.1:{own}"),
+            "--controllers",
+            &format!("1@127.0.0.1:{own},2@127.0.0.1:{absent}"),
+        ])
+        .env_remove("WEIR_LOG")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(5));
+    let _ = child.kill();
+    let _ = child.wait();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let about_the_peer = logged
+        .lines()
+        .filter(|l| l.contains("controller peer"))
+        .count();
+    assert_eq!(about_the_peer, 1, "{logged}");
+    assert!(!logged.contains("openraft"), "{logged}");
+    assert!(logged.lines().count() < 10, "{logged}");
+}

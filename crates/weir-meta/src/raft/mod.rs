@@ -27,6 +27,7 @@ mod forward;
 mod leader;
 mod log_store;
 mod network;
+mod peer_health;
 mod permission;
 mod sasl;
 mod server;
@@ -545,6 +546,7 @@ impl Controller {
         };
         let network = Network {
             node_id,
+            health: Arc::default(),
             connect_timeout: config.rpc_timeout,
             transport: transport.clone(),
         };

@@ -29,6 +29,7 @@ use tracing::debug;
 
 use crate::command::Command;
 
+use super::peer_health::PeerHealth;
 use super::transport::{ControllerStream, ControllerTransport};
 use super::types::{ControllerNode, JoinOutcome, NodeId, TypeConfig, WriteOutcome};
 use super::HeartbeatReply;
@@ -141,6 +142,8 @@ pub(crate) async fn read_frame_within<T: DeserializeOwned>(
 pub(crate) struct Network {
     /// This node's id (named in timeout errors).
     pub(crate) node_id: NodeId,
+    /// Which peers answer, shared by every client of each.
+    pub(crate) health: Arc<PeerHealth>,
     /// How long connecting, the handshake included, may take.
     pub(crate) connect_timeout: Duration,
     pub(crate) transport: Arc<dyn ControllerTransport>,
@@ -157,6 +160,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             connect_timeout: self.connect_timeout,
             transport: self.transport.clone(),
             conn: None,
+            health: self.health.clone(),
         }
     }
 }
@@ -170,6 +174,7 @@ pub(crate) struct PeerClient {
     connect_timeout: Duration,
     transport: Arc<dyn ControllerTransport>,
     conn: Option<ControllerStream>,
+    health: Arc<PeerHealth>,
 }
 
 /// Why a call failed, before it is turned into openraft's error.
@@ -179,6 +184,16 @@ enum CallError {
     Timeout,
 }
 
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Connect(e) => write!(f, "cannot connect: {e}"),
+            CallError::Io(e) => e.fmt(f),
+            CallError::Timeout => f.write_str("no answer in time"),
+        }
+    }
+}
+
 impl PeerClient {
     async fn call(&mut self, request: RpcRequest, ttl: Duration) -> Result<RpcResponse, CallError> {
         let result = tokio::time::timeout(ttl, self.call_inner(&request, ttl)).await;
@@ -186,8 +201,12 @@ impl PeerClient {
             Ok(r) => r,
             Err(_) => Err(CallError::Timeout),
         };
-        if result.is_err() {
-            self.conn = None;
+        match &result {
+            Ok(_) => self.health.answered(self.target, &self.addr),
+            Err(error) => {
+                self.conn = None;
+                self.health.failed(self.target, &self.addr, error);
+            }
         }
         result
     }
