@@ -15,7 +15,12 @@ pub(crate) const MAX_RESPONSE_SIZE: usize = 1 << 30;
 pub(crate) enum FrameError {
     Encode(String),
     Size(i32),
-    CorrelationMismatch { expected: i32, got: i32 },
+    /// The answer began `HTTP`: an HTTP server, not a Kafka broker.
+    Http,
+    CorrelationMismatch {
+        expected: i32,
+        got: i32,
+    },
     Decode(String),
 }
 
@@ -24,6 +29,11 @@ impl std::fmt::Display for FrameError {
         match self {
             Self::Encode(reason) => write!(f, "cannot encode request: {reason}"),
             Self::Size(size) => write!(f, "invalid response size {size}"),
+            Self::Http => write!(
+                f,
+                "it answered in HTTP, not the Kafka protocol: is this a broker's HTTP port? \
+                 Give its Kafka port (9092 by default)"
+            ),
             Self::CorrelationMismatch { expected, got } => {
                 write!(f, "response has correlation id {got}, expected {expected}")
             }
@@ -63,6 +73,9 @@ pub(crate) fn encode_request<R: Encodable>(
 
 /// The length announced by a frame's size prefix.
 pub(crate) fn frame_size(prefix: [u8; 4]) -> Result<usize, FrameError> {
+    if &prefix == b"HTTP" {
+        return Err(FrameError::Http);
+    }
     let size = i32::from_be_bytes(prefix);
     match usize::try_from(size) {
         Ok(n) if n <= MAX_RESPONSE_SIZE => Ok(n),
@@ -202,6 +215,7 @@ mod tests {
     fn sizes_out_of_range_are_refused() {
         assert_eq!(frame_size(12i32.to_be_bytes()), Ok(12));
         assert_eq!(frame_size((-1i32).to_be_bytes()), Err(FrameError::Size(-1)));
+        assert_eq!(frame_size(*b"HTTP"), Err(FrameError::Http));
         assert!(frame_size(i32::MAX.to_be_bytes()).is_err());
     }
 }

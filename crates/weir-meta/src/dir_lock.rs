@@ -25,8 +25,15 @@ pub enum DirLockError {
         /// The directory, absolute.
         dir: PathBuf,
     },
+    /// A file, not a directory, is where the directory should be.
+    #[error("{} is a file, not a directory: give a directory (or a path that does not exist yet)", .dir.display())]
+    NotADirectory {
+        /// The path.
+        dir: PathBuf,
+    },
     /// The directory or its lock file could not be created or opened.
-    #[error("cannot lock {}: {source}", .dir.display())]
+    /// (The cause is the error's source, shown after it.)
+    #[error("cannot lock {}", .dir.display())]
     Io {
         /// The directory.
         dir: PathBuf,
@@ -52,6 +59,11 @@ impl DirLock {
             dir: dir.to_owned(),
             source,
         };
+        if dir.is_file() {
+            return Err(DirLockError::NotADirectory {
+                dir: dir.to_owned(),
+            });
+        }
         std::fs::create_dir_all(dir).map_err(io_error)?;
         let dir = std::path::absolute(dir).map_err(io_error)?;
         let file = OpenOptions::new()

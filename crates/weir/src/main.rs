@@ -56,6 +56,23 @@ enum Command {
     Mirror(cli::mirror::MirrorArgs),
 }
 
+/// An error and its causes on one line, each said once: many errors name
+/// their cause in their own message already.
+fn causes(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 /// The `WEIR_*` variables read besides the flags' own.
 const OTHER_VARIABLES: &[&str] = &["WEIR_LOG", "WEIR_BIN"];
 
@@ -146,7 +163,7 @@ fn main() -> std::process::ExitCode {
         }
         Err(error) => {
             // Not eprintln!: it panics when standard error cannot be written.
-            let _ = writeln!(std::io::stderr(), "error: {error:#}");
+            let _ = writeln!(std::io::stderr(), "error: {}", causes(&error));
             std::process::ExitCode::FAILURE
         }
     }

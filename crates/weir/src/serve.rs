@@ -29,8 +29,8 @@ pub(crate) struct ServeArgs {
     log_dirs: Option<String>,
     /// Kafka listener address: one PLAINTEXT listener (shorthand for
     /// --listeners PLAINTEXT://HOST:PORT).
-    #[arg(long, env = "WEIR_LISTEN")]
-    listen: Option<SocketAddr>,
+    #[arg(long, env = "WEIR_LISTEN", value_name = "HOST:PORT")]
+    listen: Option<String>,
     /// Host:port advertised to clients (defaults to the listener's); with
     /// --listen only.
     #[arg(long, env = "WEIR_ADVERTISED_ADDR")]
@@ -70,8 +70,8 @@ pub(crate) struct ServeArgs {
     node_id: Option<i32>,
     /// Controller listener: Raft between the controllers
     /// (default 127.0.0.1:9093).
-    #[arg(long, env = "WEIR_CONTROLLER_LISTEN")]
-    controller_listen: Option<SocketAddr>,
+    #[arg(long, env = "WEIR_CONTROLLER_LISTEN", value_name = "HOST:PORT")]
+    controller_listen: Option<String>,
     /// The voters of the controller quorum, ID@HOST:PORT,… (default: this
     /// node alone, at its controller listener).
     #[arg(long, env = "WEIR_CONTROLLERS", value_name = "ID@HOST:PORT,...")]
@@ -274,9 +274,12 @@ fn parse_http_listen(value: &str) -> anyhow::Result<(SocketAddr, bool)> {
         (value, false)
     };
     let address = address.strip_suffix('/').unwrap_or(address);
-    let address = address.parse().with_context(|| {
-        format!("http-listen: invalid address {value:?}; use [https://]IP:PORT")
-    })?;
+    let address = std::net::ToSocketAddrs::to_socket_addrs(address)
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .with_context(|| {
+            format!("http-listen: cannot resolve {value:?}; use [https://]HOST:PORT")
+        })?;
     Ok((address, tls))
 }
 
@@ -345,18 +348,20 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
         None => Vec::new(),
     };
     let data_dir = data_dir.unwrap_or_else(|| PathBuf::from("./weir-data"));
+    // A host name or an IP address, as Kafka takes them.
     let parse_addr = |value: Option<String>, key: &str| -> anyhow::Result<Option<SocketAddr>> {
         value
             .map(|v| {
-                v.parse()
-                    .with_context(|| format!("{key}: invalid address {v:?}"))
+                std::net::ToSocketAddrs::to_socket_addrs(v.trim())
+                    .ok()
+                    .and_then(|mut addrs| addrs.next())
+                    .with_context(|| {
+                        format!("{key}: cannot resolve {v:?}; give HOST:PORT (a host name or an IP address)")
+                    })
             })
             .transpose()
     };
-    let listen = match args.listen {
-        Some(addr) => Some(addr),
-        None => parse_addr(take("listen"), "listen")?,
-    };
+    let listen = parse_addr(args.listen.or_else(|| take("listen")), "listen")?;
     let mut kafka_named = |flag: Option<String>, key: &str| {
         flag.or_else(|| take(key))
             .or_else(|| take(&key.replace('.', "-")))
@@ -391,10 +396,10 @@ fn settings(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<Settings> {
     };
     note(&["node.id", "broker.id"], node_id.is_some());
     let node_id = node_id.unwrap_or(1);
-    let controller_listen = match args.controller_listen {
-        Some(addr) => Some(addr),
-        None => parse_addr(take("controller-listen"), "controller-listen")?,
-    };
+    let controller_listen = parse_addr(
+        args.controller_listen.or_else(|| take("controller-listen")),
+        "controller-listen",
+    )?;
     let listed_controller = match &listeners {
         Some(value) => listeners::controller_listener(value)?,
         None => None,

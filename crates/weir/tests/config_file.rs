@@ -208,3 +208,62 @@ fn a_misspelled_weir_variable_is_warned_of_at_start() {
         "{errors}"
     );
 }
+
+#[test]
+fn host_names_are_addresses_and_errors_name_their_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let served = serve(
+        &[
+            "--data-dir",
+            dir.path().join("data").to_str().unwrap(),
+            "--listen",
+            &format!("localhost:{port}"),
+            "--controller-listen",
+            "localhost:0",
+            "--http-listen",
+            "localhost:0",
+        ],
+        &[],
+    )
+    .unwrap();
+    assert!(
+        served.ready.contains(&format!(":{port} ")),
+        "{}",
+        served.ready
+    );
+    // The HTTP port given as a Kafka address.
+    let http = served
+        .ready
+        .split(' ')
+        .find_map(|field| field.strip_prefix("http="))
+        .unwrap()
+        .to_owned();
+    let wrong = common::cli::run(&["topic", "list", "--bootstrap", &http], b"");
+    assert!(
+        wrong.stderr.contains("answered in HTTP") && wrong.stderr.contains("Kafka port"),
+        "{}",
+        wrong.stderr
+    );
+    drop(served);
+    // A regular file for a data directory: said so, once.
+    let file = dir.path().join("regular");
+    std::fs::write(&file, "").unwrap();
+    let refused = serve(
+        &[
+            "--data-dir",
+            file.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--controller-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+        &[],
+    )
+    .err()
+    .expect("refused");
+    assert!(refused.contains("is a file, not a directory"), "{refused}");
+    assert_eq!(refused.matches("is a file").count(), 1, "{refused}");
+}
