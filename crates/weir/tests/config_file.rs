@@ -267,3 +267,81 @@ fn host_names_are_addresses_and_errors_name_their_cause_once() {
     assert!(refused.contains("is a file, not a directory"), "{refused}");
     assert_eq!(refused.matches("is a file").count(), 1, "{refused}");
 }
+
+#[test]
+fn the_example_three_node_configs_start_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let kafka: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let controller: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let mut files = Vec::new();
+    for n in 1..=3usize {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/config/node");
+        let mut text = std::fs::read_to_string(format!("{path}{n}.properties")).unwrap();
+        // The machines weir1..weir3 become ports of this one.
+        for m in 1..=3usize {
+            text = text.replace(
+                &format!("weir{m}:9093"),
+                &format!("127.0.0.1:{}", controller[m - 1]),
+            );
+            text = text.replace(
+                &format!("weir{m}:9092"),
+                &format!("127.0.0.1:{}", kafka[m - 1]),
+            );
+        }
+        text = text
+            .replace("://:9092", &format!("://127.0.0.1:{}", kafka[n - 1]))
+            .replace("://:9093", &format!("://127.0.0.1:{}", controller[n - 1]))
+            .replace(
+                "/var/lib/weir/logs",
+                &dir.path().join(format!("logs{n}")).display().to_string(),
+            );
+        let file = dir.path().join(format!("node{n}.properties"));
+        std::fs::write(&file, text).unwrap();
+        files.push(file);
+    }
+    let starting: Vec<_> = files
+        .iter()
+        .enumerate()
+        .map(|(i, file)| {
+            let file = file.clone();
+            let data = dir.path().join(format!("data{}", i + 1));
+            std::thread::spawn(move || {
+                serve(
+                    &[
+                        "--config",
+                        file.to_str().unwrap(),
+                        "--data-dir",
+                        data.to_str().unwrap(),
+                        "--http-listen",
+                        "127.0.0.1:0",
+                    ],
+                    &[],
+                )
+            })
+        })
+        .collect();
+    let nodes: Vec<Served> = starting
+        .into_iter()
+        .map(|t| t.join().unwrap().unwrap())
+        .collect();
+    assert_eq!(nodes.len(), 3);
+    // Their defaults: three replicas, two in sync for acks=all.
+    let bootstrap = format!("127.0.0.1:{}", kafka[0]);
+    common::cli::run(
+        &["topic", "create", "examples", "--bootstrap", &bootstrap],
+        b"",
+    )
+    .ok();
+    let described = common::cli::run(
+        &["topic", "describe", "examples", "--bootstrap", &bootstrap],
+        b"",
+    )
+    .ok();
+    assert!(
+        described.stdout.contains("min.insync.replicas"),
+        "{}",
+        described.stdout
+    );
+    let rows = described.table("PARTITION");
+    assert_eq!(rows.len(), 7, "six partitions: {}", described.stdout);
+}
