@@ -664,3 +664,37 @@ fn output_into_a_closed_pipe_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(output.status.success(), "{:?}: {stderr}", output.status);
 }
+
+#[test]
+fn internal_topics_need_force_and_describe_without_a_name_describes_all() {
+    let broker = Weir::start(&[]);
+    cli(&broker, &["topic", "create", "first"], b"").ok();
+    cli(&broker, &["topic", "create", "second"], b"").ok();
+    let all = cli(&broker, &["topic", "describe"], b"").ok();
+    assert!(
+        all.stdout.contains("first") && all.stdout.contains("second"),
+        "{}",
+        all.stdout
+    );
+    // A group's offsets live in __consumer_offsets.
+    let mut raw = common::raw::Raw::connect(&broker.kafka);
+    while raw.find_coordinator(0, "g").error_code != 0 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let refused =
+        cli(&broker, &["topic", "delete", "__consumer_offsets"], b"").failed_with_one_line();
+    assert!(
+        refused.contains("every group's committed offsets") && refused.contains("--force"),
+        "{refused}"
+    );
+    let refused =
+        cli(&broker, &["topic", "create", "__transaction_state"], b"").failed_with_one_line();
+    assert!(
+        refused.contains("internal topic") && refused.contains("--force"),
+        "{refused}"
+    );
+    assert!(cli(&broker, &["topic", "list"], b"")
+        .ok()
+        .stdout
+        .contains("__consumer_offsets"));
+}

@@ -34,13 +34,24 @@ enum TopicCommand {
         /// repeat for several.
         #[arg(long = "config", short = 'c', value_name = "KEY=VALUE", value_parser = parse_config)]
         configs: Vec<(String, String)>,
+        /// Create it even though its name is an internal topic's
+        /// (`__consumer_offsets`, ...), which the broker creates itself.
+        #[arg(long)]
+        force: bool,
     },
     /// List topic names, one per line.
     List,
-    /// Show a topic's partitions, offsets and non-default configs.
-    Describe { name: String },
+    /// Show a topic's partitions, offsets and non-default configs; every
+    /// topic's without a name.
+    Describe { name: Option<String> },
     /// Delete a topic and all its records.
-    Delete { name: String },
+    Delete {
+        name: String,
+        /// Delete it even though it is an internal topic: deleting
+        /// `__consumer_offsets` deletes every group's committed offsets.
+        #[arg(long)]
+        force: bool,
+    },
     /// Grow a topic to more partitions. Keys then map to other partitions
     /// than before, so a topic holding keyed records needs --force.
     AddPartitions {
@@ -107,7 +118,15 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                 partitions,
                 replication_factor,
                 configs,
+                force,
             } => {
+                if is_internal(&name) && !force {
+                    bail!(
+                        "{name} is an internal topic's name: the broker creates it itself, with \
+                         the configs it needs (cleanup.policy=compact, ...); pass --force to \
+                         create it anyway"
+                    );
+                }
                 if partitions.is_some_and(|p| p < 1) {
                     bail!("--partitions must be at least 1");
                 }
@@ -140,10 +159,30 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
             }
             TopicCommand::Describe { name } => {
                 let http = BrokerHttp::new(&args.connection.security()?)?;
-                super::print(format_args!(
-                    "{}",
-                    describe(&mut cluster, &http, &name).await?
-                ))?;
+                let names = match name {
+                    Some(name) => vec![name],
+                    None => {
+                        let mut names: Vec<String> = cluster
+                            .any()
+                            .metadata(None)
+                            .await?
+                            .topics
+                            .into_iter()
+                            .map(|t| t.name)
+                            .collect();
+                        names.sort();
+                        names
+                    }
+                };
+                for (i, name) in names.iter().enumerate() {
+                    if i > 0 {
+                        super::print_line(format_args!(""))?;
+                    }
+                    super::print(format_args!(
+                        "{}",
+                        describe(&mut cluster, &http, name).await?
+                    ))?;
+                }
             }
             TopicCommand::AddPartitions {
                 name,
@@ -183,7 +222,17 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                     .map_err(|e| topic_error(e, &name))?;
                 super::print_line(format_args!("Altered configs of topic {name}"))?;
             }
-            TopicCommand::Delete { name } => {
+            TopicCommand::Delete { name, force } => {
+                if is_internal(&name) && !force {
+                    bail!(
+                        "{name} is an internal topic{}; pass --force to delete it anyway",
+                        if name == "__consumer_offsets" {
+                            ": deleting it deletes every group's committed offsets"
+                        } else {
+                            " the broker keeps its own state in"
+                        }
+                    );
+                }
                 cluster
                     .any()
                     .delete_topic(&name)
@@ -546,4 +595,17 @@ mod tests {
         assert!(parse_config("retention.ms").is_err());
         assert!(parse_config("=1").is_err());
     }
+}
+
+/// Whether `name` is one of the topics a broker creates and keeps its
+/// state in.
+fn is_internal(name: &str) -> bool {
+    matches!(
+        name,
+        "__consumer_offsets"
+            | "__transaction_state"
+            | "__share_group_state"
+            | "__remote_log_metadata"
+            | "__cluster_metadata"
+    )
 }
