@@ -577,6 +577,19 @@ struct LocalLogView {
     size_bytes: u64,
 }
 
+/// Whether `name` is one of the topics a broker creates and keeps its
+/// state in.
+fn is_internal(name: &str) -> bool {
+    matches!(
+        name,
+        "__consumer_offsets"
+            | "__transaction_state"
+            | "__share_group_state"
+            | "__remote_log_metadata"
+            | "__cluster_metadata"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_config;
@@ -595,17 +608,4 @@ mod tests {
         assert!(parse_config("retention.ms").is_err());
         assert!(parse_config("=1").is_err());
     }
-}
-
-/// Whether `name` is one of the topics a broker creates and keeps its
-/// state in.
-fn is_internal(name: &str) -> bool {
-    matches!(
-        name,
-        "__consumer_offsets"
-            | "__transaction_state"
-            | "__share_group_state"
-            | "__remote_log_metadata"
-            | "__cluster_metadata"
-    )
 }
