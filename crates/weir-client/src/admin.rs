@@ -242,6 +242,34 @@ impl Client {
         Ok(result)
     }
 
+    /// Every registered broker with whether it is fenced (down, or not
+    /// heartbeating): DescribeCluster v2's `IncludeFencedBrokers`
+    /// (KIP-1073); the live ones alone from a broker without it.
+    pub async fn registered_brokers(&mut self) -> Result<Vec<(BrokerMetadata, bool)>, ClientError> {
+        use kafka_protocol::messages::{DescribeClusterRequest, DescribeClusterResponse};
+        let version = self.require_version(ApiKey::DescribeCluster)?;
+        let request = DescribeClusterRequest::default().with_include_fenced_brokers(version >= 2);
+        let response: DescribeClusterResponse = self
+            .call_version(ApiKey::DescribeCluster, version, &request)
+            .await?;
+        check(response.error_code, text(response.error_message))?;
+        Ok(response
+            .brokers
+            .into_iter()
+            .map(|b| {
+                (
+                    BrokerMetadata {
+                        node_id: b.broker_id.0,
+                        host: b.host.to_string(),
+                        port: b.port,
+                        rack: b.rack.map(|r| r.to_string()),
+                    },
+                    b.is_fenced,
+                )
+            })
+            .collect())
+    }
+
     /// The controller quorum's leader, term, commit index and voters.
     pub async fn describe_quorum(&mut self) -> Result<QuorumStatus, ClientError> {
         use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};

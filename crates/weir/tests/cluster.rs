@@ -494,7 +494,7 @@ fn cluster_status_and_a_consumer_group_work_across_nodes() {
     );
     assert!(status.stdout.contains("voters 1,2,3"), "{}", status.stdout);
     assert!(
-        status.stdout.contains("Brokers (3 live)"),
+        status.stdout.contains("Brokers (3 live, 0 fenced)"),
         "{}",
         status.stdout
     );
@@ -845,7 +845,7 @@ fn brokers_without_the_controller_role_follow_the_metadata_as_learners() {
     let status = common::cli::run(&["cluster", "status", "--bootstrap", learner], b"").ok();
     assert!(status.stdout.contains("voters 1,2,3"), "{}", status.stdout);
     assert!(
-        status.stdout.contains("Brokers (3 live)"),
+        status.stdout.contains("Brokers (3 live, 0 fenced)"),
         "{}",
         status.stdout
     );

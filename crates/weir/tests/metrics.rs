@@ -139,6 +139,28 @@ fn a_lost_broker_shows_in_the_health_metrics_of_the_others() {
         let s = scrape(&cluster, *id);
         assert_eq!(value(&s, "weir_under_min_isr_partitions"), 0.0, "node {id}");
     }
+    // `weir cluster status` names the fenced broker too.
+    let status = common::cli::run(
+        &[
+            "cluster",
+            "status",
+            "--bootstrap",
+            &cluster.node(controller).kafka,
+        ],
+        b"",
+    )
+    .ok();
+    assert!(
+        status.stdout.contains("Brokers (2 live, 1 fenced)"),
+        "{}",
+        status.stdout
+    );
+    let row = status
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{victim} ")))
+        .unwrap_or_else(|| panic!("no row for {victim}: {}", status.stdout));
+    assert!(row.contains("fenced"), "{row}");
 }
 
 /// Commits `offset` of `lagging`-0 for group `billing`, retried while the

@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use weir_client::{Client, ConfigEntry, ConfigResource, ConfigSource, Metadata, QuorumStatus};
+use weir_client::{
+    BrokerMetadata, Client, ConfigEntry, ConfigResource, ConfigSource, Metadata, QuorumStatus,
+};
 
 use super::topic::parse_config;
 use super::{block_on, table, Connection};
@@ -60,7 +62,11 @@ pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
             ClusterCommand::Status => {
                 let metadata = client.metadata(None).await?;
                 let quorum = client.describe_quorum().await?;
-                super::print(format_args!("{}", render_status(&metadata, &quorum)))?;
+                let registered = client.registered_brokers().await?;
+                super::print(format_args!(
+                    "{}",
+                    render_status(&metadata, &quorum, &registered)
+                ))?;
             }
             ClusterCommand::AlterConfig {
                 broker,
@@ -180,7 +186,11 @@ fn value_of(config: &ConfigEntry) -> String {
     }
 }
 
-fn render_status(metadata: &Metadata, quorum: &QuorumStatus) -> String {
+fn render_status(
+    metadata: &Metadata,
+    quorum: &QuorumStatus,
+    registered: &[(BrokerMetadata, bool)],
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -223,20 +233,36 @@ fn render_status(metadata: &Metadata, quorum: &QuorumStatus) -> String {
             }
         }
     }
-    let _ = writeln!(out, "\nBrokers ({} live):", metadata.brokers.len());
+    // The live brokers, and the fenced ones the cluster still counts on.
+    let mut brokers: Vec<(&BrokerMetadata, bool)> =
+        metadata.brokers.iter().map(|b| (b, false)).collect();
+    for (broker, fenced) in registered {
+        if *fenced && !brokers.iter().any(|(b, _)| b.node_id == broker.node_id) {
+            brokers.push((broker, true));
+        }
+    }
+    brokers.sort_by_key(|(b, _)| b.node_id);
+    let fenced = brokers.iter().filter(|(_, f)| *f).count();
+    let _ = writeln!(
+        out,
+        "\nBrokers ({} live, {fenced} fenced):",
+        brokers.len() - fenced
+    );
     let mut rows = vec![vec![
         "ID".to_owned(),
         "HOST".to_owned(),
         "PORT".to_owned(),
         "RACK".to_owned(),
+        "STATE".to_owned(),
         "LEADERS".to_owned(),
     ]];
-    for broker in &metadata.brokers {
+    for (broker, is_fenced) in brokers {
         rows.push(vec![
             broker.node_id.to_string(),
             broker.host.clone(),
             broker.port.to_string(),
             broker.rack.clone().unwrap_or_else(|| "-".to_owned()),
+            if is_fenced { "fenced" } else { "live" }.to_owned(),
             leaders
                 .get(&broker.node_id)
                 .copied()
