@@ -115,6 +115,7 @@ pub(crate) fn add_broker_config_args(mut command: clap::Command) -> clap::Comman
                 .long(flag)
                 .env(env)
                 .value_name("VALUE")
+                .help_heading(heading(def.name))
                 .hide(inert)
                 .help(format!(
                     "{} [Kafka: {}; default {}]",
@@ -125,6 +126,71 @@ pub(crate) fn add_broker_config_args(mut command: clap::Command) -> clap::Comman
         );
     }
     command
+}
+
+/// The `--help` section of a broker config's flag, by what it is about,
+/// so that 250 flags read as a few lists.
+fn heading(name: &str) -> &'static str {
+    let sections: [(&[&str], &str); 9] = [
+        (
+            &[
+                "log.",
+                "num.partitions",
+                "default.replication",
+                "min.insync",
+                "unclean",
+                "message.",
+                "compression",
+            ],
+            "Logs and topics (defaults for every topic)",
+        ),
+        (
+            &["replica.", "num.replica", "leader.imbalance", "auto.leader"],
+            "Replication",
+        ),
+        (
+            &[
+                "offsets.",
+                "group.",
+                "consumer.",
+                "transaction",
+                "share.",
+                "errors.",
+                "producer.id",
+            ],
+            "Groups, transactions and share groups",
+        ),
+        (
+            &[
+                "ssl.",
+                "sasl.",
+                "security.",
+                "authorizer.",
+                "super.users",
+                "principal.",
+                "connections.max.reauth",
+            ],
+            "Security",
+        ),
+        (&["remote.", "weir.remote"], "Tiered storage"),
+        (
+            &["quota.", "client.quota", "max.connection", "connection."],
+            "Quotas and connection limits",
+        ),
+        (
+            &["socket.", "queued.max", "request.", "fetch.", "max.request"],
+            "Network and requests",
+        ),
+        (
+            &["controller.", "broker.", "metadata.", "node.", "process."],
+            "Controller and metadata",
+        ),
+        (&["weir."], "Weir's own"),
+    ];
+    sections
+        .iter()
+        .find(|(prefixes, _)| prefixes.iter().any(|p| name.starts_with(p)))
+        .map_or("Other Kafka broker configs", |(_, heading)| heading)
 }
 
 /// Settings from the config file, as strings keyed by name: a TOML file
