@@ -827,11 +827,16 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     config.startup.initial_scram = settings.initial_scram;
     let broker = {
         let config = config.clone();
-        tokio::task::spawn_blocking(move || Broker::open(config))
-            .await?
-            .with_context(|| {
+        let opened = tokio::task::spawn_blocking(move || Broker::open(config)).await?;
+        match opened {
+            // Not the data directory's fault: said as it is.
+            Err(error @ weir_broker::BrokerError::ControllerListen { .. }) => {
+                return Err(error.into())
+            }
+            other => other.with_context(|| {
                 format!("cannot open data directory {}", settings.data_dir.display())
-            })?
+            })?,
+        }
     };
     broker.start_groups();
     let (stop, stopped) = watch::channel(false);

@@ -266,6 +266,37 @@ fn host_names_are_addresses_and_errors_name_their_cause_once() {
     .expect("refused");
     assert!(refused.contains("is a file, not a directory"), "{refused}");
     assert_eq!(refused.matches("is a file").count(), 1, "{refused}");
+    // The controller port taken: that is what is said, not the data
+    // directory.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let refused = serve(
+        &[
+            "--data-dir",
+            dir.path().join("other").to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--controller-listen",
+            &format!("127.0.0.1:{port}"),
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+        &[],
+    )
+    .err()
+    .expect("refused");
+    assert!(
+        refused.contains(&format!(
+            "cannot listen on 127.0.0.1:{port} (the controller listener"
+        )),
+        "{refused}"
+    );
+    assert!(!refused.contains("data directory"), "{refused}");
+    assert_eq!(
+        refused.matches("Address already in use").count(),
+        1,
+        "{refused}"
+    );
 }
 
 #[test]

@@ -140,6 +140,13 @@ pub enum BrokerError {
         #[source]
         source: std::io::Error,
     },
+    /// The controller listener's address cannot be bound.
+    #[error("cannot listen on {addr} (the controller listener, --controller-listen): {source}")]
+    ControllerListen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("TLS: {0}")]
     Tls(#[from] crate::security::tls::TlsError),
     #[error(transparent)]
@@ -314,9 +321,12 @@ impl Broker {
             crate::replica::directories::LogDirs::open(&config.startup.partition_log_dirs())?;
         let controller_dir = config.startup.data_dir.join("controller");
         let listener =
-            std::net::TcpListener::bind(config.startup.controller_listen).map_err(io(
-                std::path::Path::new(&config.startup.controller_listen.to_string()),
-            ))?;
+            std::net::TcpListener::bind(config.startup.controller_listen).map_err(|source| {
+                BrokerError::ControllerListen {
+                    addr: config.startup.controller_listen,
+                    source,
+                }
+            })?;
         // The address bound (port 0 asks for any), as DescribeConfigs
         // reports it.
         config.startup.controller_listen = listener.local_addr().map_err(io(&controller_dir))?;
