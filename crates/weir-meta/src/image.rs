@@ -359,20 +359,13 @@ impl MetadataImage {
                 broker,
                 leader_epoch,
                 ..
-            } => {
-                let stopping = self.mirrors.values().any(|m| {
-                    m.mirror_topics
-                        .get(topic_id)
-                        .is_some_and(|t| matches!(t.state, MirrorTopicState::Stopping { .. }))
-                });
-                if !stopping {
-                    return Err(MetaError::InvalidRequest(format!(
-                        "Topic id {topic_id} is not failing over."
-                    )));
-                }
-                self.remote_partition(*topic_id, *partition)?
-                    .check_leader(*broker, *leader_epoch)
-            }
+            } => self.check_mirror_report(
+                *topic_id,
+                *partition,
+                (*broker, *leader_epoch),
+                |state| matches!(state, MirrorTopicState::Stopping { .. }),
+                "is not failing over",
+            ),
             Command::FailBackMirrorTopics { mirror, topic_ids } => {
                 let mirror = self.existing_mirror(mirror)?;
                 for id in topic_ids {
@@ -400,20 +393,13 @@ impl MetadataImage {
                 broker,
                 leader_epoch,
                 ..
-            } => {
-                let preparing = self.mirrors.values().any(|m| {
-                    m.mirror_topics
-                        .get(topic_id)
-                        .is_some_and(|t| matches!(t.state, MirrorTopicState::Preparing { .. }))
-                });
-                if !preparing {
-                    return Err(MetaError::InvalidRequest(format!(
-                        "Topic id {topic_id} is not being taken back by a mirror."
-                    )));
-                }
-                self.remote_partition(*topic_id, *partition)?
-                    .check_leader(*broker, *leader_epoch)
-            }
+            } => self.check_mirror_report(
+                *topic_id,
+                *partition,
+                (*broker, *leader_epoch),
+                |state| matches!(state, MirrorTopicState::Preparing { .. }),
+                "is not being taken back by a mirror",
+            ),
         }
     }
 
@@ -1168,6 +1154,31 @@ impl MetadataImage {
             );
         }
         cuts
+    }
+
+    /// Checks a mirror partition leader's report: its topic is in the
+    /// state the report is about, and it leads the partition at that
+    /// epoch.
+    fn check_mirror_report(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        (broker, leader_epoch): (i32, i32),
+        in_state: impl Fn(&MirrorTopicState) -> bool,
+        otherwise: &str,
+    ) -> Result<(), MetaError> {
+        let fits = self.mirrors.values().any(|m| {
+            m.mirror_topics
+                .get(&topic_id)
+                .is_some_and(|t| in_state(&t.state))
+        });
+        if !fits {
+            return Err(MetaError::InvalidRequest(format!(
+                "Topic id {topic_id} {otherwise}."
+            )));
+        }
+        self.remote_partition(topic_id, partition)?
+            .check_leader(broker, leader_epoch)
     }
 
     fn existing_mirror(&self, name: &str) -> Result<&Mirror, MetaError> {

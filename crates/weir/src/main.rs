@@ -3,7 +3,6 @@
 
 mod cli;
 mod logging;
-mod properties;
 mod serve;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

@@ -207,7 +207,7 @@ fn read_config_file(path: &PathBuf) -> anyhow::Result<BTreeMap<String, String>> 
             .with_context(|| format!("config file {}", path.display()))?;
         Ok(settings)
     } else {
-        crate::properties::parse(&text).map_err(|e| {
+        weir_client::parse_properties(&text).map_err(|e| {
             anyhow::anyhow!(
                 "config file {} (read as Kafka's server.properties format; a TOML file's name \
                  ends in .toml): {e}",
