@@ -520,8 +520,13 @@ fn cluster_status_and_a_consumer_group_work_across_nodes() {
     assert!(status.stdout.contains(ids.first().unwrap().as_str()));
     let brokers = status.table("ID");
     assert_eq!(brokers.len(), 4, "header and 3 brokers: {}", status.stdout);
+    assert_eq!(brokers[0][4..6], ["STATE", "LEADERS"], "{}", status.stdout);
     for row in &brokers[1..] {
-        assert_eq!(row[4], "1", "each broker leads one partition: {row:?}");
+        assert_eq!(
+            row[4..6],
+            ["live", "1"],
+            "each broker leads one partition: {row:?}"
+        );
     }
 
     let producer = producer(&cluster.node(1).kafka, "1");
