@@ -18,7 +18,12 @@ const LEADER_RETRY_BACKOFF: Duration = Duration::from_millis(200);
 /// Connections to the brokers of one cluster, and where each partition's
 /// leader is as the last metadata said.
 pub struct Cluster {
+    /// The connection for requests any broker answers: to a bootstrap
+    /// address first, to whichever broker answers after it fails.
     bootstrap: Client,
+    /// The addresses given to connect with, tried again (with every broker
+    /// the metadata named) when the bootstrap connection fails.
+    bootstrap_addrs: Vec<String>,
     config: ClientConfig,
     /// Node id → `host:port`.
     brokers: HashMap<i32, String>,
@@ -31,7 +36,12 @@ pub struct Cluster {
 /// partition (any more), or could not reach it: worth asking the metadata
 /// again.
 fn leadership_moved(error: &ClientError) -> bool {
-    matches!(error, ClientError::Io { .. } | ClientError::Timeout { .. }) || leader_error(error)
+    unreachable(error) || leader_error(error)
+}
+
+/// Whether `error` says the broker could not be reached or did not answer.
+fn unreachable(error: &ClientError) -> bool {
+    matches!(error, ClientError::Io { .. } | ClientError::Timeout { .. })
 }
 
 /// A Kafka error that means the partition's leader is elsewhere or being
@@ -57,9 +67,8 @@ impl Cluster {
 
     /// [`Cluster::connect`] with explicit settings.
     pub async fn connect_with(bootstrap: &str, config: ClientConfig) -> Result<Self, ClientError> {
-        Ok(Self::from_client(
-            Client::connect_with(bootstrap, config).await?,
-        ))
+        let client = Client::connect_with(bootstrap, config).await?;
+        Ok(Self::from_client(client).with_bootstrap(bootstrap))
     }
 
     /// [`Cluster::connect_with`] over TLS and/or SASL: every broker the
@@ -69,9 +78,8 @@ impl Cluster {
         config: ClientConfig,
         security: SecurityConfig,
     ) -> Result<Self, ClientError> {
-        Ok(Self::from_client(
-            Client::connect_with_security(bootstrap, config, security).await?,
-        ))
+        let client = Client::connect_with_security(bootstrap, config, security).await?;
+        Ok(Self::from_client(client).with_bootstrap(bootstrap))
     }
 
     /// A cluster client starting from a connection to one of its brokers;
@@ -79,11 +87,22 @@ impl Cluster {
     pub fn from_client(bootstrap: Client) -> Self {
         Self {
             config: bootstrap.config().clone(),
+            bootstrap_addrs: vec![bootstrap.addr().to_owned()],
             bootstrap,
             brokers: HashMap::new(),
             leaders: HashMap::new(),
             connections: HashMap::new(),
         }
+    }
+
+    fn with_bootstrap(mut self, bootstrap: &str) -> Self {
+        self.bootstrap_addrs = bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect();
+        self
     }
 
     /// The connection to the bootstrap broker, for requests any broker
@@ -94,8 +113,16 @@ impl Cluster {
 
     /// The metadata of `topics` (all with `None`), from which the leaders
     /// of their partitions are learnt.
+    /// When the broker asked cannot be reached, the next one of the
+    /// bootstrap addresses and of the brokers the metadata named is asked.
     pub async fn metadata(&mut self, topics: Option<&[String]>) -> Result<Metadata, ClientError> {
-        let metadata = self.bootstrap.metadata(topics).await?;
+        let metadata = match self.bootstrap.metadata(topics).await {
+            Err(error) if unreachable(&error) => {
+                self.reconnect_elsewhere(error).await?;
+                self.bootstrap.metadata(topics).await?
+            }
+            outcome => outcome?,
+        };
         for broker in &metadata.brokers {
             let addr = crate::groups::host_port(&broker.host, broker.port);
             if self.brokers.insert(broker.node_id, addr.clone()) != Some(addr) {
@@ -109,6 +136,27 @@ impl Cluster {
             }
         }
         Ok(metadata)
+    }
+
+    /// Replaces the bootstrap connection, which failed with `error`, by one
+    /// to the first other broker that answers: a bootstrap address or a
+    /// broker the metadata named. `error` if none does.
+    async fn reconnect_elsewhere(&mut self, error: ClientError) -> Result<(), ClientError> {
+        let failed = self.bootstrap.addr().to_owned();
+        let mut candidates: Vec<String> = self.bootstrap_addrs.clone();
+        let mut known: Vec<&String> = self.brokers.values().collect();
+        known.sort();
+        candidates.extend(known.into_iter().cloned());
+        let mut seen = BTreeSet::from([failed.clone()]);
+        candidates.retain(|addr| seen.insert(addr.clone()));
+        candidates.push(failed);
+        for addr in candidates {
+            if let Ok(client) = self.bootstrap.connect_to_broker(&addr).await {
+                self.bootstrap = client;
+                return Ok(());
+            }
+        }
+        Err(error)
     }
 
     /// The node leading `partition` of `topic`, from the metadata (asked
@@ -190,7 +238,7 @@ impl Cluster {
     /// Whether to try again after `error` (one `retriable` says is worth
     /// it, before `deadline`); if so, forgets the leaders it puts in doubt
     /// and pauses first.
-    async fn again(
+    pub(crate) async fn again(
         &mut self,
         error: &ClientError,
         retriable: fn(&ClientError) -> bool,

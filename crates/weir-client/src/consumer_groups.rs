@@ -10,6 +10,7 @@ use kafka_protocol::ResponseError;
 
 use crate::admin::with_subject;
 use crate::error::{check, ClientError};
+use crate::groups::{coordinator_loading, retry_while};
 use crate::Client;
 
 /// A consumer group as ConsumerGroupDescribe tells it.
@@ -72,7 +73,19 @@ impl Client {
     /// Describes `groups` as consumer groups, in the order asked: `None`
     /// for a group that is not one (a classic group, or none at all), and
     /// for every group when the broker does not speak ConsumerGroupDescribe.
+    /// Asked again while the coordinator is still loading a group.
     pub async fn describe_consumer_groups(
+        &mut self,
+        groups: &[&str],
+    ) -> Result<Vec<Option<ConsumerGroupDescription>>, ClientError> {
+        retry_while!(
+            self,
+            coordinator_loading,
+            self.describe_consumer_groups_once(groups)
+        )
+    }
+
+    async fn describe_consumer_groups_once(
         &mut self,
         groups: &[&str],
     ) -> Result<Vec<Option<ConsumerGroupDescription>>, ClientError> {

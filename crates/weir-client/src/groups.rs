@@ -41,7 +41,7 @@ pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 pub const DEAD: &str = "Dead";
 
 /// How long to wait before asking a coordinator that is not ready again.
-const COORDINATOR_RETRY_BACKOFF: Duration = Duration::from_millis(100);
+pub(crate) const COORDINATOR_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Whether FindCoordinator's `error` says there is no coordinator yet: its
 /// internal topic is being created, or its partition is still being loaded.
@@ -53,7 +53,7 @@ fn no_coordinator_yet(error: &ClientError) -> bool {
 /// Whether a request to the coordinator failed because it is still loading
 /// its partition. (COORDINATOR_NOT_AVAILABLE from a coordinator means a
 /// write did not reach the in-sync replicas: the caller decides.)
-fn coordinator_loading(error: &ClientError) -> bool {
+pub(crate) fn coordinator_loading(error: &ClientError) -> bool {
     error.is(ResponseError::CoordinatorLoadInProgress)
 }
 
@@ -66,13 +66,14 @@ macro_rules! retry_while {
         loop {
             match $attempt.await {
                 Err(error) if $retriable(&error) && tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(COORDINATOR_RETRY_BACKOFF).await;
+                    tokio::time::sleep($crate::groups::COORDINATOR_RETRY_BACKOFF).await;
                 }
                 outcome => break outcome,
             }
         }
     }};
 }
+pub(crate) use retry_while;
 
 /// The broker that coordinates a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -315,7 +316,12 @@ impl Client {
     }
 
     /// Every group this broker coordinates, sorted by id.
+    /// Asked again while a partition of its groups is still loading.
     pub async fn list_groups(&mut self) -> Result<Vec<ListedGroup>, ClientError> {
+        retry_while!(self, coordinator_loading, self.list_groups_once())
+    }
+
+    async fn list_groups_once(&mut self) -> Result<Vec<ListedGroup>, ClientError> {
         let version = self.require_version(ApiKey::ListGroups)?;
         let response: ListGroupsResponse = self
             .call_version(ApiKey::ListGroups, version, &ListGroupsRequest::default())
@@ -561,16 +567,32 @@ impl Client {
         group: &str,
         offsets: &[(String, i32, i64)],
     ) -> Result<(), ClientError> {
+        self.offset_commit_as(group, "", -1, offsets).await
+    }
+
+    /// Commits `offsets` (topic, partition, offset) for `group` as its
+    /// member `member_id` at `generation_or_epoch` (a classic group's
+    /// generation, or a consumer group member's epoch); the first
+    /// partition the broker refuses fails the call.
+    pub async fn offset_commit_as(
+        &mut self,
+        group: &str,
+        member_id: &str,
+        generation_or_epoch: i32,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<(), ClientError> {
         retry_while!(
             self,
             coordinator_loading,
-            self.offset_commit_simple_once(group, offsets)
+            self.offset_commit_once(group, member_id, generation_or_epoch, offsets)
         )
     }
 
-    async fn offset_commit_simple_once(
+    async fn offset_commit_once(
         &mut self,
         group: &str,
+        member_id: &str,
+        generation_or_epoch: i32,
         offsets: &[(String, i32, i64)],
     ) -> Result<(), ClientError> {
         let version = self.require_version(ApiKey::OffsetCommit)?;
@@ -584,8 +606,8 @@ impl Client {
         }
         let request = OffsetCommitRequest::default()
             .with_group_id(group_id(group))
-            .with_generation_id_or_member_epoch(-1)
-            .with_member_id(StrBytes::default())
+            .with_generation_id_or_member_epoch(generation_or_epoch)
+            .with_member_id(StrBytes::from_string(member_id.to_owned()))
             .with_topics(
                 by_topic
                     .into_iter()

@@ -57,11 +57,13 @@ mod consumer_groups;
 mod error;
 mod fetch;
 mod frame;
+mod group_consumer;
 mod groups;
 mod markers;
 mod offsets;
 mod partitioner;
 mod produce;
+mod producer;
 mod properties;
 mod sasl;
 mod security;
@@ -84,6 +86,7 @@ pub use cluster::Cluster;
 pub use consumer_groups::{ConsumerGroupDescription, ConsumerGroupMember};
 pub use error::ClientError;
 pub use fetch::{decode_records, ConsumedRecord, Decoded, FetchTarget, FetchedPartition};
+pub use group_consumer::{GroupConsumer, HeartbeatOutcome};
 pub use groups::{
     decode_consumer_assignment, AssignmentError, CommittedOffset, Coordinator, GroupDescription,
     GroupMember, ListedGroup, TopicPartitions, CONSUMER_PROTOCOL_TYPE, DEAD,
@@ -94,6 +97,7 @@ pub use markers::{MarkerOutcome, TxnMarker};
 pub use offsets::{EARLIEST, LATEST};
 pub use partitioner::{murmur2, murmur2_partition, to_positive};
 pub use produce::{encode_batch, encode_records, OutgoingRecord};
+pub use producer::{IdempotentProducer, DEFAULT_DELIVERY_TIMEOUT};
 pub use properties::{parse_properties, PropertiesError};
 pub use security::{
     PemSource, SaslConfig, SaslMechanism, SecurityConfig, SecurityConfigError, SecurityProtocol,

@@ -55,9 +55,34 @@ pub fn encode_records(
     timestamp: i64,
     compression: Compression,
 ) -> Result<Bytes, ClientError> {
+    encode_as(records, timestamp, compression, None)
+}
+
+/// An idempotent producer's batch: its producer id and epoch, and the
+/// sequence number of its first record, by which the leader recognizes a
+/// retry of a batch it already holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchProducer {
+    pub(crate) producer_id: i64,
+    pub(crate) producer_epoch: i16,
+    pub(crate) base_sequence: i32,
+}
+
+/// Encodes `records` as one v2 batch, written by `producer` (or by no
+/// producer id).
+pub(crate) fn encode_as(
+    records: Vec<OutgoingRecord>,
+    timestamp: i64,
+    compression: Compression,
+    producer: Option<BatchProducer>,
+) -> Result<Bytes, ClientError> {
     // The encoder starts a new batch whenever `offset - sequence` changes:
-    // offsets 0, 1, 2... with sequences -1, 0, 1... keep it constant, and
-    // give the batch base sequence -1, as a producer without an id must.
+    // offsets 0, 1, 2... with sequences base, base + 1... keep it
+    // constant. Without a producer id the base is -1, as it must be.
+    let (producer_id, producer_epoch, base_sequence) = producer
+        .map_or((NO_PRODUCER_ID, NO_PRODUCER_EPOCH, -1), |p| {
+            (p.producer_id, p.producer_epoch, p.base_sequence)
+        });
     let records: Vec<Record> = records
         .into_iter()
         .enumerate()
@@ -66,11 +91,13 @@ pub fn encode_records(
             control: false,
             delete_horizon: false,
             partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
-            producer_id: NO_PRODUCER_ID,
-            producer_epoch: NO_PRODUCER_EPOCH,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: (i as i32).wrapping_sub(1),
+            // The producer starts a new id before its sequences would
+            // pass i32::MAX, so they never wrap within a batch.
+            sequence: base_sequence.wrapping_add(i as i32),
             timestamp,
             key: record.key,
             value: record.value,
@@ -138,8 +165,20 @@ impl Client {
                 "a produce request needs at least one record".to_owned(),
             ));
         }
-        let version = self.require_version(ApiKey::Produce)?;
         let batch = encode_records(records, now_ms(), compression)?;
+        self.produce_batch(topic, partition, batch).await
+    }
+
+    /// Appends an encoded v2 batch to one partition with acks=all, and
+    /// returns the offset of its first record. A retry sends the same
+    /// bytes, so an idempotent producer's retry is recognized.
+    pub(crate) async fn produce_batch(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        batch: Bytes,
+    ) -> Result<i64, ClientError> {
+        let version = self.require_version(ApiKey::Produce)?;
         let request = ProduceRequest::default()
             .with_acks(-1)
             .with_timeout_ms(PRODUCE_TIMEOUT_MS)

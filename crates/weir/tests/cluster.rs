@@ -1944,3 +1944,100 @@ fn a_node_started_without_a_quorum_waits_for_one_instead_of_exiting() {
         (known.contains(&1) && known.contains(&2)).then_some(())
     });
 }
+
+/// `weir produce` reading a stream carries on through its partition
+/// leader's kill -9, the first of its bootstrap addresses: every line is
+/// written exactly once (the producer is idempotent), in order. A
+/// `weir consume` started with the same bootstrap list reads them all
+/// meanwhile.
+#[test]
+fn the_cli_produces_a_stream_through_a_leader_kill_writing_every_line_once() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut cluster = Cluster::start(&[]);
+    create_topic_with(
+        &cluster.node(1).kafka,
+        "stream",
+        1,
+        3,
+        &[("min.insync.replicas", "2")],
+    );
+    let leader = partitions(&cluster.node(1).kafka, "stream")[0].leader;
+    // The leader is the first address tried.
+    let bootstrap: Vec<String> = std::iter::once(leader)
+        .chain((1..=3).filter(|id| *id != leader))
+        .map(|id| cluster.node(id).kafka.clone())
+        .collect();
+    let bootstrap = bootstrap.join(",");
+    const LINES: usize = 600;
+    let weir = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(args)
+            .args(["--bootstrap", &bootstrap])
+            .env("WEIR_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run weir")
+    };
+    let count = LINES.to_string();
+    let consumer = weir(&["consume", "stream", "-n", &count]);
+    let mut producer = weir(&[
+        "produce",
+        "stream",
+        "--linger-ms",
+        "5",
+        "--batch-records",
+        "10",
+    ]);
+    let mut stdin = producer.stdin.take().expect("stdin");
+    for i in 0..LINES {
+        writeln!(stdin, "line-{i}").expect("write a line");
+        stdin.flush().expect("flush");
+        std::thread::sleep(Duration::from_millis(5));
+        if i == LINES / 3 {
+            cluster.node_mut(leader).kill();
+        }
+    }
+    drop(stdin);
+    let produced = producer.wait_with_output().expect("weir produce");
+    assert!(
+        produced.status.success(),
+        "weir produce failed: {}",
+        String::from_utf8_lossy(&produced.stderr)
+    );
+
+    let survivor = (1..=3).find(|id| *id != leader).unwrap();
+    let read = common::cli::run(
+        &[
+            "consume",
+            "stream",
+            "-e",
+            "--bootstrap",
+            &cluster.node(survivor).kafka,
+        ],
+        b"",
+    )
+    .ok();
+    let expected: Vec<String> = (0..LINES).map(|i| format!("line-{i}")).collect();
+    assert_eq!(read.lines(), expected, "every line once, in order");
+
+    // A consumer that misses a line would wait for it forever.
+    let pid = consumer.id().to_string();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(60));
+        let _ = Command::new("kill").args(["-9", &pid]).status();
+    });
+    let consumed = consumer.wait_with_output().expect("weir consume");
+    assert!(
+        consumed.status.success(),
+        "weir consume failed: {}",
+        String::from_utf8_lossy(&consumed.stderr)
+    );
+    let consumed: Vec<&str> = std::str::from_utf8(&consumed.stdout)
+        .expect("utf-8")
+        .lines()
+        .collect();
+    assert_eq!(consumed, expected, "the consumer read through the kill too");
+}

@@ -1,4 +1,6 @@
-//! `weir produce TOPIC`: one record per stdin line, batched per partition.
+//! `weir produce TOPIC`: one record per stdin line, batched per partition,
+//! written by an idempotent producer that carries on across broker
+//! failures until its delivery timeout.
 
 use std::time::Duration;
 
@@ -6,7 +8,7 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use weir_client::{murmur2_partition, Cluster, Compression};
+use weir_client::{murmur2_partition, Cluster, Compression, IdempotentProducer, OutgoingRecord};
 
 use super::{block_on, check_partition, topic_error, topic_metadata, Connection};
 
@@ -34,6 +36,15 @@ pub(crate) struct ProduceArgs {
     /// Compress batches.
     #[arg(long, value_enum, default_value_t = Codec::None)]
     compression: Codec,
+    /// A header for every record, KEY=VALUE (repeat for several; KEY
+    /// alone for a null value).
+    #[arg(long = "header", short = 'H', value_name = "KEY=VALUE", value_parser = parse_header)]
+    headers: Vec<(String, Option<Bytes>)>,
+    /// How long a batch is retried (leader changes, brokers restarting,
+    /// not enough replicas) before the command gives up, as Kafka's
+    /// `delivery.timeout.ms`. Retries never write a record twice.
+    #[arg(long, default_value_t = 120_000, value_name = "MS")]
+    delivery_timeout_ms: u64,
     #[command(flatten)]
     connection: Connection,
 }
@@ -59,7 +70,18 @@ impl Codec {
     }
 }
 
-type Record = (Option<Bytes>, Option<Bytes>);
+type Record = OutgoingRecord;
+
+fn parse_header(text: &str) -> Result<(String, Option<Bytes>), String> {
+    let (key, value) = match text.split_once('=') {
+        Some((key, value)) => (key, Some(Bytes::copy_from_slice(value.as_bytes()))),
+        None => (text, None),
+    };
+    if key.is_empty() {
+        return Err(format!("expected KEY=VALUE, got {text:?}"));
+    }
+    Ok((key.to_owned(), value))
+}
 
 /// A bound on a v2 record's framing: length, attributes, timestamp and
 /// offset deltas, key and value lengths, header count.
@@ -90,8 +112,14 @@ impl Batches {
     /// record did not fit in, and the record's batch if it is full.
     fn add(&mut self, index: Option<usize>, record: Record) -> Vec<(usize, Vec<Record>)> {
         // Key, value, and at most this much framing per record.
-        let size = record.0.as_ref().map_or(0, Bytes::len)
-            + record.1.as_ref().map_or(0, Bytes::len)
+        let headers: usize = record
+            .headers
+            .iter()
+            .map(|(key, value)| key.len() + value.as_ref().map_or(0, Bytes::len) + 10)
+            .sum();
+        let size = record.key.as_ref().map_or(0, Bytes::len)
+            + record.value.as_ref().map_or(0, Bytes::len)
+            + headers
             + RECORD_OVERHEAD;
         let mut ready = Vec::new();
         let mut at = index.unwrap_or(self.sticky);
@@ -123,6 +151,11 @@ impl Batches {
         self.pending.iter().all(|(records, _)| records.is_empty())
     }
 
+    /// Records waiting, in every partition.
+    fn len(&self) -> usize {
+        self.pending.iter().map(|(records, _)| records.len()).sum()
+    }
+
     /// Takes every batch with records, in partition order.
     fn take_all(&mut self) -> Vec<(usize, Vec<Record>)> {
         let mut ready = Vec::new();
@@ -137,21 +170,71 @@ impl Batches {
 
 struct Sender {
     cluster: Cluster,
+    producer: IdempotentProducer,
     topic: String,
     /// Partition id of each index.
     partitions: Vec<i32>,
     compression: Compression,
+    /// Records acknowledged.
+    written: u64,
+}
+
+/// Why the command gave up, with what became of the records: an
+/// operator must know which to send again.
+#[derive(Debug)]
+struct Unfinished {
+    written: u64,
+    /// In the batch that failed: written or not, no one can tell.
+    in_doubt: usize,
+    /// Read but never sent.
+    unsent: usize,
+}
+
+impl std::fmt::Display for Unfinished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} record(s) written; {} in the failed batch may or may not have been written; \
+             {} read but not sent",
+            self.written, self.in_doubt, self.unsent
+        )
+    }
 }
 
 impl Sender {
-    async fn send(&mut self, ready: Vec<(usize, Vec<Record>)>) -> anyhow::Result<()> {
+    /// Sends the `ready` batches in order; `waiting` records are still
+    /// buffered (for the account given if a batch fails).
+    async fn send(
+        &mut self,
+        ready: Vec<(usize, Vec<Record>)>,
+        waiting: usize,
+    ) -> anyhow::Result<()> {
+        let mut unsent: usize = waiting + ready.iter().map(|(_, r)| r.len()).sum::<usize>();
         for (index, records) in ready {
             let partition = self.partitions[index];
-            self.cluster
-                .produce_compressed(&self.topic, partition, records, self.compression)
-                .await
-                .map_err(|e| topic_error(e, &self.topic))
-                .with_context(|| format!("cannot produce to {}-{partition}", self.topic))?;
+            let count = records.len();
+            unsent -= count;
+            let sent = self
+                .producer
+                .send(
+                    &mut self.cluster,
+                    &self.topic,
+                    partition,
+                    records,
+                    self.compression,
+                )
+                .await;
+            if let Err(error) = sent {
+                let unfinished = Unfinished {
+                    written: self.written,
+                    in_doubt: count,
+                    unsent,
+                };
+                return Err(topic_error(error, &self.topic)
+                    .context(format!("cannot produce to {}-{partition}", self.topic))
+                    .context(unfinished.to_string()));
+            }
+            self.written += count as u64;
         }
         Ok(())
     }
@@ -177,6 +260,7 @@ pub(crate) fn run(args: ProduceArgs) -> anyhow::Result<()> {
 
 async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
     let mut cluster = args.connection.cluster().await?;
+    let delivery_timeout = Duration::from_millis(args.delivery_timeout_ms);
     let topic = topic_metadata(cluster.any(), &args.topic).await?;
     if let Some(partition) = args.partition {
         check_partition(&topic, partition)?;
@@ -198,11 +282,16 @@ async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
         args.batch_bytes,
         start,
     );
+    let producer = IdempotentProducer::start(&mut cluster, delivery_timeout)
+        .await
+        .context("cannot get a producer id")?;
     let mut sender = Sender {
         cluster,
+        producer,
         topic: args.topic.clone(),
         partitions: partitions.clone(),
         compression: args.compression.compression(),
+        written: 0,
     };
     let separator = args.key_separator.as_deref().map(str::as_bytes);
     let linger = Duration::from_millis(args.linger_ms);
@@ -218,7 +307,7 @@ async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
             match tokio::time::timeout(linger, stdin.read_until(b'\n', &mut line)).await {
                 Ok(read) => read,
                 Err(_) => {
-                    sender.send(batches.take_all()).await?;
+                    sender.send(batches.take_all(), 0).await?;
                     continue;
                 }
             }
@@ -232,11 +321,11 @@ async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
         if let Some(rest) = text.strip_suffix(b"\n") {
             text = rest.strip_suffix(b"\r").unwrap_or(rest);
         }
-        let (record, index) = match separator {
+        let ((key, value), index) = match separator {
             None => ((None, Some(Bytes::copy_from_slice(text))), fixed),
             Some(separator) => {
                 let Some((key, value)) = split_key(text, separator) else {
-                    sender.send(batches.take_all()).await?;
+                    sender.send(batches.take_all(), 0).await?;
                     bail!(
                         "line {line_number} has no key separator {:?}",
                         String::from_utf8_lossy(separator)
@@ -254,10 +343,15 @@ async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
             }
         };
         line.clear();
+        let record = OutgoingRecord {
+            key,
+            value,
+            headers: args.headers.clone(),
+        };
         let ready = batches.add(index, record);
-        sender.send(ready).await?;
+        sender.send(ready, batches.len()).await?;
     }
-    sender.send(batches.take_all()).await
+    sender.send(batches.take_all(), 0).await
 }
 
 #[cfg(test)]
@@ -277,7 +371,21 @@ mod tests {
     }
 
     fn record(n: usize) -> Record {
-        (None, Some(Bytes::from(vec![b'x'; n])))
+        OutgoingRecord {
+            value: Some(Bytes::from(vec![b'x'; n])),
+            ..OutgoingRecord::default()
+        }
+    }
+
+    #[test]
+    fn headers_parse_with_and_without_a_value() {
+        assert_eq!(
+            parse_header("trace=a=b"),
+            Ok(("trace".to_owned(), Some(Bytes::from("a=b"))))
+        );
+        assert_eq!(parse_header("flag"), Ok(("flag".to_owned(), None)));
+        assert_eq!(parse_header("k="), Ok(("k".to_owned(), Some(Bytes::new()))));
+        assert!(parse_header("=v").is_err());
     }
 
     fn sizes(ready: &[(usize, Vec<Record>)]) -> Vec<(usize, usize)> {
