@@ -794,3 +794,42 @@ fn consuming_in_a_group_resumes_from_committed_offsets() {
         assert_eq!(row[4], "0", "no lag left: {}", described.stdout);
     }
 }
+
+/// When the cluster stays out of reach past the delivery timeout,
+/// `weir produce` gives up saying what it wrote and what it did not.
+#[test]
+fn a_produce_that_gives_up_says_how_many_records_were_written() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut broker = Weir::start(&[]);
+    cli(&broker, &["topic", "create", "doomed", "-p", "1"], b"").ok();
+    let mut producer = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["produce", "doomed", "--linger-ms", "5"])
+        .args(["--delivery-timeout-ms", "2000", "--bootstrap", &broker.kafka])
+        .env("WEIR_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run weir");
+    let mut stdin = producer.stdin.take().expect("stdin");
+    stdin.write_all(b"1\n2\n3\n").unwrap();
+    stdin.flush().unwrap();
+    common::cluster::wait_until("3 records", Duration::from_secs(10), || {
+        let read = cli(&broker, &["consume", "doomed", "-e"], b"").ok();
+        (read.lines().len() == 3).then_some(())
+    });
+    broker.kill();
+    stdin.write_all(b"4\n5\n").unwrap();
+    drop(stdin);
+    let out = producer.wait_with_output().expect("weir produce");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "3 record(s) written; 2 in the failed batch may or may not have been written; \
+             0 read but not sent: cannot produce to doomed-0"
+        ),
+        "{stderr}"
+    );
+}
