@@ -460,6 +460,56 @@ impl Client {
             .collect())
     }
 
+    /// ElectLeaders: moves leadership to each partition's preferred
+    /// replica (or, `unclean`, to any replica of a partition without a
+    /// leader) for `partitions`, or for every partition with `None`.
+    /// Returns each partition the controller answered for, with its error
+    /// (ELECTION_NOT_NEEDED: the preferred replica leads already).
+    pub async fn elect_leaders(
+        &mut self,
+        unclean: bool,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<Vec<(String, i32, Option<ClientError>)>, ClientError> {
+        use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+        use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
+        let topics = partitions.map(|partitions| {
+            let mut by_topic: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
+            for (topic, partition) in partitions {
+                by_topic.entry(topic).or_default().push(*partition);
+            }
+            by_topic
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    TopicPartitions::default()
+                        .with_topic(topic_name(topic))
+                        .with_partitions(partitions)
+                })
+                .collect()
+        });
+        let request = ElectLeadersRequest::default()
+            .with_election_type(i8::from(unclean))
+            .with_topic_partitions(topics)
+            .with_timeout_ms(ADMIN_TIMEOUT_MS);
+        let response: ElectLeadersResponse = self.call(ApiKey::ElectLeaders, &request).await?;
+        check(response.error_code, None)?;
+        let mut results: Vec<(String, i32, Option<ClientError>)> = response
+            .replica_election_results
+            .into_iter()
+            .flat_map(|t| {
+                let topic = t.topic.0.to_string();
+                t.partition_result.into_iter().map(move |p| {
+                    (
+                        topic.clone(),
+                        p.partition_id,
+                        ClientError::from_code(p.error_code, text(p.error_message)),
+                    )
+                })
+            })
+            .collect();
+        results.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        Ok(results)
+    }
+
     /// Deletes a topic by name.
     pub async fn delete_topic(&mut self, name: &str) -> Result<(), ClientError> {
         let version = self.require_version(ApiKey::DeleteTopics)?;

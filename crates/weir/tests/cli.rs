@@ -805,7 +805,12 @@ fn a_produce_that_gives_up_says_how_many_records_were_written() {
     cli(&broker, &["topic", "create", "doomed", "-p", "1"], b"").ok();
     let mut producer = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(["produce", "doomed", "--linger-ms", "5"])
-        .args(["--delivery-timeout-ms", "2000", "--bootstrap", &broker.kafka])
+        .args([
+            "--delivery-timeout-ms",
+            "2000",
+            "--bootstrap",
+            &broker.kafka,
+        ])
         .env("WEIR_LOG", "warn")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

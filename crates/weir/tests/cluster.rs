@@ -2041,3 +2041,75 @@ fn the_cli_produces_a_stream_through_a_leader_kill_writing_every_line_once() {
         .collect();
     assert_eq!(consumed, expected, "the consumer read through the kill too");
 }
+
+/// After a broker's restart its partitions are led by others until
+/// `weir cluster elect-leaders --preferred` hands leadership back.
+#[test]
+fn elect_leaders_moves_leadership_back_to_preferred_replicas() {
+    let mut cluster = Cluster::start(&[]);
+    create_topic(&cluster.node(1).kafka, "home", 3, 3);
+    let before = partitions(&cluster.node(1).kafka, "home");
+    let victim = before[0].replicas[0];
+    let survivor = (1..=3).find(|id| *id != victim).unwrap();
+    let bootstrap = cluster.node(survivor).kafka.clone();
+    cluster.node_mut(victim).kill();
+    wait_until(
+        "leaderships to move",
+        Duration::from_millis(SESSION_TIMEOUT_MS + 10_000),
+        || {
+            partitions(&bootstrap, "home")
+                .iter()
+                .all(|v| v.leader >= 0 && v.leader != victim)
+                .then_some(())
+        },
+    );
+    cluster.node_mut(victim).restart(false);
+    wait_until(
+        "the ISRs to be whole again",
+        Duration::from_secs(30),
+        || {
+            partitions(&bootstrap, "home")
+                .iter()
+                .all(|v| v.isr.len() == 3)
+                .then_some(())
+        },
+    );
+    let elect = || {
+        common::cli::run(
+            &[
+                "cluster",
+                "elect-leaders",
+                "--preferred",
+                "--topic",
+                "home",
+                "--bootstrap",
+                &bootstrap,
+            ],
+            b"",
+        )
+        .ok()
+        .stdout
+    };
+    let moved = elect();
+    assert!(
+        moved.starts_with(
+            "Successfully completed leader election (PREFERRED) for partitions home-0"
+        ),
+        "{moved}"
+    );
+    // The survivor's metadata follows the controller's commit.
+    wait_until(
+        "preferred replicas to lead",
+        Duration::from_secs(10),
+        || {
+            partitions(&bootstrap, "home")
+                .iter()
+                .all(|v| v.leader == v.replicas[0])
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        elect(),
+        "Valid replica already elected for partitions home-0, home-1, home-2\n"
+    );
+}

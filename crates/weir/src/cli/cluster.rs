@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use weir_client::{
-    BrokerMetadata, Client, ConfigEntry, ConfigResource, ConfigSource, Metadata, QuorumStatus,
+    BrokerMetadata, Client, ClientError, ConfigEntry, ConfigResource, ConfigSource, Metadata,
+    QuorumStatus, ResponseError,
 };
 
 use super::topic::parse_config;
@@ -52,6 +53,25 @@ enum ClusterCommand {
         /// The broker to describe (default: the cluster-wide default).
         #[arg(long, value_name = "ID")]
         broker: Option<i32>,
+    },
+    /// Move partitions' leadership back to their preferred replica (the
+    /// first of their replicas), as after a broker's restart; or, with
+    /// --unclean, give a partition without a leader one out of sync
+    /// (records it alone held are lost). Kafka's
+    /// kafka-leader-election.sh.
+    ElectLeaders {
+        /// A preferred-replica election (the default).
+        #[arg(long, conflicts_with = "unclean")]
+        preferred: bool,
+        /// An unclean election, for partitions without a leader.
+        #[arg(long)]
+        unclean: bool,
+        /// Only this topic's partitions (default: every partition).
+        #[arg(long, value_name = "TOPIC")]
+        topic: Option<String>,
+        /// Only this partition of --topic.
+        #[arg(long, short = 'p', requires = "topic", value_name = "N")]
+        partition: Option<i32>,
     },
 }
 
@@ -96,6 +116,33 @@ pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
                     .await?;
                 super::print(format_args!("{}", render_cluster_configs(&configs)))?;
             }
+            ClusterCommand::ElectLeaders {
+                preferred: _,
+                unclean,
+                topic,
+                partition,
+            } => {
+                let partitions = match (&topic, partition) {
+                    (None, _) => None,
+                    (Some(topic), Some(p)) => Some(vec![(topic.clone(), p)]),
+                    (Some(topic), None) => {
+                        let metadata = super::topic_metadata(&mut client, topic).await?;
+                        Some(
+                            metadata
+                                .partitions
+                                .iter()
+                                .map(|p| (topic.clone(), p.partition))
+                                .collect(),
+                        )
+                    }
+                };
+                let results = client.elect_leaders(unclean, partitions.as_deref()).await?;
+                let (text, failed) = render_elections(unclean, &results);
+                super::print(format_args!("{text}"))?;
+                if failed > 0 {
+                    bail!("the election failed for {failed} partition(s)");
+                }
+            }
             ClusterCommand::DescribeConfig { broker: Some(id) } => {
                 // Only a broker itself knows its static configs.
                 let mut target = connect_to_broker(&mut client, id).await?;
@@ -109,6 +156,46 @@ pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// What each partition's election came to, grouped as Kafka's tool says
+/// it, and how many failed.
+fn render_elections(
+    unclean: bool,
+    results: &[(String, i32, Option<ClientError>)],
+) -> (String, usize) {
+    let kind = if unclean { "UNCLEAN" } else { "PREFERRED" };
+    let mut elected = Vec::new();
+    let mut not_needed = Vec::new();
+    let mut failed = Vec::new();
+    for (topic, partition, error) in results {
+        let name = format!("{topic}-{partition}");
+        match error {
+            None => elected.push(name),
+            Some(e) if e.is(ResponseError::ElectionNotNeeded) => not_needed.push(name),
+            Some(e) => failed.push(format!("{name}: {e}")),
+        }
+    }
+    let mut out = String::new();
+    if !elected.is_empty() {
+        out += &format!(
+            "Successfully completed leader election ({kind}) for partitions {}\n",
+            elected.join(", ")
+        );
+    }
+    if !not_needed.is_empty() {
+        out += &format!(
+            "Valid replica already elected for partitions {}\n",
+            not_needed.join(", ")
+        );
+    }
+    if elected.is_empty() && not_needed.is_empty() && failed.is_empty() {
+        out += "No partition needed an election\n";
+    }
+    for failure in &failed {
+        out += &format!("Election failed for {failure}\n");
+    }
+    (out, failed.len())
 }
 
 /// A client of broker `id`, unless `client` is connected to it already.
