@@ -697,6 +697,44 @@ fn internal_topics_need_force_and_describe_without_a_name_describes_all() {
         .ok()
         .stdout
         .contains("__consumer_offsets"));
+
+    // The broker refuses what Kafka refuses: records appended to an
+    // internal topic by a client, and records deleted from one.
+    let refused = cli(
+        &broker,
+        &["produce", "__consumer_offsets", "-K", ":"],
+        b"k:v\n",
+    )
+    .failed_with_one_line();
+    assert!(
+        refused.contains("1 refused")
+            && refused.contains("INVALID_TOPIC_EXCEPTION")
+            && refused.contains("Cannot append to internal topic __consumer_offsets"),
+        "{refused}"
+    );
+    let deleted = block_on(async {
+        use kafka_protocol::messages::delete_records_request::{
+            DeleteRecordsPartition, DeleteRecordsTopic,
+        };
+        use kafka_protocol::messages::{
+            ApiKey, DeleteRecordsRequest, DeleteRecordsResponse, TopicName,
+        };
+        let mut client = Client::connect(&broker.kafka).await.unwrap();
+        let request = DeleteRecordsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(TopicName("__consumer_offsets".into()))
+                .with_partitions(vec![DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(-1)])]);
+        let response: DeleteRecordsResponse =
+            client.call(ApiKey::DeleteRecords, &request).await.unwrap();
+        response.topics[0].partitions[0].error_code
+    });
+    assert_eq!(
+        deleted,
+        weir_client::ResponseError::InvalidTopicException.code()
+    );
 }
 
 /// `weir produce --header` stamps every record; `weir consume --format`

@@ -526,6 +526,9 @@ pub(super) async fn delete_records(
                 .with_low_watermark(-1);
             let result = if denied {
                 result.with_error_code(ResponseError::TopicAuthorizationFailed.code())
+            } else if super::is_internal_topic(name) {
+                // As Kafka: the coordinators own an internal topic's log.
+                result.with_error_code(ResponseError::InvalidTopicException.code())
             } else {
                 delete_records_of(broker, name, not_deleting, p, result).await
             };

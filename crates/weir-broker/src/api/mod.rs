@@ -56,6 +56,23 @@ pub(crate) use sasl::{Authenticator, Intercepted};
 
 /// The versions of `key` Weir implements, and therefore advertises in
 /// ApiVersions.
+/// Kafka's internal topics (`Topic.isInternal`), by name: a topic not
+/// created yet is internal all the same.
+pub(crate) const INTERNAL_TOPICS: [&str; 3] = [
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+];
+
+/// Whether `topic` is one of Kafka's internal topics.
+pub(crate) fn is_internal_topic(topic: &str) -> bool {
+    INTERNAL_TOPICS.contains(&topic)
+}
+
+/// The client id Kafka lets append to internal topics
+/// (`AdminUtils.ADMIN_CLIENT_ID`), for repair tools.
+const ADMIN_CLIENT_ID: &str = "__admin_client";
+
 pub(crate) fn supported_versions(key: ApiKey) -> Option<(i16, i16)> {
     table::api(key).map(|api| (api.min_version, api.max_version))
 }

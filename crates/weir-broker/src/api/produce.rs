@@ -248,6 +248,7 @@ fn append_all(
     let mut pending = Vec::new();
     let invalid_acks = !matches!(request.acks, -1..=1);
     let transactional = request.transactional_id.is_some();
+    let internal_allowed = ctx.client_id == super::ADMIN_CLIENT_ID;
     // A transactional producer must be allowed to write for its id.
     let transactional_id_denied = request.transactional_id.as_ref().is_some_and(|id| {
         !ctx.authorized(
@@ -279,6 +280,17 @@ fn append_all(
             } else if let Some((code, message)) = check_transactional(transactional, data.header())
             {
                 error(data.index, code, Some(message.into()))
+            } else if let Some(name) = topic
+                .name
+                .as_deref()
+                .filter(|name| super::is_internal_topic(name) && !internal_allowed)
+            {
+                // As Kafka: only its own tools write to an internal topic.
+                error(
+                    data.index,
+                    ResponseError::InvalidTopicException,
+                    Some(format!("Cannot append to internal topic {name}")),
+                )
             } else if let Some((code, message)) = topic
                 .name
                 .as_ref()

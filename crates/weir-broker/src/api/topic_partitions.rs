@@ -36,14 +36,6 @@ use crate::broker::Broker;
 /// one response holds, whatever the request asks.
 const MAX_PARTITIONS_PER_RESPONSE: i32 = 2000;
 
-/// Kafka's internal topics (`Topic.isInternal`), by name: a topic not
-/// created yet is reported internal all the same.
-const INTERNAL_TOPICS: [&str; 3] = [
-    "__consumer_offsets",
-    "__transaction_state",
-    "__share_group_state",
-];
-
 pub(super) fn describe_topic_partitions(
     broker: &Broker,
     ctx: &RequestContext,
@@ -134,7 +126,7 @@ fn page(
                 topics.push(
                     DescribeTopicPartitionsResponseTopic::default()
                         .with_error_code(error.code())
-                        .with_is_internal(INTERNAL_TOPICS.contains(&name.as_str()))
+                        .with_is_internal(super::is_internal_topic(&name))
                         .with_name(Some(topic_name(&name))),
                 );
             }
@@ -171,7 +163,7 @@ fn topic_response(
     DescribeTopicPartitionsResponseTopic::default()
         .with_name(Some(topic_name(&topic.name)))
         .with_topic_id(topic.id)
-        .with_is_internal(topic.internal || INTERNAL_TOPICS.contains(&topic.name.as_str()))
+        .with_is_internal(topic.internal || super::is_internal_topic(&topic.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(authorized_operations::topic(ctx, &topic.name))
 }

@@ -8,7 +8,9 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use weir_client::{murmur2_partition, Cluster, Compression, IdempotentProducer, OutgoingRecord};
+use weir_client::{
+    murmur2_partition, ClientError, Cluster, Compression, IdempotentProducer, OutgoingRecord,
+};
 
 use super::{block_on, check_partition, topic_error, topic_metadata, Connection};
 
@@ -184,7 +186,9 @@ struct Sender {
 #[derive(Debug)]
 struct Unfinished {
     written: u64,
-    /// In the batch that failed: written or not, no one can tell.
+    /// In the batch the broker refused.
+    refused: usize,
+    /// In the batch that failed otherwise: written or not, no one can tell.
     in_doubt: usize,
     /// Read but never sent.
     unsent: usize,
@@ -192,12 +196,18 @@ struct Unfinished {
 
 impl std::fmt::Display for Unfinished {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} record(s) written; {} in the failed batch may or may not have been written; \
-             {} read but not sent",
-            self.written, self.in_doubt, self.unsent
-        )
+        write!(f, "{} record(s) written; ", self.written)?;
+        if self.refused > 0 {
+            write!(f, "{} refused; ", self.refused)?;
+        }
+        if self.in_doubt > 0 {
+            write!(
+                f,
+                "{} in the failed batch may or may not have been written; ",
+                self.in_doubt
+            )?;
+        }
+        write!(f, "{} read but not sent", self.unsent)
     }
 }
 
@@ -225,9 +235,15 @@ impl Sender {
                 )
                 .await;
             if let Err(error) = sent {
+                // An error the broker answered with, and would again, says
+                // the batch was not appended; a timeout or a lost
+                // connection leaves it unknown.
+                let refused = matches!(error, ClientError::Kafka { .. })
+                    && !error.kafka_error().is_some_and(|e| e.is_retriable());
                 let unfinished = Unfinished {
                     written: self.written,
-                    in_doubt: count,
+                    refused: if refused { count } else { 0 },
+                    in_doubt: if refused { 0 } else { count },
                     unsent,
                 };
                 return Err(topic_error(error, &self.topic)
