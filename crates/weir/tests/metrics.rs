@@ -235,3 +235,86 @@ fn only_the_groups_coordinator_exports_its_lag_after_the_coordinator_moves() {
     let exporters = lag_exporters(&cluster, &all);
     assert_eq!(exporters.len(), 1, "{exporters:?}");
 }
+
+/// A group's coordinator reports the lag of every partition the group
+/// committed, those it holds no replica of included (asked of their
+/// leaders): three partitions with one replica each, on three brokers.
+#[test]
+fn the_coordinator_reports_lag_of_partitions_led_by_other_brokers() {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::{Offset, TopicPartitionList};
+    let cluster = Cluster::start(&[]);
+    create_topic_with(&cluster.node(1).kafka, "spread", 3, 1, &[]);
+    let leaders: Vec<i32> = common::cluster::partitions(&cluster.node(1).kafka, "spread")
+        .iter()
+        .map(|p| p.leader)
+        .collect();
+    let mut distinct = leaders.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "one partition per broker: {leaders:?}");
+    assert_eq!(
+        send_acked(&cluster.bootstrap(), "spread", "r", 300).len(),
+        300
+    );
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap())
+        .set("group.id", "spread-readers")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut offsets = TopicPartitionList::new();
+    for partition in 0..3 {
+        offsets
+            .add_partition_offset("spread", partition, Offset::Offset(0))
+            .unwrap();
+    }
+    wait_until("the commit", Duration::from_secs(30), || {
+        consumer.commit(&offsets, CommitMode::Sync).ok()
+    });
+    // The coordinator's metrics have every partition's lag; together they
+    // are the 300 records.
+    let (coordinator, lags) =
+        wait_until("the lag of 3 partitions", Duration::from_secs(20), || {
+            (1..=3).find_map(|id| {
+                let s = scrape(&cluster, id);
+                let lags: Vec<f64> = s
+                    .iter()
+                    .filter(|(k, _)| {
+                        k.starts_with("weir_consumer_group_lag{group=\"spread-readers\"")
+                    })
+                    .map(|(_, v)| *v)
+                    .collect();
+                (lags.len() == 3).then_some((id, lags))
+            })
+        });
+    assert_eq!(lags.iter().sum::<f64>(), 300.0, "{lags:?}");
+    let s = scrape(&cluster, coordinator);
+    let mut lagging = 0;
+    for partition in 0..3 {
+        let age = sum(
+            &s,
+            "weir_consumer_group_lag_seconds",
+            &format!("partition=\"{partition}\""),
+        );
+        let lag = sum(
+            &s,
+            "weir_consumer_group_lag",
+            &format!("group=\"spread-readers\",topic=\"spread\",partition=\"{partition}\""),
+        );
+        if lag > 0.0 {
+            lagging += 1;
+            assert!(age > 0.0 && age < 120.0, "partition {partition}: {age} s");
+        }
+    }
+    assert!(
+        lagging >= 2,
+        "the oldest unconsumed record's age of each lagging partition"
+    );
+    // The JSON endpoint tells the same.
+    let (status, body) = cluster
+        .node(coordinator)
+        .http_get("/v1/groups/spread-readers");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"lag\":300"), "{body}");
+}

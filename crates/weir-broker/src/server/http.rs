@@ -372,10 +372,7 @@ async fn metrics(
     metrics.consumer_group_lag.clear();
     metrics.consumer_group_lag_seconds.clear();
     metrics.consumer_group_lost_to_retention.clear();
-    let broker_for_lag = broker.clone();
-    let lags = tokio::task::spawn_blocking(move || lag::groups(&broker_for_lag, None))
-        .await
-        .unwrap_or_default();
+    let lags = lag::coordinated_groups(broker.clone(), None).await;
     // A share group's lag is in the share_group_* metrics.
     for group in lags.into_iter().filter(|g| g.group_type != "share") {
         for p in group.partitions {
@@ -545,16 +542,15 @@ async fn cluster(State(broker): State<Arc<Broker>>) -> Json<ClusterView> {
 }
 
 async fn groups(State(broker): State<Arc<Broker>>) -> Json<Vec<GroupLag>> {
-    let lags = tokio::task::spawn_blocking(move || lag::groups(&broker, None)).await;
-    Json(lags.unwrap_or_default())
+    Json(lag::coordinated_groups(broker, None).await)
 }
 
 async fn group(
     State(broker): State<Arc<Broker>>,
     axum::extract::Path(name): axum::extract::Path<String>,
 ) -> axum::response::Response {
-    let lags = tokio::task::spawn_blocking(move || lag::groups(&broker, Some(&name))).await;
-    match lags.unwrap_or_default().into_iter().next() {
+    let lags = lag::coordinated_groups(broker, Some(name)).await;
+    match lags.into_iter().next() {
         Some(group) => Json(group).into_response(),
         None => (StatusCode::NOT_FOUND, "no such group\n").into_response(),
     }

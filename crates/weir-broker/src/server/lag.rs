@@ -2,8 +2,12 @@
 //! high watermark (the last stable offset for groups that read committed
 //! data only), and the age of the oldest record not yet consumed.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use serde::Serialize;
 
+use super::remote_ends::{self, RemoteEnd, Wanted};
 use crate::broker::Broker;
 use crate::share::leader::SharePartitionView;
 use weir_coord::classic::GroupState;
@@ -47,10 +51,31 @@ pub struct PartitionLag {
     pub lost_to_retention: u64,
 }
 
-/// Lag of every group with members or committed offsets, or of one group.
-pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
+/// Lag of every group this broker coordinates, or of one group, over
+/// every partition they committed: those led elsewhere are asked of their
+/// leaders. Off the runtime's workers where it reads logs.
+pub async fn coordinated_groups(broker: Arc<Broker>, only: Option<String>) -> Vec<GroupLag> {
+    let for_wanted = broker.clone();
+    let only_wanted = only.clone();
+    let wanted =
+        tokio::task::spawn_blocking(move || not_hosted(&for_wanted, only_wanted.as_deref()))
+            .await
+            .unwrap_or_default();
+    let remote = if wanted.is_empty() {
+        HashMap::new()
+    } else {
+        remote_ends::ask_leaders(&broker, wanted).await
+    };
+    tokio::task::spawn_blocking(move || groups(&broker, only.as_deref(), &remote))
+        .await
+        .unwrap_or_default()
+}
+
+/// The names of the groups to report: every group with members or
+/// committed offsets, or `only`.
+fn group_names(broker: &Broker, only: Option<&str>) -> Vec<String> {
     let store = broker.offsets();
-    let names = match only {
+    match only {
         Some(group) => vec![group.to_owned()],
         None => {
             let mut names = store.groups();
@@ -66,9 +91,49 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
             names.dedup();
             names
         }
-    };
+    }
+}
+
+/// The committed partitions of the groups this broker coordinates that
+/// it holds no replica of.
+fn not_hosted(broker: &Broker, only: Option<&str>) -> Vec<Wanted> {
+    let store = broker.offsets();
+    let mut wanted: Vec<Wanted> = group_names(broker, only)
+        .into_iter()
+        .filter(|group| store.coordinates(group))
+        .flat_map(|group| store.group_offsets(&group))
+        .filter(|((topic, partition), _)| broker.partition(topic, *partition).is_none())
+        .map(|((topic, partition), offset)| Wanted {
+            topic,
+            partition,
+            committed: offset.offset.max(0),
+        })
+        .collect();
+    wanted.sort();
+    wanted.dedup();
+    wanted
+}
+
+/// Where a group's partition ends, from this broker's replica or from
+/// its leader.
+struct Ends {
+    log_start: u64,
+    /// The high watermark, or the last stable offset for a read_committed
+    /// group.
+    end: u64,
+    oldest_unconsumed: Option<i64>,
+}
+
+/// Lag of every group with members or committed offsets, or of one group,
+/// with `remote` the ends of partitions not hosted here.
+fn groups(
+    broker: &Broker,
+    only: Option<&str>,
+    remote: &HashMap<(String, i32, i64), RemoteEnd>,
+) -> Vec<GroupLag> {
+    let store = broker.offsets();
     let now = broker.now_ms();
-    names
+    group_names(broker, only)
         .into_iter()
         // Only the coordinator's view: another broker may still hold a
         // group it coordinated before leadership moved, frozen.
@@ -86,24 +151,38 @@ pub fn groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
             let partitions: Vec<PartitionLag> = committed
                 .into_iter()
                 .filter_map(|((topic, partition), offset)| {
-                    let log = broker.partition(&topic, partition)?;
-                    let end = if read_committed {
-                        log.last_stable_offset()
-                    } else {
-                        log.high_watermark()
-                    };
                     let committed = offset.offset.max(0) as u64;
-                    let lag = end.saturating_sub(committed);
-                    let lost_to_retention = log.log().log_start_offset().saturating_sub(committed);
-                    let oldest = if lag > 0 {
-                        log.timestamp_at(committed.max(log.log().log_start_offset()))
-                            .unwrap_or_else(|error| {
-                                tracing::warn!(%topic, partition, %error, "cannot read the oldest unconsumed record");
+                    let Ends { log_start, end, oldest_unconsumed } = match broker.partition(&topic, partition) {
+                        Some(log) => {
+                            let log_start = log.log().log_start_offset();
+                            let end = if read_committed {
+                                log.last_stable_offset()
+                            } else {
+                                log.high_watermark()
+                            };
+                            let oldest_unconsumed = if end > committed {
+                                log.timestamp_at(committed.max(log_start))
+                                    .unwrap_or_else(|error| {
+                                        tracing::warn!(%topic, partition, %error, "cannot read the oldest unconsumed record");
+                                        None
+                                    })
+                            } else {
                                 None
-                            })
-                    } else {
-                        None
+                            };
+                            Ends { log_start, end, oldest_unconsumed }
+                        }
+                        None => {
+                            let ends = remote.get(&(topic.clone(), partition, committed as i64))?;
+                            Ends {
+                                log_start: ends.log_start,
+                                end: if read_committed { ends.last_stable } else { ends.high_watermark },
+                                oldest_unconsumed: ends.first_unconsumed_timestamp,
+                            }
+                        }
                     };
+                    let lag = end.saturating_sub(committed);
+                    let lost_to_retention = log_start.saturating_sub(committed);
+                    let oldest = oldest_unconsumed.filter(|_| lag > 0);
                     Some(PartitionLag {
                         topic,
                         partition,

@@ -8,5 +8,6 @@ pub mod http;
 pub mod lag;
 mod listener;
 mod mirror_api;
+mod remote_ends;
 
 pub use listener::{run_listener, ServedListener};
