@@ -15,6 +15,8 @@
 # find with the CA, the client certificate and the credentials in the
 # INTEROP_* environment variables described in interop_util.py), stops
 # the broker with SIGTERM and checks that it exits 0 and logged no panic.
+# The README's tour (readme_tour.py) starts `weir serve` with no arguments,
+# on the default ports, as the README does.
 # The Java fetch-from-follower check (KIP-392) gets three more nodes of its
 # own, in racks a, b and c, the tiered-storage check a broker with a
 # remote tier, the mirroring check (mirror_check.sh) an Apache Kafka
@@ -345,6 +347,8 @@ if "$python" -c 'import confluent_kafka' 2>/dev/null; then
   run_client confluent-kafka-transactions-consumer-protocol "$python" "$here/eos_check.py" "$kafka_addr" consumer
   run_client confluent-kafka-share-groups "$python" "$here/confluent_share_check.py" "$kafka_addr"
   [[ -n "$secured" ]] && run_client confluent-kafka-security "$python" "$here/confluent_security_check.py"
+  # The README's tour, on a broker of its own on the default ports.
+  command -v kcat >/dev/null 2>&1 && run_client readme-tour "$python" "$here/readme_tour.py" "$weir"
 fi
 if [[ -n "$have_java" ]] && command -v mvn >/dev/null 2>&1; then
   # Maven fetches the client into ~/.m2 on the first run; later runs take
