@@ -68,14 +68,19 @@ pub(crate) struct BatchProducer {
     pub(crate) base_sequence: i32,
 }
 
-/// Encodes `records` as one v2 batch, written by `producer` (or by no
-/// producer id).
+/// Encodes `records` (at least one) as one v2 batch, written by
+/// `producer` (or by no producer id).
 pub(crate) fn encode_as(
     records: Vec<OutgoingRecord>,
     timestamp: i64,
     compression: Compression,
     producer: Option<BatchProducer>,
 ) -> Result<Bytes, ClientError> {
+    if records.is_empty() {
+        return Err(ClientError::InvalidArgument(
+            "a produce request needs at least one record".to_owned(),
+        ));
+    }
     // The encoder starts a new batch whenever `offset - sequence` changes:
     // offsets 0, 1, 2... with sequences base, base + 1... keep it
     // constant. Without a producer id the base is -1, as it must be.
@@ -160,11 +165,6 @@ impl Client {
         records: Vec<OutgoingRecord>,
         compression: Compression,
     ) -> Result<i64, ClientError> {
-        if records.is_empty() {
-            return Err(ClientError::InvalidArgument(
-                "a produce request needs at least one record".to_owned(),
-            ));
-        }
         let batch = encode_records(records, now_ms(), compression)?;
         self.produce_batch(topic, partition, batch).await
     }

@@ -75,11 +75,6 @@ impl IdempotentProducer {
         records: Vec<OutgoingRecord>,
         compression: Compression,
     ) -> Result<i64, ClientError> {
-        if records.is_empty() {
-            return Err(ClientError::InvalidArgument(
-                "a produce request needs at least one record".to_owned(),
-            ));
-        }
         let count = i32::try_from(records.len())
             .map_err(|_| ClientError::InvalidArgument("too many records in a batch".to_owned()))?;
         let key = (topic.to_owned(), partition);
