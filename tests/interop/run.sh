@@ -15,6 +15,9 @@
 # find with the CA, the client certificate and the credentials in the
 # INTEROP_* environment variables described in interop_util.py), stops
 # the broker with SIGTERM and checks that it exits 0 and logged no panic.
+# The console check (console_check.py) opens the web console in headless
+# Chromium against a broker of its own, and keeps screenshots of its pages
+# in target/console-screenshots.
 # The README's tour (readme_tour.py) starts `weir serve` with no arguments,
 # on the default ports, as the README does.
 # The Java fetch-from-follower check (KIP-392) gets three more nodes of its
@@ -347,6 +350,12 @@ if "$python" -c 'import confluent_kafka' 2>/dev/null; then
   run_client confluent-kafka-transactions-consumer-protocol "$python" "$here/eos_check.py" "$kafka_addr" consumer
   run_client confluent-kafka-share-groups "$python" "$here/confluent_share_check.py" "$kafka_addr"
   [[ -n "$secured" ]] && run_client confluent-kafka-security "$python" "$here/confluent_security_check.py"
+  # The web console in headless Chromium, on a broker of its own.
+  if "$python" -c 'import selenium' 2>/dev/null && command -v chromium >/dev/null 2>&1; then
+    run_client console "$python" "$here/console_check.py" "$weir" "$root/target/console-screenshots"
+  else
+    fail "console check can run" "missing chromium, chromium-driver or selenium (see .ci/run)"
+  fi
   # The README's tour, on a broker of its own on the default ports.
   command -v kcat >/dev/null 2>&1 && run_client readme-tour "$python" "$here/readme_tour.py" "$weir"
 fi

@@ -38,6 +38,9 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/v1/groups/{group}", get(group))
         .route("/v1/topics/{topic}/remote-log", get(topic_remote_log))
         .merge(crate::server::mirror_api::routes())
+        .merge(crate::server::console::routes(
+            crate::server::console::History::start(&broker),
+        ))
         // On the whole router, not per route: an unknown path is refused
         // like the others rather than telling what exists.
         .layer(middleware::from_fn_with_state(broker.clone(), authenticate))

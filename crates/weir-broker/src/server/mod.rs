@@ -3,6 +3,7 @@
 //! its metrics and consumer lag.
 
 mod connection;
+pub(crate) mod console;
 mod health;
 pub mod http;
 pub mod lag;

@@ -1,0 +1,258 @@
+// The Weir console: one page, routed by the URL's fragment, drawn from the
+// broker's JSON API. Text from the cluster only ever goes in as text
+// (textContent), never as HTML.
+"use strict";
+
+const COLORS = ["#2f6fde", "#d97706", "#059669"];
+const PARTITIONS_PER_PAGE = 100;
+let refreshTimer = null;
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") el.className = value;
+    else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else el.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+function svg(tag, attrs) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attrs || {})) el.setAttribute(key, value);
+  return el;
+}
+
+async function getJson(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  if (response.status === 404) return null;
+  if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+  return response.json();
+}
+
+function bytes(n) {
+  if (n === null || n === undefined) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i === 0 ? n : n.toFixed(1)} ${units[i]}`;
+}
+
+function duration(ms) {
+  const n = Number(ms);
+  if (!Number.isFinite(n) || n < 0) return "forever";
+  const units = [["d", 86400000], ["h", 3600000], ["min", 60000], ["s", 1000]];
+  for (const [unit, size] of units) if (n >= size && n % size === 0) return `${n / size} ${unit}`;
+  return `${n} ms`;
+}
+
+function seconds(s) {
+  if (!s) return "0 s";
+  if (s < 120) return `${s.toFixed(1)} s`;
+  if (s < 7200) return `${(s / 60).toFixed(1)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
+}
+
+function table(headers, rows, numeric) {
+  const num = new Set(numeric || []);
+  return h("table", {},
+    h("thead", {}, h("tr", {}, headers.map((name, i) => h("th", num.has(i) ? { class: "num" } : {}, name)))),
+    h("tbody", {}, rows.map((row) => h("tr", {}, row.map((cell, i) => h("td", num.has(i) ? { class: "num" } : {}, cell))))));
+}
+
+function card(label, value, bad) {
+  return h("div", { class: "card" }, h("div", { class: bad ? "value bad" : "value" }, value), h("div", { class: "label" }, label));
+}
+
+// A line chart of `chart.series` over `chart.times` as SVG, with the value
+// axis from 0 to the largest value.
+function lineChart(title, chart, format) {
+  const box = h("div", { class: "chart", "data-chart": title });
+  box.append(h("div", {}, h("strong", {}, title)));
+  if (!chart || chart.times.length === 0) {
+    box.append(h("p", { class: "muted" }, "No samples yet: the broker takes one every 10 s."));
+    return box;
+  }
+  const width = 800, height = 220, left = 70, bottom = 24;
+  const max = Math.max(1, ...chart.series.flatMap(([, values]) => values));
+  const t0 = chart.times[0], t1 = chart.times[chart.times.length - 1];
+  const x = (t) => left + (t1 === t0 ? (width - left) / 2 : ((t - t0) / (t1 - t0)) * (width - left - 10));
+  const y = (v) => 10 + (1 - v / max) * (height - bottom - 10);
+  const plot = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img" });
+  plot.append(svg("line", { x1: left, y1: y(0), x2: width, y2: y(0), stroke: "#e4e7ec" }));
+  plot.append(svg("line", { x1: left, y1: y(max), x2: width, y2: y(max), stroke: "#e4e7ec" }));
+  for (const [v, label] of [[0, format(0)], [max, format(max)]]) {
+    const text = svg("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end", "font-size": "11", fill: "#667085" });
+    text.textContent = label;
+    plot.append(text);
+  }
+  for (const [t, anchor] of t1 === t0 ? [[t0, "middle"]] : [[t0, "start"], [t1, "end"]]) {
+    const text = svg("text", { x: x(t), y: height - 6, "text-anchor": anchor, "font-size": "11", fill: "#667085" });
+    text.textContent = new Date(t).toLocaleTimeString();
+    plot.append(text);
+  }
+  chart.series.forEach(([, values], i) => {
+    const points = values.map((v, j) => `${x(chart.times[j]).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+    plot.append(svg("polyline", { points, fill: "none", stroke: COLORS[i % COLORS.length], "stroke-width": "2", "data-series": chart.series[i][0] }));
+    if (values.length === 1) {
+      plot.append(svg("circle", { cx: x(chart.times[0]), cy: y(values[0]), r: 3, fill: COLORS[i % COLORS.length] }));
+    }
+  });
+  box.append(plot);
+  box.append(h("div", { class: "legend" }, chart.series.map(([name, values], i) =>
+    h("span", { class: `swatch${i % COLORS.length}` }, `■ ${name}: ${format(values[values.length - 1])} now`))));
+  return box;
+}
+
+// ---------------------------------------------------------------- pages
+
+async function overview(main) {
+  const [cluster, throughput] = await Promise.all([getJson("/v1/cluster"), getJson("/v1/throughput")]);
+  const live = cluster.brokers.filter((b) => !b.fenced).length;
+  const fenced = cluster.brokers.length - live;
+  main.append(h("h1", {}, `Cluster ${cluster.cluster_id}`));
+  main.append(h("div", { class: "cards" },
+    card("brokers live", `${live} of ${cluster.brokers.length}`, fenced > 0),
+    card("active controller", cluster.controller_id >= 0 ? `node ${cluster.controller_id}` : "none", cluster.controller_id < 0),
+    card("offline partitions", cluster.offline_partitions.length, cluster.offline_partitions.length > 0),
+    card("under-replicated partitions", cluster.under_replicated_partitions.length, cluster.under_replicated_partitions.length > 0)));
+  main.append(h("h2", {}, "Brokers"));
+  main.append(table(["node", "address", "rack", "state", "role", "leaders"], cluster.brokers.map((b) => [
+    b.id,
+    `${b.host}:${b.port}`,
+    b.rack || "–",
+    b.fenced ? h("span", { class: "bad" }, "fenced") : h("span", { class: "ok" }, "live"),
+    b.id === cluster.controller_id ? "active controller" : "",
+    b.leaders,
+  ]), [5]));
+  const raft = cluster.controller;
+  main.append(h("p", { class: "muted" },
+    `This node (${cluster.node_id}): Raft ${raft.role}, term ${raft.term}, log ${raft.last_log_index ?? "–"}, applied ${raft.applied_index ?? "–"}.`));
+  if (cluster.under_replicated_partitions.length + cluster.offline_partitions.length > 0) {
+    main.append(h("h2", {}, "Partitions in trouble"));
+    main.append(table(["partition", "problem"], [
+      ...cluster.offline_partitions.map((p) => [`${p.topic}-${p.partition}`, h("span", { class: "bad" }, "offline")]),
+      ...cluster.under_replicated_partitions.map((p) => [`${p.topic}-${p.partition}`, "under-replicated"]),
+    ]));
+  }
+  main.append(h("h2", {}, "Throughput of this broker"));
+  const pick = (names) => throughput && { ...throughput, series: throughput.series.filter(([n]) => names.includes(n)) };
+  main.append(lineChart("bytes per second", pick(["bytes_in", "bytes_out"]), (v) => `${bytes(v)}/s`));
+  main.append(lineChart("records appended per second", pick(["records_in"]), (v) => `${Math.round(v)}/s`));
+}
+
+async function topicList(main, params) {
+  const search = params.get("search") || "";
+  const page = Number(params.get("page") || 0);
+  const list = await getJson(`/v1/topics?search=${encodeURIComponent(search)}&page=${page}`);
+  main.append(h("h1", {}, "Topics"));
+  const input = h("input", { type: "search", placeholder: "Search topics", value: search, "aria-label": "Search topics" });
+  const go = (p) => { location.hash = `#/topics?search=${encodeURIComponent(input.value)}&page=${p}`; };
+  input.addEventListener("keydown", (e) => { if (e.key === "Enter") go(0); });
+  const pages = Math.max(1, Math.ceil(list.total / list.page_size));
+  main.append(h("div", { class: "toolbar" }, input, h("button", { onclick: () => go(0) }, "Search"),
+    h("span", { class: "muted" }, `${list.total} topic(s), page ${page + 1} of ${pages}`),
+    h("button", { onclick: () => go(page - 1), ...(page <= 0 ? { disabled: "" } : {}) }, "Previous"),
+    h("button", { onclick: () => go(page + 1), ...(page + 1 >= pages ? { disabled: "" } : {}) }, "Next")));
+  main.append(table(["topic", "partitions", "replicas", "under-replicated", "offline", "size here", "retention", "cleanup policy"],
+    list.topics.map((t) => [
+      h("a", { href: `#/topics/${encodeURIComponent(t.name)}` }, t.name, t.internal ? " (internal)" : ""),
+      t.partitions, t.replication_factor,
+      t.under_replicated ? h("span", { class: "bad" }, t.under_replicated) : 0,
+      t.offline ? h("span", { class: "bad" }, t.offline) : 0,
+      bytes(t.local_size_bytes), duration(t.retention_ms), t.cleanup_policy,
+    ]), [1, 2, 3, 4, 5]));
+}
+
+async function topicPage(main, name, params) {
+  const topic = await getJson(`/v1/topics/${encodeURIComponent(name)}`);
+  if (!topic) { main.append(h("p", { class: "error" }, `Topic ${name} does not exist.`)); return; }
+  main.append(h("h1", {}, `Topic ${topic.name}`, topic.internal ? " (internal)" : ""));
+  main.append(h("p", { class: "muted" }, `id ${topic.id} · ${topic.partitions.length} partition(s)`));
+  const page = Number(params.get("page") || 0);
+  const pages = Math.max(1, Math.ceil(topic.partitions.length / PARTITIONS_PER_PAGE));
+  const go = (p) => { location.hash = `#/topics/${encodeURIComponent(name)}?page=${p}`; };
+  main.append(h("h2", {}, "Partitions"));
+  main.append(h("div", { class: "toolbar" }, h("span", { class: "muted" }, `page ${page + 1} of ${pages}`),
+    h("button", { onclick: () => go(page - 1), ...(page <= 0 ? { disabled: "" } : {}) }, "Previous"),
+    h("button", { onclick: () => go(page + 1), ...(page + 1 >= pages ? { disabled: "" } : {}) }, "Next")));
+  const shown = topic.partitions.slice(page * PARTITIONS_PER_PAGE, (page + 1) * PARTITIONS_PER_PAGE);
+  main.append(table(["partition", "leader", "replicas", "ISR", "log start", "high watermark", "log end", "size here"],
+    shown.map((p) => [
+      p.partition,
+      p.leader >= 0 ? p.leader : h("span", { class: "bad" }, "none"),
+      p.replicas.join(", "),
+      p.isr.length < p.replicas.length ? h("span", { class: "bad" }, p.isr.join(", ")) : p.isr.join(", "),
+      p.log_start_offset ?? "–", p.high_watermark ?? "–", p.log_end_offset ?? "–", bytes(p.size_bytes),
+    ]), [0, 1, 4, 5, 6, 7]));
+  main.append(h("h2", {}, "Configs"));
+  main.append(table(["config", "value", "source"], topic.configs.map((c) => [
+    c.name, c.value, c.source === "DEFAULT_CONFIG" ? h("span", { class: "muted" }, c.source) : c.source,
+  ])));
+}
+
+async function groupList(main) {
+  const groups = await getJson("/v1/groups");
+  main.append(h("h1", {}, "Consumer groups"));
+  main.append(h("p", { class: "muted" }, "The groups this broker coordinates, and share groups whose partitions it leads."));
+  main.append(table(["group", "type", "state", "members", "lag", "oldest unconsumed"], groups.map((g) => [
+    h("a", { href: `#/groups/${encodeURIComponent(g.group)}` }, g.group),
+    g.type, g.state, g.members,
+    g.lag > 0 ? h("span", { class: "bad" }, g.lag) : 0,
+    seconds(Math.max(0, ...g.partitions.map((p) => p.lag_seconds))),
+  ]), [3, 4]));
+}
+
+async function groupPage(main, name) {
+  const [group, history] = await Promise.all([
+    getJson(`/v1/groups/${encodeURIComponent(name)}`),
+    getJson(`/v1/groups/${encodeURIComponent(name)}/lag-history`),
+  ]);
+  if (!group) { main.append(h("p", { class: "error" }, `Group ${name} is not coordinated by this broker, or does not exist.`)); return; }
+  main.append(h("h1", {}, `Group ${group.group}`));
+  main.append(h("div", { class: "cards" },
+    card("type", group.type), card("state", group.state), card("members", group.members),
+    card("total lag", group.lag, group.lag > 0),
+    card("oldest unconsumed record", seconds(Math.max(0, ...group.partitions.map((p) => p.lag_seconds))))));
+  main.append(h("h2", {}, "Lag over time"));
+  main.append(lineChart("records behind", history, (v) => `${Math.round(v)}`));
+  main.append(h("h2", {}, "Partitions"));
+  main.append(table(["topic", "partition", "committed offset", "log end", "lag", "oldest unconsumed", "lost to retention"],
+    group.partitions.map((p) => [
+      h("a", { href: `#/topics/${encodeURIComponent(p.topic)}` }, p.topic), p.partition, p.committed_offset,
+      p.log_end_offset, p.lag > 0 ? h("span", { class: "bad" }, p.lag) : 0, seconds(p.lag_seconds), p.lost_to_retention,
+    ]), [1, 2, 3, 4, 6]));
+}
+
+// ---------------------------------------------------------------- routing
+
+async function route() {
+  clearTimeout(refreshTimer);
+  const [path, query] = (location.hash.slice(1) || "/").split("?");
+  const params = new URLSearchParams(query || "");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  const section = parts[0] || "overview";
+  for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.nav === section);
+  const main = h("main", { id: "main" });
+  try {
+    if (section === "overview") {
+      await overview(main);
+      refreshTimer = setTimeout(route, 10000);
+    } else if (section === "topics" && parts[1]) await topicPage(main, parts[1], params);
+    else if (section === "topics") await topicList(main, params);
+    else if (section === "groups" && parts[1]) await groupPage(main, parts[1]);
+    else if (section === "groups") await groupList(main);
+    else main.append(h("p", { class: "error" }, "No such page."));
+  } catch (error) {
+    main.append(h("p", { class: "error" }, `Cannot load this page: ${error.message}`));
+  }
+  document.getElementById("main").replaceWith(main);
+  document.title = `${main.querySelector("h1")?.textContent || "Weir"} · Weir console`;
+}
+
+window.addEventListener("hashchange", route);
+window.addEventListener("DOMContentLoaded", route);

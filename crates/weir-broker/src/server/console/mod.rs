@@ -1,0 +1,80 @@
+//! The web console, served by the HTTP endpoint at `/`: one page and its
+//! script and style, compiled into the binary (nothing from a CDN, no
+//! build step), drawing the cluster, topics and consumer groups from the
+//! same JSON the HTTP API serves, and lag over time from samples the
+//! broker keeps itself ([`history`]). Off the Kafka request path: every
+//! handler reads the metadata image and the partitions' in-memory state.
+
+mod history;
+mod topics;
+
+use std::sync::Arc;
+
+use axum::extract::Path;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Extension, Json, Router};
+
+use crate::broker::Broker;
+pub(crate) use history::History;
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+/// The console's routes, and the JSON it reads beside the HTTP API's;
+/// `history` is sampled for as long as the broker lives.
+pub(crate) fn routes(history: Arc<History>) -> Router<Arc<Broker>> {
+    Router::new()
+        .route("/", get(index))
+        .route("/console/app.js", get(app_js))
+        .route("/console/app.css", get(app_css))
+        .route("/v1/topics", get(topics::list))
+        .route("/v1/topics/{topic}", get(topics::detail))
+        .route("/v1/throughput", get(throughput))
+        .route("/v1/groups/{group}/lag-history", get(lag_history))
+        .layer(Extension(history))
+}
+
+async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+async fn app_js() -> Response {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+async fn app_css() -> Response {
+    asset("text/css; charset=utf-8", APP_CSS)
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            // Nothing but what the binary serves runs in the page.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn throughput(Extension(history): Extension<Arc<History>>) -> Json<history::Chart> {
+    Json(history.throughput())
+}
+
+async fn lag_history(
+    Extension(history): Extension<Arc<History>>,
+    Path(group): Path<String>,
+) -> Response {
+    match history.lag(&group) {
+        Some(chart) => Json(chart).into_response(),
+        None => (StatusCode::NOT_FOUND, "no lag sampled for this group\n").into_response(),
+    }
+}

@@ -1,0 +1,210 @@
+"""The web console in a real browser: headless Chromium (Debian's, driven
+by Selenium) against a real broker with data.
+
+Usage: python3 tests/interop/console_check.py WEIR_BIN [SCREENSHOT_DIR]
+
+Starts a broker of its own on ephemeral ports, makes a topic `orders`
+(6 partitions) of JSON records, a group `billing` that read 100 of its 500
+records, and a topic `wide` of 10 000 partitions; then opens each page
+and checks what a person would see: the broker live on the overview, the
+topic found by search, its partitions with their ISR and its configs, the
+group's lag of 400 and its lag chart (from the broker's own samples,
+taken every 10 s), and the time the 10 000-partition topic's page takes to
+render. Any error in the browser's console fails the check it happened
+in. A screenshot of each page goes to SCREENSHOT_DIR (default
+target/console-screenshots).
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from interop_util import Checks, expect, expect_eq  # noqa: E402
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def start_broker(weir, work):
+    out = open(os.path.join(work, "broker.out"), "w+")
+    log = open(os.path.join(work, "broker.log"), "w")
+    broker = subprocess.Popen(
+        [weir, "serve", "--data-dir", os.path.join(work, "data"), "--listen", "127.0.0.1:0",
+         "--http-listen", "127.0.0.1:0", "--controller-listen", "127.0.0.1:0"],
+        stdout=out, stderr=log,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        out.seek(0)
+        ready = re.search(r"^weir ready: kafka=(\S+) http=(\S+)", out.read(), re.M)
+        if ready:
+            return broker, ready.group(1), ready.group(2)
+        time.sleep(0.1)
+    raise RuntimeError("the broker did not start: " + open(os.path.join(work, "broker.log")).read()[-1000:])
+
+
+def weir_cli(weir, kafka, *args, stdin=""):
+    done = subprocess.run([weir, *args, "--bootstrap", kafka], input=stdin, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"weir {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"]:
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = Service(shutil.which("chromedriver") or "/usr/bin/chromedriver")
+    return webdriver.Chrome(options=options, service=service)
+
+
+class Console:
+    def __init__(self, driver, http, shots):
+        self.driver = driver
+        self.base = f"http://{http}/"
+        self.shots = shots
+        self.opened = 0
+
+    def open(self, fragment, until_text):
+        """Opens a page and waits for `until_text` in its main part."""
+        # A new query string each time: the same URL again would not load
+        # the page anew.
+        self.opened += 1
+        self.driver.get(f"{self.base}?load={self.opened}{fragment}")
+        WebDriverWait(self.driver, 15).until(
+            lambda d: until_text in d.find_element(By.ID, "main").text,
+            f"{until_text!r} on #{fragment}",
+        )
+        return self.driver.find_element(By.ID, "main")
+
+    def rows(self, main, table_index=0):
+        table = main.find_elements(By.TAG_NAME, "table")[table_index]
+        return [[td.text for td in tr.find_elements(By.TAG_NAME, "td")] for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+
+    def shot(self, name):
+        self.driver.save_screenshot(os.path.join(self.shots, f"{name}.png"))
+
+    def console_errors(self):
+        return [e["message"] for e in self.driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        print("usage: console_check.py WEIR_BIN [SCREENSHOT_DIR]", file=sys.stderr)
+        sys.exit(64)
+    weir = os.path.abspath(sys.argv[1])
+    shots = os.path.abspath(sys.argv[2] if len(sys.argv) == 3 else os.path.join(ROOT, "target", "console-screenshots"))
+    os.makedirs(shots, exist_ok=True)
+    checks = Checks("console_check", 300)
+    work = tempfile.mkdtemp(prefix="weir-console.")
+    broker = None
+    driver = None
+    try:
+        broker, kafka, http = start_broker(weir, work)
+        weir_cli(weir, kafka, "topic", "create", "orders", "--partitions", "6")
+        records = "".join(f'customer-{i % 7}:{{"order": {i}, "item": "book"}}\n' for i in range(500))
+        weir_cli(weir, kafka, "produce", "orders", "--key-separator", ":", stdin=records)
+        weir_cli(weir, kafka, "consume", "orders", "--group", "billing", "--count", "100")
+        created = time.monotonic()
+        weir_cli(weir, kafka, "topic", "create", "wide", "--partitions", "10000")
+        Checks.note(f"a topic of 10 000 partitions created in {time.monotonic() - created:.1f} s")
+        driver = browser()
+        console = Console(driver, http, shots)
+
+        def with_console(check):
+            def run():
+                driver.get_log("browser")  # what came before is another check's
+                check()
+                errors = console.console_errors()
+                expect(not errors, f"browser console errors: {errors}")
+            return run
+
+        def overview():
+            main = console.open("#/", "Brokers")
+            rows = console.rows(main)
+            expect_eq(len(rows), 1, "brokers")
+            expect(rows[0][0] == "1" and rows[0][3] == "live", f"node 1 live: {rows[0]}")
+            expect("active controller" in rows[0][4], f"node 1 is the controller: {rows[0]}")
+            console.shot("overview")
+
+        def topics():
+            main = console.open("#/topics?search=ord&page=0", "1 topic(s)")
+            rows = console.rows(main)
+            expect_eq([r[0] for r in rows], ["orders"], "topics matching 'ord'")
+            expect_eq(rows[0][1], "6", "partitions")
+            expect_eq(rows[0][7], "delete", "cleanup policy")
+            console.shot("topics")
+
+        def topic():
+            main = console.open("#/topics/orders", "Partitions")
+            rows = console.rows(main)
+            expect_eq(len(rows), 6, "partition rows")
+            expect(all(r[1] == "1" and r[3] == "1" for r in rows), f"leader and ISR: {rows}")
+            expect_eq(sum(int(r[6]) for r in rows), 500, "records over the log ends")
+            configs = {r[0]: r[1:] for r in console.rows(main, 1)}
+            expect_eq(configs.get("retention.ms"), ["604800000", "DEFAULT_CONFIG"], "retention.ms")
+            console.shot("topic")
+
+        def group():
+            # The broker samples lag every 10 s: wait for a point.
+            deadline = time.monotonic() + 25
+            while True:
+                main = console.open("#/groups/billing", "Partitions")
+                if main.find_elements(By.CSS_SELECTOR, "[data-chart] polyline[data-series=lag]"):
+                    break
+                expect(time.monotonic() < deadline, "no lag sample within 25 s")
+                time.sleep(2)
+            expect("total lag\n" in main.text or "400" in main.text, main.text)
+            cards = {c.find_element(By.CLASS_NAME, "label").text: c.find_element(By.CLASS_NAME, "value").text
+                     for c in main.find_elements(By.CLASS_NAME, "card")}
+            expect_eq(cards.get("total lag"), "400", "total lag")
+            legend = main.find_element(By.CSS_SELECTOR, "[data-chart] .legend").text
+            expect("lag: 400 now" in legend, f"the chart's last point: {legend}")
+            console.shot("group")
+
+        def wide():
+            started = time.monotonic()
+            main = console.open("#/topics/wide", "page 1 of 100")
+            took = time.monotonic() - started
+            expect_eq(len(console.rows(main)), 100, "partition rows on the first page")
+            Checks.note(f"the page of a 10 000-partition topic rendered in {took * 1000:.0f} ms")
+            expect(took < 1.0, f"rendered in {took:.2f} s")
+            console.shot("wide-topic")
+
+        for name, check in [
+            ("console: overview shows the live broker and controller", overview),
+            ("console: topics are searched", topics),
+            ("console: a topic's partitions, ISR and configs", topic),
+            ("console: a group's lag and its chart", group),
+            ("console: a 10 000-partition topic renders within a second", wide),
+        ]:
+            checks.run(name, with_console(check))
+    except Exception as error:  # the setup failing is a failed check
+        checks.fail("console: setup", str(error))
+    finally:
+        if driver is not None:
+            driver.quit()
+        if broker is not None:
+            broker.send_signal(signal.SIGTERM)
+            try:
+                broker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                broker.kill()
+        shutil.rmtree(work, ignore_errors=True)
+    checks.finish()
+
+
+if __name__ == "__main__":
+    main()
