@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from interop_util import Checks, expect, expect_eq  # noqa: E402
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -83,7 +84,9 @@ class Console:
         # the page anew.
         self.opened += 1
         self.driver.get(f"{self.base}?load={self.opened}{fragment}")
-        WebDriverWait(self.driver, 15).until(
+        # The page swaps its main part in whole once drawn: an element
+        # found just before goes stale.
+        WebDriverWait(self.driver, 15, ignored_exceptions=[StaleElementReferenceException]).until(
             lambda d: until_text in d.find_element(By.ID, "main").text,
             f"{until_text!r} on #{fragment}",
         )
@@ -117,6 +120,8 @@ def main():
         records = "".join(f'customer-{i % 7}:{{"order": {i}, "item": "book"}}\n' for i in range(500))
         weir_cli(weir, kafka, "produce", "orders", "--key-separator", ":", stdin=records)
         weir_cli(weir, kafka, "consume", "orders", "--group", "billing", "--count", "100")
+        weir_cli(weir, kafka, "topic", "create", "big", "--partitions", "1")
+        weir_cli(weir, kafka, "produce", "big", stdin="x" * 100_000 + "\n")
         created = time.monotonic()
         weir_cli(weir, kafka, "topic", "create", "wide", "--partitions", "10000")
         Checks.note(f"a topic of 10 000 partitions created in {time.monotonic() - created:.1f} s")
@@ -174,6 +179,19 @@ def main():
             expect("lag: 400 now" in legend, f"the chart's last point: {legend}")
             console.shot("group")
 
+        def messages():
+            main = console.open("#/topics/orders/messages?from=latest&limit=5&view=json", "record(s)")
+            rows = console.rows(main)
+            expect_eq(len(rows), 5, "the latest 5 records")
+            expect(rows[0][3].startswith("customer-"), f"a key: {rows[0]}")
+            pretty = main.find_elements(By.CSS_SELECTOR, "pre.json")
+            expect(pretty and '"order":' in pretty[0].text and "\n" in pretty[0].text, "values shown as pretty JSON")
+            console.shot("messages")
+            main = console.open("#/topics/orders/messages?partition=0&from=offset&at=0&limit=3", "record(s)")
+            expect_eq([r[1] for r in console.rows(main)], ["0", "1", "2"], "offsets from 0 of partition 0")
+            main = console.open("#/topics/big/messages", "record(s)")
+            expect("truncated: the value is 97.7 KiB" in main.text, "a large value is cut, its size shown")
+
         def wide():
             started = time.monotonic()
             main = console.open("#/topics/wide", "page 1 of 100")
@@ -188,6 +206,7 @@ def main():
             ("console: topics are searched", topics),
             ("console: a topic's partitions, ISR and configs", topic),
             ("console: a group's lag and its chart", group),
+            ("console: messages browsed as JSON, from an offset, a large one cut", messages),
             ("console: a 10 000-partition topic renders within a second", wide),
         ]:
             checks.run(name, with_console(check))

@@ -69,7 +69,7 @@ impl Ring {
 }
 
 /// A chart's data: times (ms since the epoch) and one series per name.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub(crate) struct Chart {
     pub(crate) interval_ms: i64,
     pub(crate) times: Vec<i64>,

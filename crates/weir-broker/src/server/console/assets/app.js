@@ -172,7 +172,8 @@ async function topicPage(main, name, params) {
   const topic = await getJson(`/v1/topics/${encodeURIComponent(name)}`);
   if (!topic) { main.append(h("p", { class: "error" }, `Topic ${name} does not exist.`)); return; }
   main.append(h("h1", {}, `Topic ${topic.name}`, topic.internal ? " (internal)" : ""));
-  main.append(h("p", { class: "muted" }, `id ${topic.id} · ${topic.partitions.length} partition(s)`));
+  main.append(h("p", { class: "muted" }, `id ${topic.id} · ${topic.partitions.length} partition(s) · `,
+    h("a", { href: `#/topics/${encodeURIComponent(topic.name)}/messages` }, "Browse messages")));
   const page = Number(params.get("page") || 0);
   const pages = Math.max(1, Math.ceil(topic.partitions.length / PARTITIONS_PER_PAGE));
   const go = (p) => { location.hash = `#/topics/${encodeURIComponent(name)}?page=${p}`; };
@@ -193,6 +194,66 @@ async function topicPage(main, name, params) {
   main.append(table(["config", "value", "source"], topic.configs.map((c) => [
     c.name, c.value, c.source === "DEFAULT_CONFIG" ? h("span", { class: "muted" }, c.source) : c.source,
   ])));
+}
+
+function decodeBase64(text) {
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+
+// Bytes as the chosen view shows them: text, pretty JSON, or hex.
+function showBytes(base64, view) {
+  if (base64 === null || base64 === undefined) return h("span", { class: "muted" }, "null");
+  const raw = decodeBase64(base64);
+  if (view === "hex") return h("pre", {}, Array.from(raw, (b) => b.toString(16).padStart(2, "0")).join(" "));
+  const text = new TextDecoder("utf-8").decode(raw);
+  if (view === "json") {
+    try {
+      return h("pre", { class: "json" }, JSON.stringify(JSON.parse(text), null, 2));
+    } catch (_) {
+      return h("pre", {}, text, h("span", { class: "muted" }, "  (not JSON)"));
+    }
+  }
+  return h("pre", {}, text);
+}
+
+async function messagesPage(main, name, params) {
+  const topic = await getJson(`/v1/topics/${encodeURIComponent(name)}`);
+  if (!topic) { main.append(h("p", { class: "error" }, `Topic ${name} does not exist.`)); return; }
+  const from = params.get("from") || "latest";
+  const view = params.get("view") || "text";
+  main.append(h("h1", {}, `Messages of ${topic.name}`));
+  const partition = h("select", { "aria-label": "Partition", name: "partition" },
+    h("option", { value: "" }, "all partitions"),
+    topic.partitions.map((p) => h("option", { value: p.partition }, `partition ${p.partition}`)));
+  partition.value = params.get("partition") || "";
+  const fromSelect = h("select", { "aria-label": "From", name: "from" },
+    h("option", { value: "latest" }, "the latest"), h("option", { value: "offset" }, "from offset"), h("option", { value: "time" }, "from time"));
+  fromSelect.value = from;
+  const at = h("input", { type: "text", name: "at", placeholder: "offset, or 2026-12-01T10:00:00Z", value: params.get("at") || "" });
+  const limit = h("input", { type: "number", name: "limit", min: "1", max: "500", value: params.get("limit") || "50" });
+  const viewSelect = h("select", { "aria-label": "Show values as", name: "view" },
+    h("option", { value: "text" }, "text"), h("option", { value: "json" }, "JSON"), h("option", { value: "hex" }, "hex"));
+  viewSelect.value = view;
+  const load = () => {
+    const q = new URLSearchParams({ partition: partition.value, from: fromSelect.value, at: at.value, limit: limit.value, view: viewSelect.value });
+    location.hash = `#/topics/${encodeURIComponent(name)}/messages?${q}`;
+  };
+  main.append(h("div", { class: "toolbar" }, partition, fromSelect, at, limit, "records as", viewSelect,
+    h("button", { onclick: load, name: "load" }, "Load")));
+  const query = new URLSearchParams({ from, limit: params.get("limit") || "50" });
+  if (params.get("partition")) query.set("partition", params.get("partition"));
+  if (from === "offset") query.set("offset", params.get("at") || "0");
+  if (from === "time") query.set("time", String(Date.parse(params.get("at") || "") || 0));
+  const found = await getJson(`/v1/topics/${encodeURIComponent(name)}/messages?${query}`);
+  for (const note of found.skipped) main.append(h("p", { class: "muted" }, note));
+  main.append(h("p", { class: "muted" }, `${found.records.length} record(s)`));
+  main.append(table(["partition", "offset", "timestamp", "key", "value", "headers"], found.records.map((r) => [
+    r.partition, r.offset, new Date(r.timestamp).toISOString(),
+    showBytes(r.key, view === "hex" ? "hex" : "text"),
+    h("div", {}, showBytes(r.value, view),
+      r.truncated ? h("div", { class: "muted" }, `truncated: the value is ${bytes(r.value_size)}`) : null),
+    h("div", {}, r.headers.map((hd) => h("div", {}, `${hd.key}=`, hd.value === null ? "null" : new TextDecoder().decode(decodeBase64(hd.value))))),
+  ]), [0, 1]));
 }
 
 async function groupList(main) {
@@ -242,7 +303,8 @@ async function route() {
     if (section === "overview") {
       await overview(main);
       refreshTimer = setTimeout(route, 10000);
-    } else if (section === "topics" && parts[1]) await topicPage(main, parts[1], params);
+    } else if (section === "topics" && parts[2] === "messages") await messagesPage(main, parts[1], params);
+    else if (section === "topics" && parts[1]) await topicPage(main, parts[1], params);
     else if (section === "topics") await topicList(main, params);
     else if (section === "groups" && parts[1]) await groupPage(main, parts[1]);
     else if (section === "groups") await groupList(main);
