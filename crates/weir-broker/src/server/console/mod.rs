@@ -5,6 +5,7 @@
 //! broker keeps itself ([`history`]). Off the Kafka request path: every
 //! handler reads the metadata image and the partitions' in-memory state.
 
+mod admin;
 mod history;
 mod messages;
 mod topics;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use axum::extract::Path;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, patch, post};
 use axum::{Extension, Json, Router};
 
 use crate::broker::Broker;
@@ -31,9 +32,21 @@ pub(crate) fn routes(history: Arc<History>) -> Router<Arc<Broker>> {
         .route("/", get(index))
         .route("/console/app.js", get(app_js))
         .route("/console/app.css", get(app_css))
-        .route("/v1/topics", get(topics::list))
-        .route("/v1/topics/{topic}", get(topics::detail))
-        .route("/v1/topics/{topic}/messages", get(messages::messages))
+        .route("/v1/topics", get(topics::list).post(admin::create_topic))
+        .route(
+            "/v1/topics/{topic}",
+            get(topics::detail).delete(admin::delete_topic),
+        )
+        .route(
+            "/v1/topics/{topic}/messages",
+            get(messages::messages).post(admin::produce),
+        )
+        .route("/v1/topics/{topic}/partitions", post(admin::add_partitions))
+        .route("/v1/topics/{topic}/configs", patch(admin::alter_configs))
+        .route(
+            "/v1/groups/{group}/reset-offsets",
+            post(admin::reset_offsets),
+        )
         .route("/v1/throughput", get(throughput))
         .route("/v1/groups/{group}/lag-history", get(lag_history))
         .layer(Extension(history))

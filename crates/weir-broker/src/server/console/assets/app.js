@@ -34,6 +34,49 @@ async function getJson(path) {
   return response.json();
 }
 
+// A change: JSON in, JSON out; an error answer throws its message.
+async function send(method, path, body) {
+  const response = await fetch(path, {
+    method,
+    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const answer = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(answer.error || `HTTP ${response.status}`);
+  return answer;
+}
+
+// What an action said before the page was drawn again, to be shown again.
+let flash = null;
+
+// A form row whose button runs `action`; its outcome shows beside it (and
+// stays when the action draws the page again).
+function actionRow(name, fields, label, action) {
+  const outcome = h("span", { class: "outcome", "data-outcome": name });
+  if (flash && flash.name === name) {
+    outcome.className = "outcome ok";
+    outcome.textContent = flash.text;
+    flash = null;
+  }
+  const button = h("button", { name, onclick: async () => {
+    button.disabled = true;
+    outcome.className = "outcome muted";
+    outcome.textContent = "…";
+    try {
+      const text = await action();
+      outcome.className = "outcome ok";
+      outcome.textContent = text || "Done.";
+      flash = { name, text: outcome.textContent };
+    } catch (error) {
+      outcome.className = "outcome error";
+      outcome.textContent = error.message;
+    } finally {
+      button.disabled = false;
+    }
+  } }, label);
+  return h("div", { class: "toolbar" }, fields, button, outcome);
+}
+
 function bytes(n) {
   if (n === null || n === undefined) return "–";
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -158,6 +201,16 @@ async function topicList(main, params) {
     h("span", { class: "muted" }, `${list.total} topic(s), page ${page + 1} of ${pages}`),
     h("button", { onclick: () => go(page - 1), ...(page <= 0 ? { disabled: "" } : {}) }, "Previous"),
     h("button", { onclick: () => go(page + 1), ...(page + 1 >= pages ? { disabled: "" } : {}) }, "Next")));
+  const newName = h("input", { type: "text", name: "new-topic", placeholder: "new topic name" });
+  const newPartitions = h("input", { type: "number", name: "new-partitions", min: "1", value: "3", "aria-label": "Partitions" });
+  const newReplicas = h("input", { type: "number", name: "new-replicas", min: "1", placeholder: "default", "aria-label": "Replication factor" });
+  main.append(actionRow("create-topic", [newName, "partitions", newPartitions, "replicas", newReplicas], "Create topic", async () => {
+    const body = { name: newName.value.trim(), partitions: Number(newPartitions.value) };
+    if (newReplicas.value) body.replication_factor = Number(newReplicas.value);
+    await send("POST", "/v1/topics", body);
+    location.hash = `#/topics/${encodeURIComponent(body.name)}`;
+    return `Created ${body.name}.`;
+  }));
   main.append(table(["topic", "partitions", "replicas", "under-replicated", "offline", "size here", "retention", "cleanup policy"],
     list.topics.map((t) => [
       h("a", { href: `#/topics/${encodeURIComponent(t.name)}` }, t.name, t.internal ? " (internal)" : ""),
@@ -190,10 +243,42 @@ async function topicPage(main, name, params) {
       p.isr.length < p.replicas.length ? h("span", { class: "bad" }, p.isr.join(", ")) : p.isr.join(", "),
       p.log_start_offset ?? "–", p.high_watermark ?? "–", p.log_end_offset ?? "–", bytes(p.size_bytes),
     ]), [0, 1, 4, 5, 6, 7]));
+  const base = `/v1/topics/${encodeURIComponent(topic.name)}`;
+  if (!topic.internal) {
+    const total = h("input", { type: "number", name: "partition-count", min: String(topic.partitions.length + 1), value: String(topic.partitions.length + 1), "aria-label": "Partition count" });
+    main.append(actionRow("add-partitions", ["partitions in all", total], "Add partitions", async () => {
+      await send("POST", `${base}/partitions`, { total: Number(total.value) });
+      setTimeout(route, 300);
+      return `Now ${total.value} partitions.`;
+    }));
+  }
   main.append(h("h2", {}, "Configs"));
-  main.append(table(["config", "value", "source"], topic.configs.map((c) => [
+  const configName = h("select", { name: "config-name", "aria-label": "Config" }, topic.configs.map((c) => h("option", { value: c.name }, c.name)));
+  const configValue = h("input", { type: "text", name: "config-value", placeholder: "value", "aria-label": "Value" });
+  main.append(actionRow("set-config", [configName, configValue], "Set", async () => {
+    await send("PATCH", `${base}/configs`, { set: { [configName.value]: configValue.value } });
+    setTimeout(route, 300);
+    return `${configName.value} set.`;
+  }));
+  main.append(table(["config", "value", "source", ""], topic.configs.map((c) => [
     c.name, c.value, c.source === "DEFAULT_CONFIG" ? h("span", { class: "muted" }, c.source) : c.source,
+    c.source === "DYNAMIC_TOPIC_CONFIG" ? h("button", { name: `unset-${c.name}`, onclick: async () => {
+      await send("PATCH", `${base}/configs`, { delete: [c.name] });
+      route();
+    } }, "Remove override") : "",
   ])));
+  if (topic.internal) {
+    main.append(h("p", { class: "muted" }, "An internal topic: the console does not delete it."));
+    return;
+  }
+  main.append(h("h2", {}, "Delete"));
+  const confirmName = h("input", { type: "text", name: "confirm-delete", placeholder: `type ${topic.name} to confirm` });
+  main.append(actionRow("delete-topic", [confirmName], "Delete topic", async () => {
+    if (confirmName.value !== topic.name) throw new Error(`Type ${topic.name} to confirm.`);
+    await send("DELETE", base);
+    location.hash = "#/topics";
+    return "Deleted.";
+  }));
 }
 
 function decodeBase64(text) {
@@ -244,6 +329,15 @@ async function messagesPage(main, name, params) {
   if (params.get("partition")) query.set("partition", params.get("partition"));
   if (from === "offset") query.set("offset", params.get("at") || "0");
   if (from === "time") query.set("time", String(Date.parse(params.get("at") || "") || 0));
+  const testKey = h("input", { type: "text", name: "test-key", placeholder: "key (optional)" });
+  const testValue = h("input", { type: "text", name: "test-value", placeholder: "value" });
+  main.append(actionRow("produce", ["Produce a test record:", testKey, testValue], "Produce", async () => {
+    const body = { value: testValue.value };
+    if (testKey.value) body.key = testKey.value;
+    const written = await send("POST", `/v1/topics/${encodeURIComponent(name)}/messages`, body);
+    setTimeout(route, 300);
+    return `Written to partition ${written.partition} at offset ${written.offset}.`;
+  }));
   const found = await getJson(`/v1/topics/${encodeURIComponent(name)}/messages?${query}`);
   for (const note of found.skipped) main.append(h("p", { class: "muted" }, note));
   main.append(h("p", { class: "muted" }, `${found.records.length} record(s)`));
@@ -281,6 +375,36 @@ async function groupPage(main, name) {
     card("oldest unconsumed record", seconds(Math.max(0, ...group.partitions.map((p) => p.lag_seconds))))));
   main.append(h("h2", {}, "Lag over time"));
   main.append(lineChart("records behind", history, (v) => `${Math.round(v)}`));
+  if (group.type !== "share") {
+    main.append(h("h2", {}, "Reset offsets"));
+    const topics = [...new Set(group.partitions.map((p) => p.topic))];
+    const topicSelect = h("select", { name: "reset-topic", "aria-label": "Topic" }, topics.map((t) => h("option", { value: t }, t)));
+    const to = h("select", { name: "reset-to", "aria-label": "To" },
+      h("option", { value: "earliest" }, "to the earliest"), h("option", { value: "latest" }, "to the latest"),
+      h("option", { value: "offset" }, "to offset"), h("option", { value: "time" }, "to time"));
+    const at = h("input", { type: "text", name: "reset-at", placeholder: "offset, or 2026-12-01T10:00:00Z" });
+    const preview = h("div", { "data-preview": "" });
+    const body = (dryRun) => {
+      const b = { topic: topicSelect.value, to: to.value, dry_run: dryRun };
+      if (to.value === "offset") b.offset = Number(at.value);
+      if (to.value === "time") b.time = Date.parse(at.value);
+      return b;
+    };
+    const show = (answer) => {
+      preview.replaceChildren(table(["partition", answer.dry_run ? "would start at" : "starts at"],
+        answer.offsets.map((o) => [o.partition, o.offset]), [0, 1]));
+    };
+    main.append(actionRow("reset-dry-run", [topicSelect, to, at], "Preview (dry run)", async () => {
+      show(await send("POST", `/v1/groups/${encodeURIComponent(name)}/reset-offsets`, body(true)));
+      return "Nothing committed.";
+    }));
+    main.append(actionRow("reset-offsets", [], "Reset offsets", async () => {
+      show(await send("POST", `/v1/groups/${encodeURIComponent(name)}/reset-offsets`, body(false)));
+      setTimeout(route, 1500);
+      return "Committed.";
+    }));
+    main.append(preview);
+  }
   main.append(h("h2", {}, "Partitions"));
   main.append(table(["topic", "partition", "committed offset", "log end", "lag", "oldest unconsumed", "lost to retention"],
     group.partitions.map((p) => [
@@ -313,6 +437,7 @@ async function route() {
     main.append(h("p", { class: "error" }, `Cannot load this page: ${error.message}`));
   }
   document.getElementById("main").replaceWith(main);
+  flash = null;
   document.title = `${main.querySelector("h1")?.textContent || "Weir"} · Weir console`;
 }
 
