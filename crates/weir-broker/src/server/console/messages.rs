@@ -163,7 +163,7 @@ fn read_messages(
     match start {
         // The newest `limit` over all partitions, newest first.
         Start::Latest => {
-            records.sort_by(|a, b| (b.timestamp, b.offset).cmp(&(a.timestamp, a.offset)));
+            records.sort_by_key(|r| std::cmp::Reverse((r.timestamp, r.offset)));
         }
         // In time order from the start, as a consumer would meet them.
         Start::Offset(_) | Start::Time(_) => {
