@@ -15,6 +15,7 @@ in. A screenshot of each page goes to SCREENSHOT_DIR (default
 target/console-screenshots).
 """
 
+import base64
 import os
 import re
 import shutil
@@ -23,12 +24,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from interop_util import Checks, expect, expect_eq  # noqa: E402
+from interop_util import CheckFailed, Checks, expect, expect_eq  # noqa: E402
 
 from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
@@ -36,11 +39,11 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
-def start_broker(weir, work):
-    out = open(os.path.join(work, "broker.out"), "w+")
-    log = open(os.path.join(work, "broker.log"), "w")
+def start_broker(weir, work, name="broker", extra=("--listen", "127.0.0.1:0")):
+    out = open(os.path.join(work, f"{name}.out"), "w+")
+    log = open(os.path.join(work, f"{name}.log"), "w")
     broker = subprocess.Popen(
-        [weir, "serve", "--data-dir", os.path.join(work, "data"), "--listen", "127.0.0.1:0",
+        [weir, "serve", "--data-dir", os.path.join(work, name), *extra,
          "--http-listen", "127.0.0.1:0", "--controller-listen", "127.0.0.1:0"],
         stdout=out, stderr=log,
     )
@@ -51,7 +54,7 @@ def start_broker(weir, work):
         if ready:
             return broker, ready.group(1), ready.group(2)
         time.sleep(0.1)
-    raise RuntimeError("the broker did not start: " + open(os.path.join(work, "broker.log")).read()[-1000:])
+    raise RuntimeError("the broker did not start: " + open(os.path.join(work, f"{name}.log")).read()[-1000:])
 
 
 def weir_cli(weir, kafka, *args, stdin=""):
@@ -86,10 +89,13 @@ class Console:
         self.driver.get(f"{self.base}?load={self.opened}{fragment}")
         # The page swaps its main part in whole once drawn: an element
         # found just before goes stale.
-        WebDriverWait(self.driver, 15, ignored_exceptions=[StaleElementReferenceException]).until(
-            lambda d: until_text in d.find_element(By.ID, "main").text,
-            f"{until_text!r} on #{fragment}",
-        )
+        try:
+            WebDriverWait(self.driver, 15, ignored_exceptions=[StaleElementReferenceException]).until(
+                lambda d: until_text in d.find_element(By.ID, "main").text
+            )
+        except TimeoutException:
+            shown = self.driver.find_element(By.TAG_NAME, "body").text[:400]
+            raise CheckFailed(f"no {until_text!r} on {fragment} within 15 s; the page shows: {shown!r}")
         return self.driver.find_element(By.ID, "main")
 
     def rows(self, main, table_index=0):
@@ -136,10 +142,11 @@ def main():
     os.makedirs(shots, exist_ok=True)
     checks = Checks("console_check", 300)
     work = tempfile.mkdtemp(prefix="weir-console.")
-    broker = None
+    brokers = []
     driver = None
     try:
         broker, kafka, http = start_broker(weir, work)
+        brokers.append(broker)
         weir_cli(weir, kafka, "topic", "create", "orders", "--partitions", "6")
         records = "".join(f'customer-{i % 7}:{{"order": {i}, "item": "book"}}\n' for i in range(500))
         weir_cli(weir, kafka, "produce", "orders", "--key-separator", ":", stdin=records)
@@ -279,6 +286,64 @@ def main():
             expect(took < 1.0, f"rendered in {took:.2f} s")
             console.shot("wide-topic")
 
+        def secured():
+            # A broker with an authorizer: admin is a super user, alice may
+            # describe the cluster and the topic `visible` only, bob nothing.
+            users = [f"SCRAM-SHA-512=[name={u},password={u}-secret]" for u in ("alice", "bob")]
+            extra = ["--listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                     "--authorizer-class-name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                     "--super-users", "User:ANONYMOUS"]
+            for user in users:
+                extra += ["--add-scram", user]
+            second, plain, secured_http = start_broker(weir, work, "secured", extra)
+            brokers.append(second)
+            for topic in ("visible", "hidden"):
+                weir_cli(weir, plain, "topic", "create", topic)
+            weir_cli(weir, plain, "acl", "create", "--cluster", "--allow-principal", "User:alice", "--operation", "Describe")
+            weir_cli(weir, plain, "acl", "create", "--topic", "visible", "--allow-principal", "User:alice", "--operation", "Describe")
+            as_user = Console(driver, secured_http, shots)
+
+            def login(user):
+                token = base64.b64encode(f"{user}:{user}-secret".encode()).decode()
+                driver.execute_cdp_cmd("Network.enable", {})
+                driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Basic {token}"}})
+
+            login("alice")
+            main = as_user.open("#/topics", "topic(s)")
+            expect_eq([r[0] for r in as_user.rows(main)], ["visible"], "the topics alice may describe")
+            main = as_user.open("#/topics/hidden", "does not exist")
+            as_user.shot("secured-alice")
+            login("bob")
+            driver.get(as_user.base)
+            expect("visible" not in driver.page_source and "hidden" not in driver.page_source,
+                   "bob sees no topic")
+            expect("403" in driver.page_source or "Describe" in driver.page_source, driver.page_source[:300])
+            driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {}})
+
+        def read_only_and_disabled():
+            third, _, read_only_http = start_broker(
+                weir, work, "read-only", ["--listen", "127.0.0.1:0", "--console-read-only", "true"])
+            brokers.append(third)
+            viewer = Console(driver, read_only_http, shots)
+            main = viewer.open("#/topics", "topic(s)")
+            expect(not main.find_elements(By.CSS_SELECTOR, "button[name='create-topic']"), "no create button")
+            request = urllib.request.Request(
+                f"http://{read_only_http}/v1/topics", data=b'{"name":"x","partitions":1}',
+                headers={"Content-Type": "application/json"}, method="POST")
+            try:
+                urllib.request.urlopen(request, timeout=10)
+                raise CheckFailed("a change was accepted by a read-only console")
+            except urllib.error.HTTPError as refused:
+                expect_eq(refused.code, 403, "a change to a read-only console")
+            fourth, _, off_http = start_broker(
+                weir, work, "no-console", ["--listen", "127.0.0.1:0", "--console-enable", "false"])
+            brokers.append(fourth)
+            try:
+                urllib.request.urlopen(f"http://{off_http}/", timeout=10)
+                raise CheckFailed("the console answered with weir.console.enable=false")
+            except urllib.error.HTTPError as absent:
+                expect_eq(absent.code, 404, "the console switched off")
+
         for name, *check in [
             ("console: overview shows the live broker and controller", overview),
             ("console: topics are searched", topics),
@@ -291,6 +356,11 @@ def main():
             ("console: a group's offsets reset, with a dry run first", reset_offsets),
             ("console: a topic deleted once confirmed, an internal one protected", delete_topic),
             ("console: a 10 000-partition topic renders within a second", wide),
+            ("console: read-only shows no change and refuses one; switched off it is not served",
+             read_only_and_disabled),
+            ("console: a user sees only what the ACLs let it describe; one without ACLs sees nothing", secured,
+             ["Failed to load resource: the server responded with a status of 403",
+              "Failed to load resource: the server responded with a status of 404"]),
         ]:
             checks.run(name, with_console(*check))
     except Exception as error:  # the setup failing is a failed check
@@ -298,7 +368,7 @@ def main():
     finally:
         if driver is not None:
             driver.quit()
-        if broker is not None:
+        for broker in brokers:
             broker.send_signal(signal.SIGTERM)
             try:
                 broker.wait(timeout=30)

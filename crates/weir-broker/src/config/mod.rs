@@ -599,6 +599,12 @@ broker_configs! {
     "weir.remote.storage.s3.region", String, None, ReadOnly, Valid::Any,
         remote_storage_s3_region: Option<String> = optional_text,
         "Weir's own: the S3 region; null: AWS_REGION, else us-east-1";
+    "weir.console.enable", Boolean, Some("true"), ReadOnly, Valid::Any,
+        console_enable: bool,
+        "Weir's own: serve the web console at / on the HTTP listener";
+    "weir.console.read.only", Boolean, Some("false"), ReadOnly, Valid::Any,
+        console_read_only: bool,
+        "Weir's own: the web console shows the cluster and changes nothing";
     "remote.log.manager.task.interval.ms", Long, Some("30000"), ReadOnly, Valid::AtLeast(1),
         remote_log_manager_task_interval_ms: u64 = 1..=u64::MAX,
         "How often each tiered partition's leader looks for segments to copy and remote segments to delete";

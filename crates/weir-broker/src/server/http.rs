@@ -38,9 +38,11 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/v1/groups/{group}", get(group))
         .route("/v1/topics/{topic}/remote-log", get(topic_remote_log))
         .merge(crate::server::mirror_api::routes())
-        .merge(crate::server::console::routes(
-            crate::server::console::History::start(&broker),
-        ))
+        .merge(if broker.config().console_enable {
+            crate::server::console::routes(crate::server::console::History::start(&broker))
+        } else {
+            Router::new()
+        })
         // On the whole router, not per route: an unknown path is refused
         // like the others rather than telling what exists.
         .layer(middleware::from_fn_with_state(broker.clone(), authenticate))
@@ -544,15 +546,41 @@ async fn cluster(State(broker): State<Arc<Broker>>) -> Json<ClusterView> {
     })
 }
 
-async fn groups(State(broker): State<Arc<Broker>>) -> Json<Vec<GroupLag>> {
-    Json(lag::coordinated_groups(broker, None).await)
+/// As ListGroups and DescribeGroups: only the groups the user may
+/// describe (every group without an authorizer).
+async fn groups(
+    State(broker): State<Arc<Broker>>,
+    principal: crate::server::console::Principal,
+) -> Json<Vec<GroupLag>> {
+    let mut lags = lag::coordinated_groups(broker.clone(), None).await;
+    lags.retain(|g| describes_group(&broker, &principal, &g.group));
+    Json(lags)
+}
+
+fn describes_group(
+    broker: &Broker,
+    principal: &crate::server::console::Principal,
+    group: &str,
+) -> bool {
+    crate::server::console::allowed(
+        broker,
+        principal,
+        AclOperation::Describe,
+        ResourceType::Group,
+        group,
+    )
 }
 
 async fn group(
     State(broker): State<Arc<Broker>>,
+    principal: crate::server::console::Principal,
     axum::extract::Path(name): axum::extract::Path<String>,
 ) -> axum::response::Response {
-    let lags = lag::coordinated_groups(broker, Some(name)).await;
+    let lags = if describes_group(&broker, &principal, &name) {
+        lag::coordinated_groups(broker, Some(name)).await
+    } else {
+        Vec::new()
+    };
     match lags.into_iter().next() {
         Some(group) => Json(group).into_response(),
         None => (StatusCode::NOT_FOUND, "no such group\n").into_response(),

@@ -34,7 +34,7 @@ use crate::server::http::HttpPrincipal;
 /// How long a change may take at the controller.
 const TIMEOUT_MS: i32 = 30_000;
 
-type Principal = Option<Extension<HttpPrincipal>>;
+use super::{allowed, Principal};
 
 /// The answer to a change: 200 with `body`, or an error with a message.
 fn failed(status: StatusCode, message: impl std::fmt::Display) -> Response {
@@ -45,9 +45,16 @@ fn failed(status: StatusCode, message: impl std::fmt::Display) -> Response {
         .into_response()
 }
 
-/// A change sent by a page of another site: its `Origin` is not this
-/// endpoint's.
-fn cross_site(headers: &HeaderMap) -> Option<Response> {
+/// A change the console does not make: the console is read-only
+/// (`weir.console.read.only`), or a page of another site sent it (its
+/// `Origin` is not this endpoint's).
+fn refused_change(broker: &Broker, headers: &HeaderMap) -> Option<Response> {
+    if broker.config().console_read_only {
+        return Some(failed(
+            StatusCode::FORBIDDEN,
+            "the console is read-only (weir.console.read.only)",
+        ));
+    }
     let origin = headers.get(header::ORIGIN)?.to_str().ok()?;
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok())?;
     let same = origin
@@ -66,13 +73,12 @@ fn authorize(
     resource: ResourceType,
     name: &str,
 ) -> Option<Response> {
-    let authorizer = broker.authorizer()?;
-    let Some(Extension(HttpPrincipal { principal, host })) = principal else {
-        return Some(failed(StatusCode::FORBIDDEN, "changes need a user"));
-    };
-    if authorizer.authorize(principal, host, operation, resource, name) {
+    if allowed(broker, principal, operation, resource, name) {
         return None;
     }
+    let Some(Extension(HttpPrincipal { principal, .. })) = principal else {
+        return Some(failed(StatusCode::FORBIDDEN, "changes need a user"));
+    };
     broker
         .metrics()
         .authorization_denied(principal, operation, resource, name);
@@ -115,7 +121,7 @@ pub(crate) async fn create_topic(
     headers: HeaderMap,
     Json(new): Json<CreateTopic>,
 ) -> Response {
-    if let Some(refused) = cross_site(&headers) {
+    if let Some(refused) = refused_change(&broker, &headers) {
         return refused;
     }
     let by_cluster = authorize(
@@ -173,7 +179,7 @@ pub(crate) async fn add_partitions(
     Path(topic): Path<String>,
     Json(asked): Json<AddPartitions>,
 ) -> Response {
-    if let Some(refused) = cross_site(&headers).or_else(|| {
+    if let Some(refused) = refused_change(&broker, &headers).or_else(|| {
         authorize(
             &broker,
             &principal,
@@ -208,7 +214,7 @@ pub(crate) async fn alter_configs(
     Path(topic): Path<String>,
     Json(change): Json<AlterConfigs>,
 ) -> Response {
-    if let Some(refused) = cross_site(&headers).or_else(|| {
+    if let Some(refused) = refused_change(&broker, &headers).or_else(|| {
         authorize(
             &broker,
             &principal,
@@ -234,7 +240,7 @@ pub(crate) async fn delete_topic(
     headers: HeaderMap,
     Path(topic): Path<String>,
 ) -> Response {
-    if let Some(refused) = cross_site(&headers).or_else(|| {
+    if let Some(refused) = refused_change(&broker, &headers).or_else(|| {
         authorize(
             &broker,
             &principal,
@@ -301,7 +307,7 @@ pub(crate) async fn produce(
     Path(topic): Path<String>,
     Json(record): Json<TestRecord>,
 ) -> Response {
-    if let Some(refused) = cross_site(&headers).or_else(|| {
+    if let Some(refused) = refused_change(&broker, &headers).or_else(|| {
         authorize(
             &broker,
             &principal,
@@ -382,7 +388,7 @@ pub(crate) async fn reset_offsets(
     Path(group): Path<String>,
     Json(reset): Json<ResetOffsets>,
 ) -> Response {
-    if let Some(refused) = cross_site(&headers)
+    if let Some(refused) = refused_change(&broker, &headers)
         .or_else(|| {
             authorize(
                 &broker,

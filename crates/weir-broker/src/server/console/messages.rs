@@ -17,6 +17,9 @@ use base64::Engine;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use weir_meta::{AclOperation, ResourceType};
+
+use super::{allowed, Principal};
 use crate::broker::Broker;
 use crate::partition::Partition;
 
@@ -81,9 +84,24 @@ pub(crate) struct HeaderView {
 
 pub(crate) async fn messages(
     State(broker): State<Arc<Broker>>,
+    principal: Principal,
     Path(topic): Path<String>,
     Query(query): Query<MessagesQuery>,
 ) -> Response {
+    // As Fetch: reading records needs Read on the topic.
+    if !allowed(
+        &broker,
+        &principal,
+        AclOperation::Read,
+        ResourceType::Topic,
+        &topic,
+    ) {
+        return (
+            StatusCode::FORBIDDEN,
+            format!("reading {topic} needs Read on it\n"),
+        )
+            .into_response();
+    }
     let Some(count) = broker.with_image(|image| image.topic(&topic).map(|t| t.partition_count()))
     else {
         return (StatusCode::NOT_FOUND, "no such topic\n").into_response();

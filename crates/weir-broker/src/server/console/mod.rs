@@ -18,8 +18,32 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use axum::{Extension, Json, Router};
 
+use weir_meta::{AclOperation, ResourceType};
+
 use crate::broker::Broker;
+use crate::server::http::HttpPrincipal;
 pub(crate) use history::History;
+
+/// The HTTP user, when the endpoint asks for one.
+pub(crate) type Principal = Option<Extension<HttpPrincipal>>;
+
+/// Whether the HTTP user may do `operation` on the resource: always
+/// without an authorizer; with one, as the Kafka request would be.
+pub(crate) fn allowed(
+    broker: &Broker,
+    principal: &Principal,
+    operation: AclOperation,
+    resource: ResourceType,
+    name: &str,
+) -> bool {
+    let Some(authorizer) = broker.authorizer() else {
+        return true;
+    };
+    let Some(Extension(HttpPrincipal { principal, host })) = principal else {
+        return false;
+    };
+    authorizer.authorize(principal, host, operation, resource, name)
+}
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
@@ -47,6 +71,7 @@ pub(crate) fn routes(history: Arc<History>) -> Router<Arc<Broker>> {
             "/v1/groups/{group}/reset-offsets",
             post(admin::reset_offsets),
         )
+        .route("/v1/console", get(settings))
         .route("/v1/throughput", get(throughput))
         .route("/v1/groups/{group}/lag-history", get(lag_history))
         .layer(Extension(history))
@@ -78,6 +103,18 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         body,
     )
         .into_response()
+}
+
+/// What the page needs to know of itself: whether it may change anything,
+/// and who is signed in.
+async fn settings(
+    axum::extract::State(broker): axum::extract::State<Arc<Broker>>,
+    principal: Principal,
+) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "read_only": broker.config().console_read_only,
+        "user": principal.map(|Extension(p)| p.principal),
+    }))
 }
 
 async fn throughput(Extension(history): Extension<Arc<History>>) -> Json<history::Chart> {

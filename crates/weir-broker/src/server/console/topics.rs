@@ -13,6 +13,9 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use weir_meta::TopicInfo;
 
+use weir_meta::{AclOperation, ResourceType};
+
+use super::{allowed, Principal};
 use crate::broker::Broker;
 use crate::config::topic::effective;
 use crate::config::ConfigSource;
@@ -58,6 +61,7 @@ pub(crate) struct TopicSummary {
 
 pub(crate) async fn list(
     State(broker): State<Arc<Broker>>,
+    principal: Principal,
     Query(query): Query<ListQuery>,
 ) -> Json<TopicList> {
     let image = broker.image();
@@ -69,6 +73,16 @@ pub(crate) async fn list(
     let mut matching: Vec<&TopicInfo> = image
         .topics()
         .filter(|t| t.name.to_lowercase().contains(&search))
+        // As Metadata: a topic the user may not describe is not there.
+        .filter(|t| {
+            allowed(
+                &broker,
+                &principal,
+                AclOperation::Describe,
+                ResourceType::Topic,
+                &t.name,
+            )
+        })
         .collect();
     matching.sort_by(|a, b| a.name.cmp(&b.name));
     let total = matching.len();
@@ -150,10 +164,19 @@ pub(crate) struct ConfigView {
 
 pub(crate) async fn detail(
     State(broker): State<Arc<Broker>>,
+    principal: Principal,
     Path(name): Path<String>,
 ) -> Response {
     let image = broker.image();
-    let Some(topic) = image.topic(&name) else {
+    // As Metadata: a topic the user may not describe does not exist.
+    let described = allowed(
+        &broker,
+        &principal,
+        AclOperation::Describe,
+        ResourceType::Topic,
+        &name,
+    );
+    let Some(topic) = image.topic(&name).filter(|_| described) else {
         return (StatusCode::NOT_FOUND, "no such topic\n").into_response();
     };
     let partitions = topic

@@ -28,7 +28,9 @@ function svg(tag, attrs) {
 }
 
 async function getJson(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  // From the origin: a page opened as http://user:password@host/ would
+  // otherwise resolve `path` with the credentials in it, which fetch refuses.
+  const response = await fetch(location.origin + path, { headers: { Accept: "application/json" } });
   if (response.status === 404) return null;
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
   return response.json();
@@ -36,7 +38,7 @@ async function getJson(path) {
 
 // A change: JSON in, JSON out; an error answer throws its message.
 async function send(method, path, body) {
-  const response = await fetch(path, {
+  const response = await fetch(location.origin + path, {
     method,
     headers: { "Content-Type": "application/json", Accept: "application/json" },
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -48,10 +50,13 @@ async function send(method, path, body) {
 
 // What an action said before the page was drawn again, to be shown again.
 let flash = null;
+// `/v1/console`: whether the console may change anything, and the user.
+let settings = { read_only: false, user: null };
 
 // A form row whose button runs `action`; its outcome shows beside it (and
 // stays when the action draws the page again).
 function actionRow(name, fields, label, action) {
+  if (settings.read_only) return document.createDocumentFragment();
   const outcome = h("span", { class: "outcome", "data-outcome": name });
   if (flash && flash.name === name) {
     outcome.className = "outcome ok";
@@ -262,7 +267,7 @@ async function topicPage(main, name, params) {
   }));
   main.append(table(["config", "value", "source", ""], topic.configs.map((c) => [
     c.name, c.value, c.source === "DEFAULT_CONFIG" ? h("span", { class: "muted" }, c.source) : c.source,
-    c.source === "DYNAMIC_TOPIC_CONFIG" ? h("button", { name: `unset-${c.name}`, onclick: async () => {
+    c.source === "DYNAMIC_TOPIC_CONFIG" && !settings.read_only ? h("button", { name: `unset-${c.name}`, onclick: async () => {
       await send("PATCH", `${base}/configs`, { delete: [c.name] });
       route();
     } }, "Remove override") : "",
@@ -271,6 +276,7 @@ async function topicPage(main, name, params) {
     main.append(h("p", { class: "muted" }, "An internal topic: the console does not delete it."));
     return;
   }
+  if (settings.read_only) return;
   main.append(h("h2", {}, "Delete"));
   const confirmName = h("input", { type: "text", name: "confirm-delete", placeholder: `type ${topic.name} to confirm` });
   main.append(actionRow("delete-topic", [confirmName], "Delete topic", async () => {
@@ -375,7 +381,7 @@ async function groupPage(main, name) {
     card("oldest unconsumed record", seconds(Math.max(0, ...group.partitions.map((p) => p.lag_seconds))))));
   main.append(h("h2", {}, "Lag over time"));
   main.append(lineChart("records behind", history, (v) => `${Math.round(v)}`));
-  if (group.type !== "share") {
+  if (group.type !== "share" && !settings.read_only) {
     main.append(h("h2", {}, "Reset offsets"));
     const topics = [...new Set(group.partitions.map((p) => p.topic))];
     const topicSelect = h("select", { name: "reset-topic", "aria-label": "Topic" }, topics.map((t) => h("option", { value: t }, t)));
@@ -442,4 +448,13 @@ async function route() {
 }
 
 window.addEventListener("hashchange", route);
-window.addEventListener("DOMContentLoaded", route);
+window.addEventListener("DOMContentLoaded", async () => {
+  try {
+    settings = await getJson("/v1/console");
+  } catch (_) {
+    // Drawn as if writable; a change is refused by the broker all the same.
+  }
+  const who = [settings.user, settings.read_only ? "read-only" : null].filter(Boolean).join(" · ");
+  document.getElementById("node").textContent = who;
+  route();
+});
