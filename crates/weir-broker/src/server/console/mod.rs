@@ -111,9 +111,17 @@ async fn settings(
     axum::extract::State(broker): axum::extract::State<Arc<Broker>>,
     principal: Principal,
 ) -> Json<serde_json::Value> {
+    let config = broker.config();
+    // The remote tier's address (no credentials: they come from the
+    // environment), when tiered storage is on.
+    let remote_tier = config
+        .remote_log_storage_system_enable
+        .then(|| config.remote_storage_url.clone())
+        .flatten();
     Json(serde_json::json!({
-        "read_only": broker.config().console_read_only,
+        "read_only": config.console_read_only,
         "user": principal.map(|Extension(p)| p.principal),
+        "remote_tier": remote_tier,
     }))
 }
 

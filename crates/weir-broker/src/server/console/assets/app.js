@@ -187,6 +187,16 @@ async function overview(main) {
       ...cluster.under_replicated_partitions.map((p) => [`${p.topic}-${p.partition}`, "under-replicated"]),
     ]));
   }
+  main.append(h("p", { class: "muted" }, "Tiered storage: ",
+    settings.remote_tier ? `on, remote tier ${settings.remote_tier}` : "off on this broker"));
+  const mirrors = await getJson("/v1/mirrors").catch(() => null);
+  if (mirrors && mirrors.length > 0) {
+    main.append(h("h2", {}, "Mirrors"));
+    main.append(table(["mirror", "source", "state", "topics", "failed over"], mirrors.map((m) => [
+      m.name, m.source_bootstrap, m.paused ? "paused" : "running", m.mirror_topics.length,
+      m.mirror_topics.filter((t) => t.state === "failed-over").length,
+    ]), [3, 4]));
+  }
   main.append(h("h2", {}, "Throughput of this broker"));
   const pick = (names) => throughput && { ...throughput, series: throughput.series.filter(([n]) => names.includes(n)) };
   main.append(lineChart("bytes per second", pick(["bytes_in", "bytes_out"]), (v) => `${bytes(v)}/s`));
@@ -410,6 +420,12 @@ async function groupPage(main, name) {
       return "Committed.";
     }));
     main.append(preview);
+  }
+  if (group.share_partitions && group.share_partitions.length > 0) {
+    main.append(h("h2", {}, "Share-partitions led here"));
+    main.append(table(["topic", "partition", "start offset", "log end", "in flight", "available", "acquired", "oldest available"],
+      group.share_partitions.map((p) => [p.topic, p.partition, p.start_offset, p.log_end_offset, p.in_flight,
+        p.available, p.acquired, seconds(p.oldest_available_seconds)]), [1, 2, 3, 4, 5, 6]));
   }
   main.append(h("h2", {}, "Partitions"));
   main.append(table(["topic", "partition", "committed offset", "log end", "lag", "oldest unconsumed", "lost to retention"],
