@@ -226,6 +226,26 @@ def main():
             main = console.open("#/topics/big/messages", "record(s)")
             expect("truncated: the value is 97.7 KiB" in main.text, "a large value is cut, its size shown")
 
+        def members():
+            member = subprocess.Popen([weir, "consume", "orders", "--group", "live-readers", "--bootstrap", kafka],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                deadline = time.monotonic() + 20
+                while True:
+                    main = console.open("#/groups/live-readers", "Partitions")
+                    if "Members" in main.text:
+                        break
+                    expect(time.monotonic() < deadline, "no member shown within 20 s")
+                    time.sleep(1)
+                rows = console.rows(main, 0)
+                expect_eq(len(rows), 1, "members")
+                expect_eq(rows[0][1], "weir-client", "the member's client id")
+                expect_eq(rows[0][3], ", ".join(f"orders-{p}" for p in range(6)), "its partitions")
+                console.shot("group-members")
+            finally:
+                member.send_signal(signal.SIGINT)
+                member.wait(timeout=30)
+
         def create_and_edit():
             console.open("#/topics", "topic(s)")
             console.field("new-topic", "from-console")
@@ -350,6 +370,7 @@ def main():
             ("console: a topic's partitions, ISR and configs", topic),
             ("console: a group's lag and its chart", group),
             ("console: messages browsed as JSON, from an offset, a large one cut", messages),
+            ("console: a group's members and their partitions", members),
             ("console: a topic created and its config edited (a bad value refused)", create_and_edit,
              ["/v1/topics/from-console/configs - Failed to load resource: the server responded with a status of 400"]),
             ("console: a test record produced", produce_test_record),

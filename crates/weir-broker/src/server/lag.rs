@@ -22,6 +22,10 @@ pub struct GroupLag {
     #[serde(rename = "type")]
     pub group_type: &'static str,
     pub members: usize,
+    /// Each member of a classic or consumer group: who it is and the
+    /// partitions it is assigned.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub member_assignments: Vec<MemberAssignment>,
     /// Its consumers read committed data only (isolation.level
     /// read_committed): lag counts to the last stable offset.
     pub read_committed: bool,
@@ -31,6 +35,69 @@ pub struct GroupLag {
     /// For a share group: its share-partitions this broker leads.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub share_partitions: Vec<SharePartitionView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MemberAssignment {
+    pub member_id: String,
+    pub client_id: String,
+    pub client_host: String,
+    /// `topic-partition`, sorted.
+    pub partitions: Vec<String>,
+}
+
+/// The members of `group` with their assignments, as its coordinator
+/// holds them.
+fn member_assignments(broker: &Broker, group: &str) -> Vec<MemberAssignment> {
+    if let Some(described) = broker.consumer_groups().describe(group) {
+        let image = broker.image();
+        return described
+            .members
+            .into_iter()
+            .map(|m| MemberAssignment {
+                partitions: m
+                    .assignment
+                    .iter()
+                    .flat_map(|(id, partitions)| {
+                        let topic = image
+                            .topic_by_id(*id)
+                            .map_or_else(|| id.to_string(), |t| t.name.clone());
+                        partitions.iter().map(move |p| format!("{topic}-{p}"))
+                    })
+                    .collect(),
+                member_id: m.member_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+            })
+            .collect();
+    }
+    let Some(summary) = broker.groups().describe(group) else {
+        return Vec::new();
+    };
+    summary
+        .members
+        .into_iter()
+        .map(|m| {
+            // Only the consumer protocol's assignment is readable; a
+            // Connect worker's or another's stays opaque.
+            let mut partitions: Vec<String> =
+                weir_client::decode_consumer_assignment(&m.assignment)
+                    .map(|assigned| {
+                        assigned
+                            .into_iter()
+                            .map(|(topic, p)| format!("{topic}-{p}"))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+            partitions.sort();
+            MemberAssignment {
+                member_id: m.member_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                partitions,
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -198,6 +265,7 @@ fn groups(
                 .collect();
             Some(GroupLag {
                 lag: partitions.iter().map(|p| p.lag).sum(),
+                member_assignments: member_assignments(broker, &group),
                 group,
                 state,
                 group_type,
@@ -251,6 +319,7 @@ fn share_groups(broker: &Broker, only: Option<&str>) -> Vec<GroupLag> {
                 .collect();
             GroupLag {
                 lag: partitions.iter().map(|p| p.lag).sum(),
+                member_assignments: Vec::new(),
                 group,
                 state,
                 group_type: "share",

@@ -421,6 +421,12 @@ async function groupPage(main, name) {
     }));
     main.append(preview);
   }
+  if (group.member_assignments && group.member_assignments.length > 0) {
+    main.append(h("h2", {}, "Members"));
+    main.append(table(["member", "client id", "host", "assigned partitions"], group.member_assignments.map((m) => [
+      m.member_id, m.client_id, m.client_host, m.partitions.join(", ") || "none",
+    ])));
+  }
   if (group.share_partitions && group.share_partitions.length > 0) {
     main.append(h("h2", {}, "Share-partitions led here"));
     main.append(table(["topic", "partition", "start offset", "log end", "in flight", "available", "acquired", "oldest available"],
