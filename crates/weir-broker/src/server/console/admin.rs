@@ -88,6 +88,18 @@ fn authorize(
     ))
 }
 
+/// [`refused_change`], then [`authorize`] `operation` on `topic`.
+fn topic_change(
+    broker: &Broker,
+    principal: &Principal,
+    headers: &HeaderMap,
+    operation: AclOperation,
+    topic: &str,
+) -> Option<Response> {
+    refused_change(broker, headers)
+        .or_else(|| authorize(broker, principal, operation, ResourceType::Topic, topic))
+}
+
 fn broker_error(error: crate::broker::BrokerError) -> Response {
     let text = error.to_string();
     let status = if text.contains("does not exist") || text.contains("Unknown topic") {
@@ -179,15 +191,8 @@ pub(crate) async fn add_partitions(
     Path(topic): Path<String>,
     Json(asked): Json<AddPartitions>,
 ) -> Response {
-    if let Some(refused) = refused_change(&broker, &headers).or_else(|| {
-        authorize(
-            &broker,
-            &principal,
-            AclOperation::Alter,
-            ResourceType::Topic,
-            &topic,
-        )
-    }) {
+    if let Some(refused) = topic_change(&broker, &principal, &headers, AclOperation::Alter, &topic)
+    {
         return refused;
     }
     match broker
@@ -214,15 +219,13 @@ pub(crate) async fn alter_configs(
     Path(topic): Path<String>,
     Json(change): Json<AlterConfigs>,
 ) -> Response {
-    if let Some(refused) = refused_change(&broker, &headers).or_else(|| {
-        authorize(
-            &broker,
-            &principal,
-            AclOperation::AlterConfigs,
-            ResourceType::Topic,
-            &topic,
-        )
-    }) {
+    if let Some(refused) = topic_change(
+        &broker,
+        &principal,
+        &headers,
+        AclOperation::AlterConfigs,
+        &topic,
+    ) {
         return refused;
     }
     match broker
@@ -240,15 +243,8 @@ pub(crate) async fn delete_topic(
     headers: HeaderMap,
     Path(topic): Path<String>,
 ) -> Response {
-    if let Some(refused) = refused_change(&broker, &headers).or_else(|| {
-        authorize(
-            &broker,
-            &principal,
-            AclOperation::Delete,
-            ResourceType::Topic,
-            &topic,
-        )
-    }) {
+    if let Some(refused) = topic_change(&broker, &principal, &headers, AclOperation::Delete, &topic)
+    {
         return refused;
     }
     if crate::api::is_internal_topic(&topic) {
@@ -307,15 +303,8 @@ pub(crate) async fn produce(
     Path(topic): Path<String>,
     Json(record): Json<TestRecord>,
 ) -> Response {
-    if let Some(refused) = refused_change(&broker, &headers).or_else(|| {
-        authorize(
-            &broker,
-            &principal,
-            AclOperation::Write,
-            ResourceType::Topic,
-            &topic,
-        )
-    }) {
+    if let Some(refused) = topic_change(&broker, &principal, &headers, AclOperation::Write, &topic)
+    {
         return refused;
     }
     let Some(count) = broker.with_image(|image| image.topic(&topic).map(|t| t.partition_count()))
