@@ -169,7 +169,9 @@ impl GroupConsumer {
     }
 
     /// Commits `offsets` (topic, partition, next offset to read) as this
-    /// member.
+    /// member; asked again of the coordinator found anew while the old one
+    /// is unreachable or has moved, within the request timeout, as Kafka's
+    /// `commitSync` does.
     pub async fn commit(
         &mut self,
         cluster: &mut Cluster,
@@ -183,17 +185,16 @@ impl GroupConsumer {
             self.member_id.clone(),
             self.member_epoch,
         );
-        let client = self.coordinator(cluster).await?;
-        let outcome = client
-            .offset_commit_as(&group, &member_id, epoch, offsets)
-            .await;
-        if outcome.as_ref().is_err_and(coordinator_moved) {
-            self.coordinator = None;
-        }
-        outcome
+        self.with_coordinator(cluster, async |client| {
+            client
+                .offset_commit_as(&group, &member_id, epoch, offsets)
+                .await
+        })
+        .await
     }
 
-    /// The group's committed offsets for `partitions` of `topic`.
+    /// The group's committed offsets for `partitions` of `topic`; asked
+    /// again as [`commit`](Self::commit) is.
     pub async fn committed(
         &mut self,
         cluster: &mut Cluster,
@@ -202,12 +203,36 @@ impl GroupConsumer {
     ) -> Result<Vec<CommittedOffset>, ClientError> {
         let group = self.group.clone();
         let wanted = vec![(topic.to_owned(), partitions.to_vec())];
-        let client = self.coordinator(cluster).await?;
-        let outcome = client.offset_fetch(&group, Some(&wanted)).await;
-        if outcome.as_ref().is_err_and(coordinator_moved) {
-            self.coordinator = None;
+        self.with_coordinator(cluster, async |client| {
+            client.offset_fetch(&group, Some(&wanted)).await
+        })
+        .await
+    }
+
+    /// `call` on the coordinator, found again and called again while it is
+    /// unreachable or has moved, until the request timeout.
+    async fn with_coordinator<T>(
+        &mut self,
+        cluster: &mut Cluster,
+        call: impl AsyncFn(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let deadline = Instant::now() + cluster.any().config().request_timeout;
+        loop {
+            let outcome = match self.coordinator(cluster).await {
+                Ok(client) => call(client).await,
+                Err(error) => Err(error),
+            };
+            match outcome {
+                Err(error) if coordinator_moved(&error) => {
+                    self.coordinator = None;
+                    if Instant::now() >= deadline {
+                        return Err(error);
+                    }
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                }
+                outcome => return outcome,
+            }
         }
-        outcome
     }
 
     /// Leaves the group, so that its partitions go to other members now

@@ -2113,3 +2113,74 @@ fn elect_leaders_moves_leadership_back_to_preferred_replicas() {
         "Valid replica already elected for partitions home-0, home-1, home-2\n"
     );
 }
+
+/// `weir consume --group` carries on when its group's coordinator (also
+/// its first bootstrap address) is killed: it finds the new coordinator,
+/// reads every record, and its commit on exit lands there.
+#[test]
+fn a_group_consumer_survives_its_coordinator_being_killed() {
+    use std::process::{Command, Stdio};
+    let mut cluster = Cluster::start(&[]);
+    create_topic(&cluster.node(1).kafka, "followed", 3, 3);
+    let before = send_acked(&cluster.bootstrap(), "followed", "before", 300);
+    assert_eq!(before.len(), 300);
+    let coordinator = common::cli::block_on(async {
+        let mut client = weir_client::Client::connect(&cluster.node(1).kafka)
+            .await
+            .unwrap();
+        client.find_coordinator("followers").await.unwrap().node_id
+    });
+    let bootstrap: Vec<String> = std::iter::once(coordinator)
+        .chain((1..=3).filter(|id| *id != coordinator))
+        .map(|id| cluster.node(id).kafka.clone())
+        .collect();
+    let mut consumer = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["consume", "followed", "--group", "followers", "-n", "600"])
+        .args(["--bootstrap", &bootstrap.join(",")])
+        .env("WEIR_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run weir");
+    // Once it has read the first records, its coordinator goes.
+    std::thread::sleep(Duration::from_secs(3));
+    cluster.node_mut(coordinator).kill();
+    let survivor = (1..=3).find(|id| *id != coordinator).unwrap();
+    let survivor_addr = cluster.node(survivor).kafka.clone();
+    let after = send_acked(&survivor_addr, "followed", "after", 300);
+    assert_eq!(after.len(), 300);
+    let pid = consumer.id().to_string();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(90));
+        let _ = Command::new("kill").args(["-9", &pid]).status();
+    });
+    let stdout = consumer.stdout.take().unwrap();
+    let read: Vec<String> = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .map(Result::unwrap)
+        .collect();
+    let status = consumer.wait().unwrap();
+    assert!(status.success(), "weir consume failed");
+    let read: BTreeSet<String> = read.into_iter().collect();
+    let missing: Vec<&String> = before
+        .iter()
+        .chain(&after)
+        .filter(|v| !read.contains(*v))
+        .collect();
+    assert!(missing.is_empty(), "not read: {missing:?}");
+    // Its last commit reached the new coordinator: nothing left to read.
+    wait_until("the group's lag to be 0", Duration::from_secs(20), || {
+        let described = common::cli::run(
+            &[
+                "group",
+                "describe",
+                "followers",
+                "--bootstrap",
+                &survivor_addr,
+            ],
+            b"",
+        );
+        let rows = described.table("TOPIC");
+        (described.code == Some(0) && rows.len() == 4 && rows[1..].iter().all(|r| r[4] == "0"))
+            .then_some(())
+    });
+}
