@@ -5,14 +5,18 @@ Usage: python3 tests/interop/console_check.py WEIR_BIN [SCREENSHOT_DIR]
 
 Starts a broker of its own on ephemeral ports, makes a topic `orders`
 (6 partitions) of JSON records, a group `billing` that read 100 of its 500
-records, and a topic `wide` of 10 000 partitions; then opens each page
-and checks what a person would see: the broker live on the overview, the
-topic found by search, its partitions with their ISR and its configs, the
-group's lag of 400 and its lag chart (from the broker's own samples,
-taken every 10 s), and the 10 000-partition topic's page, whose time to
-render is reported (a NOTE line), not asserted. Any error in the browser's console fails the check it happened
-in. A screenshot of each page goes to SCREENSHOT_DIR (default
-target/console-screenshots).
+records, and a topic `wide` of 10 000 partitions; then opens each page and
+checks what a person would see: the broker live on the overview, the topic
+found by search, its partitions with their ISR and its configs, the
+group's lag of 400 and its lag chart (from the broker's own samples, taken
+every 10 s), its members, messages as JSON, and the 10 000-partition
+topic's page (its time to render is reported in a NOTE line, not
+asserted). It makes changes through the page (a topic created, a config
+set, a test record, offsets reset, a topic deleted), and checks a
+read-only console, a switched-off one, and what users with and without
+ACLs see on a broker with an authorizer. Any error in the browser's
+console fails the check it happened in. A screenshot of each page goes to
+SCREENSHOT_DIR (default target/console-screenshots).
 """
 
 import base64
