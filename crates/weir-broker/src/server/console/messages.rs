@@ -25,8 +25,11 @@ use crate::partition::Partition;
 
 /// Records returned at most, whatever is asked.
 const MAX_LIMIT: usize = 500;
-/// Bytes read from one partition for one request, at most.
-const READ_BYTES: usize = 4 << 20;
+/// Bytes read from a log at a time.
+const READ_BYTES: usize = 1 << 20;
+/// The keys and values one answer carries at most, over all its records:
+/// a value is cut at this over the limit asked for.
+const ANSWER_BYTES: usize = 32 << 20;
 /// A value (or key) is cut at this many bytes unless asked otherwise.
 const DEFAULT_MAX_VALUE_BYTES: usize = 64 << 10;
 
@@ -129,7 +132,10 @@ pub(crate) async fn messages(
         }
     };
     let limit = query.limit.unwrap_or(50).clamp(1, MAX_LIMIT);
-    let max_value_bytes = query.max_value_bytes.unwrap_or(DEFAULT_MAX_VALUE_BYTES);
+    let max_value_bytes = query
+        .max_value_bytes
+        .unwrap_or(DEFAULT_MAX_VALUE_BYTES)
+        .min(ANSWER_BYTES / limit / 2);
     let read = tokio::task::spawn_blocking(move || {
         read_messages(&broker, &topic, &partitions, start, limit, max_value_bytes)
     })
@@ -177,7 +183,16 @@ fn read_messages(
             Ok(read) => records.extend(read.into_iter().map(|r| view(index, r, max_value_bytes))),
             Err(error) => skipped.push(format!("partition {index}: {error}")),
         }
+        // Only the first `limit` in the answer's order can be in it: what
+        // is held stays bounded however many partitions are read.
+        order(&mut records, start);
+        records.truncate(limit);
     }
+    Messages { records, skipped }
+}
+
+/// Sorts records in the answer's order.
+fn order(records: &mut [MessageView], start: Start) {
     match start {
         // The newest `limit` over all partitions, newest first.
         Start::Latest => {
@@ -185,13 +200,9 @@ fn read_messages(
         }
         // In time order from the start, as a consumer would meet them.
         Start::Offset(_) | Start::Time(_) => {
-            records.sort_by(|a, b| {
-                (a.timestamp, a.partition, a.offset).cmp(&(b.timestamp, b.partition, b.offset))
-            });
+            records.sort_by_key(|r| (r.timestamp, r.partition, r.offset));
         }
     }
-    records.truncate(limit);
-    Messages { records, skipped }
 }
 
 /// Up to `limit` records of one partition from `start`, below its high
