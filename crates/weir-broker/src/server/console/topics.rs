@@ -59,11 +59,20 @@ pub(crate) struct TopicSummary {
     pub(crate) cleanup_policy: String,
 }
 
+/// Off the runtime's workers: a log's size waits on its lock, which an
+/// append or a segment's deletion holds across its I/O.
 pub(crate) async fn list(
     State(broker): State<Arc<Broker>>,
     principal: Principal,
     Query(query): Query<ListQuery>,
-) -> Json<TopicList> {
+) -> Response {
+    match tokio::task::spawn_blocking(move || list_page(&broker, &principal, query)).await {
+        Ok(page) => Json(page).into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the listing failed\n").into_response(),
+    }
+}
+
+fn list_page(broker: &Broker, principal: &Principal, query: ListQuery) -> TopicList {
     let image = broker.image();
     let page_size = query
         .page_size
@@ -76,8 +85,8 @@ pub(crate) async fn list(
         // As Metadata: a topic the user may not describe is not there.
         .filter(|t| {
             allowed(
-                &broker,
-                &principal,
+                broker,
+                principal,
                 AclOperation::Describe,
                 ResourceType::Topic,
                 &t.name,
@@ -90,14 +99,14 @@ pub(crate) async fn list(
         .into_iter()
         .skip(query.page.saturating_mul(page_size))
         .take(page_size)
-        .map(|topic| summary(&broker, topic))
+        .map(|topic| summary(broker, topic))
         .collect();
-    Json(TopicList {
+    TopicList {
         total,
         page: query.page,
         page_size,
         topics,
-    })
+    }
 }
 
 fn summary(broker: &Broker, topic: &TopicInfo) -> TopicSummary {
@@ -162,23 +171,36 @@ pub(crate) struct ConfigView {
     pub(crate) source: &'static str,
 }
 
+/// Off the runtime's workers, as [`list`].
 pub(crate) async fn detail(
     State(broker): State<Arc<Broker>>,
     principal: Principal,
     Path(name): Path<String>,
 ) -> Response {
+    match tokio::task::spawn_blocking(move || describe(&broker, &principal, &name)).await {
+        Ok(Some(detail)) => Json(detail).into_response(),
+        // As Metadata: a topic the user may not describe does not exist.
+        Ok(None) => (StatusCode::NOT_FOUND, "no such topic\n").into_response(),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the description failed\n",
+        )
+            .into_response(),
+    }
+}
+
+fn describe(broker: &Broker, principal: &Principal, name: &str) -> Option<TopicDetail> {
     let image = broker.image();
-    // As Metadata: a topic the user may not describe does not exist.
-    let described = allowed(
-        &broker,
-        &principal,
+    if !allowed(
+        broker,
+        principal,
         AclOperation::Describe,
         ResourceType::Topic,
-        &name,
-    );
-    let Some(topic) = image.topic(&name).filter(|_| described) else {
-        return (StatusCode::NOT_FOUND, "no such topic\n").into_response();
-    };
+        name,
+    ) {
+        return None;
+    }
+    let topic = image.topic(name)?;
     let partitions = topic
         .partitions
         .iter()
@@ -204,14 +226,13 @@ pub(crate) async fn detail(
             source: source_name(c.source),
         })
         .collect();
-    Json(TopicDetail {
+    Some(TopicDetail {
         name: topic.name.clone(),
         id: topic.id.to_string(),
         internal: topic.internal,
         partitions,
         configs,
     })
-    .into_response()
 }
 
 /// Kafka's `ConfigSource` names, as DescribeConfigs' tools print them.
